@@ -1,0 +1,38 @@
+// Package a2a is Baton's client side of the A2A protocol: it resolves sub-agents from their
+// agent cards (A2A 1.0, or 0.3 through the SDK's a2av0 compat layer) and delegates messages to
+// them, reporting progress to an [Observer] and returning a protocol-neutral [Result].
+//
+// # Delegation
+//
+// [Agent.Send] streams when the card allows it and uses a blocking SendMessage otherwise.
+// Reading stops as soon as the task is terminal or interrupted (input-required,
+// auth-required): some SDKs keep the stream open after auth-required, waiting for
+// credentials on the same event bus, so waiting for the server to close it would hang.
+//
+// Only the initial send is retried (429, 5xx and network failures, honouring Retry-After),
+// and only while no event of that send has arrived: after that the server has accepted the
+// message and a resend could run the work twice. A stream that drops later is resumed with
+// SubscribeToTask and, when that is not possible (no active execution, unsupported, or the
+// resubscribe budget is spent), with GetTask polling until the task is terminal or
+// interrupted.
+//
+// # Text that is neither lost nor duplicated
+//
+// Resuming means mixing incremental events (artifact chunks with append) with task
+// snapshots (the Task that SubscribeToTask yields first, GetTask results). The delegation
+// keeps its own view of the task: the parts of every artifact by id and the status message.
+// A snapshot is authoritative and replaces the view; incremental events update it. The text
+// reported to [Observer.Text] is tracked per source (artifact id, message id) and each
+// update reports only what extends the text already reported for that source (prefix
+// diff), so a snapshot that repeats known text reports nothing and one that carries text
+// missed while disconnected reports exactly that. Missed intermediate status messages are
+// recovered from the snapshot's history (agent messages after our own message).
+//
+// # Continuations
+//
+// A message that continues an input-required task first reads the task (GetTask): an
+// unknown or finished task is an [ErrInvalidTransition] without sending anything, and the
+// parked status becomes the baseline. Some servers (@a2a-js/sdk) stream the parked task
+// first, still input-required; a status equal to the baseline (same status message id) is
+// therefore not taken as the answer, and reading goes on until the status moves.
+package a2a

@@ -1,0 +1,195 @@
+package a2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// Errors of this package. They are wrapped together with the SDK error that caused them, so
+// errors.Is works with both (for example with sdk.ErrTaskNotFound).
+var (
+	// ErrUnreachable: the agent could not be reached (network failure, 429 or 5xx) after
+	// the retry budget, or its card could not be fetched.
+	ErrUnreachable = errors.New("a2a: agent unreachable")
+	// ErrInvalidTransition: a continuation names a task that is unknown or already
+	// finished (-32001 task not found, -32602 invalid params on a finished task).
+	ErrInvalidTransition = errors.New("a2a: task cannot be continued")
+	// ErrAuth: the agent refused the caller (-31401 unauthenticated, -31403 unauthorized).
+	ErrAuth = errors.New("a2a: agent requires authentication")
+	// ErrCapabilityGap: the agent does not support the operation or content type (-32004,
+	// -32005), or offers no interface this client speaks.
+	ErrCapabilityGap = errors.New("a2a: agent does not support the request")
+)
+
+// errEmptyStream marks a stream that ended before its first event.
+var errEmptyStream = errors.New("stream ended before any event")
+
+// TaskError carries the task a failed delegation was about. Errors of [Agent.Send] are
+// wrapped in it once a task id is known, so the caller can cancel or report the task.
+type TaskError struct {
+	TaskID    string
+	ContextID string
+	Err       error
+}
+
+func (e *TaskError) Error() string { return e.Err.Error() }
+
+func (e *TaskError) Unwrap() error { return e.Err }
+
+// TaskIDOf returns the task id carried by err (see [TaskError]), or "".
+func TaskIDOf(err error) string {
+	var te *TaskError
+	if errors.As(err, &te) {
+		return te.TaskID
+	}
+	return ""
+}
+
+// classify maps an SDK or transport error onto this package's sentinels. continuation tells
+// whether the request named an existing task (task-not-found then means a bad transition).
+func classify(name string, err error, rec *httpStatus, continuation bool) error {
+	switch {
+	case errors.Is(err, sdk.ErrUnauthenticated), errors.Is(err, sdk.ErrUnauthorized):
+		return fmt.Errorf("a2a: agent %q: %w: %w", name, ErrAuth, err)
+	case errors.Is(err, sdk.ErrUnsupportedOperation), errors.Is(err, sdk.ErrUnsupportedContentType):
+		return fmt.Errorf("a2a: agent %q: %w: %w", name, ErrCapabilityGap, err)
+	case continuation && (errors.Is(err, sdk.ErrTaskNotFound) || errors.Is(err, sdk.ErrInvalidParams)):
+		return fmt.Errorf("a2a: agent %q: %w: %w", name, ErrInvalidTransition, err)
+	case isTransient(err, rec):
+		return fmt.Errorf("a2a: agent %q: %w: %w", name, ErrUnreachable, err)
+	default:
+		return fmt.Errorf("a2a: agent %q: %w", name, err)
+	}
+}
+
+// isTransient reports whether a failed call may succeed when repeated: 429, 5xx and
+// network failures. JSON-RPC errors are answers, not transient failures.
+func isTransient(err error, rec *httpStatus) bool {
+	if rec != nil {
+		if code, _ := rec.get(); code == http.StatusTooManyRequests || code >= 500 {
+			return true
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return isNetworkError(err) || errors.Is(err, errEmptyStream) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+func isNetworkError(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.As(err, &oe) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE)
+}
+
+// httpStatus records the HTTP status of the last non-2xx response of one call: the SDK
+// reports those only as text, and the retry logic needs the code and Retry-After.
+type httpStatus struct {
+	mu         sync.Mutex
+	code       int
+	retryAfter time.Duration
+}
+
+func (s *httpStatus) set(code int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.code, s.retryAfter = code, retryAfter
+}
+
+func (s *httpStatus) get() (int, time.Duration) {
+	if s == nil {
+		return 0, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.code, s.retryAfter
+}
+
+type statusKey struct{}
+
+// withStatus returns a context whose HTTP calls record their status into a fresh recorder.
+func withStatus(ctx context.Context) (context.Context, *httpStatus) {
+	rec := &httpStatus{}
+	return context.WithValue(ctx, statusKey{}, rec), rec
+}
+
+// recordingTransport fills the [httpStatus] found in the request context.
+type recordingTransport struct {
+	base http.RoundTripper
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+		if rec, ok := req.Context().Value(statusKey{}).(*httpStatus); ok {
+			rec.set(resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
+		}
+	}
+	return resp, err
+}
+
+// CloseIdleConnections forwards to the wrapped transport (http.Client looks for it).
+func (t *recordingTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// parseRetryAfter reads a Retry-After header: delay seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		if d := at.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// retryDelay returns how long to wait before attempt+1, and false when the server asks for
+// a wait longer than maxRetryWait (reported rather than slept).
+func retryDelay(base time.Duration, attempt int, rec *httpStatus) (time.Duration, bool) {
+	if _, ra := rec.get(); ra > 0 {
+		return ra, ra <= maxRetryWait
+	}
+	d := base << (attempt - 1)
+	if d <= 0 || d > maxRetryWait {
+		d = maxRetryWait
+	}
+	return d, true
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,425 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/stretchr/testify/require"
+)
+
+// The test peer: an in-process a2a-go/v2 server with a scripted executor, serving A2A 1.0 on
+// /a2a and 0.3 on /a2a/v0, with fault injection in front of both.
+
+// scriptExecutor picks the outcome from the first word of the user's text, like the
+// @a2a-js/sdk test peer described in the reference.
+type scriptExecutor struct {
+	gate     chan struct{} // "drop" and "dropmsg" wait for it after their first frames
+	gateOnce sync.Once
+	started  chan string // ids of "slow" tasks, as they start
+	// authGates stand for credentials given out of band, per task: "auth" tasks wait for
+	// theirs after auth-required, within the same execution (a2a-go keeps it running).
+	authMu    sync.Mutex
+	authGates map[sdk.TaskID]chan struct{}
+	authAll   bool // every gate is open (cleanup)
+}
+
+func newScriptExecutor() *scriptExecutor {
+	return &scriptExecutor{gate: make(chan struct{}), started: make(chan string, 16), authGates: map[sdk.TaskID]chan struct{}{}}
+}
+
+func (e *scriptExecutor) openGate() { e.gateOnce.Do(func() { close(e.gate) }) }
+
+// authGate returns the gate of a task, creating it.
+func (e *scriptExecutor) authGate(id sdk.TaskID) chan struct{} {
+	e.authMu.Lock()
+	defer e.authMu.Unlock()
+	g, ok := e.authGates[id]
+	if !ok {
+		g = make(chan struct{})
+		if e.authAll {
+			close(g)
+		}
+		e.authGates[id] = g
+	}
+	return g
+}
+
+// openAuth opens the gate of one task, or of all tasks for id "".
+func (e *scriptExecutor) openAuth(id sdk.TaskID) {
+	e.authMu.Lock()
+	defer e.authMu.Unlock()
+	for tid, g := range e.authGates {
+		if id != "" && tid != id {
+			continue
+		}
+		select {
+		case <-g:
+		default:
+			close(g)
+		}
+	}
+	if id == "" {
+		e.authAll = true
+	}
+}
+
+func agentText(ec *a2asrv.ExecutorContext, text string) *sdk.Message {
+	return sdk.NewMessageForTask(sdk.MessageRoleAgent, ec, sdk.NewTextPart(text))
+}
+
+// wait blocks until ch is closed, ctx is done or a safety timeout passes; it reports
+// whether ch was closed.
+func wait(ctx context.Context, ch <-chan struct{}) bool {
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
+func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		said := PartsText(ec.Message.Parts)
+		status := func(state sdk.TaskState, text string) bool {
+			var msg *sdk.Message
+			if text != "" {
+				msg = agentText(ec, text)
+			}
+			return yield(sdk.NewStatusUpdateEvent(ec, state, msg), nil)
+		}
+		artifact := func(id sdk.ArtifactID, appendChunk, last bool, parts ...*sdk.Part) bool {
+			ev := sdk.NewArtifactUpdateEvent(ec, id, parts...)
+			ev.Append, ev.LastChunk = appendChunk, last
+			return yield(ev, nil)
+		}
+
+		if ec.StoredTask != nil { // a continuation: no new Task event
+			_ = status(sdk.TaskStateWorking, "") &&
+				artifact("answer", false, true, sdk.NewTextPart("got: "+said)) &&
+				status(sdk.TaskStateCompleted, "thanks")
+			return
+		}
+
+		verb, _, _ := strings.Cut(said, " ")
+		switch verb {
+		case "message":
+			reply := sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("echo: "+said))
+			reply.ContextID = ec.ContextID
+			yield(reply, nil)
+			return
+		case "unsupported":
+			yield(nil, sdk.NewError(sdk.ErrUnsupportedOperation, "not supported"))
+			return
+		case "contenttype":
+			yield(nil, sdk.NewError(sdk.ErrUnsupportedContentType, "no such content type"))
+			return
+		case "denied":
+			yield(nil, sdk.NewError(sdk.ErrUnauthenticated, "who are you"))
+			return
+		case "broken":
+			yield(nil, sdk.NewError(sdk.ErrInternalError, "internal detail: /srv/x.go:12"))
+			return
+		}
+
+		if !yield(sdk.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		switch verb {
+		case "drop": // frames: task, alpha, beta (cut here), then gamma, delta after the gate
+			_ = artifact("out", false, false, sdk.NewTextPart("alpha ")) &&
+				artifact("out", true, false, sdk.NewTextPart("beta ")) &&
+				wait(ctx, e.gate) &&
+				artifact("out", true, false, sdk.NewTextPart("gamma ")) &&
+				artifact("out", true, true, sdk.NewTextPart("delta")) &&
+				status(sdk.TaskStateCompleted, "")
+			return
+		case "dropmsg": // a status message and a second artifact while disconnected
+			_ = artifact("out", false, false, sdk.NewTextPart("alpha ")) &&
+				status(sdk.TaskStateWorking, "halfway") &&
+				artifact("out", true, false, sdk.NewTextPart("beta")) &&
+				artifact("more", false, true, sdk.NewTextPart("second")) &&
+				wait(ctx, e.gate) &&
+				status(sdk.TaskStateWorking, "almost") &&
+				status(sdk.TaskStateCompleted, "done")
+			return
+		}
+		if !status(sdk.TaskStateWorking, "thinking") {
+			return
+		}
+		switch verb {
+		case "fail":
+			status(sdk.TaskStateFailed, "scripted failure")
+		case "reject":
+			status(sdk.TaskStateRejected, "scripted rejection")
+		case "cancelself":
+			status(sdk.TaskStateCanceled, "canceled by the agent")
+		case "input":
+			status(sdk.TaskStateInputRequired, "need more input: what colour?")
+		case "auth":
+			_ = status(sdk.TaskStateAuthRequired, "please authenticate") &&
+				wait(ctx, e.authGate(ec.TaskID)) &&
+				status(sdk.TaskStateWorking, "") &&
+				status(sdk.TaskStateCompleted, "authenticated")
+		case "slow":
+			e.started <- string(ec.TaskID)
+			if !wait(ctx, nil) && ctx.Err() == nil {
+				status(sdk.TaskStateFailed, "slow task was never canceled")
+			}
+		case "data":
+			raw := sdk.NewRawPart([]byte("%PDF"))
+			raw.Filename, raw.MediaType = "report.pdf", "application/pdf"
+			_ = artifact("data", false, true,
+				sdk.NewDataPart(map[string]any{"answer": 42, "q": "a<b"}),
+				raw,
+				sdk.NewFileURLPart("https://example.com/chart.png", "image/png"),
+				sdk.NewTextPart("text after files")) &&
+				status(sdk.TaskStateCompleted, "")
+		default:
+			_ = artifact("answer", false, false, sdk.NewTextPart("chunk one ")) &&
+				artifact("answer", true, false, sdk.NewTextPart("chunk two ")) &&
+				artifact("answer", true, true, sdk.NewTextPart("chunk three")) &&
+				status(sdk.TaskStateCompleted, "done")
+		}
+	}
+}
+
+func (e *scriptExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, "canceled on request")), nil)
+	}
+}
+
+// cardKind selects the agent card the peer serves.
+type cardKind int
+
+const (
+	cardDual    cardKind = iota // 1.0 and 0.3 interfaces, 0.3 union JSON (a2av0 producer)
+	cardV10Only                 // 1.0 interface only, plain v1 card
+	cardV03Only                 // 0.3 interface only (a2av0 producer)
+	cardLegacy                  // hand-written 0.3 card: url/preferredTransport, no supportedInterfaces
+)
+
+type peerOptions struct {
+	card      cardKind
+	streaming bool
+}
+
+// testPeer is the server plus its fault injection. Counters are guarded by mu.
+type testPeer struct {
+	srv  *httptest.Server
+	URL  string
+	exec *scriptExecutor
+	mux  *http.ServeMux
+
+	mu      sync.Mutex
+	methods []string
+	// failSends answers that many send requests (blocking or streaming) with 503 and
+	// Retry-After: retryAfter.
+	failSends  int
+	retryAfter string
+	// cutStreams cuts that many streaming send responses after cutAfter SSE frames;
+	// cutAbort aborts the connection instead of ending the response cleanly.
+	cutStreams int
+	cutAfter   int
+	cutAbort   bool
+	// failResubscribe answers every resubscribe with 503.
+	failResubscribe bool
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func startPeer(t *testing.T, opt peerOptions) *testPeer {
+	t.Helper()
+	p := &testPeer{exec: newScriptExecutor(), mux: http.NewServeMux()}
+	p.srv = httptest.NewUnstartedServer(p)
+	p.URL = "http://" + p.srv.Listener.Addr().String()
+
+	h := a2asrv.NewHandler(p.exec, a2asrv.WithLogger(quietLogger()))
+	p.mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
+	p.mux.Handle("/a2a/v0", a2av0.NewJSONRPCHandler(h))
+
+	v1 := &sdk.AgentInterface{URL: p.URL + "/a2a", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: sdk.Version}
+	v0 := &sdk.AgentInterface{URL: p.URL + "/a2a/v0", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version}
+	card := &sdk.AgentCard{
+		Name: "peer", Description: "scripted test peer", Version: "1.0.0",
+		Capabilities:       sdk.AgentCapabilities{Streaming: opt.streaming},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain"},
+		Skills: []sdk.AgentSkill{{ID: "script", Name: "script", Description: "first word picks the outcome",
+			Tags: []string{"test"}, Examples: []string{"complete", "fail"}}},
+	}
+	switch opt.card {
+	case cardDual:
+		card.SupportedInterfaces = []*sdk.AgentInterface{v1, v0}
+		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+	case cardV10Only:
+		card.SupportedInterfaces = []*sdk.AgentInterface{v1}
+		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	case cardV03Only:
+		card.SupportedInterfaces = []*sdk.AgentInterface{v0}
+		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+	case cardLegacy:
+		legacy := map[string]any{
+			"name": "peer", "description": "legacy 0.3 peer", "version": "1.0.0",
+			"protocolVersion": "0.3.0", "url": v0.URL, "preferredTransport": "JSONRPC",
+			"capabilities":      map[string]any{"streaming": opt.streaming},
+			"defaultInputModes": []string{"text/plain"}, "defaultOutputModes": []string{"text/plain"},
+			"skills": []map[string]any{{"id": "script", "name": "script", "description": "first word picks the outcome", "tags": []string{"test"}}},
+		}
+		raw, err := json.Marshal(legacy)
+		require.NoError(t, err)
+		p.mux.HandleFunc(a2asrv.WellKnownAgentCardPath, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(raw)
+		})
+	}
+	p.srv.Start()
+	t.Cleanup(func() {
+		p.exec.openAuth("") // let parked "auth" executions finish
+		p.srv.Close()
+	})
+	return p
+}
+
+func isSendMethod(m string) bool {
+	return m == "SendMessage" || m == "SendStreamingMessage" || m == "message/send" || m == "message/stream"
+}
+
+func isStreamMethod(m string) bool { return m == "SendStreamingMessage" || m == "message/stream" }
+
+func isResubscribeMethod(m string) bool { return m == "SubscribeToTask" || m == "tasks/resubscribe" }
+
+func isGetMethod(m string) bool { return m == "GetTask" || m == "tasks/get" }
+
+func (p *testPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var rpc struct {
+		Method string `json:"method"`
+		Params struct {
+			Message struct {
+				TaskID string `json:"taskId"`
+			} `json:"message"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &rpc)
+	method := rpc.Method
+	if isSendMethod(method) && rpc.Params.Message.TaskID != "" {
+		// A continuation: credentials count as given once the server has seen it (after
+		// it answered, so that a task parked in auth-required is still parked then).
+		defer p.exec.openAuth(sdk.TaskID(rpc.Params.Message.TaskID))
+	}
+
+	p.mu.Lock()
+	if method != "" {
+		p.methods = append(p.methods, method)
+	}
+	var fail, cut bool
+	var retryAfter string
+	switch {
+	case isSendMethod(method) && p.failSends > 0:
+		p.failSends--
+		fail, retryAfter = true, p.retryAfter
+	case isResubscribeMethod(method) && p.failResubscribe:
+		fail = true
+	case isStreamMethod(method) && p.cutStreams > 0:
+		p.cutStreams--
+		cut = true
+	}
+	cutAfter, abort := p.cutAfter, p.cutAbort
+	p.mu.Unlock()
+
+	if isResubscribeMethod(method) || isGetMethod(method) {
+		p.exec.openGate() // the client is back: let the dropped task go on
+	}
+	if fail {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
+	if cut {
+		w = &cutWriter{ResponseWriter: w, after: cutAfter, abort: abort}
+	}
+	p.mux.ServeHTTP(w, r)
+}
+
+// seen returns the JSON-RPC methods received so far.
+func (p *testPeer) seen() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.methods...)
+}
+
+func (p *testPeer) count(match func(string) bool) int {
+	n := 0
+	for _, m := range p.seen() {
+		if match(m) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *testPeer) set(f func(p *testPeer)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(p)
+}
+
+var errCut = errors.New("test: stream cut")
+
+// cutWriter lets `after` SSE data frames through, then fails every write (the handler ends
+// the response cleanly: the client sees EOF) or aborts the connection (the client sees an
+// unexpected EOF).
+type cutWriter struct {
+	http.ResponseWriter
+	after  int
+	frames int
+	abort  bool
+}
+
+func (w *cutWriter) Write(b []byte) (int, error) {
+	if bytes.HasPrefix(b, []byte("data:")) {
+		w.frames++
+	}
+	if w.frames > w.after {
+		if w.abort {
+			panic(http.ErrAbortHandler)
+		}
+		return 0, errCut
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *cutWriter) Flush() {
+	if w.frames > w.after {
+		return
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,619 @@
+package a2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	a2alog "github.com/a2aproject/a2a-go/v2/log"
+)
+
+// Request is one message to delegate.
+type Request struct {
+	Prompt string
+	// TaskID and ContextID, when set, continue an input-required or auth-required task.
+	TaskID    string
+	ContextID string
+}
+
+// Observer receives progress while a delegation runs. Every func may be nil. Calls are
+// sequential, on the goroutine that called Send.
+type Observer struct {
+	// Task is called once, as soon as the task id is known.
+	Task func(taskID, contextID string)
+	// Text receives new text from status messages and artifacts, exactly once: nothing is
+	// repeated or lost when a stream is resumed or replaced by polling.
+	Text func(delta string)
+	// State is called on each state change.
+	State func(state State)
+}
+
+// Result is the outcome of a delegation.
+type Result struct {
+	State     State
+	TaskID    string
+	ContextID string
+	// Text is the final status message text (for failed, rejected, canceled, input-required
+	// and auth-required: the agent's message) and, for completed, the artifacts' text too;
+	// for a direct message reply, its text.
+	Text string
+}
+
+// Send delegates one message and returns once the task is terminal or interrupted.
+// It streams when the card allows it and uses a blocking SendMessage otherwise; see the
+// package doc for retries, stream resumption and continuations.
+//
+// When ctx is done, Send returns ctx.Err() wrapped (the caller then cancels the task: its id
+// came through [Observer.Task], and [TaskIDOf] finds it in the error). Other errors wrap
+// [ErrUnreachable], [ErrInvalidTransition], [ErrAuth], [ErrCapabilityGap] or the SDK error.
+func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, error) {
+	ctx = a2alog.AttachLogger(ctx, a.logger)
+	d := a.newDelegation(req, obs)
+	err := d.run(ctx)
+	if err != nil {
+		taskID, contextID := d.taskID, d.contextID
+		if taskID == "" {
+			taskID, contextID = req.TaskID, req.ContextID
+		}
+		if taskID != "" {
+			err = &TaskError{TaskID: taskID, ContextID: contextID, Err: err}
+		}
+		return nil, err
+	}
+	return d.result(), nil
+}
+
+// Cancel asks the agent to cancel a task. A task that cannot be canceled because it is
+// already terminal counts as canceled (nil). Canceling is idempotent, so failures that do
+// not say something definite (task not found, authentication, unsupported) are retried
+// while ctx and the attempt budget allow, as is an answer in which the task is not over yet.
+func (a *Agent) Cancel(ctx context.Context, taskID string) error {
+	ctx = a2alog.AttachLogger(ctx, a.logger)
+	id := sdk.TaskID(taskID)
+	for attempt := 1; ; attempt++ {
+		actx, rec := withStatus(ctx)
+		task, err := a.client.CancelTask(actx, &sdk.CancelTaskRequest{ID: id})
+		switch {
+		case err == nil && task.Status.State.Terminal():
+			return nil
+		case err == nil:
+			err = fmt.Errorf("a2a: agent %q: task %s is still %s after the cancel", a.Name, taskID, stateOf(task.Status.State))
+		case errors.Is(err, sdk.ErrTaskNotCancelable):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
+		case definiteRefusal(err):
+			return fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
+		}
+		// The task may have ended meanwhile (a cancel racing with the end of a task can get
+		// a generic error): a terminal task is what the caller wanted.
+		if t, gerr := a.client.GetTask(ctx, &sdk.GetTaskRequest{ID: id}); gerr == nil && t.Status.State.Terminal() {
+			return nil
+		}
+		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)
+		if attempt >= maxAttempts || !ok {
+			return fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
+		}
+		a.logger.Debug("a2a cancel not applied, retrying", "task", taskID, "attempt", attempt, "error", err)
+		if sleep(ctx, wait) != nil {
+			return fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
+		}
+	}
+}
+
+// definiteRefusal reports whether an error is an answer that repeating cannot change.
+func definiteRefusal(err error) bool {
+	for _, definite := range []error{sdk.ErrTaskNotFound, sdk.ErrInvalidParams, sdk.ErrUnauthenticated,
+		sdk.ErrUnauthorized, sdk.ErrUnsupportedOperation, sdk.ErrUnsupportedContentType, sdk.ErrMethodNotFound} {
+		if errors.Is(err, definite) {
+			return true
+		}
+	}
+	return false
+}
+
+// GetTask returns the current state of a task, as a [Result] built like Send's.
+func (a *Agent) GetTask(ctx context.Context, taskID string) (*Result, error) {
+	ctx = a2alog.AttachLogger(ctx, a.logger)
+	actx, rec := withStatus(ctx)
+	task, err := a.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(taskID)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("a2a: agent %q: reading task %s: %w", a.Name, taskID, ctx.Err())
+		}
+		return nil, fmt.Errorf("reading task %s: %w", taskID, classify(a.Name, err, rec, true))
+	}
+	d := a.newDelegation(Request{TaskID: taskID}, Observer{})
+	d.silently(func() { d.applyTask(task) })
+	return d.result(), nil
+}
+
+// delegation is the state of one Send.
+type delegation struct {
+	a     *Agent
+	req   Request
+	obs   Observer
+	msgID string
+	tr    *transcript
+
+	taskID    string
+	contextID string
+	state     State
+	status    sdk.TaskStatus
+	artifacts []*artifactView // in order of appearance
+	reply     *sdk.Message    // a direct message reply
+
+	// baseline is the parked status of a continued task: seeing it again (a server that
+	// streams the parked task first, a poll that comes too early) does not end the read.
+	baseline *sdk.TaskStatus
+	events   int // events applied from the current send (not from the seed)
+}
+
+type artifactView struct {
+	id    sdk.ArtifactID
+	parts []*sdk.Part
+}
+
+func (a *Agent) newDelegation(req Request, obs Observer) *delegation {
+	return &delegation{
+		a:     a,
+		req:   req,
+		obs:   obs,
+		msgID: sdk.NewMessageID(),
+		tr:    newTranscript(obs.Text),
+	}
+}
+
+func (d *delegation) continuation() bool { return d.req.TaskID != "" }
+
+func (d *delegation) run(ctx context.Context) error {
+	if d.continuation() {
+		if err := d.seed(ctx); err != nil {
+			return err
+		}
+	}
+	if d.a.Streaming {
+		return d.stream(ctx)
+	}
+	return d.blocking(ctx)
+}
+
+// seed reads the task a continuation is about: an unknown or finished task is refused
+// without sending; otherwise its content is taken as already reported and its status
+// becomes the baseline. A failed read is not fatal: the send will tell.
+func (d *delegation) seed(ctx context.Context) error {
+	actx, rec := withStatus(ctx)
+	task, err := d.a.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.req.TaskID)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return d.ctxErr(ctx)
+		}
+		if errors.Is(err, sdk.ErrTaskNotFound) {
+			return classify(d.a.Name, err, rec, true)
+		}
+		d.a.logger.Debug("a2a continuation: reading the task failed, sending anyway", "task", d.req.TaskID, "error", err)
+		d.noteTask(d.req.TaskID, d.req.ContextID)
+		return nil
+	}
+	if task.Status.State.Terminal() {
+		return fmt.Errorf("a2a: agent %q: task %s is already %s: %w", d.a.Name, d.req.TaskID, stateOf(task.Status.State), ErrInvalidTransition)
+	}
+	d.noteTask(string(task.ID), task.ContextID)
+	d.silently(func() { d.applyTask(task) })
+	st := task.Status
+	d.baseline = &st
+	return nil
+}
+
+// message builds the message to send; its id stays the same across retries so that a
+// server that already got it can recognise it.
+func (d *delegation) message() *sdk.Message {
+	m := sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart(d.req.Prompt))
+	m.ID = d.msgID
+	m.TaskID = sdk.TaskID(d.req.TaskID)
+	m.ContextID = d.req.ContextID
+	if m.ContextID == "" && d.continuation() {
+		m.ContextID = d.contextID
+	}
+	return m
+}
+
+// stream sends with SendStreamingMessage and reads until the task is terminal or
+// interrupted, resuming a dropped stream.
+func (d *delegation) stream(ctx context.Context) error {
+	msg := d.message()
+	for attempt := 1; ; attempt++ {
+		actx, rec := withStatus(ctx)
+		var streamErr error
+		got := false
+		for ev, err := range d.a.client.SendStreamingMessage(actx, &sdk.SendMessageRequest{Message: msg}) {
+			if err != nil {
+				streamErr = err
+				break
+			}
+			got = true
+			if d.apply(ev) {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return d.ctxErr(ctx)
+		}
+		if got && d.taskID != "" {
+			d.a.logger.Debug("a2a stream dropped, resuming", "task", d.taskID, "error", streamErr)
+			return d.resume(ctx)
+		}
+		if streamErr == nil {
+			if got {
+				return fmt.Errorf("a2a: agent %q: stream ended without naming a task: %w", d.a.Name, sdk.ErrInvalidAgentResponse)
+			}
+			streamErr = errEmptyStream
+		}
+		if err := d.retryWait(ctx, attempt, streamErr, rec); err != nil {
+			if errors.Is(err, errFollow) {
+				return d.resume(ctx)
+			}
+			return err
+		}
+	}
+}
+
+// blocking sends with SendMessage and polls when the answer is not final yet.
+func (d *delegation) blocking(ctx context.Context) error {
+	msg := d.message()
+	for attempt := 1; ; attempt++ {
+		actx, rec := withStatus(ctx)
+		res, err := d.a.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg})
+		if err == nil {
+			if d.apply(res) {
+				return nil
+			}
+			if d.taskID == "" {
+				return fmt.Errorf("a2a: agent %q: answer without a task: %w", d.a.Name, sdk.ErrInvalidAgentResponse)
+			}
+			return d.poll(ctx)
+		}
+		if ctx.Err() != nil {
+			return d.ctxErr(ctx)
+		}
+		if err := d.retryWait(ctx, attempt, err, rec); err != nil {
+			if errors.Is(err, errFollow) {
+				return d.poll(ctx)
+			}
+			return err
+		}
+	}
+}
+
+// retryWait decides whether a failed initial send is attempted again, and waits; it
+// returns the error to report when not.
+func (d *delegation) retryWait(ctx context.Context, attempt int, err error, rec *httpStatus) error {
+	if !isTransient(err, rec) && d.followInstead(err) {
+		d.a.logger.Debug("a2a continuation refused, following the parked task", "task", d.taskID, "error", err)
+		return errFollow
+	}
+	if !isTransient(err, rec) || attempt >= maxAttempts {
+		return classify(d.a.Name, err, rec, d.continuation())
+	}
+	wait, ok := retryDelay(d.a.opts.RetryBackoff, attempt, rec)
+	if !ok {
+		return fmt.Errorf("a2a: agent %q: asked to retry after %s: %w: %w", d.a.Name, wait, ErrUnreachable, err)
+	}
+	d.a.logger.Debug("a2a send failed, retrying", "attempt", attempt, "wait", wait, "error", err)
+	if sleep(ctx, wait) != nil {
+		return d.ctxErr(ctx)
+	}
+	return nil
+}
+
+// errFollow tells a sender to follow the task instead of failing (see followInstead).
+var errFollow = errors.New("follow the task")
+
+// followInstead reports whether a refused continuation should follow the task instead: a
+// server that keeps the execution of an auth-required task running (a2a-go does: the
+// credentials arrive out of band) refuses a new message for it with a generic error, and
+// the task goes on by itself. Refusals that say something definite are reported.
+func (d *delegation) followInstead(err error) bool {
+	if !d.continuation() || d.baseline == nil || stateOf(d.baseline.State) != StateAuthRequired {
+		return false
+	}
+	return !definiteRefusal(err)
+}
+
+// resume follows a task whose stream dropped: SubscribeToTask, then GetTask polling.
+func (d *delegation) resume(ctx context.Context) error {
+	for i := 0; i < d.a.opts.MaxResubscribe; i++ {
+		actx, rec := withStatus(ctx)
+		var subErr error
+		for ev, err := range d.a.client.SubscribeToTask(actx, &sdk.SubscribeToTaskRequest{ID: sdk.TaskID(d.taskID)}) {
+			if err != nil {
+				subErr = err
+				break
+			}
+			if d.apply(ev) {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return d.ctxErr(ctx)
+		}
+		if subErr != nil && !isTransient(subErr, rec) {
+			// No active execution (the task is parked or over), or resubscribing is not
+			// supported: the task itself tells.
+			d.a.logger.Debug("a2a resubscribe refused, polling", "task", d.taskID, "error", subErr)
+			break
+		}
+		d.a.logger.Debug("a2a resubscribe ended early", "task", d.taskID, "error", subErr)
+		if sleep(ctx, d.a.opts.PollInterval) != nil {
+			return d.ctxErr(ctx)
+		}
+	}
+	return d.poll(ctx)
+}
+
+// poll reads the task until it is terminal or interrupted.
+func (d *delegation) poll(ctx context.Context) error {
+	failures := 0
+	for {
+		actx, rec := withStatus(ctx)
+		task, err := d.a.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.taskID)})
+		wait := d.a.opts.PollInterval
+		switch {
+		case err == nil:
+			failures = 0
+			if d.apply(task) {
+				return nil
+			}
+		case ctx.Err() != nil:
+			return d.ctxErr(ctx)
+		case !isTransient(err, rec):
+			return classify(d.a.Name, err, rec, d.continuation())
+		default:
+			failures++
+			if failures >= maxAttempts {
+				return classify(d.a.Name, err, rec, d.continuation())
+			}
+			w, ok := retryDelay(d.a.opts.RetryBackoff, failures, rec)
+			if !ok {
+				return fmt.Errorf("a2a: agent %q: asked to retry after %s: %w: %w", d.a.Name, w, ErrUnreachable, err)
+			}
+			wait = max(wait, w)
+		}
+		if sleep(ctx, wait) != nil {
+			return d.ctxErr(ctx)
+		}
+	}
+}
+
+func (d *delegation) ctxErr(ctx context.Context) error {
+	return fmt.Errorf("a2a: agent %q: delegation stopped: %w", d.a.Name, ctx.Err())
+}
+
+// silently applies updates without reporting text or state changes.
+func (d *delegation) silently(f func()) {
+	d.tr.silent = true
+	defer func() { d.tr.silent = false }()
+	f()
+}
+
+// apply integrates one event or result and reports whether reading can stop.
+func (d *delegation) apply(ev sdk.Event) bool {
+	first := d.events == 0
+	d.events++
+	switch e := ev.(type) {
+	case *sdk.Message:
+		if d.taskID == "" || e.TaskID == "" {
+			// A direct reply, also to a continuation: the agent answered without the task.
+			d.reply = e
+			if e.ContextID != "" {
+				d.contextID = e.ContextID
+			}
+			d.tr.set(messageKey(e), PartsText(e.Parts))
+			d.setState(StateMessage)
+			return true
+		}
+		d.applyMessage(e)
+	case *sdk.Task:
+		d.noteTask(string(e.ID), e.ContextID)
+		if first && d.continuation() && d.baseline == nil && stateOf(e.Status.State).Interrupted() {
+			// The continued task could not be read beforehand: a parked task streamed
+			// first is the old state, whose text was reported by the previous Send.
+			st := e.Status
+			d.baseline = &st
+			d.silently(func() { d.applyTask(e) })
+		} else {
+			d.applyTask(e)
+		}
+	case *sdk.TaskStatusUpdateEvent:
+		d.noteTask(string(e.TaskID), e.ContextID)
+		d.applyStatus(e.Status)
+	case *sdk.TaskArtifactUpdateEvent:
+		d.noteTask(string(e.TaskID), e.ContextID)
+		d.applyArtifact(e)
+	}
+	return d.finished()
+}
+
+// finished reports whether the task is terminal, or interrupted in a status that is not the
+// baseline of a continuation.
+func (d *delegation) finished() bool {
+	st := stateOf(d.status.State)
+	if st.Terminal() {
+		return true
+	}
+	if !st.Interrupted() {
+		if st != "" {
+			d.baseline = nil // the task moved on; the old parked status cannot come back
+		}
+		return false
+	}
+	if d.baseline != nil && sameStatus(d.status, *d.baseline) {
+		return false
+	}
+	return true
+}
+
+// sameStatus reports whether two statuses are the same status update (not merely the same
+// state): same status message, or no message and the same timestamp.
+func sameStatus(a, b sdk.TaskStatus) bool {
+	if a.State != b.State {
+		return false
+	}
+	if a.Message != nil && b.Message != nil {
+		return a.Message.ID != "" && a.Message.ID == b.Message.ID
+	}
+	if a.Message == nil && b.Message == nil && a.Timestamp != nil && b.Timestamp != nil {
+		return a.Timestamp.Equal(*b.Timestamp)
+	}
+	return false
+}
+
+func (d *delegation) noteTask(taskID, contextID string) {
+	if d.contextID == "" && contextID != "" {
+		d.contextID = contextID
+	}
+	if d.taskID != "" || taskID == "" {
+		return
+	}
+	d.taskID = taskID
+	if d.obs.Task != nil {
+		d.obs.Task(d.taskID, d.contextID)
+	}
+}
+
+func (d *delegation) setState(s State) {
+	if s == "" || s == d.state {
+		return
+	}
+	d.state = s
+	if d.obs.State != nil && !d.tr.silent {
+		d.obs.State(s)
+	}
+}
+
+// applyTask integrates a snapshot, which is authoritative: missed agent messages from the
+// history, then the artifacts, then the status.
+func (d *delegation) applyTask(t *sdk.Task) {
+	for _, m := range d.newHistory(t.History) {
+		d.applyMessage(m)
+	}
+	views := make([]*artifactView, 0, len(t.Artifacts))
+	for _, art := range t.Artifacts {
+		if art == nil {
+			continue
+		}
+		v := &artifactView{id: art.ID, parts: append([]*sdk.Part(nil), art.Parts...)}
+		views = append(views, v)
+		d.tr.set(artifactKey(v.id), PartsText(v.parts))
+	}
+	d.artifacts = views
+	d.applyStatus(t.Status)
+}
+
+// newHistory returns the agent messages of a snapshot's history that came after our own
+// message. Without our message in the history, a new task's history is all ours, while a
+// continued task's history is about earlier turns.
+func (d *delegation) newHistory(history []*sdk.Message) []*sdk.Message {
+	start := -1
+	for i, m := range history {
+		if m != nil && m.ID == d.msgID {
+			start = i + 1
+		}
+	}
+	if start < 0 {
+		if d.continuation() {
+			return nil
+		}
+		start = 0
+	}
+	var out []*sdk.Message
+	for _, m := range history[start:] {
+		if m != nil && m.Role == sdk.MessageRoleAgent {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (d *delegation) applyMessage(m *sdk.Message) {
+	if m == nil || m.Role == sdk.MessageRoleUser {
+		return
+	}
+	d.tr.set(messageKey(m), PartsText(m.Parts))
+}
+
+func (d *delegation) applyStatus(st sdk.TaskStatus) {
+	if st.State == sdk.TaskStateUnspecified {
+		st.State = d.status.State
+	}
+	d.status = st
+	if st.Message != nil {
+		d.tr.set(messageKey(st.Message), PartsText(st.Message.Parts))
+	}
+	d.setState(stateOf(st.State))
+}
+
+func (d *delegation) applyArtifact(e *sdk.TaskArtifactUpdateEvent) {
+	if e.Artifact == nil {
+		return
+	}
+	var v *artifactView
+	for _, a := range d.artifacts {
+		if a.id == e.Artifact.ID {
+			v = a
+			break
+		}
+	}
+	if v == nil {
+		v = &artifactView{id: e.Artifact.ID}
+		d.artifacts = append(d.artifacts, v)
+	}
+	if e.Append {
+		v.parts = append(v.parts, e.Artifact.Parts...)
+	} else {
+		v.parts = append([]*sdk.Part(nil), e.Artifact.Parts...)
+	}
+	d.tr.set(artifactKey(v.id), PartsText(v.parts))
+}
+
+func artifactKey(id sdk.ArtifactID) string { return "artifact:" + string(id) }
+
+func messageKey(m *sdk.Message) string {
+	if m.ID == "" {
+		return "message:" + PartsText(m.Parts)
+	}
+	return "message-id:" + m.ID
+}
+
+// result builds the Result from the delegation's view of the task.
+func (d *delegation) result() *Result {
+	res := &Result{State: d.state, TaskID: d.taskID, ContextID: d.contextID}
+	if d.reply != nil {
+		res.Text = PartsText(d.reply.Parts)
+		return res
+	}
+	var statusText string
+	if d.status.Message != nil {
+		statusText = PartsText(d.status.Message.Parts)
+	}
+	var arts []string
+	for _, v := range d.artifacts {
+		if t := PartsText(v.parts); t != "" {
+			arts = append(arts, t)
+		}
+	}
+	switch {
+	case d.state == StateCompleted:
+		if statusText != "" {
+			arts = append(arts, statusText)
+		}
+		res.Text = strings.Join(arts, "\n")
+	case statusText != "":
+		res.Text = statusText
+	default:
+		res.Text = strings.Join(arts, "\n")
+	}
+	return res
+}

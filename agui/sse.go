@@ -1,0 +1,80 @@
+package agui
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// SSEWriter writes AG-UI events to an HTTP response as Server-Sent Events, one flushed frame
+// per event. It is safe for concurrent use, so a keep-alive ticker may Ping while events are
+// being written.
+type SSEWriter struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte // reused frame buffer: the hot path allocates nothing per event
+}
+
+// maxKeptBuffer is the largest frame buffer an SSEWriter keeps between events.
+const maxKeptBuffer = 16 << 10
+
+var pingFrame = []byte(": ping\n\n")
+
+// NewSSEWriter prepares w for an event stream: it sets Content-Type text/event-stream,
+// Cache-Control no-cache and X-Accel-Buffering no (so that proxies such as nginx do not hold
+// frames back). The status line goes out with the first frame, or with Start.
+func NewSSEWriter(w http.ResponseWriter) *SSEWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	return &SSEWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+}
+
+// Start sends the 200 status and headers at once, before the first event, so that the client
+// sees the stream open even while the run is still preparing.
+func (s *SSEWriter) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w.WriteHeader(http.StatusOK)
+	return s.flush()
+}
+
+// WriteEvent encodes ev as one frame, writes it and flushes it. Its signature matches the
+// Sequencer's sink.
+func (s *SSEWriter) WriteEvent(ev Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf, err := AppendFrame(s.buf[:0], ev)
+	if err != nil {
+		return err
+	}
+	// A rare huge frame (a snapshot) must not pin its buffer for the life of a long stream.
+	if cap(buf) <= maxKeptBuffer {
+		s.buf = buf
+	}
+	if _, err := s.w.Write(buf); err != nil {
+		return fmt.Errorf("agui: write event: %w", err)
+	}
+	return s.flush()
+}
+
+// Ping writes the keep-alive comment ": ping" and flushes it; clients ignore comments.
+func (s *SSEWriter) Ping() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.w.Write(pingFrame); err != nil {
+		return fmt.Errorf("agui: write ping: %w", err)
+	}
+	return s.flush()
+}
+
+// flush pushes buffered bytes to the client. A writer that cannot flush is an error: events
+// would sit in a buffer and the stream would look dead to the user.
+func (s *SSEWriter) flush() error {
+	if err := s.rc.Flush(); err != nil {
+		return fmt.Errorf("agui: flush: %w", err)
+	}
+	return nil
+}

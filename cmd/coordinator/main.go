@@ -1,0 +1,264 @@
+// Command coordinator runs Baton: an AG-UI server whose LLM delegates to A2A sub-agents and
+// MCP tools.
+//
+//	coordinator --config baton.yaml   # a configured deployment
+//	coordinator                       # the embedded demo stack on loopback
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/config"
+	"github.com/baton-dev/baton/internal/demoagent"
+	"github.com/baton-dev/baton/internal/demomcp"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/llm/openai"
+	"github.com/baton-dev/baton/llm/scripted"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", os.Getenv("BATON_CONFIG"), "path to the YAML config; none starts the demo stack")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	logFormat := fs.String("log-format", envOr("BATON_LOG_FORMAT", "text"), "log format: text or json")
+	logLevel := fs.String("log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "coordinator %s\n", version)
+		return 0
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
+	}
+	slog.SetDefault(log)
+
+	demo := *configPath == ""
+	var cfg *config.Config
+	if demo {
+		cfg = config.Default()
+		cfg.LLM.Provider = "scripted"
+		cfg.Store = "memory:"
+		if err := cfg.ApplyEnv(os.Getenv); err != nil {
+			fmt.Fprintf(stderr, "coordinator: %v\n", err)
+			return 2
+		}
+	} else {
+		cfg, err = config.Load(*configPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "coordinator: %v\n", err)
+			return 2
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
+	peersCtx, stopPeers := context.WithCancel(context.Background())
+	defer stopPeers()
+
+	if demo {
+		if err := startDemoStack(peersCtx, cfg, log); err != nil {
+			fmt.Fprintf(stderr, "coordinator: demo stack: %v\n", err)
+			return 1
+		}
+	}
+
+	model, err := newModel(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
+	}
+	agents, err := resolveAgents(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	var tools coordinator.ToolServer
+	var registry *mcpclient.Registry
+	if len(cfg.MCPServers) > 0 {
+		var servers []mcpclient.ServerConfig
+		for _, s := range cfg.MCPServers {
+			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, OnToolError: s.OnToolError})
+		}
+		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log})
+		if err != nil {
+			fmt.Fprintf(stderr, "coordinator: mcp_servers: %v\n", err)
+			return 1
+		}
+		defer registry.Close()
+		tools = registry
+	}
+
+	engine, err := coordinator.New(coordinator.Config{
+		Model:  model,
+		Agents: agents,
+		Tools:  tools,
+		Limits: coordinator.Limits{
+			MaxIterations: cfg.Limits.MaxIterations,
+			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
+			ToolTimeout:   time.Duration(cfg.Limits.ToolTimeout),
+		},
+		Logger: log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	var tokens []string
+	if cfg.Server.AuthTokensEnv != "" {
+		tokens = strings.Split(os.Getenv(cfg.Server.AuthTokensEnv), ",")
+	}
+	handler := server.New(server.Config{Engine: engine, MaxBodyBytes: cfg.Server.MaxBodyBytes, AuthTokens: tokens, Logger: log})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: listen %s: %v\n", cfg.Listen, err)
+		return 1
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	url := "http://" + ln.Addr().String()
+	if demo {
+		fmt.Fprintf(stdout, "Baton demo stack (offline demo model) listening on %s\n", url)
+	} else {
+		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
+	}
+	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		log.Error("http server failed", "err", err)
+		return 1
+	}
+	stop()
+	grace := time.Duration(cfg.Server.ShutdownGrace)
+	log.Info("shutting down", "grace", grace, "active_runs", engine.Active())
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = engine.Shutdown(gctx)
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer hcancel()
+	if err := srv.Shutdown(hctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+		_ = srv.Close()
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// startDemoStack starts the demo agents and the demo MCP server on loopback and adds them
+// to cfg.
+func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	for _, kind := range []string{"travel", "research"} {
+		url, _, err := demoagent.Start(ctx, "127.0.0.1:0", demoagent.Options{Kind: kind, Logger: log.With("demo_agent", kind)})
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", kind, err)
+		}
+		cfg.Agents = append(cfg.Agents, config.Agent{Name: kind, URL: url, Timeout: config.Duration(120 * time.Second), InputRequired: "ask_user"})
+	}
+	url, err := demomcp.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("mcp server: %w", err)
+	}
+	cfg.MCPServers = append(cfg.MCPServers, config.MCPServer{Name: "demo", URL: url, OnToolError: "retry"})
+	return nil
+}
+
+func newModel(cfg *config.Config) (llm.Model, error) {
+	switch cfg.LLM.Provider {
+	case "scripted":
+		return scripted.New(scripted.Config{}), nil
+	case "openai":
+		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+	default:
+		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
+	}
+}
+
+// resolveAgents reads every agent card. Agents may start after the coordinator (compose),
+// so resolution is retried for a while before the start fails naming the agent.
+func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]coordinator.Agent, error) {
+	var out []coordinator.Agent
+	for _, ac := range cfg.Agents {
+		var ag *a2a.Agent
+		var err error
+		deadline := time.Now().Add(30 * time.Second)
+		for wait := 200 * time.Millisecond; ; wait = min(wait*2, 3*time.Second) {
+			ag, err = a2a.Resolve(ctx, a2a.AgentConfig{Name: ac.Name, URL: ac.URL, Timeout: time.Duration(ac.Timeout)}, a2a.Options{Logger: log})
+			if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			log.Warn("agent card not available yet; retrying", "agent", ac.Name, "url", ac.URL, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agents: %s (%s): cannot read the agent card: %w", ac.Name, ac.URL, err)
+		}
+		out = append(out, coordinator.Agent{
+			Name:          coordinator.ToolName(ac.Name),
+			Description:   ag.Description,
+			Skills:        ag.Skills,
+			Timeout:       time.Duration(ac.Timeout),
+			InputRequired: ac.InputRequired,
+			Client:        ag,
+		})
+		log.Info("agent ready", "agent", ac.Name, "protocol", ag.ProtocolVersion, "streaming", ag.Streaming)
+	}
+	return out, nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, errors.New("--log-format must be text or json")
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

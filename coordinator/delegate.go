@@ -1,0 +1,244 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+)
+
+// delegation is one call of a sub-agent tool: its AG-UI attribution and its remote task.
+//
+// Design note: the A2A request runs on a context detached from the run, because a run that
+// is cancelled before the sub-agent has told us its task id must still be able to cancel
+// that task: the request is kept open (at most CancelTimeout) until the id arrives, then
+// CancelTask is sent and only then is the request dropped. Observer callbacks and the
+// closing of the delegation are serialised by mu, so no text can follow SUBAGENT_FINISHED.
+type delegation struct {
+	r     *Run
+	agent *Agent
+	subID string
+	msgID string
+
+	mu        sync.Mutex
+	closed    bool
+	textOpen  bool
+	taskID    string
+	contextID string
+	idKnown   chan struct{}
+}
+
+func (d *delegation) onTask(taskID, contextID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.taskID == "" && taskID != "" {
+		d.taskID, d.contextID = taskID, contextID
+		close(d.idKnown)
+	}
+}
+
+func (d *delegation) onText(delta string) {
+	if delta == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	if !d.textOpen {
+		d.textOpen = true
+		d.r.emit(&agui.TextMessageStart{MessageID: d.msgID, Role: "assistant", SubagentRunID: d.subID})
+	}
+	d.r.emit(&agui.TextMessageContent{MessageID: d.msgID, Delta: delta, SubagentRunID: d.subID})
+}
+
+// close ends the attributed text and the sub-agent with ev (SUBAGENT_FINISHED or _ERROR).
+func (d *delegation) close(ev agui.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.closed = true
+	if d.textOpen {
+		d.r.emit(&agui.TextMessageEnd{MessageID: d.msgID, SubagentRunID: d.subID})
+	}
+	d.r.emit(ev)
+}
+
+func (d *delegation) ids() (string, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.taskID, d.contextID
+}
+
+// delegate runs one sub-agent tool call and returns its tagged result.
+func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) string {
+	prompt, okPrompt := args["prompt"].(string)
+	if !okPrompt || strings.TrimSpace(prompt) == "" {
+		return bridge.Retry(bridge.Signal{
+			Code: "validation_failed", Requested: a.Name,
+			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
+			ValidNextActions: t.backend, Reason: "prompt is missing or not a non-empty string",
+			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
+		})
+	}
+	req := a2a.Request{Prompt: prompt}
+	if raw, present := args["task_id"]; present && raw != nil && raw != "" {
+		taskID, ok := raw.(string)
+		if !ok {
+			return bridge.Retry(bridge.Signal{
+				Code: "validation_failed", Requested: a.Name,
+				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
+				ValidNextActions: t.backend, Reason: "task_id is not a string",
+				Details: &bridge.Details{Field: "task_id", Got: raw},
+			})
+		}
+		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != "" {
+			return refusal
+		}
+	}
+
+	d := &delegation{r: r, agent: a, subID: "sa-" + callID, msgID: newID("sa-msg"), idKnown: make(chan struct{})}
+	if req.TaskID != "" {
+		d.onTask(req.TaskID, req.ContextID)
+	}
+	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: a.Description, ParentToolCallID: callID})
+
+	type sent struct {
+		res *a2a.Result
+		err error
+	}
+	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSend()
+	out := make(chan sent, 1)
+	sendDone := make(chan struct{})
+	go func() {
+		defer close(sendDone)
+		res, err := a.Client.Send(sendCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		out <- sent{res, err}
+	}()
+
+	timer := time.NewTimer(a.Timeout)
+	defer timer.Stop()
+	select {
+	case s := <-out:
+		return r.settle(d, req, s.res, s.err, t)
+	case <-ctx.Done():
+		r.cancelRemote(d, sendDone)
+		stopSend()
+		<-out
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
+		return ""
+	case <-timer.C:
+		taskID := r.cancelRemote(d, sendDone)
+		stopSend()
+		<-out
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; its task was cancelled."})
+		if taskID != "" {
+			r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
+		}
+		return bridge.Timeout(taskID, a.Timeout)
+	}
+}
+
+// cancelRemote sends CancelTask for the delegation's task, waiting (bounded) for the task id
+// if it is not known yet. It returns the task id ("" if it never arrived).
+func (r *Run) cancelRemote(d *delegation, sendDone <-chan struct{}) string {
+	cctx, cancel := context.WithTimeout(context.Background(), r.e.cfg.CancelTimeout)
+	defer cancel()
+	select {
+	case <-d.idKnown:
+	case <-sendDone:
+		// The request ended; the id may or may not have arrived with it.
+		select {
+		case <-d.idKnown:
+		default:
+			return ""
+		}
+	case <-cctx.Done():
+		r.log.Warn("task id never arrived; nothing to cancel", "agent", d.agent.Name)
+		return ""
+	}
+	taskID, _ := d.ids()
+	start := time.Now()
+	err := d.agent.Client.Cancel(cctx, taskID)
+	r.log.Info("cancelled remote task", "agent", d.agent.Name, "task_id", taskID, "ok", err == nil, "latency_ms", time.Since(start).Milliseconds(), "err", errString(err))
+	return taskID
+}
+
+// settle turns a finished delegation into events and the tagged result.
+func (r *Run) settle(d *delegation, req a2a.Request, res *a2a.Result, err error, t *toolset) string {
+	if err != nil {
+		taskID, _ := d.ids()
+		code := "unreachable"
+		switch {
+		case errors.Is(err, a2a.ErrInvalidTransition):
+			code = "invalid_transition"
+		case errors.Is(err, a2a.ErrAuth):
+			code = "auth_required"
+		case errors.Is(err, a2a.ErrCapabilityGap):
+			code = "capability_gap"
+		}
+		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
+		return bridge.FromA2AError(d.agent.Name, req, err, t.backend)
+	}
+	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
+	switch res.State {
+	case a2a.StateCompleted, a2a.StateMessage:
+		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})
+	case a2a.StateInputRequired, a2a.StateAuthRequired:
+		// In model mode the LLM decides what to do with the question; the remote task stays
+		// parked (it is not cancelled when the run ends).
+		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
+	default:
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: "The sub-agent's task ended " + string(res.State) + "."})
+	}
+	return bridge.FromA2A(res)
+}
+
+// checkContinuation refuses a task_id that is not waiting for input, without sending
+// anything; otherwise it fills req with the task and context ids.
+func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) string {
+	refuse := func(msg string) string {
+		return bridge.Retry(bridge.Signal{
+			Code: "invalid_transition", Requested: a.Name,
+			Message:          msg,
+			ValidNextActions: t.backend,
+		})
+	}
+	ref, known := r.e.lookupTask(r.ThreadID, taskID)
+	if known && ref.agent != a.Name {
+		return refuse("That task belongs to another sub-agent. Start a new task without task_id, or continue it with the agent that owns it.")
+	}
+	if !known || ref.contextID == "" {
+		// Not seen in this process (e.g. after a restart): ask the agent.
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := a.Client.GetTask(gctx, taskID)
+		cancel()
+		if err != nil {
+			return refuse("No such task is waiting for input. Start a new task without task_id; never invent task ids.")
+		}
+		ref = taskRef{agent: a.Name, contextID: got.ContextID, state: got.State}
+		r.e.rememberTask(r.ThreadID, taskID, ref)
+	}
+	if !ref.state.Interrupted() {
+		return refuse("That task is " + string(ref.state) + " and is not waiting for input. Start a new task without task_id.")
+	}
+	req.TaskID, req.ContextID = taskID, ref.contextID
+	return ""
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,292 @@
+// Package coordinator is Baton's run engine: the LLM loop, tool dispatch to A2A sub-agents,
+// MCP tools and AG-UI frontend tools, and the life cycle of runs.
+//
+// Design note: a run's execution is detached from the HTTP request that started it. The
+// request only streams the run's events (see Run.Next); a client that goes away cancels the
+// run through Run.Cancel, and the run then cancels everything it has in flight downstream
+// (A2A CancelTask on a context of its own, MCP calls through their contexts, the LLM
+// stream) before it ends. One run per thread may be active at a time.
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpclient"
+)
+
+// Sentinel errors of the engine; the HTTP layer maps them to status codes.
+var (
+	// ErrThreadBusy means the thread already has an active run (HTTP 409).
+	ErrThreadBusy = errors.New("thread has an active run")
+	// ErrShuttingDown means the engine no longer accepts runs (HTTP 503).
+	ErrShuttingDown = errors.New("coordinator is shutting down")
+	// ErrRunNotFound means no such run is known (HTTP 404).
+	ErrRunNotFound = errors.New("run not found")
+	// ErrRunFinished means the run has already ended (HTTP 409).
+	ErrRunFinished = errors.New("run already finished")
+	// ErrForbidden means the thread belongs to another principal (HTTP 403).
+	ErrForbidden = errors.New("thread belongs to another principal")
+)
+
+// Causes with which a run is cancelled; they decide how the stream ends and are recorded.
+var (
+	// ErrClientGone: the streaming client disconnected.
+	ErrClientGone = errors.New("client disconnected")
+	// ErrStopped: a producer-side stop was requested.
+	ErrStopped = errors.New("stop requested")
+	// ErrShutdown: the coordinator is shutting down.
+	ErrShutdown = errors.New("coordinator shutdown")
+	// ErrRunTimeLimit: limits.max_run_seconds was reached.
+	ErrRunTimeLimit = errors.New("run time limit reached")
+)
+
+// Delegate is the A2A client side of one sub-agent, as the engine uses it.
+type Delegate interface {
+	Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
+	Cancel(ctx context.Context, taskID string) error
+	GetTask(ctx context.Context, taskID string) (*a2a.Result, error)
+}
+
+// ToolServer is the MCP side as the engine uses it (implemented by *mcpclient.Registry).
+type ToolServer interface {
+	Tools() []mcpclient.Tool
+	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (string, error)
+}
+
+// Agent is a sub-agent offered to the model as a tool.
+type Agent struct {
+	// Name is the tool name (already sanitised).
+	Name        string
+	Description string
+	Skills      []a2a.Skill
+	// Timeout bounds the active time of one delegation; 0 means 120 s.
+	Timeout time.Duration
+	// InputRequired is "ask_user" or "model" (config agents[].input_required).
+	InputRequired string
+	Client        Delegate
+}
+
+// Limits are the run limits of the config's limits section.
+type Limits struct {
+	MaxIterations int
+	MaxRunTime    time.Duration
+	ToolTimeout   time.Duration
+}
+
+// Config configures an Engine.
+type Config struct {
+	Model  llm.Model
+	Agents []Agent
+	// Tools is optional: nil when no MCP servers are configured.
+	Tools  ToolServer
+	Limits Limits
+	Logger *slog.Logger
+	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
+	CancelTimeout time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Engine runs AG-UI runs. It is safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	agents map[string]*Agent
+
+	mu       sync.Mutex
+	active   map[string]*Run // by thread id
+	finished map[string]string
+	threads  map[string]*thread
+	closing  bool
+	wg       sync.WaitGroup
+}
+
+// thread is what the engine remembers about a thread between runs.
+type thread struct {
+	owner string
+	// tasks maps A2A task ids seen in this thread to their agent and context, so that a
+	// continuation can be checked and sent with the right context id.
+	tasks map[string]taskRef
+}
+
+type taskRef struct {
+	agent     string
+	contextID string
+	state     a2a.State
+}
+
+// New validates cfg and builds an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("coordinator: a model is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Limits.MaxIterations <= 0 {
+		cfg.Limits.MaxIterations = 25
+	}
+	if cfg.Limits.MaxRunTime <= 0 {
+		cfg.Limits.MaxRunTime = 600 * time.Second
+	}
+	if cfg.Limits.ToolTimeout <= 0 {
+		cfg.Limits.ToolTimeout = 120 * time.Second
+	}
+	if cfg.CancelTimeout <= 0 {
+		cfg.CancelTimeout = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		agents:   make(map[string]*Agent),
+		active:   make(map[string]*Run),
+		finished: make(map[string]string),
+		threads:  make(map[string]*thread),
+	}
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		if a.Client == nil {
+			return nil, fmt.Errorf("coordinator: agent %q has no client", a.Name)
+		}
+		if a.Timeout <= 0 {
+			a.Timeout = 120 * time.Second
+		}
+		if _, dup := e.agents[a.Name]; dup {
+			return nil, fmt.Errorf("coordinator: duplicate agent %q", a.Name)
+		}
+		e.agents[a.Name] = a
+	}
+	return e, nil
+}
+
+// Start begins a run for in on behalf of principal ("" without auth). The run executes in
+// the background; stream its events with Run.Next.
+func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return nil, ErrShuttingDown
+	}
+	th := e.threads[in.ThreadID]
+	if th != nil && th.owner != principal {
+		return nil, ErrForbidden
+	}
+	if _, busy := e.active[in.ThreadID]; busy {
+		return nil, ErrThreadBusy
+	}
+	if th == nil {
+		th = &thread{owner: principal, tasks: make(map[string]taskRef)}
+		e.threads[in.ThreadID] = th
+	}
+	r := newRun(e, in)
+	e.active[in.ThreadID] = r
+	delete(e.finished, runKey(in.ThreadID, in.RunID))
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		r.execute()
+		e.mu.Lock()
+		if e.active[in.ThreadID] == r {
+			delete(e.active, in.ThreadID)
+		}
+		e.finished[runKey(in.ThreadID, in.RunID)] = r.EndReason()
+		e.mu.Unlock()
+	}()
+	return r, nil
+}
+
+// Stop cancels the active run (threadID, runID) on the producer side: its stream ends with
+// the cancelled outcome.
+func (e *Engine) Stop(threadID, runID, principal string) error {
+	e.mu.Lock()
+	th := e.threads[threadID]
+	r := e.active[threadID]
+	_, done := e.finished[runKey(threadID, runID)]
+	e.mu.Unlock()
+	if th == nil {
+		return ErrRunNotFound
+	}
+	if th.owner != principal {
+		return ErrForbidden
+	}
+	if r == nil || r.RunID != runID {
+		if done {
+			return ErrRunFinished
+		}
+		return ErrRunNotFound
+	}
+	if r.terminated() {
+		return ErrRunFinished
+	}
+	r.Cancel(ErrStopped)
+	return nil
+}
+
+// Active reports the number of runs executing now.
+func (e *Engine) Active() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.active)
+}
+
+// Shutdown stops accepting runs, lets active runs finish until ctx is done, then cancels
+// the rest (downstream cancellation included) and waits for them to end.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.closing = true
+	e.mu.Unlock()
+	idle := make(chan struct{})
+	go func() { e.wg.Wait(); close(idle) }()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	runs := make([]*Run, 0, len(e.active))
+	for _, r := range e.active {
+		runs = append(runs, r)
+	}
+	e.mu.Unlock()
+	for _, r := range runs {
+		r.Cancel(ErrShutdown)
+	}
+	<-idle
+	return nil
+}
+
+func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
+	if taskID == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if th := e.threads[threadID]; th != nil {
+		th.tasks[taskID] = ref
+	}
+}
+
+func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	th := e.threads[threadID]
+	if th == nil {
+		return taskRef{}, false
+	}
+	ref, ok := th.tasks[taskID]
+	return ref, ok
+}
+
+func runKey(threadID, runID string) string { return threadID + "\x00" + runID }

@@ -1,0 +1,415 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/llm"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// turnFunc scripts the model: it gets the request and returns the deltas of one turn.
+type turnFunc func(req *llm.Request) []llm.Delta
+
+type fakeModel struct {
+	mu    sync.Mutex
+	turn  turnFunc
+	calls int
+	block chan struct{} // when set, Stream blocks until ctx is done
+}
+
+func (m *fakeModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	m.mu.Lock()
+	m.calls++
+	m.mu.Unlock()
+	return func(yield func(llm.Delta, error) bool) {
+		if m.block != nil {
+			select {
+			case <-ctx.Done():
+				yield(llm.Delta{}, ctx.Err())
+				return
+			case <-m.block:
+			}
+		}
+		for _, d := range m.turn(req) {
+			if !yield(d, nil) {
+				return
+			}
+		}
+	}
+}
+
+// callThenReport calls tool with args on a user turn and reports the tool result as text.
+func callThenReport(tool, args string) turnFunc {
+	return func(req *llm.Request) []llm.Delta {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == llm.RoleTool {
+			return []llm.Delta{{Text: "RESULT: " + last.Content}, {Done: &llm.Completion{FinishReason: "stop"}}}
+		}
+		return []llm.Delta{
+			{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "call_1", Name: tool}},
+			{ToolCall: &llm.ToolCallDelta{Index: 0, Arguments: args}},
+			{Done: &llm.Completion{FinishReason: "tool_calls"}},
+		}
+	}
+}
+
+type fakeAgent struct {
+	mu      sync.Mutex
+	send    func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
+	cancels []string
+	sent    []a2a.Request
+	tasks   map[string]*a2a.Result
+}
+
+func (f *fakeAgent) Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	f.mu.Lock()
+	f.sent = append(f.sent, req)
+	f.mu.Unlock()
+	return f.send(ctx, req, obs)
+}
+
+func (f *fakeAgent) Cancel(_ context.Context, taskID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancels = append(f.cancels, taskID)
+	return nil
+}
+
+func (f *fakeAgent) GetTask(_ context.Context, taskID string) (*a2a.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.tasks[taskID]; ok {
+		return r, nil
+	}
+	return nil, a2a.ErrInvalidTransition
+}
+
+func (f *fakeAgent) cancelled() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.cancels...)
+}
+
+func finalResult(state a2a.State, text string) func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
+	return func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		id := req.TaskID
+		if id == "" && state != a2a.StateMessage {
+			id = "task-1"
+		}
+		if obs.Task != nil && id != "" {
+			obs.Task(id, "ctx-1")
+		}
+		if obs.Text != nil {
+			obs.Text(text)
+		}
+		return &a2a.Result{State: state, TaskID: id, ContextID: "ctx-1", Text: text}, nil
+	}
+}
+
+func newEngine(t *testing.T, model llm.Model, agent *fakeAgent, mut ...func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{Model: model, Agents: []Agent{{Name: "research", Description: "Researches.", Client: agent, Timeout: time.Minute}}, CancelTimeout: 2 * time.Second}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	e, err := New(cfg)
+	require.NoError(t, err)
+	return e
+}
+
+func input(thread string) *agui.RunAgentInput {
+	content, _ := json.Marshal("hello")
+	return &agui.RunAgentInput{ThreadID: thread, RunID: "r-" + thread, ProtocolVersion: "1.0",
+		Messages: []agui.Message{{ID: "u1", Role: "user", Content: content}}}
+}
+
+// collect drains a run's events until its terminal event.
+func collect(t *testing.T, r *Run) []agui.Event {
+	t.Helper()
+	var all []agui.Event
+	timeout := time.After(20 * time.Second)
+	for {
+		evs, ended := r.Next()
+		all = append(all, evs...)
+		if ended {
+			<-r.Done()
+			return all
+		}
+		select {
+		case <-r.Wake():
+		case <-timeout:
+			t.Fatalf("run did not end; events so far: %v", types(all))
+		}
+	}
+}
+
+func types(evs []agui.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, string(e.EventType()))
+	}
+	return out
+}
+
+func toolResults(evs []agui.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if tr, ok := e.(*agui.ToolCallResult); ok {
+			out = append(out, tr.Content)
+		}
+	}
+	return out
+}
+
+func TestRunTextOnly(t *testing.T) {
+	m := &fakeModel{turn: func(*llm.Request) []llm.Delta {
+		return []llm.Delta{{Text: "Hel"}, {Text: "lo"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+	}}
+	e := newEngine(t, m, &fakeAgent{})
+	r, err := e.Start(input("t1"), "")
+	require.NoError(t, err)
+	evs := collect(t, r)
+	assert.Equal(t, []string{"RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"}, types(evs))
+	assert.Equal(t, "1.0", evs[0].(*agui.RunStarted).ProtocolVersion)
+	assert.Equal(t, "completed", r.EndReason())
+}
+
+func TestDelegationTags(t *testing.T) {
+	tests := []struct {
+		state   a2a.State
+		tag     string
+		closing agui.EventType
+	}{
+		{a2a.StateCompleted, "[COMPLETED]", agui.EventSubagentFinished},
+		{a2a.StateMessage, "[COMPLETED]", agui.EventSubagentFinished},
+		{a2a.StateFailed, "[FAILED]", agui.EventSubagentError},
+		{a2a.StateRejected, "[REJECTED]", agui.EventSubagentError},
+		{a2a.StateCanceled, "[CANCELED]", agui.EventSubagentError},
+		{a2a.StateInputRequired, "[INPUT_REQUIRED:task_id=task-1]", agui.EventSubagentFinished},
+		{a2a.StateAuthRequired, "[AUTH_REQUIRED:task_id=task-1]", agui.EventSubagentFinished},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.state), func(t *testing.T) {
+			agent := &fakeAgent{send: finalResult(tt.state, "agent says hi")}
+			e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
+			r, err := e.Start(input("t"), "")
+			require.NoError(t, err)
+			evs := collect(t, r)
+			res := toolResults(evs)
+			require.Len(t, res, 1)
+			assert.True(t, strings.HasPrefix(res[0], tt.tag+"\n"), "got %q", res[0])
+			assert.Contains(t, types(evs), string(tt.closing))
+			assert.Contains(t, types(evs), "SUBAGENT_STARTED")
+			// the attributed text carries the sub-agent's run id
+			for _, ev := range evs {
+				if c, ok := ev.(*agui.TextMessageContent); ok && c.Delta == "agent says hi" {
+					assert.Equal(t, "sa-call_1", c.SubagentRunID)
+				}
+			}
+			assert.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType())
+		})
+	}
+}
+
+func TestUnknownToolAndBadArguments(t *testing.T) {
+	tests := []struct {
+		name, tool, args, want string
+	}{
+		{"unknown tool", "nope", `{}`, `[RETRY:unknown_action] `},
+		{"not an object", "research", `[1]`, `[RETRY:validation_failed] `},
+		{"missing prompt", "research", `{"task":"x"}`, `[RETRY:validation_failed] `},
+		{"continue unknown task", "research", `{"prompt":"x","task_id":"made-up"}`, `[RETRY:invalid_transition] `},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+			e := newEngine(t, &fakeModel{turn: callThenReport(tt.tool, tt.args)}, agent)
+			r, err := e.Start(input("t"), "")
+			require.NoError(t, err)
+			res := toolResults(collect(t, r))
+			require.Len(t, res, 1)
+			assert.True(t, strings.HasPrefix(res[0], tt.want), "got %q", res[0])
+			var sig map[string]any
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(res[0], res[0][:strings.Index(res[0], " ")+1])), &sig))
+			for _, k := range []string{"error", "requested", "message", "valid_next_actions"} {
+				assert.Contains(t, sig, k)
+			}
+			assert.Empty(t, agent.sent, "a refused call sends nothing")
+		})
+	}
+}
+
+func TestContinuationOfWaitingTask(t *testing.T) {
+	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "booked"),
+		tasks: map[string]*a2a.Result{"t-9": {State: a2a.StateInputRequired, TaskID: "t-9", ContextID: "c-9"}}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"May 12","task_id":"t-9"}`)}, agent)
+	r, err := e.Start(input("t"), "")
+	require.NoError(t, err)
+	res := toolResults(collect(t, r))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
+	require.Len(t, agent.sent, 1)
+	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9"}, agent.sent[0])
+}
+
+func TestThreadBusyAndStop(t *testing.T) {
+	m := &fakeModel{turn: callThenReport("research", `{}`), block: make(chan struct{})}
+	e := newEngine(t, m, &fakeAgent{})
+	r, err := e.Start(input("busy"), "")
+	require.NoError(t, err)
+	_, err = e.Start(input("busy"), "")
+	assert.ErrorIs(t, err, ErrThreadBusy)
+	assert.ErrorIs(t, e.Stop("busy", "other-run", ""), ErrRunNotFound)
+	assert.ErrorIs(t, e.Stop("nope", "x", ""), ErrRunNotFound)
+	require.NoError(t, e.Stop("busy", "r-busy", ""))
+	evs := collect(t, r)
+	last := evs[len(evs)-1].(*agui.RunFinished)
+	assert.Equal(t, agui.OutcomeCancelled, last.Outcome.Type)
+	assert.ErrorIs(t, e.Stop("busy", "r-busy", ""), ErrRunFinished)
+}
+
+func TestOwnerIsolation(t *testing.T) {
+	m := &fakeModel{turn: func(*llm.Request) []llm.Delta { return []llm.Delta{{Done: &llm.Completion{FinishReason: "stop"}}} }}
+	e := newEngine(t, m, &fakeAgent{})
+	r, err := e.Start(input("mine"), "alice")
+	require.NoError(t, err)
+	collect(t, r)
+	_, err = e.Start(input("mine"), "bob")
+	assert.ErrorIs(t, err, ErrForbidden)
+	assert.ErrorIs(t, e.Stop("mine", "r-mine", "bob"), ErrForbidden)
+}
+
+// A disconnect cancels the run: the running task gets CancelTask, even when its id only
+// arrives after the cancellation.
+func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		close(started)
+		<-release // the peer delays its first event
+		obs.Task("late-task", "ctx")
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, agent)
+	r, err := e.Start(input("t"), "")
+	require.NoError(t, err)
+	<-started
+	r.Cancel(ErrClientGone)
+	time.AfterFunc(50*time.Millisecond, func() { close(release) })
+	evs := collect(t, r)
+	assert.Equal(t, []string{"late-task"}, agent.cancelled())
+	assert.Contains(t, types(evs), "SUBAGENT_ERROR")
+	assert.Equal(t, "cancelled: client disconnected", r.EndReason())
+}
+
+func TestDelegationTimeout(t *testing.T) {
+	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		obs.Task("slow-1", "ctx")
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, agent, func(c *Config) { c.Agents[0].Timeout = 50 * time.Millisecond })
+	r, err := e.Start(input("t"), "")
+	require.NoError(t, err)
+	res := toolResults(collect(t, r))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[TIMEOUT:task_id=slow-1]\n"), res[0])
+	assert.Equal(t, []string{"slow-1"}, agent.cancelled())
+}
+
+func TestFrontendToolPending(t *testing.T) {
+	m := &fakeModel{turn: callThenReport("show_map", `{"city":"Lisbon"}`)}
+	e := newEngine(t, m, &fakeAgent{})
+	in := input("t")
+	in.Tools = []agui.Tool{{Name: "show_map", Description: "Shows a map", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	r, err := e.Start(in, "")
+	require.NoError(t, err)
+	evs := collect(t, r)
+	assert.Empty(t, toolResults(evs), "a frontend tool's result comes from the application")
+	last := evs[len(evs)-1].(*agui.RunFinished)
+	assert.Equal(t, []string{"call_1"}, last.Outcome.PendingToolCallIDs)
+}
+
+func TestIterationLimit(t *testing.T) {
+	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+	m := &fakeModel{turn: func(*llm.Request) []llm.Delta {
+		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "c", Name: "research", Arguments: `{"prompt":"again"}`}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
+	}}
+	e := newEngine(t, m, agent, func(c *Config) { c.Limits.MaxIterations = 3 })
+	r, err := e.Start(input("t"), "")
+	require.NoError(t, err)
+	evs := collect(t, r)
+	assert.Equal(t, 3, m.calls)
+	assert.Contains(t, types(evs), "CUSTOM")
+	assert.Equal(t, "stopped: iteration_limit", r.EndReason())
+}
+
+func TestModelErrorIsUserSafe(t *testing.T) {
+	m := &fakeModel{turn: nil}
+	m.turn = func(*llm.Request) []llm.Delta { return nil }
+	e := newEngine(t, errModel{&llm.Error{Kind: llm.ErrBadRequest, Status: 400, Message: "secret internal detail", Err: errors.New("x")}}, &fakeAgent{})
+	r, err := e.Start(input("t"), "")
+	require.NoError(t, err)
+	evs := collect(t, r)
+	re := evs[len(evs)-1].(*agui.RunError)
+	assert.Equal(t, "MODEL_UNAVAILABLE", re.Code)
+	assert.NotContains(t, re.Message, "secret")
+}
+
+type errModel struct{ err error }
+
+func (m errModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) { yield(llm.Delta{}, m.err) }
+}
+
+func TestShutdownCancelsActiveRuns(t *testing.T) {
+	m := &fakeModel{turn: callThenReport("research", `{}`), block: make(chan struct{})}
+	e := newEngine(t, m, &fakeAgent{})
+	r, err := e.Start(input("s"), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.NoError(t, e.Shutdown(ctx))
+	_, err = e.Start(input("s2"), "")
+	assert.ErrorIs(t, err, ErrShuttingDown)
+	assert.Equal(t, "cancelled: coordinator shutdown", r.EndReason())
+}
+
+func TestHistoryRepairsOrphans(t *testing.T) {
+	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+	msgs := []agui.Message{
+		{ID: "u", Role: "user", Content: str("hi")},
+		{ID: "a", Role: "assistant", ToolCalls: []agui.ToolCall{{ID: "c1", Type: "function", Function: agui.FunctionCall{Name: "x", Arguments: "{}"}}, {ID: "c2", Type: "function", Function: agui.FunctionCall{Name: "y"}}}},
+		{ID: "u2", Role: "user", Content: str("and?")},
+		{ID: "t1", Role: "tool", ToolCallID: "c1", Content: str("[OK]\nfine")},
+		{ID: "act", Role: "activity"},
+	}
+	got := fromAGUI(msgs)
+	require.Len(t, got, 5)
+	assert.Equal(t, llm.RoleAssistant, got[1].Role)
+	assert.Equal(t, "c1", got[2].ToolCallID)
+	assert.Equal(t, "[OK]\nfine", got[2].Content)
+	assert.Equal(t, "c2", got[3].ToolCallID)
+	assert.Equal(t, orphanResult, got[3].Content)
+	assert.Equal(t, llm.RoleUser, got[4].Role)
+}
+
+func TestToolName(t *testing.T) {
+	assert.Equal(t, "my_agent-1", ToolName("my agent-1"))
+	assert.Len(t, ToolName(strings.Repeat("a", 100)), 64)
+}

@@ -1,0 +1,228 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/prompts"
+)
+
+// Run is one AG-UI run executing in the engine.
+type Run struct {
+	ThreadID string
+	RunID    string
+
+	e      *Engine
+	in     *agui.RunAgentInput
+	log    *slog.Logger
+	seq    *agui.Sequencer
+	q      *eventQueue
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+
+	endReason atomic.Value // string
+	// fatal holds the first terminal tool failure (on_tool_error: error).
+	fatalMu sync.Mutex
+	fatal   error
+}
+
+func newRun(e *Engine, in *agui.RunAgentInput) *Run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &Run{
+		ThreadID: in.ThreadID,
+		RunID:    in.RunID,
+		e:        e,
+		in:       in,
+		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
+		q:        newEventQueue(),
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+	}
+	r.seq = agui.NewSequencer(r.q.push, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
+	return r
+}
+
+// Next returns the events produced since the last call, and whether the stream has ended.
+// wake fires when more events may be available.
+func (r *Run) Next() (events []agui.Event, ended bool) { return r.q.take() }
+
+// Wake returns a channel that receives when new events may be available.
+func (r *Run) Wake() <-chan struct{} { return r.q.wake }
+
+// Done is closed when the run has ended and all its downstream work has been cancelled.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Cancel cancels the run with cause (ErrClientGone, ErrStopped, ErrShutdown, ...).
+func (r *Run) Cancel(cause error) { r.cancel(cause) }
+
+// EndReason says why the run ended ("" while it runs).
+func (r *Run) EndReason() string {
+	s, _ := r.endReason.Load().(string)
+	return s
+}
+
+func (r *Run) terminated() bool { return r.seq.Terminated() }
+
+// emit sends an event through the sequencer. An ordering error is a bug in the engine; it
+// is logged, never sent to the client.
+func (r *Run) emit(ev agui.Event) {
+	if err := r.seq.Emit(ev); err != nil && !errors.Is(err, agui.ErrTerminated) {
+		r.log.Error("event rejected by sequencer", "type", ev.EventType(), "err", err)
+	}
+}
+
+func (r *Run) execute() {
+	defer close(r.done)
+	start := time.Now()
+	r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
+
+	ctx, cancelLimit := context.WithTimeoutCause(r.ctx, r.e.cfg.Limits.MaxRunTime, ErrRunTimeLimit)
+	defer cancelLimit()
+
+	reason := r.loop(ctx)
+	r.endReason.Store(reason)
+	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(start).Milliseconds())
+	r.cancel(nil)
+}
+
+// loop runs LLM turns until the run ends, and returns why it ended.
+func (r *Run) loop(ctx context.Context) string {
+	tools := r.e.toolset(r.in)
+	system, err := prompts.System(r.e.systemInput(r.in, tools))
+	if err != nil {
+		r.log.Error("system prompt", "err", err)
+		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
+		return "error: system prompt"
+	}
+	history := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, fromAGUI(r.in.Messages)...)
+
+	for iter := 1; ; iter++ {
+		if err := ctx.Err(); err != nil {
+			return r.finishCancelled(ctx)
+		}
+		if iter > r.e.cfg.Limits.MaxIterations {
+			return r.finishPartial("iteration_limit",
+				fmt.Sprintf("I stopped after %d steps without finishing, which is this coordinator's limit.", r.e.cfg.Limits.MaxIterations),
+				[]string{"the step limit was reached"}, []string{"ask again with a narrower request", "raise limits.max_iterations"})
+		}
+		turn, err := r.modelTurn(ctx, &llm.Request{Messages: history, Tools: tools.llm})
+		if err != nil {
+			if ctx.Err() != nil {
+				return r.finishCancelled(ctx)
+			}
+			r.log.Warn("model turn failed", "err", err)
+			r.seq.Fail("MODEL_UNAVAILABLE", userMessage(err))
+			return "error: model"
+		}
+		history = append(history, turn.message)
+		if len(turn.message.ToolCalls) == 0 {
+			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
+			return "completed"
+		}
+
+		var backend []llm.ToolCall
+		var pending []string
+		for _, c := range turn.message.ToolCalls {
+			if tools.isFrontend(c.Name) {
+				pending = append(pending, c.ID)
+				continue
+			}
+			backend = append(backend, c)
+		}
+		results := r.runTools(ctx, tools, backend)
+		if err := ctx.Err(); err != nil {
+			return r.finishCancelled(ctx)
+		}
+		if err := r.fatalErr(); err != nil {
+			r.seq.Fail("TOOL_FAILED", err.Error())
+			return "error: tool failed"
+		}
+		for i, c := range backend {
+			history = append(history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: results[i]})
+		}
+		if len(pending) > 0 {
+			// Frontend tools: the application runs them and sends the results in the next run.
+			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess, PendingToolCallIDs: pending}, nil)
+			return "completed: frontend tools pending"
+		}
+	}
+}
+
+// runTools executes backend tool calls concurrently and returns their results in order.
+func (r *Run) runTools(ctx context.Context, tools *toolset, calls []llm.ToolCall) []string {
+	results := make([]string, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			results[i] = r.runTool(ctx, tools, c)
+			if ctx.Err() == nil && r.fatalErr() == nil {
+				r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: c.ID, Content: results[i], Role: "tool"})
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func (r *Run) setFatal(err error) {
+	r.fatalMu.Lock()
+	defer r.fatalMu.Unlock()
+	if r.fatal == nil {
+		r.fatal = err
+	}
+}
+
+func (r *Run) fatalErr() error {
+	r.fatalMu.Lock()
+	defer r.fatalMu.Unlock()
+	return r.fatal
+}
+
+// finishCancelled ends the stream after a cancellation, according to its cause.
+func (r *Run) finishCancelled(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = context.Canceled
+	}
+	r.log.Info("run cancelled", "cause", cause.Error())
+	// The sequencer downgrades "cancelled" to RUN_ERROR{CANCELLED} for pre-1.0 clients.
+	// A client that is gone gets the same events; nobody reads them.
+	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeCancelled}, nil)
+	return "cancelled: " + cause.Error()
+}
+
+// finishPartial ends a run that stops on purpose with a partial result.
+func (r *Run) finishPartial(kind, text string, blockers, next []string) string {
+	id := newID("msg")
+	r.emit(&agui.TextMessageStart{MessageID: id, Role: "assistant"})
+	r.emit(&agui.TextMessageContent{MessageID: id, Delta: text})
+	r.emit(&agui.TextMessageEnd{MessageID: id})
+	r.emit(&agui.Custom{Name: "baton.partial", Value: map[string]any{"rationale": text, "blockers": blockers, "next_steps": next}})
+	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, map[string]any{"stopped": kind})
+	return "stopped: " + kind
+}
+
+func protocolVersion(in *agui.RunAgentInput) string {
+	if in.Legacy() {
+		return ""
+	}
+	return "1.0"
+}
+
+// newID returns a short random id with a prefix.
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}

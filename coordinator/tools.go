@@ -1,0 +1,198 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/prompts"
+)
+
+// toolset is the set of tools offered to the model in one run.
+type toolset struct {
+	llm      []llm.Tool
+	agents   map[string]*Agent
+	mcp      map[string]mcpclient.Tool
+	frontend map[string]agui.Tool
+	// backend lists the names the coordinator executes itself, sorted.
+	backend []string
+}
+
+func (t *toolset) isFrontend(name string) bool {
+	_, ok := t.frontend[name]
+	return ok
+}
+
+// agentParameters is the JSON Schema of every sub-agent tool (DESIGN §5).
+func agentParameters() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"prompt":  map[string]any{"type": "string", "description": "What the sub-agent should do, or the answer to its question."},
+			"task_id": map[string]any{"type": "string", "description": "Only to continue a task that waits for input: the task_id from its [INPUT_REQUIRED:task_id=…] or [AUTH_REQUIRED:task_id=…] tag."},
+		},
+		"required":             []string{"prompt"},
+		"additionalProperties": false,
+	}
+}
+
+func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
+	t := &toolset{agents: map[string]*Agent{}, mcp: map[string]mcpclient.Tool{}, frontend: map[string]agui.Tool{}}
+	for _, a := range e.cfg.Agents {
+		a := e.agents[a.Name]
+		t.agents[a.Name] = a
+		t.backend = append(t.backend, a.Name)
+		t.llm = append(t.llm, llm.Tool{Name: a.Name, Description: agentDescription(a), Parameters: agentParameters()})
+	}
+	if e.cfg.Tools != nil {
+		for _, mt := range e.cfg.Tools.Tools() {
+			if _, clash := t.agents[mt.Name]; clash {
+				continue
+			}
+			t.mcp[mt.Name] = mt
+			t.backend = append(t.backend, mt.Name)
+			schema := mt.InputSchema
+			if schema == nil {
+				schema = map[string]any{"type": "object"}
+			}
+			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: mt.Description, Parameters: schema})
+		}
+	}
+	for _, ft := range in.Tools {
+		if ft.Name == "" || slices.Contains(t.backend, ft.Name) {
+			continue // a backend tool of the same name wins; the frontend cannot shadow it
+		}
+		params := map[string]any{"type": "object"}
+		if len(ft.Parameters) > 0 {
+			var p map[string]any
+			if json.Unmarshal(ft.Parameters, &p) == nil && p != nil {
+				params = p
+			}
+		}
+		t.frontend[ft.Name] = ft
+		t.llm = append(t.llm, llm.Tool{Name: ft.Name, Description: ft.Description, Parameters: params})
+	}
+	sort.Strings(t.backend)
+	return t
+}
+
+func agentDescription(a *Agent) string {
+	var b strings.Builder
+	b.WriteString("Delegate to the sub-agent ")
+	b.WriteString(a.Name)
+	if a.Description != "" {
+		b.WriteString(": ")
+		b.WriteString(a.Description)
+	}
+	for i, s := range a.Skills {
+		if i == 0 {
+			b.WriteString(" Skills:")
+		}
+		fmt.Fprintf(&b, " %s", s.Name)
+		if s.Description != "" {
+			fmt.Fprintf(&b, " (%s)", s.Description)
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemInput {
+	var si prompts.SystemInput
+	for _, a := range e.cfg.Agents {
+		pa := prompts.Agent{Name: a.Name, Description: a.Description}
+		for _, s := range a.Skills {
+			pa.Skills = append(pa.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
+		}
+		si.Agents = append(si.Agents, pa)
+	}
+	for _, name := range t.backend {
+		if mt, ok := t.mcp[name]; ok {
+			si.Tools = append(si.Tools, prompts.Tool{Name: mt.Name, Description: mt.Description})
+		}
+	}
+	for _, ft := range in.Tools {
+		if _, ok := t.frontend[ft.Name]; ok {
+			si.FrontendTools = append(si.FrontendTools, prompts.Tool{Name: ft.Name, Description: ft.Description})
+		}
+	}
+	for _, c := range in.Context {
+		si.Context = append(si.Context, prompts.ContextItem{Description: c.Description, Value: c.Value})
+	}
+	return si
+}
+
+// runTool executes one backend tool call and returns the tagged string the model reads.
+func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) string {
+	var args map[string]any
+	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args == nil {
+		return bridge.Retry(bridge.Signal{
+			Code: "validation_failed", Requested: c.Name,
+			Message:          "The arguments must be a JSON object.",
+			ValidNextActions: t.backend, Reason: "arguments are not a JSON object",
+			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
+		})
+	}
+	if a, ok := t.agents[c.Name]; ok {
+		return r.delegate(ctx, t, a, c.ID, args)
+	}
+	if _, ok := t.mcp[c.Name]; ok {
+		return r.callMCP(ctx, c, json.RawMessage(c.Arguments))
+	}
+	return bridge.Retry(bridge.Signal{
+		Code: "unknown_action", Requested: c.Name,
+		Message:          fmt.Sprintf("There is no tool named %q. Use one of valid_next_actions.", bridge.UntrustedN(c.Name, 64)),
+		ValidNextActions: t.backend, KnownActions: t.backend,
+	})
+}
+
+func (r *Run) callMCP(ctx context.Context, c llm.ToolCall, args json.RawMessage) string {
+	tctx, cancel := context.WithTimeout(ctx, r.e.cfg.Limits.ToolTimeout)
+	defer cancel()
+	progressID := "progress-" + c.ID
+	res, err := r.e.cfg.Tools.Call(tctx, c.Name, args, mcpclient.CallOptions{
+		Progress: func(p mcpclient.Progress) {
+			content := map[string]any{"toolCallId": c.ID, "progress": p.Progress, "message": p.Message}
+			if p.Total > 0 {
+				content["total"] = p.Total
+			}
+			r.emit(&agui.ActivitySnapshot{MessageID: progressID, ActivityType: "progress", Content: content})
+		},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ""
+		}
+		if errors.Is(err, mcpclient.ErrToolFailed) {
+			r.setFatal(err)
+			return ""
+		}
+		r.log.Warn("mcp call failed", "tool", c.Name, "err", err)
+		return bridge.Unreachable(c.Name)
+	}
+	return res
+}
+
+// ToolName sanitises a configured name into a tool name: [A-Za-z0-9_-], at most 64
+// characters (DESIGN §5).
+func ToolName(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s) && len(b) < 64; i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			b = append(b, c)
+		default:
+			b = append(b, '_')
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,142 @@
+// Drives the official AG-UI client against a server and reports what it saw.
+//
+//   node agui-client.mjs <v1|legacy> <url>   < job.json
+//
+// Lanes: v1 = @ag-ui/client 1.0.0; legacy = @ag-ui/client 0.0.59 (the version CopilotKit 1.75
+// pins), installed under the alias "agui-legacy".
+//
+// Job (stdin, JSON):
+//   threadId        required
+//   runId           optional
+//   messages        initial messages of the agent ([{id, role, content}, …])
+//   tools, context, forwardedProps, headers   passed through
+//   resume          ResumeEntry[] for the (first) run: runAgent({resume})
+//   abortAfterMs    abortRun() this many ms after the run starts
+//   abortOnEvent    abortRun() as soon as an event of this type is seen (e.g. "SUBAGENT_STARTED")
+//   resumeAnswers   if the run ends with an interrupt outcome, run again on the same agent with
+//                   buildResumeArray(agent.pendingInterrupts, answers); answers are keyed by
+//                   interrupt id, and the key "*" answers every interrupt not named explicitly
+//
+// Output: ONE JSON line on stdout describing the last run:
+//   {events, failed, runError, outcome, interrupts, pendingInterrupts, warnings, terminal,
+//    aborted, runs}
+// where runs holds the same fields for every run the job made (one, or two with resumeAnswers).
+// warnings are all console.warn/console.error lines printed while the client ran (top level:
+// the whole job; in runs: that run): the client reports protocol trouble only there, and a
+// conformant stream is quiet. A rejected run also logs "Agent execution failed: …" there.
+//
+// The client does not fail a stream that ends without a terminal event, so "terminal" is
+// computed here: the last event is RUN_FINISHED or RUN_ERROR (after abortRun() the client
+// synthesizes a local RUN_ERROR{code:"abort"}).
+
+// We want the client's transformation warnings, whatever the caller's environment says. This
+// runs before the client is imported (dynamic import below).
+delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
+
+const [lane, url] = process.argv.slice(2);
+const modules = { v1: '@ag-ui/client', legacy: 'agui-legacy' };
+if (!modules[lane] || !url) {
+  console.error('usage: node agui-client.mjs <v1|legacy> <url>  < job.json');
+  process.exit(2);
+}
+
+let job;
+try {
+  let input = '';
+  for await (const chunk of process.stdin) input += chunk;
+  job = JSON.parse(input);
+} catch (err) {
+  console.error(`agui-client: bad job on stdin: ${err.message}`);
+  process.exit(2);
+}
+
+const warnings = [];
+const capture = (orig) => (...args) => {
+  warnings.push(args.map((a) => (a instanceof Error ? `${a.name}: ${a.message}` : typeof a === 'string' ? a : safeJSON(a))).join(' '));
+  orig(...args); // still visible on stderr for whoever reads the test log
+};
+function safeJSON(v) {
+  try { return JSON.stringify(v); } catch { return String(v); }
+}
+console.warn = capture(console.warn.bind(console));
+console.error = capture(console.error.bind(console));
+
+const { HttpAgent, buildResumeArray } = await import(modules[lane]);
+
+const agent = new HttpAgent({
+  url,
+  threadId: job.threadId,
+  initialMessages: job.messages ?? [],
+  ...(job.headers ? { headers: job.headers } : {}),
+});
+
+const errMessage = (e) => (e instanceof Error ? e.message : typeof e === 'string' ? e : safeJSON(e));
+
+async function run(params) {
+  const r = { events: [], failed: null, runError: null, outcome: null, interrupts: null, aborted: false };
+  const warnedBefore = warnings.length;
+  let timer;
+  const abort = () => {
+    if (r.aborted) return;
+    r.aborted = true;
+    agent.abortRun();
+  };
+  const subscriber = {
+    onEvent: ({ event }) => {
+      r.events.push(event);
+      if (job.abortOnEvent && event.type === job.abortOnEvent) setImmediate(abort);
+    },
+    onRunErrorEvent: ({ event }) => { r.runError = event; },
+    onRunFinishedEvent: (p) => {
+      r.outcome = p.outcome ?? 'success';
+      r.interrupts = p.outcome === 'interrupt' ? (p.interrupts ?? []) : null;
+    },
+    onRunFailed: ({ error }) => { r.failed ??= errMessage(error); },
+  };
+  if (job.abortAfterMs !== undefined) timer = setTimeout(abort, job.abortAfterMs);
+  try {
+    await agent.runAgent(params, subscriber);
+  } catch (e) {
+    r.failed ??= errMessage(e);
+  } finally {
+    clearTimeout(timer);
+  }
+  if (r.aborted && r.failed !== null && r.runError === null && /abort/i.test(r.failed)) {
+    // abortRun() before the response arrived: the client rejects with an AbortError instead of
+    // synthesizing its local RUN_ERROR. Report both cases the same way.
+    r.failed = null;
+    r.runError = { type: 'RUN_ERROR', code: 'abort', message: 'aborted by the client before the stream started', local: true };
+    r.events.push(r.runError);
+  }
+  const last = r.events.at(-1)?.type;
+  r.terminal = last === 'RUN_FINISHED' || last === 'RUN_ERROR';
+  r.pendingInterrupts = agent.pendingInterrupts ?? [];
+  r.warnings = warnings.slice(warnedBefore);
+  return r;
+}
+
+const params = {};
+for (const k of ['runId', 'tools', 'context', 'forwardedProps', 'resume']) {
+  if (job[k] !== undefined) params[k] = job[k];
+}
+const runs = [await run(params)];
+
+const first = runs[0];
+if (job.resumeAnswers && !first.failed && first.outcome === 'interrupt') {
+  const pending = agent.pendingInterrupts ?? [];
+  const answers = {};
+  for (const it of pending) {
+    const a = job.resumeAnswers[it.id] ?? job.resumeAnswers['*'];
+    if (a !== undefined) answers[it.id] = a;
+  }
+  let resume;
+  try {
+    resume = buildResumeArray(pending, answers);
+  } catch (e) {
+    first.failed = `resumeAnswers: ${errMessage(e)}`;
+  }
+  if (resume) runs.push(await run({ resume }));
+}
+
+const out = { ...runs.at(-1), warnings: [...warnings], runs };
+process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(0));

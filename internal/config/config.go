@@ -1,0 +1,372 @@
+// Package config loads, defaults and validates Baton's configuration (DESIGN §4).
+//
+// A configuration comes from a YAML file (strict: an unknown key is an error), is laid
+// over the defaults, then overridden key by key from BATON_* environment variables, and
+// finally validated as a whole. Every problem is reported as one message that names the
+// file (or the environment variable) and the key, e.g.
+//
+//	baton.yaml: agents[1].url: not an absolute http(s) URL
+//
+// and wraps ErrInvalid. Messages never quote secrets: header values, URLs and store paths
+// are named, not echoed.
+//
+// Design note: yaml.v3's strict mode reports unknown fields by Go type name and line, not
+// by key path, so the file is first parsed into a node tree and walked against the Go
+// types (via reflection on the yaml tags) to report unknown keys and type mismatches with
+// their full path (llm.provider, mcp_servers[0].headers). The strict decoder then runs as
+// a safety net.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid is wrapped by every error that reports a bad configuration.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Defaults.
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultStore         = "sqlite:./data/baton.db"
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultShutdownGrace = Duration(10 * time.Second)
+	DefaultAgentTimeout  = Duration(120 * time.Second)
+	DefaultMaxIterations = 25
+	DefaultMaxRunSeconds = 600
+	DefaultToolTimeout   = Duration(120 * time.Second)
+	DefaultProvider      = ProviderScripted
+)
+
+// LLM providers.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+	ProviderScripted  = "scripted"
+)
+
+// Values of Agent.InputRequired.
+const (
+	InputRequiredAskUser = "ask_user"
+	InputRequiredModel   = "model"
+)
+
+// Values of MCPServer.OnToolError.
+const (
+	OnToolErrorRetry = "retry"
+	OnToolErrorFail  = "fail"
+	OnToolErrorError = "error"
+)
+
+// AskUserTool is the name of the built-in tool no agent may take.
+const AskUserTool = "ask_user"
+
+// Config is Baton's whole configuration.
+type Config struct {
+	// Listen is the HTTP listen address (host:port).
+	Listen     string      `yaml:"listen"`
+	Server     Server      `yaml:"server"`
+	LLM        LLM         `yaml:"llm"`
+	Agents     []Agent     `yaml:"agents"`
+	MCPServers []MCPServer `yaml:"mcp_servers"`
+	Limits     Limits      `yaml:"limits"`
+	// Store is "memory:" or "sqlite:<path>".
+	Store string `yaml:"store"`
+
+	// Source is the file the configuration came from ("" for defaults only).
+	Source string `yaml:"-"`
+
+	// fromEnv maps a key path to the environment variable that last set it, so that a
+	// validation error names the variable instead of the file.
+	fromEnv map[string]string
+}
+
+// Server holds the HTTP server settings.
+type Server struct {
+	// AuthTokensEnv names the variable holding comma-separated bearer tokens; unset
+	// means no auth.
+	AuthTokensEnv string `yaml:"auth_tokens_env"`
+	// MaxBodyBytes caps request bodies.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ShutdownGrace is how long active runs may finish at shutdown.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+}
+
+// LLM selects and configures the model provider.
+type LLM struct {
+	// Provider is openai, anthropic or scripted.
+	Provider string `yaml:"provider"`
+	// BaseURL overrides the provider's API endpoint ("" = the provider's default).
+	BaseURL string `yaml:"base_url"`
+	Model   string `yaml:"model"`
+	// APIKeyEnv is the name of the variable that holds the key, never the key itself.
+	APIKeyEnv string `yaml:"api_key_env"`
+}
+
+// APIKey returns the key from the environment variable named by APIKeyEnv ("" when
+// unset). Never log it.
+func (l LLM) APIKey() string {
+	if l.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(l.APIKeyEnv)
+}
+
+// Agent is one A2A sub-agent, offered to the model as a tool named Name.
+type Agent struct {
+	Name string `yaml:"name"`
+	// URL is the agent's base URL; the card is read from /.well-known/agent-card.json.
+	URL string `yaml:"url"`
+	// Timeout bounds active time, not time spent waiting for the user.
+	Timeout Duration `yaml:"timeout"`
+	// InputRequired is ask_user (default: raise an interrupt at once) or model (the model
+	// sees the tag and decides).
+	InputRequired string `yaml:"input_required"`
+}
+
+// MCPServer is one MCP server: Command (stdio) or URL (streamable HTTP), never both.
+type MCPServer struct {
+	Name    string   `yaml:"name"`
+	Command []string `yaml:"command"`
+	URL     string   `yaml:"url"`
+	// Headers are sent with every HTTP request; ${VAR} is expanded from the environment
+	// at load time, so values may hold secrets.
+	Headers map[string]string `yaml:"headers"`
+	// OnToolError is retry (default), fail or error (DESIGN §6).
+	OnToolError string `yaml:"on_tool_error"`
+}
+
+// LogValue implements slog.LogValuer: header values are secrets and are left out.
+func (m MCPServer) LogValue() slog.Value {
+	names := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		names = append(names, k)
+	}
+	return slog.GroupValue(
+		slog.String("name", m.Name),
+		slog.Any("command", m.Command),
+		slog.String("url", m.URL),
+		slog.Any("header_names", names),
+		slog.String("on_tool_error", m.OnToolError),
+	)
+}
+
+// Limits bounds a run.
+type Limits struct {
+	MaxIterations int      `yaml:"max_iterations"`
+	MaxRunSeconds int      `yaml:"max_run_seconds"`
+	ToolTimeout   Duration `yaml:"tool_timeout"`
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string ("120s", "1m30s")
+// or as an integer number of seconds.
+type Duration time.Duration
+
+// String implements fmt.Stringer.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New(durationHint)
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+const durationHint = `must be a duration such as "120s" or a number of seconds`
+
+func parseDuration(s string) (Duration, error) {
+	s = strings.TrimSpace(s)
+	if secs, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if secs > int64(time.Duration(1<<63-1)/time.Second) || secs < -int64(time.Duration(1<<63-1)/time.Second) {
+			return 0, fmt.Errorf("%s (got %q: out of range)", durationHint, s)
+		}
+		return Duration(time.Duration(secs) * time.Second), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s (got %q)", durationHint, s)
+	}
+	return Duration(d), nil
+}
+
+// Default returns the built-in defaults: the scripted model, no agents and no MCP servers.
+func Default() *Config {
+	return &Config{
+		Listen: DefaultListen,
+		Server: Server{
+			MaxBodyBytes:  DefaultMaxBodyBytes,
+			ShutdownGrace: DefaultShutdownGrace,
+		},
+		LLM: LLM{Provider: DefaultProvider},
+		Limits: Limits{
+			MaxIterations: DefaultMaxIterations,
+			MaxRunSeconds: DefaultMaxRunSeconds,
+			ToolTimeout:   DefaultToolTimeout,
+		},
+		Store: DefaultStore,
+	}
+}
+
+// Load reads the YAML file at path over the defaults, applies BATON_* environment
+// overrides and validates the result. Errors that describe bad configuration wrap
+// ErrInvalid.
+func Load(path string) (*Config, error) {
+	return load(path, os.Getenv)
+}
+
+func load(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c := Default()
+	c.Source = path
+	if err := c.decode(data); err != nil {
+		return nil, err
+	}
+	c.fillListDefaults()
+	if err := c.expandHeaders(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.ApplyEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// fillListDefaults sets the per-entry defaults that Default cannot pre-fill because the
+// lists come from the file.
+func (c *Config) fillListDefaults() {
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.Timeout == 0 {
+			a.Timeout = DefaultAgentTimeout
+		}
+		if a.InputRequired == "" {
+			a.InputRequired = InputRequiredAskUser
+		}
+	}
+	for i := range c.MCPServers {
+		if c.MCPServers[i].OnToolError == "" {
+			c.MCPServers[i].OnToolError = OnToolErrorRetry
+		}
+	}
+}
+
+// expandHeaders replaces ${VAR} in header values. An unset or empty variable is an
+// error: sending "Bearer " would fail later and less clearly.
+func (c *Config) expandHeaders(getenv func(string) string) error {
+	for i := range c.MCPServers {
+		m := &c.MCPServers[i]
+		for name, v := range m.Headers {
+			var missing string
+			expanded := expandVars(v, func(k string) string {
+				val := getenv(k)
+				if val == "" && missing == "" {
+					missing = k
+				}
+				return val
+			})
+			if missing != "" {
+				return c.fieldErr(fmt.Sprintf("mcp_servers[%d].headers.%s", i, name),
+					"environment variable %s is not set", missing)
+			}
+			m.Headers[name] = expanded
+		}
+	}
+	return nil
+}
+
+// expandVars replaces ${NAME} only; a lone $ is kept, so values such as "pa$$word" pass
+// through unchanged.
+func expandVars(s string, lookup func(string) string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.IndexByte(s[i+2:], '}')
+		if j < 0 || !isEnvName(s[i+2:i+2+j]) {
+			b.WriteString(s[:i+2])
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		b.WriteString(lookup(s[i+2 : i+2+j]))
+		s = s[i+3+j:]
+	}
+}
+
+func isEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// FieldError is a configuration error about one key. It wraps ErrInvalid.
+type FieldError struct {
+	// Where is the file, or the environment variable that set the key.
+	Where string
+	// Key is the key path, e.g. "agents[1].url".
+	Key string
+	// Message says what is wrong, without secret values.
+	Message string
+}
+
+// Error implements error: "<where>: <key>: <message>".
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.Where != "" {
+		b.WriteString(e.Where)
+		b.WriteString(": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// fieldErr builds a FieldError for key, attributed to the environment variable that set
+// the key if any, else to the file.
+func (c *Config) fieldErr(key, format string, args ...any) error {
+	where := c.Source
+	if v, ok := c.fromEnv[key]; ok {
+		where = v
+	}
+	return &FieldError{Where: where, Key: key, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,406 @@
+package config
+
+import (
+	"bytes"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// designExample is the example of DESIGN §4.
+const designExample = `
+listen: 127.0.0.1:8080
+server:
+  auth_tokens_env: BATON_AUTH_TOKENS  # comma-separated bearer tokens; unset = no auth
+  max_body_bytes: 1048576
+  shutdown_grace: 10s
+llm:
+  provider: openai            # openai | anthropic | scripted
+  base_url: https://api.openai.com/v1
+  model: gpt-4.1-mini
+  api_key_env: OPENAI_API_KEY # the name of the variable, never the key itself
+agents:                       # A2A sub-agents
+  - name: research            # the LLM tool name (see section 5)
+    url: http://127.0.0.1:41241   # base URL; the card is read from /.well-known/agent-card.json
+    timeout: 120s             # active time, not counting time spent waiting for the user
+    input_required: ask_user  # ask_user (default): input-required and auth-required raise an AG-UI interrupt at once
+                              # model: the LLM gets the [INPUT_REQUIRED…]/[AUTH_REQUIRED…] tag and decides
+mcp_servers:
+  - name: files
+    command: ["npx", "mcp-server-everything"]   # stdio
+  - name: deploy
+    url: http://127.0.0.1:3901/mcp              # streamable HTTP
+    headers: {Authorization: "Bearer ${DEPLOY_TOKEN}"}
+    on_tool_error: retry      # retry (default) | fail | error (section 6)
+limits:
+  max_iterations: 25
+  max_run_seconds: 600        # active time
+  tool_timeout: 120s
+store: sqlite:./data/baton.db # or memory:
+`
+
+const secretToken = "s3cr3t-t0ken"
+
+// env is a fixed environment for load.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// loadYAML writes text to baton.yaml in a fresh directory and loads it from there, so
+// that messages carry the plain file name.
+func loadYAML(t *testing.T, text string, e env) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "baton.yaml"), []byte(text), 0o600))
+	t.Chdir(dir)
+	return load("baton.yaml", e.get)
+}
+
+func TestLoadDesignExample(t *testing.T) {
+	c, err := loadYAML(t, designExample, env{"DEPLOY_TOKEN": secretToken})
+	require.NoError(t, err)
+
+	assert.Equal(t, "baton.yaml", c.Source)
+	assert.Equal(t, "127.0.0.1:8080", c.Listen)
+	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second)}, c.Server)
+	assert.Equal(t, LLM{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4.1-mini", APIKeyEnv: "OPENAI_API_KEY"}, c.LLM)
+	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), InputRequired: "ask_user"}}, c.Agents)
+	assert.Equal(t, []MCPServer{
+		{Name: "files", Command: []string{"npx", "mcp-server-everything"}, OnToolError: "retry"},
+		{Name: "deploy", URL: "http://127.0.0.1:3901/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}, OnToolError: "retry"},
+	}, c.MCPServers)
+	assert.Equal(t, Limits{MaxIterations: 25, MaxRunSeconds: 600, ToolTimeout: Duration(120 * time.Second)}, c.Limits)
+	assert.Equal(t, "sqlite:./data/baton.db", c.Store)
+	assert.Equal(t, "./data/baton.db", c.StorePath())
+}
+
+func TestLoadAppliesDefaults(t *testing.T) {
+	c, err := loadYAML(t, `
+agents:
+  - name: travel
+    url: http://127.0.0.1:41250
+mcp_servers:
+  - name: demo
+    url: http://127.0.0.1:3901/mcp
+limits:
+  max_iterations: 5
+server: ~
+`, nil)
+	require.NoError(t, err)
+	want := Default()
+	want.Source = "baton.yaml"
+	want.Agents = []Agent{{Name: "travel", URL: "http://127.0.0.1:41250", Timeout: DefaultAgentTimeout, InputRequired: InputRequiredAskUser}}
+	want.MCPServers = []MCPServer{{Name: "demo", URL: "http://127.0.0.1:3901/mcp", OnToolError: OnToolErrorRetry}}
+	want.Limits.MaxIterations = 5
+	assert.Equal(t, want, c)
+}
+
+func TestLoadMergeKeys(t *testing.T) {
+	_, err := loadYAML(t, `
+x-agent: &agent
+  timeout: 30s
+  input_required: model
+agents:
+  - <<: *agent
+    name: research
+    url: http://127.0.0.1:41241
+`, nil)
+	require.Error(t, err, "x-agent is not a known key")
+	assert.Equal(t, "baton.yaml: x-agent: unknown key (line 2)", err.Error())
+
+	c, err := loadYAML(t, `
+agents:
+  - &agent
+    name: research
+    url: http://127.0.0.1:41241
+    timeout: 30s
+  - <<: *agent
+    name: research2
+`, nil)
+	require.NoError(t, err)
+	require.Len(t, c.Agents, 2)
+	assert.Equal(t, Agent{Name: "research2", URL: "http://127.0.0.1:41241", Timeout: Duration(30 * time.Second), InputRequired: "ask_user"}, c.Agents[1])
+}
+
+func TestLoadEmptyFileIsDefaults(t *testing.T) {
+	c, err := loadYAML(t, "# nothing here\n", nil)
+	require.NoError(t, err)
+	want := Default()
+	want.Source = "baton.yaml"
+	assert.Equal(t, want, c)
+}
+
+func TestDurationForms(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want time.Duration
+	}{
+		{"30", 30 * time.Second},
+		{`"45"`, 45 * time.Second},
+		{"1m30s", 90 * time.Second},
+		{"250ms", 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.yaml, func(t *testing.T) {
+			c, err := loadYAML(t, "limits:\n  tool_timeout: "+tt.yaml+"\n", nil)
+			require.NoError(t, err)
+			assert.Equal(t, Duration(tt.want), c.Limits.ToolTimeout)
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	const agent0 = "agents:\n  - name: research\n    url: http://127.0.0.1:41241\n"
+	tests := []struct {
+		name string
+		yaml string
+		env  env
+		want string
+	}{
+		{"unknown provider", "llm:\n  provider: gpt\n", nil,
+			`baton.yaml: llm.provider: must be one of openai, anthropic, scripted (got "gpt")`},
+		{"model required", "llm:\n  provider: anthropic\n", nil,
+			`baton.yaml: llm.model: required for provider anthropic`},
+		{"llm base url", "llm:\n  base_url: api.openai.com\n", nil,
+			`baton.yaml: llm.base_url: not an absolute http(s) URL`},
+		{"api key instead of its variable", "llm:\n  api_key_env: sk-" + secretToken + "\n", nil,
+			`baton.yaml: llm.api_key_env: must be the name of an environment variable, not the key itself`},
+		{"agent url", agent0 + "  - name: travel\n    url: 127.0.0.1:41250\n", nil,
+			`baton.yaml: agents[1].url: not an absolute http(s) URL`},
+		{"agent url missing", "agents:\n  - name: travel\n", nil,
+			`baton.yaml: agents[0].url: required`},
+		{"agent name missing", "agents:\n  - url: http://x\n", nil,
+			`baton.yaml: agents[0].name: required`},
+		{"duplicate agent", agent0 + "  - name: research\n    url: http://127.0.0.1:41242\n", nil,
+			`baton.yaml: agents[1].name: duplicate of agents[0] (both are the tool "research")`},
+		{"duplicate agent after sanitising", "agents:\n  - name: deep research\n    url: http://a\n  - name: deep_research\n    url: http://b\n", nil,
+			`baton.yaml: agents[1].name: duplicate of agents[0] (both are the tool "deep_research")`},
+		{"agent named ask_user", "agents:\n  - name: ask_user\n    url: http://a\n", nil,
+			`baton.yaml: agents[0].name: "ask_user" is reserved for the built-in ask_user tool`},
+		{"agent collides with mcp tool", "agents:\n  - name: files__read\n    url: http://a\nmcp_servers:\n  - name: files\n    command: [srv]\n", nil,
+			`baton.yaml: agents[0].name: "files__read" collides with the tools of mcp server "files" (named files__<tool>)`},
+		{"input_required unknown", agent0 + "    input_required: always\n", nil,
+			`baton.yaml: agents[0].input_required: must be one of ask_user, model (got "always")`},
+		{"agent timeout bad", agent0 + "    timeout: soon\n", nil,
+			`baton.yaml: agents[0].timeout: must be a duration such as "120s" or a number of seconds (got "soon") (line 4)`},
+		{"agent timeout negative", agent0 + "    timeout: -5s\n", nil,
+			`baton.yaml: agents[0].timeout: must not be negative (got -5s)`},
+		{"duplicate mcp server", "mcp_servers:\n  - name: files\n    command: [a]\n  - name: files\n    command: [b]\n", nil,
+			`baton.yaml: mcp_servers[1].name: duplicate of mcp_servers[0] (both are "files")`},
+		{"mcp name with separator", "mcp_servers:\n  - name: my__files\n    command: [a]\n", nil,
+			`baton.yaml: mcp_servers[0].name: must not contain "__" (it separates server and tool in tool names)`},
+		{"mcp both command and url", "mcp_servers:\n  - name: files\n    command: [a]\n    url: http://x/mcp\n", nil,
+			`baton.yaml: mcp_servers[0]: set either command (stdio) or url (streamable HTTP), not both`},
+		{"mcp neither command nor url", "mcp_servers:\n  - name: files\n", nil,
+			`baton.yaml: mcp_servers[0]: set command (stdio) or url (streamable HTTP)`},
+		{"mcp empty program", "mcp_servers:\n  - name: files\n    command: [\"\", x]\n", nil,
+			`baton.yaml: mcp_servers[0].command: the program (first element) must not be empty`},
+		{"mcp url", "mcp_servers:\n  - name: files\n    url: ftp://x\n", nil,
+			`baton.yaml: mcp_servers[0].url: not an absolute http(s) URL`},
+		{"mcp headers with command", "mcp_servers:\n  - name: files\n    command: [a]\n    headers: {X-Key: " + secretToken + "}\n", nil,
+			`baton.yaml: mcp_servers[0].headers: only used with url`},
+		{"mcp header variable unset", "mcp_servers:\n  - name: deploy\n    url: http://x/mcp\n    headers: {Authorization: \"Bearer ${DEPLOY_TOKEN}\"}\n", nil,
+			`baton.yaml: mcp_servers[0].headers.Authorization: environment variable DEPLOY_TOKEN is not set`},
+		{"on_tool_error unknown", "mcp_servers:\n  - name: files\n    command: [a]\n    on_tool_error: ignore\n", nil,
+			`baton.yaml: mcp_servers[0].on_tool_error: must be one of retry, fail, error (got "ignore")`},
+		{"negative max_iterations", "limits:\n  max_iterations: -1\n", nil,
+			`baton.yaml: limits.max_iterations: must be positive (got -1)`},
+		{"zero max_run_seconds", "limits:\n  max_run_seconds: 0\n", nil,
+			`baton.yaml: limits.max_run_seconds: must be positive (got 0)`},
+		{"negative tool_timeout", "limits:\n  tool_timeout: -3s\n", nil,
+			`baton.yaml: limits.tool_timeout: must be positive (got -3s)`},
+		{"bad tool_timeout", "limits:\n  tool_timeout: 3 minutes\n", nil,
+			`baton.yaml: limits.tool_timeout: must be a duration such as "120s" or a number of seconds (got "3 minutes") (line 2)`},
+		{"non-integer limit", "limits:\n  max_iterations: many\n", nil,
+			`baton.yaml: limits.max_iterations: must be an integer (got "many") (line 2)`},
+		{"zero max_body_bytes", "server:\n  max_body_bytes: 0\n", nil,
+			`baton.yaml: server.max_body_bytes: must be positive (got 0)`},
+		{"negative shutdown_grace", "server:\n  shutdown_grace: -1s\n", nil,
+			`baton.yaml: server.shutdown_grace: must not be negative (got -1s)`},
+		{"auth tokens instead of variable", "server:\n  auth_tokens_env: " + secretToken + "\n", nil,
+			`baton.yaml: server.auth_tokens_env: must be the name of an environment variable, not the tokens themselves`},
+		{"listen without port", "listen: localhost\n", nil,
+			`baton.yaml: listen: must be host:port (got "localhost")`},
+		{"listen bad port", "listen: localhost:http\n", nil,
+			`baton.yaml: listen: port must be a number from 0 to 65535 (got "http")`},
+		{"unknown top-level key", "listen: 127.0.0.1:8080\nagent:\n  - name: x\n", nil,
+			`baton.yaml: agent: unknown key (line 2)`},
+		{"unknown nested key", "server:\n  max_body: 5\n", nil,
+			`baton.yaml: server.max_body: unknown key (line 2)`},
+		{"unknown key in list entry", agent0 + "    timout: 5s\n", nil,
+			`baton.yaml: agents[0].timout: unknown key (line 4)`},
+		{"duplicate key", "llm:\n  model: a\n  model: b\n", nil,
+			`baton.yaml: llm.model: duplicate key (line 3)`},
+		{"list expected", "agents:\n  name: x\n", nil,
+			`baton.yaml: agents: must be a list (line 2)`},
+		{"mapping expected", "llm: openai\n", nil,
+			`baton.yaml: llm: must be a mapping (line 1)`},
+		{"string expected", "llm:\n  model: [a, b]\n", nil,
+			`baton.yaml: llm.model: must be a string (line 2)`},
+		{"store scheme", "store: postgres://user:" + secretToken + "@db/baton\n", nil,
+			`baton.yaml: store: must be "memory:" or "sqlite:<path>" (got "postgres:…")`},
+		{"store without scheme", "store: ./baton.db\n", nil,
+			`baton.yaml: store: must be "memory:" or "sqlite:<path>"`},
+		{"store sqlite without path", "store: \"sqlite:\"\n", nil,
+			`baton.yaml: store: sqlite needs a path, e.g. "sqlite:./data/baton.db"`},
+		{"invalid yaml", "llm:\n  model: a\n   b: c\n", nil,
+			`baton.yaml: invalid YAML: line 3: mapping values are not allowed in this context`},
+		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", nil,
+			`baton.yaml: the file must hold a single YAML document`},
+		{"env value attributed to its variable", "llm:\n  provider: openai\n  model: m\n", env{"BATON_LLM_PROVIDER": "gpt"},
+			`BATON_LLM_PROVIDER: llm.provider: must be one of openai, anthropic, scripted (got "gpt")`},
+		{"env parse error", "", env{"BATON_LIMITS_MAX_ITERATIONS": "lots"},
+			`BATON_LIMITS_MAX_ITERATIONS: limits.max_iterations: must be an integer (got "lots")`},
+		{"env duration error", "", env{"BATON_SERVER_SHUTDOWN_GRACE": "later"},
+			`BATON_SERVER_SHUTDOWN_GRACE: server.shutdown_grace: must be a duration such as "120s" or a number of seconds (got "later")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadYAML(t, tt.yaml, tt.env)
+			require.Error(t, err)
+			assert.Nil(t, c)
+			assert.ErrorIs(t, err, ErrInvalid)
+			assert.Equal(t, tt.want, err.Error())
+			assert.NotContains(t, err.Error(), secretToken, "a secret leaked into the message")
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "absent.yaml"))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotErrorIs(t, err, ErrInvalid)
+}
+
+func TestLoadUsesProcessEnvironment(t *testing.T) {
+	t.Setenv("DEPLOY_TOKEN", secretToken)
+	t.Setenv("BATON_STORE", "memory:")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "baton.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(designExample), 0o600))
+	c, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, path, c.Source)
+	assert.Equal(t, "memory:", c.Store)
+	assert.Equal(t, "", c.StorePath())
+	assert.Equal(t, "Bearer "+secretToken, c.MCPServers[1].Headers["Authorization"])
+}
+
+func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
+	e := env{
+		"BATON_LISTEN":                 "0.0.0.0:9090",
+		"BATON_LLM_PROVIDER":           "anthropic",
+		"BATON_LLM_BASE_URL":           "http://127.0.0.1:5000/v1",
+		"BATON_LLM_MODEL":              "claude-x",
+		"BATON_LLM_API_KEY_ENV":        "MY_KEY",
+		"BATON_SERVER_MAX_BODY_BYTES":  "2048",
+		"BATON_SERVER_SHUTDOWN_GRACE":  "3",
+		"BATON_SERVER_AUTH_TOKENS_ENV": "MY_TOKENS",
+		"BATON_LIMITS_MAX_ITERATIONS":  "7",
+		"BATON_LIMITS_MAX_RUN_SECONDS": "60",
+		"BATON_LIMITS_TOOL_TIMEOUT":    "90s",
+		"BATON_STORE":                  "memory:",
+	}
+	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
+
+	c := Default()
+	require.NoError(t, c.ApplyEnv(e.get))
+	require.NoError(t, c.Validate())
+	want := &Config{
+		Listen: "0.0.0.0:9090",
+		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second)},
+		LLM:    LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
+		Limits: Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
+		Store:  "memory:",
+	}
+	c.fromEnv = nil
+	assert.Equal(t, want, c)
+}
+
+func TestApplyEnvOverridesFile(t *testing.T) {
+	c, err := loadYAML(t, designExample, env{
+		"DEPLOY_TOKEN":       secretToken,
+		"BATON_LLM_MODEL":    "gpt-5",
+		"BATON_LLM_BASE_URL": "",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "gpt-5", c.LLM.Model)
+	assert.Equal(t, "https://api.openai.com/v1", c.LLM.BaseURL, "an empty variable counts as unset")
+}
+
+func keysOf(e env) []string {
+	out := make([]string, 0, len(e))
+	for k := range e {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	require.NoError(t, c.Validate())
+	assert.Equal(t, "127.0.0.1:8080", c.Listen)
+	assert.Equal(t, int64(1<<20), c.Server.MaxBodyBytes)
+	assert.Equal(t, Duration(10*time.Second), c.Server.ShutdownGrace)
+	assert.Equal(t, "scripted", c.LLM.Provider)
+	assert.Equal(t, 25, c.Limits.MaxIterations)
+	assert.Equal(t, 600, c.Limits.MaxRunSeconds)
+	assert.Equal(t, Duration(120*time.Second), c.Limits.ToolTimeout)
+	assert.Equal(t, "sqlite:./data/baton.db", c.Store)
+	assert.Empty(t, c.Agents)
+	assert.Empty(t, c.Source)
+}
+
+func TestValidateWithoutFileNamesNoFile(t *testing.T) {
+	c := Default()
+	c.Limits.MaxIterations = -2
+	assert.EqualError(t, c.Validate(), "limits.max_iterations: must be positive (got -2)")
+}
+
+func TestAPIKeyReadsNamedVariable(t *testing.T) {
+	t.Setenv("BATON_TEST_KEY", secretToken)
+	assert.Equal(t, secretToken, LLM{APIKeyEnv: "BATON_TEST_KEY"}.APIKey())
+	assert.Equal(t, "", LLM{}.APIKey())
+}
+
+func TestMCPServerLogValueHidesHeaderValues(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	logger.Info("mcp", "server", MCPServer{Name: "deploy", URL: "http://x/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}})
+	assert.Contains(t, buf.String(), "Authorization")
+	assert.NotContains(t, buf.String(), secretToken)
+}
+
+func TestToolName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"research", "research"},
+		{"deep research", "deep_research"},
+		{"café-bot", "caf_-bot"},
+		{string(bytes.Repeat([]byte("a"), 70)), string(bytes.Repeat([]byte("a"), 64))},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ToolName(tt.in), tt.in)
+	}
+}
+
+func TestExpandVars(t *testing.T) {
+	lookup := env{"A": "1", "B_2": "two"}.get
+	tests := []struct{ in, want string }{
+		{"Bearer ${A}", "Bearer 1"},
+		{"${A}${B_2}", "1two"},
+		{"pa$$word", "pa$$word"},
+		{"$A stays", "$A stays"},
+		{"${not closed", "${not closed"},
+		{"${1BAD}", "${1BAD}"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, expandVars(tt.in, lookup), tt.in)
+	}
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// envVar binds one BATON_* variable to one scalar key.
+type envVar struct {
+	name string
+	key  string
+	set  func(c *Config, v string) error
+}
+
+func setString(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func setInt(p func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("must be an integer (got %q)", v)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func setDuration(p func(*Config) *Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := parseDuration(v)
+		if err != nil {
+			return err
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+// envVars lists every scalar key that the environment can set. Lists (agents,
+// mcp_servers) only come from the file.
+var envVars = []envVar{
+	{"BATON_LISTEN", "listen", setString(func(c *Config) *string { return &c.Listen })},
+	{"BATON_SERVER_AUTH_TOKENS_ENV", "server.auth_tokens_env", setString(func(c *Config) *string { return &c.Server.AuthTokensEnv })},
+	{"BATON_SERVER_MAX_BODY_BYTES", "server.max_body_bytes", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("must be an integer (got %q)", v)
+		}
+		c.Server.MaxBodyBytes = n
+		return nil
+	}},
+	{"BATON_SERVER_SHUTDOWN_GRACE", "server.shutdown_grace", setDuration(func(c *Config) *Duration { return &c.Server.ShutdownGrace })},
+	{"BATON_LLM_PROVIDER", "llm.provider", setString(func(c *Config) *string { return &c.LLM.Provider })},
+	{"BATON_LLM_BASE_URL", "llm.base_url", setString(func(c *Config) *string { return &c.LLM.BaseURL })},
+	{"BATON_LLM_MODEL", "llm.model", setString(func(c *Config) *string { return &c.LLM.Model })},
+	{"BATON_LLM_API_KEY_ENV", "llm.api_key_env", setString(func(c *Config) *string { return &c.LLM.APIKeyEnv })},
+	{"BATON_LIMITS_MAX_ITERATIONS", "limits.max_iterations", setInt(func(c *Config) *int { return &c.Limits.MaxIterations })},
+	{"BATON_LIMITS_MAX_RUN_SECONDS", "limits.max_run_seconds", setInt(func(c *Config) *int { return &c.Limits.MaxRunSeconds })},
+	{"BATON_LIMITS_TOOL_TIMEOUT", "limits.tool_timeout", setDuration(func(c *Config) *Duration { return &c.Limits.ToolTimeout })},
+	{"BATON_STORE", "store", setString(func(c *Config) *string { return &c.Store })},
+}
+
+// EnvVarNames returns the names of the environment variables ApplyEnv reads.
+func EnvVarNames() []string {
+	out := make([]string, len(envVars))
+	for i, e := range envVars {
+		out[i] = e.name
+	}
+	return out
+}
+
+// ApplyEnv overrides scalar keys from the environment: BATON_LISTEN, BATON_LLM_PROVIDER,
+// BATON_LLM_BASE_URL, BATON_LLM_MODEL, BATON_LLM_API_KEY_ENV, BATON_SERVER_MAX_BODY_BYTES,
+// BATON_SERVER_SHUTDOWN_GRACE, BATON_SERVER_AUTH_TOKENS_ENV, BATON_LIMITS_MAX_ITERATIONS,
+// BATON_LIMITS_MAX_RUN_SECONDS, BATON_LIMITS_TOOL_TIMEOUT and BATON_STORE. An empty
+// variable counts as unset. Later validation errors about these keys name the variable.
+func (c *Config) ApplyEnv(getenv func(string) string) error {
+	for _, e := range envVars {
+		v := getenv(e.name)
+		if v == "" {
+			continue
+		}
+		if err := e.set(c, v); err != nil {
+			return &FieldError{Where: e.name, Key: e.key, Message: err.Error()}
+		}
+		if c.fromEnv == nil {
+			c.fromEnv = make(map[string]string)
+		}
+		c.fromEnv[e.key] = e.name
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// decode lays the YAML document in data over c. See the package doc for why the node
+// tree is walked before decoding.
+func (c *Config) decode(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return c.yamlErr(err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil // empty file: defaults
+	}
+	if err := c.walk(doc.Content[0], reflect.TypeFor[Config](), ""); err != nil {
+		return err
+	}
+
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return c.yamlErr(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return &FieldError{Where: c.Source, Message: "the file must hold a single YAML document"}
+	}
+	return nil
+}
+
+func (c *Config) yamlErr(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.ReplaceAll(msg, "\n ", "")
+	return &FieldError{Where: c.Source, Message: "invalid YAML: " + msg}
+}
+
+// walk checks node n against Go type t: unknown keys, duplicate keys and values of the
+// wrong shape, each reported with its key path and line.
+func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // null keeps the default
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return c.lineErr(path, n, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return c.lineErr(path, n, "must be a mapping")
+		}
+		fields := yamlFields(t)
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			key := joinKey(path, k.Value)
+			if k.Tag == "!!merge" {
+				// "<<: *anchor" merges another mapping into this one.
+				if err := c.walk(n.Content[i+1], t, path); err != nil {
+					return err
+				}
+				continue
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				return c.lineErr(key, k, "unknown key")
+			}
+			if seen[k.Value] {
+				return c.lineErr(key, k, "duplicate key")
+			}
+			seen[k.Value] = true
+			if err := c.walk(n.Content[i+1], ft, key); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return c.lineErr(path, n, "must be a list")
+		}
+		for i, e := range n.Content {
+			if err := c.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return c.lineErr(path, n, "must be a mapping")
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			key := joinKey(path, k.Value)
+			if k.Kind != yaml.ScalarNode {
+				return c.lineErr(path, k, "keys must be strings")
+			}
+			if seen[k.Value] {
+				return c.lineErr(key, k, "duplicate key")
+			}
+			seen[k.Value] = true
+			if err := c.walk(n.Content[i+1], t.Elem(), key); err != nil {
+				return err
+			}
+		}
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			return c.lineErr(path, n, "must be a string")
+		}
+	case reflect.Int, reflect.Int64:
+		var v int64
+		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
+			return c.lineErr(path, n, "must be an integer%s", got(n))
+		}
+	}
+	return nil
+}
+
+// got quotes a scalar for an error message. Only used for fields that hold no secrets.
+func got(n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return fmt.Sprintf(" (got %q)", n.Value)
+}
+
+func (c *Config) lineErr(key string, n *yaml.Node, format string, args ...any) error {
+	return &FieldError{Where: c.Source, Key: key, Message: fmt.Sprintf(format, args...) + fmt.Sprintf(" (line %d)", n.Line)}
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// yamlFields maps the YAML key of each exported field of struct type t to its type,
+// following yaml.v3's rules: the tag name, else the lowercased field name; "-" skips.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := make(map[string]reflect.Type, t.NumField())
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Validate checks the whole configuration and returns the first problem found, in file
+// order, as a *FieldError wrapping ErrInvalid.
+func (c *Config) Validate() error {
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validateStore}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateListen() error {
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return c.fieldErr("listen", "must be host:port (got %q)", c.Listen)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return c.fieldErr("listen", "port must be a number from 0 to 65535 (got %q)", port)
+	}
+	return nil
+}
+
+func (c *Config) validateServer() error {
+	s := c.Server
+	switch {
+	case s.AuthTokensEnv != "" && !isEnvName(s.AuthTokensEnv):
+		// Not quoted: people paste the tokens themselves here.
+		return c.fieldErr("server.auth_tokens_env", "must be the name of an environment variable, not the tokens themselves")
+	case s.MaxBodyBytes <= 0:
+		return c.fieldErr("server.max_body_bytes", "must be positive (got %d)", s.MaxBodyBytes)
+	case s.ShutdownGrace < 0:
+		return c.fieldErr("server.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
+	}
+	return nil
+}
+
+func (c *Config) validateLLM() error {
+	l := c.LLM
+	switch l.Provider {
+	case ProviderOpenAI, ProviderAnthropic, ProviderScripted:
+	default:
+		return c.fieldErr("llm.provider", "must be one of %s, %s, %s (got %q)", ProviderOpenAI, ProviderAnthropic, ProviderScripted, l.Provider)
+	}
+	if l.BaseURL != "" && !isHTTPURL(l.BaseURL) {
+		return c.fieldErr("llm.base_url", "not an absolute http(s) URL")
+	}
+	if l.Model == "" && l.Provider != ProviderScripted {
+		return c.fieldErr("llm.model", "required for provider %s", l.Provider)
+	}
+	if l.APIKeyEnv != "" && !isEnvName(l.APIKeyEnv) {
+		return c.fieldErr("llm.api_key_env", "must be the name of an environment variable, not the key itself")
+	}
+	return nil
+}
+
+func (c *Config) validateAgents() error {
+	seen := map[string]int{}
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		if a.Name == "" {
+			return c.fieldErr(key+".name", "required")
+		}
+		tool := ToolName(a.Name)
+		if tool == AskUserTool {
+			return c.fieldErr(key+".name", "%q is reserved for the built-in %s tool", a.Name, AskUserTool)
+		}
+		if j, dup := seen[tool]; dup {
+			return c.fieldErr(key+".name", "duplicate of agents[%d] (both are the tool %q)", j, tool)
+		}
+		seen[tool] = i
+		if a.URL == "" {
+			return c.fieldErr(key+".url", "required")
+		}
+		if !isHTTPURL(a.URL) {
+			return c.fieldErr(key+".url", "not an absolute http(s) URL")
+		}
+		if a.Timeout < 0 {
+			return c.fieldErr(key+".timeout", "must not be negative (got %s)", a.Timeout)
+		}
+		switch a.InputRequired {
+		case "", InputRequiredAskUser, InputRequiredModel:
+		default:
+			return c.fieldErr(key+".input_required", "must be one of %s, %s (got %q)", InputRequiredAskUser, InputRequiredModel, a.InputRequired)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateMCPServers() error {
+	seen := map[string]int{}
+	for i, m := range c.MCPServers {
+		key := fmt.Sprintf("mcp_servers[%d]", i)
+		if m.Name == "" {
+			return c.fieldErr(key+".name", "required")
+		}
+		tool := ToolName(m.Name)
+		if strings.Contains(tool, "__") {
+			return c.fieldErr(key+".name", `must not contain "__" (it separates server and tool in tool names)`)
+		}
+		if j, dup := seen[tool]; dup {
+			return c.fieldErr(key+".name", "duplicate of mcp_servers[%d] (both are %q)", j, tool)
+		}
+		seen[tool] = i
+		switch {
+		case len(m.Command) > 0 && m.URL != "":
+			return c.fieldErr(key, "set either command (stdio) or url (streamable HTTP), not both")
+		case len(m.Command) == 0 && m.URL == "":
+			return c.fieldErr(key, "set command (stdio) or url (streamable HTTP)")
+		case len(m.Command) > 0 && strings.TrimSpace(m.Command[0]) == "":
+			return c.fieldErr(key+".command", "the program (first element) must not be empty")
+		case m.URL != "" && !isHTTPURL(m.URL):
+			return c.fieldErr(key+".url", "not an absolute http(s) URL")
+		case len(m.Headers) > 0 && m.URL == "":
+			return c.fieldErr(key+".headers", "only used with url")
+		}
+		switch m.OnToolError {
+		case "", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError:
+		default:
+			return c.fieldErr(key+".on_tool_error", "must be one of %s, %s, %s (got %q)", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError, m.OnToolError)
+		}
+	}
+	return nil
+}
+
+// validateNames rejects agent names that could shadow an MCP tool, which the model sees
+// as <server>__<tool>.
+func (c *Config) validateNames() error {
+	for i, a := range c.Agents {
+		tool := ToolName(a.Name)
+		for _, m := range c.MCPServers {
+			prefix := ToolName(m.Name) + "__"
+			if strings.HasPrefix(tool, prefix) {
+				return c.fieldErr(fmt.Sprintf("agents[%d].name", i), "%q collides with the tools of mcp server %q (named %s<tool>)", a.Name, m.Name, prefix)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateLimits() error {
+	l := c.Limits
+	switch {
+	case l.MaxIterations <= 0:
+		return c.fieldErr("limits.max_iterations", "must be positive (got %d)", l.MaxIterations)
+	case l.MaxRunSeconds <= 0:
+		return c.fieldErr("limits.max_run_seconds", "must be positive (got %d)", l.MaxRunSeconds)
+	case l.ToolTimeout <= 0:
+		return c.fieldErr("limits.tool_timeout", "must be positive (got %s)", l.ToolTimeout)
+	}
+	return nil
+}
+
+func (c *Config) validateStore() error {
+	switch {
+	case c.Store == "memory:":
+		return nil
+	case strings.HasPrefix(c.Store, "sqlite:"):
+		if strings.TrimSpace(strings.TrimPrefix(c.Store, "sqlite:")) == "" {
+			return c.fieldErr("store", `sqlite needs a path, e.g. "sqlite:./data/baton.db"`)
+		}
+		return nil
+	}
+	// Only the scheme is quoted: a DSN may hold a password.
+	scheme, _, hasScheme := strings.Cut(c.Store, ":")
+	if hasScheme {
+		return c.fieldErr("store", `must be "memory:" or "sqlite:<path>" (got %q)`, scheme+":…")
+	}
+	return c.fieldErr("store", `must be "memory:" or "sqlite:<path>"`)
+}
+
+// StorePath returns the SQLite path of a "sqlite:<path>" store, or "" for "memory:".
+func (c *Config) StorePath() string {
+	p, ok := strings.CutPrefix(c.Store, "sqlite:")
+	if !ok {
+		return ""
+	}
+	return p
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// ToolName is the tool name the model sees for a configured name (DESIGN §5): characters
+// outside [A-Za-z0-9_-] become "_", and the result is cut to 64 characters.
+func ToolName(name string) string {
+	b := make([]byte, 0, len(name))
+	for _, r := range name {
+		if r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b = append(b, byte(r))
+		} else {
+			b = append(b, '_')
+		}
+		if len(b) == 64 {
+			break
+		}
+	}
+	return string(b)
+}

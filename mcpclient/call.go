@@ -1,0 +1,410 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/bridge"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const (
+	// maxInputRounds bounds the input-required rounds of one call.
+	maxInputRounds = 10
+	// maxBusyRounds bounds the retries of a server that sheds load (an
+	// input-required result without requests).
+	maxBusyRounds = 3
+	// codeRejected is go-sdk's code for "rejected by transport": the request
+	// never reached the server (connection refused, 503, ...).
+	codeRejected = -32005
+	// maxErrorDetail caps server text copied into errors for the user.
+	maxErrorDetail = 200
+)
+
+// call is one Call in progress.
+type call struct {
+	r       *Registry
+	e       *entry
+	args    map[string]any
+	token   string
+	actions []string
+	timeout time.Duration
+
+	mu    sync.Mutex
+	notes []string // said to the model before the content (declined elicitations)
+}
+
+// Call runs the tool name (a catalog name) with args (a JSON object; empty
+// or null means {}). It returns the tagged string the LLM reads. A non-nil
+// error means the run must end: the server's on_tool_error is "error" and the
+// tool failed (the error wraps ErrToolFailed; the string still holds the
+// [ERROR] result), ctx was cancelled (the error wraps ctx.Err()), an
+// Elicitor failed, or the registry is closed. Error messages are safe to show
+// to the user.
+//
+// The deadline of ctx is the tool timeout: when it passes, the call is
+// cancelled on the server and the result is [RETRY:action_timeout].
+func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (string, error) {
+	actions := opts.Actions
+	if actions == nil {
+		actions = r.names()
+	}
+	e, ok := r.lookup(name)
+	if !ok {
+		return bridge.Retry(bridge.Signal{
+			Code:             "unknown_action",
+			Requested:        name,
+			Message:          fmt.Sprintf("There is no tool named %q. Call one of known_actions.", name),
+			ValidNextActions: actions,
+			KnownActions:     actions,
+		}), nil
+	}
+	argMap, aerr := decodeArgs(args)
+	if aerr == nil {
+		aerr = e.schema.check(argMap)
+	}
+	if aerr != nil {
+		return bridge.Retry(bridge.Signal{
+			Code:             "validation_failed",
+			Requested:        name,
+			Message:          "The arguments do not match the tool's input schema; nothing was sent. Fix them and call again.",
+			ValidNextActions: actions,
+			Reason:           aerr.reason,
+			Details:          &bridge.Details{Field: aerr.field, Got: aerr.got},
+		}), nil
+	}
+	c := &call{r: r, e: e, args: argMap, actions: actions}
+	if dl, ok := ctx.Deadline(); ok {
+		c.timeout = time.Until(dl)
+	}
+	c.token = r.progress.register(opts.Progress)
+	defer r.progress.finish(c.token)
+	return c.run(ctx)
+}
+
+// decodeArgs parses the model's arguments, which must be a JSON object.
+func decodeArgs(raw json.RawMessage) (map[string]any, *argError) {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return map[string]any{}, nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, &argError{reason: "the arguments are not valid JSON", got: s}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &argError{reason: "the arguments must be a JSON object", got: v}
+	}
+	return m, nil
+}
+
+func (c *call) params() *mcp.CallToolParams {
+	// Fresh params for every send: go-sdk adds per-session metadata to them.
+	p := &mcp.CallToolParams{Name: c.e.ToolName, Arguments: c.args}
+	if c.token != "" {
+		p.SetProgressToken(c.token)
+	}
+	return p
+}
+
+func (c *call) run(ctx context.Context) (string, error) {
+	srv, opts := c.e.srv, c.r.opts
+	reconnects, inputRounds, busyRounds, urlRounds := 0, 0, 0, 0
+	var inputs mcp.InputResponseMap
+	var state string
+	for {
+		if ctx.Err() != nil {
+			return c.ctxDone(ctx)
+		}
+		sess, err := srv.session(ctx)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return c.ctxDone(ctx)
+			case errors.Is(err, ErrClosed):
+				return "", fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
+			case reconnects >= opts.MaxReconnects:
+				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", err)
+				return c.unreachable(), nil
+			}
+			if !sleep(ctx, c.r.backoff(reconnects)) {
+				return c.ctxDone(ctx)
+			}
+			reconnects++
+			continue
+		}
+
+		p := c.params()
+		p.InputResponses, p.RequestState = inputs, state
+		srv.begin(c)
+		res, err := sess.CallTool(ctx, p)
+		srv.end(c)
+
+		if err != nil {
+			if ctx.Err() != nil {
+				return c.ctxDone(ctx)
+			}
+			rpcErr, notSent := classify(err)
+			if rpcErr != nil {
+				if rpcErr.Code == mcp.CodeURLElicitationRequired && urlRounds < 2 {
+					urlRounds++
+					out, stop, err := c.urlElicitation(ctx, rpcErr)
+					if stop {
+						return out, err
+					}
+					continue
+				}
+				return c.protocolError(rpcErr)
+			}
+			srv.drop(sess)
+			if !notSent && !c.e.Idempotent {
+				c.r.log.Warn("mcp transport failed during a call", "server", srv.cfg.Name, "tool", c.e.ToolName, "error", err)
+				return bridge.MCPError(fmt.Sprintf(
+					"The connection to MCP server %q broke while %q was running: the call may or may not have run. Check its effect before calling it again.",
+					srv.cfg.Name, c.e.ToolName), ""), nil
+			}
+			if reconnects >= opts.MaxReconnects {
+				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", err)
+				return c.unreachable(), nil
+			}
+			c.r.log.Info("mcp call resent after a transport failure", "server", srv.cfg.Name, "tool", c.e.ToolName, "sent", !notSent, "error", err)
+			if !sleep(ctx, c.r.backoff(reconnects)) {
+				return c.ctxDone(ctx)
+			}
+			reconnects++
+			continue
+		}
+
+		if res.NeedsInput() {
+			if len(res.InputRequests) == 0 {
+				// Load shedding: the server asks to be called again later.
+				busyRounds++
+				if busyRounds > maxBusyRounds {
+					return c.toolError("the server is busy and asked to be called again later")
+				}
+				if !sleep(ctx, c.r.backoff(busyRounds-1)) {
+					return c.ctxDone(ctx)
+				}
+				inputs, state = nil, res.RequestState
+				continue
+			}
+			inputRounds++
+			if inputRounds > maxInputRounds {
+				return bridge.MCPError(fmt.Sprintf("The tool %q kept asking for more input; Baton stopped after %d rounds.", c.e.ToolName, maxInputRounds), ""), nil
+			}
+			responses, out, stop, err := c.fulfil(ctx, res.InputRequests)
+			if stop {
+				return out, err
+			}
+			inputs, state = responses, res.RequestState
+			continue
+		}
+
+		if res.IsError {
+			return c.isError(res)
+		}
+		c.r.resetFailures(c.e.Name)
+		return bridge.MCPOK(res, c.note()), nil
+	}
+}
+
+// classify walks err for a JSON-RPC error from the server. notSent reports
+// that the request certainly did not reach the server (or was refused
+// before the tool ran), so it is safe to send again.
+func classify(err error) (rpcErr *jsonrpc.Error, notSent bool) {
+	var rejected bool
+	walkErrors(err, func(e error) bool {
+		var we *jsonrpc.Error
+		if w, ok := e.(*jsonrpc.Error); ok {
+			we = w
+		}
+		if we == nil {
+			return true
+		}
+		if we.Code == codeRejected {
+			rejected = true
+			return true
+		}
+		rpcErr = we
+		return false
+	})
+	if rpcErr != nil {
+		return rpcErr, false
+	}
+	return nil, rejected || errors.Is(err, mcp.ErrSessionMissing)
+}
+
+// walkErrors visits err and everything it wraps, depth first, until visit
+// returns false.
+func walkErrors(err error, visit func(error) bool) bool {
+	if err == nil {
+		return true
+	}
+	if !visit(err) {
+		return false
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return walkErrors(u.Unwrap(), visit)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if !walkErrors(e, visit) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// protocolError maps a JSON-RPC error from the server.
+func (c *call) protocolError(e *jsonrpc.Error) (string, error) {
+	msg := e.Message
+	if e.Code == jsonrpc.CodeInvalidParams {
+		if looksUnknownTool(msg) {
+			return c.unknownOnServer(), nil
+		}
+		return c.invalidOnServer(msg), nil
+	}
+	return c.toolError(fmt.Sprintf("MCP error %d: %s", e.Code, msg))
+}
+
+func looksUnknownTool(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "unknown tool") || (strings.Contains(m, "tool") && strings.Contains(m, "not found"))
+}
+
+// tsInvalidParams is how servers on the TypeScript SDK report -32602 inside
+// an isError result (e.g. "MCP error -32602: Tool nope not found").
+const tsInvalidParams = "MCP error -32602:"
+
+// isError maps a tool result with isError set.
+func (c *call) isError(res *mcp.CallToolResult) (string, error) {
+	text := bridge.MCPErrorText(res)
+	if rest, ok := strings.CutPrefix(text, tsInvalidParams); ok {
+		rest = strings.TrimSpace(rest)
+		if looksUnknownTool(rest) {
+			return c.unknownOnServer(), nil
+		}
+		return c.invalidOnServer(rest), nil
+	}
+	return c.toolError(text)
+}
+
+// unknownOnServer: the catalog knew the tool but the server does not (any
+// more); the catalog is refreshed.
+func (c *call) unknownOnServer() string {
+	c.e.srv.refresh()
+	return bridge.Retry(bridge.Signal{
+		Code:             "unknown_action",
+		Requested:        c.e.Name,
+		Message:          fmt.Sprintf("The MCP server %q no longer has the tool %q. Call one of known_actions.", c.e.Server, c.e.ToolName),
+		ValidNextActions: without(c.actions, c.e.Name),
+		KnownActions:     without(c.actions, c.e.Name),
+	})
+}
+
+// invalidOnServer: the server rejected the arguments (its check is the
+// authority when the client could not check).
+func (c *call) invalidOnServer(reason string) string {
+	return bridge.Retry(bridge.Signal{
+		Code:             "validation_failed",
+		Requested:        c.e.Name,
+		Message:          "The server rejected the arguments. Fix them and call again.",
+		ValidNextActions: c.actions,
+		Reason:           bridge.Untrusted(reason),
+	})
+}
+
+// toolError applies the server's on_tool_error policy and the retry budget
+// to a tool failure with the server's text.
+func (c *call) toolError(text string) (string, error) {
+	name, srv := c.e.Name, c.e.srv
+	switch srv.cfg.OnToolError {
+	case OnToolErrorFail:
+		return bridge.MCPError(fmt.Sprintf("The tool %q reported an error.", c.e.ToolName), text), nil
+	case OnToolErrorError:
+		out := bridge.MCPError(fmt.Sprintf("The tool %q reported an error; the run stops.", c.e.ToolName), text)
+		return out, fmt.Errorf("%w: %s on MCP server %q: %s", ErrToolFailed, c.e.ToolName, c.e.Server, shortText(text))
+	}
+	n := c.r.noteFailure(name)
+	if budget := c.r.opts.RetryBudget; n <= budget {
+		left := budget - n + 1
+		return bridge.Retry(bridge.Signal{
+			Code:             "tool_error",
+			Requested:        name,
+			Message:          "The tool reported an error. Fix the cause (arguments, order of calls) and call again, or use another way.",
+			ValidNextActions: c.actions,
+			ErrorMessage:     bridge.Untrusted(text),
+			AttemptsLeft:     &left,
+		}), nil
+	}
+	c.r.resetFailures(name)
+	return bridge.MCPError(fmt.Sprintf("The tool %q failed again; its retry budget is spent. Do not call it again for this request.", c.e.ToolName), text), nil
+}
+
+func (c *call) unreachable() string {
+	return bridge.Unreachable(fmt.Sprintf("MCP server %q (tool %q)", c.e.Server, c.e.ToolName))
+}
+
+// ctxDone maps the end of ctx: its deadline is the tool timeout; a plain
+// cancel ends the run.
+func (c *call) ctxDone(ctx context.Context) (string, error) {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		secs := math.Round(c.timeout.Seconds()*1000) / 1000
+		return bridge.Retry(bridge.Signal{
+			Code:             "action_timeout",
+			Requested:        c.e.Name,
+			Message:          fmt.Sprintf("The tool did not answer within %gs and was cancelled. Call it again with a smaller request, or use another way.", secs),
+			ValidNextActions: c.actions,
+			TimeoutSeconds:   secs,
+		}), nil
+	}
+	return "", fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
+}
+
+func (c *call) addNote(n string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notes = append(c.notes, n)
+}
+
+func (c *call) note() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.notes, "\n")
+}
+
+func without(names []string, name string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == name })
+}
+
+// shortText is server text fit for an error message: one line, capped.
+func shortText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxErrorDetail {
+		s = string(r[:maxErrorDetail]) + "…"
+	}
+	return s
+}
+
+// sleep waits d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

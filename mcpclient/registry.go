@@ -1,0 +1,522 @@
+// Package mcpclient is Baton's MCP client side: it connects the configured
+// MCP servers (stdio and streamable HTTP), exposes their tools to the LLM as
+// one catalog named "<server>__<tool>", and runs tool calls, turning every
+// outcome into the tagged string the LLM reads (rendered by package bridge).
+//
+// # Connections
+//
+// Each server has one go-sdk client and at most one live session. New
+// connects all servers in parallel; a server that cannot be reached is logged
+// and left without tools, and Tools retries it in the background (with a
+// growing pause between attempts), so that a server started after Baton joins
+// the catalog at the next run. A session that ends (a stdio server that
+// exited, an HTTP session the server forgot) is noticed by a watcher and
+// replaced at the next call.
+//
+// # Calls
+//
+// A call is checked against the tool's input schema before anything is sent.
+// Failures are classified:
+//   - the call never reached the server (connection refused, session
+//     unknown, server process already gone): reconnect with bounded backoff
+//     and send again;
+//   - the transport broke while the call was in flight: send again only when
+//     the tool is annotated idempotent or read-only, otherwise tell the model
+//     the call may or may not have run;
+//   - a JSON-RPC error or an isError result: a retry signal or an error, per
+//     the server's on_tool_error and the per-tool retry budget;
+//   - the context deadline (the coordinator's tool timeout): the call is
+//     cancelled (go-sdk sends notifications/cancelled) and the model gets
+//     [RETRY:action_timeout].
+//
+// # Elicitation
+//
+// Both shapes reach the same Elicitor. On 2026-07-28 sessions the automatic
+// multi round-trip of go-sdk is disabled, so an input-required result comes
+// back to Call, which asks the Elicitor and retries the call with the
+// answers and the request state. On 2025-11-25 sessions the server sends
+// elicitation/create inside the call, and the client's handler asks the
+// Elicitor and waits. In both, schema defaults are filled into an accepted
+// form answer. Without an Elicitor, requests are declined and the tool result
+// says so.
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrToolFailed is wrapped by the error Call returns when a tool failed on a
+// server configured with on_tool_error: error, which ends the run.
+var ErrToolFailed = errors.New("mcp tool failed")
+
+// ErrClosed is returned by Call after Close.
+var ErrClosed = errors.New("mcp registry closed")
+
+// Values of ServerConfig.OnToolError.
+const (
+	OnToolErrorRetry = "retry" // isError → [RETRY:tool_error] until the retry budget is spent (default)
+	OnToolErrorFail  = "fail"  // isError → [ERROR]
+	OnToolErrorError = "error" // isError → terminal failure of the run
+)
+
+// Values of ElicitRequest.Shape.
+const (
+	// ShapeMRTR: the server returned the request in the tool result
+	// (2026-07-28 multi round-trip, or a -32042 URL elicitation error); the
+	// call is sent again with the answer.
+	ShapeMRTR = "mrtr"
+	// ShapeSession: the server sent elicitation/create inside the call
+	// (2025-11-25); the server waits for the answer.
+	ShapeSession = "session"
+)
+
+// ServerConfig is one entry of the mcp_servers configuration.
+type ServerConfig struct {
+	Name string
+	// Command starts a stdio server (argv). Exactly one of Command and URL is set.
+	Command []string
+	// URL is a streamable HTTP endpoint.
+	URL string
+	// Headers are sent with every HTTP request (for example Authorization).
+	Headers map[string]string
+	// Env holds extra environment variables for a stdio server. A stdio
+	// server does not inherit Baton's environment (which holds API keys),
+	// only PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR and the locale.
+	Env map[string]string
+	// OnToolError is retry (default), fail or error.
+	OnToolError string
+}
+
+// Options configures a Registry. The zero value is usable.
+type Options struct {
+	Logger     *slog.Logger
+	HTTPClient *http.Client
+	// Elicitor answers elicitation requests; nil declines them, and the tool
+	// result says so.
+	Elicitor Elicitor
+	// ReconnectBackoff is the first pause before reconnecting; it doubles
+	// with every attempt, up to 5 s. Default 200 ms.
+	ReconnectBackoff time.Duration
+	// MaxReconnects bounds the reconnections (and resends) within one call.
+	// Default 3.
+	MaxReconnects int
+	// RetryBudget is the number of [RETRY:tool_error] signals a tool gets
+	// for consecutive failures before the model gets [ERROR]. Default 2.
+	RetryBudget int
+}
+
+// Elicitor is asked when an MCP server needs input from the user, in form
+// or URL mode, whichever shape the server used. The returned result goes back
+// to the server; an error fails the call and is returned by Call (wrapped).
+type Elicitor interface {
+	Elicit(ctx context.Context, req ElicitRequest) (*mcp.ElicitResult, error)
+}
+
+// ElicitRequest is what a server asked for.
+type ElicitRequest struct {
+	Server string
+	// Tool is the server's own tool name; empty when an in-session request
+	// cannot be attributed to a single call.
+	Tool    string
+	Mode    string // "form" or "url"
+	Message string
+	URL     string // url mode
+	Schema  any    // form mode: the requested (flat object) schema
+	Shape   string // ShapeMRTR or ShapeSession
+}
+
+// Tool is one entry of the catalog offered to the LLM.
+type Tool struct {
+	// Name is "<server>__<tool>", sanitised to [A-Za-z0-9_-], at most 64 characters.
+	Name        string
+	Server      string
+	ToolName    string // the server's own name for the tool
+	Description string
+	// InputSchema is the server's input schema (always an object schema).
+	InputSchema map[string]any
+	// Idempotent is true when the server annotates the tool idempotentHint
+	// or readOnlyHint: such a call is sent again after a broken connection.
+	Idempotent bool
+}
+
+// CallOptions configures one call.
+type CallOptions struct {
+	// Progress is called for every progress notification of the call, also
+	// for late ones that arrive after Call returned. It must not block.
+	Progress func(p Progress)
+	// Actions lists every tool name the model may call now (A2A agents and
+	// ask_user included), for the valid_next_actions and known_actions of
+	// retry signals. Nil means the MCP tool names of this registry.
+	Actions []string
+}
+
+// Progress is one progress notification.
+type Progress struct {
+	Progress, Total float64
+	Message         string
+}
+
+// ServerStatus describes one configured server.
+type ServerStatus struct {
+	Name      string
+	Connected bool
+	Tools     int
+	// LastError is the last connection error, empty when connected.
+	LastError string
+}
+
+// Registry is the set of configured MCP servers and their tool catalog. It
+// is safe for concurrent use.
+type Registry struct {
+	opts     Options
+	log      *slog.Logger
+	servers  []*server
+	progress progressRouter
+
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+
+	mu      sync.RWMutex
+	catalog []Tool
+	byName  map[string]*entry
+
+	failMu   sync.Mutex
+	failures map[string]int // consecutive tool errors per catalog name
+}
+
+// entry is a catalog entry with what a call needs.
+type entry struct {
+	Tool
+	srv    *server
+	schema *schema
+}
+
+// New connects every server (in parallel) and builds the catalog. A server
+// that cannot be connected is logged and retried later (its tools are absent
+// until then); it is not an error. New fails only for an invalid config.
+func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ReconnectBackoff <= 0 {
+		opts.ReconnectBackoff = 200 * time.Millisecond
+	}
+	if opts.MaxReconnects <= 0 {
+		opts.MaxReconnects = 3
+	}
+	if opts.RetryBudget <= 0 {
+		opts.RetryBudget = 2
+	}
+	if opts.HTTPClient == nil {
+		// No client timeout: SSE responses stay open as long as a call runs.
+		opts.HTTPClient = &http.Client{}
+	}
+	r := &Registry{
+		opts:     opts,
+		log:      opts.Logger,
+		byName:   map[string]*entry{},
+		failures: map[string]int{},
+	}
+	r.progress.live = map[string]func(Progress){}
+	seen := map[string]bool{}
+	for i, cfg := range servers {
+		if err := validateConfig(cfg); err != nil {
+			return nil, fmt.Errorf("mcp_servers[%d]: %w", i, err)
+		}
+		if seen[cfg.Name] {
+			return nil, fmt.Errorf("mcp_servers[%d]: duplicate name %q", i, cfg.Name)
+		}
+		seen[cfg.Name] = true
+		if cfg.OnToolError == "" {
+			cfg.OnToolError = OnToolErrorRetry
+		}
+		r.servers = append(r.servers, newServer(r, cfg))
+	}
+	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	var wg sync.WaitGroup
+	for _, s := range r.servers {
+		wg.Go(func() {
+			if _, err := s.session(ctx); err != nil {
+				r.log.Warn("mcp server not connected; will retry", "server", s.cfg.Name, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+	return r, nil
+}
+
+func validateConfig(cfg ServerConfig) error {
+	switch {
+	case cfg.Name == "":
+		return errors.New("name is required")
+	case len(cfg.Command) > 0 && cfg.URL != "":
+		return fmt.Errorf("server %q: set either command or url, not both", cfg.Name)
+	case len(cfg.Command) == 0 && cfg.URL == "":
+		return fmt.Errorf("server %q: command or url is required", cfg.Name)
+	case len(cfg.Command) > 0 && cfg.Command[0] == "":
+		return fmt.Errorf("server %q: command is empty", cfg.Name)
+	}
+	switch cfg.OnToolError {
+	case "", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError:
+	default:
+		return fmt.Errorf("server %q: on_tool_error must be retry, fail or error, not %q", cfg.Name, cfg.OnToolError)
+	}
+	return nil
+}
+
+// Tools returns the catalog: the tools of every connected server, in config
+// order. It also starts a background reconnection of servers that are down,
+// so that their tools appear in a later catalog.
+func (r *Registry) Tools() []Tool {
+	for _, s := range r.servers {
+		s.kick()
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Tool, len(r.catalog))
+	for i, t := range r.catalog {
+		t.InputSchema = cloneMap(t.InputSchema)
+		out[i] = t
+	}
+	return out
+}
+
+// Status reports the state of every configured server.
+func (r *Registry) Status() []ServerStatus {
+	out := make([]ServerStatus, 0, len(r.servers))
+	r.mu.RLock()
+	counts := map[*server]int{}
+	for _, e := range r.byName {
+		counts[e.srv]++
+	}
+	r.mu.RUnlock()
+	for _, s := range r.servers {
+		st := ServerStatus{Name: s.cfg.Name, Tools: counts[s]}
+		s.mu.Lock()
+		st.Connected = s.alive()
+		if !st.Connected && s.lastErr != nil {
+			st.LastError = s.lastErr.Error()
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Close closes every session (stdio servers are stopped) and waits for the
+// registry's goroutines. Calls in flight fail.
+func (r *Registry) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	r.bgCancel()
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range r.servers {
+		wg.Go(func() {
+			if err := s.close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("closing %s: %w", s.cfg.Name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	r.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// setTools replaces the tools of s in the catalog.
+func (r *Registry) setTools(s *server, tools []*mcp.Tool) {
+	entries := make([]*entry, 0, len(tools))
+	for _, t := range tools {
+		sch, err := compileSchema(t.InputSchema)
+		if err != nil {
+			r.log.Warn("mcp tool schema not checked on the client", "server", s.cfg.Name, "tool", t.Name, "error", err)
+		}
+		idem := false
+		if a := t.Annotations; a != nil {
+			idem = a.IdempotentHint || a.ReadOnlyHint
+		}
+		entries = append(entries, &entry{
+			Tool: Tool{
+				Server:      s.cfg.Name,
+				ToolName:    t.Name,
+				Description: t.Description,
+				InputSchema: objectSchema(t.InputSchema),
+				Idempotent:  idem,
+			},
+			srv:    s,
+			schema: sch,
+		})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// s.entries are templates without names; the catalog gets named copies,
+	// so that an entry a call holds is never written again.
+	s.entries = entries
+	catalog := make([]Tool, 0, len(r.catalog)+len(entries))
+	byName := map[string]*entry{}
+	taken := map[string]bool{}
+	for _, srv := range r.servers {
+		for _, tmpl := range srv.entries {
+			e := *tmpl
+			e.Name = uniqueName(toolName(srv.cfg.Name, e.ToolName), taken)
+			taken[e.Name] = true
+			byName[e.Name] = &e
+			catalog = append(catalog, e.Tool)
+		}
+	}
+	r.catalog, r.byName = catalog, byName
+}
+
+func (r *Registry) lookup(name string) (*entry, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.byName[name]
+	return e, ok
+}
+
+// names returns every catalog name.
+func (r *Registry) names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.catalog))
+	for _, t := range r.catalog {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// noteFailure counts a tool error of name and returns the consecutive count.
+func (r *Registry) noteFailure(name string) int {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	r.failures[name]++
+	return r.failures[name]
+}
+
+func (r *Registry) resetFailures(name string) {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	delete(r.failures, name)
+}
+
+// goTracked runs f in a goroutine that Close waits for; it returns false
+// (and does nothing) once the registry is closed. Callers hold the lock of
+// a server, which orders them before Close's pass over that server.
+func (r *Registry) goTracked(f func()) bool {
+	if r.closed.Load() {
+		return false
+	}
+	r.wg.Go(f)
+	return true
+}
+
+// backoff is the pause before reconnection attempt n (0-based).
+func (r *Registry) backoff(n int) time.Duration {
+	d := r.opts.ReconnectBackoff << min(n, 10)
+	return min(d, 5*time.Second)
+}
+
+// objectSchema returns a copy of the server's input schema as a map, made
+// an object schema with properties (what LLM providers require).
+func objectSchema(v any) map[string]any {
+	m := map[string]any{}
+	if v != nil {
+		if b, err := json.Marshal(v); err == nil {
+			_ = json.Unmarshal(b, &m)
+		}
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	if _, ok := m["type"]; !ok {
+		m["type"] = "object"
+	}
+	if _, ok := m["properties"]; !ok {
+		m["properties"] = map[string]any{}
+	}
+	return m
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return m
+	}
+	var out map[string]any
+	if json.Unmarshal(b, &out) != nil {
+		return m
+	}
+	return out
+}
+
+// progressRouter maps progress tokens to the callbacks of their calls.
+// Finished calls stay routable for a while (the last keepFinished), because
+// go-sdk delivers notifications asynchronously and the last ones can arrive
+// after the result.
+type progressRouter struct {
+	mu       sync.Mutex
+	seq      uint64
+	live     map[string]func(Progress)
+	finished []string
+}
+
+const keepFinished = 256
+
+func (p *progressRouter) register(fn func(Progress)) string {
+	if fn == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	tok := fmt.Sprintf("baton-%d", p.seq)
+	p.live[tok] = fn
+	return tok
+}
+
+func (p *progressRouter) finish(tok string) {
+	if tok == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finished = append(p.finished, tok)
+	if len(p.finished) > keepFinished {
+		delete(p.live, p.finished[0])
+		p.finished = slices.Delete(p.finished, 0, 1)
+	}
+}
+
+func (p *progressRouter) deliver(tok any, pr Progress) {
+	key, ok := tok.(string)
+	if !ok {
+		key = fmt.Sprint(tok)
+	}
+	p.mu.Lock()
+	fn := p.live[key]
+	p.mu.Unlock()
+	if fn != nil {
+		fn(pr)
+	}
+}

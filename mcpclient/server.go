@@ -1,0 +1,379 @@
+package mcpclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const (
+	// connectTimeout bounds one connection attempt (handshake and tool list).
+	connectTimeout = 30 * time.Second
+	// terminateAfter is how long a stdio server gets to exit after its stdin
+	// is closed, before SIGTERM (and later SIGKILL).
+	terminateAfter = 2 * time.Second
+	// maxLazyPause caps the pause between background reconnections.
+	maxLazyPause = 30 * time.Second
+)
+
+// inheritedEnv are the variables a stdio server inherits from Baton (the
+// same set the MCP TypeScript SDK passes by default, plus TMPDIR and locale).
+var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "TMPDIR", "LANG", "LC_ALL"}
+
+// server is one configured MCP server and its current session.
+type server struct {
+	r      *Registry
+	cfg    ServerConfig
+	client *mcp.Client
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	sess       *mcp.ClientSession
+	dead       chan struct{} // closed (by a watcher) when sess has ended
+	broken     bool          // a call saw sess fail
+	connecting chan struct{} // non-nil while a connection attempt runs; closed after it
+	lastErr    error
+	lazyFails  int       // consecutive failed attempts, for the background pause
+	nextLazy   time.Time // no background attempt before this
+	inflight   map[*call]struct{}
+
+	// entries are the server's tools (templates without catalog names),
+	// guarded by r.mu.
+	entries []*entry
+}
+
+func newServer(r *Registry, cfg ServerConfig) *server {
+	s := &server{
+		r:        r,
+		cfg:      cfg,
+		log:      r.log.With("mcp_server", cfg.Name),
+		inflight: map[*call]struct{}{},
+	}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "baton", Version: "0.1.0"}, &mcp.ClientOptions{
+		Logger:             s.log,
+		ElicitationHandler: s.handleElicit,
+		Capabilities: &mcp.ClientCapabilities{
+			Elicitation: &mcp.ElicitationCapabilities{
+				Form: &mcp.FormElicitationCapabilities{},
+				URL:  &mcp.URLElicitationCapabilities{},
+			},
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := req.Params
+			r.progress.deliver(p.ProgressToken, Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			s.refresh()
+		},
+		// Input requests come back to Call, which owns the retry (see the
+		// package doc): the answer may come from a user, much later.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	return s
+}
+
+// alive reports whether the current session is usable. s.mu must be held.
+func (s *server) alive() bool {
+	if s.sess == nil || s.broken {
+		return false
+	}
+	select {
+	case <-s.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// session returns a live session, connecting (once) if there is none. When
+// another goroutine is connecting, it waits for that attempt and shares its
+// outcome.
+func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
+	s.mu.Lock()
+	if s.r.closed.Load() {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s.alive() {
+		sess := s.sess
+		s.mu.Unlock()
+		return sess, nil
+	}
+	if ch := s.connecting; ch != nil {
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.alive() {
+			return s.sess, nil
+		}
+		if s.lastErr != nil {
+			return nil, s.lastErr
+		}
+		return nil, errors.New("not connected")
+	}
+	ch := make(chan struct{})
+	s.connecting = ch
+	old := s.sess
+	s.sess = nil
+	s.mu.Unlock()
+
+	if old != nil {
+		// Reap the ended session (for stdio: wait for the process).
+		_ = old.Close()
+	}
+	sess, tools, err := s.connect(ctx)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer close(ch)
+	s.connecting = nil
+	if err == nil && s.r.closed.Load() {
+		_ = sess.Close()
+		err = ErrClosed
+	}
+	if err != nil {
+		s.lastErr = err
+		s.lazyFails++
+		s.nextLazy = time.Now().Add(min(s.r.backoff(s.lazyFails), maxLazyPause))
+		return nil, err
+	}
+	dead := make(chan struct{})
+	s.sess, s.dead, s.broken, s.lastErr, s.lazyFails = sess, dead, false, nil, 0
+	s.r.goTracked(func() {
+		_ = sess.Wait()
+		close(dead)
+	})
+	s.r.setTools(s, tools)
+	s.log.Info("mcp server connected", "protocol", sess.InitializeResult().ProtocolVersion, "tools", len(tools))
+	return sess, nil
+}
+
+// connect opens a session and lists the tools.
+func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var t mcp.Transport
+	if len(s.cfg.Command) > 0 {
+		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+		cmd.Env = s.env()
+		cmd.Stderr = &lineLogger{log: s.log}
+		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
+	} else {
+		hc := s.r.opts.HTTPClient
+		if len(s.cfg.Headers) > 0 {
+			c := *hc
+			c.Transport = &headerTransport{base: hc.Transport, headers: s.cfg.Headers}
+			hc = &c
+		}
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
+	}
+	sess, err := s.client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to MCP server %q: %w", s.cfg.Name, err)
+	}
+	var tools []*mcp.Tool
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			_ = sess.Close()
+			return nil, nil, fmt.Errorf("listing tools of MCP server %q: %w", s.cfg.Name, err)
+		}
+		tools = append(tools, t)
+	}
+	return sess, tools, nil
+}
+
+// drop forgets sess after a transport failure, unless it was replaced
+// already. The next session call reconnects (and reaps sess).
+func (s *server) drop(sess *mcp.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess {
+		// Keep s.sess so that session() closes it, but mark it unusable.
+		s.broken = true
+	}
+}
+
+// kick starts a background connection when the server is down and its
+// pause has passed.
+func (s *server) kick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.alive() || s.connecting != nil || time.Now().Before(s.nextLazy) {
+		return
+	}
+	s.nextLazy = time.Now().Add(maxLazyPause) // at most one attempt in flight
+	s.r.goTracked(func() {
+		if _, err := s.session(s.r.bgCtx); err != nil {
+			s.log.Debug("mcp server still down", "error", err)
+		}
+	})
+}
+
+// refresh lists the tools again in the background (the server said they
+// changed, or named a tool unknown).
+func (s *server) refresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.alive() {
+		return
+	}
+	sess := s.sess
+	s.r.goTracked(func() {
+		ctx, cancel := context.WithTimeout(s.r.bgCtx, connectTimeout)
+		defer cancel()
+		var tools []*mcp.Tool
+		for t, err := range sess.Tools(ctx, nil) {
+			if err != nil {
+				s.log.Debug("mcp tool list refresh failed", "error", err)
+				return
+			}
+			tools = append(tools, t)
+		}
+		s.r.setTools(s, tools)
+	})
+}
+
+// close ends the session (stopping a stdio server).
+func (s *server) close() error {
+	s.mu.Lock()
+	sess := s.sess
+	s.sess = nil
+	s.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	err := sess.Close()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) || errors.Is(err, mcp.ErrConnectionClosed) {
+		// A stdio server that already died, or exits non-zero on stdin EOF,
+		// is closed all the same.
+		return nil
+	}
+	return err
+}
+
+// begin and end track the calls in flight, to attribute in-session
+// elicitation requests.
+func (s *server) begin(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[c] = struct{}{}
+}
+
+func (s *server) end(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, c)
+}
+
+// soleCall returns the only call in flight, or nil.
+func (s *server) soleCall() *call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.inflight) != 1 {
+		return nil
+	}
+	for c := range s.inflight {
+		return c
+	}
+	return nil
+}
+
+// handleElicit answers elicitation/create requests (2025-11-25 sessions).
+// go-sdk then checks an accepted form answer against the schema and fills in
+// its defaults (only when Content is not nil, hence the empty map).
+func (s *server) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	c := s.soleCall()
+	res, err := s.r.elicit(ctx, s.cfg.Name, c, req.Params, ShapeSession)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *server) env() []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(s.cfg.Env))
+	for k := range s.cfg.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+s.cfg.Env[k])
+	}
+	return env
+}
+
+// headerTransport adds the configured headers to every request. The values
+// may be secrets: they are never logged.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(req)
+}
+
+// lineLogger logs a stdio server's stderr, line by line, at debug level.
+type lineLogger struct {
+	log *slog.Logger
+	buf []byte
+}
+
+const maxStderrLine = 2048
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.emit(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > maxStderrLine {
+		l.emit(l.buf)
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) emit(line []byte) {
+	line = bytes.TrimRight(line, "\r")
+	if len(line) > maxStderrLine {
+		line = line[:maxStderrLine]
+	}
+	if len(line) > 0 {
+		l.log.Debug("mcp server stderr", "line", string(line))
+	}
+}

@@ -1,0 +1,204 @@
+// Package server is Baton's HTTP surface (DESIGN §3): the AG-UI endpoint, the producer-side
+// stop endpoint, health and readiness, and the chat page.
+//
+// Input is validated completely before a stream starts, so that a bad request gets a 4xx
+// JSON error and changes nothing; once the stream has started, errors travel as AG-UI
+// events. The stream only relays a run's events: a client that disconnects cancels the run.
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/coordinator"
+)
+
+// Config configures the HTTP surface.
+type Config struct {
+	Engine *coordinator.Engine
+	// MaxBodyBytes caps request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// AuthTokens enables bearer-token auth when non-empty.
+	AuthTokens []string
+	// PingInterval is the SSE keep-alive period while a stream is idle; default 15 s.
+	PingInterval time.Duration
+	// Ready reports readiness (store reachable, config loaded); nil means ready.
+	Ready func() error
+	// Page serves GET / (the chat page); nil serves a short plain-text notice.
+	Page   http.Handler
+	Logger *slog.Logger
+}
+
+type server struct {
+	cfg    Config
+	log    *slog.Logger
+	tokens [][32]byte
+}
+
+// New returns the HTTP handler of the coordinator.
+func New(cfg Config) http.Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &server{cfg: cfg, log: cfg.Logger}
+	for _, t := range cfg.AuthTokens {
+		if t = strings.TrimSpace(t); t != "" {
+			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+		}
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Post("/agui", s.handleRun)
+	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", s.handleStop)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	r.Get("/readyz", s.handleReady)
+	if cfg.Page != nil {
+		r.Handle("/*", cfg.Page)
+	} else {
+		r.Get("/", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write([]byte("Baton coordinator. POST AG-UI runs to /agui.\n"))
+		})
+	}
+	return r
+}
+
+// principal authenticates the request. Without configured tokens everyone is "".
+// The principal is a hash of the token, so that tokens never sit in memory maps or logs.
+func (s *server) principal(r *http.Request) (string, bool) {
+	if len(s.tokens) == 0 {
+		return "", true
+	}
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t[:]) == 1 {
+			return hex.EncodeToString(sum[:8]), true
+		}
+	}
+	return "", false
+}
+
+func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.principal(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		return
+	}
+	in, err := agui.DecodeRunAgentInput(r.Body, s.cfg.MaxBodyBytes)
+	if err != nil {
+		agui.WriteInputError(w, err)
+		return
+	}
+	run, err := s.cfg.Engine.Start(in, who)
+	if err != nil {
+		s.writeEngineError(w, err)
+		return
+	}
+	s.stream(w, r, run)
+}
+
+// stream relays the run's events as SSE until the terminal event or a disconnect.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
+	sse := agui.NewSSEWriter(w)
+	ping := time.NewTicker(s.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		events, ended := run.Next()
+		for _, ev := range events {
+			if err := sse.WriteEvent(ev); err != nil {
+				run.Cancel(coordinator.ErrClientGone)
+				return
+			}
+		}
+		if ended {
+			return
+		}
+		select {
+		case <-run.Wake():
+		case <-ping.C:
+			if err := sse.Ping(); err != nil {
+				run.Cancel(coordinator.ErrClientGone)
+				return
+			}
+		case <-r.Context().Done():
+			run.Cancel(coordinator.ErrClientGone)
+			return
+		}
+	}
+}
+
+func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.principal(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		return
+	}
+	err := s.cfg.Engine.Stop(chi.URLParam(r, "threadId"), chi.URLParam(r, "runId"), who)
+	if err != nil {
+		s.writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "stopping"})
+}
+
+func (s *server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			s.log.Warn("not ready", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "NOT_READY", "The coordinator is not ready.")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *server) writeEngineError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, coordinator.ErrThreadBusy):
+		writeError(w, http.StatusConflict, "THREAD_BUSY", "This thread already has an active run.")
+	case errors.Is(err, coordinator.ErrRunFinished):
+		writeError(w, http.StatusConflict, "RUN_FINISHED", "That run has already finished.")
+	case errors.Is(err, coordinator.ErrRunNotFound):
+		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
+	case errors.Is(err, coordinator.ErrForbidden):
+		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
+	case errors.Is(err, coordinator.ErrShuttingDown):
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "The coordinator is shutting down.")
+	default:
+		s.log.Error("engine error", "err", err)
+		writeError(w, http.StatusInternalServerError, "INTERNAL", "Internal error.")
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]string{"error": code, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
