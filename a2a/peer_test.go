@@ -174,10 +174,16 @@ func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext
 		case "input":
 			status(sdk.TaskStateInputRequired, "need more input: what colour?")
 		case "auth":
-			_ = status(sdk.TaskStateAuthRequired, "please authenticate") &&
-				wait(ctx, e.authGate(ec.TaskID)) &&
-				status(sdk.TaskStateWorking, "") &&
-				status(sdk.TaskStateCompleted, "authenticated")
+			// The stream stays open meanwhile: a client that waits for its end gets
+			// "failed" after the safety timeout instead of auth-required at once.
+			if !status(sdk.TaskStateAuthRequired, "please authenticate") {
+				return
+			}
+			if wait(ctx, e.authGate(ec.TaskID)) {
+				_ = status(sdk.TaskStateWorking, "") && status(sdk.TaskStateCompleted, "authenticated")
+			} else if ctx.Err() == nil {
+				status(sdk.TaskStateFailed, "credentials never came")
+			}
 		case "slow":
 			e.started <- string(ec.TaskID)
 			if !wait(ctx, nil) && ctx.Err() == nil {
@@ -220,6 +226,9 @@ const (
 type peerOptions struct {
 	card      cardKind
 	streaming bool
+	// cardNeedsVersion, when set, answers a card request without an A2A-Version header
+	// with this status and a JSON-RPC error, like @a2a-js/sdk without 0.3 interfaces.
+	cardNeedsVersion int
 }
 
 // testPeer is the server plus its fault injection. Counters are guarded by mu.
@@ -242,6 +251,8 @@ type testPeer struct {
 	cutAbort   bool
 	// failResubscribe answers every resubscribe with 503.
 	failResubscribe bool
+	// failGets answers that many GetTask requests with 503.
+	failGets int
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -291,6 +302,19 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 			_, _ = w.Write(raw)
 		})
 	}
+	if opt.cardNeedsVersion != 0 {
+		mux := p.mux
+		p.mux = http.NewServeMux()
+		p.mux.Handle("/", mux)
+		p.mux.HandleFunc(a2asrv.WellKnownAgentCardPath, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(sdk.SvcParamVersion) == "" {
+				w.WriteHeader(opt.cardNeedsVersion)
+				_, _ = w.Write([]byte(`{"code":-32009,"message":"AgentCard must have at least one interface with a protocol version in [0.3, 1.0)."}`))
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
 	p.srv.Start()
 	t.Cleanup(func() {
 		p.exec.openAuth("") // let parked "auth" executions finish
@@ -317,7 +341,8 @@ func (p *testPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var rpc struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 		Params struct {
 			Message struct {
 				TaskID string `json:"taskId"`
@@ -344,6 +369,9 @@ func (p *testPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail, retryAfter = true, p.retryAfter
 	case isResubscribeMethod(method) && p.failResubscribe:
 		fail = true
+	case isGetMethod(method) && p.failGets > 0:
+		p.failGets--
+		fail = true
 	case isStreamMethod(method) && p.cutStreams > 0:
 		p.cutStreams--
 		cut = true
@@ -364,7 +392,61 @@ func (p *testPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cut {
 		w = &cutWriter{ResponseWriter: w, after: cutAfter, abort: abort}
 	}
+	if isStreamMethod(method) && rpc.Params.Message.TaskID != "" && bytes.Contains(body, []byte(`"replay`)) {
+		w = &replayWriter{ResponseWriter: w, frame: p.taskFrame(r, rpc.ID, rpc.Params.Message.TaskID)}
+	}
 	p.mux.ServeHTTP(w, r)
+}
+
+// taskFrame reads a task through the server itself and returns it as the SSE frame of a
+// stream event, in the protocol version of r: what @a2a-js/sdk streams first when a
+// message continues a parked task.
+func (p *testPeer) taskFrame(r *http.Request, id json.RawMessage, taskID string) []byte {
+	v0 := strings.HasSuffix(r.URL.Path, "/v0")
+	method := "GetTask"
+	if v0 {
+		method = "tasks/get"
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "snap", "method": method, "params": map[string]any{"id": taskID}})
+	req := httptest.NewRequest(http.MethodPost, r.URL.Path, bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	rec := httptest.NewRecorder()
+	p.mux.ServeHTTP(rec, req)
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Result) == 0 {
+		panic("test peer: cannot read task " + taskID + ": " + rec.Body.String())
+	}
+	result := resp.Result
+	if !v0 {
+		result, _ = json.Marshal(map[string]json.RawMessage{"task": resp.Result})
+	}
+	frame, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	return append(append([]byte("data: "), frame...), "\n\n"...)
+}
+
+// replayWriter writes one extra SSE frame before the first frame of the response.
+type replayWriter struct {
+	http.ResponseWriter
+	frame []byte
+	done  bool
+}
+
+func (w *replayWriter) Write(b []byte) (int, error) {
+	if !w.done {
+		w.done = true
+		if _, err := w.ResponseWriter.Write(w.frame); err != nil {
+			return 0, err
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *replayWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // seen returns the JSON-RPC methods received so far.

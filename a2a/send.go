@@ -75,13 +75,15 @@ func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 	for attempt := 1; ; attempt++ {
 		actx, rec := withStatus(ctx)
 		task, err := a.client.CancelTask(actx, &sdk.CancelTaskRequest{ID: id})
+		notCancelable := errors.Is(err, sdk.ErrTaskNotCancelable)
 		switch {
 		case err == nil && task.Status.State.Terminal():
 			return nil
 		case err == nil:
 			err = fmt.Errorf("a2a: agent %q: task %s is still %s after the cancel", a.Name, taskID, stateOf(task.Status.State))
-		case errors.Is(err, sdk.ErrTaskNotCancelable):
-			return nil
+		case notCancelable:
+			// Usually the task is over. a2a-go also says so for a parked task whose
+			// execution is still winding down: then trying again works.
 		case ctx.Err() != nil:
 			return fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
 		case definiteRefusal(err):
@@ -89,7 +91,8 @@ func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 		}
 		// The task may have ended meanwhile (a cancel racing with the end of a task can get
 		// a generic error): a terminal task is what the caller wanted.
-		if t, gerr := a.client.GetTask(ctx, &sdk.GetTaskRequest{ID: id}); gerr == nil && t.Status.State.Terminal() {
+		t, gerr := a.client.GetTask(ctx, &sdk.GetTaskRequest{ID: id})
+		if (gerr == nil && t.Status.State.Terminal()) || (gerr != nil && notCancelable) {
 			return nil
 		}
 		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)

@@ -2,8 +2,10 @@ package a2a
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -140,6 +142,18 @@ func TestResolve(t *testing.T) {
 		_, err := Resolve(testCtx(t), AgentConfig{Name: "peer", URL: deadURL(t)}, testOptions())
 		require.ErrorIs(t, err, ErrUnreachable)
 	})
+	t.Run("card only with a version header", func(t *testing.T) {
+		// @a2a-js/sdk answers a header-less card request with an error when it has no 0.3
+		// interface, and with the 1.0 card when asked for 1.0.
+		for _, status := range []int{http.StatusOK, http.StatusBadRequest} {
+			p := startPeer(t, peerOptions{card: cardV10Only, streaming: true, cardNeedsVersion: status})
+			a := resolve(t, p, "")
+			assert.Equal(t, Protocol10, a.ProtocolVersion)
+			res, err := a.Send(testCtx(t), Request{Prompt: "complete"}, Observer{})
+			require.NoError(t, err)
+			assert.Equal(t, StateCompleted, res.State)
+		}
+	})
 	t.Run("no card", func(t *testing.T) {
 		p := startPeer(t, peerOptions{card: cardDual})
 		_, err := Resolve(testCtx(t), AgentConfig{Name: "peer", URL: p.URL + "/nowhere"}, testOptions())
@@ -207,6 +221,12 @@ func TestSendStates(t *testing.T) {
 					if v.streaming {
 						assert.Contains(t, states, StateWorking)
 					}
+					if sc.state == StateAuthRequired {
+						// Send returned while the agent still waits (the stream is open).
+						got, err := a.GetTask(testCtx(t), res.TaskID)
+						require.NoError(t, err)
+						assert.Equal(t, StateAuthRequired, got.State)
+					}
 				})
 			}
 			// The transport follows the card: streaming sends only when it allows them.
@@ -269,6 +289,29 @@ func TestSendContinuation(t *testing.T) {
 					_, err = a.Send(ctx, Request{Prompt: "again", TaskID: first.TaskID, ContextID: first.ContextID}, Observer{})
 					require.ErrorIs(t, err, ErrInvalidTransition)
 					assert.Equal(t, first.TaskID, TaskIDOf(err))
+				})
+			}
+			for _, failGets := range []int{0, 1} {
+				if !v.streaming {
+					continue
+				}
+				// The server streams the parked task first (still input-required, with the
+				// old question): that is not the answer. With failGets the client could not
+				// read the task beforehand and must recognise the replay by itself.
+				t.Run(fmt.Sprintf("parked task replayed/failGets=%d", failGets), func(t *testing.T) {
+					ctx := testCtx(t)
+					first, err := a.Send(ctx, Request{Prompt: "input"}, Observer{})
+					require.NoError(t, err)
+					require.Equal(t, StateInputRequired, first.State)
+
+					p.set(func(p *testPeer) { p.failGets = failGets })
+					rec := newRecorder()
+					res, err := a.Send(ctx, Request{Prompt: "replay blue", TaskID: first.TaskID, ContextID: first.ContextID}, rec.observer())
+					require.NoError(t, err)
+					assert.Equal(t, StateCompleted, res.State)
+					assert.Equal(t, "got: replay blue\nthanks", res.Text)
+					assert.Equal(t, res.Text, rec.text(), "the old question is not observed again")
+					assert.NotContains(t, rec.stateList(), StateInputRequired)
 				})
 			}
 			t.Run("unknown task", func(t *testing.T) {
@@ -549,4 +592,3 @@ func TestStateMethods(t *testing.T) {
 		assert.Equal(t, want, stateOf(sdkState), sdkState)
 	}
 }
-

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -38,8 +40,9 @@ type call struct {
 	actions []string
 	timeout time.Duration
 
-	mu    sync.Mutex
-	notes []string // said to the model before the content (declined elicitations)
+	mu        sync.Mutex
+	notes     []string // said to the model before the content (declined elicitations)
+	elicitErr error    // the Elicitor failed an in-session request of this call
 }
 
 // Call runs the tool name (a catalog name) with args (a JSON object; empty
@@ -133,7 +136,7 @@ func (c *call) run(ctx context.Context) (string, error) {
 			case errors.Is(err, ErrClosed):
 				return "", fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
 			case reconnects >= opts.MaxReconnects:
-				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", err)
+				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
 				return c.unreachable(), nil
 			}
 			if !sleep(ctx, c.r.backoff(reconnects)) {
@@ -148,6 +151,9 @@ func (c *call) run(ctx context.Context) (string, error) {
 		srv.begin(c)
 		res, err := sess.CallTool(ctx, p)
 		srv.end(c)
+		if eerr := c.elicitError(); eerr != nil && ctx.Err() == nil {
+			return "", fmt.Errorf("mcp tool %s: elicitation: %w", c.e.Name, eerr)
+		}
 
 		if err != nil {
 			if ctx.Err() != nil {
@@ -167,16 +173,16 @@ func (c *call) run(ctx context.Context) (string, error) {
 			}
 			srv.drop(sess)
 			if !notSent && !c.e.Idempotent {
-				c.r.log.Warn("mcp transport failed during a call", "server", srv.cfg.Name, "tool", c.e.ToolName, "error", err)
+				c.r.log.Warn("mcp transport failed during a call", "server", srv.cfg.Name, "tool", c.e.ToolName, "error", srv.safe(err))
 				return bridge.MCPError(fmt.Sprintf(
 					"The connection to MCP server %q broke while %q was running: the call may or may not have run. Check its effect before calling it again.",
 					srv.cfg.Name, c.e.ToolName), ""), nil
 			}
 			if reconnects >= opts.MaxReconnects {
-				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", err)
+				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
 				return c.unreachable(), nil
 			}
-			c.r.log.Info("mcp call resent after a transport failure", "server", srv.cfg.Name, "tool", c.e.ToolName, "sent", !notSent, "error", err)
+			c.r.log.Info("mcp call resent after a transport failure", "server", srv.cfg.Name, "tool", c.e.ToolName, "sent", !notSent, "error", srv.safe(err))
 			if !sleep(ctx, c.r.backoff(reconnects)) {
 				return c.ctxDone(ctx)
 			}
@@ -218,10 +224,21 @@ func (c *call) run(ctx context.Context) (string, error) {
 }
 
 // classify walks err for a JSON-RPC error from the server. notSent reports
-// that the request certainly did not reach the server (or was refused
-// before the tool ran), so it is safe to send again.
+// that the request certainly did not reach the tool, so it is safe to send
+// again: the server refused it with an HTTP status (go-sdk's "rejected by
+// transport" without a network error), did not know the session (404), or
+// could not be dialled. A network error after dialling (EOF, reset) is
+// ambiguous: go-sdk reports it as rejected too, but the server may have
+// received the request before it went away.
 func classify(err error) (rpcErr *jsonrpc.Error, notSent bool) {
 	var rejected bool
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		var op *net.OpError
+		if !errors.As(urlErr, &op) || op.Op != "dial" {
+			return nil, false
+		}
+	}
 	walkErrors(err, func(e error) bool {
 		var we *jsonrpc.Error
 		if w, ok := e.(*jsonrpc.Error); ok {
@@ -376,6 +393,20 @@ func (c *call) addNote(n string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.notes = append(c.notes, n)
+}
+
+func (c *call) setElicitErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.elicitErr == nil {
+		c.elicitErr = err
+	}
+}
+
+func (c *call) elicitError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.elicitErr
 }
 
 func (c *call) note() string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -203,6 +205,17 @@ func TestMCPElicitation(t *testing.T) {
 		{"mrtr decline", true, &mcp.ElicitResult{Action: "decline"}, ShapeMRTR, `not started: the user chose "decline"`},
 		{"session accept", false, accept, ShapeSession, "Deployed api (v2) to production."},
 		{"session cancel", false, &mcp.ElicitResult{Action: "cancel"}, ShapeSession, `not started: the user chose "cancel"`},
+	}
+	for _, stateless := range []bool{true, false} {
+		t.Run(fmt.Sprintf("elicitor error stateless=%v", stateless), func(t *testing.T) {
+			leakCheck(t)
+			el := &recElicitor{err: errSuspend}
+			url := startDemoHTTP(t, stateless, demomcp.Options{})
+			r := newRegistry(t, []ServerConfig{{Name: "demo", URL: url}}, Options{Elicitor: el})
+			out, err := r.Call(context.Background(), "demo__deploy", json.RawMessage(`{"service":"api"}`), CallOptions{})
+			require.ErrorIs(t, err, errSuspend)
+			assert.Empty(t, out)
+		})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -409,14 +422,20 @@ func TestMCPHTTPRestart(t *testing.T) {
 		leakCheck(t)
 		// A restarted stateful server forgets the session (404): the client
 		// starts a new session and sends the call again, even a
-		// non-idempotent one, since the server refused it.
+		// non-idempotent one, since the server refused it. (No keep-alive:
+		// a request written to a connection the old server had open is
+		// ambiguous, and not what this test is about.)
 		addr := freeAddr(t)
 		var srv *httpServer
 		start := func() {
 			srv = startHTTP(t, addr, demomcp.Options{}, false)
 		}
 		start()
-		r := newRegistry(t, []ServerConfig{{Name: "demo", URL: "http://" + addr + "/mcp"}}, Options{Elicitor: &recElicitor{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"environment": "staging"}}}})
+		hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		r := newRegistry(t, []ServerConfig{{Name: "demo", URL: "http://" + addr + "/mcp"}}, Options{
+			HTTPClient: hc,
+			Elicitor:   &recElicitor{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"environment": "staging"}}},
+		})
 		assert.Equal(t, "OK", tagOf(t, mustCall(t, r, "demo__divide", `{"a":1,"b":1}`)))
 		srv.stop(t)
 		start()
@@ -494,4 +513,22 @@ func TestMCPClosed(t *testing.T) {
 	require.NoError(t, r.Close(), "idempotent")
 	_, err = r.Call(context.Background(), "demo__divide", json.RawMessage(`{"a":1,"b":1}`), CallOptions{})
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestMCPStdioEnvironment(t *testing.T) {
+	leakCheck(t)
+	t.Setenv("BATON_TEST_SECRET", "s3cr3t")
+	fe := newFaultEnv(t)
+	cfg := fe.server("f")
+	cfg.Env["EXTRA"] = "given"
+	r := newRegistry(t, []ServerConfig{cfg}, Options{})
+	tests := []struct{ name, want string }{
+		{"BATON_TEST_SECRET", "value="},
+		{"EXTRA", "value=given"},
+		{"PATH", "value=/"},
+	}
+	for _, tt := range tests {
+		out := mustCall(t, r, "f__getenv", fmt.Sprintf(`{"text":%q}`, tt.name))
+		assert.Contains(t, out, tt.want, tt.name)
+	}
 }

@@ -97,7 +97,7 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -191,6 +191,9 @@ func runFaultServer() {
 		}
 		return text("survived"), nil, nil
 	}
+	mcp.AddTool(s, &mcp.Tool{Name: "getenv", Annotations: readOnly}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return text("value=" + os.Getenv(in.Text)), nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash_once"}, crashOnce)
 	mcp.AddTool(s, &mcp.Tool{Name: "crash_once_idem", Annotations: idem}, crashOnce)
 	mcp.AddTool(s, &mcp.Tool{Name: "crash_always_idem", Annotations: idem}, func(context.Context, *mcp.CallToolRequest, emptyIn) (*mcp.CallToolResult, any, error) {

@@ -180,6 +180,7 @@ type ServerStatus struct {
 // is safe for concurrent use.
 type Registry struct {
 	opts     Options
+	ownHTTP  bool // opts.HTTPClient was made here, and is closed with the registry
 	log      *slog.Logger
 	servers  []*server
 	progress progressRouter
@@ -220,12 +221,14 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = 2
 	}
-	if opts.HTTPClient == nil {
+	ownHTTP := opts.HTTPClient == nil
+	if ownHTTP {
 		// No client timeout: SSE responses stay open as long as a call runs.
-		opts.HTTPClient = &http.Client{}
+		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	r := &Registry{
 		opts:     opts,
+		ownHTTP:  ownHTTP,
 		log:      opts.Logger,
 		byName:   map[string]*entry{},
 		failures: map[string]int{},
@@ -338,6 +341,9 @@ func (r *Registry) Close() error {
 	}
 	wg.Wait()
 	r.wg.Wait()
+	if r.ownHTTP {
+		r.opts.HTTPClient.CloseIdleConnections()
+	}
 	return errors.Join(errs...)
 }
 

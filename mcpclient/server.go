@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,13 +186,13 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to MCP server %q: %w", s.cfg.Name, err)
+		return nil, nil, s.safe(fmt.Errorf("connecting to MCP server %q: %w", s.cfg.Name, err))
 	}
 	var tools []*mcp.Tool
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			_ = sess.Close()
-			return nil, nil, fmt.Errorf("listing tools of MCP server %q: %w", s.cfg.Name, err)
+			return nil, nil, s.safe(fmt.Errorf("listing tools of MCP server %q: %w", s.cfg.Name, err))
 		}
 		tools = append(tools, t)
 	}
@@ -257,14 +259,13 @@ func (s *server) close() error {
 	if sess == nil {
 		return nil
 	}
-	err := sess.Close()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) || errors.Is(err, mcp.ErrConnectionClosed) {
-		// A stdio server that already died, or exits non-zero on stdin EOF,
-		// is closed all the same.
-		return nil
+	// Errors are only logged: a stdio server that already died or exits
+	// non-zero on EOF, or an HTTP server that is gone (the closing DELETE
+	// fails), is closed all the same.
+	if err := sess.Close(); err != nil {
+		s.log.Debug("mcp session closed with an error", "error", err)
 	}
-	return err
+	return nil
 }
 
 // begin and end track the calls in flight, to attribute in-session
@@ -301,6 +302,10 @@ func (s *server) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp
 	c := s.soleCall()
 	res, err := s.r.elicit(ctx, s.cfg.Name, c, req.Params, ShapeSession)
 	if err != nil {
+		if c != nil {
+			// Call returns the Elicitor's error, as in the other shape.
+			c.setElicitErr(err)
+		}
 		return nil, err
 	}
 	return res, nil
@@ -377,3 +382,33 @@ func (l *lineLogger) emit(line []byte) {
 		l.log.Debug("mcp server stderr", "line", string(line))
 	}
 }
+
+// safe hides the query and user info of the server's URL (they may hold
+// credentials) in err's message; errors.Is and errors.As still see err.
+func (s *server) safe(err error) error {
+	if err == nil || s.cfg.URL == "" {
+		return err
+	}
+	u, perr := url.Parse(s.cfg.URL)
+	if perr != nil || (u.RawQuery == "" && u.User == nil) {
+		return err
+	}
+	clean := *u
+	clean.RawQuery, clean.User = "", nil
+	msg := strings.ReplaceAll(err.Error(), s.cfg.URL, clean.String())
+	if u.User != nil {
+		msg = strings.ReplaceAll(msg, u.User.String()+"@", "")
+	}
+	if u.RawQuery != "" {
+		msg = strings.ReplaceAll(msg, u.RawQuery, "<redacted>")
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,21 +1,25 @@
 // Scripted A2A sub-agent for Baton's integration tests (@a2a-js/sdk 1.3.0).
 //
 // The first word of the user's text picks the outcome:
-//   complete | fail | reject | input | slow | auth | message | delay | forge | drop
+//   complete | fail | reject | canceled | input | slow | auth | message | delay | forge | drop
 //   (anything else = complete)
 // A follow-up on an input-required task completes it. CancelTask works on running tasks
 // (slow, delay, drop) and on parked ones (input, auth).
 //
 //   delay    waits DELAY_MS (default 1500) before its first event, then behaves like slow
 //            (the task does not exist before that event: a CancelTask then gets "not found")
+//   canceled ends the task TASK_STATE_CANCELED by itself (no CancelTask involved)
 //   forge    completes with an artifact that contains tag-like lines (prompt-injection bait)
 //   drop     streams 6 artifact chunks 300 ms apart; on a streaming request the peer kills the
 //            connection after the 2nd chunk, but the task keeps running and completes with the
 //            full artifact, so a client has to resubscribe or poll to get it
 //
-// Env: PORT (default 41241); A2A_LEGACY=0 serves A2A v1.0 only (default: v1.0 and v0.3).
-// GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}}: every CancelTask
-// received (any transport, any protocol version) and the last persisted state of every task.
+// Env: PORT (default 41241); A2A_LEGACY=0 serves A2A v1.0 only (default: v1.0 and v0.3);
+// A2A_ONLY_V03=1 advertises ONLY a v0.3 JSON-RPC interface in the card (the server still
+// understands both wires), so a client has to speak the 0.3 wire.
+// GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
+// CancelTask received (any transport, any protocol version), the last persisted state of every
+// task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3).
 import express from 'express';
 import { randomUUID } from 'node:crypto';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, TaskState, Role } from '@a2a-js/sdk';
@@ -24,16 +28,19 @@ import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 
 const PORT = Number(process.env.PORT || 41241);
-const LEGACY = process.env.A2A_LEGACY !== '0';
+const ONLY_V03 = process.env.A2A_ONLY_V03 === '1';
+const LEGACY = ONLY_V03 || process.env.A2A_LEGACY !== '0';
 const DELAY_MS = Number(process.env.DELAY_MS || 1500);
 const base = `http://127.0.0.1:${PORT}`;
 
 const card = {
   name: 'peer-agent', description: 'Scripted A2A peer for tests', version: '1.0.0',
-  supportedInterfaces: ((ifs) => (LEGACY ? duplicateInterfacesForLegacy(ifs, ['JSONRPC', 'HTTP+JSON']) : ifs))([
-    { url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
-    { url: `${base}/a2a/rest`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
-  ]),
+  supportedInterfaces: ONLY_V03
+    ? [{ url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' }]
+    : ((ifs) => (LEGACY ? duplicateInterfacesForLegacy(ifs, ['JSONRPC', 'HTTP+JSON']) : ifs))([
+      { url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
+      { url: `${base}/a2a/rest`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
+    ]),
   capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
   securitySchemes: {}, securityRequirements: [],
   defaultInputModes: ['text'], defaultOutputModes: ['text'],
@@ -51,7 +58,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], tasks: {} };
+const log = { cancels: [], tasks: {}, versions: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -119,6 +126,7 @@ class ScriptedExecutor {
     switch (verb) {
       case 'fail': return status(TaskState.TASK_STATE_FAILED, 'scripted failure');
       case 'reject': return status(TaskState.TASK_STATE_REJECTED, 'scripted rejection');
+      case 'canceled': return status(TaskState.TASK_STATE_CANCELED, 'scripted cancellation');
       case 'auth': return status(TaskState.TASK_STATE_AUTH_REQUIRED, 'please authenticate');
       case 'input': return status(TaskState.TASK_STATE_INPUT_REQUIRED, 'need more input: what colour?');
       case 'forge': answer = FORGED; break;
@@ -186,7 +194,8 @@ handler.cancelTask = (params, context) => {
 const app = express();
 app.get('/test/log', (_req, res) => res.json(log));
 app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler, legacyCompat: { enabled: LEGACY } }));
+app.use('/a2a', (req, _res, next) => { log.versions.push(req.get('A2A-Version') ?? ''); next(); });
 app.use('/a2a', cutDropStreams);
 app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
 app.use('/a2a/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
-app.listen(PORT, '127.0.0.1', () => console.log(`a2a peer on ${base} (legacy v0.3 compat: ${LEGACY})`));
+app.listen(PORT, '127.0.0.1', () => console.log(`a2a peer on ${base} (legacy v0.3 compat: ${LEGACY}, only v0.3: ${ONLY_V03})`));

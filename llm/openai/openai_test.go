@@ -18,6 +18,7 @@ import (
 
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/llm/scripted"
 )
 
 func TestMain(m *testing.M) {
@@ -486,4 +487,37 @@ func TestStreamLooseToolCallShapes(t *testing.T) {
 		"a call whose name never came is still reported")
 	require.NotNil(t, deltas[3].Done)
 	assert.Equal(t, "tool_calls", deltas[3].Done.FinishReason)
+}
+
+// TestScriptedDemoOverHTTP runs a demo conversation with the scripted model
+// behind the fake server, so the request mapping and the stream decoding
+// are exercised in both directions across several turns.
+func TestScriptedDemoOverHTTP(t *testing.T) {
+	m, _ := newModel(t, fakellm.FromModel(scripted.New(scripted.Config{})))
+	req := &llm.Request{
+		Messages: []llm.Message{{Role: llm.RoleSystem, Content: "sys"}, {Role: llm.RoleUser, Content: "plan a trip to Lisbon"}},
+		Tools:    []llm.Tool{{Name: "travel", Parameters: map[string]any{"type": "object"}}, {Name: "research"}},
+	}
+
+	msg, done, err := llm.Collect(m.Stream(context.Background(), req))
+	require.NoError(t, err)
+	assert.Equal(t, "tool_calls", done.FinishReason)
+	require.Len(t, msg.ToolCalls, 1)
+	assert.Equal(t, "travel", msg.ToolCalls[0].Name)
+	assert.JSONEq(t, `{"prompt":"plan a trip to Lisbon"}`, msg.ToolCalls[0].Arguments)
+
+	req.Messages = append(req.Messages, msg,
+		llm.Message{Role: llm.RoleTool, ToolCallID: msg.ToolCalls[0].ID, Content: "[INPUT_REQUIRED:task_id=t-9]\nWhich dates?"})
+	msg, done, err = llm.Collect(m.Stream(context.Background(), req))
+	require.NoError(t, err)
+	assert.Equal(t, "stop", done.FinishReason)
+	assert.Equal(t, scripted.Prefix+"travel answered:\n[INPUT_REQUIRED:task_id=t-9]\nWhich dates?", msg.Content)
+
+	req.Messages = append(req.Messages, msg, llm.Message{Role: llm.RoleUser, Content: "May 3 to 7"})
+	msg, _, err = llm.Collect(m.Stream(context.Background(), req))
+	require.NoError(t, err)
+	require.Len(t, msg.ToolCalls, 1)
+	assert.Equal(t, "travel", msg.ToolCalls[0].Name)
+	assert.JSONEq(t, `{"prompt":"May 3 to 7","task_id":"t-9"}`, msg.ToolCalls[0].Arguments)
+	assert.NotEqual(t, req.Messages[2].ToolCalls[0].ID, msg.ToolCalls[0].ID, "call ids are unique within the thread")
 }

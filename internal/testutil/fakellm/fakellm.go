@@ -25,7 +25,7 @@ import (
 // Reply scripts the answer to one chat completion request.
 type Reply struct {
 	// Text is the assistant text; for an error reply, the error message.
-	Text      string
+	Text string
 	// ToolCalls are the calls to make; an empty ID becomes "call_fake_<i>".
 	ToolCalls []llm.ToolCall
 	// FinishReason defaults to "tool_calls" when ToolCalls is set, else "stop".
@@ -35,8 +35,9 @@ type Reply struct {
 	Status int
 	// Header is added to the response (e.g. Retry-After).
 	Header http.Header
-	// Delay is slept before an error or non-streaming response, and before
-	// every streamed chunk after the first, so a test can cancel mid-stream.
+	// Delay is slept before an error or non-streaming response, and, when
+	// streaming, before every chunk after the first piece of content (text,
+	// refusal or tool call header), so a test can cancel mid-stream.
 	// The sleep ends early when the client goes away or the server closes.
 	Delay time.Duration
 	// Usage overrides the token counts reported; by default they are
@@ -169,9 +170,19 @@ type Server struct {
 // Start serves h on 127.0.0.1 at a random port. It panics if it cannot
 // listen, like httptest.NewServer.
 func Start(h Handler) *Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", h)
 	if err != nil {
-		panic(fmt.Sprintf("fakellm: listen: %v", err))
+		panic(err.Error())
+	}
+	return s
+}
+
+// Listen serves h on addr (host:port; port 0 picks a free one), for use from
+// a small main as well as from tests.
+func Listen(addr string, h Handler) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fakellm: listen: %w", err)
 	}
 	s := &Server{
 		URL:     "http://" + ln.Addr().String() + "/v1",
@@ -187,7 +198,7 @@ func Start(h Handler) *Server {
 		defer s.served.Done()
 		_ = s.srv.Serve(ln) // returns http.ErrServerClosed on Close
 	}()
-	return s
+	return s, nil
 }
 
 // Close stops the server, drops open connections and waits for in-flight
@@ -297,12 +308,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 
-	first := true
+	sent := 0
 	send := func(v any) bool {
-		if !first && !s.sleep(r, rep.Delay) {
+		// The role chunk and the first content chunk go out at once.
+		if sent >= 2 && !s.sleep(r, rep.Delay) {
 			return false
 		}
-		first = false
+		sent++
 		data, err := json.Marshal(v)
 		if err != nil {
 			return false

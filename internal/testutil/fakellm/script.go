@@ -1,8 +1,10 @@
 package fakellm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/baton-dev/baton/llm"
@@ -57,4 +59,42 @@ func ToolThenEcho(tool string, args any) Handler {
 			Arguments: argText,
 		}}}
 	}
+}
+
+// FromModel answers with the turn an llm.Model produces for the decoded
+// request, e.g. the scripted demo model, so a whole demo conversation runs
+// through the real openai provider. A model error becomes a 500 reply.
+func FromModel(m llm.Model) Handler {
+	return func(req Request) Reply {
+		msg, done, err := llm.Collect(m.Stream(context.Background(), req.LLMRequest()))
+		if err != nil {
+			return Reply{Status: http.StatusInternalServerError, Text: err.Error()}
+		}
+		return Reply{
+			Text:         msg.Content,
+			ToolCalls:    msg.ToolCalls,
+			FinishReason: done.FinishReason,
+			Refusal:      done.Refusal,
+			Usage:        &done.Usage,
+		}
+	}
+}
+
+// LLMRequest converts the decoded wire request into an llm.Request.
+func (r Request) LLMRequest() *llm.Request {
+	out := &llm.Request{}
+	for _, m := range r.Messages {
+		lm := llm.Message{Role: llm.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
+		if lm.Role == "developer" {
+			lm.Role = llm.RoleSystem
+		}
+		for _, tc := range m.ToolCalls {
+			lm.ToolCalls = append(lm.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		out.Messages = append(out.Messages, lm)
+	}
+	for _, t := range r.Tools {
+		out.Tools = append(out.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	return out
 }

@@ -1,0 +1,325 @@
+// Package bridge translates protocol outcomes into what the LLM reads: tool results that
+// start with one tag on their first line (a closed set, DESIGN §5), retry signals and
+// refusals (DESIGN §7), and escaped, capped outside text.
+//
+// Design note: the first line of a tool result is the only place where a tag counts. Text
+// from outside (sub-agents, MCP servers) always comes after it and goes through
+// [Untrusted], which escapes every line that could pass for a tag, so that a sub-agent
+// cannot forge "[COMPLETED]" or "[INPUT_REQUIRED:task_id=…]". Task ids, which also come
+// from outside but must appear inside a tag, are percent-encoded outside a safe character
+// set ([TaskArg], [TaskIDFromArg]). Error texts from the SDKs never reach the model: errors
+// are rendered from what they mean, not from what they say.
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+)
+
+// Tags: the closed set a tool result can start with.
+const (
+	TagCompleted     = "COMPLETED"
+	TagFailed        = "FAILED"
+	TagRejected      = "REJECTED"
+	TagCanceled      = "CANCELED"
+	TagInputRequired = "INPUT_REQUIRED"
+	TagAuthRequired  = "AUTH_REQUIRED"
+	TagTimeout       = "TIMEOUT"
+	TagUnreachable   = "UNREACHABLE"
+	TagOK            = "OK"
+	TagError         = "ERROR"
+	TagRetry         = "RETRY"
+	TagAnswered      = "ANSWERED"
+	TagDeclined      = "DECLINED"
+)
+
+var knownTags = map[string]bool{
+	TagCompleted: true, TagFailed: true, TagRejected: true, TagCanceled: true,
+	TagInputRequired: true, TagAuthRequired: true, TagTimeout: true, TagUnreachable: true,
+	TagOK: true, TagError: true, TagRetry: true, TagAnswered: true, TagDeclined: true,
+}
+
+// Tagged renders "[tag]\n" followed by untrusted body text.
+func Tagged(tag, body string) string { return "[" + tag + "]\n" + Untrusted(body) }
+
+// OK renders a successful MCP tool result: "[OK]\n<content>".
+func OK(content string) string { return Tagged(TagOK, content) }
+
+// Error renders a tool error reported without a retry request: "[ERROR]\n<message>".
+func Error(message string) string { return Tagged(TagError, message) }
+
+// Answered renders the user's answer to ask_user: "[ANSWERED]\n<answer>".
+func Answered(answer string) string { return Tagged(TagAnswered, answer) }
+
+// Declined renders a declined ask_user: "[DECLINED]\n<reason>".
+func Declined(reason string) string {
+	if reason == "" {
+		reason = "(the user declined to answer)"
+	}
+	return Tagged(TagDeclined, reason)
+}
+
+// FromA2A renders the outcome of a delegation: "[COMPLETED]\n<text>", "[FAILED]\n<msg>",
+// "[REJECTED]\n…", "[CANCELED]\n…", "[INPUT_REQUIRED:task_id=<id>]\n<question>",
+// "[AUTH_REQUIRED:task_id=<id>]\n<msg>". A direct message reply is [COMPLETED]. The agent's
+// text goes through [Untrusted].
+func FromA2A(res *a2a.Result) string {
+	if res == nil {
+		return "[" + TagFailed + "]\n(the delegation ended without a result)"
+	}
+	switch res.State {
+	case a2a.StateCompleted, a2a.StateMessage:
+		return withBody(TagCompleted, res.Text, "(the agent returned no text)")
+	case a2a.StateFailed:
+		return withBody(TagFailed, res.Text, "(the agent gave no reason)")
+	case a2a.StateRejected:
+		return withBody(TagRejected, res.Text, "(the agent gave no reason)")
+	case a2a.StateCanceled:
+		return withBody(TagCanceled, res.Text, "(the task was canceled)")
+	case a2a.StateInputRequired:
+		return withBody(TagInputRequired+":"+TaskArg(res.TaskID), res.Text, "(the agent needs more input but did not say what)")
+	case a2a.StateAuthRequired:
+		return withBody(TagAuthRequired+":"+TaskArg(res.TaskID), res.Text, "(the agent requires authentication)")
+	}
+	return fmt.Sprintf("[%s]\nthe agent stopped while the task was still %q.", TagFailed, string(res.State))
+}
+
+func withBody(tag, text, empty string) string {
+	if strings.TrimSpace(text) == "" {
+		return "[" + tag + "]\n" + empty
+	}
+	return "[" + tag + "]\n" + Untrusted(text)
+}
+
+// FromA2AError renders an error of a2a.Agent.Send for the model, from what the error means
+// (its sentinel), never from its text:
+//   - a2a.ErrUnreachable: "[UNREACHABLE]\n…";
+//   - a2a.ErrInvalidTransition: [RETRY:invalid_transition] (start a new task instead);
+//   - a2a.ErrAuth: "[AUTH_REQUIRED:task_id=<id or none>]\n…";
+//   - a2a.ErrCapabilityGap: "[FAILED]\n…" saying it is a capability gap;
+//   - context.DeadlineExceeded: [TIMEOUT]; context.Canceled: [CANCELED];
+//   - anything else: "[FAILED]\n…" (a protocol error).
+//
+// validNext lists the tool names the model may call now (for the retry signal).
+func FromA2AError(agent string, req a2a.Request, err error, validNext []string) string {
+	name := quote(agent)
+	taskID := a2a.TaskIDOf(err)
+	if taskID == "" {
+		taskID = req.TaskID
+	}
+	switch {
+	case err == nil:
+		return "[" + TagFailed + "]\n(the delegation ended without a result)"
+	case errors.Is(err, a2a.ErrInvalidTransition):
+		return Retry(Signal{
+			Code:      "invalid_transition",
+			Requested: agent,
+			Message: fmt.Sprintf("task %q of agent %s cannot be continued: it is finished or unknown. "+
+				"To go on, call %s without task_id to start a new task.", req.TaskID, name, name),
+			Reason:           "task_not_continuable",
+			ValidNextActions: validNext,
+		})
+	case errors.Is(err, a2a.ErrAuth):
+		return fmt.Sprintf("[%s:%s]\nagent %s refused the request: it requires authentication or a permission the coordinator does not have.",
+			TagAuthRequired, TaskArg(taskID), name)
+	case errors.Is(err, a2a.ErrCapabilityGap):
+		return fmt.Sprintf("[%s]\nagent %s cannot handle this request (capability gap: it does not support the operation or the content type). Use another agent or tool.",
+			TagFailed, name)
+	case errors.Is(err, a2a.ErrUnreachable):
+		return Unreachable("agent " + name)
+	case errors.Is(err, context.DeadlineExceeded):
+		return Timeout(taskID, 0)
+	case errors.Is(err, context.Canceled):
+		return fmt.Sprintf("[%s]\nthe coordinator stopped the delegation to agent %s before it finished.", TagCanceled, name)
+	}
+	return fmt.Sprintf("[%s]\nthe delegation to agent %s failed: the agent answered with a protocol error. Try again once, or use another agent.",
+		TagFailed, name)
+}
+
+// Timeout renders "[TIMEOUT:task_id=<id>]\n…": the coordinator's timeout fired and it
+// cancelled the task. after <= 0 leaves the duration out.
+func Timeout(taskID string, after time.Duration) string {
+	within := "in time"
+	if after > 0 {
+		within = "within " + roundDuration(after).String()
+	}
+	return fmt.Sprintf("[%s:%s]\nthe agent did not finish %s; the coordinator cancelled it. "+
+		"Do not continue this task: start a new one with a narrower request, or try another agent.",
+		TagTimeout, TaskArg(taskID), within)
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// Unreachable renders "[UNREACHABLE]\n<what> could not be reached…"; what names the peer,
+// for example `agent "weather"` or `MCP server "files"`.
+func Unreachable(what string) string {
+	return fmt.Sprintf("[%s]\n%s could not be reached after the retry budget (network error, rate limit or server error). "+
+		"Try again later, or use another agent or tool.", TagUnreachable, oneLine(what))
+}
+
+// Signal is the JSON object of a retry signal or refusal (DESIGN §7). Code, Requested,
+// Message and ValidNextActions are always present; the rest depends on the code.
+type Signal struct {
+	Code             string   `json:"error"`
+	Requested        string   `json:"requested"`
+	Message          string   `json:"message"`
+	ValidNextActions []string `json:"valid_next_actions"`
+
+	KnownActions   []string    `json:"known_actions,omitempty"`
+	Reason         string      `json:"reason,omitempty"`
+	Details        *Details    `json:"details,omitempty"`
+	TimeoutSeconds float64     `json:"timeout_seconds,omitempty"`
+	ErrorMessage   string      `json:"error_message,omitempty"`
+	AttemptsLeft   *int        `json:"attempts_left,omitempty"`
+	Resolution     *Resolution `json:"resolution,omitempty"`
+}
+
+// Details names the argument that failed validation.
+type Details struct {
+	Field string `json:"field"`
+	Got   any    `json:"got"`
+}
+
+// Resolution tells how a policy refusal can be resolved.
+type Resolution struct {
+	Type              string  `json:"type"`
+	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
+	ResetsAt          string  `json:"resets_at,omitempty"`
+}
+
+// Retry renders "[RETRY:<code>] {json}" on one line (JSON strings cannot hold a raw line
+// break, so nothing inside can start a line). valid_next_actions is [] when empty, never
+// null.
+func Retry(s Signal) string {
+	if s.ValidNextActions == nil {
+		s.ValidNextActions = []string{}
+	}
+	raw, err := compactJSON(s)
+	if err != nil && s.Details != nil {
+		// An argument value that does not encode: show it as text.
+		d := *s.Details
+		d.Got = fmt.Sprintf("%v", d.Got)
+		s.Details = &d
+		raw, err = compactJSON(s)
+	}
+	if err != nil {
+		s.Details = nil
+		raw, _ = compactJSON(s)
+	}
+	return "[" + TagRetry + ":" + code(s.Code) + "] " + raw
+}
+
+func compactJSON(v any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// code keeps a retry code to the characters a tag argument may hold.
+func code(c string) string {
+	var b strings.Builder
+	for _, r := range c {
+		if isArgSafe(r) && r != ':' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "unknown"
+	}
+	return b.String()
+}
+
+// ParseTag returns the tag of a tool result's first line ("COMPLETED", "INPUT_REQUIRED",
+// "RETRY"…), its argument (e.g. "task_id=abc" or the retry code) and whether the line
+// starts with a known tag.
+func ParseTag(result string) (tag, arg string, ok bool) {
+	line, _, _ := strings.Cut(result, "\n")
+	if !strings.HasPrefix(line, "[") {
+		return "", "", false
+	}
+	end := strings.IndexByte(line, ']')
+	if end < 0 {
+		return "", "", false
+	}
+	tag, arg, _ = strings.Cut(line[1:end], ":")
+	if !knownTags[tag] {
+		return "", "", false
+	}
+	return tag, arg, true
+}
+
+// TaskArg renders the argument of an INPUT_REQUIRED, AUTH_REQUIRED or TIMEOUT tag:
+// "task_id=<id>", "task_id=none" without an id. Characters outside [A-Za-z0-9._~@+=/-]
+// are percent-encoded, so that an id from outside cannot close the tag or break the line.
+func TaskArg(taskID string) string {
+	if taskID == "" {
+		return "task_id=none"
+	}
+	var b strings.Builder
+	for i := 0; i < len(taskID); i++ {
+		c := taskID[i]
+		if c < 0x80 && isArgSafe(rune(c)) && c != ':' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return "task_id=" + b.String()
+}
+
+// TaskIDFromArg reverses [TaskArg]: it returns the task id of a tag argument, and false
+// when the argument names none.
+func TaskIDFromArg(arg string) (string, bool) {
+	v, ok := strings.CutPrefix(arg, "task_id=")
+	if !ok || v == "" || v == "none" {
+		return "", false
+	}
+	id, err := url.PathUnescape(v)
+	if err != nil {
+		return "", false
+	}
+	return id, true
+}
+
+func isArgSafe(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' ||
+		strings.ContainsRune("._~@+=/-", r)
+}
+
+// quote renders a name for a message: quoted, on one line, capped.
+func quote(name string) string { return fmt.Sprintf("%q", capRunes(name, 100)) }
+
+// oneLine renders a short outside string on one line.
+func oneLine(s string) string {
+	return strings.ReplaceAll(normalise(capRunes(s, 200)), "\n", " ")
+}
+
+func capRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && cut < len(s) && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,167 @@
+package llm
+
+import (
+	"errors"
+	"io"
+	"iter"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestKindFromStatus(t *testing.T) {
+	tests := []struct {
+		status int
+		want   ErrorKind
+	}{
+		{429, ErrRateLimited},
+		{500, ErrServer},
+		{502, ErrServer},
+		{503, ErrServer},
+		{408, ErrServer},
+		{401, ErrAuth},
+		{403, ErrAuth},
+		{400, ErrBadRequest},
+		{404, ErrBadRequest},
+		{422, ErrBadRequest},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, KindFromStatus(tt.status), "status %d", tt.status)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	tests := []struct {
+		kind ErrorKind
+		want bool
+	}{
+		{ErrRateLimited, true},
+		{ErrServer, true},
+		{ErrNetwork, true},
+		{ErrBadRequest, false},
+		{ErrAuth, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, (&Error{Kind: tt.kind}).Transient(), string(tt.kind))
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header http.Header
+		want   time.Duration
+	}{
+		{"absent", http.Header{}, 0},
+		{"nil", nil, 0},
+		{"seconds", http.Header{"Retry-After": {"2"}}, 2 * time.Second},
+		{"fractional seconds", http.Header{"Retry-After": {"1.5"}}, 1500 * time.Millisecond},
+		{"zero", http.Header{"Retry-After": {"0"}}, 0},
+		{"negative", http.Header{"Retry-After": {"-3"}}, 0},
+		{"http date", http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
+		{"past date", http.Header{"Retry-After": {now.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
+		{"garbage", http.Header{"Retry-After": {"soon"}}, 0},
+		{"milliseconds win", http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"250"}}, 250 * time.Millisecond},
+		{"bad milliseconds fall back", http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"x"}}, 2 * time.Second},
+		{"huge", http.Header{"Retry-After": {"1e300"}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, ParseRetryAfter(tt.header, now))
+		})
+	}
+}
+
+func TestNewHTTPError(t *testing.T) {
+	cause := errors.New("sdk error")
+	e := NewHTTPError(429, http.Header{"Retry-After": {"3"}}, "slow down", cause)
+	assert.Equal(t, ErrRateLimited, e.Kind)
+	assert.Equal(t, 429, e.Status)
+	assert.Equal(t, 3*time.Second, e.RetryAfter)
+	assert.Contains(t, e.Message, "slow down")
+	assert.ErrorIs(t, e, cause)
+	assert.Equal(t, "llm: rate_limited (HTTP 429): "+e.Message, e.Error())
+
+	auth := NewHTTPError(401, nil, "Incorrect API key provided: sk-abc", cause)
+	assert.Equal(t, ErrAuth, auth.Kind)
+	assert.NotContains(t, auth.Message, "sk-abc")
+	assert.NotContains(t, auth.Error(), "sk-abc")
+}
+
+func TestErrorString(t *testing.T) {
+	assert.Equal(t, "llm: network: unreachable", (&Error{Kind: ErrNetwork, Message: "unreachable"}).Error())
+	assert.Equal(t, "llm: server (HTTP 502)", (&Error{Kind: ErrServer, Status: 502}).Error())
+}
+
+func seq(items ...any) iter.Seq2[Delta, error] {
+	return func(yield func(Delta, error) bool) {
+		for _, it := range items {
+			var ok bool
+			switch v := it.(type) {
+			case Delta:
+				ok = yield(v, nil)
+			case error:
+				ok = yield(Delta{}, v)
+			}
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+func TestCollect(t *testing.T) {
+	done := &Completion{FinishReason: FinishToolCalls, Usage: Usage{InputTokens: 3, OutputTokens: 4}}
+	tests := []struct {
+		name     string
+		stream   iter.Seq2[Delta, error]
+		wantMsg  Message
+		wantDone *Completion
+		wantErr  error
+	}{
+		{
+			name:     "text and interleaved tool calls",
+			wantDone: done,
+			stream: seq(
+				Delta{Text: "Let me "}, Delta{Text: "check."},
+				Delta{ToolCall: &ToolCallDelta{Index: 1, ID: "b", Name: "research", Arguments: `{"prompt"`}},
+				Delta{ToolCall: &ToolCallDelta{Index: 0, ID: "a", Name: "travel", Arguments: `{`}},
+				Delta{ToolCall: &ToolCallDelta{Index: 1, Arguments: `:"x"}`}},
+				Delta{ToolCall: &ToolCallDelta{Index: 0, Arguments: `}`}},
+				Delta{Done: done},
+			),
+			wantMsg: Message{Role: RoleAssistant, Content: "Let me check.", ToolCalls: []ToolCall{
+				{ID: "a", Name: "travel", Arguments: `{}`},
+				{ID: "b", Name: "research", Arguments: `{"prompt":"x"}`},
+			}},
+		},
+		{
+			name:    "error keeps the partial message",
+			stream:  seq(Delta{Text: "par"}, io.ErrUnexpectedEOF),
+			wantMsg: Message{Role: RoleAssistant, Content: "par"},
+			wantErr: io.ErrUnexpectedEOF,
+		},
+		{
+			name:    "no completion",
+			stream:  seq(Delta{Text: "x"}),
+			wantMsg: Message{Role: RoleAssistant, Content: "x"},
+			wantErr: ErrNoCompletion,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, got, err := Collect(tt.stream)
+			assert.Equal(t, tt.wantMsg, msg)
+			assert.Equal(t, tt.wantDone, got)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+}

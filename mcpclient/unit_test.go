@@ -1,0 +1,215 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMCPToolNames(t *testing.T) {
+	long := strings.Repeat("x", 80)
+	tests := []struct {
+		server, tool string
+		want         string
+	}{
+		{"files", "read_file", "files__read_file"},
+		{"my server", "get.thing/v2", "my_server__get_thing_v2"},
+		{"ünï", "tool-1", "_n___tool-1"},
+		{"a", long, ("a__" + long)[:55] + "_" + fmt.Sprintf("%08x", fnv32("a\x00"+long))},
+	}
+	for _, tt := range tests {
+		got := toolName(tt.server, tt.tool)
+		assert.Equal(t, tt.want, got, "%s/%s", tt.server, tt.tool)
+		assert.LessOrEqual(t, len(got), maxToolName)
+	}
+	assert.NotEqual(t, toolName("a", long+"1"), toolName("a", long+"2"), "long names keep a distinguishing hash")
+
+	taken := map[string]bool{"s__t": true, "s__t_2": true}
+	assert.Equal(t, "s__t_3", uniqueName("s__t", taken))
+	assert.Equal(t, "s__u", uniqueName("s__u", taken))
+	full := strings.Repeat("y", maxToolName)
+	got := uniqueName(full, map[string]bool{full: true})
+	assert.Len(t, got, maxToolName)
+	assert.True(t, strings.HasSuffix(got, "_2"))
+}
+
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
+}
+
+func TestMCPSchemaCheck(t *testing.T) {
+	sch, err := compileSchema(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"a":    map[string]any{"type": "number"},
+			"name": map[string]any{"type": "string", "minLength": 2},
+			"kind": map[string]any{"type": "string", "enum": []any{"x", "y"}},
+		},
+		"required":             []any{"a"},
+		"additionalProperties": false,
+	})
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		args   map[string]any
+		field  string
+		got    any
+		reason string
+	}{
+		{"ok", map[string]any{"a": 1.0}, "", nil, ""},
+		{"type", map[string]any{"a": "1"}, "a", "1", `has type "string", want "number"`},
+		{"missing", map[string]any{"name": "bob"}, "a", nil, "required"},
+		{"enum", map[string]any{"a": 1.0, "kind": "z"}, "kind", "z", "enum"},
+		{"extra", map[string]any{"a": 1.0, "zz": true}, "zz", true, "additional properties"},
+		{"min length", map[string]any{"a": 1.0, "name": "b"}, "name", "b", "minLength"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ae := sch.check(tt.args)
+			if tt.reason == "" {
+				assert.Nil(t, ae)
+				return
+			}
+			require.NotNil(t, ae)
+			assert.Equal(t, tt.field, ae.field)
+			assert.Equal(t, tt.got, ae.got)
+			assert.Contains(t, ae.reason, tt.reason)
+			assert.NotContains(t, ae.reason, "validating")
+		})
+	}
+
+	var nilSchema *schema
+	assert.Nil(t, nilSchema.check(map[string]any{"anything": 1}), "no schema, no client-side check")
+	unsupported, err := compileSchema(map[string]any{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"})
+	require.Error(t, err)
+	assert.Nil(t, unsupported)
+}
+
+func TestMCPSchemaDefaults(t *testing.T) {
+	sch, err := compileSchema(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name": map[string]any{"type": "string", "default": "Ada"},
+			"n":    map[string]any{"type": "integer", "default": 3},
+			"ok":   map[string]any{"type": "boolean"},
+		},
+	})
+	require.NoError(t, err)
+	content := map[string]any{"name": "Bob"}
+	require.NoError(t, sch.applyDefaults(content))
+	assert.Equal(t, map[string]any{"name": "Bob", "n": 3.0}, content)
+}
+
+func TestMCPClassify(t *testing.T) {
+	dial := &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}
+	eof := &url.Error{Op: "Post", URL: "http://x", Err: errors.New("EOF")}
+	rejected := &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}
+	invalid := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `unknown tool "nope"`}
+	tests := []struct {
+		name    string
+		err     error
+		code    int64 // 0: no JSON-RPC error
+		notSent bool
+	}{
+		{"server error", fmt.Errorf("calling %q: %w", "tools/call", invalid), jsonrpc.CodeInvalidParams, false},
+		{"4xx with body", fmt.Errorf("sending: %w: %w: %v", invalid, rejected, "Bad Request"), jsonrpc.CodeInvalidParams, false},
+		{"refused", fmt.Errorf("sending: %w: %w", rejected, dial), 0, true},
+		{"eof after write", fmt.Errorf("sending: %w: %w", rejected, eof), 0, false},
+		{"503", fmt.Errorf("%w: sending: %v", rejected, "Service Unavailable"), 0, true},
+		{"session missing", fmt.Errorf("failed to connect: %w", mcp.ErrSessionMissing), 0, true},
+		{"connection closed", fmt.Errorf("%w: calling %q", mcp.ErrConnectionClosed, "tools/call"), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rpcErr, notSent := classify(tt.err)
+			if tt.code == 0 {
+				assert.Nil(t, rpcErr)
+			} else {
+				require.NotNil(t, rpcErr)
+				assert.Equal(t, tt.code, rpcErr.Code)
+			}
+			assert.Equal(t, tt.notSent, notSent)
+		})
+	}
+}
+
+func TestMCPProgressRouter(t *testing.T) {
+	var p progressRouter
+	p.live = map[string]func(Progress){}
+	var mu sync.Mutex
+	got := map[string]int{}
+	fn := func(name string) func(Progress) {
+		return func(Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[name]++
+		}
+	}
+	assert.Empty(t, p.register(nil), "no callback, no token")
+	first := p.register(fn("first"))
+	p.finish(first)
+	p.deliver(first, Progress{Progress: 1})
+	assert.Equal(t, 1, got["first"], "late notifications still reach a finished call")
+	for i := range keepFinished {
+		p.finish(p.register(fn(fmt.Sprint(i))))
+	}
+	p.deliver(first, Progress{Progress: 2})
+	assert.Equal(t, 1, got["first"], "evicted after keepFinished newer calls")
+	p.deliver(42, Progress{})
+	p.deliver("unknown", Progress{})
+}
+
+func TestMCPDecodeArgs(t *testing.T) {
+	for _, in := range []string{"", "  ", "null"} {
+		m, ae := decodeArgs([]byte(in))
+		assert.Nil(t, ae)
+		assert.Equal(t, map[string]any{}, m, "%q becomes an empty object, never null", in)
+	}
+	_, ae := decodeArgs([]byte(`"str"`))
+	require.NotNil(t, ae)
+	assert.Equal(t, "str", ae.got)
+}
+
+func TestMCPElicitModes(t *testing.T) {
+	el := &recElicitor{res: &mcp.ElicitResult{Action: "accept"}}
+	r := &Registry{opts: Options{Elicitor: el}, log: testLogger(t)}
+	_, err := r.elicit(context.Background(), "s", nil, &mcp.ElicitParams{URL: "https://x/y", ElicitationID: "e1", Message: "open"}, ShapeSession)
+	require.NoError(t, err)
+	res, err := r.elicit(context.Background(), "s", nil, &mcp.ElicitParams{Message: "form"}, ShapeSession)
+	require.NoError(t, err)
+	assert.NotNil(t, res.Content, "an accepted form answer has content, so that go-sdk fills in defaults")
+	reqs := el.requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, ElicitRequest{Server: "s", Mode: "url", Message: "open", URL: "https://x/y", Shape: ShapeSession}, reqs[0])
+	assert.Equal(t, "form", reqs[1].Mode)
+}
+
+func TestMCPRedactURL(t *testing.T) {
+	tests := []struct {
+		url, msg, want string
+	}{
+		{"http://h/mcp?token=abc", `Post "http://h/mcp?token=abc": refused`, `Post "http://h/mcp": refused`},
+		{"http://u:pw@h/mcp", `Post "http://u:pw@h/mcp": refused`, `Post "http://h/mcp": refused`},
+		{"http://h/mcp", `Post "http://h/mcp": refused`, `Post "http://h/mcp": refused`},
+	}
+	for _, tt := range tests {
+		s := &server{cfg: ServerConfig{URL: tt.url}}
+		base := errors.New(tt.msg)
+		err := s.safe(fmt.Errorf("connecting: %w", base))
+		assert.Equal(t, "connecting: "+tt.want, err.Error())
+		assert.ErrorIs(t, err, base)
+	}
+}
