@@ -50,6 +50,11 @@ type Options struct {
 	// RetryBackoff is the first delay between attempts of an initial send; it doubles per
 	// attempt. Default 500ms. A Retry-After header replaces it.
 	RetryBackoff time.Duration
+	// IDGrace is how long Send keeps its initial request open after ctx is done, when the
+	// task id is not known yet, to learn it (so that the caller can cancel the task). Some
+	// servers send nothing, not even headers, before the first event. Default 5s; negative
+	// disables it.
+	IDGrace time.Duration
 }
 
 // Defaults of [Options].
@@ -57,6 +62,7 @@ const (
 	DefaultPollInterval   = 200 * time.Millisecond
 	DefaultMaxResubscribe = 3
 	DefaultRetryBackoff   = 500 * time.Millisecond
+	DefaultIDGrace        = 5 * time.Second
 
 	// maxAttempts bounds the attempts of an initial send, a cancel and consecutive failed
 	// polls.
@@ -80,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.IDGrace == 0 {
+		o.IDGrace = DefaultIDGrace
 	}
 	return o
 }

@@ -29,7 +29,9 @@ import (
 type scriptExecutor struct {
 	gate     chan struct{} // "drop" and "dropmsg" wait for it after their first frames
 	gateOnce sync.Once
-	started  chan string // ids of "slow" tasks, as they start
+	started  chan string   // ids of "slow" tasks, as they start
+	lateGate chan struct{} // "late <verb>" waits for it before its first event
+	lateOnce sync.Once
 	// authGates stand for credentials given out of band, per task: "auth" tasks wait for
 	// theirs after auth-required, within the same execution (a2a-go keeps it running).
 	authMu    sync.Mutex
@@ -38,10 +40,13 @@ type scriptExecutor struct {
 }
 
 func newScriptExecutor() *scriptExecutor {
-	return &scriptExecutor{gate: make(chan struct{}), started: make(chan string, 16), authGates: map[sdk.TaskID]chan struct{}{}}
+	return &scriptExecutor{gate: make(chan struct{}), started: make(chan string, 16), lateGate: make(chan struct{}),
+		authGates: map[sdk.TaskID]chan struct{}{}}
 }
 
 func (e *scriptExecutor) openGate() { e.gateOnce.Do(func() { close(e.gate) }) }
+
+func (e *scriptExecutor) openLate() { e.lateOnce.Do(func() { close(e.lateGate) }) }
 
 // authGate returns the gate of a task, creating it.
 func (e *scriptExecutor) authGate(id sdk.TaskID) chan struct{} {
@@ -118,7 +123,14 @@ func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext
 			return
 		}
 
-		verb, _, _ := strings.Cut(said, " ")
+		verb, rest, _ := strings.Cut(said, " ")
+		if verb == "late" {
+			// Nothing at all before the gate opens: no task yet.
+			if !wait(ctx, e.lateGate) {
+				return
+			}
+			verb, _, _ = strings.Cut(rest, " ")
+		}
 		switch verb {
 		case "message":
 			reply := sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("echo: "+said))
@@ -318,6 +330,7 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 	p.srv.Start()
 	t.Cleanup(func() {
 		p.exec.openAuth("") // let parked "auth" executions finish
+		p.exec.openLate()
 		p.srv.Close()
 	})
 	return p

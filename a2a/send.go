@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	a2alog "github.com/a2aproject/a2a-go/v2/log"
@@ -148,6 +151,9 @@ type delegation struct {
 	artifacts []*artifactView // in order of appearance
 	reply     *sdk.Message    // a direct message reply
 
+	// taskKnown mirrors taskID != "" for the goroutine that ends a request (requestContext).
+	taskKnown atomic.Bool
+
 	// baseline is the parked status of a continued task: seeing it again (a server that
 	// streams the parked task first, a poll that comes too early) does not end the read.
 	baseline *sdk.TaskStatus
@@ -228,7 +234,8 @@ func (d *delegation) message() *sdk.Message {
 func (d *delegation) stream(ctx context.Context) error {
 	msg := d.message()
 	for attempt := 1; ; attempt++ {
-		actx, rec := withStatus(ctx)
+		sctx, release := d.requestContext(ctx)
+		actx, rec := withStatus(sctx)
 		var streamErr error
 		got := false
 		for ev, err := range d.a.client.SendStreamingMessage(actx, &sdk.SendMessageRequest{Message: msg}) {
@@ -237,12 +244,16 @@ func (d *delegation) stream(ctx context.Context) error {
 				break
 			}
 			got = true
-			if d.apply(ev) {
-				return nil
+			if d.apply(ev) || (ctx.Err() != nil && d.taskID != "") {
+				break
 			}
 		}
+		release()
 		if ctx.Err() != nil {
 			return d.ctxErr(ctx)
+		}
+		if d.finished() {
+			return nil
 		}
 		if got && d.taskID != "" {
 			d.a.logger.Debug("a2a stream dropped, resuming", "task", d.taskID, "error", streamErr)
@@ -267,8 +278,14 @@ func (d *delegation) stream(ctx context.Context) error {
 func (d *delegation) blocking(ctx context.Context) error {
 	msg := d.message()
 	for attempt := 1; ; attempt++ {
-		actx, rec := withStatus(ctx)
+		sctx, release := d.requestContext(ctx)
+		actx, rec := withStatus(sctx)
 		res, err := d.a.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg})
+		release()
+		if err == nil && ctx.Err() != nil {
+			d.apply(res) // the caller learns the task id, to cancel it
+			return d.ctxErr(ctx)
+		}
 		if err == nil {
 			if d.apply(res) {
 				return nil
@@ -287,6 +304,39 @@ func (d *delegation) blocking(ctx context.Context) error {
 			}
 			return err
 		}
+	}
+}
+
+// requestContext returns the context of an initial send: it ends with ctx, except that
+// while the task id is unknown it lives on for Options.IDGrace, so that the caller can
+// still learn the id and cancel the task. release must be called when the request is over.
+func (d *delegation) requestContext(ctx context.Context) (context.Context, func()) {
+	grace := d.a.opts.IDGrace
+	if grace < 0 || d.taskID != "" {
+		return ctx, func() {}
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if d.taskKnown.Load() {
+			cancel()
+			return
+		}
+		timer = time.AfterFunc(grace, cancel)
+	})
+	return sctx, func() {
+		stopAfter()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
 	}
 }
 
@@ -442,6 +492,9 @@ func (d *delegation) apply(ev sdk.Event) bool {
 // finished reports whether the task is terminal, or interrupted in a status that is not the
 // baseline of a continuation.
 func (d *delegation) finished() bool {
+	if d.reply != nil {
+		return true
+	}
 	st := stateOf(d.status.State)
 	if st.Terminal() {
 		return true
@@ -481,6 +534,7 @@ func (d *delegation) noteTask(taskID, contextID string) {
 		return
 	}
 	d.taskID = taskID
+	d.taskKnown.Store(true)
 	if d.obs.Task != nil {
 		d.obs.Task(d.taskID, d.contextID)
 	}

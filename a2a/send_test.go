@@ -495,6 +495,51 @@ func TestSendContextDone(t *testing.T) {
 	}
 }
 
+func TestSendLearnsTaskIDAfterContextDone(t *testing.T) {
+	leakCheck(t)
+	// The caller's context ends before the agent has said anything: Send keeps the
+	// request open (IDGrace) until the task id arrives, so that the caller can cancel it.
+	for _, tc := range []struct {
+		v      variant
+		prompt string
+	}{
+		{variants[0], "late slow"},  // streaming: the first event names the task
+		{variants[3], "late slow"},  // same over 0.3
+		{variants[1], "late input"}, // blocking: the answer (a parked task) names it
+		{variants[4], "late input"}, // same over 0.3
+	} {
+		t.Run(tc.v.name, func(t *testing.T) {
+			p := startPeer(t, peerOptions{card: tc.v.card, streaming: tc.v.streaming})
+			a := resolve(t, p, tc.v.force)
+			ctx, cancel := context.WithCancel(testCtx(t))
+			rec := newRecorder()
+			done := make(chan error, 1)
+			go func() {
+				_, err := a.Send(ctx, Request{Prompt: tc.prompt}, rec.observer())
+				done <- err
+			}()
+			for p.count(isSendMethod) == 0 { // the request is at the server
+				require.NoError(t, sleep(testCtx(t), time.Millisecond))
+			}
+			cancel()
+			p.exec.openLate()
+			err := <-done
+			require.ErrorIs(t, err, context.Canceled)
+			taskID := TaskIDOf(err)
+			require.NotEmpty(t, taskID, "the task id arrived within the grace")
+			assert.Equal(t, []string{taskID}, rec.tasks)
+			if strings.HasSuffix(tc.prompt, "slow") {
+				assert.Equal(t, taskID, <-p.exec.started)
+				waitStored(t, a, taskID)
+			}
+			require.NoError(t, a.Cancel(testCtx(t), taskID))
+			got, err := a.GetTask(testCtx(t), taskID)
+			require.NoError(t, err)
+			assert.Equal(t, StateCanceled, got.State)
+		})
+	}
+}
+
 func TestCancel(t *testing.T) {
 	leakCheck(t)
 	for _, v := range variants {

@@ -67,7 +67,9 @@ func New(cfg Config) http.Handler {
 	r.Use(middleware.Recoverer)
 	r.Post("/agui", s.handleRun)
 	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", s.handleStop)
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	r.Get("/readyz", s.handleReady)
 	if cfg.Page != nil {
 		r.Handle("/*", cfg.Page)
