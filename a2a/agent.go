@@ -146,6 +146,9 @@ func (a *Agent) Close() error {
 // interface.
 func Resolve(ctx context.Context, cfg AgentConfig, opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("a2a: agent %q: no URL configured", cfg.Name)
+	}
 	switch cfg.Protocol {
 	case "", Protocol10, Protocol03:
 	default:

@@ -16,6 +16,11 @@
 // resubscribe budget is spent), with GetTask polling until the task is terminal or
 // interrupted.
 //
+// When the caller's context ends, Send returns its error at once if the task id is known
+// (the caller cancels the task with it, see [TaskIDOf]). Until the id is known the initial
+// request is kept open for Options.IDGrace: a server may send nothing at all before its
+// first event, and a task whose id is never learned cannot be cancelled.
+//
 // # Text that is neither lost nor duplicated
 //
 // Resuming means mixing incremental events (artifact chunks with append) with task
@@ -35,4 +40,8 @@
 // parked status becomes the baseline. Some servers (@a2a-js/sdk) stream the parked task
 // first, still input-required; a status equal to the baseline (same status message id) is
 // therefore not taken as the answer, and reading goes on until the status moves.
+//
+// An auth-required task is continued the same way, but a server may keep its execution
+// running while it waits for credentials given out of band (a2a-go does) and refuse the new
+// message with a generic error: then the task is followed (resubscribe, poll) instead.
 package a2a

@@ -27,7 +27,8 @@ type Observer struct {
 	// Task is called once, as soon as the task id is known.
 	Task func(taskID, contextID string)
 	// Text receives new text from status messages and artifacts, exactly once: nothing is
-	// repeated or lost when a stream is resumed or replaced by polling.
+	// repeated or lost when a stream is resumed or replaced by polling. Text from a new
+	// source (another message or artifact) starts on a new line.
 	Text func(delta string)
 	// State is called on each state change.
 	State func(state State)

@@ -37,7 +37,12 @@ func testCtx(t *testing.T) context.Context {
 
 func resolve(t *testing.T, p *testPeer, protocol string) *Agent {
 	t.Helper()
-	a, err := Resolve(testCtx(t), AgentConfig{Name: "peer", URL: p.URL, Protocol: protocol}, testOptions())
+	return resolveWith(t, p, protocol, testOptions())
+}
+
+func resolveWith(t *testing.T, p *testPeer, protocol string, opts Options) *Agent {
+	t.Helper()
+	a, err := Resolve(testCtx(t), AgentConfig{Name: "peer", URL: p.URL, Protocol: protocol}, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	return a
@@ -118,6 +123,7 @@ func TestResolve(t *testing.T) {
 			assert.Equal(t, v.wantProto, a.ProtocolVersion)
 			assert.Equal(t, v.streaming, a.Streaming)
 			assert.Equal(t, "peer", a.Name)
+			assert.Equal(t, "peer", a.Card().Name)
 			assert.NotEmpty(t, a.Description)
 			require.Len(t, a.Skills, 1)
 			assert.Equal(t, "script", a.Skills[0].Name)
@@ -133,6 +139,10 @@ func TestResolve(t *testing.T) {
 		p := startPeer(t, peerOptions{card: cardV03Only, streaming: true})
 		_, err := Resolve(testCtx(t), AgentConfig{Name: "peer", URL: p.URL, Protocol: Protocol10}, testOptions())
 		require.ErrorIs(t, err, ErrCapabilityGap)
+	})
+	t.Run("no URL", func(t *testing.T) {
+		_, err := Resolve(testCtx(t), AgentConfig{Name: "peer"}, testOptions())
+		require.Error(t, err)
 	})
 	t.Run("unknown protocol", func(t *testing.T) {
 		_, err := Resolve(testCtx(t), AgentConfig{Name: "peer", URL: "http://127.0.0.1:1", Protocol: "2.0"}, testOptions())
@@ -289,6 +299,7 @@ func TestSendContinuation(t *testing.T) {
 					_, err = a.Send(ctx, Request{Prompt: "again", TaskID: first.TaskID, ContextID: first.ContextID}, Observer{})
 					require.ErrorIs(t, err, ErrInvalidTransition)
 					assert.Equal(t, first.TaskID, TaskIDOf(err))
+					assert.Contains(t, err.Error(), first.TaskID)
 				})
 			}
 			for _, failGets := range []int{0, 1} {
@@ -464,7 +475,9 @@ func TestSendContextDone(t *testing.T) {
 	for _, v := range []variant{variants[0], variants[1]} {
 		t.Run(v.name, func(t *testing.T) {
 			p := startPeer(t, peerOptions{card: v.card, streaming: v.streaming})
-			a := resolve(t, p, v.force)
+			opts := testOptions()
+			opts.IDGrace = -1 // see TestSendLearnsTaskIDAfterContextDone
+			a := resolveWith(t, p, v.force, opts)
 			ctx, cancel := context.WithCancel(testCtx(t))
 			rec := newRecorder()
 			done := make(chan error, 1)
@@ -482,7 +495,7 @@ func TestSendContextDone(t *testing.T) {
 			if v.streaming {
 				assert.Equal(t, started, TaskIDOf(err))
 			} else {
-				assert.Empty(t, TaskIDOf(err), "a blocking send learns the id only with the answer")
+				assert.Empty(t, TaskIDOf(err), "without IDGrace, a blocking send learns the id only with the answer")
 			}
 			// The server goes on without the client: the caller cancels the task.
 			taskID := started

@@ -25,14 +25,18 @@ func MCPOK(res *mcp.CallToolResult, note string) string {
 	if note != "" {
 		body = strings.TrimRight(note+"\n"+body, "\n")
 	}
-	return mcpTagged(TagOK, "", body)
+	return OK(body)
 }
 
 // MCPError renders an MCP failure reported to the model without a retry
-// request: "[ERROR] <reason>" on the first line (reason is written by Baton),
-// then detail (untrusted text from the server, may be empty).
+// request: "[ERROR]", then reason (Baton's sentence, kept on one line), then
+// detail (the server's text, may be empty).
 func MCPError(reason, detail string) string {
-	return mcpTagged(TagError, reason, detail)
+	body := strings.Join(strings.Fields(reason), " ")
+	if strings.TrimSpace(detail) != "" {
+		body += "\n" + detail
+	}
+	return Error(body)
 }
 
 // MCPErrorText returns the text of a tool result that reported an error
@@ -81,23 +85,6 @@ func MCPContent(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n\n")
-}
-
-func mcpTagged(tag, head, body string) string {
-	var b strings.Builder
-	b.WriteString("[")
-	b.WriteString(tag)
-	b.WriteString("]")
-	if head != "" {
-		b.WriteString(" ")
-		// Baton's own sentence: keep it on one line so it cannot start a tag line.
-		b.WriteString(strings.Join(strings.Fields(head), " "))
-	}
-	if strings.TrimSpace(body) != "" {
-		b.WriteString("\n")
-		b.WriteString(Untrusted(body))
-	}
-	return b.String()
 }
 
 // mcpSameJSON reports whether text is a JSON encoding of v.

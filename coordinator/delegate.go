@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/cancel"
 )
 
 // delegation is one call of a sub-agent tool: its AG-UI attribution and its remote task.
@@ -30,7 +31,8 @@ type delegation struct {
 	textOpen  bool
 	taskID    string
 	contextID string
-	idKnown   chan struct{}
+	// item is the remote task in the run's cancel scope; armed once the id is known.
+	item *cancel.Item
 }
 
 func (d *delegation) onTask(taskID, contextID string) {
@@ -38,7 +40,7 @@ func (d *delegation) onTask(taskID, contextID string) {
 	defer d.mu.Unlock()
 	if d.taskID == "" && taskID != "" {
 		d.taskID, d.contextID = taskID, contextID
-		close(d.idKnown)
+		d.item.Arm(taskID, d.agent.Client.Cancel)
 	}
 }
 
@@ -100,12 +102,18 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 				Details: &bridge.Details{Field: "task_id", Got: raw},
 			})
 		}
+		// Ids in tags are percent-encoded when they hold unusual characters; the model
+		// copies them as shown.
+		if decoded, ok := bridge.TaskIDFromArg("task_id=" + taskID); ok {
+			taskID = decoded
+		}
 		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != "" {
 			return refusal
 		}
 	}
 
-	d := &delegation{r: r, agent: a, subID: "sa-" + callID, msgID: newID("sa-msg"), idKnown: make(chan struct{})}
+	d := &delegation{r: r, agent: a, subID: newID("sa"), msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
+	defer d.item.Release()
 	if req.TaskID != "" {
 		d.onTask(req.TaskID, req.ContextID)
 	}
@@ -118,10 +126,12 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSend()
 	out := make(chan sent, 1)
-	sendDone := make(chan struct{})
 	go func() {
-		defer close(sendDone)
 		res, err := a.Client.Send(sendCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
+			// Nothing left to cancel remotely; a held cancel need not wait for an id.
+			d.item.Release()
+		}
 		out <- sent{res, err}
 	}()
 
@@ -131,13 +141,17 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 	case s := <-out:
 		return r.settle(d, req, s.res, s.err, t)
 	case <-ctx.Done():
-		r.cancelRemote(d, sendDone)
+		// The run's scope cancels the task (in parallel with the rest of the run); the
+		// request stays open until that is settled, so a late task id still arrives.
+		<-d.item.Settled()
 		stopSend()
 		<-out
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
 		return ""
 	case <-timer.C:
-		taskID := r.cancelRemote(d, sendDone)
+		rep := d.item.CancelNow()
+		r.logCancel(rep)
+		taskID := rep.ID
 		stopSend()
 		<-out
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; its task was cancelled."})
@@ -148,29 +162,10 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 	}
 }
 
-// cancelRemote sends CancelTask for the delegation's task, waiting (bounded) for the task id
-// if it is not known yet. It returns the task id ("" if it never arrived).
-func (r *Run) cancelRemote(d *delegation, sendDone <-chan struct{}) string {
-	cctx, cancel := context.WithTimeout(context.Background(), r.e.cfg.CancelTimeout)
-	defer cancel()
-	select {
-	case <-d.idKnown:
-	case <-sendDone:
-		// The request ended; the id may or may not have arrived with it.
-		select {
-		case <-d.idKnown:
-		default:
-			return ""
-		}
-	case <-cctx.Done():
-		r.log.Warn("task id never arrived; nothing to cancel", "agent", d.agent.Name)
-		return ""
-	}
-	taskID, _ := d.ids()
-	start := time.Now()
-	err := d.agent.Client.Cancel(cctx, taskID)
-	r.log.Info("cancelled remote task", "agent", d.agent.Name, "task_id", taskID, "ok", err == nil, "latency_ms", time.Since(start).Milliseconds(), "err", errString(err))
-	return taskID
+func (d *delegation) taskIDKnown() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.taskID
 }
 
 // settle turns a finished delegation into events and the tagged result.
@@ -191,6 +186,9 @@ func (r *Run) settle(d *delegation, req a2a.Request, res *a2a.Result, err error,
 		return bridge.FromA2AError(d.agent.Name, req, err, t.backend)
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
+	if m := r.e.cfg.Metrics; m != nil {
+		m.A2ATaskState(string(res.State))
+	}
 	switch res.State {
 	case a2a.StateCompleted, a2a.StateMessage:
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})

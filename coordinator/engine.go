@@ -62,6 +62,16 @@ type ToolServer interface {
 	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (string, error)
 }
 
+// Metrics receives the engine's operational counters (implemented by package metrics).
+type Metrics interface {
+	RunFinished(outcome string)
+	ToolResult(tag string)
+	A2ATaskState(state string)
+	Cancellation(result string, d time.Duration)
+	InterruptsOpen(delta int)
+	Retry(kind string)
+}
+
 // Agent is a sub-agent offered to the model as a tool.
 type Agent struct {
 	// Name is the tool name (already sanitised).
@@ -92,6 +102,8 @@ type Config struct {
 	Logger *slog.Logger
 	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
 	CancelTimeout time.Duration
+	// Metrics is optional.
+	Metrics Metrics
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }

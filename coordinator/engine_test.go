@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -217,7 +218,7 @@ func TestDelegationTags(t *testing.T) {
 			// the attributed text carries the sub-agent's run id
 			for _, ev := range evs {
 				if c, ok := ev.(*agui.TextMessageContent); ok && c.Delta == "agent says hi" {
-					assert.Equal(t, "sa-call_1", c.SubagentRunID)
+					assert.True(t, strings.HasPrefix(c.SubagentRunID, "sa-"), c.SubagentRunID)
 				}
 			}
 			assert.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType())
@@ -275,10 +276,14 @@ func TestThreadBusyAndStop(t *testing.T) {
 	assert.ErrorIs(t, err, ErrThreadBusy)
 	assert.ErrorIs(t, e.Stop("busy", "other-run", ""), ErrRunNotFound)
 	assert.ErrorIs(t, e.Stop("nope", "x", ""), ErrRunNotFound)
+	require.Eventually(t, func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.calls == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, e.Stop("busy", "r-busy", ""))
 	evs := collect(t, r)
 	last := evs[len(evs)-1].(*agui.RunFinished)
 	assert.Equal(t, agui.OutcomeCancelled, last.Outcome.Type)
+	reps := r.Cancellations()
+	require.Len(t, reps, 1)
+	assert.Equal(t, cancel.KindLLM, reps[0].Kind, "the LLM request is cancelled too")
 	assert.ErrorIs(t, e.Stop("busy", "r-busy", ""), ErrRunFinished)
 }
 
@@ -314,6 +319,11 @@ func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
 	evs := collect(t, r)
 	assert.Equal(t, []string{"late-task"}, agent.cancelled())
 	assert.Contains(t, types(evs), "SUBAGENT_ERROR")
+	reps := r.Cancellations()
+	require.Len(t, reps, 1, "the run's record says what was cancelled")
+	assert.Equal(t, cancel.KindA2ATask, reps[0].Kind)
+	assert.Equal(t, "late-task", reps[0].ID)
+	assert.Equal(t, cancel.ResultCancelled, reps[0].Result)
 	assert.Equal(t, "cancelled: client disconnected", r.EndReason())
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -48,6 +49,9 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, erro
 			"kind": "transient_provider", "action": "retry", "attempt": attempt,
 			"explanation": fmt.Sprintf("The language model is temporarily unavailable (%s); retrying in %s.", perr.Kind, wait.Round(time.Millisecond)),
 		}})
+		if m := r.e.cfg.Metrics; m != nil {
+			m.Retry("transient_provider")
+		}
 		r.log.Warn("model error, retrying", "kind", perr.Kind, "status", perr.Status, "attempt", attempt, "wait", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -84,6 +88,11 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 		}
 	}
 	var streamErr error
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	item := r.scope.Track(cancel.KindLLM, "model")
+	item.Arm("", func(context.Context, string) error { stop(); return nil })
+	defer item.Release()
 	for d, err := range r.e.cfg.Model.Stream(ctx, req) {
 		if err != nil {
 			streamErr = err

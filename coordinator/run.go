@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
 )
@@ -30,6 +33,9 @@ type Run struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 
+	// scope holds what the run has in flight downstream, to cancel it all at once.
+	scope *cancel.Scope
+
 	endReason atomic.Value // string
 	// fatal holds the first terminal tool failure (on_tool_error: error).
 	fatalMu sync.Mutex
@@ -37,7 +43,7 @@ type Run struct {
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, stop := context.WithCancelCause(context.Background())
 	r := &Run{
 		ThreadID: in.ThreadID,
 		RunID:    in.RunID,
@@ -46,10 +52,11 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
 		q:        newEventQueue(),
 		ctx:      ctx,
-		cancel:   cancel,
+		cancel:   stop,
 		done:     make(chan struct{}),
 	}
 	r.seq = agui.NewSequencer(r.q.push, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
+	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel})
 	return r
 }
 
@@ -63,8 +70,24 @@ func (r *Run) Wake() <-chan struct{} { return r.q.wake }
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
-// Cancel cancels the run with cause (ErrClientGone, ErrStopped, ErrShutdown, ...).
-func (r *Run) Cancel(cause error) { r.cancel(cause) }
+// Cancel cancels the run with cause (ErrClientGone, ErrStopped, ErrShutdown, ...). The
+// downstream cancellation starts before the run's context ends, so that every piece in
+// flight is claimed (and recorded) by the cancellation rather than ending on its own.
+func (r *Run) Cancel(cause error) {
+	r.scope.Begin(cause)
+	r.cancel(cause)
+}
+
+// Cancellations reports what was cancelled downstream, and how it went.
+func (r *Run) Cancellations() []cancel.Report { return r.scope.Reports() }
+
+func (r *Run) logCancel(rep cancel.Report) {
+	r.log.Info("cancelled downstream", "kind", rep.Kind, "name", rep.Name, "task_id", rep.ID,
+		"result", rep.Result, "latency_ms", rep.Latency.Milliseconds(), "err", errString(rep.Err))
+	if r.e.cfg.Metrics != nil {
+		r.e.cfg.Metrics.Cancellation(rep.Result, rep.Latency)
+	}
+}
 
 // EndReason says why the run ended ("" while it runs).
 func (r *Run) EndReason() string {
@@ -89,9 +112,21 @@ func (r *Run) execute() {
 
 	ctx, cancelLimit := context.WithTimeoutCause(r.ctx, r.e.cfg.Limits.MaxRunTime, ErrRunTimeLimit)
 	defer cancelLimit()
+	// Whatever ends the run early (disconnect, stop, time limit, shutdown) cancels all of
+	// its downstream work at once, in parallel, on the scope's own deadline.
+	stopWatch := context.AfterFunc(ctx, func() { r.scope.Cancel(context.Cause(ctx)) })
+	defer stopWatch()
 
 	reason := r.loop(ctx)
+	if !stopWatch() && ctx.Err() != nil {
+		// The watcher is cancelling downstream work: the run ends only after it has.
+		r.scope.Cancel(context.Cause(ctx))
+	}
 	r.endReason.Store(reason)
+	if m := r.e.cfg.Metrics; m != nil {
+		outcome, _, _ := strings.Cut(reason, ":")
+		m.RunFinished(outcome)
+	}
 	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(start).Milliseconds())
 	r.cancel(nil)
 }
@@ -167,6 +202,13 @@ func (r *Run) runTools(ctx context.Context, tools *toolset, calls []llm.ToolCall
 		wg.Go(func() {
 			results[i] = r.runTool(ctx, tools, c)
 			if ctx.Err() == nil && r.fatalErr() == nil {
+				if m := r.e.cfg.Metrics; m != nil {
+					tag, arg, _ := bridge.ParseTag(results[i])
+					if tag == bridge.TagRetry {
+						tag += ":" + arg
+					}
+					m.ToolResult(tag)
+				}
 				r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: c.ID, Content: results[i], Role: "tool"})
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	cancelpkg "github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
@@ -157,6 +158,11 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) string {
 func (r *Run) callMCP(ctx context.Context, c llm.ToolCall, args json.RawMessage) string {
 	tctx, cancel := context.WithTimeout(ctx, r.e.cfg.Limits.ToolTimeout)
 	defer cancel()
+	// The call's context is its cancellation: go-sdk sends notifications/cancelled (stdio,
+	// stateful HTTP) or closes the request stream (stateless HTTP).
+	item := r.scope.Track(cancelpkg.KindMCPCall, c.Name)
+	item.Arm("", func(context.Context, string) error { cancel(); return nil })
+	defer item.Release()
 	progressID := "progress-" + c.ID
 	res, err := r.e.cfg.Tools.Call(tctx, c.Name, args, mcpclient.CallOptions{
 		Progress: func(p mcpclient.Progress) {

@@ -5,6 +5,7 @@ package integration
 // the official AG-UI clients 1.0.0 and 0.0.59.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -422,6 +423,32 @@ func TestBadInput(t *testing.T) {
 		for _, txt := range userTextsSeen(model) {
 			assert.NotContains(t, txt, "second-run", "the refused run reached the model")
 		}
+	})
+
+	// A client may start its next run as soon as a stream has ended (e.g. to send a frontend
+	// tool's result): the thread must be free by then, not a moment later.
+	t.Run("next run right after the stream ends", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var refused []string
+		for i := range 10 {
+			body, err := json.Marshal(runInput(thread, fmt.Sprintf("r-next-%d", i), fmt.Sprintf("peer: complete next-%d", i)))
+			require.NoError(t, err)
+			resp, err := postAGUI(ctx, coord, body)
+			require.NoError(t, err)
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				refused = append(refused, fmt.Sprintf("run %d: HTTP %d %s", i, resp.StatusCode, bytes.TrimSpace(b)))
+				continue
+			}
+			evs, err := readSSE(resp.Body, nil)
+			resp.Body.Close()
+			require.NoError(t, err, "run %d", i)
+			require.NotEmpty(t, evs, "run %d", i)
+			require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "run %d: %v", i, eventTypes(evs))
+		}
+		assert.Empty(t, refused, "runs refused although the previous stream had ended")
 	})
 
 	t.Run("valid run afterwards", func(t *testing.T) {

@@ -23,17 +23,21 @@ import (
 func BenchmarkMCPCall(b *testing.B) {
 	transports := []struct {
 		name  string
-		setup func(b *testing.B) (ServerConfig, mcp.Transport)
+		setup func(b *testing.B) (ServerConfig, func() mcp.Transport)
 	}{
-		{"stdio", func(b *testing.B) (ServerConfig, mcp.Transport) {
-			return demoStdio(), &mcp.CommandTransport{Command: exec.Command(demoBin, "stdio")}
+		{"stdio", func(b *testing.B) (ServerConfig, func() mcp.Transport) {
+			return demoStdio(), func() mcp.Transport {
+				return &mcp.CommandTransport{Command: exec.Command(demoBin, "stdio")}
+			}
 		}},
-		{"http", func(b *testing.B) (ServerConfig, mcp.Transport) {
+		{"http", func(b *testing.B) (ServerConfig, func() mcp.Transport) {
 			ctx, cancel := context.WithCancel(context.Background())
 			b.Cleanup(cancel)
 			url, err := demomcp.Start(ctx, "127.0.0.1:0")
 			require.NoError(b, err)
-			return ServerConfig{Name: "demo", URL: url}, &mcp.StreamableClientTransport{Endpoint: url}
+			return ServerConfig{Name: "demo", URL: url}, func() mcp.Transport {
+				return &mcp.StreamableClientTransport{Endpoint: url}
+			}
 		}},
 	}
 	args := map[string]any{"a": 6, "b": 3}
@@ -41,7 +45,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	for _, tr := range transports {
 		cfg, transport := tr.setup(b)
 		b.Run(tr.name+"/direct", func(b *testing.B) {
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).Connect(context.Background(), transport, nil)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).Connect(context.Background(), transport(), nil)
 			require.NoError(b, err)
 			defer cs.Close()
 			measure(b, func() {
@@ -51,17 +55,26 @@ func BenchmarkMCPCall(b *testing.B) {
 				}
 			})
 		})
-		b.Run(tr.name+"/mcpclient", func(b *testing.B) {
-			r, err := New(context.Background(), []ServerConfig{cfg}, Options{Logger: testLogger(b)})
-			require.NoError(b, err)
-			defer r.Close()
-			measure(b, func() {
-				out, err := r.Call(context.Background(), "demo__divide", rawArgs, CallOptions{Progress: func(Progress) {}})
-				if err != nil || out[:4] != "[OK]" {
-					b.Fatal(err, out)
-				}
+		for _, progress := range []bool{false, true} {
+			name := tr.name + "/mcpclient"
+			opts := CallOptions{}
+			if progress {
+				// A progress token: the server may answer with a stream.
+				name += "+progress"
+				opts.Progress = func(Progress) {}
+			}
+			b.Run(name, func(b *testing.B) {
+				r, err := New(context.Background(), []ServerConfig{cfg}, Options{Logger: testLogger(b)})
+				require.NoError(b, err)
+				defer r.Close()
+				measure(b, func() {
+					out, err := r.Call(context.Background(), "demo__divide", rawArgs, opts)
+					if err != nil || out[:4] != "[OK]" {
+						b.Fatal(err, out)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -531,4 +532,29 @@ func TestMCPStdioEnvironment(t *testing.T) {
 		out := mustCall(t, r, "f__getenv", fmt.Sprintf(`{"text":%q}`, tt.name))
 		assert.Contains(t, out, tt.want, tt.name)
 	}
+}
+
+func TestMCPHTTPHeaders(t *testing.T) {
+	leakCheck(t)
+	s := demomcp.NewServer(demomcp.Options{})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer t0k" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	r := newRegistry(t, []ServerConfig{{Name: "demo", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer t0k"}}}, Options{})
+	assert.Equal(t, "OK", tagOf(t, mustCall(t, r, "demo__divide", `{"a":1,"b":1}`)))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Positive(t, seen["Bearer t0k"])
+	assert.Zero(t, seen[""], "every request carries the header")
 }

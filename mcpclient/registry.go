@@ -100,7 +100,12 @@ type ServerConfig struct {
 
 // Options configures a Registry. The zero value is usable.
 type Options struct {
-	Logger     *slog.Logger
+	// Logger receives connection events and stdio servers' stderr (debug).
+	// Default slog.Default().
+	Logger *slog.Logger
+	// HTTPClient is used for streamable HTTP servers. It must not set a
+	// Timeout (responses stream as long as a call runs). Default: a client
+	// of its own, closed with the registry.
 	HTTPClient *http.Client
 	// Elicitor answers elicitation requests; nil declines them, and the tool
 	// result says so.
@@ -118,7 +123,10 @@ type Options struct {
 
 // Elicitor is asked when an MCP server needs input from the user, in form
 // or URL mode, whichever shape the server used. The returned result goes back
-// to the server; an error fails the call and is returned by Call (wrapped).
+// to the server; an error fails the call and is returned by Call (wrapped;
+// for an in-session request, when it can be attributed to the call). ctx is
+// the call's context (in session: the server's request), so the time spent
+// waiting counts against the tool timeout the caller set.
 type Elicitor interface {
 	Elicit(ctx context.Context, req ElicitRequest) (*mcp.ElicitResult, error)
 }

@@ -1,0 +1,264 @@
+// Package cancel keeps, per run, everything the run has in flight downstream (A2A tasks, MCP
+// calls, the LLM request) and knows how to cancel each piece.
+//
+// Design note: a run is cancelled when its client disconnects, on a producer stop, at its
+// time limit or at shutdown. By then the request context is dead, so cancellation runs on a
+// context of its own with its own deadline (Options.Timeout, 5 s by default), and every
+// piece is cancelled in parallel. An A2A task whose id is not known yet cannot be cancelled;
+// its cancellation is held and sent the moment the id arrives (Item.Arm), or given up at the
+// deadline. Each piece ends with a Report, which the run's record and logs keep.
+package cancel
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Kind names what a tracked piece is.
+type Kind string
+
+// The kinds of downstream work a run tracks.
+const (
+	KindA2ATask Kind = "a2a_task"
+	KindMCPCall Kind = "mcp_call"
+	KindLLM     Kind = "llm_request"
+)
+
+// Results of cancelling one piece.
+const (
+	ResultCancelled = "cancelled"
+	ResultNoID      = "no_task_id" // the id never arrived before the deadline
+	ResultFailed    = "failed"
+)
+
+// Func cancels one piece identified by id; it must honour ctx.
+type Func func(ctx context.Context, id string) error
+
+// Report says how the cancellation of one piece went.
+type Report struct {
+	Kind    Kind
+	Name    string // agent, tool or model
+	ID      string // task id, when there is one
+	Result  string
+	Err     error
+	Latency time.Duration // from the start of Cancel to the downstream acknowledgement
+}
+
+// Options configures a Scope.
+type Options struct {
+	// Timeout bounds the whole downstream cancellation; default 5 s.
+	Timeout time.Duration
+	// OnReport, when set, is called for every finished cancellation (metrics, logs).
+	OnReport func(Report)
+}
+
+// Scope tracks one run's downstream work. The zero value is not usable; use NewScope.
+type Scope struct {
+	opts Options
+
+	mu        sync.Mutex
+	items     map[*Item]struct{}
+	cancelled bool
+	cause     error
+	start     time.Time
+	reports   []Report
+	wg        sync.WaitGroup
+}
+
+// NewScope returns an empty scope.
+func NewScope(opts Options) *Scope {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	return &Scope{opts: opts, items: make(map[*Item]struct{})}
+}
+
+// Item is one tracked piece of downstream work.
+type Item struct {
+	s    *Scope
+	kind Kind
+	name string
+
+	mu       sync.Mutex
+	id       string
+	fn       Func
+	armed    chan struct{} // closed by Arm
+	settled  chan struct{} // closed once cancelled, given up or released
+	finished bool
+	firing   bool
+}
+
+// Track registers a piece. fn may be nil until Arm provides it (an A2A task before its id).
+func (s *Scope) Track(kind Kind, name string) *Item {
+	it := &Item{s: s, kind: kind, name: name, armed: make(chan struct{}), settled: make(chan struct{})}
+	s.mu.Lock()
+	s.items[it] = struct{}{}
+	cancelled := s.cancelled
+	s.mu.Unlock()
+	if cancelled {
+		// Registered after the run was cancelled: cancel it as soon as it is armed.
+		s.fire(it)
+	}
+	return it
+}
+
+// Arm records the id and the cancel function; a held cancellation fires now.
+func (it *Item) Arm(id string, fn Func) {
+	it.mu.Lock()
+	if it.fn != nil || it.finished {
+		it.mu.Unlock()
+		return
+	}
+	it.id, it.fn = id, fn
+	close(it.armed)
+	it.mu.Unlock()
+}
+
+// Release marks the piece finished normally: nothing is left to cancel.
+func (it *Item) Release() {
+	it.mu.Lock()
+	if it.finished {
+		it.mu.Unlock()
+		return
+	}
+	it.finished = true
+	firing := it.firing
+	it.mu.Unlock()
+	if !firing {
+		close(it.settled)
+	}
+	it.s.mu.Lock()
+	delete(it.s.items, it)
+	it.s.mu.Unlock()
+}
+
+// Settled is closed once the piece has been cancelled (or given up on) or released. A
+// delegation waits for it before it drops its request, so that a held cancel can still
+// learn the task id from that request.
+func (it *Item) Settled() <-chan struct{} { return it.settled }
+
+// CancelNow cancels this one piece (e.g. its own timeout) and waits for the result.
+func (it *Item) CancelNow() Report {
+	if !it.claim() {
+		<-it.settled
+		return Report{Kind: it.kind, Name: it.name, Result: resultSettled}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), it.s.opts.Timeout)
+	defer cancel()
+	return it.cancel(ctx, time.Now())
+}
+
+// resultSettled marks a piece that was already released or cancelled; it is not reported.
+const resultSettled = "already settled"
+
+// claim marks the piece as being cancelled; false if it is already settled or in progress.
+func (it *Item) claim() bool {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.finished || it.firing {
+		return false
+	}
+	it.firing = true
+	return true
+}
+
+// cancel runs a claimed cancellation.
+func (it *Item) cancel(ctx context.Context, start time.Time) Report {
+	defer close(it.settled)
+
+	r := Report{Kind: it.kind, Name: it.name}
+	select {
+	case <-it.armed:
+	case <-ctx.Done():
+		r.Result = ResultNoID
+		r.Err = errors.New("the task id did not arrive before the cancel deadline")
+		r.Latency = time.Since(start)
+		return r
+	}
+	it.mu.Lock()
+	id, fn := it.id, it.fn
+	it.mu.Unlock()
+	r.ID = id
+	err := fn(ctx, r.ID)
+	r.Latency = time.Since(start)
+	if err != nil {
+		r.Result, r.Err = ResultFailed, err
+	} else {
+		r.Result = ResultCancelled
+	}
+	return r
+}
+
+// Begin starts cancelling every tracked piece, in parallel, and returns at once. Every
+// piece in flight at this moment is claimed before Begin returns, so a piece that finishes
+// on its own right afterwards (its context was cancelled too) is still reported.
+// Pieces tracked later are cancelled as well. Only the first call has an effect.
+func (s *Scope) Begin(cause error) {
+	s.mu.Lock()
+	if s.cancelled {
+		s.mu.Unlock()
+		return
+	}
+	s.cancelled, s.cause, s.start = true, cause, time.Now()
+	items := make([]*Item, 0, len(s.items))
+	for it := range s.items {
+		items = append(items, it)
+	}
+	s.mu.Unlock()
+	for _, it := range items {
+		s.fire(it)
+	}
+}
+
+// Cancel is Begin followed by waiting for every cancellation (bounded by the scope's
+// timeout); it returns the reports. It is idempotent.
+func (s *Scope) Cancel(cause error) []Report {
+	s.Begin(cause)
+	s.wg.Wait()
+	return s.Reports()
+}
+
+func (s *Scope) fire(it *Item) {
+	if !it.claim() {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		defer cancel()
+		s.mu.Lock()
+		start := s.start
+		s.mu.Unlock()
+		r := it.cancel(ctx, start)
+		s.mu.Lock()
+		s.reports = append(s.reports, r)
+		s.mu.Unlock()
+		if s.opts.OnReport != nil {
+			s.opts.OnReport(r)
+		}
+	}()
+}
+
+// Cause returns why the scope was cancelled (nil if it was not).
+func (s *Scope) Cause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cause
+}
+
+// Reports returns the cancellation reports so far.
+func (s *Scope) Reports() []Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Report(nil), s.reports...)
+}
+
+// Len returns the number of pieces in flight.
+func (s *Scope) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.items)
+}

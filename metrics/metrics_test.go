@@ -1,0 +1,226 @@
+package metrics
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scrape GETs the handler and returns every sample as "name{labels}" → value.
+func scrape(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Header().Get("Content-Type"), "text/plain")
+	return parseSamples(t, rec.Body)
+}
+
+func parseSamples(t *testing.T, r io.Reader) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		require.Positive(t, i, "sample line %q", line)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, "sample line %q", line)
+		out[line[:i]] = v
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func TestRunFinished(t *testing.T) {
+	tests := []struct {
+		reason string
+		label  string
+	}{
+		{"completed", "completed"},
+		{"completed: frontend tools pending", "completed"},
+		{"cancelled: client disconnected", "cancelled"},
+		{"error: model", "error"},
+		{"stopped: iteration_limit", "stopped"},
+		{"interrupt", "interrupt"},
+		{"handoff: capability_gap", "handoff"},
+		{"Cancelled", "cancelled"},
+		{"something new", Other},
+		{"", Other},
+	}
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			m := New()
+			before := scrape(t, m)
+			m.RunFinished(tt.reason)
+			after := scrape(t, m)
+			key := `baton_runs_total{outcome="` + tt.label + `"}`
+			assert.Equal(t, before[key]+1, after[key])
+			for _, o := range append(RunOutcomes, Other) {
+				if o != tt.label {
+					k := `baton_runs_total{outcome="` + o + `"}`
+					assert.Equal(t, before[k], after[k], "outcome %s must not change", o)
+				}
+			}
+		})
+	}
+}
+
+func TestToolTag(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		{"COMPLETED", "COMPLETED"},
+		{"[COMPLETED]\nthe answer", "COMPLETED"},
+		{"[INPUT_REQUIRED:task_id=abc-123]\nWhat dates?", "INPUT_REQUIRED"},
+		{"INPUT_REQUIRED:task_id=abc", "INPUT_REQUIRED"},
+		{"[TIMEOUT:task_id=t9]\nthe agent did not finish", "TIMEOUT"},
+		{`[RETRY:validation_failed] {"error":"validation_failed"}`, "RETRY:validation_failed"},
+		{"RETRY:tool_error", "RETRY:tool_error"},
+		{"[RETRY:made_up] {}", Other},
+		{"[OK]\n42", "OK"},
+		{"[FORGED", Other},
+		{"plain text", Other},
+		{"", Other},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			assert.Equal(t, tt.want, ToolTag(tt.in))
+		})
+	}
+}
+
+func TestRecorders(t *testing.T) {
+	tests := []struct {
+		name   string
+		record func(m *Metrics)
+		// want maps sample keys to their expected increase.
+		want map[string]float64
+	}{
+		{
+			name: "tool result keeps the retry code, drops the task id",
+			record: func(m *Metrics) {
+				m.ToolResult("[RETRY:validation_failed] {}")
+				m.ToolResult("[INPUT_REQUIRED:task_id=x]\nq")
+			},
+			want: map[string]float64{
+				`baton_tool_results_total{tag="RETRY:validation_failed"}`: 1,
+				`baton_tool_results_total{tag="INPUT_REQUIRED"}`:          1,
+			},
+		},
+		{
+			name: "task states in both spellings",
+			record: func(m *Metrics) {
+				m.A2ATaskState("input-required")
+				m.A2ATaskState("TASK_STATE_INPUT_REQUIRED")
+				m.A2ATaskState("cancelled")
+				m.A2ATaskState("bogus")
+			},
+			want: map[string]float64{
+				`baton_a2a_task_states_total{state="input-required"}`: 2,
+				`baton_a2a_task_states_total{state="canceled"}`:       1,
+				`baton_a2a_task_states_total{state="other"}`:          1,
+			},
+		},
+		{
+			name: "cancellations count and observe latency",
+			record: func(m *Metrics) {
+				m.Cancellation("ok", 3*time.Millisecond)
+				m.Cancellation("ok", 40*time.Millisecond)
+				m.Cancellation("no_task_id", 5*time.Second)
+			},
+			want: map[string]float64{
+				`baton_cancellations_total{result="ok"}`:                                2,
+				`baton_cancellations_total{result="no_task_id"}`:                        1,
+				`baton_cancellation_latency_seconds_count{result="ok"}`:                 2,
+				`baton_cancellation_latency_seconds_bucket{result="ok",le="0.005"}`:     1,
+				`baton_cancellation_latency_seconds_bucket{result="ok",le="0.05"}`:      2,
+				`baton_cancellation_latency_seconds_sum{result="ok"}`:                   0.043,
+				`baton_cancellation_latency_seconds_count{result="no_task_id"}`:         1,
+				`baton_cancellation_latency_seconds_bucket{result="no_task_id",le="5"}`: 1,
+			},
+		},
+		{
+			name:   "open interrupts go up and down",
+			record: func(m *Metrics) { m.InterruptsOpen(2); m.InterruptsOpen(-1) },
+			want:   map[string]float64{`baton_interrupts_open`: 1},
+		},
+		{
+			name: "retries by kind",
+			record: func(m *Metrics) {
+				m.Retry("transient_provider")
+				m.Retry("tool_error")
+				m.Retry("tool_error")
+				m.Retry("?")
+			},
+			want: map[string]float64{
+				`baton_retries_total{kind="transient_provider"}`: 1,
+				`baton_retries_total{kind="tool_error"}`:         2,
+				`baton_retries_total{kind="other"}`:              1,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New()
+			before := scrape(t, m)
+			tt.record(m)
+			after := scrape(t, m)
+			for k, inc := range tt.want {
+				_, present := before[k]
+				require.True(t, present, "%s must exist before any event", k)
+				assert.InDelta(t, before[k]+inc, after[k], 1e-9, k)
+			}
+		})
+	}
+}
+
+func TestKnownSeriesStartAtZero(t *testing.T) {
+	got := scrape(t, New())
+	for _, k := range []string{
+		`baton_runs_total{outcome="completed"}`,
+		`baton_runs_total{outcome="cancelled"}`,
+		`baton_tool_results_total{tag="COMPLETED"}`,
+		`baton_tool_results_total{tag="RETRY:tool_error"}`,
+		`baton_a2a_task_states_total{state="completed"}`,
+		`baton_cancellations_total{result="ok"}`,
+		`baton_retries_total{kind="transient_provider"}`,
+		`baton_interrupts_open`,
+	} {
+		v, ok := got[k]
+		if assert.True(t, ok, "missing %s", k) {
+			assert.Zero(t, v, k)
+		}
+	}
+	// The registry is private: two instances count independently.
+	a, b := New(), New()
+	a.RunFinished("completed")
+	assert.Equal(t, 1.0, scrape(t, a)[`baton_runs_total{outcome="completed"}`])
+	assert.Equal(t, 0.0, scrape(t, b)[`baton_runs_total{outcome="completed"}`])
+}
+
+func TestNilMetricsIsNoop(t *testing.T) {
+	var m *Metrics
+	assert.NotPanics(t, func() {
+		m.RunFinished("completed")
+		m.ToolResult("OK")
+		m.A2ATaskState("completed")
+		m.Cancellation("ok", time.Millisecond)
+		m.InterruptsOpen(1)
+		m.Retry("tool_error")
+	})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Equal(t, http.StatusNotFound, rec.Code)
+}
