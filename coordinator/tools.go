@@ -146,7 +146,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) string {
 		return r.delegate(ctx, t, a, c.ID, args)
 	}
 	if _, ok := t.mcp[c.Name]; ok {
-		return r.callMCP(ctx, c, json.RawMessage(c.Arguments))
+		return r.callMCP(ctx, t, c, json.RawMessage(c.Arguments))
 	}
 	return bridge.Retry(bridge.Signal{
 		Code: "unknown_action", Requested: c.Name,
@@ -155,7 +155,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) string {
 	})
 }
 
-func (r *Run) callMCP(ctx context.Context, c llm.ToolCall, args json.RawMessage) string {
+func (r *Run) callMCP(ctx context.Context, t *toolset, c llm.ToolCall, args json.RawMessage) string {
 	tctx, cancel := context.WithTimeout(ctx, r.e.cfg.Limits.ToolTimeout)
 	defer cancel()
 	// The call's context is its cancellation: go-sdk sends notifications/cancelled (stdio,
@@ -165,6 +165,7 @@ func (r *Run) callMCP(ctx context.Context, c llm.ToolCall, args json.RawMessage)
 	defer item.Release()
 	progressID := "progress-" + c.ID
 	res, err := r.e.cfg.Tools.Call(tctx, c.Name, args, mcpclient.CallOptions{
+		Actions: t.backend,
 		Progress: func(p mcpclient.Progress) {
 			content := map[string]any{"toolCallId": c.ID, "progress": p.Progress, "message": p.Message}
 			if p.Total > 0 {
@@ -178,8 +179,8 @@ func (r *Run) callMCP(ctx context.Context, c llm.ToolCall, args json.RawMessage)
 			return ""
 		}
 		if errors.Is(err, mcpclient.ErrToolFailed) {
-			r.setFatal(err)
-			return ""
+			r.setFatal(errors.New("A tool failed and this server is configured to stop the run on tool errors."))
+			return res
 		}
 		r.log.Warn("mcp call failed", "tool", c.Name, "err", err)
 		return bridge.Unreachable(c.Name)

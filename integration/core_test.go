@@ -431,7 +431,7 @@ func TestBadInput(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		var refused []string
-		for i := range 10 {
+		for i := range 20 {
 			body, err := json.Marshal(runInput(thread, fmt.Sprintf("r-next-%d", i), fmt.Sprintf("peer: complete next-%d", i)))
 			require.NoError(t, err)
 			resp, err := postAGUI(ctx, coord, body)

@@ -71,9 +71,9 @@ func DefaultRules() []Rule {
 	return []Rule{
 		{Keywords: []string{"trip", "travel", "flight", "holiday"}, Tool: "travel", Args: prompt},
 		{Keywords: []string{"research", "report", "find", "fail", "reject", "slow"}, Tool: "research", Args: prompt},
-		{Keywords: []string{"deploy"}, Tool: "demo__deploy"},
+		{Keywords: []string{"deploy"}, Tool: "demo__deploy", Args: func(string) map[string]any { return map[string]any{"service": "web"} }},
 		{Keywords: []string{"divide"}, Tool: "demo__divide", Args: divideArgs},
-		{Keywords: []string{"count"}, Tool: "demo__count_slowly", Args: func(string) map[string]any { return map[string]any{"n": 5} }},
+		{Keywords: []string{"count"}, Tool: "demo__count_slowly", Args: func(string) map[string]any { return map[string]any{"to": 5, "interval_ms": 400} }},
 		{Keywords: []string{"ask"}, Tool: "ask_user", Args: func(text string) map[string]any { return map[string]any{"question": text} }},
 	}
 }

@@ -74,7 +74,7 @@ func TestRouting(t *testing.T) {
 			name:     "deploy goes to the MCP tool with empty args",
 			msgs:     []llm.Message{user("deploy it")},
 			tools:    demoTools,
-			wantCall: &llm.ToolCall{ID: "call_0", Name: "demo__deploy", Arguments: `{}`},
+			wantCall: &llm.ToolCall{ID: "call_0", Name: "demo__deploy", Arguments: `{"service":"web"}`},
 		},
 		{
 			name:     "divide parses the first two numbers",
@@ -98,7 +98,7 @@ func TestRouting(t *testing.T) {
 			name:     "earliest keyword wins over rule order",
 			msgs:     []llm.Message{user("count slowly")},
 			tools:    demoTools,
-			wantCall: &llm.ToolCall{ID: "call_0", Name: "demo__count_slowly", Arguments: `{"n":5}`},
+			wantCall: &llm.ToolCall{ID: "call_0", Name: "demo__count_slowly", Arguments: `{"interval_ms":400,"to":5}`},
 		},
 		{
 			name:     "ask",
@@ -182,7 +182,7 @@ func TestRouting(t *testing.T) {
 			msgs: []llm.Message{user("trip"), callMsg("call_0", "travel", `{}`),
 				result("call_0", "[COMPLETED]\nbooked"), assistant(Prefix + "done"), user("deploy now")},
 			tools:    demoTools,
-			wantCall: &llm.ToolCall{ID: "call_2", Name: "demo__deploy", Arguments: `{}`},
+			wantCall: &llm.ToolCall{ID: "call_2", Name: "demo__deploy", Arguments: `{"service":"web"}`},
 		},
 	}
 	m := New(Config{})
