@@ -11,6 +11,8 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/store"
 )
 
 // delegation is one call of a sub-agent tool: its AG-UI attribution and its remote task.
@@ -81,26 +83,26 @@ func (d *delegation) ids() (string, string) {
 }
 
 // delegate runs one sub-agent tool call and returns its tagged result.
-func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) string {
+func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
 	prompt, okPrompt := args["prompt"].(string)
 	if !okPrompt || strings.TrimSpace(prompt) == "" {
-		return bridge.Retry(bridge.Signal{
+		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
 			ValidNextActions: t.backend, Reason: "prompt is missing or not a non-empty string",
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
-		})
+		})}
 	}
 	req := a2a.Request{Prompt: prompt}
 	if raw, present := args["task_id"]; present && raw != nil && raw != "" {
 		taskID, ok := raw.(string)
 		if !ok {
-			return bridge.Retry(bridge.Signal{
+			return toolOutcome{result: bridge.Retry(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
 				ValidNextActions: t.backend, Reason: "task_id is not a string",
 				Details: &bridge.Details{Field: "task_id", Got: raw},
-			})
+			})}
 		}
 		// Ids in tags are percent-encoded when they hold unusual characters; the model
 		// copies them as shown.
@@ -108,11 +110,21 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 			taskID = decoded
 		}
 		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != "" {
-			return refusal
+			return toolOutcome{result: refusal}
 		}
 	}
+	return r.send(ctx, t, a, callID, "", req)
+}
 
-	d := &delegation{r: r, agent: a, subID: newID("sa"), msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
+// send runs one A2A message exchange for a tool call: a new task, a continuation chosen by
+// the model, or the delivery of the user's answer on resume (subID reuses the suspended
+// sub-agent's id then).
+func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
+	if subID == "" {
+		subID = newID("sa")
+	}
+
+	d := &delegation{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
 	defer d.item.Release()
 	if req.TaskID != "" {
 		d.onTask(req.TaskID, req.ContextID)
@@ -139,7 +151,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 	defer timer.Stop()
 	select {
 	case s := <-out:
-		return r.settle(d, req, s.res, s.err, t)
+		return r.settle(d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
 		// The run's scope cancels the task (in parallel with the rest of the run); the
 		// request stays open until that is settled, so a late task id still arrives.
@@ -147,7 +159,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 		stopSend()
 		<-out
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
-		return ""
+		return toolOutcome{}
 	case <-timer.C:
 		rep := d.item.CancelNow()
 		r.logCancel(rep)
@@ -158,7 +170,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 		if taskID != "" {
 			r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
 		}
-		return bridge.Timeout(taskID, a.Timeout)
+		return toolOutcome{result: bridge.Timeout(taskID, a.Timeout)}
 	}
 }
 
@@ -168,8 +180,9 @@ func (d *delegation) taskIDKnown() string {
 	return d.taskID
 }
 
-// settle turns a finished delegation into events and the tagged result.
-func (r *Run) settle(d *delegation, req a2a.Request, res *a2a.Result, err error, t *toolset) string {
+// settle turns a finished delegation into events and its outcome. In ask_user mode an
+// input-required or auth-required task raises an interrupt at once.
+func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"
@@ -183,7 +196,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, res *a2a.Result, err error,
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
-		return bridge.FromA2AError(d.agent.Name, req, err, t.backend)
+		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, t.backend)}
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	if m := r.e.cfg.Metrics; m != nil {
@@ -193,13 +206,33 @@ func (r *Run) settle(d *delegation, req a2a.Request, res *a2a.Result, err error,
 	case a2a.StateCompleted, a2a.StateMessage:
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})
 	case a2a.StateInputRequired, a2a.StateAuthRequired:
-		// In model mode the LLM decides what to do with the question; the remote task stays
+		if d.agent.InputRequired != "model" {
+			in := r.a2aInterrupt(d, callID, res)
+			d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}})
+			return toolOutcome{interrupts: []store.Interrupt{in}}
+		}
+		// Model mode: the LLM decides what to do with the question; the remote task stays
 		// parked (it is not cancelled when the run ends).
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
 	default:
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: "The sub-agent's task ended " + string(res.State) + "."})
 	}
-	return bridge.FromA2A(res)
+	return toolOutcome{result: bridge.FromA2A(res)}
+}
+
+// a2aInterrupt builds the interrupt for a task that waits for the user.
+func (r *Run) a2aInterrupt(d *delegation, callID string, res *a2a.Result) store.Interrupt {
+	question := bridge.UntrustedN(res.Text, 4000)
+	var in store.Interrupt
+	if res.State == a2a.StateAuthRequired {
+		in = hitl.A2AAuth(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
+	} else {
+		in = hitl.A2AInput(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
+	}
+	in.ToolCallID = callID
+	in.SubagentRunID = d.subID
+	in.Handle = mustJSON(handle{Agent: d.agent.Name, TaskID: res.TaskID, ContextID: res.ContextID})
+	return in
 }
 
 // checkContinuation refuses a task_id that is not waiting for input, without sending

@@ -17,10 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
 )
 
 // Sentinel errors of the engine; the HTTP layer maps them to status codes.
@@ -60,6 +63,8 @@ type Delegate interface {
 type ToolServer interface {
 	Tools() []mcpclient.Tool
 	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (string, error)
+	Resume(ctx context.Context, in *mcpclient.InputRequired, responses map[string]*mcp.ElicitResult, opts mcpclient.CallOptions) (string, error)
+	Abandon(ctx context.Context, in *mcpclient.InputRequired) error
 }
 
 // Metrics receives the engine's operational counters (implemented by package metrics).
@@ -104,6 +109,16 @@ type Config struct {
 	CancelTimeout time.Duration
 	// Metrics is optional.
 	Metrics Metrics
+	// Store persists suspensions (interrupts); default: an in-memory store.
+	Store store.Store
+	// Sessions answers in-session MCP elicitations; pass the same value to
+	// mcpclient.Options.Elicitor. Default: a fresh one (in-session questions then decline).
+	Sessions *SessionElicitor
+	// InterruptTTL is how long an interrupt stays open; default 30 min.
+	InterruptTTL time.Duration
+	// ExpiryInterval is how often expired interrupts are looked for; 0 disables the scan
+	// (expired interrupts are then only noticed by a resume).
+	ExpiryInterval time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -120,6 +135,9 @@ type Engine struct {
 	threads  map[string]*thread
 	closing  bool
 	wg       sync.WaitGroup
+	sessions *SessionElicitor
+	stopJan  chan struct{}
+	janDone  chan struct{}
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -159,6 +177,16 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Store == nil {
+		st, err := store.Open(context.Background(), "memory:")
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: memory store: %w", err)
+		}
+		cfg.Store = st
+	}
+	if cfg.Sessions == nil {
+		cfg.Sessions = NewSessionElicitor()
+	}
 	e := &Engine{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -166,6 +194,11 @@ func New(cfg Config) (*Engine, error) {
 		active:   make(map[string]*Run),
 		finished: make(map[string]string),
 		threads:  make(map[string]*thread),
+		sessions: cfg.Sessions,
+	}
+	if cfg.ExpiryInterval > 0 {
+		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
+		go func() { defer close(e.janDone); e.janitor(e.stopJan, cfg.ExpiryInterval) }()
 	}
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
@@ -195,6 +228,13 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	if th != nil && th.owner != principal {
 		return nil, ErrForbidden
 	}
+	if th == nil {
+		// After a restart the thread is known only to the store (a parked run).
+		susp, err := e.loadSuspension(context.Background(), in.ThreadID)
+		if err == nil && susp != nil && susp.Owner != principal {
+			return nil, ErrForbidden
+		}
+	}
 	if _, busy := e.active[in.ThreadID]; busy {
 		return nil, ErrThreadBusy
 	}
@@ -203,21 +243,33 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 		e.threads[in.ThreadID] = th
 	}
 	r := newRun(e, in)
+	r.owner = principal
 	e.active[in.ThreadID] = r
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		r.execute()
-		e.mu.Lock()
-		if e.active[in.ThreadID] == r {
-			delete(e.active, in.ThreadID)
-		}
-		e.finished[runKey(in.ThreadID, in.RunID)] = r.EndReason()
-		e.mu.Unlock()
 	}()
 	return r, nil
 }
+
+// release frees the run's thread for the next run, as soon as its stream has ended.
+func (e *Engine) release(r *Run) {
+	e.mu.Lock()
+	if e.active[r.ThreadID] == r {
+		delete(e.active, r.ThreadID)
+	}
+	if len(e.finished) > maxFinished {
+		clear(e.finished) // only used to tell "finished" from "unknown" on stop
+	}
+	e.finished[runKey(r.ThreadID, r.RunID)] = r.EndReason()
+	e.mu.Unlock()
+	close(r.released)
+}
+
+// maxFinished bounds the memory of finished runs kept for the stop endpoint's 409.
+const maxFinished = 10000
 
 // Stop cancels the active run (threadID, runID) on the producer side: its stream ends with
 // the cancelled outcome.
@@ -257,8 +309,13 @@ func (e *Engine) Active() int {
 // the rest (downstream cancellation included) and waits for them to end.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
+	wasClosing := e.closing
 	e.closing = true
 	e.mu.Unlock()
+	if e.stopJan != nil && !wasClosing {
+		close(e.stopJan)
+		<-e.janDone
+	}
 	idle := make(chan struct{})
 	go func() { e.wg.Wait(); close(idle) }()
 	select {

@@ -206,7 +206,7 @@ func TestDelegationTags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.state), func(t *testing.T) {
 			agent := &fakeAgent{send: finalResult(tt.state, "agent says hi")}
-			e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
+			e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) { c.Agents[0].InputRequired = "model" })
 			r, err := e.Start(input("t"), "")
 			require.NoError(t, err)
 			evs := collect(t, r)
@@ -279,7 +279,8 @@ func TestThreadBusyAndStop(t *testing.T) {
 	require.Eventually(t, func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.calls == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, e.Stop("busy", "r-busy", ""))
 	evs := collect(t, r)
-	last := evs[len(evs)-1].(*agui.RunFinished)
+	last, ok := evs[len(evs)-1].(*agui.RunFinished)
+	require.True(t, ok, "got %#v", evs[len(evs)-1])
 	assert.Equal(t, agui.OutcomeCancelled, last.Outcome.Type)
 	reps := r.Cancellations()
 	require.Len(t, reps, 1)

@@ -17,12 +17,14 @@ import (
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
+	"github.com/baton-dev/baton/store"
 )
 
 // Run is one AG-UI run executing in the engine.
 type Run struct {
 	ThreadID string
 	RunID    string
+	owner    string
 
 	e      *Engine
 	in     *agui.RunAgentInput
@@ -32,6 +34,9 @@ type Run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
+	// released is closed when the thread is free for its next run (right after the
+	// terminal event); done follows once downstream cleanup has finished.
+	released chan struct{}
 
 	// scope holds what the run has in flight downstream, to cancel it all at once.
 	scope *cancel.Scope
@@ -54,6 +59,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		ctx:      ctx,
 		cancel:   stop,
 		done:     make(chan struct{}),
+		released: make(chan struct{}),
 	}
 	r.seq = agui.NewSequencer(r.q.push, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel})
@@ -69,6 +75,10 @@ func (r *Run) Wake() <-chan struct{} { return r.q.wake }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Released is closed when the run's thread accepts a new run (right after its terminal
+// event). A stream should end only then, so that a client's next request never races it.
+func (r *Run) Released() <-chan struct{} { return r.released }
 
 // Cancel cancels the run with cause (ErrClientGone, ErrStopped, ErrShutdown, ...). The
 // downstream cancellation starts before the run's context ends, so that every piece in
@@ -118,11 +128,12 @@ func (r *Run) execute() {
 	defer stopWatch()
 
 	reason := r.loop(ctx)
+	r.endReason.Store(reason)
+	r.e.release(r)
 	if !stopWatch() && ctx.Err() != nil {
 		// The watcher is cancelling downstream work: the run ends only after it has.
 		r.scope.Cancel(context.Cause(ctx))
 	}
-	r.endReason.Store(reason)
 	if m := r.e.cfg.Metrics; m != nil {
 		outcome, _, _ := strings.Cut(reason, ":")
 		m.RunFinished(outcome)
@@ -140,7 +151,35 @@ func (r *Run) loop(ctx context.Context) string {
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
 		return "error: system prompt"
 	}
-	history := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, fromAGUI(r.in.Messages)...)
+	conv := fromAGUI(r.in.Messages)
+
+	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
+	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
+	if err != nil {
+		r.log.Error("load suspension", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
+		return "error: store"
+	}
+	switch {
+	case susp != nil && len(r.in.Resume) == 0:
+		// A plain run on a thread with open interrupts: ask again, do not continue silently.
+		r.finishInterrupted(susp.Interrupts)
+		return "interrupt: re-emitted"
+	case susp != nil:
+		var done bool
+		var reason string
+		conv, done, reason = r.resume(ctx, tools, susp)
+		if done {
+			return reason
+		}
+	case len(r.in.Resume) > 0:
+		if dup, err := r.e.duplicateResume(ctx, r.ThreadID, r.in.Resume); err == nil && dup {
+			// The same answers again: they were delivered once; nothing is sent twice.
+			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
+			return "completed: duplicate resume"
+		}
+		r.log.Warn("resume for unknown interrupts ignored", "entries", len(r.in.Resume))
+	}
 
 	for iter := 1; ; iter++ {
 		if err := ctx.Err(); err != nil {
@@ -151,7 +190,8 @@ func (r *Run) loop(ctx context.Context) string {
 				fmt.Sprintf("I stopped after %d steps without finishing, which is this coordinator's limit.", r.e.cfg.Limits.MaxIterations),
 				[]string{"the step limit was reached"}, []string{"ask again with a narrower request", "raise limits.max_iterations"})
 		}
-		turn, err := r.modelTurn(ctx, &llm.Request{Messages: history, Tools: tools.llm})
+		req := &llm.Request{Messages: append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...), Tools: tools.llm}
+		turn, err := r.modelTurn(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.finishCancelled(ctx)
@@ -160,7 +200,7 @@ func (r *Run) loop(ctx context.Context) string {
 			r.seq.Fail("MODEL_UNAVAILABLE", userMessage(err))
 			return "error: model"
 		}
-		history = append(history, turn.message)
+		conv = append(conv, turn.message)
 		if len(turn.message.ToolCalls) == 0 {
 			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
 			return "completed"
@@ -175,16 +215,12 @@ func (r *Run) loop(ctx context.Context) string {
 			}
 			backend = append(backend, c)
 		}
-		results := r.runTools(ctx, tools, backend)
-		if err := ctx.Err(); err != nil {
-			return r.finishCancelled(ctx)
-		}
-		if err := r.fatalErr(); err != nil {
-			r.seq.Fail("TOOL_FAILED", err.Error())
-			return "error: tool failed"
-		}
-		for i, c := range backend {
-			history = append(history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: results[i]})
+		outcomes := r.runTools(ctx, tools, backend)
+		var done bool
+		var reason string
+		conv, done, reason = r.afterTools(ctx, conv, backend, outcomes)
+		if done {
+			return reason
 		}
 		if len(pending) > 0 {
 			// Frontend tools: the application runs them and sends the results in the next run.
@@ -194,27 +230,70 @@ func (r *Run) loop(ctx context.Context) string {
 	}
 }
 
-// runTools executes backend tool calls concurrently and returns their results in order.
-func (r *Run) runTools(ctx context.Context, tools *toolset, calls []llm.ToolCall) []string {
-	results := make([]string, len(calls))
+// toolOutcome is what one tool call produced: a tagged result, or interrupts to raise.
+type toolOutcome struct {
+	result     string
+	interrupts []store.Interrupt
+}
+
+// afterTools records the tool outcomes in the conversation. When some calls wait for the
+// user, the run is suspended (persisted) and ends with the interrupt outcome.
+func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome) ([]llm.Message, bool, string) {
+	if ctx.Err() != nil {
+		return conv, true, r.finishCancelled(ctx)
+	}
+	if err := r.fatalErr(); err != nil {
+		r.seq.Fail("TOOL_FAILED", err.Error())
+		return conv, true, "error: tool failed"
+	}
+	var open []store.Interrupt
+	for i, c := range calls {
+		if len(outcomes[i].interrupts) > 0 {
+			open = append(open, outcomes[i].interrupts...)
+			continue
+		}
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: outcomes[i].result})
+	}
+	if len(open) == 0 {
+		return conv, false, ""
+	}
+	if err := r.suspend(ctx, conv, open); err != nil {
+		r.log.Error("save suspension", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
+		return conv, true, "error: store"
+	}
+	r.finishInterrupted(open)
+	return conv, true, "interrupt"
+}
+
+// runTools executes backend tool calls concurrently and returns their outcomes in order.
+// A tagged result is streamed as TOOL_CALL_RESULT as soon as its call ends.
+func (r *Run) runTools(ctx context.Context, tools *toolset, calls []llm.ToolCall) []toolOutcome {
+	outcomes := make([]toolOutcome, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		wg.Go(func() {
-			results[i] = r.runTool(ctx, tools, c)
-			if ctx.Err() == nil && r.fatalErr() == nil {
-				if m := r.e.cfg.Metrics; m != nil {
-					tag, arg, _ := bridge.ParseTag(results[i])
-					if tag == bridge.TagRetry {
-						tag += ":" + arg
-					}
-					m.ToolResult(tag)
-				}
-				r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: c.ID, Content: results[i], Role: "tool"})
-			}
+			outcomes[i] = r.runTool(ctx, tools, c)
+			r.emitResult(ctx, c.ID, outcomes[i])
 		})
 	}
 	wg.Wait()
-	return results
+	return outcomes
+}
+
+// emitResult streams a finished tool call's tagged result (not for a suspended call).
+func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
+	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
+		return
+	}
+	if m := r.e.cfg.Metrics; m != nil {
+		tag, arg, _ := bridge.ParseTag(o.result)
+		if tag == bridge.TagRetry {
+			tag += ":" + arg
+		}
+		m.ToolResult(tag)
+	}
+	r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: toolCallID, Content: o.result, Role: "tool"})
 }
 
 func (r *Run) setFatal(err error) {

@@ -11,7 +11,8 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
-	cancelpkg "github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
@@ -67,6 +68,10 @@ func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
 			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: mt.Description, Parameters: schema})
 		}
 	}
+	if _, clash := t.mcp[askUserTool]; !clash {
+		t.backend = append(t.backend, askUserTool)
+		t.llm = append(t.llm, llm.Tool{Name: askUserTool, Description: "Ask the user a question and wait for the answer (ends this turn; the answer arrives as [ANSWERED] or [DECLINED]).", Parameters: askUserParameters()})
+	}
 	for _, ft := range in.Tools {
 		if ft.Name == "" || slices.Contains(t.backend, ft.Name) {
 			continue // a backend tool of the same name wins; the frontend cannot shadow it
@@ -119,6 +124,9 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 		if mt, ok := t.mcp[name]; ok {
 			si.Tools = append(si.Tools, prompts.Tool{Name: mt.Name, Description: mt.Description})
 		}
+		if name == askUserTool {
+			si.Tools = append(si.Tools, prompts.Tool{Name: askUserTool, Description: "ask the user a question when nothing else can settle it; the answer comes back as [ANSWERED] or [DECLINED]"})
+		}
 	}
 	for _, ft := range in.Tools {
 		if _, ok := t.frontend[ft.Name]; ok {
@@ -131,16 +139,17 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 	return si
 }
 
-// runTool executes one backend tool call and returns the tagged string the model reads.
-func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) string {
+// runTool executes one backend tool call and returns its outcome: the tagged string the
+// model reads, or the interrupts that suspend the call until the user answers.
+func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutcome {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args == nil {
-		return bridge.Retry(bridge.Signal{
+		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: c.Name,
 			Message:          "The arguments must be a JSON object.",
 			ValidNextActions: t.backend, Reason: "arguments are not a JSON object",
 			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
-		})
+		})}
 	}
 	if a, ok := t.agents[c.Name]; ok {
 		return r.delegate(ctx, t, a, c.ID, args)
@@ -148,44 +157,92 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) string {
 	if _, ok := t.mcp[c.Name]; ok {
 		return r.callMCP(ctx, t, c, json.RawMessage(c.Arguments))
 	}
-	return bridge.Retry(bridge.Signal{
+	if c.Name == askUserTool {
+		return r.askUser(t, c, args)
+	}
+	return toolOutcome{result: bridge.Retry(bridge.Signal{
 		Code: "unknown_action", Requested: c.Name,
 		Message:          fmt.Sprintf("There is no tool named %q. Use one of valid_next_actions.", bridge.UntrustedN(c.Name, 64)),
 		ValidNextActions: t.backend, KnownActions: t.backend,
-	})
+	})}
 }
 
-func (r *Run) callMCP(ctx context.Context, t *toolset, c llm.ToolCall, args json.RawMessage) string {
-	tctx, cancel := context.WithTimeout(ctx, r.e.cfg.Limits.ToolTimeout)
-	defer cancel()
-	// The call's context is its cancellation: go-sdk sends notifications/cancelled (stdio,
-	// stateful HTTP) or closes the request stream (stateless HTTP).
-	item := r.scope.Track(cancelpkg.KindMCPCall, c.Name)
-	item.Arm("", func(context.Context, string) error { cancel(); return nil })
-	defer item.Release()
-	progressID := "progress-" + c.ID
-	res, err := r.e.cfg.Tools.Call(tctx, c.Name, args, mcpclient.CallOptions{
+// askUserTool is the built-in tool that ends the run with a question to the user.
+const askUserTool = "ask_user"
+
+func askUserParameters() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"question": map[string]any{"type": "string", "description": "The question for the user."},
+			"choices":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Optional: the answers the user may pick from."},
+		},
+		"required":             []string{"question"},
+		"additionalProperties": false,
+	}
+}
+
+func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
+	q, _ := args["question"].(string)
+	if strings.TrimSpace(q) == "" {
+		return toolOutcome{result: bridge.Retry(bridge.Signal{
+			Code: "validation_failed", Requested: askUserTool,
+			Message:          `ask_user needs a non-empty "question" string.`,
+			ValidNextActions: t.backend, Reason: "question is missing",
+			Details: &bridge.Details{Field: "question", Got: args["question"]},
+		})}
+	}
+	var choices []string
+	if raw, ok := args["choices"].([]any); ok {
+		for _, v := range raw {
+			if s, ok := v.(string); ok && s != "" {
+				choices = append(choices, s)
+			}
+		}
+	}
+	in := hitl.AskUser(r.e.hitlOptions(), q, choices)
+	in.ToolCallID = c.ID
+	in.Handle = mustJSON(handle{Question: q, Choices: choices})
+	return toolOutcome{interrupts: []store.Interrupt{in}}
+}
+
+func (r *Run) callMCP(ctx context.Context, t *toolset, c llm.ToolCall, args json.RawMessage) toolOutcome {
+	return r.callMCPSession(ctx, t, c, args)
+}
+
+func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
+	progressID := "progress-" + toolCallID
+	return mcpclient.CallOptions{
 		Actions: t.backend,
+		Park:    true,
 		Progress: func(p mcpclient.Progress) {
-			content := map[string]any{"toolCallId": c.ID, "progress": p.Progress, "message": p.Message}
+			content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}
 			if p.Total > 0 {
 				content["total"] = p.Total
 			}
 			r.emit(&agui.ActivitySnapshot{MessageID: progressID, ActivityType: "progress", Content: content})
 		},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return ""
-		}
-		if errors.Is(err, mcpclient.ErrToolFailed) {
-			r.setFatal(errors.New("A tool failed and this server is configured to stop the run on tool errors."))
-			return res
-		}
-		r.log.Warn("mcp call failed", "tool", c.Name, "err", err)
-		return bridge.Unreachable(c.Name)
 	}
-	return res
+}
+
+// mcpOutcome turns the result of an MCP call (or of its resumption) into a tool outcome.
+func (r *Run) mcpOutcome(ctx context.Context, toolCallID, name, res string, err error) toolOutcome {
+	if err == nil {
+		return toolOutcome{result: res}
+	}
+	var need *mcpclient.InputRequired
+	if errors.As(err, &need) {
+		return toolOutcome{interrupts: r.mcpInterrupts(toolCallID, need)}
+	}
+	if ctx.Err() != nil {
+		return toolOutcome{}
+	}
+	if errors.Is(err, mcpclient.ErrToolFailed) {
+		r.setFatal(errors.New("A tool failed and this server is configured to stop the run on tool errors."))
+		return toolOutcome{result: res}
+	}
+	r.log.Warn("mcp call failed", "tool", name, "err", err)
+	return toolOutcome{result: bridge.Unreachable(name)}
 }
 
 // ToolName sanitises a configured name into a tool name: [A-Za-z0-9_-], at most 64

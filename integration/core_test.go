@@ -60,8 +60,6 @@ const (
 	tagAuth      = "[AUTH_REQUIRED:task_id="
 )
 
-var taskIDTag = regexp.MustCompile(`^\[(?:INPUT_REQUIRED|AUTH_REQUIRED):task_id=([^\]\s]+)\]`)
-
 // jsPeerCases drive every task state of peers/a2a-peer.mjs through the agent named "peer".
 var jsPeerCases = []stateCase{
 	{name: "complete", text: "peer: complete hello", calls: []wantCall{
@@ -207,7 +205,7 @@ func runStateCase(t *testing.T, tc stateCase, lane, coord string, model *fakellm
 		var body string // what follows the tag
 		switch want.tag {
 		case tagInput, tagAuth:
-			m := taskIDTag.FindStringSubmatch(first)
+			m := interruptedTag.FindStringSubmatch(first)
 			require.NotNil(t, m, "call %d: result %q does not start with %s…]", i, res, want.tag)
 			assert.True(t, strings.HasPrefix(first, want.tag), "call %d: result %q, want tag %s…]", i, res, want.tag)
 			prevTaskID = m[1]
@@ -431,7 +429,7 @@ func TestBadInput(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		var refused []string
-		for i := range 20 {
+		for i := range 50 {
 			body, err := json.Marshal(runInput(thread, fmt.Sprintf("r-next-%d", i), fmt.Sprintf("peer: complete next-%d", i)))
 			require.NoError(t, err)
 			resp, err := postAGUI(ctx, coord, body)
@@ -442,11 +440,13 @@ func TestBadInput(t *testing.T) {
 				refused = append(refused, fmt.Sprintf("run %d: HTTP %d %s", i, resp.StatusCode, bytes.TrimSpace(b)))
 				continue
 			}
-			evs, err := readSSE(resp.Body, nil)
-			resp.Body.Close()
+			// Like the official client: the run is over at its terminal event; the next
+			// run is posted at once, before the response body has been closed.
+			evs, err := readSSEUntilTerminal(resp.Body)
 			require.NoError(t, err, "run %d", i)
 			require.NotEmpty(t, evs, "run %d", i)
 			require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "run %d: %v", i, eventTypes(evs))
+			defer resp.Body.Close()
 		}
 		assert.Empty(t, refused, "runs refused although the previous stream had ended")
 	})

@@ -39,6 +39,17 @@ type call struct {
 	token   string
 	actions []string
 	timeout time.Duration
+	// park: input requests end the call with an *InputRequired.
+	park bool
+	// key is CallOptions.Key, returned to the Elicitor with in-session requests.
+	key any
+	// inputs and state go with the next send: the answers to the last
+	// input requests and the server's request state (a resumed call starts
+	// with them).
+	inputs mcp.InputResponseMap
+	state  string
+	// rounds counts the rounds of input requests, across parked rounds.
+	rounds int
 
 	mu        sync.Mutex
 	notes     []string // said to the model before the content (declined elicitations)
@@ -52,6 +63,10 @@ type call struct {
 // [ERROR] result), ctx was cancelled (the error wraps ctx.Err()), an
 // Elicitor failed, or the registry is closed. Error messages are safe to show
 // to the user.
+//
+// With opts.Park, a call that needs the user's input (2026-07-28 input
+// requests, or a -32042 URL elicitation error) returns ("", *InputRequired);
+// see Resume.
 //
 // The deadline of ctx is the tool timeout: when it passes, the call is
 // cancelled on the server and the result is [RETRY:action_timeout].
@@ -84,13 +99,19 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 			Details:          &bridge.Details{Field: aerr.field, Got: aerr.got},
 		}), nil
 	}
-	c := &call{r: r, e: e, args: argMap, actions: actions}
+	c := r.newCall(ctx, e, argMap, actions, opts)
+	defer r.progress.finish(c.token)
+	return c.run(ctx)
+}
+
+// newCall prepares a call of e; the caller finishes its progress token.
+func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, actions []string, opts CallOptions) *call {
+	c := &call{r: r, e: e, args: args, actions: actions, park: opts.Park, key: opts.Key}
 	if dl, ok := ctx.Deadline(); ok {
 		c.timeout = time.Until(dl)
 	}
 	c.token = r.progress.register(opts.Progress)
-	defer r.progress.finish(c.token)
-	return c.run(ctx)
+	return c
 }
 
 // decodeArgs parses the model's arguments, which must be a JSON object.
@@ -121,9 +142,7 @@ func (c *call) params() *mcp.CallToolParams {
 
 func (c *call) run(ctx context.Context) (string, error) {
 	srv, opts := c.e.srv, c.r.opts
-	reconnects, inputRounds, busyRounds, urlRounds := 0, 0, 0, 0
-	var inputs mcp.InputResponseMap
-	var state string
+	reconnects, busyRounds, urlRounds := 0, 0, 0
 	for {
 		if ctx.Err() != nil {
 			return c.ctxDone(ctx)
@@ -147,7 +166,7 @@ func (c *call) run(ctx context.Context) (string, error) {
 		}
 
 		p := c.params()
-		p.InputResponses, p.RequestState = inputs, state
+		p.InputResponses, p.RequestState = c.inputs, c.state
 		srv.begin(c)
 		res, err := sess.CallTool(ctx, p)
 		srv.end(c)
@@ -161,7 +180,11 @@ func (c *call) run(ctx context.Context) (string, error) {
 			}
 			rpcErr, notSent := classify(err)
 			if rpcErr != nil {
-				if rpcErr.Code == mcp.CodeURLElicitationRequired && urlRounds < 2 {
+				if rpcErr.Code == mcp.CodeURLElicitationRequired && c.park && c.rounds < maxInputRounds {
+					c.rounds++
+					return c.parkURL(rpcErr)
+				}
+				if rpcErr.Code == mcp.CodeURLElicitationRequired && !c.park && urlRounds < 2 {
 					urlRounds++
 					out, stop, err := c.urlElicitation(ctx, rpcErr)
 					if stop {
@@ -200,18 +223,21 @@ func (c *call) run(ctx context.Context) (string, error) {
 				if !sleep(ctx, c.r.backoff(busyRounds-1)) {
 					return c.ctxDone(ctx)
 				}
-				inputs, state = nil, res.RequestState
+				c.inputs, c.state = nil, res.RequestState
 				continue
 			}
-			inputRounds++
-			if inputRounds > maxInputRounds {
+			c.rounds++
+			if c.rounds > maxInputRounds {
 				return bridge.MCPError(fmt.Sprintf("The tool %q kept asking for more input; Baton stopped after %d rounds.", c.e.ToolName, maxInputRounds), ""), nil
+			}
+			if c.park {
+				return c.parkInput(res)
 			}
 			responses, out, stop, err := c.fulfil(ctx, res.InputRequests)
 			if stop {
 				return out, err
 			}
-			inputs, state = responses, res.RequestState
+			c.inputs, c.state = responses, res.RequestState
 			continue
 		}
 

@@ -23,10 +23,7 @@ func (c *call) fulfil(ctx context.Context, reqs mcp.InputRequestMap) (responses 
 	for _, id := range slices.Sorted(maps.Keys(reqs)) {
 		p, ok := reqs[id].(*mcp.ElicitParams)
 		if !ok {
-			// Sampling and roots: Baton offers neither capability.
-			return nil, bridge.MCPError(fmt.Sprintf(
-				"The tool %q asked Baton for something it does not support (%s); the call was not completed.",
-				c.e.ToolName, inputKind(reqs[id])), ""), true, nil
+			return nil, c.unsupportedInput(reqs[id]), true, nil
 		}
 		res, err := c.r.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
 		if err != nil {
@@ -42,28 +39,56 @@ func (c *call) fulfil(ctx context.Context, reqs mcp.InputRequestMap) (responses 
 // complete the given URL elicitations before it can run the call. stop
 // means the call ends with (out, err); otherwise it is sent again.
 func (c *call) urlElicitation(ctx context.Context, e *jsonrpc.Error) (out string, stop bool, err error) {
+	elicitations := urlElicitations(e)
+	if len(elicitations) == 0 {
+		return c.noURL(e), true, nil
+	}
+	for _, p := range elicitations {
+		res, err := c.r.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
+		if err != nil {
+			return c.elicitFailed(ctx, err)
+		}
+		if res.Action != "accept" {
+			return c.urlNotDone(res.Action), true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// urlElicitations returns the elicitations of a -32042 error, each in url
+// mode.
+func urlElicitations(e *jsonrpc.Error) []*mcp.ElicitParams {
 	var data struct {
 		Elicitations []*mcp.ElicitParams `json:"elicitations"`
 	}
 	if len(e.Data) > 0 {
 		_ = json.Unmarshal(e.Data, &data)
 	}
-	if len(data.Elicitations) == 0 {
-		return bridge.MCPError(fmt.Sprintf("The tool %q needs the user to open a link, but the server did not say which.", c.e.ToolName), e.Message), true, nil
-	}
-	for _, p := range data.Elicitations {
+	out := slices.DeleteFunc(data.Elicitations, func(p *mcp.ElicitParams) bool { return p == nil })
+	for _, p := range out {
 		if p.Mode == "" {
 			p.Mode = "url"
 		}
-		res, err := c.r.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
-		if err != nil {
-			return c.elicitFailed(ctx, err)
-		}
-		if res.Action != "accept" {
-			return bridge.MCPError(fmt.Sprintf("The tool %q was not run: it needs the user to complete a step at a link, and the user did not (%s).", c.e.ToolName, res.Action), c.note()), true, nil
-		}
 	}
-	return "", false, nil
+	return out
+}
+
+// noURL is the result of a -32042 error that names no link.
+func (c *call) noURL(e *jsonrpc.Error) string {
+	return bridge.MCPError(fmt.Sprintf("The tool %q needs the user to open a link, but the server did not say which.", c.e.ToolName), e.Message)
+}
+
+// urlNotDone is the result of a -32042 error that the user did not resolve.
+func (c *call) urlNotDone(action string) string {
+	return bridge.MCPError(fmt.Sprintf("The tool %q was not run: it needs the user to complete a step at a link, and the user did not (%s).", c.e.ToolName, action), c.note())
+}
+
+// unsupportedInput is the result of an input request other than elicitation.
+func (c *call) unsupportedInput(r mcp.InputRequest) string {
+	// Sampling and roots: Baton offers neither capability.
+	return bridge.MCPError(fmt.Sprintf(
+		"The tool %q asked Baton for something it does not support (%s); the call was not completed.",
+		c.e.ToolName, inputKind(r)), "")
 }
 
 func (c *call) elicitFailed(ctx context.Context, err error) (string, bool, error) {
@@ -72,9 +97,15 @@ func (c *call) elicitFailed(ctx context.Context, err error) (string, bool, error
 		return out, true, err
 	}
 	if errors.Is(err, errInvalidAnswer) {
-		return bridge.MCPError(fmt.Sprintf("The user's answer to the tool %q does not match the form it asked for; the call was not completed.", c.e.ToolName), err.Error()), true, nil
+		return c.invalidAnswer(err), true, nil
 	}
 	return "", true, fmt.Errorf("mcp tool %s: elicitation: %w", c.e.Name, err)
+}
+
+// invalidAnswer is the result of an accepted form answer that does not
+// match the requested schema.
+func (c *call) invalidAnswer(err error) string {
+	return bridge.MCPError(fmt.Sprintf("The user's answer to the tool %q does not match the form it asked for; the call was not completed.", c.e.ToolName), err.Error())
 }
 
 func inputKind(r mcp.InputRequest) string {
@@ -91,16 +122,11 @@ func inputKind(r mcp.InputRequest) string {
 // elicit asks the Elicitor (or declines, without one). c is the call the
 // request belongs to, nil when unknown.
 func (r *Registry) elicit(ctx context.Context, server string, c *call, p *mcp.ElicitParams, shape string) (*mcp.ElicitResult, error) {
-	mode := p.Mode
-	if mode == "" {
-		mode = "form"
-		if p.URL != "" || p.ElicitationID != "" {
-			mode = "url"
-		}
-	}
+	mode := elicitMode(p)
 	req := ElicitRequest{Server: server, Mode: mode, Message: p.Message, URL: p.URL, Schema: p.RequestedSchema, Shape: shape}
 	if c != nil {
 		req.Tool = c.e.ToolName
+		req.CallKey = c.key
 	}
 	if r.opts.Elicitor == nil {
 		r.log.Info("mcp elicitation declined: no elicitor", "server", server, "tool", req.Tool, "mode", mode)
@@ -116,19 +142,46 @@ func (r *Registry) elicit(ctx context.Context, server string, c *call, p *mcp.El
 	if res == nil {
 		return nil, errors.New("the elicitor returned no result")
 	}
+	if shape == ShapeSession {
+		// go-sdk checks the answer and applies the defaults, but only
+		// when Content is not nil.
+		out := *res
+		if mode == "form" && out.Action == "accept" {
+			out.Content = maps.Clone(out.Content)
+			if out.Content == nil {
+				out.Content = map[string]any{}
+			}
+		}
+		return &out, nil
+	}
+	return r.finishAnswer(server, mode, p.RequestedSchema, res)
+}
+
+// elicitMode is the mode of p, inferred when the server left it out.
+func elicitMode(p *mcp.ElicitParams) string {
+	if p.Mode != "" {
+		return p.Mode
+	}
+	if p.URL != "" || p.ElicitationID != "" {
+		return "url"
+	}
+	return "form"
+}
+
+// finishAnswer makes the answer to an input request (2026-07-28) ready to
+// send: a copy of res whose accepted form content has the schema's defaults
+// for the fields the user left out and matches the requested schema (else
+// errInvalidAnswer), as go-sdk does for in-session answers.
+func (r *Registry) finishAnswer(server, mode string, requested any, res *mcp.ElicitResult) (*mcp.ElicitResult, error) {
 	out := *res
 	if mode != "form" || out.Action != "accept" {
 		return &out, nil
 	}
-	// Keep the schema's defaults for fields the user left out.
 	out.Content = maps.Clone(out.Content)
 	if out.Content == nil {
 		out.Content = map[string]any{}
 	}
-	if shape == ShapeSession {
-		return &out, nil // go-sdk checks the answer and applies the defaults
-	}
-	sch, err := compileSchema(p.RequestedSchema)
+	sch, err := compileSchema(requested)
 	if err != nil {
 		r.log.Warn("mcp elicitation schema not checked", "server", server, "error", err)
 		return &out, nil

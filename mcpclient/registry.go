@@ -39,6 +39,21 @@
 // Elicitor and waits. In both, schema defaults are filled into an accepted
 // form answer. Without an Elicitor, requests are declined and the tool result
 // says so.
+//
+// # Parking
+//
+// With CallOptions.Park, the two shapes that the server keeps no state for
+// are not sent to the Elicitor: a 2026-07-28 input-required result and a
+// -32042 URL-elicitation-required error end the call with an *InputRequired
+// error, which holds everything needed to send the call again (the
+// arguments, the requests, the server's opaque request state). Nothing stays
+// in memory: the caller stores it, asks the user, and calls Resume (on this
+// Registry or, after a restart, on a new one with the same config), or
+// Abandon when the user never answers. Resume sends the call with the
+// answers as a new call, under the caller's new context, so the time the
+// user took counts against no timeout. The 2025-11-25 shape (elicitation/create
+// inside the call) cannot be parked, since the server waits inside the
+// call: it always goes to the Elicitor.
 package mcpclient
 
 import (
@@ -142,6 +157,9 @@ type ElicitRequest struct {
 	URL     string // url mode
 	Schema  any    // form mode: the requested (flat object) schema
 	Shape   string // ShapeMRTR or ShapeSession
+	// CallKey is CallOptions.Key of the call being asked; nil when the request cannot be
+	// attributed to a single call (several calls in flight on that server).
+	CallKey any
 }
 
 // Tool is one entry of the catalog offered to the LLM.
@@ -167,6 +185,14 @@ type CallOptions struct {
 	// ask_user included), for the valid_next_actions and known_actions of
 	// retry signals. Nil means the MCP tool names of this registry.
 	Actions []string
+	// Park: when true, 2026-07-28 input requests and -32042 URL
+	// elicitation errors are not sent to the Elicitor; Call (or Resume)
+	// returns ("", *InputRequired) instead, with nothing held in memory.
+	// In-session requests (2025-11-25) still go to the Elicitor.
+	Park bool
+	// Key is handed back as ElicitRequest.CallKey when this call's server asks the user
+	// in-session, so the Elicitor can tell which of its callers is being asked.
+	Key any
 }
 
 // Progress is one progress notification.

@@ -41,11 +41,11 @@ var (
 	// failed at the protocol level).
 	TaskStates = []string{"submitted", "working", "completed", "failed", "rejected", "canceled",
 		"input-required", "auth-required", "message", "error"}
-	// CancelResults are the values of baton_cancellations_total{result}: "ok" (CancelTask
-	// accepted, or TaskNotCancelable: already terminal), "error" (the call failed), "no_task_id"
-	// (the task id never arrived, so nothing could be cancelled), "timeout" (the call did not
-	// finish within the cancel deadline).
-	CancelResults = []string{"ok", "error", "no_task_id", "timeout"}
+	// CancelResults are the values of baton_cancellations_total{result} (the results of
+	// package cancel): "cancelled" (the downstream piece acknowledged the cancel, or was
+	// already terminal), "failed" (the cancel call failed), "no_task_id" (the A2A task id never
+	// arrived before the deadline, so nothing could be cancelled).
+	CancelResults = []string{"cancelled", "failed", "no_task_id"}
 	// FailureKinds are the values of baton_retries_total{kind} (DESIGN §6).
 	FailureKinds = []string{"transient_provider", "output_truncated", "output_refused", "tool_error",
 		"no_progress", "loop_detected", "capability_gap", "policy_violation", "ambiguous_input",
@@ -137,7 +137,12 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Registry returns the registry the metrics live in, to add collectors to it.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
 
 // RunFinished counts a run that ended. outcome is the run's end reason: "completed",
 // "interrupt", "cancelled", "error", "stopped" or "handoff", optionally followed by ": detail"
@@ -198,14 +203,22 @@ func (m *Metrics) A2ATaskState(state string) {
 	m.taskStates.WithLabelValues(closed(s, TaskStates)).Inc()
 }
 
-// Cancellation records one downstream cancellation: result is "ok", "error", "no_task_id"
-// or "timeout"; d is the time from the decision to cancel to the answer (including the wait
-// for a task id that had not arrived yet).
+// Cancellation records one downstream cancellation: result is "cancelled", "failed" or
+// "no_task_id" ("ok" and "error" are read as "cancelled" and "failed"); d is the time from
+// the decision to cancel to the downstream acknowledgement (including the wait for a task
+// id that had not arrived yet).
 func (m *Metrics) Cancellation(result string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	r := closed(strings.ToLower(strings.TrimSpace(result)), CancelResults)
+	r := strings.ToLower(strings.TrimSpace(result))
+	switch r {
+	case "ok", "canceled":
+		r = "cancelled"
+	case "error":
+		r = "failed"
+	}
+	r = closed(r, CancelResults)
 	m.cancellations.WithLabelValues(r).Inc()
 	m.cancelLatency.WithLabelValues(r).Observe(d.Seconds())
 }

@@ -136,19 +136,24 @@ func TestRecorders(t *testing.T) {
 		{
 			name: "cancellations count and observe latency",
 			record: func(m *Metrics) {
-				m.Cancellation("ok", 3*time.Millisecond)
+				m.Cancellation("cancelled", 3*time.Millisecond)
 				m.Cancellation("ok", 40*time.Millisecond)
 				m.Cancellation("no_task_id", 5*time.Second)
+				m.Cancellation("failed", time.Millisecond)
+				m.Cancellation("error", time.Millisecond)
+				m.Cancellation("exploded", time.Millisecond)
 			},
 			want: map[string]float64{
-				`baton_cancellations_total{result="ok"}`:                                2,
-				`baton_cancellations_total{result="no_task_id"}`:                        1,
-				`baton_cancellation_latency_seconds_count{result="ok"}`:                 2,
-				`baton_cancellation_latency_seconds_bucket{result="ok",le="0.005"}`:     1,
-				`baton_cancellation_latency_seconds_bucket{result="ok",le="0.05"}`:      2,
-				`baton_cancellation_latency_seconds_sum{result="ok"}`:                   0.043,
-				`baton_cancellation_latency_seconds_count{result="no_task_id"}`:         1,
-				`baton_cancellation_latency_seconds_bucket{result="no_task_id",le="5"}`: 1,
+				`baton_cancellations_total{result="cancelled"}`:                            2,
+				`baton_cancellations_total{result="no_task_id"}`:                           1,
+				`baton_cancellations_total{result="failed"}`:                               2,
+				`baton_cancellations_total{result="other"}`:                                1,
+				`baton_cancellation_latency_seconds_count{result="cancelled"}`:             2,
+				`baton_cancellation_latency_seconds_bucket{result="cancelled",le="0.005"}`: 1,
+				`baton_cancellation_latency_seconds_bucket{result="cancelled",le="0.05"}`:  2,
+				`baton_cancellation_latency_seconds_sum{result="cancelled"}`:               0.043,
+				`baton_cancellation_latency_seconds_count{result="no_task_id"}`:            1,
+				`baton_cancellation_latency_seconds_bucket{result="no_task_id",le="5"}`:    1,
 			},
 		},
 		{
@@ -194,7 +199,7 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 		`baton_tool_results_total{tag="COMPLETED"}`,
 		`baton_tool_results_total{tag="RETRY:tool_error"}`,
 		`baton_a2a_task_states_total{state="completed"}`,
-		`baton_cancellations_total{result="ok"}`,
+		`baton_cancellations_total{result="cancelled"}`,
 		`baton_retries_total{kind="transient_provider"}`,
 		`baton_interrupts_open`,
 	} {

@@ -36,8 +36,11 @@ type Config struct {
 	// Ready reports readiness (store reachable, config loaded); nil means ready.
 	Ready func() error
 	// Page serves GET / (the chat page); nil serves a short plain-text notice.
-	Page   http.Handler
-	Logger *slog.Logger
+	Page http.Handler
+	// Metrics serves GET /metrics (Prometheus); nil leaves the path unrouted. It is not
+	// behind the bearer-token auth: scrapers reach it from the operator's network.
+	Metrics http.Handler
+	Logger  *slog.Logger
 }
 
 type server struct {
@@ -71,6 +74,9 @@ func New(cfg Config) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.handleReady)
+	if cfg.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", cfg.Metrics)
+	}
 	if cfg.Page != nil {
 		r.Handle("/*", cfg.Page)
 	} else {
@@ -135,6 +141,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			}
 		}
 		if ended {
+			<-run.Released()
 			return
 		}
 		select {

@@ -29,7 +29,9 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/llm/scripted"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/web"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -117,10 +119,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tools = registry
 	}
 
+	metricsReg := metrics.New()
 	engine, err := coordinator.New(coordinator.Config{
-		Model:  model,
-		Agents: agents,
-		Tools:  tools,
+		Metrics: metricsReg,
+		Model:   model,
+		Agents:  agents,
+		Tools:   tools,
 		Limits: coordinator.Limits{
 			MaxIterations: cfg.Limits.MaxIterations,
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
@@ -136,7 +140,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.Server.AuthTokensEnv != "" {
 		tokens = strings.Split(os.Getenv(cfg.Server.AuthTokensEnv), ",")
 	}
-	handler := server.New(server.Config{Engine: engine, MaxBodyBytes: cfg.Server.MaxBodyBytes, AuthTokens: tokens, Logger: log})
+	handler := server.New(server.Config{
+		Engine:       engine,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		AuthTokens:   tokens,
+		Page:         web.Handler(),
+		Metrics:      metricsReg.Handler(),
+		Logger:       log,
+	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

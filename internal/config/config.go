@@ -43,6 +43,9 @@ const (
 	DefaultMaxRunSeconds = 600
 	DefaultToolTimeout   = Duration(120 * time.Second)
 	DefaultProvider      = ProviderScripted
+	DefaultLoopSoft      = 2
+	DefaultLoopHard      = 3
+	DefaultStallTurns    = 3
 )
 
 // LLM providers.
@@ -77,6 +80,8 @@ type Config struct {
 	Agents     []Agent     `yaml:"agents"`
 	MCPServers []MCPServer `yaml:"mcp_servers"`
 	Limits     Limits      `yaml:"limits"`
+	Policy     Policy      `yaml:"policy"`
+	Loop       Loop        `yaml:"loop"`
 	// Store is "memory:" or "sqlite:<path>".
 	Store string `yaml:"store"`
 
@@ -165,6 +170,55 @@ type Limits struct {
 	ToolTimeout   Duration `yaml:"tool_timeout"`
 }
 
+// Policy restricts what the model may call (DESIGN §7). A refused call gets a
+// [RETRY:policy_deny|rate_exceeded|budget_exceeded] result. The zero value allows
+// everything.
+type Policy struct {
+	// Agents lists sub-agents by name (the tool name the model sees).
+	Agents AccessList `yaml:"agents"`
+	// Tools lists MCP tools as the model sees them: <server>__<tool>.
+	Tools AccessList `yaml:"tools"`
+	// RateLimits bound how often a tool (or sub-agent) may be called, across all runs.
+	RateLimits []RateLimit `yaml:"rate_limits"`
+	// Budget bounds each run.
+	Budget Budget `yaml:"budget"`
+}
+
+// AccessList is an allow/deny list. Entries may be patterns ("files__*", path.Match
+// syntax). An empty allow list allows everything; deny wins over allow.
+type AccessList struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
+}
+
+// RateLimit allows at most MaxCalls calls of Tool in any window of Per.
+type RateLimit struct {
+	// Tool is a sub-agent name or an MCP tool as <server>__<tool> (no pattern).
+	Tool     string   `yaml:"tool"`
+	MaxCalls int      `yaml:"max_calls"`
+	Per      Duration `yaml:"per"`
+}
+
+// Budget bounds one run; 0 means no limit.
+type Budget struct {
+	// MaxToolCalls bounds the tool calls sent (sub-agents and MCP tools).
+	MaxToolCalls int `yaml:"max_tool_calls"`
+	// MaxTokens bounds the LLM tokens (input and output) of the run.
+	MaxTokens int `yaml:"max_tokens"`
+}
+
+// Loop configures loop and stall detection (DESIGN §6).
+type Loop struct {
+	// SoftThreshold is the repetition of the same call (or error) that is logged.
+	SoftThreshold int `yaml:"soft_threshold"`
+	// HardThreshold is the repetition that is loop_detected; the call that would reach
+	// it is not sent.
+	HardThreshold int `yaml:"hard_threshold"`
+	// StallTurns is the number of consecutive tool rounds without a successful call that
+	// count as no_progress; 0 turns stall detection off.
+	StallTurns int `yaml:"stall_turns"`
+}
+
 // Duration is a time.Duration written in YAML as a Go duration string ("120s", "1m30s")
 // or as an integer number of seconds.
 type Duration time.Duration
@@ -218,6 +272,11 @@ func Default() *Config {
 			MaxIterations: DefaultMaxIterations,
 			MaxRunSeconds: DefaultMaxRunSeconds,
 			ToolTimeout:   DefaultToolTimeout,
+		},
+		Loop: Loop{
+			SoftThreshold: DefaultLoopSoft,
+			HardThreshold: DefaultLoopHard,
+			StallTurns:    DefaultStallTurns,
 		},
 		Store: DefaultStore,
 	}

@@ -76,6 +76,8 @@ func TestLoadDesignExample(t *testing.T) {
 		{Name: "deploy", URL: "http://127.0.0.1:3901/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}, OnToolError: "retry"},
 	}, c.MCPServers)
 	assert.Equal(t, Limits{MaxIterations: 25, MaxRunSeconds: 600, ToolTimeout: Duration(120 * time.Second)}, c.Limits)
+	assert.Equal(t, Policy{}, c.Policy, "no policy: everything is allowed")
+	assert.Equal(t, Loop{SoftThreshold: 2, HardThreshold: 3, StallTurns: 3}, c.Loop)
 	assert.Equal(t, "sqlite:./data/baton.db", c.Store)
 	assert.Equal(t, "./data/baton.db", c.StorePath())
 }
@@ -157,6 +159,7 @@ func TestDurationForms(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	const agent0 = "agents:\n  - name: research\n    url: http://127.0.0.1:41241\n"
+	const mcp0 = "mcp_servers:\n  - name: demo\n    url: http://127.0.0.1:3901/mcp\n"
 	tests := []struct {
 		name string
 		yaml string
@@ -253,6 +256,48 @@ func TestLoadErrors(t *testing.T) {
 			`baton.yaml: invalid YAML: line 3: mapping values are not allowed in this context`},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", nil,
 			`baton.yaml: the file must hold a single YAML document`},
+		{"policy agent unknown", agent0 + "policy:\n  agents: {deny: [reserch]}\n", nil,
+			`baton.yaml: policy.agents.deny[0]: "reserch" matches no configured agent`},
+		{"policy agent pattern matching nothing", agent0 + "policy:\n  agents: {allow: [\"t*\"]}\n", nil,
+			`baton.yaml: policy.agents.allow[0]: "t*" matches no configured agent`},
+		{"policy agent bad pattern", agent0 + "policy:\n  agents: {allow: [\"[\"]}\n", nil,
+			`baton.yaml: policy.agents.allow[0]: bad pattern "["`},
+		{"policy tool without server", mcp0 + "policy:\n  tools: {deny: [divide]}\n", nil,
+			`baton.yaml: policy.tools.deny[0]: must be <server>__<tool>, as the model sees MCP tools (got "divide")`},
+		{"policy tool of an unknown server", mcp0 + "policy:\n  tools: {deny: [files__read]}\n", nil,
+			`baton.yaml: policy.tools.deny[0]: "files__read" names no configured mcp server ("files")`},
+		{"policy tool in both lists", mcp0 + "policy:\n  tools: {allow: [demo__divide], deny: [demo__divide]}\n", nil,
+			`baton.yaml: policy.tools.deny[0]: "demo__divide" is also in policy.tools.allow; list it in one of them`},
+		{"policy tools not a mapping", mcp0 + "policy:\n  tools: [demo__divide]\n", nil,
+			`baton.yaml: policy.tools: must be a mapping (line 5)`},
+		{"policy unknown key", "policy:\n  budgets: {}\n", nil,
+			`baton.yaml: policy.budgets: unknown key (line 2)`},
+		{"rate limit without tool", "policy:\n  rate_limits: [{max_calls: 1, per: 1m}]\n", nil,
+			`baton.yaml: policy.rate_limits[0].tool: required`},
+		{"rate limit pattern", mcp0 + "policy:\n  rate_limits: [{tool: \"demo__*\", max_calls: 1, per: 1m}]\n", nil,
+			`baton.yaml: policy.rate_limits[0].tool: must name one tool, not a pattern (got "demo__*")`},
+		{"rate limit unknown tool", mcp0 + "policy:\n  rate_limits: [{tool: research, max_calls: 1, per: 1m}]\n", nil,
+			`baton.yaml: policy.rate_limits[0].tool: must be <server>__<tool>, as the model sees MCP tools (got "research")`},
+		{"rate limit zero calls", mcp0 + "policy:\n  rate_limits: [{tool: demo__divide, per: 1m}]\n", nil,
+			`baton.yaml: policy.rate_limits[0].max_calls: must be positive (got 0)`},
+		{"rate limit no window", mcp0 + "policy:\n  rate_limits: [{tool: demo__divide, max_calls: 5}]\n", nil,
+			`baton.yaml: policy.rate_limits[0].per: must be positive (got 0s)`},
+		{"rate limit bad window", mcp0 + "policy:\n  rate_limits: [{tool: demo__divide, max_calls: 5, per: soon}]\n", nil,
+			`baton.yaml: policy.rate_limits[0].per: must be a duration such as "120s" or a number of seconds (got "soon") (line 5)`},
+		{"rate limit duplicate", agent0 + "policy:\n  rate_limits: [{tool: research, max_calls: 1, per: 1m}, {tool: research, max_calls: 2, per: 1h}]\n", nil,
+			`baton.yaml: policy.rate_limits[1].tool: duplicate of policy.rate_limits[0] (both limit "research")`},
+		{"negative tool-call budget", "policy:\n  budget: {max_tool_calls: -1}\n", nil,
+			`baton.yaml: policy.budget.max_tool_calls: must not be negative (got -1); 0 means no limit`},
+		{"negative token budget", "policy:\n  budget: {max_tokens: -5}\n", nil,
+			`baton.yaml: policy.budget.max_tokens: must not be negative (got -5); 0 means no limit`},
+		{"loop soft zero", "loop:\n  soft_threshold: 0\n", nil,
+			`baton.yaml: loop.soft_threshold: must be at least 1 (got 0)`},
+		{"loop hard not above soft", "loop:\n  soft_threshold: 3\n  hard_threshold: 3\n", nil,
+			`baton.yaml: loop.hard_threshold: must be greater than loop.soft_threshold (3) (got 3)`},
+		{"loop negative stall", "loop:\n  stall_turns: -1\n", nil,
+			`baton.yaml: loop.stall_turns: must not be negative (got -1); 0 turns stall detection off`},
+		{"loop env attributed", "", env{"BATON_LOOP_HARD_THRESHOLD": "1"},
+			`BATON_LOOP_HARD_THRESHOLD: loop.hard_threshold: must be greater than loop.soft_threshold (2) (got 1)`},
 		{"env value attributed to its variable", "llm:\n  provider: openai\n  model: m\n", env{"BATON_LLM_PROVIDER": "gpt"},
 			`BATON_LLM_PROVIDER: llm.provider: must be one of openai, anthropic, scripted (got "gpt")`},
 		{"env parse error", "", env{"BATON_LIMITS_MAX_ITERATIONS": "lots"},
@@ -270,6 +315,38 @@ func TestLoadErrors(t *testing.T) {
 			assert.NotContains(t, err.Error(), secretToken, "a secret leaked into the message")
 		})
 	}
+}
+
+func TestLoadPolicy(t *testing.T) {
+	c, err := loadYAML(t, `
+agents:
+  - name: research
+    url: http://127.0.0.1:41241
+  - name: deep research
+    url: http://127.0.0.1:41242
+mcp_servers:
+  - name: demo
+    url: http://127.0.0.1:3901/mcp
+policy:
+  agents: {allow: [research, "deep*"], deny: [deep_research]}
+  tools: {deny: ["demo__*"], allow: [demo__divide]}
+  rate_limits:
+    - {tool: demo__divide, max_calls: 5, per: 1m}
+    - {tool: research, max_calls: 10, per: 3600}
+  budget: {max_tool_calls: 50, max_tokens: 200000}
+loop: {soft_threshold: 1, hard_threshold: 4, stall_turns: 0}
+`, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Policy{
+		Agents: AccessList{Allow: []string{"research", "deep*"}, Deny: []string{"deep_research"}},
+		Tools:  AccessList{Allow: []string{"demo__divide"}, Deny: []string{"demo__*"}},
+		RateLimits: []RateLimit{
+			{Tool: "demo__divide", MaxCalls: 5, Per: Duration(time.Minute)},
+			{Tool: "research", MaxCalls: 10, Per: Duration(time.Hour)},
+		},
+		Budget: Budget{MaxToolCalls: 50, MaxTokens: 200000},
+	}, c.Policy)
+	assert.Equal(t, Loop{SoftThreshold: 1, HardThreshold: 4, StallTurns: 0}, c.Loop)
 }
 
 func TestLoadMissingFile(t *testing.T) {
@@ -295,18 +372,23 @@ func TestLoadUsesProcessEnvironment(t *testing.T) {
 
 func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 	e := env{
-		"BATON_LISTEN":                 "0.0.0.0:9090",
-		"BATON_LLM_PROVIDER":           "anthropic",
-		"BATON_LLM_BASE_URL":           "http://127.0.0.1:5000/v1",
-		"BATON_LLM_MODEL":              "claude-x",
-		"BATON_LLM_API_KEY_ENV":        "MY_KEY",
-		"BATON_SERVER_MAX_BODY_BYTES":  "2048",
-		"BATON_SERVER_SHUTDOWN_GRACE":  "3",
-		"BATON_SERVER_AUTH_TOKENS_ENV": "MY_TOKENS",
-		"BATON_LIMITS_MAX_ITERATIONS":  "7",
-		"BATON_LIMITS_MAX_RUN_SECONDS": "60",
-		"BATON_LIMITS_TOOL_TIMEOUT":    "90s",
-		"BATON_STORE":                  "memory:",
+		"BATON_LISTEN":                       "0.0.0.0:9090",
+		"BATON_LLM_PROVIDER":                 "anthropic",
+		"BATON_LLM_BASE_URL":                 "http://127.0.0.1:5000/v1",
+		"BATON_LLM_MODEL":                    "claude-x",
+		"BATON_LLM_API_KEY_ENV":              "MY_KEY",
+		"BATON_SERVER_MAX_BODY_BYTES":        "2048",
+		"BATON_SERVER_SHUTDOWN_GRACE":        "3",
+		"BATON_SERVER_AUTH_TOKENS_ENV":       "MY_TOKENS",
+		"BATON_LIMITS_MAX_ITERATIONS":        "7",
+		"BATON_LIMITS_MAX_RUN_SECONDS":       "60",
+		"BATON_LIMITS_TOOL_TIMEOUT":          "90s",
+		"BATON_POLICY_BUDGET_MAX_TOOL_CALLS": "40",
+		"BATON_POLICY_BUDGET_MAX_TOKENS":     "100000",
+		"BATON_LOOP_SOFT_THRESHOLD":          "3",
+		"BATON_LOOP_HARD_THRESHOLD":          "5",
+		"BATON_LOOP_STALL_TURNS":             "0",
+		"BATON_STORE":                        "memory:",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
 
@@ -318,6 +400,8 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second)},
 		LLM:    LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
 		Limits: Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
+		Policy: Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
+		Loop:   Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Store:  "memory:",
 	}
 	c.fromEnv = nil

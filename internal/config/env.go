@@ -40,7 +40,7 @@ func setDuration(p func(*Config) *Duration) func(*Config, string) error {
 }
 
 // envVars lists every scalar key that the environment can set. Lists (agents,
-// mcp_servers) only come from the file.
+// mcp_servers, policy lists and rate limits) only come from the file.
 var envVars = []envVar{
 	{"BATON_LISTEN", "listen", setString(func(c *Config) *string { return &c.Listen })},
 	{"BATON_SERVER_AUTH_TOKENS_ENV", "server.auth_tokens_env", setString(func(c *Config) *string { return &c.Server.AuthTokensEnv })},
@@ -60,6 +60,11 @@ var envVars = []envVar{
 	{"BATON_LIMITS_MAX_ITERATIONS", "limits.max_iterations", setInt(func(c *Config) *int { return &c.Limits.MaxIterations })},
 	{"BATON_LIMITS_MAX_RUN_SECONDS", "limits.max_run_seconds", setInt(func(c *Config) *int { return &c.Limits.MaxRunSeconds })},
 	{"BATON_LIMITS_TOOL_TIMEOUT", "limits.tool_timeout", setDuration(func(c *Config) *Duration { return &c.Limits.ToolTimeout })},
+	{"BATON_POLICY_BUDGET_MAX_TOOL_CALLS", "policy.budget.max_tool_calls", setInt(func(c *Config) *int { return &c.Policy.Budget.MaxToolCalls })},
+	{"BATON_POLICY_BUDGET_MAX_TOKENS", "policy.budget.max_tokens", setInt(func(c *Config) *int { return &c.Policy.Budget.MaxTokens })},
+	{"BATON_LOOP_SOFT_THRESHOLD", "loop.soft_threshold", setInt(func(c *Config) *int { return &c.Loop.SoftThreshold })},
+	{"BATON_LOOP_HARD_THRESHOLD", "loop.hard_threshold", setInt(func(c *Config) *int { return &c.Loop.HardThreshold })},
+	{"BATON_LOOP_STALL_TURNS", "loop.stall_turns", setInt(func(c *Config) *int { return &c.Loop.StallTurns })},
 	{"BATON_STORE", "store", setString(func(c *Config) *string { return &c.Store })},
 }
 
@@ -75,7 +80,9 @@ func EnvVarNames() []string {
 // ApplyEnv overrides scalar keys from the environment: BATON_LISTEN, BATON_LLM_PROVIDER,
 // BATON_LLM_BASE_URL, BATON_LLM_MODEL, BATON_LLM_API_KEY_ENV, BATON_SERVER_MAX_BODY_BYTES,
 // BATON_SERVER_SHUTDOWN_GRACE, BATON_SERVER_AUTH_TOKENS_ENV, BATON_LIMITS_MAX_ITERATIONS,
-// BATON_LIMITS_MAX_RUN_SECONDS, BATON_LIMITS_TOOL_TIMEOUT and BATON_STORE. An empty
+// BATON_LIMITS_MAX_RUN_SECONDS, BATON_LIMITS_TOOL_TIMEOUT, BATON_POLICY_BUDGET_MAX_TOOL_CALLS,
+// BATON_POLICY_BUDGET_MAX_TOKENS, BATON_LOOP_SOFT_THRESHOLD, BATON_LOOP_HARD_THRESHOLD,
+// BATON_LOOP_STALL_TURNS and BATON_STORE. An empty
 // variable counts as unset. Later validation errors about these keys name the variable.
 func (c *Config) ApplyEnv(getenv func(string) string) error {
 	for _, e := range envVars {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -11,7 +12,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validateStore}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateLoop, c.validateStore}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -157,6 +158,139 @@ func (c *Config) validateLimits() error {
 		return c.fieldErr("limits.max_run_seconds", "must be positive (got %d)", l.MaxRunSeconds)
 	case l.ToolTimeout <= 0:
 		return c.fieldErr("limits.tool_timeout", "must be positive (got %s)", l.ToolTimeout)
+	}
+	return nil
+}
+
+// validatePolicy checks that every name in the policy section names something configured
+// (a typo in a deny list would otherwise deny nothing, silently).
+func (c *Config) validatePolicy() error {
+	p := c.Policy
+	agents := make([]string, len(c.Agents))
+	for i, a := range c.Agents {
+		agents[i] = ToolName(a.Name)
+	}
+	servers := make([]string, len(c.MCPServers))
+	for i, m := range c.MCPServers {
+		servers[i] = ToolName(m.Name)
+	}
+	lists := []struct {
+		key   string
+		list  AccessList
+		check func(key, entry string) error
+	}{
+		{"policy.agents", p.Agents, func(key, e string) error { return c.checkAgentEntry(key, e, agents) }},
+		{"policy.tools", p.Tools, func(key, e string) error { return c.checkToolEntry(key, e, servers, true) }},
+	}
+	for _, l := range lists {
+		allowed := map[string]bool{}
+		for i, e := range l.list.Allow {
+			if err := l.check(fmt.Sprintf("%s.allow[%d]", l.key, i), e); err != nil {
+				return err
+			}
+			allowed[e] = true
+		}
+		for i, e := range l.list.Deny {
+			key := fmt.Sprintf("%s.deny[%d]", l.key, i)
+			if err := l.check(key, e); err != nil {
+				return err
+			}
+			if allowed[e] {
+				return c.fieldErr(key, "%q is also in %s.allow; list it in one of them", e, l.key)
+			}
+		}
+	}
+	seen := map[string]int{}
+	for i, rl := range p.RateLimits {
+		key := fmt.Sprintf("policy.rate_limits[%d]", i)
+		switch {
+		case rl.Tool == "":
+			return c.fieldErr(key+".tool", "required")
+		case strings.ContainsAny(rl.Tool, "*?["):
+			return c.fieldErr(key+".tool", "must name one tool, not a pattern (got %q)", rl.Tool)
+		}
+		if !contains(agents, rl.Tool) {
+			if err := c.checkToolEntry(key+".tool", rl.Tool, servers, false); err != nil {
+				return err
+			}
+		}
+		if j, dup := seen[rl.Tool]; dup {
+			return c.fieldErr(key+".tool", "duplicate of policy.rate_limits[%d] (both limit %q)", j, rl.Tool)
+		}
+		seen[rl.Tool] = i
+		if rl.MaxCalls <= 0 {
+			return c.fieldErr(key+".max_calls", "must be positive (got %d)", rl.MaxCalls)
+		}
+		if rl.Per <= 0 {
+			return c.fieldErr(key+".per", "must be positive (got %s)", rl.Per)
+		}
+	}
+	switch {
+	case p.Budget.MaxToolCalls < 0:
+		return c.fieldErr("policy.budget.max_tool_calls", "must not be negative (got %d); 0 means no limit", p.Budget.MaxToolCalls)
+	case p.Budget.MaxTokens < 0:
+		return c.fieldErr("policy.budget.max_tokens", "must not be negative (got %d); 0 means no limit", p.Budget.MaxTokens)
+	}
+	return nil
+}
+
+// checkAgentEntry accepts a configured agent's tool name, or a pattern that matches one.
+func (c *Config) checkAgentEntry(key, e string, agents []string) error {
+	if _, err := path.Match(e, ""); err != nil {
+		return c.fieldErr(key, "bad pattern %q", e)
+	}
+	for _, a := range agents {
+		if ok, _ := path.Match(e, a); ok {
+			return nil
+		}
+	}
+	return c.fieldErr(key, "%q matches no configured agent", e)
+}
+
+// checkToolEntry accepts <server>__<tool> where <server> is a configured MCP server (or,
+// with patterns, a pattern that matches one). Tool names cannot be checked: the catalog is
+// only known at run time.
+func (c *Config) checkToolEntry(key, e string, servers []string, patterns bool) error {
+	if patterns {
+		if _, err := path.Match(e, ""); err != nil {
+			return c.fieldErr(key, "bad pattern %q", e)
+		}
+	}
+	server, tool, ok := strings.Cut(e, "__")
+	if !ok || server == "" || tool == "" {
+		return c.fieldErr(key, "must be <server>__<tool>, as the model sees MCP tools (got %q)", e)
+	}
+	for _, s := range servers {
+		if s == server {
+			return nil
+		}
+		if patterns {
+			if ok, _ := path.Match(server, s); ok {
+				return nil
+			}
+		}
+	}
+	return c.fieldErr(key, "%q names no configured mcp server (%q)", e, server)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) validateLoop() error {
+	l := c.Loop
+	switch {
+	case l.SoftThreshold < 1:
+		return c.fieldErr("loop.soft_threshold", "must be at least 1 (got %d)", l.SoftThreshold)
+	case l.HardThreshold <= l.SoftThreshold:
+		return c.fieldErr("loop.hard_threshold", "must be greater than loop.soft_threshold (%d) (got %d)", l.SoftThreshold, l.HardThreshold)
+	case l.StallTurns < 0:
+		return c.fieldErr("loop.stall_turns", "must not be negative (got %d); 0 turns stall detection off", l.StallTurns)
 	}
 	return nil
 }

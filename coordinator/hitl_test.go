@@ -1,0 +1,244 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// askingAgent asks a question on a new task and completes a continuation with the answer.
+func askingAgent(taskID string) func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
+	return func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		if req.TaskID == "" {
+			obs.Task(taskID, "ctx-"+taskID)
+			obs.Text("Which dates?")
+			return &a2a.Result{State: a2a.StateInputRequired, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "Which dates?"}, nil
+		}
+		obs.Task(req.TaskID, req.ContextID)
+		return &a2a.Result{State: a2a.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked for " + req.Prompt}, nil
+	}
+}
+
+type hitlClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *hitlClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *hitlClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func resumeInput(thread, run string, entries ...agui.ResumeEntry) *agui.RunAgentInput {
+	in := input(thread)
+	in.RunID = run
+	in.Resume = entries
+	return in
+}
+
+func resolved(id string, payload string) agui.ResumeEntry {
+	return agui.ResumeEntry{InterruptID: id, Status: "resolved", Payload: json.RawMessage(payload)}
+}
+
+func lastEvent(evs []agui.Event) agui.Event { return evs[len(evs)-1] }
+
+func interruptsOf(t *testing.T, evs []agui.Event) []agui.Interrupt {
+	t.Helper()
+	fin, ok := lastEvent(evs).(*agui.RunFinished)
+	require.True(t, ok, "want RUN_FINISHED, got %v", types(evs))
+	require.NotNil(t, fin.Outcome)
+	require.Equal(t, agui.OutcomeInterrupt, fin.Outcome.Type)
+	return fin.Outcome.Interrupts
+}
+
+func runErrorCode(t *testing.T, evs []agui.Event) string {
+	t.Helper()
+	re, ok := lastEvent(evs).(*agui.RunError)
+	require.True(t, ok, "want RUN_ERROR, got %v", types(evs))
+	return re.Code
+}
+
+func startAndCollect(t *testing.T, e *Engine, in *agui.RunAgentInput) []agui.Event {
+	t.Helper()
+	r, err := e.Start(in, "")
+	require.NoError(t, err)
+	return collect(t, r)
+}
+
+func TestA2AInputRequiredInterruptAndResume(t *testing.T) {
+	agent := &fakeAgent{send: askingAgent("task-7")}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"plan a trip"}`)}, agent)
+
+	// 1. The task asks: the run ends with an interrupt, not a tool result.
+	evs := startAndCollect(t, e, input("th"))
+	ins := interruptsOf(t, evs)
+	require.Len(t, ins, 1)
+	in := ins[0]
+	assert.Equal(t, "input_required", in.Reason)
+	assert.Equal(t, "call_1", in.ToolCallID)
+	assert.Equal(t, map[string]any{"agent": "research", "taskId": "task-7", "contextId": "ctx-task-7"}, in.Metadata["a2a"])
+	assert.NotEmpty(t, in.ExpiresAt)
+	assert.Empty(t, toolResults(evs))
+	var suspended *agui.SubagentFinished
+	for _, ev := range evs {
+		if sf, ok := ev.(*agui.SubagentFinished); ok {
+			suspended = sf
+		}
+	}
+	require.NotNil(t, suspended)
+	assert.Equal(t, &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}, suspended.Outcome)
+	assert.Equal(t, suspended.SubagentRunID, in.SubagentRunID)
+
+	// 2. A plain run on the thread re-emits the open interrupt.
+	again := interruptsOf(t, startAndCollect(t, e, resumeInput("th", "r2")))
+	require.Len(t, again, 1)
+	assert.Equal(t, in.ID, again[0].ID)
+
+	// 3. An invalid payload is refused and sends nothing.
+	assert.Equal(t, "INVALID_RESUME", runErrorCode(t, startAndCollect(t, e, resumeInput("th", "r3", resolved(in.ID, `{"text":5}`)))))
+	assert.Len(t, agent.sent, 1)
+
+	// 4. The answer goes to the same task; the outcome completes the original tool call.
+	evs = startAndCollect(t, e, resumeInput("th", "r-th", resolved(in.ID, `{"text":"12-19 May"}`))) // repeated runId accepted
+	require.Len(t, agent.sent, 2)
+	assert.Equal(t, a2a.Request{Prompt: "12-19 May", TaskID: "task-7", ContextID: "ctx-task-7"}, agent.sent[1])
+	var result *agui.ToolCallResult
+	for _, ev := range evs {
+		if tr, ok := ev.(*agui.ToolCallResult); ok {
+			result = tr
+		}
+	}
+	require.NotNil(t, result)
+	assert.Equal(t, "call_1", result.ToolCallID)
+	assert.Equal(t, "[COMPLETED]\nbooked for 12-19 May", result.Content)
+	assert.NotContains(t, types(evs), "TOOL_CALL_START", "a resumed call is not re-announced")
+	fin := lastEvent(evs).(*agui.RunFinished)
+	assert.Equal(t, agui.OutcomeSuccess, fin.Outcome.Type)
+
+	// 5. The same resume again sends nothing twice.
+	evs = startAndCollect(t, e, resumeInput("th", "r5", resolved(in.ID, `{"text":"12-19 May"}`)))
+	assert.Len(t, agent.sent, 2)
+	assert.IsType(t, &agui.RunFinished{}, lastEvent(evs))
+}
+
+func TestResumeUncoveredAndExpired(t *testing.T) {
+	clk := &hitlClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	agent := &fakeAgent{send: askingAgent("task-x")}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}, agent,
+		func(c *Config) { c.Now = clk.Now; c.InterruptTTL = time.Minute })
+	in := interruptsOf(t, startAndCollect(t, e, input("ex")))[0]
+
+	assert.Equal(t, "INVALID_RESUME", runErrorCode(t, startAndCollect(t, e, resumeInput("ex", "r2", resolved("int-unknown", `{"text":"x"}`)))),
+		"a resume must cover every open interrupt")
+
+	clk.add(2 * time.Minute)
+	evs := startAndCollect(t, e, resumeInput("ex", "r3", resolved(in.ID, `{"text":"x"}`)))
+	assert.Equal(t, "INTERRUPT_EXPIRED", runErrorCode(t, evs))
+	assert.Equal(t, "RUN_STARTED", string(evs[0].EventType()))
+	assert.Equal(t, []string{"task-x"}, agent.cancelled(), "expiry cancels the parked task")
+	assert.Len(t, agent.sent, 1, "nothing was sent to an expired task")
+}
+
+func TestCancelledResumeCancelsTask(t *testing.T) {
+	agent := &fakeAgent{send: askingAgent("task-c")}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}, agent)
+	in := interruptsOf(t, startAndCollect(t, e, input("cc")))[0]
+	evs := startAndCollect(t, e, resumeInput("cc", "r2", agui.ResumeEntry{InterruptID: in.ID, Status: "cancelled"}))
+	assert.Equal(t, []string{"task-c"}, agent.cancelled())
+	res := toolResults(evs)
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[CANCELED]\n"), res[0])
+}
+
+func TestAskUserTool(t *testing.T) {
+	m := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == llm.RoleTool {
+			return []llm.Delta{{Text: "you said " + last.Content}, {Done: &llm.Completion{FinishReason: "stop"}}}
+		}
+		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "ask1", Name: "ask_user", Arguments: `{"question":"Which colour?","choices":["red","blue"]}`}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
+	}}
+	e := newEngine(t, m, &fakeAgent{})
+	ins := interruptsOf(t, startAndCollect(t, e, input("ask")))
+	require.Len(t, ins, 1)
+	assert.Equal(t, "Which colour?", ins[0].Message)
+	text := ins[0].ResponseSchema["properties"].(map[string]any)["text"].(map[string]any)
+	assert.Equal(t, []any{"red", "blue"}, text["enum"])
+
+	assert.Equal(t, "INVALID_RESUME", runErrorCode(t, startAndCollect(t, e, resumeInput("ask", "r2", resolved(ins[0].ID, `{"text":"green"}`)))))
+	evs := startAndCollect(t, e, resumeInput("ask", "r3", resolved(ins[0].ID, `{"text":"blue"}`)))
+	res := toolResults(evs)
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[ANSWERED]"), res[0])
+	assert.Contains(t, res[0], "blue")
+}
+
+func TestTwoAgentsWaitingAtOnce(t *testing.T) {
+	travel := &fakeAgent{send: askingAgent("t-travel")}
+	research := &fakeAgent{send: askingAgent("t-research")}
+	m := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+		if req.Messages[len(req.Messages)-1].Role == llm.RoleTool {
+			return []llm.Delta{{Text: "both done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+		}
+		return []llm.Delta{
+			{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "c1", Name: "travel", Arguments: `{"prompt":"a"}`}},
+			{ToolCall: &llm.ToolCallDelta{Index: 1, ID: "c2", Name: "research", Arguments: `{"prompt":"b"}`}},
+			{Done: &llm.Completion{FinishReason: "tool_calls"}},
+		}
+	}}
+	e := newEngine(t, m, research, func(c *Config) {
+		c.Agents = append(c.Agents, Agent{Name: "travel", Client: travel, Timeout: time.Minute})
+	})
+	ins := interruptsOf(t, startAndCollect(t, e, input("two")))
+	require.Len(t, ins, 2, "one run ends with both interrupts")
+	var entries []agui.ResumeEntry
+	for _, in := range ins {
+		entries = append(entries, resolved(in.ID, `{"text":"yes"}`))
+	}
+	assert.Equal(t, "INVALID_RESUME", runErrorCode(t, startAndCollect(t, e, resumeInput("two", "r2", entries[0]))))
+	evs := startAndCollect(t, e, resumeInput("two", "r3", entries...))
+	res := toolResults(evs)
+	require.Len(t, res, 2)
+	for _, r := range res {
+		assert.True(t, strings.HasPrefix(r, "[COMPLETED]\n"), r)
+	}
+	assert.Len(t, travel.sent, 2)
+	assert.Len(t, research.sent, 2)
+}
+
+// A restart loses nothing: the suspension is in SQLite and the remote task is continued.
+func TestResumeAfterRestart(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "baton.db")
+	agent := &fakeAgent{send: askingAgent("task-r")}
+	open := func() *Engine {
+		st, err := store.Open(context.Background(), dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}, agent, func(c *Config) { c.Store = st })
+	}
+	e1 := open()
+	in := interruptsOf(t, startAndCollect(t, e1, input("rs")))[0]
+	require.NoError(t, e1.Shutdown(context.Background()))
+	require.NoError(t, e1.cfg.Store.Close())
+
+	e2 := open()
+	evs := startAndCollect(t, e2, resumeInput("rs", "r2", resolved(in.ID, `{"text":"June"}`)))
+	res := toolResults(evs)
+	require.Len(t, res, 1)
+	assert.Equal(t, "[COMPLETED]\nbooked for June", res[0])
+	assert.Equal(t, a2a.Request{Prompt: "June", TaskID: "task-r", ContextID: "ctx-task-r"}, agent.sent[1])
+}

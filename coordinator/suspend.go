@@ -1,0 +1,325 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
+)
+
+// handle is the protocol handle of an interrupt, persisted with it: what is needed to
+// deliver the answer to the right protocol, also after a restart.
+type handle struct {
+	// A2A input-required / auth-required.
+	Agent     string `json:"agent,omitempty"`
+	TaskID    string `json:"taskId,omitempty"`
+	ContextID string `json:"contextId,omitempty"`
+	// MCP: the parked call and the key of this request within it (MRTR), or the
+	// in-memory waiter's id (2025-11-25 in-session elicitation).
+	MCP     *mcpclient.InputRequired `json:"mcp,omitempty"`
+	Key     string                   `json:"key,omitempty"`
+	Session string                   `json:"session,omitempty"`
+	// ask_user.
+	Question string   `json:"question,omitempty"`
+	Choices  []string `json:"choices,omitempty"`
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("coordinator: marshal %T: %v", v, err)) // only engine-owned plain structs
+	}
+	return b
+}
+
+func decodeHandle(in store.Interrupt) handle {
+	var h handle
+	_ = json.Unmarshal(in.Handle, &h)
+	return h
+}
+
+func (e *Engine) hitlOptions() hitl.Options {
+	return hitl.Options{Now: e.cfg.Now, TTL: e.cfg.InterruptTTL}
+}
+
+func (e *Engine) loadSuspension(ctx context.Context, threadID string) (*store.Suspension, error) {
+	s, err := e.cfg.Store.LoadSuspension(ctx, threadID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return s, err
+}
+
+// duplicateResume reports whether every entry answers an interrupt that was already
+// resolved: the resume was applied before and must not be applied twice.
+func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries []agui.ResumeEntry) (bool, error) {
+	for _, en := range entries {
+		ok, err := e.cfg.Store.IsResolved(ctx, threadID, en.InterruptID)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// suspend persists the run: the conversation so far and the open interrupts.
+func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Interrupt) error {
+	now := r.e.cfg.Now()
+	s := &store.Suspension{
+		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
+		History: mustJSON(conv), Interrupts: open, CreatedAt: now, UpdatedAt: now,
+	}
+	// Persist on a context of its own: a client that disconnects right now must not lose
+	// the question.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.e.cfg.Store.SaveSuspension(sctx, s); err != nil {
+		return err
+	}
+	if m := r.e.cfg.Metrics; m != nil {
+		m.InterruptsOpen(len(open))
+	}
+	return nil
+}
+
+// finishInterrupted ends the run with the interrupt outcome.
+func (r *Run) finishInterrupted(open []store.Interrupt) {
+	out := &agui.Outcome{Type: agui.OutcomeInterrupt}
+	for _, in := range open {
+		out.Interrupts = append(out.Interrupts, hitl.ToAGUI(in))
+	}
+	r.seq.Finish(r.ThreadID, r.RunID, out, nil)
+}
+
+// resume delivers the answers of a resume run to the parked work, streams the results
+// against the original tool calls and returns the conversation to continue with. done is
+// true when the run has already ended (bad resume, new interrupts, cancellation).
+func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([]llm.Message, bool, string) {
+	var conv []llm.Message
+	if err := json.Unmarshal(susp.History, &conv); err != nil {
+		r.log.Error("suspension history unreadable", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "This conversation's saved state could not be read.")
+		return nil, true, "error: store"
+	}
+	answers, ignored, err := hitl.Validate(susp.Interrupts, r.in.Resume, r.e.cfg.Now())
+	if len(ignored) > 0 {
+		r.log.Warn("resume entries for unknown interrupts ignored", "interrupt_ids", ignored)
+	}
+	if err != nil {
+		var re *hitl.ResumeError
+		if !errors.As(err, &re) {
+			re = &hitl.ResumeError{Code: "INVALID_RESUME", Message: "The answers could not be read."}
+		}
+		if re.Code == "INTERRUPT_EXPIRED" {
+			// The parked work is abandoned: cancel it downstream and free the thread.
+			r.e.expire(context.WithoutCancel(ctx), susp)
+		}
+		r.seq.Fail(re.Code, re.Message)
+		return nil, true, "error: " + strings.ToLower(re.Code)
+	}
+
+	// Group the interrupts by tool call: an MCP call may have asked several questions.
+	type group struct {
+		callID string
+		ins    []store.Interrupt
+	}
+	var groups []*group
+	byCall := map[string]*group{}
+	for _, in := range susp.Interrupts {
+		g := byCall[in.ToolCallID]
+		if g == nil {
+			g = &group{callID: in.ToolCallID}
+			byCall[in.ToolCallID] = g
+			groups = append(groups, g)
+		}
+		g.ins = append(g.ins, in)
+	}
+	outcomes := make([]toolOutcome, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() {
+			outcomes[i] = r.deliver(ctx, t, g.callID, g.ins, answers)
+			r.emitResult(ctx, g.callID, outcomes[i])
+		})
+	}
+	wg.Wait()
+
+	// The answers went out: record them so that a repeated resume sends nothing twice.
+	var ids []string
+	for _, in := range susp.Interrupts {
+		ids = append(ids, in.ID)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, ids); err != nil {
+		r.log.Error("mark interrupts resolved", "err", err)
+	}
+	if err := r.e.cfg.Store.DeleteSuspension(sctx, r.ThreadID); err != nil {
+		r.log.Error("delete suspension", "err", err)
+	}
+	if m := r.e.cfg.Metrics; m != nil {
+		m.InterruptsOpen(-len(susp.Interrupts))
+	}
+
+	calls := make([]llm.ToolCall, len(groups))
+	for i, g := range groups {
+		calls[i] = llm.ToolCall{ID: g.callID}
+	}
+	return r.afterTools(ctx, conv, calls, outcomes)
+}
+
+// deliver routes the user's answers for one suspended tool call to its protocol.
+func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+	first := ins[0]
+	h := decodeHandle(first)
+	ans := answers[first.ID]
+	switch first.Kind {
+	case hitl.KindA2AInput, hitl.KindA2AAuth:
+		a := r.e.agents[h.Agent]
+		if a == nil {
+			return toolOutcome{result: bridge.Unreachable(h.Agent)}
+		}
+		if ans.Cancelled {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
+			err := a.Client.Cancel(cctx, h.TaskID)
+			cancel()
+			r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+			return toolOutcome{result: bridge.FromA2A(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})}
+		}
+		text, _ := ans.Payload["text"].(string)
+		if strings.TrimSpace(text) == "" {
+			text = "done" // auth-required: the user says the sign-in is done
+		}
+		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
+		return r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+	case hitl.KindAskUser:
+		if ans.Cancelled {
+			return toolOutcome{result: bridge.Declined("The user declined to answer.")}
+		}
+		text, _ := ans.Payload["text"].(string)
+		return toolOutcome{result: bridge.Answered(text)}
+	case hitl.KindMCPForm, hitl.KindMCPURL:
+		return r.deliverMCP(ctx, t, callID, ins, answers)
+	case hitl.KindMCPSession:
+		return r.deliverSession(ctx, callID, first, ans)
+	default:
+		return toolOutcome{result: bridge.Error("This question can no longer be answered.")}
+	}
+}
+
+// deliverMCP retries a parked MRTR call with the user's answers (or abandons it).
+func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+	h := decodeHandle(ins[0])
+	if h.MCP == nil || r.e.cfg.Tools == nil {
+		return toolOutcome{result: bridge.Error("The tool's question can no longer be answered.")}
+	}
+	responses := map[string]*mcp.ElicitResult{}
+	for _, in := range ins {
+		ih := decodeHandle(in)
+		ans := answers[in.ID]
+		switch {
+		case ans.Cancelled:
+			responses[ih.Key] = &mcp.ElicitResult{Action: "cancel"}
+		default:
+			action, _ := ans.Payload["action"].(string)
+			res := &mcp.ElicitResult{Action: action}
+			if content, ok := ans.Payload["content"].(map[string]any); ok && action == "accept" {
+				res.Content = content
+			}
+			responses[ih.Key] = res
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, r.e.cfg.Limits.ToolTimeout)
+	defer cancel()
+	res, err := r.e.cfg.Tools.Resume(tctx, h.MCP, responses, r.mcpOptions(t, callID))
+	return r.mcpOutcome(ctx, callID, h.MCP.Tool, res, err)
+}
+
+// mcpInterrupts builds one interrupt per request of a parked MCP call.
+func (r *Run) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
+	var out []store.Interrupt
+	for _, req := range need.Requests {
+		var in store.Interrupt
+		if req.Mode == "url" || need.URLRequired {
+			in = hitl.MCPURL(r.e.hitlOptions(), need.Server, need.ToolName, req.URL, req.Message)
+		} else {
+			in = hitl.MCPForm(r.e.hitlOptions(), need.Server, need.ToolName, req.Message, req.Schema, mcpclient.ShapeMRTR)
+		}
+		in.ToolCallID = callID
+		in.Handle = mustJSON(handle{MCP: need, Key: req.Key})
+		out = append(out, in)
+	}
+	return out
+}
+
+// expire cancels the parked work of a suspension whose interrupts expired and removes it.
+func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
+	defer cancel()
+	seen := map[string]bool{}
+	for _, in := range susp.Interrupts {
+		h := decodeHandle(in)
+		switch in.Kind {
+		case hitl.KindA2AInput, hitl.KindA2AAuth:
+			if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
+				seen[h.TaskID] = true
+				err := a.Client.Cancel(cctx, h.TaskID)
+				e.log.Info("expired interrupt: task cancelled", "thread_id", susp.ThreadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+			}
+		case hitl.KindMCPForm, hitl.KindMCPURL:
+			if h.MCP != nil && e.cfg.Tools != nil && !seen[in.ToolCallID] {
+				seen[in.ToolCallID] = true
+				err := e.cfg.Tools.Abandon(cctx, h.MCP)
+				e.log.Info("expired interrupt: mcp request abandoned", "thread_id", susp.ThreadID, "tool", h.MCP.Tool, "err", errString(err))
+			}
+		case hitl.KindMCPSession:
+			e.sessions.answer(h.Session, &mcp.ElicitResult{Action: "cancel"})
+		}
+	}
+	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
+		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
+	}
+	if e.cfg.Metrics != nil {
+		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
+	}
+}
+
+// janitor expires interrupts in the background.
+func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		expired, err := e.cfg.Store.Expired(ctx, e.cfg.Now())
+		if err != nil {
+			e.log.Warn("expiry scan", "err", err)
+		}
+		for _, s := range expired {
+			e.mu.Lock()
+			_, busy := e.active[s.ThreadID]
+			e.mu.Unlock()
+			if !busy {
+				e.expire(ctx, s)
+			}
+		}
+		cancel()
+	}
+}

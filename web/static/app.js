@@ -1,0 +1,852 @@
+// The Baton chat page: an AG-UI 1.0 client in plain JavaScript (DESIGN §3, §8, §9).
+//
+// The page keeps the thread's history (user and assistant messages, tool calls and their
+// results) and sends all of it with every run, as AG-UI requires. Text that sub-agents
+// stream is shown attributed to them but is not part of that history: the model already
+// receives the sub-agent's outcome as the tool result. Everything that comes from the
+// coordinator is inserted as text, never as HTML.
+
+import { streamRun, uid, parseTag, tagClass, contentText, applyPatch, HTTPError } from "./agui.js";
+import { buildFields, renderFields, readPayload, isElicitation, FormError } from "./forms.js";
+
+const AGUI_URL = "agui";
+// A stopped run may take a few seconds to cancel its downstream work; until then the
+// thread is busy (HTTP 409) and the next message is retried for at most this long.
+const BUSY_RETRY_MS = 8000;
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, className, text) {
+  const e = document.createElement(tag);
+  if (className) e.className = className;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+const ui = {
+  transcript: $("#transcript"),
+  composer: $("#composer"),
+  input: $("#input"),
+  send: $("#send"),
+  stop: $("#stop"),
+  status: $("#status"),
+  token: $("#token"),
+  newChat: $("#new-chat"),
+};
+
+// chat is the state of the thread shown on the page.
+const chat = newChat();
+
+function newChat() {
+  return {
+    threadId: uid("thread"),
+    messages: [], // AG-UI messages sent as RunAgentInput.messages
+    state: {},
+    run: null, // {runId, controller, stopped, terminal, userMsg, resume}
+    runsEnded: 0,
+    turn: null, // the assistant message that tool calls of the current turn belong to
+    texts: new Map(), // messageId → {node, msg}
+    tools: new Map(), // toolCallId → card
+    subagents: new Map(), // subagentRunId → block
+    activities: new Map(), // messageId → {node, type, content}
+    reasoning: new Map(), // messageId → node
+    interrupts: [], // the open interrupts of the last run
+    answers: new Map(), // interruptId → resume entry
+  };
+}
+
+// ---- transcript helpers ----
+
+function nearBottom() {
+  const s = document.scrollingElement;
+  return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
+}
+
+function append(node, parent = ui.transcript) {
+  const stick = nearBottom();
+  parent.appendChild(node);
+  if (stick) node.scrollIntoView({ block: "end" });
+  return node;
+}
+
+function notice(kind, text, detail) {
+  const n = el("div", "notice " + kind);
+  n.appendChild(el("span", "notice-text", text));
+  if (detail) n.appendChild(el("code", "notice-detail", detail));
+  return append(n);
+}
+
+function setStatus(state, text) {
+  ui.status.dataset.state = state;
+  ui.status.dataset.runs = String(chat.runsEnded);
+  ui.status.textContent = text || state;
+}
+
+function setBusy(busy) {
+  ui.send.hidden = busy;
+  ui.stop.hidden = !busy;
+  ui.stop.disabled = !busy;
+  lockComposer();
+  if (busy) setStatus("running", "running…");
+  else if (chat.interrupts.length) setStatus("input", "waiting for your answer");
+  else setStatus("idle", "idle");
+}
+
+function lockComposer() {
+  const waiting = chat.interrupts.length > 0 && !chat.run;
+  ui.input.disabled = waiting;
+  ui.input.placeholder = waiting ? "Answer above to continue." : "Message Baton…";
+  ui.send.disabled = waiting || !!chat.run;
+}
+
+// ---- sending ----
+
+async function sendMessage(text) {
+  text = text.trim();
+  if (!text || chat.run || chat.interrupts.length) return;
+  const msg = { id: uid("user"), role: "user", content: text };
+  chat.messages.push(msg);
+  const bubble = append(el("div", "msg user"));
+  bubble.appendChild(el("div", "msg-text", text));
+  ui.input.value = "";
+  autoSize();
+  await runOnce({}, { userMsg: msg, bubble });
+}
+
+async function runOnce(extra, { userMsg, bubble } = {}) {
+  const run = { runId: uid("run"), controller: new AbortController(), stopped: false, terminal: null, resume: !!extra.resume };
+  chat.run = run;
+  chat.turn = null;
+  setBusy(true);
+  const input = {
+    threadId: chat.threadId,
+    runId: run.runId,
+    protocolVersion: "1.0",
+    messages: chat.messages,
+    state: chat.state,
+    tools: [],
+    context: [],
+    forwardedProps: {},
+    ...extra,
+  };
+  try {
+    await postWithBusyRetry(input, run);
+    if (!run.terminal && !run.stopped) {
+      notice("error", "The connection ended before the run finished; its result is unknown.");
+      markUnfinished("interrupted");
+    }
+  } catch (e) {
+    if (run.stopped || (e && e.name === "AbortError")) {
+      notice("stopped", "Stopped. The coordinator cancels the work in progress, sub-agent tasks included.");
+      markUnfinished("stopped");
+    } else if (e instanceof HTTPError) {
+      notice("error", e.message, e.code);
+      if (userMsg) {
+        // The run never started: the message did not reach the model.
+        chat.messages = chat.messages.filter((m) => m !== userMsg);
+        if (bubble) bubble.classList.add("undelivered");
+      }
+      if (run.resume) reopenInterrupts();
+    } else {
+      notice("error", "Cannot reach the coordinator.", String((e && e.message) || e));
+      markUnfinished("interrupted");
+      if (run.resume) reopenInterrupts();
+    }
+  } finally {
+    chat.run = null;
+    chat.turn = null;
+    chat.runsEnded++;
+    setBusy(false);
+  }
+}
+
+async function postWithBusyRetry(input, run) {
+  const deadline = Date.now() + BUSY_RETRY_MS;
+  for (let wait = 250; ; wait = Math.min(wait * 2, 1000)) {
+    try {
+      return await streamRun(AGUI_URL, input, { signal: run.controller.signal, token: token(), onEvent: (ev) => handle(ev, run) });
+    } catch (e) {
+      if (!(e instanceof HTTPError) || e.code !== "THREAD_BUSY" || Date.now() + wait > deadline) throw e;
+      setStatus("running", "waiting for the previous run to end…");
+      await new Promise((resolve, reject) => {
+        const t = setTimeout(resolve, wait);
+        run.controller.signal.addEventListener("abort", () => {
+          clearTimeout(t);
+          reject(new DOMException("aborted", "AbortError"));
+        }, { once: true });
+      });
+    }
+  }
+}
+
+function stopRun() {
+  if (!chat.run) return;
+  chat.run.stopped = true;
+  chat.run.controller.abort();
+}
+
+// markUnfinished marks tool calls and sub-agents that never got an outcome.
+function markUnfinished(how) {
+  for (const card of chat.tools.values()) {
+    if (card.dataset.state === "running") {
+      card.dataset.state = how;
+      setBadge(card.querySelector(".badge"), how, "bad");
+    }
+  }
+  for (const block of chat.subagents.values()) {
+    if (block.dataset.state === "running") {
+      block.dataset.state = how;
+      block.querySelector(".sub-state").textContent = how;
+    }
+  }
+}
+
+// ---- events ----
+
+function handle(ev, run) {
+  if (!ev || typeof ev.type !== "string") return;
+  switch (ev.type) {
+    case "RUN_STARTED":
+      chat.turn = null;
+      break;
+    case "TEXT_MESSAGE_START":
+      startText(ev.messageId, ev.role || "assistant", ev.subagentRunId, ev.name);
+      break;
+    case "TEXT_MESSAGE_CONTENT":
+      appendText(ev.messageId, ev.delta, ev.subagentRunId);
+      break;
+    case "TEXT_MESSAGE_END":
+      endText(ev.messageId);
+      break;
+    case "TEXT_MESSAGE_CHUNK":
+      if (ev.messageId && !chat.texts.has(ev.messageId)) startText(ev.messageId, ev.role || "assistant", ev.subagentRunId, ev.name);
+      appendText(ev.messageId || lastTextId(), ev.delta || "", ev.subagentRunId);
+      break;
+    case "TOOL_CALL_START":
+      startTool(ev.toolCallId, ev.toolCallName, ev.parentMessageId);
+      break;
+    case "TOOL_CALL_ARGS":
+      toolArgs(ev.toolCallId, ev.delta);
+      break;
+    case "TOOL_CALL_END":
+      toolEnd(ev.toolCallId);
+      break;
+    case "TOOL_CALL_CHUNK":
+      if (ev.toolCallId && !chat.tools.has(ev.toolCallId)) startTool(ev.toolCallId, ev.toolCallName, ev.parentMessageId);
+      toolArgs(ev.toolCallId || lastToolId(), ev.delta || "");
+      break;
+    case "TOOL_CALL_RESULT":
+      toolResult(ev);
+      break;
+    case "SUBAGENT_STARTED":
+      subagentStarted(ev);
+      break;
+    case "SUBAGENT_FINISHED":
+      subagentFinished(ev);
+      break;
+    case "SUBAGENT_ERROR":
+      subagentError(ev);
+      break;
+    case "ACTIVITY_SNAPSHOT":
+      activity(ev.messageId, ev.activityType, ev.content, ev.replace === false, ev.subagentRunId);
+      break;
+    case "ACTIVITY_DELTA": {
+      const a = chat.activities.get(ev.messageId);
+      if (a) {
+        try {
+          activity(ev.messageId, ev.activityType || a.type, applyPatch(a.content, ev.patch), false, ev.subagentRunId);
+        } catch (_) {
+          // a delta that does not apply is dropped; the next snapshot repairs the view
+        }
+      }
+      break;
+    }
+    case "STATE_SNAPSHOT":
+      chat.state = ev.snapshot === undefined ? {} : ev.snapshot;
+      break;
+    case "STATE_DELTA":
+      try {
+        chat.state = applyPatch(chat.state, ev.delta);
+      } catch (_) {
+        // keep the last good state
+      }
+      break;
+    case "MESSAGES_SNAPSHOT":
+      if (Array.isArray(ev.messages)) chat.messages = ev.messages.filter((m) => m && m.role !== "activity");
+      break;
+    case "STEP_STARTED":
+      setStatus("running", "running: " + ev.stepName);
+      break;
+    case "STEP_FINISHED":
+      setStatus("running", "running…");
+      break;
+    case "REASONING_MESSAGE_START":
+    case "REASONING_MESSAGE_CONTENT":
+    case "REASONING_MESSAGE_CHUNK":
+      reasoning(ev);
+      break;
+    case "CUSTOM":
+      custom(ev.name, ev.value);
+      break;
+    case "RUN_FINISHED":
+      run.terminal = ev;
+      runFinished(ev, run);
+      break;
+    case "RUN_ERROR":
+      run.terminal = ev;
+      runError(ev, run);
+      break;
+    default:
+      // Unknown and purely structural events (REASONING_START/END, RAW, …) are ignored,
+      // as the 1.0 client does.
+      break;
+  }
+}
+
+function lastTextId() {
+  return [...chat.texts.keys()].pop();
+}
+
+function lastToolId() {
+  return [...chat.tools.keys()].pop();
+}
+
+// ---- text ----
+
+function startText(id, role, subagentRunId, name) {
+  if (chat.texts.has(id)) return;
+  if (subagentRunId) {
+    const block = subagentBlock(subagentRunId);
+    const node = el("div", "sub-msg");
+    node.dataset.messageId = id;
+    block.querySelector(".sub-text").appendChild(node);
+    chat.texts.set(id, { node, msg: null });
+    return;
+  }
+  const msg = { id, role, content: "" };
+  if (name) msg.name = name;
+  chat.messages.push(msg);
+  if (role === "assistant") chat.turn = msg;
+  const bubble = append(el("div", "msg " + (role === "user" ? "user" : "assistant")));
+  bubble.dataset.messageId = id;
+  const node = bubble.appendChild(el("div", "msg-text"));
+  bubble.classList.add("streaming");
+  chat.texts.set(id, { node, msg, bubble });
+}
+
+function appendText(id, delta, subagentRunId) {
+  let t = chat.texts.get(id);
+  if (!t) {
+    startText(id, "assistant", subagentRunId);
+    t = chat.texts.get(id);
+  }
+  if (!delta) return;
+  const stick = nearBottom();
+  t.node.textContent += delta;
+  if (t.msg) t.msg.content += delta;
+  if (stick) t.node.scrollIntoView({ block: "end" });
+}
+
+function endText(id) {
+  const t = chat.texts.get(id);
+  if (t && t.bubble) t.bubble.classList.remove("streaming");
+}
+
+// ---- tool calls ----
+
+function startTool(id, name, parentMessageId) {
+  if (chat.tools.has(id)) return;
+  let parent = parentMessageId ? chat.messages.find((m) => m.id === parentMessageId && m.role === "assistant") : null;
+  if (!parent) parent = chat.turn;
+  if (!parent) {
+    parent = { id: parentMessageId || uid("msg"), role: "assistant", content: "" };
+    chat.messages.push(parent);
+  }
+  parent.toolCalls = parent.toolCalls || [];
+  const call = { id, type: "function", function: { name, arguments: "" } };
+  parent.toolCalls.push(call);
+  chat.turn = parent;
+
+  const card = el("details", "tool");
+  card.open = true;
+  card.dataset.toolCallId = id;
+  card.dataset.name = name;
+  card.dataset.state = "running";
+  const summary = card.appendChild(el("summary"));
+  summary.appendChild(el("span", "tool-icon", "⚙"));
+  summary.appendChild(el("span", "tool-name", name));
+  setBadge(summary.appendChild(el("span", "badge")), "running…", "running");
+  const body = card.appendChild(el("div", "tool-body"));
+  body.appendChild(el("div", "label", "arguments"));
+  body.appendChild(el("pre", "args"));
+  body.appendChild(el("div", "subagents"));
+  body.appendChild(el("div", "activities"));
+  const result = body.appendChild(el("div", "result"));
+  result.hidden = true;
+  result.appendChild(el("div", "label", "result"));
+  result.appendChild(el("pre", "result-text"));
+  card._call = call;
+  chat.tools.set(id, card);
+  append(card);
+}
+
+function toolArgs(id, delta) {
+  const card = chat.tools.get(id);
+  if (!card || !delta) return;
+  card._call.function.arguments += delta;
+  card.querySelector(".args").textContent = card._call.function.arguments;
+}
+
+function toolEnd(id) {
+  const card = chat.tools.get(id);
+  if (!card) return;
+  const args = card._call.function.arguments;
+  try {
+    card.querySelector(".args").textContent = JSON.stringify(JSON.parse(args || "{}"), null, 2);
+  } catch (_) {
+    // not JSON: shown as sent
+  }
+}
+
+function toolResult(ev) {
+  const content = contentText(ev.content);
+  chat.messages.push({ id: ev.messageId || uid("tool"), role: "tool", toolCallId: ev.toolCallId, content });
+  chat.turn = null;
+  let card = chat.tools.get(ev.toolCallId);
+  if (!card) {
+    // A result for a call of an earlier page load, or of a resumed run the page did not see.
+    startTool(ev.toolCallId, "tool", undefined);
+    card = chat.tools.get(ev.toolCallId);
+  }
+  const { tag, arg, body } = parseTag(content);
+  const label = tag === "RETRY" ? "RETRY:" + arg : tag || "result";
+  const cls = tagClass(tag);
+  card.dataset.state = "done";
+  card.dataset.tag = tag;
+  setBadge(card.querySelector(".badge"), label, cls);
+  const result = card.querySelector(".result");
+  result.hidden = false;
+  let shown = content;
+  if (tag === "RETRY") {
+    try {
+      shown = `[${label}]\n` + JSON.stringify(JSON.parse(body), null, 2);
+    } catch (_) {
+      // keep as sent
+    }
+  }
+  result.querySelector(".result-text").textContent = shown;
+  // Finished calls fold away unless they need attention.
+  if (cls === "ok" && !card._userToggled) card.open = false;
+}
+
+function setBadge(badge, text, cls) {
+  badge.textContent = text;
+  badge.dataset.kind = cls;
+}
+
+// ---- sub-agents ----
+
+function subagentBlock(id, name) {
+  let block = chat.subagents.get(id);
+  if (block) return block;
+  block = el("section", "subagent");
+  block.dataset.subagentRunId = id;
+  block.dataset.name = name || id;
+  block.dataset.state = "running";
+  const head = block.appendChild(el("header"));
+  head.appendChild(el("span", "who", name || id));
+  head.appendChild(el("span", "role-tag", "sub-agent"));
+  head.appendChild(el("span", "sub-state", "working…"));
+  block.appendChild(el("div", "sub-text"));
+  block.appendChild(el("div", "activities"));
+  chat.subagents.set(id, block);
+  append(block);
+  return block;
+}
+
+function subagentStarted(ev) {
+  let block = chat.subagents.get(ev.subagentRunId);
+  if (!block) {
+    block = subagentBlock(ev.subagentRunId, ev.name);
+    const card = ev.parentToolCallId && chat.tools.get(ev.parentToolCallId);
+    if (card) {
+      card.querySelector(".subagents").appendChild(block);
+      card.classList.add("delegation");
+      card.querySelector(".tool-icon").textContent = "↪";
+    }
+  }
+  block.dataset.name = ev.name || block.dataset.name;
+  block.querySelector(".who").textContent = ev.name || block.dataset.name;
+  if (ev.description) block.title = ev.description;
+  block.dataset.state = "running";
+  block.querySelector(".sub-state").textContent = "working…";
+}
+
+function subagentFinished(ev) {
+  const block = subagentBlock(ev.subagentRunId);
+  const suspended = ev.outcome && ev.outcome.type === "suspended";
+  block.dataset.state = suspended ? "suspended" : "finished";
+  block.querySelector(".sub-state").textContent = suspended ? "waiting for input" : "finished";
+}
+
+function subagentError(ev) {
+  const block = subagentBlock(ev.subagentRunId);
+  block.dataset.state = "error";
+  block.dataset.code = ev.code || "";
+  block.querySelector(".sub-state").textContent = ev.code ? "error: " + ev.code : "error";
+  block.appendChild(el("div", "sub-error", ev.message || "The sub-agent failed."));
+}
+
+// ---- activities (MCP progress) ----
+
+function activity(id, type, content, merge, subagentRunId) {
+  let a = chat.activities.get(id);
+  const c = merge && a ? { ...a.content, ...content } : content || {};
+  if (!a) {
+    const node = el("div", "activity");
+    node.dataset.activityId = id;
+    node.dataset.type = type;
+    const card = c.toolCallId && chat.tools.get(c.toolCallId);
+    const host = card ? card.querySelector(".activities") : subagentRunId ? subagentBlock(subagentRunId).querySelector(".activities") : ui.transcript;
+    if (host === ui.transcript) append(node);
+    else host.appendChild(node);
+    a = { node, type, content: c };
+    chat.activities.set(id, a);
+  }
+  a.content = c;
+  a.type = type || a.type;
+  const node = a.node;
+  node.replaceChildren();
+  if (a.type === "progress") {
+    const bar = node.appendChild(el("progress"));
+    const p = Number(c.progress);
+    const total = Number(c.total);
+    if (Number.isFinite(total) && total > 0) {
+      bar.max = total;
+      bar.value = Math.min(Number.isFinite(p) ? p : 0, total);
+    } // no total: indeterminate
+    const parts = [];
+    if (c.message) parts.push(c.message);
+    if (Number.isFinite(p)) parts.push(Number.isFinite(total) && total > 0 ? `${p}/${total}` : String(p));
+    node.appendChild(el("span", "activity-label", parts.join(" · ")));
+  } else {
+    node.appendChild(el("span", "activity-label", a.type));
+    node.appendChild(el("code", "activity-content", JSON.stringify(c)));
+  }
+}
+
+// ---- reasoning ----
+
+function reasoning(ev) {
+  let node = chat.reasoning.get(ev.messageId);
+  if (!node) {
+    const box = el("details", "reasoning");
+    box.appendChild(el("summary", "", "reasoning"));
+    node = box.appendChild(el("div", "reasoning-text"));
+    chat.reasoning.set(ev.messageId, node);
+    append(box);
+  }
+  if (ev.delta) node.textContent += ev.delta;
+}
+
+// ---- custom events ----
+
+function custom(name, value) {
+  const v = value && typeof value === "object" ? value : {};
+  switch (name) {
+    case "baton.failure": {
+      const attempt = v.attempt ? ` (attempt ${v.attempt})` : "";
+      const n = notice("failure", `${v.kind || "failure"}: ${v.explanation || ""}${attempt}`);
+      n.dataset.kind = v.kind || "";
+      n.dataset.action = v.action || "";
+      break;
+    }
+    case "baton.handoff":
+    case "baton.partial": {
+      const panel = el("section", "handoff " + (name === "baton.handoff" ? "is-handoff" : "is-partial"));
+      panel.dataset.name = name;
+      panel.appendChild(el("h3", "", name === "baton.handoff" ? "Handed back to you" : "Stopped with a partial result"));
+      if (v.rationale) panel.appendChild(el("p", "", v.rationale));
+      for (const [key, title] of [["blockers", "Blockers"], ["next_steps", "Next steps"]]) {
+        if (Array.isArray(v[key]) && v[key].length) {
+          panel.appendChild(el("h4", "", title));
+          const ul = panel.appendChild(el("ul"));
+          for (const item of v[key]) ul.appendChild(el("li", "", typeof item === "string" ? item : JSON.stringify(item)));
+        }
+      }
+      append(panel);
+      break;
+    }
+    default:
+      notice("custom", name, JSON.stringify(value));
+  }
+}
+
+// ---- run end ----
+
+function runFinished(ev, run) {
+  const outcome = ev.outcome || { type: "success" };
+  if (run.resume) closeInterrupts("answered");
+  switch (outcome.type) {
+    case "interrupt":
+      showInterrupts(Array.isArray(outcome.interrupts) ? outcome.interrupts : []);
+      break;
+    case "cancelled":
+      notice("stopped", "The run was cancelled.");
+      markUnfinished("cancelled");
+      break;
+    default:
+      if (Array.isArray(outcome.pendingToolCallIds) && outcome.pendingToolCallIds.length) {
+        notice("custom", "The model called tools that this page does not provide.", outcome.pendingToolCallIds.join(", "));
+      }
+  }
+  if (ev.result !== undefined && ev.result !== null && !(typeof ev.result === "object" && Object.keys(ev.result).length === 0)) {
+    notice("result", "Run result", JSON.stringify(ev.result));
+  }
+}
+
+function runError(ev, run) {
+  const n = notice("error", ev.message || "The run failed.", ev.code);
+  n.dataset.code = ev.code || "";
+  markUnfinished("failed");
+  if (run.resume) {
+    if (ev.code === "INTERRUPT_EXPIRED") closeInterrupts("expired");
+    else reopenInterrupts();
+  }
+}
+
+// ---- interrupts ----
+
+function showInterrupts(list) {
+  closeInterrupts("superseded");
+  chat.interrupts = list.filter((i) => i && i.id);
+  chat.answers = new Map();
+  // The calls that wait for these answers are parked, not running.
+  const waiting = new Set(chat.interrupts.map((i) => i.toolCallId).filter(Boolean));
+  for (const [id, card] of chat.tools) {
+    const suspended = card.querySelector('.subagent[data-state="suspended"]');
+    if (card.dataset.state === "running" && (waiting.has(id) || suspended)) {
+      card.dataset.state = "waiting";
+      setBadge(card.querySelector(".badge"), "waiting for you", "wait");
+    }
+  }
+  for (const intr of chat.interrupts) append(interruptForm(intr));
+  lockComposer();
+  const first = ui.transcript.querySelector(".interrupt[data-state=open] input, .interrupt[data-state=open] textarea, .interrupt[data-state=open] select");
+  if (first) first.focus();
+}
+
+function interruptForm(intr) {
+  const box = el("section", "interrupt");
+  box.dataset.interruptId = intr.id;
+  box.dataset.reason = intr.reason || "";
+  box.dataset.state = "open";
+  const who = intr.subagentRunId && chat.subagents.get(intr.subagentRunId);
+  const head = box.appendChild(el("header"));
+  head.appendChild(el("span", "who", who ? who.dataset.name : "Baton"));
+  head.appendChild(el("span", "role-tag", reasonLabel(intr.reason)));
+  box.appendChild(el("p", "question", intr.message || "Input is needed to continue."));
+  const meta = (intr.metadata && typeof intr.metadata === "object") ? intr.metadata : {};
+  const url = meta.mcp && meta.mcp.url;
+  if (typeof url === "string" && /^https?:\/\//i.test(url)) {
+    const link = box.appendChild(el("a", "open-url", "Open " + url));
+    link.href = url;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+  }
+  if (intr.expiresAt) {
+    const t = new Date(intr.expiresAt);
+    if (!Number.isNaN(t.getTime())) box.appendChild(el("p", "expires", "Answer before " + t.toLocaleTimeString()));
+  }
+
+  const form = box.appendChild(el("form"));
+  form.noValidate = true; // our own checks give messages that name the field
+  const schema = intr.responseSchema;
+  const elicitation = isElicitation(schema);
+  let fields;
+  let area = form;
+  if (elicitation) {
+    const content = schema.properties.content;
+    fields = content ? buildFields(content, ["content"]) : [];
+    area = form.appendChild(el("div", "fields"));
+  } else if (schema && typeof schema === "object" && (schema.properties || schema.type)) {
+    fields = buildFields(schema);
+    area = form.appendChild(el("div", "fields"));
+  } else {
+    // No schema: a free-text answer, sent as {text} (or {} when left empty).
+    fields = buildFields({ type: "object", properties: { text: { type: "string", title: "Your answer" } } });
+    area = form.appendChild(el("div", "fields"));
+  }
+  renderFields(document, area, fields);
+  const err = form.appendChild(el("p", "form-error"));
+  err.hidden = true;
+  const actions = form.appendChild(el("div", "actions"));
+  const submitWith = (action) => {
+    err.hidden = true;
+    let payload;
+    if (elicitation && action !== "accept") {
+      payload = { action }; // declining sends no content
+    } else {
+      let values;
+      try {
+        values = readPayload(area, fields);
+      } catch (e) {
+        if (!(e instanceof FormError)) throw e;
+        err.textContent = e.message;
+        err.hidden = false;
+        return;
+      }
+      if (!elicitation) payload = values;
+      else payload = schema.properties.content ? { action, content: values } : { action };
+    }
+    answer(intr, box, { interruptId: intr.id, status: "resolved", payload });
+  };
+  if (elicitation) {
+    for (const action of schema.properties.action.enum) {
+      if (action === "cancel") continue; // the Cancel button below
+      const b = actions.appendChild(el("button", action === "accept" ? "primary" : "", action === "accept" ? "Accept" : action === "decline" ? "Decline" : action));
+      b.type = action === "accept" ? "submit" : "button";
+      b.dataset.action = action;
+      if (b.type === "button") b.addEventListener("click", () => submitWith(action));
+    }
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      submitWith("accept");
+    });
+  } else {
+    const b = actions.appendChild(el("button", "primary", "Send answer"));
+    b.type = "submit";
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      submitWith("resolved");
+    });
+  }
+  const cancel = actions.appendChild(el("button", "cancel", "Cancel"));
+  cancel.type = "button";
+  cancel.addEventListener("click", () => answer(intr, box, { interruptId: intr.id, status: "cancelled" }));
+  box._intr = intr;
+  return box;
+}
+
+function reasonLabel(reason) {
+  switch (reason) {
+    case "input_required":
+      return "asks";
+    case "a2a:auth_required":
+      return "needs sign-in";
+    case "mcp:url_elicitation":
+      return "needs you to open a link";
+    case "confirmation":
+      return "asks to confirm";
+    default:
+      return reason || "asks";
+  }
+}
+
+function answer(intr, box, entry) {
+  if (chat.run || box.dataset.state !== "open") return;
+  chat.answers.set(intr.id, entry);
+  box.dataset.state = "answered";
+  for (const c of box.querySelectorAll("input, select, textarea, button")) c.disabled = true;
+  const shown = entry.status === "cancelled" ? "(cancelled)" : answerText(entry.payload);
+  const bubble = append(el("div", "msg user answer"));
+  bubble.appendChild(el("div", "msg-text", shown));
+  const pending = chat.interrupts.filter((i) => !chat.answers.has(i.id));
+  if (pending.length) {
+    setStatus("input", `waiting for ${pending.length} more answer(s)`);
+    return;
+  }
+  const resume = chat.interrupts.map((i) => chat.answers.get(i.id));
+  runOnce({ resume });
+}
+
+function answerText(payload) {
+  if (payload && typeof payload === "object") {
+    const keys = Object.keys(payload);
+    if (keys.length === 1 && typeof payload[keys[0]] === "string") return payload[keys[0]];
+    if (payload.action && keys.length <= 2) return payload.action + (payload.content ? " " + JSON.stringify(payload.content) : "");
+  }
+  return JSON.stringify(payload);
+}
+
+// closeInterrupts ends the open interrupts of the page (answered and run, expired, or
+// replaced by newer ones).
+function closeInterrupts(how) {
+  for (const box of ui.transcript.querySelectorAll(".interrupt")) {
+    if (box.dataset.state === "open" || box.dataset.state === "answered") {
+      box.dataset.state = how;
+      for (const c of box.querySelectorAll("input, select, textarea, button")) c.disabled = true;
+    }
+  }
+  chat.interrupts = [];
+  chat.answers = new Map();
+  lockComposer();
+}
+
+// reopenInterrupts lets the user answer again after the resume was refused.
+function reopenInterrupts() {
+  chat.answers = new Map();
+  for (const box of ui.transcript.querySelectorAll(".interrupt[data-state=answered]")) {
+    box.dataset.state = "open";
+    for (const c of box.querySelectorAll("input, select, textarea, button")) c.disabled = false;
+  }
+  lockComposer();
+}
+
+// ---- settings and wiring ----
+
+function token() {
+  return ui.token.value.trim();
+}
+
+function autoSize() {
+  ui.input.style.height = "auto";
+  ui.input.style.height = Math.min(ui.input.scrollHeight, 200) + "px";
+}
+
+function resetChat() {
+  if (chat.run) stopRun();
+  Object.assign(chat, newChat());
+  ui.transcript.replaceChildren();
+  welcome();
+  setBusy(false);
+}
+
+function welcome() {
+  const w = el("section", "welcome");
+  w.appendChild(el("p", "", "Ask Baton something. It delegates to its sub-agents and tools and shows their work here."));
+  const ex = w.appendChild(el("div", "examples"));
+  for (const text of ["research Go generics", "plan a trip to Lisbon", "count slowly", "divide 10 by 0", "research slow topic"]) {
+    const b = ex.appendChild(el("button", "example", text));
+    b.type = "button";
+    b.addEventListener("click", () => sendMessage(text));
+  }
+  ui.transcript.appendChild(w);
+}
+
+ui.composer.addEventListener("submit", (e) => {
+  e.preventDefault();
+  sendMessage(ui.input.value);
+});
+ui.input.addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    sendMessage(ui.input.value);
+  }
+});
+ui.input.addEventListener("input", autoSize);
+ui.stop.addEventListener("click", stopRun);
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && chat.run) stopRun();
+});
+ui.newChat.addEventListener("click", resetChat);
+// A tool card the user opened or closed keeps that state when its result arrives.
+ui.transcript.addEventListener("click", (e) => {
+  const summary = e.target.closest && e.target.closest("details.tool > summary");
+  if (summary) summary.parentElement._userToggled = true;
+});
+ui.token.value = sessionStorage.getItem("baton.token") || "";
+ui.token.addEventListener("change", () => sessionStorage.setItem("baton.token", token()));
+
+welcome();
+setBusy(false);

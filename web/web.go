@@ -1,0 +1,96 @@
+// Package web serves Baton's built-in chat page (DESIGN §3, GET /): static files embedded in
+// the binary, with no build step and nothing loaded from outside the coordinator.
+//
+// The page is a plain-JavaScript AG-UI 1.0 client (static/app.js) built on two small
+// modules: static/agui.js (the streamed POST, the SSE framer, tags, JSON Patch) and
+// static/forms.js (forms generated from an interrupt's responseSchema). A strict
+// Content-Security-Policy makes the browser itself refuse any script, style or connection
+// that does not come from the coordinator.
+//
+// Design note: embedded files have no modification time, so each file gets a strong ETag
+// (a hash of its content) and "Cache-Control: no-cache": browsers revalidate on every load
+// and get 304 until a new binary ships different files.
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"path"
+	"time"
+)
+
+//go:embed static
+var static embed.FS
+
+// ContentSecurityPolicy is sent with every file of the page: everything from the
+// coordinator's own origin, nothing from elsewhere (data: only for the empty favicon).
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// contentTypes are fixed here rather than taken from the host's MIME table, which differs
+// between images and would make a module script fail to load under nosniff.
+var contentTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+}
+
+type file struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+// Handler serves the chat page at "/" and its assets beside it. Any other path is 404, and
+// methods other than GET and HEAD get 405.
+func Handler() http.Handler {
+	files := map[string]file{}
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the directory
+	}
+	err = fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(sub, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		ctype, known := contentTypes[path.Ext(p)]
+		if !known {
+			ctype = http.DetectContentType(b)
+		}
+		files["/"+p] = file{body: b, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+		return nil
+	})
+	if err != nil {
+		panic(err) // embedded files are always readable
+	}
+	files["/"] = files["/index.html"]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		f, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", f.ctype)
+		h.Set("ETag", f.etag)
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
+	})
+}
