@@ -9,8 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baton-dev/baton/bridge"
-	"github.com/baton-dev/baton/hitl"
 	cancelpkg "github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -45,10 +45,10 @@ type sessionWaiter struct {
 	id     string
 	callID string
 	opts   hitl.Options
-	asked  chan store.Interrupt        // the server asked; the run ends with this interrupt
-	answer chan *mcp.ElicitResult      // the user's answer, from the resume run
-	result chan sessionResult          // the call's end
-	stop   context.CancelFunc          // cancels the call
+	asked  chan store.Interrupt   // the server asked; the run ends with this interrupt
+	answer chan *mcp.ElicitResult // the user's answer, from the resume run
+	result chan sessionResult     // the call's end
+	stop   context.CancelFunc     // cancels the call
 }
 
 func (s *SessionElicitor) add(w *sessionWaiter) {

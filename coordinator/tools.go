@@ -12,10 +12,10 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
-	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
+	"github.com/baton-dev/baton/store"
 )
 
 // toolset is the set of tools offered to the model in one run.
