@@ -31,6 +31,7 @@ import (
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/web"
 )
 
@@ -103,6 +104,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
+	for _, a := range agents {
+		if c, ok := a.Client.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: store: %v\n", err)
+		return 1
+	}
+	defer st.Close()
+	// In-session MCP elicitations reach the engine through this elicitor.
+	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
 	var registry *mcpclient.Registry
 	if len(cfg.MCPServers) > 0 {
@@ -110,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, s := range cfg.MCPServers {
 			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, OnToolError: s.OnToolError})
 		}
-		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log})
+		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions})
 		if err != nil {
 			fmt.Fprintf(stderr, "coordinator: mcp_servers: %v\n", err)
 			return 1
@@ -130,7 +144,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
 			ToolTimeout:   time.Duration(cfg.Limits.ToolTimeout),
 		},
-		Logger: log,
+		Logger:         log,
+		Store:          st,
+		Sessions:       sessions,
+		ExpiryInterval: 15 * time.Second,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -145,6 +162,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		AuthTokens:   tokens,
 		Page:         web.Handler(),
+		Ready:        func() error { return st.Ping(context.Background()) },
 		Metrics:      metricsReg.Handler(),
 		Logger:       log,
 	})
