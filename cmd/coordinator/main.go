@@ -147,6 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Logger:         log,
 		Store:          st,
 		Sessions:       sessions,
+		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
 		ExpiryInterval: 15 * time.Second,
 	})
 	if err != nil {

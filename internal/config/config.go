@@ -82,6 +82,7 @@ type Config struct {
 	Limits     Limits      `yaml:"limits"`
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
+	Interrupts Interrupts  `yaml:"interrupts"`
 	// Store is "memory:" or "sqlite:<path>".
 	Store string `yaml:"store"`
 
@@ -207,6 +208,15 @@ type Budget struct {
 	MaxTokens int `yaml:"max_tokens"`
 }
 
+// Interrupts configures questions to the user (DESIGN §9).
+type Interrupts struct {
+	// TTL is how long an interrupt stays open before its parked work is cancelled.
+	TTL Duration `yaml:"ttl"`
+}
+
+// DefaultInterruptTTL is the interrupt lifetime of DESIGN §9.
+const DefaultInterruptTTL = Duration(30 * time.Minute)
+
 // Loop configures loop and stall detection (DESIGN §6).
 type Loop struct {
 	// SoftThreshold is the repetition of the same call (or error) that is logged.
@@ -278,7 +288,8 @@ func Default() *Config {
 			HardThreshold: DefaultLoopHard,
 			StallTurns:    DefaultStallTurns,
 		},
-		Store: DefaultStore,
+		Interrupts: Interrupts{TTL: DefaultInterruptTTL},
+		Store:      DefaultStore,
 	}
 }
 

@@ -218,6 +218,8 @@ func TestLoadErrors(t *testing.T) {
 			`baton.yaml: limits.max_run_seconds: must be positive (got 0)`},
 		{"negative tool_timeout", "limits:\n  tool_timeout: -3s\n", nil,
 			`baton.yaml: limits.tool_timeout: must be positive (got -3s)`},
+		{"zero interrupt ttl", "interrupts:\n  ttl: 0s\n", nil,
+			`baton.yaml: interrupts.ttl: must be positive (got 0s)`},
 		{"bad tool_timeout", "limits:\n  tool_timeout: 3 minutes\n", nil,
 			`baton.yaml: limits.tool_timeout: must be a duration such as "120s" or a number of seconds (got "3 minutes") (line 2)`},
 		{"non-integer limit", "limits:\n  max_iterations: many\n", nil,
@@ -388,6 +390,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_LOOP_SOFT_THRESHOLD":          "3",
 		"BATON_LOOP_HARD_THRESHOLD":          "5",
 		"BATON_LOOP_STALL_TURNS":             "0",
+		"BATON_INTERRUPTS_TTL":               "5m",
 		"BATON_STORE":                        "memory:",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
@@ -396,13 +399,14 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 	require.NoError(t, c.ApplyEnv(e.get))
 	require.NoError(t, c.Validate())
 	want := &Config{
-		Listen: "0.0.0.0:9090",
-		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second)},
-		LLM:    LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
-		Limits: Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
-		Policy: Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
-		Loop:   Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
-		Store:  "memory:",
+		Listen:     "0.0.0.0:9090",
+		Server:     Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second)},
+		LLM:        LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
+		Limits:     Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
+		Policy:     Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
+		Loop:       Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
+		Interrupts: Interrupts{TTL: Duration(5 * time.Minute)},
+		Store:      "memory:",
 	}
 	c.fromEnv = nil
 	assert.Equal(t, want, c)

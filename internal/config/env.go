@@ -65,6 +65,7 @@ var envVars = []envVar{
 	{"BATON_LOOP_SOFT_THRESHOLD", "loop.soft_threshold", setInt(func(c *Config) *int { return &c.Loop.SoftThreshold })},
 	{"BATON_LOOP_HARD_THRESHOLD", "loop.hard_threshold", setInt(func(c *Config) *int { return &c.Loop.HardThreshold })},
 	{"BATON_LOOP_STALL_TURNS", "loop.stall_turns", setInt(func(c *Config) *int { return &c.Loop.StallTurns })},
+	{"BATON_INTERRUPTS_TTL", "interrupts.ttl", setDuration(func(c *Config) *Duration { return &c.Interrupts.TTL })},
 	{"BATON_STORE", "store", setString(func(c *Config) *string { return &c.Store })},
 }
 
