@@ -4,7 +4,7 @@
 GO    ?= go
 PEERS := integration/peers
 
-.PHONY: all peers test bench build demo
+.PHONY: all peers browser test bench build demo
 
 all: build
 
@@ -23,7 +23,21 @@ peers:
 		echo "peers: node not found on PATH; the integration peer tests will skip (and fail when CI is set)"; \
 	fi
 
-test: peers
+# Installs Debian's chromium for the browser tests (web/, integration/TestBrowser) when no
+# browser is found and this is a root shell with apt-get (CI containers). Otherwise it only
+# reports: the browser tests skip without a browser, and fail when CI is set.
+browser:
+	@if [ -n "$$BATON_CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		echo "browser: found"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: installing Debian's chromium"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+			|| echo "browser: installing chromium failed; the browser tests will skip (and fail when CI is set)"; \
+	else \
+		echo "browser: chromium not found (install it, or set BATON_CHROMIUM); the browser tests will skip (and fail when CI is set)"; \
+	fi
+
+test: peers browser
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 10s ./agui/

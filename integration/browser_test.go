@@ -2,8 +2,9 @@ package integration
 
 // The chat page in headless Chromium against the demo stack (DESIGN §11): a streamed
 // answer, an input-required question answered (through the interrupt form when the
-// coordinator raises one, else by typing), and Stop during a slow sub-agent task, whose
-// remote task must be cancelled. Screenshots go to integration/artifacts/TestBrowser/ (or
+// coordinator raises one, else by typing), an MCP elicitation answered through its form and
+// MCP progress bars, and Stop during a slow sub-agent task, whose remote task must be
+// cancelled. Screenshots go to integration/artifacts/TestBrowser/ (or
 // $BATON_ARTIFACTS_DIR).
 //
 // By default the test starts the coordinator binary with no config, which brings up the
@@ -75,33 +76,33 @@ func artifactsDir(t *testing.T) string {
 	return dir
 }
 
-// chat drives the page in one tab.
-type chat struct {
+// browserChat drives the page in one tab.
+type browserChat struct {
 	t   *testing.T
 	b   *browsertest.Browser
 	dir string
 }
 
-func (c *chat) do(actions ...chromedp.Action[chromedp.Void]) {
+func (c *browserChat) do(actions ...chromedp.Action[chromedp.Void]) {
 	c.t.Helper()
 	require.NoError(c.t, chromedp.Do(c.b.Ctx, actions...))
 }
 
-func evalJS[T any](c *chat, expr string) T {
+func evalJS[T any](c *browserChat, expr string) T {
 	c.t.Helper()
 	v, err := chromedp.Run(c.b.Ctx, chromedp.Evaluate[T](expr))
 	require.NoError(c.t, err, expr)
 	return v
 }
 
-func (c *chat) runsEnded() int {
+func (c *browserChat) runsEnded() int {
 	c.t.Helper()
 	return evalJS[int](c, `Number(document.querySelector('#status').dataset.runs)`)
 }
 
 // waitIdle waits until the page has ended n runs and is not running one. The bound is
 // generous: it only keeps a broken run from hanging the test.
-func (c *chat) waitIdle(n int) {
+func (c *browserChat) waitIdle(n int) {
 	c.t.Helper()
 	_, err := chromedp.Run(c.b.Ctx, chromedp.Poll[chromedp.Void](fmt.Sprintf(
 		`(() => { const s = document.querySelector('#status'); return Number(s.dataset.runs) >= %d && s.dataset.state !== 'running' && s.dataset.state !== 'loading'; })()`, n),
@@ -110,39 +111,39 @@ func (c *chat) waitIdle(n int) {
 }
 
 // send types text, presses Send and waits for the run to end.
-func (c *chat) send(text string) {
+func (c *browserChat) send(text string) {
 	c.t.Helper()
 	n := c.runsEnded()
 	c.do(chromedp.SendKeys(chromedp.CSS("#input"), text), chromedp.Click(chromedp.CSS("#send")))
 	c.waitIdle(n + 1)
 }
 
-func (c *chat) has(sel string) bool {
+func (c *browserChat) has(sel string) bool {
 	c.t.Helper()
 	return evalJS[bool](c, fmt.Sprintf(`document.querySelector(%q) !== null`, sel))
 }
 
 // texts returns the textContent of every element matching sel.
-func (c *chat) texts(sel string) []string {
+func (c *browserChat) texts(sel string) []string {
 	c.t.Helper()
 	return evalJS[[]string](c, fmt.Sprintf(`[...document.querySelectorAll(%q)].map(e => e.textContent)`, sel))
 }
 
-func (c *chat) screenshot(name string) {
+func (c *browserChat) screenshot(name string) {
 	c.t.Helper()
 	c.b.Screenshot(c.t, filepath.Join(c.dir, name+".png"))
 }
 
 // lastCard is the selector of the newest tool card of tool name.
-func (c *chat) lastCard(name string) string {
+func (c *browserChat) lastCard(name string) string {
 	c.t.Helper()
 	id := evalJS[string](c, fmt.Sprintf(`(() => { const all = document.querySelectorAll('.tool[data-name=%q]'); return all.length ? all[all.length-1].dataset.toolCallId : ""; })()`, name))
 	require.NotEmpty(c.t, id, "no %s tool call on the page", name)
 	return fmt.Sprintf(`.tool[data-tool-call-id=%q]`, id)
 }
 
-// scrape returns the samples of the coordinator's /metrics.
-func scrape(t *testing.T, baseURL string) map[string]float64 {
+// metricSamples returns the samples of the coordinator's /metrics.
+func metricSamples(t *testing.T, baseURL string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get(baseURL + "/metrics")
 	require.NoError(t, err)
@@ -173,8 +174,8 @@ var cancelledTaskLine = regexp.MustCompile(`msg="cancelled (?:remote task|downst
 func TestBrowser(t *testing.T) {
 	target := startBrowserTarget(t)
 	b := browsertest.Start(t, browsertest.Options{Width: 1280, Height: 900})
-	c := &chat{t: t, b: b, dir: artifactsDir(t)}
-	before := scrape(t, target.url)
+	c := &browserChat{t: t, b: b, dir: artifactsDir(t)}
+	before := metricSamples(t, target.url)
 
 	c.do(chromedp.Navigate(target.url+"/"), chromedp.WaitVisible(chromedp.CSS("#input")))
 	c.waitIdle(0)
@@ -233,9 +234,33 @@ func TestBrowser(t *testing.T) {
 		c.screenshot("3-task-completed")
 	})
 
+	t.Run("MCP elicitation form and progress", func(t *testing.T) {
+		c.t = t
+		c.send("deploy")
+		box := ".interrupt[data-state=open]"
+		require.True(t, c.has(box), "deploy asks for the environment with an interrupt")
+		assert.Contains(t, strings.Join(c.texts(box+" .question"), ""), "which environment")
+		n := c.runsEnded()
+		c.do(
+			chromedp.SetValue(chromedp.CSS(box+` [data-path="content.environment"] select`), "0"), // the first choice: staging
+			chromedp.Click(chromedp.CSS(box+` button[data-action="accept"]`)),
+		)
+		c.waitIdle(n + 1)
+		done := c.texts(`.tool[data-name="demo__deploy"][data-tag="OK"] .result-text`)
+		require.NotEmpty(t, done, "the deploy call completed after the answer")
+		assert.Contains(t, done[len(done)-1], "to staging")
+
+		c.send("count slowly")
+		card := c.lastCard("demo__count_slowly")
+		assert.Equal(t, []string{"OK"}, c.texts(card+" .badge"))
+		maxes := evalJS[[]string](c, fmt.Sprintf(`[...document.querySelectorAll('%s .activity progress')].map(p => String(p.max))`, card))
+		assert.Equal(t, []string{"5"}, maxes, "one progress bar, replaced by each snapshot")
+		c.screenshot("4-mcp")
+	})
+
 	t.Run("stop cancels the sub-agent's task", func(t *testing.T) {
 		c.t = t
-		cancelsBefore := scrape(t, target.url)[`baton_cancellations_total{result="cancelled"}`]
+		cancelsBefore := metricSamples(t, target.url)[`baton_cancellations_total{result="cancelled"}`]
 		n := c.runsEnded()
 		c.do(chromedp.SendKeys(chromedp.CSS("#input"), "research slow topic"), chromedp.Click(chromedp.CSS("#send")))
 		// Wait until the slow task is visibly under way.
@@ -243,13 +268,13 @@ func TestBrowser(t *testing.T) {
 			`[...document.querySelectorAll('.subagent[data-name="research"][data-state="running"] .sub-msg')].some(e => e.textContent.includes('step'))`,
 			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(60*time.Second)))
 		require.NoError(t, err, "the slow task never showed progress")
-		c.screenshot("4-slow-task-running")
+		c.screenshot("5-slow-task-running")
 		c.do(chromedp.Click(chromedp.CSS("#stop")))
 		c.waitIdle(n + 1)
 		assert.NotEmpty(t, c.texts(".notice.stopped"))
 		card := c.lastCard("research")
 		assert.Equal(t, []string{"stopped"}, c.texts(card+" .badge"))
-		c.screenshot("5-stopped")
+		c.screenshot("6-stopped")
 
 		// The coordinator cancelled the remote task: its log says so (when it is ours to
 		// read) and /metrics counts the cancellation.
@@ -264,7 +289,7 @@ func TestBrowser(t *testing.T) {
 			t.Logf("coordinator: %s", line)
 		}
 		require.Eventually(t, func() bool {
-			return scrape(t, target.url)[`baton_cancellations_total{result="cancelled"}`] > cancelsBefore
+			return metricSamples(t, target.url)[`baton_cancellations_total{result="cancelled"}`] > cancelsBefore
 		}, 20*time.Second, 50*time.Millisecond, "baton_cancellations_total{result=\"cancelled\"} did not grow")
 
 		// The thread goes on after a stop.
@@ -274,7 +299,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("metrics reflect the runs", func(t *testing.T) {
 		c.t = t
-		after := scrape(t, target.url)
+		after := metricSamples(t, target.url)
 		grew := func(key string) float64 { return after[key] - before[key] }
 		assert.GreaterOrEqual(t, grew(`baton_runs_total{outcome="completed"}`), 3.0)
 		assert.GreaterOrEqual(t, grew(`baton_runs_total{outcome="cancelled"}`), 1.0)
@@ -287,7 +312,7 @@ func TestBrowser(t *testing.T) {
 		c.t = t
 		c.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
 		assert.LessOrEqual(t, evalJS[int](c, `document.documentElement.scrollWidth - window.innerWidth`), 0, "no horizontal scrolling")
-		c.screenshot("6-phone")
+		c.screenshot("7-phone")
 	})
 
 	c.t = t

@@ -22,10 +22,10 @@ import (
 )
 
 // byTextModel answers "hi", except to a last user message "block", which it holds until its
-// context ends.
-type byTextModel struct{}
+// context ends (signalling blocked, when set, once it holds).
+type byTextModel struct{ blocked chan<- struct{} }
 
-func (byTextModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+func (m byTextModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
 	return func(yield func(llm.Delta, error) bool) {
 		last := ""
 		for _, m := range req.Messages {
@@ -34,6 +34,9 @@ func (byTextModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.D
 			}
 		}
 		if last == "block" {
+			if m.blocked != nil {
+				m.blocked <- struct{}{}
+			}
 			<-ctx.Done()
 			yield(llm.Delta{}, ctx.Err())
 			return
@@ -96,7 +99,8 @@ func waitIdle(t *testing.T, e *coordinator.Engine) {
 
 func TestMetricsReflectRunOutcomes(t *testing.T) {
 	m := metrics.New()
-	e, err := coordinator.New(coordinator.Config{Model: byTextModel{}, Metrics: m})
+	blocked := make(chan struct{}, 1)
+	e, err := coordinator.New(coordinator.Config{Model: byTextModel{blocked: blocked}, Metrics: m})
 	require.NoError(t, err)
 	srv := newServerFor(t, e, Config{Metrics: m.Handler(), AuthTokens: []string{"secret"}})
 	const (
@@ -125,11 +129,14 @@ func TestMetricsReflectRunOutcomes(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body) // a short read shows up as a missing terminal event
 		done <- b
 	}()
-	require.Eventually(t, func() bool {
-		r := post(t, srv.URL+"/agui/threads/t2/runs/r2/stop", "", "Authorization", "Bearer secret")
-		r.Body.Close()
-		return r.StatusCode == http.StatusAccepted
-	}, 10*time.Second, 10*time.Millisecond)
+	select { // the run is in its model call
+	case <-blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never reached the model")
+	}
+	stop := post(t, srv.URL+"/agui/threads/t2/runs/r2/stop", "", "Authorization", "Bearer secret")
+	stop.Body.Close()
+	require.Equal(t, http.StatusAccepted, stop.StatusCode)
 	resp.Body = io.NopCloser(bytes.NewReader(<-done))
 	evs = readEvents(t, resp)
 	require.NotEmpty(t, evs)

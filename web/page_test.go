@@ -84,6 +84,9 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !resume && text == "refuse":
 		writeJSON(http.StatusBadRequest, map[string]string{"error": "INVALID_INPUT", "message": "The request was refused."})
 		return
+	case !resume && text == "auth":
+		writeJSON(http.StatusUnauthorized, map[string]string{"error": "UNAUTHORIZED", "message": "A valid bearer token is required."})
+		return
 	case !resume && text == "busy":
 		f.mu.Lock()
 		first := !f.busyOnce[run]
@@ -423,6 +426,10 @@ func TestPage(t *testing.T) {
 			}},
 		}, in["resume"])
 		assert.NotContains(t, in["resume"].([]any)[0].(map[string]any)["payload"], "notes", "empty optional fields are left out")
+		assert.Equal(t, []string{
+			`city: Lisbon, nights: 5, budget: 1250.5, class: business, extras: ["meal"], window: false`,
+			"Accepted — env: prod",
+		}, eval[[]string](p, `[...document.querySelectorAll('.msg.answer')].map(e => e.textContent)`), "the answers are shown as given")
 		assert.Equal(t, "Thanks, continuing.", p.text(`.msg.assistant[data-message-id^="m-resumed"]`))
 		assert.Equal(t, "idle", p.attr("#status", "data-state"))
 		assert.False(t, eval[bool](p, `document.querySelector('#input').disabled`))
@@ -497,13 +504,17 @@ func TestPage(t *testing.T) {
 		p.send("refuse")
 		assert.Equal(t, "INVALID_INPUT", p.text(".notice.error code"))
 		assert.Equal(t, 1, p.count(".msg.user.undelivered"))
+		assert.False(t, eval[bool](p, `document.querySelector('#settings').open`))
+		p.send("auth")
+		assert.True(t, eval[bool](p, `document.querySelector('#settings').open`), "a 401 opens the token field")
+		assert.Equal(t, "token", eval[string](p, `document.activeElement.id`))
 		p.send("busy")
 		all := p.fake.requests()
 		require.GreaterOrEqual(t, len(all), 2)
 		assert.Equal(t, all[len(all)-2]["runId"], all[len(all)-1]["runId"], "the refused attempt is retried")
 		assert.Equal(t, "You said: busy.", p.text(".msg.assistant .msg-text"))
 		msgs, _ := all[len(all)-1]["messages"].([]any)
-		require.Len(t, msgs, 1, "the refused message is not in the history")
+		require.Len(t, msgs, 1, "the refused messages are not in the history")
 		assert.Equal(t, "busy", msgs[0].(map[string]any)["content"])
 	})
 

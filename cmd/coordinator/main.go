@@ -134,6 +134,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	metricsReg := metrics.New()
+	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
+	for _, rl := range cfg.Policy.RateLimits {
+		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
+	}
 	engine, err := coordinator.New(coordinator.Config{
 		Metrics: metricsReg,
 		Model:   model,
@@ -149,6 +153,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Sessions:       sessions,
 		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
 		ExpiryInterval: 15 * time.Second,
+		Guard: coordinator.GuardPolicy{
+			Agents:     coordinator.AccessList(cfg.Policy.Agents),
+			Tools:      coordinator.AccessList(cfg.Policy.Tools),
+			RateLimits: rateLimits,
+			Budget:     coordinator.Budget(cfg.Policy.Budget),
+		},
+		Loop: coordinator.LoopConfig{
+			SoftThreshold: cfg.Loop.SoftThreshold,
+			HardThreshold: cfg.Loop.HardThreshold,
+			StallTurns:    cfg.Loop.StallTurns,
+		},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -192,7 +207,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	stop()
 	grace := time.Duration(cfg.Server.ShutdownGrace)
-	log.Info("shutting down", "grace", grace, "active_runs", engine.Active())
+	log.Info("shutting down", "grace", grace.String(), "active_runs", engine.Active())
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = engine.Shutdown(gctx)

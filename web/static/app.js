@@ -141,6 +141,10 @@ async function runOnce(extra, { userMsg, bubble } = {}) {
       markUnfinished("stopped");
     } else if (e instanceof HTTPError) {
       notice("error", e.message, e.code);
+      if (e.status === 401) {
+        $("#settings").open = true;
+        ui.token.focus();
+      }
       if (userMsg) {
         // The run never started: the message did not reach the model.
         chat.messages = chat.messages.filter((m) => m !== userMsg);
@@ -760,13 +764,23 @@ function answer(intr, box, entry) {
   runOnce({ resume });
 }
 
+// answerText shows an answer the way the user gave it, not as JSON.
 function answerText(payload) {
-  if (payload && typeof payload === "object") {
-    const keys = Object.keys(payload);
-    if (keys.length === 1 && typeof payload[keys[0]] === "string") return payload[keys[0]];
-    if (payload.action && keys.length <= 2) return payload.action + (payload.content ? " " + JSON.stringify(payload.content) : "");
+  if (!payload || typeof payload !== "object") return JSON.stringify(payload);
+  const keys = Object.keys(payload);
+  if (typeof payload.action === "string" && keys.every((k) => k === "action" || k === "content")) {
+    const head = { accept: "Accepted", decline: "Declined", cancel: "Cancelled" }[payload.action] || payload.action;
+    const rest = payload.content && typeof payload.content === "object" ? pairs(payload.content) : "";
+    return rest ? head + " — " + rest : head;
   }
-  return JSON.stringify(payload);
+  if (keys.length === 1 && typeof payload[keys[0]] === "string") return payload[keys[0]];
+  return pairs(payload) || "(no answer)";
+}
+
+function pairs(obj) {
+  return Object.entries(obj)
+    .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
+    .join(", ");
 }
 
 // closeInterrupts ends the open interrupts of the page (answered and run, expired, or

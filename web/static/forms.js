@@ -54,7 +54,8 @@ function field(name, path, s, required) {
   const f = {
     name,
     path,
-    label: s.title || humanize(name),
+    // A bare {text} answer (A2A input-required, ask_user) reads better as "Your answer".
+    label: s.title || (name === "text" ? "Your answer" : humanize(name)),
     help: s.description || "",
     required,
     default: s.default,
