@@ -322,32 +322,6 @@ func readSSE(body io.Reader, onEvent func(map[string]any)) ([]map[string]any, er
 	return evs, sc.Err()
 }
 
-// readSSEUntilTerminal reads AG-UI events from an SSE body up to and including the first
-// RUN_FINISHED or RUN_ERROR, and returns them without reading further.
-func readSSEUntilTerminal(body io.Reader) ([]map[string]any, error) {
-	var evs []map[string]any
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var ev map[string]any
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return evs, fmt.Errorf("bad SSE frame %q: %w", data, err)
-		}
-		evs = append(evs, ev)
-		if ev["type"] == "RUN_FINISHED" || ev["type"] == "RUN_ERROR" {
-			return evs, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return evs, err
-	}
-	return evs, io.ErrUnexpectedEOF
-}
-
 // delegationView is what a run's stream says about one sub-agent tool call.
 type delegationView struct {
 	CallID string

@@ -440,13 +440,13 @@ func TestBadInput(t *testing.T) {
 				refused = append(refused, fmt.Sprintf("run %d: HTTP %d %s", i, resp.StatusCode, bytes.TrimSpace(b)))
 				continue
 			}
-			// Like the official client: the run is over at its terminal event; the next
-			// run is posted at once, before the response body has been closed.
-			evs, err := readSSEUntilTerminal(resp.Body)
+			// Like the official client, whose runAgent() resolves when the response ends:
+			// the next run is posted at once after that.
+			evs, err := readSSE(resp.Body, nil)
+			resp.Body.Close()
 			require.NoError(t, err, "run %d", i)
 			require.NotEmpty(t, evs, "run %d", i)
 			require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "run %d: %v", i, eventTypes(evs))
-			defer resp.Body.Close()
 		}
 		assert.Empty(t, refused, "runs refused although the previous stream had ended")
 	})

@@ -134,6 +134,11 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 	defer ping.Stop()
 	for {
 		events, ended := run.Next()
+		if ended {
+			// The thread is freed before the client can see the terminal event, so a
+			// client that posts its next run on RUN_FINISHED is never refused with 409.
+			<-run.Released()
+		}
 		for _, ev := range events {
 			if err := sse.WriteEvent(ev); err != nil {
 				run.Cancel(coordinator.ErrClientGone)
@@ -141,7 +146,6 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			}
 		}
 		if ended {
-			<-run.Released()
 			return
 		}
 		select {

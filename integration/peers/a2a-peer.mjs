@@ -3,7 +3,8 @@
 // The first word of the user's text picks the outcome:
 //   complete | fail | reject | canceled | input | slow | auth | message | delay | forge | drop
 //   (anything else = complete)
-// A follow-up on an input-required task completes it. CancelTask works on running tasks
+// A follow-up on an input-required or auth-required task completes it ("done: <the follow-up
+// text>"), whatever its first word. CancelTask works on running tasks
 // (slow, delay, drop) and on parked ones (input, auth).
 //
 //   delay    waits DELAY_MS (default 1500) before its first event, then behaves like slow
@@ -100,7 +101,8 @@ class ScriptedExecutor {
   async script(ctx, bus) {
     const { taskId, contextId, userMessage, task } = ctx;
     const said = userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(' ').trim();
-    const verb = task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED ? 'resume' : said.split(/\s+/)[0];
+    const parked = task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED || task?.status?.state === TaskState.TASK_STATE_AUTH_REQUIRED;
+    const verb = parked ? 'resume' : said.split(/\s+/)[0];
     const status = (state, t) => bus.publish(AgentEvent.statusUpdate({ taskId, contextId,
       status: { state, timestamp: new Date().toISOString(), message: t ? agentMsg(taskId, contextId, t) : undefined },
       metadata: {} }));
