@@ -27,12 +27,19 @@ import (
 type SessionElicitor struct {
 	mu      sync.Mutex
 	waiters map[string]*sessionWaiter
-	ttl     time.Duration
+	closed  chan struct{}
+	once    sync.Once
 }
 
 // NewSessionElicitor returns an elicitor to pass to both mcpclient.Options and Config.
 func NewSessionElicitor() *SessionElicitor {
-	return &SessionElicitor{waiters: map[string]*sessionWaiter{}}
+	return &SessionElicitor{waiters: map[string]*sessionWaiter{}, closed: make(chan struct{})}
+}
+
+// Close answers "cancel" to every question still waiting and to any asked later, so that
+// MCP sessions can close at shutdown instead of waiting for users who are gone.
+func (s *SessionElicitor) Close() {
+	s.once.Do(func() { close(s.closed) })
 }
 
 type sessionResult struct {
@@ -109,6 +116,8 @@ func (s *SessionElicitor) Elicit(ctx context.Context, req mcpclient.ElicitReques
 	case w.asked <- in:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-s.closed:
+		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
 	expiry := time.NewTimer(time.Until(in.ExpiresAt))
 	defer expiry.Stop()
@@ -116,6 +125,8 @@ func (s *SessionElicitor) Elicit(ctx context.Context, req mcpclient.ElicitReques
 	case res := <-w.answer:
 		return res, nil
 	case <-expiry.C:
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	case <-s.closed:
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -52,6 +52,7 @@ type call struct {
 	rounds int
 
 	mu        sync.Mutex
+	eliciting int      // in-session requests of this call waiting in the Elicitor
 	notes     []string // said to the model before the content (declined elicitations)
 	elicitErr error    // the Elicitor failed an in-session request of this call
 }
@@ -464,4 +465,16 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+func (c *call) setEliciting(delta int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.eliciting += delta
+}
+
+func (c *call) isEliciting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.eliciting > 0
 }

@@ -135,6 +135,10 @@ func (r *Registry) elicit(ctx context.Context, server string, c *call, p *mcp.El
 		}
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
+	if c != nil && shape == ShapeSession {
+		c.setEliciting(1)
+		defer c.setEliciting(-1)
+	}
 	res, err := r.opts.Elicitor.Elicit(ctx, req)
 	if err != nil {
 		return nil, err

@@ -286,13 +286,19 @@ func (s *server) end(c *call) {
 func (s *server) soleCall() *call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.inflight) != 1 {
-		return nil
-	}
+	// A call already blocked in the Elicitor (its user has not answered yet) is not the
+	// one asking again: among the others, exactly one must remain.
+	var found *call
 	for c := range s.inflight {
-		return c
+		if c.isEliciting() {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = c
 	}
-	return nil
+	return found
 }
 
 // handleElicit answers elicitation/create requests (2025-11-25 sessions).

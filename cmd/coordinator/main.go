@@ -130,6 +130,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer registry.Close()
+		// Runs first: questions still waiting in-session are answered "cancel", so the
+		// registry's sessions can close.
+		defer sessions.Close()
 		tools = registry
 	}
 

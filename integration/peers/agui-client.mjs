@@ -19,8 +19,10 @@
 //
 // Output: ONE JSON line on stdout describing the last run:
 //   {events, failed, runError, outcome, interrupts, pendingInterrupts, warnings, terminal,
-//    aborted, runs}
-// where runs holds the same fields for every run the job made (one, or two with resumeAnswers).
+//    aborted, resume, runs}
+// where runs holds the same fields for every run the job made (one, or two with resumeAnswers),
+// and resume is the resume array the run sent (null when none; for the resumeAnswers run, what
+// buildResumeArray returned).
 // warnings are all console.warn/console.error lines printed while the client ran (top level:
 // the whole job; in runs: that run): the client reports protocol trouble only there, and a
 // conformant stream is quiet. A rejected run also logs "Agent execution failed: …" there.
@@ -73,7 +75,8 @@ const agent = new HttpAgent({
 const errMessage = (e) => (e instanceof Error ? e.message : typeof e === 'string' ? e : safeJSON(e));
 
 async function run(params) {
-  const r = { events: [], failed: null, runError: null, outcome: null, interrupts: null, aborted: false };
+  const r = { events: [], failed: null, runError: null, outcome: null, interrupts: null, aborted: false,
+    resume: params.resume ?? null };
   const warnedBefore = warnings.length;
   let timer;
   const abort = () => {
