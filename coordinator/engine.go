@@ -48,7 +48,9 @@ var (
 	ErrStopped = errors.New("stop requested")
 	// ErrShutdown: the coordinator is shutting down.
 	ErrShutdown = errors.New("coordinator shutdown")
-	// ErrRunTimeLimit: limits.max_run_seconds was reached.
+	// ErrRunTimeLimit: work was still in flight when the run's time allowance
+	// (limits.max_run_seconds of active time) and its grace were spent. A run that reaches
+	// the limit between turns asks the user instead (time_limit, DESIGN §6).
 	ErrRunTimeLimit = errors.New("run time limit reached")
 )
 
@@ -121,6 +123,14 @@ type Config struct {
 	ExpiryInterval time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Policy decides what to do about failures (DESIGN §6); default &DefaultPolicy{}.
+	Policy Policy
+	// Guard is the config's policy section: allow/deny lists, rate limits, budget
+	// (DESIGN §7). The zero value allows everything.
+	Guard GuardPolicy
+	// Loop sets the loop detector's thresholds and the stall detection; the zero value
+	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
+	Loop LoopConfig
 }
 
 // Engine runs AG-UI runs. It is safe for concurrent use.
@@ -138,6 +148,8 @@ type Engine struct {
 	sessions *SessionElicitor
 	stopJan  chan struct{}
 	janDone  chan struct{}
+	// limiter holds the rate-limit windows, shared by every run.
+	limiter *RateLimiter
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -187,6 +199,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Sessions == nil {
 		cfg.Sessions = NewSessionElicitor()
 	}
+	if cfg.Policy == nil {
+		cfg.Policy = &DefaultPolicy{}
+	}
+	if cfg.Loop == (LoopConfig{}) {
+		cfg.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
+	}
 	e := &Engine{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -195,6 +213,7 @@ func New(cfg Config) (*Engine, error) {
 		finished: make(map[string]string),
 		threads:  make(map[string]*thread),
 		sessions: cfg.Sessions,
+		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})

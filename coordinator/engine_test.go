@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"strings"
 	"sync"
@@ -156,6 +157,17 @@ func collect(t *testing.T, r *Run) []agui.Event {
 			t.Fatalf("run did not end; events so far: %v", types(all))
 		}
 	}
+}
+
+// failureValues returns the values of the run's baton.failure events.
+func failureValues(evs []agui.Event) []FailureValue {
+	var out []FailureValue
+	for _, e := range evs {
+		if c, ok := e.(*agui.Custom); ok && c.Name == EventFailure {
+			out = append(out, c.Value.(FailureValue))
+		}
+	}
+	return out
 }
 
 func types(evs []agui.Event) []string {
@@ -356,18 +368,54 @@ func TestFrontendToolPending(t *testing.T) {
 	assert.Equal(t, []string{"call_1"}, last.Outcome.PendingToolCallIDs)
 }
 
+// The iteration limit asks the user whether to go on (DESIGN §6, §9): continuing gives a
+// fresh allowance of steps, stopping ends the run with baton.partial.
 func TestIterationLimit(t *testing.T) {
 	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
-	m := &fakeModel{turn: func(*llm.Request) []llm.Delta {
-		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "c", Name: "research", Arguments: `{"prompt":"again"}`}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
-	}}
+	// Every call differs, so that the loop detector stays out of it.
+	m := &fakeModel{}
+	m.turn = func(*llm.Request) []llm.Delta {
+		m.mu.Lock()
+		n := m.calls
+		m.mu.Unlock()
+		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: fmt.Sprintf("c%d", n), Name: "research", Arguments: fmt.Sprintf(`{"prompt":"step %d"}`, n)}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
+	}
 	e := newEngine(t, m, agent, func(c *Config) { c.Limits.MaxIterations = 3 })
 	r, err := e.Start(input("t"), "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	assert.Equal(t, 3, m.calls)
-	assert.Contains(t, types(evs), "CUSTOM")
-	assert.Equal(t, "stopped: iteration_limit", r.EndReason())
+	assert.Len(t, agent.sent, 3)
+	assert.Equal(t, []FailureValue{{Kind: KindIterationLimit, Action: ActionAskUser, Attempt: 1,
+		Explanation: "The run reached its limit of 3 steps without finishing. Your decision is needed to go on."}}, failureValues(evs))
+	ins := interruptsOf(t, evs)
+	require.Len(t, ins, 1)
+	assert.Equal(t, "input_required", ins[0].Reason)
+	assert.Equal(t, "The run reached its limit of 3 steps without finishing. Your decision is needed to go on. Continue?", ins[0].Message)
+	assert.Equal(t, map[string]any{"baton": map[string]any{"kind": "iteration_limit"}}, ins[0].Metadata)
+	assert.Equal(t, "interrupt: iteration_limit", r.EndReason())
+
+	// Continuing: a fresh allowance of three steps, then the question again.
+	evs = startAndCollect(t, e, resumeInput("t", "r2", resolved(ins[0].ID, `{"continue":true}`)))
+	assert.Equal(t, 6, m.calls)
+	again := interruptsOf(t, evs)
+	require.Len(t, again, 1)
+	assert.Equal(t, []FailureValue{{Kind: KindIterationLimit, Action: ActionAskUser, Attempt: 2,
+		Explanation: "The run reached its limit of 3 steps without finishing. Your decision is needed to go on."}}, failureValues(evs))
+
+	// Stopping: a partial result, no more model calls.
+	evs = startAndCollect(t, e, resumeInput("t", "r3", resolved(again[0].ID, `{"continue":false}`)))
+	assert.Equal(t, 6, m.calls)
+	assert.Equal(t, []string{"RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "CUSTOM", "RUN_FINISHED"}, types(evs))
+	partial := evs[4].(*agui.Custom)
+	assert.Equal(t, EventPartial, partial.Name)
+	assert.Equal(t, Handoff{
+		Rationale: "The run reached its limit of 3 steps without finishing. You chose to stop here.",
+		Blockers:  []string{"the step limit was reached"},
+		NextSteps: []string{"continue the run", "ask again with a narrower request", "raise limits.max_iterations"},
+	}, partial.Value)
+	fin := lastEvent(evs).(*agui.RunFinished)
+	assert.Equal(t, map[string]any{"stopped": "iteration_limit", "action": "stop"}, fin.Result)
 }
 
 func TestModelErrorIsUserSafe(t *testing.T) {

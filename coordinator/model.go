@@ -3,8 +3,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/baton-dev/baton/agui"
@@ -12,48 +10,36 @@ import (
 	"github.com/baton-dev/baton/llm"
 )
 
-// Retry settings for transient provider errors (DESIGN §6: budget 3, backoff capped at 30 s,
-// Retry-After honoured exactly, a longer wait reported instead of slept).
-const (
-	modelRetryBudget = 3
-	backoffBase      = 500 * time.Millisecond
-	backoffCap       = 30 * time.Second
-)
-
 type turnResult struct {
 	message llm.Message
-	finish  string
+	// completion is how the turn ended (finish reason, refusal, usage).
+	completion *llm.Completion
 }
 
 // modelTurn streams one LLM turn into AG-UI events and returns the assistant message.
-// Transient provider errors are retried with backoff.
+// Provider failures are classified (ClassifyModelError) and decided by the policy: a
+// retry waits the decided backoff (the provider's Retry-After exactly) and streams the
+// turn again; any other decision is returned as a *decidedError. Errors the policy does
+// not handle (bad request, auth, cancellation) are returned as they are.
 func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, error) {
-	for attempt := 1; ; attempt++ {
+	for {
 		res, err := r.streamTurn(ctx, req)
 		if err == nil {
+			r.fs.Recovered(KindTransientProvider, "")
 			return res, nil
 		}
-		var perr *llm.Error
-		if !errors.As(err, &perr) || !perr.Transient() || attempt > modelRetryBudget || ctx.Err() != nil {
+		if r.cancelling(ctx) {
 			return turnResult{}, err
 		}
-		wait := perr.RetryAfter
-		if wait == 0 {
-			wait = backoff(attempt)
+		f := ClassifyModelError(err)
+		if f == nil {
+			return turnResult{}, err
 		}
-		if wait > backoffCap {
-			return turnResult{}, &llm.Error{Kind: perr.Kind, Status: perr.Status, RetryAfter: perr.RetryAfter,
-				Message: fmt.Sprintf("The language model asked us to wait %s before retrying, which is longer than this coordinator waits.", perr.RetryAfter.Round(time.Second)), Err: err}
+		d := r.decide(*f)
+		if d.Action != ActionRetry {
+			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}
-		r.emit(&agui.Custom{Name: "baton.failure", Value: map[string]any{
-			"kind": "transient_provider", "action": "retry", "attempt": attempt,
-			"explanation": fmt.Sprintf("The language model is temporarily unavailable (%s); retrying in %s.", perr.Kind, wait.Round(time.Millisecond)),
-		}})
-		if m := r.e.cfg.Metrics; m != nil {
-			m.Retry("transient_provider")
-		}
-		r.log.Warn("model error, retrying", "kind", perr.Kind, "status", perr.Status, "attempt", attempt, "wait", wait)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(d.Wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -63,22 +49,13 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, erro
 	}
 }
 
-// backoff is exponential with full jitter, capped.
-func backoff(attempt int) time.Duration {
-	d := backoffBase << (attempt - 1)
-	if d > backoffCap || d <= 0 {
-		d = backoffCap
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
 func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, error) {
 	var (
 		textID   string
 		text     []byte
 		calls    []llm.ToolCall
 		byIndex  = map[int]int{}
-		finish   string
+		done     *llm.Completion
 		streamOK bool
 	)
 	closeText := func() {
@@ -126,7 +103,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 				r.emit(&agui.ToolCallArgs{ToolCallID: calls[i].ID, Delta: tc.Arguments})
 			}
 		case d.Done != nil:
-			finish = d.Done.FinishReason
+			done = d.Done
 			streamOK = true
 			if d.Done.Refusal != "" && len(text) == 0 {
 				// Show the refusal to the user rather than ending silently.
@@ -144,15 +121,18 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 	if streamErr != nil {
 		return turnResult{}, streamErr
 	}
-	if !streamOK && ctx.Err() != nil {
-		return turnResult{}, ctx.Err()
+	if !streamOK {
+		if ctx.Err() != nil {
+			return turnResult{}, ctx.Err()
+		}
+		return turnResult{}, llm.ErrNoCompletion
 	}
 	for i := range calls {
 		if calls[i].Arguments == "" {
 			calls[i].Arguments = "{}"
 		}
 	}
-	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, finish: finish}, nil
+	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
 }
 
 // userMessage turns a model error into text for the user, without internal detail.

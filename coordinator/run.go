@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -45,6 +45,17 @@ type Run struct {
 	// fatal holds the first terminal tool failure (on_tool_error: error).
 	fatalMu sync.Mutex
 	fatal   error
+
+	// The failure model (DESIGN §6), owned by the run's loop goroutine: the failure state
+	// (restored from a suspension), the guard that refuses calls the policy does not
+	// allow, and the loop detector over fs's signatures.
+	fs    FailureState
+	guard *Guard
+	loops *LoopDetector
+	// start is when the active time of the current time allowance began in this run.
+	start time.Time
+	// hardStop cancels the run once the time allowance and its grace are spent.
+	hardStop *time.Timer
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -117,11 +128,21 @@ func (r *Run) emit(ev agui.Event) {
 
 func (r *Run) execute() {
 	defer close(r.done)
-	start := time.Now()
+	r.start = time.Now()
 	r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
 
-	ctx, cancelLimit := context.WithTimeoutCause(r.ctx, r.e.cfg.Limits.MaxRunTime, ErrRunTimeLimit)
-	defer cancelLimit()
+	// The time limit has two parts. At each turn boundary DetectBeforeTurn compares the
+	// active time with limits.max_run_seconds and, once it is spent, asks the user whether
+	// to go on (time_limit → ask_user, DESIGN §6). Work still in flight when the limit
+	// passes is the hard stop's: it is cancelled a grace period later (hardStopAfter), and
+	// the run ends with the cancelled outcome like any other cancellation (DESIGN §10).
+	// Without the grace the boundary check could never see the limit: a deadline at the
+	// limit itself would always cancel the work first. A resumed run moves the hard stop
+	// once it knows the active time its earlier parts used.
+	ctx, stopRun := context.WithCancelCause(r.ctx)
+	defer stopRun(nil)
+	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() { stopRun(ErrRunTimeLimit) })
+	defer r.hardStop.Stop()
 	// Whatever ends the run early (disconnect, stop, time limit, shutdown) cancels all of
 	// its downstream work at once, in parallel, on the scope's own deadline.
 	stopWatch := context.AfterFunc(ctx, func() { r.scope.Cancel(context.Cause(ctx)) })
@@ -138,13 +159,43 @@ func (r *Run) execute() {
 		outcome, _, _ := strings.Cut(reason, ":")
 		m.RunFinished(outcome)
 	}
-	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(start).Milliseconds())
+	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(r.start).Milliseconds())
 	r.cancel(nil)
+}
+
+// hardStopAfter is when work in flight is cancelled, for a time allowance of remaining:
+// the allowance plus a grace of a tenth of it, at least 1 s and at most 30 s.
+func hardStopAfter(remaining time.Duration) time.Duration {
+	remaining = max(remaining, 0)
+	return remaining + min(max(remaining/10, time.Second), 30*time.Second)
+}
+
+// resetHardStop moves the hard stop to match the time allowance left in r.fs.
+func (r *Run) resetHardStop() {
+	r.hardStop.Reset(hardStopAfter(r.e.cfg.Limits.MaxRunTime - r.fs.Active - time.Since(r.start)))
 }
 
 // loop runs LLM turns until the run ends, and returns why it ended.
 func (r *Run) loop(ctx context.Context) string {
 	tools := r.e.toolset(r.in)
+	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
+	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
+	if err != nil {
+		r.log.Error("load suspension", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
+		return "error: store"
+	}
+	if susp != nil && len(susp.State) > 0 && len(r.in.Resume) > 0 {
+		// Counters, lessons, loop signatures and budget usage go on where they stopped.
+		if err := json.Unmarshal(susp.State, &r.fs); err != nil {
+			r.log.Warn("suspension state unreadable; failure counters start afresh", "err", err)
+			r.fs = FailureState{}
+		}
+		r.resetHardStop()
+	}
+	r.guard = r.newGuard(tools)
+	r.loops = r.fs.Loops(r.e.cfg.Loop)
+
 	system, err := prompts.System(r.e.systemInput(r.in, tools))
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
@@ -153,13 +204,6 @@ func (r *Run) loop(ctx context.Context) string {
 	}
 	conv := fromAGUI(r.in.Messages)
 
-	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
-	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
-	if err != nil {
-		r.log.Error("load suspension", "err", err)
-		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
-		return "error: store"
-	}
 	switch {
 	case susp != nil && len(r.in.Resume) == 0:
 		// A plain run on a thread with open interrupts: ask again, do not continue silently.
@@ -181,25 +225,62 @@ func (r *Run) loop(ctx context.Context) string {
 		r.log.Warn("resume for unknown interrupts ignored", "entries", len(r.in.Resume))
 	}
 
-	for iter := 1; ; iter++ {
+	limits := TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
+	for {
 		if err := ctx.Err(); err != nil {
 			return r.finishCancelled(ctx)
 		}
-		if iter > r.e.cfg.Limits.MaxIterations {
-			return r.finishPartial("iteration_limit",
-				fmt.Sprintf("I stopped after %d steps without finishing, which is this coordinator's limit.", r.e.cfg.Limits.MaxIterations),
-				[]string{"the step limit was reached"}, []string{"ask again with a narrower request", "raise limits.max_iterations"})
+		// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
+		// turn (a turn with tool calls has them refused by the guard instead).
+		var before []Failure
+		if f := DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
+			before = append(before, *f)
 		}
-		req := &llm.Request{Messages: append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...), Tools: tools.llm}
+		if f := r.guard.AddTokens(0); f != nil {
+			before = append(before, *f)
+		}
+		if done, reason := r.handle(ctx, conv, before, nil); done {
+			return reason
+		}
+
+		// Lessons and the pending corrective instruction are rendered once per turn (the
+		// corrective is consumed); transient retries within the turn reuse the request.
+		addendum, err := r.fs.Addendum()
+		if err != nil {
+			r.log.Error("render lessons", "err", err)
+		}
+		msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
+		req := &llm.Request{Messages: WithAddendum(msgs, addendum), Tools: tools.llm}
+		r.fs.Iterations++
 		turn, err := r.modelTurn(ctx, req)
 		if err != nil {
-			if ctx.Err() != nil {
+			if r.cancelling(ctx) {
 				return r.finishCancelled(ctx)
+			}
+			var decided *decidedError
+			if errors.As(err, &decided) {
+				// The policy gave up on the provider (retries spent, or a wait longer than
+				// it sleeps); its baton.failure event is out already.
+				return r.conclude(ctx, conv, decided.d, decided.f, nil)
 			}
 			r.log.Warn("model turn failed", "err", err)
 			r.seq.Fail("MODEL_UNAVAILABLE", userMessage(err))
 			return "error: model"
 		}
+		if turn.completion != nil {
+			// Spending the token budget shows at the next boundary, or as budget_exceeded
+			// refusals of this turn's calls.
+			r.guard.AddTokens(turn.completion.Usage.InputTokens + turn.completion.Usage.OutputTokens)
+		}
+		if f := DetectTurn(turn.message, turn.completion, false); f != nil {
+			if done, reason := r.handle(ctx, conv, []Failure{*f}, nil); done {
+				return reason
+			}
+			// Asked again (truncation) or with a corrective instruction (no progress): the
+			// unusable turn stays out of the history and its calls are not run.
+			continue
+		}
+		r.fs.Recovered(KindOutputTruncated, "")
 		conv = append(conv, turn.message)
 		if len(turn.message.ToolCalls) == 0 {
 			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
@@ -215,10 +296,10 @@ func (r *Run) loop(ctx context.Context) string {
 			}
 			backend = append(backend, c)
 		}
-		outcomes := r.runTools(ctx, tools, backend)
+		outcomes, sent, predicted := r.dispatch(ctx, tools, backend)
 		var done bool
 		var reason string
-		conv, done, reason = r.afterTools(ctx, conv, backend, outcomes)
+		conv, done, reason = r.afterTools(ctx, conv, backend, outcomes, sent, predicted, pending)
 		if done {
 			return reason
 		}
@@ -236,10 +317,15 @@ type toolOutcome struct {
 	interrupts []store.Interrupt
 }
 
-// afterTools records the tool outcomes in the conversation. When some calls wait for the
-// user, the run is suspended (persisted) and ends with the interrupt outcome.
-func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome) ([]llm.Message, bool, string) {
-	if ctx.Err() != nil {
+// afterTools records the tool outcomes in the conversation and runs the detectors over
+// them (tool errors, policy refusals, loops by error signature, stalls). The failures
+// found, with fails (the loops dispatch predicted), are decided by the policy, and a
+// terminal decision ends the run: it wins over calls waiting for the user and over
+// pending frontend tools. Otherwise, when some calls wait for the user, the run is
+// suspended (persisted) and ends with the interrupt outcome. sent tells which calls were
+// sent (not refused beforehand); pending are the frontend calls of the turn.
+func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, string) {
+	if r.cancelling(ctx) {
 		return conv, true, r.finishCancelled(ctx)
 	}
 	if err := r.fatalErr(); err != nil {
@@ -247,12 +333,37 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		return conv, true, "error: tool failed"
 	}
 	var open []store.Interrupt
+	var results []string
 	for i, c := range calls {
 		if len(outcomes[i].interrupts) > 0 {
 			open = append(open, outcomes[i].interrupts...)
 			continue
 		}
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: outcomes[i].result})
+		res := outcomes[i].result
+		results = append(results, res)
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res})
+		if f := DetectToolResult(c.Name, res); f != nil {
+			fails = append(fails, *f)
+		}
+		if sent[i] {
+			if f := r.loops.ObserveResult(c, res); f != nil {
+				fails = append(fails, *f)
+			}
+		}
+		if IsProgress(res) {
+			r.fs.Recovered(KindToolError, c.Name)
+		}
+	}
+	r.fs.ObserveRound(results)
+	if len(pending) > 0 && (len(open) > 0 || len(fails) > 0) {
+		// The run may end here without the frontend's results, and a resumed run continues
+		// from the stored history, which must answer every call.
+		for _, id := range pending {
+			conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: orphanResult})
+		}
+	}
+	if done, reason := r.handle(ctx, conv, fails, open); done {
+		return conv, true, reason
 	}
 	if len(open) == 0 {
 		return conv, false, ""
@@ -264,21 +375,6 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	}
 	r.finishInterrupted(open)
 	return conv, true, "interrupt"
-}
-
-// runTools executes backend tool calls concurrently and returns their outcomes in order.
-// A tagged result is streamed as TOOL_CALL_RESULT as soon as its call ends.
-func (r *Run) runTools(ctx context.Context, tools *toolset, calls []llm.ToolCall) []toolOutcome {
-	outcomes := make([]toolOutcome, len(calls))
-	var wg sync.WaitGroup
-	for i, c := range calls {
-		wg.Go(func() {
-			outcomes[i] = r.runTool(ctx, tools, c)
-			r.emitResult(ctx, c.ID, outcomes[i])
-		})
-	}
-	wg.Wait()
-	return outcomes
 }
 
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
@@ -310,6 +406,18 @@ func (r *Run) fatalErr() error {
 	return r.fatal
 }
 
+// cancelling reports whether the run is being cancelled, and then waits until ctx says so.
+// Run.Cancel starts the downstream cancellation (the scope) just before it cancels the
+// run's context, so work in flight may end on its cancellation a moment before ctx is
+// done; its failure must not be taken for a failure of its own.
+func (r *Run) cancelling(ctx context.Context) bool {
+	if ctx.Err() == nil && r.scope.Cause() == nil {
+		return false
+	}
+	<-ctx.Done()
+	return true
+}
+
 // finishCancelled ends the stream after a cancellation, according to its cause.
 func (r *Run) finishCancelled(ctx context.Context) string {
 	cause := context.Cause(ctx)
@@ -321,17 +429,6 @@ func (r *Run) finishCancelled(ctx context.Context) string {
 	// A client that is gone gets the same events; nobody reads them.
 	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeCancelled}, nil)
 	return "cancelled: " + cause.Error()
-}
-
-// finishPartial ends a run that stops on purpose with a partial result.
-func (r *Run) finishPartial(kind, text string, blockers, next []string) string {
-	id := newID("msg")
-	r.emit(&agui.TextMessageStart{MessageID: id, Role: "assistant"})
-	r.emit(&agui.TextMessageContent{MessageID: id, Delta: text})
-	r.emit(&agui.TextMessageEnd{MessageID: id})
-	r.emit(&agui.Custom{Name: "baton.partial", Value: map[string]any{"rationale": text, "blockers": blockers, "next_steps": next}})
-	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, map[string]any{"stopped": kind})
-	return "stopped: " + kind
 }
 
 func protocolVersion(in *agui.RunAgentInput) string {

@@ -35,6 +35,8 @@ type handle struct {
 	// ask_user.
 	Question string   `json:"question,omitempty"`
 	Choices  []string `json:"choices,omitempty"`
+	// "continue?" after a failure (loop_detected, limits).
+	Failure *failureRef `json:"failure,omitempty"`
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -75,12 +77,16 @@ func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries [
 	return true, nil
 }
 
-// suspend persists the run: the conversation so far and the open interrupts.
+// suspend persists the run: the conversation so far, the open interrupts, and the failure
+// state (counters, lessons, loop signatures, budget usage, and the active time used so far,
+// which counts against the time limit of the resumed run).
 func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Interrupt) error {
 	now := r.e.cfg.Now()
+	r.fs.Active += time.Since(r.start)
+	r.start = time.Now()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
-		History: mustJSON(conv), Interrupts: open, CreatedAt: now, UpdatedAt: now,
+		History: mustJSON(conv), State: mustJSON(&r.fs), Interrupts: open, CreatedAt: now, UpdatedAt: now,
 	}
 	// Persist on a context of its own: a client that disconnects right now must not lose
 	// the question.
@@ -131,6 +137,40 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		return nil, true, "error: " + strings.ToLower(re.Code)
 	}
 
+	// A "continue?" interrupt (loop_detected, limits) has no tool call: the answer decides
+	// whether the run goes on with a fresh allowance of what stopped it, or stops.
+	var stop *failureRef
+	var calls []store.Interrupt
+	for _, in := range susp.Interrupts {
+		if in.Kind != hitl.KindContinue {
+			calls = append(calls, in)
+			continue
+		}
+		ref := decodeHandle(in).Failure
+		if ref == nil {
+			ref = &failureRef{Kind: FailureKind(metaKind(in)), Explanation: in.Message}
+		}
+		ans := answers[in.ID]
+		if yes, _ := ans.Payload["continue"].(bool); !yes || ans.Cancelled {
+			stop = ref
+			continue
+		}
+		r.fs.Resume(ref.Kind)
+		if ref.Kind == KindTimeLimit {
+			r.start = time.Now()
+			r.resetHardStop()
+		}
+		r.log.Info("user chose to continue", "kind", ref.Kind)
+	}
+	if stop != nil {
+		// The user stops the run: the work parked on the other interrupts is abandoned.
+		if len(calls) > 0 {
+			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, calls)
+		}
+		r.settleResume(ctx, susp)
+		return conv, true, r.finishDecision(stop.stopDecision())
+	}
+
 	// Group the interrupts by tool call: an MCP call may have asked several questions.
 	type group struct {
 		callID string
@@ -138,7 +178,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	}
 	var groups []*group
 	byCall := map[string]*group{}
-	for _, in := range susp.Interrupts {
+	for _, in := range calls {
 		g := byCall[in.ToolCallID]
 		if g == nil {
 			g = &group{callID: in.ToolCallID}
@@ -156,8 +196,20 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		})
 	}
 	wg.Wait()
+	r.settleResume(ctx, susp)
 
-	// The answers went out: record them so that a repeated resume sends nothing twice.
+	resumed := make([]llm.ToolCall, len(groups))
+	sent := make([]bool, len(groups))
+	for i, g := range groups {
+		resumed[i] = llm.ToolCall{ID: g.callID, Name: interruptTool(g.ins[0])}
+		sent[i] = true
+	}
+	return r.afterTools(ctx, conv, resumed, outcomes, sent, nil, nil)
+}
+
+// settleResume records that the suspension's answers went out, so that a repeated resume
+// sends nothing twice, and removes the suspension.
+func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) {
 	var ids []string
 	for _, in := range susp.Interrupts {
 		ids = append(ids, in.ID)
@@ -173,12 +225,26 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	if m := r.e.cfg.Metrics; m != nil {
 		m.InterruptsOpen(-len(susp.Interrupts))
 	}
+}
 
-	calls := make([]llm.ToolCall, len(groups))
-	for i, g := range groups {
-		calls[i] = llm.ToolCall{ID: g.callID}
+// interruptTool is the tool name of the call an interrupt suspended.
+func interruptTool(in store.Interrupt) string {
+	switch in.Kind {
+	case hitl.KindA2AInput, hitl.KindA2AAuth:
+		return decodeHandle(in).Agent
+	case hitl.KindAskUser:
+		return askUserTool
+	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
+		return metaTool(in)
 	}
-	return r.afterTools(ctx, conv, calls, outcomes)
+	return ""
+}
+
+// metaKind returns metadata.baton.kind of a "continue?" interrupt.
+func metaKind(in store.Interrupt) string {
+	m, _ := in.Metadata["baton"].(map[string]any)
+	kind, _ := m["kind"].(string)
+	return kind
 }
 
 // deliver routes the user's answers for one suspended tool call to its protocol.
@@ -267,33 +333,41 @@ func (r *Run) mcpInterrupts(callID string, need *mcpclient.InputRequired) []stor
 
 // expire cancels the parked work of a suspension whose interrupts expired and removes it.
 func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
+	e.abandon(ctx, susp.ThreadID, susp.Interrupts)
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
+	defer cancel()
+	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
+		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
+	}
+	if e.cfg.Metrics != nil {
+		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
+	}
+}
+
+// abandon cancels the work parked on interrupts that will not be answered: A2A tasks get
+// CancelTask, MRTR calls are abandoned, in-session elicitations are answered "cancel".
+func (e *Engine) abandon(ctx context.Context, threadID string, ins []store.Interrupt) {
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
 	defer cancel()
 	seen := map[string]bool{}
-	for _, in := range susp.Interrupts {
+	for _, in := range ins {
 		h := decodeHandle(in)
 		switch in.Kind {
 		case hitl.KindA2AInput, hitl.KindA2AAuth:
 			if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
 				seen[h.TaskID] = true
 				err := a.Client.Cancel(cctx, h.TaskID)
-				e.log.Info("expired interrupt: task cancelled", "thread_id", susp.ThreadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+				e.log.Info("abandoned interrupt: task cancelled", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 			}
 		case hitl.KindMCPForm, hitl.KindMCPURL:
 			if h.MCP != nil && e.cfg.Tools != nil && !seen[in.ToolCallID] {
 				seen[in.ToolCallID] = true
 				err := e.cfg.Tools.Abandon(cctx, h.MCP)
-				e.log.Info("expired interrupt: mcp request abandoned", "thread_id", susp.ThreadID, "tool", h.MCP.Tool, "err", errString(err))
+				e.log.Info("abandoned interrupt: mcp request abandoned", "thread_id", threadID, "tool", h.MCP.Tool, "err", errString(err))
 			}
 		case hitl.KindMCPSession:
 			e.sessions.answer(h.Session, &mcp.ElicitResult{Action: "cancel"})
 		}
-	}
-	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
-		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
-	}
-	if e.cfg.Metrics != nil {
-		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
 	}
 }
 

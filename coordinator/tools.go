@@ -26,11 +26,33 @@ type toolset struct {
 	frontend map[string]agui.Tool
 	// backend lists the names the coordinator executes itself, sorted.
 	backend []string
+	// hidden holds the backend tools the policy denies: they are not offered to the model
+	// (a call to one is refused with policy_deny; see Run.newGuard).
+	hidden map[string]bool
 }
 
 func (t *toolset) isFrontend(name string) bool {
 	_, ok := t.frontend[name]
 	return ok
+}
+
+func (t *toolset) hasMCP(name string) bool {
+	_, ok := t.mcp[name]
+	return ok
+}
+
+// restrict hides from the model the tools that permitted refuses.
+func (t *toolset) restrict(permitted func(name string) bool) {
+	t.hidden = map[string]bool{}
+	offered := t.llm[:0]
+	for _, lt := range t.llm {
+		if !permitted(lt.Name) {
+			t.hidden[lt.Name] = true
+			continue
+		}
+		offered = append(offered, lt)
+	}
+	t.llm = offered
 }
 
 // agentParameters is the JSON Schema of every sub-agent tool (DESIGN §5).
@@ -114,6 +136,9 @@ func agentDescription(a *Agent) string {
 func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemInput {
 	var si prompts.SystemInput
 	for _, a := range e.cfg.Agents {
+		if t.hidden[a.Name] {
+			continue
+		}
 		pa := prompts.Agent{Name: a.Name, Description: a.Description}
 		for _, s := range a.Skills {
 			pa.Skills = append(pa.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
@@ -121,6 +146,9 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 		si.Agents = append(si.Agents, pa)
 	}
 	for _, name := range t.backend {
+		if t.hidden[name] {
+			continue
+		}
 		if mt, ok := t.mcp[name]; ok {
 			si.Tools = append(si.Tools, prompts.Tool{Name: mt.Name, Description: mt.Description})
 		}
@@ -147,7 +175,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: c.Name,
 			Message:          "The arguments must be a JSON object.",
-			ValidNextActions: t.backend, Reason: "arguments are not a JSON object",
+			ValidNextActions: r.validNext(t), Reason: "arguments are not a JSON object",
 			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
 		})}
 	}
@@ -163,7 +191,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 	return toolOutcome{result: bridge.Retry(bridge.Signal{
 		Code: "unknown_action", Requested: c.Name,
 		Message:          fmt.Sprintf("There is no tool named %q. Use one of valid_next_actions.", bridge.UntrustedN(c.Name, 64)),
-		ValidNextActions: t.backend, KnownActions: t.backend,
+		ValidNextActions: r.validNext(t), KnownActions: t.backend,
 	})}
 }
 
@@ -188,7 +216,7 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: askUserTool,
 			Message:          `ask_user needs a non-empty "question" string.`,
-			ValidNextActions: t.backend, Reason: "question is missing",
+			ValidNextActions: r.validNext(t), Reason: "question is missing",
 			Details: &bridge.Details{Field: "question", Got: args["question"]},
 		})}
 	}
@@ -213,7 +241,7 @@ func (r *Run) callMCP(ctx context.Context, t *toolset, c llm.ToolCall, args json
 func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
 	progressID := "progress-" + toolCallID
 	return mcpclient.CallOptions{
-		Actions: t.backend,
+		Actions: r.validNext(t),
 		Park:    true,
 		Progress: func(p mcpclient.Progress) {
 			content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}

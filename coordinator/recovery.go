@@ -1,0 +1,198 @@
+package coordinator
+
+// Recovery: how the run loop applies the failure model (failure.go, policy.go, detect.go,
+// loop.go, guard.go, outcome.go).
+//
+// Design note: detectors run at three points of a turn (before the LLM call, after its
+// response, after the tool results) and only report failures. Every failure goes through
+// one place, Run.decide: the policy's decision, its baton.failure event, a log line, the
+// retry metric. When one step meets several failures each is decided and reported, and
+// the run follows the most severe decision (MostSevere): retry and narrow_scope let it go
+// on, ask_user suspends it with a "continue?" interrupt (hitl.Continue, next to any tool
+// interrupts of the same step), handoff and stop end it with a final message. Calls are
+// checked before they are sent, in order: the loop detector's prediction first, then the
+// guard (policy lists, budget, rate limits); a refused call's result is its structured
+// refusal, streamed like any result, and the failure it reveals is found by the same
+// result detector as the others.
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// decidedError ends a model turn with the policy's terminal decision about a provider
+// failure (its baton.failure event is already out).
+type decidedError struct {
+	d   Decision
+	f   Failure
+	err error
+}
+
+func (e *decidedError) Error() string { return string(e.d.Kind) + ": " + string(e.d.Action) }
+func (e *decidedError) Unwrap() error { return e.err }
+
+// decide asks the policy about f and reports the decision: a baton.failure event, a log
+// line, and the retry metric.
+func (r *Run) decide(f Failure) Decision {
+	d := r.e.cfg.Policy.Decide(f, &r.fs)
+	r.emit(FailureEvent(d))
+	r.log.Warn("failure handled", "kind", d.Kind, "action", d.Action, "attempt", d.Attempt,
+		"tool", d.Tool, "code", f.Code, "wait_ms", d.Wait.Milliseconds(), "err", errString(f.Err))
+	if m := r.e.cfg.Metrics; m != nil && d.Action == ActionRetry {
+		m.Retry(string(d.Kind))
+	}
+	return d
+}
+
+// handle decides each of fails (one baton.failure event each) and follows the most severe
+// decision (see conclude). done is false when the run goes on: no failure, or retry or
+// narrow_scope at most. open are the interrupts of calls that wait for the user; the
+// caller still raises them when the run goes on.
+func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, open []store.Interrupt) (done bool, reason string) {
+	if len(fails) == 0 {
+		return false, ""
+	}
+	ds := make([]Decision, len(fails))
+	for i, f := range fails {
+		ds[i] = r.decide(f)
+	}
+	d, _ := MostSevere(ds)
+	if !d.Action.Terminal() {
+		return false, ""
+	}
+	return true, r.conclude(ctx, conv, d, fails[slices.Index(ds, d)], open)
+}
+
+// conclude ends the run on the terminal decision d about f. ask_user suspends the run
+// (conv, counters and lessons) with a "continue?" interrupt next to open (DESIGN §9);
+// handoff and stop end it with a final assistant message, baton.handoff or baton.partial,
+// and RUN_FINISHED with a result (DESIGN §8), abandoning the work parked on open.
+func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Failure, open []store.Interrupt) string {
+	if d.Action != ActionAskUser {
+		if len(open) > 0 {
+			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, open)
+		}
+		return r.finishDecision(d)
+	}
+	in := hitl.Continue(r.e.hitlOptions(), ContinueQuestion(d), string(d.Kind))
+	explanation := f.Explanation
+	if explanation == "" {
+		explanation = d.Explanation
+	}
+	in.Handle = mustJSON(handle{Failure: &failureRef{Kind: d.Kind, Tool: d.Tool, Attempt: d.Attempt, Explanation: explanation}})
+	all := append(slices.Clone(open), in)
+	if err := r.suspend(ctx, conv, all); err != nil {
+		r.log.Error("save suspension", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
+		return "error: store"
+	}
+	r.finishInterrupted(all)
+	return "interrupt: " + string(d.Kind)
+}
+
+// finishDecision ends the run on a handoff or a stop.
+func (r *Run) finishDecision(d Decision) string {
+	for _, ev := range TerminalEvents(TerminalName(d.Action), HandoffFor(d), newID("msg")) {
+		r.emit(ev)
+	}
+	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, RunResult(d))
+	if d.Action == ActionHandoff {
+		return "handoff: " + string(d.Kind)
+	}
+	return "stopped: " + string(d.Kind)
+}
+
+// failureRef is the failure a "continue?" interrupt asks about, kept in its handle: on a
+// resume that stops, it describes the partial result.
+type failureRef struct {
+	Kind        FailureKind `json:"kind"`
+	Tool        string      `json:"tool,omitempty"`
+	Attempt     int         `json:"attempt"`
+	Explanation string      `json:"explanation"`
+}
+
+// stopDecision is the decision of a user who answered "continue?" with no.
+func (f *failureRef) stopDecision() Decision {
+	return Decision{Kind: f.Kind, Tool: f.Tool, Action: ActionStop, Attempt: f.Attempt,
+		Explanation: f.Explanation + " You chose to stop here."}
+}
+
+// newGuard builds the run's guard and hides from the model the tools the policy denies.
+// Denied tools stay governed, so that a call to one is refused as policy_deny rather than
+// as an unknown action.
+func (r *Run) newGuard(t *toolset) *Guard {
+	var agents, governed, always []string
+	for _, name := range t.backend {
+		switch {
+		case t.agents[name] != nil:
+			agents = append(agents, name)
+			governed = append(governed, name)
+		case name == askUserTool && !t.hasMCP(name):
+			always = append(always, name)
+		default:
+			governed = append(governed, name)
+		}
+	}
+	for name := range t.frontend {
+		always = append(always, name)
+	}
+	g := NewGuard(GuardConfig{
+		Policy: r.e.cfg.Guard, Limiter: r.e.limiter,
+		Agents: agents, Tools: governed, Always: always,
+		Used: &r.fs.Budget, Now: r.e.cfg.Now,
+	})
+	t.restrict(g.Permitted)
+	return g
+}
+
+// validNext lists the tools the model may call now, for valid_next_actions.
+func (r *Run) validNext(t *toolset) []string {
+	if r.guard != nil {
+		return r.guard.ValidNextActions()
+	}
+	return t.backend
+}
+
+// dispatch runs one turn's backend calls. Each call is checked first, in order: a call
+// that would repeat a loop (the loop detector's prediction) or that the guard refuses is
+// not sent, and its refusal, streamed at once, is its result. The other calls run
+// concurrently; each result is streamed as TOOL_CALL_RESULT as soon as its call ends.
+// sent tells which calls went out; predicted holds the loop_detected failures.
+func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []Failure) {
+	outcomes = make([]toolOutcome, len(calls))
+	sent = make([]bool, len(calls))
+	var run []int
+	for i, c := range calls {
+		if r.loops.Predict(c) {
+			predicted = append(predicted, *r.loops.PredictedLoop(c))
+			outcomes[i] = toolOutcome{result: LoopRefusal(c, r.guard.ValidNextActions())}
+			r.emitResult(ctx, c.ID, outcomes[i])
+			continue
+		}
+		if refusal, ok := r.guard.Check(c.Name); !ok {
+			outcomes[i] = toolOutcome{result: refusal}
+			r.emitResult(ctx, c.ID, outcomes[i])
+			continue
+		}
+		if n, soft := r.loops.Observe(c); soft {
+			r.log.Warn("the same tool call repeats", "tool", c.Name, "count", n)
+		}
+		sent[i] = true
+		run = append(run, i)
+	}
+	var wg sync.WaitGroup
+	for _, i := range run {
+		wg.Go(func() {
+			outcomes[i] = r.runTool(ctx, t, calls[i])
+			r.emitResult(ctx, calls[i].ID, outcomes[i])
+		})
+	}
+	wg.Wait()
+	return outcomes, sent, predicted
+}
