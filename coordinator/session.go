@@ -38,8 +38,14 @@ func NewSessionElicitor() *SessionElicitor {
 
 // Close answers "cancel" to every question still waiting and to any asked later, so that
 // MCP sessions can close at shutdown instead of waiting for users who are gone.
+// The calls still open are cancelled too: an MCP session closes only once its calls end.
 func (s *SessionElicitor) Close() {
 	s.once.Do(func() { close(s.closed) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.waiters {
+		w.stop()
+	}
 }
 
 type sessionResult struct {
@@ -148,18 +154,26 @@ func schemaMap(v any) map[string]any {
 // context detached from the run (it may outlive it while the user decides); the tool
 // timeout is enforced here and paused while the user is being asked.
 func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
+	return r.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (string, error) {
+		return r.e.cfg.Tools.Call(cctx, c.Name, args, opts)
+	})
+}
+
+// runSessionCall runs call (a Call or a Resume) on a session waiter of its own, so that an
+// in-session question from the server can be raised as an interrupt.
+func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (string, error)) toolOutcome {
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w := &sessionWaiter{id: newID("sess"), callID: c.ID, opts: r.e.hitlOptions(),
+	w := &sessionWaiter{id: newID("sess"), callID: callID, opts: r.e.hitlOptions(),
 		asked: make(chan store.Interrupt, 1), answer: make(chan *mcp.ElicitResult, 1), result: make(chan sessionResult, 1), stop: stop}
 	s.add(w)
-	opts := r.mcpOptions(t, c.ID)
+	opts := r.mcpOptions(t, callID)
 	opts.Key = w
 	go func() {
-		res, err := r.e.cfg.Tools.Call(callCtx, c.Name, args, opts)
+		res, err := call(callCtx, opts)
 		w.result <- sessionResult{res, err}
 	}()
-	return r.awaitSession(ctx, w, c.ID, c.Name)
+	return r.awaitSession(ctx, w, callID, name)
 }
 
 // awaitSession waits for the call to end, to ask the user, to be cancelled or to time out.

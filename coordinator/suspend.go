@@ -277,10 +277,13 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 		}
 		text, _ := ans.Payload["text"].(string)
 		return toolOutcome{result: bridge.Answered(text)}
-	case hitl.KindMCPForm, hitl.KindMCPURL:
+	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
+		// The handle, not the kind, says where the call waits: a URL question can come
+		// in-session as well as parked.
+		if h.Session != "" {
+			return r.deliverSession(ctx, callID, first, ans)
+		}
 		return r.deliverMCP(ctx, t, callID, ins, answers)
-	case hitl.KindMCPSession:
-		return r.deliverSession(ctx, callID, first, ans)
 	default:
 		return toolOutcome{result: bridge.Error("This question can no longer be answered.")}
 	}
@@ -308,10 +311,11 @@ func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []s
 			responses[ih.Key] = res
 		}
 	}
-	tctx, cancel := context.WithTimeout(ctx, r.e.cfg.Limits.ToolTimeout)
-	defer cancel()
-	res, err := r.e.cfg.Tools.Resume(tctx, h.MCP, responses, r.mcpOptions(t, callID))
-	return r.mcpOutcome(ctx, callID, h.MCP.Tool, res, err)
+	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
+	// it runs like a fresh call that can be parked on a session waiter.
+	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (string, error) {
+		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
+	})
 }
 
 // mcpInterrupts builds one interrupt per request of a parked MCP call.
@@ -359,14 +363,16 @@ func (e *Engine) abandon(ctx context.Context, threadID string, ins []store.Inter
 				err := a.Client.Cancel(cctx, h.TaskID)
 				e.log.Info("abandoned interrupt: task cancelled", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 			}
-		case hitl.KindMCPForm, hitl.KindMCPURL:
+		case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
+			if h.Session != "" {
+				e.sessions.answer(h.Session, &mcp.ElicitResult{Action: "cancel"})
+				continue
+			}
 			if h.MCP != nil && e.cfg.Tools != nil && !seen[in.ToolCallID] {
 				seen[in.ToolCallID] = true
 				err := e.cfg.Tools.Abandon(cctx, h.MCP)
 				e.log.Info("abandoned interrupt: mcp request abandoned", "thread_id", threadID, "tool", h.MCP.Tool, "err", errString(err))
 			}
-		case hitl.KindMCPSession:
-			e.sessions.answer(h.Session, &mcp.ElicitResult{Action: "cancel"})
 		}
 	}
 }
