@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -284,7 +285,26 @@ func classify(err error) (rpcErr *jsonrpc.Error, notSent bool) {
 	if rpcErr != nil {
 		return rpcErr, false
 	}
-	return nil, rejected || errors.Is(err, mcp.ErrSessionMissing)
+	return nil, rejected || errors.Is(err, mcp.ErrSessionMissing) || refusedByStatus(err)
+}
+
+// refusedStatuses are HTTP answers to the POST that mean the server refused the request
+// before running it (a stale session is 400 on some servers, 404 on others). go-sdk
+// reports them only as "<request>: <status text>". 401/403 and 5xx stay ambiguous.
+var refusedStatuses = []int{
+	http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotAcceptable,
+	http.StatusConflict, http.StatusGone, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+	http.StatusUnprocessableEntity,
+}
+
+func refusedByStatus(err error) bool {
+	msg := err.Error()
+	for _, code := range refusedStatuses {
+		if strings.HasSuffix(msg, ": "+http.StatusText(code)) {
+			return true
+		}
+	}
+	return false
 }
 
 // walkErrors visits err and everything it wraps, depth first, until visit

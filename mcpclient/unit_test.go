@@ -131,6 +131,9 @@ func TestMCPClassify(t *testing.T) {
 		{"503", fmt.Errorf("%w: sending: %v", rejected, "Service Unavailable"), 0, true},
 		{"session missing", fmt.Errorf("failed to connect: %w", mcp.ErrSessionMissing), 0, true},
 		{"connection closed", fmt.Errorf("%w: calling %q", mcp.ErrConnectionClosed, "tools/call"), 0, false},
+		{"stale session answered 400", fmt.Errorf("calling %q: %v", "tools/call", errors.New(`sending "tools/call": Bad Request`)), 0, true},
+		{"500 is ambiguous", errors.New(`sending "tools/call": Internal Server Error`), 0, false},
+		{"403 is ambiguous", errors.New(`sending "tools/call": Forbidden`), 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
