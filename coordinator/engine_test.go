@@ -472,3 +472,29 @@ func TestToolName(t *testing.T) {
 	assert.Equal(t, "my_agent-1", ToolName("my agent-1"))
 	assert.Len(t, ToolName(strings.Repeat("a", 100)), 64)
 }
+
+// A model that numbers its calls per turn (call_0 every time) still gets distinct ids.
+func TestRepeatedToolCallIDsAreMadeUnique(t *testing.T) {
+	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+	turns := 0
+	m := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+		turns++
+		if turns > 2 {
+			return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+		}
+		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "call_0", Name: "research", Arguments: fmt.Sprintf(`{"prompt":"p%d"}`, turns)}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
+	}}
+	e := newEngine(t, m, agent)
+	r, err := e.Start(input("ids"), "")
+	require.NoError(t, err)
+	evs := collect(t, r)
+	var ids []string
+	for _, ev := range evs {
+		if s, ok := ev.(*agui.ToolCallStart); ok {
+			ids = append(ids, s.ToolCallID)
+		}
+	}
+	require.Len(t, ids, 2)
+	assert.Equal(t, "call_0", ids[0])
+	assert.NotEqual(t, ids[0], ids[1])
+}

@@ -88,7 +88,9 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 			i, seen := byIndex[tc.Index]
 			if !seen {
 				id := tc.ID
-				if id == "" {
+				if id == "" || usedCallID(req.Messages, calls, id) {
+					// Some OpenAI-compatible servers number calls per turn (call_0 every
+					// time); a repeated id would merge two calls in the client.
 					id = newID("call")
 				}
 				calls = append(calls, llm.ToolCall{ID: id, Name: tc.Name})
@@ -152,4 +154,25 @@ func userMessage(err error) string {
 		}
 	}
 	return "The language model is unavailable right now. Please try again."
+}
+
+// usedCallID reports whether id already names a tool call of the conversation or of the
+// turn being streamed.
+func usedCallID(history []llm.Message, turn []llm.ToolCall, id string) bool {
+	for _, c := range turn {
+		if c.ID == id {
+			return true
+		}
+	}
+	for _, m := range history {
+		if m.ToolCallID == id {
+			return true
+		}
+		for _, c := range m.ToolCalls {
+			if c.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
