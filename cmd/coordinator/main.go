@@ -26,6 +26,7 @@ import (
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/llm/anthropic"
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/llm/scripted"
 	"github.com/baton-dev/baton/mcpclient"
@@ -248,6 +249,8 @@ func newModel(cfg *config.Config) (llm.Model, error) {
 		return scripted.New(scripted.Config{}), nil
 	case "openai":
 		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+	case "anthropic":
+		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
 	default:
 		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
