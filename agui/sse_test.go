@@ -213,3 +213,24 @@ func BenchmarkDecodeRunAgentInput(b *testing.B) {
 		}
 	}
 }
+
+func TestSSEWriterWriteEvents(t *testing.T) {
+	w := &flushCounter{}
+	s := NewSSEWriter(w)
+	require.NoError(t, s.WriteEvents(nil))
+	assert.Zero(t, w.flushes, "nothing to write, nothing flushed")
+	require.NoError(t, s.WriteEvents([]Event{
+		&TextMessageStart{MessageID: "m1", Role: "assistant"},
+		&TextMessageContent{MessageID: "m1", Delta: ""},
+		&TextMessageEnd{MessageID: "m1"},
+	}))
+	assert.Equal(t, 1, w.flushes, "a burst is flushed once")
+	assert.Equal(t,
+		`data: {"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`+"\n\n"+
+			`data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":""}`+"\n\n"+
+			`data: {"type":"TEXT_MESSAGE_END","messageId":"m1"}`+"\n\n",
+		w.buf.String())
+
+	failing := &flushCounter{failErr: errors.New("gone")}
+	assert.Error(t, NewSSEWriter(failing).WriteEvents([]Event{&TextMessageEnd{MessageID: "m"}}))
+}

@@ -139,11 +139,9 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			// client that posts its next run on RUN_FINISHED is never refused with 409.
 			<-run.Released()
 		}
-		for _, ev := range events {
-			if err := sse.WriteEvent(ev); err != nil {
-				run.Cancel(coordinator.ErrClientGone)
-				return
-			}
+		if err := sse.WriteEvents(events); err != nil {
+			run.Cancel(coordinator.ErrClientGone)
+			return
 		}
 		if ended {
 			return
