@@ -33,6 +33,7 @@ import (
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
@@ -41,7 +42,7 @@ import (
 
 // eventualWait bounds the waits for an eventual state (a task ending, a log line): generous,
 // because the machine is shared and Node is slow to answer under load.
-const eventualWait = 45 * time.Second
+const eventualWait = 20 * time.Second
 
 // mcpEntry is one mcp_servers[] item of a coordinator config: Command (stdio) or URL.
 type mcpEntry struct {
@@ -71,7 +72,11 @@ func (c cancelConfig) yaml() string {
 	if len(c.Agents) > 0 {
 		b.WriteString("agents:\n")
 		for _, a := range c.Agents {
-			fmt.Fprintf(&b, "  - name: %s\n    url: %q\n    timeout: 60s\n    input_required: model\n", a.Name, a.URL)
+			mode := a.InputRequired
+			if mode == "" {
+				mode = "model"
+			}
+			fmt.Fprintf(&b, "  - name: %s\n    url: %q\n    timeout: 60s\n    input_required: %s\n", a.Name, a.URL, mode)
 		}
 	}
 	if len(c.MCP) > 0 {
@@ -169,12 +174,17 @@ func (b *baton) logRecords(msg, threadID string) []logRecord {
 	return out
 }
 
+// slowTextPrefix makes cancelModel answer with text streamed over about 10 s.
+const slowTextPrefix = "slow text"
+
 // cancelModelSeq numbers the fake model's tool calls (ids must be unique within a stream).
 var cancelModelSeq atomic.Int64
 
 // cancelModel scripts the fake model from the user's text "<tool>: <rest>": a sub-agent tool
 // is called with {"prompt": rest}, an MCP tool ("<server>__<tool>") with rest as its JSON
-// arguments; once the tool result is in, it answers "done". Anything else gets plain text,
+// arguments ("<tool>,<tool>: <rest>" calls several in one turn); once the tool results are
+// in, it answers "done". A text that starts with
+// slowTextPrefix gets a long text answer streamed slowly; anything else gets plain text,
 // which ends the run at once.
 func cancelModel(req fakellm.Request) fakellm.Reply {
 	var user string
@@ -182,6 +192,9 @@ func cancelModel(req fakellm.Request) fakellm.Reply {
 		if m.Role == "user" {
 			user = m.Content
 		}
+	}
+	if strings.HasPrefix(user, slowTextPrefix) { // a long answer, streamed slowly
+		return fakellm.Reply{Text: strings.Repeat("word ", 100), Delay: 100 * time.Millisecond}
 	}
 	tool, rest, ok := strings.Cut(user, ":")
 	if !ok {
@@ -191,20 +204,23 @@ func cancelModel(req fakellm.Request) fakellm.Reply {
 	if req.Last().Role == "tool" {
 		return fakellm.Reply{Text: modelDoneText}
 	}
-	offered := false
-	for _, n := range req.ToolNames() {
-		offered = offered || n == tool
+	var calls []llm.ToolCall
+	for _, name := range strings.Split(tool, ",") { // "a,b: …" calls both in one turn
+		offered := false
+		for _, n := range req.ToolNames() {
+			offered = offered || n == name
+		}
+		if !offered {
+			return fakellm.Reply{Text: fmt.Sprintf("fake model: tool %q is not offered (tools: %v)", name, req.ToolNames())}
+		}
+		args := rest
+		if !strings.Contains(name, "__") {
+			b, _ := json.Marshal(map[string]string{"prompt": rest})
+			args = string(b)
+		}
+		calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("call_c%d", cancelModelSeq.Add(1)), Name: name, Arguments: args})
 	}
-	if !offered {
-		return fakellm.Reply{Text: fmt.Sprintf("fake model: tool %q is not offered (tools: %v)", tool, req.ToolNames())}
-	}
-	args := rest
-	if !strings.Contains(tool, "__") {
-		b, _ := json.Marshal(map[string]string{"prompt": rest})
-		args = string(b)
-	}
-	return fakellm.Reply{ToolCalls: []llm.ToolCall{{
-		ID: fmt.Sprintf("call_c%d", cancelModelSeq.Add(1)), Name: tool, Arguments: args}}}
+	return fakellm.Reply{ToolCalls: calls}
 }
 
 // startCancelLLM starts the fake model with cancelModel; it is closed in Cleanup.
@@ -216,14 +232,35 @@ func startCancelLLM(t testing.TB) *fakellm.Server {
 }
 
 // peerTasks returns the JS peer's tasks (id → last state) and its CancelTask log as a set.
-func peerTasks(t testing.TB, peer string) (tasks map[string]string, cancelled map[string]bool) {
-	t.Helper()
-	cancels, tasks := peerLog(t, peer)
+// Errors are reported to t without stopping the goroutine, so it can be used inside
+// EventuallyWithT (t is then the *assert.CollectT).
+func peerTasks(t assert.TestingT, peer string) (tasks map[string]string, cancelled map[string]bool) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	cancelled = map[string]bool{}
-	for _, id := range cancels {
+	resp, err := http.Get(peer + "/test/log")
+	if err != nil {
+		t.Errorf("peer log: %v", err)
+		return nil, cancelled
+	}
+	defer resp.Body.Close()
+	var log struct {
+		Cancels []string          `json:"cancels"`
+		Tasks   map[string]string `json:"tasks"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("peer log: HTTP %d", resp.StatusCode)
+		return nil, cancelled
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&log); err != nil {
+		t.Errorf("peer log: %v", err)
+		return nil, cancelled
+	}
+	for _, id := range log.Cancels {
 		cancelled[id] = true
 	}
-	return tasks, cancelled
+	return log.Tasks, cancelled
 }
 
 // newKeys returns the keys of now that are not in before.
@@ -362,3 +399,47 @@ func (rp *recordingProxy) Messages() []map[string]any {
 	defer rp.mu.Unlock()
 	return jsonRPCMessages(rp.bodies.Bytes())
 }
+
+// dropWatch is a reverse proxy in front of the fake model that counts the requests whose
+// client went away before the response was complete.
+type dropWatch struct {
+	URL     string
+	dropped atomic.Int64
+}
+
+// startDropWatch proxies to target (scheme://host) and is closed in Cleanup.
+func startDropWatch(t testing.TB, target string) *dropWatch {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	dw := &dropWatch{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.FlushInterval = -1
+	tr := &http.Transport{}
+	proxy.Transport = tr
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {} // a dropped client is counted below
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ReverseProxy panics with http.ErrAbortHandler when the response cannot be copied
+		// to a client that went away.
+		defer func() {
+			p := recover()
+			if p != nil || r.Context().Err() != nil {
+				dw.dropped.Add(1)
+			}
+			if p != nil {
+				panic(p)
+			}
+		}()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		tr.CloseIdleConnections()
+	})
+	dw.URL = srv.URL
+	return dw
+}
+
+// Dropped returns how many requests lost their client before the response was complete.
+func (dw *dropWatch) Dropped() int64 { return dw.dropped.Load() }

@@ -1,0 +1,330 @@
+package integration
+
+// In-process cancellation tests: the coordinator's engine and HTTP surface on httptest, the
+// real openai provider against the fake model, and internal/demoagent's research agent as
+// the sub-agent, all in this test binary, so that goroutines can be counted and the arrival
+// of CancelTask at the agent can be timestamped (BenchmarkDisconnectToCancel).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/demoagent"
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
+	"github.com/baton-dev/baton/llm/openai"
+	"github.com/baton-dev/baton/server"
+)
+
+// inprocBaton is a coordinator served in process, delegating to an in-process demo agent.
+type inprocBaton struct {
+	URL    string
+	Engine *coordinator.Engine
+	// Rec records what the demo agent was asked and what it answered.
+	Rec *demoagent.Recorder
+
+	// Log is the engine's log (slog text, info level).
+	Log *syncBuffer
+
+	mu       sync.Mutex
+	onCancel func(taskID string, at time.Time)
+
+	transports []*http.Transport
+}
+
+// OnCancelTask sets a hook called with the task id and the arrival time of every CancelTask
+// request that reaches the demo agent (before the SDK reads it).
+func (ib *inprocBaton) OnCancelTask(f func(taskID string, at time.Time)) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	ib.onCancel = f
+}
+
+// CloseIdle closes the idle connections of every client in the setup (coordinator → agent,
+// coordinator → model), so that only live work holds goroutines.
+func (ib *inprocBaton) CloseIdle() {
+	for _, tr := range ib.transports {
+		tr.CloseIdleConnections()
+	}
+}
+
+// watchCancels timestamps CancelTask requests (A2A 1.0 "CancelTask", 0.3 "tasks/cancel")
+// on their way into h.
+func (ib *inprocBaton) watchCancels(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/a2a") {
+			body, err := io.ReadAll(r.Body)
+			r.Body.Close()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var rpc struct {
+				Method string `json:"method"`
+				Params struct {
+					ID string `json:"id"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &rpc) == nil && (rpc.Method == "CancelTask" || rpc.Method == "tasks/cancel") {
+				ib.mu.Lock()
+				f := ib.onCancel
+				ib.mu.Unlock()
+				if f != nil {
+					f(rpc.Params.ID, at)
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// inprocOptions tune startInProcess; the zero value keeps the production defaults.
+type inprocOptions struct {
+	// CancelTimeout is the engine's downstream cancellation deadline (default 5 s).
+	CancelTimeout time.Duration
+	// SlowStep is the pace of the demo agent's slow mode (default 500 ms, 20 steps).
+	SlowStep time.Duration
+}
+
+// startInProcess builds the in-process coordinator (engine + HTTP surface) with one agent,
+// "research", served by internal/demoagent; the model is fakellm with cancelModel. Everything
+// is closed in Cleanup.
+func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	ib := &inprocBaton{Rec: &demoagent.Recorder{}, Log: &syncBuffer{}}
+	engineLog := slog.New(slog.NewTextHandler(ib.Log, nil))
+
+	agentSrv := httptest.NewUnstartedServer(nil)
+	agentURL := "http://" + agentSrv.Listener.Addr().String()
+	h, err := demoagent.NewHandler(demoagent.Options{Kind: "research", BaseURL: agentURL, Recorder: ib.Rec, SlowStep: opts.SlowStep})
+	require.NoError(t, err)
+	agentSrv.Config.Handler = ib.watchCancels(h)
+	agentSrv.Start()
+	t.Cleanup(func() {
+		if c, ok := h.(io.Closer); ok {
+			_ = c.Close() // ends running executions, so open streams finish
+		}
+		agentSrv.CloseClientConnections()
+		agentSrv.Close()
+	})
+
+	model := fakellm.Start(cancelModel)
+	t.Cleanup(model.Close)
+
+	a2aTr, llmTr := &http.Transport{}, &http.Transport{}
+	ib.transports = []*http.Transport{a2aTr, llmTr}
+	t.Cleanup(ib.CloseIdle)
+	m, err := openai.New(openai.Config{BaseURL: model.URL, Model: "fake", APIKey: "fake-key", HTTPClient: &http.Client{Transport: llmTr}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "research", URL: agentURL},
+		a2a.Options{HTTPClient: &http.Client{Transport: a2aTr}, Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ag.Close() })
+
+	ib.Engine, err = coordinator.New(coordinator.Config{
+		Model: m,
+		Agents: []coordinator.Agent{{
+			Name: "research", Description: ag.Description, Skills: ag.Skills,
+			Timeout: time.Minute, InputRequired: "model", Client: ag,
+		}},
+		Logger:        engineLog,
+		CancelTimeout: opts.CancelTimeout,
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(server.New(server.Config{Engine: ib.Engine, Logger: engineLog}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = ib.Engine.Shutdown(sctx)
+	})
+	ib.URL = srv.URL
+	return ib
+}
+
+// waitIdle waits until the engine has no active run.
+func (ib *inprocBaton) waitIdle(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(stormWait)
+	for ib.Engine.Active() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs still active after %v", ib.Engine.Active(), stormWait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stormWait bounds the wait for a storm's cancellations (the engine's deadline is 30 s).
+const stormWait = 45 * time.Second
+
+// assertAgentCancelledAll waits until the demo agent has received n CancelTask requests for
+// n distinct tasks, n streaming requests, and every cancelled task ended canceled.
+func assertAgentCancelledAll(t *testing.T, rec *demoagent.Recorder, n int) {
+	t.Helper()
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		sends := 0
+		for _, m := range rec.Methods() {
+			if m == "SendStreamingMessage" {
+				sends++
+			}
+		}
+		assert.Equal(c, n, sends, "streaming requests received")
+		ids := map[string]bool{}
+		for _, id := range rec.Cancels() {
+			ids[id] = true
+		}
+		assert.Len(c, ids, n, "distinct tasks with a CancelTask")
+		states := map[sdk.TaskState]int{}
+		for id := range ids {
+			states[rec.LastState(id)]++
+		}
+		assert.Equal(c, map[sdk.TaskState]int{sdk.TaskStateCanceled: len(ids)}, states, "final states of the cancelled tasks")
+	}, stormWait, 100*time.Millisecond)
+}
+
+// leakOptions ignore the idle keep-alive loops of HTTP clients that the test does not own.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+}
+
+// TestDisconnect200InProcess: 200 concurrent runs delegating to the demo agent's slow task,
+// disconnected at once. Every task gets CancelTask and ends canceled, no run stays active,
+// and the goroutines return to the baseline taken before the storm: the same count, and no
+// goroutine that did not exist then (goleak).
+//
+// The test runs under -race on a small shared machine, where 200 simultaneous cancellations
+// (each held until its task id is known) take seconds rather than the ~0.1-0.2 s they take
+// without the race detector; so the engine gets a 30 s cancellation deadline instead of 5 s
+// and the agent's slow tasks last 40 s (nothing may complete on its own before the
+// disconnect). The latency itself is BenchmarkDisconnectToCancel's business.
+func TestDisconnect200InProcess(t *testing.T) {
+	const n = 200
+	ib := startInProcess(t, inprocOptions{CancelTimeout: 30 * time.Second, SlowStep: 2 * time.Second})
+	slow := func(i int) string { return fmt.Sprintf("research: slow survey %d", i) }
+
+	// A warm-up run starts whatever the stack starts lazily once (pools, SDK workers).
+	warm := startStorm(t, ib.URL, 1, slow, "TEXT_MESSAGE_CONTENT")
+	warm.Disconnect()
+	assertAgentCancelledAll(t, ib.Rec, 1)
+	ib.waitIdle(t)
+	ib.CloseIdle()
+	baseline := settledGoroutines()
+	ignore := goleak.IgnoreCurrent()
+
+	var arrived sync.Map // task id → time the CancelTask reached the agent's HTTP handler
+	ib.OnCancelTask(func(id string, at time.Time) { arrived.LoadOrStore(id, at) })
+	defer ib.OnCancelTask(nil)
+	s := startStorm(t, ib.URL, n, slow, "SUBAGENT_STARTED")
+	disconnectAt := time.Now()
+	peak := runtime.NumGoroutine()
+	s.Disconnect()
+	for i, r := range s.Runs {
+		assert.Empty(t, eventsOfType(r.Events, "RUN_FINISHED"), "run %d finished before the disconnect", i)
+	}
+	assertAgentCancelledAll(t, ib.Rec, n+1)
+	ib.waitIdle(t)
+	ib.CloseIdle()
+	// A run leaves Engine.Active() when its thread is released, which is before its
+	// downstream cancellation has been acknowledged: wait for the reports.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, map[string]int{"a2a_task/cancelled": n + 1}, ib.Log.cancelResults(), "the engine's cancellation reports")
+	}, stormWait, 50*time.Millisecond)
+	var lat []time.Duration
+	arrived.Range(func(_, v any) bool {
+		lat = append(lat, v.(time.Time).Sub(disconnectAt))
+		return true
+	})
+	slices.Sort(lat)
+	t.Logf("CancelTask requests that reached the agent's HTTP handler: %d of %d; after the disconnect: p50 %v, max %v",
+		len(lat), n, percentile(lat, 50), percentile(lat, 100))
+
+	after := runtime.NumGoroutine()
+	for deadline := time.Now().Add(eventualWait); after > baseline && time.Now().Before(deadline); after = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+		ib.CloseIdle()
+	}
+	t.Logf("goroutines: baseline %d, with %d runs %d, after the disconnect %d", baseline, n, peak, after)
+	assert.LessOrEqual(t, after, baseline, "goroutines did not return to the baseline")
+	assert.NoError(t, goleak.Find(append([]goleak.Option{ignore}, leakOptions...)...), "goroutines left behind by the storm")
+}
+
+// settledGoroutines returns the goroutine count once it has stopped changing for a while
+// (connection goroutines end asynchronously after their peers close).
+func settledGoroutines() int {
+	last, stable := runtime.NumGoroutine(), 0
+	for i := 0; i < 200 && stable < 5; i++ {
+		time.Sleep(10 * time.Millisecond)
+		now := runtime.NumGoroutine()
+		if now == last {
+			stable++
+		} else {
+			last, stable = now, 0
+		}
+	}
+	return last
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (a log destination).
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Records returns the log records with message msg.
+func (b *syncBuffer) Records(msg string) []logRecord {
+	b.mu.Lock()
+	text := b.buf.String()
+	b.mu.Unlock()
+	var out []logRecord
+	for _, line := range strings.Split(text, "\n") {
+		if rec := parseLogLine(line); rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// cancelResults counts the engine's "cancelled downstream" records by kind/result (and
+// error, when there is one).
+func (b *syncBuffer) cancelResults() map[string]int {
+	out := map[string]int{}
+	for _, rec := range b.Records("cancelled downstream") {
+		k := rec["kind"] + "/" + rec["result"]
+		if rec["err"] != "" {
+			k += ": " + rec["err"]
+		}
+		out[k]++
+	}
+	return out
+}
