@@ -232,23 +232,44 @@ func (d *delegation) message() *sdk.Message {
 
 // stream sends with SendStreamingMessage and reads until the task is terminal or
 // interrupted, resuming a dropped stream.
+// drainWait bounds the wait for a stream's end after its terminal event.
+const drainWait = 100 * time.Millisecond
+
 func (d *delegation) stream(ctx context.Context) error {
 	msg := d.message()
 	for attempt := 1; ; attempt++ {
 		sctx, release := d.requestContext(ctx)
 		actx, rec := withStatus(sctx)
+		dctx, stopDrain := context.WithCancel(actx)
+		var drain *time.Timer
 		var streamErr error
 		got := false
-		for ev, err := range d.a.client.SendStreamingMessage(actx, &sdk.SendMessageRequest{Message: msg}) {
+		for ev, err := range d.a.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg}) {
 			if err != nil {
 				streamErr = err
 				break
 			}
 			got = true
-			if d.apply(ev) || (ctx.Err() != nil && d.taskID != "") {
+			if ctx.Err() != nil && d.taskID != "" {
+				break
+			}
+			if d.apply(ev) {
+				if d.reply == nil && stateOf(d.status.State).Terminal() {
+					// A server ends the stream right after a terminal event: reading to
+					// the end lets the connection be reused for the next call. One that
+					// keeps it open is not waited for long.
+					if drain == nil {
+						drain = time.AfterFunc(drainWait, stopDrain)
+					}
+					continue
+				}
 				break
 			}
 		}
+		if drain != nil {
+			drain.Stop()
+		}
+		stopDrain()
 		release()
 		if ctx.Err() != nil {
 			return d.ctxErr(ctx)
