@@ -124,7 +124,8 @@ func TestA2AInputRequiredInterruptAndResume(t *testing.T) {
 	}
 	require.NotNil(t, result)
 	assert.Equal(t, "call_1", result.ToolCallID)
-	assert.Equal(t, "[COMPLETED]\nbooked for 12-19 May", result.Content)
+	assert.Equal(t, "[COMPLETED]\nbooked for 12-19 May\n\n(continuation of task task-7: the agent asked \"Which dates?\"; the user answered \"12-19 May\")", result.Content,
+		"the model's history shows the exchange as a continuation of the task")
 	assert.NotContains(t, types(evs), "TOOL_CALL_START", "a resumed call is not re-announced")
 	fin := lastEvent(evs).(*agui.RunFinished)
 	assert.Equal(t, agui.OutcomeSuccess, fin.Outcome.Type)
@@ -239,6 +240,6 @@ func TestResumeAfterRestart(t *testing.T) {
 	evs := startAndCollect(t, e2, resumeInput("rs", "r2", resolved(in.ID, `{"text":"June"}`)))
 	res := toolResults(evs)
 	require.Len(t, res, 1)
-	assert.Equal(t, "[COMPLETED]\nbooked for June", res[0])
+	assert.Equal(t, "[COMPLETED]\nbooked for June\n\n(continuation of task task-r: the agent asked \"Which dates?\"; the user answered \"June\")", res[0])
 	assert.Equal(t, a2a.Request{Prompt: "June", TaskID: "task-r", ContextID: "ctx-task-r"}, agent.sent[1])
 }

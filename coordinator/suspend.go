@@ -270,7 +270,14 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 			text = "done" // auth-required: the user says the sign-in is done
 		}
 		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-		return r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		out := r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		if out.result != "" {
+			// The model's history shows the exchange as a continuation of the task: what
+			// the agent asked and what the user answered, after the outcome's own text.
+			out.result += fmt.Sprintf("\n\n(continuation of task %s: the agent asked %q; the user answered %q)",
+				h.TaskID, bridge.UntrustedN(first.Message, 500), bridge.UntrustedN(text, 500))
+		}
+		return out
 	case hitl.KindAskUser:
 		if ans.Cancelled {
 			return toolOutcome{result: bridge.Declined("The user declined to answer.")}
