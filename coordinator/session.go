@@ -172,6 +172,10 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 	go func() {
 		res, err := call(callCtx, opts)
 		w.result <- sessionResult{res, err}
+		// A call that ended while parked (its question expired or was cancelled) has
+		// nobody to take its result: forget the waiter after a while. A resume takes the
+		// result long before that, since the call only ends once it was answered.
+		time.AfterFunc(time.Minute, func() { s.remove(w.id); stop() })
 	}()
 	return r.awaitSession(ctx, w, callID, name)
 }
