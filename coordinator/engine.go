@@ -283,12 +283,27 @@ func (e *Engine) release(r *Run) {
 		clear(e.finished) // only used to tell "finished" from "unknown" on stop
 	}
 	e.finished[runKey(r.ThreadID, r.RunID)] = r.EndReason()
+	if len(e.threads) > maxThreads {
+		// Idle threads are forgotten (their owner and task cache); a parked thread is
+		// still known to the store, which keeps its owner.
+		for id := range e.threads {
+			if _, busy := e.active[id]; !busy {
+				delete(e.threads, id)
+			}
+			if len(e.threads) <= maxThreads*9/10 {
+				break
+			}
+		}
+	}
 	e.mu.Unlock()
 	close(r.released)
 }
 
 // maxFinished bounds the memory of finished runs kept for the stop endpoint's 409.
 const maxFinished = 10000
+
+// maxThreads bounds the threads remembered in memory between runs.
+const maxThreads = 100000
 
 // Stop cancels the active run (threadID, runID) on the producer side: its stream ends with
 // the cancelled outcome.
