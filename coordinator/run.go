@@ -150,14 +150,16 @@ func (r *Run) execute() {
 
 	reason := r.loop(ctx)
 	r.endReason.Store(reason)
+	// Counted before the thread is released: a client that has seen the stream end sees
+	// the run in /metrics.
+	if m := r.e.cfg.Metrics; m != nil {
+		outcome, _, _ := strings.Cut(reason, ":")
+		m.RunFinished(outcome)
+	}
 	r.e.release(r)
 	if !stopWatch() && ctx.Err() != nil {
 		// The watcher is cancelling downstream work: the run ends only after it has.
 		r.scope.Cancel(context.Cause(ctx))
-	}
-	if m := r.e.cfg.Metrics; m != nil {
-		outcome, _, _ := strings.Cut(reason, ":")
-		m.RunFinished(outcome)
 	}
 	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(r.start).Milliseconds())
 	r.cancel(nil)
