@@ -157,8 +157,10 @@ func (r *Run) execute() {
 		m.RunFinished(outcome)
 	}
 	r.e.release(r)
-	if !stopWatch() && ctx.Err() != nil {
-		// The watcher is cancelling downstream work: the run ends only after it has.
+	stopWatch()
+	if ctx.Err() != nil {
+		// Downstream work is being cancelled (by Run.Cancel or the watcher; Cancel is
+		// idempotent): the run ends, and says so in its log, only after it has been.
 		r.scope.Cancel(context.Cause(ctx))
 	}
 	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(r.start).Milliseconds())
