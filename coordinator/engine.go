@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -146,6 +147,7 @@ type Engine struct {
 	closing  bool
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
+	running  atomic.Int64 // runs whose goroutine has not ended
 	stopJan  chan struct{}
 	janDone  chan struct{}
 	// limiter holds the rate-limit windows, shared by every run.
@@ -266,8 +268,10 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	e.active[in.ThreadID] = r
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.wg.Add(1)
+	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
+		defer e.running.Add(-1)
 		r.execute()
 	}()
 	return r, nil
@@ -333,10 +337,10 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 }
 
 // Active reports the number of runs executing now.
+// A run counts until its downstream cancellation has finished, not only until its stream
+// ended (the thread is free for the next run a little earlier).
 func (e *Engine) Active() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.active)
+	return int(e.running.Load())
 }
 
 // Shutdown stops accepting runs, lets active runs finish until ctx is done, then cancels
