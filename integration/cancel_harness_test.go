@@ -45,11 +45,7 @@ import (
 const eventualWait = 20 * time.Second
 
 // mcpEntry is one mcp_servers[] item of a coordinator config: Command (stdio) or URL.
-type mcpEntry struct {
-	Name    string
-	Command []string
-	URL     string
-}
+type mcpEntry = mcpServerEntry
 
 // cancelConfig is a coordinator config for the cancellation tests.
 type cancelConfig struct {
@@ -62,41 +58,8 @@ type cancelConfig struct {
 
 // yaml renders the config (DESIGN §4) with an in-memory store and no listen key.
 func (c cancelConfig) yaml() string {
-	var b strings.Builder
-	grace := c.Grace
-	if grace == "" {
-		grace = "2s"
-	}
-	fmt.Fprintf(&b, "server:\n  shutdown_grace: %s\n", grace)
-	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: fake\n  api_key_env: %s\n", c.LLMURL, llmKeyEnv)
-	if len(c.Agents) > 0 {
-		b.WriteString("agents:\n")
-		for _, a := range c.Agents {
-			mode := a.InputRequired
-			if mode == "" {
-				mode = "model"
-			}
-			fmt.Fprintf(&b, "  - name: %s\n    url: %q\n    timeout: 60s\n    input_required: %s\n", a.Name, a.URL, mode)
-		}
-	}
-	if len(c.MCP) > 0 {
-		b.WriteString("mcp_servers:\n")
-		for _, m := range c.MCP {
-			fmt.Fprintf(&b, "  - name: %s\n", m.Name)
-			if len(m.Command) > 0 {
-				q := make([]string, len(m.Command))
-				for i, s := range m.Command {
-					q[i] = strconv.Quote(s)
-				}
-				fmt.Fprintf(&b, "    command: [%s]\n", strings.Join(q, ", "))
-			} else {
-				fmt.Fprintf(&b, "    url: %q\n", m.URL)
-			}
-		}
-	}
-	b.WriteString("limits:\n  max_iterations: 10\n  max_run_seconds: 120\n  tool_timeout: 60s\n")
-	b.WriteString("store: \"memory:\"\n")
-	return b.String()
+	return testConfig{LLMURL: c.LLMURL, Model: "fake", Grace: orDefault(c.Grace, "2s"),
+		Agents: c.Agents, MCP: c.MCP, ToolTimeout: "60s"}.yaml()
 }
 
 // baton is a coordinator process started by startBatonForCancel.

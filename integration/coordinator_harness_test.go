@@ -56,26 +56,73 @@ type agentEntry struct {
 	Timeout string
 }
 
-// coordinatorYAML renders a coordinator config (DESIGN §4) for the openai provider at llmURL
-// with the given agents and an in-memory store. It has no listen key: startCoordinator adds one.
-func coordinatorYAML(llmURL string, agents ...agentEntry) string {
+// testConfig is a coordinator config for the integration tests (DESIGN §4). It is rendered
+// without a listen key: the start helpers add one.
+type testConfig struct {
+	LLMURL string
+	// Model is llm.model; "fake-model" unless set.
+	Model string
+	// Grace is server.shutdown_grace; "3s" unless set.
+	Grace  string
+	Agents []agentEntry
+	// InputRequired is the agents' default input_required mode; "model" unless set.
+	InputRequired string
+	MCP           []mcpServerEntry
+	// ToolTimeout is limits.tool_timeout; left to the default when empty.
+	ToolTimeout string
+	// TTL is interrupts.ttl; left to the default when empty.
+	TTL string
+	// Store is the store DSN; "memory:" unless set.
+	Store string
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func (c testConfig) yaml() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server:\n  shutdown_grace: 3s\n")
-	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: fake-model\n  api_key_env: %s\n", llmURL, llmKeyEnv)
-	b.WriteString("agents:\n")
-	for _, a := range agents {
-		mode, timeout := a.InputRequired, a.Timeout
-		if mode == "" {
-			mode = "model"
+	fmt.Fprintf(&b, "server:\n  shutdown_grace: %s\n", orDefault(c.Grace, "3s"))
+	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: %s\n  api_key_env: %s\n", c.LLMURL, orDefault(c.Model, "fake-model"), llmKeyEnv)
+	if len(c.Agents) > 0 {
+		b.WriteString("agents:\n")
+		for _, a := range c.Agents {
+			fmt.Fprintf(&b, "  - name: %s\n    url: %q\n    timeout: %s\n    input_required: %s\n",
+				a.Name, a.URL, orDefault(a.Timeout, "60s"), orDefault(a.InputRequired, orDefault(c.InputRequired, "model")))
 		}
-		if timeout == "" {
-			timeout = "60s"
+	}
+	if len(c.MCP) > 0 {
+		b.WriteString("mcp_servers:\n")
+		for _, m := range c.MCP {
+			fmt.Fprintf(&b, "  - name: %s\n", m.Name)
+			if len(m.Command) > 0 {
+				quoted := make([]string, len(m.Command))
+				for i, a := range m.Command {
+					quoted[i] = strconv.Quote(a)
+				}
+				fmt.Fprintf(&b, "    command: [%s]\n", strings.Join(quoted, ", "))
+			} else {
+				fmt.Fprintf(&b, "    url: %q\n", m.URL)
+			}
 		}
-		fmt.Fprintf(&b, "  - name: %s\n    url: %q\n    timeout: %s\n    input_required: %s\n", a.Name, a.URL, timeout, mode)
 	}
 	b.WriteString("limits:\n  max_iterations: 10\n  max_run_seconds: 120\n")
-	b.WriteString("store: \"memory:\"\n")
+	if c.ToolTimeout != "" {
+		fmt.Fprintf(&b, "  tool_timeout: %s\n", c.ToolTimeout)
+	}
+	if c.TTL != "" {
+		fmt.Fprintf(&b, "interrupts:\n  ttl: %s\n", c.TTL)
+	}
+	fmt.Fprintf(&b, "store: %q\n", orDefault(c.Store, "memory:"))
 	return b.String()
+}
+
+// coordinatorYAML renders a config for the openai provider at llmURL with the given agents.
+func coordinatorYAML(llmURL string, agents ...agentEntry) string {
+	return testConfig{LLMURL: llmURL, Agents: agents}.yaml()
 }
 
 var listenKey = regexp.MustCompile(`(?m)^listen:`)

@@ -103,44 +103,8 @@ type hitlEnv struct {
 
 // yaml renders the config, without a listen key (startHITLCoordinator adds one).
 func (e hitlEnv) yaml() string {
-	var b strings.Builder
-	b.WriteString("server:\n  shutdown_grace: 3s\n")
-	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: fake-model\n  api_key_env: %s\n", e.llmURL, llmKeyEnv)
-	if len(e.agents) > 0 {
-		b.WriteString("agents:\n")
-		for _, a := range e.agents {
-			mode := a.InputRequired
-			if mode == "" {
-				mode = "ask_user"
-			}
-			fmt.Fprintf(&b, "  - name: %s\n    url: %q\n    timeout: 60s\n    input_required: %s\n", a.Name, a.URL, mode)
-		}
-	}
-	if len(e.mcp) > 0 {
-		b.WriteString("mcp_servers:\n")
-		for _, s := range e.mcp {
-			fmt.Fprintf(&b, "  - name: %s\n", s.Name)
-			if len(s.Command) > 0 {
-				quoted := make([]string, len(s.Command))
-				for i, a := range s.Command {
-					quoted[i] = strconv.Quote(a)
-				}
-				fmt.Fprintf(&b, "    command: [%s]\n", strings.Join(quoted, ", "))
-			} else {
-				fmt.Fprintf(&b, "    url: %q\n", s.URL)
-			}
-		}
-	}
-	b.WriteString("limits:\n  max_iterations: 10\n  max_run_seconds: 120\n  tool_timeout: 30s\n")
-	if e.ttl != "" {
-		fmt.Fprintf(&b, "interrupts:\n  ttl: %s\n", e.ttl)
-	}
-	st := e.store
-	if st == "" {
-		st = "memory:"
-	}
-	fmt.Fprintf(&b, "store: %q\n", st)
-	return b.String()
+	return testConfig{LLMURL: e.llmURL, Agents: e.agents, InputRequired: "ask_user", MCP: e.mcp,
+		ToolTimeout: "30s", TTL: e.ttl, Store: e.store}.yaml()
 }
 
 // hitlCoord is a coordinator process that a test may kill and start again with the same

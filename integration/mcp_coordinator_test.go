@@ -85,25 +85,7 @@ type mcpServerEntry struct {
 // mcpCoordinatorYAML renders a coordinator config for the openai provider at llmURL with the
 // given MCP servers, no agents, the tool timeout toolTimeout and an in-memory store.
 func mcpCoordinatorYAML(llmURL, toolTimeout string, servers ...mcpServerEntry) string {
-	var b strings.Builder
-	b.WriteString("server:\n  shutdown_grace: 3s\n")
-	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: fake-model\n  api_key_env: %s\n", llmURL, llmKeyEnv)
-	b.WriteString("mcp_servers:\n")
-	for _, s := range servers {
-		fmt.Fprintf(&b, "  - name: %s\n", s.Name)
-		if len(s.Command) > 0 {
-			quoted := make([]string, len(s.Command))
-			for i, a := range s.Command {
-				quoted[i] = strconv.Quote(a)
-			}
-			fmt.Fprintf(&b, "    command: [%s]\n", strings.Join(quoted, ", "))
-		} else {
-			fmt.Fprintf(&b, "    url: %q\n", s.URL)
-		}
-	}
-	fmt.Fprintf(&b, "limits:\n  max_iterations: 10\n  max_run_seconds: 120\n  tool_timeout: %s\n", toolTimeout)
-	b.WriteString("store: \"memory:\"\n")
-	return b.String()
+	return testConfig{LLMURL: llmURL, MCP: servers, ToolTimeout: toolTimeout}.yaml()
 }
 
 // startMCPCoordinator starts the coordinator binary like startCoordinator does, but also
