@@ -60,22 +60,12 @@ var hitlCallSeq atomic.Int64
 
 // hitlModel is the fake model's script (see the file comment).
 func hitlModel(req fakellm.Request) fakellm.Reply {
-	at := -1
-	for i, m := range req.Messages {
-		if m.Role == "user" && strings.HasPrefix(m.Content, hitlMarker) {
-			at = i
-		}
-	}
-	if at < 0 {
-		return fakellm.Reply{Text: "fake model: no " + hitlMarker + " message"}
-	}
-	for _, m := range req.Messages[at+1:] {
-		if m.Role == "tool" {
-			return fakellm.Reply{Text: modelDoneText}
-		}
+	rest, reply, ok := markedTurn(req, hitlMarker)
+	if !ok {
+		return reply
 	}
 	var calls []hitlCall
-	if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(req.Messages[at].Content, hitlMarker))), &calls); err != nil {
+	if err := json.Unmarshal([]byte(rest), &calls); err != nil {
 		return fakellm.Reply{Text: "fake model: bad " + hitlMarker + " message: " + err.Error()}
 	}
 	var out []llm.ToolCall

@@ -51,23 +51,34 @@ const (
 
 var mcpCallSeq atomic.Int64
 
-// mcpModel is the fake model's script for the MCP tests (see the file comment).
-func mcpModel(req fakellm.Request) fakellm.Reply {
+// markedTurn finds the last user message that starts with marker and returns the rest of
+// it, to be turned into tool calls. When there is none, or a tool result already answers
+// it, ok is false and reply is the model's text answer.
+func markedTurn(req fakellm.Request, marker string) (rest string, reply fakellm.Reply, ok bool) {
 	at := -1
 	for i, m := range req.Messages {
-		if m.Role == "user" && strings.HasPrefix(m.Content, mcpCallMarker) {
+		if m.Role == "user" && strings.HasPrefix(m.Content, marker) {
 			at = i
 		}
 	}
 	if at < 0 {
-		return fakellm.Reply{Text: "fake model: no " + mcpCallMarker + " message"}
+		return "", fakellm.Reply{Text: "fake model: no " + marker + " message"}, false
 	}
 	for _, m := range req.Messages[at+1:] {
 		if m.Role == "tool" {
-			return fakellm.Reply{Text: modelDoneText}
+			return "", fakellm.Reply{Text: modelDoneText}, false
 		}
 	}
-	tool, args, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(req.Messages[at].Content, mcpCallMarker)), " ")
+	return strings.TrimSpace(strings.TrimPrefix(req.Messages[at].Content, marker)), fakellm.Reply{}, true
+}
+
+// mcpModel is the fake model's script for the MCP tests (see the file comment).
+func mcpModel(req fakellm.Request) fakellm.Reply {
+	rest, reply, ok := markedTurn(req, mcpCallMarker)
+	if !ok {
+		return reply
+	}
+	tool, args, _ := strings.Cut(rest, " ")
 	if args = strings.TrimSpace(args); args == "" {
 		args = "{}"
 	}
