@@ -6,12 +6,10 @@ package integration
 // servers. What was cancelled is always checked on the far side.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -741,27 +739,4 @@ func TestCancelParallelDelegations(t *testing.T) {
 	state, err := demoTaskState(sctx, research, byAgent["research"]["task_id"])
 	require.NoError(t, err)
 	assert.Equal(t, sdk.TaskStateCanceled, state)
-}
-
-// readSSEWhile reads AG-UI events from an SSE body as long as more(event) is true, and
-// returns the events read.
-func readSSEWhile(body io.Reader, more func(map[string]any) bool) ([]map[string]any, error) {
-	var evs []map[string]any
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var ev map[string]any
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return evs, fmt.Errorf("bad SSE frame %q: %w", data, err)
-		}
-		evs = append(evs, ev)
-		if !more(ev) {
-			return evs, nil
-		}
-	}
-	return evs, sc.Err()
 }

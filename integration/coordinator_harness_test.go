@@ -349,6 +349,17 @@ func postAGUI(ctx context.Context, baseURL string, body []byte) (*http.Response,
 // readSSE reads AG-UI events from an SSE body until EOF, calling onEvent for each; it returns
 // the events read and the first read or decode error.
 func readSSE(body io.Reader, onEvent func(map[string]any)) ([]map[string]any, error) {
+	return readSSEWhile(body, func(ev map[string]any) bool {
+		if onEvent != nil {
+			onEvent(ev)
+		}
+		return true
+	})
+}
+
+// readSSEWhile reads AG-UI events from an SSE body as long as more(event) is true, and
+// returns the events read.
+func readSSEWhile(body io.Reader, more func(map[string]any) bool) ([]map[string]any, error) {
 	var evs []map[string]any
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
@@ -362,8 +373,8 @@ func readSSE(body io.Reader, onEvent func(map[string]any)) ([]map[string]any, er
 			return evs, fmt.Errorf("bad SSE frame %q: %w", data, err)
 		}
 		evs = append(evs, ev)
-		if onEvent != nil {
-			onEvent(ev)
+		if !more(ev) {
+			return evs, nil
 		}
 	}
 	return evs, sc.Err()
