@@ -289,8 +289,14 @@ func (in *RunAgentInput) validate() *InputError {
 	if in.ThreadID == "" {
 		return invalid("threadId is required and must be a non-empty string")
 	}
+	if !ValidID(in.ThreadID) {
+		return invalid("threadId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", MaxIDLen)
+	}
 	if in.RunID == "" {
 		return invalid("runId is required and must be a non-empty string")
+	}
+	if !ValidID(in.RunID) {
+		return invalid("runId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", MaxIDLen)
 	}
 	in.State = nullToNil(in.State)
 	in.ForwardedProps = nullToNil(in.ForwardedProps)
@@ -302,15 +308,8 @@ func (in *RunAgentInput) validate() *InputError {
 			return err
 		}
 	}
-	for i := range in.Tools {
-		t := &in.Tools[i]
-		if t.Name == "" {
-			return invalid("tools[%d].name is required", i)
-		}
-		t.Parameters = nullToNil(t.Parameters)
-		if t.Parameters != nil && t.Parameters[0] != '{' {
-			return invalid("tools[%d].parameters must be an object", i)
-		}
+	if err := validateTools(in.Tools); err != nil {
+		return err
 	}
 	for i := range in.Resume {
 		e := &in.Resume[i]
