@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 )
@@ -19,6 +21,8 @@ const (
 	CodeInvalidJSON  = "INVALID_JSON"
 	CodeInvalidInput = "INVALID_INPUT"
 	CodeBodyTooLarge = "BODY_TOO_LARGE"
+	// CodeBodyTimeout: the body did not arrive within the server's body read timeout.
+	CodeBodyTimeout = "BODY_TIMEOUT"
 )
 
 // Message roles.
@@ -196,6 +200,9 @@ func DecodeRunAgentInput(r io.Reader, maxBytes int64) (*RunAgentInput, error) {
 	if err != nil {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge(mbe.Limit)
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &InputError{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout, Message: "the request body did not arrive in time"}
 		}
 		return nil, invalid("the request body could not be read")
 	}
