@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -173,18 +172,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
-	var tokens []string
-	if cfg.Server.AuthTokensEnv != "" {
-		tokens = strings.Split(os.Getenv(cfg.Server.AuthTokensEnv), ",")
+	// Auth fails closed: a named token variable that holds nothing stops the start.
+	tokens, err := cfg.Server.AuthTokens(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
 	}
 	handler := server.New(server.Config{
-		Engine:       engine,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		AuthTokens:   tokens,
-		Page:         web.Handler(),
-		Ready:        func() error { return st.Ping(context.Background()) },
-		Metrics:      metricsReg.Handler(),
-		Logger:       log,
+		Engine:         engine,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		AuthTokens:     tokens,
+		AllowedOrigins: cfg.Server.AllowedOrigins,
+		ListenAddr:     cfg.Listen,
+		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
+		Page:           web.Handler(),
+		Ready:          func() error { return st.Ping(context.Background()) },
+		Metrics:        metricsReg.Handler(),
+		Logger:         log,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -192,7 +196,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: listen %s: %v\n", cfg.Listen, err)
 		return 1
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Body reads are bounded per request by the server package (a run's stream outlives
+	// any whole-request ReadTimeout); idle keep-alive connections are closed.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
@@ -201,7 +207,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
 	}
-	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo)
+	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo,
+		"auth", authState(tokens), "loopback_only", server.IsLoopbackListen(cfg.Listen))
 
 	select {
 	case <-ctx.Done():
@@ -305,6 +312,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}
+}
+
+// authState says, for the start-up log, whether bearer-token auth is on.
+func authState(tokens []string) string {
+	if len(tokens) == 0 {
+		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
+	}
+	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
 }
 
 func envOr(key, def string) string {

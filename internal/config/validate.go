@@ -42,8 +42,22 @@ func (c *Config) validateServer() error {
 		return c.fieldErr("server.max_body_bytes", "must be positive (got %d)", s.MaxBodyBytes)
 	case s.ShutdownGrace < 0:
 		return c.fieldErr("server.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
+	case s.MaxActiveRuns <= 0:
+		return c.fieldErr("server.max_active_runs", "must be positive (got %d)", s.MaxActiveRuns)
+	}
+	for i, o := range s.AllowedOrigins {
+		if !isOrigin(o) {
+			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
+		}
 	}
 	return nil
+}
+
+// isOrigin reports whether s is scheme://host[:port] with an http(s) scheme and nothing else.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.User == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery
 }
 
 func (c *Config) validateLLM() error {
