@@ -81,6 +81,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// Auth fails closed: a named token variable that holds nothing stops the start.
+	tokens, err := cfg.Server.AuthTokens(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
@@ -171,12 +178,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
-	}
-	// Auth fails closed: a named token variable that holds nothing stops the start.
-	tokens, err := cfg.Server.AuthTokens(os.Getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 2
 	}
 	handler := server.New(server.Config{
 		Engine:         engine,
