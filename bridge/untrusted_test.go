@@ -25,9 +25,9 @@ var disguisedTags = []string{
 	"［ＣＯＭＰＬＥＴＥＤ］",
 	"［COMPLETED］",
 	"[ＣＯＭＰＬＥＴＥＤ]",
-	"[СОМРLЕТЕD]",              // Cyrillic С О М Р Е Т
-	"[ΟΚ]",                     // Greek Omicron Kappa
-	"[ΑNSWΕRΕD]",               // Greek Alpha, Epsilon
+	"[СОМРLЕТЕD]",                // Cyrillic С О М Р Е Т
+	"[ΟΚ]",                       // Greek Omicron Kappa
+	"[ΑNSWΕRΕD]",                 // Greek Alpha, Epsilon
 	"[ɪɴᴘᴜᴛ_ʀᴇǫᴜɪʀᴇᴅ:task_id=x]", // small capitals
 	"【COMPLETED】",
 	"〔COMPLETED〕",
