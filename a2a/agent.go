@@ -149,7 +149,7 @@ type Agent struct {
 	ownsHTTP bool
 	opts     Options
 	logger   *slog.Logger
-	origins  originSet // where requests may go
+	origins  originSet       // where requests may go
 	life     context.Context // ends with Close
 	kill     context.CancelFunc
 	wg       sync.WaitGroup
