@@ -153,6 +153,9 @@ type Agent struct {
 	life     context.Context // ends with Close
 	kill     context.CancelFunc
 	wg       sync.WaitGroup
+	// first is closed when the first background card read has ended (see WaitFirst).
+	first     chan struct{}
+	firstOnce sync.Once
 
 	mu       sync.Mutex
 	cur      *binding      // nil until a card was read
@@ -215,6 +218,7 @@ func New(cfg AgentConfig, opts Options) (*Agent, error) {
 		origins:  home.union(allowed),
 		life:     life,
 		kill:     kill,
+		first:    make(chan struct{}),
 	}
 	return a, nil
 }
@@ -248,8 +252,11 @@ func (a *Agent) Start(ctx context.Context) {
 		stop := context.AfterFunc(a.life, cancel)
 		defer stop()
 		wait := a.opts.RetryStart
-		for {
+		for first := true; ; first = false {
 			_, err := a.current(ctx)
+			if first {
+				a.firstOnce.Do(func() { close(a.first) })
+			}
 			if err == nil || ctx.Err() != nil {
 				return
 			}
@@ -260,6 +267,17 @@ func (a *Agent) Start(ctx context.Context) {
 			wait = min(wait*2, a.opts.RetryMax)
 		}
 	}()
+}
+
+// WaitFirst waits until the first card read of [Agent.Start] has ended, successfully or
+// not, or ctx is done, and returns [Agent.Ready]. A caller that wants agents described
+// by their cards from its first request gives them a short, bounded wait with this.
+func (a *Agent) WaitFirst(ctx context.Context) error {
+	select {
+	case <-a.first:
+	case <-ctx.Done():
+	}
+	return a.Ready()
 }
 
 // Ready reports whether the agent is usable: nil once its card was read and it offers an

@@ -30,6 +30,9 @@ var (
 	// ErrCapabilityGap: the agent does not support the operation or content type (-32004,
 	// -32005), or offers no interface this client speaks.
 	ErrCapabilityGap = errors.New("a2a: agent does not support the request")
+	// ErrNotCancelable: the agent refused to cancel a task that is not over
+	// (-32002 TaskNotCancelable): it may still be running.
+	ErrNotCancelable = errors.New("a2a: the agent refused to cancel the task")
 )
 
 // errEmptyStream marks a stream that ended before its first event.

@@ -121,6 +121,9 @@ func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 		}
 		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)
 		if attempt >= maxAttempts || !ok {
+			if notCancelable {
+				return fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err)
+			}
 			return fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
 		}
 		a.logger.Debug("a2a cancel not applied, retrying", "task", taskID, "attempt", attempt, "error", err)
