@@ -11,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/bridge"
 	cancelpkg "github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -248,7 +249,7 @@ func metaTool(in store.Interrupt) string {
 	if server == "" {
 		return tool
 	}
-	return ToolName(server + "__" + tool)
+	return toolname.MCP(server, tool)
 }
 
 func jsonRoundTrip(in, out any) error {

@@ -235,6 +235,11 @@ func interruptTool(in store.Interrupt) string {
 	case hitl.KindAskUser:
 		return askUserTool
 	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
+		// The catalog name the call was made under, when the handle has it: it matches
+		// the model's history even where the name had to be disambiguated.
+		if h := decodeHandle(in); h.MCP != nil && h.MCP.Tool != "" {
+			return h.MCP.Tool
+		}
 		return metaTool(in)
 	}
 	return ""

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
@@ -274,17 +275,5 @@ func (r *Run) mcpOutcome(ctx context.Context, toolCallID, name, res string, err 
 }
 
 // ToolName sanitises a configured name into a tool name: [A-Za-z0-9_-], at most 64
-// characters (DESIGN §5).
-func ToolName(s string) string {
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s) && len(b) < 64; i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
-			b = append(b, c)
-		default:
-			b = append(b, '_')
-		}
-	}
-	return string(b)
-}
+// characters (DESIGN §5), through the one sanitiser that config and catalog use too.
+func ToolName(s string) string { return toolname.Sanitize(s) }

@@ -412,12 +412,22 @@ func (r *Registry) setTools(s *server, tools []*mcp.Tool) {
 	s.entries = entries
 	catalog := make([]Tool, 0, len(r.catalog)+len(entries))
 	byName := map[string]*entry{}
-	taken := map[string]bool{}
+	var raws []rawName
+	for _, srv := range r.servers {
+		for _, tmpl := range srv.entries {
+			raws = append(raws, rawName{srv.cfg.Name, tmpl.ToolName})
+		}
+	}
+	names := catalogNames(raws)
+	i := 0
 	for _, srv := range r.servers {
 		for _, tmpl := range srv.entries {
 			e := *tmpl
-			e.Name = uniqueName(toolName(srv.cfg.Name, e.ToolName), taken)
-			taken[e.Name] = true
+			e.Name = names[i]
+			i++
+			if _, dup := byName[e.Name]; dup {
+				continue // one server listing the same tool twice
+			}
 			byName[e.Name] = &e
 			catalog = append(catalog, e.Tool)
 		}

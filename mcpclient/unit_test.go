@@ -31,17 +31,19 @@ func TestMCPToolNames(t *testing.T) {
 	for _, tt := range tests {
 		got := toolName(tt.server, tt.tool)
 		assert.Equal(t, tt.want, got, "%s/%s", tt.server, tt.tool)
-		assert.LessOrEqual(t, len(got), maxToolName)
+		assert.LessOrEqual(t, len(got), 64)
 	}
 	assert.NotEqual(t, toolName("a", long+"1"), toolName("a", long+"2"), "long names keep a distinguishing hash")
 
-	taken := map[string]bool{"s__t": true, "s__t_2": true}
-	assert.Equal(t, "s__t_3", uniqueName("s__t", taken))
-	assert.Equal(t, "s__u", uniqueName("s__u", taken))
-	full := strings.Repeat("y", maxToolName)
-	got := uniqueName(full, map[string]bool{full: true})
-	assert.Len(t, got, maxToolName)
-	assert.True(t, strings.HasSuffix(got, "_2"))
+	// Raw names that sanitise alike: the lossless one keeps the plain name, the others
+	// get a stable hash of their raw name, whatever the order.
+	raws := []rawName{{"caf?", "t"}, {"caf_", "t"}, {"café", "t"}}
+	names := catalogNames(raws)
+	assert.Equal(t, "caf___t", names[1])
+	assert.NotEqual(t, names[0], names[2])
+	assert.True(t, strings.HasPrefix(names[0], "caf___t_"), names[0])
+	rev := catalogNames([]rawName{raws[2], raws[1], raws[0]})
+	assert.Equal(t, []string{names[2], names[1], names[0]}, rev, "names do not depend on order")
 }
 
 func fnv32(s string) uint32 {
