@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -176,7 +175,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: c.Name,
 			Message:          "The arguments must be a JSON object.",
-			ValidNextActions: r.validNext(t), Reason: "arguments are not a JSON object",
+			ValidNextActions: r.nextActions(t, c.Name), Reason: "arguments are not a JSON object",
 			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
 		})}
 	}
@@ -184,15 +183,15 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 		return r.delegate(ctx, t, a, c.ID, args)
 	}
 	if _, ok := t.mcp[c.Name]; ok {
-		return r.callMCP(ctx, t, c, json.RawMessage(c.Arguments))
+		return r.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
 	}
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)
 	}
 	return toolOutcome{result: bridge.Retry(bridge.Signal{
-		Code: "unknown_action", Requested: c.Name,
-		Message:          fmt.Sprintf("There is no tool named %q. Use one of valid_next_actions.", bridge.UntrustedN(c.Name, 64)),
-		ValidNextActions: r.validNext(t), KnownActions: t.backend,
+		Code: "unknown_action", Requested: bridge.UntrustedN(c.Name, 64),
+		Message:          fmt.Sprintf("There is no tool named %q. Use one of known_actions.", bridge.UntrustedN(c.Name, 64)),
+		ValidNextActions: r.unknownNext(t, c.Name), KnownActions: knownActions(t, c.Name),
 	})}
 }
 
@@ -217,7 +216,7 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: askUserTool,
 			Message:          `ask_user needs a non-empty "question" string.`,
-			ValidNextActions: r.validNext(t), Reason: "question is missing",
+			ValidNextActions: r.nextActions(t, askUserTool), Reason: "question is missing",
 			Details: &bridge.Details{Field: "question", Got: args["question"]},
 		})}
 	}
@@ -235,15 +234,10 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 	return toolOutcome{interrupts: []store.Interrupt{in}}
 }
 
-func (r *Run) callMCP(ctx context.Context, t *toolset, c llm.ToolCall, args json.RawMessage) toolOutcome {
-	return r.callMCPSession(ctx, t, c, args)
-}
-
 func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
 	progressID := "progress-" + toolCallID
 	return mcpclient.CallOptions{
-		Actions: r.validNext(t),
-		Park:    true,
+		Park: true,
 		Progress: func(p mcpclient.Progress) {
 			content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}
 			if p.Total > 0 {
@@ -252,26 +246,6 @@ func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
 			r.emit(&agui.ActivitySnapshot{MessageID: progressID, ActivityType: "progress", Content: content})
 		},
 	}
-}
-
-// mcpOutcome turns the result of an MCP call (or of its resumption) into a tool outcome.
-func (r *Run) mcpOutcome(ctx context.Context, toolCallID, name, res string, err error) toolOutcome {
-	if err == nil {
-		return toolOutcome{result: res}
-	}
-	var need *mcpclient.InputRequired
-	if errors.As(err, &need) {
-		return toolOutcome{interrupts: r.mcpInterrupts(toolCallID, need)}
-	}
-	if ctx.Err() != nil {
-		return toolOutcome{}
-	}
-	if errors.Is(err, mcpclient.ErrToolFailed) {
-		r.setFatal(errors.New("A tool failed and this server is configured to stop the run on tool errors."))
-		return toolOutcome{result: res}
-	}
-	r.log.Warn("mcp call failed", "tool", name, "err", err)
-	return toolOutcome{result: bridge.Unreachable(name)}
 }
 
 // ToolName sanitises a configured name into a tool name: [A-Za-z0-9_-], at most 64
