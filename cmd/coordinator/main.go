@@ -126,10 +126,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
 	var registry *mcpclient.Registry
+	onToolError := map[string]string{}
 	if len(cfg.MCPServers) > 0 {
 		var servers []mcpclient.ServerConfig
 		for _, s := range cfg.MCPServers {
-			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, OnToolError: s.OnToolError})
+			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers})
+			onToolError[s.Name] = s.OnToolError
 		}
 		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions})
 		if err != nil {
@@ -153,6 +155,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Model:   model,
 		Agents:  agents,
 		Tools:   tools,
+		// What a tool error of each MCP server does to the run: the engine decides.
+		OnToolError: onToolError,
 		Limits: coordinator.Limits{
 			MaxIterations: cfg.Limits.MaxIterations,
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,

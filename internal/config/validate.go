@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/internal/toolname"
 	"net"
 	"net/url"
 	"path"
@@ -384,19 +385,6 @@ func isHTTPURL(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// ToolName is the tool name the model sees for a configured name (DESIGN §5): characters
-// outside [A-Za-z0-9_-] become "_", and the result is cut to 64 characters.
-func ToolName(name string) string {
-	b := make([]byte, 0, len(name))
-	for _, r := range name {
-		if r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b = append(b, byte(r))
-		} else {
-			b = append(b, '_')
-		}
-		if len(b) == 64 {
-			break
-		}
-	}
-	return string(b)
-}
+// ToolName is the tool name the model sees for a configured name (DESIGN §5); see
+// package toolname, the one sanitiser shared with the catalog and the engine.
+func ToolName(name string) string { return toolname.Sanitize(name) }
