@@ -119,6 +119,10 @@ type Options struct {
 	// MaxReconnects bounds the reconnections (and resends) within one call.
 	// Default 3.
 	MaxReconnects int
+	// SendingMiddleware, when set, builds go-sdk sending middleware for each server
+	// (tracing: spans and params._meta trace context). server is the config name;
+	// transport is "pipe" for stdio and "tcp" for streamable HTTP.
+	SendingMiddleware func(server, transport string) mcp.Middleware
 }
 
 // Elicitor is asked when an MCP server needs input from the user, in form

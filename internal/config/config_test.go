@@ -409,6 +409,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Policy:     Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
 		Loop:       Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Interrupts: Interrupts{TTL: Duration(5 * time.Minute)},
+		Telemetry:  Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
 		Store:      "memory:",
 	}
 	c.fromEnv = nil
