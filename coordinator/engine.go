@@ -132,6 +132,9 @@ type Config struct {
 	// Guard is the config's policy section: allow/deny lists, rate limits, budget
 	// (DESIGN §7). The zero value allows everything.
 	Guard GuardPolicy
+	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
+	// value traces nothing.
+	Tracing Tracing
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop LoopConfig
@@ -243,6 +246,13 @@ func New(cfg Config) (*Engine, error) {
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
 // the background; stream its events with Run.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
+	return e.StartContext(context.Background(), in, principal)
+}
+
+// StartContext is Start for a run whose trace parent is the span context in ctx (the
+// request's incoming traceparent). Only the span context is kept: the run is detached
+// from ctx's cancellation and values.
+func (e *Engine) StartContext(ctx context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
@@ -268,6 +278,7 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	}
 	r := newRun(e, in)
 	r.owner = principal
+	r.startTrace(ctx)
 	e.active[in.ThreadID] = r
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.wg.Add(1)

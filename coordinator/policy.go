@@ -210,6 +210,9 @@ type FailureState struct {
 	NoProgress int `json:"no_progress_rounds"`
 	// Budget is the run's usage of its tool-call and token budget.
 	Budget BudgetUsage `json:"budget"`
+	// TraceParent is the W3C traceparent of the run that was suspended last: the run that
+	// resumes it links to it (design/telemetry.md).
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 func (st *FailureState) init() {

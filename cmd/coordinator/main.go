@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
@@ -32,6 +34,7 @@ import (
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/web"
 )
 
@@ -90,6 +93,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	// Tracing is off unless an OTLP endpoint is configured; its shutdown runs last, after
+	// the runs have ended, and exports what is still buffered.
+	tel, err := telemetry.Setup(ctx, telemetry.Config{
+		Endpoint:       cfg.Telemetry.OTLPEndpoint,
+		Protocol:       cfg.Telemetry.OTLPProtocol,
+		ServiceName:    cfg.Telemetry.ServiceName,
+		ServiceVersion: version,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: telemetry: %v\n", err)
+		return 2
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("telemetry shutdown", "err", err)
+		}
+	}()
+	// One HTTP client for the peers and the model: it sends the W3C trace context of each
+	// request's span (A2A, MCP streamable HTTP, the model provider).
+	peerHTTP := telemetry.Client()
+	defer peerHTTP.CloseIdleConnections()
 	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
 	peersCtx, stopPeers := context.WithCancel(context.Background())
 	defer stopPeers()
@@ -101,12 +128,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	model, err := newModel(cfg)
+	model, err := newModel(cfg, peerHTTP)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
 	}
-	agents, err := resolveAgents(ctx, cfg, log)
+	agents, err := resolveAgents(ctx, cfg, log, peerHTTP)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
@@ -133,7 +160,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers})
 			onToolError[s.Name] = s.OnToolError
 		}
-		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions})
+		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{
+			Logger: log, Elicitor: sessions, HTTPClient: peerHTTP,
+			SendingMiddleware: func(server, transport string) mcp.Middleware {
+				return telemetry.MCPMiddleware(tel.Tracer(), server, transport)
+			},
+		})
 		if err != nil {
 			fmt.Fprintf(stderr, "coordinator: mcp_servers: %v\n", err)
 			return 1
@@ -163,6 +195,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ToolTimeout:   time.Duration(cfg.Limits.ToolTimeout),
 		},
 		Logger:         log,
+		Tracing:        coordinator.Tracing{Tracer: tel.Tracer(), Provider: cfg.LLM.Provider, Model: modelName(cfg)},
 		Store:          st,
 		Sessions:       sessions,
 		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
@@ -183,7 +216,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
-	handler := server.New(server.Config{
+	handler := telemetry.Extract(server.New(server.Config{
 		Engine:         engine,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		AuthTokens:     tokens,
@@ -194,7 +227,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Ready:          func() error { return st.Ping(context.Background()) },
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
-	})
+	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -255,14 +288,14 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 	return nil
 }
 
-func newModel(cfg *config.Config) (llm.Model, error) {
+func newModel(cfg *config.Config, hc *http.Client) (llm.Model, error) {
 	switch cfg.LLM.Provider {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
 	default:
 		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
@@ -277,7 +310,7 @@ const agentFirstReadWait = time.Second
 // offered to the model with a placeholder description and answers [UNREACHABLE]
 // (design/agent-cards.md). The coordinator holds a request open for a late task id
 // itself (the run's cancel scope), so the client's own grace is disabled.
-func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]coordinator.Agent, error) {
+func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc *http.Client) ([]coordinator.Agent, error) {
 	var out []coordinator.Agent
 	var started []*a2a.Agent
 	defer func() {
@@ -300,7 +333,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([
 			AllowedOrigins: ac.AllowedOrigins,
 			Timeout:        time.Duration(ac.Timeout),
 			CardTTL:        time.Duration(ac.CardTTL),
-		}, a2a.Options{Logger: log, IDGrace: -1})
+		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc})
 		if err != nil {
 			return nil, fmt.Errorf("agents: %s: %w", ac.Name, err)
 		}
@@ -324,9 +357,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}
@@ -338,6 +371,15 @@ func authState(tokens []string) string {
 		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
 	}
 	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
+}
+
+// modelName is the model named on spans and metrics: the configured one, or the
+// provider's name for the scripted demo model.
+func modelName(cfg *config.Config) string {
+	if cfg.LLM.Model != "" {
+		return cfg.LLM.Model
+	}
+	return cfg.LLM.Provider
 }
 
 func envOr(key, def string) string {
