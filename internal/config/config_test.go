@@ -72,7 +72,7 @@ func TestLoadDesignExample(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:8080", c.Listen)
 	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second), AllowedOrigins: []string{}, MaxActiveRuns: 1000}, c.Server)
 	assert.Equal(t, LLM{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4.1-mini", APIKeyEnv: "OPENAI_API_KEY"}, c.LLM)
-	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), InputRequired: "ask_user"}}, c.Agents)
+	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), CardTTL: DefaultAgentCardTTL, InputRequired: "ask_user"}}, c.Agents)
 	assert.Equal(t, []MCPServer{
 		{Name: "files", Command: []string{"npx", "mcp-server-everything"}, OnToolError: "retry"},
 		{Name: "deploy", URL: "http://127.0.0.1:3901/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}, OnToolError: "retry"},
@@ -99,7 +99,7 @@ server: ~
 	require.NoError(t, err)
 	want := Default()
 	want.Source = "baton.yaml"
-	want.Agents = []Agent{{Name: "travel", URL: "http://127.0.0.1:41250", Timeout: DefaultAgentTimeout, InputRequired: InputRequiredAskUser}}
+	want.Agents = []Agent{{Name: "travel", URL: "http://127.0.0.1:41250", Timeout: DefaultAgentTimeout, CardTTL: DefaultAgentCardTTL, InputRequired: InputRequiredAskUser}}
 	want.MCPServers = []MCPServer{{Name: "demo", URL: "http://127.0.0.1:3901/mcp", OnToolError: OnToolErrorRetry}}
 	want.Limits.MaxIterations = 5
 	assert.Equal(t, want, c)
@@ -129,7 +129,7 @@ agents:
 `, nil)
 	require.NoError(t, err)
 	require.Len(t, c.Agents, 2)
-	assert.Equal(t, Agent{Name: "research2", URL: "http://127.0.0.1:41241", Timeout: Duration(30 * time.Second), InputRequired: "ask_user"}, c.Agents[1])
+	assert.Equal(t, Agent{Name: "research2", URL: "http://127.0.0.1:41241", Timeout: Duration(30 * time.Second), CardTTL: DefaultAgentCardTTL, InputRequired: "ask_user"}, c.Agents[1])
 }
 
 func TestLoadEmptyFileIsDefaults(t *testing.T) {
@@ -474,7 +474,8 @@ func TestToolName(t *testing.T) {
 		{"research", "research"},
 		{"deep research", "deep_research"},
 		{"café-bot", "caf_-bot"},
-		{string(bytes.Repeat([]byte("a"), 70)), string(bytes.Repeat([]byte("a"), 64))},
+		// Over 64 characters: cut, with a stable hash so that two long names stay apart.
+		{string(bytes.Repeat([]byte("a"), 70)), string(bytes.Repeat([]byte("a"), 55)) + "_5904740b"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, ToolName(tt.in), tt.in)
