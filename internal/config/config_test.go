@@ -549,14 +549,15 @@ llm:
 agents:
   - name: a
     url: http://agent:agent-pass@127.0.0.1:1
+    headers: {X-Api-Key: "${AGENT_KEY}"}
 mcp_servers:
   - name: m
     url: http://127.0.0.1:2/mcp
     headers: {Authorization: "Bearer ${TOK}"}
-`, env{"TOKS": "tok-one,tok-two", "KEY": "sk-key", "TOK": "mcp-tok"})
+`, env{"TOKS": "tok-one,tok-two", "KEY": "sk-key", "TOK": "mcp-tok", "AGENT_KEY": "agent-key"})
 	require.NoError(t, err)
 	got := c.Secrets(env{"TOKS": "tok-one,tok-two", "KEY": "sk-key"}.get)
-	for _, want := range []string{"sk-key", "tok-one", "tok-two", "Bearer mcp-tok", "llm-pass", "agent-pass"} {
+	for _, want := range []string{"sk-key", "tok-one", "tok-two", "Bearer mcp-tok", "llm-pass", "agent-pass", "agent-key"} {
 		assert.Contains(t, got, want)
 	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Secrets returns every secret value the configuration gives the process, for log
-// redaction: the model API key, the bearer tokens, MCP header values, and passwords in
+// redaction: the model API key, the bearer tokens, agent and MCP header values, and passwords in
 // configured URLs. The values themselves must never be logged; add new secret-bearing
 // keys here.
 func (c *Config) Secrets(getenv func(string) string) []string {
@@ -26,7 +26,10 @@ func (c *Config) Secrets(getenv func(string) string) []string {
 	}
 	urls := []string{c.LLM.BaseURL}
 	for _, a := range c.Agents {
-		urls = append(urls, a.URL)
+		urls = append(urls, a.URL, a.CardURL)
+		for _, v := range a.Headers {
+			add(v)
+		}
 	}
 	for _, m := range c.MCPServers {
 		urls = append(urls, m.URL)
