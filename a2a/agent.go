@@ -163,6 +163,9 @@ type Agent struct {
 	lastErr  error         // why the last card read failed (nil after a success)
 	reading  chan struct{} // closed when the card read in progress ends
 	lastRead time.Time     // start of the last card read (success or not)
+	// rereadGap is the shortest interval between re-reads caused by errors (minReread;
+	// tests set it to 0).
+	rereadGap time.Duration
 }
 
 // binding is what one card read yields: the client for the chosen interface.
@@ -209,16 +212,17 @@ func New(cfg AgentConfig, opts Options) (*Agent, error) {
 	life, kill := context.WithCancel(context.Background())
 	hc, owns := newHTTPClient(opts.HTTPClient, cfg.Headers, home, logger)
 	a := &Agent{
-		Name:     cfg.Name,
-		Config:   cfg,
-		http:     hc,
-		ownsHTTP: owns,
-		opts:     opts,
-		logger:   logger,
-		origins:  home.union(allowed),
-		life:     life,
-		kill:     kill,
-		first:    make(chan struct{}),
+		Name:      cfg.Name,
+		Config:    cfg,
+		http:      hc,
+		ownsHTTP:  owns,
+		opts:      opts,
+		logger:    logger,
+		origins:   home.union(allowed),
+		life:      life,
+		kill:      kill,
+		first:     make(chan struct{}),
+		rereadGap: minReread,
 	}
 	return a, nil
 }
@@ -364,7 +368,7 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 		a.mu.Lock()
 		cur := a.cur
 		due := cur == nil || a.stale || time.Since(cur.readAt) >= a.Config.CardTTL
-		if cur != nil && a.stale && time.Since(a.lastRead) < minReread {
+		if cur != nil && a.stale && time.Since(a.lastRead) < a.rereadGap {
 			due = false
 		}
 		if !due {
