@@ -89,7 +89,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
-			ValidNextActions: r.validNext(t), Reason: "prompt is missing or not a non-empty string",
+			ValidNextActions: r.nextActions(t, a.Name), Reason: "prompt is missing or not a non-empty string",
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
 		})}
 	}
@@ -100,7 +100,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 			return toolOutcome{result: bridge.Retry(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
-				ValidNextActions: r.validNext(t), Reason: "task_id is not a string",
+				ValidNextActions: r.nextActions(t, a.Name), Reason: "task_id is not a string",
 				Details: &bridge.Details{Field: "task_id", Got: raw},
 			})}
 		}
@@ -244,7 +244,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
-		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, r.validNext(t))}
+		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))}
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	if m := r.e.cfg.Metrics; m != nil {
@@ -290,7 +290,7 @@ func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskI
 		return bridge.Retry(bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,
 			Message:          msg,
-			ValidNextActions: r.validNext(t),
+			ValidNextActions: r.nextActions(t, a.Name),
 		})
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)

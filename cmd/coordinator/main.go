@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +81,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// Auth fails closed: a named token variable that holds nothing stops the start.
+	tokens, err := cfg.Server.AuthTokens(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
@@ -120,10 +126,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
 	var registry *mcpclient.Registry
+	onToolError := map[string]string{}
 	if len(cfg.MCPServers) > 0 {
 		var servers []mcpclient.ServerConfig
 		for _, s := range cfg.MCPServers {
-			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, OnToolError: s.OnToolError})
+			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers})
+			onToolError[s.Name] = s.OnToolError
 		}
 		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions})
 		if err != nil {
@@ -147,6 +155,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Model:   model,
 		Agents:  agents,
 		Tools:   tools,
+		// What a tool error of each MCP server does to the run: the engine decides.
+		OnToolError: onToolError,
 		Limits: coordinator.Limits{
 			MaxIterations: cfg.Limits.MaxIterations,
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
@@ -173,18 +183,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
-	var tokens []string
-	if cfg.Server.AuthTokensEnv != "" {
-		tokens = strings.Split(os.Getenv(cfg.Server.AuthTokensEnv), ",")
-	}
 	handler := server.New(server.Config{
-		Engine:       engine,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		AuthTokens:   tokens,
-		Page:         web.Handler(),
-		Ready:        func() error { return st.Ping(context.Background()) },
-		Metrics:      metricsReg.Handler(),
-		Logger:       log,
+		Engine:         engine,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		AuthTokens:     tokens,
+		AllowedOrigins: cfg.Server.AllowedOrigins,
+		ListenAddr:     cfg.Listen,
+		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
+		Page:           web.Handler(),
+		Ready:          func() error { return st.Ping(context.Background()) },
+		Metrics:        metricsReg.Handler(),
+		Logger:         log,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -192,7 +201,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: listen %s: %v\n", cfg.Listen, err)
 		return 1
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Body reads are bounded per request by the server package (a run's stream outlives
+	// any whole-request ReadTimeout); idle keep-alive connections are closed.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
@@ -201,7 +212,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
 	}
-	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo)
+	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo,
+		"auth", authState(tokens), "loopback_only", server.IsLoopbackListen(cfg.Listen))
 
 	select {
 	case <-ctx.Done():
@@ -318,6 +330,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}
+}
+
+// authState says, for the start-up log, whether bearer-token auth is on.
+func authState(tokens []string) string {
+	if len(tokens) == 0 {
+		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
+	}
+	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
 }
 
 func envOr(key, def string) string {

@@ -39,6 +39,7 @@ const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultStore         = "sqlite:./data/baton.db"
 	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxActiveRuns = 1000
 	DefaultShutdownGrace = Duration(10 * time.Second)
 	DefaultAgentTimeout  = Duration(120 * time.Second)
 	DefaultAgentCardTTL  = Duration(10 * time.Minute)
@@ -106,6 +107,34 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ShutdownGrace is how long active runs may finish at shutdown.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// AllowedOrigins are extra Origins (scheme://host[:port]) allowed to POST when auth
+	// is off; the request's own origin is always allowed.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MaxActiveRuns caps concurrent runs; beyond it POST /agui answers 503.
+	MaxActiveRuns int `yaml:"max_active_runs"`
+}
+
+// ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
+// holds no token: auth was asked for, so the server must not start without it.
+var ErrNoAuthTokens = errors.New("no auth tokens")
+
+// AuthTokens returns the bearer tokens from the variable named by AuthTokensEnv: nil when
+// no variable is configured (auth off), and an error naming the variable (never its value)
+// when it is configured but unset, empty or holds only separators. Never log the tokens.
+func (s Server) AuthTokens(getenv func(string) string) ([]string, error) {
+	if s.AuthTokensEnv == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, t := range strings.Split(getenv(s.AuthTokensEnv), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("server.auth_tokens_env names %s, but that environment variable is unset or empty; set it to comma-separated bearer tokens, or remove server.auth_tokens_env to run without auth: %w", s.AuthTokensEnv, ErrNoAuthTokens)
+	}
+	return out, nil
 }
 
 // LLM selects and configures the model provider.
@@ -319,6 +348,7 @@ func Default() *Config {
 		Server: Server{
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			ShutdownGrace: DefaultShutdownGrace,
+			MaxActiveRuns: DefaultMaxActiveRuns,
 		},
 		LLM: LLM{Provider: DefaultProvider},
 		Limits: Limits{

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/internal/toolname"
 	"net"
 	"net/url"
 	"path"
@@ -42,8 +43,22 @@ func (c *Config) validateServer() error {
 		return c.fieldErr("server.max_body_bytes", "must be positive (got %d)", s.MaxBodyBytes)
 	case s.ShutdownGrace < 0:
 		return c.fieldErr("server.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
+	case s.MaxActiveRuns <= 0:
+		return c.fieldErr("server.max_active_runs", "must be positive (got %d)", s.MaxActiveRuns)
+	}
+	for i, o := range s.AllowedOrigins {
+		if !isOrigin(o) {
+			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
+		}
 	}
 	return nil
+}
+
+// isOrigin reports whether s is scheme://host[:port] with an http(s) scheme and nothing else.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.User == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery
 }
 
 func (c *Config) validateLLM() error {
@@ -370,19 +385,6 @@ func isHTTPURL(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// ToolName is the tool name the model sees for a configured name (DESIGN §5): characters
-// outside [A-Za-z0-9_-] become "_", and the result is cut to 64 characters.
-func ToolName(name string) string {
-	b := make([]byte, 0, len(name))
-	for _, r := range name {
-		if r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b = append(b, byte(r))
-		} else {
-			b = append(b, '_')
-		}
-		if len(b) == 64 {
-			break
-		}
-	}
-	return string(b)
-}
+// ToolName is the tool name the model sees for a configured name (DESIGN §5); see
+// package toolname, the one sanitiser shared with the catalog and the engine.
+func ToolName(name string) string { return toolname.Sanitize(name) }
