@@ -445,7 +445,10 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 	iface, version, err := pickInterface(&filtered, cfg.Protocol)
 	if err != nil {
 		if len(refused) > 0 {
-			err = fmt.Errorf("%w; interfaces on origins that are not allowed were ignored: %s", err, strings.Join(redactAll(refused), ", "))
+			// The agent may well be fine, but not through any route the configuration
+			// allows: to the model it is unreachable.
+			return nil, fmt.Errorf("a2a: agent %q: %w: %w; interfaces on origins that are not allowed were ignored: %s (see agents[].allowed_origins)",
+				cfg.Name, ErrUnreachable, err, strings.Join(redactAll(refused), ", "))
 		}
 		return nil, fmt.Errorf("a2a: agent %q: %w: %w", cfg.Name, ErrCapabilityGap, err)
 	}

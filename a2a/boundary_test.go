@@ -114,8 +114,7 @@ func TestCardInterfaceOnAnotherOrigin(t *testing.T) {
 
 	a := newAgent(t, AgentConfig{URL: front.URL}, testOptions())
 	_, err := a.Send(testCtx(t), Request{Prompt: "secret user prompt"}, Observer{})
-	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrCapabilityGap)
+	require.ErrorIs(t, err, ErrUnreachable)
 	assert.Zero(t, evil.hits.Load(), "the other origin received a request")
 	require.Error(t, a.Ready())
 	assert.Contains(t, a.Ready().Error(), "not allowed")
