@@ -334,7 +334,9 @@ func (a *Agent) Endpoint() string {
 // Close stops background card reads and releases the client's resources (idle connections
 // of a transport it owns).
 func (a *Agent) Close() error {
+	a.mu.Lock() // invalidate adds to wg under mu once it has checked life
 	a.kill()
+	a.mu.Unlock()
 	a.wg.Wait()
 	a.mu.Lock()
 	cur := a.cur
@@ -355,10 +357,27 @@ const minReread = time.Second
 
 // invalidate makes the next call read the card again (a protocol error or an unreachable
 // interface may mean the agent moved or changed).
+// The card is read again in the background as soon as rereadGap allows, so that the next
+// call finds it fresh.
 func (a *Agent) invalidate() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.stale || a.life.Err() != nil {
+		a.mu.Unlock()
+		return // a refresh is already due
+	}
 	a.stale = true
+	wait := a.rereadGap - time.Since(a.lastRead)
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		if wait > 0 && sleep(a.life, wait) != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(a.life, cardTimeout)
+		defer cancel()
+		_, _ = a.current(ctx)
+	}()
 }
 
 // current returns the binding to use, reading the card first when none was read yet, or
