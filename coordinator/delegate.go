@@ -216,7 +216,7 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 			return info.Description, info.Skills
 		}
 		if a.Description == "" {
-			return "Sub-agent " + a.Name + " (its agent card has not been read yet: calls answer [UNREACHABLE] until it is).", nil
+			return "Sub-agent " + a.Name + " (its agent card has not been read yet; until it is, calls report the agent as unreachable).", nil
 		}
 	}
 	return a.Description, a.Skills
