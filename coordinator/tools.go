@@ -87,7 +87,9 @@ func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
 			if schema == nil {
 				schema = map[string]any{"type": "object"}
 			}
-			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: mt.Description, Parameters: schema})
+			// The server's description is untrusted: flattened and capped like the system
+			// prompt's (DESIGN §5).
+			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: bridge.Flatten(mt.Description, bridge.MaxDescription), Parameters: schema})
 		}
 	}
 	if _, clash := t.mcp[askUserTool]; !clash {
@@ -112,25 +114,28 @@ func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
 	return t
 }
 
+// agentDescription describes a sub-agent tool from its agent card. The card's text is
+// untrusted: each part is flattened and capped like the system prompt's, and so is the
+// whole (DESIGN §5).
 func agentDescription(a *Agent) string {
 	var b strings.Builder
 	b.WriteString("Delegate to the sub-agent ")
 	b.WriteString(a.Name)
 	if a.Description != "" {
 		b.WriteString(": ")
-		b.WriteString(a.Description)
+		b.WriteString(bridge.Flatten(a.Description, bridge.MaxDescription))
 	}
 	for i, s := range a.Skills {
 		if i == 0 {
 			b.WriteString(" Skills:")
 		}
-		fmt.Fprintf(&b, " %s", s.Name)
+		fmt.Fprintf(&b, " %s", bridge.Flatten(s.Name, 100))
 		if s.Description != "" {
-			fmt.Fprintf(&b, " (%s)", s.Description)
+			fmt.Fprintf(&b, " (%s)", bridge.Flatten(s.Description, bridge.MaxDescription))
 		}
 		b.WriteString(";")
 	}
-	return b.String()
+	return bridge.Flatten(b.String(), 4*bridge.MaxDescription)
 }
 
 func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemInput {
