@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 )
@@ -31,4 +32,14 @@ func Flatten(s string, max int) string {
 		s = s[:cut] + "…"
 	}
 	return UntrustedN(s, 0)
+}
+
+// ContinuationNote is the line added to the outcome of a task continued with the user's
+// answer, so that the model's history shows the exchange: the task id (encoded as in a
+// tag), the agent's question and the user's answer, each from outside and each escaped
+// here, on one line.
+func ContinuationNote(taskID, question, answer string) string {
+	id := strings.TrimPrefix(TaskArg(taskID), "task_id=")
+	return UntrustedN(fmt.Sprintf("(continuation of task %s: the agent asked %q; the user answered %q)",
+		id, capRunes(question, 500), capRunes(answer, 500)), 0)
 }
