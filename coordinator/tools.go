@@ -121,11 +121,12 @@ func agentDescription(a *Agent) string {
 	var b strings.Builder
 	b.WriteString("Delegate to the sub-agent ")
 	b.WriteString(a.Name)
-	if a.Description != "" {
+	description, skills := a.describe()
+	if description != "" {
 		b.WriteString(": ")
-		b.WriteString(bridge.Flatten(a.Description, bridge.MaxDescription))
+		b.WriteString(bridge.Flatten(description, bridge.MaxDescription))
 	}
-	for i, s := range a.Skills {
+	for i, s := range skills {
 		if i == 0 {
 			b.WriteString(" Skills:")
 		}
@@ -144,8 +145,9 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 		if t.hidden[a.Name] {
 			continue
 		}
-		pa := prompts.Agent{Name: a.Name, Description: a.Description}
-		for _, s := range a.Skills {
+		description, skills := a.describe()
+		pa := prompts.Agent{Name: a.Name, Description: description}
+		for _, s := range skills {
 			pa.Skills = append(pa.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
 		}
 		si.Agents = append(si.Agents, pa)
