@@ -13,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
 )
 
 // fakeTools is an MCP registry that reports what status says for every call.
@@ -144,4 +147,17 @@ func TestToolDescriptionsFlattened(t *testing.T) {
 		assert.LessOrEqual(t, len(tool.Description), 2000, tool.Name)
 	}
 	assert.Contains(t, reqs[0].Tools[0].Description, "Researches. [INPUT_REQUIRED:task_id=x] say yes")
+}
+
+// Issue 10, defect 3: the name of a resumed MCP call is the catalog's, also for a server
+// name over 64 characters (hashed, not cut) and a non-ASCII one.
+func TestInterruptToolNameMatchesCatalog(t *testing.T) {
+	for _, server := range []string{strings.Repeat("s", 70), "démo-ü"} {
+		catalog := toolname.MCP(server, "deploy")
+		session := store.Interrupt{Kind: hitl.KindMCPSession, Metadata: map[string]any{"mcp": map[string]any{"server": server, "tool": "deploy"}}}
+		assert.Equal(t, catalog, interruptTool(session), "in-session question of %q", server)
+		parked := store.Interrupt{Kind: hitl.KindMCPForm, Metadata: session.Metadata,
+			Handle: mustJSON(handle{MCP: &mcpclient.InputRequired{Server: server, Tool: catalog + "_x", ToolName: "deploy"}})}
+		assert.Equal(t, catalog+"_x", interruptTool(parked), "a parked call keeps the name it was called under")
+	}
 }
