@@ -188,6 +188,12 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)
 	}
+	// A tool of an MCP server that is not connected is unreachable, not unknown.
+	if down, ok := r.e.cfg.Tools.(interface{ Unreachable(string) (string, bool) }); ok {
+		if res, isDown := down.Unreachable(c.Name); isDown {
+			return toolOutcome{result: res}
+		}
+	}
 	return toolOutcome{result: bridge.Retry(bridge.Signal{
 		Code: "unknown_action", Requested: c.Name,
 		Message:          fmt.Sprintf("There is no tool named %q. Use one of valid_next_actions.", bridge.UntrustedN(c.Name, 64)),

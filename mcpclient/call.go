@@ -79,6 +79,9 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 	}
 	e, ok := r.lookup(name)
 	if !ok {
+		if res, down := r.Unreachable(name); down {
+			return res, nil
+		}
 		return bridge.Retry(bridge.Signal{
 			Code:             "unknown_action",
 			Requested:        name,

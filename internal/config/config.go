@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,8 @@ type Config struct {
 	// fromEnv maps a key path to the environment variable that last set it, so that a
 	// validation error names the variable instead of the file.
 	fromEnv map[string]string
+	// refVars are the variables named by ${VAR} in the file, before expansion.
+	refVars []string
 }
 
 // Server holds the HTTP server settings.
@@ -145,21 +148,32 @@ type MCPServer struct {
 	// Headers are sent with every HTTP request; ${VAR} is expanded from the environment
 	// at load time, so values may hold secrets.
 	Headers map[string]string `yaml:"headers"`
+	// Env holds the stdio child's only variables besides the few it inherits (PATH, HOME,
+	// ...); ${VAR} is expanded from the environment at load time, so values may hold
+	// secrets. Only with command.
+	Env map[string]string `yaml:"env"`
 	// OnToolError is retry (default), fail or error (DESIGN §6).
 	OnToolError string `yaml:"on_tool_error"`
 }
 
-// LogValue implements slog.LogValuer: header values are secrets and are left out.
+// LogValue implements slog.LogValuer: header and env values are secrets and are left out.
 func (m MCPServer) LogValue() slog.Value {
 	names := make([]string, 0, len(m.Headers))
 	for k := range m.Headers {
 		names = append(names, k)
 	}
+	envNames := make([]string, 0, len(m.Env))
+	for k := range m.Env {
+		envNames = append(envNames, k)
+	}
+	sort.Strings(names)
+	sort.Strings(envNames)
 	return slog.GroupValue(
 		slog.String("name", m.Name),
 		slog.Any("command", m.Command),
 		slog.String("url", m.URL),
 		slog.Any("header_names", names),
+		slog.Any("env_names", envNames),
 		slog.String("on_tool_error", m.OnToolError),
 	)
 }
@@ -342,28 +356,43 @@ func (c *Config) fillListDefaults() {
 	}
 }
 
-// expandHeaders replaces ${VAR} in header values. An unset or empty variable is an
-// error: sending "Bearer " would fail later and less clearly.
+// expandHeaders replaces ${VAR} in MCP header and env values. An unset or empty variable
+// is an error: sending "Bearer " would fail later and less clearly.
 func (c *Config) expandHeaders(getenv func(string) string) error {
 	for i := range c.MCPServers {
 		m := &c.MCPServers[i]
-		for name, v := range m.Headers {
-			var missing string
-			expanded := expandVars(v, func(k string) string {
-				val := getenv(k)
-				if val == "" && missing == "" {
-					missing = k
+		for _, sec := range []struct {
+			key  string
+			vals map[string]string
+		}{{"headers", m.Headers}, {"env", m.Env}} {
+			for _, name := range sortedKeys(sec.vals) {
+				var missing string
+				expanded := expandVars(sec.vals[name], func(k string) string {
+					c.refVars = append(c.refVars, k)
+					val := getenv(k)
+					if val == "" && missing == "" {
+						missing = k
+					}
+					return val
+				})
+				if missing != "" {
+					return c.fieldErr(fmt.Sprintf("mcp_servers[%d].%s.%s", i, sec.key, name),
+						"environment variable %s is not set", missing)
 				}
-				return val
-			})
-			if missing != "" {
-				return c.fieldErr(fmt.Sprintf("mcp_servers[%d].headers.%s", i, name),
-					"environment variable %s is not set", missing)
+				sec.vals[name] = expanded
 			}
-			m.Headers[name] = expanded
 		}
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // expandVars replaces ${NAME} only; a lone $ is kept, so values such as "pa$$word" pass
