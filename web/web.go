@@ -17,6 +17,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -45,9 +46,23 @@ type file struct {
 	etag  string
 }
 
-// Handler serves the chat page at "/" and its assets beside it. Any other path is 404, and
-// methods other than GET and HEAD get 405.
-func Handler() http.Handler {
+// Options configures the page.
+type Options struct {
+	// Suggestions are the example prompts the page offers on an empty chat, drawn from
+	// what this deployment has (its agents and tools): the demo stack's are the demo's.
+	// They are served as /suggestions.json; none means the page offers none.
+	Suggestions []string
+}
+
+// maxSuggestions caps the example prompts the page shows.
+const maxSuggestions = 8
+
+// Handler serves the chat page without suggestions; see New.
+func Handler() http.Handler { return New(Options{}) }
+
+// New serves the chat page at "/" and its assets beside it, plus /suggestions.json. Any
+// other path is 404, and methods other than GET and HEAD get 405.
+func New(opts Options) http.Handler {
 	files := map[string]file{}
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
@@ -73,6 +88,19 @@ func Handler() http.Handler {
 		panic(err) // embedded files are always readable
 	}
 	files["/"] = files["/index.html"]
+	sugg := opts.Suggestions
+	if len(sugg) > maxSuggestions {
+		sugg = sugg[:maxSuggestions]
+	}
+	if sugg == nil {
+		sugg = []string{}
+	}
+	body, err := json.Marshal(map[string]any{"suggestions": sugg})
+	if err != nil {
+		panic(err) // a list of strings always encodes
+	}
+	sum := sha256.Sum256(body)
+	files["/suggestions.json"] = file{body: body, ctype: "application/json", etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

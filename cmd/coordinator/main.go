@@ -218,7 +218,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Engine:       engine,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		AuthTokens:   tokens,
-		Page:         web.Handler(),
+		Page:         web.New(web.Options{Suggestions: suggestions(cfg, agents, registry)}),
 		ReadyChecks:  readyChecks(cfg, st, agents, registry, log),
 		Draining:     draining.Load,
 		Metrics:      metricsReg.Handler(),
