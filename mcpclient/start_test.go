@@ -36,8 +36,8 @@ func (s *syncBuffer) String() string {
 // while the first attempt is still running, and the server's tools answer [UNREACHABLE].
 func TestMCPStartWaitDoesNotBlock(t *testing.T) {
 	leakCheck(t)
-	// cat reads the initialize request and never answers it.
-	r := newRegistry(t, []ServerConfig{{Name: "mute", Command: []string{"cat"}}, demoStdio()}, Options{StartWait: 1})
+	// sleep never reads the initialize request, let alone answers it.
+	r := newRegistry(t, []ServerConfig{{Name: "mute", Command: []string{"sleep", "300"}}, demoStdio()}, Options{StartWait: 1})
 	st := r.Status()
 	require.Len(t, st, 2)
 	assert.False(t, st[0].Connected)

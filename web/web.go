@@ -55,7 +55,7 @@ type Options struct {
 }
 
 // maxSuggestions caps the example prompts the page shows.
-const maxSuggestions = 8
+const maxSuggestions = 12
 
 // Handler serves the chat page without suggestions; see New.
 func Handler() http.Handler { return New(Options{}) }

@@ -24,6 +24,20 @@ Every scalar config key can also come from a BATON_* environment variable (BATON
 BATON_LLM_PROVIDER, BATON_STORE, ...). Health: GET /healthz; readiness: GET /readyz.
 `
 
+// wantsHelp reports whether the flags ask for help (-h, -help, --help), which is
+// answered on stdout with exit code 0 rather than as a flag error.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
+}
+
 // printUsage writes the help text, flags included, to w.
 func printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, usageText)

@@ -57,13 +57,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFormat := fs.String("log-format", envOr("BATON_LOG_FORMAT", "text"), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
-	fs.Usage = func() { printUsage(stderr, fs) }
+	if wantsHelp(args) {
+		printUsage(stdout, fs)
+		return 0
+	}
+	// After a bad flag the flag package prints the problem, then this hint.
+	fs.Usage = func() { fmt.Fprintln(stderr, "Run coordinator --help for usage.") }
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout, fs)
-			return 0
-		}
-		// The flag package has printed the problem and the usage.
 		return 2
 	}
 	switch rest := fs.Args(); {
