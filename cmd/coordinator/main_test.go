@@ -36,4 +36,3 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
-
