@@ -48,10 +48,11 @@ type file struct {
 
 // Options configures the page.
 type Options struct {
-	// Suggestions are the example prompts the page offers on an empty chat, drawn from
-	// what this deployment has (its agents and tools): the demo stack's are the demo's.
-	// They are served as /suggestions.json; none means the page offers none.
-	Suggestions []string
+	// Suggestions returns the example prompts the page offers on an empty chat, drawn
+	// from what this deployment has now (its agents and tools, which may come up after the
+	// start): the demo stack's are the demo's. It is asked on every GET
+	// /suggestions.json; nil offers none.
+	Suggestions func() []string
 }
 
 // maxSuggestions caps the example prompts the page shows.
@@ -88,23 +89,14 @@ func New(opts Options) http.Handler {
 		panic(err) // embedded files are always readable
 	}
 	files["/"] = files["/index.html"]
-	sugg := opts.Suggestions
-	if len(sugg) > maxSuggestions {
-		sugg = sugg[:maxSuggestions]
-	}
-	if sugg == nil {
-		sugg = []string{}
-	}
-	body, err := json.Marshal(map[string]any{"suggestions": sugg})
-	if err != nil {
-		panic(err) // a list of strings always encodes
-	}
-	sum := sha256.Sum256(body)
-	files["/suggestions.json"] = file{body: body, ctype: "application/json", etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path == "/suggestions.json" {
+			serveSuggestions(w, opts.Suggestions)
 			return
 		}
 		f, ok := files[r.URL.Path]
@@ -121,4 +113,22 @@ func New(opts Options) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
 	})
+}
+
+// serveSuggestions answers GET /suggestions.json: {"suggestions": [...]}, at most
+// maxSuggestions, never cached (agents and tools come and go).
+func serveSuggestions(w http.ResponseWriter, fn func() []string) {
+	list := []string{}
+	if fn != nil {
+		for _, s := range fn() {
+			if s != "" && len(list) < maxSuggestions {
+				list = append(list, s)
+			}
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_ = json.NewEncoder(w).Encode(map[string]any{"suggestions": list})
 }

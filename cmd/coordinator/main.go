@@ -43,8 +43,9 @@ import (
 var version = "dev"
 
 // mcpStartWait bounds how long the start waits for MCP servers: the listener must open
-// within 2 s whatever they do; slower servers join when they connect.
-const mcpStartWait = time.Second
+// within 2 s whatever they do (the agents' first card reads get 1 s before this); slower
+// servers join when they connect.
+const mcpStartWait = 500 * time.Millisecond
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -228,7 +229,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		AllowedOrigins: cfg.Server.AllowedOrigins,
 		ListenAddr:     cfg.Listen,
 		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
-		Page:           web.New(web.Options{Suggestions: suggestions(cfg, agents, registry)}),
+		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
 		ReadyChecks:    readyChecks(cfg, st, agents, registry, log),
 		Draining:       draining.Load,
 		Metrics:        metricsReg.Handler(),
