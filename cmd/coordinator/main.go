@@ -221,6 +221,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	metricsReg := metrics.New()
+	// The tool-call metrics are labelled with configured names only.
+	var agentNames, serverNames []string
+	for _, a := range agents {
+		agentNames = append(agentNames, a.Name)
+	}
+	for _, s := range cfg.MCPServers {
+		serverNames = append(serverNames, s.Name)
+	}
+	metricsReg.SetToolTargets(agentNames, serverNames)
 	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
 	for _, rl := range cfg.Policy.RateLimits {
 		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
