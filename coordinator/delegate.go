@@ -265,6 +265,8 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		// parked (it is not cancelled when the run ends).
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
 	default:
+		// A sub-agent's own failure is the model's to handle, not an operational problem.
+		r.log.Info("sub-agent task ended unsuccessfully", "agent", d.agent.Name, "task_id", res.TaskID, "state", string(res.State))
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
 	return toolOutcome{result: bridge.FromA2A(res)}
