@@ -83,7 +83,8 @@ type Config struct {
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
 	Interrupts Interrupts  `yaml:"interrupts"`
-	// Store is "memory:" or "sqlite:<path>".
+	// Store is "memory:", "sqlite:<path>" or "postgres://…" (the DSN may hold a password:
+	// never log it).
 	Store string `yaml:"store"`
 
 	// Source is the file the configuration came from ("" for defaults only).

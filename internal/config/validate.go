@@ -306,13 +306,21 @@ func (c *Config) validateStore() error {
 			return c.fieldErr("store", `sqlite needs a path, e.g. "sqlite:./data/baton.db"`)
 		}
 		return nil
+	case strings.HasPrefix(c.Store, "postgres://"), strings.HasPrefix(c.Store, "postgresql://"):
+		// Only the shape is checked here (the store parses the rest when it connects);
+		// the DSN is never quoted: it may hold a password.
+		u, err := url.Parse(c.Store)
+		if err != nil || u.Host == "" {
+			return c.fieldErr("store", `a PostgreSQL store needs a URL with a host, e.g. "postgres://baton@db:5432/baton"`)
+		}
+		return nil
 	}
 	// Only the scheme is quoted: a DSN may hold a password.
 	scheme, _, hasScheme := strings.Cut(c.Store, ":")
 	if hasScheme {
-		return c.fieldErr("store", `must be "memory:" or "sqlite:<path>" (got %q)`, scheme+":…")
+		return c.fieldErr("store", `must be "memory:", "sqlite:<path>" or "postgres://…" (got %q)`, scheme+":…")
 	}
-	return c.fieldErr("store", `must be "memory:" or "sqlite:<path>"`)
+	return c.fieldErr("store", `must be "memory:", "sqlite:<path>" or "postgres://…"`)
 }
 
 // StorePath returns the SQLite path of a "sqlite:<path>" store, or "" for "memory:".
