@@ -309,10 +309,10 @@ func (m *memory) Events(ctx context.Context, threadID, runID string, after int64
 
 // memEventRef is one appended event in append order, for the retention sweep.
 type memEventRef struct {
-	at            int64
-	threadID      string
-	runID         string
-	seq           int64
+	at       int64
+	threadID string
+	runID    string
+	seq      int64
 }
 
 func (m *memory) SweepEvents(ctx context.Context, cutoff time.Time) (int64, error) {
