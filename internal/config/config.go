@@ -38,6 +38,11 @@ const (
 	DefaultStore         = "sqlite:./data/baton.db"
 	DefaultMaxBodyBytes  = 1 << 20
 	DefaultShutdownGrace = Duration(10 * time.Second)
+	// DefaultEventRetention keeps event logs for a day.
+	DefaultEventRetention = Duration(24 * time.Hour)
+	// DefaultHeartbeat and DefaultLease are the run lease timings of DESIGN §4.
+	DefaultHeartbeat     = Duration(2 * time.Second)
+	DefaultLease         = Duration(10 * time.Second)
 	DefaultAgentTimeout  = Duration(120 * time.Second)
 	DefaultMaxIterations = 25
 	DefaultMaxRunSeconds = 600
@@ -83,6 +88,8 @@ type Config struct {
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
 	Interrupts Interrupts  `yaml:"interrupts"`
+	// Replication holds the run leases (replication.heartbeat, replication.lease).
+	Replication Replication `yaml:"replication"`
 	// Store is "memory:", "sqlite:<path>" or "postgres://…" (the DSN may hold a password:
 	// never log it).
 	Store string `yaml:"store"`
@@ -104,6 +111,19 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ShutdownGrace is how long active runs may finish at shutdown.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// EventRetention is how long a run's event log is kept for reconnects.
+	EventRetention Duration `yaml:"event_retention"`
+}
+
+// Replication configures the run leases that replicas sharing a PostgreSQL store use (a
+// single process keeps them too, so that a restart finds its runs' threads free).
+type Replication struct {
+	// Heartbeat is how often a replica renews the leases of its runs.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// Lease is how long a run holds its thread without a heartbeat.
+	Lease Duration `yaml:"lease"`
+	// AdvertiseURL is how other replicas reach this one.
+	AdvertiseURL string `yaml:"advertise_url"`
 }
 
 // LLM selects and configures the model provider.
@@ -275,10 +295,12 @@ func Default() *Config {
 	return &Config{
 		Listen: DefaultListen,
 		Server: Server{
-			MaxBodyBytes:  DefaultMaxBodyBytes,
-			ShutdownGrace: DefaultShutdownGrace,
+			MaxBodyBytes:   DefaultMaxBodyBytes,
+			ShutdownGrace:  DefaultShutdownGrace,
+			EventRetention: DefaultEventRetention,
 		},
-		LLM: LLM{Provider: DefaultProvider},
+		Replication: Replication{Heartbeat: DefaultHeartbeat, Lease: DefaultLease},
+		LLM:         LLM{Provider: DefaultProvider},
 		Limits: Limits{
 			MaxIterations: DefaultMaxIterations,
 			MaxRunSeconds: DefaultMaxRunSeconds,

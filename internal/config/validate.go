@@ -12,7 +12,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateLoop, c.validateStore}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateLoop, c.validateStore, c.validateReplication}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -42,6 +42,21 @@ func (c *Config) validateServer() error {
 		return c.fieldErr("server.max_body_bytes", "must be positive (got %d)", s.MaxBodyBytes)
 	case s.ShutdownGrace < 0:
 		return c.fieldErr("server.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
+	case s.EventRetention <= 0:
+		return c.fieldErr("server.event_retention", "must be positive (got %s)", s.EventRetention)
+	}
+	return nil
+}
+
+func (c *Config) validateReplication() error {
+	r := c.Replication
+	switch {
+	case r.Heartbeat <= 0:
+		return c.fieldErr("replication.heartbeat", "must be positive (got %s)", r.Heartbeat)
+	case r.Lease < 2*r.Heartbeat:
+		return c.fieldErr("replication.lease", "must be at least twice replication.heartbeat (got %s with a heartbeat of %s)", r.Lease, r.Heartbeat)
+	case r.AdvertiseURL != "" && !isHTTPURL(r.AdvertiseURL):
+		return c.fieldErr("replication.advertise_url", "must be an http or https URL")
 	}
 	return nil
 }
