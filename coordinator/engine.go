@@ -357,6 +357,10 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 
 // release frees the run's thread for the next run, as soon as its stream has ended.
 func (e *Engine) release(r *Run) {
+	// The event log and the thread's messages are stored before the client can see the
+	// terminal event, so that a reload right after it finds everything; the wait is
+	// bounded by the writer's own store timeout.
+	r.elog.waitEnded()
 	// The store's record goes first: a client that posts its next run on the terminal
 	// event must find the thread free on every replica.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)

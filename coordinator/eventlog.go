@@ -81,6 +81,17 @@ func (l *runLog) add(ev agui.Event) {
 	}
 }
 
+// waitEnded waits until the writer has stored everything, when the terminal event has been
+// added (otherwise the writer waits for the run to end, and so must not be waited for).
+func (l *runLog) waitEnded() {
+	l.mu.Lock()
+	ended := l.ended
+	l.mu.Unlock()
+	if ended {
+		<-l.done
+	}
+}
+
 // Changed returns a channel closed after the next append to the store.
 func (l *runLog) Changed() <-chan struct{} {
 	l.mu.Lock()

@@ -26,13 +26,13 @@ type Run struct {
 	RunID    string
 	owner    string
 
-	e      *Engine
-	in     *agui.RunAgentInput
-	log    *slog.Logger
-	seq    *agui.Sequencer
-	q      *eventQueue
+	e   *Engine
+	in  *agui.RunAgentInput
+	log *slog.Logger
+	seq *agui.Sequencer
+	q   *eventQueue
 	// elog writes the run's events to the store's event log.
-	elog *runLog
+	elog   *runLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
