@@ -134,10 +134,10 @@ var sharedStores = []struct {
 
 func get(t *testing.T, url string, hdr ...string) *http.Response {
 	t.Helper()
-	return do(t, http.MethodGet, url, hdr...)
+	return request(t, http.MethodGet, url, hdr...)
 }
 
-func do(t *testing.T, method, url string, hdr ...string) *http.Response {
+func request(t *testing.T, method, url string, hdr ...string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	require.NoError(t, err)
@@ -257,8 +257,9 @@ func TestOwnershipSurvivesRestart(t *testing.T) {
 	resp := post(t, reps[1].URL+"/agui", body("owned", "r2", ""), "Authorization", "Bearer beta")
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	resp.Body.Close()
+	// Stop answers another principal as for a thread that does not exist (DESIGN §3).
 	resp = post(t, reps[1].URL+"/agui/threads/owned/runs/r1/stop", "", "Authorization", "Bearer beta")
-	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	resp.Body.Close()
 	evs = readEvents(t, post(t, reps[1].URL+"/agui", body("owned", "r2", ""), "Authorization", "Bearer alpha"))
 	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "the owner goes on on the other replica")
@@ -320,7 +321,7 @@ func TestThreadEndpoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eb := decodeJSON(t, do(t, tt.method, srv.URL+tt.path, tt.hdr...))
+			eb := decodeJSON(t, request(t, tt.method, srv.URL+tt.path, tt.hdr...))
 			assert.Equal(t, tt.code, eb["error"])
 			assert.NotEmpty(t, eb["message"])
 		})
@@ -343,7 +344,7 @@ func TestThreadEndpoints(t *testing.T) {
 	assert.Equal(t, "RUN_STARTED", frames[0].ev["type"])
 	assert.Equal(t, "RUN_FINISHED", frames[1].ev["type"])
 
-	resp := do(t, "DELETE", srv.URL+"/agui/threads/t1", alice...)
+	resp := request(t, "DELETE", srv.URL+"/agui/threads/t1", alice...)
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
 	resp.Body.Close()
 	eb = decodeJSON(t, get(t, srv.URL+"/agui/threads/t1", alice...))
@@ -360,7 +361,7 @@ func TestDeleteRunningThreadRefused(t *testing.T) {
 	fr := newFrameReader(t, run.Body)
 	_, ok := fr.next() // RUN_STARTED: the run is registered
 	require.True(t, ok)
-	eb := decodeJSON(t, do(t, "DELETE", srv.URL+"/agui/threads/busy"))
+	eb := decodeJSON(t, request(t, "DELETE", srv.URL+"/agui/threads/busy"))
 	assert.Equal(t, "THREAD_BUSY", eb["error"])
 	doc := decodeJSON(t, get(t, srv.URL+"/agui/threads/busy"))
 	assert.Equal(t, "busy", doc["threadId"], "the refused delete changed nothing")
