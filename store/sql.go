@@ -482,22 +482,76 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 		return nil
 	}
 	now := time.Now().UnixNano()
-	// One multi-row INSERT per batch: a round trip per event would cap the log's rate.
-	var b strings.Builder
-	b.WriteString(`INSERT INTO events (thread_id, run_id, seq, at, data) VALUES `)
-	args := make([]any, 0, 3+2*len(evs))
-	args = append(args, threadID, runID, now)
-	for i, ev := range evs {
-		if i > 0 {
-			b.WriteByte(',')
+	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
+		// per chunk); the rest through a statement of its own size.
+		for len(evs) >= appendChunk {
+			stmt, err := tx.PrepareContext(ctx, s.insertEvents(appendChunk))
+			if err != nil {
+				return err
+			}
+			for len(evs) >= appendChunk {
+				if _, err := stmt.ExecContext(ctx, s.eventArgs(threadID, runID, now, evs[:appendChunk])...); err != nil {
+					_ = stmt.Close()
+					return err
+				}
+				evs = evs[appendChunk:]
+			}
+			if err := stmt.Close(); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintf(&b, "($1, $2, $%d, $3, $%d)", 4+2*i, 5+2*i)
-		args = append(args, ev.Seq, string(ev.Data))
-	}
-	if _, err := s.db.ExecContext(ctx, s.d.rewriteNoCache(b.String()), args...); err != nil {
+		if len(evs) > 0 {
+			if _, err := tx.ExecContext(ctx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("store: append events of run %q: %w", runID, err)
 	}
 	return nil
+}
+
+// appendChunk is the rows per multi-row INSERT of events: a round trip per event would cap
+// the log's rate, and SQLite allows at most 32766 parameters per statement.
+const appendChunk = 256
+
+// insertEvents is the INSERT of n events, in this dialect. SQLite gets anonymous "?"
+// placeholders: its driver looks numbered ones up by name, which is quadratic in a
+// statement of hundreds of parameters.
+func (s *sqlStore) insertEvents(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO events (thread_id, run_id, seq, at, data) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if s.d.rewrite != nil {
+			b.WriteString("(?, ?, ?, ?, ?)")
+		} else {
+			fmt.Fprintf(&b, "($1, $2, $%d, $3, $%d)", 4+2*i, 5+2*i)
+		}
+	}
+	return b.String()
+}
+
+// eventArgs are the arguments of insertEvents(len(evs)).
+func (s *sqlStore) eventArgs(threadID, runID string, now int64, evs []Event) []any {
+	if s.d.rewrite != nil {
+		args := make([]any, 0, 5*len(evs))
+		for _, ev := range evs {
+			args = append(args, threadID, runID, ev.Seq, now, string(ev.Data))
+		}
+		return args
+	}
+	args := make([]any, 0, 3+2*len(evs))
+	args = append(args, threadID, runID, now)
+	for _, ev := range evs {
+		args = append(args, ev.Seq, string(ev.Data))
+	}
+	return args
 }
 
 func (s *sqlStore) Events(ctx context.Context, threadID, runID string, after int64, limit int) (_ []Event, err error) {
