@@ -490,6 +490,10 @@ func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
 	if th := e.threads[threadID]; th != nil {
 		th.tasks[taskID] = ref
 	}
+	// The run's work document in the store follows every task and state it sees.
+	if r := e.active[threadID]; r != nil {
+		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state))
+	}
 }
 
 func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {

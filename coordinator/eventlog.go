@@ -38,6 +38,9 @@ type runLog struct {
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
 	input []store.Message
+	// work is the run's downstream work, saved by the writer when workDirty.
+	work      runWork
+	workDirty bool
 
 	kick chan struct{}
 	done chan struct{}
@@ -122,6 +125,7 @@ func (l *runLog) write(runDone <-chan struct{}) {
 		if len(batch) > 0 {
 			l.append(batch)
 		}
+		l.saveWork()
 		if ended {
 			l.mu.Lock()
 			empty := len(l.pending) == 0
