@@ -415,10 +415,13 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
 		st, err := e.cfg.Store.GetThread(ctx, threadID)
-		if err == nil && st.Owner != principal {
+		if err != nil {
+			return ErrRunNotFound
+		}
+		if st.Owner != principal {
 			return ErrForbidden
 		}
-		return ErrRunNotFound
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if th.owner != principal {
 		return ErrForbidden
@@ -427,7 +430,9 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		if done {
 			return ErrRunFinished
 		}
-		return ErrRunNotFound
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished

@@ -83,18 +83,27 @@ func inputMessages(in *agui.RunAgentInput) []store.Message {
 	return out
 }
 
-// keeper renews the leases of this replica's runs and sweeps the event logs past their
-// retention, until stop is closed.
+// keeper renews the leases of this replica's runs, applies stop requests made through other
+// replicas and sweeps the event logs past their retention, until stop is closed.
 func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var signals <-chan struct{}
+	if sg, ok := e.cfg.Store.(store.Signaler); ok {
+		signals = sg.StopSignals()
+	}
 	var lastSweep time.Time
 	for {
 		select {
 		case <-stop:
 			return
+		case <-signals:
+			e.applyStops()
+			continue
 		case <-t.C:
 		}
+		// Stop requests are rows: polling finds those whose signal was lost.
+		e.applyStops()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		if _, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease); err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
@@ -167,4 +176,40 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) e
 	delete(e.threads, threadID)
 	e.mu.Unlock()
 	return nil
+}
+
+// stopElsewhere stops a run that is not on this replica: the request is recorded on the
+// run's row, where its owner finds it (at once through the store's signal, else at its next
+// heartbeat).
+func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) error {
+	if _, err := e.cfg.Store.RequestStop(ctx, threadID, runID); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("coordinator: stop: %w", err)
+		}
+		if run, gerr := e.cfg.Store.GetRun(ctx, threadID, runID); gerr == nil && run.State != store.RunRunning {
+			return ErrRunFinished
+		}
+		return ErrRunNotFound
+	}
+	return nil
+}
+
+// applyStops cancels this replica's runs that another replica was asked to stop.
+func (e *Engine) applyStops() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	reqs, err := e.cfg.Store.StopRequests(ctx, e.cfg.Replica)
+	if err != nil {
+		e.log.Warn("store: stop requests", "err", err)
+		return
+	}
+	for _, req := range reqs {
+		e.mu.Lock()
+		r := e.active[req.ThreadID]
+		e.mu.Unlock()
+		if r != nil && r.RunID == req.RunID {
+			r.log.Info("stop requested through another replica")
+			r.Cancel(ErrStopped)
+		}
+	}
 }

@@ -92,12 +92,16 @@ func (fr *frameReader) all() []frame {
 	}
 }
 
-// replicas starts n servers, each with its own engine, on one shared store: n replicas.
-func replicas(t *testing.T, st store.Store, model llm.Model, n int, cfg Config) []*httptest.Server {
+// replicas starts n servers, each with its own engine and its own store handle on one
+// database (dsn): n replicas. Their heartbeat is short, so that a stop request that reaches
+// a replica by polling is found quickly.
+func replicas(t *testing.T, dsn string, model llm.Model, n int, cfg Config) []*httptest.Server {
 	t.Helper()
 	var out []*httptest.Server
 	for range n {
-		e, err := coordinator.New(coordinator.Config{Model: model, Store: st})
+		st, err := store.Open(context.Background(), dsn)
+		require.NoError(t, err)
+		e, err := coordinator.New(coordinator.Config{Model: model, Store: st, Heartbeat: 50 * time.Millisecond, Lease: 10 * time.Second})
 		require.NoError(t, err)
 		c := cfg
 		c.Engine = e
@@ -107,29 +111,20 @@ func replicas(t *testing.T, st store.Store, model llm.Model, n int, cfg Config) 
 			defer cancel()
 			_ = e.Shutdown(ctx)
 			srv.Close()
+			_ = st.Close()
 		})
 		out = append(out, srv)
 	}
 	return out
 }
 
-// sharedStores are the backends on which two replicas share one store.
+// sharedStores are the databases that replicas share.
 var sharedStores = []struct {
 	name string
-	open func(t *testing.T) store.Store
+	dsn  func(t *testing.T) string
 }{
-	{"sqlite", func(t *testing.T) store.Store {
-		s, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "baton.db"))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-	{"postgres", func(t *testing.T) store.Store {
-		s, err := store.Open(context.Background(), pgtest.DSN(t))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
+	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }},
+	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
 }
 
 func get(t *testing.T, url string, hdr ...string) *http.Response {
@@ -177,9 +172,8 @@ func TestSSEFramesCarryIDs(t *testing.T) {
 func TestReconnectThroughAnotherReplica(t *testing.T) {
 	for _, b := range sharedStores {
 		t.Run(b.name, func(t *testing.T) {
-			st := b.open(t)
 			model := stepModel{next: make(chan struct{})}
-			reps := replicas(t, st, model, 2, Config{})
+			reps := replicas(t, b.dsn(t), model, 2, Config{})
 
 			resp := post(t, reps[0].URL+"/agui", body("rc", "r1", ""))
 			require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -247,10 +241,9 @@ func TestReconnectThroughAnotherReplica(t *testing.T) {
 // TestOwnershipSurvivesRestart: a thread's owner is in the store, so a second engine on the
 // same store (a restart, or another replica) refuses another principal.
 func TestOwnershipSurvivesRestart(t *testing.T) {
-	st := sharedStores[0].open(t)
 	release := make(chan struct{})
 	close(release)
-	reps := replicas(t, st, blockingModel{release: release}, 2, Config{AuthTokens: []string{"alpha", "beta"}})
+	reps := replicas(t, sharedStores[0].dsn(t), blockingModel{release: release}, 2, Config{AuthTokens: []string{"alpha", "beta"}})
 	evs := readEvents(t, post(t, reps[0].URL+"/agui", body("owned", "r1", ""), "Authorization", "Bearer alpha"))
 	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
 
@@ -366,4 +359,38 @@ func TestDeleteRunningThreadRefused(t *testing.T) {
 	doc := decodeJSON(t, get(t, srv.URL+"/agui/threads/busy"))
 	assert.Equal(t, "busy", doc["threadId"], "the refused delete changed nothing")
 	assert.Equal(t, map[string]any{"runId": "r1", "status": "running"}, doc["run"])
+}
+
+// TestStopThroughAnotherReplica: a stop that reaches a replica other than the run's owner is
+// recorded in the store and applied by the owner (NOTIFY on PostgreSQL, polling on SQLite):
+// the run's stream ends with the cancelled outcome.
+func TestStopThroughAnotherReplica(t *testing.T) {
+	for _, b := range sharedStores {
+		t.Run(b.name, func(t *testing.T) {
+			reps := replicas(t, b.dsn(t), blockingModel{}, 2, Config{})
+			resp := post(t, reps[0].URL+"/agui", body("stop", "r1", ""))
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			defer resp.Body.Close()
+			fr := newFrameReader(t, resp.Body)
+			_, ok := fr.next() // RUN_STARTED: the run is recorded
+			require.True(t, ok)
+
+			nf := post(t, reps[1].URL+"/agui/threads/stop/runs/nope/stop", "")
+			assert.Equal(t, http.StatusNotFound, nf.StatusCode, "an unknown run is not found on the other replica either")
+			nf.Body.Close()
+
+			st := post(t, reps[1].URL+"/agui/threads/stop/runs/r1/stop", "")
+			assert.Equal(t, http.StatusAccepted, st.StatusCode)
+			st.Body.Close()
+			rest := fr.all()
+			require.NotEmpty(t, rest)
+			last := rest[len(rest)-1].ev
+			assert.Equal(t, "RUN_FINISHED", last["type"])
+			assert.Equal(t, map[string]any{"type": "cancelled"}, last["outcome"])
+
+			again := post(t, reps[1].URL+"/agui/threads/stop/runs/r1/stop", "")
+			assert.Equal(t, http.StatusConflict, again.StatusCode, "the run has finished")
+			again.Body.Close()
+		})
+	}
 }

@@ -18,6 +18,10 @@ type dialect struct {
 	// already serialise every writer).
 	lockThread string
 
+	// notifyStop, when not empty, announces a stop request to the listening replicas,
+	// inside the transaction that records it (delivered at COMMIT).
+	notifyStop string
+
 	rewrite func(string) string
 	cache   sync.Map // query -> rewritten query
 }
@@ -34,7 +38,11 @@ var postgresDialect = &dialect{
 	name:       "postgres",
 	nowNS:      `CAST(extract(epoch FROM clock_timestamp()) * 1000000000 AS BIGINT)`,
 	lockThread: `SELECT pg_advisory_xact_lock(hashtext($1))`,
+	notifyStop: `SELECT pg_notify('` + stopChannel + `', $1)`,
 }
+
+// stopChannel is the NOTIFY channel of stop requests.
+const stopChannel = "baton_stop"
 
 // q returns query in this dialect.
 func (d *dialect) q(query string) string {

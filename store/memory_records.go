@@ -241,6 +241,35 @@ func (m *memory) ActiveRun(ctx context.Context, threadID string) (*RunRecord, er
 	return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, ErrNotFound)
 }
 
+func (m *memory) RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil || r.r.State != RunRunning {
+		return nil, fmt.Errorf("store: request stop of run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	r.r.StopRequested = true
+	return copyRun(r.r), nil
+}
+
+func (m *memory) StopRequests(ctx context.Context, replica string) ([]RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []RunRecord
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if r.r.Replica == replica && r.r.State == RunRunning && r.r.StopRequested {
+				out = append(out, *copyRun(r.r))
+			}
+		}
+	}
+	return out, nil
+}
+
 func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)

@@ -53,6 +53,12 @@ const schemaV2 = `ALTER TABLE suspensions ADD COLUMN open_interrupts INTEGER NOT
 	);
 	CREATE INDEX messages_pos ON messages (thread_id, pos);`
 
+// schemaV3 adds stop requests: a stop that reaches a replica other than the run's owner is
+// recorded on the run's row (and, on PostgreSQL, announced with NOTIFY), and the owner
+// finds it there.
+const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX runs_stop ON runs (replica) WHERE stop_requested = 1 AND state = 'running';`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -77,6 +83,8 @@ var migrations = []string{
 	CREATE INDEX resolved_thread_seq ON resolved (thread_id, seq);`,
 	// 2: threads, runs, events, messages.
 	schemaV2,
+	// 3: stop requests.
+	schemaV3,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -102,6 +110,8 @@ var pgMigrations = []string{
 	CREATE INDEX resolved_thread_seq ON resolved (thread_id, seq);`,
 	// 2: threads, runs, events, messages.
 	schemaV2,
+	// 3: stop requests.
+	schemaV3,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

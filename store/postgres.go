@@ -35,5 +35,6 @@ func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
 	if _, err := migrate(ctx, db, postgresDialect, pgMigrations); err != nil {
 		return fail(err)
 	}
-	return &sqlStore{db: db, d: postgresDialect, onClose: pool.Close}, nil
+	l := startListener(pool)
+	return &sqlStore{db: db, d: postgresDialect, signals: l.sig, onClose: func() { l.close(); pool.Close() }}, nil
 }

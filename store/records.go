@@ -58,6 +58,8 @@ type RunRecord struct {
 	StartedAt  time.Time
 	UpdatedAt  time.Time
 	LeaseUntil time.Time
+	// StopRequested: another replica asked the owner to stop the run.
+	StopRequested bool
 	// Work is the run's downstream work (A2A task ids with agent and state, MCP calls with
 	// their idempotency) as one JSON document owned by the engine.
 	Work json.RawMessage
@@ -81,6 +83,21 @@ type Runs interface {
 	ActiveRun(ctx context.Context, threadID string) (*RunRecord, error)
 	// SaveRunWork replaces the downstream-work document of a run (ErrNotFound without one).
 	SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error
+	// RequestStop records a stop request on a running run, for the replica that owns it
+	// (StopRequests), and returns that run. It fails with ErrNotFound when the run is not
+	// running.
+	RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error)
+	// StopRequests returns replica's running runs with a stop request.
+	StopRequests(ctx context.Context, replica string) ([]RunRecord, error)
+}
+
+// Signaler is implemented by a store that can wake replicas when a stop is requested
+// (PostgreSQL's LISTEN/NOTIFY). A signal is only a hint to look at StopRequests now: the
+// request itself is a row, and replicas also poll, since a notification can be lost.
+type Signaler interface {
+	// StopSignals receives after a stop request was recorded (on any replica), and after
+	// the listening connection was re-established.
+	StopSignals() <-chan struct{}
 }
 
 // Event is one entry of a run's event log: the AG-UI event as JSON, numbered from 1 in its

@@ -383,3 +383,65 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 	require.NoError(t, ss.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v))
 	assert.Equal(t, len(pgMigrations), v)
 }
+
+func TestStopRequests(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute))
+			require.NoError(t, s.BeginRun(ctx, "t2", "r1", "rep-b", time.Minute))
+			none, err := s.StopRequests(ctx, "rep-a")
+			require.NoError(t, err)
+			assert.Empty(t, none)
+
+			run, err := s.RequestStop(ctx, "t1", "r1")
+			require.NoError(t, err)
+			assert.Equal(t, "rep-a", run.Replica, "the caller learns which replica owns the run")
+			_, err = s.RequestStop(ctx, "t1", "nope")
+			require.ErrorIs(t, err, ErrNotFound)
+
+			got, err := s.StopRequests(ctx, "rep-a")
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			assert.Equal(t, "t1", got[0].ThreadID)
+			assert.True(t, got[0].StopRequested)
+			other, err := s.StopRequests(ctx, "rep-b")
+			require.NoError(t, err)
+			assert.Empty(t, other)
+
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", "cancelled"))
+			got, err = s.StopRequests(ctx, "rep-a")
+			require.NoError(t, err)
+			assert.Empty(t, got, "an ended run has no pending stop")
+			_, err = s.RequestStop(ctx, "t1", "r1")
+			require.ErrorIs(t, err, ErrNotFound, "an ended run cannot be stopped")
+		})
+	}
+}
+
+// TestPostgresStopSignal: a stop recorded through one handle wakes the listener of another.
+func TestPostgresStopSignal(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	a, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer b.Close()
+	sig := b.(Signaler).StopSignals()
+	require.NotNil(t, sig)
+	<-sig // the catch-up signal after LISTEN: the listener is up
+	require.NoError(t, a.BeginRun(ctx, "t1", "r1", "rep-b", time.Minute))
+	_, err = a.RequestStop(ctx, "t1", "r1")
+	require.NoError(t, err)
+	select {
+	case <-sig:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stop signal reached the other handle")
+	}
+	got, err := b.StopRequests(ctx, "rep-b")
+	require.NoError(t, err)
+	assert.Len(t, got, 1)
+}

@@ -32,7 +32,13 @@ type sqlStore struct {
 	d       *dialect
 	closed  atomic.Bool
 	onClose func() // releases what the backend holds besides db (the pgx pool)
+	// signals receives stop-request notifications (PostgreSQL); nil for SQLite.
+	signals chan struct{}
 }
+
+// StopSignals implements Signaler. Without LISTEN/NOTIFY (SQLite) the channel is nil and
+// never receives: replicas find stop requests by polling.
+func (s *sqlStore) StopSignals() <-chan struct{} { return s.signals }
 
 func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 	if dir := filepath.Dir(path); dir != "" {
@@ -413,15 +419,16 @@ func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time
 	return int(n), nil
 }
 
-const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work`
+const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested`
 
 func scanRun(sc scanner) (*RunRecord, error) {
 	var r RunRecord
-	var started, updated, lease int64
+	var started, updated, lease, stop int64
 	var work string
-	if err := sc.Scan(&r.ThreadID, &r.RunID, &r.Replica, &r.State, &started, &updated, &lease, &work); err != nil {
+	if err := sc.Scan(&r.ThreadID, &r.RunID, &r.Replica, &r.State, &started, &updated, &lease, &work, &stop); err != nil {
 		return nil, err
 	}
+	r.StopRequested = stop != 0
 	r.StartedAt, r.UpdatedAt, r.LeaseUntil = fromNS(started), fromNS(updated), fromNS(lease)
 	r.Work = json.RawMessage(work)
 	return &r, nil
@@ -454,6 +461,65 @@ func (s *sqlStore) ActiveRun(ctx context.Context, threadID string) (*RunRecord, 
 		return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, err)
 	}
 	return r, nil
+}
+
+func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var run *RunRecord
+	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET stop_requested = 1
+			WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		run, err = scanRun(tx.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+		if err != nil {
+			return err
+		}
+		if s.d.notifyStop != "" {
+			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), run.Replica); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: request stop of run %q of thread %q: %w", runID, threadID, err)
+	}
+	return run, nil
+}
+
+func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+		WHERE replica = $1 AND stop_requested = 1 AND state = 'running'`), replica)
+	if err != nil {
+		return nil, fmt.Errorf("store: stop requests: %w", err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: stop requests: %w", cerr)
+		}
+	}()
+	var out []RunRecord
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: stop requests: %w", err)
+		}
+		out = append(out, *r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: stop requests: %w", err)
+	}
+	return out, nil
 }
 
 func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
