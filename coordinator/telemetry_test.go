@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
 )
 
 // syncBuffer is a log sink safe for the run's goroutines.
@@ -160,4 +161,39 @@ func TestFailureOnSpans(t *testing.T) {
 		failureEvent = failureEvent || ev.Name == "baton.failure"
 	}
 	assert.True(t, failureEvent, "the decision is an event of the run span")
+}
+
+func TestInterruptAndResumeOnSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"book"}`)}, &fakeAgent{send: askingAgent("task-9")}, func(c *Config) {
+		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "m"}
+	})
+	ins := interruptsOf(t, startAndCollect(t, e, input("t-res")))
+	require.Len(t, ins, 1)
+	evs := startAndCollect(t, e, resumeInput("t-res", "r-2", resolved(ins[0].ID, `{"text":"May 3"}`)))
+	require.Equal(t, agui.EventRunFinished, lastEvent(evs).EventType())
+
+	var runs []sdktrace.ReadOnlySpan
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.Name() == "invoke_agent baton" {
+			runs = append(runs, s)
+		}
+	}
+	require.Len(t, runs, 2)
+	first, second := runs[0], runs[1]
+	assert.Equal(t, "interrupt", spanAttrs(first)["baton.run.outcome"])
+	var interrupted bool
+	for _, ev := range first.Events() {
+		interrupted = interrupted || ev.Name == "baton.interrupt"
+	}
+	assert.True(t, interrupted, "the interrupt is an event of the run span")
+	var resumed bool
+	for _, ev := range second.Events() {
+		resumed = resumed || ev.Name == "baton.resume"
+	}
+	assert.True(t, resumed, "the resume is an event of the resumed run's span")
+	require.Len(t, second.Links(), 1, "the resumed run links to the run it resumes")
+	assert.Equal(t, first.SpanContext().SpanID(), second.Links()[0].SpanContext.SpanID())
+	assert.Equal(t, first.SpanContext().TraceID(), second.Links()[0].SpanContext.TraceID())
 }

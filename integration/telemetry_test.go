@@ -21,6 +21,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,8 +225,40 @@ func startFlakyMCP(t *testing.T) (url string, headers, metas *headerLog) {
 	return srv.URL, headers, metas
 }
 
-// tracedModel scripts the model: delegate to research, then call files__flaky until it
-// succeeds, then answer.
+var traceMCPBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// startTraceMCP builds testdata/tracemcp (a stdio MCP server that logs the _meta.traceparent
+// of every tools/call) and returns its command line and its log file.
+func startTraceMCP(t *testing.T) (command []string, logPath string) {
+	t.Helper()
+	buildBinaries(t) // creates binDir, which TestMain removes
+	traceMCPBuild.once.Do(func() {
+		traceMCPBuild.path = filepath.Join(binDir, "tracemcp")
+		cmd := exec.Command("go", "build", "-o", traceMCPBuild.path, "./integration/testdata/tracemcp")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			traceMCPBuild.err = fmt.Errorf("go build ./integration/testdata/tracemcp: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, traceMCPBuild.err)
+	logPath = filepath.Join(t.TempDir(), "tracemcp.log")
+	return []string{traceMCPBuild.path, "--log", logPath}, logPath
+}
+
+// traceMCPLog returns the traceparent lines tracemcp logged.
+func traceMCPLog(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return strings.Fields(string(b))
+}
+
+// tracedModel scripts the model: delegate to research, call files__flaky (it fails once and
+// is called again), call pipe__echo (stdio), then answer.
 func tracedModel(req fakellm.Request) fakellm.Reply {
 	results := 0
 	for _, m := range req.Messages {
@@ -238,10 +273,9 @@ func tracedModel(req fakellm.Request) fakellm.Reply {
 	case 0:
 		return call("research", `{"prompt":"quantum batteries"}`)
 	case 1, 2:
-		if last := req.Last(); results == 2 && !strings.Contains(last.Content, "tool_error") {
-			return fakellm.Reply{Text: modelDoneText}
-		}
 		return call("files__flaky", `{}`)
+	case 3:
+		return call("pipe__echo", `{"text":"hi"}`)
 	default:
 		return fakellm.Reply{Text: modelDoneText}
 	}
@@ -289,21 +323,23 @@ func TestTracingEndToEnd(t *testing.T) {
 	rc := startOTLPReceiver(t)
 	agentURL, agentSeen := startTracedResearchAgent(t)
 	mcpURL, mcpHeaders, mcpMetas := startFlakyMCP(t)
+	pipeCmd, pipeLog := startTraceMCP(t)
 	model := fakellm.Start(tracedModel)
 	t.Cleanup(model.Close)
 	cfg := testConfig{
 		LLMURL: model.URL,
 		Agents: []agentEntry{{Name: "research", URL: agentURL}},
-		MCP:    []mcpServerEntry{{Name: "files", URL: mcpURL}},
+		MCP:    []mcpServerEntry{{Name: "files", URL: mcpURL}, {Name: "pipe", Command: pipeCmd}},
 	}.yaml() + fmt.Sprintf("telemetry:\n  otlp_endpoint: %q\n  service_name: baton-e2e\n", rc.URL)
 	base := startCoordinator(t, cfg)
 
 	evs, thread, runID := tracedRun(t, base, "00-"+incomingTrace+"-"+incomingParent+"-01")
 	results := toolResultsOf(evs)
-	require.Len(t, results, 3, "delegation, failed MCP call, retried MCP call: %v", results)
+	require.Len(t, results, 4, "delegation, failed MCP call, retried MCP call, stdio MCP call: %v", results)
 	assert.True(t, strings.HasPrefix(results[0], "[COMPLETED]"), results[0])
 	assert.True(t, strings.HasPrefix(results[1], "[RETRY:tool_error]"), results[1])
 	assert.True(t, strings.HasPrefix(results[2], "[OK]"), results[2])
+	assert.True(t, strings.HasPrefix(results[3], "[OK]"), results[3])
 
 	run := rc.waitSpan(t, incomingTrace, "invoke_agent baton")
 	assert.Equal(t, incomingParent, run.ParentID, "the incoming traceparent is the run's parent")
@@ -329,7 +365,7 @@ func TestTracingEndToEnd(t *testing.T) {
 		return out
 	}
 	chats := named("chat fake-model")
-	require.Len(t, chats, 4, "one chat span per model turn")
+	require.Len(t, chats, 5, "one chat span per model turn")
 	for _, c := range chats {
 		assert.Equal(t, run.SpanID, c.ParentID)
 		assert.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, c.Kind)
@@ -412,7 +448,18 @@ func TestTracingEndToEnd(t *testing.T) {
 			modelTraced++
 		}
 	}
-	assert.Equal(t, 4, modelTraced, "every model call carries its chat span")
+	assert.Equal(t, 5, modelTraced, "every model call carries its chat span")
+
+	// stdio: the trace context travels in params._meta only.
+	echoes := named("tools/call echo")
+	require.Len(t, echoes, 1)
+	assert.Equal(t, "pipe", echoes[0].Attrs["network.transport"])
+	pipeTool := named("execute_tool pipe__echo")
+	require.Len(t, pipeTool, 1)
+	assert.Equal(t, pipeTool[0].SpanID, echoes[0].ParentID)
+	logged := traceMCPLog(t, pipeLog)
+	require.Len(t, logged, 1)
+	assert.Equal(t, "00-"+incomingTrace+"-"+echoes[0].SpanID+"-01", logged[0], "stdio requests carry _meta.traceparent")
 }
 
 func TestTracingOffExportsNothing(t *testing.T) {
@@ -422,16 +469,17 @@ func TestTracingOffExportsNothing(t *testing.T) {
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	agentURL, agentSeen := startTracedResearchAgent(t)
 	mcpURL, _, mcpMetas := startFlakyMCP(t)
+	pipeCmd, _ := startTraceMCP(t)
 	model := fakellm.Start(tracedModel)
 	t.Cleanup(model.Close)
 	base := startCoordinator(t, testConfig{
 		LLMURL: model.URL,
 		Agents: []agentEntry{{Name: "research", URL: agentURL}},
-		MCP:    []mcpServerEntry{{Name: "files", URL: mcpURL}},
+		MCP:    []mcpServerEntry{{Name: "files", URL: mcpURL}, {Name: "pipe", Command: pipeCmd}},
 	}.yaml())
 
 	evs, _, _ := tracedRun(t, base, "00-"+incomingTrace+"-"+incomingParent+"-01")
-	require.Len(t, toolResultsOf(evs), 3)
+	require.Len(t, toolResultsOf(evs), 4)
 	// Without spans of its own, Baton passes the caller's trace context on unchanged.
 	var passed bool
 	for _, tp := range agentSeen.values() {
