@@ -57,9 +57,12 @@ const (
 	attrOutcome      = attribute.Key("baton.run.outcome")
 )
 
+// noopTracer is the tracer of an engine configured without one.
+var noopTracer = noop.NewTracerProvider().Tracer("")
+
 func (e *Engine) tracer() trace.Tracer {
 	if e.cfg.Tracing.Tracer == nil {
-		return noop.NewTracerProvider().Tracer("")
+		return noopTracer
 	}
 	return e.cfg.Tracing.Tracer
 }
@@ -67,7 +70,6 @@ func (e *Engine) tracer() trace.Tracer {
 // runTrace is a run's tracing state: its span and the spans of the current turn's tool
 // calls, which stay open until the policy has decided about their results.
 type runTrace struct {
-	ctx  context.Context // carries the run span (and the run's ids for log lines)
 	span trace.Span
 
 	mu    sync.Mutex
@@ -84,15 +86,14 @@ type toolSpan struct {
 // request's, carried without its cancellation), before the run's goroutine starts, and
 // gives the run's log lines the trace ids.
 func (r *Run) startTrace(parent context.Context) {
-	ctx := telemetry.WithRun(telemetry.Detached(parent), r.ThreadID, r.RunID)
-	ctx, span := r.e.tracer().Start(ctx, "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	_, span := r.e.tracer().Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.provider.name", r.e.cfg.Tracing.Provider),
 		attribute.String("gen_ai.agent.name", "baton"),
 		attribute.String("gen_ai.conversation.id", r.ThreadID),
 		attrRunID.String(r.RunID),
 	))
-	r.trace = &runTrace{ctx: ctx, span: span}
+	r.trace = &runTrace{span: span}
 	if sc := span.SpanContext(); sc.IsValid() {
 		r.log = r.log.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
 	}

@@ -24,9 +24,10 @@ import (
 // receiver is an OTLP/HTTP endpoint that records what it is sent.
 type receiver struct {
 	*httptest.Server
-	mu    sync.Mutex
-	types []string
-	names []string
+	mu       sync.Mutex
+	types    []string
+	names    []string
+	services []string
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -43,6 +44,11 @@ func newReceiver(t *testing.T) *receiver {
 				return
 			}
 			for _, rs := range msg.GetResourceSpans() {
+				for _, a := range rs.GetResource().GetAttributes() {
+					if a.GetKey() == "service.name" {
+						rc.services = append(rc.services, a.GetValue().GetStringValue())
+					}
+				}
 				for _, ss := range rs.GetScopeSpans() {
 					for _, s := range ss.GetSpans() {
 						rc.names = append(rc.names, s.GetName())
@@ -302,4 +308,28 @@ func TestMCPMiddleware(t *testing.T) {
 	}
 	require.Len(t, calls, 2)
 	assert.Equal(t, "00-"+call.SpanContext.TraceID().String()+"-"+call.SpanContext.SpanID().String()+"-01", calls[0].traceparent, "_meta.traceparent names the request's span")
+}
+
+func TestSetupServiceNameAndSignalEndpointFromEnvironment(t *testing.T) {
+	rc := newReceiver(t)
+	t.Setenv("OTEL_SERVICE_NAME", "baton-from-env")
+	p, err := Setup(context.Background(), Config{ServiceName: "baton-from-config", Getenv: envOf(map[string]string{
+		// The signal-specific variable is the whole URL: no /v1/traces is added.
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rc.URL + "/custom/traces",
+	})})
+	require.NoError(t, err)
+	_, span := p.Tracer().Start(context.Background(), "run")
+	span.End()
+	require.NoError(t, p.Shutdown(context.Background()))
+	types, _ := rc.got()
+	assert.Equal(t, []string{"/custom/traces application/x-protobuf"}, types)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	assert.Equal(t, []string{"baton-from-env"}, rc.services, "OTEL_SERVICE_NAME wins over the config")
+}
+
+func TestSetupRefusesBadEndpoint(t *testing.T) {
+	_, err := Setup(context.Background(), Config{Getenv: envOf(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"})})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.NotContains(t, err.Error(), "collector:4318", "the endpoint may hold credentials: it is not repeated")
 }
