@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -46,6 +47,9 @@ type Config struct {
 	ServiceVersion string
 	// Getenv reads the environment; default os.Getenv. Tests replace it.
 	Getenv func(string) string
+	// Logger receives the SDK's own errors (an unreachable collector); default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Provider is the tracing set up by Setup. The zero value is not usable; a Provider with
@@ -108,6 +112,13 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("%w: resource: %v", ErrInvalid, err)
 	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	// Export failures go to Baton's log (at warn: tracing never stops a run), not to the
+	// standard logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "err", err) }))
 	// No WithSampler: the SDK reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)

@@ -141,6 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Protocol:       cfg.Telemetry.OTLPProtocol,
 		ServiceName:    cfg.Telemetry.ServiceName,
 		ServiceVersion: version,
+		Logger:         log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: telemetry: %v\n", err)
