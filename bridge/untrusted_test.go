@@ -107,3 +107,19 @@ func FuzzEscapeUntrusted(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkUntrusted measures the escaping of a 4 KiB tool result: plain ASCII (the fast
+// path) and mixed non-Latin text (every line normalised).
+func BenchmarkUntrusted(b *testing.B) {
+	ascii := strings.Repeat("The quarterly report lists 42 items; [1] see appendix.\n", 75)
+	mixed := strings.Repeat("Отчёт: 42 пункта — 안녕하세요 ［注意］ Καλημέρα café\n", 60)
+	for _, c := range []struct{ name, in string }{{"ascii", ascii}, {"mixed", mixed}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = Untrusted(c.in)
+			}
+		})
+	}
+}
