@@ -368,3 +368,64 @@ func TestSecurityAuthFailsClosed(t *testing.T) {
 	assert.Contains(t, string(out), "SEC_EMPTY_TOKENS")
 	assert.NotContains(t, string(out), "listening")
 }
+
+// TestSecurityAuthStopAndRunCap: against the binary with two principals and
+// server.max_active_runs 1: a second run gets 503 with Retry-After, the other principal's
+// stop gets the same 404 as an unknown thread, and the owner's stop works with the Bearer
+// scheme in any case.
+func TestSecurityAuthStopAndRunCap(t *testing.T) {
+	unblock := make(chan struct{})
+	llm := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		<-unblock
+		return fakellm.Reply{Text: "late"}
+	})
+	t.Cleanup(llm.Close)
+	cfg := fmt.Sprintf(`server:
+  shutdown_grace: 3s
+  auth_tokens_env: SEC_TOKENS
+  max_active_runs: 1
+llm:
+  provider: openai
+  base_url: %q
+  model: fake-model
+  api_key_env: %s
+store: "memory:"
+`, llm.URL, llmKeyEnv)
+	base, _ := startSecCoordinator(t, cfg, []string{llmKeyEnv + "=fake-key", "SEC_TOKENS=alpha-token,beta-token"}, "text")
+	t.Cleanup(func() { close(unblock) }) // runs before the coordinator stops
+
+	thread := newThreadID("owned")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/agui", bytes.NewReader(mustJSON(t, runInput(thread, "r1", "hello"))))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer alpha-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	started, err := readSSEWhile(resp.Body, func(ev map[string]any) bool { return ev["type"] != "RUN_STARTED" })
+	require.NoError(t, err)
+	require.NotEmpty(t, started)
+
+	beta := []string{"Content-Type", "application/json", "Authorization", "Bearer beta-token"}
+	st, b := secPost(t, base, "/agui", mustJSON(t, runInput(newThreadID("second"), "r1", "hello")), beta...)
+	assert.Equal(t, http.StatusServiceUnavailable, st, string(b))
+	assert.Contains(t, string(b), "TOO_MANY_RUNS")
+
+	stOther, bOther := secPost(t, base, "/agui/threads/"+thread+"/runs/r1/stop", nil, beta...)
+	stUnknown, bUnknown := secPost(t, base, "/agui/threads/no-such-thread/runs/r1/stop", nil, beta...)
+	assert.Equal(t, http.StatusNotFound, stOther)
+	assert.Equal(t, stUnknown, stOther)
+	assert.JSONEq(t, string(bUnknown), string(bOther), "another principal's thread reads as unknown")
+
+	st, b = secPost(t, base, "/agui/threads/"+thread+"/runs/r1/stop", nil, "Content-Type", "application/json", "Authorization", "bEaReR alpha-token")
+	assert.Equal(t, http.StatusAccepted, st, string(b))
+	rest, err := readSSE(resp.Body, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, rest)
+	last := rest[len(rest)-1]
+	assert.Equal(t, "RUN_FINISHED", last["type"])
+	assert.Equal(t, map[string]any{"type": "cancelled"}, last["outcome"])
+}
