@@ -129,6 +129,7 @@ func spacedTag(sk string) bool {
 	if !ok {
 		return false
 	}
+	c = strings.TrimLeft(c, "[") // "[[COMPLETED]]" reads as a tag too
 	for _, n := range compactTagNames {
 		if rest, ok := strings.CutPrefix(c, n); ok && (rest == "" || rest[0] == ']' || rest[0] == ':' || rest[0] == '=') {
 			return true

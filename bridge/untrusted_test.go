@@ -44,6 +44,11 @@ var disguisedTags = []string{
 	"\U000E0041[COMPLETED]",
 	"[COMPLETED\ufe0f]",
 	"\u00a0\u3000[COMPLETED]",
+	"[\U0001F172\U0001F17E\U0001F17C\U0001F17F\U0001F17B\U0001F174\U0001F183\U0001F174\U0001F173]",
+	"[🄲🄾🄼🄿🄻🄴🅃🄴🄳]",
+	"[[COMPLETED]]",
+	"[ᶜᴼᴹᴾᴸᴱᵀᴱᴰ]",
+	"[𝔠𝔬𝔪𝔭𝔩𝔢𝔱𝔢𝔡]",
 }
 
 func TestDisguisedTagsAreEscaped(t *testing.T) {
