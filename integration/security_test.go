@@ -235,13 +235,16 @@ store: "memory:"
 // TestSecuritySecretsNeverLogged: with a hostile model that echoes the API key in its
 // error body, an MCP server that echoes its bearer token in a tool error, and an
 // unreachable MCP server whose URL holds a password, no canary reaches the logs (text and
-// JSON, debug level); the redactor visibly worked.
+// JSON, debug level), nor does the password of an unreachable agent's URL; the redactor
+// visibly worked.
 func TestSecuritySecretsNeverLogged(t *testing.T) {
 	const (
 		keyCanary   = "sk-KEY-CANARY-51c2"
 		mcpCanary   = "MCP-TOKEN-CANARY-a9f0"
 		passCanary  = "URL-PASS-CANARY-3b7e"
 		tokenCanary = "AUTH-TOKEN-CANARY-e4d8"
+		// agentPassCanary is the password in the URL of an agent that cannot be reached.
+		agentPassCanary = "AGENT-PASS-CANARY-0c6a"
 	)
 	model := func(req fakellm.Request) fakellm.Reply {
 		if strings.Contains(req.Last().Content, "leak-key") {
@@ -262,6 +265,9 @@ llm:
   base_url: %q
   model: fake-model
   api_key_env: SEC_KEY
+agents:
+  - name: ghost
+    url: "http://agent:%s@127.0.0.1:%d"
 mcp_servers:
   - name: echo
     url: %q
@@ -270,7 +276,7 @@ mcp_servers:
   - name: gone
     url: "http://admin:%s@127.0.0.1:%d/mcp"
 store: "memory:"
-`, llm.URL, echo, passCanary, freePort(t))
+`, llm.URL, agentPassCanary, freePort(t), echo, passCanary, freePort(t))
 			base, p := startSecCoordinator(t, cfg, []string{"SEC_KEY=" + keyCanary, "SEC_MCP=" + mcpCanary, "SEC_TOKENS=" + tokenCanary}, format)
 			auth := []string{"Content-Type", "application/json", "Authorization", "Bearer " + tokenCanary}
 
@@ -286,10 +292,11 @@ store: "memory:"
 
 			stdout, stderr := p.Logs()
 			logs := stdout + stderr
-			for _, c := range []string{keyCanary, mcpCanary, passCanary, tokenCanary} {
+			for _, c := range []string{keyCanary, mcpCanary, passCanary, tokenCanary, agentPassCanary} {
 				assert.NotContains(t, logs, c)
 			}
 			assert.Contains(t, logs, "[REDACTED]", "a secret was on its way to the log and was masked")
+			assert.Contains(t, logs, "ghost", "the unreachable agent's failure was logged")
 			assert.Contains(t, logs, "on (1 bearer tokens)", "the start-up log says auth is on")
 			if t.Failed() {
 				t.Logf("logs:\n%s", logs)
