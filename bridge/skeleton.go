@@ -63,6 +63,7 @@ func invisible(r rune) bool {
 		r >= 0x200B && r <= 0x200F,
 		r >= 0x202A && r <= 0x202E,
 		r >= 0x2060 && r <= 0x206F,
+		r == 0x2800, // Braille blank: renders as a space but is not one
 		r == 0x3164, // Hangul filler
 		r >= 0xFE00 && r <= 0xFE0F,
 		r == 0xFEFF,
