@@ -357,6 +357,16 @@ func TestSecurityHTTPSurface(t *testing.T) {
 	reqs := llm.Requests()
 	require.NotEmpty(t, reqs)
 	assert.Contains(t, reqs[0].ToolNames(), "confirm_action")
+
+	// Ids of the whole charset reach their run: a stop after the end is 409 (finished), not
+	// 404, with ':' sent raw or percent-encoded.
+	odd := newThreadID("odd.id:with_chars")
+	st, b = secPost(t, base, "/agui", mustJSON(t, runInput(odd, "run:1.2_x", "hello")), json1...)
+	require.Equal(t, http.StatusOK, st, string(b))
+	for _, path := range []string{"/agui/threads/" + odd + "/runs/run:1.2_x/stop", "/agui/threads/" + strings.ReplaceAll(odd, ":", "%3A") + "/runs/run%3A1.2_x/stop"} {
+		st, b = secPost(t, base, path, nil, json1...)
+		assert.Equal(t, http.StatusConflict, st, "%s: %s", path, b)
+	}
 }
 
 // TestSecurityAuthFailsClosed: a configured token variable that is empty stops the binary
