@@ -389,6 +389,40 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 		_, result = runTool(t, base, thread, "confirms", "again")
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
 	})
+	t.Run("headers then nothing, client disconnects", func(t *testing.T) {
+		thread := newThreadID("hang-disconnect")
+		body, _ := json.Marshal(runInput(thread, newThreadID("run"), "hang: do it"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		resp, err := postAGUI(ctx, base, body)
+		require.NoError(t, err)
+		_, _ = readSSEWhile(resp.Body, func(ev map[string]any) bool { return ev["type"] != "SUBAGENT_STARTED" })
+		cancel() // the client goes away while the agent says nothing
+		resp.Body.Close()
+		gone := time.Now()
+		// The run waits for the task id at most the cancel deadline (5 s), then the thread
+		// is free (the bug: 10 s).
+		var status int
+		for {
+			body, _ := json.Marshal(runInput(thread, newThreadID("run"), "confirms: again"))
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			resp, err := postAGUI(rctx, base, body)
+			require.NoError(t, err)
+			status = resp.StatusCode
+			if status != http.StatusConflict {
+				_, _ = readSSE(resp.Body, nil)
+			}
+			resp.Body.Close()
+			rcancel()
+			if status != http.StatusConflict || time.Since(gone) > 20*time.Second {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		assert.Equal(t, http.StatusOK, status)
+		freed := time.Since(gone)
+		assert.Less(t, freed, 8*time.Second, "the thread stayed busy for %s after the disconnect", freed)
+	})
 	t.Run("TaskNotCancelable", func(t *testing.T) {
 		_, result := runTool(t, base, "", "refuses", "do it")
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
