@@ -517,6 +517,9 @@ func TestA2ABoundaryAgentDownAtStart(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 
+	assert.Equal(t, "down", agentReadiness(t, base, "late"))
+	assert.Equal(t, "up", agentReadiness(t, base, "research"))
+
 	_, result := runTool(t, base, "", "research", "summarise the news")
 	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\n"), "tool result: %q", result)
 	_, result = runTool(t, base, "", "late", "anything")
@@ -530,4 +533,28 @@ func TestA2ABoundaryAgentDownAtStart(t *testing.T) {
 		readyOnLine(`demo-agent \S+ listening on (http://\S+)`))
 	_, result = runTool(t, base, "", "late", "summarise the news")
 	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\n"), "tool result: %q", result)
+	assert.Equal(t, "up", agentReadiness(t, base, "late"))
+}
+
+// agentReadiness returns the /readyz status of one agent.
+func agentReadiness(t *testing.T, base, agent string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var report struct {
+		Checks struct {
+			Agents map[string]struct {
+				Status string `json:"status"`
+				Error  string `json:"error"`
+			} `json:"agents"`
+		} `json:"checks"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&report))
+	st, ok := report.Checks.Agents[agent]
+	require.True(t, ok, "no readiness entry for agent %s", agent)
+	if st.Status != "up" {
+		assert.NotEmpty(t, st.Error, "a down agent says why")
+	}
+	return st.Status
 }
