@@ -87,8 +87,8 @@ const (
 	// maxRetryWait caps one wait between attempts; a longer Retry-After is reported as
 	// unreachable instead of slept.
 	maxRetryWait = 30 * time.Second
-	// cardTimeout bounds a card fetch when the caller's context has no earlier deadline.
-	cardTimeout = 30 * time.Second
+	// cardTimeout bounds a card fetch (both requests when a version header is needed).
+	cardTimeout = 10 * time.Second
 	// DefaultCardTTL is the default of AgentConfig.CardTTL.
 	DefaultCardTTL = 10 * time.Minute
 	// DefaultMaxResultText is the default of Options.MaxResultText.
