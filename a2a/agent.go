@@ -401,6 +401,12 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 			}
 			select {
 			case <-wait:
+				a.mu.Lock()
+				got, lastErr := a.cur, a.lastErr
+				a.mu.Unlock()
+				if got == nil && lastErr != nil {
+					return nil, lastErr // the read we waited for just failed: do not repeat it
+				}
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("a2a: agent %q: resolving the card: %w", a.Name, ctx.Err())
