@@ -1,7 +1,7 @@
 #!/bin/sh
 # compose-smoke: build the images, bring the compose stack up, run TestBrowser against it,
 # and take it down (always, also after a failure). Needs a running Docker engine and the
-# compose plugin (`docker compose`) or docker-compose; the browser test needs chromium.
+# compose plugin (`docker compose`, v2); the browser test needs chromium.
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -12,14 +12,13 @@ if ! docker info >/dev/null 2>&1; then
 	echo "compose-smoke: no Docker engine answers (start dockerd, or set DOCKER_HOST)" >&2
 	exit 1
 fi
-if docker compose version >/dev/null 2>&1; then
-	compose() { docker compose "$@"; }
-elif command -v docker-compose >/dev/null 2>&1; then
-	compose() { docker-compose "$@"; }
-else
-	echo "compose-smoke: neither 'docker compose' nor docker-compose is installed" >&2
+# Compose v2 only: docker-compose.yml uses ${VAR:+...} interpolation, which the Python
+# docker-compose 1.x (Debian's docker-compose package) rejects.
+if ! docker compose version >/dev/null 2>&1; then
+	echo "compose-smoke: the compose plugin ('docker compose', v2) is not installed" >&2
 	exit 1
 fi
+compose() { docker compose "$@"; }
 
 cleanup() { compose down -v --remove-orphans >/dev/null 2>&1 || true; }
 trap cleanup EXIT INT TERM
