@@ -37,6 +37,8 @@ type handle struct {
 	Choices  []string `json:"choices,omitempty"`
 	// "continue?" after a failure (loop_detected, limits).
 	Failure *failureRef `json:"failure,omitempty"`
+	// A call waiting for the user's approval, and what became of it (approval.go).
+	Approval *approvalHandle `json:"approval,omitempty"`
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -188,6 +190,10 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		g.ins = append(g.ins, in)
 	}
 	outcomes := make([]toolOutcome, len(groups))
+	// Approved calls record their start and result in the suspension (approval.go).
+	r.suspMu.Lock()
+	r.susp = susp
+	r.suspMu.Unlock()
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
@@ -196,6 +202,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		})
 	}
 	wg.Wait()
+	r.suspMu.Lock()
+	r.susp = nil
+	r.suspMu.Unlock()
 	r.settleResume(ctx, susp)
 
 	resumed := make([]llm.ToolCall, len(groups))
@@ -234,6 +243,11 @@ func interruptTool(in store.Interrupt) string {
 		return decodeHandle(in).Agent
 	case hitl.KindAskUser:
 		return askUserTool
+	case hitl.KindApproval:
+		if h := decodeHandle(in).Approval; h != nil {
+			return h.Tool
+		}
+		return ""
 	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
 		// The catalog name the call was made under, when the handle has it: it matches
 		// the model's history even where the name had to be disambiguated.
@@ -283,6 +297,8 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 				h.TaskID, bridge.UntrustedN(first.Message, 500), bridge.UntrustedN(text, 500))
 		}
 		return out
+	case hitl.KindApproval:
+		return r.deliverApproval(ctx, t, callID, first, ans)
 	case hitl.KindAskUser:
 		if ans.Cancelled {
 			return toolOutcome{result: bridge.Declined("The user declined to answer.")}
