@@ -78,6 +78,7 @@ func TestMCPCatalog(t *testing.T) {
 			{"demo__deploy", "deploy", false, []string{"service", "version"}},
 			{"demo__divide", "divide", true, []string{"a", "b"}},
 			{"demo__count_slowly", "count_slowly", true, []string{"to", "interval_ms"}},
+			{"demo__delete_release", "delete_release", true, []string{"release", "service"}},
 		}
 		require.Len(t, tools, len(tests))
 		for _, tt := range tests {
@@ -86,6 +87,10 @@ func TestMCPCatalog(t *testing.T) {
 			assert.Equal(t, "demo", tl.Server)
 			assert.Equal(t, tt.tool, tl.ToolName)
 			assert.Equal(t, tt.idempotent, tl.Idempotent, tt.name)
+			// Annotations for approvals.destructive: deploy and delete_release are
+			// annotated destructiveHint, divide and count_slowly readOnlyHint.
+			assert.Equal(t, tt.tool == "deploy" || tt.tool == "delete_release", tl.Destructive, tt.name)
+			assert.Equal(t, tt.tool == "divide" || tt.tool == "count_slowly", tl.ReadOnly, tt.name)
 			assert.NotEmpty(t, tl.Description)
 			assert.Equal(t, "object", tl.InputSchema["type"])
 			props, _ := tl.InputSchema["properties"].(map[string]any)
@@ -95,7 +100,7 @@ func TestMCPCatalog(t *testing.T) {
 		}
 		st := r.Status()
 		require.Len(t, st, 1)
-		assert.Equal(t, ServerStatus{Name: "demo", Connected: true, Tools: 3}, st[0])
+		assert.Equal(t, ServerStatus{Name: "demo", Connected: true, Tools: 4}, st[0])
 	})
 }
 
@@ -432,14 +437,14 @@ func TestMCPLazyConnect(t *testing.T) {
 	assert.False(t, st[0].Connected)
 	assert.NotEmpty(t, st[0].LastError)
 	assert.True(t, st[1].Connected)
-	assert.Len(t, r.Tools(), 3, "only the demo tools")
+	assert.Len(t, r.Tools(), 4, "only the demo tools")
 	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "late__divide", `{}`)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := demomcp.StartWith(ctx, addr, demomcp.Options{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(r.Tools()) == 6 }, 40*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return len(r.Tools()) == 8 }, 40*time.Second, 50*time.Millisecond)
 	assert.Equal(t, "OK", tagOf(t, mustCall(t, r, "late__divide", `{"a":2,"b":1}`)))
 }
 
