@@ -428,3 +428,22 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalsExpire: with interrupts.ttl 2s, an approval answered after it expired gets
+// INTERRUPT_EXPIRED and the call is never sent.
+func TestApprovalsExpire(t *testing.T) {
+	srv := startRecordingMCP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	cfg := hitlEnv{llmURL: model.URL, ttl: "2s", mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml()
+	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__charge"}, nil))
+	thread := newThreadID("approve-expire")
+	in := approvalRun(t, coord.URL, thread, "pay__charge")
+	exp, err := time.Parse(time.RFC3339, in["expiresAt"].(string))
+	require.NoError(t, err)
+	time.Sleep(time.Until(exp) + time.Second) // waits for the expiry; asserts nothing about time
+	evs := postRun(t, coord.URL, resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+	assert.Equal(t, []string{"RUN_STARTED", "RUN_ERROR"}, eventTypes(evs))
+	assert.Equal(t, "INTERRUPT_EXPIRED", evs[len(evs)-1]["code"])
+	assert.Equal(t, 0, srv.count(), "an expired approval sends nothing")
+}
