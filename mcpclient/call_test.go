@@ -438,7 +438,11 @@ func TestMCPLazyConnect(t *testing.T) {
 	assert.NotEmpty(t, st[0].LastError)
 	assert.True(t, st[1].Connected)
 	assert.Len(t, r.Tools(), 4, "only the demo tools")
-	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "late__divide", `{}`)))
+	// A tool of a server that is down is unreachable, not unknown; a name that belongs
+	// to no server is still unknown.
+	assert.Equal(t, "UNREACHABLE", tagOf(t, mustCall(t, r, "late__divide", `{}`)))
+	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "nosuch__divide", `{}`)))
+	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "demo__nosuch", `{}`)), "connected server: unknown tool")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
