@@ -228,6 +228,35 @@ func postRun(t *testing.T, base string, in map[string]any) []map[string]any {
 	return evs
 }
 
+// postRunWhenFree is postRun that tries again while the thread is busy (409): a run of a
+// killed coordinator holds its thread until its lease lapses.
+func postRunWhenFree(t *testing.T, base string, in map[string]any) []map[string]any {
+	t.Helper()
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		resp, err := postAGUI(ctx, base, b)
+		require.NoError(t, err)
+		if resp.StatusCode == http.StatusConflict {
+			resp.Body.Close()
+			select {
+			case <-ctx.Done():
+				t.Fatal("the thread stayed busy")
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		evs, err := readSSE(resp.Body, nil)
+		require.NoError(t, err)
+		require.NotEmpty(t, evs)
+		return evs
+	}
+}
+
 // recordingMCP is an MCP server (go-sdk, streamable HTTP) that records the calls it gets:
 // charge answers at once; hang blocks until release is closed (or its request ends).
 type recordingMCP struct {
@@ -377,6 +406,8 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 			t.Cleanup(model.Close)
 			dsn := "sqlite:" + t.TempDir() + "/baton.db"
 			cfg := hitlEnv{llmURL: model.URL, store: dsn, mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml()
+			// A short lease: the killed process's run holds the thread (409) until it lapses.
+			cfg += "replication:\n  heartbeat: 250ms\n  lease: 1s\n"
 			coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__hang"}, nil))
 			thread := newThreadID("approve-kill")
 			in := approvalRun(t, coord.URL, thread, "pay__hang")
@@ -397,8 +428,9 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 			srv.releaseAll()
 			coord.restart(t)
 
-			// The client tries again with a plain run: it is asked whether to run the call again.
-			evs := postRun(t, coord.URL, runInput(thread, newThreadID("run"), "anyone there?"))
+			// The client tries again with a plain run (once the dead process's lease has
+			// lapsed): it is asked whether to run the call again.
+			evs := postRunWhenFree(t, coord.URL, runInput(thread, newThreadID("run"), "anyone there?"))
 			last := evs[len(evs)-1]
 			require.Equal(t, "RUN_FINISHED", last["type"], "events: %v", eventTypes(evs))
 			out, _ := last["outcome"].(map[string]any)
