@@ -129,6 +129,8 @@ type Config struct {
 	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
 	// value traces nothing.
 	Tracing Tracing
+	// Approvals lists the calls the user must approve before they are sent (DESIGN §9).
+	Approvals ApprovalPolicy
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop LoopConfig
