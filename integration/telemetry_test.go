@@ -493,3 +493,49 @@ func TestTracingOffExportsNothing(t *testing.T) {
 	assert.Empty(t, rc.all(), "tracing off exports nothing")
 	assert.Zero(t, rc.conns.Load(), "tracing off opens no connection to the collector")
 }
+
+// TestTracingJSPeer: the @a2a-js/sdk peer receives the run's trace context on its A2A
+// requests, parented by Baton's delegation span.
+func TestTracingJSPeer(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	rc := startOTLPReceiver(t)
+	peer, _ := startA2APeer(t, false)
+	model := startFakeLLM(t)
+	base := startCoordinator(t, coordinatorYAML(model.URL, agentEntry{Name: "jspeer", URL: peer})+
+		fmt.Sprintf("telemetry:\n  otlp_endpoint: %q\n", rc.URL))
+
+	const tp = "00-" + incomingTrace + "-" + incomingParent + "-01"
+	thread, run := newThreadID("jstrace"), newThreadID("run")
+	body, _ := json.Marshal(runInput(thread, run, "jspeer: complete the report"))
+	req, err := http.NewRequest(http.MethodPost, base+"/agui", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", tp)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	evs, err := readSSE(resp.Body, nil)
+	resp.Body.Close()
+	require.NoError(t, err)
+	results := toolResultsOf(evs)
+	require.Len(t, results, 1)
+	require.True(t, strings.HasPrefix(results[0], "[COMPLETED]"), results[0])
+
+	del := rc.waitSpan(t, incomingTrace, "invoke_agent jspeer")
+	assert.Equal(t, "completed", del.Attrs["a2a.task.state"])
+	r, err := http.Get(peer + "/test/log")
+	require.NoError(t, err)
+	defer r.Body.Close()
+	var log struct {
+		Traceparents []string `json:"traceparents"`
+	}
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&log))
+	require.NotEmpty(t, log.Traceparents, "the JS peer received a traceparent")
+	var ours int
+	for _, v := range log.Traceparents {
+		if trace, parent := traceIDOf(v); trace == incomingTrace {
+			ours++
+			assert.Equal(t, del.SpanID, parent, "the peer's parent is Baton's delegation span")
+		}
+	}
+	assert.Positive(t, ours, "the JS peer saw the run's trace id: %v", log.Traceparents)
+}
