@@ -332,6 +332,8 @@ func TestTracingEndToEnd(t *testing.T) {
 		MCP:    []mcpServerEntry{{Name: "files", URL: mcpURL}, {Name: "pipe", Command: pipeCmd}},
 	}.yaml() + fmt.Sprintf("telemetry:\n  otlp_endpoint: %q\n  service_name: baton-e2e\n", rc.URL)
 	base := startCoordinator(t, cfg)
+	waitMCPUp(t, base, "files")
+	waitMCPUp(t, base, "pipe")
 
 	evs, thread, runID := tracedRun(t, base, "00-"+incomingTrace+"-"+incomingParent+"-01")
 	results := toolResultsOf(evs)
@@ -477,6 +479,8 @@ func TestTracingOffExportsNothing(t *testing.T) {
 		Agents: []agentEntry{{Name: "research", URL: agentURL}},
 		MCP:    []mcpServerEntry{{Name: "files", URL: mcpURL}, {Name: "pipe", Command: pipeCmd}},
 	}.yaml())
+	waitMCPUp(t, base, "files")
+	waitMCPUp(t, base, "pipe")
 
 	evs, _, _ := tracedRun(t, base, "00-"+incomingTrace+"-"+incomingParent+"-01")
 	require.Len(t, toolResultsOf(evs), 4)
@@ -538,4 +542,84 @@ func TestTracingJSPeer(t *testing.T) {
 		}
 	}
 	assert.Positive(t, ours, "the JS peer saw the run's trace id: %v", log.Traceparents)
+}
+
+// TestTracingServerEverything: calls to @modelcontextprotocol/server-everything over stdio
+// and streamable HTTP get their MCP client spans in the run's trace.
+func TestTracingServerEverything(t *testing.T) {
+	requirePeers(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	transports := []struct {
+		name, network string
+		server        func(t *testing.T) mcpServerEntry
+	}{
+		{"stdio", "pipe", func(t *testing.T) mcpServerEntry {
+			node, entry := everythingEntry(t)
+			return mcpServerEntry{Name: "everything", Command: []string{node, entry, "stdio"}}
+		}},
+		{"http", "tcp", func(t *testing.T) mcpServerEntry {
+			_, url := startEverythingHTTP(t, 0)
+			return mcpServerEntry{Name: "everything", URL: url}
+		}},
+	}
+	for i, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			rc := startOTLPReceiver(t)
+			model := fakellm.Start(mcpModel)
+			t.Cleanup(model.Close)
+			coord, _ := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s", tr.server(t))+
+				fmt.Sprintf("telemetry:\n  otlp_endpoint: %q\n", rc.URL))
+			waitMCPUp(t, coord, "everything")
+			traceID := fmt.Sprintf("%031x%d", 0xabc, i)
+			thread, run := newThreadID("evtrace"), newThreadID("run")
+			body, _ := json.Marshal(runInput(thread, run, mcpCallMarker+` everything__echo {"message":"traced"}`))
+			req, err := http.NewRequest(http.MethodPost, coord+"/agui", bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("traceparent", "00-"+traceID+"-"+incomingParent+"-01")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			evs, err := readSSE(resp.Body, nil)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, []string{"[OK]\nEcho: traced"}, toolResultsOf(evs))
+
+			call := rc.waitSpan(t, traceID, "tools/call echo")
+			tool := rc.waitSpan(t, traceID, "execute_tool everything__echo")
+			runSpan := rc.waitSpan(t, traceID, "invoke_agent baton")
+			assert.Equal(t, incomingParent, runSpan.ParentID)
+			assert.Equal(t, runSpan.SpanID, tool.ParentID)
+			assert.Equal(t, tool.SpanID, call.ParentID)
+			assert.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, call.Kind)
+			assert.Equal(t, tr.network, call.Attrs["network.transport"])
+			assert.Equal(t, "tools/call", call.Attrs["mcp.method.name"])
+			assert.Equal(t, "everything", call.Attrs["baton.mcp.server"])
+			assert.NotEmpty(t, call.Attrs["mcp.protocol.version"])
+			assert.Equal(t, "OK", tool.Attrs["baton.tag"])
+		})
+	}
+}
+
+// waitMCPUp waits until /readyz reports the MCP server name up (a stdio server started with
+// node may connect after the listener opened).
+func waitMCPUp(t *testing.T, base, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		require.NoError(t, err)
+		var ready struct {
+			Checks struct {
+				MCP map[string]struct{ Status string }
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ready)
+		resp.Body.Close()
+		require.NoError(t, err)
+		if ready.Checks.MCP[name].Status == "up" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("MCP server %s never came up", name)
 }
