@@ -44,7 +44,7 @@ func (c *Config) yamlErr(err error) error {
 	msg = strings.ReplaceAll(msg, "\n ", "")
 	if strings.Contains(msg, "mapping values are not allowed") {
 		// The usual cause: store: memory: (a plain value that ends with a colon).
-		msg += `; a value that contains ": " or ends with ":" must be quoted, e.g. store: "memory:"`
+		msg += `; check the indentation, and quote a value that contains ": " or ends with ":", e.g. store: "memory:"`
 	}
 	return &FieldError{Where: c.Source, Message: "invalid YAML: " + msg}
 }
