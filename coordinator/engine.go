@@ -1,11 +1,3 @@
-// Package coordinator is Baton's run engine: the LLM loop, tool dispatch to A2A sub-agents,
-// MCP tools and AG-UI frontend tools, and the life cycle of runs.
-//
-// Design note: a run's execution is detached from the HTTP request that started it. The
-// request only streams the run's events (see Run.Next); a client that goes away cancels the
-// run through Run.Cancel, and the run then cancels everything it has in flight downstream
-// (A2A CancelTask on a context of its own, MCP calls through their contexts, the LLM
-// stream) before it ends. One run per thread may be active at a time.
 package coordinator
 
 import (
@@ -248,6 +240,7 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
+	e.loadInterruptsOpen()
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
 		go func() { defer close(e.janDone); e.janitor(e.stopJan, cfg.ExpiryInterval) }()
@@ -270,6 +263,34 @@ func New(cfg Config) (*Engine, error) {
 		e.agents[a.Name] = a
 	}
 	return e, nil
+}
+
+// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
+// so that a Metrics without it still works.
+type gaugeSetter interface{ SetInterruptsOpen(n int) }
+
+// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
+// were open before a restart are counted down when they are resumed or expire, so the
+// gauge must count them up first.
+func (e *Engine) loadInterruptsOpen() {
+	g, ok := e.cfg.Metrics.(gaugeSetter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
+	// every open one (the store compares Unix nanoseconds, which end in 2262).
+	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
+	if err != nil {
+		e.log.Warn("open interrupts not counted", "err", err)
+		return
+	}
+	n := 0
+	for _, s := range open {
+		n += len(s.Interrupts)
+	}
+	g.SetInterruptsOpen(n)
 }
 
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
@@ -367,7 +388,7 @@ func (e *Engine) release(r *Run) {
 	// The store's record goes first: a client that posts its next run on the terminal
 	// event must find the thread free on every replica.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, runState(r.EndReason())); err != nil {
+	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storeRunState(r.EndReason())); err != nil {
 		r.log.Error("store: end run", "err", err)
 	}
 	cancel()
@@ -493,12 +514,55 @@ func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if th := e.threads[threadID]; th != nil {
-		th.tasks[taskID] = ref
+		if _, known := th.tasks[taskID]; known || len(th.tasks) < maxTasksPerThread {
+			th.tasks[taskID] = ref
+		}
 	}
 	// The run's work document in the store follows every task and state it sees.
 	if r := e.active[threadID]; r != nil {
 		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state))
 	}
+}
+
+// threadTasks returns the tasks the thread started, to be saved with its suspension.
+func (e *Engine) threadTasks(threadID string) map[string]TaskRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	th := e.threads[threadID]
+	if th == nil || len(th.tasks) == 0 {
+		return nil
+	}
+	out := make(map[string]TaskRecord, len(th.tasks))
+	for id, ref := range th.tasks {
+		out[id] = TaskRecord{Agent: ref.agent, ContextID: ref.contextID, State: ref.state}
+	}
+	return out
+}
+
+// restoreTasks records tasks saved with the thread's suspension (after a restart, or on
+// another replica), without overwriting what this process knows newer.
+func (e *Engine) restoreTasks(threadID string, tasks map[string]TaskRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	th := e.threads[threadID]
+	if th == nil {
+		return
+	}
+	for id, rec := range tasks {
+		if _, known := th.tasks[id]; !known && len(th.tasks) < maxTasksPerThread {
+			th.tasks[id] = taskRef{agent: rec.Agent, contextID: rec.ContextID, state: rec.State}
+		}
+	}
+}
+
+// maxTasksPerThread bounds the tasks remembered per thread.
+const maxTasksPerThread = 1000
+
+// TaskRecord is an A2A task a thread started, as saved with the thread's state.
+type TaskRecord struct {
+	Agent     string    `json:"agent"`
+	ContextID string    `json:"contextId,omitempty"`
+	State     a2a.State `json:"state"`
 }
 
 func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {

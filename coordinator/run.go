@@ -202,13 +202,19 @@ func (r *Run) loop(ctx context.Context) string {
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
 		return "error: store"
 	}
-	if susp != nil && len(susp.State) > 0 && len(r.in.Resume) > 0 {
-		// Counters, lessons, loop signatures and budget usage go on where they stopped.
-		if err := json.Unmarshal(susp.State, &r.fs); err != nil {
+	if susp != nil && len(susp.State) > 0 {
+		var st runState
+		if err := json.Unmarshal(susp.State, &st); err != nil {
 			r.log.Warn("suspension state unreadable; failure counters start afresh", "err", err)
-			r.fs = FailureState{}
+			st = runState{}
 		}
-		r.resetHardStop()
+		// The tasks the thread started, also when this process did not see them.
+		r.e.restoreTasks(r.ThreadID, st.Tasks)
+		if len(r.in.Resume) > 0 {
+			// Counters, lessons, loop signatures and budget usage go on where they stopped.
+			r.fs = st.FailureState
+			r.resetHardStop()
+		}
 	}
 	r.guard = r.newGuard(tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
