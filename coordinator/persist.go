@@ -104,6 +104,7 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		}
 		// Stop requests are rows: polling finds those whose signal was lost.
 		e.applyStops()
+		e.reapLapsed()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		if _, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease); err != nil {
 			e.log.Warn("store: heartbeat", "err", err)

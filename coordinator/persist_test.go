@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,39 @@ func TestRunRecordedInStore(t *testing.T) {
 	require.ErrorIs(t, err, ErrForbidden)
 	_, err = st.ActiveRun(ctx, "t")
 	require.ErrorIs(t, err, store.ErrNotFound, "the refused start recorded no run")
+}
+
+// TestReapLapsedRun: a run whose replica stopped heartbeating is claimed by another, its
+// running A2A task is cancelled (a finished one is not), its event log ends with RUN_LOST,
+// and its thread is free again.
+func TestReapLapsedRun(t *testing.T) {
+	ctx := context.Background()
+	agent := &fakeAgent{}
+	e := newEngine(t, &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, agent)
+	st := e.Store()
+	_, err := st.ClaimThread(ctx, "t", "alice", "")
+	require.NoError(t, err)
+	require.NoError(t, st.BeginRun(ctx, "t", "r1", "dead-replica", -time.Second))
+	require.NoError(t, st.SaveRunWork(ctx, "t", "r1", json.RawMessage(
+		`{"a2a":[{"agent":"research","taskId":"task-live","state":"working"},{"agent":"research","taskId":"task-done","state":"completed"}],"mcp":[]}`)))
+	require.NoError(t, st.AppendEvents(ctx, "t", "r1", []store.Event{
+		{Seq: 1, Data: json.RawMessage(`{"type":"RUN_STARTED","threadId":"t","runId":"r1"}`)},
+		{Seq: 2, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`)},
+	}))
+
+	e.reapLapsed()
+	assert.Equal(t, []string{"task-live"}, agent.cancelled())
+	run, err := st.GetRun(ctx, "t", "r1")
+	require.NoError(t, err)
+	assert.Equal(t, store.RunLost, run.State)
+	evs, err := st.Events(ctx, "t", "r1", 2, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, int64(3), evs[0].Seq)
+	assert.Contains(t, string(evs[0].Data), `"type":"RUN_ERROR"`)
+	assert.Contains(t, string(evs[0].Data), `"code":"RUN_LOST"`)
+
+	e.reapLapsed()
+	assert.Len(t, agent.cancelled(), 1, "a claimed run is cleaned up once")
+	require.NoError(t, st.BeginRun(ctx, "t", "r2", "me", time.Minute), "the thread is free")
 }

@@ -270,6 +270,27 @@ func (m *memory) StopRequests(ctx context.Context, replica string) ([]RunRecord,
 	return out, nil
 }
 
+func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	now := time.Now().UTC()
+	var out []RunRecord
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if len(out) >= limit {
+				return out, nil
+			}
+			if r.r.State == RunRunning && r.r.LeaseUntil.Before(now) {
+				r.r.State, r.r.Replica, r.r.UpdatedAt = RunLost, replica, now
+				out = append(out, *copyRun(r.r))
+			}
+		}
+	}
+	return out, nil
+}
+
 func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
