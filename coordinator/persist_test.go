@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -105,4 +107,55 @@ func TestReapLapsedRun(t *testing.T) {
 	e.reapLapsed()
 	assert.Len(t, agent.cancelled(), 1, "a claimed run is cleaned up once")
 	require.NoError(t, st.BeginRun(ctx, "t", "r2", "me", time.Minute), "the thread is free")
+}
+
+// TestStoredHistoryPrepended: a client that sends only its new message gets the thread's
+// stored history in front of it; one that sends the full history is left as it is.
+func TestStoredHistoryPrepended(t *testing.T) {
+	var seen [][]llm.Message
+	var mu sync.Mutex
+	m := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+		mu.Lock()
+		seen = append(seen, req.Messages)
+		mu.Unlock()
+		return []llm.Delta{{Text: "ok"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+	}}
+	e := newEngine(t, m, &fakeAgent{})
+	userMsg := func(id, text string) agui.Message {
+		c, _ := json.Marshal(text)
+		return agui.Message{ID: id, Role: "user", Content: c}
+	}
+	run := func(runID string, msgs ...agui.Message) {
+		r, err := e.Start(&agui.RunAgentInput{ThreadID: "h", RunID: runID, ProtocolVersion: "1.0", Messages: msgs}, "")
+		require.NoError(t, err)
+		collect(t, r)
+	}
+	users := func(msgs []llm.Message) []string {
+		var out []string
+		for _, m := range msgs {
+			if m.Role == llm.RoleUser {
+				out = append(out, m.Content)
+			}
+		}
+		return out
+	}
+	run("r1", userMsg("u1", "first"))
+	run("r2", userMsg("u2", "second")) // only the new message
+	all, err := e.Store().LoadMessages(context.Background(), "h")
+	require.NoError(t, err)
+	full := []agui.Message{}
+	for _, sm := range all {
+		var msg agui.Message
+		require.NoError(t, json.Unmarshal(sm.Data, &msg))
+		full = append(full, msg)
+	}
+	run("r3", append(full, userMsg("u3", "third"))...) // the full history, as AG-UI clients send it
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 3)
+	assert.Equal(t, []string{"first"}, users(seen[0]))
+	assert.Equal(t, []string{"first", "second"}, users(seen[1]), "the stored history is prepended")
+	assert.Equal(t, []string{"first", "second", "third"}, users(seen[2]), "a full history is not doubled")
+	assert.Len(t, full, 4, "u1, its answer, u2, its answer")
 }
