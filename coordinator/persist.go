@@ -102,14 +102,19 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 			continue
 		case <-t.C:
 		}
-		// Stop requests are rows: polling finds those whose signal was lost.
-		e.applyStops()
-		e.reapLapsed()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		if _, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease); err != nil {
+		_, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
+		cancel()
+		if err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
 		}
-		cancel()
+		// Stop requests are rows: polling finds those whose signal was lost.
+		e.applyStops()
+		// Only right after a successful heartbeat: this replica's own leases have just been
+		// renewed, so a lapsed run is never one of its own live runs.
+		if err == nil {
+			e.reapLapsed()
+		}
 		// Sweeping is cheap but needs no precision: once a minute.
 		if now := time.Now(); now.Sub(lastSweep) >= time.Minute {
 			lastSweep = now

@@ -119,6 +119,15 @@ func (e *Engine) reapLapsed() {
 	}
 	for _, run := range runs {
 		log := e.log.With("thread_id", run.ThreadID, "run_id", run.RunID, "dead_replica_run", true)
+		e.mu.Lock()
+		local := e.active[run.ThreadID]
+		e.mu.Unlock()
+		if local != nil && local.RunID == run.RunID {
+			// One of this replica's own runs whose lease lapsed (a heartbeat that came too
+			// late): it is alive here, so nothing is cancelled; it ends normally.
+			log.Warn("own run's lease had lapsed; left running")
+			continue
+		}
 		var work runWork
 		if len(run.Work) > 0 {
 			if err := json.Unmarshal(run.Work, &work); err != nil {
