@@ -23,8 +23,8 @@ func newReplicaID() string {
 	return "replica-" + hex.EncodeToString(b[:])
 }
 
-// storeRunState is the store's end state of a run, from its end reason ("cancelled: ...").
-func storeRunState(reason string) string {
+// storedRunState is the store's end state of a run, from its end reason ("cancelled: ...").
+func storedRunState(reason string) string {
 	state, _, _ := strings.Cut(reason, ":")
 	state = strings.TrimSpace(state)
 	if state == "" || state == store.RunRunning {
