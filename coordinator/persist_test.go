@@ -159,3 +159,36 @@ func TestStoredHistoryPrepended(t *testing.T) {
 	assert.Equal(t, []string{"first", "second", "third"}, users(seen[2]), "a full history is not doubled")
 	assert.Len(t, full, 4, "u1, its answer, u2, its answer")
 }
+
+// TestWorkRecordedWhileRunning: a delegation's task id is in the store as soon as the agent
+// names it, while the task still runs (a replica that claims the run later cancels it).
+func TestWorkRecordedWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	started := make(chan struct{})
+	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		obs.Task("task-live", "ctx-1")
+		obs.Text("working on it")
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
+	r, err := e.Start(input("w"), "")
+	require.NoError(t, err)
+	<-started
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		run, err := e.Store().GetRun(ctx, "w", "r-w")
+		require.NoError(t, err)
+		var work runWork
+		require.NoError(t, json.Unmarshal(run.Work, &work))
+		if len(work.A2A) == 1 {
+			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, work.A2A[0])
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the task never reached the store: %s", run.Work)
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Cancel(ErrStopped)
+	collect(t, r)
+}
