@@ -248,12 +248,25 @@ func newModel(cfg *config.Config) (llm.Model, error) {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		m, err := openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		m, err := anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	default:
 		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
+}
+
+// withTimeouts bounds a provider's silence by llm.timeout and llm.idle_timeout.
+func withTimeouts(cfg *config.Config, m llm.Model) llm.Model {
+	return llm.WithTimeouts(m, llm.Timeouts{FirstByte: time.Duration(cfg.LLM.Timeout), Idle: time.Duration(cfg.LLM.IdleTimeout)})
 }
 
 // resolveAgents reads every agent card. Agents may start after the coordinator (compose),

@@ -174,6 +174,14 @@ func TestLoadErrors(t *testing.T) {
 			`baton.yaml: llm.base_url: not an absolute http(s) URL`},
 		{"api key instead of its variable", "llm:\n  api_key_env: sk-" + secretToken + "\n", nil,
 			`baton.yaml: llm.api_key_env: must be the name of an environment variable, not the key itself`},
+		{"on_disconnect detach not yet", "server:\n  on_disconnect: detach\n", nil,
+			`baton.yaml: server.on_disconnect: detach is not supported yet; use cancel`},
+		{"on_disconnect unknown", "server:\n  on_disconnect: keep\n", nil,
+			`baton.yaml: server.on_disconnect: must be cancel (got "keep")`},
+		{"stream buffer negative", "server:\n  stream_buffer_bytes: -1\n", nil,
+			`baton.yaml: server.stream_buffer_bytes: must not be negative (got -1)`},
+		{"llm idle timeout negative", "llm:\n  idle_timeout: -1s\n", nil,
+			`baton.yaml: llm.idle_timeout: must not be negative (got -1s)`},
 		{"agent url", agent0 + "  - name: travel\n    url: 127.0.0.1:41250\n", nil,
 			`baton.yaml: agents[1].url: not an absolute http(s) URL`},
 		{"agent url missing", "agents:\n  - name: travel\n", nil,
@@ -392,6 +400,11 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_LOOP_STALL_TURNS":             "0",
 		"BATON_INTERRUPTS_TTL":               "5m",
 		"BATON_STORE":                        "memory:",
+		"BATON_LLM_TIMEOUT":                  "45s",
+		"BATON_LLM_IDLE_TIMEOUT":             "20s",
+		"BATON_SERVER_ON_DISCONNECT":         "cancel",
+		"BATON_SERVER_STREAM_BUFFER_BYTES":   "65536",
+		"BATON_SERVER_STREAM_WRITE_TIMEOUT":  "5s",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
 
@@ -399,9 +412,11 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 	require.NoError(t, c.ApplyEnv(e.get))
 	require.NoError(t, c.Validate())
 	want := &Config{
-		Listen:     "0.0.0.0:9090",
-		Server:     Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second)},
-		LLM:        LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
+		Listen: "0.0.0.0:9090",
+		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second),
+			OnDisconnect: "cancel", StreamBufferBytes: 65536, StreamWriteTimeout: Duration(5 * time.Second)},
+		LLM: LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY",
+			Timeout: Duration(45 * time.Second), IdleTimeout: Duration(20 * time.Second)},
 		Limits:     Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
 		Policy:     Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
 		Loop:       Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
