@@ -66,12 +66,17 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		e:        e,
 		in:       in,
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
-		q:        newEventQueue(),
 		ctx:      ctx,
 		cancel:   stop,
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
+	// A client that falls behind is a client gone (server.on_disconnect: cancel). Cancel
+	// runs on its own goroutine: the drop is noticed inside an emit.
+	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
+		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
+		go r.Cancel(ErrClientTooSlow)
+	})
 	r.seq = agui.NewSequencer(r.q.push, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel})
 	return r
@@ -83,6 +88,11 @@ func (r *Run) Next() (events []agui.Event, ended bool) { return r.q.take() }
 
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }
+
+// Dropped is closed when the client has been dropped for falling more than the stream
+// buffer behind (Config.StreamBufferBytes); the run is then cancelled with
+// ErrClientTooSlow, and Next reports the end of the stream without its terminal event.
+func (r *Run) Dropped() <-chan struct{} { return r.q.gone }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }

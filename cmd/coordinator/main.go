@@ -168,6 +168,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
 		},
+		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -185,6 +186,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Ready:        func() error { return st.Ping(context.Background()) },
 		Metrics:      metricsReg.Handler(),
 		Logger:       log,
+		WriteTimeout: time.Duration(cfg.Server.StreamWriteTimeout),
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

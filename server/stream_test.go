@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/llm"
+)
+
+// floodModel streams total bytes of fresh text (every delta a new allocation, as from a
+// real provider) when the user says "flood", and a short answer otherwise.
+type floodModel struct {
+	total, chunk int
+	// produced counts the bytes handed to the engine, across runs.
+	produced *atomic.Int64
+}
+
+func (m floodModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		if last := req.Messages[len(req.Messages)-1]; last.Content != "flood" {
+			if yield(llm.Delta{Text: "small answer"}, nil) {
+				yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishStop}}, nil)
+			}
+			return
+		}
+		for sent := 0; sent < m.total; sent += m.chunk {
+			if ctx.Err() != nil {
+				yield(llm.Delta{}, ctx.Err())
+				return
+			}
+			m.produced.Add(int64(m.chunk))
+			if !yield(llm.Delta{Text: strings.Repeat("x", m.chunk)}, nil) {
+				return
+			}
+		}
+		yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishStop}}, nil)
+	}
+}
+
+// smallSendBuffer shrinks the kernel send buffer of every accepted connection, so that a
+// client that reads nothing is felt by the writer after kilobytes, not megabytes.
+type smallSendBuffer struct{ net.Listener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(8 << 10)
+	}
+	return c, err
+}
+
+// stuckClient posts a run and never reads the response. Its receive buffer is small, so
+// the server's writes back up.
+func stuckClient(t *testing.T, addr, thread string) net.Conn {
+	t.Helper()
+	var d net.Dialer
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	b := `{"threadId":"` + thread + `","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"flood"}]}`
+	_, err = fmt.Fprintf(c, "POST /agui HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(b), b)
+	require.NoError(t, err)
+	return c
+}
+
+// Fifty clients that never read, while their runs stream 8 MiB each: the coordinator's heap
+// stays bounded (each client costs at most its stream buffer), a normal run on another
+// thread completes, the stuck runs are cancelled and their connections closed.
+func TestStuckReadersAreDroppedAndMemoryStaysBounded(t *testing.T) {
+	const (
+		clients   = 50
+		perRun    = 8 << 20
+		bufBytes  = 256 << 10
+		heapBound = 128 << 20 // without the bound the runs would queue clients×perRun = 400 MiB
+	)
+	var produced atomic.Int64
+	e, err := coordinator.New(coordinator.Config{
+		Model:             floodModel{total: perRun, chunk: 4 << 10, produced: &produced},
+		StreamBufferBytes: bufBytes,
+	})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 5 * time.Second}))
+	srv.Listener = smallSendBuffer{srv.Listener}
+	var closed atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	addr := srv.Listener.Addr().String()
+
+	// The heap is sampled all along; the peak is what matters.
+	var peak atomic.Uint64
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() {
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+
+	conns := make([]net.Conn, clients)
+	for i := range conns {
+		conns[i] = stuckClient(t, addr, fmt.Sprintf("stuck-%d", i))
+	}
+
+	// A client that reads is served while the others are stuck.
+	resp := post(t, srv.URL+"/agui", body("normal", "r1", ""))
+	evs := readEvents(t, resp)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "the normal run completes")
+
+	// Every stuck run ends (cancelled by its client's drop); the engine holds none.
+	guard := time.Now().Add(30 * time.Second)
+	for e.Active() > 0 && time.Now().Before(guard) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	require.Zero(t, e.Active(), "the stuck runs were cancelled")
+	close(stopSampling)
+	sampling.Wait()
+
+	assert.Less(t, produced.Load(), int64(clients*perRun), "the runs stopped early: they were cancelled, not left to stream")
+	t.Logf("peak heap %d MiB, produced %d MiB", peak.Load()>>20, produced.Load()>>20)
+	assert.Less(t, peak.Load(), uint64(heapBound), "the heap stays bounded")
+
+	// The server closed every stuck connection (the normal client's stays kept alive).
+	for closed.Load() < clients && time.Now().Before(guard) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.EqualValues(t, clients, closed.Load(), "every stuck connection was closed by the server")
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
