@@ -71,3 +71,19 @@ func TestQueueClosesOnTerminalEvent(t *testing.T) {
 	assert.True(t, ended)
 	assert.False(t, q.wasDropped())
 }
+
+// BenchmarkQueueHandOff is the run side of the event write path: size accounting, append,
+// and the consumer's take, in batches of 16 as a burst arrives.
+func BenchmarkQueueHandOff(b *testing.B) {
+	q := newEventQueue(0, nil)
+	ev := text(64)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = q.push(ev)
+		if i++; i%16 == 0 {
+			q.take()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

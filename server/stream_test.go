@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"net"
 	"net/http"
@@ -162,4 +163,36 @@ func TestStuckReadersAreDroppedAndMemoryStaysBounded(t *testing.T) {
 	for _, c := range conns {
 		_ = c.Close()
 	}
+}
+
+// BenchmarkStreamEvents is the event write path after the bounded buffer: a run's model
+// streams b.N text deltas; each goes through the sequencer, the bounded queue, the SSE
+// writer (with its write deadline) and loopback TCP to a client that reads them all.
+func BenchmarkStreamEvents(b *testing.B) {
+	var produced atomic.Int64
+	const chunk = 64
+	m := floodModel{total: b.N * chunk, chunk: chunk, produced: &produced}
+	// The model produces as fast as the CPU allows, faster than loopback TCP carries; a
+	// buffer as large as the whole run keeps the client from being dropped, so that the
+	// figure is the write path's throughput.
+	e, err := coordinator.New(coordinator.Config{Model: m, StreamBufferBytes: 1 << 30})
+	require.NoError(b, err)
+	srv := httptest.NewServer(New(Config{Engine: e}))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	resp, err := http.Post(srv.URL+"/agui", "application/json", strings.NewReader(
+		`{"threadId":"bench","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"flood"}]}`))
+	require.NoError(b, err)
+	n, err := io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(b, err)
+	b.StopTimer()
+	require.Greater(b, n, int64(b.N*chunk), "the whole stream arrived")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
