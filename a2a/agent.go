@@ -2,17 +2,15 @@ package a2a
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 )
 
@@ -26,10 +24,22 @@ const (
 type AgentConfig struct {
 	// Name is the configured name of the agent (also its tool name).
 	Name string
-	// URL is the agent's base URL; the card is read from URL + /.well-known/agent-card.json.
+	// URL is the agent's base URL; the card is read from URL + /.well-known/agent-card.json
+	// unless CardURL is set. Userinfo in it is sent (basic auth) but never logged.
 	URL string
+	// CardURL is the full URL of the card, for agents that publish it elsewhere.
+	CardURL string
+	// Headers are added to every request to a configured origin (that of URL or CardURL),
+	// and never to any other origin. Values are secrets: they are never logged.
+	Headers map[string]string
+	// AllowedOrigins are the origins besides the configured ones that the card may point
+	// the client to. An interface on any other origin is ignored.
+	AllowedOrigins []string
 	// Timeout bounds one delegation; enforcing it is the caller's job (it owns the context).
 	Timeout time.Duration
+	// CardTTL is how long a card is used before it is read again; default 10m. A protocol
+	// error or an unreachable agent also makes the next call read it again.
+	CardTTL time.Duration
 	// Protocol forces a protocol version: "" (prefer 1.0), "1.0" or "0.3".
 	Protocol string
 }
@@ -55,6 +65,13 @@ type Options struct {
 	// servers send nothing, not even headers, before the first event. Default 5s; negative
 	// disables it.
 	IDGrace time.Duration
+	// MaxResultText caps the text a [Result] keeps (per artifact and overall): the text
+	// reported through [Observer.Text] is streamed through whole, but a delegation holds
+	// at most this much, whatever the agent sends. Default 1 MiB.
+	MaxResultText int
+	// RetryStart is the first delay between background attempts to read a card that
+	// could not be read ([Agent.Start]); it doubles up to RetryMax. Defaults 1s and 30s.
+	RetryStart, RetryMax time.Duration
 }
 
 // Defaults of [Options].
@@ -72,6 +89,10 @@ const (
 	maxRetryWait = 30 * time.Second
 	// cardTimeout bounds a card fetch when the caller's context has no earlier deadline.
 	cardTimeout = 30 * time.Second
+	// DefaultCardTTL is the default of AgentConfig.CardTTL.
+	DefaultCardTTL = 10 * time.Minute
+	// DefaultMaxResultText is the default of Options.MaxResultText.
+	DefaultMaxResultText = 1 << 20
 )
 
 func (o Options) withDefaults() Options {
@@ -90,6 +111,15 @@ func (o Options) withDefaults() Options {
 	if o.IDGrace == 0 {
 		o.IDGrace = DefaultIDGrace
 	}
+	if o.MaxResultText <= 0 {
+		o.MaxResultText = DefaultMaxResultText
+	}
+	if o.RetryStart <= 0 {
+		o.RetryStart = time.Second
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 30 * time.Second
+	}
 	return o
 }
 
@@ -100,51 +130,61 @@ type Skill struct {
 	Examples    []string
 }
 
-// Agent is one resolved sub-agent. It is safe for concurrent use.
+// Agent is one sub-agent. Its card is read lazily and again when it is stale (CardTTL) or
+// after a protocol error, so an agent that is down at start, moves its interface or
+// changes its skills is picked up without a restart. It is safe for concurrent use.
 type Agent struct {
 	// Name is the configured name.
 	Name string
-	// Description comes from the agent card.
-	Description string
-	// Skills come from the agent card.
-	Skills []Skill
-	// Streaming reports whether the card allows streaming; Send streams only then.
-	Streaming bool
-	// ProtocolVersion is the protocol in use: "1.0" or "0.3".
+	// Description, Skills, Streaming and ProtocolVersion are those of the card as first
+	// read by [Resolve] (empty for an agent from [New]); [Agent.Info] has the current ones.
+	Description     string
+	Skills          []Skill
+	Streaming       bool
 	ProtocolVersion string
-	// Config is the configuration the agent was resolved from.
+	// Config is the configuration the agent was built from.
 	Config AgentConfig
 
-	card     *sdk.AgentCard
-	client   *a2aclient.Client
 	http     *http.Client
 	ownsHTTP bool
 	opts     Options
 	logger   *slog.Logger
+	origins  originSet       // where requests may go
+	life     context.Context // ends with Close
+	kill     context.CancelFunc
+	wg       sync.WaitGroup
+	// first is closed when the first background card read has ended (see WaitFirst).
+	first     chan struct{}
+	firstOnce sync.Once
+
+	mu       sync.Mutex
+	cur      *binding      // nil until a card was read
+	stale    bool          // read the card again before the next call
+	lastErr  error         // why the last card read failed (nil after a success)
+	reading  chan struct{} // closed when the card read in progress ends
+	lastRead time.Time     // start of the last card read (success or not)
+}
+
+// binding is what one card read yields: the client for the chosen interface.
+type binding struct {
+	card     *sdk.AgentCard
+	client   *a2aclient.Client
 	endpoint string
+	info     Info
+	readAt   time.Time
 }
 
-// Card returns the agent card as resolved (interfaces included). Do not modify it.
-func (a *Agent) Card() *sdk.AgentCard { return a.card }
-
-// Endpoint returns the URL of the interface in use.
-func (a *Agent) Endpoint() string { return a.endpoint }
-
-// Close releases the client's resources (idle connections of a transport it owns).
-func (a *Agent) Close() error {
-	err := a.client.Destroy()
-	if a.ownsHTTP {
-		a.http.CloseIdleConnections()
-	}
-	return err
+// Info describes an agent as its current card does.
+type Info struct {
+	Description     string
+	Skills          []Skill
+	Streaming       bool
+	ProtocolVersion string
 }
 
-// Resolve fetches the agent card at cfg.URL + /.well-known/agent-card.json and builds a
-// client for it: A2A 1.0 over JSON-RPC when the card offers it, otherwise 0.3 through the
-// a2av0 compat transport (cfg.Protocol can force either). Errors wrap [ErrUnreachable]
-// when the card cannot be fetched and [ErrCapabilityGap] when the card offers no usable
-// interface.
-func Resolve(ctx context.Context, cfg AgentConfig, opts Options) (*Agent, error) {
+// New validates cfg and returns an agent whose card is not read yet: the first call (or
+// [Agent.Start]) reads it. It does no I/O.
+func New(cfg AgentConfig, opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("a2a: agent %q: no URL configured", cfg.Name)
@@ -154,23 +194,254 @@ func Resolve(ctx context.Context, cfg AgentConfig, opts Options) (*Agent, error)
 	default:
 		return nil, fmt.Errorf("a2a: agent %q: unknown protocol %q (want \"\", %q or %q)", cfg.Name, cfg.Protocol, Protocol10, Protocol03)
 	}
-	hc, owns := newHTTPClient(opts.HTTPClient)
-
-	card, err := fetchCard(ctx, hc, cfg.URL)
+	if cfg.CardTTL <= 0 {
+		cfg.CardTTL = DefaultCardTTL
+	}
+	home, err := newOriginSet(cfg.URL, cfg.CardURL)
 	if err != nil {
-		if owns {
-			hc.CloseIdleConnections()
+		return nil, fmt.Errorf("a2a: agent %q: %w", cfg.Name, err)
+	}
+	allowed, err := newOriginSet(cfg.AllowedOrigins...)
+	if err != nil {
+		return nil, fmt.Errorf("a2a: agent %q: allowed origins: %w", cfg.Name, err)
+	}
+	logger := opts.Logger.With("agent", cfg.Name)
+	life, kill := context.WithCancel(context.Background())
+	hc, owns := newHTTPClient(opts.HTTPClient, cfg.Headers, home, logger)
+	a := &Agent{
+		Name:     cfg.Name,
+		Config:   cfg,
+		http:     hc,
+		ownsHTTP: owns,
+		opts:     opts,
+		logger:   logger,
+		origins:  home.union(allowed),
+		life:     life,
+		kill:     kill,
+		first:    make(chan struct{}),
+	}
+	return a, nil
+}
+
+// Resolve is [New] followed by a first card read: it fails when the card cannot be read.
+// Errors wrap [ErrUnreachable] when the card cannot be fetched and [ErrCapabilityGap] when
+// the card offers no usable interface.
+func Resolve(ctx context.Context, cfg AgentConfig, opts Options) (*Agent, error) {
+	a, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.current(ctx)
+	if err != nil {
+		_ = a.Close()
+		return nil, err
+	}
+	a.Description, a.Skills, a.Streaming, a.ProtocolVersion = b.info.Description, b.info.Skills, b.info.Streaming, b.info.ProtocolVersion
+	return a, nil
+}
+
+// Start reads the card in the background until it is read, with backoff (Options.RetryStart
+// doubling up to RetryMax), logging each failure at warn with its cause. It returns at once;
+// the attempts stop with ctx or [Agent.Close].
+func (a *Agent) Start(ctx context.Context) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(a.life, cancel)
+		defer stop()
+		wait := a.opts.RetryStart
+		for first := true; ; first = false {
+			_, err := a.current(ctx)
+			if first {
+				a.firstOnce.Do(func() { close(a.first) })
+			}
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			a.logger.Warn("a2a agent card not available; retrying in the background", "retry_in", wait.String(), "error", err)
+			if sleep(ctx, wait) != nil {
+				return
+			}
+			wait = min(wait*2, a.opts.RetryMax)
 		}
+	}()
+}
+
+// WaitFirst waits until the first card read of [Agent.Start] has ended, successfully or
+// not, or ctx is done, and returns [Agent.Ready]. A caller that wants agents described
+// by their cards from its first request gives them a short, bounded wait with this.
+func (a *Agent) WaitFirst(ctx context.Context) error {
+	select {
+	case <-a.first:
+	case <-ctx.Done():
+	}
+	return a.Ready()
+}
+
+// Ready reports whether the agent is usable: nil once its card was read and it offers an
+// interface this client speaks; otherwise the last cause (no secrets: URLs are redacted
+// and headers never appear in it).
+func (a *Agent) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur != nil {
+		return nil
+	}
+	if a.lastErr != nil {
+		return a.lastErr
+	}
+	return fmt.Errorf("a2a: agent %q: %w: the agent card has not been read yet", a.Name, ErrUnreachable)
+}
+
+// Info returns the agent as its current card describes it; ok is false while no card was
+// read.
+func (a *Agent) Info() (info Info, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur == nil {
+		return Info{}, false
+	}
+	return a.cur.info, true
+}
+
+// Card returns the current agent card as resolved (interfaces included), or nil. Do not
+// modify it.
+func (a *Agent) Card() *sdk.AgentCard {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur == nil {
+		return nil
+	}
+	return a.cur.card
+}
+
+// Endpoint returns the URL of the interface in use, or "".
+func (a *Agent) Endpoint() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur == nil {
+		return ""
+	}
+	return a.cur.endpoint
+}
+
+// Close stops background card reads and releases the client's resources (idle connections
+// of a transport it owns).
+func (a *Agent) Close() error {
+	a.kill()
+	a.wg.Wait()
+	a.mu.Lock()
+	cur := a.cur
+	a.mu.Unlock()
+	var err error
+	if cur != nil {
+		err = cur.client.Destroy()
+	}
+	if a.ownsHTTP {
+		a.http.CloseIdleConnections()
+	}
+	return err
+}
+
+// minReread is the shortest interval between two card reads caused by errors, so that a
+// failing agent is not flooded with card requests.
+const minReread = time.Second
+
+// invalidate makes the next call read the card again (a protocol error or an unreachable
+// interface may mean the agent moved or changed).
+func (a *Agent) invalidate() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stale = true
+}
+
+// current returns the binding to use, reading the card first when none was read yet, or
+// when the current one is stale or past its TTL. A failed re-read keeps the old binding.
+func (a *Agent) current(ctx context.Context) (*binding, error) {
+	for {
+		a.mu.Lock()
+		cur := a.cur
+		due := cur == nil || a.stale || time.Since(cur.readAt) >= a.Config.CardTTL
+		if cur != nil && a.stale && time.Since(a.lastRead) < minReread {
+			due = false
+		}
+		if !due {
+			a.mu.Unlock()
+			return cur, nil
+		}
+		if wait := a.reading; wait != nil {
+			a.mu.Unlock()
+			if cur != nil {
+				return cur, nil // someone else refreshes it
+			}
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("a2a: agent %q: resolving the card: %w", a.Name, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		a.reading = done
+		a.lastRead = time.Now()
+		a.mu.Unlock()
+
+		b, err := a.read(ctx)
+
+		a.mu.Lock()
+		a.reading = nil
+		close(done)
+		switch {
+		case err == nil:
+			changed := cur == nil || cur.endpoint != b.endpoint || cur.info.ProtocolVersion != b.info.ProtocolVersion
+			a.cur, a.stale, a.lastErr = b, false, nil
+			a.mu.Unlock()
+			if changed {
+				a.logger.Info("a2a agent card read", "protocol", b.info.ProtocolVersion, "endpoint", redactURL(b.endpoint), "streaming", b.info.Streaming)
+			} else {
+				a.logger.Debug("a2a agent card re-read", "endpoint", redactURL(b.endpoint))
+			}
+			return b, nil
+		case cur != nil && ctx.Err() == nil:
+			// Keep using what worked; the next call tries again after minReread.
+			a.stale = true
+			a.mu.Unlock()
+			a.logger.Warn("a2a agent card could not be re-read; keeping the previous one", "error", err)
+			return cur, nil
+		default:
+			if ctx.Err() == nil {
+				a.lastErr = err
+			}
+			a.mu.Unlock()
+			return nil, err
+		}
+	}
+}
+
+// read fetches the card and builds a client for it: A2A 1.0 over JSON-RPC when the card
+// offers it, otherwise 0.3 through the a2av0 compat transport (Config.Protocol can force
+// either). Only interfaces on the configured or allowed origins are considered.
+func (a *Agent) read(ctx context.Context) (*binding, error) {
+	cfg := a.Config
+	card, err := a.fetchCard(ctx)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("a2a: agent %q: resolving the card: %w", cfg.Name, ctx.Err())
 		}
 		return nil, fmt.Errorf("a2a: agent %q: fetching the card: %w: %w", cfg.Name, ErrUnreachable, err)
 	}
-
-	iface, version, err := pickInterface(card, cfg.Protocol)
+	usable, refused := a.origins.filter(card.SupportedInterfaces)
+	for _, u := range refused {
+		a.logger.Warn("a2a agent card points to an origin that is not allowed; interface ignored (see agents[].allowed_origins)", "interface_url", redactURL(u))
+	}
+	filtered := *card
+	filtered.SupportedInterfaces = usable
+	iface, version, err := pickInterface(&filtered, cfg.Protocol)
 	if err != nil {
-		if owns {
-			hc.CloseIdleConnections()
+		if len(refused) > 0 {
+			err = fmt.Errorf("%w; interfaces on origins that are not allowed were ignored: %s", err, strings.Join(redactAll(refused), ", "))
 		}
 		return nil, fmt.Errorf("a2a: agent %q: %w: %w", cfg.Name, ErrCapabilityGap, err)
 	}
@@ -179,18 +450,14 @@ func Resolve(ctx context.Context, cfg AgentConfig, opts Options) (*Agent, error)
 	// cannot pick another one and we know which protocol is in use.
 	clientCard := *card
 	clientCard.SupportedInterfaces = []*sdk.AgentInterface{iface}
-	transport := a2aclient.WithJSONRPCTransport(hc)
+	transport := a2aclient.WithJSONRPCTransport(a.http)
 	if version == Protocol03 {
-		transport = a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc})
+		transport = a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: a.http})
 	}
 	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), transport)
 	if err != nil {
-		if owns {
-			hc.CloseIdleConnections()
-		}
-		return nil, fmt.Errorf("a2a: agent %q: creating the client: %w", cfg.Name, err)
+		return nil, fmt.Errorf("a2a: agent %q: creating the client: %w: %w", cfg.Name, ErrCapabilityGap, err)
 	}
-
 	skills := make([]Skill, 0, len(card.Skills))
 	for _, s := range card.Skills {
 		name := s.Name
@@ -199,77 +466,18 @@ func Resolve(ctx context.Context, cfg AgentConfig, opts Options) (*Agent, error)
 		}
 		skills = append(skills, Skill{Name: name, Description: s.Description, Examples: s.Examples})
 	}
-	a := &Agent{
-		Name:            cfg.Name,
-		Description:     card.Description,
-		Skills:          skills,
-		Streaming:       card.Capabilities.Streaming,
-		ProtocolVersion: version,
-		Config:          cfg,
-		card:            card,
-		client:          client,
-		http:            hc,
-		ownsHTTP:        owns,
-		opts:            opts,
-		logger:          opts.Logger.With("agent", cfg.Name),
-		endpoint:        iface.URL,
-	}
-	a.logger.Debug("a2a agent resolved", "protocol", version, "endpoint", iface.URL, "streaming", a.Streaming)
-	return a, nil
-}
-
-// newHTTPClient returns the client all requests of one agent go through: a copy of base
-// (so the caller's client is not modified) whose transport records HTTP statuses for the
-// retry logic. owns reports whether the underlying transport is private to this client.
-func newHTTPClient(base *http.Client) (hc *http.Client, owns bool) {
-	if base == nil {
-		rt := http.DefaultTransport.(*http.Transport).Clone()
-		return &http.Client{Transport: &recordingTransport{base: rt}}, true
-	}
-	cp := *base
-	rt := cp.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	cp.Transport = &recordingTransport{base: rt}
-	return &cp, false
-}
-
-// fetchCard reads the card, tolerating servers that answer differently with and without
-// an A2A-Version header: @a2a-js/sdk answers a header-less request with a 0.3 card (or an
-// error when it has no 0.3 interface) and the v1.0 card when asked for 1.0.
-func fetchCard(ctx context.Context, hc *http.Client, baseURL string) (*sdk.AgentCard, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cardTimeout)
-		defer cancel()
-	}
-	resolver := &agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}
-	card, err := resolver.Resolve(ctx, baseURL)
-	if err == nil && len(card.SupportedInterfaces) > 0 {
-		return card, nil
-	}
-	if err != nil && !retryCardWithVersion(err) {
-		return nil, err
-	}
-	card2, err2 := resolver.Resolve(ctx, baseURL, agentcard.WithRequestHeader(sdk.SvcParamVersion, string(sdk.Version)))
-	if err2 != nil {
-		if err != nil {
-			return nil, err
-		}
-		return card, nil // a card without interfaces: pickInterface says so
-	}
-	return card2, nil
-}
-
-// retryCardWithVersion reports whether a failed card fetch got an answer from the server
-// (so that asking again with a version header can help), as opposed to a network failure.
-func retryCardWithVersion(err error) bool {
-	var status *agentcard.ErrStatusNotOK
-	if errors.As(err, &status) {
-		return status.StatusCode < 500
-	}
-	return !isNetworkError(err) && !errors.Is(err, io.ErrUnexpectedEOF)
+	return &binding{
+		card:     card,
+		client:   client,
+		endpoint: iface.URL,
+		readAt:   time.Now(),
+		info: Info{
+			Description:     card.Description,
+			Skills:          skills,
+			Streaming:       card.Capabilities.Streaming,
+			ProtocolVersion: version,
+		},
+	}, nil
 }
 
 // pickInterface chooses the JSON-RPC interface to use: 1.0 first unless forced.

@@ -30,6 +30,9 @@ var (
 	// ErrCapabilityGap: the agent does not support the operation or content type (-32004,
 	// -32005), or offers no interface this client speaks.
 	ErrCapabilityGap = errors.New("a2a: agent does not support the request")
+	// ErrNotCancelable: the agent refused to cancel a task that is not over
+	// (-32002 TaskNotCancelable): it may still be running.
+	ErrNotCancelable = errors.New("a2a: the agent refused to cancel the task")
 )
 
 // errEmptyStream marks a stream that ended before its first event.
@@ -69,8 +72,26 @@ func classify(name string, err error, rec *httpStatus, continuation bool) error 
 	case isTransient(err, rec):
 		return fmt.Errorf("a2a: agent %q: %w: %w", name, ErrUnreachable, err)
 	default:
-		return fmt.Errorf("a2a: agent %q: %w", name, err)
+		// A protocol error (invalid JSON-RPC, a frame that is not JSON, 404 on the
+		// endpoint, an error code this client does not know): the agent is not usable
+		// as the card describes it, which is not a failed task.
+		return fmt.Errorf("a2a: agent %q: %w: protocol error: %w", name, ErrUnreachable, err)
 	}
+}
+
+// isProtocolError reports whether a failed call got an answer that this client cannot use
+// as one (see classify's default): worth a retry with a freshly read card.
+func isProtocolError(err error, rec *httpStatus) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if definiteRefusal(err) && !errors.Is(err, sdk.ErrMethodNotFound) {
+		return false
+	}
+	if errors.Is(err, sdk.ErrTaskNotCancelable) {
+		return false
+	}
+	return !isTransient(err, rec)
 }
 
 // isTransient reports whether a failed call may succeed when repeated: 429, 5xx and
@@ -128,12 +149,22 @@ func withStatus(ctx context.Context) (context.Context, *httpStatus) {
 	return context.WithValue(ctx, statusKey{}, rec), rec
 }
 
-// recordingTransport fills the [httpStatus] found in the request context.
+// recordingTransport adds the configured headers to requests for the configured origins
+// (checked on every hop, so a redirect never carries them elsewhere) and fills the
+// [httpStatus] found in the request context.
 type recordingTransport struct {
-	base http.RoundTripper
+	base    http.RoundTripper
+	headers http.Header
+	home    originSet
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 && t.home[origin(req.URL)] {
+		req = req.Clone(req.Context())
+		for k, vs := range t.headers {
+			req.Header[k] = append([]string(nil), vs...)
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 		if rec, ok := req.Context().Value(statusKey{}).(*httpStatus); ok {

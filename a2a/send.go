@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	a2alog "github.com/a2aproject/a2a-go/v2/log"
@@ -41,8 +42,12 @@ type Result struct {
 	ContextID string
 	// Text is the final status message text (for failed, rejected, canceled, input-required
 	// and auth-required: the agent's message) and, for completed, the artifacts' text too;
-	// for a direct message reply, its text.
+	// for a direct message reply, its text. It holds at most Options.MaxResultText bytes
+	// of artifact text.
 	Text string
+	// Omitted counts the bytes of artifact text left out of Text by Options.MaxResultText
+	// (they were reported through [Observer.Text]).
+	Omitted int64
 }
 
 // Send delegates one message and returns once the task is terminal or interrupted.
@@ -54,8 +59,18 @@ type Result struct {
 // [ErrUnreachable], [ErrInvalidTransition], [ErrAuth], [ErrCapabilityGap] or the SDK error.
 func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, error) {
 	ctx = a2alog.AttachLogger(ctx, a.logger)
-	d := a.newDelegation(req, obs)
-	err := d.run(ctx)
+	b, err := a.current(ctx)
+	if err != nil {
+		if req.TaskID != "" {
+			err = &TaskError{TaskID: req.TaskID, ContextID: req.ContextID, Err: err}
+		}
+		return nil, err
+	}
+	d := a.newDelegation(b, req, obs)
+	err = d.run(ctx)
+	if errors.Is(err, ErrUnreachable) {
+		a.invalidate() // the agent may have moved or changed: read its card again
+	}
 	if err != nil {
 		taskID, contextID := d.taskID, d.contextID
 		if taskID == "" {
@@ -76,9 +91,14 @@ func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, e
 func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 	ctx = a2alog.AttachLogger(ctx, a.logger)
 	id := sdk.TaskID(taskID)
+	b, err := a.current(ctx)
+	if err != nil {
+		return fmt.Errorf("canceling task %s: %w", taskID, err)
+	}
+	client := b.client
 	for attempt := 1; ; attempt++ {
 		actx, rec := withStatus(ctx)
-		task, err := a.client.CancelTask(actx, &sdk.CancelTaskRequest{ID: id})
+		task, err := client.CancelTask(actx, &sdk.CancelTaskRequest{ID: id})
 		notCancelable := errors.Is(err, sdk.ErrTaskNotCancelable)
 		switch {
 		case err == nil && task.Status.State.Terminal():
@@ -95,12 +115,15 @@ func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 		}
 		// The task may have ended meanwhile (a cancel racing with the end of a task can get
 		// a generic error): a terminal task is what the caller wanted.
-		t, gerr := a.client.GetTask(ctx, &sdk.GetTaskRequest{ID: id})
+		t, gerr := client.GetTask(ctx, &sdk.GetTaskRequest{ID: id})
 		if (gerr == nil && t.Status.State.Terminal()) || (gerr != nil && notCancelable) {
 			return nil
 		}
 		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)
 		if attempt >= maxAttempts || !ok {
+			if notCancelable {
+				return fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err)
+			}
 			return fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
 		}
 		a.logger.Debug("a2a cancel not applied, retrying", "task", taskID, "attempt", attempt, "error", err)
@@ -124,15 +147,23 @@ func definiteRefusal(err error) bool {
 // GetTask returns the current state of a task, as a [Result] built like Send's.
 func (a *Agent) GetTask(ctx context.Context, taskID string) (*Result, error) {
 	ctx = a2alog.AttachLogger(ctx, a.logger)
+	b, err := a.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading task %s: %w", taskID, err)
+	}
 	actx, rec := withStatus(ctx)
-	task, err := a.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(taskID)})
+	task, err := b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(taskID)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("a2a: agent %q: reading task %s: %w", a.Name, taskID, ctx.Err())
 		}
-		return nil, fmt.Errorf("reading task %s: %w", taskID, classify(a.Name, err, rec, true))
+		err = classify(a.Name, err, rec, true)
+		if errors.Is(err, ErrUnreachable) {
+			a.invalidate()
+		}
+		return nil, fmt.Errorf("reading task %s: %w", taskID, err)
 	}
-	d := a.newDelegation(Request{TaskID: taskID}, Observer{})
+	d := a.newDelegation(b, Request{TaskID: taskID}, Observer{})
 	d.silently(func() { d.applyTask(task) })
 	return d.result(), nil
 }
@@ -140,6 +171,7 @@ func (a *Agent) GetTask(ctx context.Context, taskID string) (*Result, error) {
 // delegation is the state of one Send.
 type delegation struct {
 	a     *Agent
+	b     *binding // the card and client this delegation uses
 	req   Request
 	obs   Observer
 	msgID string
@@ -161,14 +193,32 @@ type delegation struct {
 	events   int // events applied from the current send (not from the seed)
 }
 
+// artifactView is one artifact as far as received: rendered incrementally (appended chunks
+// are never re-rendered) and kept up to Options.MaxResultText.
 type artifactView struct {
-	id    sdk.ArtifactID
-	parts []*sdk.Part
+	id   sdk.ArtifactID
+	r    renderer
+	text cappedText
 }
 
-func (a *Agent) newDelegation(req Request, obs Observer) *delegation {
+func (d *delegation) newArtifactView(id sdk.ArtifactID) *artifactView {
+	return &artifactView{id: id, r: newRenderer(), text: cappedText{max: d.a.opts.MaxResultText}}
+}
+
+// add renders parts onto the view; each rendered piece also goes to emit.
+func (v *artifactView) add(parts []*sdk.Part, emit func(string)) {
+	v.r.add(parts, func(s string) {
+		v.text.write(s)
+		if emit != nil {
+			emit(s)
+		}
+	})
+}
+
+func (a *Agent) newDelegation(b *binding, req Request, obs Observer) *delegation {
 	return &delegation{
 		a:     a,
+		b:     b,
 		req:   req,
 		obs:   obs,
 		msgID: sdk.NewMessageID(),
@@ -184,7 +234,7 @@ func (d *delegation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if d.a.Streaming {
+	if d.b.info.Streaming {
 		return d.stream(ctx)
 	}
 	return d.blocking(ctx)
@@ -195,7 +245,7 @@ func (d *delegation) run(ctx context.Context) error {
 // becomes the baseline. A failed read is not fatal: the send will tell.
 func (d *delegation) seed(ctx context.Context) error {
 	actx, rec := withStatus(ctx)
-	task, err := d.a.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.req.TaskID)})
+	task, err := d.b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.req.TaskID)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return d.ctxErr(ctx)
@@ -244,7 +294,7 @@ func (d *delegation) stream(ctx context.Context) error {
 		var drain *time.Timer
 		var streamErr error
 		got := false
-		for ev, err := range d.a.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg}) {
+		for ev, err := range d.b.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg}) {
 			if err != nil {
 				streamErr = err
 				break
@@ -302,7 +352,7 @@ func (d *delegation) blocking(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		sctx, release := d.requestContext(ctx)
 		actx, rec := withStatus(sctx)
-		res, err := d.a.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg})
+		res, err := d.b.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg})
 		release()
 		if err == nil && ctx.Err() != nil {
 			d.apply(res) // the caller learns the task id, to cancel it
@@ -369,8 +419,17 @@ func (d *delegation) retryWait(ctx context.Context, attempt int, err error, rec 
 		d.a.logger.Debug("a2a continuation refused, following the parked task", "task", d.taskID, "error", err)
 		return errFollow
 	}
-	if !isTransient(err, rec) || attempt >= maxAttempts {
+	protocol := isProtocolError(err, rec)
+	if (!isTransient(err, rec) && !protocol) || attempt >= maxAttempts {
 		return classify(d.a.Name, err, rec, d.continuation())
+	}
+	if protocol && d.taskID == "" {
+		// The agent may have moved or changed its interface: the next attempt uses a
+		// freshly read card (the message id stays the same).
+		d.a.invalidate()
+		if b, berr := d.a.current(ctx); berr == nil {
+			d.b = b
+		}
 	}
 	wait, ok := retryDelay(d.a.opts.RetryBackoff, attempt, rec)
 	if !ok {
@@ -402,7 +461,7 @@ func (d *delegation) resume(ctx context.Context) error {
 	for i := 0; i < d.a.opts.MaxResubscribe; i++ {
 		actx, rec := withStatus(ctx)
 		var subErr error
-		for ev, err := range d.a.client.SubscribeToTask(actx, &sdk.SubscribeToTaskRequest{ID: sdk.TaskID(d.taskID)}) {
+		for ev, err := range d.b.client.SubscribeToTask(actx, &sdk.SubscribeToTaskRequest{ID: sdk.TaskID(d.taskID)}) {
 			if err != nil {
 				subErr = err
 				break
@@ -433,7 +492,7 @@ func (d *delegation) poll(ctx context.Context) error {
 	failures := 0
 	for {
 		actx, rec := withStatus(ctx)
-		task, err := d.a.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.taskID)})
+		task, err := d.b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.taskID)})
 		wait := d.a.opts.PollInterval
 		switch {
 		case err == nil:
@@ -443,7 +502,7 @@ func (d *delegation) poll(ctx context.Context) error {
 			}
 		case ctx.Err() != nil:
 			return d.ctxErr(ctx)
-		case !isTransient(err, rec):
+		case !isTransient(err, rec) && !isProtocolError(err, rec):
 			return classify(d.a.Name, err, rec, d.continuation())
 		default:
 			failures++
@@ -583,9 +642,11 @@ func (d *delegation) applyTask(t *sdk.Task) {
 		if art == nil {
 			continue
 		}
-		v := &artifactView{id: art.ID, parts: append([]*sdk.Part(nil), art.Parts...)}
+		v := d.newArtifactView(art.ID)
+		var full strings.Builder
+		v.add(art.Parts, func(s string) { full.WriteString(s) })
 		views = append(views, v)
-		d.tr.set(artifactKey(v.id), PartsText(v.parts))
+		d.tr.set(artifactKey(v.id), full.String())
 	}
 	d.artifacts = views
 	d.applyStatus(t.Status)
@@ -645,16 +706,23 @@ func (d *delegation) applyArtifact(e *sdk.TaskArtifactUpdateEvent) {
 			break
 		}
 	}
-	if v == nil {
-		v = &artifactView{id: e.Artifact.ID}
-		d.artifacts = append(d.artifacts, v)
+	key := artifactKey(e.Artifact.ID)
+	if v == nil || !e.Append {
+		// A new artifact, or a replaced one: its text is known whole, and the transcript
+		// compares it with what was reported.
+		nv := d.newArtifactView(e.Artifact.ID)
+		var full strings.Builder
+		nv.add(e.Artifact.Parts, func(s string) { full.WriteString(s) })
+		if v == nil {
+			d.artifacts = append(d.artifacts, nv)
+		} else {
+			*v = *nv
+		}
+		d.tr.set(key, full.String())
+		return
 	}
-	if e.Append {
-		v.parts = append(v.parts, e.Artifact.Parts...)
-	} else {
-		v.parts = append([]*sdk.Part(nil), e.Artifact.Parts...)
-	}
-	d.tr.set(artifactKey(v.id), PartsText(v.parts))
+	// An appended chunk extends the artifact: only the chunk is rendered and reported.
+	v.add(e.Artifact.Parts, func(s string) { d.tr.add(key, s) })
 }
 
 func artifactKey(id sdk.ArtifactID) string { return "artifact:" + string(id) }
@@ -678,8 +746,25 @@ func (d *delegation) result() *Result {
 		statusText = PartsText(d.status.Message.Parts)
 	}
 	var arts []string
+	room := d.a.opts.MaxResultText
 	for _, v := range d.artifacts {
-		if t := PartsText(v.parts); t != "" {
+		t := v.text.String()
+		if v.text.omitted > 0 {
+			res.Omitted += v.text.omitted
+		}
+		if t == "" {
+			continue
+		}
+		if len(t) > room {
+			cut := room
+			for cut > 0 && !utf8.RuneStart(t[cut]) {
+				cut--
+			}
+			res.Omitted += int64(len(t) - cut)
+			t = t[:cut]
+		}
+		room -= len(t)
+		if t != "" {
 			arts = append(arts, t)
 		}
 	}

@@ -454,10 +454,10 @@ func TestSendErrors(t *testing.T) {
 					}
 				})
 			}
-			t.Run("other errors are not classified", func(t *testing.T) {
+			t.Run("protocol errors are unreachable, never a failed task", func(t *testing.T) {
 				_, err := a.Send(testCtx(t), Request{Prompt: "broken"}, Observer{})
-				require.Error(t, err)
-				for _, sentinel := range []error{ErrUnreachable, ErrInvalidTransition, ErrAuth, ErrCapabilityGap} {
+				require.ErrorIs(t, err, ErrUnreachable)
+				for _, sentinel := range []error{ErrInvalidTransition, ErrAuth, ErrCapabilityGap} {
 					assert.NotErrorIs(t, err, sentinel)
 				}
 			})

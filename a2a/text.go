@@ -1,9 +1,12 @@
 package a2a
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 )
@@ -14,31 +17,84 @@ import (
 // on a line of its own.
 func PartsText(parts []*sdk.Part) string {
 	var b strings.Builder
-	prevText := true
+	r := newRenderer()
+	r.add(parts, func(s string) { b.WriteString(s) })
+	return b.String()
+}
+
+// renderer renders parts as PartsText does, incrementally: parts appended later render
+// exactly as if they had been there from the start, and nothing rendered is kept, so a
+// long stream of chunks costs time linear in its size.
+type renderer struct {
+	prevText bool // the last rendered part was text (or nothing was rendered yet)
+	any      bool // something was written
+	endsNL   bool // what was written ends with a newline
+}
+
+func newRenderer() renderer { return renderer{prevText: true} }
+
+// add renders parts, passing each piece of output to w.
+func (r *renderer) add(parts []*sdk.Part, w func(string)) {
 	for _, p := range parts {
 		if p == nil {
 			continue
 		}
 		if t, ok := p.Content.(sdk.Text); ok {
-			if !prevText && b.Len() > 0 {
-				b.WriteByte('\n')
+			if !r.prevText && r.any {
+				r.write("\n", w)
 			}
-			b.WriteString(string(t))
-			prevText = true
+			r.write(string(t), w)
+			r.prevText = true
 			continue
 		}
 		s := partText(p)
 		if s == "" {
 			continue
 		}
-		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
-			b.WriteByte('\n')
+		if r.any && !r.endsNL {
+			r.write("\n", w)
 		}
-		b.WriteString(s)
-		prevText = false
+		r.write(s, w)
+		r.prevText = false
 	}
-	return b.String()
 }
+
+func (r *renderer) write(s string, w func(string)) {
+	if s == "" {
+		return
+	}
+	r.any = true
+	r.endsNL = s[len(s)-1] == '\n'
+	w(s)
+}
+
+// cappedText keeps the first max bytes written to it and counts the rest.
+type cappedText struct {
+	b       strings.Builder
+	max     int
+	omitted int64
+}
+
+func (c *cappedText) write(s string) {
+	room := c.max - c.b.Len()
+	if room >= len(s) {
+		c.b.WriteString(s)
+		return
+	}
+	if room > 0 {
+		cut := room
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		c.b.WriteString(s[:cut])
+		room = cut
+	} else {
+		room = 0
+	}
+	c.omitted += int64(len(s) - room)
+}
+
+func (c *cappedText) String() string { return c.b.String() }
 
 // partText renders one non-text part.
 func partText(p *sdk.Part) string {
@@ -73,10 +129,11 @@ func fileText(name, mediaType string) string {
 	return fmt.Sprintf("[file: %s (%s)]", name, mediaType)
 }
 
-// transcript tracks, per text source (an artifact, a message), the text already reported,
-// and reports only what extends it. See the package doc.
+// transcript tracks, per text source (an artifact, a message), how much text was already
+// reported, and reports only what extends it. See the package doc. It keeps a length and a
+// running hash per source, not the text, so its memory does not grow with the text.
 type transcript struct {
-	reported map[string]string
+	reported map[string]*sourceState
 	emit     func(string)
 	silent   bool
 	// last is the source of the last report and endsLine whether everything reported so
@@ -86,28 +143,57 @@ type transcript struct {
 	endsLine bool
 }
 
+// sourceState is what was reported of one source: its length and the hash of those bytes.
+type sourceState struct {
+	n int
+	h hash.Hash
+}
+
 func newTranscript(emit func(string)) *transcript {
-	return &transcript{reported: map[string]string{}, emit: emit}
+	return &transcript{reported: map[string]*sourceState{}, emit: emit}
+}
+
+func (t *transcript) state(key string) *sourceState {
+	st := t.reported[key]
+	if st == nil {
+		st = &sourceState{h: sha256.New()}
+		t.reported[key] = st
+	}
+	return st
 }
 
 // set records that source key now reads full, reporting what was not reported yet.
 //   - full extends what was reported: the rest is reported;
-//   - full is a prefix of what was reported (a snapshot older than the stream): nothing;
+//   - full is shorter than what was reported (a snapshot older than the stream): nothing;
 //   - anything else (the source was replaced by different content): full is reported anew.
 func (t *transcript) set(key, full string) {
-	prev := t.reported[key]
-	var delta string
-	replaced := false
+	st := t.state(key)
 	switch {
-	case strings.HasPrefix(full, prev):
-		delta = full[len(prev):]
-	case strings.HasPrefix(prev, full):
+	case len(full) >= st.n && st.n == 0:
+		t.extend(key, st, full, false)
+	case len(full) >= st.n && sameHash(st, full[:st.n]):
+		t.extend(key, st, full[st.n:], false)
+	case len(full) < st.n:
 		return
 	default:
-		delta, replaced = full, true
+		st.n = 0
+		st.h.Reset()
+		t.extend(key, st, full, true)
 	}
-	t.reported[key] = full
-	if delta == "" || t.silent || t.emit == nil {
+}
+
+// add records that source key grew by delta (an appended chunk) and reports it.
+func (t *transcript) add(key, delta string) {
+	t.extend(key, t.state(key), delta, false)
+}
+
+func (t *transcript) extend(key string, st *sourceState, delta string, replaced bool) {
+	if delta == "" {
+		return
+	}
+	st.n += len(delta)
+	st.h.Write([]byte(delta))
+	if t.silent || t.emit == nil {
 		return
 	}
 	if t.any && !t.endsLine && (t.last != key || replaced) {
@@ -116,4 +202,10 @@ func (t *transcript) set(key, full string) {
 	t.last, t.any = key, true
 	t.endsLine = strings.HasSuffix(delta, "\n")
 	t.emit(delta)
+}
+
+// sameHash reports whether prefix hashes as the text reported for st.
+func sameHash(st *sourceState, prefix string) bool {
+	h := sha256.Sum256([]byte(prefix))
+	return string(st.h.Sum(nil)) == string(h[:])
 }

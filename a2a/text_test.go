@@ -113,13 +113,15 @@ func TestClassify(t *testing.T) {
 		{"unsupported content type", rpc(sdk.ErrUnsupportedContentType), nil, false, ErrCapabilityGap},
 		{"task not found on a continuation", rpc(sdk.ErrTaskNotFound), nil, true, ErrInvalidTransition},
 		{"invalid params on a continuation", rpc(sdk.ErrInvalidParams), nil, true, ErrInvalidTransition},
-		{"invalid params on a new task", rpc(sdk.ErrInvalidParams), nil, false, nil},
+		{"invalid params on a new task is a protocol error", rpc(sdk.ErrInvalidParams), nil, false, ErrUnreachable},
 		{"503", errors.New("unexpected HTTP status: 503"), status(503), false, ErrUnreachable},
 		{"429", errors.New("unexpected HTTP status: 429"), status(429), false, ErrUnreachable},
-		{"404 is an answer", errors.New("unexpected HTTP status: 404"), status(404), false, nil},
+		{"404 is a protocol error", errors.New("unexpected HTTP status: 404"), status(404), false, ErrUnreachable},
 		{"network", fmt.Errorf("send: %w", &url.Error{Op: "Post", URL: "http://x", Err: errors.New("connection refused")}), nil, false, ErrUnreachable},
 		{"cut body", fmt.Errorf("SSE stream error: %w", io.ErrUnexpectedEOF), nil, false, ErrUnreachable},
-		{"internal error", rpc(sdk.ErrInternalError), nil, false, nil},
+		{"internal error is a protocol error", rpc(sdk.ErrInternalError), nil, false, ErrUnreachable},
+		{"invalid agent response", fmt.Errorf("decode: %w", sdk.ErrInvalidAgentResponse), nil, false, ErrUnreachable},
+		{"parse error", rpc(sdk.ErrParseError), nil, false, ErrUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := classify("peer", tc.err, tc.rec, tc.continuation)

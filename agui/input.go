@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 )
@@ -19,6 +21,8 @@ const (
 	CodeInvalidJSON  = "INVALID_JSON"
 	CodeInvalidInput = "INVALID_INPUT"
 	CodeBodyTooLarge = "BODY_TOO_LARGE"
+	// CodeBodyTimeout: the body did not arrive within the server's body read timeout.
+	CodeBodyTimeout = "BODY_TIMEOUT"
 )
 
 // Message roles.
@@ -197,6 +201,9 @@ func DecodeRunAgentInput(r io.Reader, maxBytes int64) (*RunAgentInput, error) {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge(mbe.Limit)
 		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &InputError{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout, Message: "the request body did not arrive in time"}
+		}
 		return nil, invalid("the request body could not be read")
 	}
 	if int64(len(body)) > maxBytes {
@@ -289,8 +296,14 @@ func (in *RunAgentInput) validate() *InputError {
 	if in.ThreadID == "" {
 		return invalid("threadId is required and must be a non-empty string")
 	}
+	if !ValidID(in.ThreadID) {
+		return invalid("threadId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", MaxIDLen)
+	}
 	if in.RunID == "" {
 		return invalid("runId is required and must be a non-empty string")
+	}
+	if !ValidID(in.RunID) {
+		return invalid("runId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", MaxIDLen)
 	}
 	in.State = nullToNil(in.State)
 	in.ForwardedProps = nullToNil(in.ForwardedProps)
@@ -302,15 +315,8 @@ func (in *RunAgentInput) validate() *InputError {
 			return err
 		}
 	}
-	for i := range in.Tools {
-		t := &in.Tools[i]
-		if t.Name == "" {
-			return invalid("tools[%d].name is required", i)
-		}
-		t.Parameters = nullToNil(t.Parameters)
-		if t.Parameters != nil && t.Parameters[0] != '{' {
-			return invalid("tools[%d].parameters must be an object", i)
-		}
+	if err := validateTools(in.Tools); err != nil {
+		return err
 	}
 	for i := range in.Resume {
 		e := &in.Resume[i]

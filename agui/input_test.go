@@ -268,8 +268,8 @@ func FuzzDecodeRunAgentInput(f *testing.F) {
 			}
 			return
 		}
-		if in.ThreadID == "" || in.RunID == "" {
-			t.Fatalf("accepted input without ids: %+v", in)
+		if !ValidID(in.ThreadID) || !ValidID(in.RunID) {
+			t.Fatalf("accepted input with invalid ids: %q %q", in.ThreadID, in.RunID)
 		}
 		for _, m := range in.Messages {
 			if !knownRoles[m.Role] {

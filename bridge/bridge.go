@@ -170,6 +170,12 @@ func Unreachable(what string) string {
 		"Try again later, or use another agent or tool.", TagUnreachable, oneLine(what))
 }
 
+// Caps of the name lists in a retry signal (DESIGN §7).
+const (
+	MaxValidNextActions = 8
+	MaxKnownActions     = 10
+)
+
 // Signal is the JSON object of a retry signal or refusal (DESIGN §7). Code, Requested,
 // Message and ValidNextActions are always present; the rest depends on the code.
 type Signal struct {
@@ -206,6 +212,14 @@ type Resolution struct {
 func Retry(s Signal) string {
 	if s.ValidNextActions == nil {
 		s.ValidNextActions = []string{}
+	}
+	// The model already has the whole tool list: a signal names only what is useful now
+	// (DESIGN §7), whatever the caller passed.
+	if len(s.ValidNextActions) > MaxValidNextActions {
+		s.ValidNextActions = s.ValidNextActions[:MaxValidNextActions]
+	}
+	if len(s.KnownActions) > MaxKnownActions {
+		s.KnownActions = s.KnownActions[:MaxKnownActions]
 	}
 	raw, err := compactJSON(s)
 	if err != nil && s.Details != nil {

@@ -23,12 +23,16 @@ func Untrusted(s string) string { return UntrustedN(s, DefaultMaxUntrusted) }
 //     form feed, NEL, U+2028 and U+2029 (so no line can hide behind them);
 //   - other control characters (C0 except "\t" and "\n", DEL, C1) and invalid UTF-8
 //     become U+FFFD;
-//   - every line that could be read as a tag gets a leading backslash: a line whose first
-//     character after whitespace and invisible format characters is "[" (or its full-width
-//     form) followed by a word of letters, digits and "_" that is upper case or followed
-//     by ":" or "]" (any case). A line that already starts with
-//     a backslash (after the same prefix) gets one too, so escaping stays unambiguous: one
-//     leading backslash is always ours.
+//   - every line that could be read as a tag gets a leading backslash. The check looks at
+//     the line's skeleton (NFKD, invisible and combining characters removed, look-alike
+//     letters, brackets and colons folded to ASCII; see skeleton), so "[C\u200bOMPLETED]",
+//     "［ＣＯＭＰＬＥＴＥＤ］", Cyrillic look-alikes and "【COMPLETED】" are caught. A line is
+//     tag-like when, after whitespace, "[" is followed by a word of letters, digits and "_"
+//     that is upper case or followed by ":" or "]" (any case), or when, with all spacing
+//     and underscores removed, it starts with "[" and a tag name of the closed set
+//     ("[C O M P L E T E D]"). A line that already starts with a backslash (after the
+//     same prefix) gets one too, so escaping stays unambiguous: one leading backslash is
+//     always ours.
 func UntrustedN(s string, max int) string {
 	truncated := 0
 	if max > 0 && len(s) > max {
@@ -84,8 +88,52 @@ func normalise(s string) string {
 	return b.String()
 }
 
-// needsEscape reports whether a line could be read as a tag, or starts with a backslash.
+// needsEscape reports whether a line could be read as a tag, or starts with a backslash,
+// once its disguises are removed.
 func needsEscape(line string) bool {
+	sk := skeleton(line)
+	return tagLike(sk) || spacedTag(sk)
+}
+
+// compactTagNames are the closed set of tag names without underscores, for spacedTag.
+var compactTagNames = func() []string {
+	names := []string{TagCompleted, TagFailed, TagRejected, TagCanceled, "CANCELLED", TagInputRequired,
+		TagAuthRequired, TagTimeout, TagUnreachable, TagOK, TagError, TagRetry, TagAnswered, TagDeclined}
+	for i, n := range names {
+		names[i] = strings.ReplaceAll(n, "_", "")
+	}
+	return names
+}()
+
+// spacedTag reports whether a skeleton, with every space, separator and underscore removed
+// and in upper case, starts with "[" and a tag name followed by "]", ":", "=" or the end:
+// "[ C O M P L E T E D ]" and "[Input Required: x]" read as tags too.
+func spacedTag(sk string) bool {
+	var b strings.Builder
+	for _, r := range sk {
+		if unicode.IsSpace(r) || unicode.In(r, unicode.Z) || r == '_' || r == '-' || r == '.' || r == '·' {
+			continue
+		}
+		b.WriteRune(unicode.ToUpper(r))
+		if b.Len() > 32 {
+			break
+		}
+	}
+	c, ok := strings.CutPrefix(b.String(), "[")
+	if !ok {
+		return false
+	}
+	for _, n := range compactTagNames {
+		if rest, ok := strings.CutPrefix(c, n); ok && (rest == "" || rest[0] == ']' || rest[0] == ':' || rest[0] == '=') {
+			return true
+		}
+	}
+	return false
+}
+
+// tagLike reports whether a skeleton starts (after whitespace) with a backslash, or with
+// "[" and a word that reads as a tag.
+func tagLike(line string) bool {
 	rest := strings.TrimLeftFunc(line, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r)
 	})

@@ -89,7 +89,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
-			ValidNextActions: r.validNext(t), Reason: "prompt is missing or not a non-empty string",
+			ValidNextActions: r.nextActions(t, a.Name), Reason: "prompt is missing or not a non-empty string",
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
 		})}
 	}
@@ -100,7 +100,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 			return toolOutcome{result: bridge.Retry(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
-				ValidNextActions: r.validNext(t), Reason: "task_id is not a string",
+				ValidNextActions: r.nextActions(t, a.Name), Reason: "task_id is not a string",
 				Details: &bridge.Details{Field: "task_id", Got: raw},
 			})}
 		}
@@ -125,18 +125,26 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 	}
 
 	d := &delegation{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
-	defer d.item.Release()
+	// detached is set when the request outlives this call (a timeout before the task id
+	// was known): the background goroutine then releases it.
+	detached := false
+	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if !detached {
+			stopSend()
+			d.item.Release()
+		}
+	}()
 	if req.TaskID != "" {
 		d.onTask(req.TaskID, req.ContextID)
 	}
-	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: a.Description, ParentToolCallID: callID})
+	description, _ := a.describe()
+	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 
 	type sent struct {
 		res *a2a.Result
 		err error
 	}
-	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSend()
 	out := make(chan sent, 1)
 	go func() {
 		res, err := a.Client.Send(sendCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
@@ -161,17 +169,57 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
 		return toolOutcome{}
 	case <-timer.C:
+		if d.taskIDKnown() == "" {
+			// The agent has not named its task (it may have sent headers and nothing
+			// else): the timeout is the time the run waits, so the run goes on now. The
+			// request stays open in the background until the cancel deadline, so that a
+			// late task id still gets its CancelTask.
+			detached = true
+			go func() {
+				defer d.item.Release()
+				r.logCancel(d.item.CancelNow())
+				stopSend()
+				<-out
+			}()
+			d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; it never named its task, so the cancellation is not confirmed."})
+			return toolOutcome{result: bridge.TimeoutCancel("", a.Timeout, nil)}
+		}
 		rep := d.item.CancelNow()
 		r.logCancel(rep)
 		taskID := rep.ID
 		stopSend()
 		<-out
-		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; its task was cancelled."})
-		if taskID != "" {
+		msg := "The sub-agent did not finish in time; its task was cancelled."
+		if rep.Err != nil {
+			msg = "The sub-agent did not finish in time; the cancellation of its task was not confirmed."
+		}
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: msg})
+		if taskID != "" && rep.Err == nil {
 			r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
 		}
-		return toolOutcome{result: bridge.Timeout(taskID, a.Timeout)}
+		return toolOutcome{result: bridge.TimeoutCancel(taskID, a.Timeout, rep.Err)}
 	}
+}
+
+// describer is a Delegate that knows its agent's current description and skills (an
+// a2a.Agent re-reads its card, so they can change while the engine runs).
+type describer interface {
+	Info() (a2a.Info, bool)
+}
+
+// describe returns the agent's description and skills: the current card's when the
+// client knows them, else the configured ones. ok is false while the agent's card has not
+// been read (the agent then answers [UNREACHABLE]).
+func (a *Agent) describe() (description string, skills []a2a.Skill) {
+	if dc, ok := a.Client.(describer); ok {
+		if info, ok := dc.Info(); ok {
+			return info.Description, info.Skills
+		}
+		if a.Description == "" {
+			return "Sub-agent " + a.Name + " (its agent card has not been read yet: calls answer [UNREACHABLE] until it is).", nil
+		}
+	}
+	return a.Description, a.Skills
 }
 
 func (d *delegation) taskIDKnown() string {
@@ -196,7 +244,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
-		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, r.validNext(t))}
+		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))}
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	if m := r.e.cfg.Metrics; m != nil {
@@ -242,7 +290,7 @@ func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskI
 		return bridge.Retry(bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,
 			Message:          msg,
-			ValidNextActions: r.validNext(t),
+			ValidNextActions: r.nextActions(t, a.Name),
 		})
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)

@@ -68,8 +68,8 @@ type Delegate interface {
 // ToolServer is the MCP side as the engine uses it (implemented by *mcpclient.Registry).
 type ToolServer interface {
 	Tools() []mcpclient.Tool
-	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (string, error)
-	Resume(ctx context.Context, in *mcpclient.InputRequired, responses map[string]*mcp.ElicitResult, opts mcpclient.CallOptions) (string, error)
+	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (mcpclient.Result, error)
+	Resume(ctx context.Context, in *mcpclient.InputRequired, responses map[string]*mcp.ElicitResult, opts mcpclient.CallOptions) (mcpclient.Result, error)
 	Abandon(ctx context.Context, in *mcpclient.InputRequired) error
 }
 
@@ -108,9 +108,12 @@ type Config struct {
 	Model  llm.Model
 	Agents []Agent
 	// Tools is optional: nil when no MCP servers are configured.
-	Tools  ToolServer
-	Limits Limits
-	Logger *slog.Logger
+	Tools ToolServer
+	// OnToolError maps an MCP server's name to what a tool error does to the run
+	// (OnToolErrorRetry, the default, OnToolErrorFail or OnToolErrorError).
+	OnToolError map[string]string
+	Limits      Limits
+	Logger      *slog.Logger
 	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
 	CancelTimeout time.Duration
 	// Metrics is optional.

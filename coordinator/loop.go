@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/baton-dev/baton/bridge"
@@ -15,7 +16,9 @@ import (
 // Loop detection.
 //
 // Design note: a loop is recognised on two stable signatures: (tool, canonical JSON of the
-// arguments) for calls, and (tool, tag and code of the error) for results. Arguments are
+// arguments) for calls, and (tool, tag, code and detail of the error) for results. An error
+// signature counts once per turn: several different calls in one turn that fail alike are
+// one attempt, not a loop (DESIGN §6). Arguments are
 // canonicalised (keys sorted, numbers normalised, whitespace dropped) and hashed, so that
 // the model cannot dodge the detector by reordering keys, and the state stays small. A call
 // signature is checked before the call is sent (Predict): the call that would reach the
@@ -59,14 +62,20 @@ func (c LoopConfig) thresholds() (soft, hard int) {
 type LoopDetector struct {
 	soft, hard int
 	counts     map[string]int
+	// turn holds the error signatures seen in the current turn: several calls of one turn
+	// that fail alike count once (they are one attempt of the model, not a loop).
+	turn map[string]bool
 }
 
 // Loops returns a loop detector over st's signature counts.
 func (st *FailureState) Loops(cfg LoopConfig) *LoopDetector {
 	st.init()
 	soft, hard := cfg.thresholds()
-	return &LoopDetector{soft: soft, hard: hard, counts: st.Signatures}
+	return &LoopDetector{soft: soft, hard: hard, counts: st.Signatures, turn: map[string]bool{}}
 }
+
+// NextTurn starts a new turn for ObserveResult.
+func (d *LoopDetector) NextTurn() { clear(d.turn) }
 
 // CallSignature is the stable signature of a call: its tool and the hash of its canonical
 // arguments.
@@ -76,9 +85,27 @@ func CallSignature(tool, args string) string {
 }
 
 // ErrorSignature is the stable signature of an error result of tool: the tag and retry
-// code of its first line. ok is false when the result is not an error: only [RETRY:…],
-// [ERROR], [FAILED], [REJECTED], [TIMEOUT…] and [UNREACHABLE] are.
+// code of its first line, and a hash of the error's detail (the rest of the result, less
+// the attempts left), so that the same failure repeated is one signature and two different
+// failures of a tool are two. ok is false when the result is not an error: only
+// [RETRY:…], [ERROR], [FAILED], [REJECTED], [TIMEOUT…] and [UNREACHABLE] are.
 func ErrorSignature(tool, result string) (sig string, ok bool) {
+	code, ok := errorCode(result)
+	if !ok {
+		return "", false
+	}
+	_, detail, _ := strings.Cut(result, "]")
+	detail = attemptsLeft.ReplaceAllString(detail, "")
+	sum := sha256.Sum256([]byte(detail))
+	return "error:" + tool + ":" + code + ":" + hex.EncodeToString(sum[:8]), true
+}
+
+// attemptsLeft matches the part of a retry signal that changes while the same error
+// repeats.
+var attemptsLeft = regexp.MustCompile(`"attempts_left":-?[0-9]+,?`)
+
+// errorCode is the tag (with its retry code) of an error result.
+func errorCode(result string) (string, bool) {
 	tag, arg, known := bridge.ParseTag(result)
 	if !known || !isErrorTag(tag) {
 		return "", false
@@ -86,7 +113,7 @@ func ErrorSignature(tool, result string) (sig string, ok bool) {
 	if tag == bridge.TagRetry {
 		tag += ":" + arg
 	}
-	return "error:" + tool + ":" + tag, true
+	return tag, true
 }
 
 func isErrorTag(tag string) bool {
@@ -133,9 +160,10 @@ func (d *LoopDetector) Observe(c llm.ToolCall) (count int, soft bool) {
 	return n, n >= d.soft
 }
 
-// ObserveResult records the result of c. An error result counts towards its (tool, error)
-// signature and returns loop_detected when that reaches the hard threshold; a result that
-// makes progress clears the error counts of the tool.
+// ObserveResult records the result of c. An error result counts towards its (tool, error
+// code and detail) signature, once per turn, and returns loop_detected when that reaches
+// the hard threshold across turns; a result that makes progress clears the error counts of
+// the tool.
 func (d *LoopDetector) ObserveResult(c llm.ToolCall, result string) *Failure {
 	sig, isErr := ErrorSignature(c.Name, result)
 	if !isErr {
@@ -149,9 +177,13 @@ func (d *LoopDetector) ObserveResult(c llm.ToolCall, result string) *Failure {
 		}
 		return nil
 	}
+	if d.turn[sig] {
+		return nil
+	}
+	d.turn[sig] = true
 	d.counts[sig]++
 	if n := d.counts[sig]; n >= d.hard {
-		code := strings.TrimPrefix(sig, "error:"+c.Name+":")
+		code, _ := errorCode(result)
 		return &Failure{Kind: KindLoopDetected, Tool: c.Name, Code: code,
 			Explanation: fmt.Sprintf("%s returned the same error %d times in a row.", capitalise(toolLabel(c.Name)), n)}
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,13 +46,13 @@ func TestErrorSignature(t *testing.T) {
 		sig    string
 		ok     bool
 	}{
-		{`[RETRY:tool_error] {"error":"tool_error"}`, "error:t:RETRY:tool_error", true},
-		{`[RETRY:validation_failed] {}`, "error:t:RETRY:validation_failed", true},
-		{"[ERROR]\nboom", "error:t:ERROR", true},
-		{"[FAILED]\nno", "error:t:FAILED", true},
-		{"[REJECTED]\nno", "error:t:REJECTED", true},
-		{"[TIMEOUT:task_id=abc]\nslow", "error:t:TIMEOUT", true},
-		{"[UNREACHABLE]\ndown", "error:t:UNREACHABLE", true},
+		{`[RETRY:tool_error] {"error":"tool_error"}`, "error:t:RETRY:tool_error:", true},
+		{`[RETRY:validation_failed] {}`, "error:t:RETRY:validation_failed:", true},
+		{"[ERROR]\nboom", "error:t:ERROR:", true},
+		{"[FAILED]\nno", "error:t:FAILED:", true},
+		{"[REJECTED]\nno", "error:t:REJECTED:", true},
+		{"[TIMEOUT:task_id=abc]\nslow", "error:t:TIMEOUT:", true},
+		{"[UNREACHABLE]\ndown", "error:t:UNREACHABLE:", true},
 		{"[OK]\nfine", "", false},
 		{"[COMPLETED]\nfine", "", false},
 		{"[CANCELED]\nx", "", false},
@@ -60,7 +61,38 @@ func TestErrorSignature(t *testing.T) {
 	for _, tt := range tests {
 		sig, ok := ErrorSignature("t", tt.result)
 		assert.Equal(t, tt.ok, ok, tt.result)
-		assert.Equal(t, tt.sig, sig, tt.result)
+		if tt.ok {
+			assert.True(t, strings.HasPrefix(sig, tt.sig), "%s: %s", tt.result, sig)
+		} else {
+			assert.Empty(t, sig)
+		}
+	}
+	// The detail is part of the signature, the attempts left are not.
+	a, _ := ErrorSignature("t", `[RETRY:validation_failed] {"reason":"a is missing","attempts_left":2}`)
+	b, _ := ErrorSignature("t", `[RETRY:validation_failed] {"reason":"a is missing","attempts_left":1}`)
+	c, _ := ErrorSignature("t", `[RETRY:validation_failed] {"reason":"b is missing"}`)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, c)
+}
+
+// Issue 10, defect 2: three calls with different arguments that each fail validation in
+// one turn are no loop; the same failure in three turns is.
+func TestLoopNotWithinOneTurn(t *testing.T) {
+	var st FailureState
+	d := st.Loops(LoopConfig{})
+	bad := bridge.Retry(bridge.Signal{Code: "validation_failed", Requested: "fs__read", Message: "m", Reason: "path: expected a string, got nothing"})
+	for i := range 3 {
+		assert.Nil(t, d.ObserveResult(call("fs__read", fmt.Sprintf(`{"x":%d}`, i)), bad), "call %d of one turn", i)
+	}
+	for turn := 2; turn <= 3; turn++ {
+		d.NextTurn()
+		f := d.ObserveResult(call("fs__read", `{"x":9}`), bad)
+		if turn < 3 {
+			assert.Nil(t, f)
+		} else {
+			require.NotNil(t, f, "the same failure in three turns")
+			assert.Equal(t, "RETRY:validation_failed", f.Code)
+		}
 	}
 }
 
@@ -118,8 +150,11 @@ func TestLoopOnRepeatedError(t *testing.T) {
 	divide := func(args string) llm.ToolCall { return call("demo__divide", args) }
 	tool := bridge.Retry(bridge.Signal{Code: "tool_error", Requested: "demo__divide", Message: "m"})
 
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{"a":1,"b":0}`), tool))
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{"a":2,"b":0}`), tool))
+	d.NextTurn()
 	f := d.ObserveResult(divide(`{"a":3,"b":0}`), tool)
 	require.NotNil(t, f, "the same error three times, whatever the arguments")
 	assert.Equal(t, KindLoopDetected, f.Kind)
@@ -127,13 +162,21 @@ func TestLoopOnRepeatedError(t *testing.T) {
 	assert.Equal(t, `The tool "demo__divide" returned the same error 3 times in a row.`, f.Explanation)
 
 	d.Reset()
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{}`), "[OK]\n2"), "success clears the tool's errors")
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(call("other", `{}`), tool), "errors are counted per tool")
+	d.NextTurn()
 	assert.Nil(t, d.ObserveResult(divide(`{}`), "[ERROR]\nx"), "another error is another signature")
+	d.NextTurn()
 	assert.NotNil(t, d.ObserveResult(divide(`{}`), tool))
 	assert.Nil(t, d.ObserveResult(divide(`{}`), "[CANCELED]\nx"), "neither error nor progress")
 }

@@ -171,7 +171,7 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = toolOutcome{result: LoopRefusal(c, r.guard.ValidNextActions())}
+			outcomes[i] = toolOutcome{result: LoopRefusal(c, r.nextActions(t, c.Name))}
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}

@@ -348,6 +348,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	}
 	var open []store.Interrupt
 	var results []string
+	r.loops.NextTurn()
 	for i, c := range calls {
 		if len(outcomes[i].interrupts) > 0 {
 			open = append(open, outcomes[i].interrupts...)
@@ -356,7 +357,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		res := outcomes[i].result
 		results = append(results, res)
 		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res})
-		if f := DetectToolResult(c.Name, res); f != nil {
+		if f := DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}
 		if sent[i] {
@@ -389,6 +390,21 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	}
 	r.finishInterrupted(open)
 	return conv, true, "interrupt"
+}
+
+// sameToolError reports whether fails already holds a tool_error of f's tool: parallel
+// calls of one tool in one turn spend one attempt of its retry budget, as they read one
+// attempt count when their signals were rendered.
+func sameToolError(fails []Failure, f *Failure) bool {
+	if f.Kind != KindToolError {
+		return false
+	}
+	for _, g := range fails {
+		if g.Kind == KindToolError && g.Tool == f.Tool {
+			return true
+		}
+	}
+	return false
 }
 
 // emitResult streams a finished tool call's tagged result (not for a suspended call).

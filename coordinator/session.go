@@ -11,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/bridge"
 	cancelpkg "github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -49,7 +50,7 @@ func (s *SessionElicitor) Close() {
 }
 
 type sessionResult struct {
-	res string
+	res mcpclient.Result
 	err error
 }
 
@@ -154,14 +155,14 @@ func schemaMap(v any) map[string]any {
 // context detached from the run (it may outlive it while the user decides); the tool
 // timeout is enforced here and paused while the user is being asked.
 func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
-	return r.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (string, error) {
+	return r.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		return r.e.cfg.Tools.Call(cctx, c.Name, args, opts)
 	})
 }
 
 // runSessionCall runs call (a Call or a Resume) on a session waiter of its own, so that an
 // in-session question from the server can be raised as an interrupt.
-func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (string, error)) toolOutcome {
+func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	w := &sessionWaiter{id: newID("sess"), callID: callID, opts: r.e.hitlOptions(),
@@ -177,11 +178,11 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 		// result long before that, since the call only ends once it was answered.
 		time.AfterFunc(time.Minute, func() { s.remove(w.id); stop() })
 	}()
-	return r.awaitSession(ctx, w, callID, name)
+	return r.awaitSession(ctx, t, w, callID, name)
 }
 
 // awaitSession waits for the call to end, to ask the user, to be cancelled or to time out.
-func (r *Run) awaitSession(ctx context.Context, w *sessionWaiter, callID, name string) toolOutcome {
+func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, callID, name string) toolOutcome {
 	item := r.scope.Track(cancelpkg.KindMCPCall, name)
 	item.Arm("", func(context.Context, string) error { w.stop(); return nil })
 	defer item.Release()
@@ -191,7 +192,7 @@ func (r *Run) awaitSession(ctx context.Context, w *sessionWaiter, callID, name s
 	case sr := <-w.result:
 		r.e.cfg.Sessions.remove(w.id)
 		w.stop()
-		return r.mcpOutcome(ctx, callID, name, sr.res, sr.err)
+		return r.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
 	case in := <-w.asked:
 		// The call stays open, waiting for the user; it no longer belongs to this run.
 		return toolOutcome{interrupts: []store.Interrupt{in}}
@@ -207,13 +208,13 @@ func (r *Run) awaitSession(ctx context.Context, w *sessionWaiter, callID, name s
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "action_timeout", Requested: name,
 			Message:          "The tool did not answer in time; the call was cancelled.",
-			ValidNextActions: []string{name}, TimeoutSeconds: r.e.cfg.Limits.ToolTimeout.Seconds(),
+			ValidNextActions: r.nextActions(t, name), TimeoutSeconds: r.e.cfg.Limits.ToolTimeout.Seconds(),
 		})}
 	}
 }
 
 // deliverSession hands the answer to a call still waiting in memory and takes its result.
-func (r *Run) deliverSession(ctx context.Context, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
+func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
 	h := decodeHandle(in)
 	w := r.e.cfg.Sessions.get(h.Session)
 	if w == nil {
@@ -237,7 +238,7 @@ func (r *Run) deliverSession(ctx context.Context, callID string, in store.Interr
 	if !r.e.cfg.Sessions.answer(w.id, res) {
 		return toolOutcome{result: bridge.Error("The tool's question can no longer be answered.")}
 	}
-	return r.awaitSession(ctx, w, callID, metaTool(in))
+	return r.awaitSession(ctx, t, w, callID, metaTool(in))
 }
 
 // metaTool returns "<server>__<tool>" of an MCP interrupt, from its metadata.
@@ -248,7 +249,7 @@ func metaTool(in store.Interrupt) string {
 	if server == "" {
 		return tool
 	}
-	return ToolName(server + "__" + tool)
+	return toolname.MCP(server, tool)
 }
 
 func jsonRoundTrip(in, out any) error {

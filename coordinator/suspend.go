@@ -235,6 +235,11 @@ func interruptTool(in store.Interrupt) string {
 	case hitl.KindAskUser:
 		return askUserTool
 	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
+		// The catalog name the call was made under, when the handle has it: it matches
+		// the model's history even where the name had to be disambiguated.
+		if h := decodeHandle(in); h.MCP != nil && h.MCP.Tool != "" {
+			return h.MCP.Tool
+		}
 		return metaTool(in)
 	}
 	return ""
@@ -288,7 +293,7 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 		// The handle, not the kind, says where the call waits: a URL question can come
 		// in-session as well as parked.
 		if h.Session != "" {
-			return r.deliverSession(ctx, callID, first, ans)
+			return r.deliverSession(ctx, t, callID, first, ans)
 		}
 		return r.deliverMCP(ctx, t, callID, ins, answers)
 	default:
@@ -320,7 +325,7 @@ func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []s
 	}
 	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
 	// it runs like a fresh call that can be parked on a session waiter.
-	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (string, error) {
+	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
 	})
 }

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
@@ -116,11 +116,12 @@ func agentDescription(a *Agent) string {
 	var b strings.Builder
 	b.WriteString("Delegate to the sub-agent ")
 	b.WriteString(a.Name)
-	if a.Description != "" {
+	description, skills := a.describe()
+	if description != "" {
 		b.WriteString(": ")
-		b.WriteString(a.Description)
+		b.WriteString(description)
 	}
-	for i, s := range a.Skills {
+	for i, s := range skills {
 		if i == 0 {
 			b.WriteString(" Skills:")
 		}
@@ -139,8 +140,9 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 		if t.hidden[a.Name] {
 			continue
 		}
-		pa := prompts.Agent{Name: a.Name, Description: a.Description}
-		for _, s := range a.Skills {
+		description, skills := a.describe()
+		pa := prompts.Agent{Name: a.Name, Description: description}
+		for _, s := range skills {
 			pa.Skills = append(pa.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
 		}
 		si.Agents = append(si.Agents, pa)
@@ -175,7 +177,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: c.Name,
 			Message:          "The arguments must be a JSON object.",
-			ValidNextActions: r.validNext(t), Reason: "arguments are not a JSON object",
+			ValidNextActions: r.nextActions(t, c.Name), Reason: "arguments are not a JSON object",
 			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
 		})}
 	}
@@ -183,15 +185,15 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 		return r.delegate(ctx, t, a, c.ID, args)
 	}
 	if _, ok := t.mcp[c.Name]; ok {
-		return r.callMCP(ctx, t, c, json.RawMessage(c.Arguments))
+		return r.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
 	}
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)
 	}
 	return toolOutcome{result: bridge.Retry(bridge.Signal{
-		Code: "unknown_action", Requested: c.Name,
-		Message:          fmt.Sprintf("There is no tool named %q. Use one of valid_next_actions.", bridge.UntrustedN(c.Name, 64)),
-		ValidNextActions: r.validNext(t), KnownActions: t.backend,
+		Code: "unknown_action", Requested: bridge.UntrustedN(c.Name, 64),
+		Message:          fmt.Sprintf("There is no tool named %q. Use one of known_actions.", bridge.UntrustedN(c.Name, 64)),
+		ValidNextActions: r.unknownNext(t, c.Name), KnownActions: knownActions(t, c.Name),
 	})}
 }
 
@@ -216,7 +218,7 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 		return toolOutcome{result: bridge.Retry(bridge.Signal{
 			Code: "validation_failed", Requested: askUserTool,
 			Message:          `ask_user needs a non-empty "question" string.`,
-			ValidNextActions: r.validNext(t), Reason: "question is missing",
+			ValidNextActions: r.nextActions(t, askUserTool), Reason: "question is missing",
 			Details: &bridge.Details{Field: "question", Got: args["question"]},
 		})}
 	}
@@ -234,15 +236,10 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 	return toolOutcome{interrupts: []store.Interrupt{in}}
 }
 
-func (r *Run) callMCP(ctx context.Context, t *toolset, c llm.ToolCall, args json.RawMessage) toolOutcome {
-	return r.callMCPSession(ctx, t, c, args)
-}
-
 func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
 	progressID := "progress-" + toolCallID
 	return mcpclient.CallOptions{
-		Actions: r.validNext(t),
-		Park:    true,
+		Park: true,
 		Progress: func(p mcpclient.Progress) {
 			content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}
 			if p.Total > 0 {
@@ -253,38 +250,6 @@ func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
 	}
 }
 
-// mcpOutcome turns the result of an MCP call (or of its resumption) into a tool outcome.
-func (r *Run) mcpOutcome(ctx context.Context, toolCallID, name, res string, err error) toolOutcome {
-	if err == nil {
-		return toolOutcome{result: res}
-	}
-	var need *mcpclient.InputRequired
-	if errors.As(err, &need) {
-		return toolOutcome{interrupts: r.mcpInterrupts(toolCallID, need)}
-	}
-	if ctx.Err() != nil {
-		return toolOutcome{}
-	}
-	if errors.Is(err, mcpclient.ErrToolFailed) {
-		r.setFatal(errors.New("A tool failed and this server is configured to stop the run on tool errors."))
-		return toolOutcome{result: res}
-	}
-	r.log.Warn("mcp call failed", "tool", name, "err", err)
-	return toolOutcome{result: bridge.Unreachable(name)}
-}
-
 // ToolName sanitises a configured name into a tool name: [A-Za-z0-9_-], at most 64
-// characters (DESIGN §5).
-func ToolName(s string) string {
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s) && len(b) < 64; i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
-			b = append(b, c)
-		default:
-			b = append(b, '_')
-		}
-	}
-	return string(b)
-}
+// characters (DESIGN §5), through the one sanitiser that config and catalog use too.
+func ToolName(s string) string { return toolname.Sanitize(s) }

@@ -68,9 +68,9 @@ func BenchmarkMCPCall(b *testing.B) {
 				require.NoError(b, err)
 				defer r.Close()
 				measure(b, func() {
-					out, err := r.Call(context.Background(), "demo__divide", rawArgs, opts)
-					if err != nil || out[:4] != "[OK]" {
-						b.Fatal(err, out)
+					res, err := r.Call(context.Background(), "demo__divide", rawArgs, opts)
+					if err != nil || res.Status != StatusOK {
+						b.Fatal(err, res.Status)
 					}
 				})
 			})

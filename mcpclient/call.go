@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/baton-dev/baton/bridge"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,8 +25,6 @@ const (
 	// codeRejected is go-sdk's code for "rejected by transport": the request
 	// never reached the server (connection refused, 503, ...).
 	codeRejected = -32005
-	// maxErrorDetail caps server text copied into errors for the user.
-	maxErrorDetail = 200
 )
 
 // call is one Call in progress.
@@ -38,7 +33,6 @@ type call struct {
 	e       *entry
 	args    map[string]any
 	token   string
-	actions []string
 	timeout time.Duration
 	// park: input requests end the call with an *InputRequired.
 	park bool
@@ -72,43 +66,27 @@ type call struct {
 //
 // The deadline of ctx is the tool timeout: when it passes, the call is
 // cancelled on the server and the result is [RETRY:action_timeout].
-func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (string, error) {
-	actions := opts.Actions
-	if actions == nil {
-		actions = r.names()
-	}
+func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (Result, error) {
 	e, ok := r.lookup(name)
 	if !ok {
-		return bridge.Retry(bridge.Signal{
-			Code:             "unknown_action",
-			Requested:        name,
-			Message:          fmt.Sprintf("There is no tool named %q. Call one of known_actions.", name),
-			ValidNextActions: actions,
-			KnownActions:     actions,
-		}), nil
+		return Result{Status: StatusUnknownTool, Tool: name, Message: "There is no tool with this name."}, nil
 	}
 	argMap, aerr := decodeArgs(args)
 	if aerr == nil {
 		aerr = e.schema.check(argMap)
 	}
 	if aerr != nil {
-		return bridge.Retry(bridge.Signal{
-			Code:             "validation_failed",
-			Requested:        name,
-			Message:          "The arguments do not match the tool's input schema; nothing was sent. Fix them and call again.",
-			ValidNextActions: actions,
-			Reason:           aerr.reason,
-			Details:          &bridge.Details{Field: aerr.field, Got: aerr.got},
-		}), nil
+		return Result{Status: StatusInvalidArguments, Tool: e.Name, Server: e.Server, ToolName: e.ToolName,
+			Invalid: &InvalidArgs{Reason: aerr.reason, Field: aerr.field, Got: aerr.got}}, nil
 	}
-	c := r.newCall(ctx, e, argMap, actions, opts)
+	c := r.newCall(ctx, e, argMap, opts)
 	defer r.progress.finish(c.token)
 	return c.run(ctx)
 }
 
 // newCall prepares a call of e; the caller finishes its progress token.
-func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, actions []string, opts CallOptions) *call {
-	c := &call{r: r, e: e, args: args, actions: actions, park: opts.Park, key: opts.Key}
+func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
+	c := &call{r: r, e: e, args: args, park: opts.Park, key: opts.Key}
 	if dl, ok := ctx.Deadline(); ok {
 		c.timeout = time.Until(dl)
 	}
@@ -142,7 +120,7 @@ func (c *call) params() *mcp.CallToolParams {
 	return p
 }
 
-func (c *call) run(ctx context.Context) (string, error) {
+func (c *call) run(ctx context.Context) (Result, error) {
 	srv, opts := c.e.srv, c.r.opts
 	reconnects, busyRounds, urlRounds := 0, 0, 0
 	for {
@@ -155,7 +133,7 @@ func (c *call) run(ctx context.Context) (string, error) {
 			case ctx.Err() != nil:
 				return c.ctxDone(ctx)
 			case errors.Is(err, ErrClosed):
-				return "", fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
+				return Result{}, fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
 			case reconnects >= opts.MaxReconnects:
 				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
 				return c.unreachable(), nil
@@ -173,7 +151,7 @@ func (c *call) run(ctx context.Context) (string, error) {
 		res, err := sess.CallTool(ctx, p)
 		srv.end(c)
 		if eerr := c.elicitError(); eerr != nil && ctx.Err() == nil {
-			return "", fmt.Errorf("mcp tool %s: elicitation: %w", c.e.Name, eerr)
+			return Result{}, fmt.Errorf("mcp tool %s: elicitation: %w", c.e.Name, eerr)
 		}
 
 		if err != nil {
@@ -194,14 +172,12 @@ func (c *call) run(ctx context.Context) (string, error) {
 					}
 					continue
 				}
-				return c.protocolError(rpcErr)
+				return c.protocolError(rpcErr), nil
 			}
 			srv.drop(sess)
 			if !notSent && !c.e.Idempotent {
 				c.r.log.Warn("mcp transport failed during a call", "server", srv.cfg.Name, "tool", c.e.ToolName, "error", srv.safe(err))
-				return bridge.MCPError(fmt.Sprintf(
-					"The connection to MCP server %q broke while %q was running: the call may or may not have run. Check its effect before calling it again.",
-					srv.cfg.Name, c.e.ToolName), ""), nil
+				return c.result(StatusMayHaveRun), nil
 			}
 			if reconnects >= opts.MaxReconnects {
 				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
@@ -220,7 +196,7 @@ func (c *call) run(ctx context.Context) (string, error) {
 				// Load shedding: the server asks to be called again later.
 				busyRounds++
 				if busyRounds > maxBusyRounds {
-					return c.toolError("the server is busy and asked to be called again later")
+					return c.toolError("the server is busy and asked to be called again later"), nil
 				}
 				if !sleep(ctx, c.r.backoff(busyRounds-1)) {
 					return c.ctxDone(ctx)
@@ -230,7 +206,7 @@ func (c *call) run(ctx context.Context) (string, error) {
 			}
 			c.rounds++
 			if c.rounds > maxInputRounds {
-				return bridge.MCPError(fmt.Sprintf("The tool %q kept asking for more input; Baton stopped after %d rounds.", c.e.ToolName, maxInputRounds), ""), nil
+				return c.notCompleted(fmt.Sprintf("The tool %q kept asking for more input; Baton stopped after %d rounds.", c.e.ToolName, maxInputRounds), ""), nil
 			}
 			if c.park {
 				return c.parkInput(res)
@@ -244,10 +220,11 @@ func (c *call) run(ctx context.Context) (string, error) {
 		}
 
 		if res.IsError {
-			return c.isError(res)
+			return c.isError(res), nil
 		}
-		c.r.resetFailures(c.e.Name)
-		return bridge.MCPOK(res, c.note()), nil
+		ok := c.result(StatusOK)
+		ok.Content, ok.Note = res, c.note()
+		return ok, nil
 	}
 }
 
@@ -330,13 +307,13 @@ func walkErrors(err error, visit func(error) bool) bool {
 }
 
 // protocolError maps a JSON-RPC error from the server.
-func (c *call) protocolError(e *jsonrpc.Error) (string, error) {
+func (c *call) protocolError(e *jsonrpc.Error) Result {
 	msg := e.Message
 	if e.Code == jsonrpc.CodeInvalidParams {
 		if looksUnknownTool(msg) {
-			return c.unknownOnServer(), nil
+			return c.unknownOnServer()
 		}
-		return c.invalidOnServer(msg), nil
+		return c.invalidOnServer(msg)
 	}
 	return c.toolError(fmt.Sprintf("MCP error %d: %s", e.Code, msg))
 }
@@ -351,89 +328,80 @@ func looksUnknownTool(msg string) bool {
 const tsInvalidParams = "MCP error -32602:"
 
 // isError maps a tool result with isError set.
-func (c *call) isError(res *mcp.CallToolResult) (string, error) {
-	text := bridge.MCPErrorText(res)
+func (c *call) isError(res *mcp.CallToolResult) Result {
+	text := errorText(res)
 	if rest, ok := strings.CutPrefix(text, tsInvalidParams); ok {
 		rest = strings.TrimSpace(rest)
 		if looksUnknownTool(rest) {
-			return c.unknownOnServer(), nil
+			return c.unknownOnServer()
 		}
-		return c.invalidOnServer(rest), nil
+		return c.invalidOnServer(rest)
 	}
 	return c.toolError(text)
 }
 
+// errorText is the text of a result that reported an error, as one string.
+func errorText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, ct := range res.Content {
+		if tc, ok := ct.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	t := strings.TrimSpace(strings.Join(parts, "\n\n"))
+	if t == "" {
+		return "the tool reported an error without a message"
+	}
+	return t
+}
+
 // unknownOnServer: the catalog knew the tool but the server does not (any
 // more); the catalog is refreshed.
-func (c *call) unknownOnServer() string {
+func (c *call) unknownOnServer() Result {
 	c.e.srv.refresh()
-	return bridge.Retry(bridge.Signal{
-		Code:             "unknown_action",
-		Requested:        c.e.Name,
-		Message:          fmt.Sprintf("The MCP server %q no longer has the tool %q. Call one of known_actions.", c.e.Server, c.e.ToolName),
-		ValidNextActions: without(c.actions, c.e.Name),
-		KnownActions:     without(c.actions, c.e.Name),
-	})
+	r := c.result(StatusUnknownTool)
+	r.Message = fmt.Sprintf("The MCP server %q no longer has the tool %q.", c.e.Server, c.e.ToolName)
+	return r
 }
 
 // invalidOnServer: the server rejected the arguments (its check is the
 // authority when the client could not check).
-func (c *call) invalidOnServer(reason string) string {
-	return bridge.Retry(bridge.Signal{
-		Code:             "validation_failed",
-		Requested:        c.e.Name,
-		Message:          "The server rejected the arguments. Fix them and call again.",
-		ValidNextActions: c.actions,
-		Reason:           bridge.Untrusted(reason),
-	})
+func (c *call) invalidOnServer(reason string) Result {
+	r := c.result(StatusInvalidArguments)
+	r.Invalid = &InvalidArgs{Reason: reason, ByServer: true}
+	return r
 }
 
-// toolError applies the server's on_tool_error policy and the retry budget
-// to a tool failure with the server's text.
-func (c *call) toolError(text string) (string, error) {
-	name, srv := c.e.Name, c.e.srv
-	switch srv.cfg.OnToolError {
-	case OnToolErrorFail:
-		return bridge.MCPError(fmt.Sprintf("The tool %q reported an error.", c.e.ToolName), text), nil
-	case OnToolErrorError:
-		out := bridge.MCPError(fmt.Sprintf("The tool %q reported an error; the run stops.", c.e.ToolName), text)
-		return out, fmt.Errorf("%w: %s on MCP server %q: %s", ErrToolFailed, c.e.ToolName, c.e.Server, shortText(text))
-	}
-	n := c.r.noteFailure(name)
-	if budget := c.r.opts.RetryBudget; n <= budget {
-		left := budget - n + 1
-		return bridge.Retry(bridge.Signal{
-			Code:             "tool_error",
-			Requested:        name,
-			Message:          "The tool reported an error. Fix the cause (arguments, order of calls) and call again, or use another way.",
-			ValidNextActions: c.actions,
-			ErrorMessage:     bridge.Untrusted(text),
-			AttemptsLeft:     &left,
-		}), nil
-	}
-	c.r.resetFailures(name)
-	return bridge.MCPError(fmt.Sprintf("The tool %q failed again; its retry budget is spent. Do not call it again for this request.", c.e.ToolName), text), nil
+// toolError reports a tool failure with the server's text. What the model reads, and
+// whether the run goes on, is decided by the engine (on_tool_error, retry budget).
+func (c *call) toolError(text string) Result {
+	r := c.result(StatusToolError)
+	r.Detail = text
+	return r
 }
 
-func (c *call) unreachable() string {
-	return bridge.Unreachable(fmt.Sprintf("MCP server %q (tool %q)", c.e.Server, c.e.ToolName))
+// notCompleted reports a call that could not be completed, in the registry's words
+// (message) with the server's text (detail, may be empty).
+func (c *call) notCompleted(message, detail string) Result {
+	r := c.result(StatusNotCompleted)
+	r.Message, r.Detail = message, detail
+	return r
+}
+
+func (c *call) unreachable() Result {
+	return c.result(StatusUnreachable)
 }
 
 // ctxDone maps the end of ctx: its deadline is the tool timeout; a plain
 // cancel ends the run.
-func (c *call) ctxDone(ctx context.Context) (string, error) {
+func (c *call) ctxDone(ctx context.Context) (Result, error) {
 	err := ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
-		secs := math.Round(c.timeout.Seconds()*1000) / 1000
-		return bridge.Retry(bridge.Signal{
-			Code:             "action_timeout",
-			Requested:        c.e.Name,
-			Message:          fmt.Sprintf("The tool did not answer within %gs and was cancelled. Call it again with a smaller request, or use another way.", secs),
-			ValidNextActions: c.actions,
-			TimeoutSeconds:   secs,
-		}), nil
+		r := c.result(StatusTimeout)
+		r.Timeout = c.timeout
+		return r, nil
 	}
-	return "", fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
+	return Result{}, fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
 }
 
 func (c *call) addNote(n string) {
@@ -460,19 +428,6 @@ func (c *call) note() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return strings.Join(c.notes, "\n")
-}
-
-func without(names []string, name string) []string {
-	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == name })
-}
-
-// shortText is server text fit for an error message: one line, capped.
-func shortText(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > maxErrorDetail {
-		s = string(r[:maxErrorDetail]) + "…"
-	}
-	return s
 }
 
 // sleep waits d or until ctx is done; it reports whether d passed.

@@ -44,7 +44,7 @@ func mustCall(t *testing.T, r *Registry, name, args string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := r.Call(ctx, name, json.RawMessage(args), CallOptions{})
+	out, err := callText(r, ctx, name, json.RawMessage(args), CallOptions{})
 	require.NoError(t, err)
 	return out
 }
@@ -110,7 +110,7 @@ func TestMCPCallResults(t *testing.T) {
 			{name: "ok structured", tool: "demo__divide", args: `{"a":6,"b":3}`, tag: "OK", contains: []string{`"quotient":2`}},
 			{name: "null args", tool: "demo__count_slowly", args: `null`, tag: "OK", contains: []string{"Counted to 5."}},
 			{name: "isError", tool: "demo__divide", args: `{"a":1,"b":0}`, tag: "RETRY:tool_error",
-				signal: map[string]any{"error": "tool_error", "requested": "demo__divide", "attempts_left": 2.0}},
+				signal: map[string]any{"error": "tool_error", "requested": "demo__divide"}},
 			{name: "wrong type", tool: "demo__divide", args: `{"a":"x","b":1}`, tag: "RETRY:validation_failed",
 				signal: map[string]any{"error": "validation_failed", "details": map[string]any{"field": "a", "got": "x"}}},
 			{name: "missing required", tool: "demo__divide", args: `{"b":1}`, tag: "RETRY:validation_failed",
@@ -122,8 +122,7 @@ func TestMCPCallResults(t *testing.T) {
 			{name: "not JSON", tool: "demo__divide", args: `{"a":`, tag: "RETRY:validation_failed",
 				signal: map[string]any{"reason": "the arguments are not valid JSON"}},
 			{name: "unknown tool", tool: "demo__nope", args: `{}`, tag: "RETRY:unknown_action",
-				signal: map[string]any{"error": "unknown_action", "requested": "demo__nope",
-					"known_actions": []any{"demo__deploy", "demo__divide", "demo__count_slowly"}}},
+				signal: map[string]any{"error": "unknown_action", "requested": "demo__nope"}},
 			{name: "no elicitor declines", tool: "demo__deploy", args: `{"service":"api"}`, tag: "OK",
 				contains: []string{"Baton cannot ask the user yet", "Deploy api (latest) to which environment?", `the user chose "decline"`}},
 		}
@@ -137,10 +136,6 @@ func TestMCPCallResults(t *testing.T) {
 				if tt.signal != nil {
 					sig := signalOf(t, out)
 					for k, v := range tt.signal {
-						if k == "known_actions" {
-							assert.ElementsMatch(t, v, sig[k], k)
-							continue
-						}
 						assert.Equal(t, v, sig[k], k)
 					}
 					assert.NotEmpty(t, sig["message"])
@@ -151,46 +146,27 @@ func TestMCPCallResults(t *testing.T) {
 	})
 }
 
-func TestMCPRetryBudget(t *testing.T) {
+// TestMCPToolErrorsReported: the registry reports every tool error the same way, however
+// many came before: no budget is kept per process (issue 10, defect 1: one user's failures
+// spent another user's retries). What a failure costs is the run's business (package
+// coordinator).
+func TestMCPToolErrorsReported(t *testing.T) {
 	leakCheck(t)
 	url := startDemoHTTP(t, true, demomcp.Options{})
-	r := newRegistry(t, []ServerConfig{
-		{Name: "retry", URL: url},
-		{Name: "fail", URL: url, OnToolError: OnToolErrorFail},
-		{Name: "error", URL: url, OnToolError: OnToolErrorError},
-	}, Options{RetryBudget: 2})
+	r := newRegistry(t, []ServerConfig{{Name: "retry", URL: url}}, Options{})
 	ctx := context.Background()
 	zero := json.RawMessage(`{"a":1,"b":0}`)
-
-	// retry: two retry signals, then [ERROR]; a success resets the budget.
-	var left []any
-	for range 2 {
-		out, err := r.Call(ctx, "retry__divide", zero, CallOptions{})
+	for range 5 {
+		res, err := r.Call(ctx, "retry__divide", zero, CallOptions{})
 		require.NoError(t, err)
-		sig := signalOf(t, out)
-		assert.Contains(t, sig["error_message"], "division by zero")
-		left = append(left, sig["attempts_left"])
+		require.Equal(t, StatusToolError, res.Status)
+		assert.Contains(t, res.Detail, "division by zero")
+		assert.Equal(t, "retry__divide", res.Tool)
+		assert.Equal(t, "retry", res.Server)
 	}
-	assert.Equal(t, []any{2.0, 1.0}, left)
-	out, err := r.Call(ctx, "retry__divide", zero, CallOptions{})
+	res, err := r.Call(ctx, "retry__divide", json.RawMessage(`{"a":4,"b":2}`), CallOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "ERROR", tagOf(t, out))
-	assert.Contains(t, out, "division by zero")
-	out = mustCall(t, r, "retry__divide", `{"a":4,"b":2}`)
-	assert.Equal(t, "OK", tagOf(t, out))
-	out = mustCall(t, r, "retry__divide", string(zero))
-	assert.Equal(t, 2.0, signalOf(t, out)["attempts_left"], "budget reset by the success")
-
-	// fail: [ERROR] at once.
-	out = mustCall(t, r, "fail__divide", string(zero))
-	assert.Equal(t, "ERROR", tagOf(t, out))
-	assert.Contains(t, out, "division by zero")
-
-	// error: terminal.
-	out, err = r.Call(ctx, "error__divide", zero, CallOptions{})
-	require.ErrorIs(t, err, ErrToolFailed)
-	assert.Contains(t, err.Error(), "division by zero")
-	assert.Equal(t, "ERROR", tagOf(t, out))
+	assert.Equal(t, StatusOK, res.Status)
 }
 
 func TestMCPElicitation(t *testing.T) {
@@ -213,7 +189,7 @@ func TestMCPElicitation(t *testing.T) {
 			el := &recElicitor{err: errSuspend}
 			url := startDemoHTTP(t, stateless, demomcp.Options{})
 			r := newRegistry(t, []ServerConfig{{Name: "demo", URL: url}}, Options{Elicitor: el})
-			out, err := r.Call(context.Background(), "demo__deploy", json.RawMessage(`{"service":"api"}`), CallOptions{})
+			out, err := callText(r, context.Background(), "demo__deploy", json.RawMessage(`{"service":"api"}`), CallOptions{})
 			require.ErrorIs(t, err, errSuspend)
 			assert.Empty(t, out)
 		})
@@ -260,7 +236,7 @@ func TestMCPElicitationMRTRDetails(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRegistry(t, []ServerConfig{fe.server("f")}, Options{Elicitor: tt.el})
-			out, err := r.Call(context.Background(), "f__ask", nil, CallOptions{})
+			out, err := callText(r, context.Background(), "f__ask", nil, CallOptions{})
 			if tt.wantErr != nil {
 				require.ErrorIs(t, err, tt.wantErr)
 				assert.Empty(t, out)
@@ -287,7 +263,7 @@ func TestMCPProgress(t *testing.T) {
 	demoTransports(t, Options{}, func(t *testing.T, r *Registry) {
 		var mu sync.Mutex
 		var got []Progress
-		out, err := r.Call(context.Background(), "demo__count_slowly", json.RawMessage(`{"to":3,"interval_ms":1}`), CallOptions{
+		out, err := callText(r, context.Background(), "demo__count_slowly", json.RawMessage(`{"to":3,"interval_ms":1}`), CallOptions{
 			Progress: func(p Progress) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -322,7 +298,7 @@ func TestMCPTimeout(t *testing.T) {
 		r := newRegistry(t, []ServerConfig{fe.server("f")}, Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		out, err := r.Call(ctx, "f__hang", nil, CallOptions{})
+		out, err := callText(r, ctx, "f__hang", nil, CallOptions{})
 		require.NoError(t, err)
 		sig := signalOf(t, out)
 		assert.Equal(t, "action_timeout", sig["error"])
@@ -338,7 +314,7 @@ func TestMCPTimeout(t *testing.T) {
 		r := newRegistry(t, []ServerConfig{{Name: "demo", URL: url}}, Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		out, err := r.Call(ctx, "demo__count_slowly", json.RawMessage(`{"to":1000,"interval_ms":10000}`), CallOptions{})
+		out, err := callText(r, ctx, "demo__count_slowly", json.RawMessage(`{"to":1000,"interval_ms":10000}`), CallOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, "action_timeout", signalOf(t, out)["error"])
 		select {
@@ -360,7 +336,7 @@ func TestMCPRunCancelled(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		cancel()
 	})
-	out, err := r.Call(ctx, "f__hang", nil, CallOptions{})
+	out, err := callText(r, ctx, "f__hang", nil, CallOptions{})
 	canceller.Wait()
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, out)
@@ -494,7 +470,6 @@ func TestMCPConfigErrors(t *testing.T) {
 		{"no name", []ServerConfig{{URL: "http://x"}}, "name is required"},
 		{"both", []ServerConfig{{Name: "a", URL: "http://x", Command: []string{"y"}}}, "either command or url"},
 		{"neither", []ServerConfig{{Name: "a"}}, "command or url is required"},
-		{"policy", []ServerConfig{{Name: "a", URL: "http://x", OnToolError: "ignore"}}, "on_tool_error"},
 		{"duplicate", []ServerConfig{{Name: "a", URL: "http://x"}, {Name: "a", URL: "http://y"}}, "duplicate"},
 	}
 	for _, tt := range tests {
@@ -512,7 +487,7 @@ func TestMCPClosed(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	require.NoError(t, r.Close(), "idempotent")
-	_, err = r.Call(context.Background(), "demo__divide", json.RawMessage(`{"a":1,"b":1}`), CallOptions{})
+	_, err = callText(r, context.Background(), "demo__divide", json.RawMessage(`{"a":1,"b":1}`), CallOptions{})
 	require.ErrorIs(t, err, ErrClosed)
 }
 

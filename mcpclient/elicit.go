@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/baton-dev/baton/bridge"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -18,7 +17,7 @@ var errInvalidAnswer = errors.New("the answer does not match the requested form"
 
 // fulfil answers the input requests of an input-required result (2026-07-28
 // multi round-trip). stop means the call ends with (out, err).
-func (c *call) fulfil(ctx context.Context, reqs mcp.InputRequestMap) (responses mcp.InputResponseMap, out string, stop bool, err error) {
+func (c *call) fulfil(ctx context.Context, reqs mcp.InputRequestMap) (responses mcp.InputResponseMap, out Result, stop bool, err error) {
 	responses = make(mcp.InputResponseMap, len(reqs))
 	for _, id := range slices.Sorted(maps.Keys(reqs)) {
 		p, ok := reqs[id].(*mcp.ElicitParams)
@@ -32,13 +31,13 @@ func (c *call) fulfil(ctx context.Context, reqs mcp.InputRequestMap) (responses 
 		}
 		responses[id] = res
 	}
-	return responses, "", false, nil
+	return responses, Result{}, false, nil
 }
 
 // urlElicitation handles a -32042 error: the server needs the user to
 // complete the given URL elicitations before it can run the call. stop
 // means the call ends with (out, err); otherwise it is sent again.
-func (c *call) urlElicitation(ctx context.Context, e *jsonrpc.Error) (out string, stop bool, err error) {
+func (c *call) urlElicitation(ctx context.Context, e *jsonrpc.Error) (out Result, stop bool, err error) {
 	elicitations := urlElicitations(e)
 	if len(elicitations) == 0 {
 		return c.noURL(e), true, nil
@@ -52,7 +51,7 @@ func (c *call) urlElicitation(ctx context.Context, e *jsonrpc.Error) (out string
 			return c.urlNotDone(res.Action), true, nil
 		}
 	}
-	return "", false, nil
+	return Result{}, false, nil
 }
 
 // urlElicitations returns the elicitations of a -32042 error, each in url
@@ -74,24 +73,24 @@ func urlElicitations(e *jsonrpc.Error) []*mcp.ElicitParams {
 }
 
 // noURL is the result of a -32042 error that names no link.
-func (c *call) noURL(e *jsonrpc.Error) string {
-	return bridge.MCPError(fmt.Sprintf("The tool %q needs the user to open a link, but the server did not say which.", c.e.ToolName), e.Message)
+func (c *call) noURL(e *jsonrpc.Error) Result {
+	return c.notCompleted(fmt.Sprintf("The tool %q needs the user to open a link, but the server did not say which.", c.e.ToolName), e.Message)
 }
 
 // urlNotDone is the result of a -32042 error that the user did not resolve.
-func (c *call) urlNotDone(action string) string {
-	return bridge.MCPError(fmt.Sprintf("The tool %q was not run: it needs the user to complete a step at a link, and the user did not (%s).", c.e.ToolName, action), c.note())
+func (c *call) urlNotDone(action string) Result {
+	return c.notCompleted(fmt.Sprintf("The tool %q was not run: it needs the user to complete a step at a link, and the user did not (%s).", c.e.ToolName, action), c.note())
 }
 
 // unsupportedInput is the result of an input request other than elicitation.
-func (c *call) unsupportedInput(r mcp.InputRequest) string {
+func (c *call) unsupportedInput(r mcp.InputRequest) Result {
 	// Sampling and roots: Baton offers neither capability.
-	return bridge.MCPError(fmt.Sprintf(
+	return c.notCompleted(fmt.Sprintf(
 		"The tool %q asked Baton for something it does not support (%s); the call was not completed.",
 		c.e.ToolName, inputKind(r)), "")
 }
 
-func (c *call) elicitFailed(ctx context.Context, err error) (string, bool, error) {
+func (c *call) elicitFailed(ctx context.Context, err error) (Result, bool, error) {
 	if ctx.Err() != nil {
 		out, err := c.ctxDone(ctx)
 		return out, true, err
@@ -99,13 +98,13 @@ func (c *call) elicitFailed(ctx context.Context, err error) (string, bool, error
 	if errors.Is(err, errInvalidAnswer) {
 		return c.invalidAnswer(err), true, nil
 	}
-	return "", true, fmt.Errorf("mcp tool %s: elicitation: %w", c.e.Name, err)
+	return Result{}, true, fmt.Errorf("mcp tool %s: elicitation: %w", c.e.Name, err)
 }
 
 // invalidAnswer is the result of an accepted form answer that does not
 // match the requested schema.
-func (c *call) invalidAnswer(err error) string {
-	return bridge.MCPError(fmt.Sprintf("The user's answer to the tool %q does not match the form it asked for; the call was not completed.", c.e.ToolName), err.Error())
+func (c *call) invalidAnswer(err error) Result {
+	return c.notCompleted(fmt.Sprintf("The user's answer to the tool %q does not match the form it asked for; the call was not completed.", c.e.ToolName), err.Error())
 }
 
 func inputKind(r mcp.InputRequest) string {

@@ -1,57 +1,30 @@
 package mcpclient
 
-import (
-	"fmt"
-	"hash/fnv"
-	"strings"
-)
-
-// maxToolName is the longest tool name LLM providers accept.
-const maxToolName = 64
-
-// sanitize maps s onto [A-Za-z0-9_-]: every other rune becomes '_'.
-func sanitize(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
+import "github.com/baton-dev/baton/internal/toolname"
 
 // toolName is the name the LLM sees for tool on server: "<server>__<tool>",
-// sanitised and at most 64 characters. A name that must be shortened keeps a
-// hash of the full name, so that two long names do not collide.
-func toolName(server, tool string) string {
-	full := sanitize(server) + "__" + sanitize(tool)
-	if len(full) <= maxToolName {
-		return full
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(server + "\x00" + tool))
-	suffix := fmt.Sprintf("_%08x", h.Sum32())
-	return full[:maxToolName-len(suffix)] + suffix
-}
+// through the one sanitiser that config and engine use too (package toolname).
+func toolName(server, tool string) string { return toolname.MCP(server, tool) }
 
-// uniqueName returns name, or name with a numeric suffix when taken already
-// holds it (two raw names that sanitise alike).
-func uniqueName(name string, taken map[string]bool) string {
-	if !taken[name] {
-		return name
+// rawName is one catalog entry before naming: its server and its own tool name.
+type rawName struct{ server, tool string }
+
+// catalogNames names every entry of the catalog. A name that several raw names
+// sanitise to is kept by the one that sanitises without loss (if any); the others get a
+// hash of their raw name appended. The result depends only on the set of raw names,
+// never on their order or on what connected first, so a parked call resumed after a
+// restart finds its tool under the same name.
+func catalogNames(raws []rawName) []string {
+	names := make([]string, len(raws))
+	count := map[string]int{}
+	for i, r := range raws {
+		names[i] = toolName(r.server, r.tool)
+		count[names[i]]++
 	}
-	for i := 2; ; i++ {
-		suffix := fmt.Sprintf("_%d", i)
-		base := name
-		if len(base)+len(suffix) > maxToolName {
-			base = base[:maxToolName-len(suffix)]
-		}
-		if c := base + suffix; !taken[c] {
-			return c
+	for i, r := range raws {
+		if count[names[i]] > 1 && !(toolname.Exact(r.server) && toolname.Exact(r.tool) && names[i] == r.server+"__"+r.tool) {
+			names[i] = toolname.Disambiguate(names[i], r.server, r.tool)
 		}
 	}
+	return names
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/baton-dev/baton/bridge"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -69,7 +68,7 @@ func (e *InputRequired) Error() string {
 }
 
 // parkInput ends the call with the input requests of res (2026-07-28).
-func (c *call) parkInput(res *mcp.CallToolResult) (string, error) {
+func (c *call) parkInput(res *mcp.CallToolResult) (Result, error) {
 	keys := slices.Sorted(maps.Keys(res.InputRequests))
 	reqs := make([]InputRequest, 0, len(keys))
 	for _, k := range keys {
@@ -83,7 +82,7 @@ func (c *call) parkInput(res *mcp.CallToolResult) (string, error) {
 }
 
 // parkURL ends the call with the URL elicitations of a -32042 error.
-func (c *call) parkURL(e *jsonrpc.Error) (string, error) {
+func (c *call) parkURL(e *jsonrpc.Error) (Result, error) {
 	elicitations := urlElicitations(e)
 	if len(elicitations) == 0 {
 		return c.noURL(e), nil
@@ -103,14 +102,14 @@ func (c *call) parkURL(e *jsonrpc.Error) (string, error) {
 	return c.parked(reqs, "", true)
 }
 
-func (c *call) parked(reqs []InputRequest, state string, url bool) (string, error) {
+func (c *call) parked(reqs []InputRequest, state string, url bool) (Result, error) {
 	args, err := json.Marshal(c.args)
 	if err != nil {
 		// The arguments came from JSON: this cannot happen.
-		return "", fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, err)
+		return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, err)
 	}
 	c.r.log.Info("mcp call parked for the user's input", "server", c.e.Server, "tool", c.e.ToolName, "requests", len(reqs), "url", url, "round", c.rounds)
-	return "", &InputRequired{
+	return Result{}, &InputRequired{
 		Server:       c.e.Server,
 		Tool:         c.e.Name,
 		ToolName:     c.e.ToolName,
@@ -139,35 +138,26 @@ func inputRequest(key string, p *mcp.ElicitParams) InputRequest {
 // call is not sent. The result is rendered as Call's; with opts.Park it may
 // be another *InputRequired (the server asks again). A mismatch between in
 // and responses is an error wrapping ErrInvalidResume.
-func (r *Registry) Resume(ctx context.Context, in *InputRequired, responses map[string]*mcp.ElicitResult, opts CallOptions) (string, error) {
+func (r *Registry) Resume(ctx context.Context, in *InputRequired, responses map[string]*mcp.ElicitResult, opts CallOptions) (Result, error) {
 	if in == nil {
-		return "", fmt.Errorf("%w: nothing to resume", ErrInvalidResume)
+		return Result{}, fmt.Errorf("%w: nothing to resume", ErrInvalidResume)
 	}
 	if r.closed.Load() {
-		return "", fmt.Errorf("mcp tool %s: %w", in.Tool, ErrClosed)
-	}
-	actions := opts.Actions
-	if actions == nil {
-		actions = r.names()
+		return Result{}, fmt.Errorf("mcp tool %s: %w", in.Tool, ErrClosed)
 	}
 	e, ok := r.resolve(in)
 	if !ok {
-		return bridge.Retry(bridge.Signal{
-			Code:             "unknown_action",
-			Requested:        in.Tool,
-			Message:          fmt.Sprintf("The MCP server %q is no longer configured, so the tool %q cannot continue. Call one of known_actions.", in.Server, in.ToolName),
-			ValidNextActions: actions,
-			KnownActions:     actions,
-		}), nil
+		return Result{Status: StatusUnknownTool, Tool: in.Tool, Server: in.Server, ToolName: in.ToolName,
+			Message: fmt.Sprintf("The MCP server %q is no longer configured, so the tool %q cannot continue.", in.Server, in.ToolName)}, nil
 	}
 	args, aerr := decodeArgs(in.Args)
 	if aerr != nil {
-		return "", fmt.Errorf("%w: tool %s: %s", ErrInvalidResume, in.Tool, aerr.reason)
+		return Result{}, fmt.Errorf("%w: tool %s: %s", ErrInvalidResume, in.Tool, aerr.reason)
 	}
 	if err := checkKeys(in, responses); err != nil {
-		return "", err
+		return Result{}, err
 	}
-	c := r.newCall(ctx, e, args, actions, opts)
+	c := r.newCall(ctx, e, args, opts)
 	defer r.progress.finish(c.token)
 	c.rounds = in.Rounds
 	if in.URLRequired {

@@ -30,7 +30,7 @@ func callCtx(t *testing.T) context.Context {
 // parkCall calls name with Park and returns the parked call.
 func parkCall(t *testing.T, r *Registry, name, args string) *InputRequired {
 	t.Helper()
-	out, err := r.Call(callCtx(t), name, json.RawMessage(args), CallOptions{Park: true})
+	out, err := callText(r, callCtx(t), name, json.RawMessage(args), CallOptions{Park: true})
 	require.Empty(t, out)
 	var in *InputRequired
 	require.ErrorAs(t, err, &in)
@@ -128,7 +128,7 @@ func TestMCPParkDeploy(t *testing.T) {
 					if tt.edit != nil {
 						tt.edit(parked)
 					}
-					out, err := r.Resume(callCtx(t), parked, tt.responses, CallOptions{Park: true})
+					out, err := resumeText(r, callCtx(t), parked, tt.responses, CallOptions{Park: true})
 					switch {
 					case tt.wantErr != nil:
 						require.ErrorIs(t, err, tt.wantErr)
@@ -140,7 +140,7 @@ func TestMCPParkDeploy(t *testing.T) {
 						assert.Equal(t, "deploy/v1", again.RequestState)
 						assert.Equal(t, parked.Rounds+1, again.Rounds)
 						// The second round completes.
-						out, err = r.Resume(callCtx(t), again, tt.responses, CallOptions{Park: true})
+						out, err = resumeText(r, callCtx(t), again, tt.responses, CallOptions{Park: true})
 						require.NoError(t, err)
 						assert.Contains(t, out, "Deployed api (v2) to staging.")
 					default:
@@ -160,7 +160,7 @@ func TestMCPParkDeploy(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 				defer cancel()
 				<-ctx.Done()
-				out, err := r.Resume(ctx, roundTrip(t, in), accept("staging"), CallOptions{})
+				out, err := resumeText(r, ctx, roundTrip(t, in), accept("staging"), CallOptions{})
 				require.NoError(t, err)
 				assert.Equal(t, "action_timeout", signalOf(t, out)["error"])
 			})
@@ -178,13 +178,13 @@ func TestMCPParkDeploy(t *testing.T) {
 				r2 := newRegistry(t, []ServerConfig{cfg}, Options{})
 				var in InputRequired
 				require.NoError(t, json.Unmarshal(stored, &in))
-				out, err := r2.Resume(callCtx(t), &in, accept("staging"), CallOptions{Park: true})
+				out, err := resumeText(r2, callCtx(t), &in, accept("staging"), CallOptions{Park: true})
 				require.NoError(t, err)
 				assert.Equal(t, "OK", tagOf(t, out), out)
 				assert.Contains(t, out, "Deployed web (latest) to staging.")
 				require.NoError(t, r2.Abandon(callCtx(t), &in))
 
-				_, err = r.Resume(callCtx(t), &in, accept("staging"), CallOptions{})
+				_, err = resumeText(r, callCtx(t), &in, accept("staging"), CallOptions{})
 				require.ErrorIs(t, err, ErrClosed, "the closed registry")
 			})
 		})
@@ -213,21 +213,21 @@ func TestMCPParkDetails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := r.Resume(callCtx(t), roundTrip(t, in), map[string]*mcp.ElicitResult{"who": {Action: "accept", Content: tt.content}}, CallOptions{})
+			out, err := resumeText(r, callCtx(t), roundTrip(t, in), map[string]*mcp.ElicitResult{"who": {Action: "accept", Content: tt.content}}, CallOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, tt.tag, tagOf(t, out), out)
 			assert.Contains(t, out, tt.want)
 		})
 	}
 	t.Run("sampling is not parked", func(t *testing.T) {
-		out, err := r.Call(callCtx(t), "f__sample", nil, CallOptions{Park: true})
+		out, err := callText(r, callCtx(t), "f__sample", nil, CallOptions{Park: true})
 		require.NoError(t, err)
 		assert.Equal(t, "ERROR", tagOf(t, out))
 		assert.Contains(t, out, "sampling")
 	})
 	t.Run("server no longer configured", func(t *testing.T) {
 		empty := newRegistry(t, nil, Options{})
-		out, err := empty.Resume(callCtx(t), roundTrip(t, in), map[string]*mcp.ElicitResult{"who": {Action: "decline"}}, CallOptions{})
+		out, err := resumeText(empty, callCtx(t), roundTrip(t, in), map[string]*mcp.ElicitResult{"who": {Action: "decline"}}, CallOptions{})
 		require.NoError(t, err)
 		sig := signalOf(t, out)
 		assert.Equal(t, "unknown_action", sig["error"])
@@ -236,7 +236,7 @@ func TestMCPParkDetails(t *testing.T) {
 	})
 	t.Run("server down", func(t *testing.T) {
 		down := newRegistry(t, []ServerConfig{{Name: "f", Command: []string{"/nonexistent/mcp-server"}}}, Options{MaxReconnects: 1})
-		out, err := down.Resume(callCtx(t), roundTrip(t, in), map[string]*mcp.ElicitResult{"who": {Action: "decline"}}, CallOptions{})
+		out, err := resumeText(down, callCtx(t), roundTrip(t, in), map[string]*mcp.ElicitResult{"who": {Action: "decline"}}, CallOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, "UNREACHABLE", tagOf(t, out), out)
 		require.Error(t, down.Abandon(callCtx(t), in))
@@ -297,7 +297,7 @@ func TestMCPParkInSession(t *testing.T) {
 			leakCheck(t)
 			url := startDemoHTTP(t, false, demomcp.Options{})
 			r := newRegistry(t, []ServerConfig{{Name: "demo", URL: url}}, Options{Elicitor: tt.el})
-			out, err := r.Call(callCtx(t), "demo__deploy", json.RawMessage(deployArgs), CallOptions{Park: true})
+			out, err := callText(r, callCtx(t), "demo__deploy", json.RawMessage(deployArgs), CallOptions{Park: true})
 			require.NoError(t, err)
 			assert.Equal(t, "OK", tagOf(t, out), out)
 			assert.Contains(t, out, tt.want)
@@ -366,7 +366,7 @@ func TestMCPParkURLEverything(t *testing.T) {
 					if tt.responses != nil {
 						responses = map[string]*mcp.ElicitResult{req.Key: tt.responses["0"]}
 					}
-					out, err := r.Resume(callCtx(t), parked, responses, CallOptions{Park: true})
+					out, err := resumeText(r, callCtx(t), parked, responses, CallOptions{Park: true})
 					require.NoError(t, err)
 					assert.Equal(t, tt.tag, tagOf(t, out), out)
 					assert.Contains(t, out, tt.want)
@@ -384,7 +384,7 @@ func TestMCPParkURLEverything(t *testing.T) {
 			}
 			t.Run("response to no request", func(t *testing.T) {
 				in := parkCall(t, r, "everything__trigger-url-elicitation", `{"url":"https://example.com/bad","errorPath":true}`)
-				_, err := r.Resume(callCtx(t), in, map[string]*mcp.ElicitResult{"nope": {Action: "accept"}}, CallOptions{})
+				_, err := resumeText(r, callCtx(t), in, map[string]*mcp.ElicitResult{"nope": {Action: "accept"}}, CallOptions{})
 				require.ErrorIs(t, err, ErrInvalidResume)
 			})
 		})

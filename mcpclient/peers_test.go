@@ -141,7 +141,7 @@ func TestMCPEverything(t *testing.T) {
 				var got []Progress
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				out, err := r.Call(ctx, "everything__trigger-long-running-operation", json.RawMessage(`{"duration":0.3,"steps":3}`), CallOptions{
+				out, err := callText(r, ctx, "everything__trigger-long-running-operation", json.RawMessage(`{"duration":0.3,"steps":3}`), CallOptions{
 					Progress: func(p Progress) {
 						mu.Lock()
 						defer mu.Unlock()
@@ -164,7 +164,7 @@ func TestMCPEverything(t *testing.T) {
 			t.Run("timeout", func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
-				out, err := r.Call(ctx, "everything__trigger-long-running-operation", json.RawMessage(`{"duration":3,"steps":3}`), CallOptions{})
+				out, err := callText(r, ctx, "everything__trigger-long-running-operation", json.RawMessage(`{"duration":3,"steps":3}`), CallOptions{})
 				require.NoError(t, err)
 				assert.Equal(t, "action_timeout", signalOf(t, out)["error"])
 			})

@@ -1,7 +1,8 @@
 // Package mcpclient is Baton's MCP client side: it connects the configured
 // MCP servers (stdio and streamable HTTP), exposes their tools to the LLM as
-// one catalog named "<server>__<tool>", and runs tool calls, turning every
-// outcome into the tagged string the LLM reads (rendered by package bridge).
+// one catalog named "<server>__<tool>", and runs tool calls, reporting every
+// outcome as a typed Result. It reports; the engine decides: what the model
+// reads, retry budgets and on_tool_error are not this package's business.
 //
 // # Connections
 //
@@ -23,11 +24,11 @@
 //   - the transport broke while the call was in flight: send again only when
 //     the tool is annotated idempotent or read-only, otherwise tell the model
 //     the call may or may not have run;
-//   - a JSON-RPC error or an isError result: a retry signal or an error, per
-//     the server's on_tool_error and the per-tool retry budget;
+//   - a JSON-RPC error or an isError result: StatusToolError (or
+//     StatusInvalidArguments / StatusUnknownTool for -32602);
 //   - the context deadline (the coordinator's tool timeout): the call is
-//     cancelled (go-sdk sends notifications/cancelled) and the model gets
-//     [RETRY:action_timeout].
+//     cancelled (go-sdk sends notifications/cancelled) and the result is
+//     StatusTimeout.
 //
 // # Elicitation
 //
@@ -71,19 +72,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ErrToolFailed is wrapped by the error Call returns when a tool failed on a
-// server configured with on_tool_error: error, which ends the run.
-var ErrToolFailed = errors.New("mcp tool failed")
-
 // ErrClosed is returned by Call after Close.
 var ErrClosed = errors.New("mcp registry closed")
-
-// Values of ServerConfig.OnToolError.
-const (
-	OnToolErrorRetry = "retry" // isError → [RETRY:tool_error] until the retry budget is spent (default)
-	OnToolErrorFail  = "fail"  // isError → [ERROR]
-	OnToolErrorError = "error" // isError → terminal failure of the run
-)
 
 // Values of ElicitRequest.Shape.
 const (
@@ -109,8 +99,6 @@ type ServerConfig struct {
 	// server does not inherit Baton's environment (which holds API keys),
 	// only PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR and the locale.
 	Env map[string]string
-	// OnToolError is retry (default), fail or error.
-	OnToolError string
 }
 
 // Options configures a Registry. The zero value is usable.
@@ -131,9 +119,6 @@ type Options struct {
 	// MaxReconnects bounds the reconnections (and resends) within one call.
 	// Default 3.
 	MaxReconnects int
-	// RetryBudget is the number of [RETRY:tool_error] signals a tool gets
-	// for consecutive failures before the model gets [ERROR]. Default 2.
-	RetryBudget int
 }
 
 // Elicitor is asked when an MCP server needs input from the user, in form
@@ -181,10 +166,6 @@ type CallOptions struct {
 	// Progress is called for every progress notification of the call, also
 	// for late ones that arrive after Call returned. It must not block.
 	Progress func(p Progress)
-	// Actions lists every tool name the model may call now (A2A agents and
-	// ask_user included), for the valid_next_actions and known_actions of
-	// retry signals. Nil means the MCP tool names of this registry.
-	Actions []string
 	// Park: when true, 2026-07-28 input requests and -32042 URL
 	// elicitation errors are not sent to the Elicitor; Call (or Resume)
 	// returns ("", *InputRequired) instead, with nothing held in memory.
@@ -227,9 +208,6 @@ type Registry struct {
 	mu      sync.RWMutex
 	catalog []Tool
 	byName  map[string]*entry
-
-	failMu   sync.Mutex
-	failures map[string]int // consecutive tool errors per catalog name
 }
 
 // entry is a catalog entry with what a call needs.
@@ -252,20 +230,16 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 	if opts.MaxReconnects <= 0 {
 		opts.MaxReconnects = 3
 	}
-	if opts.RetryBudget <= 0 {
-		opts.RetryBudget = 2
-	}
 	ownHTTP := opts.HTTPClient == nil
 	if ownHTTP {
 		// No client timeout: SSE responses stay open as long as a call runs.
 		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	r := &Registry{
-		opts:     opts,
-		ownHTTP:  ownHTTP,
-		log:      opts.Logger,
-		byName:   map[string]*entry{},
-		failures: map[string]int{},
+		opts:    opts,
+		ownHTTP: ownHTTP,
+		log:     opts.Logger,
+		byName:  map[string]*entry{},
 	}
 	r.progress.live = map[string]func(Progress){}
 	seen := map[string]bool{}
@@ -277,9 +251,6 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 			return nil, fmt.Errorf("mcp_servers[%d]: duplicate name %q", i, cfg.Name)
 		}
 		seen[cfg.Name] = true
-		if cfg.OnToolError == "" {
-			cfg.OnToolError = OnToolErrorRetry
-		}
 		r.servers = append(r.servers, newServer(r, cfg))
 	}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -306,11 +277,6 @@ func validateConfig(cfg ServerConfig) error {
 		return fmt.Errorf("server %q: command or url is required", cfg.Name)
 	case len(cfg.Command) > 0 && cfg.Command[0] == "":
 		return fmt.Errorf("server %q: command is empty", cfg.Name)
-	}
-	switch cfg.OnToolError {
-	case "", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError:
-	default:
-		return fmt.Errorf("server %q: on_tool_error must be retry, fail or error, not %q", cfg.Name, cfg.OnToolError)
 	}
 	return nil
 }
@@ -412,12 +378,22 @@ func (r *Registry) setTools(s *server, tools []*mcp.Tool) {
 	s.entries = entries
 	catalog := make([]Tool, 0, len(r.catalog)+len(entries))
 	byName := map[string]*entry{}
-	taken := map[string]bool{}
+	var raws []rawName
+	for _, srv := range r.servers {
+		for _, tmpl := range srv.entries {
+			raws = append(raws, rawName{srv.cfg.Name, tmpl.ToolName})
+		}
+	}
+	names := catalogNames(raws)
+	i := 0
 	for _, srv := range r.servers {
 		for _, tmpl := range srv.entries {
 			e := *tmpl
-			e.Name = uniqueName(toolName(srv.cfg.Name, e.ToolName), taken)
-			taken[e.Name] = true
+			e.Name = names[i]
+			i++
+			if _, dup := byName[e.Name]; dup {
+				continue // one server listing the same tool twice
+			}
 			byName[e.Name] = &e
 			catalog = append(catalog, e.Tool)
 		}
@@ -430,31 +406,6 @@ func (r *Registry) lookup(name string) (*entry, bool) {
 	defer r.mu.RUnlock()
 	e, ok := r.byName[name]
 	return e, ok
-}
-
-// names returns every catalog name.
-func (r *Registry) names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.catalog))
-	for _, t := range r.catalog {
-		out = append(out, t.Name)
-	}
-	return out
-}
-
-// noteFailure counts a tool error of name and returns the consecutive count.
-func (r *Registry) noteFailure(name string) int {
-	r.failMu.Lock()
-	defer r.failMu.Unlock()
-	r.failures[name]++
-	return r.failures[name]
-}
-
-func (r *Registry) resetFailures(name string) {
-	r.failMu.Lock()
-	defer r.failMu.Unlock()
-	delete(r.failures, name)
 }
 
 // goTracked runs f in a goroutine that Close waits for; it returns false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -176,13 +177,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 		cmd.Stderr = &lineLogger{log: s.log}
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
 	} else {
-		hc := s.r.opts.HTTPClient
-		if len(s.cfg.Headers) > 0 {
-			c := *hc
-			c.Transport = &headerTransport{base: hc.Transport, headers: s.cfg.Headers}
-			hc = &c
-		}
-		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers)}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
@@ -335,17 +330,65 @@ func (s *server) env() []string {
 	return env
 }
 
-// headerTransport adds the configured headers to every request. The values
-// may be secrets: they are never logged.
+// errCrossOriginRedirect is returned when an MCP server redirects to another origin.
+var errCrossOriginRedirect = errors.New("the MCP server redirected to another origin, which is not followed")
+
+// sameOriginClient returns a copy of base for one MCP server at endpoint: redirects are
+// followed only within the endpoint's origin (scheme, host and port), and the configured
+// headers, which may hold secrets, are added only to requests for that origin. A server
+// that redirects elsewhere fails the request instead of receiving the user's data or the
+// credentials meant for it.
+func sameOriginClient(base *http.Client, endpoint string, headers map[string]string) *http.Client {
+	c := *base
+	origin := originOf(endpoint)
+	inner := base.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if originOf(req.URL.String()) != origin {
+			return errCrossOriginRedirect
+		}
+		if inner != nil {
+			return inner(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	if len(headers) > 0 {
+		c.Transport = &headerTransport{base: base.Transport, headers: headers, origin: origin}
+	}
+	return &c
+}
+
+// originOf returns scheme://host:port of a URL in lower case, with the default port made
+// explicit, or "" when it does not parse.
+func originOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// headerTransport adds the configured headers to every request for the server's own
+// origin, and to no other. The values may be secrets: they are never logged.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  string
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
+	if t.origin != "" && originOf(req.URL.String()) == t.origin {
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
 	}
 	base := t.base
 	if base == nil {

@@ -31,17 +31,19 @@ func TestMCPToolNames(t *testing.T) {
 	for _, tt := range tests {
 		got := toolName(tt.server, tt.tool)
 		assert.Equal(t, tt.want, got, "%s/%s", tt.server, tt.tool)
-		assert.LessOrEqual(t, len(got), maxToolName)
+		assert.LessOrEqual(t, len(got), 64)
 	}
 	assert.NotEqual(t, toolName("a", long+"1"), toolName("a", long+"2"), "long names keep a distinguishing hash")
 
-	taken := map[string]bool{"s__t": true, "s__t_2": true}
-	assert.Equal(t, "s__t_3", uniqueName("s__t", taken))
-	assert.Equal(t, "s__u", uniqueName("s__u", taken))
-	full := strings.Repeat("y", maxToolName)
-	got := uniqueName(full, map[string]bool{full: true})
-	assert.Len(t, got, maxToolName)
-	assert.True(t, strings.HasSuffix(got, "_2"))
+	// Raw names that sanitise alike: the lossless one keeps the plain name, the others
+	// get a stable hash of their raw name, whatever the order.
+	raws := []rawName{{"caf?", "t"}, {"caf_", "t"}, {"café", "t"}}
+	names := catalogNames(raws)
+	assert.Equal(t, "caf___t", names[1])
+	assert.NotEqual(t, names[0], names[2])
+	assert.True(t, strings.HasPrefix(names[0], "caf___t_"), names[0])
+	rev := catalogNames([]rawName{raws[2], raws[1], raws[0]})
+	assert.Equal(t, []string{names[2], names[1], names[0]}, rev, "names do not depend on order")
 }
 
 func fnv32(s string) uint32 {
@@ -54,9 +56,12 @@ func TestMCPSchemaCheck(t *testing.T) {
 	sch, err := compileSchema(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"a":    map[string]any{"type": "number"},
-			"name": map[string]any{"type": "string", "minLength": 2},
-			"kind": map[string]any{"type": "string", "enum": []any{"x", "y"}},
+			"a":     map[string]any{"type": "number"},
+			"name":  map[string]any{"type": "string", "minLength": 2},
+			"kind":  map[string]any{"type": "string", "enum": []any{"x", "y"}},
+			"flag":  map[string]any{"type": "boolean"},
+			"n":     map[string]any{"type": "boolean"},
+			"count": map[string]any{"type": "integer", "minimum": 1},
 		},
 		"required":             []any{"a"},
 		"additionalProperties": false,
@@ -70,11 +75,15 @@ func TestMCPSchemaCheck(t *testing.T) {
 		reason string
 	}{
 		{"ok", map[string]any{"a": 1.0}, "", nil, ""},
-		{"type", map[string]any{"a": "1"}, "a", "1", `has type "string", want "number"`},
-		{"missing", map[string]any{"name": "bob"}, "a", nil, "required"},
-		{"enum", map[string]any{"a": 1.0, "kind": "z"}, "kind", "z", "enum"},
-		{"extra", map[string]any{"a": 1.0, "zz": true}, "zz", true, "additional properties"},
-		{"min length", map[string]any{"a": 1.0, "name": "b"}, "name", "b", "minLength"},
+		{"optional null is absent", map[string]any{"a": 1.0, "name": nil}, "", nil, ""},
+		{"type", map[string]any{"a": "1"}, "a", "1", `a: expected number, got the string "1"`},
+		{"required null", map[string]any{"a": nil}, "a", nil, "a: expected number, got null"},
+		{"bool null", map[string]any{"a": 1.0, "flag": false, "n": nil}, "", nil, ""},
+		{"missing", map[string]any{"name": "bob"}, "a", nil, "a: required, but missing"},
+		{"enum", map[string]any{"a": 1.0, "kind": "z"}, "kind", "z", `kind: expected one of ["x","y"], got the string "z"`},
+		{"extra", map[string]any{"a": 1.0, "zz": true}, "zz", true, "zz: unknown argument"},
+		{"min length", map[string]any{"a": 1.0, "name": "b"}, "name", "b", "name: expected a string of at least 2 characters, got 1"},
+		{"minimum", map[string]any{"a": 1.0, "count": 0.0}, "count", 0.0, "count: expected a number of at least 1, got the number 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +97,8 @@ func TestMCPSchemaCheck(t *testing.T) {
 			assert.Equal(t, tt.got, ae.got)
 			assert.Contains(t, ae.reason, tt.reason)
 			assert.NotContains(t, ae.reason, "validating")
+			assert.NotContains(t, ae.reason, "reflect")
+			assert.NotContains(t, ae.reason, "000000")
 		})
 	}
 

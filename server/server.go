@@ -14,7 +14,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -44,12 +46,26 @@ type Config struct {
 	// behind the bearer-token auth: scrapers reach it from the operator's network.
 	Metrics http.Handler
 	Logger  *slog.Logger
+	// AllowedOrigins are Origins, besides the request's own, that may POST when auth is
+	// off (server.allowed_origins), such as "https://app.example.com".
+	AllowedOrigins []string
+	// ListenAddr is the listen address; a loopback one turns on the DNS-rebinding guard
+	// (only loopback names in Host).
+	ListenAddr string
+	// MaxActiveRuns caps concurrent runs (server.max_active_runs); beyond it POST /agui
+	// answers 503 with Retry-After. Default 1000; negative means no cap.
+	MaxActiveRuns int
+	// BodyReadTimeout bounds reading a request body; default 30 s.
+	BodyReadTimeout time.Duration
 }
 
 type server struct {
-	cfg    Config
-	log    *slog.Logger
-	tokens [][32]byte
+	cfg      Config
+	log      *slog.Logger
+	tokens   [][32]byte
+	origins  map[string]struct{}
+	loopback bool
+	starting atomic.Int64
 }
 
 // New returns the HTTP handler of the coordinator.
@@ -66,14 +82,26 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &server{cfg: cfg, log: cfg.Logger}
+	if cfg.MaxActiveRuns == 0 {
+		cfg.MaxActiveRuns = DefaultMaxActiveRuns
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr)}
 	for _, t := range cfg.AuthTokens {
 		if t = strings.TrimSpace(t); t != "" {
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
 		}
 	}
+	for _, o := range cfg.AllowedOrigins {
+		if n, ok := normOrigin(o); ok {
+			s.origins[n] = struct{}{}
+		}
+	}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	r.Use(s.guard)
 	r.Post("/agui", s.handleRun)
 	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", s.handleStop)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -100,9 +128,10 @@ func (s *server) principal(r *http.Request) (string, bool) {
 	if len(s.tokens) == 0 {
 		return "", true
 	}
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
+	// The scheme is case-insensitive (RFC 9110 §11.1).
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return "", false
 	}
 	sum := sha256.Sum256([]byte(tok))
@@ -120,12 +149,24 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
 		return
 	}
+	if !jsonContentType(r) {
+		writeError(w, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "The body must be sent as Content-Type: application/json.")
+		return
+	}
 	in, err := agui.DecodeRunAgentInput(r.Body, s.cfg.MaxBodyBytes)
 	if err != nil {
 		agui.WriteInputError(w, err)
 		return
 	}
+	bodyRead(w)
+	release, ok := s.reserveRun()
+	if !ok {
+		w.Header().Set("Retry-After", retryAfterBusy)
+		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
+		return
+	}
 	run, err := s.cfg.Engine.Start(in, who)
+	release()
 	if err != nil {
 		s.writeEngineError(w, err)
 		return
@@ -210,12 +251,32 @@ func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
 		return
 	}
-	err := s.cfg.Engine.Stop(chi.URLParam(r, "threadId"), chi.URLParam(r, "runId"), who)
+	threadID, runID := pathID(r, "threadId"), pathID(r, "runId")
+	if !agui.ValidID(threadID) || !agui.ValidID(runID) {
+		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
+		return
+	}
+	err := s.cfg.Engine.Stop(threadID, runID, who)
+	if errors.Is(err, coordinator.ErrForbidden) {
+		// Another principal's thread reads as an unknown one: a stop must not reveal
+		// which threads exist.
+		err = coordinator.ErrRunNotFound
+	}
 	if err != nil {
 		s.writeEngineError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "stopping"})
+}
+
+// pathID returns a path parameter, percent-decoded: chi routes on the raw path when the
+// client escaped a character, and an escaped ':' is still a valid id.
+func pathID(r *http.Request, name string) string {
+	v := chi.URLParam(r, name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }
 
 func (s *server) handleReady(w http.ResponseWriter, _ *http.Request) {

@@ -168,6 +168,7 @@ func TestDisconnectCancelsRun(t *testing.T) {
 	srv, e := newTestServer(t, blockingModel{}, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/agui", strings.NewReader(body("gone", "r1", "")))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	br := bufio.NewReader(resp.Body)

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +81,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// Auth fails closed: a named token variable that holds nothing stops the start.
+	tokens, err := cfg.Server.AuthTokens(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
@@ -120,10 +126,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
 	var registry *mcpclient.Registry
+	onToolError := map[string]string{}
 	if len(cfg.MCPServers) > 0 {
 		var servers []mcpclient.ServerConfig
 		for _, s := range cfg.MCPServers {
-			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, OnToolError: s.OnToolError})
+			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers})
+			onToolError[s.Name] = s.OnToolError
 		}
 		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions})
 		if err != nil {
@@ -147,6 +155,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Model:   model,
 		Agents:  agents,
 		Tools:   tools,
+		// What a tool error of each MCP server does to the run: the engine decides.
+		OnToolError: onToolError,
 		Limits: coordinator.Limits{
 			MaxIterations: cfg.Limits.MaxIterations,
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
@@ -174,19 +184,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
-	var tokens []string
-	if cfg.Server.AuthTokensEnv != "" {
-		tokens = strings.Split(os.Getenv(cfg.Server.AuthTokensEnv), ",")
-	}
 	handler := server.New(server.Config{
-		Engine:       engine,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		AuthTokens:   tokens,
-		Page:         web.Handler(),
-		Ready:        func() error { return st.Ping(context.Background()) },
-		Metrics:      metricsReg.Handler(),
-		Logger:       log,
-		WriteTimeout: time.Duration(cfg.Server.StreamWriteTimeout),
+		Engine:         engine,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		AuthTokens:     tokens,
+		AllowedOrigins: cfg.Server.AllowedOrigins,
+		ListenAddr:     cfg.Listen,
+		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
+		Page:           web.Handler(),
+		Ready:          func() error { return st.Ping(context.Background()) },
+		Metrics:        metricsReg.Handler(),
+		Logger:         log,
+		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -194,7 +203,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: listen %s: %v\n", cfg.Listen, err)
 		return 1
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Body reads are bounded per request by the server package (a run's stream outlives
+	// any whole-request ReadTimeout); idle keep-alive connections are closed.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
@@ -203,7 +214,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
 	}
-	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo)
+	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo,
+		"auth", authState(tokens), "loopback_only", server.IsLoopbackListen(cfg.Listen))
 
 	select {
 	case <-ctx.Done():
@@ -271,37 +283,50 @@ func withTimeouts(cfg *config.Config, m llm.Model) llm.Model {
 	return llm.WithTimeouts(m, llm.Timeouts{FirstByte: time.Duration(cfg.LLM.Timeout), Idle: time.Duration(cfg.LLM.IdleTimeout)})
 }
 
-// resolveAgents reads every agent card. Agents may start after the coordinator (compose),
-// so resolution is retried for a while before the start fails naming the agent.
+// agentFirstReadWait bounds how long the start waits for the agents' first card reads.
+const agentFirstReadWait = time.Second
+
+// resolveAgents builds every agent without waiting for it: each card is read in the
+// background (retried with backoff, logged at warn) and on the first call, so an agent
+// that is down at start never holds the listener closed; until its card is read it is
+// offered to the model with a placeholder description and answers [UNREACHABLE]
+// (design/agent-cards.md). The coordinator holds a request open for a late task id
+// itself (the run's cancel scope), so the client's own grace is disabled.
 func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]coordinator.Agent, error) {
 	var out []coordinator.Agent
+	var started []*a2a.Agent
+	defer func() {
+		// Agents that answer at once are described by their cards from the first run;
+		// the wait is short and parallel, so the start stays well within 2 s.
+		wctx, cancel := context.WithTimeout(ctx, agentFirstReadWait)
+		defer cancel()
+		for _, ag := range started {
+			if err := ag.WaitFirst(wctx); err != nil {
+				log.Warn("agent not usable yet; its card is read again in the background", "agent", ag.Name, "error", err)
+			}
+		}
+	}()
 	for _, ac := range cfg.Agents {
-		var ag *a2a.Agent
-		var err error
-		deadline := time.Now().Add(30 * time.Second)
-		for wait := 200 * time.Millisecond; ; wait = min(wait*2, 3*time.Second) {
-			ag, err = a2a.Resolve(ctx, a2a.AgentConfig{Name: ac.Name, URL: ac.URL, Timeout: time.Duration(ac.Timeout)}, a2a.Options{Logger: log})
-			if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-				break
-			}
-			log.Warn("agent card not available yet; retrying", "agent", ac.Name, "url", ac.URL, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
-		}
+		ag, err := a2a.New(a2a.AgentConfig{
+			Name:           ac.Name,
+			URL:            ac.URL,
+			CardURL:        ac.CardURL,
+			Headers:        ac.Headers,
+			AllowedOrigins: ac.AllowedOrigins,
+			Timeout:        time.Duration(ac.Timeout),
+			CardTTL:        time.Duration(ac.CardTTL),
+		}, a2a.Options{Logger: log, IDGrace: -1})
 		if err != nil {
-			return nil, fmt.Errorf("agents: %s (%s): cannot read the agent card: %w", ac.Name, ac.URL, err)
+			return nil, fmt.Errorf("agents: %s: %w", ac.Name, err)
 		}
+		ag.Start(ctx)
+		started = append(started, ag)
 		out = append(out, coordinator.Agent{
 			Name:          coordinator.ToolName(ac.Name),
-			Description:   ag.Description,
-			Skills:        ag.Skills,
 			Timeout:       time.Duration(ac.Timeout),
 			InputRequired: ac.InputRequired,
 			Client:        ag,
 		})
-		log.Info("agent ready", "agent", ac.Name, "protocol", ag.ProtocolVersion, "streaming", ag.Streaming)
 	}
 	return out, nil
 }
@@ -320,6 +345,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}
+}
+
+// authState says, for the start-up log, whether bearer-token auth is on.
+func authState(tokens []string) string {
+	if len(tokens) == 0 {
+		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
+	}
+	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
 }
 
 func envOr(key, def string) string {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/baton-dev/baton/bridge"
 	"io"
 	"log/slog"
 	"os"
@@ -42,7 +43,7 @@ func main() {
 
 func run(ctx context.Context, url, scenario string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	reg, err := mcpclient.New(ctx, []mcpclient.ServerConfig{{Name: "conformance", URL: url, OnToolError: mcpclient.OnToolErrorFail}},
+	reg, err := mcpclient.New(ctx, []mcpclient.ServerConfig{{Name: "conformance", URL: url}},
 		mcpclient.Options{Logger: logger, Elicitor: DefaultsElicitor{}, MaxReconnects: 1})
 	if err != nil {
 		return err
@@ -63,12 +64,16 @@ func run(ctx context.Context, url, scenario string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		out, err := reg.Call(ctx, t.Name, args, mcpclient.CallOptions{})
-		fmt.Fprintf(stdout, "%s -> %s\n", t.ToolName, out)
+		res, err := reg.Call(ctx, t.Name, args, mcpclient.CallOptions{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.ToolName, err)
 		}
-		if !strings.HasPrefix(out, "[OK]") {
+		out := string(res.Status)
+		if res.Status == mcpclient.StatusOK {
+			out = bridge.MCPOK(res.Content, res.Note)
+		}
+		fmt.Fprintf(stdout, "%s -> %s %s\n", t.ToolName, out, res.Detail)
+		if res.Status != mcpclient.StatusOK {
 			failed = append(failed, t.ToolName)
 		}
 	}

@@ -21,7 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -37,8 +39,10 @@ const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultStore         = "sqlite:./data/baton.db"
 	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxActiveRuns = 1000
 	DefaultShutdownGrace = Duration(10 * time.Second)
 	DefaultAgentTimeout  = Duration(120 * time.Second)
+	DefaultAgentCardTTL  = Duration(10 * time.Minute)
 	DefaultMaxIterations = 25
 	DefaultMaxRunSeconds = 600
 	DefaultToolTimeout   = Duration(120 * time.Second)
@@ -103,6 +107,11 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ShutdownGrace is how long active runs may finish at shutdown.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// AllowedOrigins are extra Origins (scheme://host[:port]) allowed to POST when auth
+	// is off; the request's own origin is always allowed.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MaxActiveRuns caps concurrent runs; beyond it POST /agui answers 503.
+	MaxActiveRuns int `yaml:"max_active_runs"`
 
 	// Stream settings (issue 12): what a client that does not keep up may cost.
 
@@ -115,6 +124,29 @@ type Server struct {
 	// StreamWriteTimeout bounds one write to a client; a client that takes longer is
 	// disconnected. 0 means DefaultStreamWriteTimeout.
 	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
+}
+
+// ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
+// holds no token: auth was asked for, so the server must not start without it.
+var ErrNoAuthTokens = errors.New("no auth tokens")
+
+// AuthTokens returns the bearer tokens from the variable named by AuthTokensEnv: nil when
+// no variable is configured (auth off), and an error naming the variable (never its value)
+// when it is configured but unset, empty or holds only separators. Never log the tokens.
+func (s Server) AuthTokens(getenv func(string) string) ([]string, error) {
+	if s.AuthTokensEnv == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, t := range strings.Split(getenv(s.AuthTokensEnv), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("server.auth_tokens_env names %s, but that environment variable is unset or empty; set it to comma-separated bearer tokens, or remove server.auth_tokens_env to run without auth: %w", s.AuthTokensEnv, ErrNoAuthTokens)
+	}
+	return out, nil
 }
 
 // Stream defaults and the values of Server.OnDisconnect.
@@ -154,11 +186,51 @@ type Agent struct {
 	Name string `yaml:"name"`
 	// URL is the agent's base URL; the card is read from /.well-known/agent-card.json.
 	URL string `yaml:"url"`
+	// CardURL is the card's full URL, for agents that publish it elsewhere than under URL.
+	CardURL string `yaml:"card_url"`
+	// Headers are sent with every request to the agent's own origin (never to another);
+	// ${VAR} is expanded from the environment at load time, so values may hold secrets.
+	Headers map[string]string `yaml:"headers"`
+	// AllowedOrigins are the origins besides the configured one that the card may point
+	// the client to (scheme://host[:port]). Default: none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Timeout bounds active time, not time spent waiting for the user.
 	Timeout Duration `yaml:"timeout"`
+	// CardTTL is how long a card is used before it is read again (it is also read again
+	// after a protocol error).
+	CardTTL Duration `yaml:"card_ttl"`
 	// InputRequired is ask_user (default: raise an interrupt at once) or model (the model
 	// sees the tag and decides).
 	InputRequired string `yaml:"input_required"`
+}
+
+// LogValue implements slog.LogValuer: header values are secrets and are left out, and so
+// is any userinfo in the URLs.
+func (a Agent) LogValue() slog.Value {
+	names := make([]string, 0, len(a.Headers))
+	for k := range a.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return slog.GroupValue(
+		slog.String("name", a.Name),
+		slog.String("url", redactURL(a.URL)),
+		slog.String("card_url", redactURL(a.CardURL)),
+		slog.Any("header_names", names),
+		slog.Any("allowed_origins", a.AllowedOrigins),
+		slog.String("timeout", a.Timeout.String()),
+		slog.String("card_ttl", a.CardTTL.String()),
+		slog.String("input_required", a.InputRequired),
+	)
+}
+
+// redactURL hides the password of a URL's userinfo.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }
 
 // MCPServer is one MCP server: Command (stdio) or URL (streamable HTTP), never both.
@@ -300,6 +372,7 @@ func Default() *Config {
 		Server: Server{
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			ShutdownGrace: DefaultShutdownGrace,
+			MaxActiveRuns: DefaultMaxActiveRuns,
 		},
 		LLM: LLM{Provider: DefaultProvider},
 		Limits: Limits{
@@ -355,6 +428,9 @@ func (c *Config) fillListDefaults() {
 		if a.Timeout == 0 {
 			a.Timeout = DefaultAgentTimeout
 		}
+		if a.CardTTL == 0 {
+			a.CardTTL = DefaultAgentCardTTL
+		}
 		if a.InputRequired == "" {
 			a.InputRequired = InputRequiredAskUser
 		}
@@ -369,6 +445,11 @@ func (c *Config) fillListDefaults() {
 // expandHeaders replaces ${VAR} in header values. An unset or empty variable is an
 // error: sending "Bearer " would fail later and less clearly.
 func (c *Config) expandHeaders(getenv func(string) string) error {
+	for i := range c.Agents {
+		if err := c.expandMap(fmt.Sprintf("agents[%d].headers", i), c.Agents[i].Headers, getenv); err != nil {
+			return err
+		}
+	}
 	for i := range c.MCPServers {
 		m := &c.MCPServers[i]
 		for name, v := range m.Headers {
@@ -386,6 +467,25 @@ func (c *Config) expandHeaders(getenv func(string) string) error {
 			}
 			m.Headers[name] = expanded
 		}
+	}
+	return nil
+}
+
+// expandMap replaces ${VAR} in the values of m in place; key names the map in errors.
+func (c *Config) expandMap(key string, m map[string]string, getenv func(string) string) error {
+	for name, v := range m {
+		var missing string
+		expanded := expandVars(v, func(k string) string {
+			val := getenv(k)
+			if val == "" && missing == "" {
+				missing = k
+			}
+			return val
+		})
+		if missing != "" {
+			return c.fieldErr(key+"."+name, "environment variable %s is not set", missing)
+		}
+		m[name] = expanded
 	}
 	return nil
 }

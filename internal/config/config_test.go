@@ -18,7 +18,9 @@ const designExample = `
 listen: 127.0.0.1:8080
 server:
   auth_tokens_env: BATON_AUTH_TOKENS  # comma-separated bearer tokens; unset = no auth
+  allowed_origins: []         # extra Origins allowed to POST when auth is off
   max_body_bytes: 1048576
+  max_active_runs: 1000
   shutdown_grace: 10s
 llm:
   provider: openai            # openai | anthropic | scripted
@@ -68,9 +70,9 @@ func TestLoadDesignExample(t *testing.T) {
 
 	assert.Equal(t, "baton.yaml", c.Source)
 	assert.Equal(t, "127.0.0.1:8080", c.Listen)
-	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second)}, c.Server)
+	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second), AllowedOrigins: []string{}, MaxActiveRuns: 1000}, c.Server)
 	assert.Equal(t, LLM{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4.1-mini", APIKeyEnv: "OPENAI_API_KEY"}, c.LLM)
-	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), InputRequired: "ask_user"}}, c.Agents)
+	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), CardTTL: DefaultAgentCardTTL, InputRequired: "ask_user"}}, c.Agents)
 	assert.Equal(t, []MCPServer{
 		{Name: "files", Command: []string{"npx", "mcp-server-everything"}, OnToolError: "retry"},
 		{Name: "deploy", URL: "http://127.0.0.1:3901/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}, OnToolError: "retry"},
@@ -97,7 +99,7 @@ server: ~
 	require.NoError(t, err)
 	want := Default()
 	want.Source = "baton.yaml"
-	want.Agents = []Agent{{Name: "travel", URL: "http://127.0.0.1:41250", Timeout: DefaultAgentTimeout, InputRequired: InputRequiredAskUser}}
+	want.Agents = []Agent{{Name: "travel", URL: "http://127.0.0.1:41250", Timeout: DefaultAgentTimeout, CardTTL: DefaultAgentCardTTL, InputRequired: InputRequiredAskUser}}
 	want.MCPServers = []MCPServer{{Name: "demo", URL: "http://127.0.0.1:3901/mcp", OnToolError: OnToolErrorRetry}}
 	want.Limits.MaxIterations = 5
 	assert.Equal(t, want, c)
@@ -127,7 +129,7 @@ agents:
 `, nil)
 	require.NoError(t, err)
 	require.Len(t, c.Agents, 2)
-	assert.Equal(t, Agent{Name: "research2", URL: "http://127.0.0.1:41241", Timeout: Duration(30 * time.Second), InputRequired: "ask_user"}, c.Agents[1])
+	assert.Equal(t, Agent{Name: "research2", URL: "http://127.0.0.1:41241", Timeout: Duration(30 * time.Second), CardTTL: DefaultAgentCardTTL, InputRequired: "ask_user"}, c.Agents[1])
 }
 
 func TestLoadEmptyFileIsDefaults(t *testing.T) {
@@ -389,6 +391,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_LLM_API_KEY_ENV":              "MY_KEY",
 		"BATON_SERVER_MAX_BODY_BYTES":        "2048",
 		"BATON_SERVER_SHUTDOWN_GRACE":        "3",
+		"BATON_SERVER_MAX_ACTIVE_RUNS":       "12",
 		"BATON_SERVER_AUTH_TOKENS_ENV":       "MY_TOKENS",
 		"BATON_LIMITS_MAX_ITERATIONS":        "7",
 		"BATON_LIMITS_MAX_RUN_SECONDS":       "60",
@@ -413,7 +416,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 	require.NoError(t, c.Validate())
 	want := &Config{
 		Listen: "0.0.0.0:9090",
-		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second),
+		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second), MaxActiveRuns: 12,
 			OnDisconnect: "cancel", StreamBufferBytes: 65536, StreamWriteTimeout: Duration(5 * time.Second)},
 		LLM: LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY",
 			Timeout: Duration(45 * time.Second), IdleTimeout: Duration(20 * time.Second)},
@@ -486,7 +489,8 @@ func TestToolName(t *testing.T) {
 		{"research", "research"},
 		{"deep research", "deep_research"},
 		{"café-bot", "caf_-bot"},
-		{string(bytes.Repeat([]byte("a"), 70)), string(bytes.Repeat([]byte("a"), 64))},
+		// Over 64 characters: cut, with a stable hash so that two long names stay apart.
+		{string(bytes.Repeat([]byte("a"), 70)), string(bytes.Repeat([]byte("a"), 55)) + "_5904740b"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, ToolName(tt.in), tt.in)
@@ -506,4 +510,44 @@ func TestExpandVars(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, expandVars(tt.in, lookup), tt.in)
 	}
+}
+
+func TestAuthTokensFailClosed(t *testing.T) {
+	s := Server{}
+	toks, err := s.AuthTokens(env{}.get)
+	require.NoError(t, err)
+	assert.Nil(t, toks, "no variable configured: auth off")
+
+	s.AuthTokensEnv = "MY_TOKENS"
+	for name, val := range map[string]string{"unset": "", "blank": "   ", "only commas": " , ,"} {
+		e := env{}
+		if val != "" {
+			e["MY_TOKENS"] = val
+		}
+		_, err := s.AuthTokens(e.get)
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrNoAuthTokens, name)
+		assert.Contains(t, err.Error(), "MY_TOKENS", name)
+	}
+	toks, err = s.AuthTokens(env{"MY_TOKENS": " alpha, beta ,,"}.get)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"alpha", "beta"}, toks)
+}
+
+func TestServerGuardKeysValidated(t *testing.T) {
+	for _, tt := range []struct{ yaml, key string }{
+		{"server:\n  max_active_runs: 0\n", "server.max_active_runs"},
+		{"server:\n  allowed_origins: [\"app.example.com\"]\n", "server.allowed_origins[0]"},
+		{"server:\n  allowed_origins: [\"https://app.example.com/path\"]\n", "server.allowed_origins[0]"},
+		{"server:\n  allowed_origins: [\"javascript://x\"]\n", "server.allowed_origins[0]"},
+	} {
+		_, err := loadYAML(t, tt.yaml, env{})
+		require.Error(t, err, tt.yaml)
+		assert.ErrorIs(t, err, ErrInvalid)
+		assert.Contains(t, err.Error(), "baton.yaml: "+tt.key+":", tt.yaml)
+	}
+	c, err := loadYAML(t, "server:\n  allowed_origins: [\"https://app.example.com\", \"http://localhost:3000\"]\n  max_active_runs: 5\n", env{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://app.example.com", "http://localhost:3000"}, c.Server.AllowedOrigins)
+	assert.Equal(t, 5, c.Server.MaxActiveRuns)
 }

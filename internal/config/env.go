@@ -52,6 +52,7 @@ var envVars = []envVar{
 		c.Server.MaxBodyBytes = n
 		return nil
 	}},
+	{"BATON_SERVER_MAX_ACTIVE_RUNS", "server.max_active_runs", setInt(func(c *Config) *int { return &c.Server.MaxActiveRuns })},
 	{"BATON_SERVER_SHUTDOWN_GRACE", "server.shutdown_grace", setDuration(func(c *Config) *Duration { return &c.Server.ShutdownGrace })},
 	{"BATON_LLM_PROVIDER", "llm.provider", setString(func(c *Config) *string { return &c.LLM.Provider })},
 	{"BATON_LLM_BASE_URL", "llm.base_url", setString(func(c *Config) *string { return &c.LLM.BaseURL })},
@@ -92,7 +93,7 @@ func EnvVarNames() []string {
 
 // ApplyEnv overrides scalar keys from the environment: BATON_LISTEN, BATON_LLM_PROVIDER,
 // BATON_LLM_BASE_URL, BATON_LLM_MODEL, BATON_LLM_API_KEY_ENV, BATON_SERVER_MAX_BODY_BYTES,
-// BATON_SERVER_SHUTDOWN_GRACE, BATON_SERVER_AUTH_TOKENS_ENV, BATON_LIMITS_MAX_ITERATIONS,
+// BATON_SERVER_SHUTDOWN_GRACE, BATON_SERVER_AUTH_TOKENS_ENV, BATON_SERVER_MAX_ACTIVE_RUNS, BATON_LIMITS_MAX_ITERATIONS,
 // BATON_LIMITS_MAX_RUN_SECONDS, BATON_LIMITS_TOOL_TIMEOUT, BATON_POLICY_BUDGET_MAX_TOOL_CALLS,
 // BATON_POLICY_BUDGET_MAX_TOKENS, BATON_LOOP_SOFT_THRESHOLD, BATON_LOOP_HARD_THRESHOLD,
 // BATON_LOOP_STALL_TURNS and BATON_STORE. An empty

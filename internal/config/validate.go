@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/internal/toolname"
 	"net"
 	"net/url"
 	"path"
@@ -42,6 +43,13 @@ func (c *Config) validateServer() error {
 		return c.fieldErr("server.max_body_bytes", "must be positive (got %d)", s.MaxBodyBytes)
 	case s.ShutdownGrace < 0:
 		return c.fieldErr("server.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
+	case s.MaxActiveRuns <= 0:
+		return c.fieldErr("server.max_active_runs", "must be positive (got %d)", s.MaxActiveRuns)
+	}
+	for i, o := range s.AllowedOrigins {
+		if !isOrigin(o) {
+			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
+		}
 	}
 	return c.validateStream()
 }
@@ -60,6 +68,13 @@ func (c *Config) validateStream() error {
 		return c.fieldErr("server.stream_write_timeout", "must not be negative (got %s)", s.StreamWriteTimeout)
 	}
 	return nil
+}
+
+// isOrigin reports whether s is scheme://host[:port] with an http(s) scheme and nothing else.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.User == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery
 }
 
 func (c *Config) validateLLM() error {
@@ -111,6 +126,9 @@ func (c *Config) validateAgents() error {
 		if a.Timeout < 0 {
 			return c.fieldErr(key+".timeout", "must not be negative (got %s)", a.Timeout)
 		}
+		if err := c.validateAgentOrigins(key, a); err != nil {
+			return err
+		}
 		switch a.InputRequired {
 		case "", InputRequiredAskUser, InputRequiredModel:
 		default:
@@ -118,6 +136,44 @@ func (c *Config) validateAgents() error {
 		}
 	}
 	return nil
+}
+
+// validateAgentOrigins checks the keys that decide where an agent's requests may go.
+func (c *Config) validateAgentOrigins(key string, a Agent) error {
+	if a.CardURL != "" && !isHTTPURL(a.CardURL) {
+		return c.fieldErr(key+".card_url", "not an absolute http(s) URL")
+	}
+	if a.CardTTL < 0 {
+		return c.fieldErr(key+".card_ttl", "must not be negative (got %s)", a.CardTTL)
+	}
+	for j, o := range a.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || !isHTTPURL(o) || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return c.fieldErr(fmt.Sprintf("%s.allowed_origins[%d]", key, j), "must be an origin such as https://agents.example.com:8443 (got %q)", o)
+		}
+	}
+	for name := range a.Headers {
+		if !validHeaderName(name) {
+			return c.fieldErr(key+".headers", "%q is not a valid header name", name)
+		}
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.1).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Config) validateMCPServers() error {
@@ -351,19 +407,6 @@ func isHTTPURL(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// ToolName is the tool name the model sees for a configured name (DESIGN §5): characters
-// outside [A-Za-z0-9_-] become "_", and the result is cut to 64 characters.
-func ToolName(name string) string {
-	b := make([]byte, 0, len(name))
-	for _, r := range name {
-		if r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b = append(b, byte(r))
-		} else {
-			b = append(b, '_')
-		}
-		if len(b) == 64 {
-			break
-		}
-	}
-	return string(b)
-}
+// ToolName is the tool name the model sees for a configured name (DESIGN §5); see
+// package toolname, the one sanitiser shared with the catalog and the engine.
+func ToolName(name string) string { return toolname.Sanitize(name) }

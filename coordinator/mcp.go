@@ -1,0 +1,128 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/mcpclient"
+)
+
+// The MCP tool kind: the registry reports a typed result; here the engine decides what the
+// model reads (on_tool_error, the run's retry budget for the tool) and renders it once.
+
+// Values of Config.OnToolError (config mcp_servers[].on_tool_error, DESIGN §6).
+const (
+	OnToolErrorRetry = "retry" // a tool error is [RETRY:tool_error] while the run's budget for the tool lasts (default)
+	OnToolErrorFail  = "fail"  // a tool error is [ERROR]
+	OnToolErrorError = "error" // a tool error ends the run
+)
+
+// ErrToolFailed ends a run whose MCP tool failed on a server configured with
+// on_tool_error: error.
+var ErrToolFailed = errors.New("a tool failed and its server is configured to stop the run on tool errors")
+
+// mcpText renders res for the model, after the engine's decision about failures.
+func (r *Run) mcpText(t *toolset, res mcpclient.Result) string {
+	label := fmt.Sprintf("The tool %q", res.ToolName)
+	switch res.Status {
+	case mcpclient.StatusOK:
+		return bridge.MCPOK(res.Content, res.Note)
+	case mcpclient.StatusToolError:
+		return r.mcpToolError(res)
+	case mcpclient.StatusInvalidArguments:
+		return r.mcpInvalid(t, res)
+	case mcpclient.StatusUnknownTool:
+		msg := res.Message
+		if msg == "" {
+			msg = "There is no tool with this name."
+		}
+		return bridge.Retry(bridge.Signal{
+			Code: "unknown_action", Requested: bridge.UntrustedN(res.Tool, 64),
+			Message:          msg + " Call one of known_actions.",
+			ValidNextActions: without(r.unknownNext(t, res.Tool), res.Tool),
+			KnownActions:     without(knownActions(t, res.Tool), res.Tool),
+		})
+	case mcpclient.StatusTimeout:
+		secs := math.Round(res.Timeout.Seconds()*1000) / 1000
+		return bridge.Retry(bridge.Signal{
+			Code: "action_timeout", Requested: res.Tool,
+			Message:          fmt.Sprintf("The tool did not answer within %gs and was cancelled. Call it again with a smaller request, or use another way.", secs),
+			ValidNextActions: r.nextActions(t, res.Tool),
+			TimeoutSeconds:   secs,
+		})
+	case mcpclient.StatusUnreachable:
+		return bridge.Unreachable(fmt.Sprintf("MCP server %q (tool %q)", res.Server, res.ToolName))
+	case mcpclient.StatusMayHaveRun:
+		return bridge.MCPError(fmt.Sprintf(
+			"The connection to MCP server %q broke while %q was running: the call may or may not have run. Check its effect before calling it again.",
+			res.Server, res.ToolName), "")
+	case mcpclient.StatusNotCompleted:
+		return bridge.MCPError(res.Message, res.Detail)
+	}
+	return bridge.MCPError(label+" ended in a way the coordinator does not know.", "")
+}
+
+// mcpToolError applies the server's on_tool_error and the run's retry budget for the tool
+// (the policy's; never shared with other runs) to a tool error.
+func (r *Run) mcpToolError(res mcpclient.Result) string {
+	switch r.e.cfg.OnToolError[res.Server] {
+	case OnToolErrorFail:
+		return bridge.MCPError(fmt.Sprintf("The tool %q reported an error.", res.ToolName), res.Detail)
+	case OnToolErrorError:
+		r.setFatal(ErrToolFailed)
+		return bridge.MCPError(fmt.Sprintf("The tool %q reported an error; the run stops.", res.ToolName), res.Detail)
+	}
+	budget := r.e.cfg.Policy.RetryBudget(KindToolError)
+	// This failure's attempt number: the failures the policy has already counted for the
+	// tool in this run, plus this one. Calls of one turn read the same count, so parallel
+	// calls of one tool share one attempt (see afterTools).
+	n := r.fs.AttemptsOf(KindToolError, res.Tool) + 1
+	if n > budget {
+		return bridge.MCPError(fmt.Sprintf("The tool %q failed again; its retry budget is spent. Do not call it again for this request.", res.ToolName), res.Detail)
+	}
+	left := budget - n + 1
+	return bridge.Retry(bridge.Signal{
+		Code: "tool_error", Requested: res.Tool,
+		Message:          "The tool reported an error. Fix the cause (arguments, order of calls) and call again, or use another way.",
+		ValidNextActions: r.nextActions(nil, res.Tool),
+		ErrorMessage:     bridge.Untrusted(res.Detail),
+		AttemptsLeft:     &left,
+	})
+}
+
+// mcpInvalid renders arguments that do not fit the tool's schema.
+func (r *Run) mcpInvalid(t *toolset, res mcpclient.Result) string {
+	inv := res.Invalid
+	if inv == nil {
+		inv = &mcpclient.InvalidArgs{Reason: "the arguments do not match the tool's input schema"}
+	}
+	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: r.nextActions(t, res.Tool)}
+	if inv.ByServer {
+		s.Message = "The server rejected the arguments. Fix them and call again."
+		s.Reason = bridge.Untrusted(inv.Reason)
+	} else {
+		s.Message = "The arguments do not match the tool's input schema; nothing was sent. Fix them and call again."
+		s.Reason = inv.Reason
+		s.Details = &bridge.Details{Field: inv.Field, Got: inv.Got}
+	}
+	return bridge.Retry(s)
+}
+
+// mcpOutcome turns the result of an MCP call (or of its resumption) into a tool outcome.
+func (r *Run) mcpOutcome(ctx context.Context, t *toolset, toolCallID, name string, res mcpclient.Result, err error) toolOutcome {
+	if err == nil {
+		return toolOutcome{result: r.mcpText(t, res)}
+	}
+	var need *mcpclient.InputRequired
+	if errors.As(err, &need) {
+		return toolOutcome{interrupts: r.mcpInterrupts(toolCallID, need)}
+	}
+	if ctx.Err() != nil {
+		return toolOutcome{}
+	}
+	r.log.Warn("mcp call failed", "tool", name, "err", err)
+	return toolOutcome{result: bridge.Unreachable(name)}
+}

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of the request guards.
+const (
+	// DefaultBodyReadTimeout bounds the time a client may take to send a request body, so
+	// that trickling bodies cannot hold connections and goroutines indefinitely.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultMaxActiveRuns caps concurrent runs (server.max_active_runs).
+	DefaultMaxActiveRuns = 1000
+	// ReadHeaderTimeout bounds the time to read a request's headers; for http.Server.
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes keep-alive connections that carry no request for this long; for
+	// http.Server.
+	IdleTimeout = 30 * time.Second
+	// retryAfterBusy is the Retry-After, in seconds, sent when max_active_runs is reached.
+	retryAfterBusy = "5"
+)
+
+// IsLoopbackListen reports whether a listen address (host:port) binds only a loopback
+// interface. Such a listener gets the DNS-rebinding guard of DESIGN §3.
+func IsLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackHost reports whether a Host header names the loopback interface: localhost,
+// 127.0.0.1 or [::1], with or without a port. Other names that happen to resolve to
+// 127.0.0.1 are exactly what a DNS-rebinding page uses, so they are refused.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
+		host = hostport[1 : len(hostport)-1]
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+// guard applies the checks that do not depend on the route: the DNS-rebinding guard of a
+// loopback listener, the body read timeout, and, without auth, the CSRF checks on POST
+// (Content-Type and Origin). Each refusal is a JSON error and changes nothing.
+func (s *server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.loopback && !loopbackHost(r.Host) {
+			writeError(w, http.StatusForbidden, "FORBIDDEN_HOST", "This server only answers requests addressed to localhost, 127.0.0.1 or [::1].")
+			return
+		}
+		if r.Method == http.MethodPost && len(s.tokens) == 0 {
+			if !jsonContentType(r) {
+				writeError(w, http.StatusForbidden, "FORBIDDEN", "A POST must have Content-Type: application/json.")
+				return
+			}
+			if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r) {
+				writeError(w, http.StatusForbidden, "FORBIDDEN_ORIGIN", "Requests from this origin are not allowed.")
+				return
+			}
+		}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			// Cleared by a handler once it has read the body (a run's stream lasts long).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyRead lifts the body read deadline set by guard, once the handler has read the body,
+// so that the connection's own read (which notices a client going away) is not cut short.
+func bodyRead(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
+
+// jsonContentType reports whether the request body is declared as JSON. A browser cannot
+// send that cross-origin without a CORS preflight, which Baton never grants.
+func jsonContentType(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+// originAllowed reports whether an Origin may POST: the request's own origin (same host and
+// port as its Host header) or one listed in server.allowed_origins.
+func (s *server) originAllowed(origin string, r *http.Request) bool {
+	o, ok := normOrigin(origin)
+	if !ok {
+		return false // "null" and other opaque origins
+	}
+	if _, ok := s.origins[o]; ok {
+		return true
+	}
+	u, _ := url.Parse(o)
+	return strings.EqualFold(u.Host, withDefaultPort(r.Host, u.Scheme))
+}
+
+// normOrigin returns an origin as scheme://host:port in lower case, with the scheme's
+// default port made explicit, or false when it is not an http(s) origin.
+func normOrigin(s string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return "", false
+	}
+	return scheme + "://" + strings.ToLower(withDefaultPort(u.Host, scheme)), true
+}
+
+// withDefaultPort adds the scheme's default port to a host that has none.
+func withDefaultPort(host, scheme string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	port := "80"
+	if scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), port)
+}
+
+// reserveRun takes one of server.max_active_runs, or reports that none is left. Runs that
+// are starting count as well as the engine's active runs, so that a burst of requests
+// cannot overshoot the cap. The caller calls the returned release once Start has returned.
+func (s *server) reserveRun() (release func(), ok bool) {
+	n := s.starting.Add(1)
+	if s.cfg.MaxActiveRuns > 0 && int64(s.cfg.Engine.Active())+n > int64(s.cfg.MaxActiveRuns) {
+		s.starting.Add(-1)
+		return nil, false
+	}
+	return func() { s.starting.Add(-1) }, true
+}
