@@ -24,6 +24,7 @@ import (
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
+	"github.com/baton-dev/baton/internal/redact"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/anthropic"
 	"github.com/baton-dev/baton/llm/openai"
@@ -56,7 +57,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "coordinator %s\n", version)
 		return 0
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
+	// Every log record goes through the redactor; the configured secrets are added to it
+	// as soon as the configuration is read.
+	redactor := redact.New()
+	log, err := newLogger(stderr, *logFormat, *logLevel, redactor)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
@@ -80,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+
+	redactor.Add(cfg.Secrets(os.Getenv)...)
 
 	// Auth fails closed: a named token variable that holds nothing stops the start.
 	tokens, err := cfg.Server.AuthTokens(os.Getenv)
@@ -331,7 +337,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([
 	return out, nil
 }
 
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+func newLogger(w io.Writer, format, level string, red *redact.Redactor) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -339,9 +345,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(redact.Handler(slog.NewTextHandler(w, opts), red)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(redact.Handler(slog.NewJSONHandler(w, opts), red)), nil
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}
