@@ -1,10 +1,8 @@
 package bridge
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,20 +49,20 @@ func MCPErrorText(res *mcp.CallToolResult) string {
 
 // MCPContent renders the content of a tool result as plain text, without
 // tag or escaping. Text blocks are joined by blank lines. Structured content
-// is added as compact JSON unless a text block already carries the same
-// JSON value (go-sdk servers send both).
+// is added as compact JSON only when the result has no text block.
 func MCPContent(res *mcp.CallToolResult) string {
 	if res == nil {
 		return ""
 	}
 	var parts []string
+	// Structured content is sent once (DESIGN §5): the text content carries it (servers
+	// send both, often in different shapes, e.g. pretty-printed, or as prose); only a
+	// result without text gets it as JSON.
 	structuredShown := res.StructuredContent == nil
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			if !structuredShown && mcpSameJSON(c.Text, res.StructuredContent) {
-				structuredShown = true
-			}
+			structuredShown = true
 			parts = append(parts, c.Text)
 		case *mcp.ImageContent:
 			parts = append(parts, fmt.Sprintf("[image: %s, %s]", mcpMIME(c.MIMEType), mcpSize(len(c.Data))))
@@ -85,27 +83,6 @@ func MCPContent(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n\n")
-}
-
-// mcpSameJSON reports whether text is a JSON encoding of v.
-func mcpSameJSON(text string, v any) bool {
-	text = strings.TrimSpace(text)
-	if text == "" || (text[0] != '{' && text[0] != '[') {
-		return false
-	}
-	var a, b any
-	if json.Unmarshal([]byte(text), &a) != nil {
-		return false
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return false
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	if d.Decode(&b) != nil {
-		return false
-	}
-	return reflect.DeepEqual(a, b)
 }
 
 func mcpMIME(m string) string {

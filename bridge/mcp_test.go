@@ -24,10 +24,16 @@ func TestMCPContent(t *testing.T) {
 			Content:           []mcp.Content{&mcp.TextContent{Text: `{"q": 2}`}},
 			StructuredContent: map[string]any{"q": 2},
 		}, `{"q": 2}`},
-		{"structured differs from text", &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: "the weather"}},
+		// Issue 10, defect 7: server-filesystem sends its text and the same data as
+		// structuredContent in another shape; the model gets it once (the text).
+		{"structured in another shape than the text is shown once", &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: "hello\nworld"}},
+			StructuredContent: map[string]any{"content": "hello\nworld"},
+		}, "hello\nworld"},
+		{"structured with an image only", &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, 10)}},
 			StructuredContent: map[string]any{"t": 21.5},
-		}, "the weather\n\n{\"t\":21.5}"},
+		}, "[image: image/png, 10 bytes]\n\n{\"t\":21.5}"},
 		{"image and audio", &mcp.CallToolResult{Content: []mcp.Content{
 			&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, 100)},
 			&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 2048)},

@@ -216,7 +216,7 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 			return info.Description, info.Skills
 		}
 		if a.Description == "" {
-			return "Sub-agent " + a.Name + " (its agent card has not been read yet: calls answer [UNREACHABLE] until it is).", nil
+			return "Sub-agent " + a.Name + " (its agent card has not been read yet; until it is, calls report the agent as unreachable).", nil
 		}
 	}
 	return a.Description, a.Skills
@@ -263,7 +263,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		// parked (it is not cancelled when the run ends).
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
 	default:
-		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: "The sub-agent's task ended " + string(res.State) + "."})
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
 	return toolOutcome{result: bridge.FromA2A(res)}
 }
@@ -283,8 +283,11 @@ func (r *Run) a2aInterrupt(d *delegation, callID string, res *a2a.Result) store.
 	return in
 }
 
-// checkContinuation refuses a task_id that is not waiting for input, without sending
-// anything; otherwise it fills req with the task and context ids.
+// checkContinuation refuses, without contacting the agent, a task_id that this thread did
+// not start with this agent or that is not waiting for input; otherwise it fills req with
+// the task and context ids. Tasks belong to threads (recorded with the thread, and saved
+// with its suspension): an id from another thread, another principal, or the model's
+// imagination is [RETRY:invalid_transition].
 func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) string {
 	refuse := func(msg string) string {
 		return bridge.Retry(bridge.Signal{
@@ -294,21 +297,12 @@ func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskI
 		})
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)
-	if known && ref.agent != a.Name {
+	switch {
+	case !known:
+		return refuse("This conversation started no such task. Start a new task without task_id; never invent task ids.")
+	case ref.agent != a.Name:
 		return refuse("That task belongs to another sub-agent. Start a new task without task_id, or continue it with the agent that owns it.")
-	}
-	if !known || ref.contextID == "" {
-		// Not seen in this process (e.g. after a restart): ask the agent.
-		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		got, err := a.Client.GetTask(gctx, taskID)
-		cancel()
-		if err != nil {
-			return refuse("No such task is waiting for input. Start a new task without task_id; never invent task ids.")
-		}
-		ref = taskRef{agent: a.Name, contextID: got.ContextID, state: got.State}
-		r.e.rememberTask(r.ThreadID, taskID, ref)
-	}
-	if !ref.state.Interrupted() {
+	case !ref.state.Interrupted():
 		return refuse("That task is " + string(ref.state) + " and is not waiting for input. Start a new task without task_id.")
 	}
 	req.TaskID, req.ContextID = taskID, ref.contextID
@@ -320,4 +314,18 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// subagentEndMessage words an unsuccessful end of a sub-agent's task for the user.
+func subagentEndMessage(state a2a.State) string {
+	switch state {
+	case a2a.StateFailed:
+		return "The sub-agent's task failed."
+	case a2a.StateRejected:
+		return "The sub-agent declined the task."
+	case a2a.StateCanceled:
+		return "The sub-agent's task was cancelled."
+	default:
+		return "The sub-agent's task did not complete."
+	}
 }

@@ -1,11 +1,3 @@
-// Package coordinator is Baton's run engine: the LLM loop, tool dispatch to A2A sub-agents,
-// MCP tools and AG-UI frontend tools, and the life cycle of runs.
-//
-// Design note: a run's execution is detached from the HTTP request that started it. The
-// request only streams the run's events (see Run.Next); a client that goes away cancels the
-// run through Run.Cancel, and the run then cancels everything it has in flight downstream
-// (A2A CancelTask on a context of its own, MCP calls through their contexts, the LLM
-// stream) before it ends. One run per thread may be active at a time.
 package coordinator
 
 import (
@@ -37,6 +29,8 @@ var (
 	ErrRunNotFound = errors.New("run not found")
 	// ErrRunFinished means the run has already ended (HTTP 409).
 	ErrRunFinished = errors.New("run already finished")
+	// ErrThreadNotFound means no such thread of this principal (HTTP 404).
+	ErrThreadNotFound = errors.New("thread not found")
 	// ErrForbidden means the thread belongs to another principal (HTTP 403).
 	ErrForbidden = errors.New("thread belongs to another principal")
 )
@@ -142,6 +136,18 @@ type Config struct {
 	// stream_buffer_bytes); a client that falls further behind is dropped and the run
 	// cancelled. 0 means DefaultStreamBufferBytes.
 	StreamBufferBytes int
+	// Replica identifies this process in the store's runs table; default a random id, new
+	// per process.
+	Replica string
+	// Lease is how long a run's record holds its thread without a heartbeat (replication.lease);
+	// default 10 s. Heartbeat renews the leases of this replica's runs (replication.heartbeat);
+	// 0 disables the heartbeat, and the lease is then an hour, so that a long run on a
+	// single process never loses its thread.
+	Lease     time.Duration
+	Heartbeat time.Duration
+	// EventRetention is how long a run's event log is kept (server.event_retention);
+	// default 24 h. The sweep runs with the heartbeat.
+	EventRetention time.Duration
 }
 
 // Engine runs AG-UI runs. It is safe for concurrent use.
@@ -160,6 +166,8 @@ type Engine struct {
 	running  atomic.Int64 // runs whose goroutine has not ended
 	stopJan  chan struct{}
 	janDone  chan struct{}
+	stopKeep chan struct{}
+	keepDone chan struct{}
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
 }
@@ -214,6 +222,18 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Policy == nil {
 		cfg.Policy = &DefaultPolicy{}
 	}
+	if cfg.Replica == "" {
+		cfg.Replica = newReplicaID()
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 10 * time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Lease = max(cfg.Lease, time.Hour)
+	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = 24 * time.Hour
+	}
 	if cfg.Loop == (LoopConfig{}) {
 		cfg.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
 	}
@@ -227,9 +247,14 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
+	e.loadInterruptsOpen()
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
 		go func() { defer close(e.janDone); e.janitor(e.stopJan, cfg.ExpiryInterval) }()
+	}
+	if cfg.Heartbeat > 0 {
+		e.stopKeep, e.keepDone = make(chan struct{}), make(chan struct{})
+		go func() { defer close(e.keepDone); e.keeper(e.stopKeep, cfg.Heartbeat) }()
 	}
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
@@ -247,38 +272,112 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
+// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
+// so that a Metrics without it still works.
+type gaugeSetter interface{ SetInterruptsOpen(n int) }
+
+// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
+// were open before a restart are counted down when they are resumed or expire, so the
+// gauge must count them up first.
+func (e *Engine) loadInterruptsOpen() {
+	g, ok := e.cfg.Metrics.(gaugeSetter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
+	// every open one (the store compares Unix nanoseconds, which end in 2262).
+	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
+	if err != nil {
+		e.log.Warn("open interrupts not counted", "err", err)
+		return
+	}
+	n := 0
+	for _, s := range open {
+		n += len(s.Interrupts)
+	}
+	g.SetInterruptsOpen(n)
+}
+
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
 // the background; stream its events with Run.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closing {
+	closing := e.closing
+	th := e.threads[in.ThreadID]
+	_, busy := e.active[in.ThreadID]
+	e.mu.Unlock()
+	if closing {
 		return nil, ErrShuttingDown
 	}
-	th := e.threads[in.ThreadID]
 	if th != nil && th.owner != principal {
 		return nil, ErrForbidden
 	}
+	if busy {
+		return nil, ErrThreadBusy
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
 	if th == nil {
-		// After a restart the thread is known only to the store (a parked run).
-		susp, err := e.loadSuspension(context.Background(), in.ThreadID)
+		// After a restart or an eviction the thread is known only to the store.
+		susp, err := e.loadSuspension(ctx, in.ThreadID)
 		if err == nil && susp != nil && susp.Owner != principal {
 			return nil, ErrForbidden
 		}
 	}
+	// Ownership is persisted for every thread at its first run, so that no restart or
+	// eviction from memory frees it for another principal.
+	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
+		if errors.Is(err, store.ErrThreadOwned) {
+			return nil, ErrForbidden
+		}
+		return nil, fmt.Errorf("coordinator: claim thread: %w", err)
+	}
+
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return nil, ErrShuttingDown
+	}
 	if _, busy := e.active[in.ThreadID]; busy {
+		e.mu.Unlock()
 		return nil, ErrThreadBusy
 	}
+	th = e.threads[in.ThreadID]
 	if th == nil {
 		th = &thread{owner: principal, tasks: make(map[string]taskRef)}
 		e.threads[in.ThreadID] = th
 	}
 	r := newRun(e, in)
 	r.owner = principal
+	// The thread is reserved here before the store is asked, so that two requests on this
+	// replica never both reach it.
 	e.active[in.ThreadID] = r
+	e.mu.Unlock()
+
+	// One active run per thread across replicas: the store refuses a second one.
+	if err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease); err != nil {
+		e.mu.Lock()
+		if e.active[in.ThreadID] == r {
+			delete(e.active, in.ThreadID)
+		}
+		e.mu.Unlock()
+		if errors.Is(err, store.ErrThreadBusy) {
+			return nil, ErrThreadBusy
+		}
+		return nil, fmt.Errorf("coordinator: begin run: %w", err)
+	}
+	e.mu.Lock()
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
-	e.wg.Add(1)
+	e.mu.Unlock()
+	r.elog.input = inputMessages(in)
+	e.wg.Add(2)
 	e.running.Add(1)
+	go func() {
+		defer e.wg.Done()
+		r.elog.write(r.done)
+	}()
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
@@ -289,6 +388,17 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 
 // release frees the run's thread for the next run, as soon as its stream has ended.
 func (e *Engine) release(r *Run) {
+	// The event log and the thread's messages are stored before the client can see the
+	// terminal event, so that a reload right after it finds everything; the wait is
+	// bounded by the writer's own store timeout.
+	r.elog.waitEnded()
+	// The store's record goes first: a client that posts its next run on the terminal
+	// event must find the thread free on every replica.
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.EndReason())); err != nil {
+		r.log.Error("store: end run", "err", err)
+	}
+	cancel()
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {
 		delete(e.active, r.ThreadID)
@@ -328,7 +438,18 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 	_, done := e.finished[runKey(threadID, runID)]
 	e.mu.Unlock()
 	if th == nil {
-		return ErrRunNotFound
+		// The thread may be known only to the store (evicted, or run elsewhere): its
+		// owner still decides between "not yours" and "not found".
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		st, err := e.cfg.Store.GetThread(ctx, threadID)
+		if err != nil {
+			return ErrRunNotFound
+		}
+		if st.Owner != principal {
+			return ErrForbidden
+		}
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if th.owner != principal {
 		return ErrForbidden
@@ -337,7 +458,9 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		if done {
 			return ErrRunFinished
 		}
-		return ErrRunNotFound
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished
@@ -364,6 +487,13 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		close(e.stopJan)
 		<-e.janDone
 	}
+	defer func() {
+		// The heartbeat outlives the runs: their leases hold until they have ended.
+		if e.stopKeep != nil && !wasClosing {
+			close(e.stopKeep)
+			<-e.keepDone
+		}
+	}()
 	idle := make(chan struct{})
 	go func() { e.wg.Wait(); close(idle) }()
 	select {
@@ -391,8 +521,55 @@ func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if th := e.threads[threadID]; th != nil {
-		th.tasks[taskID] = ref
+		if _, known := th.tasks[taskID]; known || len(th.tasks) < maxTasksPerThread {
+			th.tasks[taskID] = ref
+		}
 	}
+	// The run's work document in the store follows every task and state it sees.
+	if r := e.active[threadID]; r != nil {
+		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state))
+	}
+}
+
+// threadTasks returns the tasks the thread started, to be saved with its suspension.
+func (e *Engine) threadTasks(threadID string) map[string]TaskRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	th := e.threads[threadID]
+	if th == nil || len(th.tasks) == 0 {
+		return nil
+	}
+	out := make(map[string]TaskRecord, len(th.tasks))
+	for id, ref := range th.tasks {
+		out[id] = TaskRecord{Agent: ref.agent, ContextID: ref.contextID, State: ref.state}
+	}
+	return out
+}
+
+// restoreTasks records tasks saved with the thread's suspension (after a restart, or on
+// another replica), without overwriting what this process knows newer.
+func (e *Engine) restoreTasks(threadID string, tasks map[string]TaskRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	th := e.threads[threadID]
+	if th == nil {
+		return
+	}
+	for id, rec := range tasks {
+		if _, known := th.tasks[id]; !known && len(th.tasks) < maxTasksPerThread {
+			th.tasks[id] = taskRef{agent: rec.Agent, contextID: rec.ContextID, state: rec.State}
+		}
+	}
+}
+
+// maxTasksPerThread bounds the tasks remembered per thread.
+const maxTasksPerThread = 1000
+
+// TaskRecord is an A2A task a thread started, as saved with the thread's state.
+type TaskRecord struct {
+	Agent     string    `json:"agent"`
+	ContextID string    `json:"contextId,omitempty"`
+	State     a2a.State `json:"state"`
 }
 
 func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +19,15 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
+// PostgreSQL server if a benchmark started one.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { pgtest.Stop(); os.Exit(code) }))
+}
 
 // turnFunc scripts the model: it gets the request and returns the deltas of one turn.
 type turnFunc func(req *llm.Request) []llm.Delta
@@ -266,17 +272,71 @@ func TestUnknownToolAndBadArguments(t *testing.T) {
 	}
 }
 
+// A task_id continues a task this thread started; the same id from another thread (another
+// principal's, say) is refused without contacting the agent (issue 11, item 2), and so is an
+// id the agent knows but the thread never saw (no GetTask fallback).
 func TestContinuationOfWaitingTask(t *testing.T) {
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "booked"),
-		tasks: map[string]*a2a.Result{"t-9": {State: a2a.StateInputRequired, TaskID: "t-9", ContextID: "c-9"}}}
-	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"May 12","task_id":"t-9"}`)}, agent)
-	r, err := e.Start(input("t"), "")
-	require.NoError(t, err)
-	res := toolResults(collect(t, r))
+	agent := &fakeAgent{
+		send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+			if req.TaskID == "" {
+				obs.Task("t-9", "c-9")
+				return &a2a.Result{State: a2a.StateInputRequired, TaskID: "t-9", ContextID: "c-9", Text: "Which day?"}, nil
+			}
+			return &a2a.Result{State: a2a.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked"}, nil
+		},
+		tasks: map[string]*a2a.Result{"t-9": {State: a2a.StateInputRequired, TaskID: "t-9", ContextID: "c-9"}},
+	}
+	model := &switchModel{turns: map[string]turnFunc{
+		"start":    callThenReport("research", `{"prompt":"book"}`),
+		"continue": callThenReport("research", `{"prompt":"May 12","task_id":"t-9"}`),
+	}}
+	e := newEngine(t, &fakeModel{turn: model.turn}, agent, func(c *Config) { c.Agents[0].InputRequired = "model" })
+
+	// Thread "other" never started t-9: refused, nothing sent, no GetTask.
+	model.use("continue")
+	res := toolResults(startAndCollect(t, e, input("other")))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[RETRY:invalid_transition] "), res[0])
+	assert.Empty(t, agent.sent)
+
+	// Thread "t" starts it, then continues it.
+	model.use("start")
+	res = toolResults(startAndCollect(t, e, input("t")))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[INPUT_REQUIRED:task_id=t-9]\n"), res[0])
+	model.use("continue")
+	in := input("t")
+	in.RunID = "r-t-2"
+	res = toolResults(startAndCollect(t, e, in))
 	require.Len(t, res, 1)
 	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
-	require.Len(t, agent.sent, 1)
-	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9"}, agent.sent[0])
+	require.Len(t, agent.sent, 2)
+	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9"}, agent.sent[1])
+
+	// Still refused for "other", now that t-9 exists and waits.
+	model.use("continue")
+	in = input("other")
+	in.RunID = "r-other-2"
+	res = toolResults(startAndCollect(t, e, in))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[RETRY:invalid_transition] "), res[0])
+	assert.Len(t, agent.sent, 2)
+}
+
+// switchModel plays the turn function chosen by use.
+type switchModel struct {
+	mu    sync.Mutex
+	turns map[string]turnFunc
+	cur   string
+}
+
+func (m *switchModel) use(name string) { m.mu.Lock(); defer m.mu.Unlock(); m.cur = name }
+
+func (m *switchModel) turn(req *llm.Request) []llm.Delta {
+	m.mu.Lock()
+	f := m.turns[m.cur]
+	m.mu.Unlock()
+	return f(req)
 }
 
 func TestThreadBusyAndStop(t *testing.T) {

@@ -31,6 +31,8 @@ type eventQueue struct {
 	gone chan struct{}
 	// onDrop runs once, outside the lock, when the client is dropped.
 	onDrop func()
+	// taken counts the events taken so far: the next one taken has sequence number taken+1.
+	taken int64
 }
 
 // newEventQueue returns a queue bounded by limit bytes (0: DefaultStreamBufferBytes).
@@ -79,14 +81,16 @@ func (q *eventQueue) push(ev agui.Event) error {
 	return nil
 }
 
-// take returns every pending event and whether the stream has ended (terminal event
-// taken, or client dropped).
-func (q *eventQueue) take() ([]agui.Event, bool) {
+// take returns every pending event, the sequence number of the first, and whether the
+// stream has ended (terminal event taken, or client dropped).
+func (q *eventQueue) take() (int64, []agui.Event, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	evs := q.events
 	q.events, q.bytes = nil, 0
-	return evs, q.closed
+	first := q.taken + 1
+	q.taken += int64(len(evs))
+	return first, evs, q.closed
 }
 
 // wasDropped reports whether the client was dropped for falling behind.

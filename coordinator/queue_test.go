@@ -20,7 +20,7 @@ func TestQueueKeepsAConsumerThatKeepsUp(t *testing.T) {
 	q := newEventQueue(4<<10, func() { drops++ })
 	for range 1000 {
 		require.NoError(t, q.push(text(1<<10)))
-		evs, ended := q.take()
+		_, evs, ended := q.take()
 		require.Len(t, evs, 1)
 		require.False(t, ended)
 	}
@@ -32,7 +32,7 @@ func TestQueueKeepsAConsumerThatKeepsUp(t *testing.T) {
 func TestQueueTakesOneLargeEventWhenEmpty(t *testing.T) {
 	q := newEventQueue(1<<10, nil)
 	require.NoError(t, q.push(text(64<<10)))
-	evs, ended := q.take()
+	_, evs, ended := q.take()
 	require.Len(t, evs, 1)
 	assert.False(t, ended)
 	assert.False(t, q.wasDropped())
@@ -54,7 +54,7 @@ func TestQueueDropsAConsumerThatFallsBehind(t *testing.T) {
 	default:
 		t.Fatal("gone is not closed")
 	}
-	evs, ended := q.take()
+	_, evs, ended := q.take()
 	assert.Empty(t, evs, "nothing is held for a dropped client")
 	assert.True(t, ended)
 	assert.Zero(t, q.bytes)
@@ -66,7 +66,7 @@ func TestQueueClosesOnTerminalEvent(t *testing.T) {
 	require.NoError(t, q.push(text(10)))
 	require.NoError(t, q.push(&agui.RunFinished{ThreadID: "t", RunID: "r"}))
 	require.NoError(t, q.push(text(10)))
-	evs, ended := q.take()
+	_, evs, ended := q.take()
 	assert.Len(t, evs, 2)
 	assert.True(t, ended)
 	assert.False(t, q.wasDropped())

@@ -26,11 +26,13 @@ type Run struct {
 	RunID    string
 	owner    string
 
-	e      *Engine
-	in     *agui.RunAgentInput
-	log    *slog.Logger
-	seq    *agui.Sequencer
-	q      *eventQueue
+	e   *Engine
+	in  *agui.RunAgentInput
+	log *slog.Logger
+	seq *agui.Sequencer
+	q   *eventQueue
+	// elog writes the run's events to the store's event log.
+	elog   *runLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -77,14 +79,25 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
 		go r.Cancel(ErrClientTooSlow)
 	})
-	r.seq = agui.NewSequencer(r.q.push, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
+	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log)
+	r.seq = agui.NewSequencer(func(ev agui.Event) error {
+		r.elog.add(ev)
+		return r.q.push(ev)
+	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel})
 	return r
 }
 
 // Next returns the events produced since the last call, and whether the stream has ended.
 // wake fires when more events may be available.
-func (r *Run) Next() (events []agui.Event, ended bool) { return r.q.take() }
+func (r *Run) Next() (events []agui.Event, ended bool) {
+	_, events, ended = r.q.take()
+	return events, ended
+}
+
+// NextFrom is Next with the sequence number of the first event returned (the next ones
+// follow on): the SSE id of each frame, the same number as in the run's event log.
+func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return r.q.take() }
 
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }
@@ -199,13 +212,19 @@ func (r *Run) loop(ctx context.Context) string {
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
 		return "error: store"
 	}
-	if susp != nil && len(susp.State) > 0 && len(r.in.Resume) > 0 {
-		// Counters, lessons, loop signatures and budget usage go on where they stopped.
-		if err := json.Unmarshal(susp.State, &r.fs); err != nil {
+	if susp != nil && len(susp.State) > 0 {
+		var st runState
+		if err := json.Unmarshal(susp.State, &st); err != nil {
 			r.log.Warn("suspension state unreadable; failure counters start afresh", "err", err)
-			r.fs = FailureState{}
+			st = runState{}
 		}
-		r.resetHardStop()
+		// The tasks the thread started, also when this process did not see them.
+		r.e.restoreTasks(r.ThreadID, st.Tasks)
+		if len(r.in.Resume) > 0 {
+			// Counters, lessons, loop signatures and budget usage go on where they stopped.
+			r.fs = st.FailureState
+			r.resetHardStop()
+		}
 	}
 	r.guard = r.newGuard(tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)

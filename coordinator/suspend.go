@@ -39,6 +39,14 @@ type handle struct {
 	Failure *failureRef `json:"failure,omitempty"`
 }
 
+// runState is what a suspension saves of the run besides its history: the failure state
+// (its fields at the top level, as before) and the tasks the thread started, so that a
+// continuation is checked against them after a restart or on another replica.
+type runState struct {
+	FailureState
+	Tasks map[string]TaskRecord `json:"tasks,omitempty"`
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -86,7 +94,8 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	r.start = time.Now()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
-		History: mustJSON(conv), State: mustJSON(&r.fs), Interrupts: open, CreatedAt: now, UpdatedAt: now,
+		History: mustJSON(conv), State: mustJSON(&runState{FailureState: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
+		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 	}
 	// Persist on a context of its own: a client that disconnects right now must not lose
 	// the question.
@@ -353,8 +362,7 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 		if out.result != "" {
 			// The model's history shows the exchange as a continuation of the task: what
 			// the agent asked and what the user answered, after the outcome's own text.
-			out.result += fmt.Sprintf("\n\n(continuation of task %s: the agent asked %q; the user answered %q)",
-				h.TaskID, bridge.UntrustedN(first.Message, 500), bridge.UntrustedN(text, 500))
+			out.result += "\n\n" + bridge.ContinuationNote(h.TaskID, first.Message, text)
 		}
 		return out
 	case hitl.KindAskUser:

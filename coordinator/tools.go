@@ -87,7 +87,9 @@ func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
 			if schema == nil {
 				schema = map[string]any{"type": "object"}
 			}
-			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: mt.Description, Parameters: schema})
+			// The server's description is untrusted: flattened and capped like the system
+			// prompt's (DESIGN §5).
+			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: bridge.Flatten(mt.Description, bridge.MaxDescription), Parameters: schema})
 		}
 	}
 	if _, clash := t.mcp[askUserTool]; !clash {
@@ -112,6 +114,9 @@ func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
 	return t
 }
 
+// agentDescription describes a sub-agent tool from its agent card. The card's text is
+// untrusted: each part is flattened and capped like the system prompt's, and so is the
+// whole (DESIGN §5).
 func agentDescription(a *Agent) string {
 	var b strings.Builder
 	b.WriteString("Delegate to the sub-agent ")
@@ -119,19 +124,19 @@ func agentDescription(a *Agent) string {
 	description, skills := a.describe()
 	if description != "" {
 		b.WriteString(": ")
-		b.WriteString(description)
+		b.WriteString(bridge.Flatten(description, bridge.MaxDescription))
 	}
 	for i, s := range skills {
 		if i == 0 {
 			b.WriteString(" Skills:")
 		}
-		fmt.Fprintf(&b, " %s", s.Name)
+		fmt.Fprintf(&b, " %s", bridge.Flatten(s.Name, 100))
 		if s.Description != "" {
-			fmt.Fprintf(&b, " (%s)", s.Description)
+			fmt.Fprintf(&b, " (%s)", bridge.Flatten(s.Description, bridge.MaxDescription))
 		}
 		b.WriteString(";")
 	}
-	return b.String()
+	return bridge.Flatten(b.String(), 4*bridge.MaxDescription)
 }
 
 func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemInput {
@@ -189,6 +194,14 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 	}
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)
+	}
+	// A tool of an MCP server that is not connected is unreachable, not unknown.
+	if down, ok := r.e.cfg.Tools.(interface {
+		Unreachable(string) (mcpclient.Result, bool)
+	}); ok {
+		if res, isDown := down.Unreachable(c.Name); isDown {
+			return toolOutcome{result: r.mcpText(t, res)}
+		}
 	}
 	return toolOutcome{result: bridge.Retry(bridge.Signal{
 		Code: "unknown_action", Requested: bridge.UntrustedN(c.Name, 64),

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/internal/demomcp"
+	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -419,6 +420,42 @@ func TestMCPInputRequiredJSON(t *testing.T) {
 			var err2 error = &back
 			var as *InputRequired
 			assert.True(t, errors.As(err2, &as))
+		})
+	}
+}
+
+// Issue 10, defect 3: a 70-character and a non-ASCII server name. The parked call names the
+// tool as the catalog does (hashed where cut, one "_" per character), and after a restart
+// the new registry resumes it under the same name.
+func TestMCPParkOddServerNames(t *testing.T) {
+	for _, server := range []string{strings.Repeat("s", 70), "démo-ü"} {
+		t.Run(server[:4], func(t *testing.T) {
+			leakCheck(t)
+			cfg := demoStdio()
+			cfg.Name = server
+			r := newRegistry(t, []ServerConfig{cfg}, Options{})
+			var name string
+			for _, tool := range r.Tools() {
+				if tool.ToolName == "deploy" {
+					name = tool.Name
+				}
+			}
+			require.NotEmpty(t, name)
+			assert.Equal(t, toolname.MCP(server, "deploy"), name)
+			assert.LessOrEqual(t, len(name), toolname.Max)
+			in := parkCall(t, r, name, deployArgs)
+			assert.Equal(t, name, in.Tool, "the parked call keeps the catalog name")
+			stored, err := json.Marshal(in)
+			require.NoError(t, err)
+			require.NoError(t, r.Close())
+
+			r2 := newRegistry(t, []ServerConfig{cfg}, Options{})
+			var back InputRequired
+			require.NoError(t, json.Unmarshal(stored, &back))
+			res, err := r2.Resume(callCtx(t), &back, map[string]*mcp.ElicitResult{"environment": {Action: "accept", Content: map[string]any{"environment": "staging"}}}, CallOptions{Park: true})
+			require.NoError(t, err)
+			assert.Equal(t, StatusOK, res.Status)
+			assert.Equal(t, name, res.Tool, "same name after the restart")
 		})
 	}
 }

@@ -1,60 +1,3 @@
-// Package mcpclient is Baton's MCP client side: it connects the configured
-// MCP servers (stdio and streamable HTTP), exposes their tools to the LLM as
-// one catalog named "<server>__<tool>", and runs tool calls, reporting every
-// outcome as a typed Result. It reports; the engine decides: what the model
-// reads, retry budgets and on_tool_error are not this package's business.
-//
-// # Connections
-//
-// Each server has one go-sdk client and at most one live session. New
-// connects all servers in parallel; a server that cannot be reached is logged
-// and left without tools, and Tools retries it in the background (with a
-// growing pause between attempts), so that a server started after Baton joins
-// the catalog at the next run. A session that ends (a stdio server that
-// exited, an HTTP session the server forgot) is noticed by a watcher and
-// replaced at the next call.
-//
-// # Calls
-//
-// A call is checked against the tool's input schema before anything is sent.
-// Failures are classified:
-//   - the call never reached the server (connection refused, session
-//     unknown, server process already gone): reconnect with bounded backoff
-//     and send again;
-//   - the transport broke while the call was in flight: send again only when
-//     the tool is annotated idempotent or read-only, otherwise tell the model
-//     the call may or may not have run;
-//   - a JSON-RPC error or an isError result: StatusToolError (or
-//     StatusInvalidArguments / StatusUnknownTool for -32602);
-//   - the context deadline (the coordinator's tool timeout): the call is
-//     cancelled (go-sdk sends notifications/cancelled) and the result is
-//     StatusTimeout.
-//
-// # Elicitation
-//
-// Both shapes reach the same Elicitor. On 2026-07-28 sessions the automatic
-// multi round-trip of go-sdk is disabled, so an input-required result comes
-// back to Call, which asks the Elicitor and retries the call with the
-// answers and the request state. On 2025-11-25 sessions the server sends
-// elicitation/create inside the call, and the client's handler asks the
-// Elicitor and waits. In both, schema defaults are filled into an accepted
-// form answer. Without an Elicitor, requests are declined and the tool result
-// says so.
-//
-// # Parking
-//
-// With CallOptions.Park, the two shapes that the server keeps no state for
-// are not sent to the Elicitor: a 2026-07-28 input-required result and a
-// -32042 URL-elicitation-required error end the call with an *InputRequired
-// error, which holds everything needed to send the call again (the
-// arguments, the requests, the server's opaque request state). Nothing stays
-// in memory: the caller stores it, asks the user, and calls Resume (on this
-// Registry or, after a restart, on a new one with the same config), or
-// Abandon when the user never answers. Resume sends the call with the
-// answers as a new call, under the caller's new context, so the time the
-// user took counts against no timeout. The 2025-11-25 shape (elicitation/create
-// inside the call) cannot be parked, since the server waits inside the
-// call: it always goes to the Elicitor.
 package mcpclient
 
 import (
@@ -119,6 +62,11 @@ type Options struct {
 	// MaxReconnects bounds the reconnections (and resends) within one call.
 	// Default 3.
 	MaxReconnects int
+	// StartWait bounds how long New waits for the first connections; servers
+	// not connected by then go on connecting in the background and their
+	// tools join the catalog when they connect. 0 waits for every first
+	// attempt (each bounded by the 30 s connect timeout).
+	StartWait time.Duration
 }
 
 // Elicitor is asked when an MCP server needs input from the user, in form
@@ -217,9 +165,11 @@ type entry struct {
 	schema *schema
 }
 
-// New connects every server (in parallel) and builds the catalog. A server
-// that cannot be connected is logged and retried later (its tools are absent
-// until then); it is not an error. New fails only for an invalid config.
+// New connects every server (in parallel, waiting at most opts.StartWait) and
+// builds the catalog. A server that cannot be connected is logged and retried
+// later (its tools are absent until then, and calls of "<server>__…" names
+// answer [UNREACHABLE]); it is not an error. New fails only for an invalid
+// config.
 func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -254,17 +204,45 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 		r.servers = append(r.servers, newServer(r, cfg))
 	}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.connectAll(ctx)
+	return r, nil
+}
 
+// connectAll makes the first connection of every server, in the background, and waits
+// for them for at most opts.StartWait (or until ctx ends). A server still connecting
+// after that joins the catalog when it connects: a server that never answers initialize
+// must not hold the caller's start-up (design/degraded-start.md).
+func (r *Registry) connectAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range r.servers {
-		wg.Go(func() {
-			if _, err := s.session(ctx); err != nil {
+		wg.Add(1)
+		started := r.goTracked(func() {
+			defer wg.Done()
+			if _, err := s.session(r.bgCtx); err != nil {
 				r.log.Warn("mcp server not connected; will retry", "server", s.cfg.Name, "error", err)
 			}
 		})
+		if !started {
+			wg.Done()
+		}
 	}
-	wg.Wait()
-	return r, nil
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	var timeout <-chan time.Time
+	if r.opts.StartWait > 0 {
+		t := time.NewTimer(r.opts.StartWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+	case <-timeout:
+		r.log.Info("mcp servers still connecting in the background", "waited", r.opts.StartWait.String())
+	case <-ctx.Done():
+	}
 }
 
 func validateConfig(cfg ServerConfig) error {

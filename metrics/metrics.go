@@ -232,6 +232,15 @@ func (m *Metrics) InterruptsOpen(delta int) {
 	m.interruptsOpen.Add(float64(delta))
 }
 
+// SetInterruptsOpen sets the number of open interrupts, as the store holds them at start:
+// interrupts raised before a restart are resumed (and counted down) after it.
+func (m *Metrics) SetInterruptsOpen(n int) {
+	if m == nil {
+		return
+	}
+	m.interruptsOpen.Set(float64(n))
+}
+
 // Retry counts a retry decided by the failure policy; kind is a failure kind of DESIGN §6
 // ("transient_provider", "tool_error", ...).
 func (m *Metrics) Retry(kind string) {

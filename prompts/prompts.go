@@ -11,9 +11,9 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
-	"strings"
 	"text/template"
-	"unicode"
+
+	"github.com/baton-dev/baton/bridge"
 )
 
 //go:embed system.tmpl
@@ -22,7 +22,7 @@ var systemText string
 var systemTmpl = template.Must(template.New("system").Parse(systemText))
 
 // maxField caps every interpolated value; descriptions beyond this carry no routing value.
-const maxField = 400
+const maxField = bridge.MaxDescription
 
 // Agent describes one sub-agent in the roster.
 type Agent struct {
@@ -83,23 +83,6 @@ func System(in SystemInput) (string, error) {
 	return b.String(), nil
 }
 
-// line flattens s to a single capped line: newlines and control characters become spaces.
-func line(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxField {
-		cut := maxField
-		for cut > 0 && !utf8Start(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+// line flattens s to a single capped line, through the one function that every
+// description from outside goes through (bridge.Flatten).
+func line(s string) string { return bridge.Flatten(s, maxField) }

@@ -56,7 +56,7 @@ func TestLineFlattensAndCaps(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"a\nb\tc", "a b c"},
 		{"  x  ", "x"},
-		{"\u2028[OK]", "[OK]"},
+		{"\u2028[OK]", `\[OK]`}, // a value that starts like a tag is escaped too
 		{strings.Repeat("é", 300), strings.Repeat("é", 200) + "…"},
 	}
 	for _, tt := range tests {

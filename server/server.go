@@ -38,8 +38,12 @@ type Config struct {
 	// WriteTimeout bounds each write to a streaming client (server.stream_write_timeout);
 	// a client that does not take a frame in time is disconnected. Default 30 s.
 	WriteTimeout time.Duration
-	// Ready reports readiness (store reachable, config loaded); nil means ready.
-	Ready func() error
+	// ReadyChecks are the dependencies GET /readyz reports (see ReadyCheck). No checks
+	// means ready.
+	ReadyChecks []ReadyCheck
+	// Draining reports that the process is shutting down: /readyz answers 503 "draining"
+	// from the moment it returns true. Nil means never.
+	Draining func() bool
 	// Page serves GET / (the chat page); nil serves a short plain-text notice.
 	Page http.Handler
 	// Metrics serves GET /metrics (Prometheus); nil leaves the path unrouted. It is not
@@ -66,6 +70,7 @@ type server struct {
 	origins  map[string]struct{}
 	loopback bool
 	starting atomic.Int64
+	ready    *readiness
 }
 
 // New returns the HTTP handler of the coordinator.
@@ -89,6 +94,7 @@ func New(cfg Config) http.Handler {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr)}
+	s.ready = &readiness{s: s, last: map[string]string{}}
 	for _, t := range cfg.AuthTokens {
 		if t = strings.TrimSpace(t); t != "" {
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
@@ -104,6 +110,10 @@ func New(cfg Config) http.Handler {
 	r.Use(s.guard)
 	r.Post("/agui", s.handleRun)
 	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", s.handleStop)
+	r.Get("/agui/threads/{threadId}/runs/{runId}/events", s.handleRunEvents)
+	r.Get("/agui/threads", s.handleListThreads)
+	r.Get("/agui/threads/{threadId}", s.handleGetThread)
+	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -210,7 +220,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {
-		events, ended := run.Next()
+		first, events, ended := run.NextFrom()
 		select {
 		case <-run.Dropped():
 			// The run has been cancelled already (ErrClientTooSlow); the connection is
@@ -223,7 +233,8 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			// client that posts its next run on RUN_FINISHED is never refused with 409.
 			<-run.Released()
 		}
-		if err := sse.WriteEvents(events); err != nil {
+		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
+		if err := sse.WriteEventsFrom(first, events); err != nil {
 			run.Cancel(coordinator.ErrClientGone)
 			return
 		}
@@ -277,17 +288,6 @@ func pathID(r *http.Request, name string) string {
 		return u
 	}
 	return v
-}
-
-func (s *server) handleReady(w http.ResponseWriter, _ *http.Request) {
-	if s.cfg.Ready != nil {
-		if err := s.cfg.Ready(); err != nil {
-			s.log.Warn("not ready", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "NOT_READY", "The coordinator is not ready.")
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *server) writeEngineError(w http.ResponseWriter, err error) {

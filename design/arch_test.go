@@ -1,0 +1,85 @@
+package design
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/baton-dev/baton/"
+
+// protocolPackages speak one protocol each and know nothing of the engine (design/contract.md
+// §2: the dependency rule).
+var protocolPackages = []string{"a2a", "agui", "mcpclient", "llm", "store"}
+
+// enginePackages decide: the run engine and what renders for the model, the prompts, the
+// interrupts, the HTTP surface and the binaries.
+var enginePackages = []string{"coordinator", "bridge", "hitl", "prompts", "server", "metrics", "cmd"}
+
+// TestProtocolPackagesDoNotImportTheEngine fails when a non-test file of a protocol package
+// (or a package below it) imports an engine package.
+func TestProtocolPackagesDoNotImportTheEngine(t *testing.T) {
+	for _, p := range protocolPackages {
+		for _, v := range violations(t, filepath.Join("..", p)) {
+			t.Errorf("%s imports the engine package %s: protocol packages report, the engine decides", v.file, v.imp)
+		}
+	}
+}
+
+// TestArchitectureCheckCanFail runs the check over a package that breaks the rule.
+func TestArchitectureCheckCanFail(t *testing.T) {
+	dir := t.TempDir()
+	src := "package bad\n\nimport _ \"" + module + "coordinator\"\n"
+	if err := writeFile(filepath.Join(dir, "bad.go"), src); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(filepath.Join(dir, "bad_test.go"), "package bad\n\nimport _ \""+module+"bridge\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	v := violations(t, dir)
+	if len(v) != 1 || v[0].imp != module+"coordinator" {
+		t.Fatalf("want one violation (coordinator, not the test file's bridge), got %v", v)
+	}
+}
+
+type violation struct{ file, imp string }
+
+func violations(t *testing.T, root string) []violation {
+	t.Helper()
+	var out []violation
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, is := range f.Imports {
+			imp, _ := strconv.Unquote(is.Path.Value)
+			for _, e := range enginePackages {
+				if imp == module+e || strings.HasPrefix(imp, module+e+"/") {
+					out = append(out, violation{path, imp})
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+	return out
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
