@@ -73,11 +73,13 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
-	// A client that falls behind is a client gone (server.on_disconnect: cancel). Cancel
-	// runs on its own goroutine: the drop is noticed inside an emit.
+	// A client that falls behind is a client gone (server.on_disconnect: cancel). The
+	// drop is noticed inside an emit; Cancel only marks the scope, starts the downstream
+	// cancellations on goroutines of their own and cancels the context, so it is called
+	// right there, before the run produces more.
 	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
 		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
-		go r.Cancel(ErrClientTooSlow)
+		r.Cancel(ErrClientTooSlow)
 	})
 	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log)
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
