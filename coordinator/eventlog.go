@@ -32,8 +32,8 @@ type runLog struct {
 	pending []store.Event
 	// pendingBytes is the encoded size of pending, bounded by maxPendingBytes.
 	pendingBytes int
-	ended   bool // the terminal event was added
-	dropped int
+	ended        bool // the terminal event was added
+	dropped      int
 	// changed is closed and replaced after each append to the store: it wakes followers
 	// of this run on this replica (others poll).
 	changed chan struct{}
