@@ -238,3 +238,38 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A client that reads nothing while its run produces less than the stream buffer: the run
+// is not slowed (it finishes), and the write the client does not take fails at the write
+// deadline, which closes the connection instead of holding it for as long as the client
+// lives.
+func TestWriteDeadlineClosesStuckConnection(t *testing.T) {
+	var produced atomic.Int64
+	e, err := coordinator.New(coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced}})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 200 * time.Millisecond}))
+	srv.Listener = smallSendBuffer{srv.Listener}
+	var closed atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	c := stuckClient(t, srv.Listener.Addr().String(), "slow-writes")
+	defer c.Close()
+
+	guard := time.Now().Add(30 * time.Second)
+	for (e.Active() > 0 || closed.Load() == 0) && time.Now().Before(guard) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Zero(t, e.Active(), "the run ended")
+	assert.EqualValues(t, 1<<20, produced.Load(), "the run was not slowed: it produced everything")
+	assert.EqualValues(t, 1, closed.Load(), "the server closed the stuck connection")
+}
