@@ -58,6 +58,11 @@ type Run struct {
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
 	hardStop *time.Timer
+
+	// susp is the suspension being resumed, while approved calls record their start and
+	// result in it (approval.go).
+	suspMu sync.Mutex
+	susp   *store.Suspension
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -214,6 +219,7 @@ func (r *Run) loop(ctx context.Context) string {
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
 		return "error: store"
 	}
+	inFlight := susp != nil && approvalsInFlight(susp)
 	if susp != nil && len(susp.State) > 0 {
 		var st runState
 		if err := json.Unmarshal(susp.State, &st); err != nil {
@@ -222,7 +228,7 @@ func (r *Run) loop(ctx context.Context) string {
 		}
 		// The tasks the thread started, also when this process did not see them.
 		r.e.restoreTasks(r.ThreadID, st.Tasks)
-		if len(r.in.Resume) > 0 {
+		if len(r.in.Resume) > 0 || inFlight {
 			// Counters, lessons, loop signatures and budget usage go on where they stopped.
 			r.fs = st.FailureState
 			r.resetHardStop()
@@ -239,7 +245,19 @@ func (r *Run) loop(ctx context.Context) string {
 	}
 	conv := fromAGUI(r.in.Messages)
 
+	if inFlight {
+		// The run that acted on approvals stopped before it finished: settle what it did,
+		// ask again about calls in doubt (approval.go).
+		var done bool
+		var reason string
+		conv, done, reason = r.recoverApprovals(ctx, tools, susp)
+		if done {
+			return reason
+		}
+	}
 	switch {
+	case inFlight:
+		// Recovered above: the conversation goes on with the settled results.
 	case susp != nil && len(r.in.Resume) == 0:
 		// A plain run on a thread with open interrupts: ask again, do not continue silently.
 		r.finishInterrupted(susp.Interrupts)

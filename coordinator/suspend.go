@@ -37,6 +37,8 @@ type handle struct {
 	Choices  []string `json:"choices,omitempty"`
 	// "continue?" after a failure (loop_detected, limits).
 	Failure *failureRef `json:"failure,omitempty"`
+	// A call waiting for the user's approval, and what became of it (approval.go).
+	Approval *approvalHandle `json:"approval,omitempty"`
 }
 
 // runState is what a suspension saves of the run besides its history: the failure state
@@ -202,6 +204,10 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		g.ins = append(g.ins, in)
 	}
 	outcomes := make([]toolOutcome, len(groups))
+	// Approved calls record their start and result in the suspension (approval.go).
+	r.suspMu.Lock()
+	r.susp = susp
+	r.suspMu.Unlock()
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
@@ -210,6 +216,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		})
 	}
 	wg.Wait()
+	r.suspMu.Lock()
+	r.susp = nil
+	r.suspMu.Unlock()
 	if err := r.settleResume(ctx, susp); err != nil {
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
@@ -314,6 +323,11 @@ func interruptTool(in store.Interrupt) string {
 		return decodeHandle(in).Agent
 	case hitl.KindAskUser:
 		return askUserTool
+	case hitl.KindApproval:
+		if h := decodeHandle(in).Approval; h != nil {
+			return h.Tool
+		}
+		return ""
 	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
 		// The catalog name the call was made under, when the handle has it: it matches
 		// the model's history even where the name had to be disambiguated.
@@ -365,6 +379,8 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 			out.result += "\n\n" + bridge.ContinuationNote(h.TaskID, first.Message, text)
 		}
 		return out
+	case hitl.KindApproval:
+		return r.deliverApproval(ctx, t, callID, first, ans)
 	case hitl.KindAskUser:
 		if ans.Cancelled {
 			return toolOutcome{result: bridge.Declined("The user declined to answer.")}
