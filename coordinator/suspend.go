@@ -281,15 +281,22 @@ func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store
 		return nil
 	}
 	r.log.Info("resume: the task has moved on since its question; recovering its outcome", "agent", a.Name, "task_id", h.TaskID, "state", got.State)
+	cancelTask := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
+		defer cancel()
+		return a.Client.Cancel(cctx, h.TaskID)
+	}
 	deadline := time.Now().Add(a.Timeout)
 	for !got.State.Terminal() && !got.State.Interrupted() {
 		if time.Now().After(deadline) {
-			return &toolOutcome{result: bridge.TimeoutCancel(h.TaskID, a.Timeout, a.Client.Cancel(context.WithoutCancel(ctx), h.TaskID))}
+			return &toolOutcome{result: bridge.TimeoutCancel(h.TaskID, a.Timeout, cancelTask())}
 		}
 		t := time.NewTimer(recoverPoll)
 		select {
 		case <-ctx.Done():
+			// The run is cancelled: so is the task it was following.
 			t.Stop()
+			r.log.Info("resume cancelled while following a task", "agent", a.Name, "task_id", h.TaskID, "err", errString(cancelTask()))
 			return &toolOutcome{}
 		case <-t.C:
 		}
