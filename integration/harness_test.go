@@ -486,6 +486,8 @@ type aguiResult struct {
 	Interrupts []map[string]any `json:"interrupts"`
 	// PendingInterrupts is the agent's pendingInterrupts after the run.
 	PendingInterrupts []map[string]any `json:"pendingInterrupts"`
+	// Messages is the agent's message list after the run, as the client assembled it.
+	Messages []map[string]any `json:"messages"`
 	// Warnings are the console.warn/console.error lines the client printed (all runs).
 	Warnings []string `json:"warnings"`
 	// Terminal reports whether the last event is RUN_FINISHED or RUN_ERROR (including the

@@ -238,6 +238,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
 		},
+		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -257,6 +258,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Draining:       draining.Load,
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
+		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -328,12 +330,25 @@ func newModel(cfg *config.Config) (llm.Model, error) {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		m, err := openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		m, err := anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	default:
 		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
+}
+
+// withTimeouts bounds a provider's silence by llm.timeout and llm.idle_timeout.
+func withTimeouts(cfg *config.Config, m llm.Model) llm.Model {
+	return llm.WithTimeouts(m, llm.Timeouts{FirstByte: time.Duration(cfg.LLM.Timeout), Idle: time.Duration(cfg.LLM.IdleTimeout)})
 }
 
 // agentFirstReadWait bounds how long the start waits for the agents' first card reads.
