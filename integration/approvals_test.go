@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 // approvalsYAML adds an approvals section to a config.
@@ -478,4 +479,46 @@ func TestApprovalsExpire(t *testing.T) {
 	assert.Equal(t, []string{"RUN_STARTED", "RUN_ERROR"}, eventTypes(evs))
 	assert.Equal(t, "INTERRUPT_EXPIRED", evs[len(evs)-1]["code"])
 	assert.Equal(t, 0, srv.count(), "an expired approval sends nothing")
+}
+
+// TestApprovalsTwoReplicas: two coordinators on one PostgreSQL store; the same approval's
+// resume is sent to both at once, then again to each: the MCP server gets one call.
+func TestApprovalsTwoReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	srv := startRecordingMCP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	cfg := approvalsYAML(hitlEnv{llmURL: model.URL, store: dsn, mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml(), []string{"pay__charge"}, nil)
+	a := startHITLCoordinator(t, cfg)
+	b := startHITLCoordinator(t, cfg)
+	thread := newThreadID("approve-replicas")
+	in := approvalRun(t, a.URL, thread, "pay__charge")
+	body, err := json.Marshal(resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	statuses := make([]int, 2)
+	for i, base := range []string{a.URL, b.URL} {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			resp, err := postAGUI(ctx, base, bytes.Clone(body))
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer resp.Body.Close()
+			statuses[i] = resp.StatusCode
+			if resp.StatusCode == http.StatusOK {
+				_, err = readSSE(resp.Body, nil)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Contains(t, statuses, http.StatusOK, "one of the replicas ran the resume: %v", statuses)
+	for _, base := range []string{a.URL, b.URL} {
+		evs := postRunWhenFree(t, base, resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+		assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "events: %v", eventTypes(evs))
+	}
+	assert.Equal(t, 1, srv.count(), "the MCP server got exactly one call")
 }
