@@ -419,7 +419,7 @@ func TestFailureModel(t *testing.T) {
 		code, sig := refusal(t, res[0])
 		assert.Equal(t, "policy_deny", code)
 		assert.Equal(t, map[string]any{"error": "policy_deny", "requested": "demo__deploy", "message": msg,
-			"valid_next_actions": []any{"ask_user", "demo__count_slowly", "demo__divide", "peer"},
+			"valid_next_actions": []any{"ask_user", "demo__count_slowly", "demo__delete_release", "demo__divide", "peer"},
 			"resolution":         map[string]any{"type": "use_other_tool"}}, sig)
 		assert.Equal(t, []map[string]any{failure(coordinator.KindPolicyViolation, coordinator.ActionHandoff, 1, msg)}, failureValues(r.Events))
 		types := eventTypes(r.Events)

@@ -84,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Every log record goes through the redactor; the configured secrets are added to it
 	// as soon as the configuration is read.
 	redactor := redact.New()
+	// Start-up errors printed directly (an agent's URL, say) are masked too.
+	stderr = redact.Writer(stderr, redactor)
 	log, err := newLogger(stderr, *logFormat, *logLevel, redactor)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
