@@ -522,3 +522,28 @@ func TestApprovalsTwoReplicas(t *testing.T) {
 	}
 	assert.Equal(t, 1, srv.count(), "the MCP server got exactly one call")
 }
+
+// TestApprovalsDestructive: approvals.destructive asks before the demo's delete_release
+// (destructiveHint) and not before divide (readOnlyHint), in one turn.
+func TestApprovalsDestructive(t *testing.T) {
+	requirePeers(t)
+	mcpURL := startDemoMCPHTTP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	cfg := hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "demo", URL: mcpURL}}}.yaml() + "approvals:\n  destructive: true\n"
+	coord := startHITLCoordinator(t, cfg)
+	job := hitlJobOn(newThreadID("approve-destructive"), newThreadID("run"), hitlText(
+		hitlCall{Name: "demo__divide", Args: map[string]any{"a": 1, "b": 4}},
+		hitlCall{Name: "demo__delete_release", Args: map[string]any{"release": "old"}},
+	))
+	job["resumeAnswers"] = map[string]any{"*": resolved(map[string]any{"approved": false})}
+	res := runHITLClient(t, "v1", coord.URL, job)
+	require.Len(t, res.Runs, 2)
+	first := res.Runs[0]
+	assertRun(t, first, "interrupt")
+	require.Len(t, first.Interrupts, 1, "only the destructive tool asks")
+	callID := checkApproval(t, first, first.Interrupts[0], "demo__delete_release")
+	assertRun(t, res.Runs[1], "success")
+	got := checkResumed(t, res.Runs[1], model, callID)
+	assert.True(t, strings.HasPrefix(got, "[DECLINED]\n"), got)
+}
