@@ -39,6 +39,9 @@ var (
 var (
 	// ErrClientGone: the streaming client disconnected.
 	ErrClientGone = errors.New("client disconnected")
+	// ErrClientTooSlow: the streaming client fell more than the stream buffer behind and
+	// was dropped; it counts as a disconnect.
+	ErrClientTooSlow = fmt.Errorf("%w: it did not keep up with the stream", ErrClientGone)
 	// ErrStopped: a producer-side stop was requested.
 	ErrStopped = errors.New("stop requested")
 	// ErrShutdown: the coordinator is shutting down.
@@ -134,6 +137,10 @@ type Config struct {
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop LoopConfig
+	// StreamBufferBytes bounds the events waiting for a run's client (server.
+	// stream_buffer_bytes); a client that falls further behind is dropped and the run
+	// cancelled. 0 means DefaultStreamBufferBytes.
+	StreamBufferBytes int
 	// Replica identifies this process in the store's runs table; default a random id, new
 	// per process.
 	Replica string
@@ -339,6 +346,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		}
 		return nil, fmt.Errorf("coordinator: claim thread: %w", err)
 	}
+	e.prependHistory(ctx, in)
 
 	e.mu.Lock()
 	if e.closing {

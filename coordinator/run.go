@@ -75,12 +75,19 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		e:        e,
 		in:       in,
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
-		q:        newEventQueue(),
 		ctx:      ctx,
 		cancel:   stop,
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
+	// A client that falls behind is a client gone (server.on_disconnect: cancel). The
+	// drop is noticed inside an emit; Cancel only marks the scope, starts the downstream
+	// cancellations on goroutines of their own and cancels the context, so it is called
+	// right there, before the run produces more.
+	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
+		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
+		r.Cancel(ErrClientTooSlow)
+	})
 	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log)
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		r.elog.add(ev)
@@ -103,6 +110,11 @@ func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return
 
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }
+
+// Dropped is closed when the client has been dropped for falling more than the stream
+// buffer behind (Config.StreamBufferBytes); the run is then cancelled with
+// ErrClientTooSlow, and Next reports the end of the stream without its terminal event.
+func (r *Run) Dropped() <-chan struct{} { return r.q.gone }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
@@ -206,6 +218,11 @@ func (r *Run) loop(ctx context.Context) string {
 	tools := r.e.toolset(r.in)
 	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
 	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (or disconnected) while the state was being read: that is a cancellation,
+		// not a store failure.
+		return r.finishCancelled(ctx)
+	}
 	if err != nil {
 		r.log.Error("load suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")

@@ -105,6 +105,9 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.e.cfg.Store.SaveSuspension(sctx, s); err != nil {
+		// Nobody can answer a question that was not saved: the work parked on it is
+		// cancelled now (A2A CancelTask, MCP abandon), not left waiting at the peer.
+		r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, open)
 		return err
 	}
 	if m := r.e.cfg.Metrics; m != nil {
@@ -180,7 +183,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		if len(calls) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, calls)
 		}
-		r.settleResume(ctx, susp)
+		if err := r.settleResume(ctx, susp); err != nil {
+			return conv, true, r.failUnrecorded(err)
+		}
 		return conv, true, r.finishDecision(stop.stopDecision())
 	}
 
@@ -216,7 +221,12 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	r.suspMu.Lock()
 	r.susp = nil
 	r.suspMu.Unlock()
-	r.settleResume(ctx, susp)
+	if err := r.settleResume(ctx, susp); err != nil {
+		// The answers went out but the store does not know: going on would report a
+		// success that a repeated resume contradicts. The next resume finds the
+		// suspension still open and recovers the outcomes from the agents (recoverTask).
+		return conv, true, r.failUnrecorded(err)
+	}
 
 	resumed := make([]llm.ToolCall, len(groups))
 	sent := make([]bool, len(groups))
@@ -228,8 +238,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 }
 
 // settleResume records that the suspension's answers went out, so that a repeated resume
-// sends nothing twice, and removes the suspension.
-func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) {
+// sends nothing twice, and removes the suspension. It reports a failure of either write:
+// the resume is then not recorded.
+func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 	var ids []string
 	for _, in := range susp.Interrupts {
 		ids = append(ids, in.ID)
@@ -237,15 +248,82 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, ids); err != nil {
-		r.log.Error("mark interrupts resolved", "err", err)
+		return fmt.Errorf("mark interrupts resolved: %w", err)
 	}
 	if err := r.e.cfg.Store.DeleteSuspension(sctx, r.ThreadID); err != nil {
-		r.log.Error("delete suspension", "err", err)
+		return fmt.Errorf("delete suspension: %w", err)
 	}
 	if m := r.e.cfg.Metrics; m != nil {
 		m.InterruptsOpen(-len(susp.Interrupts))
 	}
+	return nil
 }
+
+// failUnrecorded ends a resume whose answers were delivered but could not be recorded.
+func (r *Run) failUnrecorded(err error) string {
+	r.log.Error("resume delivered but not recorded", "err", err)
+	r.seq.Fail("STORE_UNAVAILABLE", "Your answer was delivered, but the coordinator could not record it. Send the same answer again to pick up the result.")
+	return "error: store"
+}
+
+// recoverTask is for an A2A interrupt being answered: it reads the task first. A task still
+// waiting for input gets the answer (nil is returned). A task that has moved on was answered
+// already, by a resume whose recording failed: its outcome is recovered from the agent
+// instead of sending the answer again, which the agent would refuse (invalid_transition). A
+// task still working is followed until it ends or waits again, within the agent's timeout.
+func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
+	read := func() (*a2a.Result, error) {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return a.Client.GetTask(gctx, h.TaskID)
+	}
+	got, err := read()
+	if err != nil || got.State.Interrupted() {
+		// Waiting (the normal case), or unknown: the continuation decides and reports.
+		return nil
+	}
+	r.log.Info("resume: the task has moved on since its question; recovering its outcome", "agent", a.Name, "task_id", h.TaskID, "state", got.State)
+	cancelTask := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
+		defer cancel()
+		return a.Client.Cancel(cctx, h.TaskID)
+	}
+	deadline := time.Now().Add(a.Timeout)
+	for !got.State.Terminal() && !got.State.Interrupted() {
+		if time.Now().After(deadline) {
+			return &toolOutcome{result: bridge.TimeoutCancel(h.TaskID, a.Timeout, cancelTask())}
+		}
+		t := time.NewTimer(recoverPoll)
+		select {
+		case <-ctx.Done():
+			// The run is cancelled: so is the task it was following.
+			t.Stop()
+			r.log.Info("resume cancelled while following a task", "agent", a.Name, "task_id", h.TaskID, "err", errString(cancelTask()))
+			return &toolOutcome{}
+		case <-t.C:
+		}
+		if got, err = read(); err != nil {
+			return &toolOutcome{result: bridge.Unreachable(a.Name)}
+		}
+	}
+	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: got.ContextID, state: got.State})
+	if got.State.Interrupted() {
+		// The agent took the earlier answer and asks again: a new question.
+		var next store.Interrupt
+		if got.State == a2a.StateAuthRequired {
+			next = hitl.A2AAuth(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
+		} else {
+			next = hitl.A2AInput(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
+		}
+		next.ToolCallID, next.SubagentRunID = callID, in.SubagentRunID
+		next.Handle = mustJSON(handle{Agent: a.Name, TaskID: got.TaskID, ContextID: got.ContextID})
+		return &toolOutcome{interrupts: []store.Interrupt{next}}
+	}
+	return &toolOutcome{result: bridge.FromA2A(got)}
+}
+
+// recoverPoll is how often recoverTask reads a task that is still working.
+const recoverPoll = 500 * time.Millisecond
 
 // interruptTool is the tool name of the call an interrupt suspended.
 func interruptTool(in store.Interrupt) string {
@@ -294,6 +372,9 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 			cancel()
 			r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 			return toolOutcome{result: bridge.FromA2A(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})}
+		}
+		if out := r.recoverTask(ctx, a, callID, first, h); out != nil {
+			return *out
 		}
 		text, _ := ans.Payload["text"].(string)
 		if strings.TrimSpace(text) == "" {

@@ -46,9 +46,9 @@ import (
 // --version reports the module version and VCS revision from the build info.
 var version = "dev"
 
-// mcpStartWait bounds how long the start waits for MCP servers: the listener must open
-// within 2 s whatever they do (the agents' first card reads get 1 s before this); slower
-// servers join when they connect.
+// mcpStartWait bounds how long the start waits for MCP servers' first connections, in
+// parallel with the agents' first card reads (1 s): the listener must open within 2 s
+// whatever they do; slower servers join when they connect.
 const mcpStartWait = 500 * time.Millisecond
 
 func main() {
@@ -176,25 +176,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
 	}
-	agents, err := resolveAgents(ctx, cfg, log, peerHTTP)
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
-	}
-	for _, a := range agents {
-		if c, ok := a.Client.(io.Closer); ok {
-			defer c.Close()
-		}
-	}
-	st, err := store.Open(ctx, cfg.Store)
-	if err != nil {
-		if !strings.HasPrefix(err.Error(), "store") {
-			err = fmt.Errorf("store: %w", err)
-		}
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
-	}
-	defer st.Close()
+	// The MCP servers connect while the agents' cards are read: both waits overlap.
 	// In-session MCP elicitations reach the engine through this elicitor.
 	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
@@ -207,7 +189,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			onToolError[s.Name] = s.OnToolError
 		}
 		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{
-			Logger: log, Elicitor: sessions, StartWait: mcpStartWait, HTTPClient: peerHTTP,
+			Logger: log, Elicitor: sessions, StartWait: time.Nanosecond, HTTPClient: peerHTTP,
 			SendingMiddleware: func(server, transport string) mcp.Middleware {
 				return telemetry.MCPMiddleware(tel.Tracer(), server, transport)
 			},
@@ -222,7 +204,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer sessions.Close()
 		tools = registry
 	}
+	mcpStarted := time.Now()
 
+	agents, err := resolveAgents(ctx, cfg, log, peerHTTP)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	for _, a := range agents {
+		if c, ok := a.Client.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
+	if registry != nil {
+		wctx, cancel := context.WithDeadline(ctx, mcpStarted.Add(mcpStartWait))
+		registry.WaitStarted(wctx)
+		cancel()
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "store") {
+			err = fmt.Errorf("store: %w", err)
+		}
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	defer st.Close()
 	metricsReg := metrics.New()
 	// The tool-call metrics are labelled with configured names only.
 	var agentNames, serverNames []string
@@ -274,6 +281,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
 		},
+		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -293,6 +301,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Draining:       draining.Load,
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
+		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -364,12 +373,25 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, error) {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		m, err := openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		m, err := anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	default:
 		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
+}
+
+// withTimeouts bounds a provider's silence by llm.timeout and llm.idle_timeout.
+func withTimeouts(cfg *config.Config, m llm.Model) llm.Model {
+	return llm.WithTimeouts(m, llm.Timeouts{FirstByte: time.Duration(cfg.LLM.Timeout), Idle: time.Duration(cfg.LLM.IdleTimeout)})
 }
 
 // agentFirstReadWait bounds how long the start waits for the agents' first card reads.

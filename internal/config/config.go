@@ -126,6 +126,18 @@ type Server struct {
 	MaxActiveRuns int `yaml:"max_active_runs"`
 	// EventRetention is how long a run's event log is kept for reconnects.
 	EventRetention Duration `yaml:"event_retention"`
+
+	// Stream settings (issue 12): what a client that does not keep up may cost.
+
+	// OnDisconnect is what a run does when its client goes away or is dropped for not
+	// reading: OnDisconnectCancel ("" means the same). detach is not available yet.
+	OnDisconnect string `yaml:"on_disconnect"`
+	// StreamBufferBytes bounds the events waiting for one client; a client that lets
+	// more pile up is disconnected. 0 means DefaultStreamBufferBytes.
+	StreamBufferBytes int64 `yaml:"stream_buffer_bytes"`
+	// StreamWriteTimeout bounds one write to a client; a client that takes longer is
+	// disconnected. 0 means DefaultStreamWriteTimeout.
+	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
 }
 
 // ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
@@ -151,6 +163,14 @@ func (s Server) AuthTokens(getenv func(string) string) ([]string, error) {
 	return out, nil
 }
 
+// Stream defaults and the values of Server.OnDisconnect.
+const (
+	DefaultStreamBufferBytes  = 4 << 20
+	DefaultStreamWriteTimeout = Duration(30 * time.Second)
+	OnDisconnectCancel        = "cancel"
+	OnDisconnectDetach        = "detach"
+)
+
 // Replication configures the run leases that replicas sharing a PostgreSQL store use (a
 // single process keeps them too, so that a restart finds its runs' threads free).
 type Replication struct {
@@ -171,6 +191,10 @@ type LLM struct {
 	Model   string `yaml:"model"`
 	// APIKeyEnv is the name of the variable that holds the key, never the key itself.
 	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout bounds the wait for the first byte of a model response; 0 means 60 s.
+	Timeout Duration `yaml:"timeout"`
+	// IdleTimeout bounds the silence inside a streamed response; 0 means 30 s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 
 // APIKey returns the key from the environment variable named by APIKeyEnv ("" when

@@ -53,6 +53,22 @@ func (c *Config) validateServer() error {
 			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
 		}
 	}
+	return c.validateStream()
+}
+
+// validateStream checks the per-client stream limits and server.on_disconnect.
+func (c *Config) validateStream() error {
+	s := c.Server
+	switch {
+	case s.OnDisconnect == OnDisconnectDetach:
+		return c.fieldErr("server.on_disconnect", "detach is not supported yet; use %s", OnDisconnectCancel)
+	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel:
+		return c.fieldErr("server.on_disconnect", "must be %s (got %q)", OnDisconnectCancel, s.OnDisconnect)
+	case s.StreamBufferBytes < 0:
+		return c.fieldErr("server.stream_buffer_bytes", "must not be negative (got %d)", s.StreamBufferBytes)
+	case s.StreamWriteTimeout < 0:
+		return c.fieldErr("server.stream_write_timeout", "must not be negative (got %s)", s.StreamWriteTimeout)
+	}
 	return nil
 }
 
@@ -91,6 +107,12 @@ func (c *Config) validateLLM() error {
 	}
 	if l.APIKeyEnv != "" && !isEnvName(l.APIKeyEnv) {
 		return c.fieldErr("llm.api_key_env", "must be the name of an environment variable, not the key itself")
+	}
+	if l.Timeout < 0 {
+		return c.fieldErr("llm.timeout", "must not be negative (got %s)", l.Timeout)
+	}
+	if l.IdleTimeout < 0 {
+		return c.fieldErr("llm.idle_timeout", "must not be negative (got %s)", l.IdleTimeout)
 	}
 	return nil
 }
