@@ -623,3 +623,37 @@ func waitMCPUp(t *testing.T, base, name string) {
 	}
 	t.Fatalf("MCP server %s never came up", name)
 }
+
+// TestTracingFlushOnSIGTERM: spans still buffered when the coordinator is stopped are
+// exported during its shutdown (the batch delay is set far beyond the test).
+func TestTracingFlushOnSIGTERM(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+	rc := startOTLPReceiver(t)
+	model := fakellm.Start(mcpModel)
+	t.Cleanup(model.Close)
+	coord, p := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s")+
+		fmt.Sprintf("telemetry:\n  otlp_endpoint: %q\n", rc.URL))
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	body, _ := json.Marshal(runInput(newThreadID("flush"), newThreadID("run"), "hello"))
+	req, err := http.NewRequest(http.MethodPost, coord+"/agui", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-"+incomingParent+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	evs, err := readSSE(resp.Body, nil)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
+	require.Empty(t, rc.all(), "nothing exported before the batch delay or the shutdown")
+
+	require.Equal(t, 0, p.Stop(), "the coordinator exits cleanly on SIGTERM")
+	var names []string
+	for _, s := range rc.all() {
+		if s.TraceID == traceID {
+			names = append(names, s.Name)
+		}
+	}
+	assert.Contains(t, names, "invoke_agent baton", "the run span was flushed at shutdown")
+	assert.Contains(t, names, "chat fake-model")
+}
