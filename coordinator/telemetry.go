@@ -160,6 +160,12 @@ func (r *Run) traceDecision(d Decision) {
 // the call ended) once the policy has seen the turn's results, so that it carries the
 // decision about its failure; see endToolSpans.
 func (r *Run) traceTool(ctx context.Context, t *toolset, c llm.ToolCall, run func(context.Context) toolOutcome) toolOutcome {
+	return r.traceToolCall(ctx, t, c, run, true)
+}
+
+// traceToolCall is traceTool; sent tells whether the call went out (only those are counted
+// in the tool-call metrics).
+func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run func(context.Context) toolOutcome, sent bool) toolOutcome {
 	kind, target := "", ""
 	if a, ok := t.agents[c.Name]; ok {
 		kind, target = "agent", a.Name
@@ -189,7 +195,7 @@ func (r *Run) traceTool(ctx context.Context, t *toolset, c llm.ToolCall, run fun
 			span.SetAttributes(attrFailureKind.String(string(f.Kind)), attribute.String("error.type", tag))
 		}
 	}
-	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && kind != "" {
+	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && kind != "" && sent {
 		m.ToolCall(kind, target, tag, d)
 	}
 	if r.trace == nil || !span.IsRecording() {
@@ -200,6 +206,12 @@ func (r *Run) traceTool(ctx context.Context, t *toolset, c llm.ToolCall, run fun
 	r.trace.tools = append(r.trace.tools, toolSpan{name: c.Name, span: span, end: time.Now()})
 	r.trace.mu.Unlock()
 	return out
+}
+
+// traceRefusal records a call the coordinator refused without sending it (a predicted loop,
+// a policy refusal): its execute_tool span carries the refusal's tag and the decision.
+func (r *Run) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal string) toolOutcome {
+	return r.traceToolCall(ctx, t, c, func(context.Context) toolOutcome { return toolOutcome{result: refusal} }, false)
 }
 
 func toolType(kind string) string {

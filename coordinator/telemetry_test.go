@@ -197,3 +197,26 @@ func TestInterruptAndResumeOnSpans(t *testing.T) {
 	assert.Equal(t, first.SpanContext().SpanID(), second.Links()[0].SpanContext.SpanID())
 	assert.Equal(t, first.SpanContext().TraceID(), second.Links()[0].SpanContext.TraceID())
 }
+
+func TestRefusedCallOnSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "never")}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
+		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "m"}
+		c.Guard = GuardPolicy{Agents: AccessList{Deny: []string{"research"}}}
+	})
+	startAndCollect(t, e, input("t-deny"))
+	assert.Empty(t, agent.sent, "the refused call is not sent")
+	var tool sdktrace.ReadOnlySpan
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.Name() == "execute_tool research" {
+			tool = s
+		}
+	}
+	require.NotNil(t, tool, "a refused call has its execute_tool span")
+	ta := spanAttrs(tool)
+	assert.Equal(t, "RETRY:policy_deny", ta["baton.tag"])
+	assert.Equal(t, string(KindPolicyViolation), ta["baton.failure.kind"])
+	assert.NotEmpty(t, ta["baton.policy.action"])
+}
