@@ -290,7 +290,7 @@ func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int)
 			if len(out) >= limit {
 				return out, nil
 			}
-			if r.r.State == RunRunning && r.r.LeaseUntil.Before(now) {
+			if r.r.State == RunRunning && r.r.LeaseUntil.Before(now) && r.r.Replica != replica {
 				r.r.State, r.r.Replica, r.r.UpdatedAt = RunLost, replica, now
 				out = append(out, *copyRun(r.r))
 			}

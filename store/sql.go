@@ -535,7 +535,7 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 		// row lock re-checks only the outer WHERE.
 		rows, err := tx.QueryContext(ctx, s.d.q(`UPDATE runs SET state = 'lost', replica = $1, updated_at = $2
 			WHERE (thread_id, run_id) IN (SELECT thread_id, run_id FROM runs
-				WHERE state = 'running' AND lease_until < `+s.d.nowNS+`
+				WHERE state = 'running' AND lease_until < `+s.d.nowNS+` AND replica <> $1
 				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
 			AND state = 'running' AND lease_until < `+s.d.nowNS+`
 			RETURNING `+runCols), replica, time.Now().UnixNano(), limit)
