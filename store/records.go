@@ -93,7 +93,8 @@ type Runs interface {
 	// has lapsed (their replica died): they become RunLost, owned by replica, and are
 	// returned (as they are now). Two replicas claiming at once never get the same run, and
 	// a replica never claims its own runs (a late heartbeat is not a death; a restarted
-	// process has a new replica id).
+	// process has a new replica id). Runs that BeginRun marked lost to free their thread
+	// are claimed too, once, so that their leftovers are cleaned up all the same.
 	ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error)
 }
 

@@ -185,6 +185,14 @@ func TestRunLeaseLapses(t *testing.T) {
 			old, err := s.GetRun(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.Equal(t, RunLost, old.State)
+			// The run BeginRun marked lost is still handed to a claimer for cleanup, once.
+			claimed, err := s.ClaimLapsedRuns(ctx, "cleaner", 10)
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			assert.Equal(t, "r1", claimed[0].RunID)
+			claimed, err = s.ClaimLapsedRuns(ctx, "cleaner", 10)
+			require.NoError(t, err)
+			assert.Empty(t, claimed)
 		})
 	}
 }
