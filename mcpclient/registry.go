@@ -154,8 +154,10 @@ type Registry struct {
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
-	wg       sync.WaitGroup
-	closed   atomic.Bool
+	// started is closed when every server's first connection attempt has ended.
+	started chan struct{}
+	wg      sync.WaitGroup
+	closed  atomic.Bool
 
 	mu      sync.RWMutex
 	catalog []Tool
@@ -208,6 +210,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 		r.servers = append(r.servers, newServer(r, cfg))
 	}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.started = make(chan struct{})
 	r.connectAll(ctx)
 	return r, nil
 }
@@ -230,7 +233,7 @@ func (r *Registry) connectAll(ctx context.Context) {
 			wg.Done()
 		}
 	}
-	done := make(chan struct{})
+	done := r.started
 	go func() {
 		wg.Wait()
 		close(done)
@@ -244,7 +247,6 @@ func (r *Registry) connectAll(ctx context.Context) {
 	select {
 	case <-done:
 	case <-timeout:
-		r.log.Info("mcp servers still connecting in the background", "waited", r.opts.StartWait.String())
 	case <-ctx.Done():
 	}
 }
@@ -495,5 +497,15 @@ func (p *progressRouter) deliver(tok any, pr Progress) {
 	p.mu.Unlock()
 	if fn != nil {
 		fn(pr)
+	}
+}
+
+// WaitStarted waits until every server's first connection attempt has ended (connected
+// or failed) or ctx is done. A caller that created the registry with a short StartWait,
+// to overlap its other start-up work, uses it to give the servers the rest of the wait.
+func (r *Registry) WaitStarted(ctx context.Context) {
+	select {
+	case <-r.started:
+	case <-ctx.Done():
 	}
 }

@@ -43,9 +43,9 @@ import (
 // --version reports the module version and VCS revision from the build info.
 var version = "dev"
 
-// mcpStartWait bounds how long the start waits for MCP servers: the listener must open
-// within 2 s whatever they do (the agents' first card reads get 1 s before this); slower
-// servers join when they connect.
+// mcpStartWait bounds how long the start waits for MCP servers' first connections, in
+// parallel with the agents' first card reads (1 s): the listener must open within 2 s
+// whatever they do; slower servers join when they connect.
 const mcpStartWait = 500 * time.Millisecond
 
 func main() {
@@ -148,25 +148,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
 	}
-	agents, err := resolveAgents(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
-	}
-	for _, a := range agents {
-		if c, ok := a.Client.(io.Closer); ok {
-			defer c.Close()
-		}
-	}
-	st, err := store.Open(ctx, cfg.Store)
-	if err != nil {
-		if !strings.HasPrefix(err.Error(), "store") {
-			err = fmt.Errorf("store: %w", err)
-		}
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
-	}
-	defer st.Close()
+	// The MCP servers connect while the agents' cards are read: both waits overlap.
 	// In-session MCP elicitations reach the engine through this elicitor.
 	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
@@ -178,7 +160,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env})
 			onToolError[s.Name] = s.OnToolError
 		}
-		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions, StartWait: mcpStartWait})
+		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions, StartWait: time.Nanosecond})
 		if err != nil {
 			fmt.Fprintf(stderr, "coordinator: %v\n", err)
 			return 1
@@ -189,7 +171,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer sessions.Close()
 		tools = registry
 	}
+	mcpStarted := time.Now()
 
+	agents, err := resolveAgents(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	for _, a := range agents {
+		if c, ok := a.Client.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
+	if registry != nil {
+		wctx, cancel := context.WithDeadline(ctx, mcpStarted.Add(mcpStartWait))
+		registry.WaitStarted(wctx)
+		cancel()
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "store") {
+			err = fmt.Errorf("store: %w", err)
+		}
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	defer st.Close()
 	metricsReg := metrics.New()
 	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
 	for _, rl := range cfg.Policy.RateLimits {

@@ -276,7 +276,7 @@ func TestLoadErrors(t *testing.T) {
 		{"store sqlite without path", "store: \"sqlite:\"\n", nil,
 			`baton.yaml: store: sqlite needs a path, e.g. "sqlite:./data/baton.db"`},
 		{"invalid yaml", "llm:\n  model: a\n   b: c\n", nil,
-			`baton.yaml: invalid YAML: line 3: mapping values are not allowed in this context`},
+			`baton.yaml: invalid YAML: line 3: mapping values are not allowed in this context; check the indentation, and quote a value that contains ": " or ends with ":", e.g. store: "memory:"`},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", nil,
 			`baton.yaml: the file must hold a single YAML document`},
 		{"policy agent unknown", agent0 + "policy:\n  agents: {deny: [reserch]}\n", nil,
