@@ -43,6 +43,9 @@ func (d *delegation) onTask(taskID, contextID string) {
 	if d.taskID == "" && taskID != "" {
 		d.taskID, d.contextID = taskID, contextID
 		d.item.Arm(taskID, d.agent.Client.Cancel)
+		// Recorded in the store as soon as it is known: if this replica dies, the one
+		// that claims the run cancels the task (nothing is left running without an owner).
+		d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking))
 	}
 }
 

@@ -336,6 +336,7 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 		}
 		return nil, fmt.Errorf("coordinator: claim thread: %w", err)
 	}
+	e.prependHistory(ctx, in)
 
 	e.mu.Lock()
 	if e.closing {

@@ -131,10 +131,12 @@ func (l *runLog) write(runDone <-chan struct{}) {
 		if dropped > 0 {
 			l.log.Error("event log fell behind; events dropped from the log", "dropped", dropped)
 		}
+		// The work document first: it is what a replica that claims this run after a
+		// crash needs in order to cancel the run's remote tasks.
+		l.saveWork()
 		if len(batch) > 0 {
 			l.append(batch)
 		}
-		l.saveWork()
 		if ended {
 			l.mu.Lock()
 			empty := len(l.pending) == 0

@@ -214,6 +214,11 @@ func (r *Run) loop(ctx context.Context) string {
 	tools := r.e.toolset(r.in)
 	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
 	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (or disconnected) while the state was being read: that is a cancellation,
+		// not a store failure.
+		return r.finishCancelled(ctx)
+	}
 	if err != nil {
 		r.log.Error("load suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")

@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 const (
@@ -55,6 +57,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.Stop() // the throwaway PostgreSQL server, if a test started one
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}

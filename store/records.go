@@ -89,6 +89,10 @@ type Runs interface {
 	RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error)
 	// StopRequests returns replica's running runs with a stop request.
 	StopRequests(ctx context.Context, replica string) ([]RunRecord, error)
+	// ClaimLapsedRuns takes over at most limit running runs whose lease has lapsed (their
+	// replica died): they become RunLost, owned by replica, and are returned (as they are
+	// now). Two replicas claiming at once never get the same run.
+	ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error)
 }
 
 // Signaler is implemented by a store that can wake replicas when a stop is requested

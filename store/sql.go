@@ -522,6 +522,42 @@ func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRec
 	return out, nil
 }
 
+func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit int) (_ []RunRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []RunRecord
+	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+		// The lease is checked again outside the subquery: a claimer that waited for a
+		// row lock re-checks only the outer WHERE.
+		rows, err := tx.QueryContext(ctx, s.d.q(`UPDATE runs SET state = 'lost', replica = $1, updated_at = $2
+			WHERE (thread_id, run_id) IN (SELECT thread_id, run_id FROM runs
+				WHERE state = 'running' AND lease_until < `+s.d.nowNS+`
+				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
+			AND state = 'running' AND lease_until < `+s.d.nowNS+`
+			RETURNING `+runCols), replica, time.Now().UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, *r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim lapsed runs: %w", err)
+	}
+	return out, nil
+}
+
 func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
 	if err := s.check(); err != nil {
 		return err

@@ -490,7 +490,7 @@ func TestPage(t *testing.T) {
 		p.load()
 		p.send("approval")
 		card := `.interrupt.approval[data-interrupt-id="int-ap"]`
-		assert.Equal(t, "demo__delete_release", p.text(card+" .tool"))
+		assert.Equal(t, "demo__delete_release", p.text(card+" .approval-tool"))
 		assert.Contains(t, p.text(card+" .question"), "<b>Delete</b>", "the message is shown as text")
 		assert.Equal(t, "v1", eval[string](p, `document.querySelector('`+card+` [name="editedArgs.release"]').value`), "the form holds the model's arguments")
 		p.screenshot("approval-card")
