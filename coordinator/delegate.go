@@ -149,8 +149,10 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		err error
 	}
 	out := make(chan sent, 1)
+	spanCtx, span := r.delegationSpan(sendCtx, a)
 	go func() {
-		res, err := a.Client.Send(sendCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		res, err := a.Client.Send(spanCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		endDelegationSpan(span, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
 			d.item.Release()
@@ -266,6 +268,8 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		// parked (it is not cancelled when the run ends).
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
 	default:
+		// A sub-agent's own failure is the model's to handle, not an operational problem.
+		r.log.Info("sub-agent task ended unsuccessfully", "agent", d.agent.Name, "task_id", res.TaskID, "state", string(res.State))
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
 	return toolOutcome{result: bridge.FromA2A(res)}

@@ -129,6 +129,9 @@ type Config struct {
 	// Guard is the config's policy section: allow/deny lists, rate limits, budget
 	// (DESIGN §7). The zero value allows everything.
 	Guard GuardPolicy
+	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
+	// value traces nothing.
+	Tracing Tracing
 	// Approvals lists the calls the user must approve before they are sent (DESIGN §9).
 	Approvals ApprovalPolicy
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
@@ -305,6 +308,13 @@ func (e *Engine) loadInterruptsOpen() {
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
 // the background; stream its events with Run.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
+	return e.StartContext(context.Background(), in, principal)
+}
+
+// StartContext is Start for a run whose trace parent is the span context in parent (the
+// request's incoming traceparent). Only the span context is kept: the run is detached
+// from parent's cancellation and values.
+func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
 	e.mu.Lock()
 	closing := e.closing
 	th := e.threads[in.ThreadID]
@@ -354,6 +364,7 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	}
 	r := newRun(e, in)
 	r.owner = principal
+	r.startTrace(parent)
 	// The thread is reserved here before the store is asked, so that two requests on this
 	// replica never both reach it.
 	e.active[in.ThreadID] = r

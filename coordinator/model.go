@@ -21,7 +21,9 @@ type turnResult struct {
 // retry waits the decided backoff (the provider's Retry-After exactly) and streams the
 // turn again; any other decision is returned as a *decidedError. Errors the policy does
 // not handle (bad request, auth, cancellation) are returned as they are.
-func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, error) {
+func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
+	ctx, span := r.modelSpan(ctx)
+	defer func(start time.Time) { r.endModelSpan(span, start, res, err) }(time.Now())
 	// The tool call ids of failed attempts are never used again in this turn
 	// (design/model-retries.md).
 	var failed map[string]bool
@@ -47,6 +49,7 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, erro
 			return turnResult{}, err
 		}
 		d := r.decide(*f)
+		traceModelRetry(span, d)
 		if d.Action != ActionRetry {
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}

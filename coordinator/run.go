@@ -58,6 +58,8 @@ type Run struct {
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
 	hardStop *time.Timer
+	// trace is the run's tracing (its span, set before the run starts).
+	trace *runTrace
 
 	// susp is the suspension being resumed, while approved calls record their start and
 	// result in it (approval.go).
@@ -159,6 +161,7 @@ func (r *Run) emit(ev agui.Event) {
 func (r *Run) execute() {
 	defer close(r.done)
 	r.start = time.Now()
+	begun := r.start
 	r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
 
 	// The time limit has two parts. At each turn boundary DetectBeforeTurn compares the
@@ -169,7 +172,7 @@ func (r *Run) execute() {
 	// Without the grace the boundary check could never see the limit: a deadline at the
 	// limit itself would always cancel the work first. A resumed run moves the hard stop
 	// once it knows the active time its earlier parts used.
-	ctx, stopRun := context.WithCancelCause(r.ctx)
+	ctx, stopRun := context.WithCancelCause(r.traced(r.ctx))
 	defer stopRun(nil)
 	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() { stopRun(ErrRunTimeLimit) })
 	defer r.hardStop.Stop()
@@ -186,6 +189,7 @@ func (r *Run) execute() {
 		outcome, _, _ := strings.Cut(reason, ":")
 		m.RunFinished(outcome)
 	}
+	r.endTrace(reason, time.Since(begun))
 	r.e.release(r)
 	stopWatch()
 	if ctx.Err() != nil {
@@ -237,6 +241,7 @@ func (r *Run) loop(ctx context.Context) string {
 			// Counters, lessons, loop signatures and budget usage go on where they stopped.
 			r.fs = st.FailureState
 			r.resetHardStop()
+			r.traceResume(r.fs.TraceParent, len(r.in.Resume))
 		}
 	}
 	r.guard = r.newGuard(tools)
@@ -383,6 +388,8 @@ type toolOutcome struct {
 // suspended (persisted) and ends with the interrupt outcome. sent tells which calls were
 // sent (not refused beforehand); pending are the frontend calls of the turn.
 func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, string) {
+	// The turn's tool spans end once the policy has decided about their results.
+	defer r.endToolSpans()
 	if r.cancelling(ctx) {
 		return conv, true, r.finishCancelled(ctx)
 	}

@@ -62,6 +62,10 @@ type Options struct {
 	// MaxReconnects bounds the reconnections (and resends) within one call.
 	// Default 3.
 	MaxReconnects int
+	// SendingMiddleware, when set, builds go-sdk sending middleware for each server
+	// (tracing: spans and params._meta trace context). server is the config name;
+	// transport is "pipe" for stdio and "tcp" for streamable HTTP.
+	SendingMiddleware func(server, transport string) mcp.Middleware
 	// StartWait bounds how long New waits for the first connections; servers
 	// not connected by then go on connecting in the background and their
 	// tools join the catalog when they connect. 0 waits for every first

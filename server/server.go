@@ -175,7 +175,9 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
 		return
 	}
-	run, err := s.cfg.Engine.Start(in, who)
+	// The request's trace context (telemetry.Extract) parents the run; only the span
+	// context is kept, the run outlives the request.
+	run, err := s.cfg.Engine.StartContext(r.Context(), in, who)
 	release()
 	if err != nil {
 		s.writeEngineError(w, err)

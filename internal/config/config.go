@@ -92,6 +92,7 @@ type Config struct {
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
 	Interrupts Interrupts  `yaml:"interrupts"`
+	Telemetry  Telemetry   `yaml:"telemetry"`
 	Approvals  Approvals   `yaml:"approvals"`
 	// Replication holds the run leases (replication.heartbeat, replication.lease).
 	Replication Replication `yaml:"replication"`
@@ -416,6 +417,24 @@ func parseDuration(s string) (Duration, error) {
 	return Duration(d), nil
 }
 
+// Telemetry is the telemetry section: OpenTelemetry tracing over OTLP. The standard
+// OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+// OTEL_SERVICE_NAME, ...) win over these keys.
+type Telemetry struct {
+	// OTLPEndpoint is the collector's base URL; empty means no tracing.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// OTLPProtocol is http/protobuf, http/json or grpc.
+	OTLPProtocol string `yaml:"otlp_protocol"`
+	// ServiceName is the service.name of Baton's spans.
+	ServiceName string `yaml:"service_name"`
+}
+
+// Telemetry defaults.
+const (
+	DefaultOTLPProtocol     = "http/protobuf"
+	DefaultTelemetryService = "baton"
+)
+
 // Default returns the built-in defaults: the scripted model, no agents and no MCP servers.
 func Default() *Config {
 	return &Config{
@@ -439,6 +458,7 @@ func Default() *Config {
 			StallTurns:    DefaultStallTurns,
 		},
 		Interrupts: Interrupts{TTL: DefaultInterruptTTL},
+		Telemetry:  Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
 		Store:      DefaultStore,
 	}
 }

@@ -475,6 +475,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Loop:        Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},
 		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second)},
+		Telemetry:   Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
 		Store:       "memory:",
 	}
 	c.fromEnv = nil

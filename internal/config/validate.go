@@ -13,7 +13,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateStore, c.validateReplication}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateStore, c.validateReplication}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -478,3 +478,22 @@ func isHTTPURL(s string) bool {
 // ToolName is the tool name the model sees for a configured name (DESIGN §5); see
 // package toolname, the one sanitiser shared with the catalog and the engine.
 func ToolName(name string) string { return toolname.Sanitize(name) }
+
+func (c *Config) validateTelemetry() error {
+	t := c.Telemetry
+	switch t.OTLPProtocol {
+	case "http/protobuf", "http/json", "grpc":
+	default:
+		return c.fieldErr("telemetry.otlp_protocol", "must be http/protobuf, http/json or grpc (got %q)", t.OTLPProtocol)
+	}
+	if t.OTLPEndpoint != "" {
+		u, err := url.Parse(t.OTLPEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c.fieldErr("telemetry.otlp_endpoint", "must be an http:// or https:// URL")
+		}
+	}
+	if strings.TrimSpace(t.ServiceName) == "" {
+		return c.fieldErr("telemetry.service_name", "must not be empty")
+	}
+	return nil
+}
