@@ -20,6 +20,8 @@ type memThread struct {
 type memRun struct {
 	r      RunRecord
 	events []Event
+	// reaped: a replica has cleaned up after the run (ClaimLapsedRuns).
+	reaped bool
 }
 
 // lookup returns the thread's state, or nil. m.mu is held.
@@ -290,8 +292,9 @@ func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int)
 			if len(out) >= limit {
 				return out, nil
 			}
-			if r.r.State == RunRunning && r.r.LeaseUntil.Before(now) {
-				r.r.State, r.r.Replica, r.r.UpdatedAt = RunLost, replica, now
+			lapsed := r.r.State == RunRunning && r.r.LeaseUntil.Before(now) && r.r.Replica != replica
+			if lapsed || (r.r.State == RunLost && !r.reaped) {
+				r.r.State, r.r.Replica, r.r.UpdatedAt, r.reaped = RunLost, replica, now, true
 				out = append(out, *copyRun(r.r))
 			}
 		}
@@ -324,7 +327,7 @@ func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, evs [
 	r := th.runs[runID]
 	if r == nil {
 		// Events of a run that BeginRun did not record (the SQL backends accept them too).
-		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}}
+		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}, reaped: true}
 		th.runs[runID] = r
 	}
 	last := int64(0)

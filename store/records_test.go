@@ -185,6 +185,14 @@ func TestRunLeaseLapses(t *testing.T) {
 			old, err := s.GetRun(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.Equal(t, RunLost, old.State)
+			// The run BeginRun marked lost is still handed to a claimer for cleanup, once.
+			claimed, err := s.ClaimLapsedRuns(ctx, "cleaner", 10)
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			assert.Equal(t, "r1", claimed[0].RunID)
+			claimed, err = s.ClaimLapsedRuns(ctx, "cleaner", 10)
+			require.NoError(t, err)
+			assert.Empty(t, claimed)
 		})
 	}
 }
@@ -454,6 +462,7 @@ func TestClaimLapsedRuns(t *testing.T) {
 			require.NoError(t, s.BeginRun(ctx, "dead1", "r1", "dead", -time.Second))
 			require.NoError(t, s.BeginRun(ctx, "dead2", "r1", "dead", -time.Second))
 			require.NoError(t, s.BeginRun(ctx, "alive", "r1", "alive", time.Minute))
+			require.NoError(t, s.BeginRun(ctx, "mine", "r1", "me", -time.Second))
 			require.NoError(t, s.SaveRunWork(ctx, "dead1", "r1", json.RawMessage(`{"a2a":[{"taskId":"task-1"}]}`)))
 
 			got, err := s.ClaimLapsedRuns(ctx, "me", 1)
@@ -470,6 +479,9 @@ func TestClaimLapsedRuns(t *testing.T) {
 			none, err := s.ClaimLapsedRuns(ctx, "me", 10)
 			require.NoError(t, err)
 			assert.Empty(t, none)
+			own, err := s.GetRun(ctx, "mine", "r1")
+			require.NoError(t, err)
+			assert.Equal(t, RunRunning, own.State, "a replica never claims its own run")
 			act, err := s.ActiveRun(ctx, "alive")
 			require.NoError(t, err)
 			assert.Equal(t, "alive", act.Replica, "a run whose lease holds is left alone")

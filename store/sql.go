@@ -421,6 +421,9 @@ func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time
 
 const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested`
 
+// qualifiedRunCols is runCols for statements that join runs with another table.
+var qualifiedRunCols = "runs." + strings.ReplaceAll(runCols, ", ", ", runs.")
+
 func scanRun(sc scanner) (*RunRecord, error) {
 	var r RunRecord
 	var started, updated, lease, stop int64
@@ -533,12 +536,18 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 	err = s.tx(ctx, "", func(tx *sql.Tx) error {
 		// The lease is checked again outside the subquery: a claimer that waited for a
 		// row lock re-checks only the outer WHERE.
-		rows, err := tx.QueryContext(ctx, s.d.q(`UPDATE runs SET state = 'lost', replica = $1, updated_at = $2
-			WHERE (thread_id, run_id) IN (SELECT thread_id, run_id FROM runs
-				WHERE state = 'running' AND lease_until < `+s.d.nowNS+`
+		// Also the runs BeginRun marked lost to free their thread, not yet cleaned up. The
+		// candidates are picked once, in a materialised CTE: as a plain IN (subquery) the
+		// planner may run the subquery again per row, and with SKIP LOCKED each run picks
+		// other rows (one claim took 15 rows with LIMIT 5). The condition is checked again
+		// on the rows updated: a claimer that waited for a row lock re-checks only that.
+		lapsed := `((state = 'running' AND lease_until < ` + s.d.nowNS + ` AND replica <> $1) OR (state = 'lost' AND reaped = 0))`
+		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
+				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
 				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
-			AND state = 'running' AND lease_until < `+s.d.nowNS+`
-			RETURNING `+runCols), replica, time.Now().UnixNano(), limit)
+			UPDATE runs SET state = 'lost', reaped = 1, replica = $1, updated_at = $2
+			FROM picked WHERE runs.thread_id = picked.thread_id AND runs.run_id = picked.run_id AND `+lapsed+`
+			RETURNING `+qualifiedRunCols), replica, time.Now().UnixNano(), limit)
 		if err != nil {
 			return err
 		}
