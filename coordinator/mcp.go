@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
 )
 
 // The MCP tool kind: the registry reports a typed result; here the engine decides what the
@@ -125,4 +129,50 @@ func (r *Run) mcpOutcome(ctx context.Context, t *toolset, toolCallID, name strin
 	}
 	r.log.Warn("mcp call failed", "tool", name, "err", err)
 	return toolOutcome{result: bridge.Unreachable(name)}
+}
+
+// deliverMCP retries a parked MRTR call with the user's answers (or abandons it).
+func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+	h := decodeHandle(ins[0])
+	if h.MCP == nil || r.e.cfg.Tools == nil {
+		return toolOutcome{result: bridge.Error("The tool's question can no longer be answered.")}
+	}
+	responses := map[string]*mcp.ElicitResult{}
+	for _, in := range ins {
+		ih := decodeHandle(in)
+		ans := answers[in.ID]
+		switch {
+		case ans.Cancelled:
+			responses[ih.Key] = &mcp.ElicitResult{Action: "cancel"}
+		default:
+			action, _ := ans.Payload["action"].(string)
+			res := &mcp.ElicitResult{Action: action}
+			if content, ok := ans.Payload["content"].(map[string]any); ok && action == "accept" {
+				res.Content = content
+			}
+			responses[ih.Key] = res
+		}
+	}
+	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
+	// it runs like a fresh call that can be parked on a session waiter.
+	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
+	})
+}
+
+// mcpInterrupts builds one interrupt per request of a parked MCP call.
+func (r *Run) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
+	var out []store.Interrupt
+	for _, req := range need.Requests {
+		var in store.Interrupt
+		if req.Mode == "url" || need.URLRequired {
+			in = hitl.MCPURL(r.e.hitlOptions(), need.Server, need.ToolName, req.URL, req.Message)
+		} else {
+			in = hitl.MCPForm(r.e.hitlOptions(), need.Server, need.ToolName, req.Message, req.Schema, mcpclient.ShapeMRTR)
+		}
+		in.ToolCallID = callID
+		in.Handle = mustJSON(handle{MCP: need, Key: req.Key})
+		out = append(out, in)
+	}
+	return out
 }

@@ -9,11 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
@@ -236,123 +232,11 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) {
 	}
 }
 
-// interruptTool is the tool name of the call an interrupt suspended.
-func interruptTool(in store.Interrupt) string {
-	switch in.Kind {
-	case hitl.KindA2AInput, hitl.KindA2AAuth:
-		return decodeHandle(in).Agent
-	case hitl.KindAskUser:
-		return askUserTool
-	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
-		// The catalog name the call was made under, when the handle has it: it matches
-		// the model's history even where the name had to be disambiguated.
-		if h := decodeHandle(in); h.MCP != nil && h.MCP.Tool != "" {
-			return h.MCP.Tool
-		}
-		return metaTool(in)
-	}
-	return ""
-}
-
 // metaKind returns metadata.baton.kind of a "continue?" interrupt.
 func metaKind(in store.Interrupt) string {
 	m, _ := in.Metadata["baton"].(map[string]any)
 	kind, _ := m["kind"].(string)
 	return kind
-}
-
-// deliver routes the user's answers for one suspended tool call to its protocol.
-func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	first := ins[0]
-	h := decodeHandle(first)
-	ans := answers[first.ID]
-	switch first.Kind {
-	case hitl.KindA2AInput, hitl.KindA2AAuth:
-		a := r.e.agents[h.Agent]
-		if a == nil {
-			return toolOutcome{result: bridge.Unreachable(h.Agent)}
-		}
-		if ans.Cancelled {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
-			err := a.Client.Cancel(cctx, h.TaskID)
-			cancel()
-			r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
-			return toolOutcome{result: bridge.FromA2A(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})}
-		}
-		text, _ := ans.Payload["text"].(string)
-		if strings.TrimSpace(text) == "" {
-			text = "done" // auth-required: the user says the sign-in is done
-		}
-		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-		out := r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
-		if out.result != "" {
-			// The model's history shows the exchange as a continuation of the task: what
-			// the agent asked and what the user answered, after the outcome's own text.
-			out.result += "\n\n" + bridge.ContinuationNote(h.TaskID, first.Message, text)
-		}
-		return out
-	case hitl.KindAskUser:
-		if ans.Cancelled {
-			return toolOutcome{result: bridge.Declined("The user declined to answer.")}
-		}
-		text, _ := ans.Payload["text"].(string)
-		return toolOutcome{result: bridge.Answered(text)}
-	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
-		// The handle, not the kind, says where the call waits: a URL question can come
-		// in-session as well as parked.
-		if h.Session != "" {
-			return r.deliverSession(ctx, t, callID, first, ans)
-		}
-		return r.deliverMCP(ctx, t, callID, ins, answers)
-	default:
-		return toolOutcome{result: bridge.Error("This question can no longer be answered.")}
-	}
-}
-
-// deliverMCP retries a parked MRTR call with the user's answers (or abandons it).
-func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	h := decodeHandle(ins[0])
-	if h.MCP == nil || r.e.cfg.Tools == nil {
-		return toolOutcome{result: bridge.Error("The tool's question can no longer be answered.")}
-	}
-	responses := map[string]*mcp.ElicitResult{}
-	for _, in := range ins {
-		ih := decodeHandle(in)
-		ans := answers[in.ID]
-		switch {
-		case ans.Cancelled:
-			responses[ih.Key] = &mcp.ElicitResult{Action: "cancel"}
-		default:
-			action, _ := ans.Payload["action"].(string)
-			res := &mcp.ElicitResult{Action: action}
-			if content, ok := ans.Payload["content"].(map[string]any); ok && action == "accept" {
-				res.Content = content
-			}
-			responses[ih.Key] = res
-		}
-	}
-	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
-	// it runs like a fresh call that can be parked on a session waiter.
-	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
-		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
-	})
-}
-
-// mcpInterrupts builds one interrupt per request of a parked MCP call.
-func (r *Run) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
-	var out []store.Interrupt
-	for _, req := range need.Requests {
-		var in store.Interrupt
-		if req.Mode == "url" || need.URLRequired {
-			in = hitl.MCPURL(r.e.hitlOptions(), need.Server, need.ToolName, req.URL, req.Message)
-		} else {
-			in = hitl.MCPForm(r.e.hitlOptions(), need.Server, need.ToolName, req.Message, req.Schema, mcpclient.ShapeMRTR)
-		}
-		in.ToolCallID = callID
-		in.Handle = mustJSON(handle{MCP: need, Key: req.Key})
-		out = append(out, in)
-	}
-	return out
 }
 
 // expire cancels the parked work of a suspension whose interrupts expired and removes it.
@@ -365,35 +249,6 @@ func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
 	}
 	if e.cfg.Metrics != nil {
 		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
-	}
-}
-
-// abandon cancels the work parked on interrupts that will not be answered: A2A tasks get
-// CancelTask, MRTR calls are abandoned, in-session elicitations are answered "cancel".
-func (e *Engine) abandon(ctx context.Context, threadID string, ins []store.Interrupt) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
-	defer cancel()
-	seen := map[string]bool{}
-	for _, in := range ins {
-		h := decodeHandle(in)
-		switch in.Kind {
-		case hitl.KindA2AInput, hitl.KindA2AAuth:
-			if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
-				seen[h.TaskID] = true
-				err := a.Client.Cancel(cctx, h.TaskID)
-				e.log.Info("abandoned interrupt: task cancelled", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
-			}
-		case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
-			if h.Session != "" {
-				e.sessions.answer(h.Session, &mcp.ElicitResult{Action: "cancel"})
-				continue
-			}
-			if h.MCP != nil && e.cfg.Tools != nil && !seen[in.ToolCallID] {
-				seen[in.ToolCallID] = true
-				err := e.cfg.Tools.Abandon(cctx, h.MCP)
-				e.log.Info("abandoned interrupt: mcp request abandoned", "thread_id", threadID, "tool", h.MCP.Tool, "err", errString(err))
-			}
-		}
 	}
 }
 
