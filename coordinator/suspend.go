@@ -142,31 +142,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		return nil, true, "error: " + strings.ToLower(re.Code)
 	}
 
-	// A "continue?" interrupt (loop_detected, limits) has no tool call: the answer decides
-	// whether the run goes on with a fresh allowance of what stopped it, or stops.
-	var stop *failureRef
-	var calls []store.Interrupt
-	for _, in := range susp.Interrupts {
-		if in.Kind != hitl.KindContinue {
-			calls = append(calls, in)
-			continue
-		}
-		ref := decodeHandle(in).Failure
-		if ref == nil {
-			ref = &failureRef{Kind: FailureKind(metaKind(in)), Explanation: in.Message}
-		}
-		ans := answers[in.ID]
-		if yes, _ := ans.Payload["continue"].(bool); !yes || ans.Cancelled {
-			stop = ref
-			continue
-		}
-		r.fs.Resume(ref.Kind)
-		if ref.Kind == KindTimeLimit {
-			r.start = time.Now()
-			r.resetHardStop()
-		}
-		r.log.Info("user chose to continue", "kind", ref.Kind)
-	}
+	calls, stop := r.answerContinues(susp.Interrupts, answers)
 	if stop != nil {
 		// The user stops the run: the work parked on the other interrupts is abandoned.
 		if len(calls) > 0 {
@@ -210,6 +186,34 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		sent[i] = true
 	}
 	return r.afterTools(ctx, conv, resumed, outcomes, sent, nil, nil)
+}
+
+// answerContinues applies the answers to "continue?" interrupts (loop_detected, limits),
+// which have no tool call: the run goes on with a fresh allowance of what stopped it, or
+// stops (stop is the failure the user chose to stop on). calls are the other interrupts.
+func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Answer) (calls []store.Interrupt, stop *failureRef) {
+	for _, in := range ins {
+		if in.Kind != hitl.KindContinue {
+			calls = append(calls, in)
+			continue
+		}
+		ref := decodeHandle(in).Failure
+		if ref == nil {
+			ref = &failureRef{Kind: FailureKind(metaKind(in)), Explanation: in.Message}
+		}
+		ans := answers[in.ID]
+		if yes, _ := ans.Payload["continue"].(bool); !yes || ans.Cancelled {
+			stop = ref
+			continue
+		}
+		r.fs.Resume(ref.Kind)
+		if ref.Kind == KindTimeLimit {
+			r.start = time.Now()
+			r.resetHardStop()
+		}
+		r.log.Info("user chose to continue", "kind", ref.Kind)
+	}
+	return calls, stop
 }
 
 // settleResume records that the suspension's answers went out, so that a repeated resume
