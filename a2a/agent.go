@@ -163,6 +163,9 @@ type Agent struct {
 	lastErr  error         // why the last card read failed (nil after a success)
 	reading  chan struct{} // closed when the card read in progress ends
 	lastRead time.Time     // start of the last card read (success or not)
+	// rereadGap is the shortest interval between re-reads caused by errors (minReread;
+	// tests set it to 0).
+	rereadGap time.Duration
 }
 
 // binding is what one card read yields: the client for the chosen interface.
@@ -209,16 +212,17 @@ func New(cfg AgentConfig, opts Options) (*Agent, error) {
 	life, kill := context.WithCancel(context.Background())
 	hc, owns := newHTTPClient(opts.HTTPClient, cfg.Headers, home, logger)
 	a := &Agent{
-		Name:     cfg.Name,
-		Config:   cfg,
-		http:     hc,
-		ownsHTTP: owns,
-		opts:     opts,
-		logger:   logger,
-		origins:  home.union(allowed),
-		life:     life,
-		kill:     kill,
-		first:    make(chan struct{}),
+		Name:      cfg.Name,
+		Config:    cfg,
+		http:      hc,
+		ownsHTTP:  owns,
+		opts:      opts,
+		logger:    logger,
+		origins:   home.union(allowed),
+		life:      life,
+		kill:      kill,
+		first:     make(chan struct{}),
+		rereadGap: minReread,
 	}
 	return a, nil
 }
@@ -330,7 +334,9 @@ func (a *Agent) Endpoint() string {
 // Close stops background card reads and releases the client's resources (idle connections
 // of a transport it owns).
 func (a *Agent) Close() error {
+	a.mu.Lock() // invalidate adds to wg under mu once it has checked life
 	a.kill()
+	a.mu.Unlock()
 	a.wg.Wait()
 	a.mu.Lock()
 	cur := a.cur
@@ -351,10 +357,27 @@ const minReread = time.Second
 
 // invalidate makes the next call read the card again (a protocol error or an unreachable
 // interface may mean the agent moved or changed).
+// The card is read again in the background as soon as rereadGap allows, so that the next
+// call finds it fresh.
 func (a *Agent) invalidate() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.stale || a.life.Err() != nil {
+		a.mu.Unlock()
+		return // a refresh is already due
+	}
 	a.stale = true
+	wait := a.rereadGap - time.Since(a.lastRead)
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		if wait > 0 && sleep(a.life, wait) != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(a.life, cardTimeout)
+		defer cancel()
+		_, _ = a.current(ctx)
+	}()
 }
 
 // current returns the binding to use, reading the card first when none was read yet, or
@@ -364,7 +387,7 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 		a.mu.Lock()
 		cur := a.cur
 		due := cur == nil || a.stale || time.Since(cur.readAt) >= a.Config.CardTTL
-		if cur != nil && a.stale && time.Since(a.lastRead) < minReread {
+		if cur != nil && a.stale && time.Since(a.lastRead) < a.rereadGap {
 			due = false
 		}
 		if !due {
@@ -441,7 +464,10 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 	iface, version, err := pickInterface(&filtered, cfg.Protocol)
 	if err != nil {
 		if len(refused) > 0 {
-			err = fmt.Errorf("%w; interfaces on origins that are not allowed were ignored: %s", err, strings.Join(redactAll(refused), ", "))
+			// The agent may well be fine, but not through any route the configuration
+			// allows: to the model it is unreachable.
+			return nil, fmt.Errorf("a2a: agent %q: %w: %w; interfaces on origins that are not allowed were ignored: %s (see agents[].allowed_origins)",
+				cfg.Name, ErrUnreachable, err, strings.Join(redactAll(refused), ", "))
 		}
 		return nil, fmt.Errorf("a2a: agent %q: %w: %w", cfg.Name, ErrCapabilityGap, err)
 	}

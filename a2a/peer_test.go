@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -241,6 +242,8 @@ type peerOptions struct {
 	// cardNeedsVersion, when set, answers a card request without an A2A-Version header
 	// with this status and a JSON-RPC error, like @a2a-js/sdk without 0.3 interfaces.
 	cardNeedsVersion int
+	// addr, when set, is the address to listen on.
+	addr string
 }
 
 // testPeer is the server plus its fault injection. Counters are guarded by mu.
@@ -265,6 +268,17 @@ type testPeer struct {
 	failResubscribe bool
 	// failGets answers that many GetTask requests with 503.
 	failGets int
+	// notFoundFollow answers every GetTask and resubscribe with 404.
+	notFoundFollow bool
+	// hdrs are the headers of every request.
+	hdrs []http.Header
+}
+
+// headerLog returns the headers of every request so far.
+func (p *testPeer) headerLog() []http.Header {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]http.Header(nil), p.hdrs...)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -273,6 +287,12 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 	t.Helper()
 	p := &testPeer{exec: newScriptExecutor(), mux: http.NewServeMux()}
 	p.srv = httptest.NewUnstartedServer(p)
+	if opt.addr != "" {
+		l, err := net.Listen("tcp", opt.addr)
+		require.NoError(t, err)
+		_ = p.srv.Listener.Close()
+		p.srv.Listener = l
+	}
 	p.URL = "http://" + p.srv.Listener.Addr().String()
 
 	h := a2asrv.NewHandler(p.exec, a2asrv.WithLogger(quietLogger()))
@@ -371,9 +391,11 @@ func (p *testPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	p.mu.Lock()
+	p.hdrs = append(p.hdrs, r.Header.Clone())
 	if method != "" {
 		p.methods = append(p.methods, method)
 	}
+	notFound := p.notFoundFollow && (isGetMethod(method) || isResubscribeMethod(method))
 	var fail, cut bool
 	var retryAfter string
 	switch {
@@ -394,6 +416,10 @@ func (p *testPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if isResubscribeMethod(method) || isGetMethod(method) {
 		p.exec.openGate() // the client is back: let the dropped task go on
+	}
+	if notFound {
+		http.NotFound(w, r)
+		return
 	}
 	if fail {
 		if retryAfter != "" {

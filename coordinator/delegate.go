@@ -216,7 +216,7 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 			return info.Description, info.Skills
 		}
 		if a.Description == "" {
-			return "Sub-agent " + a.Name + " (its agent card has not been read yet: calls answer [UNREACHABLE] until it is).", nil
+			return "Sub-agent " + a.Name + " (its agent card has not been read yet; until it is, calls report the agent as unreachable).", nil
 		}
 	}
 	return a.Description, a.Skills
@@ -263,7 +263,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		// parked (it is not cancelled when the run ends).
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
 	default:
-		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: "The sub-agent's task ended " + string(res.State) + "."})
+		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
 	return toolOutcome{result: bridge.FromA2A(res)}
 }
@@ -314,4 +314,18 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// subagentEndMessage words an unsuccessful end of a sub-agent's task for the user.
+func subagentEndMessage(state a2a.State) string {
+	switch state {
+	case a2a.StateFailed:
+		return "The sub-agent's task failed."
+	case a2a.StateRejected:
+		return "The sub-agent declined the task."
+	case a2a.StateCanceled:
+		return "The sub-agent's task was cancelled."
+	default:
+		return "The sub-agent's task did not complete."
+	}
 }

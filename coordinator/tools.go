@@ -195,6 +195,14 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)
 	}
+	// A tool of an MCP server that is not connected is unreachable, not unknown.
+	if down, ok := r.e.cfg.Tools.(interface {
+		Unreachable(string) (mcpclient.Result, bool)
+	}); ok {
+		if res, isDown := down.Unreachable(c.Name); isDown {
+			return toolOutcome{result: r.mcpText(t, res)}
+		}
+	}
 	return toolOutcome{result: bridge.Retry(bridge.Signal{
 		Code: "unknown_action", Requested: bridge.UntrustedN(c.Name, 64),
 		Message:          fmt.Sprintf("There is no tool named %q. Use one of known_actions.", bridge.UntrustedN(c.Name, 64)),

@@ -25,9 +25,12 @@ package hitl
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -154,15 +157,44 @@ func MCPForm(o Options, server, tool, message string, requested map[string]any, 
 	}
 	schema := object(map[string]any{"action": actionProperty(), "content": content}, "action")
 	md := map[string]any{"mcp": map[string]any{"server": server, "tool": tool, "mode": "form"}}
-	return o.newInterrupt(kind, ReasonInputRequired, message, schema, md)
+	return o.newInterrupt(kind, ReasonInputRequired, bridge.UntrustedN(message, MaxPeerMessageBytes), schema, md)
+}
+
+// MaxPeerMessageBytes caps a peer's elicitation message shown in an interrupt.
+const MaxPeerMessageBytes = 4000
+
+// maxURLBytes caps a URL passed on to the client in metadata.mcp.url.
+const maxURLBytes = 4096
+
+// SafeURL reports whether a URL from a peer may be passed on to the client: an absolute
+// http or https URL with a host, of bounded length. Anything else (javascript:, data:,
+// file:, relative or malformed URLs) could run code or reach local files in the client.
+func SafeURL(raw string) bool {
+	if raw == "" || len(raw) > maxURLBytes {
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		return true
+	}
+	return false
 }
 
 // MCPURL is the interrupt for a URL-mode MCP elicitation (or error -32042): the user opens
-// url, then accepts (the call is retried) or declines.
-func MCPURL(o Options, server, tool, url, message string) store.Interrupt {
+// link, then accepts (the call is retried) or declines. The peer's message is escaped like
+// every other untrusted text, and link is passed on only when it is an http(s) URL.
+func MCPURL(o Options, server, tool, link, message string) store.Interrupt {
 	schema := object(map[string]any{"action": actionProperty()}, "action")
-	md := map[string]any{"mcp": map[string]any{"server": server, "tool": tool, "mode": "url", "url": url}}
-	return o.newInterrupt(KindMCPURL, ReasonMCPURLElicitation, message, schema, md)
+	mcpMD := map[string]any{"server": server, "tool": tool, "mode": "url"}
+	// Only http(s) URLs leave; the interrupt stays, so the user can still decline.
+	if SafeURL(link) {
+		mcpMD["url"] = link
+	}
+	return o.newInterrupt(KindMCPURL, ReasonMCPURLElicitation, bridge.UntrustedN(message, MaxPeerMessageBytes), schema, map[string]any{"mcp": mcpMD})
 }
 
 // AskUser is the interrupt of the ask_user tool: a free text answer, or one of choices when

@@ -69,6 +69,9 @@ type call struct {
 func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (Result, error) {
 	e, ok := r.lookup(name)
 	if !ok {
+		if res, down := r.Unreachable(name); down {
+			return res, nil
+		}
 		return Result{Status: StatusUnknownTool, Tool: name, Message: "There is no tool with this name."}, nil
 	}
 	argMap, aerr := decodeArgs(args)

@@ -78,6 +78,7 @@ func TestMCPCatalog(t *testing.T) {
 			{"demo__deploy", "deploy", false, []string{"service", "version"}},
 			{"demo__divide", "divide", true, []string{"a", "b"}},
 			{"demo__count_slowly", "count_slowly", true, []string{"to", "interval_ms"}},
+			{"demo__delete_release", "delete_release", true, []string{"release", "service"}},
 		}
 		require.Len(t, tools, len(tests))
 		for _, tt := range tests {
@@ -95,7 +96,7 @@ func TestMCPCatalog(t *testing.T) {
 		}
 		st := r.Status()
 		require.Len(t, st, 1)
-		assert.Equal(t, ServerStatus{Name: "demo", Connected: true, Tools: 3}, st[0])
+		assert.Equal(t, ServerStatus{Name: "demo", Connected: true, Tools: 4}, st[0])
 	})
 }
 
@@ -432,14 +433,18 @@ func TestMCPLazyConnect(t *testing.T) {
 	assert.False(t, st[0].Connected)
 	assert.NotEmpty(t, st[0].LastError)
 	assert.True(t, st[1].Connected)
-	assert.Len(t, r.Tools(), 3, "only the demo tools")
-	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "late__divide", `{}`)))
+	assert.Len(t, r.Tools(), 4, "only the demo tools")
+	// A tool of a server that is down is unreachable, not unknown; a name that belongs
+	// to no server is still unknown.
+	assert.Equal(t, "UNREACHABLE", tagOf(t, mustCall(t, r, "late__divide", `{}`)))
+	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "nosuch__divide", `{}`)))
+	assert.Equal(t, "RETRY:unknown_action", tagOf(t, mustCall(t, r, "demo__nosuch", `{}`)), "connected server: unknown tool")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := demomcp.StartWith(ctx, addr, demomcp.Options{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(r.Tools()) == 6 }, 40*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return len(r.Tools()) == 8 }, 40*time.Second, 50*time.Millisecond)
 	assert.Equal(t, "OK", tagOf(t, mustCall(t, r, "late__divide", `{"a":2,"b":1}`)))
 }
 

@@ -62,6 +62,11 @@ type Options struct {
 	// MaxReconnects bounds the reconnections (and resends) within one call.
 	// Default 3.
 	MaxReconnects int
+	// StartWait bounds how long New waits for the first connections; servers
+	// not connected by then go on connecting in the background and their
+	// tools join the catalog when they connect. 0 waits for every first
+	// attempt (each bounded by the 30 s connect timeout).
+	StartWait time.Duration
 }
 
 // Elicitor is asked when an MCP server needs input from the user, in form
@@ -160,9 +165,11 @@ type entry struct {
 	schema *schema
 }
 
-// New connects every server (in parallel) and builds the catalog. A server
-// that cannot be connected is logged and retried later (its tools are absent
-// until then); it is not an error. New fails only for an invalid config.
+// New connects every server (in parallel, waiting at most opts.StartWait) and
+// builds the catalog. A server that cannot be connected is logged and retried
+// later (its tools are absent until then, and calls of "<server>__…" names
+// answer [UNREACHABLE]); it is not an error. New fails only for an invalid
+// config.
 func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -197,17 +204,45 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 		r.servers = append(r.servers, newServer(r, cfg))
 	}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.connectAll(ctx)
+	return r, nil
+}
 
+// connectAll makes the first connection of every server, in the background, and waits
+// for them for at most opts.StartWait (or until ctx ends). A server still connecting
+// after that joins the catalog when it connects: a server that never answers initialize
+// must not hold the caller's start-up (design/degraded-start.md).
+func (r *Registry) connectAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range r.servers {
-		wg.Go(func() {
-			if _, err := s.session(ctx); err != nil {
+		wg.Add(1)
+		started := r.goTracked(func() {
+			defer wg.Done()
+			if _, err := s.session(r.bgCtx); err != nil {
 				r.log.Warn("mcp server not connected; will retry", "server", s.cfg.Name, "error", err)
 			}
 		})
+		if !started {
+			wg.Done()
+		}
 	}
-	wg.Wait()
-	return r, nil
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	var timeout <-chan time.Time
+	if r.opts.StartWait > 0 {
+		t := time.NewTimer(r.opts.StartWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+	case <-timeout:
+		r.log.Info("mcp servers still connecting in the background", "waited", r.opts.StartWait.String())
+	case <-ctx.Done():
+	}
 }
 
 func validateConfig(cfg ServerConfig) error {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,16 +172,25 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	var t mcp.Transport
+	var stderr *lineLogger
 	if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Env = s.env()
-		cmd.Stderr = &lineLogger{log: s.log}
+		stderr = &lineLogger{log: s.log}
+		cmd.Stderr = stderr
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
 	} else {
 		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers)}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
+		if stderr != nil {
+			// The cause (a missing package, a bad flag) is on the child's stderr, not in
+			// the transport's error ("EOF").
+			if head := stderr.head(); len(head) > 0 {
+				s.log.Warn("mcp server failed to start; its first stderr lines follow", "error", err, "stderr", head)
+			}
+		}
 		return nil, nil, s.safe(fmt.Errorf("connecting to MCP server %q: %w", s.cfg.Name, err))
 	}
 	var tools []*mcp.Tool
@@ -397,13 +407,30 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return base.RoundTrip(req)
 }
 
-// lineLogger logs a stdio server's stderr, line by line, at debug level.
+// lineLogger logs a stdio server's stderr, line by line, at debug level, and keeps its
+// first lines for the warning logged when the server fails to start.
 type lineLogger struct {
 	log *slog.Logger
 	buf []byte
+
+	mu    sync.Mutex
+	first []string
 }
 
-const maxStderrLine = 2048
+const (
+	maxStderrLine = 2048
+	// maxStderrHead is how many first lines of stderr a start-up failure reports.
+	maxStderrHead = 10
+	// maxStderrHeadLine caps each of those lines.
+	maxStderrHeadLine = 300
+)
+
+// head returns the first lines written so far.
+func (l *lineLogger) head() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.first)
+}
 
 func (l *lineLogger) Write(p []byte) (int, error) {
 	l.buf = append(l.buf, p...)
@@ -429,6 +456,11 @@ func (l *lineLogger) emit(line []byte) {
 	}
 	if len(line) > 0 {
 		l.log.Debug("mcp server stderr", "line", string(line))
+		l.mu.Lock()
+		if len(l.first) < maxStderrHead {
+			l.first = append(l.first, strings.ToValidUTF8(string(line[:min(len(line), maxStderrHeadLine)]), "?"))
+		}
+		l.mu.Unlock()
 	}
 }
 

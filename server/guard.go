@@ -76,15 +76,18 @@ func (s *server) guard(next http.Handler) http.Handler {
 			}
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			// Cleared by a handler once it has read the body (a run's stream lasts long).
+			// A per-request deadline rather than http.Server.ReadTimeout, so that it only
+			// applies to requests with a body; it is lifted once the body is read.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// bodyRead lifts the body read deadline set by guard, once the handler has read the body,
-// so that the connection's own read (which notices a client going away) is not cut short.
+// bodyRead lifts the body read deadline set by guard once the handler has read the body.
+// net/http also lifts it when it starts the background read that notices a client going
+// away (after the body's EOF); lifting it here keeps a long stream safe even when the body
+// was not read to EOF.
 func bodyRead(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }

@@ -215,3 +215,20 @@ func TestTricklingBodyIsCutOff(t *testing.T) {
 	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 	assert.Equal(t, 0, e.Active())
 }
+
+// TestBodyReadTimeoutSparesLongStreams: the body read deadline is lifted once the body is
+// read, so a run streams on past it (a whole-request ReadTimeout would cancel it).
+func TestBodyReadTimeoutSparesLongStreams(t *testing.T) {
+	release := make(chan struct{})
+	srv, e := newTestServer(t, blockingModel{release: release}, Config{BodyReadTimeout: 50 * time.Millisecond})
+	resp := post(t, srv.URL+"/agui", body("long", "r", ""))
+	defer resp.Body.Close()
+	_, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond) // several body read timeouts
+	require.Equal(t, 1, e.Active(), "the run outlived the body read timeout")
+	close(release)
+	evs := readEvents(t, resp)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
+}

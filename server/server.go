@@ -35,8 +35,12 @@ type Config struct {
 	AuthTokens []string
 	// PingInterval is the SSE keep-alive period while a stream is idle; default 15 s.
 	PingInterval time.Duration
-	// Ready reports readiness (store reachable, config loaded); nil means ready.
-	Ready func() error
+	// ReadyChecks are the dependencies GET /readyz reports (see ReadyCheck). No checks
+	// means ready.
+	ReadyChecks []ReadyCheck
+	// Draining reports that the process is shutting down: /readyz answers 503 "draining"
+	// from the moment it returns true. Nil means never.
+	Draining func() bool
 	// Page serves GET / (the chat page); nil serves a short plain-text notice.
 	Page http.Handler
 	// Metrics serves GET /metrics (Prometheus); nil leaves the path unrouted. It is not
@@ -63,6 +67,7 @@ type server struct {
 	origins  map[string]struct{}
 	loopback bool
 	starting atomic.Int64
+	ready    *readiness
 }
 
 // New returns the HTTP handler of the coordinator.
@@ -83,6 +88,7 @@ func New(cfg Config) http.Handler {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr)}
+	s.ready = &readiness{s: s, last: map[string]string{}}
 	for _, t := range cfg.AuthTokens {
 		if t = strings.TrimSpace(t); t != "" {
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
@@ -233,17 +239,6 @@ func pathID(r *http.Request, name string) string {
 		return u
 	}
 	return v
-}
-
-func (s *server) handleReady(w http.ResponseWriter, _ *http.Request) {
-	if s.cfg.Ready != nil {
-		if err := s.cfg.Ready(); err != nil {
-			s.log.Warn("not ready", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "NOT_READY", "The coordinator is not ready.")
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *server) writeEngineError(w http.ResponseWriter, err error) {

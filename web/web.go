@@ -17,6 +17,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -45,9 +46,24 @@ type file struct {
 	etag  string
 }
 
-// Handler serves the chat page at "/" and its assets beside it. Any other path is 404, and
-// methods other than GET and HEAD get 405.
-func Handler() http.Handler {
+// Options configures the page.
+type Options struct {
+	// Suggestions returns the example prompts the page offers on an empty chat, drawn
+	// from what this deployment has now (its agents and tools, which may come up after the
+	// start): the demo stack's are the demo's. It is asked on every GET
+	// /suggestions.json; nil offers none.
+	Suggestions func() []string
+}
+
+// maxSuggestions caps the example prompts the page shows.
+const maxSuggestions = 12
+
+// Handler serves the chat page without suggestions; see New.
+func Handler() http.Handler { return New(Options{}) }
+
+// New serves the chat page at "/" and its assets beside it, plus /suggestions.json. Any
+// other path is 404, and methods other than GET and HEAD get 405.
+func New(opts Options) http.Handler {
 	files := map[string]file{}
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
@@ -79,6 +95,10 @@ func Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		if r.URL.Path == "/suggestions.json" {
+			serveSuggestions(w, opts.Suggestions)
+			return
+		}
 		f, ok := files[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -93,4 +113,22 @@ func Handler() http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
 	})
+}
+
+// serveSuggestions answers GET /suggestions.json: {"suggestions": [...]}, at most
+// maxSuggestions, never cached (agents and tools come and go).
+func serveSuggestions(w http.ResponseWriter, fn func() []string) {
+	list := []string{}
+	if fn != nil {
+		for _, s := range fn() {
+			if s != "" && len(list) < maxSuggestions {
+				list = append(list, s)
+			}
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_ = json.NewEncoder(w).Encode(map[string]any{"suggestions": list})
 }

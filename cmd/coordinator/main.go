@@ -16,6 +16,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +27,7 @@ import (
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
+	"github.com/baton-dev/baton/internal/redact"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/anthropic"
 	"github.com/baton-dev/baton/llm/openai"
@@ -35,8 +39,14 @@ import (
 	"github.com/baton-dev/baton/web"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version may be stamped at build time with -ldflags "-X main.version=…"; otherwise
+// --version reports the module version and VCS revision from the build info.
 var version = "dev"
+
+// mcpStartWait bounds how long the start waits for MCP servers: the listener must open
+// within 2 s whatever they do (the agents' first card reads get 1 s before this); slower
+// servers join when they connect.
+const mcpStartWait = 500 * time.Millisecond
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -49,14 +59,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFormat := fs.String("log-format", envOr("BATON_LOG_FORMAT", "text"), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	if wantsHelp(args) {
+		printUsage(stdout, fs)
+		return 0
+	}
+	// After a bad flag the flag package prints the problem, then this hint.
+	fs.Usage = func() { fmt.Fprintln(stderr, "Run coordinator --help for usage.") }
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && rest[0] == "help":
+		printUsage(stdout, fs)
+		return 0
+	case len(rest) > 0:
+		fmt.Fprintf(stderr, "coordinator: unexpected argument %q (see coordinator --help)\n", rest[0])
+		return 2
+	}
 	if *showVersion {
-		fmt.Fprintf(stdout, "coordinator %s\n", version)
+		bi, ok := debug.ReadBuildInfo()
+		fmt.Fprintf(stdout, "coordinator %s\n", versionString(version, bi, ok))
 		return 0
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
+	// Every log record goes through the redactor; the configured secrets are added to it
+	// as soon as the configuration is read.
+	redactor := redact.New()
+	log, err := newLogger(stderr, *logFormat, *logLevel, redactor)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
@@ -80,6 +108,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	for _, v := range cfg.UnknownEnv(os.Environ()) {
+		if v.Suggest != "" {
+			log.Warn("unknown environment variable ignored; did you mean "+v.Suggest+"?", "name", v.Name)
+		} else {
+			log.Warn("unknown environment variable ignored", "name", v.Name)
+		}
+	}
+	if err := modelProblem(cfg.LLM); err != nil {
+		log.Warn("the model cannot be called until this is fixed; /readyz reports it", "problem", err.Error())
+	}
+
+	redactor.Add(cfg.Secrets(os.Getenv)...)
 
 	// Auth fails closed: a named token variable that holds nothing stops the start.
 	tokens, err := cfg.Server.AuthTokens(os.Getenv)
@@ -118,7 +158,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	st, err := store.Open(ctx, cfg.Store)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: store: %v\n", err)
+		if !strings.HasPrefix(err.Error(), "store") {
+			err = fmt.Errorf("store: %w", err)
+		}
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
 	defer st.Close()
@@ -130,12 +173,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(cfg.MCPServers) > 0 {
 		var servers []mcpclient.ServerConfig
 		for _, s := range cfg.MCPServers {
-			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers})
+			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env})
 			onToolError[s.Name] = s.OnToolError
 		}
-		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions})
+		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions, StartWait: mcpStartWait})
 		if err != nil {
-			fmt.Fprintf(stderr, "coordinator: mcp_servers: %v\n", err)
+			fmt.Fprintf(stderr, "coordinator: %v\n", err)
 			return 1
 		}
 		defer registry.Close()
@@ -183,6 +226,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
+	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
+	var draining atomic.Bool
 	handler := server.New(server.Config{
 		Engine:         engine,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
@@ -190,8 +235,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		AllowedOrigins: cfg.Server.AllowedOrigins,
 		ListenAddr:     cfg.Listen,
 		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
-		Page:           web.Handler(),
-		Ready:          func() error { return st.Ping(context.Background()) },
+		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
+		ReadyChecks:    readyChecks(cfg, st, agents, registry, log),
+		Draining:       draining.Load,
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
 	})
@@ -206,7 +252,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String()
+	url := displayURL(ln.Addr())
 	if demo {
 		fmt.Fprintf(stdout, "Baton demo stack (offline demo model) listening on %s\n", url)
 	} else {
@@ -221,6 +267,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("http server failed", "err", err)
 		return 1
 	}
+	draining.Store(true)
 	stop()
 	grace := time.Duration(cfg.Server.ShutdownGrace)
 	log.Info("shutting down", "grace", grace.String(), "active_runs", engine.Active())
@@ -316,7 +363,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([
 	return out, nil
 }
 
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+func newLogger(w io.Writer, format, level string, red *redact.Redactor) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -324,9 +371,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(redact.Handler(slog.NewTextHandler(w, opts), red)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(redact.Handler(slog.NewJSONHandler(w, opts), red)), nil
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}

@@ -36,9 +36,3 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
-
-func TestVersion(t *testing.T) {
-	var out, errOut bytes.Buffer
-	assert.Equal(t, 0, run([]string{"--version"}, &out, &errOut))
-	assert.Equal(t, "coordinator dev\n", out.String())
-}

@@ -18,6 +18,10 @@
 // Env: PORT (default 41241); A2A_LEGACY=0 serves A2A v1.0 only (default: v1.0 and v0.3);
 // A2A_ONLY_V03=1 advertises ONLY a v0.3 JSON-RPC interface in the card (the server still
 // understands both wires), so a client has to speak the 0.3 wire.
+// CARD_PATH=<path> serves the card at /<path> instead of the well-known path (which then
+// answers 404); A2A_BARE03=1 serves the SDK's 0.3 card stripped of preferredTransport,
+// protocolVersion and the 1.0 interface lists, as older 0.3 servers publish it (the spec
+// defaults, JSONRPC and 0.3, apply).
 // GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
 // CancelTask received (any transport, any protocol version), the last persisted state of every
 // task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3).
@@ -32,6 +36,8 @@ const PORT = Number(process.env.PORT || 41241);
 const ONLY_V03 = process.env.A2A_ONLY_V03 === '1';
 const LEGACY = ONLY_V03 || process.env.A2A_LEGACY !== '0';
 const DELAY_MS = Number(process.env.DELAY_MS || 1500);
+const CARD_PATH = (process.env.CARD_PATH || AGENT_CARD_PATH).replace(/^\/+/, '');
+const BARE03 = process.env.A2A_BARE03 === '1';
 const base = `http://127.0.0.1:${PORT}`;
 
 const card = {
@@ -195,7 +201,22 @@ handler.cancelTask = (params, context) => {
 };
 const app = express();
 app.get('/test/log', (_req, res) => res.json(log));
-app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler, legacyCompat: { enabled: LEGACY } }));
+// bare03 strips what a bare 0.3 card leaves out from the card the SDK serves.
+function bare03(_req, res, next) {
+  if (!BARE03) return next();
+  const send = res.send.bind(res);
+  res.send = (body) => {
+    try {
+      const card = JSON.parse(typeof body === 'string' ? body : String(body));
+      for (const k of ['preferredTransport', 'protocolVersion', 'supportedInterfaces', 'additionalInterfaces']) delete card[k];
+      return send(JSON.stringify(card));
+    } catch {
+      return send(body);
+    }
+  };
+  next();
+}
+app.use(`/${CARD_PATH}`, bare03, agentCardHandler({ agentCardProvider: handler, legacyCompat: { enabled: LEGACY }, cache: { maxAge: 0 } }));
 app.use('/a2a', (req, _res, next) => { log.versions.push(req.get('A2A-Version') ?? ''); next(); });
 app.use('/a2a', cutDropStreams);
 app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));

@@ -96,6 +96,8 @@ type Config struct {
 	// fromEnv maps a key path to the environment variable that last set it, so that a
 	// validation error names the variable instead of the file.
 	fromEnv map[string]string
+	// refVars are the variables named by ${VAR} in the file, before expansion.
+	refVars []string
 }
 
 // Server holds the HTTP server settings.
@@ -217,21 +219,32 @@ type MCPServer struct {
 	// Headers are sent with every HTTP request; ${VAR} is expanded from the environment
 	// at load time, so values may hold secrets.
 	Headers map[string]string `yaml:"headers"`
+	// Env holds the stdio child's only variables besides the few it inherits (PATH, HOME,
+	// ...); ${VAR} is expanded from the environment at load time, so values may hold
+	// secrets. Only with command.
+	Env map[string]string `yaml:"env"`
 	// OnToolError is retry (default), fail or error (DESIGN §6).
 	OnToolError string `yaml:"on_tool_error"`
 }
 
-// LogValue implements slog.LogValuer: header values are secrets and are left out.
+// LogValue implements slog.LogValuer: header and env values are secrets and are left out.
 func (m MCPServer) LogValue() slog.Value {
 	names := make([]string, 0, len(m.Headers))
 	for k := range m.Headers {
 		names = append(names, k)
 	}
+	envNames := make([]string, 0, len(m.Env))
+	for k := range m.Env {
+		envNames = append(envNames, k)
+	}
+	sort.Strings(names)
+	sort.Strings(envNames)
 	return slog.GroupValue(
 		slog.String("name", m.Name),
 		slog.Any("command", m.Command),
 		slog.String("url", m.URL),
 		slog.Any("header_names", names),
+		slog.Any("env_names", envNames),
 		slog.String("on_tool_error", m.OnToolError),
 	)
 }
@@ -418,8 +431,8 @@ func (c *Config) fillListDefaults() {
 	}
 }
 
-// expandHeaders replaces ${VAR} in header values. An unset or empty variable is an
-// error: sending "Bearer " would fail later and less clearly.
+// expandHeaders replaces ${VAR} in agent and MCP header values and MCP env values. An
+// unset or empty variable is an error: sending "Bearer " would fail later and less clearly.
 func (c *Config) expandHeaders(getenv func(string) string) error {
 	for i := range c.Agents {
 		if err := c.expandMap(fmt.Sprintf("agents[%d].headers", i), c.Agents[i].Headers, getenv); err != nil {
@@ -428,30 +441,24 @@ func (c *Config) expandHeaders(getenv func(string) string) error {
 	}
 	for i := range c.MCPServers {
 		m := &c.MCPServers[i]
-		for name, v := range m.Headers {
-			var missing string
-			expanded := expandVars(v, func(k string) string {
-				val := getenv(k)
-				if val == "" && missing == "" {
-					missing = k
-				}
-				return val
-			})
-			if missing != "" {
-				return c.fieldErr(fmt.Sprintf("mcp_servers[%d].headers.%s", i, name),
-					"environment variable %s is not set", missing)
-			}
-			m.Headers[name] = expanded
+		if err := c.expandMap(fmt.Sprintf("mcp_servers[%d].headers", i), m.Headers, getenv); err != nil {
+			return err
+		}
+		if err := c.expandMap(fmt.Sprintf("mcp_servers[%d].env", i), m.Env, getenv); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// expandMap replaces ${VAR} in the values of m in place; key names the map in errors.
+// expandMap replaces ${VAR} in the values of m in place (in key order, so the first
+// error is stable); key names the map in errors. The variables named are remembered for
+// UnknownEnv.
 func (c *Config) expandMap(key string, m map[string]string, getenv func(string) string) error {
-	for name, v := range m {
+	for _, name := range sortedKeys(m) {
 		var missing string
-		expanded := expandVars(v, func(k string) string {
+		expanded := expandVars(m[name], func(k string) string {
+			c.refVars = append(c.refVars, k)
 			val := getenv(k)
 			if val == "" && missing == "" {
 				missing = k
@@ -464,6 +471,15 @@ func (c *Config) expandMap(key string, m map[string]string, getenv func(string) 
 		m[name] = expanded
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // expandVars replaces ${NAME} only; a lone $ is kept, so values such as "pa$$word" pass

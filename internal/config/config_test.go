@@ -536,3 +536,28 @@ func TestServerGuardKeysValidated(t *testing.T) {
 	assert.Equal(t, []string{"https://app.example.com", "http://localhost:3000"}, c.Server.AllowedOrigins)
 	assert.Equal(t, 5, c.Server.MaxActiveRuns)
 }
+
+func TestSecretsListsEverySecretValue(t *testing.T) {
+	c, err := loadYAML(t, `
+server:
+  auth_tokens_env: TOKS
+llm:
+  provider: openai
+  model: m
+  base_url: https://u:llm-pass@llm.example/v1
+  api_key_env: KEY
+agents:
+  - name: a
+    url: http://agent:agent-pass@127.0.0.1:1
+    headers: {X-Api-Key: "${AGENT_KEY}"}
+mcp_servers:
+  - name: m
+    url: http://127.0.0.1:2/mcp
+    headers: {Authorization: "Bearer ${TOK}"}
+`, env{"TOKS": "tok-one,tok-two", "KEY": "sk-key", "TOK": "mcp-tok", "AGENT_KEY": "agent-key"})
+	require.NoError(t, err)
+	got := c.Secrets(env{"TOKS": "tok-one,tok-two", "KEY": "sk-key"}.get)
+	for _, want := range []string{"sk-key", "tok-one", "tok-two", "Bearer mcp-tok", "llm-pass", "agent-pass", "agent-key"} {
+		assert.Contains(t, got, want)
+	}
+}

@@ -180,6 +180,13 @@ func (c *Config) validateMCPServers() error {
 			return c.fieldErr(key+".url", "not an absolute http(s) URL")
 		case len(m.Headers) > 0 && m.URL == "":
 			return c.fieldErr(key+".headers", "only used with url")
+		case len(m.Env) > 0 && len(m.Command) == 0:
+			return c.fieldErr(key+".env", "only used with command (stdio)")
+		}
+		for _, name := range sortedKeys(m.Env) {
+			if !isEnvName(name) {
+				return c.fieldErr(key+".env", "%q is not a valid environment variable name", name)
+			}
 		}
 		switch m.OnToolError {
 		case "", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError:

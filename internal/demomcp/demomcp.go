@@ -1,4 +1,4 @@
-// Package demomcp is Baton's demo MCP server (DESIGN §11): three tools that
+// Package demomcp is Baton's demo MCP server (DESIGN §11): four tools that
 // show every MCP path through the coordinator.
 //
 //   - deploy asks the user for the target environment (staging or
@@ -8,6 +8,9 @@
 //     clients on stateful sessions (an in-session elicitation/create).
 //   - divide returns isError on division by zero.
 //   - count_slowly reports progress and stops when the call is cancelled.
+//   - delete_release is annotated destructiveHint, so that a coordinator
+//     configured with approvals.destructive asks the user first; it only says
+//     what it would delete.
 //
 // The server runs over stdio (RunStdio) or streamable HTTP (Handler, Start),
 // where it is stateless (2026-07-28) and propagates request cancellation to
@@ -34,6 +37,7 @@ const (
 	ToolDeploy      = "deploy"
 	ToolDivide      = "divide"
 	ToolCountSlowly = "count_slowly"
+	ToolDelete      = "delete_release"
 )
 
 // Environments offered by deploy.
@@ -47,14 +51,14 @@ type Options struct {
 	OnCancelled func(tool string)
 }
 
-// NewServer returns the demo server with its three tools.
+// NewServer returns the demo server with its four tools.
 func NewServer(opts Options) *mcp.Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "baton-demo-mcp", Version: "0.1.0"}, &mcp.ServerOptions{
 		Logger:       opts.Logger,
-		Instructions: "Demo tools of Baton: deploy (asks the user for the environment), divide, count_slowly.",
+		Instructions: "Demo tools of Baton: deploy (asks the user for the environment), divide, count_slowly, delete_release (destructive: a coordinator may ask for approval).",
 	})
 	d := demo{opts: opts}
 	mcp.AddTool(s, &mcp.Tool{
@@ -81,7 +85,29 @@ func NewServer(opts Options) *mcp.Server {
 		}),
 		Annotations: &mcp.ToolAnnotations{Title: "Count slowly", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, d.countSlowly)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        ToolDelete,
+		Description: "Delete a release of a service (a demo: nothing is deleted; it reports what would be).",
+		InputSchema: mustSchema[DeleteIn](func(s *jsonschema.Schema) {
+			s.Properties["release"].MinLength = ptr(1)
+		}),
+		Annotations: &mcp.ToolAnnotations{Title: "Delete release", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, d.deleteRelease)
 	return s
+}
+
+// DeleteIn is the input of delete_release.
+type DeleteIn struct {
+	Release string `json:"release" jsonschema:"the release to delete, e.g. v1.2.3"`
+	Service string `json:"service,omitempty" jsonschema:"the service it belongs to (default: web)"`
+}
+
+func (d demo) deleteRelease(_ context.Context, _ *mcp.CallToolRequest, in DeleteIn) (*mcp.CallToolResult, any, error) {
+	service := in.Service
+	if service == "" {
+		service = "web"
+	}
+	return text(fmt.Sprintf("Would delete release %s of %s: its images, its configuration and its deployment record. (Demo: nothing was deleted.)", in.Release, service)), nil, nil
 }
 
 // DeployIn is the input of deploy.

@@ -48,6 +48,31 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
+func TestMCPDemoDeleteRelease(t *testing.T) {
+	leakCheck(t)
+	cs := connect(t, Options{}, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var del *mcp.Tool
+	for _, tl := range res.Tools {
+		if tl.Name == ToolDelete {
+			del = tl
+		}
+	}
+	require.NotNil(t, del)
+	require.NotNil(t, del.Annotations.DestructiveHint)
+	assert.True(t, *del.Annotations.DestructiveHint, "approvals.destructive picks it up")
+	assert.False(t, del.Annotations.ReadOnlyHint)
+	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolDelete, Arguments: map[string]any{"release": "v1.2.3"}})
+	require.NoError(t, err)
+	assert.False(t, out.IsError)
+	assert.Equal(t, "Would delete release v1.2.3 of web: its images, its configuration and its deployment record. (Demo: nothing was deleted.)", textOf(t, out))
+	out, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolDelete, Arguments: map[string]any{"release": ""}})
+	if err == nil {
+		assert.True(t, out.IsError, "an empty release is refused")
+	}
+}
+
 func TestMCPDemoTools(t *testing.T) {
 	leakCheck(t)
 	cs := connect(t, Options{}, nil)
@@ -64,6 +89,7 @@ func TestMCPDemoTools(t *testing.T) {
 		{ToolDeploy, false, false},
 		{ToolDivide, true, true},
 		{ToolCountSlowly, true, true},
+		{ToolDelete, false, true},
 	}
 	require.Len(t, got, len(tests))
 	for _, tt := range tests {

@@ -511,7 +511,7 @@ func TestScriptedDemoOverHTTP(t *testing.T) {
 	msg, done, err = llm.Collect(m.Stream(context.Background(), req))
 	require.NoError(t, err)
 	assert.Equal(t, "stop", done.FinishReason)
-	assert.Equal(t, scripted.Prefix+"travel answered:\n[INPUT_REQUIRED:task_id=t-9]\nWhich dates?", msg.Content)
+	assert.Equal(t, scripted.Prefix+"travel needs more information: Which dates?", msg.Content)
 
 	req.Messages = append(req.Messages, msg, llm.Message{Role: llm.RoleUser, Content: "May 3 to 7"})
 	msg, _, err = llm.Collect(m.Stream(context.Background(), req))

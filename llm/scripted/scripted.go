@@ -40,6 +40,9 @@ type Rule struct {
 	Tool string
 	// Args builds the call's arguments from the user's message; nil means {}.
 	Args func(userText string) map[string]any
+	// Examples are prompts that trigger the rule, offered as suggestions when the tool
+	// is offered.
+	Examples []string
 }
 
 // Config configures the demo model.
@@ -69,13 +72,58 @@ func New(cfg Config) *Model {
 func DefaultRules() []Rule {
 	prompt := func(text string) map[string]any { return map[string]any{"prompt": text} }
 	return []Rule{
-		{Keywords: []string{"trip", "travel", "flight", "holiday"}, Tool: "travel", Args: prompt},
-		{Keywords: []string{"research", "report", "find", "fail", "reject", "slow"}, Tool: "research", Args: prompt},
-		{Keywords: []string{"deploy"}, Tool: "demo__deploy", Args: func(string) map[string]any { return map[string]any{"service": "web"} }},
-		{Keywords: []string{"divide"}, Tool: "demo__divide", Args: divideArgs},
-		{Keywords: []string{"count"}, Tool: "demo__count_slowly", Args: func(string) map[string]any { return map[string]any{"to": 5, "interval_ms": 400} }},
+		{Keywords: []string{"trip", "travel", "flight", "holiday"}, Tool: "travel", Args: prompt,
+			Examples: []string{"plan a trip to Lisbon"}},
+		{Keywords: []string{"research", "report", "find", "fail", "reject", "slow"}, Tool: "research", Args: prompt,
+			Examples: []string{"research Go generics", "research something that will fail", "research slow topic"}},
+		{Keywords: []string{"deploy"}, Tool: "demo__deploy", Args: func(string) map[string]any { return map[string]any{"service": "web"} },
+			Examples: []string{"deploy"}},
+		{Keywords: []string{"delete", "remove"}, Tool: "demo__delete_release", Args: deleteArgs,
+			Examples: []string{"delete release v1.2.3"}},
+		{Keywords: []string{"divide"}, Tool: "demo__divide", Args: divideArgs,
+			Examples: []string{"divide 10 by 0"}},
+		{Keywords: []string{"count"}, Tool: "demo__count_slowly", Args: countArgs,
+			Examples: []string{"count slowly", "count slowly to 60"}},
 		{Keywords: []string{"ask"}, Tool: "ask_user", Args: func(text string) map[string]any { return map[string]any{"question": text} }},
 	}
+}
+
+// Examples returns the example prompts of the rules whose tool is in tools, in rule
+// order: the suggestions of a deployment that runs this model.
+func Examples(rules []Rule, tools []string) []string {
+	offered := map[string]bool{}
+	for _, t := range tools {
+		offered[t] = true
+	}
+	var out []string
+	for _, r := range rules {
+		if offered[r.Tool] {
+			out = append(out, r.Examples...)
+		}
+	}
+	return out
+}
+
+// countArgs counts to 5 quickly ("count slowly"), or to the number in the text at one
+// number a second ("count slowly to 60": long enough to try Stop).
+func countArgs(text string) map[string]any {
+	if n := numberRE.FindString(text); n != "" {
+		if v, err := strconv.Atoi(n); err == nil && v >= 1 {
+			return map[string]any{"to": min(v, 1000), "interval_ms": 1000}
+		}
+	}
+	return map[string]any{"to": 5, "interval_ms": 400}
+}
+
+var releaseRE = regexp.MustCompile(`v?\d+(?:\.\d+)*`)
+
+// deleteArgs takes the release from the text ("delete release v1.2.3"); v1.0.0 if none.
+func deleteArgs(text string) map[string]any {
+	rel := releaseRE.FindString(text)
+	if rel == "" {
+		rel = "v1.0.0"
+	}
+	return map[string]any{"release": rel}
 }
 
 var numberRE = regexp.MustCompile(`-?\d+(?:\.\d+)?`)
@@ -150,7 +198,7 @@ func (m *Model) decide(msgs []llm.Message, tools []llm.Tool) reply {
 	}
 	user, at := lastUser(msgs)
 	if at < 0 {
-		return reply{text: help(tools)}
+		return reply{text: m.help(tools)}
 	}
 	offered := map[string]bool{}
 	for _, t := range tools {
@@ -166,7 +214,7 @@ func (m *Model) decide(msgs []llm.Message, tools []llm.Tool) reply {
 		}
 		return reply{call: m.call(msgs, rule.Tool, args)}
 	}
-	return reply{text: help(tools)}
+	return reply{text: m.help(tools)}
 }
 
 // call builds a tool call whose id is unique within the thread: each
@@ -260,12 +308,70 @@ func reportResults(msgs []llm.Message) string {
 		if name == "" {
 			name = "a tool"
 		}
-		parts = append(parts, name+" answered:\n"+trim(strings.TrimSpace(msg.Content), maxResultRunes))
+		parts = append(parts, describe(name, strings.TrimSpace(msg.Content)))
 	}
 	return Prefix + strings.Join(parts, "\n\n")
 }
 
-func help(tools []llm.Tool) string {
+var tagRE = regexp.MustCompile(`^\[([A-Z_]+)(?::([^\]\s]*))?\]`)
+
+// describe words one tool result for people: the tag (which the tool card still shows
+// raw) becomes a sentence, and a retry signal's JSON becomes its message.
+func describe(name, result string) string {
+	m := tagRE.FindStringSubmatch(result)
+	if m == nil {
+		return name + " answered: " + trim(result, maxResultRunes)
+	}
+	body := strings.TrimSpace(result[len(m[0]):])
+	with := func(s string) string {
+		if body == "" {
+			return s + "."
+		}
+		return s + ": " + trim(body, maxResultRunes)
+	}
+	switch m[1] {
+	case "COMPLETED", "OK":
+		return with(name + " finished")
+	case "FAILED":
+		return with(name + " could not do it")
+	case "REJECTED":
+		return with(name + " declined the task")
+	case "CANCELED":
+		return name + "'s task was cancelled."
+	case "INPUT_REQUIRED":
+		return with(name + " needs more information")
+	case "AUTH_REQUIRED":
+		return with(name + " needs you to sign in first")
+	case "TIMEOUT":
+		return name + " took too long, so its task was cancelled."
+	case "UNREACHABLE":
+		return name + " cannot be reached right now. Try again later."
+	case "ERROR":
+		return with(name + " reported an error")
+	case "ANSWERED":
+		return with("You answered")
+	case "DECLINED":
+		return "You declined, so " + name + " did not run."
+	case "RETRY":
+		var sig struct {
+			Message      string `json:"message"`
+			ErrorMessage string `json:"error_message"`
+		}
+		_ = json.Unmarshal([]byte(body), &sig)
+		why := sig.ErrorMessage
+		if why == "" {
+			why = sig.Message
+		}
+		if why == "" {
+			return name + " could not run that request."
+		}
+		return name + " could not run that request: " + trim(why, maxResultRunes)
+	default:
+		return name + " answered: " + trim(body, maxResultRunes)
+	}
+}
+
+func (m *Model) help(tools []llm.Tool) string {
 	names := make([]string, 0, len(tools))
 	for _, t := range tools {
 		names = append(names, t.Name)
@@ -274,8 +380,11 @@ func help(tools []llm.Tool) string {
 	if list == "" {
 		list = "(no tools are available)"
 	}
-	return Prefix + "I can delegate to: " + list +
-		". Try: 'plan a trip to Lisbon', 'research Go generics', 'divide 10 by 0', 'count slowly', 'deploy'."
+	out := Prefix + "I can delegate to: " + list + "."
+	if ex := Examples(m.rules, names); len(ex) > 0 {
+		out += " Try: '" + strings.Join(ex, "', '") + "'."
+	}
+	return out
 }
 
 func trim(s string, n int) string {

@@ -38,7 +38,7 @@ func assistant(s string) llm.Message { return llm.Message{Role: llm.RoleAssistan
 
 func TestRouting(t *testing.T) {
 	const helpAll = Prefix + "I can delegate to: travel, research, demo__deploy, demo__divide, demo__count_slowly, ask_user." +
-		" Try: 'plan a trip to Lisbon', 'research Go generics', 'divide 10 by 0', 'count slowly', 'deploy'."
+		" Try: 'plan a trip to Lisbon', 'research Go generics', 'research something that will fail', 'research slow topic', 'deploy', 'divide 10 by 0', 'count slowly', 'count slowly to 60'."
 	tests := []struct {
 		name     string
 		msgs     []llm.Message
@@ -121,13 +121,13 @@ func TestRouting(t *testing.T) {
 		{
 			name:     "no tools at all",
 			msgs:     []llm.Message{user("plan a trip")},
-			wantText: Prefix + "I can delegate to: (no tools are available). Try: 'plan a trip to Lisbon', 'research Go generics', 'divide 10 by 0', 'count slowly', 'deploy'.",
+			wantText: Prefix + "I can delegate to: (no tools are available).",
 		},
 		{
 			name:     "no user message",
 			msgs:     []llm.Message{sys()},
 			tools:    tools("travel"),
-			wantText: Prefix + "I can delegate to: travel. Try: 'plan a trip to Lisbon', 'research Go generics', 'divide 10 by 0', 'count slowly', 'deploy'.",
+			wantText: Prefix + "I can delegate to: travel. Try: 'plan a trip to Lisbon'.",
 		},
 		{
 			name: "tool result is reported",
@@ -135,7 +135,7 @@ func TestRouting(t *testing.T) {
 				callMsg("call_0", "research", `{"prompt":"research Go generics"}`),
 				result("call_0", "[COMPLETED]\nGenerics landed in Go 1.18.\n")},
 			tools:    demoTools,
-			wantText: Prefix + "research answered:\n[COMPLETED]\nGenerics landed in Go 1.18.",
+			wantText: Prefix + "research finished: Generics landed in Go 1.18.",
 		},
 		{
 			name: "several results are all reported",
@@ -143,14 +143,14 @@ func TestRouting(t *testing.T) {
 				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_0", Name: "travel"}, {ID: "call_1", Name: "demo__divide"}}},
 				result("call_0", "[COMPLETED]\nbooked"), result("call_1", "[ERROR]\ndivision by zero")},
 			tools:    demoTools,
-			wantText: Prefix + "travel answered:\n[COMPLETED]\nbooked\n\ndemo__divide answered:\n[ERROR]\ndivision by zero",
+			wantText: Prefix + "travel finished: booked\n\ndemo__divide reported an error: division by zero",
 		},
 		{
 			name: "long result is trimmed",
 			msgs: []llm.Message{user("research"), callMsg("call_0", "research", `{}`),
 				result("call_0", "[COMPLETED]\n"+strings.Repeat("a", 1000))},
 			tools:    demoTools,
-			wantText: Prefix + "research answered:\n[COMPLETED]\n" + strings.Repeat("a", maxResultRunes-len("[COMPLETED]\n")) + "… (truncated)",
+			wantText: Prefix + "research finished: " + strings.Repeat("a", maxResultRunes) + "… (truncated)",
 		},
 		{
 			name: "answer to input-required continues the task",
@@ -327,4 +327,38 @@ func TestWordGroups(t *testing.T) {
 		assert.Equal(t, tt.want, got, "%q", tt.in)
 		assert.Equal(t, tt.in, strings.Join(got, ""))
 	}
+}
+
+func TestDescribeResults(t *testing.T) {
+	tests := []struct{ result, want string }{
+		{"[COMPLETED]\nBooked.", "travel finished: Booked."},
+		{"[FAILED]\nno flights", "travel could not do it: no flights"},
+		{"[REJECTED]", "travel declined the task."},
+		{"[CANCELED]\nby user", "travel's task was cancelled."},
+		{"[INPUT_REQUIRED:task_id=t-1]\nWhich dates?", "travel needs more information: Which dates?"},
+		{"[AUTH_REQUIRED:task_id=t-1]\nsign in", "travel needs you to sign in first: sign in"},
+		{"[TIMEOUT:task_id=t-1]", "travel took too long, so its task was cancelled."},
+		{"[UNREACHABLE]\nagent down", "travel cannot be reached right now. Try again later."},
+		{"[OK]\n{\"quotient\":5}", "travel finished: {\"quotient\":5}"},
+		{"[ERROR]\nboom", "travel reported an error: boom"},
+		{"[ANSWERED] blue", "You answered: blue"},
+		{"[DECLINED]", "You declined, so travel did not run."},
+		{`[RETRY:tool_error] {"error":"tool_error","requested":"travel","message":"The tool reported an error.","valid_next_actions":["travel"],"error_message":"division by zero","attempts_left":1}`,
+			"travel could not run that request: division by zero"},
+		{`[RETRY:unknown_action] {"error":"unknown_action","message":"There is no tool named x."}`, "travel could not run that request: There is no tool named x."},
+		{"plain text", "travel answered: plain text"},
+	}
+	for _, tt := range tests {
+		got := describe("travel", tt.result)
+		assert.Equal(t, tt.want, got, tt.result)
+		assert.NotContains(t, got, "{\"error\"", "no raw retry JSON for people")
+	}
+}
+
+func TestExamplesFollowTheOfferedTools(t *testing.T) {
+	assert.Equal(t, []string{"divide 10 by 0"}, Examples(DefaultRules(), []string{"demo__divide", "other"}))
+	assert.Empty(t, Examples(DefaultRules(), []string{"files__read"}), "a deployment without the demo tools gets no demo prompts")
+	assert.Equal(t, map[string]any{"to": 60, "interval_ms": 1000}, countArgs("count slowly to 60"))
+	assert.Equal(t, map[string]any{"to": 5, "interval_ms": 400}, countArgs("count slowly"))
+	assert.Equal(t, map[string]any{"release": "v1.2.3"}, deleteArgs("delete release v1.2.3"))
 }

@@ -646,11 +646,11 @@ function interruptForm(intr) {
   box.dataset.reason = intr.reason || "";
   box.dataset.state = "open";
   const who = intr.subagentRunId && chat.subagents.get(intr.subagentRunId);
+  const meta = (intr.metadata && typeof intr.metadata === "object") ? intr.metadata : {};
   const head = box.appendChild(el("header"));
-  head.appendChild(el("span", "who", who ? who.dataset.name : "Baton"));
+  head.appendChild(el("span", "who", who ? who.dataset.name : asker(meta)));
   head.appendChild(el("span", "role-tag", reasonLabel(intr.reason)));
   box.appendChild(el("p", "question", intr.message || "Input is needed to continue."));
-  const meta = (intr.metadata && typeof intr.metadata === "object") ? intr.metadata : {};
   const url = meta.mcp && meta.mcp.url;
   if (typeof url === "string" && /^https?:\/\//i.test(url)) {
     const link = box.appendChild(el("a", "open-url", "Open " + url));
@@ -730,6 +730,15 @@ function interruptForm(intr) {
   cancel.addEventListener("click", () => answer(intr, box, { interruptId: intr.id, status: "cancelled" }));
   box._intr = intr;
   return box;
+}
+
+// asker names who asks: the MCP server or agent the question comes from, else Baton.
+function asker(meta) {
+  const name = (v) => (typeof v === "string" && v ? v : "");
+  if (meta.mcp && name(meta.mcp.server)) return "MCP server " + meta.mcp.server;
+  if (meta.a2a && name(meta.a2a.agent)) return meta.a2a.agent;
+  if (name(meta.server)) return "MCP server " + meta.server;
+  return "Baton";
 }
 
 function reasonLabel(reason) {
@@ -826,16 +835,34 @@ function resetChat() {
   setBusy(false);
 }
 
+// suggestions are the example prompts of this deployment (from its agents and tools),
+// served by the coordinator; fetched once.
+let suggestions = null;
+
+async function loadSuggestions() {
+  if (suggestions) return suggestions;
+  try {
+    const res = await fetch("suggestions.json", { headers: { accept: "application/json" } });
+    const body = res.ok ? await res.json() : {};
+    suggestions = Array.isArray(body.suggestions) ? body.suggestions.filter((s) => typeof s === "string") : [];
+  } catch {
+    suggestions = [];
+  }
+  return suggestions;
+}
+
 function welcome() {
   const w = el("section", "welcome");
   w.appendChild(el("p", "", "Ask Baton something. It delegates to its sub-agents and tools and shows their work here."));
   const ex = w.appendChild(el("div", "examples"));
-  for (const text of ["research Go generics", "plan a trip to Lisbon", "count slowly", "divide 10 by 0", "research slow topic"]) {
-    const b = ex.appendChild(el("button", "example", text));
-    b.type = "button";
-    b.addEventListener("click", () => sendMessage(text));
-  }
   ui.transcript.appendChild(w);
+  loadSuggestions().then((list) => {
+    for (const text of list) {
+      const b = ex.appendChild(el("button", "example", text));
+      b.type = "button";
+      b.addEventListener("click", () => sendMessage(text));
+    }
+  });
 }
 
 ui.composer.addEventListener("submit", (e) => {

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// otherBatonVars are BATON_* variables read by something other than ApplyEnv: the
+// coordinator's flags, the compose file, the test suites and the demo stack. They are
+// not typos.
+var otherBatonVars = []string{
+	"BATON_CONFIG", "BATON_LOG_FORMAT", "BATON_LOG_LEVEL", // cmd/coordinator flags
+	"BATON_AUTH_TOKENS", "BATON_SECRETS_KEY", // the conventional variables of *_env keys
+	"BATON_BIND", "BATON_PORT", "BATON_VERSION", // docker-compose.yml
+	"BATON_URL", "BATON_TOKEN", "BATON_CHROMIUM", "BATON_ARTIFACTS_DIR", "BATON_TEST_POSTGRES_URL", // tests
+}
+
+// UnknownEnv returns the BATON_* variables of environ ("KEY=value" entries, as from
+// os.Environ) that nothing reads: a misspelled override (BATON_LLM_MODLE) would
+// otherwise be ignored silently. Variables the configuration names (api_key_env,
+// auth_tokens_env, ${VAR} in headers and env) count as read. Each name comes with the
+// closest known name when one is close, for the warning; values are never returned.
+func (c *Config) UnknownEnv(environ []string) []UnknownVar {
+	known := map[string]bool{}
+	for _, e := range envVars {
+		known[e.name] = true
+	}
+	for _, n := range otherBatonVars {
+		known[n] = true
+	}
+	for _, n := range c.referencedVars() {
+		known[n] = true
+	}
+	candidates := make([]string, 0, len(known))
+	for n := range known {
+		candidates = append(candidates, n)
+	}
+	sort.Strings(candidates)
+	var out []UnknownVar
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "BATON_") || known[name] {
+			continue
+		}
+		out = append(out, UnknownVar{Name: name, Suggest: closest(name, candidates)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// UnknownVar is a BATON_* variable that nothing reads.
+type UnknownVar struct {
+	Name string
+	// Suggest is the known variable closest to Name, "" when none is close.
+	Suggest string
+}
+
+// referencedVars are the variables the configuration names.
+func (c *Config) referencedVars() []string {
+	return append([]string{c.LLM.APIKeyEnv, c.Server.AuthTokensEnv}, c.refVars...)
+}
+
+// closest returns the candidate within a small edit distance of name, or "".
+func closest(name string, candidates []string) string {
+	best, bestD := "", 4 // at most 3 edits
+	for _, c := range candidates {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes; the names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Groups of ReadyCheck.Group, the keys of the "checks" object of GET /readyz (DESIGN §3).
+const (
+	GroupStore  = "store"
+	GroupModel  = "model"
+	GroupAgents = "agents"
+	GroupMCP    = "mcp"
+)
+
+// Readiness states of GET /readyz.
+const (
+	StatusReady    = "ready"
+	StatusDegraded = "degraded"
+	StatusDraining = "draining"
+	StatusDown     = "down"
+)
+
+// ReadyCheck is one dependency probed by GET /readyz. Checks are registered by whoever
+// wires the dependencies (cmd/coordinator registers the store, the model, and one check
+// per agent and per MCP server), so the server knows nothing about the dependencies
+// themselves.
+type ReadyCheck struct {
+	// Group is GroupStore, GroupModel, GroupAgents or GroupMCP. The store and the model
+	// are single entries; agents and mcp are keyed by Name.
+	Group string
+	// Name is the agent or MCP server name; ignored for the store and the model.
+	Name string
+	// Check returns nil when the dependency is usable. Its error message is shown in the
+	// readiness report (one line, capped), so it must hold no secret. It must be cheap:
+	// /readyz is polled, and each check gets at most readyCheckTimeout.
+	Check func(ctx context.Context) error
+}
+
+// readyCheckTimeout bounds each check of one /readyz request; checks run in parallel.
+const readyCheckTimeout = 2 * time.Second
+
+// maxReadyError caps an error message in the readiness report.
+const maxReadyError = 200
+
+// checkState is one entry of the readiness report.
+type checkState struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// readyReport is the body of GET /readyz.
+type readyReport struct {
+	Status string `json:"status"`
+	Checks struct {
+		Store  *checkState            `json:"store,omitempty"`
+		Model  *checkState            `json:"model,omitempty"`
+		Agents map[string]*checkState `json:"agents"`
+		MCP    map[string]*checkState `json:"mcp"`
+	} `json:"checks"`
+}
+
+// readiness runs the checks and logs their transitions (a dependency going down or up is
+// logged once, not on every poll).
+type readiness struct {
+	s    *server
+	mu   sync.Mutex
+	last map[string]string // group/name → last error ("" = up)
+}
+
+// handleReady answers GET /readyz: 503 only when the store is down or the process
+// drains; with ?strict=1 (or true), 503 when any dependency is down.
+func (s *server) handleReady(w http.ResponseWriter, r *http.Request) {
+	rep := s.ready.run(r.Context())
+	code := http.StatusOK
+	switch rep.Status {
+	case StatusDown, StatusDraining:
+		code = http.StatusServiceUnavailable
+	case StatusDegraded:
+		if strict := r.URL.Query().Get("strict"); strict == "1" || strict == "true" {
+			code = http.StatusServiceUnavailable
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, code, rep)
+}
+
+func (rd *readiness) run(ctx context.Context) readyReport {
+	checks := rd.s.cfg.ReadyChecks
+	results := make([]checkState, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
+			defer cancel()
+			results[i] = rd.probe(cctx, c)
+		})
+	}
+	wg.Wait()
+
+	var rep readyReport
+	rep.Checks.Agents = map[string]*checkState{}
+	rep.Checks.MCP = map[string]*checkState{}
+	storeDown, anyDown := false, false
+	for i, c := range checks {
+		st := &results[i]
+		if st.Status == StatusDown {
+			anyDown = true
+		}
+		switch c.Group {
+		case GroupStore:
+			rep.Checks.Store = st
+			storeDown = st.Status == StatusDown
+		case GroupModel:
+			rep.Checks.Model = st
+		case GroupAgents:
+			rep.Checks.Agents[c.Name] = st
+		case GroupMCP:
+			rep.Checks.MCP[c.Name] = st
+		}
+	}
+	switch {
+	case rd.s.cfg.Draining != nil && rd.s.cfg.Draining():
+		rep.Status = StatusDraining
+	case storeDown:
+		rep.Status = StatusDown
+	case anyDown:
+		rep.Status = StatusDegraded
+	default:
+		rep.Status = StatusReady
+	}
+	return rep
+}
+
+// probe runs one check and logs when its state changes.
+func (rd *readiness) probe(ctx context.Context, c ReadyCheck) checkState {
+	var err error
+	if c.Check != nil {
+		err = c.Check(ctx)
+	}
+	key := c.Group + "/" + c.Name
+	msg := ""
+	if err != nil {
+		msg = oneLine(err.Error(), maxReadyError)
+		if msg == "" {
+			msg = "unavailable"
+		}
+	}
+	rd.mu.Lock()
+	prev, seen := rd.last[key]
+	rd.last[key] = msg
+	rd.mu.Unlock()
+	switch {
+	case msg != "" && (!seen || prev == ""):
+		rd.s.log.Warn("dependency not ready", "check", c.Group, "name", c.Name, "err", msg)
+	case msg == "" && seen && prev != "":
+		rd.s.log.Info("dependency ready again", "check", c.Group, "name", c.Name)
+	}
+	if msg != "" {
+		return checkState{Status: StatusDown, Error: msg}
+	}
+	return checkState{Status: "up"}
+}
+
+// oneLine flattens s to one line of at most n bytes (cut on a rune boundary).
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
