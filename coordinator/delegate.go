@@ -86,31 +86,31 @@ func (d *delegation) ids() (string, string) {
 func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
 	prompt, okPrompt := args["prompt"].(string)
 	if !okPrompt || strings.TrimSpace(prompt) == "" {
-		return toolOutcome{result: bridge.Retry(bridge.Signal{
+		return signalOutcome(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
 			ValidNextActions: r.nextActions(t, a.Name), Reason: "prompt is missing or not a non-empty string",
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
-		})}
+		})
 	}
 	req := a2a.Request{Prompt: prompt}
 	if raw, present := args["task_id"]; present && raw != nil && raw != "" {
 		taskID, ok := raw.(string)
 		if !ok {
-			return toolOutcome{result: bridge.Retry(bridge.Signal{
+			return signalOutcome(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
 				ValidNextActions: r.nextActions(t, a.Name), Reason: "task_id is not a string",
 				Details: &bridge.Details{Field: "task_id", Got: raw},
-			})}
+			})
 		}
 		// Ids in tags are percent-encoded when they hold unusual characters; the model
 		// copies them as shown.
 		if decoded, ok := bridge.TaskIDFromArg("task_id=" + taskID); ok {
 			taskID = decoded
 		}
-		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != "" {
-			return toolOutcome{result: refusal}
+		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != nil {
+			return signalOutcome(*refusal)
 		}
 	}
 	return r.send(ctx, t, a, callID, "", req)
@@ -182,7 +182,7 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 				<-out
 			}()
 			d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; it never named its task, so the cancellation is not confirmed."})
-			return toolOutcome{result: bridge.TimeoutCancel("", a.Timeout, nil)}
+			return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel("", a.Timeout, nil))
 		}
 		rep := d.item.CancelNow()
 		r.logCancel(rep)
@@ -197,7 +197,7 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		if taskID != "" && rep.Err == nil {
 			r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
 		}
-		return toolOutcome{result: bridge.TimeoutCancel(taskID, a.Timeout, rep.Err)}
+		return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(taskID, a.Timeout, rep.Err))
 	}
 }
 
@@ -244,7 +244,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
-		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))}
+		return a2aErrorOutcome(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	if m := r.e.cfg.Metrics; m != nil {
@@ -265,7 +265,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 	default:
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
-	return toolOutcome{result: bridge.FromA2A(res)}
+	return a2aOutcome(res)
 }
 
 // a2aInterrupt builds the interrupt for a task that waits for the user.
@@ -288,13 +288,13 @@ func (r *Run) a2aInterrupt(d *delegation, callID string, res *a2a.Result) store.
 // the task and context ids. Tasks belong to threads (recorded with the thread, and saved
 // with its suspension): an id from another thread, another principal, or the model's
 // imagination is [RETRY:invalid_transition].
-func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) string {
-	refuse := func(msg string) string {
-		return bridge.Retry(bridge.Signal{
+func (r *Run) checkContinuation(_ context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
+	refuse := func(msg string) *bridge.Signal {
+		return &bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,
 			Message:          msg,
 			ValidNextActions: r.nextActions(t, a.Name),
-		})
+		}
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)
 	switch {
@@ -306,7 +306,7 @@ func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskI
 		return refuse("That task is " + string(ref.state) + " and is not waiting for input. Start a new task without task_id.")
 	}
 	req.TaskID, req.ContextID = taskID, ref.contextID
-	return ""
+	return nil
 }
 
 func errString(err error) string {

@@ -52,7 +52,7 @@ func interruptTool(in store.Interrupt) string {
 func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
 	h := homeOf(ins[0].Kind)
 	if h == nil {
-		return toolOutcome{result: bridge.Error("This question can no longer be answered.")}
+		return taggedOutcome(bridge.TagError, bridge.Error("This question can no longer be answered."))
 	}
 	return h.deliver(ctx, r, t, callID, ins, answers)
 }
@@ -91,14 +91,14 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	ans := answers[first.ID]
 	a := r.e.agents[h.Agent]
 	if a == nil {
-		return toolOutcome{result: bridge.Unreachable(h.Agent)}
+		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(h.Agent))
 	}
 	if ans.Cancelled {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
 		err := a.Client.Cancel(cctx, h.TaskID)
 		cancel()
 		r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
-		return toolOutcome{result: bridge.FromA2A(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})}
+		return a2aOutcome(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})
 	}
 	text, _ := ans.Payload["text"].(string)
 	if strings.TrimSpace(text) == "" {
@@ -106,10 +106,10 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	}
 	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
 	out := r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
-	if out.result != "" {
+	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the
 		// agent asked and what the user answered, after the outcome's own text.
-		out.result += "\n\n" + bridge.ContinuationNote(h.TaskID, first.Message, text)
+		out.Text += "\n\n" + bridge.ContinuationNote(h.TaskID, first.Message, text)
 	}
 	return out
 }
@@ -134,10 +134,10 @@ func (askUserHome) toolName(store.Interrupt) string { return askUserTool }
 func (askUserHome) deliver(_ context.Context, _ *Run, _ *toolset, _ string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
 	ans := answers[ins[0].ID]
 	if ans.Cancelled {
-		return toolOutcome{result: bridge.Declined("The user declined to answer.")}
+		return taggedOutcome(bridge.TagDeclined, bridge.Declined("The user declined to answer."))
 	}
 	text, _ := ans.Payload["text"].(string)
-	return toolOutcome{result: bridge.Answered(text)}
+	return taggedOutcome(bridge.TagAnswered, bridge.Answered(text))
 }
 
 // abandon: nothing waits remotely for an ask_user question.

@@ -271,7 +271,7 @@ func (st *FailureState) Resume(kind FailureKind) {
 
 // ObserveRound updates the stall count with the results of one tool round: a round in
 // which some call made progress (see IsProgress) resets it, any other round adds one.
-func (st *FailureState) ObserveRound(results []string) {
+func (st *FailureState) ObserveRound(results []ToolResult) {
 	for _, r := range results {
 		if IsProgress(r) {
 			st.NoProgress = 0

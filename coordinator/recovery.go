@@ -171,12 +171,12 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = toolOutcome{result: LoopRefusal(c, r.nextActions(t, c.Name))}
+			outcomes[i] = signalOutcome(LoopSignal(c, r.nextActions(t, c.Name)))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
-		if refusal, ok := r.guard.Check(c.Name); !ok {
-			outcomes[i] = toolOutcome{result: refusal}
+		if refusal, ok := r.guard.CheckSignal(c.Name); !ok {
+			outcomes[i] = signalOutcome(refusal)
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}

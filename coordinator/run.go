@@ -181,13 +181,13 @@ func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) 
 		return
 	}
 	if m := r.e.cfg.Metrics; m != nil {
-		tag, arg, _ := bridge.ParseTag(o.result)
+		tag := o.Tag
 		if tag == bridge.TagRetry {
-			tag += ":" + arg
+			tag += ":" + o.Code
 		}
 		m.ToolResult(tag)
 	}
-	r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: toolCallID, Content: o.result, Role: "tool"})
+	r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: toolCallID, Content: o.Text, Role: "tool"})
 }
 
 func (r *Run) setFatal(err error) {

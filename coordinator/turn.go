@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
 	"github.com/baton-dev/baton/store"
@@ -184,11 +185,23 @@ func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message,
 	return conv, false, ""
 }
 
-// toolOutcome is what one tool call produced: a tagged result, or interrupts to raise.
+// toolOutcome is what one tool call produced: a typed result (rendered once, into its
+// Text), or interrupts to raise.
 type toolOutcome struct {
-	result     string
+	ToolResult
 	interrupts []store.Interrupt
 }
+
+// signalOutcome is a retry signal or refusal (DESIGN §7), rendered.
+func signalOutcome(sig bridge.Signal) toolOutcome {
+	return toolOutcome{ToolResult: ToolResult{Text: bridge.Retry(sig), Tag: bridge.TagRetry, Code: sig.Code, Message: sig.Message}}
+}
+
+// taggedOutcome is a result with tag whose text bridge rendered.
+func taggedOutcome(tag, text string) toolOutcome {
+	return toolOutcome{ToolResult: ToolResult{Text: text, Tag: tag}}
+}
+
 
 // afterTools records the tool outcomes in the conversation and runs the detectors over
 // them (tool errors, policy refusals, loops by error signature, stalls). The failures
@@ -206,16 +219,16 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		return conv, true, "error: tool failed"
 	}
 	var open []store.Interrupt
-	var results []string
+	var results []ToolResult
 	r.loops.NextTurn()
 	for i, c := range calls {
 		if len(outcomes[i].interrupts) > 0 {
 			open = append(open, outcomes[i].interrupts...)
 			continue
 		}
-		res := outcomes[i].result
+		res := outcomes[i].ToolResult
 		results = append(results, res)
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res})
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res.Text})
 		if f := DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}
