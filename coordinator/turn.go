@@ -202,7 +202,6 @@ func taggedOutcome(tag, text string) toolOutcome {
 	return toolOutcome{ToolResult: ToolResult{Text: text, Tag: tag}}
 }
 
-
 // afterTools records the tool outcomes in the conversation and runs the detectors over
 // them (tool errors, policy refusals, loops by error signature, stalls). The failures
 // found, with fails (the loops dispatch predicted), are decided by the policy, and a
