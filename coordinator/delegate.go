@@ -15,14 +15,15 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// delegation is one call of a sub-agent tool: its AG-UI attribution and its remote task.
+// subagentCall is one call of a sub-agent tool: its AG-UI attribution and its remote task
+// (the A2A side of the exchange is a2a's own; this is the engine's).
 //
 // Design note: the A2A request runs on a context detached from the run, because a run that
 // is cancelled before the sub-agent has told us its task id must still be able to cancel
 // that task: the request is kept open (at most CancelTimeout) until the id arrives, then
 // CancelTask is sent and only then is the request dropped. Observer callbacks and the
 // closing of the delegation are serialised by mu, so no text can follow SUBAGENT_FINISHED.
-type delegation struct {
+type subagentCall struct {
 	r     *Run
 	agent *Agent
 	subID string
@@ -37,7 +38,7 @@ type delegation struct {
 	item *cancel.Item
 }
 
-func (d *delegation) onTask(taskID, contextID string) {
+func (d *subagentCall) onTask(taskID, contextID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.taskID == "" && taskID != "" {
@@ -46,7 +47,7 @@ func (d *delegation) onTask(taskID, contextID string) {
 	}
 }
 
-func (d *delegation) onText(delta string) {
+func (d *subagentCall) onText(delta string) {
 	if delta == "" {
 		return
 	}
@@ -63,7 +64,7 @@ func (d *delegation) onText(delta string) {
 }
 
 // close ends the attributed text and the sub-agent with ev (SUBAGENT_FINISHED or _ERROR).
-func (d *delegation) close(ev agui.Event) {
+func (d *subagentCall) close(ev agui.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -76,7 +77,7 @@ func (d *delegation) close(ev agui.Event) {
 	d.r.emit(ev)
 }
 
-func (d *delegation) ids() (string, string) {
+func (d *subagentCall) ids() (string, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.taskID, d.contextID
@@ -124,7 +125,7 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		subID = newID("sa")
 	}
 
-	d := &delegation{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
+	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
 	// detached is set when the request outlives this call (a timeout before the task id
 	// was known): the background goroutine then releases it.
 	detached := false
@@ -222,7 +223,7 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 	return a.Description, a.Skills
 }
 
-func (d *delegation) taskIDKnown() string {
+func (d *subagentCall) taskIDKnown() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.taskID
@@ -230,7 +231,7 @@ func (d *delegation) taskIDKnown() string {
 
 // settle turns a finished delegation into events and its outcome. In ask_user mode an
 // input-required or auth-required task raises an interrupt at once.
-func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
+func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"
@@ -269,7 +270,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 }
 
 // a2aInterrupt builds the interrupt for a task that waits for the user.
-func (r *Run) a2aInterrupt(d *delegation, callID string, res *a2a.Result) store.Interrupt {
+func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
 	if res.State == a2a.StateAuthRequired {

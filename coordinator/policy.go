@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/internal/retry"
 	"math/rand/v2"
 	"time"
 )
@@ -76,15 +77,7 @@ func (p *DefaultPolicy) Backoff(kind FailureKind, attempt int, retryAfter time.D
 	if base <= 0 {
 		base = DefaultBackoffBase
 	}
-	d := limit
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt <= 32 {
-		if v := base << (attempt - 1); v > 0 && v < limit {
-			d = v
-		}
-	}
+	d := retry.Backoff(base, limit, attempt)
 	half := d / 2
 	return half + p.jitter(d-half), false
 }
