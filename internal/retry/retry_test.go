@@ -10,17 +10,17 @@ import (
 func TestParseAfter(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := map[string]time.Duration{
-		"":        0,
-		"2":       2 * time.Second,
-		" 1.5 ":   1500 * time.Millisecond,
-		"0":       0,
-		"-3":      0,
-		"NaN":     0,
-		"+Inf":    0,
-		"1e300":   0,
-		"soon":    0,
+		"":      0,
+		"2":     2 * time.Second,
+		" 1.5 ": 1500 * time.Millisecond,
+		"0":     0,
+		"-3":    0,
+		"NaN":   0,
+		"+Inf":  0,
+		"1e300": 0,
+		"soon":  0,
 		now.Add(10 * time.Second).Format(http.TimeFormat): 10 * time.Second,
-		now.Add(-time.Minute).Format(http.TimeFormat):      0,
+		now.Add(-time.Minute).Format(http.TimeFormat):     0,
 	}
 	for in, want := range cases {
 		if got := ParseAfter(in, now); got != want {
