@@ -4,7 +4,7 @@
 GO    ?= go
 PEERS := integration/peers
 
-.PHONY: all peers browser test bench build demo
+.PHONY: all peers browser postgres test bench build demo
 
 all: build
 
@@ -37,7 +37,24 @@ browser:
 		echo "browser: chromium not found (install it, or set BATON_CHROMIUM); the browser tests will skip (and fail when CI is set)"; \
 	fi
 
-test: peers browser
+# Installs Debian's postgresql server binaries for the PostgreSQL store tests when none are
+# found and this is a root shell with apt-get (CI containers). The tests start a throwaway
+# server from them (internal/testutil/pgtest), or use BATON_TEST_POSTGRES_URL when it is set;
+# without either they skip locally and fail when CI is set.
+postgres:
+	@if [ -n "$$BATON_TEST_POSTGRES_URL" ]; then \
+		echo "postgres: using BATON_TEST_POSTGRES_URL"; \
+	elif [ -n "$$PG_BINDIR" ] || { command -v pg_config >/dev/null 2>&1 && [ -x "$$(pg_config --bindir)/initdb" ]; } || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "postgres: found"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "postgres: installing Debian's postgresql"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; } \
+			|| echo "postgres: installing postgresql failed; the PostgreSQL tests will skip (and fail when CI is set)"; \
+	else \
+		echo "postgres: PostgreSQL binaries not found (install postgresql, or set BATON_TEST_POSTGRES_URL); the PostgreSQL tests will skip (and fail when CI is set)"; \
+	fi
+
+test: peers browser postgres
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 10s ./agui/

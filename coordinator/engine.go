@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/llm"
-	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -29,6 +23,8 @@ var (
 	ErrRunNotFound = errors.New("run not found")
 	// ErrRunFinished means the run has already ended (HTTP 409).
 	ErrRunFinished = errors.New("run already finished")
+	// ErrThreadNotFound means no such thread of this principal (HTTP 404).
+	ErrThreadNotFound = errors.New("thread not found")
 	// ErrForbidden means the thread belongs to another principal (HTTP 403).
 	ErrForbidden = errors.New("thread belongs to another principal")
 )
@@ -47,88 +43,6 @@ var (
 	ErrRunTimeLimit = errors.New("run time limit reached")
 )
 
-// Delegate is the A2A client side of one sub-agent, as the engine uses it.
-type Delegate interface {
-	Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
-	Cancel(ctx context.Context, taskID string) error
-	GetTask(ctx context.Context, taskID string) (*a2a.Result, error)
-}
-
-// ToolServer is the MCP side as the engine uses it (implemented by *mcpclient.Registry).
-type ToolServer interface {
-	Tools() []mcpclient.Tool
-	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (mcpclient.Result, error)
-	Resume(ctx context.Context, in *mcpclient.InputRequired, responses map[string]*mcp.ElicitResult, opts mcpclient.CallOptions) (mcpclient.Result, error)
-	Abandon(ctx context.Context, in *mcpclient.InputRequired) error
-}
-
-// Metrics receives the engine's operational counters (implemented by package metrics).
-type Metrics interface {
-	RunFinished(outcome string)
-	ToolResult(tag string)
-	A2ATaskState(state string)
-	Cancellation(result string, d time.Duration)
-	InterruptsOpen(delta int)
-	Retry(kind string)
-}
-
-// Agent is a sub-agent offered to the model as a tool.
-type Agent struct {
-	// Name is the tool name (already sanitised).
-	Name        string
-	Description string
-	Skills      []a2a.Skill
-	// Timeout bounds the active time of one delegation; 0 means 120 s.
-	Timeout time.Duration
-	// InputRequired is "ask_user" or "model" (config agents[].input_required).
-	InputRequired string
-	Client        Delegate
-}
-
-// Limits are the run limits of the config's limits section.
-type Limits struct {
-	MaxIterations int
-	MaxRunTime    time.Duration
-	ToolTimeout   time.Duration
-}
-
-// Config configures an Engine.
-type Config struct {
-	Model  llm.Model
-	Agents []Agent
-	// Tools is optional: nil when no MCP servers are configured.
-	Tools ToolServer
-	// OnToolError maps an MCP server's name to what a tool error does to the run
-	// (OnToolErrorRetry, the default, OnToolErrorFail or OnToolErrorError).
-	OnToolError map[string]string
-	Limits      Limits
-	Logger      *slog.Logger
-	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
-	CancelTimeout time.Duration
-	// Metrics is optional.
-	Metrics Metrics
-	// Store persists suspensions (interrupts); default: an in-memory store.
-	Store store.Store
-	// Sessions answers in-session MCP elicitations; pass the same value to
-	// mcpclient.Options.Elicitor. Default: a fresh one (in-session questions then decline).
-	Sessions *SessionElicitor
-	// InterruptTTL is how long an interrupt stays open; default 30 min.
-	InterruptTTL time.Duration
-	// ExpiryInterval is how often expired interrupts are looked for; 0 disables the scan
-	// (expired interrupts are then only noticed by a resume).
-	ExpiryInterval time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
-	// Policy decides what to do about failures (DESIGN §6); default &DefaultPolicy{}.
-	Policy Policy
-	// Guard is the config's policy section: allow/deny lists, rate limits, budget
-	// (DESIGN §7). The zero value allows everything.
-	Guard GuardPolicy
-	// Loop sets the loop detector's thresholds and the stall detection; the zero value
-	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
-	Loop LoopConfig
-}
-
 // Engine runs AG-UI runs. It is safe for concurrent use.
 type Engine struct {
 	cfg    Config
@@ -145,6 +59,8 @@ type Engine struct {
 	running  atomic.Int64 // runs whose goroutine has not ended
 	stopJan  chan struct{}
 	janDone  chan struct{}
+	stopKeep chan struct{}
+	keepDone chan struct{}
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
 }
@@ -193,6 +109,18 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Policy == nil {
 		cfg.Policy = &DefaultPolicy{}
 	}
+	if cfg.Replica == "" {
+		cfg.Replica = newReplicaID()
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 10 * time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Lease = max(cfg.Lease, time.Hour)
+	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = 24 * time.Hour
+	}
 	if cfg.Loop == (LoopConfig{}) {
 		cfg.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
 	}
@@ -206,87 +134,106 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
+	// Agents first: a bad one fails New before any background goroutine starts.
+	if err := e.addAgents(); err != nil {
+		return nil, err
+	}
 	e.loadInterruptsOpen()
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
 		go func() { defer close(e.janDone); e.janitor(e.stopJan, cfg.ExpiryInterval) }()
 	}
-	for i := range cfg.Agents {
-		a := &cfg.Agents[i]
+	if cfg.Heartbeat > 0 {
+		e.stopKeep, e.keepDone = make(chan struct{}), make(chan struct{})
+		go func() { defer close(e.keepDone); e.keeper(e.stopKeep, cfg.Heartbeat) }()
+	}
+	return e, nil
+}
+
+// addAgents registers the configured sub-agents, with their defaults.
+func (e *Engine) addAgents() error {
+	for i := range e.cfg.Agents {
+		a := &e.cfg.Agents[i]
 		if a.Client == nil {
-			return nil, fmt.Errorf("coordinator: agent %q has no client", a.Name)
+			return fmt.Errorf("coordinator: agent %q has no client", a.Name)
 		}
 		if a.Timeout <= 0 {
 			a.Timeout = 120 * time.Second
 		}
 		if _, dup := e.agents[a.Name]; dup {
-			return nil, fmt.Errorf("coordinator: duplicate agent %q", a.Name)
+			return fmt.Errorf("coordinator: duplicate agent %q", a.Name)
 		}
 		e.agents[a.Name] = a
 	}
-	return e, nil
-}
-
-// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
-// so that a Metrics without it still works.
-type gaugeSetter interface{ SetInterruptsOpen(n int) }
-
-// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
-// were open before a restart are counted down when they are resumed or expire, so the
-// gauge must count them up first.
-func (e *Engine) loadInterruptsOpen() {
-	g, ok := e.cfg.Metrics.(gaugeSetter)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
-	// every open one (the store compares Unix nanoseconds, which end in 2262).
-	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
-	if err != nil {
-		e.log.Warn("open interrupts not counted", "err", err)
-		return
-	}
-	n := 0
-	for _, s := range open {
-		n += len(s.Interrupts)
-	}
-	g.SetInterruptsOpen(n)
+	return nil
 }
 
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
 // the background; stream its events with Run.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closing {
+	closing := e.closing
+	th := e.threads[in.ThreadID]
+	_, busy := e.active[in.ThreadID]
+	e.mu.Unlock()
+	if closing {
 		return nil, ErrShuttingDown
 	}
-	th := e.threads[in.ThreadID]
 	if th != nil && th.owner != principal {
 		return nil, ErrForbidden
 	}
-	if th == nil {
-		// After a restart the thread is known only to the store (a parked run).
-		susp, err := e.loadSuspension(context.Background(), in.ThreadID)
-		if err == nil && susp != nil && susp.Owner != principal {
-			return nil, ErrForbidden
-		}
-	}
-	if _, busy := e.active[in.ThreadID]; busy {
+	if busy {
 		return nil, ErrThreadBusy
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	if err := e.claim(ctx, in, principal, th == nil); err != nil {
+		return nil, err
+	}
+
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return nil, ErrShuttingDown
+	}
+	if _, busy := e.active[in.ThreadID]; busy {
+		e.mu.Unlock()
+		return nil, ErrThreadBusy
+	}
+	th = e.threads[in.ThreadID]
 	if th == nil {
 		th = &thread{owner: principal, tasks: make(map[string]taskRef)}
 		e.threads[in.ThreadID] = th
 	}
 	r := newRun(e, in)
 	r.owner = principal
+	// The thread is reserved here before the store is asked, so that two requests on this
+	// replica never both reach it.
 	e.active[in.ThreadID] = r
+	e.mu.Unlock()
+
+	// One active run per thread across replicas: the store refuses a second one.
+	if err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease); err != nil {
+		e.mu.Lock()
+		if e.active[in.ThreadID] == r {
+			delete(e.active, in.ThreadID)
+		}
+		e.mu.Unlock()
+		if errors.Is(err, store.ErrThreadBusy) {
+			return nil, ErrThreadBusy
+		}
+		return nil, fmt.Errorf("coordinator: begin run: %w", err)
+	}
+	e.mu.Lock()
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
-	e.wg.Add(1)
+	e.mu.Unlock()
+	r.elog.input = inputMessages(in)
+	e.wg.Add(2)
 	e.running.Add(1)
+	go func() {
+		defer e.wg.Done()
+		r.elog.write(r.done)
+	}()
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
@@ -295,8 +242,39 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	return r, nil
 }
 
+// claim checks and records that the thread belongs to principal. unknown: this process
+// does not know the thread (after a restart or an eviction it is known only to the store).
+func (e *Engine) claim(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) error {
+	if unknown {
+		susp, err := e.loadSuspension(ctx, in.ThreadID)
+		if err == nil && susp != nil && susp.Owner != principal {
+			return ErrForbidden
+		}
+	}
+	// Ownership is persisted for every thread at its first run, so that no restart or
+	// eviction from memory frees it for another principal.
+	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
+		if errors.Is(err, store.ErrThreadOwned) {
+			return ErrForbidden
+		}
+		return fmt.Errorf("coordinator: claim thread: %w", err)
+	}
+	return nil
+}
+
 // release frees the run's thread for the next run, as soon as its stream has ended.
 func (e *Engine) release(r *Run) {
+	// The event log and the thread's messages are stored before the client can see the
+	// terminal event, so that a reload right after it finds everything; the wait is
+	// bounded by the writer's own store timeout.
+	r.elog.waitEnded()
+	// The store's record goes first: a client that posts its next run on the terminal
+	// event must find the thread free on every replica.
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.EndReason())); err != nil {
+		r.log.Error("store: end run", "err", err)
+	}
+	cancel()
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {
 		delete(e.active, r.ThreadID)
@@ -336,7 +314,18 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 	_, done := e.finished[runKey(threadID, runID)]
 	e.mu.Unlock()
 	if th == nil {
-		return ErrRunNotFound
+		// The thread may be known only to the store (evicted, or run elsewhere): its
+		// owner still decides between "not yours" and "not found".
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		st, err := e.cfg.Store.GetThread(ctx, threadID)
+		if err != nil {
+			return ErrRunNotFound
+		}
+		if st.Owner != principal {
+			return ErrForbidden
+		}
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if th.owner != principal {
 		return ErrForbidden
@@ -345,7 +334,9 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		if done {
 			return ErrRunFinished
 		}
-		return ErrRunNotFound
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished
@@ -372,6 +363,13 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		close(e.stopJan)
 		<-e.janDone
 	}
+	defer func() {
+		// The heartbeat outlives the runs: their leases hold until they have ended.
+		if e.stopKeep != nil && !wasClosing {
+			close(e.stopKeep)
+			<-e.keepDone
+		}
+	}()
 	idle := make(chan struct{})
 	go func() { e.wg.Wait(); close(idle) }()
 	select {

@@ -17,6 +17,8 @@ type eventQueue struct {
 	events []agui.Event
 	closed bool
 	wake   chan struct{}
+	// taken counts the events taken so far: the next one taken has sequence number taken+1.
+	taken int64
 }
 
 func newEventQueue() *eventQueue {
@@ -43,11 +45,14 @@ func (q *eventQueue) push(ev agui.Event) error {
 	return nil
 }
 
-// take returns every pending event and whether the stream has ended.
-func (q *eventQueue) take() ([]agui.Event, bool) {
+// take returns every pending event, the sequence number of the first, and whether the
+// stream has ended.
+func (q *eventQueue) take() (int64, []agui.Event, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	evs := q.events
 	q.events = nil
-	return evs, q.closed
+	first := q.taken + 1
+	q.taken += int64(len(evs))
+	return first, evs, q.closed
 }

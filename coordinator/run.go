@@ -22,11 +22,13 @@ type Run struct {
 	RunID    string
 	owner    string
 
-	e      *Engine
-	in     *agui.RunAgentInput
-	log    *slog.Logger
-	seq    *agui.Sequencer
-	q      *eventQueue
+	e   *Engine
+	in  *agui.RunAgentInput
+	log *slog.Logger
+	seq *agui.Sequencer
+	q   *eventQueue
+	// elog writes the run's events to the store's event log.
+	elog   *runLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -68,14 +70,25 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
-	r.seq = agui.NewSequencer(r.q.push, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
+	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log)
+	r.seq = agui.NewSequencer(func(ev agui.Event) error {
+		r.elog.add(ev)
+		return r.q.push(ev)
+	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel})
 	return r
 }
 
 // Next returns the events produced since the last call, and whether the stream has ended.
 // wake fires when more events may be available.
-func (r *Run) Next() (events []agui.Event, ended bool) { return r.q.take() }
+func (r *Run) Next() (events []agui.Event, ended bool) {
+	_, events, ended = r.q.take()
+	return events, ended
+}
+
+// NextFrom is Next with the sequence number of the first event returned (the next ones
+// follow on): the SSE id of each frame, the same number as in the run's event log.
+func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return r.q.take() }
 
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }

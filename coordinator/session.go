@@ -155,7 +155,12 @@ func schemaMap(v any) map[string]any {
 // context detached from the run (it may outlive it while the user decides); the tool
 // timeout is enforced here and paused while the user is being asked.
 func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
+	idem := t.mcp[c.Name].Idempotent
 	return r.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+		// Recorded in the run's work document: a call that may have run is never re-issued
+		// silently unless its tool is idempotent.
+		r.elog.noteCall(c.ID, c.Name, idem, "started")
+		defer r.elog.noteCall(c.ID, c.Name, idem, "done")
 		return r.e.cfg.Tools.Call(cctx, c.Name, args, opts)
 	})
 }

@@ -282,3 +282,31 @@ func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
 		cancel()
 	}
 }
+
+// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
+// so that a Metrics without it still works.
+type gaugeSetter interface{ SetInterruptsOpen(n int) }
+
+// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
+// were open before a restart are counted down when they are resumed or expire, so the
+// gauge must count them up first.
+func (e *Engine) loadInterruptsOpen() {
+	g, ok := e.cfg.Metrics.(gaugeSetter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
+	// every open one (the store compares Unix nanoseconds, which end in 2262).
+	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
+	if err != nil {
+		e.log.Warn("open interrupts not counted", "err", err)
+		return
+	}
+	n := 0
+	for _, s := range open {
+		n += len(s.Interrupts)
+	}
+	g.SetInterruptsOpen(n)
+}

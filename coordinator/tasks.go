@@ -23,6 +23,10 @@ func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
 			th.tasks[taskID] = ref
 		}
 	}
+	// The run's work document in the store follows every task and state it sees.
+	if r := e.active[threadID]; r != nil {
+		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state))
+	}
 }
 
 // threadTasks returns the tasks the thread started, to be saved with its suspension.

@@ -104,6 +104,10 @@ func New(cfg Config) http.Handler {
 	r.Use(s.guard)
 	r.Post("/agui", s.handleRun)
 	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", s.handleStop)
+	r.Get("/agui/threads/{threadId}/runs/{runId}/events", s.handleRunEvents)
+	r.Get("/agui/threads", s.handleListThreads)
+	r.Get("/agui/threads/{threadId}", s.handleGetThread)
+	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -180,13 +184,14 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {
-		events, ended := run.Next()
+		first, events, ended := run.NextFrom()
 		if ended {
 			// The thread is freed before the client can see the terminal event, so a
 			// client that posts its next run on RUN_FINISHED is never refused with 409.
 			<-run.Released()
 		}
-		if err := sse.WriteEvents(events); err != nil {
+		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
+		if err := sse.WriteEventsFrom(first, events); err != nil {
 			run.Cancel(coordinator.ErrClientGone)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +17,23 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
+// PostgreSQL server if a test started one.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // blockingModel streams nothing until its context ends, or answers "hi" when release is closed.
 type blockingModel struct{ release chan struct{} }

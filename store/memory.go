@@ -16,11 +16,15 @@ type memory struct {
 	closed      bool
 	suspensions map[string]memRow
 	resolved    map[string]*resolvedIDs
+	threads     map[string]*memThread
+	// eventAt lists appended events oldest first, for the retention sweep.
+	eventAt []memEventRef
 }
 
 type memRow struct {
 	body       []byte
 	nextExpiry time.Time
+	open       int // interrupts in the suspension
 }
 
 // resolvedIDs is one thread's resolved ids, oldest first, bounded by MaxResolvedPerThread.
@@ -30,7 +34,7 @@ type resolvedIDs struct {
 }
 
 func newMemory() *memory {
-	return &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}}
+	return &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}}
 }
 
 func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {
@@ -50,7 +54,7 @@ func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {
 	if err != nil {
 		return err
 	}
-	m.suspensions[s.ThreadID] = memRow{body: b, nextExpiry: nextExpiry(s)}
+	m.suspensions[s.ThreadID] = memRow{body: b, nextExpiry: nextExpiry(s), open: len(s.Interrupts)}
 	return nil
 }
 
@@ -182,6 +186,6 @@ func (m *memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	m.suspensions, m.resolved = nil, nil
+	m.suspensions, m.resolved, m.threads, m.eventAt = nil, nil, nil, nil
 	return nil
 }

@@ -7,9 +7,61 @@ import (
 	"fmt"
 )
 
-// migrations are the schema changes, in order; migrations[i] brings the schema from version i
-// to i+1. Append only: a released migration is never edited, since databases in the field
-// already ran it.
+// schemaV2 adds what issues 14 and 15 need: thread ownership for every thread, runs with
+// leases, the per-run event log and the thread messages. The same DDL serves both SQL
+// backends (SQLite reads BIGINT as INTEGER). Times are Unix nanoseconds, as in version 1.
+const schemaV2 = `ALTER TABLE suspensions ADD COLUMN open_interrupts INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE threads (
+		thread_id   TEXT PRIMARY KEY,
+		owner       TEXT NOT NULL,
+		title       TEXT NOT NULL DEFAULT '',
+		created_at  BIGINT NOT NULL,
+		updated_at  BIGINT NOT NULL,
+		last_run_id TEXT NOT NULL DEFAULT '',
+		last_run_at BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX threads_owner_updated ON threads (owner, updated_at);
+	CREATE TABLE runs (
+		thread_id   TEXT NOT NULL,
+		run_id      TEXT NOT NULL,
+		replica     TEXT NOT NULL,          -- the process that owns the run
+		state       TEXT NOT NULL,          -- running, or how it ended
+		started_at  BIGINT NOT NULL,
+		updated_at  BIGINT NOT NULL,
+		lease_until BIGINT NOT NULL,        -- database clock, Unix ns
+		work        TEXT NOT NULL DEFAULT '{}',  -- downstream work (A2A tasks, MCP calls) as JSON
+		PRIMARY KEY (thread_id, run_id)
+	);
+	-- One active run per thread, whichever replica asks: the second insert conflicts.
+	CREATE UNIQUE INDEX runs_one_active ON runs (thread_id) WHERE state = 'running';
+	CREATE INDEX runs_lease ON runs (lease_until) WHERE state = 'running';
+	CREATE TABLE events (
+		thread_id TEXT NOT NULL,
+		run_id    TEXT NOT NULL,
+		seq       BIGINT NOT NULL,
+		at        BIGINT NOT NULL,
+		data      TEXT NOT NULL,
+		PRIMARY KEY (thread_id, run_id, seq)
+	);
+	CREATE INDEX events_at ON events (at);
+	CREATE TABLE messages (
+		thread_id  TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		pos        BIGINT NOT NULL,
+		data       TEXT NOT NULL,
+		PRIMARY KEY (thread_id, message_id)
+	);
+	CREATE INDEX messages_pos ON messages (thread_id, pos);`
+
+// schemaV3 adds stop requests: a stop that reaches a replica other than the run's owner is
+// recorded on the run's row (and, on PostgreSQL, announced with NOTIFY), and the owner
+// finds it there.
+const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX runs_stop ON runs (replica) WHERE stop_requested = 1 AND state = 'running';`
+
+// migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
+// version i to i+1. Append only: a released migration is never edited, since databases in
+// the field already ran it.
 var migrations = []string{
 	// 1: suspensions and resolved interrupt ids.
 	`CREATE TABLE suspensions (
@@ -29,12 +81,48 @@ var migrations = []string{
 		PRIMARY KEY (thread_id, interrupt_id)
 	) WITHOUT ROWID;
 	CREATE INDEX resolved_thread_seq ON resolved (thread_id, seq);`,
+	// 2: threads, runs, events, messages.
+	schemaV2,
+	// 3: stop requests.
+	schemaV3,
 }
 
+// pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
+// same tables on both. Append only.
+var pgMigrations = []string{
+	// 1: suspensions and resolved interrupt ids (BIGINT: Unix ns overflow INTEGER).
+	`CREATE TABLE suspensions (
+		thread_id   TEXT PRIMARY KEY,
+		run_id      TEXT NOT NULL,
+		owner       TEXT NOT NULL,
+		body        TEXT NOT NULL,      -- JSON kept as text: jsonb would reorder it
+		next_expiry BIGINT,
+		created_at  BIGINT NOT NULL,
+		updated_at  BIGINT NOT NULL
+	);
+	CREATE INDEX suspensions_next_expiry ON suspensions (next_expiry) WHERE next_expiry IS NOT NULL;
+	CREATE TABLE resolved (
+		thread_id    TEXT NOT NULL,
+		interrupt_id TEXT NOT NULL,
+		seq          BIGINT NOT NULL,
+		PRIMARY KEY (thread_id, interrupt_id)
+	);
+	CREATE INDEX resolved_thread_seq ON resolved (thread_id, seq);`,
+	// 2: threads, runs, events, messages.
+	schemaV2,
+	// 3: stop requests.
+	schemaV3,
+}
+
+// migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas
+// starting at once ("baton" in ASCII).
+const migrateLockKey = 0x626174_6f6e
+
 // migrate brings db to len(steps) migrations and returns the version found before. It runs in
-// one immediate transaction (the DSN sets _txlock=immediate), so concurrent openers serialise
-// and a failed step leaves the schema as it was.
-func migrate(ctx context.Context, db *sql.DB, steps []string) (from int, err error) {
+// one transaction, so a failed step leaves the schema as it was, and concurrent openers
+// serialise: SQLite's transaction is immediate (the DSN sets _txlock=immediate), PostgreSQL's
+// starts by taking a transaction-scoped advisory lock (DDL is transactional there).
+func migrate(ctx context.Context, db *sql.DB, d *dialect, steps []string) (from int, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("store: migrate: begin: %w", err)
@@ -44,6 +132,11 @@ func migrate(ctx context.Context, db *sql.DB, steps []string) (from int, err err
 			_ = tx.Rollback()
 		}
 	}()
+	if d == postgresDialect {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
+			return 0, fmt.Errorf("store: migrate: lock: %w", err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
 		id      INTEGER PRIMARY KEY CHECK (id = 1),
 		version INTEGER NOT NULL
@@ -65,8 +158,8 @@ func migrate(ctx context.Context, db *sql.DB, steps []string) (from int, err err
 			return from, fmt.Errorf("store: migrate to version %d: %w", v+1, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (id, version) VALUES (1, ?)
-		ON CONFLICT (id) DO UPDATE SET version = excluded.version`, len(steps)); err != nil {
+	if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO schema_version (id, version) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET version = excluded.version`), len(steps)); err != nil {
 		return from, fmt.Errorf("store: migrate: write schema_version: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -4,10 +4,13 @@
 //
 // # Backends
 //
-// Open takes a DSN: "memory:" keeps everything in the process (tests, throwaway demos), and
+// Open takes a DSN: "memory:" keeps everything in the process (tests, throwaway demos),
 // "sqlite:<path>" uses an embedded SQLite database through modernc.org/sqlite, a pure-Go
-// driver, so the binary builds with CGO_ENABLED=0. Both backends behave identically and share
-// one test suite.
+// driver, so the binary builds with CGO_ENABLED=0, and "postgres://..." a PostgreSQL
+// database through pgx, shared by any number of replicas. The three behave identically and
+// share one conformance suite. The two SQL backends share one implementation (sql.go): the
+// queries are written once and a small dialect covers the differences (placeholders, the
+// database clock, per-thread write locks).
 //
 // # Layout
 //
@@ -49,6 +52,13 @@ var ErrClosed = errors.New("store: closed")
 // ErrBadDSN is wrapped by Open's error for a DSN it does not understand.
 var ErrBadDSN = errors.New("store: bad DSN")
 
+// ErrThreadOwned is returned by ClaimThread when the thread belongs to another principal.
+var ErrThreadOwned = errors.New("store: thread belongs to another principal")
+
+// ErrThreadBusy is returned by BeginRun when the thread already has a run whose lease holds,
+// on this replica or another.
+var ErrThreadBusy = errors.New("store: thread has an active run")
+
 // MaxResolvedPerThread bounds the resolved interrupt ids kept per thread: a duplicate resume
 // comes within minutes of the original, so the most recent ids are the ones that matter.
 const MaxResolvedPerThread = 256
@@ -89,8 +99,7 @@ type Suspension struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// Store persists suspensions and resolved interrupt ids. Implementations are safe for
-// concurrent use.
+// Store persists what Baton must not lose. Implementations are safe for concurrent use.
 type Store interface {
 	// SaveSuspension inserts or replaces the suspension of s.ThreadID. It sets s.CreatedAt
 	// (when zero) and s.UpdatedAt to the current time.
@@ -108,6 +117,12 @@ type Store interface {
 	// Expired returns the suspensions with at least one interrupt whose ExpiresAt <= now,
 	// earliest expiry first.
 	Expired(ctx context.Context, now time.Time) ([]*Suspension, error)
+
+	Threads
+	Runs
+	EventLog
+	Messages
+
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error
 	// Close releases the store; later calls fail with ErrClosed.
@@ -120,9 +135,15 @@ const (
 	dsnSQLite = "sqlite:"
 )
 
-// Open opens "memory:" or "sqlite:<path>". For SQLite, the parent directories of path are
-// created, the database runs in WAL mode with a busy timeout, and the schema is created or
-// migrated before Open returns.
+// IsPostgresDSN reports whether dsn names a PostgreSQL store ("postgres://" or
+// "postgresql://").
+func IsPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Open opens "memory:", "sqlite:<path>" or "postgres://...". For SQLite, the parent
+// directories of path are created and the database runs in WAL mode with a busy timeout. For
+// SQL backends the schema is created or migrated before Open returns.
 func Open(ctx context.Context, dsn string) (Store, error) {
 	switch {
 	case dsn == dsnMemory:
@@ -136,8 +157,10 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 			return nil, fmt.Errorf("%w %q: the path may not contain '?' or '#'; want \"sqlite:<path>\"", ErrBadDSN, dsn)
 		}
 		return openSQLite(ctx, path)
+	case IsPostgresDSN(dsn):
+		return openPostgres(ctx, dsn)
 	default:
-		return nil, fmt.Errorf("%w %q: want \"memory:\" or \"sqlite:<path>\"", ErrBadDSN, dsn)
+		return nil, fmt.Errorf("%w %q: want \"memory:\", \"sqlite:<path>\" or \"postgres://...\"", ErrBadDSN, redactDSN(dsn))
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 // backends runs the same suite against every Store implementation.
@@ -29,6 +31,12 @@ var backends = []struct {
 	{"sqlite", func(t *testing.T) Store {
 		// A nested path also checks that Open creates the parent directories.
 		s, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "a", "b", "baton.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+	{"postgres", func(t *testing.T) Store {
+		s, err := Open(context.Background(), pgtest.DSN(t))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -418,7 +426,7 @@ func TestMigrate(t *testing.T) {
 		require.NoError(t, db.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
 		assert.Equal(t, "wal", mode)
 
-		from, err := migrate(ctx, db, migrations)
+		from, err := migrate(ctx, db, sqliteDialect, migrations)
 		require.NoError(t, err)
 		assert.Equal(t, len(migrations), from, "nothing left to migrate")
 
@@ -459,10 +467,10 @@ func TestMigrate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := openRaw(t, filepath.Join(t.TempDir(), "m.db"))
 			if tt.first != nil {
-				_, err := migrate(ctx, db, tt.first)
+				_, err := migrate(ctx, db, sqliteDialect, tt.first)
 				require.NoError(t, err)
 			}
-			from, err := migrate(ctx, db, tt.then)
+			from, err := migrate(ctx, db, sqliteDialect, tt.then)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 			} else {
@@ -481,7 +489,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("open refuses a newer database", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "baton.db")
 		db := openRaw(t, path)
-		_, err := migrate(ctx, db, append(append([]string{}, migrations...), `CREATE TABLE future (x)`))
+		_, err := migrate(ctx, db, sqliteDialect, append(append([]string{}, migrations...), `CREATE TABLE future (x)`))
 		require.NoError(t, err)
 		_, err = Open(ctx, "sqlite:"+path)
 		require.ErrorContains(t, err, "newer than this program")
@@ -493,10 +501,11 @@ func TestOpenBadDSN(t *testing.T) {
 		dsn  string
 		want string
 	}{
-		{"", `want "memory:" or "sqlite:<path>"`},
-		{"memory", `want "memory:" or "sqlite:<path>"`},
-		{"postgres://localhost/baton", `want "memory:" or "sqlite:<path>"`},
-		{"./baton.db", `want "memory:" or "sqlite:<path>"`},
+		{"", `want "memory:", "sqlite:<path>" or "postgres://..."`},
+		{"memory", `want "memory:", "sqlite:<path>" or "postgres://..."`},
+		{"mysql://localhost/baton", `want "memory:", "sqlite:<path>" or "postgres://..."`},
+		{"./baton.db", `want "memory:", "sqlite:<path>" or "postgres://..."`},
+		{"postgres://u@localhost:99999999/x", "not a valid PostgreSQL connection string"},
 		{"sqlite:", `want "sqlite:<path>"`},
 		{"sqlite:/tmp/a.db?mode=ro", `want "sqlite:<path>"`},
 	}

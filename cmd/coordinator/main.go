@@ -210,6 +210,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Sessions:       sessions,
 		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
 		ExpiryInterval: 15 * time.Second,
+		Heartbeat:      time.Duration(cfg.Replication.Heartbeat),
+		Lease:          time.Duration(cfg.Replication.Lease),
+		EventRetention: time.Duration(cfg.Server.EventRetention),
 		Guard: coordinator.GuardPolicy{
 			Agents:     coordinator.AccessList(cfg.Policy.Agents),
 			Tools:      coordinator.AccessList(cfg.Policy.Tools),

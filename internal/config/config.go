@@ -41,6 +41,11 @@ const (
 	DefaultMaxBodyBytes  = 1 << 20
 	DefaultMaxActiveRuns = 1000
 	DefaultShutdownGrace = Duration(10 * time.Second)
+	// DefaultEventRetention keeps event logs for a day.
+	DefaultEventRetention = Duration(24 * time.Hour)
+	// DefaultHeartbeat and DefaultLease are the run lease timings of DESIGN §4.
+	DefaultHeartbeat     = Duration(2 * time.Second)
+	DefaultLease         = Duration(10 * time.Second)
 	DefaultAgentTimeout  = Duration(120 * time.Second)
 	DefaultAgentCardTTL  = Duration(10 * time.Minute)
 	DefaultMaxIterations = 25
@@ -87,7 +92,10 @@ type Config struct {
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
 	Interrupts Interrupts  `yaml:"interrupts"`
-	// Store is "memory:" or "sqlite:<path>".
+	// Replication holds the run leases (replication.heartbeat, replication.lease).
+	Replication Replication `yaml:"replication"`
+	// Store is "memory:", "sqlite:<path>" or "postgres://…" (the DSN may hold a password:
+	// never log it).
 	Store string `yaml:"store"`
 
 	// Source is the file the configuration came from ("" for defaults only).
@@ -114,6 +122,8 @@ type Server struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// MaxActiveRuns caps concurrent runs; beyond it POST /agui answers 503.
 	MaxActiveRuns int `yaml:"max_active_runs"`
+	// EventRetention is how long a run's event log is kept for reconnects.
+	EventRetention Duration `yaml:"event_retention"`
 }
 
 // ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
@@ -137,6 +147,17 @@ func (s Server) AuthTokens(getenv func(string) string) ([]string, error) {
 		return nil, fmt.Errorf("server.auth_tokens_env names %s, but that environment variable is unset or empty; set it to comma-separated bearer tokens, or remove server.auth_tokens_env to run without auth: %w", s.AuthTokensEnv, ErrNoAuthTokens)
 	}
 	return out, nil
+}
+
+// Replication configures the run leases that replicas sharing a PostgreSQL store use (a
+// single process keeps them too, so that a restart finds its runs' threads free).
+type Replication struct {
+	// Heartbeat is how often a replica renews the leases of its runs.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// Lease is how long a run holds its thread without a heartbeat.
+	Lease Duration `yaml:"lease"`
+	// AdvertiseURL is how other replicas reach this one.
+	AdvertiseURL string `yaml:"advertise_url"`
 }
 
 // LLM selects and configures the model provider.
@@ -359,11 +380,13 @@ func Default() *Config {
 	return &Config{
 		Listen: DefaultListen,
 		Server: Server{
-			MaxBodyBytes:  DefaultMaxBodyBytes,
-			ShutdownGrace: DefaultShutdownGrace,
-			MaxActiveRuns: DefaultMaxActiveRuns,
+			MaxBodyBytes:   DefaultMaxBodyBytes,
+			ShutdownGrace:  DefaultShutdownGrace,
+			MaxActiveRuns:  DefaultMaxActiveRuns,
+			EventRetention: DefaultEventRetention,
 		},
-		LLM: LLM{Provider: DefaultProvider},
+		Replication: Replication{Heartbeat: DefaultHeartbeat, Lease: DefaultLease},
+		LLM:         LLM{Provider: DefaultProvider},
 		Limits: Limits{
 			MaxIterations: DefaultMaxIterations,
 			MaxRunSeconds: DefaultMaxRunSeconds,

@@ -70,7 +70,8 @@ func TestLoadDesignExample(t *testing.T) {
 
 	assert.Equal(t, "baton.yaml", c.Source)
 	assert.Equal(t, "127.0.0.1:8080", c.Listen)
-	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second), AllowedOrigins: []string{}, MaxActiveRuns: 1000}, c.Server)
+	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second), AllowedOrigins: []string{}, MaxActiveRuns: 1000, EventRetention: DefaultEventRetention}, c.Server)
+	assert.Equal(t, Replication{Heartbeat: DefaultHeartbeat, Lease: DefaultLease}, c.Replication)
 	assert.Equal(t, LLM{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4.1-mini", APIKeyEnv: "OPENAI_API_KEY"}, c.LLM)
 	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), CardTTL: DefaultAgentCardTTL, InputRequired: "ask_user"}}, c.Agents)
 	assert.Equal(t, []MCPServer{
@@ -250,10 +251,20 @@ func TestLoadErrors(t *testing.T) {
 			`baton.yaml: llm: must be a mapping (line 1)`},
 		{"string expected", "llm:\n  model: [a, b]\n", nil,
 			`baton.yaml: llm.model: must be a string (line 2)`},
-		{"store scheme", "store: postgres://user:" + secretToken + "@db/baton\n", nil,
-			`baton.yaml: store: must be "memory:" or "sqlite:<path>" (got "postgres:…")`},
+		{"store scheme", "store: mysql://user:" + secretToken + "@db/baton\n", nil,
+			`baton.yaml: store: must be "memory:", "sqlite:<path>" or "postgres://…" (got "mysql:…")`},
+		{"store postgres without host", "store: postgres://\n", nil,
+			`baton.yaml: store: a PostgreSQL store needs a URL with a host, e.g. "postgres://baton@db:5432/baton"`},
+		{"store postgres bad url", "store: \"postgres://user:" + secretToken + "@db:port/baton\"\n", nil,
+			`baton.yaml: store: a PostgreSQL store needs a URL with a host, e.g. "postgres://baton@db:5432/baton"`},
+		{"event_retention zero", "server:\n  event_retention: 0s\n", nil,
+			`baton.yaml: server.event_retention: must be positive (got 0s)`},
+		{"lease shorter than two heartbeats", "replication:\n  heartbeat: 2s\n  lease: 3s\n", nil,
+			`baton.yaml: replication.lease: must be at least twice replication.heartbeat (got 3s with a heartbeat of 2s)`},
+		{"heartbeat zero", "replication:\n  heartbeat: 0s\n", nil,
+			`baton.yaml: replication.heartbeat: must be positive (got 0s)`},
 		{"store without scheme", "store: ./baton.db\n", nil,
-			`baton.yaml: store: must be "memory:" or "sqlite:<path>"`},
+			`baton.yaml: store: must be "memory:", "sqlite:<path>" or "postgres://…"`},
 		{"store sqlite without path", "store: \"sqlite:\"\n", nil,
 			`baton.yaml: store: sqlite needs a path, e.g. "sqlite:./data/baton.db"`},
 		{"invalid yaml", "llm:\n  model: a\n   b: c\n", nil,
@@ -395,6 +406,9 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_LOOP_STALL_TURNS":             "0",
 		"BATON_INTERRUPTS_TTL":               "5m",
 		"BATON_STORE":                        "memory:",
+		"BATON_SERVER_EVENT_RETENTION":       "1h",
+		"BATON_REPLICATION_HEARTBEAT":        "1s",
+		"BATON_REPLICATION_LEASE":            "5s",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
 
@@ -402,14 +416,15 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 	require.NoError(t, c.ApplyEnv(e.get))
 	require.NoError(t, c.Validate())
 	want := &Config{
-		Listen:     "0.0.0.0:9090",
-		Server:     Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second), MaxActiveRuns: 12},
-		LLM:        LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
-		Limits:     Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
-		Policy:     Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
-		Loop:       Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
-		Interrupts: Interrupts{TTL: Duration(5 * time.Minute)},
-		Store:      "memory:",
+		Listen:      "0.0.0.0:9090",
+		Server:      Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second), MaxActiveRuns: 12, EventRetention: Duration(time.Hour)},
+		LLM:         LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY"},
+		Limits:      Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
+		Policy:      Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
+		Loop:        Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
+		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},
+		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second)},
+		Store:       "memory:",
 	}
 	c.fromEnv = nil
 	assert.Equal(t, want, c)

@@ -13,7 +13,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateLoop, c.validateStore}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateLoop, c.validateStore, c.validateReplication}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -45,11 +45,26 @@ func (c *Config) validateServer() error {
 		return c.fieldErr("server.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
 	case s.MaxActiveRuns <= 0:
 		return c.fieldErr("server.max_active_runs", "must be positive (got %d)", s.MaxActiveRuns)
+	case s.EventRetention <= 0:
+		return c.fieldErr("server.event_retention", "must be positive (got %s)", s.EventRetention)
 	}
 	for i, o := range s.AllowedOrigins {
 		if !isOrigin(o) {
 			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
 		}
+	}
+	return nil
+}
+
+func (c *Config) validateReplication() error {
+	r := c.Replication
+	switch {
+	case r.Heartbeat <= 0:
+		return c.fieldErr("replication.heartbeat", "must be positive (got %s)", r.Heartbeat)
+	case r.Lease < 2*r.Heartbeat:
+		return c.fieldErr("replication.lease", "must be at least twice replication.heartbeat (got %s with a heartbeat of %s)", r.Lease, r.Heartbeat)
+	case r.AdvertiseURL != "" && !isHTTPURL(r.AdvertiseURL):
+		return c.fieldErr("replication.advertise_url", "must be an http or https URL")
 	}
 	return nil
 }
@@ -369,13 +384,21 @@ func (c *Config) validateStore() error {
 			return c.fieldErr("store", `sqlite needs a path, e.g. "sqlite:./data/baton.db"`)
 		}
 		return nil
+	case strings.HasPrefix(c.Store, "postgres://"), strings.HasPrefix(c.Store, "postgresql://"):
+		// Only the shape is checked here (the store parses the rest when it connects);
+		// the DSN is never quoted: it may hold a password.
+		u, err := url.Parse(c.Store)
+		if err != nil || u.Host == "" {
+			return c.fieldErr("store", `a PostgreSQL store needs a URL with a host, e.g. "postgres://baton@db:5432/baton"`)
+		}
+		return nil
 	}
 	// Only the scheme is quoted: a DSN may hold a password.
 	scheme, _, hasScheme := strings.Cut(c.Store, ":")
 	if hasScheme {
-		return c.fieldErr("store", `must be "memory:" or "sqlite:<path>" (got %q)`, scheme+":…")
+		return c.fieldErr("store", `must be "memory:", "sqlite:<path>" or "postgres://…" (got %q)`, scheme+":…")
 	}
-	return c.fieldErr("store", `must be "memory:" or "sqlite:<path>"`)
+	return c.fieldErr("store", `must be "memory:", "sqlite:<path>" or "postgres://…"`)
 }
 
 // StorePath returns the SQLite path of a "sqlite:<path>" store, or "" for "memory:".

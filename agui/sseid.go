@@ -1,0 +1,84 @@
+package agui
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// AppendFrameID appends one SSE frame with an id line, "id: <id>\ndata: <json>\n\n". The id
+// is the event's sequence number in its run (DESIGN §3): a client that reconnects sends the
+// last one it saw as Last-Event-ID.
+func AppendFrameID(dst []byte, id int64, ev Event) ([]byte, error) {
+	n := len(dst)
+	dst = appendID(dst, id)
+	dst, err := AppendFrame(dst, ev)
+	if err != nil {
+		return dst[:n], err
+	}
+	return dst, nil
+}
+
+func appendID(dst []byte, id int64) []byte {
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, id, 10)
+	return append(dst, '\n')
+}
+
+// WriteEventsFrom writes evs as frames numbered first, first+1, ... with one write and one
+// flush, like WriteEvents.
+func (s *SSEWriter) WriteEventsFrom(first int64, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf := s.buf[:0]
+	for i, ev := range evs {
+		var err error
+		if buf, err = AppendFrameID(buf, first+int64(i), ev); err != nil {
+			return err
+		}
+	}
+	if cap(buf) <= maxKeptBuffer {
+		s.buf = buf
+	}
+	if _, err := s.w.Write(buf); err != nil {
+		return fmt.Errorf("agui: write events: %w", err)
+	}
+	return s.flush()
+}
+
+// RawFrame is an event already encoded as JSON (a stored event being replayed) with its id.
+type RawFrame struct {
+	ID   int64
+	Data []byte
+}
+
+// WriteRaw writes already-encoded events as frames with one write and one flush. Data must
+// be one JSON object without raw newlines (what MarshalEvent produces); anything else is
+// refused, so that a damaged log can never break the framing of a stream.
+func (s *SSEWriter) WriteRaw(frames []RawFrame) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf := s.buf[:0]
+	for _, f := range frames {
+		if len(f.Data) == 0 || f.Data[0] != '{' || bytes.ContainsAny(f.Data, "\r\n") {
+			return fmt.Errorf("agui: stored event %d is not a one-line JSON object", f.ID)
+		}
+		buf = appendID(buf, f.ID)
+		buf = append(buf, "data: "...)
+		buf = append(buf, f.Data...)
+		buf = append(buf, '\n', '\n')
+	}
+	if cap(buf) <= maxKeptBuffer {
+		s.buf = buf
+	}
+	if _, err := s.w.Write(buf); err != nil {
+		return fmt.Errorf("agui: write events: %w", err)
+	}
+	return s.flush()
+}

@@ -1,0 +1,278 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
+)
+
+// runLog appends a run's events to the store's event log (DESIGN §9a) and collects the
+// messages the run adds to its thread.
+//
+// Design note: the run never waits for the store. Each event is numbered and encoded as the
+// sequencer accepts it (the number is the SSE id the stream sends), and a writer goroutine
+// appends whatever is pending in one batch per round trip, so that a slow store costs a
+// burst a few round trips rather than one per event. A reconnecting client reads the store,
+// so it may see an event a little after the live stream did, never out of order. Pending
+// events are bounded (maxPendingEvents): if the store stalls that long, the oldest pending
+// events are dropped from the log (the live stream is unaffected) and the loss is logged.
+type runLog struct {
+	st          store.Store
+	thread, run string
+	log         *slog.Logger
+
+	mu      sync.Mutex
+	seq     int64
+	pending []store.Event
+	ended   bool // the terminal event was added
+	dropped int
+	// changed is closed and replaced after each append to the store: it wakes followers
+	// of this run on this replica (others poll).
+	changed chan struct{}
+	msgs    messageBuilder
+	// input holds the input's messages, saved to the thread by the writer first.
+	input []store.Message
+	// work is the run's downstream work, saved by the writer when workDirty.
+	work      runWork
+	workDirty bool
+
+	kick chan struct{}
+	done chan struct{}
+}
+
+// maxPendingEvents bounds the events waiting for the store per run.
+const maxPendingEvents = 20000
+
+// storeWriteTimeout bounds one append to the event log.
+const storeWriteTimeout = 10 * time.Second
+
+func newRunLog(st store.Store, threadID, runID string, log *slog.Logger) *runLog {
+	return &runLog{st: st, thread: threadID, run: runID, log: log,
+		changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// add numbers and records ev; it is called by the sequencer's sink, in emission order.
+func (l *runLog) add(ev agui.Event) {
+	data, err := agui.MarshalEvent(ev)
+	l.mu.Lock()
+	l.seq++
+	if err != nil {
+		// The stream itself will fail on the same event; the log keeps its place.
+		data = []byte(`{"type":"CUSTOM","name":"baton.unencodable"}`)
+	}
+	if len(l.pending) >= maxPendingEvents {
+		l.pending[0] = store.Event{}
+		l.pending = l.pending[1:]
+		l.dropped++
+	}
+	l.pending = append(l.pending, store.Event{Seq: l.seq, Data: data})
+	l.msgs.add(ev)
+	switch ev.EventType() {
+	case agui.EventRunFinished, agui.EventRunError:
+		l.ended = true
+	}
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitEnded waits until the writer has stored everything, when the terminal event has been
+// added (otherwise the writer waits for the run to end, and so must not be waited for).
+func (l *runLog) waitEnded() {
+	l.mu.Lock()
+	ended := l.ended
+	l.mu.Unlock()
+	if ended {
+		<-l.done
+	}
+}
+
+// Changed returns a channel closed after the next append to the store.
+func (l *runLog) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// write appends pending events until the terminal event is stored, or until runDone is
+// closed and nothing is pending (a run that could not emit its terminal event).
+func (l *runLog) write(runDone <-chan struct{}) {
+	defer close(l.done)
+	if len(l.input) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		if err := l.st.SaveMessages(ctx, l.thread, l.input); err != nil {
+			l.log.Error("thread messages: save input failed", "err", err)
+		}
+		cancel()
+		l.input = nil
+	}
+	for {
+		l.mu.Lock()
+		batch, ended, dropped := l.pending, l.ended, l.dropped
+		l.pending, l.dropped = nil, 0
+		l.mu.Unlock()
+		if dropped > 0 {
+			l.log.Error("event log fell behind; events dropped from the log", "dropped", dropped)
+		}
+		if len(batch) > 0 {
+			l.append(batch)
+		}
+		l.saveWork()
+		if ended {
+			l.mu.Lock()
+			empty := len(l.pending) == 0
+			l.mu.Unlock()
+			if empty {
+				l.saveMessages()
+				return
+			}
+			continue
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-l.kick:
+		case <-runDone:
+			l.mu.Lock()
+			empty := len(l.pending) == 0
+			l.mu.Unlock()
+			if empty {
+				l.saveMessages()
+				return
+			}
+		}
+	}
+}
+
+func (l *runLog) append(batch []store.Event) {
+	for i := 0; i < len(batch); i += store.MaxEventsRead {
+		part := batch[i:min(i+store.MaxEventsRead, len(batch))]
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		err := l.st.AppendEvents(ctx, l.thread, l.run, part)
+		cancel()
+		if err != nil {
+			l.log.Error("event log: append failed; a reconnect will miss these events", "from", part[0].Seq, "to", part[len(part)-1].Seq, "err", err)
+		}
+	}
+	l.mu.Lock()
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+func (l *runLog) saveMessages() {
+	l.mu.Lock()
+	msgs := l.msgs.build()
+	l.mu.Unlock()
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	if err := l.st.SaveMessages(ctx, l.thread, msgs); err != nil {
+		l.log.Error("thread messages: save failed", "err", err)
+	}
+}
+
+// messageBuilder turns a run's events into the AG-UI messages they add to the thread: the
+// assistant's text and tool calls, and the tool results. Sub-agent output (attributed with
+// subagentRunId) is progress, not conversation, and is left out.
+type messageBuilder struct {
+	order []string
+	byID  map[string]*agui.Message
+	texts map[string]*strings.Builder // message id -> text so far
+	owner map[string]string           // tool call id -> message id
+}
+
+// maxMessageBytes bounds the text collected per message.
+const maxMessageBytes = 1 << 20
+
+func (b *messageBuilder) msg(id, role string) *agui.Message {
+	if b.byID == nil {
+		b.byID, b.texts, b.owner = map[string]*agui.Message{}, map[string]*strings.Builder{}, map[string]string{}
+	}
+	m := b.byID[id]
+	if m == nil {
+		m = &agui.Message{ID: id, Role: role}
+		b.byID[id] = m
+		b.order = append(b.order, id)
+	}
+	return m
+}
+
+func (b *messageBuilder) add(ev agui.Event) {
+	switch v := ev.(type) {
+	case *agui.TextMessageStart:
+		if v.SubagentRunID == "" {
+			role := v.Role
+			if role == "" {
+				role = agui.RoleAssistant
+			}
+			b.msg(v.MessageID, role)
+		}
+	case *agui.TextMessageContent:
+		if m := b.byID[v.MessageID]; m != nil && v.SubagentRunID == "" {
+			t := b.texts[v.MessageID]
+			if t == nil {
+				t = &strings.Builder{}
+				b.texts[v.MessageID] = t
+			}
+			if t.Len()+len(v.Delta) <= maxMessageBytes {
+				t.WriteString(v.Delta)
+			}
+		}
+	case *agui.ToolCallStart:
+		if v.SubagentRunID != "" {
+			return
+		}
+		parent := v.ParentMessageID
+		if parent == "" {
+			parent = v.ToolCallID
+		}
+		m := b.msg(parent, agui.RoleAssistant)
+		m.ToolCalls = append(m.ToolCalls, agui.ToolCall{ID: v.ToolCallID, Type: "function", Function: agui.FunctionCall{Name: v.ToolCallName}})
+		b.owner[v.ToolCallID] = parent
+	case *agui.ToolCallArgs:
+		if m := b.byID[b.owner[v.ToolCallID]]; m != nil && v.SubagentRunID == "" {
+			for i := range m.ToolCalls {
+				if m.ToolCalls[i].ID == v.ToolCallID && len(m.ToolCalls[i].Function.Arguments)+len(v.Delta) <= maxMessageBytes {
+					m.ToolCalls[i].Function.Arguments += v.Delta
+				}
+			}
+		}
+	case *agui.ToolCallResult:
+		if v.SubagentRunID == "" {
+			m := b.msg(v.MessageID, agui.RoleTool)
+			m.ToolCallID = v.ToolCallID
+			m.Content, _ = json.Marshal(v.Content)
+		}
+	}
+}
+
+func (b *messageBuilder) build() []store.Message {
+	out := make([]store.Message, 0, len(b.order))
+	for _, id := range b.order {
+		m := b.byID[id]
+		if t := b.texts[id]; t != nil {
+			m.Content, _ = json.Marshal(t.String())
+		}
+		if m.Content == nil && len(m.ToolCalls) == 0 && m.Role != agui.RoleTool {
+			m.Content = json.RawMessage(`""`)
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			continue
+		}
+		out = append(out, store.Message{ID: id, Data: data})
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
+	"github.com/baton-dev/baton/store"
+)
+
+// BenchmarkEventLog measures the event log's cost per event on each backend: the run's side
+// (numbering and encoding each event as the sequencer accepts it) and the end-to-end rate at
+// which events reach the store (the writer's batched appends). events/s is the end-to-end
+// figure: b.N events added, then the wait until the terminal event is stored.
+func BenchmarkEventLog(b *testing.B) {
+	backends := []struct {
+		name string
+		dsn  func(b *testing.B) string
+	}{
+		{"memory", func(*testing.B) string { return "memory:" }},
+		{"sqlite", func(b *testing.B) string { return "sqlite:" + filepath.Join(b.TempDir(), "baton.db") }},
+		{"postgres", func(b *testing.B) string { return pgtest.DSN(b) }},
+	}
+	ev := &agui.TextMessageContent{MessageID: "msg-0123456789abcdef", Delta: "a token or two ", Base: agui.Base{Timestamp: 1795411628061}}
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			st, err := store.Open(context.Background(), be.dsn(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			b.ReportAllocs()
+			runs := 0
+			b.ResetTimer()
+			// One run per 100,000 events, as a long run would be.
+			for done := 0; done < b.N; {
+				n := min(b.N-done, 100000)
+				runs++
+				l := newRunLog(st, "t", fmt.Sprintf("r%d", runs), slog.New(slog.DiscardHandler))
+				runDone := make(chan struct{})
+				go l.write(runDone)
+				for range n {
+					l.add(ev)
+				}
+				l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
+				l.waitEnded()
+				close(runDone)
+				done += n
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkEventLogAdd is the run's own cost per event with the log on (the store writes
+// happen on the writer goroutine): compare with the encode figure of BenchmarkSSEWriter.
+func BenchmarkEventLogAdd(b *testing.B) {
+	st, err := store.Open(context.Background(), "memory:")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler))
+	runDone := make(chan struct{})
+	go l.write(runDone)
+	ev := &agui.TextMessageContent{MessageID: "msg-0123456789abcdef", Delta: "a token or two ", Base: agui.Base{Timestamp: 1795411628061}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		l.add(ev)
+	}
+	b.StopTimer()
+	l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
+	l.waitEnded()
+	close(runDone)
+}

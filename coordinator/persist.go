@@ -1,0 +1,215 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
+)
+
+// newReplicaID names this process in the store: new per process, so that a restarted
+// process never mistakes a dead predecessor's runs for its own.
+func newReplicaID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "replica-" + hex.EncodeToString(b[:])
+}
+
+// storedRunState is the store's end state of a run, from its end reason ("cancelled: ...").
+func storedRunState(reason string) string {
+	state, _, _ := strings.Cut(reason, ":")
+	state = strings.TrimSpace(state)
+	if state == "" || state == store.RunRunning {
+		return "ended"
+	}
+	return state
+}
+
+// maxTitleRunes bounds a thread's title (the start of its first user message).
+const maxTitleRunes = 80
+
+// threadTitle is the title a new thread gets: the start of the first user message's text.
+func threadTitle(in *agui.RunAgentInput) string {
+	for _, m := range in.Messages {
+		if m.Role != agui.RoleUser {
+			continue
+		}
+		var text string
+		if json.Unmarshal(m.Content, &text) != nil {
+			var parts []agui.ContentPart
+			if json.Unmarshal(m.Content, &parts) != nil {
+				continue
+			}
+			for _, p := range parts {
+				if p.Type == "text" {
+					text = p.Text
+					break
+				}
+			}
+		}
+		text = strings.Join(strings.Fields(text), " ")
+		if utf8.RuneCountInString(text) > maxTitleRunes {
+			text = string([]rune(text)[:maxTitleRunes-1]) + "…"
+		}
+		if text != "" {
+			return text
+		}
+	}
+	return ""
+}
+
+// inputMessages are the messages a run's input brings to its thread, for the store.
+func inputMessages(in *agui.RunAgentInput) []store.Message {
+	out := make([]store.Message, 0, len(in.Messages))
+	for i := range in.Messages {
+		m := &in.Messages[i]
+		if m.ID == "" {
+			continue
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			continue
+		}
+		out = append(out, store.Message{ID: m.ID, Data: data})
+	}
+	return out
+}
+
+// keeper renews the leases of this replica's runs, applies stop requests made through other
+// replicas and sweeps the event logs past their retention, until stop is closed.
+func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var signals <-chan struct{}
+	if sg, ok := e.cfg.Store.(store.Signaler); ok {
+		signals = sg.StopSignals()
+	}
+	var lastSweep time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-signals:
+			e.applyStops()
+			continue
+		case <-t.C:
+		}
+		// Stop requests are rows: polling finds those whose signal was lost.
+		e.applyStops()
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		if _, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease); err != nil {
+			e.log.Warn("store: heartbeat", "err", err)
+		}
+		cancel()
+		// Sweeping is cheap but needs no precision: once a minute.
+		if now := time.Now(); now.Sub(lastSweep) >= time.Minute {
+			lastSweep = now
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if n, err := e.cfg.Store.SweepEvents(ctx, now.Add(-e.cfg.EventRetention)); err != nil {
+				e.log.Warn("store: sweep event logs", "err", err)
+			} else if n > 0 {
+				e.log.Info("swept event logs", "events", n)
+			}
+			cancel()
+		}
+	}
+}
+
+// LogChanged returns a channel closed when more of the run's events are in the store's
+// event log, or nil when the run is not active on this replica (a follower then polls).
+func (e *Engine) LogChanged(threadID, runID string) <-chan struct{} {
+	e.mu.Lock()
+	r := e.active[threadID]
+	e.mu.Unlock()
+	if r == nil || r.RunID != runID {
+		return nil
+	}
+	return r.elog.Changed()
+}
+
+// Store returns the engine's store (the HTTP layer reads threads and event logs from it).
+func (e *Engine) Store() store.Store { return e.cfg.Store }
+
+// DeleteThread deletes a thread of principal with its messages, event logs and suspension,
+// and cancels the work parked on its open interrupts. A thread that does not exist or
+// belongs to another principal is ErrThreadNotFound (404 for both, so that
+// nobody learns which threads exist); a running thread is ErrThreadBusy and is left as it was.
+func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) error {
+	th, err := e.cfg.Store.GetThread(ctx, threadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Owner != principal) {
+		return ErrThreadNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	e.mu.Lock()
+	_, busy := e.active[threadID]
+	e.mu.Unlock()
+	if busy || th.Running {
+		return ErrThreadBusy
+	}
+	susp, err := e.loadSuspension(ctx, threadID)
+	if err != nil {
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	if err := e.cfg.Store.DeleteThread(ctx, threadID); err != nil {
+		if errors.Is(err, store.ErrThreadBusy) {
+			return ErrThreadBusy
+		}
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	if susp != nil && len(susp.Interrupts) > 0 {
+		e.abandon(ctx, threadID, susp.Interrupts)
+		if m := e.cfg.Metrics; m != nil {
+			m.InterruptsOpen(-len(susp.Interrupts))
+		}
+	}
+	e.mu.Lock()
+	delete(e.threads, threadID)
+	e.mu.Unlock()
+	return nil
+}
+
+// stopElsewhere stops a run that is not on this replica: the request is recorded on the
+// run's row, where its owner finds it (at once through the store's signal, else at its next
+// heartbeat).
+func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) error {
+	if _, err := e.cfg.Store.RequestStop(ctx, threadID, runID); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("coordinator: stop: %w", err)
+		}
+		if run, gerr := e.cfg.Store.GetRun(ctx, threadID, runID); gerr == nil && run.State != store.RunRunning {
+			return ErrRunFinished
+		}
+		return ErrRunNotFound
+	}
+	return nil
+}
+
+// applyStops cancels this replica's runs that another replica was asked to stop.
+func (e *Engine) applyStops() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	reqs, err := e.cfg.Store.StopRequests(ctx, e.cfg.Replica)
+	if err != nil {
+		e.log.Warn("store: stop requests", "err", err)
+		return
+	}
+	for _, req := range reqs {
+		e.mu.Lock()
+		r := e.active[req.ThreadID]
+		e.mu.Unlock()
+		if r != nil && r.RunID == req.RunID {
+			r.log.Info("stop requested through another replica")
+			r.Cancel(ErrStopped)
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
+)
+
+// The reconnect stream, GET /agui/threads/{threadId}/runs/{runId}/events (DESIGN §9a).
+//
+// Design note: the stream is read from the store's event log, never from the run in memory,
+// so it works the same on every replica: it replays the events after Last-Event-ID, then
+// follows the log until the run's terminal event. On the replica that executes the run a
+// follower is woken as soon as the run's events are written; elsewhere it polls the log
+// (followPoll). A stream that starts mid-run restates what the client needs to accept it:
+// the run's RUN_STARTED first, then the start events of the text messages, tool calls, steps
+// and sub-agents still open at that point, all with the id the client sent. The official
+// client checks each connection as a stream of its own, and a continuation without them
+// would be refused.
+
+// followPoll is how often a follower reads the log when nothing wakes it.
+const followPoll = 200 * time.Millisecond
+
+// catchUpWait is how long a Last-Event-ID beyond the stored log is given for the log to
+// catch up (the owner writes it a moment after streaming) before it is refused.
+const catchUpWait = 3 * time.Second
+
+// lostGrace is how long a run may look ended or lapsed without a terminal event in its log
+// before its followers are told it was lost (the owner writes the terminal event a moment
+// after it releases the run).
+const lostGrace = 3 * time.Second
+
+// logEvent is what the reconnect stream reads from a stored event.
+type logEvent struct {
+	Type          string `json:"type"`
+	MessageID     string `json:"messageId"`
+	ToolCallID    string `json:"toolCallId"`
+	StepName      string `json:"stepName"`
+	SubagentRunID string `json:"subagentRunId"`
+}
+
+// openTracker follows a stored stream to know what is open at a point.
+type openTracker struct {
+	runStarted []byte
+	order      []string
+	open       map[string][]byte
+	terminal   []byte
+}
+
+// add records ev and reports whether it is the run's terminal event.
+func (o *openTracker) add(ev store.Event) bool {
+	var le logEvent
+	if json.Unmarshal(ev.Data, &le) != nil {
+		return false
+	}
+	if o.open == nil {
+		o.open = map[string][]byte{}
+	}
+	opened := func(key string) {
+		if _, dup := o.open[key]; !dup {
+			o.order = append(o.order, key)
+		}
+		o.open[key] = ev.Data
+	}
+	switch agui.EventType(le.Type) {
+	case agui.EventRunStarted:
+		o.runStarted = ev.Data
+	case agui.EventRunFinished, agui.EventRunError:
+		o.terminal = ev.Data
+		return true
+	case agui.EventTextMessageStart:
+		opened("m:" + le.MessageID)
+	case agui.EventTextMessageEnd:
+		delete(o.open, "m:"+le.MessageID)
+	case agui.EventToolCallStart:
+		opened("t:" + le.ToolCallID)
+	case agui.EventToolCallEnd:
+		delete(o.open, "t:"+le.ToolCallID)
+	case agui.EventStepStarted:
+		opened("s:" + le.SubagentRunID + "/" + le.StepName)
+	case agui.EventStepFinished:
+		delete(o.open, "s:"+le.SubagentRunID+"/"+le.StepName)
+	case agui.EventSubagentStarted:
+		opened("a:" + le.SubagentRunID)
+	case agui.EventSubagentFinished, agui.EventSubagentError:
+		delete(o.open, "a:"+le.SubagentRunID)
+	}
+	return false
+}
+
+// restate returns the frames that reopen the stream at id.
+func (o *openTracker) restate(id int64) []agui.RawFrame {
+	frames := []agui.RawFrame{{ID: id, Data: o.runStarted}}
+	if o.terminal != nil {
+		return append(frames, agui.RawFrame{ID: id, Data: o.terminal})
+	}
+	for _, key := range o.order {
+		if data, ok := o.open[key]; ok {
+			frames = append(frames, agui.RawFrame{ID: id, Data: data})
+		}
+	}
+	return frames
+}
+
+func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
+	th, _ := s.threadOf(w, r)
+	if th == nil {
+		return
+	}
+	runID := chi.URLParam(r, "runId")
+	if !validID(runID) {
+		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "runId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
+		return
+	}
+	after, ok := parseAfter(r)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "INVALID_LAST_EVENT_ID", "Last-Event-ID (or after) must be a non-negative event number of this run.")
+		return
+	}
+	st := s.cfg.Engine.Store()
+	ctx := r.Context()
+	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	_, err := st.GetRun(rctx, th.ID, runID)
+	cancel()
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
+		return
+	}
+	if err != nil {
+		s.storeDown(w, "get run", err)
+		return
+	}
+
+	// Read up to the client's position, to restate what is open there.
+	var tr openTracker
+	var last int64
+	deadline := time.Now().Add(catchUpWait)
+	for last < after {
+		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		evs, err := st.Events(rctx, th.ID, runID, last, store.MaxEventsRead)
+		cancel()
+		if err != nil {
+			s.storeDown(w, "read events", err)
+			return
+		}
+		for _, ev := range evs {
+			if ev.Seq > after {
+				break
+			}
+			tr.add(ev)
+			last = ev.Seq
+		}
+		if len(evs) > 0 && last < after && len(evs) == store.MaxEventsRead {
+			continue
+		}
+		if last >= after {
+			break
+		}
+		// The client claims more than the log holds: the log may lag a running run a
+		// little; a run that has ended, or a wait that ran out, means the id is not one of
+		// this run's.
+		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) {
+			writeError(w, http.StatusBadRequest, "INVALID_LAST_EVENT_ID", "Last-Event-ID is not an event of this run (or its log has expired).")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(followPoll):
+		}
+	}
+	if after > 0 && tr.runStarted == nil {
+		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
+		return
+	}
+
+	sse := agui.NewSSEWriter(w)
+	if after > 0 {
+		if err := sse.WriteRaw(tr.restate(after)); err != nil {
+			return
+		}
+		if tr.terminal != nil {
+			return
+		}
+	} else if err := sse.Start(); err != nil {
+		return
+	}
+	s.follow(ctx, sse, th.ID, runID, after, &tr)
+}
+
+// runGoingOn reports whether the run is still recorded as running with a lease that holds.
+func (s *server) runGoingOn(ctx context.Context, threadID, runID string) bool {
+	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	run, err := s.cfg.Engine.Store().GetRun(rctx, threadID, runID)
+	if err != nil {
+		return false
+	}
+	return run.State == store.RunRunning && run.LeaseUntil.After(time.Now())
+}
+
+// follow streams the run's logged events after `after` until its terminal event.
+func (s *server) follow(ctx context.Context, sse *agui.SSEWriter, threadID, runID string, after int64, tr *openTracker) {
+	st := s.cfg.Engine.Store()
+	ping := time.NewTicker(s.cfg.PingInterval)
+	defer ping.Stop()
+	poll := time.NewTicker(followPoll)
+	defer poll.Stop()
+	var endedSince time.Time
+	for {
+		changed := s.cfg.Engine.LogChanged(threadID, runID)
+		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		evs, err := st.Events(rctx, threadID, runID, after, store.MaxEventsRead)
+		cancel()
+		if err != nil {
+			s.log.Warn("reconnect: read events", "err", err)
+			return // the client reconnects with its Last-Event-ID
+		}
+		frames := make([]agui.RawFrame, 0, len(evs))
+		done := false
+		for _, ev := range evs {
+			frames = append(frames, agui.RawFrame{ID: ev.Seq, Data: ev.Data})
+			after = ev.Seq
+			if tr.add(ev) {
+				done = true
+				break
+			}
+		}
+		if err := sse.WriteRaw(frames); err != nil || done {
+			return
+		}
+		if len(evs) == store.MaxEventsRead {
+			continue
+		}
+		if len(evs) == 0 {
+			if s.runGoingOn(ctx, threadID, runID) {
+				endedSince = time.Time{}
+			} else if endedSince.IsZero() {
+				endedSince = time.Now()
+			} else if time.Since(endedSince) > lostGrace {
+				// The run ended without a terminal event in its log (its replica died).
+				_ = sse.WriteRaw([]agui.RawFrame{{ID: after, Data: lostRunError}})
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed: // nil when the run is not on this replica: never fires
+		case <-poll.C:
+		case <-ping.C:
+			if err := sse.Ping(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// lostRunError ends a followed stream whose run ended without a terminal event.
+var lostRunError = func() []byte {
+	b, _ := agui.MarshalEvent(&agui.RunError{Code: "RUN_LOST", Message: "The run was interrupted and did not finish."})
+	return b
+}()

@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/store"
+)
+
+// Thread endpoints (DESIGN §3, §9a): the principal's thread list, one thread's messages and
+// open interrupts, deleting a thread, and the reconnect stream of a run's events.
+
+// maxListedThreads bounds GET /agui/threads (?limit=, default defaultListedThreads).
+const (
+	maxListedThreads     = 500
+	defaultListedThreads = 100
+)
+
+// storeTimeout bounds the store reads of one request (the event stream reads in steps).
+const storeTimeout = 10 * time.Second
+
+// validID reports whether s is a thread or run id as DESIGN §3 allows: 1 to 128 characters
+// of [A-Za-z0-9._:-].
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// threadOf authenticates the request and loads its thread for the principal. It writes the
+// error response and returns nil when the request cannot go on: a thread that does not
+// exist and another principal's thread are both 404, so that nobody learns which exist.
+func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread, string) {
+	who, ok := s.principal(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		return nil, ""
+	}
+	id := chi.URLParam(r, "threadId")
+	if !validID(id) {
+		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	th, err := s.cfg.Engine.Store().GetThread(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Owner != who) {
+		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
+		return nil, ""
+	}
+	if err != nil {
+		s.log.Error("store: get thread", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The thread store is not reachable; try again.")
+		return nil, ""
+	}
+	return th, who
+}
+
+type threadSummary struct {
+	ThreadID       string    `json:"threadId"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+	Running        bool      `json:"running"`
+	OpenInterrupts int       `json:"openInterrupts"`
+	Title          string    `json:"title,omitempty"`
+}
+
+func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.principal(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		return
+	}
+	limit := defaultListedThreads
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListedThreads {
+			writeError(w, http.StatusBadRequest, "INVALID_INPUT", "limit must be a number from 1 to 500.")
+			return
+		}
+		limit = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	list, err := s.cfg.Engine.Store().ListThreads(ctx, who, limit)
+	if err != nil {
+		s.log.Error("store: list threads", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The thread store is not reachable; try again.")
+		return
+	}
+	out := make([]threadSummary, 0, len(list))
+	for _, t := range list {
+		out = append(out, threadSummary{ThreadID: t.ID, UpdatedAt: t.UpdatedAt, Running: t.Running, OpenInterrupts: t.OpenInterrupts, Title: t.Title})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"threads": out})
+}
+
+type threadRun struct {
+	RunID  string `json:"runId"`
+	Status string `json:"status"`
+}
+
+type threadDoc struct {
+	ThreadID   string            `json:"threadId"`
+	Messages   []json.RawMessage `json:"messages"`
+	Interrupts []agui.Interrupt  `json:"interrupts"`
+	Run        *threadRun        `json:"run,omitempty"`
+}
+
+func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
+	th, _ := s.threadOf(w, r)
+	if th == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	st := s.cfg.Engine.Store()
+	doc := threadDoc{ThreadID: th.ID, Messages: []json.RawMessage{}, Interrupts: []agui.Interrupt{}}
+	msgs, err := st.LoadMessages(ctx, th.ID)
+	if err != nil {
+		s.storeDown(w, "load messages", err)
+		return
+	}
+	for _, m := range msgs {
+		doc.Messages = append(doc.Messages, m.Data)
+	}
+	susp, err := st.LoadSuspension(ctx, th.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		s.storeDown(w, "load suspension", err)
+		return
+	default:
+		for _, in := range susp.Interrupts {
+			doc.Interrupts = append(doc.Interrupts, hitl.ToAGUI(in))
+		}
+	}
+	run, err := st.ActiveRun(ctx, th.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		s.storeDown(w, "active run", err)
+		return
+	default:
+		doc.Run = &threadRun{RunID: run.RunID, Status: run.State}
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+func (s *server) storeDown(w http.ResponseWriter, what string, err error) {
+	s.log.Error("store: "+what, "err", err)
+	writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The thread store is not reachable; try again.")
+}
+
+func (s *server) handleDeleteThread(w http.ResponseWriter, r *http.Request) {
+	th, who := s.threadOf(w, r)
+	if th == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	err := s.cfg.Engine.DeleteThread(ctx, th.ID, who)
+	switch {
+	case err == nil:
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, coordinator.ErrThreadNotFound):
+		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
+	case errors.Is(err, coordinator.ErrThreadBusy):
+		writeError(w, http.StatusConflict, "THREAD_BUSY", "This thread has an active run; stop it first.")
+	default:
+		s.storeDown(w, "delete thread", err)
+	}
+}
+
+// parseAfter reads the replay position: the Last-Event-ID header wins over ?after=; none
+// means from the start.
+func parseAfter(r *http.Request) (int64, bool) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,417 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// memThread is a thread in the memory backend, with its messages and runs.
+type memThread struct {
+	t        Thread
+	msgs     []Message
+	msgIndex map[string]int
+	runs     map[string]*memRun // by run id
+}
+
+type memRun struct {
+	r      RunRecord
+	events []Event
+}
+
+// lookup returns the thread's state, or nil. m.mu is held.
+func (m *memory) thread(threadID string) *memThread {
+	return m.threads[threadID]
+}
+
+// ensure returns the thread's state, creating an ownerless placeholder for runs and
+// messages written before ClaimThread (the SQL backends allow that too). m.mu is held.
+func (m *memory) ensure(threadID string) *memThread {
+	th := m.threads[threadID]
+	if th == nil {
+		th = &memThread{msgIndex: map[string]int{}, runs: map[string]*memRun{}}
+		m.threads[threadID] = th
+	}
+	return th
+}
+
+func (m *memory) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// view fills the derived fields of a thread. m.mu is held.
+func (m *memory) view(th *memThread, now time.Time) Thread {
+	t := th.t
+	for _, r := range th.runs {
+		if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
+			t.Running = true
+		}
+	}
+	if row, ok := m.suspensions[t.ID]; ok {
+		t.OpenInterrupts = row.open
+	}
+	return t
+}
+
+func (m *memory) ClaimThread(ctx context.Context, threadID, owner, title string) (*Thread, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	th := m.thread(threadID)
+	if th == nil || !th.claimed() {
+		now := time.Now().UTC()
+		th = m.ensure(threadID)
+		th.t = Thread{ID: threadID, Owner: owner, Title: title, CreatedAt: now, UpdatedAt: now,
+			LastRunID: th.t.LastRunID, LastRunAt: th.t.LastRunAt}
+	}
+	if th.t.Owner != owner {
+		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrThreadOwned)
+	}
+	t := m.view(th, time.Now())
+	return &t, nil
+}
+
+func (th *memThread) claimed() bool { return !th.t.CreatedAt.IsZero() }
+
+func (m *memory) GetThread(ctx context.Context, threadID string) (*Thread, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	th := m.thread(threadID)
+	if th == nil || !th.claimed() {
+		return nil, fmt.Errorf("store: thread %q: %w", threadID, ErrNotFound)
+	}
+	t := m.view(th, time.Now())
+	return &t, nil
+}
+
+func (m *memory) ListThreads(ctx context.Context, owner string, limit int) ([]Thread, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	if limit <= 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	out := []Thread{}
+	for _, th := range m.threads {
+		if th.claimed() && th.t.Owner == owner {
+			out = append(out, m.view(th, now))
+		}
+	}
+	slices.SortFunc(out, func(a, b Thread) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (m *memory) DeleteThread(ctx context.Context, threadID string) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if th := m.thread(threadID); th != nil {
+		if m.view(th, time.Now()).Running {
+			return fmt.Errorf("store: delete thread %q: %w", threadID, ErrThreadBusy)
+		}
+	}
+	delete(m.threads, threadID)
+	delete(m.suspensions, threadID)
+	delete(m.resolved, threadID)
+	return nil
+}
+
+func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	now := time.Now().UTC()
+	th := m.ensure(threadID)
+	for _, r := range th.runs {
+		if r.r.State != RunRunning {
+			continue
+		}
+		if !r.r.LeaseUntil.After(now) {
+			r.r.State = RunLost
+			continue
+		}
+		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
+	}
+	th.runs[runID] = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
+		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`)}}
+	th.t.LastRunID, th.t.LastRunAt = runID, now
+	if th.claimed() {
+		th.t.UpdatedAt = now
+	}
+	return nil
+}
+
+func (m *memory) run(threadID, runID string) *memRun {
+	if th := m.thread(threadID); th != nil {
+		return th.runs[runID]
+	}
+	return nil
+}
+
+func (m *memory) EndRun(ctx context.Context, threadID, runID, state string) error {
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	r.r.State, r.r.UpdatedAt = state, time.Now().UTC()
+	return nil
+}
+
+func (m *memory) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) (int, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	n := 0
+	until := time.Now().UTC().Add(lease)
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if r.r.Replica == replica && r.r.State == RunRunning {
+				r.r.LeaseUntil = until
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+func copyRun(r RunRecord) *RunRecord {
+	r.Work = slices.Clone(r.Work)
+	return &r
+}
+
+func (m *memory) GetRun(ctx context.Context, threadID, runID string) (*RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil {
+		return nil, fmt.Errorf("store: run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	return copyRun(r.r), nil
+}
+
+func (m *memory) ActiveRun(ctx context.Context, threadID string) (*RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	now := time.Now()
+	if th := m.thread(threadID); th != nil {
+		for _, r := range th.runs {
+			if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
+				return copyRun(r.r), nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, ErrNotFound)
+}
+
+func (m *memory) RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil || r.r.State != RunRunning {
+		return nil, fmt.Errorf("store: request stop of run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	r.r.StopRequested = true
+	return copyRun(r.r), nil
+}
+
+func (m *memory) StopRequests(ctx context.Context, replica string) ([]RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []RunRecord
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if r.r.Replica == replica && r.r.State == RunRunning && r.r.StopRequested {
+				out = append(out, *copyRun(r.r))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
+	if !json.Valid(work) {
+		return fmt.Errorf("store: save work of run %q: not JSON", runID)
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil {
+		return fmt.Errorf("store: save work of run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	r.r.Work, r.r.UpdatedAt = slices.Clone(work), time.Now().UTC()
+	return nil
+}
+
+func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, evs []Event) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	th := m.ensure(threadID)
+	r := th.runs[runID]
+	if r == nil {
+		// Events of a run that BeginRun did not record (the SQL backends accept them too).
+		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}}
+		th.runs[runID] = r
+	}
+	last := int64(0)
+	if n := len(r.events); n > 0 {
+		last = r.events[n-1].Seq
+	}
+	for _, ev := range evs {
+		if ev.Seq <= last {
+			return fmt.Errorf("store: append events of run %q: seq %d is not after %d", runID, ev.Seq, last)
+		}
+		last = ev.Seq
+	}
+	now := time.Now().UnixNano()
+	for _, ev := range evs {
+		r.events = append(r.events, Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
+		m.eventAt = append(m.eventAt, memEventRef{at: now, threadID: threadID, runID: runID, seq: ev.Seq})
+	}
+	return nil
+}
+
+func (m *memory) Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]Event, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	if limit <= 0 || limit > MaxEventsRead {
+		limit = MaxEventsRead
+	}
+	r := m.run(threadID, runID)
+	if r == nil {
+		return nil, nil
+	}
+	i, _ := slices.BinarySearchFunc(r.events, after+1, func(e Event, seq int64) int { return cmp.Compare(e.Seq, seq) })
+	var out []Event
+	for ; i < len(r.events) && len(out) < limit; i++ {
+		out = append(out, Event{Seq: r.events[i].Seq, Data: slices.Clone(r.events[i].Data)})
+	}
+	return out, nil
+}
+
+// memEventRef is one appended event in append order, for the retention sweep.
+type memEventRef struct {
+	at       int64
+	threadID string
+	runID    string
+	seq      int64
+}
+
+func (m *memory) SweepEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	c := cutoff.UnixNano()
+	var n int64
+	i := 0
+	for ; i < len(m.eventAt) && m.eventAt[i].at < c; i++ {
+		ref := m.eventAt[i]
+		r := m.run(ref.threadID, ref.runID)
+		if r == nil {
+			continue
+		}
+		// Events are appended in seq order, so an old one is at the front of its run.
+		if len(r.events) > 0 && r.events[0].Seq == ref.seq {
+			r.events[0] = Event{}
+			r.events = r.events[1:]
+			n++
+		}
+	}
+	m.eventAt = slices.Clone(m.eventAt[i:])
+	return n, nil
+}
+
+func (m *memory) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
+	for _, msg := range msgs {
+		if msg.ID == "" {
+			return fmt.Errorf("store: save messages of thread %q: a message has no id", threadID)
+		}
+		if !json.Valid(msg.Data) {
+			return fmt.Errorf("store: save messages of thread %q: message %q is not JSON", threadID, msg.ID)
+		}
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	th := m.ensure(threadID)
+	for _, msg := range msgs {
+		msg.Data = slices.Clone(msg.Data)
+		if i, ok := th.msgIndex[msg.ID]; ok {
+			th.msgs[i] = msg
+			continue
+		}
+		th.msgIndex[msg.ID] = len(th.msgs)
+		th.msgs = append(th.msgs, msg)
+	}
+	if n := len(th.msgs) - MaxMessagesPerThread; n > 0 {
+		th.msgs = slices.Clone(th.msgs[n:])
+		clear(th.msgIndex)
+		for i, msg := range th.msgs {
+			th.msgIndex[msg.ID] = i
+		}
+	}
+	return nil
+}
+
+func (m *memory) LoadMessages(ctx context.Context, threadID string) ([]Message, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := []Message{}
+	if th := m.thread(threadID); th != nil {
+		for _, msg := range th.msgs {
+			out = append(out, Message{ID: msg.ID, Data: slices.Clone(msg.Data)})
+		}
+	}
+	return out, nil
+}

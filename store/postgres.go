@@ -1,0 +1,40 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// openPostgres connects a pgx pool to dsn and migrates the schema. The queries go through
+// database/sql over the pool (stdlib.OpenDBFromPool), so that the SQLite and PostgreSQL
+// backends share one implementation; the pool itself stays available for what only
+// PostgreSQL has (LISTEN/NOTIFY, session locks).
+func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
+	shown := redactDSN(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors can quote the DSN, password included: say only what is wrong.
+		return nil, fmt.Errorf("%w %q: not a valid PostgreSQL connection string", ErrBadDSN, shown)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", shown, err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	fail := func(err error) (*sqlStore, error) {
+		_ = db.Close()
+		pool.Close()
+		return nil, fmt.Errorf("store: open %s: %w", shown, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		return fail(err)
+	}
+	if _, err := migrate(ctx, db, postgresDialect, pgMigrations); err != nil {
+		return fail(err)
+	}
+	l := startListener(pool)
+	return &sqlStore{db: db, d: postgresDialect, signals: l.sig, onClose: func() { l.close(); pool.Close() }}, nil
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"time"
+)
+
+// Thread is a conversation and the principal it belongs to. Ownership is recorded for every
+// thread at its first run, so that a restart or a thread evicted from a replica's memory
+// never frees it for another principal.
+type Thread struct {
+	ID    string `json:"threadId"`
+	Owner string `json:"-"`
+	// Title is set when the thread is created (the start of its first user message).
+	Title     string    `json:"title,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	LastRunID string    `json:"lastRunId,omitempty"`
+	LastRunAt time.Time `json:"lastRunAt"`
+	// Running and OpenInterrupts are filled by ListThreads and GetThread: whether a run of
+	// the thread holds its lease, and how many interrupts its suspension has open.
+	Running        bool `json:"running"`
+	OpenInterrupts int  `json:"openInterrupts"`
+}
+
+// Threads records who owns which thread.
+type Threads interface {
+	// ClaimThread returns the thread, creating it for owner (with title) when it does not
+	// exist; it fails with ErrThreadOwned when another principal owns it. Safe when two
+	// replicas claim the same new thread at once: one creates it, the other sees it.
+	ClaimThread(ctx context.Context, threadID, owner, title string) (*Thread, error)
+	// GetThread returns a thread, or an error wrapping ErrNotFound.
+	GetThread(ctx context.Context, threadID string) (*Thread, error)
+	// ListThreads returns owner's threads, most recently updated first, at most limit.
+	ListThreads(ctx context.Context, owner string, limit int) ([]Thread, error)
+	// DeleteThread removes a thread with its messages, event logs, finished runs,
+	// suspension and resolved ids. It fails with ErrThreadBusy while a run holds the thread
+	// (stop it first); deleting an absent thread is no error.
+	DeleteThread(ctx context.Context, threadID string) error
+}
+
+// Run states kept in the runs table. A run is RunRunning until EndRun records how it ended.
+const (
+	RunRunning = "running"
+	// RunLost marks a run whose replica stopped heartbeating before it ended.
+	RunLost = "lost"
+)
+
+// RunRecord is one run as the store knows it.
+type RunRecord struct {
+	ThreadID string
+	RunID    string
+	// Replica is the id of the process that owns (streams and executes) the run.
+	Replica    string
+	State      string
+	StartedAt  time.Time
+	UpdatedAt  time.Time
+	LeaseUntil time.Time
+	// StopRequested: another replica asked the owner to stop the run.
+	StopRequested bool
+	// Work is the run's downstream work (A2A task ids with agent and state, MCP calls with
+	// their idempotency) as one JSON document owned by the engine.
+	Work json.RawMessage
+}
+
+// Runs holds the active run of every thread, across replicas.
+type Runs interface {
+	// BeginRun records run runID of threadID as running on replica with a lease of the given
+	// length. It fails with ErrThreadBusy when another run of the thread is running and its
+	// lease holds; a running run whose lease lapsed is marked RunLost first. Beginning a run
+	// id again (some clients reuse run ids) replaces the old record and drops its events.
+	BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) error
+	// EndRun records how a run ended (any state but RunRunning) and releases its thread.
+	EndRun(ctx context.Context, threadID, runID, state string) error
+	// HeartbeatRuns extends the lease of every running run owned by replica and returns how
+	// many it extended.
+	HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) (int, error)
+	// GetRun returns one run, or an error wrapping ErrNotFound.
+	GetRun(ctx context.Context, threadID, runID string) (*RunRecord, error)
+	// ActiveRun returns the thread's running run whose lease holds, or ErrNotFound.
+	ActiveRun(ctx context.Context, threadID string) (*RunRecord, error)
+	// SaveRunWork replaces the downstream-work document of a run (ErrNotFound without one).
+	SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error
+	// RequestStop records a stop request on a running run, for the replica that owns it
+	// (StopRequests), and returns that run. It fails with ErrNotFound when the run is not
+	// running.
+	RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error)
+	// StopRequests returns replica's running runs with a stop request.
+	StopRequests(ctx context.Context, replica string) ([]RunRecord, error)
+}
+
+// Signaler is implemented by a store that can wake replicas when a stop is requested
+// (PostgreSQL's LISTEN/NOTIFY). A signal is only a hint to look at StopRequests now: the
+// request itself is a row, and replicas also poll, since a notification can be lost.
+type Signaler interface {
+	// StopSignals receives after a stop request was recorded (on any replica), and after
+	// the listening connection was re-established.
+	StopSignals() <-chan struct{}
+}
+
+// Event is one entry of a run's event log: the AG-UI event as JSON, numbered from 1 in its
+// run (the SSE id).
+type Event struct {
+	Seq  int64
+	Data json.RawMessage
+}
+
+// MaxEventsRead bounds one Events call, so that a replay of a long run is read in pages.
+const MaxEventsRead = 1000
+
+// EventLog is the per-run event log read by reconnecting clients (DESIGN §9a).
+type EventLog interface {
+	// AppendEvents appends events to a run's log; each Seq must be new in the run.
+	AppendEvents(ctx context.Context, threadID, runID string, evs []Event) error
+	// Events returns the run's events with Seq > after, in order, at most limit (capped at
+	// MaxEventsRead).
+	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]Event, error)
+	// SweepEvents deletes the events appended before cutoff (server.event_retention) and
+	// returns how many.
+	SweepEvents(ctx context.Context, cutoff time.Time) (int64, error)
+}
+
+// Message is one AG-UI message of a thread, kept as JSON and identified by its id.
+type Message struct {
+	ID   string
+	Data json.RawMessage
+}
+
+// MaxMessagesPerThread bounds the messages kept per thread; older ones are dropped first.
+const MaxMessagesPerThread = 10000
+
+// Messages is the history of each thread (GET /agui/threads/{id}).
+type Messages interface {
+	// SaveMessages stores msgs in a thread: a message whose id is known replaces the stored
+	// one in place, a new one is appended after the others.
+	SaveMessages(ctx context.Context, threadID string, msgs []Message) error
+	// LoadMessages returns a thread's messages in order.
+	LoadMessages(ctx context.Context, threadID string) ([]Message, error)
+}
+
+// redactDSN hides a password in a DSN that is quoted in an error.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

@@ -1,0 +1,447 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
+)
+
+func TestThreads(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			_, err := s.GetThread(ctx, "t1")
+			require.ErrorIs(t, err, ErrNotFound)
+
+			th, err := s.ClaimThread(ctx, "t1", "alice", "Deploy the app")
+			require.NoError(t, err)
+			assert.Equal(t, "alice", th.Owner)
+			assert.Equal(t, "Deploy the app", th.Title)
+			assert.False(t, th.CreatedAt.IsZero())
+
+			again, err := s.ClaimThread(ctx, "t1", "alice", "another title")
+			require.NoError(t, err)
+			assert.Equal(t, "Deploy the app", again.Title, "the title is set at creation")
+
+			_, err = s.ClaimThread(ctx, "t1", "mallory", "")
+			require.ErrorIs(t, err, ErrThreadOwned)
+			got, err := s.GetThread(ctx, "t1")
+			require.NoError(t, err)
+			assert.Equal(t, "alice", got.Owner, "a refused claim changes nothing")
+
+			_, err = s.ClaimThread(ctx, "t2", "alice", "")
+			require.NoError(t, err)
+			_, err = s.ClaimThread(ctx, "t3", "bob", "")
+			require.NoError(t, err)
+			// t1 becomes the most recently updated thread.
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute))
+			require.NoError(t, s.SaveSuspension(ctx, sampleSuspension("t2", t0, t0)))
+
+			list, err := s.ListThreads(ctx, "alice", 10)
+			require.NoError(t, err)
+			require.Len(t, list, 2)
+			assert.Equal(t, "t1", list[0].ID)
+			assert.True(t, list[0].Running)
+			assert.Equal(t, "r1", list[0].LastRunID)
+			assert.Equal(t, "t2", list[1].ID)
+			assert.False(t, list[1].Running)
+			assert.Equal(t, 2, list[1].OpenInterrupts)
+
+			one, err := s.ListThreads(ctx, "alice", 1)
+			require.NoError(t, err)
+			assert.Len(t, one, 1)
+			none, err := s.ListThreads(ctx, "nobody", 10)
+			require.NoError(t, err)
+			assert.Empty(t, none)
+		})
+	}
+}
+
+func TestDeleteThread(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			for _, id := range []string{"t1", "keep"} {
+				_, err := s.ClaimThread(ctx, id, "alice", "")
+				require.NoError(t, err)
+				require.NoError(t, s.BeginRun(ctx, id, "r1", "rep-a", time.Minute))
+				require.NoError(t, s.AppendEvents(ctx, id, "r1", []Event{{Seq: 1, Data: json.RawMessage(`{"type":"RUN_STARTED"}`)}}))
+				require.NoError(t, s.SaveMessages(ctx, id, []Message{{ID: "m1", Data: json.RawMessage(`{"id":"m1"}`)}}))
+				require.NoError(t, s.SaveSuspension(ctx, sampleSuspension(id, t0)))
+				require.NoError(t, s.MarkResolved(ctx, id, []string{"int-1"}))
+			}
+			require.ErrorIs(t, s.DeleteThread(ctx, "t1"), ErrThreadBusy, "a running thread is not deleted")
+			_, err := s.GetThread(ctx, "t1")
+			require.NoError(t, err, "the refused delete changed nothing")
+
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
+			require.NoError(t, s.DeleteThread(ctx, "t1"))
+			_, err = s.GetThread(ctx, "t1")
+			require.ErrorIs(t, err, ErrNotFound)
+			evs, err := s.Events(ctx, "t1", "r1", 0, 10)
+			require.NoError(t, err)
+			assert.Empty(t, evs)
+			msgs, err := s.LoadMessages(ctx, "t1")
+			require.NoError(t, err)
+			assert.Empty(t, msgs)
+			_, err = s.LoadSuspension(ctx, "t1")
+			require.ErrorIs(t, err, ErrNotFound)
+			ok, err := s.IsResolved(ctx, "t1", "int-1")
+			require.NoError(t, err)
+			assert.False(t, ok)
+			_, err = s.GetRun(ctx, "t1", "r1")
+			require.ErrorIs(t, err, ErrNotFound)
+			// After deletion the id is free: a new owner may claim it.
+			_, err = s.ClaimThread(ctx, "t1", "bob", "")
+			require.NoError(t, err)
+
+			// The other thread is untouched.
+			evs, err = s.Events(ctx, "keep", "r1", 0, 10)
+			require.NoError(t, err)
+			assert.Len(t, evs, 1)
+			msgs, err = s.LoadMessages(ctx, "keep")
+			require.NoError(t, err)
+			assert.Len(t, msgs, 1)
+			require.NoError(t, s.DeleteThread(ctx, "absent"))
+		})
+	}
+}
+
+func TestRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute))
+			require.ErrorIs(t, s.BeginRun(ctx, "t1", "r2", "rep-b", time.Minute), ErrThreadBusy)
+			require.ErrorIs(t, s.BeginRun(ctx, "t1", "r1", "rep-b", time.Minute), ErrThreadBusy, "the same run id while it runs")
+			require.NoError(t, s.BeginRun(ctx, "t2", "r1", "rep-b", time.Minute), "another thread is free")
+
+			act, err := s.ActiveRun(ctx, "t1")
+			require.NoError(t, err)
+			assert.Equal(t, "r1", act.RunID)
+			assert.Equal(t, "rep-a", act.Replica)
+			assert.Equal(t, RunRunning, act.State)
+			assert.JSONEq(t, `{}`, string(act.Work))
+
+			work := json.RawMessage(`{"a2a":[{"agent":"research","taskId":"task-1","state":"working"}],"mcp":[{"callId":"c1","idempotent":true}]}`)
+			require.NoError(t, s.SaveRunWork(ctx, "t1", "r1", work))
+			got, err := s.GetRun(ctx, "t1", "r1")
+			require.NoError(t, err)
+			assert.JSONEq(t, string(work), string(got.Work))
+			require.Error(t, s.SaveRunWork(ctx, "t1", "r1", json.RawMessage(`{bad`)))
+			require.ErrorIs(t, s.SaveRunWork(ctx, "t1", "nope", work), ErrNotFound)
+
+			n, err := s.HeartbeatRuns(ctx, "rep-a", time.Minute)
+			require.NoError(t, err)
+			assert.Equal(t, 1, n)
+
+			require.Error(t, s.EndRun(ctx, "t1", "r1", RunRunning))
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
+			require.ErrorIs(t, s.EndRun(ctx, "t1", "nope", "success"), ErrNotFound)
+			_, err = s.ActiveRun(ctx, "t1")
+			require.ErrorIs(t, err, ErrNotFound)
+			n, err = s.HeartbeatRuns(ctx, "rep-a", time.Minute)
+			require.NoError(t, err)
+			assert.Equal(t, 0, n, "an ended run is not heartbeaten")
+			require.NoError(t, s.BeginRun(ctx, "t1", "r2", "rep-b", time.Minute), "the thread is free again")
+			require.NoError(t, s.EndRun(ctx, "t1", "r2", "cancelled"))
+
+			// A reused run id starts over, without the old events.
+			require.NoError(t, s.AppendEvents(ctx, "t1", "r1", []Event{{Seq: 1, Data: json.RawMessage(`{}`)}}))
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute))
+			evs, err := s.Events(ctx, "t1", "r1", 0, 0)
+			require.NoError(t, err)
+			assert.Empty(t, evs)
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
+		})
+	}
+}
+
+func TestRunLeaseLapses(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			// A lease that has already lapsed: the replica is presumed dead.
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "dead", -time.Second))
+			_, err := s.ActiveRun(ctx, "t1")
+			require.ErrorIs(t, err, ErrNotFound)
+			th, err := s.ListThreads(ctx, "", 10)
+			require.NoError(t, err)
+			assert.Empty(t, th)
+			require.NoError(t, s.BeginRun(ctx, "t1", "r2", "alive", time.Minute))
+			old, err := s.GetRun(ctx, "t1", "r1")
+			require.NoError(t, err)
+			assert.Equal(t, RunLost, old.State)
+		})
+	}
+}
+
+func TestEventLog(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			var batch []Event
+			for i := 1; i <= 5; i++ {
+				batch = append(batch, Event{Seq: int64(i), Data: json.RawMessage(fmt.Sprintf(`{"type":"CUSTOM","n":%d}`, i))})
+			}
+			require.NoError(t, s.AppendEvents(ctx, "t1", "r1", batch[:2]))
+			require.NoError(t, s.AppendEvents(ctx, "t1", "r1", batch[2:]))
+			require.NoError(t, s.AppendEvents(ctx, "t1", "r1", nil))
+			require.Error(t, s.AppendEvents(ctx, "t1", "r1", batch[4:]), "a seq is written once")
+			require.NoError(t, s.AppendEvents(ctx, "t1", "other", batch[:1]))
+
+			all, err := s.Events(ctx, "t1", "r1", 0, 0)
+			require.NoError(t, err)
+			require.Len(t, all, 5)
+			for i, ev := range all {
+				assert.Equal(t, int64(i+1), ev.Seq)
+				assert.JSONEq(t, string(batch[i].Data), string(ev.Data))
+			}
+			page, err := s.Events(ctx, "t1", "r1", 2, 2)
+			require.NoError(t, err)
+			require.Len(t, page, 2)
+			assert.Equal(t, []int64{3, 4}, []int64{page[0].Seq, page[1].Seq})
+			none, err := s.Events(ctx, "t1", "r1", 5, 0)
+			require.NoError(t, err)
+			assert.Empty(t, none)
+			none, err = s.Events(ctx, "t1", "unknown", 0, 0)
+			require.NoError(t, err)
+			assert.Empty(t, none)
+
+			n, err := s.SweepEvents(ctx, time.Now().Add(-time.Hour))
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing is older than the cutoff")
+			n, err = s.SweepEvents(ctx, time.Now().Add(time.Second))
+			require.NoError(t, err)
+			assert.Equal(t, int64(6), n)
+			all, err = s.Events(ctx, "t1", "r1", 0, 0)
+			require.NoError(t, err)
+			assert.Empty(t, all)
+		})
+	}
+}
+
+func TestMessages(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			msg := func(id, text string) Message {
+				return Message{ID: id, Data: json.RawMessage(fmt.Sprintf(`{"id":%q,"role":"user","content":%q}`, id, text))}
+			}
+			require.NoError(t, s.SaveMessages(ctx, "t1", []Message{msg("m1", "a"), msg("m2", "b")}))
+			// A client that sends the full history again, plus a new message: deduplicated by id.
+			require.NoError(t, s.SaveMessages(ctx, "t1", []Message{msg("m1", "a"), msg("m2", "b edited"), msg("m3", "c")}))
+			got, err := s.LoadMessages(ctx, "t1")
+			require.NoError(t, err)
+			require.Len(t, got, 3)
+			assert.Equal(t, []string{"m1", "m2", "m3"}, []string{got[0].ID, got[1].ID, got[2].ID})
+			assert.JSONEq(t, string(msg("m2", "b edited").Data), string(got[1].Data))
+
+			require.Error(t, s.SaveMessages(ctx, "t1", []Message{{ID: "", Data: json.RawMessage(`{}`)}}))
+			require.Error(t, s.SaveMessages(ctx, "t1", []Message{msg("m4", "d"), {ID: "m5", Data: json.RawMessage(`{bad`)}}))
+			got, err = s.LoadMessages(ctx, "t1")
+			require.NoError(t, err)
+			assert.Len(t, got, 3, "a refused batch stores nothing")
+
+			empty, err := s.LoadMessages(ctx, "t2")
+			require.NoError(t, err)
+			assert.Empty(t, empty)
+		})
+	}
+}
+
+func TestRecordsClosed(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.Close())
+			_, err := s.ClaimThread(ctx, "t", "a", "")
+			require.ErrorIs(t, err, ErrClosed)
+			_, err = s.ListThreads(ctx, "a", 1)
+			require.ErrorIs(t, err, ErrClosed)
+			require.ErrorIs(t, s.BeginRun(ctx, "t", "r", "x", time.Second), ErrClosed)
+			require.ErrorIs(t, s.AppendEvents(ctx, "t", "r", []Event{{Seq: 1, Data: json.RawMessage(`{}`)}}), ErrClosed)
+			_, err = s.Events(ctx, "t", "r", 0, 1)
+			require.ErrorIs(t, err, ErrClosed)
+			_, err = s.LoadMessages(ctx, "t")
+			require.ErrorIs(t, err, ErrClosed)
+		})
+	}
+}
+
+// sharedBackends open two handles on one database, as two replicas (or two processes on
+// one SQLite file) would.
+var sharedBackends = []struct {
+	name string
+	dsn  func(t *testing.T) string
+}{
+	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }},
+	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
+}
+
+// TestOneActiveRunAcrossReplicas races many BeginRun calls for one thread from two store
+// handles: exactly one wins, the others see ErrThreadBusy, and ownership claims agree.
+func TestOneActiveRunAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range sharedBackends {
+		t.Run(b.name, func(t *testing.T) {
+			dsn := b.dsn(t)
+			var handles [2]Store
+			for i := range handles {
+				s, err := Open(ctx, dsn)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = s.Close() })
+				handles[i] = s
+			}
+			const racers = 16
+			var wg sync.WaitGroup
+			results := make(chan error, racers)
+			owners := make(chan error, racers)
+			for i := range racers {
+				wg.Go(func() {
+					s := handles[i%2]
+					_, err := s.ClaimThread(ctx, "shared", fmt.Sprintf("p%d", i), "")
+					owners <- err
+					results <- s.BeginRun(ctx, "race", fmt.Sprintf("r%d", i), fmt.Sprintf("rep-%d", i%2), time.Minute)
+				})
+			}
+			wg.Wait()
+			close(results)
+			close(owners)
+			won, busy := 0, 0
+			for err := range results {
+				switch {
+				case err == nil:
+					won++
+				case assert.ErrorIs(t, err, ErrThreadBusy):
+					busy++
+				}
+			}
+			assert.Equal(t, 1, won)
+			assert.Equal(t, racers-1, busy)
+			claimed := 0
+			for err := range owners {
+				if err == nil {
+					claimed++
+				} else {
+					assert.ErrorIs(t, err, ErrThreadOwned)
+				}
+			}
+			assert.Equal(t, 1, claimed, "one principal owns the thread")
+		})
+	}
+}
+
+// TestPostgresConcurrentMigrate opens one new database from several "replicas" at once: the
+// advisory lock makes one migrate and the others find the schema done.
+func TestPostgresConcurrentMigrate(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	const replicas = 6
+	var wg sync.WaitGroup
+	errs := make(chan error, replicas)
+	stores := make(chan Store, replicas)
+	for range replicas {
+		wg.Go(func() {
+			s, err := Open(ctx, dsn)
+			errs <- err
+			if err == nil {
+				stores <- s
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(stores)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for s := range stores {
+		require.NoError(t, s.Close())
+	}
+	s, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer s.Close()
+	ss := s.(*sqlStore)
+	var v int
+	require.NoError(t, ss.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v))
+	assert.Equal(t, len(pgMigrations), v)
+}
+
+func TestStopRequests(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute))
+			require.NoError(t, s.BeginRun(ctx, "t2", "r1", "rep-b", time.Minute))
+			none, err := s.StopRequests(ctx, "rep-a")
+			require.NoError(t, err)
+			assert.Empty(t, none)
+
+			run, err := s.RequestStop(ctx, "t1", "r1")
+			require.NoError(t, err)
+			assert.Equal(t, "rep-a", run.Replica, "the caller learns which replica owns the run")
+			_, err = s.RequestStop(ctx, "t1", "nope")
+			require.ErrorIs(t, err, ErrNotFound)
+
+			got, err := s.StopRequests(ctx, "rep-a")
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			assert.Equal(t, "t1", got[0].ThreadID)
+			assert.True(t, got[0].StopRequested)
+			other, err := s.StopRequests(ctx, "rep-b")
+			require.NoError(t, err)
+			assert.Empty(t, other)
+
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", "cancelled"))
+			got, err = s.StopRequests(ctx, "rep-a")
+			require.NoError(t, err)
+			assert.Empty(t, got, "an ended run has no pending stop")
+			_, err = s.RequestStop(ctx, "t1", "r1")
+			require.ErrorIs(t, err, ErrNotFound, "an ended run cannot be stopped")
+		})
+	}
+}
+
+// TestPostgresStopSignal: a stop recorded through one handle wakes the listener of another.
+func TestPostgresStopSignal(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	a, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer b.Close()
+	sig := b.(Signaler).StopSignals()
+	require.NotNil(t, sig)
+	<-sig // the catch-up signal after LISTEN: the listener is up
+	require.NoError(t, a.BeginRun(ctx, "t1", "r1", "rep-b", time.Minute))
+	_, err = a.RequestStop(ctx, "t1", "r1")
+	require.NoError(t, err)
+	select {
+	case <-sig:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stop signal reached the other handle")
+	}
+	got, err := b.StopRequests(ctx, "rep-b")
+	require.NoError(t, err)
+	assert.Len(t, got, 1)
+}

@@ -1,0 +1,758 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite": no cgo
+)
+
+// sqliteParams configure every connection: WAL lets readers run beside the writer; the busy
+// timeout makes a writer wait for the lock instead of failing at once; immediate transactions
+// take the write lock at BEGIN, because a deferred transaction that upgrades from read to
+// write gets SQLITE_BUSY without waiting; NORMAL sync is durable in WAL mode except for the
+// last transactions on power loss, which is the usual trade.
+const sqliteParams = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+// sqliteMaxConns bounds the pool: SQLite has one writer at a time anyway, and a few readers
+// are plenty for a coordinator.
+const sqliteMaxConns = 4
+
+// sqlStore is the Store of both SQL backends.
+type sqlStore struct {
+	db      *sql.DB
+	d       *dialect
+	closed  atomic.Bool
+	onClose func() // releases what the backend holds besides db (the pgx pool)
+	// signals receives stop-request notifications (PostgreSQL); nil for SQLite.
+	signals chan struct{}
+}
+
+// StopSignals implements Signaler. Without LISTEN/NOTIFY (SQLite) the channel is nil and
+// never receives: replicas find stop requests by polling.
+func (s *sqlStore) StopSignals() <-chan struct{} { return s.signals }
+
+func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("store: create the directory of %q: %w", path, err)
+		}
+	}
+	db, err := sql.Open("sqlite", path+sqliteParams)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %q: %w", path, err)
+	}
+	db.SetMaxOpenConns(sqliteMaxConns)
+	db.SetMaxIdleConns(sqliteMaxConns)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %q: %w", path, err)
+	}
+	if _, err := migrate(ctx, db, sqliteDialect, migrations); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %q: %w", path, err)
+	}
+	return &sqlStore{db: db, d: sqliteDialect}, nil
+}
+
+func (s *sqlStore) check() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// tx runs fn in a transaction, holding the thread's write lock where the dialect needs one.
+func (s *sqlStore) tx(ctx context.Context, threadID string, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if s.d.lockThread != "" && threadID != "" {
+		if _, err := tx.ExecContext(ctx, s.d.q(s.d.lockThread), threadID); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return s.db.ExecContext(ctx, s.d.q(q), args...)
+}
+
+func (s *sqlStore) SaveSuspension(ctx context.Context, sus *Suspension) error {
+	if err := checkSave(sus); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	stamp(sus, time.Now().UTC())
+	body, err := encode(sus)
+	if err != nil {
+		return err
+	}
+	var next sql.NullInt64
+	if t := nextExpiry(sus); !t.IsZero() {
+		next = sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+	}
+	_, err = s.exec(ctx, `INSERT INTO suspensions
+		(thread_id, run_id, owner, body, next_expiry, created_at, updated_at, open_interrupts)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (thread_id) DO UPDATE SET
+			run_id = excluded.run_id, owner = excluded.owner, body = excluded.body,
+			next_expiry = excluded.next_expiry, created_at = excluded.created_at,
+			updated_at = excluded.updated_at, open_interrupts = excluded.open_interrupts`,
+		sus.ThreadID, sus.RunID, sus.Owner, string(body), next,
+		sus.CreatedAt.UnixNano(), sus.UpdatedAt.UnixNano(), len(sus.Interrupts))
+	if err != nil {
+		return fmt.Errorf("store: save suspension of thread %q: %w", sus.ThreadID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) LoadSuspension(ctx context.Context, threadID string) (*Suspension, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var body string
+	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT body FROM suspensions WHERE thread_id = $1`), threadID).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(threadID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: load suspension of thread %q: %w", threadID, err)
+	}
+	return decode([]byte(body))
+}
+
+func (s *sqlStore) DeleteSuspension(ctx context.Context, threadID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, `DELETE FROM suspensions WHERE thread_id = $1`, threadID); err != nil {
+		return fmt.Errorf("store: delete suspension of thread %q: %w", threadID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) MarkResolved(ctx context.Context, threadID string, ids []string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+		var seq int64
+		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			seq++
+			// Marking again makes the id the most recent one.
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO resolved (thread_id, interrupt_id, seq) VALUES ($1, $2, $3)
+				ON CONFLICT (thread_id, interrupt_id) DO UPDATE SET seq = excluded.seq`), threadID, id, seq); err != nil {
+				return err
+			}
+		}
+		// Keep the newest MaxResolvedPerThread: drop everything at or below the seq of the
+		// first one past the bound (no row there means nothing to drop).
+		_, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM resolved WHERE thread_id = $1 AND seq <= (
+				SELECT seq FROM resolved WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)`),
+			threadID, MaxResolvedPerThread)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: mark resolved on thread %q: %w", threadID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) IsResolved(ctx context.Context, threadID, interruptID string) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	var one int
+	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT 1 FROM resolved WHERE thread_id = $1 AND interrupt_id = $2`),
+		threadID, interruptID).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("store: is resolved on thread %q: %w", threadID, err)
+	}
+	return true, nil
+}
+
+func (s *sqlStore) Expired(ctx context.Context, now time.Time) (_ []*Suspension, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT body FROM suspensions
+		WHERE next_expiry IS NOT NULL AND next_expiry <= $1 ORDER BY next_expiry, thread_id`), now.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("store: expired: %w", err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: expired: %w", cerr)
+		}
+	}()
+	var out []*Suspension
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("store: expired: %w", err)
+		}
+		sus, err := decode([]byte(body))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sus)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: expired: %w", err)
+	}
+	return out, nil
+}
+
+// threadCols are the columns of a Thread, with its running state and open interrupts.
+func (s *sqlStore) threadCols() string {
+	return `t.thread_id, t.owner, t.title, t.created_at, t.updated_at, t.last_run_id, t.last_run_at,
+		EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id AND r.state = 'running' AND r.lease_until > ` + s.d.nowNS + `),
+		COALESCE((SELECT open_interrupts FROM suspensions x WHERE x.thread_id = t.thread_id), 0)`
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanThread(sc scanner) (*Thread, error) {
+	var t Thread
+	var created, updated, lastRun int64
+	if err := sc.Scan(&t.ID, &t.Owner, &t.Title, &created, &updated, &t.LastRunID, &lastRun, &t.Running, &t.OpenInterrupts); err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.UpdatedAt = fromNS(created), fromNS(updated)
+	if lastRun != 0 {
+		t.LastRunAt = fromNS(lastRun)
+	}
+	return &t, nil
+}
+
+func fromNS(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+func (s *sqlStore) ClaimThread(ctx context.Context, threadID, owner, title string) (*Thread, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts and
+	// the other reads the winner's owner below.
+	if _, err := s.exec(ctx, `INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, threadID, owner, title, now); err != nil {
+		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, err)
+	}
+	t, err := s.GetThread(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Owner != owner {
+		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrThreadOwned)
+	}
+	return t, nil
+}
+
+func (s *sqlStore) GetThread(ctx context.Context, threadID string) (*Thread, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	t, err := scanThread(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.thread_id = $1`), threadID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: thread %q: %w", threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: thread %q: %w", threadID, err)
+	}
+	return t, nil
+}
+
+func (s *sqlStore) ListThreads(ctx context.Context, owner string, limit int) (_ []Thread, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.owner = $1
+		ORDER BY t.updated_at DESC, t.thread_id LIMIT $2`), owner, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list threads: %w", err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: list threads: %w", cerr)
+		}
+	}()
+	out := []Thread{}
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list threads: %w", err)
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list threads: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+		var busy bool
+		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
+			AND state = 'running' AND lease_until > `+s.d.nowNS+`)`), threadID).Scan(&busy); err != nil {
+			return err
+		}
+		if busy {
+			return ErrThreadBusy
+		}
+		for _, table := range []string{"events", "messages", "runs", "suspensions", "resolved", "threads"} {
+			if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete thread %q: %w", threadID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+		// A running run whose replica stopped heartbeating no longer holds the thread.
+		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET state = 'lost'
+			WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
+			return err
+		}
+		// A reused run id starts over: its old record and events go.
+		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
+				return err
+			}
+		}
+		now := time.Now().UnixNano()
+		// The partial unique index runs_one_active makes a second running run of the thread
+		// conflict, whichever replica inserts it.
+		res, err = tx.ExecContext(ctx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until)
+			VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5) ON CONFLICT DO NOTHING`),
+			threadID, runID, replica, now, lease.Nanoseconds())
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrThreadBusy
+		}
+		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
+			threadID, runID, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) EndRun(ctx context.Context, threadID, runID, state string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	res, err := s.exec(ctx, `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
+		threadID, runID, state, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	res, err := s.exec(ctx, `UPDATE runs SET lease_until = `+s.d.nowNS+` + $2 WHERE replica = $1 AND state = 'running'`,
+		replica, lease.Nanoseconds())
+	if err != nil {
+		return 0, fmt.Errorf("store: heartbeat: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested`
+
+func scanRun(sc scanner) (*RunRecord, error) {
+	var r RunRecord
+	var started, updated, lease, stop int64
+	var work string
+	if err := sc.Scan(&r.ThreadID, &r.RunID, &r.Replica, &r.State, &started, &updated, &lease, &work, &stop); err != nil {
+		return nil, err
+	}
+	r.StopRequested = stop != 0
+	r.StartedAt, r.UpdatedAt, r.LeaseUntil = fromNS(started), fromNS(updated), fromNS(lease)
+	r.Work = json.RawMessage(work)
+	return &r, nil
+}
+
+func (s *sqlStore) GetRun(ctx context.Context, threadID, runID string) (*RunRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	r, err := scanRun(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: run %q of thread %q: %w", runID, threadID, err)
+	}
+	return r, nil
+}
+
+func (s *sqlStore) ActiveRun(ctx context.Context, threadID string) (*RunRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	r, err := scanRun(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1
+		AND state = 'running' AND lease_until > `+s.d.nowNS), threadID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, err)
+	}
+	return r, nil
+}
+
+func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var run *RunRecord
+	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET stop_requested = 1
+			WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		run, err = scanRun(tx.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+		if err != nil {
+			return err
+		}
+		if s.d.notifyStop != "" {
+			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), run.Replica); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: request stop of run %q of thread %q: %w", runID, threadID, err)
+	}
+	return run, nil
+}
+
+func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+		WHERE replica = $1 AND stop_requested = 1 AND state = 'running'`), replica)
+	if err != nil {
+		return nil, fmt.Errorf("store: stop requests: %w", err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: stop requests: %w", cerr)
+		}
+	}()
+	var out []RunRecord
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: stop requests: %w", err)
+		}
+		out = append(out, *r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: stop requests: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if !json.Valid(work) {
+		return fmt.Errorf("store: save work of run %q: not JSON", runID)
+	}
+	res, err := s.exec(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
+		threadID, runID, string(work), time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("store: save work of run %q: %w", runID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: save work of run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs []Event) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
+		// per chunk); the rest through a statement of its own size.
+		for len(evs) >= appendChunk {
+			stmt, err := tx.PrepareContext(ctx, s.insertEvents(appendChunk))
+			if err != nil {
+				return err
+			}
+			for len(evs) >= appendChunk {
+				if _, err := stmt.ExecContext(ctx, s.eventArgs(threadID, runID, now, evs[:appendChunk])...); err != nil {
+					_ = stmt.Close()
+					return err
+				}
+				evs = evs[appendChunk:]
+			}
+			if err := stmt.Close(); err != nil {
+				return err
+			}
+		}
+		if len(evs) > 0 {
+			if _, err := tx.ExecContext(ctx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: append events of run %q: %w", runID, err)
+	}
+	return nil
+}
+
+// appendChunk is the rows per multi-row INSERT of events: a round trip per event would cap
+// the log's rate, and SQLite allows at most 32766 parameters per statement.
+const appendChunk = 256
+
+// insertEvents is the INSERT of n events, in this dialect. SQLite gets anonymous "?"
+// placeholders: its driver looks numbered ones up by name, which is quadratic in a
+// statement of hundreds of parameters.
+func (s *sqlStore) insertEvents(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO events (thread_id, run_id, seq, at, data) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if s.d.rewrite != nil {
+			b.WriteString("(?, ?, ?, ?, ?)")
+		} else {
+			fmt.Fprintf(&b, "($1, $2, $%d, $3, $%d)", 4+2*i, 5+2*i)
+		}
+	}
+	return b.String()
+}
+
+// eventArgs are the arguments of insertEvents(len(evs)).
+func (s *sqlStore) eventArgs(threadID, runID string, now int64, evs []Event) []any {
+	if s.d.rewrite != nil {
+		args := make([]any, 0, 5*len(evs))
+		for _, ev := range evs {
+			args = append(args, threadID, runID, ev.Seq, now, string(ev.Data))
+		}
+		return args
+	}
+	args := make([]any, 0, 3+2*len(evs))
+	args = append(args, threadID, runID, now)
+	for _, ev := range evs {
+		args = append(args, ev.Seq, string(ev.Data))
+	}
+	return args
+}
+
+func (s *sqlStore) Events(ctx context.Context, threadID, runID string, after int64, limit int) (_ []Event, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > MaxEventsRead {
+		limit = MaxEventsRead
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT seq, data FROM events WHERE thread_id = $1 AND run_id = $2 AND seq > $3
+		ORDER BY seq LIMIT $4`), threadID, runID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: events of run %q: %w", runID, err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: events of run %q: %w", runID, cerr)
+		}
+	}()
+	var out []Event
+	for rows.Next() {
+		var ev Event
+		var data string
+		if err := rows.Scan(&ev.Seq, &data); err != nil {
+			return nil, fmt.Errorf("store: events of run %q: %w", runID, err)
+		}
+		ev.Data = json.RawMessage(data)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: events of run %q: %w", runID, err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) SweepEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	res, err := s.exec(ctx, `DELETE FROM events WHERE at < $1`, cutoff.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("store: sweep events: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+func (s *sqlStore) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.ID == "" {
+			return fmt.Errorf("store: save messages of thread %q: a message has no id", threadID)
+		}
+		if !json.Valid(m.Data) {
+			return fmt.Errorf("store: save messages of thread %q: message %q is not JSON", threadID, m.ID)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+		var pos int64
+		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			pos++
+			// A known id keeps its position (ON CONFLICT updates only the data).
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
+				SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
+			threadID, MaxMessagesPerThread)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Message, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT message_id, data FROM messages WHERE thread_id = $1 ORDER BY pos`), threadID)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: messages of thread %q: %w", threadID, cerr)
+		}
+	}()
+	out := []Message{}
+	for rows.Next() {
+		var m Message
+		var data string
+		if err := rows.Scan(&m.ID, &data); err != nil {
+			return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
+		}
+		m.Data = json.RawMessage(data)
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) Ping(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	err := s.db.Close()
+	if s.onClose != nil {
+		s.onClose()
+	}
+	if err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
