@@ -4,7 +4,7 @@
 GO    ?= go
 PEERS := integration/peers
 
-.PHONY: all peers browser postgres test bench build demo
+.PHONY: all peers browser postgres test bench build demo compose-smoke
 
 all: build
 
@@ -63,8 +63,15 @@ test: peers browser postgres
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./...
 
+# -buildvcs=auto stamps the VCS revision into the binaries (coordinator --version) even
+# where GOFLAGS turns stamping off; it is skipped silently outside a git checkout.
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -buildvcs=auto -o bin/ ./cmd/...
 
 demo:
 	$(GO) run ./cmd/coordinator
+
+# Builds the images, brings the compose stack up, runs TestBrowser against it and takes it
+# down, where a Docker engine runs. Not part of `make test`.
+compose-smoke:
+	GO="$(GO)" ./deploy/compose-smoke.sh

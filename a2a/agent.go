@@ -87,8 +87,8 @@ const (
 	// maxRetryWait caps one wait between attempts; a longer Retry-After is reported as
 	// unreachable instead of slept.
 	maxRetryWait = 30 * time.Second
-	// cardTimeout bounds a card fetch when the caller's context has no earlier deadline.
-	cardTimeout = 30 * time.Second
+	// cardTimeout bounds a card fetch (both requests when a version header is needed).
+	cardTimeout = 10 * time.Second
 	// DefaultCardTTL is the default of AgentConfig.CardTTL.
 	DefaultCardTTL = 10 * time.Minute
 	// DefaultMaxResultText is the default of Options.MaxResultText.
@@ -401,6 +401,12 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 			}
 			select {
 			case <-wait:
+				a.mu.Lock()
+				got, lastErr := a.cur, a.lastErr
+				a.mu.Unlock()
+				if got == nil && lastErr != nil {
+					return nil, lastErr // the read we waited for just failed: do not repeat it
+				}
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("a2a: agent %q: resolving the card: %w", a.Name, ctx.Err())

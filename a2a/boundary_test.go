@@ -438,3 +438,33 @@ func TestReadyRedactsSecrets(t *testing.T) {
 	assert.NotContains(t, err.Error(), "canary")
 	assert.True(t, errors.Is(a.Ready(), ErrUnreachable))
 }
+
+// A JSON answer larger than the cap is refused (ErrUnreachable), never read whole.
+func TestHugeJSONAnswerIsCapped(t *testing.T) {
+	leakCheck(t)
+	old := maxResponseBytes
+	maxResponseBytes = 1 << 20
+	t.Cleanup(func() { maxResponseBytes = old })
+	front := startHostile(t)
+	card := &sdk.AgentCard{Name: "huge", Description: "d", Version: "1",
+		SupportedInterfaces: []*sdk.AgentInterface{{URL: front.URL + "/a2a", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: sdk.Version}}}
+	front.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	var sent atomic.Int64
+	front.mux.HandleFunc("/a2a", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"message":{"role":"ROLE_AGENT","messageId":"m","parts":[{"text":"`))
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for range 64 { // 4 MiB, four times the cap
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`"}]}}}`))
+	})
+	a := newAgent(t, AgentConfig{URL: front.URL}, testOptions())
+	_, err := a.Send(testCtx(t), Request{Prompt: "x"}, Observer{})
+	require.ErrorIs(t, err, ErrUnreachable)
+	assert.ErrorIs(t, err, errResponseTooLarge)
+}

@@ -45,11 +45,10 @@ func (a *Agent) cardURL() (string, error) {
 // an A2A-Version header: @a2a-js/sdk answers a header-less request with a 0.3 card (or an
 // error when it has no 0.3 interface) and the v1.0 card when asked for 1.0.
 func (a *Agent) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cardTimeout)
-		defer cancel()
-	}
+	// A card that takes longer than this is as good as unreachable: the call that waits
+	// for it answers so instead of running into its own timeout.
+	ctx, cancel := context.WithTimeout(ctx, cardTimeout)
+	defer cancel()
 	where, err := a.cardURL()
 	if err != nil {
 		return nil, err

@@ -2,6 +2,17 @@
 // agent cards (A2A 1.0, or 0.3 through the SDK's a2av0 compat layer) and delegates messages to
 // them, reporting progress to an [Observer] and returning a protocol-neutral [Result].
 //
+// # Cards
+//
+// [New] does no I/O: the card is read by [Agent.Start] in the background (with backoff) and
+// by the first call, again once it is older than AgentConfig.CardTTL, and again after a
+// call ended [ErrUnreachable] (a network or protocol error: the agent may have moved). A
+// re-read that fails keeps the previous card. [Agent.Ready] tells whether a card was read.
+// Requests go only to the configured origins (URL, CardURL) and AllowedOrigins: card
+// interfaces elsewhere are ignored, redirects are followed only within the origin of the
+// request, and configured headers are added only for the configured origins. See
+// design/agent-cards.md.
+//
 // # Delegation
 //
 // [Agent.Send] streams when the card allows it and uses a blocking SendMessage otherwise.

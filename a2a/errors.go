@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -166,6 +167,11 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if err == nil && !strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream") {
+		// A JSON answer is decoded whole by the SDK: cap it, whatever the peer sends.
+		// (SSE streams are read line by line, each line capped by the SDK.)
+		resp.Body = &cappedBody{rc: resp.Body, left: maxResponseBytes}
+	}
 	if err == nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 		if rec, ok := req.Context().Value(statusKey{}).(*httpStatus); ok {
 			rec.set(resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
@@ -173,6 +179,32 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	return resp, err
 }
+
+// maxResponseBytes caps a response that is not a stream.
+var maxResponseBytes int64 = 64 << 20
+
+// errResponseTooLarge: a response that is not a stream exceeded maxResponseBytes.
+var errResponseTooLarge = errors.New("the agent's response is larger than the limit")
+
+// cappedBody fails a read once more than left bytes were read.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // CloseIdleConnections forwards to the wrapped transport (http.Client looks for it).
 func (t *recordingTransport) CloseIdleConnections() {

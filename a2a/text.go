@@ -76,6 +76,10 @@ type cappedText struct {
 }
 
 func (c *cappedText) write(s string) {
+	if c.omitted > 0 {
+		c.omitted += int64(len(s)) // once cut, nothing more is kept: no gaps in the text
+		return
+	}
 	room := c.max - c.b.Len()
 	if room >= len(s) {
 		c.b.WriteString(s)

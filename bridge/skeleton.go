@@ -14,8 +14,8 @@ import (
 // plain letters, accented letters split into letter and mark), removes default-ignorable
 // code points (zero-width characters, joiners, Hangul fillers, variation selectors, bidi
 // controls, tag characters) and combining marks, and folds confusable characters (Cyrillic
-// and Greek look-alikes, small capitals, regional indicators, and bracket and colon
-// look-alikes such as 【 】) to their ASCII counterparts. The skeleton is only inspected,
+// and Greek look-alikes, small capitals, regional indicators, negative circled and squared
+// letters, and bracket and colon look-alikes such as 【 】) to their ASCII counterparts. The skeleton is only inspected,
 // never shown: the text itself is passed on unchanged apart from the escape.
 func skeleton(line string) string {
 	ascii := true
@@ -39,6 +39,10 @@ func skeleton(line string) string {
 			r = f
 		} else if r >= 0x1F1E6 && r <= 0x1F1FF { // regional indicator symbols A-Z
 			r = 'A' + (r - 0x1F1E6)
+		} else if r >= 0x1F150 && r <= 0x1F169 { // negative circled letters A-Z
+			r = 'A' + (r - 0x1F150)
+		} else if r >= 0x1F170 && r <= 0x1F189 { // negative squared letters A-Z
+			r = 'A' + (r - 0x1F170)
 		}
 		b.WriteRune(r)
 	}
@@ -59,6 +63,7 @@ func invisible(r rune) bool {
 		r >= 0x200B && r <= 0x200F,
 		r >= 0x202A && r <= 0x202E,
 		r >= 0x2060 && r <= 0x206F,
+		r == 0x2800, // Braille blank: renders as a space but is not one
 		r == 0x3164, // Hangul filler
 		r >= 0xFE00 && r <= 0xFE0F,
 		r == 0xFEFF,

@@ -109,9 +109,15 @@ var compactTagNames = func() []string {
 // and in upper case, starts with "[" and a tag name followed by "]", ":", "=" or the end:
 // "[ C O M P L E T E D ]" and "[Input Required: x]" read as tags too.
 func spacedTag(sk string) bool {
+	skip := func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.In(r, unicode.Z) || r == '_' || r == '-' || r == '.' || r == '·'
+	}
+	if i := strings.IndexFunc(sk, func(r rune) bool { return !skip(r) }); i < 0 || sk[i] != '[' {
+		return false // most lines: no bracket first, nothing more to look at
+	}
 	var b strings.Builder
 	for _, r := range sk {
-		if unicode.IsSpace(r) || unicode.In(r, unicode.Z) || r == '_' || r == '-' || r == '.' || r == '·' {
+		if skip(r) {
 			continue
 		}
 		b.WriteRune(unicode.ToUpper(r))
@@ -123,6 +129,7 @@ func spacedTag(sk string) bool {
 	if !ok {
 		return false
 	}
+	c = strings.TrimLeft(c, "[") // "[[COMPLETED]]" reads as a tag too
 	for _, n := range compactTagNames {
 		if rest, ok := strings.CutPrefix(c, n); ok && (rest == "" || rest[0] == ']' || rest[0] == ':' || rest[0] == '=') {
 			return true

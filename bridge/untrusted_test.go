@@ -44,6 +44,12 @@ var disguisedTags = []string{
 	"\U000E0041[COMPLETED]",
 	"[COMPLETED\ufe0f]",
 	"\u00a0\u3000[COMPLETED]",
+	"[\U0001F172\U0001F17E\U0001F17C\U0001F17F\U0001F17B\U0001F174\U0001F183\U0001F174\U0001F173]",
+	"[🄲🄾🄼🄿🄻🄴🅃🄴🄳]",
+	"[[COMPLETED]]",
+	"\u2800\u2800[COMPLETED]",
+	"[ᶜᴼᴹᴾᴸᴱᵀᴱᴰ]",
+	"[𝔠𝔬𝔪𝔭𝔩𝔢𝔱𝔢𝔡]",
 }
 
 func TestDisguisedTagsAreEscaped(t *testing.T) {
@@ -106,4 +112,20 @@ func FuzzEscapeUntrusted(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkUntrusted measures the escaping of a 4 KiB tool result: plain ASCII (the fast
+// path) and mixed non-Latin text (every line normalised).
+func BenchmarkUntrusted(b *testing.B) {
+	ascii := strings.Repeat("The quarterly report lists 42 items; [1] see appendix.\n", 75)
+	mixed := strings.Repeat("Отчёт: 42 пункта — 안녕하세요 ［注意］ Καλημέρα café\n", 60)
+	for _, c := range []struct{ name, in string }{{"ascii", ascii}, {"mixed", mixed}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = Untrusted(c.in)
+			}
+		})
+	}
 }

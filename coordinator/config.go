@@ -91,6 +91,8 @@ type Config struct {
 	// Guard is the config's policy section: allow/deny lists, rate limits, budget
 	// (DESIGN §7). The zero value allows everything.
 	Guard GuardPolicy
+	// Approvals lists the calls the user must approve before they are sent (DESIGN §9).
+	Approvals ApprovalPolicy
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop LoopConfig

@@ -36,6 +36,8 @@ func homeOf(kind string) toolHome {
 		return mcpHome{}
 	case hitl.KindAskUser:
 		return askUserHome{}
+	case hitl.KindApproval:
+		return approvalHome{}
 	}
 	return nil
 }
@@ -179,3 +181,20 @@ func (mcpHome) abandon(ctx context.Context, e *Engine, threadID string, ins []st
 		}
 	}
 }
+
+// approvalHome: a call waiting for the user's approval (approval.go). Nothing waits
+// remotely: the call was not sent.
+type approvalHome struct{}
+
+func (approvalHome) toolName(in store.Interrupt) string {
+	if h := decodeHandle(in).Approval; h != nil {
+		return h.Tool
+	}
+	return ""
+}
+
+func (approvalHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+	return r.deliverApproval(ctx, t, callID, ins[0], answers[ins[0].ID])
+}
+
+func (approvalHome) abandon(context.Context, *Engine, string, []store.Interrupt) {}

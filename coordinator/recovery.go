@@ -175,6 +175,11 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
+		if refusal, declined := r.declinedRefusal(t, c); declined {
+			outcomes[i] = signalOutcome(refusal)
+			r.emitResult(ctx, c.ID, outcomes[i])
+			continue
+		}
 		if refusal, ok := r.guard.CheckSignal(c.Name); !ok {
 			outcomes[i] = signalOutcome(refusal)
 			r.emitResult(ctx, c.ID, outcomes[i])
@@ -182,6 +187,12 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 		}
 		if n, soft := r.loops.Observe(c); soft {
 			r.log.Warn("the same tool call repeats", "tool", c.Name, "count", n)
+		}
+		if r.e.cfg.Approvals.needsApproval(t, c) {
+			// Not sent: the run ends with the question once the calls that need no
+			// approval have run (afterTools).
+			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.askApproval(t, c, false)}}
+			continue
 		}
 		sent[i] = true
 		run = append(run, i)

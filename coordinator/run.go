@@ -14,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/store"
 )
 
 // Run is one AG-UI run executing in the engine.
@@ -54,6 +55,11 @@ type Run struct {
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
 	hardStop *time.Timer
+
+	// susp is the suspension being resumed, while approved calls record their start and
+	// result in it (approval.go).
+	suspMu sync.Mutex
+	susp   *store.Suspension
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {

@@ -33,6 +33,8 @@ type handle struct {
 	Choices  []string `json:"choices,omitempty"`
 	// "continue?" after a failure (loop_detected, limits).
 	Failure *failureRef `json:"failure,omitempty"`
+	// A call waiting for the user's approval, and what became of it (approval.go).
+	Approval *approvalHandle `json:"approval,omitempty"`
 }
 
 // runState is what a suspension saves of the run besides its history: the failure state
@@ -169,6 +171,10 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		g.ins = append(g.ins, in)
 	}
 	outcomes := make([]toolOutcome, len(groups))
+	// Approved calls record their start and result in the suspension (approval.go).
+	r.suspMu.Lock()
+	r.susp = susp
+	r.suspMu.Unlock()
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
@@ -177,6 +183,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		})
 	}
 	wg.Wait()
+	r.suspMu.Lock()
+	r.susp = nil
+	r.suspMu.Unlock()
 	r.settleResume(ctx, susp)
 
 	resumed := make([]llm.ToolCall, len(groups))

@@ -46,7 +46,8 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
 		return nil, "", true, "error: store"
 	}
-	r.restoreState(susp)
+	inFlight := susp != nil && approvalsInFlight(susp)
+	r.restoreState(susp, inFlight)
 	r.guard = r.newGuard(tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 
@@ -59,6 +60,12 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	conv = fromAGUI(r.in.Messages)
 
 	switch {
+	case inFlight:
+		// The run that acted on approvals stopped before it finished: settle what it did,
+		// ask again about calls in doubt (approval.go); the conversation goes on with the
+		// settled results.
+		conv, done, reason = r.recoverApprovals(ctx, tools, susp)
+		return conv, system, done, reason
 	case susp != nil && len(r.in.Resume) == 0:
 		// A plain run on a thread with open interrupts: ask again, do not continue silently.
 		r.finishInterrupted(susp.Interrupts)
@@ -78,9 +85,9 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 }
 
 // restoreState takes back what a suspension saved of the run: the tasks the thread
-// started, always, and on a resume the failure state (counters, lessons, loop signatures,
-// budget usage go on where they stopped).
-func (r *Run) restoreState(susp *store.Suspension) {
+// started, always, and on a resume (or the recovery of approvals in flight) the failure
+// state (counters, lessons, loop signatures, budget usage go on where they stopped).
+func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 	if susp == nil || len(susp.State) == 0 {
 		return
 	}
@@ -90,7 +97,7 @@ func (r *Run) restoreState(susp *store.Suspension) {
 		st = runState{}
 	}
 	r.e.restoreTasks(r.ThreadID, st.Tasks)
-	if len(r.in.Resume) > 0 {
+	if len(r.in.Resume) > 0 || inFlight {
 		r.fs = st.FailureState
 		r.resetHardStop()
 	}

@@ -138,6 +138,10 @@ func (h *hostileAgent) serve(w http.ResponseWriter, r *http.Request) {
 	case "SendStreamingMessage":
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
+		if h.mode == "big" {
+			h.streamBig(w, req.ID, task)
+			return
+		}
 		if h.mode == "working" {
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": sdk.StreamResponse{Event: task}})
 			_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
@@ -162,6 +166,32 @@ func (h *hostileAgent) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "unexpected method", http.StatusBadRequest)
 	}
+}
+
+// bigChunks × bigChunk is the artifact of the "big" mode: 50 MiB in 64 KiB chunks.
+const bigChunk, bigChunks = 64 << 10, 800
+
+// streamBig streams one artifact of bigChunks appended text chunks, then completes.
+func (h *hostileAgent) streamBig(w http.ResponseWriter, id json.RawMessage, task *sdk.Task) {
+	frame := func(ev sdk.Event) bool {
+		b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": sdk.StreamResponse{Event: ev}})
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+		return err == nil
+	}
+	if !frame(task) {
+		return
+	}
+	body := strings.Repeat("y", bigChunk-1) + "\n"
+	for i := range bigChunks {
+		if !frame(&sdk.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Append: i > 0, LastChunk: i == bigChunks-1,
+			Artifact: &sdk.Artifact{ID: "big", Parts: []*sdk.Part{sdk.NewTextPart(body)}}}) {
+			return
+		}
+	}
+	frame(&sdk.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateCompleted}})
 }
 
 // a2aAgentYAML is one agents[] entry with the boundary keys.
@@ -389,6 +419,40 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 		_, result = runTool(t, base, thread, "confirms", "again")
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
 	})
+	t.Run("headers then nothing, client disconnects", func(t *testing.T) {
+		thread := newThreadID("hang-disconnect")
+		body, _ := json.Marshal(runInput(thread, newThreadID("run"), "hang: do it"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		resp, err := postAGUI(ctx, base, body)
+		require.NoError(t, err)
+		_, _ = readSSEWhile(resp.Body, func(ev map[string]any) bool { return ev["type"] != "SUBAGENT_STARTED" })
+		cancel() // the client goes away while the agent says nothing
+		resp.Body.Close()
+		gone := time.Now()
+		// The run waits for the task id at most the cancel deadline (5 s), then the thread
+		// is free (the bug: 10 s).
+		var status int
+		for {
+			body, _ := json.Marshal(runInput(thread, newThreadID("run"), "confirms: again"))
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			resp, err := postAGUI(rctx, base, body)
+			require.NoError(t, err)
+			status = resp.StatusCode
+			if status != http.StatusConflict {
+				_, _ = readSSE(resp.Body, nil)
+			}
+			resp.Body.Close()
+			rcancel()
+			if status != http.StatusConflict || time.Since(gone) > 20*time.Second {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		assert.Equal(t, http.StatusOK, status)
+		freed := time.Since(gone)
+		assert.Less(t, freed, 8*time.Second, "the thread stayed busy for %s after the disconnect", freed)
+	})
 	t.Run("TaskNotCancelable", func(t *testing.T) {
 		_, result := runTool(t, base, "", "refuses", "do it")
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
@@ -483,6 +547,9 @@ func TestA2ABoundaryAgentDownAtStart(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 
+	assert.Equal(t, "down", agentReadiness(t, base, "late"))
+	assert.Equal(t, "up", agentReadiness(t, base, "research"))
+
 	_, result := runTool(t, base, "", "research", "summarise the news")
 	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\n"), "tool result: %q", result)
 	_, result = runTool(t, base, "", "late", "anything")
@@ -496,4 +563,96 @@ func TestA2ABoundaryAgentDownAtStart(t *testing.T) {
 		readyOnLine(`demo-agent \S+ listening on (http://\S+)`))
 	_, result = runTool(t, base, "", "late", "summarise the news")
 	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\n"), "tool result: %q", result)
+	assert.Equal(t, "up", agentReadiness(t, base, "late"))
+}
+
+// agentReadiness returns the /readyz status of one agent.
+func agentReadiness(t *testing.T, base, agent string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var report struct {
+		Checks struct {
+			Agents map[string]struct {
+				Status string `json:"status"`
+				Error  string `json:"error"`
+			} `json:"agents"`
+		} `json:"checks"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&report))
+	st, ok := report.Checks.Agents[agent]
+	require.True(t, ok, "no readiness entry for agent %s", agent)
+	if st.Status != "up" {
+		assert.NotEmpty(t, st.Error, "a down agent says why")
+	}
+	return st.Status
+}
+
+// 12.2: a 50 MiB artifact in 64 KiB chunks through the coordinator: the run completes, the
+// client gets every byte of the sub-agent's text, the model gets the capped text, and the
+// coordinator's peak memory stays far below the artifact's size.
+func TestA2ABoundaryLargeArtifact(t *testing.T) {
+	model := startFakeLLM(t)
+	big := startHostileAgent(t, func(h *hostileAgent) { h.mode = "big" })
+	base, p, _ := startCoordinatorEnv(t, boundaryConfig(model.URL, a2aAgentYAML{Name: "big", URL: big.URL, Timeout: "300s"}))
+
+	body, _ := json.Marshal(runInput(newThreadID("big"), newThreadID("run"), "big: the whole archive"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	resp, err := postAGUI(ctx, base, body)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var text, lines int
+	var result, last string
+	_, err = readSSEWhile(resp.Body, func(ev map[string]any) bool {
+		last, _ = ev["type"].(string)
+		switch last {
+		case "TEXT_MESSAGE_CONTENT":
+			if _, sub := ev["subagentRunId"]; sub {
+				d, _ := ev["delta"].(string)
+				text += len(d)
+				lines += strings.Count(d, "\n")
+			}
+		case "TOOL_CALL_RESULT":
+			result, _ = ev["content"].(string)
+		}
+		return true // events are not kept
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "RUN_FINISHED", last)
+	assert.Equal(t, bigChunk*bigChunks, text, "the client gets every byte once")
+	assert.Equal(t, bigChunks, lines)
+	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\n"), "tool result starts %q", result[:min(len(result), 40)])
+	assert.Less(t, len(result), 64<<10, "the model's copy is capped")
+	assert.Contains(t, result, "truncated")
+	for _, content := range toolMessagesSeen(model) {
+		assert.Less(t, len(content), 64<<10)
+	}
+	if hwm := peakRSS(t, p); hwm > 0 {
+		t.Logf("coordinator peak RSS: %d MiB", hwm>>20)
+		// The bound covers the whole process: the run's event log (which holds the relayed
+		// text for reconnects) and GC headroom included; the A2A side keeps O(cap).
+		assert.Less(t, hwm, int64(200<<20), "coordinator peak RSS %d MiB for a 50 MiB artifact", hwm>>20)
+	}
+}
+
+// peakRSS returns a process's peak resident set size (VmHWM), or 0 where /proc has none.
+func peakRSS(t *testing.T, p *proc) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Logf("no /proc status: %v", err)
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }

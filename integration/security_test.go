@@ -235,13 +235,16 @@ store: "memory:"
 // TestSecuritySecretsNeverLogged: with a hostile model that echoes the API key in its
 // error body, an MCP server that echoes its bearer token in a tool error, and an
 // unreachable MCP server whose URL holds a password, no canary reaches the logs (text and
-// JSON, debug level); the redactor visibly worked.
+// JSON, debug level), nor does the password of an unreachable agent's URL; the redactor
+// visibly worked.
 func TestSecuritySecretsNeverLogged(t *testing.T) {
 	const (
 		keyCanary   = "sk-KEY-CANARY-51c2"
 		mcpCanary   = "MCP-TOKEN-CANARY-a9f0"
 		passCanary  = "URL-PASS-CANARY-3b7e"
 		tokenCanary = "AUTH-TOKEN-CANARY-e4d8"
+		// agentPassCanary is the password in the URL of an agent that cannot be reached.
+		agentPassCanary = "AGENT-PASS-CANARY-0c6a"
 	)
 	model := func(req fakellm.Request) fakellm.Reply {
 		if strings.Contains(req.Last().Content, "leak-key") {
@@ -262,6 +265,9 @@ llm:
   base_url: %q
   model: fake-model
   api_key_env: SEC_KEY
+agents:
+  - name: ghost
+    url: "http://agent:%s@127.0.0.1:%d"
 mcp_servers:
   - name: echo
     url: %q
@@ -270,7 +276,7 @@ mcp_servers:
   - name: gone
     url: "http://admin:%s@127.0.0.1:%d/mcp"
 store: "memory:"
-`, llm.URL, echo, passCanary, freePort(t))
+`, llm.URL, agentPassCanary, freePort(t), echo, passCanary, freePort(t))
 			base, p := startSecCoordinator(t, cfg, []string{"SEC_KEY=" + keyCanary, "SEC_MCP=" + mcpCanary, "SEC_TOKENS=" + tokenCanary}, format)
 			auth := []string{"Content-Type", "application/json", "Authorization", "Bearer " + tokenCanary}
 
@@ -286,10 +292,11 @@ store: "memory:"
 
 			stdout, stderr := p.Logs()
 			logs := stdout + stderr
-			for _, c := range []string{keyCanary, mcpCanary, passCanary, tokenCanary} {
+			for _, c := range []string{keyCanary, mcpCanary, passCanary, tokenCanary, agentPassCanary} {
 				assert.NotContains(t, logs, c)
 			}
 			assert.Contains(t, logs, "[REDACTED]", "a secret was on its way to the log and was masked")
+			assert.Contains(t, logs, "ghost", "the unreachable agent's failure was logged")
 			assert.Contains(t, logs, "on (1 bearer tokens)", "the start-up log says auth is on")
 			if t.Failed() {
 				t.Logf("logs:\n%s", logs)
@@ -350,6 +357,16 @@ func TestSecurityHTTPSurface(t *testing.T) {
 	reqs := llm.Requests()
 	require.NotEmpty(t, reqs)
 	assert.Contains(t, reqs[0].ToolNames(), "confirm_action")
+
+	// Ids of the whole charset reach their run: a stop after the end is 409 (finished), not
+	// 404, with ':' sent raw or percent-encoded.
+	odd := newThreadID("odd.id:with_chars")
+	st, b = secPost(t, base, "/agui", mustJSON(t, runInput(odd, "run:1.2_x", "hello")), json1...)
+	require.Equal(t, http.StatusOK, st, string(b))
+	for _, path := range []string{"/agui/threads/" + odd + "/runs/run:1.2_x/stop", "/agui/threads/" + strings.ReplaceAll(odd, ":", "%3A") + "/runs/run%3A1.2_x/stop"} {
+		st, b = secPost(t, base, path, nil, json1...)
+		assert.Equal(t, http.StatusConflict, st, "%s: %s", path, b)
+	}
 }
 
 // TestSecurityAuthFailsClosed: a configured token variable that is empty stops the binary
@@ -367,4 +384,65 @@ func TestSecurityAuthFailsClosed(t *testing.T) {
 	assert.Equal(t, 2, cmd.ProcessState.ExitCode())
 	assert.Contains(t, string(out), "SEC_EMPTY_TOKENS")
 	assert.NotContains(t, string(out), "listening")
+}
+
+// TestSecurityAuthStopAndRunCap: against the binary with two principals and
+// server.max_active_runs 1: a second run gets 503 with Retry-After, the other principal's
+// stop gets the same 404 as an unknown thread, and the owner's stop works with the Bearer
+// scheme in any case.
+func TestSecurityAuthStopAndRunCap(t *testing.T) {
+	unblock := make(chan struct{})
+	llm := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		<-unblock
+		return fakellm.Reply{Text: "late"}
+	})
+	t.Cleanup(llm.Close)
+	cfg := fmt.Sprintf(`server:
+  shutdown_grace: 3s
+  auth_tokens_env: SEC_TOKENS
+  max_active_runs: 1
+llm:
+  provider: openai
+  base_url: %q
+  model: fake-model
+  api_key_env: %s
+store: "memory:"
+`, llm.URL, llmKeyEnv)
+	base, _ := startSecCoordinator(t, cfg, []string{llmKeyEnv + "=fake-key", "SEC_TOKENS=alpha-token,beta-token"}, "text")
+	t.Cleanup(func() { close(unblock) }) // runs before the coordinator stops
+
+	thread := newThreadID("owned")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/agui", bytes.NewReader(mustJSON(t, runInput(thread, "r1", "hello"))))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer alpha-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	started, err := readSSEWhile(resp.Body, func(ev map[string]any) bool { return ev["type"] != "RUN_STARTED" })
+	require.NoError(t, err)
+	require.NotEmpty(t, started)
+
+	beta := []string{"Content-Type", "application/json", "Authorization", "Bearer beta-token"}
+	st, b := secPost(t, base, "/agui", mustJSON(t, runInput(newThreadID("second"), "r1", "hello")), beta...)
+	assert.Equal(t, http.StatusServiceUnavailable, st, string(b))
+	assert.Contains(t, string(b), "TOO_MANY_RUNS")
+
+	stOther, bOther := secPost(t, base, "/agui/threads/"+thread+"/runs/r1/stop", nil, beta...)
+	stUnknown, bUnknown := secPost(t, base, "/agui/threads/no-such-thread/runs/r1/stop", nil, beta...)
+	assert.Equal(t, http.StatusNotFound, stOther)
+	assert.Equal(t, stUnknown, stOther)
+	assert.JSONEq(t, string(bUnknown), string(bOther), "another principal's thread reads as unknown")
+
+	st, b = secPost(t, base, "/agui/threads/"+thread+"/runs/r1/stop", nil, "Content-Type", "application/json", "Authorization", "bEaReR alpha-token")
+	assert.Equal(t, http.StatusAccepted, st, string(b))
+	rest, err := readSSE(resp.Body, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, rest)
+	last := rest[len(rest)-1]
+	assert.Equal(t, "RUN_FINISHED", last["type"])
+	assert.Equal(t, map[string]any{"type": "cancelled"}, last["outcome"])
 }

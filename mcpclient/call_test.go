@@ -87,6 +87,10 @@ func TestMCPCatalog(t *testing.T) {
 			assert.Equal(t, "demo", tl.Server)
 			assert.Equal(t, tt.tool, tl.ToolName)
 			assert.Equal(t, tt.idempotent, tl.Idempotent, tt.name)
+			// Annotations for approvals.destructive: deploy and delete_release are
+			// annotated destructiveHint, divide and count_slowly readOnlyHint.
+			assert.Equal(t, tt.tool == "deploy" || tt.tool == "delete_release", tl.Destructive, tt.name)
+			assert.Equal(t, tt.tool == "divide" || tt.tool == "count_slowly", tl.ReadOnly, tt.name)
 			assert.NotEmpty(t, tl.Description)
 			assert.Equal(t, "object", tl.InputSchema["type"])
 			props, _ := tl.InputSchema["properties"].(map[string]any)

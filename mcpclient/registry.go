@@ -108,6 +108,10 @@ type Tool struct {
 	// Idempotent is true when the server annotates the tool idempotentHint
 	// or readOnlyHint: such a call is sent again after a broken connection.
 	Idempotent bool
+	// ReadOnly is the server's readOnlyHint; Destructive is true only when the server
+	// annotates destructiveHint: true explicitly (approvals.destructive asks before such
+	// a tool unless it is also read-only).
+	ReadOnly, Destructive bool
 }
 
 // CallOptions configures one call.
@@ -334,9 +338,11 @@ func (r *Registry) setTools(s *server, tools []*mcp.Tool) {
 		if err != nil {
 			r.log.Warn("mcp tool schema not checked on the client", "server", s.cfg.Name, "tool", t.Name, "error", err)
 		}
-		idem := false
+		idem, readOnly, destructive := false, false, false
 		if a := t.Annotations; a != nil {
 			idem = a.IdempotentHint || a.ReadOnlyHint
+			readOnly = a.ReadOnlyHint
+			destructive = a.DestructiveHint != nil && *a.DestructiveHint
 		}
 		entries = append(entries, &entry{
 			Tool: Tool{
@@ -345,6 +351,8 @@ func (r *Registry) setTools(s *server, tools []*mcp.Tool) {
 				Description: t.Description,
 				InputSchema: objectSchema(t.InputSchema),
 				Idempotent:  idem,
+				ReadOnly:    readOnly,
+				Destructive: destructive,
 			},
 			srv:    s,
 			schema: sch,

@@ -186,6 +186,28 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"metadata": map[string]any{"mcp": map[string]any{"server": "demo", "tool": "deploy", "mode": "form"}},
 			},
 		}})
+	case "approval", "in doubt":
+		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_a", "toolCallName": "demo__delete_release"})
+		send(ev{"type": "TOOL_CALL_ARGS", "toolCallId": "call_a", "delta": `{"release":"v1"}`})
+		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_a"})
+		md := map[string]any{"tool": "demo__delete_release", "arguments": map[string]any{"release": "v1"}}
+		if text == "in doubt" {
+			md["inDoubt"] = true
+		}
+		finish(map[string]any{"type": "interrupt", "interrupts": []any{
+			map[string]any{"id": "int-ap", "reason": "tool_call", "toolCallId": "call_a",
+				"message": "Approve the call to demo__delete_release?\nWhat it does: <b>Delete</b> a release.\nArguments: {\"release\":\"v1\"}",
+				"responseSchema": map[string]any{"type": "object", "required": []string{"approved"}, "properties": map[string]any{
+					"approved": map[string]any{"type": "boolean"},
+					"reason":   map[string]any{"type": "string"},
+					"editedArgs": map[string]any{"type": "object", "required": []string{"release"}, "properties": map[string]any{
+						"release": map[string]any{"type": "string", "minLength": 1},
+						"service": map[string]any{"type": "string"},
+					}},
+				}},
+				"metadata": map[string]any{"baton": md},
+			},
+		}})
 	case "question":
 		finish(map[string]any{"type": "interrupt", "interrupts": []any{
 			map[string]any{"id": "int-q", "reason": "input_required", "message": "Which dates?",
@@ -444,6 +466,59 @@ func TestPage(t *testing.T) {
 		p.waitIdle(n + 1)
 		assert.Equal(t, []any{map[string]any{"interruptId": "int-q", "status": "cancelled"}}, p.fake.last(t)["resume"])
 		assert.Equal(t, "(cancelled)", p.text(".msg.answer"))
+	})
+
+	t.Run("approval card: edit an argument and approve", func(t *testing.T) {
+		p.t = t
+		p.load()
+		p.send("approval")
+		card := `.interrupt.approval[data-interrupt-id="int-ap"]`
+		assert.Equal(t, "demo__delete_release", p.text(card+" .tool"))
+		assert.Contains(t, p.text(card+" .question"), "<b>Delete</b>", "the message is shown as text")
+		assert.Equal(t, "v1", eval[string](p, `document.querySelector('`+card+` [name="editedArgs.release"]').value`), "the form holds the model's arguments")
+		p.screenshot("approval-card")
+		n := p.runsEnded()
+		eval[bool](p, `(() => { document.querySelector('`+card+` [name="editedArgs.release"]').value = ""; return true })()`)
+		p.do(
+			chromedp.SendKeys(chromedp.CSS(card+` [name="editedArgs.release"]`), "v2"),
+			chromedp.Click(chromedp.CSS(card+` button[data-action="approve"]`)),
+		)
+		p.waitIdle(n + 1)
+		assert.Equal(t, []any{map[string]any{"interruptId": "int-ap", "status": "resolved",
+			"payload": map[string]any{"approved": true, "editedArgs": map[string]any{"release": "v2"}}}}, p.fake.last(t)["resume"])
+	})
+
+	t.Run("approval card: approve unchanged sends no edits", func(t *testing.T) {
+		p.t = t
+		p.load()
+		p.send("approval")
+		n := p.runsEnded()
+		p.do(chromedp.Click(chromedp.CSS(`.interrupt.approval button[data-action="approve"]`)))
+		p.waitIdle(n + 1)
+		assert.Equal(t, []any{map[string]any{"interruptId": "int-ap", "status": "resolved", "payload": map[string]any{"approved": true}}}, p.fake.last(t)["resume"])
+	})
+
+	t.Run("approval card: deny with a reason", func(t *testing.T) {
+		p.t = t
+		p.load()
+		p.send("approval")
+		n := p.runsEnded()
+		p.do(
+			chromedp.SendKeys(chromedp.CSS(`.interrupt.approval input[name="reason"]`), "still live"),
+			chromedp.Click(chromedp.CSS(`.interrupt.approval button[data-action="deny"]`)),
+		)
+		p.waitIdle(n + 1)
+		assert.Equal(t, []any{map[string]any{"interruptId": "int-ap", "status": "resolved",
+			"payload": map[string]any{"approved": false, "reason": "still live"}}}, p.fake.last(t)["resume"])
+	})
+
+	t.Run("approval card: the in-doubt question", func(t *testing.T) {
+		p.t = t
+		p.load()
+		p.send("in doubt")
+		assert.Equal(t, "true", p.attr(`.interrupt.approval`, "data-in-doubt"))
+		assert.Equal(t, "Run it again", p.text(`.interrupt.approval button[data-action="approve"]`))
+		assert.Equal(t, "Don't run it", p.text(`.interrupt.approval button[data-action="deny"]`))
 	})
 
 	t.Run("a typed answer to a text question", func(t *testing.T) {

@@ -36,6 +36,7 @@ func TestHandler(t *testing.T) {
 		{name: "script", method: "GET", path: "/app.js", wantStatus: 200, wantType: "text/javascript; charset=utf-8", wantBody: "streamRun"},
 		{name: "module", method: "GET", path: "/agui.js", wantStatus: 200, wantType: "text/javascript; charset=utf-8", wantBody: "export class SSEFramer"},
 		{name: "forms", method: "GET", path: "/forms.js", wantStatus: 200, wantType: "text/javascript; charset=utf-8", wantBody: "export function buildFields"},
+		{name: "approval card", method: "GET", path: "/approval.js", wantStatus: 200, wantType: "text/javascript; charset=utf-8", wantBody: "export function approvalCard"},
 		{name: "style", method: "GET", path: "/style.css", wantStatus: 200, wantType: "text/css; charset=utf-8", wantBody: "#composer"},
 		{name: "head", method: "HEAD", path: "/", wantStatus: 200, wantType: "text/html; charset=utf-8"},
 		{name: "revalidation", method: "GET", path: "/", header: map[string]string{"If-None-Match": indexTag}, wantStatus: 304},
@@ -97,7 +98,7 @@ func TestNothingFromOutside(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, 5, n, "embedded files")
+	assert.Equal(t, 6, n, "embedded files")
 	// The pattern itself must be able to fail.
 	assert.NotEmpty(t, external.FindString(`<script src="https://cdn.example/x.js">`))
 	assert.NotEmpty(t, external.FindString(`import x from "//cdn.example/x.js"`))
@@ -119,7 +120,7 @@ func TestContentSecurityPolicyIsSelfOnly(t *testing.T) {
 func TestHandlerServesWholeFiles(t *testing.T) {
 	srv := httptest.NewServer(Handler())
 	defer srv.Close()
-	for _, name := range []string{"index.html", "app.js", "agui.js", "forms.js", "style.css"} {
+	for _, name := range []string{"index.html", "app.js", "agui.js", "forms.js", "approval.js", "style.css"} {
 		want, err := fs.ReadFile(static, "static/"+name)
 		require.NoError(t, err)
 		resp, err := http.Get(srv.URL + "/" + name)

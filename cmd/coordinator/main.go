@@ -84,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Every log record goes through the redactor; the configured secrets are added to it
 	// as soon as the configuration is read.
 	redactor := redact.New()
+	// Start-up errors printed directly (an agent's URL, say) are masked too.
+	stderr = redact.Writer(stderr, redactor)
 	log, err := newLogger(stderr, *logFormat, *logLevel, redactor)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -219,6 +221,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			RateLimits: rateLimits,
 			Budget:     coordinator.Budget(cfg.Policy.Budget),
 		},
+		Approvals: coordinator.ApprovalPolicy{
+			Tools:       cfg.Approvals.Tools,
+			Agents:      cfg.Approvals.Agents,
+			Destructive: cfg.Approvals.Destructive,
+		},
 		Loop: coordinator.LoopConfig{
 			SoftThreshold: cfg.Loop.SoftThreshold,
 			HardThreshold: cfg.Loop.HardThreshold,
@@ -302,6 +309,10 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	cfg.MCPServers = append(cfg.MCPServers, config.MCPServer{Name: "demo", URL: url, OnToolError: "retry"})
+	if cfg.Approvals.Empty() {
+		// The demo asks before its destructive tool (DESIGN §11).
+		cfg.Approvals.Tools = []string{"demo__" + demomcp.ToolDelete}
+	}
 	return nil
 }
 

@@ -92,6 +92,7 @@ type Config struct {
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
 	Interrupts Interrupts  `yaml:"interrupts"`
+	Approvals  Approvals   `yaml:"approvals"`
 	// Replication holds the run leases (replication.heartbeat, replication.lease).
 	Replication Replication `yaml:"replication"`
 	// Store is "memory:", "sqlite:<path>" or "postgres://…" (the DSN may hold a password:
@@ -319,6 +320,22 @@ type Interrupts struct {
 	// TTL is how long an interrupt stays open before its parked work is cancelled.
 	TTL Duration `yaml:"ttl"`
 }
+
+// Approvals lists the calls the user must approve before they are sent (DESIGN §9). The
+// zero value asks for nothing.
+type Approvals struct {
+	// Tools are tool names as the model sees them: <server>__<tool> for MCP tools or a
+	// sub-agent's name; "*" patterns (path.Match syntax) as in policy.tools.
+	Tools []string `yaml:"tools"`
+	// Agents are A2A sub-agents by name (patterns allowed).
+	Agents []string `yaml:"agents"`
+	// Destructive asks before every MCP tool annotated destructiveHint: true that is not
+	// also readOnlyHint.
+	Destructive bool `yaml:"destructive"`
+}
+
+// Empty reports whether no approval is configured.
+func (a Approvals) Empty() bool { return len(a.Tools) == 0 && len(a.Agents) == 0 && !a.Destructive }
 
 // DefaultInterruptTTL is the interrupt lifetime of DESIGN §9.
 const DefaultInterruptTTL = Duration(30 * time.Minute)

@@ -305,6 +305,20 @@ func TestLoadErrors(t *testing.T) {
 			`baton.yaml: policy.budget.max_tool_calls: must not be negative (got -1); 0 means no limit`},
 		{"negative token budget", "policy:\n  budget: {max_tokens: -5}\n", nil,
 			`baton.yaml: policy.budget.max_tokens: must not be negative (got -5); 0 means no limit`},
+		{"approval agent unknown", agent0 + "approvals:\n  agents: [reserch]\n", nil,
+			`baton.yaml: approvals.agents[0]: "reserch" matches no configured agent`},
+		{"approval agent bad pattern", agent0 + "approvals:\n  agents: [\"[\"]\n", nil,
+			`baton.yaml: approvals.agents[0]: bad pattern "["`},
+		{"approval tool bad pattern", mcp0 + "approvals:\n  tools: [\"demo__[\"]\n", nil,
+			`baton.yaml: approvals.tools[0]: bad pattern "demo__["`},
+		{"approval tool of an unknown server", mcp0 + "approvals:\n  tools: [files__delete]\n", nil,
+			`baton.yaml: approvals.tools[0]: "files__delete" names no configured mcp server ("files")`},
+		{"approval tool neither agent nor mcp tool", mcp0 + "approvals:\n  tools: [delete_release]\n", nil,
+			`baton.yaml: approvals.tools[0]: "delete_release" names no configured agent, and an MCP tool must be <server>__<tool>, as the model sees it`},
+		{"approval destructive not a bool", "approvals:\n  destructive: sometimes\n", nil,
+			`baton.yaml: approvals.destructive: must be a boolean (got "sometimes") (line 2)`},
+		{"approval unknown key", "approvals:\n  tool: []\n", nil,
+			`baton.yaml: approvals.tool: unknown key (line 2)`},
 		{"loop soft zero", "loop:\n  soft_threshold: 0\n", nil,
 			`baton.yaml: loop.soft_threshold: must be at least 1 (got 0)`},
 		{"loop hard not above soft", "loop:\n  soft_threshold: 3\n  hard_threshold: 3\n", nil,
@@ -362,6 +376,28 @@ loop: {soft_threshold: 1, hard_threshold: 4, stall_turns: 0}
 		Budget: Budget{MaxToolCalls: 50, MaxTokens: 200000},
 	}, c.Policy)
 	assert.Equal(t, Loop{SoftThreshold: 1, HardThreshold: 4, StallTurns: 0}, c.Loop)
+}
+
+func TestLoadApprovals(t *testing.T) {
+	c, err := loadYAML(t, `
+agents:
+  - name: research
+    url: http://127.0.0.1:41241
+mcp_servers:
+  - name: demo
+    url: http://127.0.0.1:3901/mcp
+approvals:
+  tools: [demo__delete_release, "demo__dep*", research]
+  agents: ["res*"]
+  destructive: true
+`, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Approvals{Tools: []string{"demo__delete_release", "demo__dep*", "research"}, Agents: []string{"res*"}, Destructive: true}, c.Approvals)
+	assert.False(t, c.Approvals.Empty())
+
+	c, err = loadYAML(t, "", nil)
+	require.NoError(t, err)
+	assert.True(t, c.Approvals.Empty(), "no config: no approvals")
 }
 
 func TestLoadMissingFile(t *testing.T) {

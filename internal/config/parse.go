@@ -121,6 +121,11 @@ func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
 		if n.Kind != yaml.ScalarNode {
 			return c.lineErr(path, n, "must be a string")
 		}
+	case reflect.Bool:
+		var v bool
+		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
+			return c.lineErr(path, n, "must be a boolean%s", got(n))
+		}
 	case reflect.Int, reflect.Int64:
 		var v int64
 		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {

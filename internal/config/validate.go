@@ -13,7 +13,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateLoop, c.validateStore, c.validateReplication}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateStore, c.validateReplication}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -310,6 +310,44 @@ func (c *Config) validatePolicy() error {
 		return c.fieldErr("policy.budget.max_tool_calls", "must not be negative (got %d); 0 means no limit", p.Budget.MaxToolCalls)
 	case p.Budget.MaxTokens < 0:
 		return c.fieldErr("policy.budget.max_tokens", "must not be negative (got %d); 0 means no limit", p.Budget.MaxTokens)
+	}
+	return nil
+}
+
+// validateApprovals checks that every approvals entry names something configured: a typo
+// would otherwise let a call through without asking, silently.
+func (c *Config) validateApprovals() error {
+	agents := make([]string, len(c.Agents))
+	for i, a := range c.Agents {
+		agents[i] = ToolName(a.Name)
+	}
+	servers := make([]string, len(c.MCPServers))
+	for i, m := range c.MCPServers {
+		servers[i] = ToolName(m.Name)
+	}
+	for i, e := range c.Approvals.Agents {
+		if err := c.checkAgentEntry(fmt.Sprintf("approvals.agents[%d]", i), e, agents); err != nil {
+			return err
+		}
+	}
+	for i, e := range c.Approvals.Tools {
+		key := fmt.Sprintf("approvals.tools[%d]", i)
+		if _, err := path.Match(e, ""); err != nil {
+			return c.fieldErr(key, "bad pattern %q", e)
+		}
+		if e == "" {
+			return c.fieldErr(key, "must not be empty")
+		}
+		if !strings.Contains(e, "__") {
+			// Not an MCP tool: it must be (or match) a sub-agent's tool name.
+			if c.checkAgentEntry(key, e, agents) == nil {
+				continue
+			}
+			return c.fieldErr(key, "%q names no configured agent, and an MCP tool must be <server>__<tool>, as the model sees it", e)
+		}
+		if err := c.checkToolEntry(key, e, servers, true); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 	"sort"
@@ -163,4 +164,22 @@ func (h *handler) attr(a slog.Attr) slog.Attr {
 	default:
 		return slog.Attr{Key: a.Key, Value: v}
 	}
+}
+
+// Writer returns a writer that masks secrets in each write before passing it to w. It is
+// for plain messages printed outside the logger (start-up errors), each written whole by
+// one call; a secret split across two writes is not caught.
+func Writer(w io.Writer, r *Redactor) io.Writer { return &writer{w: w, r: r} }
+
+type writer struct {
+	w io.Writer
+	r *Redactor
+}
+
+// Write reports len(p) on success: the masked text may be longer or shorter than p.
+func (x *writer) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(x.w, x.r.String(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

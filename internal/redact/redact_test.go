@@ -85,3 +85,12 @@ func TestHandlerMasksEverywhere(t *testing.T) {
 		})
 	}
 }
+
+func TestWriterMasks(t *testing.T) {
+	var buf bytes.Buffer
+	w := Writer(&buf, New(canary))
+	n, err := fmt.Fprintf(w, "coordinator: agents: a (http://u:%s@h): refused %s\n", "pw", canary)
+	assert.NoError(t, err)
+	assert.Positive(t, n)
+	assert.Equal(t, "coordinator: agents: a (http://[REDACTED]@h): refused [REDACTED]\n", buf.String())
+}

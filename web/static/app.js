@@ -8,6 +8,7 @@
 
 import { streamRun, uid, parseTag, tagClass, contentText, applyPatch, HTTPError } from "./agui.js";
 import { buildFields, renderFields, readPayload, isElicitation, FormError } from "./forms.js";
+import { isApproval, approvalCard } from "./approval.js";
 
 const AGUI_URL = "agui";
 // A stopped run may take a few seconds to cancel its downstream work; until then the
@@ -641,6 +642,11 @@ function showInterrupts(list) {
 }
 
 function interruptForm(intr) {
+  if (isApproval(intr)) {
+    const card = approvalCard(document, intr, (entry) => answer(intr, card, entry));
+    card._intr = intr;
+    return card;
+  }
   const box = el("section", "interrupt");
   box.dataset.interruptId = intr.id;
   box.dataset.reason = intr.reason || "";

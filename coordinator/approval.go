@@ -1,0 +1,338 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// Approvals (DESIGN §9, design/approvals.md): a call that the config says needs the
+// user's approval is not sent; the run ends with a tool_call interrupt, and the resume
+// decides. The approval's answer, the start of the approved call and its result are
+// written into the suspension before the call is sent and when it returns, so that a
+// resume that is repeated, or that comes after a crash, never sends the call twice.
+
+// ApprovalPolicy is the config's approvals section. The zero value asks for nothing.
+type ApprovalPolicy struct {
+	// Tools are tool names as the model sees them (MCP tools and sub-agents); path.Match
+	// patterns.
+	Tools []string
+	// Agents are sub-agent names; path.Match patterns.
+	Agents []string
+	// Destructive asks before every MCP tool annotated destructiveHint and not readOnlyHint.
+	Destructive bool
+}
+
+// States of an approval record (approvalHandle.State).
+const (
+	approvalAsked   = ""        // waiting for the user
+	approvalStarted = "started" // approved; the call is being sent (or was, before a crash)
+	approvalDone    = "done"    // Result holds what the model gets
+)
+
+// approvalHandle is the handle of an approval interrupt: the call, and what became of it.
+type approvalHandle struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+	// InDoubt marks the second question, after a crash while the call was out.
+	InDoubt bool   `json:"inDoubt,omitempty"`
+	State   string `json:"state,omitempty"`
+	// Approved is the user's answer once given; Sent the arguments the call went out with.
+	Approved bool            `json:"approved,omitempty"`
+	Sent     json.RawMessage `json:"sent,omitempty"`
+	Result   string          `json:"result,omitempty"`
+	// ResultTag and ResultCode type the recorded Result (see ToolResult).
+	ResultTag  string `json:"resultTag,omitempty"`
+	ResultCode string `json:"resultCode,omitempty"`
+}
+
+// needsApproval reports whether the call c must be approved by the user before it is sent.
+// Calls whose arguments are not a JSON object are not asked about: they are refused with
+// validation_failed like any other.
+func (p ApprovalPolicy) needsApproval(t *toolset, c llm.ToolCall) bool {
+	_, isAgent := t.agents[c.Name]
+	mt, isMCP := t.mcp[c.Name]
+	if !isAgent && !isMCP {
+		return false
+	}
+	var args map[string]any
+	if json.Unmarshal([]byte(c.Arguments), &args) != nil || args == nil {
+		return false
+	}
+	match := func(patterns []string) bool {
+		return slices.ContainsFunc(patterns, func(p string) bool {
+			ok, _ := path.Match(p, c.Name)
+			return ok
+		})
+	}
+	switch {
+	case match(p.Tools):
+		return true
+	case isAgent:
+		return match(p.Agents)
+	default:
+		return p.Destructive && mt.Destructive && !mt.ReadOnly
+	}
+}
+
+// askApproval builds the approval interrupt of call c: the call is kept in its handle.
+func (r *Run) askApproval(t *toolset, c llm.ToolCall, inDoubt bool) store.Interrupt {
+	args := json.RawMessage(canonicalArgs(c.Arguments))
+	in := hitl.Approval(r.e.hitlOptions(), c.Name, approvalMessage(t, c.Name, args, inDoubt), args, toolSchema(t, c.Name), inDoubt)
+	in.ToolCallID = c.ID
+	in.Handle = mustJSON(handle{Approval: &approvalHandle{Tool: c.Name, Args: args, InDoubt: inDoubt}})
+	return in
+}
+
+// approvalMessage names the tool and says what it will do. The description comes from a
+// peer (an MCP server, an agent card) and the arguments from the model: both are escaped
+// and capped as untrusted text.
+func approvalMessage(t *toolset, tool string, args json.RawMessage, inDoubt bool) string {
+	var b strings.Builder
+	if inDoubt {
+		b.WriteString(hitl.InDoubtMessage + "\n")
+	}
+	fmt.Fprintf(&b, "Approve the call to %s?", bridge.UntrustedN(tool, 64))
+	if d := toolDescription(t, tool); d != "" {
+		b.WriteString("\nWhat it does: " + bridge.UntrustedN(d, 500))
+	}
+	b.WriteString("\nArguments: " + bridge.UntrustedN(string(args), 2000))
+	return b.String()
+}
+
+func toolDescription(t *toolset, tool string) string {
+	if a, ok := t.agents[tool]; ok {
+		return agentDescription(a)
+	}
+	if mt, ok := t.mcp[tool]; ok {
+		return mt.Description
+	}
+	return ""
+}
+
+// toolSchema is the input schema of a backend tool, the schema of editedArgs.
+func toolSchema(t *toolset, tool string) map[string]any {
+	if _, ok := t.agents[tool]; ok {
+		return agentParameters()
+	}
+	if mt, ok := t.mcp[tool]; ok && mt.InputSchema != nil {
+		return mt.InputSchema
+	}
+	return map[string]any{"type": "object"}
+}
+
+// declinedRefusal refuses a call the user has declined earlier in this run: the same call
+// (tool and arguments) is not asked about again. The refusal is a policy_deny signal, so
+// the failure model treats it as a policy_violation.
+func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
+	if !slices.Contains(r.fs.Declined, CallSignature(c.Name, c.Arguments)) {
+		return bridge.Signal{}, false
+	}
+	return bridge.Signal{
+		Code: "policy_deny", Requested: c.Name,
+		Message:          fmt.Sprintf("The user declined this call of %q earlier in this run; it is not sent again. Do something else, or tell the user what you need.", c.Name),
+		ValidNextActions: r.nextActions(t, c.Name),
+		Resolution:       &bridge.Resolution{Type: ResolutionHandoff},
+	}, true
+}
+
+// deliverApproval acts on the user's answer to an approval: the call runs once (with the
+// edited arguments when given), or the model is told it was declined.
+func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
+	h := decodeHandle(in).Approval
+	if h == nil {
+		return taggedOutcome(bridge.TagError, bridge.Error("This approval can no longer be answered."))
+	}
+	approved, _ := ans.Payload["approved"].(bool)
+	if ans.Cancelled || !approved {
+		r.suspMu.Lock() // answers are delivered in parallel
+		r.fs.Declined = append(r.fs.Declined, CallSignature(h.Tool, string(h.Args)))
+		r.suspMu.Unlock()
+		reason, _ := ans.Payload["reason"].(string)
+		msg := "The user declined this call; it was not sent."
+		if h.InDoubt {
+			msg = "The user chose not to run this call again. It may or may not have run before the coordinator stopped."
+		}
+		if strings.TrimSpace(reason) != "" {
+			msg += " The user's reason: " + reason
+		}
+		out := taggedOutcome(bridge.TagDeclined, bridge.Declined(msg))
+		if err := r.recordApproval(ctx, in.ID, func(a *approvalHandle) { a.State, a.Result, a.ResultTag = approvalDone, out.Text, out.Tag }); err != nil {
+			r.log.Error("record declined approval", "tool", h.Tool, "err", err)
+		}
+		return out
+	}
+	args := h.Args
+	if edited, ok := ans.Payload["editedArgs"].(map[string]any); ok {
+		args = mustJSON(edited)
+	}
+	return r.sendApproved(ctx, t, callID, in.ID, h.Tool, args)
+}
+
+// sendApproved records the start of an approved call, sends it, and records its result.
+// Nothing is sent when the start cannot be recorded: a call that nobody remembers having
+// sent could be sent again.
+func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID, tool string, args json.RawMessage) toolOutcome {
+	if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+		a.State, a.Approved, a.Sent = approvalStarted, true, args
+	}); err != nil {
+		r.log.Error("record approved call", "tool", tool, "err", err)
+		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator could not record it first. Ask the user to try again later."))
+	}
+	r.log.Info("approved call sent", "tool", tool, "tool_call_id", callID)
+	var out toolOutcome
+	if a, ok := t.agents[tool]; ok {
+		var m map[string]any
+		_ = json.Unmarshal(args, &m)
+		out = r.delegate(ctx, t, a, callID, m)
+	} else if _, ok := t.mcp[tool]; ok {
+		out = r.callMCPSession(ctx, t, llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}, args)
+	} else {
+		out = taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
+	}
+	if len(out.interrupts) == 0 && ctx.Err() == nil {
+		if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+			a.State, a.Result, a.ResultTag, a.ResultCode = approvalDone, out.Text, out.Tag, out.Code
+		}); err != nil {
+			r.log.Error("record approved call result", "tool", tool, "err", err)
+		}
+	}
+	return out
+}
+
+// recordApproval updates the approval record of interruptID in the run's suspension and
+// saves it (on a context of its own: a disconnect must not lose the record).
+func (r *Run) recordApproval(ctx context.Context, interruptID string, update func(*approvalHandle)) error {
+	r.suspMu.Lock()
+	defer r.suspMu.Unlock()
+	if r.susp == nil {
+		return fmt.Errorf("coordinator: no suspension holds approval %s", interruptID)
+	}
+	found := false
+	for i, in := range r.susp.Interrupts {
+		if in.ID != interruptID {
+			continue
+		}
+		h := decodeHandle(in)
+		if h.Approval == nil {
+			return fmt.Errorf("coordinator: interrupt %s is not an approval", interruptID)
+		}
+		update(h.Approval)
+		r.susp.Interrupts[i].Handle = mustJSON(h)
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("coordinator: approval %s not in the suspension", interruptID)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return r.e.cfg.Store.SaveSuspension(sctx, r.susp)
+}
+
+// approvalsInFlight reports whether a suspension holds an approval that was answered
+// (its call started or done) by a run that did not finish: that run's process stopped.
+func approvalsInFlight(s *store.Suspension) bool {
+	for _, in := range s.Interrupts {
+		if in.Kind == hitl.KindApproval {
+			if h := decodeHandle(in).Approval; h != nil && h.State != approvalAsked {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recoverApprovals takes over a suspension left by a run that stopped while it acted on
+// approvals. Calls whose result was recorded are settled (their results go to the model,
+// not sent again); calls that were sent without a recorded result are in doubt: an
+// idempotent or read-only tool is called again, any other call becomes a second question
+// to the user (metadata.baton.inDoubt). The remaining questions are asked again; when none
+// remain, the run continues with the conversation. done is true when the run has ended.
+func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason string) {
+	if err := json.Unmarshal(susp.History, &conv); err != nil {
+		r.log.Error("suspension history unreadable", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "This conversation's saved state could not be read.")
+		return nil, true, "error: store"
+	}
+	r.suspMu.Lock()
+	r.susp = susp
+	r.suspMu.Unlock()
+	// Idempotent or read-only calls that were out are sent again, once more recorded.
+	for _, in := range susp.Interrupts {
+		h := decodeHandle(in).Approval
+		if in.Kind != hitl.KindApproval || h == nil || h.State != approvalStarted || !idempotentTool(t, h.Tool) {
+			continue
+		}
+		r.log.Warn("approved call in doubt after a restart: sent again (idempotent)", "tool", h.Tool, "tool_call_id", in.ToolCallID)
+		out := r.sendApproved(ctx, t, in.ToolCallID, in.ID, h.Tool, h.Sent)
+		if len(out.interrupts) > 0 {
+			// It asks the user something now: settled as an error rather than left open
+			// under an interrupt that no longer matches.
+			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, out.interrupts)
+			_ = r.recordApproval(ctx, in.ID, func(a *approvalHandle) {
+				a.State, a.Result = approvalDone, bridge.Error("The call was sent again after a restart and asked a question that can no longer be answered.")
+			})
+		}
+	}
+	var open []store.Interrupt
+	var settled []string
+	for _, in := range susp.Interrupts {
+		h := decodeHandle(in).Approval
+		if in.Kind != hitl.KindApproval || h == nil || h.State == approvalAsked {
+			open = append(open, in)
+			continue
+		}
+		settled = append(settled, in.ID)
+		switch h.State {
+		case approvalDone:
+			conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: in.ToolCallID, Content: h.Result})
+			r.emitResult(ctx, in.ToolCallID, toolOutcome{ToolResult: ToolResult{Text: h.Result, Tag: h.ResultTag, Code: h.ResultCode}})
+		default: // started, not idempotent: ask again
+			r.log.Warn("approved call in doubt after a restart: asking the user", "tool", h.Tool, "tool_call_id", in.ToolCallID)
+			again := r.askApproval(t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)
+			open = append(open, again)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, settled); err != nil {
+		r.log.Error("mark settled approvals resolved", "err", err)
+	}
+	r.suspMu.Lock()
+	r.susp = nil
+	r.suspMu.Unlock()
+	if len(open) == 0 {
+		if err := r.e.cfg.Store.DeleteSuspension(sctx, r.ThreadID); err != nil {
+			r.log.Error("delete suspension", "err", err)
+		}
+		if m := r.e.cfg.Metrics; m != nil {
+			m.InterruptsOpen(-len(susp.Interrupts))
+		}
+		return conv, false, ""
+	}
+	next := *susp
+	next.History, next.Interrupts = mustJSON(conv), open
+	if err := r.e.cfg.Store.SaveSuspension(sctx, &next); err != nil {
+		r.log.Error("save recovered suspension", "err", err)
+		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
+		return conv, true, "error: store"
+	}
+	r.finishInterrupted(open)
+	return conv, true, "interrupt: approvals recovered"
+}
+
+// idempotentTool reports whether calling tool twice does no harm (MCP idempotentHint or
+// readOnlyHint). Sub-agents never are: a delegation is a new task.
+func idempotentTool(t *toolset, tool string) bool {
+	mt, ok := t.mcp[tool]
+	return ok && mt.Idempotent
+}
