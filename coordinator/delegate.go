@@ -142,10 +142,6 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 	description, _ := a.describe()
 	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 
-	type sent struct {
-		res *a2a.Result
-		err error
-	}
 	out := make(chan sent, 1)
 	go func() {
 		res, err := a.Client.Send(sendCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
@@ -221,6 +217,12 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 		}
 	}
 	return a.Description, a.Skills
+}
+
+// sent is how a delegation's A2A exchange ended.
+type sent struct {
+	res *a2a.Result
+	err error
 }
 
 func (d *subagentCall) taskIDKnown() string {

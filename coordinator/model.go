@@ -117,6 +117,12 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 		}
 	}
 	closeText()
+	return r.endTurn(ctx, calls, string(text), done, streamOK, streamErr)
+}
+
+// endTurn closes the turn's tool calls on the stream and builds the turn's result: its
+// error when the stream failed or ended without a completion.
+func (r *Run) endTurn(ctx context.Context, calls []llm.ToolCall, text string, done *llm.Completion, streamOK bool, streamErr error) (turnResult, error) {
 	for _, c := range calls {
 		r.emit(&agui.ToolCallEnd{ToolCallID: c.ID})
 	}
@@ -134,7 +140,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 			calls[i].Arguments = "{}"
 		}
 	}
-	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
+	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls}, completion: done}, nil
 }
 
 // userMessage turns a model error into text for the user, without internal detail.
