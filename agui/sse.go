@@ -1,9 +1,12 @@
 package agui
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // SSEWriter writes AG-UI events to an HTTP response as Server-Sent Events, one flushed frame
@@ -14,7 +17,14 @@ type SSEWriter struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte // reused frame buffer: the hot path allocates nothing per event
+	// timeout bounds each write; 0 leaves the connection's deadline alone.
+	timeout time.Duration
+	// aborted is set by Abort; it is read without mu, which a blocked write holds.
+	aborted atomic.Bool
 }
+
+// ErrAborted is returned by writes after Abort.
+var ErrAborted = errors.New("agui: stream aborted")
 
 // maxKeptBuffer is the largest frame buffer an SSEWriter keeps between events.
 const maxKeptBuffer = 16 << 10
@@ -30,6 +40,56 @@ func NewSSEWriter(w http.ResponseWriter) *SSEWriter {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	return &SSEWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+}
+
+// SetWriteTimeout bounds every later write (events and pings) by d: a client that does not
+// take a frame within d makes the write fail, instead of holding the writer forever. Call
+// Close when the stream ends, so that the deadline does not outlive it on a kept-alive
+// connection. Writers whose connection has no deadlines ignore it.
+func (s *SSEWriter) SetWriteTimeout(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timeout = d
+}
+
+// Abort makes a write in progress, and every later one, fail at once. It does not wait
+// for a blocked write, so it may be called while another goroutine writes.
+func (s *SSEWriter) Abort() {
+	s.aborted.Store(true)
+	_ = s.rc.SetWriteDeadline(pastDeadline)
+}
+
+// pastDeadline makes every write fail at once.
+var pastDeadline = time.Unix(1, 0)
+
+// Close clears the write deadline set by SetWriteTimeout.
+func (s *SSEWriter) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timeout > 0 {
+		_ = s.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// deadline arms the write deadline before a write; the caller holds s.mu.
+func (s *SSEWriter) deadline() error {
+	if s.aborted.Load() {
+		return ErrAborted
+	}
+	if s.timeout <= 0 {
+		return nil
+	}
+	err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("agui: write deadline: %w", err)
+	}
+	if s.aborted.Load() {
+		// Abort ran while the deadline was being moved: its deadline may have been
+		// overwritten.
+		_ = s.rc.SetWriteDeadline(pastDeadline)
+		return ErrAborted
+	}
+	return nil
 }
 
 // Start sends the 200 status and headers at once, before the first event, so that the client
@@ -53,6 +113,9 @@ func (s *SSEWriter) WriteEvent(ev Event) error {
 	// A rare huge frame (a snapshot) must not pin its buffer for the life of a long stream.
 	if cap(buf) <= maxKeptBuffer {
 		s.buf = buf
+	}
+	if err := s.deadline(); err != nil {
+		return err
 	}
 	if _, err := s.w.Write(buf); err != nil {
 		return fmt.Errorf("agui: write event: %w", err)
@@ -79,6 +142,9 @@ func (s *SSEWriter) WriteEvents(evs []Event) error {
 	if cap(buf) <= maxKeptBuffer {
 		s.buf = buf
 	}
+	if err := s.deadline(); err != nil {
+		return err
+	}
 	if _, err := s.w.Write(buf); err != nil {
 		return fmt.Errorf("agui: write events: %w", err)
 	}
@@ -89,6 +155,9 @@ func (s *SSEWriter) WriteEvents(evs []Event) error {
 func (s *SSEWriter) Ping() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.deadline(); err != nil {
+		return err
+	}
 	if _, err := s.w.Write(pingFrame); err != nil {
 		return fmt.Errorf("agui: write ping: %w", err)
 	}

@@ -43,6 +43,9 @@ func (s *SSEWriter) WriteEventsFrom(first int64, evs []Event) error {
 	if cap(buf) <= maxKeptBuffer {
 		s.buf = buf
 	}
+	if err := s.deadline(); err != nil {
+		return err
+	}
 	if _, err := s.w.Write(buf); err != nil {
 		return fmt.Errorf("agui: write events: %w", err)
 	}
@@ -76,6 +79,9 @@ func (s *SSEWriter) WriteRaw(frames []RawFrame) error {
 	}
 	if cap(buf) <= maxKeptBuffer {
 		s.buf = buf
+	}
+	if err := s.deadline(); err != nil {
+		return err
 	}
 	if _, err := s.w.Write(buf); err != nil {
 		return fmt.Errorf("agui: write events: %w", err)

@@ -206,9 +206,12 @@ func (s *Scope) Begin(cause error) {
 	for it := range s.items {
 		items = append(items, it)
 	}
+	// Counted before the lock is released: a concurrent Cancel, which sees the scope
+	// cancelled only after this, must not Wait while the count is still being raised.
+	s.wg.Add(len(items))
 	s.mu.Unlock()
 	for _, it := range items {
-		s.fire(it)
+		s.fireCounted(it)
 	}
 }
 
@@ -221,10 +224,16 @@ func (s *Scope) Cancel(cause error) []Report {
 }
 
 func (s *Scope) fire(it *Item) {
+	s.wg.Add(1)
+	s.fireCounted(it)
+}
+
+// fireCounted is fire for a piece already counted in s.wg.
+func (s *Scope) fireCounted(it *Item) {
 	if !it.claim() {
+		s.wg.Done()
 		return
 	}
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)

@@ -91,11 +91,18 @@ type Config struct {
 	// Guard is the config's policy section: allow/deny lists, rate limits, budget
 	// (DESIGN §7). The zero value allows everything.
 	Guard GuardPolicy
+	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
+	// value traces nothing.
+	Tracing Tracing
 	// Approvals lists the calls the user must approve before they are sent (DESIGN §9).
 	Approvals ApprovalPolicy
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop LoopConfig
+	// StreamBufferBytes bounds the events waiting for a run's client (server.
+	// stream_buffer_bytes); a client that falls further behind is dropped and the run
+	// cancelled. 0 means DefaultStreamBufferBytes.
+	StreamBufferBytes int
 	// Replica identifies this process in the store's runs table; default a random id, new
 	// per process.
 	Replica string

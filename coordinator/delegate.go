@@ -44,6 +44,9 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	if d.taskID == "" && taskID != "" {
 		d.taskID, d.contextID = taskID, contextID
 		d.item.Arm(taskID, d.agent.Client.Cancel)
+		// Recorded in the store as soon as it is known: if this replica dies, the one
+		// that claims the run cancels the task (nothing is left running without an owner).
+		d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking))
 	}
 }
 
@@ -143,8 +146,10 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 
 	out := make(chan sent, 1)
+	spanCtx, span := r.delegationSpan(sendCtx, a)
 	go func() {
-		res, err := a.Client.Send(sendCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		res, err := a.Client.Send(spanCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		endDelegationSpan(span, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
 			d.item.Release()
@@ -266,6 +271,8 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 		// parked (it is not cancelled when the run ends).
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended"}})
 	default:
+		// A sub-agent's own failure is the model's to handle, not an operational problem.
+		r.log.Info("sub-agent task ended unsuccessfully", "agent", d.agent.Name, "task_id", res.TaskID, "state", string(res.State))
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
 	return a2aOutcome(res)

@@ -204,6 +204,7 @@ func TestClassifyModelError(t *testing.T) {
 		{"429", &llm.Error{Kind: llm.ErrRateLimited, Status: 429, RetryAfter: 2 * time.Second}, KindTransientProvider, 2 * time.Second, "The language model is rate limiting requests."},
 		{"wrapped 503", fmt.Errorf("turn: %w", &llm.Error{Kind: llm.ErrServer, Status: 503}), KindTransientProvider, 0, "The language model had a server error."},
 		{"network", &llm.Error{Kind: llm.ErrNetwork}, KindTransientProvider, 0, "The language model could not be reached."},
+		{"silent provider", &llm.Error{Kind: llm.ErrTimeout, Message: "the model provider did not start answering within 1m0s"}, KindTransientProvider, 0, "The language model did not answer in time."},
 		{"stream cut short", llm.ErrNoCompletion, KindTransientProvider, 0, "The language model's reply ended before it was complete."},
 		{"bad request is unrecoverable", &llm.Error{Kind: llm.ErrBadRequest, Status: 400, Message: "secret"}, "", 0, ""},
 		{"auth is unrecoverable", &llm.Error{Kind: llm.ErrAuth, Status: 401}, "", 0, ""},

@@ -33,6 +33,9 @@ var (
 var (
 	// ErrClientGone: the streaming client disconnected.
 	ErrClientGone = errors.New("client disconnected")
+	// ErrClientTooSlow: the streaming client fell more than the stream buffer behind and
+	// was dropped; it counts as a disconnect.
+	ErrClientTooSlow = fmt.Errorf("%w: it did not keep up with the stream", ErrClientGone)
 	// ErrStopped: a producer-side stop was requested.
 	ErrStopped = errors.New("stop requested")
 	// ErrShutdown: the coordinator is shutting down.
@@ -171,6 +174,13 @@ func (e *Engine) addAgents() error {
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
 // the background; stream its events with Run.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
+	return e.StartContext(context.Background(), in, principal)
+}
+
+// StartContext is Start for a run whose trace parent is the span context in parent (the
+// request's incoming traceparent). Only the span context is kept: the run is detached
+// from parent's cancellation and values.
+func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
 	e.mu.Lock()
 	closing := e.closing
 	th := e.threads[in.ThreadID]
@@ -190,6 +200,7 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	if err := e.claim(ctx, in, principal, th == nil); err != nil {
 		return nil, err
 	}
+	e.prependHistory(ctx, in)
 
 	e.mu.Lock()
 	if e.closing {
@@ -207,6 +218,7 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	}
 	r := newRun(e, in)
 	r.owner = principal
+	r.startTrace(parent)
 	// The thread is reserved here before the store is asked, so that two requests on this
 	// replica never both reach it.
 	e.active[in.ThreadID] = r

@@ -30,8 +30,10 @@ type runLog struct {
 	mu      sync.Mutex
 	seq     int64
 	pending []store.Event
-	ended   bool // the terminal event was added
-	dropped int
+	// pendingBytes is the encoded size of pending, bounded by maxPendingBytes.
+	pendingBytes int
+	ended        bool // the terminal event was added
+	dropped      int
 	// changed is closed and replaced after each append to the store: it wakes followers
 	// of this run on this replica (others poll).
 	changed chan struct{}
@@ -46,8 +48,13 @@ type runLog struct {
 	done chan struct{}
 }
 
-// maxPendingEvents bounds the events waiting for the store per run.
-const maxPendingEvents = 20000
+// maxPendingEvents bounds the events waiting for the store per run, and maxPendingBytes
+// their encoded size: a run relaying megabytes of text faster than the store takes them
+// would otherwise hold all of it (issue 12, bounded memory per run).
+const (
+	maxPendingEvents = 20000
+	maxPendingBytes  = 4 << 20
+)
 
 // storeWriteTimeout bounds one append to the event log.
 const storeWriteTimeout = 10 * time.Second
@@ -66,12 +73,14 @@ func (l *runLog) add(ev agui.Event) {
 		// The stream itself will fail on the same event; the log keeps its place.
 		data = []byte(`{"type":"CUSTOM","name":"baton.unencodable"}`)
 	}
-	if len(l.pending) >= maxPendingEvents {
+	for len(l.pending) > 0 && (len(l.pending) >= maxPendingEvents || l.pendingBytes+len(data) > maxPendingBytes) {
+		l.pendingBytes -= len(l.pending[0].Data)
 		l.pending[0] = store.Event{}
 		l.pending = l.pending[1:]
 		l.dropped++
 	}
 	l.pending = append(l.pending, store.Event{Seq: l.seq, Data: data})
+	l.pendingBytes += len(data)
 	l.msgs.add(ev)
 	switch ev.EventType() {
 	case agui.EventRunFinished, agui.EventRunError:
@@ -117,15 +126,17 @@ func (l *runLog) write(runDone <-chan struct{}) {
 	for {
 		l.mu.Lock()
 		batch, ended, dropped := l.pending, l.ended, l.dropped
-		l.pending, l.dropped = nil, 0
+		l.pending, l.dropped, l.pendingBytes = nil, 0, 0
 		l.mu.Unlock()
 		if dropped > 0 {
 			l.log.Error("event log fell behind; events dropped from the log", "dropped", dropped)
 		}
+		// The work document first: it is what a replica that claims this run after a
+		// crash needs in order to cancel the run's remote tasks.
+		l.saveWork()
 		if len(batch) > 0 {
 			l.append(batch)
 		}
-		l.saveWork()
 		if ended {
 			l.mu.Lock()
 			empty := len(l.pending) == 0

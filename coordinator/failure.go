@@ -157,6 +157,8 @@ func ClassifyModelError(err error) *Failure {
 			f.Explanation = "The language model is rate limiting requests."
 		case llm.ErrServer:
 			f.Explanation = "The language model had a server error."
+		case llm.ErrTimeout:
+			f.Explanation = "The language model did not answer in time."
 		default:
 			f.Explanation = "The language model could not be reached."
 		}

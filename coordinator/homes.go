@@ -102,6 +102,9 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		return a2aOutcome(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})
 	}
+	if out := r.recoverTask(ctx, a, callID, first, h); out != nil {
+		return *out
+	}
 	text, _ := ans.Payload["text"].(string)
 	if strings.TrimSpace(text) == "" {
 		text = "done" // auth-required: the user says the sign-in is done

@@ -21,9 +21,22 @@ type turnResult struct {
 // retry waits the decided backoff (the provider's Retry-After exactly) and streams the
 // turn again; any other decision is returned as a *decidedError. Errors the policy does
 // not handle (bad request, auth, cancellation) are returned as they are.
-func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, error) {
+func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
+	ctx, span := r.modelSpan(ctx)
+	defer func(start time.Time) { r.endModelSpan(span, start, res, err) }(time.Now())
+	// The tool call ids of failed attempts are never used again in this turn
+	// (design/model-retries.md).
+	var failed map[string]bool
 	for {
-		res, err := r.streamTurn(ctx, req)
+		res, err := r.streamTurn(ctx, req, failed)
+		if err != nil && len(res.message.ToolCalls) > 0 {
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			for _, c := range res.message.ToolCalls {
+				failed[c.ID] = true
+			}
+		}
 		if err == nil {
 			r.fs.Recovered(KindTransientProvider, "")
 			return res, nil
@@ -36,6 +49,7 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, erro
 			return turnResult{}, err
 		}
 		d := r.decide(*f)
+		traceModelRetry(span, d)
 		if d.Action != ActionRetry {
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}
@@ -49,7 +63,12 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (turnResult, erro
 	}
 }
 
-func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, error) {
+// streamTurn streams one attempt at a model turn. Text is relayed as it arrives; tool calls
+// are held back until the attempt has completed (design/model-retries.md), so that a broken
+// attempt never leaves a half-streamed call in the client's history, and a retry never
+// appends to one. avoid holds ids of earlier failed attempts, which a call may not reuse. On
+// error the result carries the calls seen so far (never streamed).
+func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string]bool) (turnResult, error) {
 	var (
 		textID   string
 		text     []byte
@@ -57,6 +76,8 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 		byIndex  = map[int]int{}
 		done     *llm.Completion
 		streamOK bool
+		// parents holds, per call, the text message streamed just before it.
+		parents []string
 	)
 	closeText := func() {
 		if textID != "" {
@@ -88,22 +109,19 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 			i, seen := byIndex[tc.Index]
 			if !seen {
 				id := tc.ID
-				if id == "" || usedCallID(req.Messages, calls, id) {
+				if id == "" || avoid[id] || usedCallID(req.Messages, calls, id) {
 					// Some OpenAI-compatible servers number calls per turn (call_0 every
-					// time); a repeated id would merge two calls in the client.
+					// time), and a retried attempt may repeat the failed one's ids; a
+					// repeated id would merge two calls in the client.
 					id = newID("call")
 				}
 				calls = append(calls, llm.ToolCall{ID: id, Name: tc.Name})
 				i = len(calls) - 1
 				byIndex[tc.Index] = i
-				parent := textID
+				parents = append(parents, textID)
 				closeText()
-				r.emit(&agui.ToolCallStart{ToolCallID: id, ToolCallName: tc.Name, ParentMessageID: parent})
 			}
-			if tc.Arguments != "" {
-				calls[i].Arguments += tc.Arguments
-				r.emit(&agui.ToolCallArgs{ToolCallID: calls[i].ID, Delta: tc.Arguments})
-			}
+			calls[i].Arguments += tc.Arguments
 		case d.Done != nil:
 			done = d.Done
 			streamOK = true
@@ -117,30 +135,29 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request) (turnResult, err
 		}
 	}
 	closeText()
-	return r.endTurn(ctx, calls, string(text), done, streamOK, streamErr)
-}
-
-// endTurn closes the turn's tool calls on the stream and builds the turn's result: its
-// error when the stream failed or ended without a completion.
-func (r *Run) endTurn(ctx context.Context, calls []llm.ToolCall, text string, done *llm.Completion, streamOK bool, streamErr error) (turnResult, error) {
-	for _, c := range calls {
-		r.emit(&agui.ToolCallEnd{ToolCallID: c.ID})
+	if streamErr == nil && !streamOK {
+		streamErr = llm.ErrNoCompletion
+		if ctx.Err() != nil {
+			streamErr = ctx.Err()
+		}
 	}
 	if streamErr != nil {
-		return turnResult{}, streamErr
+		// The attempt's calls were never streamed: the client's history has none of them.
+		return turnResult{message: llm.Message{Role: llm.RoleAssistant, ToolCalls: calls}}, streamErr
 	}
-	if !streamOK {
-		if ctx.Err() != nil {
-			return turnResult{}, ctx.Err()
+	for i, c := range calls {
+		r.emit(&agui.ToolCallStart{ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parents[i]})
+		if c.Arguments != "" {
+			r.emit(&agui.ToolCallArgs{ToolCallID: c.ID, Delta: c.Arguments})
 		}
-		return turnResult{}, llm.ErrNoCompletion
+		r.emit(&agui.ToolCallEnd{ToolCallID: c.ID})
 	}
 	for i := range calls {
 		if calls[i].Arguments == "" {
 			calls[i].Arguments = "{}"
 		}
 	}
-	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls}, completion: done}, nil
+	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
 }
 
 // userMessage turns a model error into text for the user, without internal detail.

@@ -102,13 +102,19 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 			continue
 		case <-t.C:
 		}
-		// Stop requests are rows: polling finds those whose signal was lost.
-		e.applyStops()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		if _, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease); err != nil {
+		_, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
+		cancel()
+		if err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
 		}
-		cancel()
+		// Stop requests are rows: polling finds those whose signal was lost.
+		e.applyStops()
+		// Only right after a successful heartbeat: this replica's own leases have just been
+		// renewed, so a lapsed run is never one of its own live runs.
+		if err == nil {
+			e.reapLapsed()
+		}
 		// Sweeping is cheap but needs no precision: once a minute.
 		if now := time.Now(); now.Sub(lastSweep) >= time.Minute {
 			lastSweep = now
@@ -212,4 +218,41 @@ func (e *Engine) applyStops() {
 			r.Cancel(ErrStopped)
 		}
 	}
+}
+
+// prependHistory gives a client that sends only its new messages the thread's stored
+// history in front of them (DESIGN §9a). A client that sends the full history (AG-UI's
+// default) is recognised by a message id the store already has, and its input is left as
+// it is: the store deduplicates by id when the run's messages are saved. Resume runs and
+// runs without messages are left alone (their history is the suspension's).
+func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) {
+	if len(in.Messages) == 0 || len(in.Resume) > 0 {
+		return
+	}
+	stored, err := e.cfg.Store.LoadMessages(ctx, in.ThreadID)
+	if err != nil {
+		e.log.Warn("store: load thread messages; the run sees only the messages it was sent", "thread_id", in.ThreadID, "err", err)
+		return
+	}
+	if len(stored) == 0 {
+		return
+	}
+	known := make(map[string]bool, len(stored))
+	for _, m := range stored {
+		known[m.ID] = true
+	}
+	for _, m := range in.Messages {
+		if known[m.ID] {
+			return
+		}
+	}
+	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
+	for _, m := range stored {
+		var msg agui.Message
+		if err := json.Unmarshal(m.Data, &msg); err != nil {
+			continue
+		}
+		hist = append(hist, msg)
+	}
+	in.Messages = append(hist, in.Messages...)
 }

@@ -3,12 +3,15 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -69,4 +72,123 @@ func TestRunRecordedInStore(t *testing.T) {
 	require.ErrorIs(t, err, ErrForbidden)
 	_, err = st.ActiveRun(ctx, "t")
 	require.ErrorIs(t, err, store.ErrNotFound, "the refused start recorded no run")
+}
+
+// TestReapLapsedRun: a run whose replica stopped heartbeating is claimed by another, its
+// running A2A task is cancelled (a finished one is not), its event log ends with RUN_LOST,
+// and its thread is free again.
+func TestReapLapsedRun(t *testing.T) {
+	ctx := context.Background()
+	agent := &fakeAgent{}
+	e := newEngine(t, &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, agent)
+	st := e.Store()
+	_, err := st.ClaimThread(ctx, "t", "alice", "")
+	require.NoError(t, err)
+	require.NoError(t, st.BeginRun(ctx, "t", "r1", "dead-replica", -time.Second))
+	require.NoError(t, st.SaveRunWork(ctx, "t", "r1", json.RawMessage(
+		`{"a2a":[{"agent":"research","taskId":"task-live","state":"working"},{"agent":"research","taskId":"task-done","state":"completed"}],"mcp":[]}`)))
+	require.NoError(t, st.AppendEvents(ctx, "t", "r1", []store.Event{
+		{Seq: 1, Data: json.RawMessage(`{"type":"RUN_STARTED","threadId":"t","runId":"r1"}`)},
+		{Seq: 2, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`)},
+	}))
+
+	e.reapLapsed()
+	assert.Equal(t, []string{"task-live"}, agent.cancelled())
+	run, err := st.GetRun(ctx, "t", "r1")
+	require.NoError(t, err)
+	assert.Equal(t, store.RunLost, run.State)
+	evs, err := st.Events(ctx, "t", "r1", 2, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, int64(3), evs[0].Seq)
+	assert.Contains(t, string(evs[0].Data), `"type":"RUN_ERROR"`)
+	assert.Contains(t, string(evs[0].Data), `"code":"RUN_LOST"`)
+
+	e.reapLapsed()
+	assert.Len(t, agent.cancelled(), 1, "a claimed run is cleaned up once")
+	require.NoError(t, st.BeginRun(ctx, "t", "r2", "me", time.Minute), "the thread is free")
+}
+
+// TestStoredHistoryPrepended: a client that sends only its new message gets the thread's
+// stored history in front of it; one that sends the full history is left as it is.
+func TestStoredHistoryPrepended(t *testing.T) {
+	var seen [][]llm.Message
+	var mu sync.Mutex
+	m := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+		mu.Lock()
+		seen = append(seen, req.Messages)
+		mu.Unlock()
+		return []llm.Delta{{Text: "ok"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+	}}
+	e := newEngine(t, m, &fakeAgent{})
+	userMsg := func(id, text string) agui.Message {
+		c, _ := json.Marshal(text)
+		return agui.Message{ID: id, Role: "user", Content: c}
+	}
+	run := func(runID string, msgs ...agui.Message) {
+		r, err := e.Start(&agui.RunAgentInput{ThreadID: "h", RunID: runID, ProtocolVersion: "1.0", Messages: msgs}, "")
+		require.NoError(t, err)
+		collect(t, r)
+	}
+	users := func(msgs []llm.Message) []string {
+		var out []string
+		for _, m := range msgs {
+			if m.Role == llm.RoleUser {
+				out = append(out, m.Content)
+			}
+		}
+		return out
+	}
+	run("r1", userMsg("u1", "first"))
+	run("r2", userMsg("u2", "second")) // only the new message
+	all, err := e.Store().LoadMessages(context.Background(), "h")
+	require.NoError(t, err)
+	full := []agui.Message{}
+	for _, sm := range all {
+		var msg agui.Message
+		require.NoError(t, json.Unmarshal(sm.Data, &msg))
+		full = append(full, msg)
+	}
+	run("r3", append(full, userMsg("u3", "third"))...) // the full history, as AG-UI clients send it
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 3)
+	assert.Equal(t, []string{"first"}, users(seen[0]))
+	assert.Equal(t, []string{"first", "second"}, users(seen[1]), "the stored history is prepended")
+	assert.Equal(t, []string{"first", "second", "third"}, users(seen[2]), "a full history is not doubled")
+	assert.Len(t, full, 4, "u1, its answer, u2, its answer")
+}
+
+// TestWorkRecordedWhileRunning: a delegation's task id is in the store as soon as the agent
+// names it, while the task still runs (a replica that claims the run later cancels it).
+func TestWorkRecordedWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	started := make(chan struct{})
+	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		obs.Task("task-live", "ctx-1")
+		obs.Text("working on it")
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
+	r, err := e.Start(input("w"), "")
+	require.NoError(t, err)
+	<-started
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		run, err := e.Store().GetRun(ctx, "w", "r-w")
+		require.NoError(t, err)
+		var work runWork
+		require.NoError(t, json.Unmarshal(run.Work, &work))
+		if len(work.A2A) == 1 {
+			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, work.A2A[0])
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the task never reached the store: %s", run.Work)
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Cancel(ErrStopped)
+	collect(t, r)
 }

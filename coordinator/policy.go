@@ -203,6 +203,9 @@ type FailureState struct {
 	NoProgress int `json:"no_progress_rounds"`
 	// Budget is the run's usage of its tool-call and token budget.
 	Budget BudgetUsage `json:"budget"`
+	// TraceParent is the W3C traceparent of the run that was suspended last: the run that
+	// resumes it links to it (design/telemetry.md).
+	TraceParent string `json:"traceparent,omitempty"`
 	// Declined holds the signatures (CallSignature) of the calls the user declined to
 	// approve: the same call is refused for the rest of the run.
 	Declined []string `json:"declined,omitempty"`

@@ -41,6 +41,7 @@ func (e *decidedError) Unwrap() error { return e.err }
 // line, and the retry metric.
 func (r *Run) decide(f Failure) Decision {
 	d := r.e.cfg.Policy.Decide(f, &r.fs)
+	r.traceDecision(d)
 	r.emit(FailureEvent(d))
 	r.log.Warn("failure handled", "kind", d.Kind, "action", d.Action, "attempt", d.Attempt,
 		"tool", d.Tool, "code", f.Code, "wait_ms", d.Wait.Milliseconds(), "err", errString(f.Err))
@@ -200,7 +201,7 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 	var wg sync.WaitGroup
 	for _, i := range run {
 		wg.Go(func() {
-			outcomes[i] = r.runTool(ctx, t, calls[i])
+			outcomes[i] = r.traceTool(ctx, t, calls[i], func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, calls[i]) })
 			r.emitResult(ctx, calls[i].ID, outcomes[i])
 		})
 	}

@@ -55,6 +55,8 @@ type Run struct {
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
 	hardStop *time.Timer
+	// trace is the run's tracing (its span, set before the run starts).
+	trace *runTrace
 
 	// susp is the suspension being resumed, while approved calls record their start and
 	// result in it (approval.go).
@@ -70,12 +72,19 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		e:        e,
 		in:       in,
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
-		q:        newEventQueue(),
 		ctx:      ctx,
 		cancel:   stop,
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
+	// A client that falls behind is a client gone (server.on_disconnect: cancel). The
+	// drop is noticed inside an emit; Cancel only marks the scope, starts the downstream
+	// cancellations on goroutines of their own and cancels the context, so it is called
+	// right there, before the run produces more.
+	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
+		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
+		r.Cancel(ErrClientTooSlow)
+	})
 	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log)
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		r.elog.add(ev)
@@ -98,6 +107,11 @@ func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return
 
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }
+
+// Dropped is closed when the client has been dropped for falling more than the stream
+// buffer behind (Config.StreamBufferBytes); the run is then cancelled with
+// ErrClientTooSlow, and Next reports the end of the stream without its terminal event.
+func (r *Run) Dropped() <-chan struct{} { return r.q.gone }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
@@ -144,6 +158,7 @@ func (r *Run) emit(ev agui.Event) {
 func (r *Run) execute() {
 	defer close(r.done)
 	r.start = time.Now()
+	begun := r.start
 	r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
 
 	// The time limit has two parts. At each turn boundary DetectBeforeTurn compares the
@@ -154,7 +169,7 @@ func (r *Run) execute() {
 	// Without the grace the boundary check could never see the limit: a deadline at the
 	// limit itself would always cancel the work first. A resumed run moves the hard stop
 	// once it knows the active time its earlier parts used.
-	ctx, stopRun := context.WithCancelCause(r.ctx)
+	ctx, stopRun := context.WithCancelCause(r.traced(r.ctx))
 	defer stopRun(nil)
 	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() { stopRun(ErrRunTimeLimit) })
 	defer r.hardStop.Stop()
@@ -171,6 +186,7 @@ func (r *Run) execute() {
 		outcome, _, _ := strings.Cut(reason, ":")
 		m.RunFinished(outcome)
 	}
+	r.endTrace(reason, time.Since(begun))
 	r.e.release(r)
 	stopWatch()
 	if ctx.Err() != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/bridge"
 	"strings"
 	"sync"
 	"time"
@@ -90,6 +92,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	now := r.e.cfg.Now()
 	r.fs.Active += time.Since(r.start)
 	r.start = time.Now()
+	r.fs.TraceParent = r.traceParent()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
 		History: mustJSON(conv), State: mustJSON(&runState{FailureState: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
@@ -100,6 +103,9 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.e.cfg.Store.SaveSuspension(sctx, s); err != nil {
+		// Nobody can answer a question that was not saved: the work parked on it is
+		// cancelled now (A2A CancelTask, MCP abandon), not left waiting at the peer.
+		r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, open)
 		return err
 	}
 	if m := r.e.cfg.Metrics; m != nil {
@@ -110,6 +116,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 
 // finishInterrupted ends the run with the interrupt outcome.
 func (r *Run) finishInterrupted(open []store.Interrupt) {
+	r.traceInterrupts(open)
 	out := &agui.Outcome{Type: agui.OutcomeInterrupt}
 	for _, in := range open {
 		out.Interrupts = append(out.Interrupts, hitl.ToAGUI(in))
@@ -150,7 +157,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		if len(calls) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, calls)
 		}
-		r.settleResume(ctx, susp)
+		if err := r.settleResume(ctx, susp); err != nil {
+			return conv, true, r.failUnrecorded(err)
+		}
 		return conv, true, r.finishDecision(stop.stopDecision())
 	}
 
@@ -186,7 +195,12 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	r.suspMu.Lock()
 	r.susp = nil
 	r.suspMu.Unlock()
-	r.settleResume(ctx, susp)
+	if err := r.settleResume(ctx, susp); err != nil {
+		// The answers went out but the store does not know: going on would report a
+		// success that a repeated resume contradicts. The next resume finds the
+		// suspension still open and recovers the outcomes from the agents (recoverTask).
+		return conv, true, r.failUnrecorded(err)
+	}
 
 	resumed := make([]llm.ToolCall, len(groups))
 	sent := make([]bool, len(groups))
@@ -226,8 +240,9 @@ func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Ans
 }
 
 // settleResume records that the suspension's answers went out, so that a repeated resume
-// sends nothing twice, and removes the suspension.
-func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) {
+// sends nothing twice, and removes the suspension. It reports a failure of either write:
+// the resume is then not recorded.
+func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 	var ids []string
 	for _, in := range susp.Interrupts {
 		ids = append(ids, in.ID)
@@ -235,15 +250,85 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, ids); err != nil {
-		r.log.Error("mark interrupts resolved", "err", err)
+		return fmt.Errorf("mark interrupts resolved: %w", err)
 	}
 	if err := r.e.cfg.Store.DeleteSuspension(sctx, r.ThreadID); err != nil {
-		r.log.Error("delete suspension", "err", err)
+		return fmt.Errorf("delete suspension: %w", err)
 	}
 	if m := r.e.cfg.Metrics; m != nil {
 		m.InterruptsOpen(-len(susp.Interrupts))
 	}
+	return nil
 }
+
+// failUnrecorded ends a resume whose answers were delivered but could not be recorded.
+func (r *Run) failUnrecorded(err error) string {
+	r.log.Error("resume delivered but not recorded", "err", err)
+	r.seq.Fail("STORE_UNAVAILABLE", "Your answer was delivered, but the coordinator could not record it. Send the same answer again to pick up the result.")
+	return "error: store"
+}
+
+// recoverTask is for an A2A interrupt being answered: it reads the task first. A task still
+// waiting for input gets the answer (nil is returned). A task that has moved on was answered
+// already, by a resume whose recording failed: its outcome is recovered from the agent
+// instead of sending the answer again, which the agent would refuse (invalid_transition). A
+// task still working is followed until it ends or waits again, within the agent's timeout.
+func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
+	read := func() (*a2a.Result, error) {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return a.Client.GetTask(gctx, h.TaskID)
+	}
+	got, err := read()
+	if err != nil || got.State.Interrupted() {
+		// Waiting (the normal case), or unknown: the continuation decides and reports.
+		return nil
+	}
+	r.log.Info("resume: the task has moved on since its question; recovering its outcome", "agent", a.Name, "task_id", h.TaskID, "state", got.State)
+	cancelTask := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
+		defer cancel()
+		return a.Client.Cancel(cctx, h.TaskID)
+	}
+	deadline := time.Now().Add(a.Timeout)
+	for !got.State.Terminal() && !got.State.Interrupted() {
+		if time.Now().After(deadline) {
+			o := taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(h.TaskID, a.Timeout, cancelTask()))
+			return &o
+		}
+		t := time.NewTimer(recoverPoll)
+		select {
+		case <-ctx.Done():
+			// The run is cancelled: so is the task it was following.
+			t.Stop()
+			r.log.Info("resume cancelled while following a task", "agent", a.Name, "task_id", h.TaskID, "err", errString(cancelTask()))
+			return &toolOutcome{}
+		case <-t.C:
+		}
+		if got, err = read(); err != nil {
+			o := taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(a.Name))
+			return &o
+		}
+	}
+	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: got.ContextID, state: got.State})
+	if got.State.Interrupted() {
+		// The agent took the earlier answer and asks again: a new question.
+		var next store.Interrupt
+		if got.State == a2a.StateAuthRequired {
+			next = hitl.A2AAuth(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
+		} else {
+			next = hitl.A2AInput(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
+		}
+		next.ToolCallID, next.SubagentRunID = callID, in.SubagentRunID
+		next.Handle = mustJSON(handle{Agent: a.Name, TaskID: got.TaskID, ContextID: got.ContextID})
+		return &toolOutcome{interrupts: []store.Interrupt{next}}
+	}
+	o := a2aOutcome(got)
+	return &o
+}
+
+// recoverPoll is how often recoverTask reads a task that is still working.
+const recoverPoll = 500 * time.Millisecond
 
 // metaKind returns metadata.baton.kind of a "continue?" interrupt.
 func metaKind(in store.Interrupt) string {

@@ -41,6 +41,11 @@ func (r *Run) loop(ctx context.Context) string {
 func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason string) {
 	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
 	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (or disconnected) while the state was being read: that is a cancellation,
+		// not a store failure.
+		return nil, "", true, r.finishCancelled(ctx)
+	}
 	if err != nil {
 		r.log.Error("load suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
@@ -100,6 +105,7 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 	if len(r.in.Resume) > 0 || inFlight {
 		r.fs = st.FailureState
 		r.resetHardStop()
+		r.traceResume(r.fs.TraceParent, len(r.in.Resume))
 	}
 }
 
@@ -217,6 +223,8 @@ func taggedOutcome(tag, text string) toolOutcome {
 // suspended (persisted) and ends with the interrupt outcome. sent tells which calls were
 // sent (not refused beforehand); pending are the frontend calls of the turn.
 func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, string) {
+	// The turn's tool spans end once the policy has decided about their results.
+	defer r.endToolSpans()
 	if r.cancelling(ctx) {
 		return conv, true, r.finishCancelled(ctx)
 	}

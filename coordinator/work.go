@@ -3,6 +3,10 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
 )
 
 // runWork is a run's downstream work as the store keeps it (runs.work): the A2A tasks it
@@ -54,6 +58,10 @@ func (l *runLog) noteTask(agent, taskID, contextID, state string) {
 		l.work.A2A = append(l.work.A2A, workTask{Agent: agent, TaskID: taskID, ContextID: contextID, State: state})
 		l.workDirty = true
 	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // noteCall records an MCP call of the run and whether it has returned.
@@ -94,5 +102,85 @@ func (l *runLog) saveWork() {
 	defer cancel()
 	if err := l.st.SaveRunWork(ctx, l.thread, l.run, doc); err != nil {
 		l.log.Warn("store: save run work", "err", err)
+	}
+}
+
+// reapLapsed claims the runs whose replica stopped heartbeating and cleans up after them:
+// the A2A tasks they left running are cancelled, and their event logs end with a RUN_ERROR
+// so that a client following them sees the run end. Resuming such a run from its last
+// checkpoint (issue 14's takeover) is not done: the run is ended, never left half alive.
+func (e *Engine) reapLapsed() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	runs, err := e.cfg.Store.ClaimLapsedRuns(ctx, e.cfg.Replica, reapBatch)
+	if err != nil {
+		e.log.Warn("store: claim lapsed runs", "err", err)
+		return
+	}
+	for _, run := range runs {
+		log := e.log.With("thread_id", run.ThreadID, "run_id", run.RunID, "dead_replica_run", true)
+		e.mu.Lock()
+		local := e.active[run.ThreadID]
+		e.mu.Unlock()
+		if local != nil && local.RunID == run.RunID {
+			// One of this replica's own runs whose lease lapsed (a heartbeat that came too
+			// late): it is alive here, so nothing is cancelled; it ends normally.
+			log.Warn("own run's lease had lapsed; left running")
+			continue
+		}
+		var work runWork
+		if len(run.Work) > 0 {
+			if err := json.Unmarshal(run.Work, &work); err != nil {
+				log.Warn("lapsed run: unreadable work document", "err", err)
+			}
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
+		for _, t := range work.A2A {
+			a := e.agents[t.Agent]
+			if a == nil || a2a.State(t.State).Terminal() {
+				continue
+			}
+			err := a.Client.Cancel(cctx, t.TaskID)
+			log.Info("lapsed run: task cancelled", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
+		}
+		ccancel()
+		e.endLostLog(ctx, run.ThreadID, run.RunID)
+		log.Warn("lapsed run ended: its replica stopped heartbeating")
+	}
+}
+
+// reapBatch bounds the lapsed runs one replica claims per heartbeat.
+const reapBatch = 50
+
+// endLostLog appends RUN_ERROR{code:"RUN_LOST"} to a lapsed run's event log, unless the log
+// already ends with a terminal event.
+func (e *Engine) endLostLog(ctx context.Context, threadID, runID string) {
+	var last int64
+	var lastData json.RawMessage
+	for {
+		evs, err := e.cfg.Store.Events(ctx, threadID, runID, last, store.MaxEventsRead)
+		if err != nil {
+			e.log.Warn("store: read lapsed run's events", "err", err)
+			return
+		}
+		if len(evs) == 0 {
+			break
+		}
+		last, lastData = evs[len(evs)-1].Seq, evs[len(evs)-1].Data
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(lastData, &head)
+	if last == 0 || head.Type == string(agui.EventRunFinished) || head.Type == string(agui.EventRunError) {
+		return
+	}
+	data, err := agui.MarshalEvent(&agui.RunError{Code: "RUN_LOST", Message: "The run was interrupted and did not finish.",
+		Base: agui.Base{Timestamp: e.cfg.Now().UnixMilli()}})
+	if err != nil {
+		return
+	}
+	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, []store.Event{{Seq: last + 1, Data: data}}); err != nil {
+		e.log.Warn("store: end lapsed run's log", "err", err)
 	}
 }

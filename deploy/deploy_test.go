@@ -48,6 +48,8 @@ type service struct {
 	Networks    []string          `yaml:"networks"`
 	DependsOn   []string          `yaml:"depends_on"`
 	User        string            `yaml:"user"`
+	// Profiles mark an optional service (the tracing backend), started only on request.
+	Profiles []string `yaml:"profiles"`
 }
 
 func readCompose(t *testing.T) compose {
@@ -140,6 +142,14 @@ func flag(args []string, name string) string {
 
 func TestComposeStackIsWiredToTheConfig(t *testing.T) {
 	c := readCompose(t)
+	for name, s := range c.Services {
+		if len(s.Profiles) > 0 {
+			// Optional third-party services (the tracing profile's Jaeger) are not Baton's.
+			assert.Equal(t, []string{"tracing"}, s.Profiles, name)
+			assert.Equal(t, []string{"baton"}, s.Networks, "%s is on the baton network", name)
+			delete(c.Services, name)
+		}
+	}
 	require.ElementsMatch(t, []string{"coordinator", "travel", "research", "demo-mcp"}, keys(c.Services))
 	require.Contains(t, c.Networks, "baton")
 

@@ -134,6 +134,10 @@ func (h *hostileAgent) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
 	}
+	if h.mode == "drop404" && (req.Method == "GetTask" || req.Method == "SubscribeToTask") {
+		http.NotFound(w, r)
+		return
+	}
 	switch req.Method {
 	case "SendStreamingMessage":
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -142,11 +146,14 @@ func (h *hostileAgent) serve(w http.ResponseWriter, r *http.Request) {
 			h.streamBig(w, req.ID, task)
 			return
 		}
-		if h.mode == "working" {
+		if h.mode == "working" || h.mode == "drop404" {
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": sdk.StreamResponse{Event: task}})
 			_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
 		}
 		w.(http.Flusher).Flush()
+		if h.mode == "drop404" {
+			return // the stream ends after the task event; following it gets 404s
+		}
 		select { // then nothing, until the client goes away
 		case <-r.Context().Done():
 		case <-h.release:
@@ -468,8 +475,9 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 	})
 }
 
-// 12.6: garbage from the JSON-RPC endpoint is [UNREACHABLE] (never [FAILED]) after the
-// retry budget, and the card is read again.
+// 12.6: garbage from the JSON-RPC endpoint, and 404 on SubscribeToTask/GetTask after a
+// dropped stream, are [UNREACHABLE] (never [FAILED]) after the retry budget, and the card
+// is read again.
 func TestA2ABoundaryProtocolErrors(t *testing.T) {
 	model := startFakeLLM(t)
 	garbage := startHostileAgent(t, func(h *hostileAgent) {
@@ -481,20 +489,26 @@ func TestA2ABoundaryProtocolErrors(t *testing.T) {
 	notFound := startHostileAgent(t, func(h *hostileAgent) {
 		h.rpc = func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
 	})
+	drop404 := startHostileAgent(t, func(h *hostileAgent) { h.mode = "drop404" })
 	base, _, _ := startCoordinatorEnv(t, boundaryConfig(model.URL,
 		a2aAgentYAML{Name: "garbage", URL: garbage.URL},
 		a2aAgentYAML{Name: "notfound", URL: notFound.URL},
+		a2aAgentYAML{Name: "drop404", URL: drop404.URL},
 	))
 	for _, tc := range []struct {
 		name  string
 		agent *hostileAgent
-	}{{"garbage", garbage}, {"notfound", notFound}} {
+	}{{"garbage", garbage}, {"notfound", notFound}, {"drop404", drop404}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, before := tc.agent.seen()
 			_, result := runTool(t, base, "", tc.name, "do it")
 			assert.True(t, strings.HasPrefix(result, "[UNREACHABLE]\n"), "tool result: %q", result)
-			_, after := tc.agent.seen()
+			methods, after := tc.agent.seen()
 			assert.Greater(t, after, before, "the card is read again after a protocol error")
+			if tc.name == "drop404" {
+				assert.Contains(t, methods, "SubscribeToTask")
+				assert.Contains(t, methods, "GetTask")
+			}
 		})
 	}
 }

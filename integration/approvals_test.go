@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 // approvalsYAML adds an approvals section to a config.
@@ -478,4 +479,71 @@ func TestApprovalsExpire(t *testing.T) {
 	assert.Equal(t, []string{"RUN_STARTED", "RUN_ERROR"}, eventTypes(evs))
 	assert.Equal(t, "INTERRUPT_EXPIRED", evs[len(evs)-1]["code"])
 	assert.Equal(t, 0, srv.count(), "an expired approval sends nothing")
+}
+
+// TestApprovalsTwoReplicas: two coordinators on one PostgreSQL store; the same approval's
+// resume is sent to both at once, then again to each: the MCP server gets one call.
+func TestApprovalsTwoReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	srv := startRecordingMCP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	cfg := approvalsYAML(hitlEnv{llmURL: model.URL, store: dsn, mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml(), []string{"pay__charge"}, nil)
+	a := startHITLCoordinator(t, cfg)
+	b := startHITLCoordinator(t, cfg)
+	thread := newThreadID("approve-replicas")
+	in := approvalRun(t, a.URL, thread, "pay__charge")
+	body, err := json.Marshal(resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	statuses := make([]int, 2)
+	for i, base := range []string{a.URL, b.URL} {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			resp, err := postAGUI(ctx, base, bytes.Clone(body))
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer resp.Body.Close()
+			statuses[i] = resp.StatusCode
+			if resp.StatusCode == http.StatusOK {
+				_, err = readSSE(resp.Body, nil)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Contains(t, statuses, http.StatusOK, "one of the replicas ran the resume: %v", statuses)
+	for _, base := range []string{a.URL, b.URL} {
+		evs := postRunWhenFree(t, base, resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+		assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "events: %v", eventTypes(evs))
+	}
+	assert.Equal(t, 1, srv.count(), "the MCP server got exactly one call")
+}
+
+// TestApprovalsDestructive: approvals.destructive asks before the demo's delete_release
+// (destructiveHint) and not before divide (readOnlyHint), in one turn.
+func TestApprovalsDestructive(t *testing.T) {
+	requirePeers(t)
+	mcpURL := startDemoMCPHTTP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	cfg := hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "demo", URL: mcpURL}}}.yaml() + "approvals:\n  destructive: true\n"
+	coord := startHITLCoordinator(t, cfg)
+	job := hitlJobOn(newThreadID("approve-destructive"), newThreadID("run"), hitlText(
+		hitlCall{Name: "demo__divide", Args: map[string]any{"a": 1, "b": 4}},
+		hitlCall{Name: "demo__delete_release", Args: map[string]any{"release": "old"}},
+	))
+	job["resumeAnswers"] = map[string]any{"*": resolved(map[string]any{"approved": false})}
+	res := runHITLClient(t, "v1", coord.URL, job)
+	require.Len(t, res.Runs, 2)
+	first := res.Runs[0]
+	assertRun(t, first, "interrupt")
+	require.Len(t, first.Interrupts, 1, "only the destructive tool asks")
+	callID := checkApproval(t, first, first.Interrupts[0], "demo__delete_release")
+	assertRun(t, res.Runs[1], "success")
+	got := checkResumed(t, res.Runs[1], model, callID)
+	assert.True(t, strings.HasPrefix(got, "[DECLINED]\n"), got)
 }

@@ -1,8 +1,12 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,4 +50,32 @@ func TestDegradedStartMCP(t *testing.T) {
 	c := runMCPRaw(t, coord, model, "mute__anything", `{}`)
 	assert.True(t, strings.HasPrefix(c.result, "[UNREACHABLE]\n"), "result %q, want tag [UNREACHABLE]", c.result)
 	assert.Contains(t, c.result, `"mute"`)
+}
+
+// TestMCPStdioEnv: mcp_servers[].env reaches the stdio child (with ${VAR} expanded), the
+// child inherits nothing else of the coordinator's environment, and the value never
+// appears in the coordinator's log, at debug level.
+func TestMCPStdioEnv(t *testing.T) {
+	const secret = "env-s3cret-VALUE-0042"
+	t.Setenv("OPS_TEST_MCP_SECRET", secret)
+	t.Setenv("OPS_TEST_NOT_PASSED", "should-not-reach-the-child")
+	bin := buildFaultMCP(t)
+	model := fakellm.Start(mcpModel)
+	t.Cleanup(model.Close)
+	cfg := mcpCoordinatorYAML(model.URL, "30s", mcpServerEntry{Name: "fault", Command: []string{bin, "--log", filepath.Join(t.TempDir(), "fault.log"), "stdio"}})
+	cfg = strings.Replace(cfg, "    command: [", "    env: {SERVICE_TOKEN: \"tok ${OPS_TEST_MCP_SECRET}\"}\n    command: [", 1)
+	require.Contains(t, cfg, "env: {SERVICE_TOKEN")
+	coord, p := startMCPCoordinator(t, cfg)
+
+	sum := sha256.Sum256([]byte("tok " + secret))
+	c := runMCPRaw(t, coord, model, "fault__envdigest", `{"text":"SERVICE_TOKEN"}`)
+	assert.Equal(t, fmt.Sprintf("[OK]\nlen=%d sha256=%s", len("tok "+secret), hex.EncodeToString(sum[:8])), c.result)
+	c = runMCPRaw(t, coord, model, "fault__envdigest", `{"text":"OPS_TEST_NOT_PASSED"}`)
+	assert.Equal(t, "[OK]\nunset", c.result, "the child does not inherit the coordinator's environment")
+
+	stopCoordinator(t, p)
+	stdout, stderr := p.Logs()
+	// startMCPCoordinator runs it with --log-level debug.
+	assert.Contains(t, stderr, "mcp server connected")
+	assert.NotContains(t, stdout+stderr, secret)
 }

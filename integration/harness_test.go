@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 const (
@@ -55,6 +57,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.Stop() // the throwaway PostgreSQL server, if a test started one
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
@@ -483,6 +486,8 @@ type aguiResult struct {
 	Interrupts []map[string]any `json:"interrupts"`
 	// PendingInterrupts is the agent's pendingInterrupts after the run.
 	PendingInterrupts []map[string]any `json:"pendingInterrupts"`
+	// Messages is the agent's message list after the run, as the client assembled it.
+	Messages []map[string]any `json:"messages"`
 	// Warnings are the console.warn/console.error lines the client printed (all runs).
 	Warnings []string `json:"warnings"`
 	// Terminal reports whether the last event is RUN_FINISHED or RUN_ERROR (including the

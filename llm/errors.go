@@ -61,10 +61,10 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Transient reports whether the kind is worth a retry (rate_limited, server,
-// network).
+// network, timeout).
 func (e *Error) Transient() bool {
 	switch e.Kind {
-	case ErrRateLimited, ErrServer, ErrNetwork:
+	case ErrRateLimited, ErrServer, ErrNetwork, ErrTimeout:
 		return true
 	}
 	return false
@@ -114,6 +114,8 @@ func kindMessage(k ErrorKind) string {
 		return "the model provider could not be reached"
 	case ErrAuth:
 		return "the model provider refused the credentials"
+	case ErrTimeout:
+		return "the model provider did not answer in time"
 	default:
 		return "the model provider rejected the request"
 	}

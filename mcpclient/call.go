@@ -47,6 +47,10 @@ type call struct {
 	// rounds counts the rounds of input requests, across parked rounds.
 	rounds int
 
+	// logCtx is the caller's context, for log lines only: it carries the run's ids and
+	// trace (telemetry.LogHandler), never used for cancellation.
+	logCtx context.Context
+
 	mu        sync.Mutex
 	eliciting int      // in-session requests of this call waiting in the Elicitor
 	notes     []string // said to the model before the content (declined elicitations)
@@ -90,7 +94,7 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // newCall prepares a call of e; the caller finishes its progress token.
 func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
-	c := &call{r: r, e: e, args: args, park: opts.Park, key: opts.Key}
+	c := &call{r: r, e: e, args: args, park: opts.Park, key: opts.Key, logCtx: ctx}
 	if dl, ok := ctx.Deadline(); ok {
 		c.timeout = time.Until(dl)
 	}
@@ -139,7 +143,7 @@ func (c *call) run(ctx context.Context) (Result, error) {
 			case errors.Is(err, ErrClosed):
 				return Result{}, fmt.Errorf("mcp tool %s: %w", c.e.Name, err)
 			case reconnects >= opts.MaxReconnects:
-				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
+				c.r.log.WarnContext(ctx, "mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
 				return c.unreachable(), nil
 			}
 			if !sleep(ctx, c.r.backoff(reconnects)) {
@@ -180,14 +184,14 @@ func (c *call) run(ctx context.Context) (Result, error) {
 			}
 			srv.drop(sess)
 			if !notSent && !c.e.Idempotent {
-				c.r.log.Warn("mcp transport failed during a call", "server", srv.cfg.Name, "tool", c.e.ToolName, "error", srv.safe(err))
+				c.r.log.WarnContext(ctx, "mcp transport failed during a call", "server", srv.cfg.Name, "tool", c.e.ToolName, "error", srv.safe(err))
 				return c.result(StatusMayHaveRun), nil
 			}
 			if reconnects >= opts.MaxReconnects {
-				c.r.log.Warn("mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
+				c.r.log.WarnContext(ctx, "mcp server unreachable", "server", srv.cfg.Name, "error", srv.safe(err))
 				return c.unreachable(), nil
 			}
-			c.r.log.Info("mcp call resent after a transport failure", "server", srv.cfg.Name, "tool", c.e.ToolName, "sent", !notSent, "error", srv.safe(err))
+			c.r.log.InfoContext(ctx, "mcp call resent after a transport failure", "server", srv.cfg.Name, "tool", c.e.ToolName, "sent", !notSent, "error", srv.safe(err))
 			if !sleep(ctx, c.r.backoff(reconnects)) {
 				return c.ctxDone(ctx)
 			}

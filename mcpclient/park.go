@@ -108,7 +108,7 @@ func (c *call) parked(reqs []InputRequest, state string, url bool) (Result, erro
 		// The arguments came from JSON: this cannot happen.
 		return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, err)
 	}
-	c.r.log.Info("mcp call parked for the user's input", "server", c.e.Server, "tool", c.e.ToolName, "requests", len(reqs), "url", url, "round", c.rounds)
+	c.r.log.InfoContext(c.logCtx, "mcp call parked for the user's input", "server", c.e.Server, "tool", c.e.ToolName, "requests", len(reqs), "url", url, "round", c.rounds)
 	return Result{}, &InputRequired{
 		Server:       c.e.Server,
 		Tool:         c.e.Name,

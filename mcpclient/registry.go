@@ -63,6 +63,10 @@ type Options struct {
 	// MaxReconnects bounds the reconnections (and resends) within one call.
 	// Default 3.
 	MaxReconnects int
+	// SendingMiddleware, when set, builds go-sdk sending middleware for each server
+	// (tracing: spans and params._meta trace context). server is the config name;
+	// transport is "pipe" for stdio and "tcp" for streamable HTTP.
+	SendingMiddleware func(server, transport string) mcp.Middleware
 	// StartWait bounds how long New waits for the first connections; servers
 	// not connected by then go on connecting in the background and their
 	// tools join the catalog when they connect. 0 waits for every first
@@ -155,8 +159,10 @@ type Registry struct {
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
-	wg       sync.WaitGroup
-	closed   atomic.Bool
+	// started is closed when every server's first connection attempt has ended.
+	started chan struct{}
+	wg      sync.WaitGroup
+	closed  atomic.Bool
 
 	mu      sync.RWMutex
 	catalog []Tool
@@ -209,6 +215,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 		r.servers = append(r.servers, newServer(r, cfg))
 	}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.started = make(chan struct{})
 	r.connectAll(ctx)
 	return r, nil
 }
@@ -231,7 +238,7 @@ func (r *Registry) connectAll(ctx context.Context) {
 			wg.Done()
 		}
 	}
-	done := make(chan struct{})
+	done := r.started
 	go func() {
 		wg.Wait()
 		close(done)
@@ -245,7 +252,6 @@ func (r *Registry) connectAll(ctx context.Context) {
 	select {
 	case <-done:
 	case <-timeout:
-		r.log.Info("mcp servers still connecting in the background", "waited", r.opts.StartWait.String())
 	case <-ctx.Done():
 	}
 }
@@ -495,5 +501,15 @@ func (p *progressRouter) deliver(tok any, pr Progress) {
 	p.mu.Unlock()
 	if fn != nil {
 		fn(pr)
+	}
+}
+
+// WaitStarted waits until every server's first connection attempt has ended (connected
+// or failed) or ctx is done. A caller that created the registry with a short StartWait,
+// to overlap its other start-up work, uses it to give the servers the rest of the wait.
+func (r *Registry) WaitStarted(ctx context.Context) {
+	select {
+	case <-r.started:
+	case <-ctx.Done():
 	}
 }

@@ -83,6 +83,13 @@ func newServer(r *Registry, cfg ServerConfig) *server {
 		// package doc): the answer may come from a user, much later.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
+	if mw := r.opts.SendingMiddleware; mw != nil {
+		transport := "tcp"
+		if len(cfg.Command) > 0 {
+			transport = "pipe"
+		}
+		s.client.AddSendingMiddleware(mw(cfg.Name, transport))
+	}
 	return s
 }
 

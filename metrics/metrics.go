@@ -63,6 +63,7 @@ type Metrics struct {
 	cancelLatency  *prometheus.HistogramVec
 	interruptsOpen prometheus.Gauge
 	retries        *prometheus.CounterVec
+	calls          *callMetrics
 }
 
 // New builds the metrics in a registry of their own.
@@ -99,7 +100,10 @@ func New() *Metrics {
 			Name: "baton_retries_total",
 			Help: "Retries decided by the failure policy, by failure kind (DESIGN §6).",
 		}, []string{"kind"}),
+		calls: newCallMetrics(),
 	}
+	m.reg.MustRegister(m.calls.collectors()...)
+	m.calls.init()
 	m.reg.MustRegister(m.runs, m.toolResults, m.taskStates, m.cancellations, m.cancelLatency, m.interruptsOpen, m.retries,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

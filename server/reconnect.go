@@ -182,6 +182,10 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	}
 
 	sse := agui.NewSSEWriter(w)
+	// A reader that takes nothing does not hold this handler: its write fails at the
+	// deadline (server.stream_write_timeout).
+	sse.SetWriteTimeout(s.cfg.WriteTimeout)
+	defer sse.Close()
 	if after > 0 {
 		if err := sse.WriteRaw(tr.restate(after)); err != nil {
 			return

@@ -35,6 +35,9 @@ type Config struct {
 	AuthTokens []string
 	// PingInterval is the SSE keep-alive period while a stream is idle; default 15 s.
 	PingInterval time.Duration
+	// WriteTimeout bounds each write to a streaming client (server.stream_write_timeout);
+	// a client that does not take a frame in time is disconnected. Default 30 s.
+	WriteTimeout time.Duration
 	// ReadyChecks are the dependencies GET /readyz reports (see ReadyCheck). No checks
 	// means ready.
 	ReadyChecks []ReadyCheck
@@ -77,6 +80,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 15 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -169,7 +175,9 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
 		return
 	}
-	run, err := s.cfg.Engine.Start(in, who)
+	// The request's trace context (telemetry.Extract) parents the run; only the span
+	// context is kept, the run outlives the request.
+	run, err := s.cfg.Engine.StartContext(r.Context(), in, who)
 	release()
 	if err != nil {
 		s.writeEngineError(w, err)
@@ -178,13 +186,50 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, run)
 }
 
+// DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
+const DefaultWriteTimeout = 30 * time.Second
+
 // stream relays the run's events as SSE until the terminal event or a disconnect.
+//
+// A client that does not keep up is disconnected two ways (design/stream-backpressure.md):
+// a write it does not take within WriteTimeout fails, and a client that lets more than the
+// run's stream buffer pile up is dropped by the run (run.Dropped), which also aborts a
+// write in progress. Both count as the client gone: the run is cancelled
+// (server.on_disconnect: cancel), other runs are not slowed.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
 	sse := agui.NewSSEWriter(w)
+	sse.SetWriteTimeout(s.cfg.WriteTimeout)
+	clean := false
+	defer func() {
+		if clean {
+			sse.Close()
+			return
+		}
+		// A broken stream must not end like a complete one, nor hold this goroutine on
+		// a client that reads nothing: the final flush fails at once and the
+		// connection is closed.
+		sse.Abort()
+	}()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-run.Dropped():
+			sse.Abort()
+		case <-finished:
+		}
+	}()
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {
 		first, events, ended := run.NextFrom()
+		select {
+		case <-run.Dropped():
+			// The run has been cancelled already (ErrClientTooSlow); the connection is
+			// closed without a terminal event, as for any broken stream.
+			return
+		default:
+		}
 		if ended {
 			// The thread is freed before the client can see the terminal event, so a
 			// client that posts its next run on RUN_FINISHED is never refused with 409.
@@ -196,6 +241,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			return
 		}
 		if ended {
+			clean = true
 			return
 		}
 		select {

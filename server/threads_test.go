@@ -52,11 +52,11 @@ type frame struct {
 
 // frameReader reads SSE frames one at a time.
 type frameReader struct {
-	t  *testing.T
+	t  testing.TB
 	sc *bufio.Scanner
 }
 
-func newFrameReader(t *testing.T, r io.Reader) *frameReader {
+func newFrameReader(t testing.TB, r io.Reader) *frameReader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	return &frameReader{t: t, sc: sc}
@@ -95,7 +95,7 @@ func (fr *frameReader) all() []frame {
 // replicas starts n servers, each with its own engine and its own store handle on one
 // database (dsn): n replicas. Their heartbeat is short, so that a stop request that reaches
 // a replica by polling is found quickly.
-func replicas(t *testing.T, dsn string, model llm.Model, n int, cfg Config) []*httptest.Server {
+func replicas(t testing.TB, dsn string, model llm.Model, n int, cfg Config) []*httptest.Server {
 	t.Helper()
 	var out []*httptest.Server
 	for range n {
@@ -121,10 +121,10 @@ func replicas(t *testing.T, dsn string, model llm.Model, n int, cfg Config) []*h
 // sharedStores are the databases that replicas share.
 var sharedStores = []struct {
 	name string
-	dsn  func(t *testing.T) string
+	dsn  func(t testing.TB) string
 }{
-	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }},
-	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
+	{"sqlite", func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }},
+	{"postgres", func(t testing.TB) string { return pgtest.DSN(t) }},
 }
 
 func get(t *testing.T, url string, hdr ...string) *http.Response {

@@ -22,6 +22,10 @@ type dialect struct {
 	// inside the transaction that records it (delivered at COMMIT).
 	notifyStop string
 
+	// skipLocked locks the rows a claim selects, skipping those another claimer holds
+	// (PostgreSQL); SQLite's immediate transactions already serialise claimers.
+	skipLocked string
+
 	rewrite func(string) string
 	cache   sync.Map // query -> rewritten query
 }
@@ -39,6 +43,7 @@ var postgresDialect = &dialect{
 	nowNS:      `CAST(extract(epoch FROM clock_timestamp()) * 1000000000 AS BIGINT)`,
 	lockThread: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 	notifyStop: `SELECT pg_notify('` + stopChannel + `', $1)`,
+	skipLocked: `FOR UPDATE SKIP LOCKED`,
 }
 
 // stopChannel is the NOTIFY channel of stop requests.

@@ -20,6 +20,8 @@ type memThread struct {
 type memRun struct {
 	r      RunRecord
 	events []Event
+	// reaped: a replica has cleaned up after the run (ClaimLapsedRuns).
+	reaped bool
 }
 
 // lookup returns the thread's state, or nil. m.mu is held.
@@ -135,6 +137,11 @@ func (m *memory) DeleteThread(ctx context.Context, threadID string) error {
 			return fmt.Errorf("store: delete thread %q: %w", threadID, ErrThreadBusy)
 		}
 	}
+	if th := m.thread(threadID); th != nil {
+		for _, r := range th.runs {
+			r.events = nil // the sweep's references to them find nothing
+		}
+	}
 	delete(m.threads, threadID)
 	delete(m.suspensions, threadID)
 	delete(m.resolved, threadID)
@@ -157,6 +164,9 @@ func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, 
 			continue
 		}
 		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
+	}
+	if old := th.runs[runID]; old != nil {
+		old.events = nil // a reused run id starts over without its old events
 	}
 	th.runs[runID] = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
 		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`)}}
@@ -270,6 +280,28 @@ func (m *memory) StopRequests(ctx context.Context, replica string) ([]RunRecord,
 	return out, nil
 }
 
+func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	now := time.Now().UTC()
+	var out []RunRecord
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if len(out) >= limit {
+				return out, nil
+			}
+			lapsed := r.r.State == RunRunning && r.r.LeaseUntil.Before(now) && r.r.Replica != replica
+			if lapsed || (r.r.State == RunLost && !r.reaped) {
+				r.r.State, r.r.Replica, r.r.UpdatedAt, r.reaped = RunLost, replica, now, true
+				out = append(out, *copyRun(r.r))
+			}
+		}
+	}
+	return out, nil
+}
+
 func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
@@ -295,7 +327,7 @@ func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, evs [
 	r := th.runs[runID]
 	if r == nil {
 		// Events of a run that BeginRun did not record (the SQL backends accept them too).
-		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}}
+		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}, reaped: true}
 		th.runs[runID] = r
 	}
 	last := int64(0)
@@ -311,7 +343,7 @@ func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, evs [
 	now := time.Now().UnixNano()
 	for _, ev := range evs {
 		r.events = append(r.events, Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
-		m.eventAt = append(m.eventAt, memEventRef{at: now, threadID: threadID, runID: runID, seq: ev.Seq})
+		m.eventAt = append(m.eventAt, memEventRef{at: now, run: r, seq: ev.Seq})
 	}
 	return nil
 }
@@ -336,12 +368,13 @@ func (m *memory) Events(ctx context.Context, threadID, runID string, after int64
 	return out, nil
 }
 
-// memEventRef is one appended event in append order, for the retention sweep.
+// memEventRef is one appended event in append order, for the retention sweep. It points at
+// the run record itself, so that a run id begun again (a new record) is not swept by the
+// old one's references.
 type memEventRef struct {
-	at       int64
-	threadID string
-	runID    string
-	seq      int64
+	at  int64
+	run *memRun
+	seq int64
 }
 
 func (m *memory) SweepEvents(ctx context.Context, cutoff time.Time) (int64, error) {
@@ -354,10 +387,7 @@ func (m *memory) SweepEvents(ctx context.Context, cutoff time.Time) (int64, erro
 	i := 0
 	for ; i < len(m.eventAt) && m.eventAt[i].at < c; i++ {
 		ref := m.eventAt[i]
-		r := m.run(ref.threadID, ref.runID)
-		if r == nil {
-			continue
-		}
+		r := ref.run
 		// Events are appended in seq order, so an old one is at the front of its run.
 		if len(r.events) > 0 && r.events[0].Seq == ref.seq {
 			r.events[0] = Event{}

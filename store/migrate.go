@@ -59,6 +59,11 @@ const schemaV2 = `ALTER TABLE suspensions ADD COLUMN open_interrupts INTEGER NOT
 const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_stop ON runs (replica) WHERE stop_requested = 1 AND state = 'running';`
 
+// schemaV4 marks runs whose leftovers a replica has cleaned up: a lapsed run that BeginRun
+// marked lost (to free its thread at once) still needs its remote tasks cancelled.
+const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -85,6 +90,8 @@ var migrations = []string{
 	schemaV2,
 	// 3: stop requests.
 	schemaV3,
+	// 4: reaped runs.
+	schemaV4,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -112,6 +119,8 @@ var pgMigrations = []string{
 	schemaV2,
 	// 3: stop requests.
 	schemaV3,
+	// 4: reaped runs.
+	schemaV4,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -89,6 +89,13 @@ type Runs interface {
 	RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error)
 	// StopRequests returns replica's running runs with a stop request.
 	StopRequests(ctx context.Context, replica string) ([]RunRecord, error)
+	// ClaimLapsedRuns takes over at most limit running runs of other replicas whose lease
+	// has lapsed (their replica died): they become RunLost, owned by replica, and are
+	// returned (as they are now). Two replicas claiming at once never get the same run, and
+	// a replica never claims its own runs (a late heartbeat is not a death; a restarted
+	// process has a new replica id). Runs that BeginRun marked lost to free their thread
+	// are claimed too, once, so that their leftovers are cleaned up all the same.
+	ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error)
 }
 
 // Signaler is implemented by a store that can wake replicas when a stop is requested

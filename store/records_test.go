@@ -185,6 +185,14 @@ func TestRunLeaseLapses(t *testing.T) {
 			old, err := s.GetRun(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.Equal(t, RunLost, old.State)
+			// The run BeginRun marked lost is still handed to a claimer for cleanup, once.
+			claimed, err := s.ClaimLapsedRuns(ctx, "cleaner", 10)
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			assert.Equal(t, "r1", claimed[0].RunID)
+			claimed, err = s.ClaimLapsedRuns(ctx, "cleaner", 10)
+			require.NoError(t, err)
+			assert.Empty(t, claimed)
 		})
 	}
 }
@@ -444,4 +452,79 @@ func TestPostgresStopSignal(t *testing.T) {
 	got, err := b.StopRequests(ctx, "rep-b")
 	require.NoError(t, err)
 	assert.Len(t, got, 1)
+}
+
+func TestClaimLapsedRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.BeginRun(ctx, "dead1", "r1", "dead", -time.Second))
+			require.NoError(t, s.BeginRun(ctx, "dead2", "r1", "dead", -time.Second))
+			require.NoError(t, s.BeginRun(ctx, "alive", "r1", "alive", time.Minute))
+			require.NoError(t, s.BeginRun(ctx, "mine", "r1", "me", -time.Second))
+			require.NoError(t, s.SaveRunWork(ctx, "dead1", "r1", json.RawMessage(`{"a2a":[{"taskId":"task-1"}]}`)))
+
+			got, err := s.ClaimLapsedRuns(ctx, "me", 1)
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			more, err := s.ClaimLapsedRuns(ctx, "me", 10)
+			require.NoError(t, err)
+			require.Len(t, more, 1, "the rest; a claimed run is not claimed again")
+			claimed := map[string]RunRecord{got[0].ThreadID: got[0], more[0].ThreadID: more[0]}
+			require.Contains(t, claimed, "dead1")
+			require.Contains(t, claimed, "dead2")
+			assert.JSONEq(t, `{"a2a":[{"taskId":"task-1"}]}`, string(claimed["dead1"].Work), "the claimer gets the work to clean up")
+			assert.Equal(t, RunLost, claimed["dead1"].State)
+			none, err := s.ClaimLapsedRuns(ctx, "me", 10)
+			require.NoError(t, err)
+			assert.Empty(t, none)
+			own, err := s.GetRun(ctx, "mine", "r1")
+			require.NoError(t, err)
+			assert.Equal(t, RunRunning, own.State, "a replica never claims its own run")
+			act, err := s.ActiveRun(ctx, "alive")
+			require.NoError(t, err)
+			assert.Equal(t, "alive", act.Replica, "a run whose lease holds is left alone")
+		})
+	}
+}
+
+// TestClaimLapsedRunsRace: two handles claiming at once split the lapsed runs, none twice.
+func TestClaimLapsedRunsRace(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range sharedBackends {
+		t.Run(b.name, func(t *testing.T) {
+			dsn := b.dsn(t)
+			var hs [2]Store
+			for i := range hs {
+				s, err := Open(ctx, dsn)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = s.Close() })
+				hs[i] = s
+			}
+			const n = 60
+			for i := range n {
+				require.NoError(t, hs[0].BeginRun(ctx, fmt.Sprintf("t%d", i), "r", "dead", -time.Second))
+			}
+			var wg sync.WaitGroup
+			got := make(chan []RunRecord, 8)
+			for i := range 8 {
+				wg.Go(func() {
+					rs, err := hs[i%2].ClaimLapsedRuns(ctx, fmt.Sprintf("c%d", i), 5)
+					assert.NoError(t, err)
+					got <- rs
+				})
+			}
+			wg.Wait()
+			close(got)
+			seen := map[string]bool{}
+			for rs := range got {
+				for _, r := range rs {
+					assert.False(t, seen[r.ThreadID], "run of %s claimed twice", r.ThreadID)
+					seen[r.ThreadID] = true
+				}
+			}
+			assert.Len(t, seen, 40, "8 claims of 5")
+		})
+	}
 }

@@ -421,6 +421,9 @@ func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time
 
 const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested`
 
+// qualifiedRunCols is runCols for statements that join runs with another table.
+var qualifiedRunCols = "runs." + strings.ReplaceAll(runCols, ", ", ", runs.")
+
 func scanRun(sc scanner) (*RunRecord, error) {
 	var r RunRecord
 	var started, updated, lease, stop int64
@@ -518,6 +521,48 @@ func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRec
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: stop requests: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit int) (_ []RunRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []RunRecord
+	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+		// The lease is checked again outside the subquery: a claimer that waited for a
+		// row lock re-checks only the outer WHERE.
+		// Also the runs BeginRun marked lost to free their thread, not yet cleaned up. The
+		// candidates are picked once, in a materialised CTE: as a plain IN (subquery) the
+		// planner may run the subquery again per row, and with SKIP LOCKED each run picks
+		// other rows (one claim took 15 rows with LIMIT 5). The condition is checked again
+		// on the rows updated: a claimer that waited for a row lock re-checks only that.
+		lapsed := `((state = 'running' AND lease_until < ` + s.d.nowNS + ` AND replica <> $1) OR (state = 'lost' AND reaped = 0))`
+		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
+				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
+				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
+			UPDATE runs SET state = 'lost', reaped = 1, replica = $1, updated_at = $2
+			FROM picked WHERE runs.thread_id = picked.thread_id AND runs.run_id = picked.run_id AND `+lapsed+`
+			RETURNING `+qualifiedRunCols), replica, time.Now().UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, *r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim lapsed runs: %w", err)
 	}
 	return out, nil
 }

@@ -1,6 +1,8 @@
-// Package store persists what Baton must not lose across a restart: the suspensions of runs
-// parked on interrupts (human in the loop, DESIGN §9) and the ids of interrupts already
-// answered.
+// Package store persists what Baton must not lose across a restart, and what replicas
+// sharing a database coordinate through: the suspensions of runs parked on interrupts (human
+// in the loop, DESIGN §9) and the ids of interrupts already answered; every thread and its
+// owner; runs with their replica, lease, stop requests and downstream work; each run's event
+// log; and each thread's messages (DESIGN §9a, §9b). See design/event-log.md.
 //
 // # Backends
 //

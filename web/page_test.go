@@ -257,13 +257,16 @@ type page struct {
 	fake *fakeAGUI
 }
 
+// pageSuggestions are the example prompts the test deployment offers.
+var pageSuggestions = []string{"plan a trip to Lisbon", "count slowly to 60"}
+
 func startPage(t *testing.T, opts browsertest.Options) *page {
 	t.Helper()
 	b := browsertest.Start(t, opts)
 	fake := newFakeAGUI()
 	mux := http.NewServeMux()
 	mux.Handle("POST /agui", fake)
-	mux.Handle("/", Handler())
+	mux.Handle("/", New(Options{Suggestions: func() []string { return pageSuggestions }}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &page{t: t, b: b, url: srv.URL + "/", fake: fake}
@@ -334,6 +337,19 @@ func (p *page) screenshot(name string) {
 func TestPage(t *testing.T) {
 	p := startPage(t, browsertest.Options{})
 
+	t.Run("the welcome offers the deployment's suggestions", func(t *testing.T) {
+		p.t = t
+		p.load()
+		got := eval[[]string](p, `new Promise((resolve) => {
+			const poll = () => {
+				const b = [...document.querySelectorAll('.welcome .example')];
+				if (b.length) resolve(b.map((x) => x.textContent)); else setTimeout(poll, 20);
+			};
+			poll();
+		})`)
+		assert.Equal(t, pageSuggestions, got)
+	})
+
 	t.Run("streams text and sends the history", func(t *testing.T) {
 		p.t = t
 		p.load()
@@ -399,6 +415,7 @@ func TestPage(t *testing.T) {
 		deploy := `.interrupt[data-interrupt-id="int-deploy"]`
 		assert.Equal(t, "input", p.attr("#status", "data-state"))
 		assert.Equal(t, "travel", p.text(trip+" .who"), "the question is attributed to the sub-agent")
+		assert.Equal(t, "MCP server demo", p.text(deploy+" .who"), "an MCP question names its server")
 		assert.Equal(t, "Tell me about the trip.", p.text(trip+" .question"))
 		assert.Equal(t, "waiting for input", p.text(`.subagent[data-subagent-run-id="sa-call_f"] .sub-state`))
 		assert.Equal(t, "waiting", p.attr(`.tool[data-tool-call-id="call_f"]`, "data-state"))
@@ -473,7 +490,7 @@ func TestPage(t *testing.T) {
 		p.load()
 		p.send("approval")
 		card := `.interrupt.approval[data-interrupt-id="int-ap"]`
-		assert.Equal(t, "demo__delete_release", p.text(card+" .tool"))
+		assert.Equal(t, "demo__delete_release", p.text(card+" .approval-tool"))
 		assert.Contains(t, p.text(card+" .question"), "<b>Delete</b>", "the message is shown as text")
 		assert.Equal(t, "v1", eval[string](p, `document.querySelector('`+card+` [name="editedArgs.release"]').value`), "the form holds the model's arguments")
 		p.screenshot("approval-card")

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
@@ -36,6 +38,7 @@ import (
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/web"
 )
 
@@ -43,9 +46,9 @@ import (
 // --version reports the module version and VCS revision from the build info.
 var version = "dev"
 
-// mcpStartWait bounds how long the start waits for MCP servers: the listener must open
-// within 2 s whatever they do (the agents' first card reads get 1 s before this); slower
-// servers join when they connect.
+// mcpStartWait bounds how long the start waits for MCP servers' first connections, in
+// parallel with the agents' first card reads (1 s): the listener must open within 2 s
+// whatever they do; slower servers join when they connect.
 const mcpStartWait = 500 * time.Millisecond
 
 func main() {
@@ -132,6 +135,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	// Tracing is off unless an OTLP endpoint is configured; its shutdown runs last, after
+	// the runs have ended, and exports what is still buffered.
+	tel, err := telemetry.Setup(ctx, telemetry.Config{
+		Endpoint:       cfg.Telemetry.OTLPEndpoint,
+		Protocol:       cfg.Telemetry.OTLPProtocol,
+		ServiceName:    cfg.Telemetry.ServiceName,
+		ServiceVersion: version,
+		Logger:         log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: telemetry: %v\n", err)
+		return 2
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("telemetry shutdown", "err", err)
+		}
+	}()
+	// One HTTP client for the peers and the model: it sends the W3C trace context of each
+	// request's span (A2A, MCP streamable HTTP, the model provider).
+	peerHTTP := telemetry.Client()
+	defer peerHTTP.CloseIdleConnections()
 	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
 	peersCtx, stopPeers := context.WithCancel(context.Background())
 	defer stopPeers()
@@ -143,30 +171,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	model, err := newModel(cfg)
+	model, err := newModel(cfg, peerHTTP)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
 	}
-	agents, err := resolveAgents(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
-	}
-	for _, a := range agents {
-		if c, ok := a.Client.(io.Closer); ok {
-			defer c.Close()
-		}
-	}
-	st, err := store.Open(ctx, cfg.Store)
-	if err != nil {
-		if !strings.HasPrefix(err.Error(), "store") {
-			err = fmt.Errorf("store: %w", err)
-		}
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
-	}
-	defer st.Close()
+	// The MCP servers connect while the agents' cards are read: both waits overlap.
 	// In-session MCP elicitations reach the engine through this elicitor.
 	sessions := coordinator.NewSessionElicitor()
 	var tools coordinator.ToolServer
@@ -178,7 +188,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env})
 			onToolError[s.Name] = s.OnToolError
 		}
-		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{Logger: log, Elicitor: sessions, StartWait: mcpStartWait})
+		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{
+			Logger: log, Elicitor: sessions, StartWait: time.Nanosecond, HTTPClient: peerHTTP,
+			SendingMiddleware: func(server, transport string) mcp.Middleware {
+				return telemetry.MCPMiddleware(tel.Tracer(), server, transport)
+			},
+		})
 		if err != nil {
 			fmt.Fprintf(stderr, "coordinator: %v\n", err)
 			return 1
@@ -189,8 +204,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer sessions.Close()
 		tools = registry
 	}
+	mcpStarted := time.Now()
 
+	agents, err := resolveAgents(ctx, cfg, log, peerHTTP)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	for _, a := range agents {
+		if c, ok := a.Client.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
+	if registry != nil {
+		wctx, cancel := context.WithDeadline(ctx, mcpStarted.Add(mcpStartWait))
+		registry.WaitStarted(wctx)
+		cancel()
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "store") {
+			err = fmt.Errorf("store: %w", err)
+		}
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
+	defer st.Close()
 	metricsReg := metrics.New()
+	// The tool-call metrics are labelled with configured names only.
+	var agentNames, serverNames []string
+	for _, a := range agents {
+		agentNames = append(agentNames, a.Name)
+	}
+	for _, s := range cfg.MCPServers {
+		serverNames = append(serverNames, s.Name)
+	}
+	metricsReg.SetToolTargets(agentNames, serverNames)
 	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
 	for _, rl := range cfg.Policy.RateLimits {
 		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
@@ -208,6 +257,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ToolTimeout:   time.Duration(cfg.Limits.ToolTimeout),
 		},
 		Logger:         log,
+		Tracing:        coordinator.Tracing{Tracer: tel.Tracer(), Provider: cfg.LLM.Provider, Model: modelName(cfg)},
 		Store:          st,
 		Sessions:       sessions,
 		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
@@ -231,6 +281,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
 		},
+		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -238,7 +289,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
 	var draining atomic.Bool
-	handler := server.New(server.Config{
+	handler := telemetry.Extract(server.New(server.Config{
 		Engine:         engine,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		AuthTokens:     tokens,
@@ -250,7 +301,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Draining:       draining.Load,
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
-	})
+		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
+	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -316,17 +368,30 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 	return nil
 }
 
-func newModel(cfg *config.Config) (llm.Model, error) {
+func newModel(cfg *config.Config, hc *http.Client) (llm.Model, error) {
 	switch cfg.LLM.Provider {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		m, err := openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey()})
+		m, err := anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		if err != nil {
+			return nil, err
+		}
+		return withTimeouts(cfg, m), nil
 	default:
 		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
+}
+
+// withTimeouts bounds a provider's silence by llm.timeout and llm.idle_timeout.
+func withTimeouts(cfg *config.Config, m llm.Model) llm.Model {
+	return llm.WithTimeouts(m, llm.Timeouts{FirstByte: time.Duration(cfg.LLM.Timeout), Idle: time.Duration(cfg.LLM.IdleTimeout)})
 }
 
 // agentFirstReadWait bounds how long the start waits for the agents' first card reads.
@@ -338,7 +403,7 @@ const agentFirstReadWait = time.Second
 // offered to the model with a placeholder description and answers [UNREACHABLE]
 // (design/agent-cards.md). The coordinator holds a request open for a late task id
 // itself (the run's cancel scope), so the client's own grace is disabled.
-func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]coordinator.Agent, error) {
+func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc *http.Client) ([]coordinator.Agent, error) {
 	var out []coordinator.Agent
 	var started []*a2a.Agent
 	defer func() {
@@ -361,7 +426,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger) ([
 			AllowedOrigins: ac.AllowedOrigins,
 			Timeout:        time.Duration(ac.Timeout),
 			CardTTL:        time.Duration(ac.CardTTL),
-		}, a2a.Options{Logger: log, IDGrace: -1})
+		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc})
 		if err != nil {
 			return nil, fmt.Errorf("agents: %s: %w", ac.Name, err)
 		}
@@ -385,9 +450,9 @@ func newLogger(w io.Writer, format, level string, red *redact.Redactor) (*slog.L
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(redact.Handler(slog.NewTextHandler(w, opts), red)), nil
+		return slog.New(telemetry.LogHandler(redact.Handler(slog.NewTextHandler(w, opts), red))), nil
 	case "json":
-		return slog.New(redact.Handler(slog.NewJSONHandler(w, opts), red)), nil
+		return slog.New(telemetry.LogHandler(redact.Handler(slog.NewJSONHandler(w, opts), red))), nil
 	default:
 		return nil, errors.New("--log-format must be text or json")
 	}
@@ -399,6 +464,15 @@ func authState(tokens []string) string {
 		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
 	}
 	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
+}
+
+// modelName is the model named on spans and metrics: the configured one, or the
+// provider's name for the scripted demo model.
+func modelName(cfg *config.Config) string {
+	if cfg.LLM.Model != "" {
+		return cfg.LLM.Model
+	}
+	return cfg.LLM.Provider
 }
 
 func envOr(key, def string) string {

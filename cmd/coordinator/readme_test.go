@@ -23,8 +23,8 @@ const readmeAddr = "http://127.0.0.1:8080"
 
 // TestREADMECurlExamples runs the README's curl examples, as written, against the demo
 // stack (`go run ./cmd/coordinator`), in order: a plain run, an A2A question answered on
-// the same thread, an MCP elicitation answered with the payload shape the README shows, and
-// a reconnect to the answered run.
+// the same thread, an MCP elicitation answered with the payload shape the README shows, an
+// approval answered with edited arguments, and a reconnect to the answered run.
 func TestREADMECurlExamples(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -40,7 +40,7 @@ func TestREADMECurlExamples(t *testing.T) {
 			examples = append(examples, m[1])
 		}
 	}
-	require.Len(t, examples, 4, "the README's curl examples: a run, a resumed A2A question, a resumed MCP elicitation, a reconnect")
+	require.Len(t, examples, 5, "the README's curl examples: a run, a resumed A2A question, a resumed MCP elicitation, an approval, a reconnect")
 
 	t.Setenv("BATON_LISTEN", "127.0.0.1:0")
 	url, _, done := startRun(t, nil)
@@ -56,6 +56,7 @@ func TestREADMECurlExamples(t *testing.T) {
 		{"a run", []string{`"type":"RUN_FINISHED"`, `[COMPLETED]`}},
 		{"the travel agent's question, answered on its thread", []string{`"threadId":"trip"`, `"runId":"r2"`, `12-19 May`, `"type":"SUBAGENT_FINISHED"`, `"type":"RUN_FINISHED"`}},
 		{"the deploy tool's question, answered with its payload shape", []string{`"threadId":"ship"`, `to staging`, `"type":"RUN_FINISHED"`}},
+		{"an approval with edited arguments", []string{`"threadId":"t3"`, `Would delete release v1.2.4 of web`, `"type":"RUN_FINISHED"`}},
 		{"a reconnect replays the trip's second run", []string{"id: 4\n", `"type":"RUN_STARTED"`, `12-19 May`, `"type":"RUN_FINISHED"`}},
 	}
 	for i, ex := range examples {

@@ -24,7 +24,8 @@
 // defaults, JSONRPC and 0.3, apply).
 // GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
 // CancelTask received (any transport, any protocol version), the last persisted state of every
-// task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3).
+// task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3);
+// traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order.
 import express from 'express';
 import { randomUUID } from 'node:crypto';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, TaskState, Role } from '@a2a-js/sdk';
@@ -65,7 +66,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], tasks: {}, versions: [] };
+const log = { cancels: [], tasks: {}, versions: [], traceparents: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -217,7 +218,11 @@ function bare03(_req, res, next) {
   next();
 }
 app.use(`/${CARD_PATH}`, bare03, agentCardHandler({ agentCardProvider: handler, legacyCompat: { enabled: LEGACY }, cache: { maxAge: 0 } }));
-app.use('/a2a', (req, _res, next) => { log.versions.push(req.get('A2A-Version') ?? ''); next(); });
+app.use('/a2a', (req, _res, next) => {
+  log.versions.push(req.get('A2A-Version') ?? '');
+  if (req.get('traceparent')) log.traceparents.push(req.get('traceparent'));
+  next();
+});
 app.use('/a2a', cutDropStreams);
 app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
 app.use('/a2a/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));

@@ -18,9 +18,10 @@
 //                   interrupt id, and the key "*" answers every interrupt not named explicitly
 //
 // Output: ONE JSON line on stdout describing the last run:
-//   {events, failed, runError, outcome, interrupts, pendingInterrupts, warnings, terminal,
-//    aborted, resume, runs}
-// where runs holds the same fields for every run the job made (one, or two with resumeAnswers),
+//   {events, failed, runError, outcome, interrupts, pendingInterrupts, messages, warnings,
+//    terminal, aborted, resume, runs}
+// where messages is the agent's message list after the run (as the client assembled it), and
+// runs holds the same fields for every run the job made (one, or two with resumeAnswers),
 // and resume is the resume array the run sent (null when none; for the resumeAnswers run, what
 // buildResumeArray returned).
 // warnings are all console.warn/console.error lines printed while the client ran (top level:
@@ -114,6 +115,7 @@ async function run(params) {
   const last = r.events.at(-1)?.type;
   r.terminal = last === 'RUN_FINISHED' || last === 'RUN_ERROR';
   r.pendingInterrupts = agent.pendingInterrupts ?? [];
+  r.messages = agent.messages ?? [];
   r.warnings = warnings.slice(warnedBefore);
   return r;
 }

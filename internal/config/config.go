@@ -92,6 +92,7 @@ type Config struct {
 	Policy     Policy      `yaml:"policy"`
 	Loop       Loop        `yaml:"loop"`
 	Interrupts Interrupts  `yaml:"interrupts"`
+	Telemetry  Telemetry   `yaml:"telemetry"`
 	Approvals  Approvals   `yaml:"approvals"`
 	// Replication holds the run leases (replication.heartbeat, replication.lease).
 	Replication Replication `yaml:"replication"`
@@ -125,6 +126,18 @@ type Server struct {
 	MaxActiveRuns int `yaml:"max_active_runs"`
 	// EventRetention is how long a run's event log is kept for reconnects.
 	EventRetention Duration `yaml:"event_retention"`
+
+	// Stream settings (issue 12): what a client that does not keep up may cost.
+
+	// OnDisconnect is what a run does when its client goes away or is dropped for not
+	// reading: OnDisconnectCancel ("" means the same). detach is not available yet.
+	OnDisconnect string `yaml:"on_disconnect"`
+	// StreamBufferBytes bounds the events waiting for one client; a client that lets
+	// more pile up is disconnected. 0 means DefaultStreamBufferBytes.
+	StreamBufferBytes int64 `yaml:"stream_buffer_bytes"`
+	// StreamWriteTimeout bounds one write to a client; a client that takes longer is
+	// disconnected. 0 means DefaultStreamWriteTimeout.
+	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
 }
 
 // ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
@@ -150,6 +163,14 @@ func (s Server) AuthTokens(getenv func(string) string) ([]string, error) {
 	return out, nil
 }
 
+// Stream defaults and the values of Server.OnDisconnect.
+const (
+	DefaultStreamBufferBytes  = 4 << 20
+	DefaultStreamWriteTimeout = Duration(30 * time.Second)
+	OnDisconnectCancel        = "cancel"
+	OnDisconnectDetach        = "detach"
+)
+
 // Replication configures the run leases that replicas sharing a PostgreSQL store use (a
 // single process keeps them too, so that a restart finds its runs' threads free).
 type Replication struct {
@@ -170,6 +191,10 @@ type LLM struct {
 	Model   string `yaml:"model"`
 	// APIKeyEnv is the name of the variable that holds the key, never the key itself.
 	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout bounds the wait for the first byte of a model response; 0 means 60 s.
+	Timeout Duration `yaml:"timeout"`
+	// IdleTimeout bounds the silence inside a streamed response; 0 means 30 s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 
 // APIKey returns the key from the environment variable named by APIKeyEnv ("" when
@@ -392,6 +417,24 @@ func parseDuration(s string) (Duration, error) {
 	return Duration(d), nil
 }
 
+// Telemetry is the telemetry section: OpenTelemetry tracing over OTLP. The standard
+// OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+// OTEL_SERVICE_NAME, ...) win over these keys.
+type Telemetry struct {
+	// OTLPEndpoint is the collector's base URL; empty means no tracing.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// OTLPProtocol is http/protobuf, http/json or grpc.
+	OTLPProtocol string `yaml:"otlp_protocol"`
+	// ServiceName is the service.name of Baton's spans.
+	ServiceName string `yaml:"service_name"`
+}
+
+// Telemetry defaults.
+const (
+	DefaultOTLPProtocol     = "http/protobuf"
+	DefaultTelemetryService = "baton"
+)
+
 // Default returns the built-in defaults: the scripted model, no agents and no MCP servers.
 func Default() *Config {
 	return &Config{
@@ -415,6 +458,7 @@ func Default() *Config {
 			StallTurns:    DefaultStallTurns,
 		},
 		Interrupts: Interrupts{TTL: DefaultInterruptTTL},
+		Telemetry:  Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
 		Store:      DefaultStore,
 	}
 }

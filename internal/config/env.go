@@ -61,6 +61,18 @@ var envVars = []envVar{
 	{"BATON_LLM_BASE_URL", "llm.base_url", setString(func(c *Config) *string { return &c.LLM.BaseURL })},
 	{"BATON_LLM_MODEL", "llm.model", setString(func(c *Config) *string { return &c.LLM.Model })},
 	{"BATON_LLM_API_KEY_ENV", "llm.api_key_env", setString(func(c *Config) *string { return &c.LLM.APIKeyEnv })},
+	{"BATON_LLM_TIMEOUT", "llm.timeout", setDuration(func(c *Config) *Duration { return &c.LLM.Timeout })},
+	{"BATON_LLM_IDLE_TIMEOUT", "llm.idle_timeout", setDuration(func(c *Config) *Duration { return &c.LLM.IdleTimeout })},
+	{"BATON_SERVER_ON_DISCONNECT", "server.on_disconnect", setString(func(c *Config) *string { return &c.Server.OnDisconnect })},
+	{"BATON_SERVER_STREAM_BUFFER_BYTES", "server.stream_buffer_bytes", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("must be an integer (got %q)", v)
+		}
+		c.Server.StreamBufferBytes = n
+		return nil
+	}},
+	{"BATON_SERVER_STREAM_WRITE_TIMEOUT", "server.stream_write_timeout", setDuration(func(c *Config) *Duration { return &c.Server.StreamWriteTimeout })},
 	{"BATON_LIMITS_MAX_ITERATIONS", "limits.max_iterations", setInt(func(c *Config) *int { return &c.Limits.MaxIterations })},
 	{"BATON_LIMITS_MAX_RUN_SECONDS", "limits.max_run_seconds", setInt(func(c *Config) *int { return &c.Limits.MaxRunSeconds })},
 	{"BATON_LIMITS_TOOL_TIMEOUT", "limits.tool_timeout", setDuration(func(c *Config) *Duration { return &c.Limits.ToolTimeout })},

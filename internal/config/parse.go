@@ -42,6 +42,10 @@ func (c *Config) decode(data []byte) error {
 func (c *Config) yamlErr(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = strings.ReplaceAll(msg, "\n ", "")
+	if strings.Contains(msg, "mapping values are not allowed") {
+		// The usual cause: store: memory: (a plain value that ends with a colon).
+		msg += `; check the indentation, and quote a value that contains ": " or ends with ":", e.g. store: "memory:"`
+	}
 	return &FieldError{Where: c.Source, Message: "invalid YAML: " + msg}
 }
 

@@ -45,6 +45,7 @@ func TestStoreMemoryUnquoted(t *testing.T) {
 	_, err := loadYAML(t, "store: memory:\n", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "baton.yaml")
+	assert.Contains(t, err.Error(), `quote a value that contains ": " or ends with ":", e.g. store: "memory:"`)
 	c, err := loadYAML(t, "store: \"memory:\"\n", nil)
 	require.NoError(t, err)
 	assert.Equal(t, "memory:", c.Store)

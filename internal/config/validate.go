@@ -13,7 +13,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateStore, c.validateReplication}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateStore, c.validateReplication}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -53,6 +53,22 @@ func (c *Config) validateServer() error {
 			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
 		}
 	}
+	return c.validateStream()
+}
+
+// validateStream checks the per-client stream limits and server.on_disconnect.
+func (c *Config) validateStream() error {
+	s := c.Server
+	switch {
+	case s.OnDisconnect == OnDisconnectDetach:
+		return c.fieldErr("server.on_disconnect", "detach is not supported yet; use %s", OnDisconnectCancel)
+	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel:
+		return c.fieldErr("server.on_disconnect", "must be %s (got %q)", OnDisconnectCancel, s.OnDisconnect)
+	case s.StreamBufferBytes < 0:
+		return c.fieldErr("server.stream_buffer_bytes", "must not be negative (got %d)", s.StreamBufferBytes)
+	case s.StreamWriteTimeout < 0:
+		return c.fieldErr("server.stream_write_timeout", "must not be negative (got %s)", s.StreamWriteTimeout)
+	}
 	return nil
 }
 
@@ -91,6 +107,12 @@ func (c *Config) validateLLM() error {
 	}
 	if l.APIKeyEnv != "" && !isEnvName(l.APIKeyEnv) {
 		return c.fieldErr("llm.api_key_env", "must be the name of an environment variable, not the key itself")
+	}
+	if l.Timeout < 0 {
+		return c.fieldErr("llm.timeout", "must not be negative (got %s)", l.Timeout)
+	}
+	if l.IdleTimeout < 0 {
+		return c.fieldErr("llm.idle_timeout", "must not be negative (got %s)", l.IdleTimeout)
 	}
 	return nil
 }
@@ -456,3 +478,22 @@ func isHTTPURL(s string) bool {
 // ToolName is the tool name the model sees for a configured name (DESIGN §5); see
 // package toolname, the one sanitiser shared with the catalog and the engine.
 func ToolName(name string) string { return toolname.Sanitize(name) }
+
+func (c *Config) validateTelemetry() error {
+	t := c.Telemetry
+	switch t.OTLPProtocol {
+	case "http/protobuf", "http/json", "grpc":
+	default:
+		return c.fieldErr("telemetry.otlp_protocol", "must be http/protobuf, http/json or grpc (got %q)", t.OTLPProtocol)
+	}
+	if t.OTLPEndpoint != "" {
+		u, err := url.Parse(t.OTLPEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c.fieldErr("telemetry.otlp_endpoint", "must be an http:// or https:// URL")
+		}
+	}
+	if strings.TrimSpace(t.ServiceName) == "" {
+		return c.fieldErr("telemetry.service_name", "must not be empty")
+	}
+	return nil
+}

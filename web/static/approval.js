@@ -61,7 +61,7 @@ export function approvalCard(doc, intr, respond) {
   const head = box.appendChild(el("header"));
   head.appendChild(el("span", "who", "Baton"));
   head.appendChild(el("span", "role-tag", inDoubt ? "may already have run" : "asks for approval"));
-  if (typeof meta.tool === "string") box.appendChild(el("p", "tool", meta.tool));
+  if (typeof meta.tool === "string") box.appendChild(el("p", "approval-tool", meta.tool));
   box.appendChild(el("p", "question", intr.message || "A call needs your approval."));
   if (intr.expiresAt) {
     const t = new Date(intr.expiresAt);

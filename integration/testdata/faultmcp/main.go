@@ -19,6 +19,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -110,6 +112,17 @@ func newServer(ev *eventLog) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			ev.add("call echo")
 			return text("echo: " + in.Text), nil, nil
+		})
+	// envdigest reports a variable of the server's environment by length and digest, so a
+	// test can check what reached the child without the value travelling through results.
+	mcp.AddTool(s, &mcp.Tool{Name: "envdigest", Description: "Length and SHA-256 prefix of an environment variable.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			v, ok := os.LookupEnv(in.Text)
+			if !ok {
+				return text("unset"), nil, nil
+			}
+			sum := sha256.Sum256([]byte(v))
+			return text(fmt.Sprintf("len=%d sha256=%s", len(v), hex.EncodeToString(sum[:8]))), nil, nil
 		})
 	marker := ev.path + ".crashed"
 	mcp.AddTool(s, &mcp.Tool{Name: "crash_once", Description: "Crash the server the first time (not idempotent)."},

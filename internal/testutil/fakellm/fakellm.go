@@ -43,6 +43,12 @@ type Reply struct {
 	// Usage overrides the token counts reported; by default they are
 	// estimated from the text lengths.
 	Usage *llm.Usage
+	// CutAfter, when streaming, cuts the connection after this many chunks
+	// (the role chunk counts), before the finish_reason: a stream broken
+	// mid-turn. A tool call is a head chunk and two argument halves, so
+	// CutAfter 3 with one call and no text cuts it in the middle of its
+	// arguments.
+	CutAfter int
 }
 
 // Handler chooses the reply to a request.
@@ -324,7 +330,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		}
 		return rc.Flush() == nil
 	}
-	for _, c := range chunks(req, rep, usage) {
+	for i, c := range chunks(req, rep, usage) {
+		if rep.CutAfter > 0 && i >= rep.CutAfter {
+			// Abort the response: the client sees the connection end mid-stream.
+			panic(http.ErrAbortHandler)
+		}
 		if !send(c) {
 			return
 		}

@@ -1,0 +1,351 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/telemetry"
+)
+
+// Tracing is how the engine reports its runs as OpenTelemetry spans (design/telemetry.md).
+// The zero value traces nothing.
+type Tracing struct {
+	// Tracer creates the spans; nil means a no-op tracer.
+	Tracer trace.Tracer
+	// Provider is gen_ai.provider.name of the model ("openai", "anthropic", "scripted").
+	Provider string
+	// Model is gen_ai.request.model (the configured model name).
+	Model string
+}
+
+// ModelMetrics is implemented by a Metrics that also records model calls; the engine
+// reports them when it is (package metrics does).
+type ModelMetrics interface {
+	ModelCall(provider, model, outcome string, d time.Duration, inputTokens, outputTokens int)
+}
+
+// RunDurationMetrics is implemented by a Metrics that records how long runs take.
+type RunDurationMetrics interface {
+	RunDuration(outcome string, d time.Duration)
+}
+
+// ToolCallMetrics is implemented by a Metrics that records tool calls per target: kind is
+// "agent" or "mcp", target the configured agent or MCP server name (never a peer's name).
+type ToolCallMetrics interface {
+	ToolCall(kind, target, tag string, d time.Duration)
+}
+
+// Attribute keys of Baton's own (DESIGN §10a) next to the GenAI and MCP conventions.
+const (
+	attrFailureKind  = attribute.Key("baton.failure.kind")
+	attrPolicyAction = attribute.Key("baton.policy.action")
+	attrTag          = attribute.Key("baton.tag")
+	attrRunID        = attribute.Key("baton.run.id")
+	attrOutcome      = attribute.Key("baton.run.outcome")
+)
+
+// noopTracer is the tracer of an engine configured without one.
+var noopTracer = noop.NewTracerProvider().Tracer("")
+
+func (e *Engine) tracer() trace.Tracer {
+	if e.cfg.Tracing.Tracer == nil {
+		return noopTracer
+	}
+	return e.cfg.Tracing.Tracer
+}
+
+// runTrace is a run's tracing state: its span and the spans of the current turn's tool
+// calls, which stay open until the policy has decided about their results.
+type runTrace struct {
+	span trace.Span
+
+	mu    sync.Mutex
+	tools []toolSpan
+}
+
+type toolSpan struct {
+	name string
+	span trace.Span
+	end  time.Time
+}
+
+// startTrace starts the run's invoke_agent span under the trace context of parent (the
+// request's, carried without its cancellation), before the run's goroutine starts, and
+// gives the run's log lines the trace ids.
+func (r *Run) startTrace(parent context.Context) {
+	_, span := r.e.tracer().Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.provider.name", r.e.cfg.Tracing.Provider),
+		attribute.String("gen_ai.agent.name", "baton"),
+		attribute.String("gen_ai.conversation.id", r.ThreadID),
+		attrRunID.String(r.RunID),
+	))
+	r.trace = &runTrace{span: span}
+	if sc := span.SpanContext(); sc.IsValid() {
+		r.log = r.log.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+	}
+}
+
+// traced returns ctx with the run's span and ids (the run's own context descends from
+// context.Background, not from the request).
+func (r *Run) traced(ctx context.Context) context.Context {
+	if r.trace == nil {
+		return ctx
+	}
+	ctx = trace.ContextWithSpan(ctx, r.trace.span)
+	return telemetry.WithRun(ctx, r.ThreadID, r.RunID)
+}
+
+// endTrace ends the run span with the run's end reason ("completed", "interrupt",
+// "error: …", "cancelled: …").
+func (r *Run) endTrace(reason string, d time.Duration) {
+	outcome, _, _ := strings.Cut(reason, ":")
+	if m, ok := r.e.cfg.Metrics.(RunDurationMetrics); ok {
+		m.RunDuration(outcome, d)
+	}
+	if r.trace == nil {
+		return
+	}
+	r.endToolSpans()
+	span := r.trace.span
+	span.SetAttributes(attrOutcome.String(outcome))
+	if outcome == "error" {
+		span.SetAttributes(attribute.String("error.type", strings.TrimSpace(strings.TrimPrefix(reason, "error:"))))
+		span.SetStatus(codes.Error, reason)
+	}
+	span.End()
+}
+
+// traceDecision records a policy decision: an event on the run span, the kind and action
+// on the run span when the decision ends the run, and on the spans of the tool it is about.
+func (r *Run) traceDecision(d Decision) {
+	if r.trace == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)), attribute.Int("baton.failure.attempt", d.Attempt)}
+	if d.Tool != "" {
+		attrs = append(attrs, attribute.String("gen_ai.tool.name", d.Tool))
+	}
+	r.trace.span.AddEvent("baton.failure", trace.WithAttributes(attrs...))
+	if d.Action.Terminal() {
+		r.trace.span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
+	}
+	if d.Tool == "" {
+		return
+	}
+	r.trace.mu.Lock()
+	defer r.trace.mu.Unlock()
+	for _, ts := range r.trace.tools {
+		if ts.name == d.Tool {
+			ts.span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
+			ts.span.SetStatus(codes.Error, string(d.Kind))
+		}
+	}
+}
+
+// traceTool runs one tool call in an execute_tool span. The span is ended (with the time
+// the call ended) once the policy has seen the turn's results, so that it carries the
+// decision about its failure; see endToolSpans.
+func (r *Run) traceTool(ctx context.Context, t *toolset, c llm.ToolCall, run func(context.Context) toolOutcome) toolOutcome {
+	kind, target := "", ""
+	if a, ok := t.agents[c.Name]; ok {
+		kind, target = "agent", a.Name
+	} else if mt, ok := t.mcp[c.Name]; ok {
+		kind, target = "mcp", mt.Server
+	}
+	ctx, span := r.e.tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", c.Name),
+		attribute.String("gen_ai.tool.call.id", c.ID),
+		attribute.String("gen_ai.tool.type", toolType(kind)),
+	))
+	start := time.Now()
+	out := run(ctx)
+	d := time.Since(start)
+	tag := ""
+	if len(out.interrupts) > 0 {
+		tag = "INTERRUPT"
+		span.AddEvent("baton.interrupt", trace.WithAttributes(attribute.Int("baton.interrupts", len(out.interrupts))))
+	} else if out.Tag != "" {
+		tag = out.Tag
+		if out.Tag == bridge.TagRetry {
+			tag += ":" + out.Code
+		}
+		span.SetAttributes(attrTag.String(tag))
+		if f := DetectToolResult(c.Name, out.ToolResult); f != nil {
+			span.SetAttributes(attrFailureKind.String(string(f.Kind)), attribute.String("error.type", tag))
+		}
+	}
+	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && kind != "" {
+		m.ToolCall(kind, target, tag, d)
+	}
+	if r.trace == nil || !span.IsRecording() {
+		span.End()
+		return out
+	}
+	r.trace.mu.Lock()
+	r.trace.tools = append(r.trace.tools, toolSpan{name: c.Name, span: span, end: time.Now()})
+	r.trace.mu.Unlock()
+	return out
+}
+
+func toolType(kind string) string {
+	if kind == "" {
+		return "function"
+	}
+	return "extension"
+}
+
+// endToolSpans ends the turn's tool spans at the times their calls ended.
+func (r *Run) endToolSpans() {
+	if r.trace == nil {
+		return
+	}
+	r.trace.mu.Lock()
+	spans := r.trace.tools
+	r.trace.tools = nil
+	r.trace.mu.Unlock()
+	for _, ts := range spans {
+		ts.span.End(trace.WithTimestamp(ts.end))
+	}
+}
+
+// traceInterrupts records the interrupts a run ends with, as an event of the run span.
+func (r *Run) traceInterrupts(open []store.Interrupt) {
+	if r.trace == nil || len(open) == 0 {
+		return
+	}
+	reasons := make([]string, 0, len(open))
+	for _, in := range open {
+		reasons = append(reasons, string(in.Kind))
+	}
+	r.trace.span.AddEvent("baton.interrupt", trace.WithAttributes(attribute.Int("baton.interrupts", len(open)), attribute.StringSlice("baton.interrupt.kinds", reasons)))
+}
+
+// traceParent is the W3C traceparent of the run span, saved with a suspension so that the
+// run that resumes it can link to it.
+func (r *Run) traceParent() string {
+	if r.trace == nil {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(context.Background(), r.trace.span), c)
+	return c["traceparent"]
+}
+
+// traceResume records that this run resumes a suspended one: an event, and a link to the
+// run that was suspended (traceparent from its saved state).
+func (r *Run) traceResume(traceparent string, answers int) {
+	if r.trace == nil {
+		return
+	}
+	r.trace.span.AddEvent("baton.resume", trace.WithAttributes(attribute.Int("baton.resume.entries", answers)))
+	if traceparent == "" {
+		return
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent})
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.trace.span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("baton.link", "resumes")}})
+	}
+}
+
+// modelSpan starts the chat span of one model turn (all its attempts).
+func (r *Run) modelSpan(ctx context.Context) (context.Context, trace.Span) {
+	tc := r.e.cfg.Tracing
+	name := "chat"
+	if tc.Model != "" {
+		name += " " + tc.Model
+	}
+	return r.e.tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", tc.Provider),
+		attribute.String("gen_ai.request.model", tc.Model),
+		attribute.String("gen_ai.conversation.id", r.ThreadID),
+	))
+}
+
+// endModelSpan ends a chat span with the turn's completion, or its error.
+func (r *Run) endModelSpan(span trace.Span, start time.Time, res turnResult, err error) {
+	tc := r.e.cfg.Tracing
+	outcome := "ok"
+	in, out := 0, 0
+	if err != nil {
+		outcome = "error"
+		span.SetAttributes(attribute.String("error.type", modelErrorType(err)))
+		span.SetStatus(codes.Error, modelErrorType(err))
+	} else if c := res.completion; c != nil {
+		in, out = c.Usage.InputTokens, c.Usage.OutputTokens
+		span.SetAttributes(
+			attribute.StringSlice("gen_ai.response.finish_reasons", []string{c.FinishReason}),
+			attribute.Int("gen_ai.usage.input_tokens", in),
+			attribute.Int("gen_ai.usage.output_tokens", out),
+		)
+	}
+	if m, ok := r.e.cfg.Metrics.(ModelMetrics); ok {
+		m.ModelCall(tc.Provider, tc.Model, outcome, time.Since(start), in, out)
+	}
+	span.End()
+}
+
+// traceModelRetry records a failed attempt of a model turn and what the policy decided.
+func traceModelRetry(span trace.Span, d Decision) {
+	span.AddEvent("baton.retry", trace.WithAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)),
+		attribute.Int("baton.failure.attempt", d.Attempt), attribute.Int64("baton.retry.wait_ms", d.Wait.Milliseconds())))
+	span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
+}
+
+func modelErrorType(err error) string {
+	if f := ClassifyModelError(err); f != nil {
+		return string(f.Kind)
+	}
+	var d *decidedError
+	if errors.As(err, &d) {
+		return string(d.f.Kind)
+	}
+	return "_OTHER"
+}
+
+// delegationSpan starts the client invoke_agent span of one A2A delegation.
+func (r *Run) delegationSpan(ctx context.Context, a *Agent) (context.Context, trace.Span) {
+	return r.e.tracer().Start(ctx, "invoke_agent "+a.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.provider.name", "a2a"),
+		attribute.String("gen_ai.agent.name", a.Name),
+	))
+}
+
+// endDelegationSpan ends an A2A delegation span with the task id and its final state.
+func endDelegationSpan(span trace.Span, res *a2a.Result, err error) {
+	defer span.End()
+	switch {
+	case res != nil:
+		span.SetAttributes(attribute.String("a2a.task.id", res.TaskID), attribute.String("a2a.task.state", string(res.State)))
+		if res.ContextID != "" {
+			span.SetAttributes(attribute.String("gen_ai.agent.conversation.id", res.ContextID))
+		}
+		switch res.State {
+		case a2a.StateFailed, a2a.StateRejected:
+			span.SetAttributes(attribute.String("error.type", string(res.State)))
+			span.SetStatus(codes.Error, string(res.State))
+		}
+	case err != nil:
+		if id := a2a.TaskIDOf(err); id != "" {
+			span.SetAttributes(attribute.String("a2a.task.id", id))
+		}
+		span.SetAttributes(attribute.String("error.type", "unreachable"))
+		span.SetStatus(codes.Error, "delegation failed")
+	}
+}

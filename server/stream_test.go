@@ -1,0 +1,275 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// floodModel streams total bytes of fresh text (every delta a new allocation, as from a
+// real provider) when the user says "flood", and a short answer otherwise.
+type floodModel struct {
+	total, chunk int
+	// produced counts the bytes handed to the engine, across runs.
+	produced *atomic.Int64
+}
+
+func (m floodModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		if last := req.Messages[len(req.Messages)-1]; last.Content != "flood" {
+			if yield(llm.Delta{Text: "small answer"}, nil) {
+				yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishStop}}, nil)
+			}
+			return
+		}
+		for sent := 0; sent < m.total; sent += m.chunk {
+			if ctx.Err() != nil {
+				yield(llm.Delta{}, ctx.Err())
+				return
+			}
+			m.produced.Add(int64(m.chunk))
+			if !yield(llm.Delta{Text: strings.Repeat("x", m.chunk)}, nil) {
+				return
+			}
+		}
+		yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishStop}}, nil)
+	}
+}
+
+// offHeapLog is a memory store whose event log and thread messages are written away, as
+// to a disk: the writes cost what they cost, the contents do not stay in this heap.
+type offHeapLog struct{ store.Store }
+
+func (offHeapLog) AppendEvents(context.Context, string, string, []store.Event) error { return nil }
+func (offHeapLog) SaveMessages(context.Context, string, []store.Message) error       { return nil }
+
+// smallSendBuffer shrinks the kernel send buffer of every accepted connection, so that a
+// client that reads nothing is felt by the writer after kilobytes, not megabytes.
+type smallSendBuffer struct{ net.Listener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(8 << 10)
+	}
+	return c, err
+}
+
+// stuckClient posts a run and never reads the response. Its receive buffer is small, so
+// the server's writes back up.
+func stuckClient(t *testing.T, addr, thread string) net.Conn {
+	t.Helper()
+	var d net.Dialer
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	b := `{"threadId":"` + thread + `","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"flood"}]}`
+	_, err = fmt.Fprintf(c, "POST /agui HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(b), b)
+	require.NoError(t, err)
+	return c
+}
+
+// Fifty clients that never read, while their runs stream 8 MiB each: the coordinator's heap
+// stays bounded (each client costs at most its stream buffer), a normal run on another
+// thread completes, the stuck runs are cancelled and their connections closed.
+func TestStuckReadersAreDroppedAndMemoryStaysBounded(t *testing.T) {
+	const (
+		clients  = 50
+		perRun   = 8 << 20
+		bufBytes = 256 << 10
+		// Each stuck client costs at most about twice its buffer; each run also holds what
+		// it produced before it was cancelled (its message text and the event log's pending
+		// writes). Without the bound the runs queue clients×perRun = 400 MiB and the peak
+		// passes 1 GiB.
+		heapBound = 160 << 20
+	)
+	var produced atomic.Int64
+	// The event log and the thread's messages are kept out of the heap being measured, as
+	// a store on disk keeps them (SQLite itself is too slow for 50 flooding runs under the
+	// race detector; the memory store would hold every event in this heap).
+	mem, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	e, err := coordinator.New(coordinator.Config{
+		Model:             floodModel{total: perRun, chunk: 4 << 10, produced: &produced},
+		StreamBufferBytes: bufBytes,
+		Store:             offHeapLog{mem},
+	})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 5 * time.Second}))
+	srv.Listener = smallSendBuffer{srv.Listener}
+	var closed atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	addr := srv.Listener.Addr().String()
+
+	// The heap is sampled all along; the peak's growth over the baseline (what earlier
+	// tests of the package left) is what matters.
+	var base runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() {
+		var ms runtime.MemStats
+		for {
+			// The live heap: what the coordinator holds, not garbage awaiting collection.
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+
+	conns := make([]net.Conn, clients)
+	for i := range conns {
+		conns[i] = stuckClient(t, addr, fmt.Sprintf("stuck-%d", i))
+	}
+
+	// A client that reads is served while the others are stuck.
+	resp := post(t, srv.URL+"/agui", body("normal", "r1", ""))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	evs := readEvents(t, resp)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "the normal run completes")
+
+	// Every stuck run ends (cancelled by its client's drop); the engine holds none.
+	guard := time.Now().Add(30 * time.Second)
+	for e.Active() > 0 && time.Now().Before(guard) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	require.Zero(t, e.Active(), "the stuck runs were cancelled")
+	close(stopSampling)
+	sampling.Wait()
+
+	assert.Less(t, produced.Load(), int64(clients*perRun), "the runs stopped early: they were cancelled, not left to stream")
+	grown := peak.Load() - min(peak.Load(), base.HeapAlloc)
+	t.Logf("peak heap %d MiB over a baseline of %d MiB, produced %d MiB", grown>>20, base.HeapAlloc>>20, produced.Load()>>20)
+	assert.Less(t, grown, uint64(heapBound), "the heap stays bounded")
+
+	// The server closed every stuck connection (the normal client's stays kept alive).
+	for closed.Load() < clients && time.Now().Before(guard) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.EqualValues(t, clients, closed.Load(), "every stuck connection was closed by the server")
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// BenchmarkStreamEvents is the event write path after the bounded buffer: a run's model
+// streams b.N text deltas; each goes through the sequencer, the bounded queue, the SSE
+// writer (with its write deadline) and loopback TCP to a client that reads them all.
+func BenchmarkStreamEvents(b *testing.B) {
+	var produced atomic.Int64
+	const chunk = 64
+	m := floodModel{total: b.N * chunk, chunk: chunk, produced: &produced}
+	// The model produces as fast as the CPU allows, faster than loopback TCP carries; a
+	// buffer as large as the whole run keeps the client from being dropped, so that the
+	// figure is the write path's throughput.
+	e, err := coordinator.New(coordinator.Config{Model: m, StreamBufferBytes: 1 << 30})
+	require.NoError(b, err)
+	srv := httptest.NewServer(New(Config{Engine: e}))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	}()
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	resp, err := http.Post(srv.URL+"/agui", "application/json", strings.NewReader(
+		`{"threadId":"bench","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"flood"}]}`))
+	require.NoError(b, err)
+	n, err := io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(b, err)
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	require.Greater(b, n, int64(b.N*chunk), "the whole stream arrived")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	// Per CPU second of this process (engine, server and the reading client together): the
+	// per-core figure, which a machine shared with other work does not distort.
+	b.ReportMetric(float64(b.N)/cpu.Seconds(), "events/cpu-s")
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A client that reads nothing while its run produces less than the stream buffer: the run
+// is not slowed (it finishes), and the write the client does not take fails at the write
+// deadline, which closes the connection instead of holding it for as long as the client
+// lives.
+func TestWriteDeadlineClosesStuckConnection(t *testing.T) {
+	var produced atomic.Int64
+	e, err := coordinator.New(coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced}})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 200 * time.Millisecond}))
+	srv.Listener = smallSendBuffer{srv.Listener}
+	var closed atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	c := stuckClient(t, srv.Listener.Addr().String(), "slow-writes")
+	defer c.Close()
+
+	guard := time.Now().Add(30 * time.Second)
+	for (e.Active() > 0 || closed.Load() == 0) && time.Now().Before(guard) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Zero(t, e.Active(), "the run ended")
+	assert.EqualValues(t, 1<<20, produced.Load(), "the run was not slowed: it produced everything")
+	assert.EqualValues(t, 1, closed.Load(), "the server closed the stuck connection")
+}

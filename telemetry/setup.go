@@ -1,0 +1,175 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// ErrInvalid is wrapped by the errors of Setup about bad settings.
+var ErrInvalid = errors.New("telemetry: invalid setting")
+
+// Protocols of the OTLP exporter (telemetry.otlp_protocol, OTEL_EXPORTER_OTLP_PROTOCOL).
+const (
+	ProtocolHTTPProtobuf = "http/protobuf"
+	ProtocolHTTPJSON     = "http/json"
+	ProtocolGRPC         = "grpc"
+)
+
+// InstrumentationName names Baton's tracer (the instrumentation scope of its spans).
+const InstrumentationName = "github.com/baton-dev/baton"
+
+// Config is the telemetry section of the configuration. The standard OTEL_* variables
+// win over it, as operators expect of any OpenTelemetry SDK.
+type Config struct {
+	// Endpoint is the OTLP base URL (e.g. http://localhost:4318; for grpc
+	// http://localhost:4317). Empty, with no OTEL_EXPORTER_OTLP_ENDPOINT, means no tracing.
+	Endpoint string
+	// Protocol is http/protobuf (default), http/json or grpc.
+	Protocol string
+	// ServiceName is the service.name resource attribute; default "baton".
+	ServiceName string
+	// ServiceVersion is the service.version resource attribute.
+	ServiceVersion string
+	// Getenv reads the environment; default os.Getenv. Tests replace it.
+	Getenv func(string) string
+	// Logger receives the SDK's own errors (an unreachable collector); default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Provider is the tracing set up by Setup. The zero value is not usable; a Provider with
+// tracing off hands out no-op tracers.
+type Provider struct {
+	tp     *sdktrace.TracerProvider
+	tracer trace.Tracer
+}
+
+// Propagator is W3C trace context plus baggage, the format every peer of Baton reads.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// Setup builds the tracer provider from cfg and the OTEL_* variables and installs it, with
+// the W3C propagator, as the process-wide default (the Anthropic SDK reads the global).
+// With nothing configured it returns a Provider that records nothing: no exporter, no
+// connection. Exporters connect lazily, so an unreachable collector never stops the start.
+func Setup(ctx context.Context, cfg Config) (*Provider, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	otel.SetTextMapPropagator(Propagator)
+	off := &Provider{tracer: noop.NewTracerProvider().Tracer(InstrumentationName)}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") || strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")) == "none" {
+		return off, nil
+	}
+	// The endpoint: a signal-specific URL is used as it is; a base URL (the general
+	// variable, or the config key) gets /v1/traces for the HTTP protocols.
+	endpoint, full := firstEnv(getenv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), true
+	if endpoint == "" {
+		endpoint, full = firstEnv(getenv, "OTEL_EXPORTER_OTLP_ENDPOINT"), false
+	}
+	if endpoint == "" {
+		endpoint = strings.TrimSpace(cfg.Endpoint)
+	}
+	if endpoint == "" {
+		return off, nil
+	}
+	protocol := firstEnv(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	if protocol == "" {
+		protocol = cfg.Protocol
+	}
+	if protocol == "" {
+		protocol = ProtocolHTTPProtobuf
+	}
+	exp, err := newExporter(ctx, protocol, endpoint, full)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.ServiceName
+	if name == "" {
+		name = "baton"
+	}
+	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
+	if cfg.ServiceVersion != "" {
+		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
+	}
+	// WithFromEnv comes last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
+	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithTelemetrySDK(), resource.WithFromEnv())
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("%w: resource: %v", ErrInvalid, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	// Export failures go to Baton's log (at warn: tracing never stops a run), not to the
+	// standard logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "err", err) }))
+	// No WithSampler: the SDK reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return &Provider{tp: tp, tracer: tp.Tracer(InstrumentationName)}, nil
+}
+
+// newExporter builds the OTLP exporter for protocol. The endpoint and the protocol are
+// passed explicitly (they were resolved with the environment first); the exporter still
+// reads the other OTEL_EXPORTER_OTLP_* variables (headers, timeout, TLS) itself.
+func newExporter(ctx context.Context, protocol, endpoint string, full bool) (sdktrace.SpanExporter, error) {
+	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL itself is not repeated: it may hold credentials.
+		return nil, fmt.Errorf("%w: the OTLP endpoint must be an http:// or https:// URL", ErrInvalid)
+	}
+	switch protocol {
+	case ProtocolGRPC:
+		return otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(endpoint))
+	case ProtocolHTTPProtobuf, ProtocolHTTPJSON:
+		if !full {
+			endpoint = strings.TrimRight(endpoint, "/") + "/v1/traces"
+		}
+		enc := otlptracehttp.EncodingProtobuf
+		if protocol == ProtocolHTTPJSON {
+			enc = otlptracehttp.EncodingJSON
+		}
+		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithEncoding(enc))
+	default:
+		return nil, fmt.Errorf("%w: OTLP protocol %q (use http/protobuf, http/json or grpc)", ErrInvalid, protocol)
+	}
+}
+
+func firstEnv(getenv func(string) string, names ...string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(getenv(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Enabled reports whether spans are recorded and exported.
+func (p *Provider) Enabled() bool { return p.tp != nil }
+
+// Tracer returns Baton's tracer (a no-op one when tracing is off).
+func (p *Provider) Tracer() trace.Tracer { return p.tracer }
+
+// Shutdown exports the spans still buffered and stops the exporter; call it once, at the
+// end of the process (after the runs have ended), with a deadline.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	if p.tp == nil {
+		return nil
+	}
+	return p.tp.Shutdown(ctx)
+}
