@@ -161,6 +161,7 @@ func startCoordinator(t testing.TB, cfg string) (baseURL string) {
 				t.Errorf("coordinator exited with code %d on SIGTERM, want 0", code)
 			}
 		})
+		waitMCPSettled(t, p.Match[1])
 		return p.Match[1]
 	}
 	t.Fatalf("starting the coordinator: %v\nconfig:\n%s", err, cfg)
@@ -484,4 +485,41 @@ func assertCleanClientRun(t *testing.T, r aguiResult) {
 		assert.Equal(t, "RUN_STARTED", r.Events[0]["type"], "first event")
 	}
 	assert.Len(t, eventsOfType(r.Events, "RUN_FINISHED"), 1, "exactly one RUN_FINISHED")
+}
+
+// waitMCPSettled waits until no MCP server of the coordinator at base is still making its
+// first connection (/readyz says "connecting"). The coordinator listens before its MCP
+// servers have connected (a degraded start), and a stdio server started through node can
+// take seconds under load; a test that scripts a call of its tools must not race that.
+// Servers that failed (down with a cause) are left as they are: some tests want them down.
+func waitMCPSettled(t testing.TB, base string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatalf("GET /readyz: %v", err)
+		}
+		var ready struct {
+			Checks struct {
+				MCP map[string]struct{ Status, Error string }
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ready)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("decoding /readyz: %v", err)
+		}
+		connecting := false
+		for _, c := range ready.Checks.MCP {
+			if c.Status != "up" && c.Error == "connecting" {
+				connecting = true
+			}
+		}
+		if !connecting {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("an MCP server of the coordinator at %s was still making its first connection after 60 s", base)
 }
