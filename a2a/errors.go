@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/internal/retry"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -214,23 +214,7 @@ func (t *recordingTransport) CloseIdleConnections() {
 }
 
 // parseRetryAfter reads a Retry-After header: delay seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		if d := at.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
+func parseRetryAfter(v string, now time.Time) time.Duration { return retry.ParseAfter(v, now) }
 
 // retryDelay returns how long to wait before attempt+1, and false when the server asks for
 // a wait longer than maxRetryWait (reported rather than slept).
@@ -238,21 +222,13 @@ func retryDelay(base time.Duration, attempt int, rec *httpStatus) (time.Duration
 	if _, ra := rec.get(); ra > 0 {
 		return ra, ra <= maxRetryWait
 	}
-	d := base << (attempt - 1)
-	if d <= 0 || d > maxRetryWait {
-		d = maxRetryWait
-	}
-	return d, true
+	return retry.Backoff(base, maxRetryWait, attempt), true
 }
 
 // sleep waits d or until ctx is done.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !retry.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }

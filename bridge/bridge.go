@@ -92,6 +92,44 @@ func FromA2A(res *a2a.Result) string {
 	return fmt.Sprintf("[%s]\nthe agent stopped while the task was still %q.", TagFailed, string(res.State))
 }
 
+// A2ATag is the tag FromA2A gives a task in state (without its task_id argument).
+func A2ATag(state a2a.State) string {
+	switch state {
+	case a2a.StateCompleted, a2a.StateMessage:
+		return TagCompleted
+	case a2a.StateRejected:
+		return TagRejected
+	case a2a.StateCanceled:
+		return TagCanceled
+	case a2a.StateInputRequired:
+		return TagInputRequired
+	case a2a.StateAuthRequired:
+		return TagAuthRequired
+	}
+	return TagFailed
+}
+
+// A2AErrorTag is the tag (and retry code) FromA2AError gives err.
+func A2AErrorTag(err error) (tag, code string) {
+	switch {
+	case err == nil:
+		return TagFailed, ""
+	case errors.Is(err, a2a.ErrInvalidTransition):
+		return TagRetry, "invalid_transition"
+	case errors.Is(err, a2a.ErrAuth):
+		return TagAuthRequired, ""
+	case errors.Is(err, a2a.ErrCapabilityGap):
+		return TagFailed, ""
+	case errors.Is(err, a2a.ErrUnreachable):
+		return TagUnreachable, ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return TagTimeout, ""
+	case errors.Is(err, context.Canceled):
+		return TagCanceled, ""
+	}
+	return TagFailed, ""
+}
+
 func withBody(tag, text, empty string) string {
 	if strings.TrimSpace(text) == "" {
 		return "[" + tag + "]\n" + empty

@@ -50,6 +50,9 @@ type approvalHandle struct {
 	Approved bool            `json:"approved,omitempty"`
 	Sent     json.RawMessage `json:"sent,omitempty"`
 	Result   string          `json:"result,omitempty"`
+	// ResultTag and ResultCode type the recorded Result (see ToolResult).
+	ResultTag  string `json:"resultTag,omitempty"`
+	ResultCode string `json:"resultCode,omitempty"`
 }
 
 // needsApproval reports whether the call c must be approved by the user before it is sent.
@@ -130,16 +133,16 @@ func toolSchema(t *toolset, tool string) map[string]any {
 // declinedRefusal refuses a call the user has declined earlier in this run: the same call
 // (tool and arguments) is not asked about again. The refusal is a policy_deny signal, so
 // the failure model treats it as a policy_violation.
-func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (string, bool) {
+func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
 	if !slices.Contains(r.fs.Declined, CallSignature(c.Name, c.Arguments)) {
-		return "", false
+		return bridge.Signal{}, false
 	}
-	return bridge.Retry(bridge.Signal{
+	return bridge.Signal{
 		Code: "policy_deny", Requested: c.Name,
 		Message:          fmt.Sprintf("The user declined this call of %q earlier in this run; it is not sent again. Do something else, or tell the user what you need.", c.Name),
 		ValidNextActions: r.nextActions(t, c.Name),
 		Resolution:       &bridge.Resolution{Type: ResolutionHandoff},
-	}), true
+	}, true
 }
 
 // deliverApproval acts on the user's answer to an approval: the call runs once (with the
@@ -147,7 +150,7 @@ func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (string, bool) {
 func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
 	h := decodeHandle(in).Approval
 	if h == nil {
-		return toolOutcome{result: bridge.Error("This approval can no longer be answered.")}
+		return taggedOutcome(bridge.TagError, bridge.Error("This approval can no longer be answered."))
 	}
 	approved, _ := ans.Payload["approved"].(bool)
 	if ans.Cancelled || !approved {
@@ -162,11 +165,11 @@ func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in
 		if strings.TrimSpace(reason) != "" {
 			msg += " The user's reason: " + reason
 		}
-		out := bridge.Declined(msg)
-		if err := r.recordApproval(ctx, in.ID, func(a *approvalHandle) { a.State, a.Result = approvalDone, out }); err != nil {
+		out := taggedOutcome(bridge.TagDeclined, bridge.Declined(msg))
+		if err := r.recordApproval(ctx, in.ID, func(a *approvalHandle) { a.State, a.Result, a.ResultTag = approvalDone, out.Text, out.Tag }); err != nil {
 			r.log.Error("record declined approval", "tool", h.Tool, "err", err)
 		}
-		return toolOutcome{result: out}
+		return out
 	}
 	args := h.Args
 	if edited, ok := ans.Payload["editedArgs"].(map[string]any); ok {
@@ -183,7 +186,7 @@ func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID,
 		a.State, a.Approved, a.Sent = approvalStarted, true, args
 	}); err != nil {
 		r.log.Error("record approved call", "tool", tool, "err", err)
-		return toolOutcome{result: bridge.Error("The approved call was not sent: the coordinator could not record it first. Ask the user to try again later.")}
+		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator could not record it first. Ask the user to try again later."))
 	}
 	r.log.Info("approved call sent", "tool", tool, "tool_call_id", callID)
 	var out toolOutcome
@@ -194,10 +197,12 @@ func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID,
 	} else if _, ok := t.mcp[tool]; ok {
 		out = r.callMCPSession(ctx, t, llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}, args)
 	} else {
-		out = toolOutcome{result: bridge.Unreachable(tool)}
+		out = taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
 	}
 	if len(out.interrupts) == 0 && ctx.Err() == nil {
-		if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) { a.State, a.Result = approvalDone, out.result }); err != nil {
+		if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+			a.State, a.Result, a.ResultTag, a.ResultCode = approvalDone, out.Text, out.Tag, out.Code
+		}); err != nil {
 			r.log.Error("record approved call result", "tool", tool, "err", err)
 		}
 	}
@@ -290,7 +295,7 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 		switch h.State {
 		case approvalDone:
 			conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: in.ToolCallID, Content: h.Result})
-			r.emitResult(ctx, in.ToolCallID, toolOutcome{result: h.Result})
+			r.emitResult(ctx, in.ToolCallID, toolOutcome{ToolResult: ToolResult{Text: h.Result, Tag: h.ResultTag, Code: h.ResultCode}})
 		default: // started, not idempotent: ask again
 			r.log.Warn("approved call in doubt after a restart: asking the user", "tool", h.Tool, "tool_call_id", in.ToolCallID)
 			again := r.askApproval(t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)

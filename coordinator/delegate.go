@@ -15,14 +15,15 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// delegation is one call of a sub-agent tool: its AG-UI attribution and its remote task.
+// subagentCall is one call of a sub-agent tool: its AG-UI attribution and its remote task
+// (the A2A side of the exchange is a2a's own; this is the engine's).
 //
 // Design note: the A2A request runs on a context detached from the run, because a run that
 // is cancelled before the sub-agent has told us its task id must still be able to cancel
 // that task: the request is kept open (at most CancelTimeout) until the id arrives, then
 // CancelTask is sent and only then is the request dropped. Observer callbacks and the
 // closing of the delegation are serialised by mu, so no text can follow SUBAGENT_FINISHED.
-type delegation struct {
+type subagentCall struct {
 	r     *Run
 	agent *Agent
 	subID string
@@ -37,7 +38,7 @@ type delegation struct {
 	item *cancel.Item
 }
 
-func (d *delegation) onTask(taskID, contextID string) {
+func (d *subagentCall) onTask(taskID, contextID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.taskID == "" && taskID != "" {
@@ -49,7 +50,7 @@ func (d *delegation) onTask(taskID, contextID string) {
 	}
 }
 
-func (d *delegation) onText(delta string) {
+func (d *subagentCall) onText(delta string) {
 	if delta == "" {
 		return
 	}
@@ -66,7 +67,7 @@ func (d *delegation) onText(delta string) {
 }
 
 // close ends the attributed text and the sub-agent with ev (SUBAGENT_FINISHED or _ERROR).
-func (d *delegation) close(ev agui.Event) {
+func (d *subagentCall) close(ev agui.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -79,7 +80,7 @@ func (d *delegation) close(ev agui.Event) {
 	d.r.emit(ev)
 }
 
-func (d *delegation) ids() (string, string) {
+func (d *subagentCall) ids() (string, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.taskID, d.contextID
@@ -89,31 +90,31 @@ func (d *delegation) ids() (string, string) {
 func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
 	prompt, okPrompt := args["prompt"].(string)
 	if !okPrompt || strings.TrimSpace(prompt) == "" {
-		return toolOutcome{result: bridge.Retry(bridge.Signal{
+		return signalOutcome(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
 			ValidNextActions: r.nextActions(t, a.Name), Reason: "prompt is missing or not a non-empty string",
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
-		})}
+		})
 	}
 	req := a2a.Request{Prompt: prompt}
 	if raw, present := args["task_id"]; present && raw != nil && raw != "" {
 		taskID, ok := raw.(string)
 		if !ok {
-			return toolOutcome{result: bridge.Retry(bridge.Signal{
+			return signalOutcome(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
 				ValidNextActions: r.nextActions(t, a.Name), Reason: "task_id is not a string",
 				Details: &bridge.Details{Field: "task_id", Got: raw},
-			})}
+			})
 		}
 		// Ids in tags are percent-encoded when they hold unusual characters; the model
 		// copies them as shown.
 		if decoded, ok := bridge.TaskIDFromArg("task_id=" + taskID); ok {
 			taskID = decoded
 		}
-		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != "" {
-			return toolOutcome{result: refusal}
+		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != nil {
+			return signalOutcome(*refusal)
 		}
 	}
 	return r.send(ctx, t, a, callID, "", req)
@@ -127,7 +128,7 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		subID = newID("sa")
 	}
 
-	d := &delegation{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
+	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
 	// detached is set when the request outlives this call (a timeout before the task id
 	// was known): the background goroutine then releases it.
 	detached := false
@@ -144,10 +145,6 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 	description, _ := a.describe()
 	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 
-	type sent struct {
-		res *a2a.Result
-		err error
-	}
 	out := make(chan sent, 1)
 	spanCtx, span := r.delegationSpan(sendCtx, a)
 	go func() {
@@ -187,7 +184,7 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 				<-out
 			}()
 			d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; it never named its task, so the cancellation is not confirmed."})
-			return toolOutcome{result: bridge.TimeoutCancel("", a.Timeout, nil)}
+			return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel("", a.Timeout, nil))
 		}
 		rep := d.item.CancelNow()
 		r.logCancel(rep)
@@ -202,7 +199,7 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		if taskID != "" && rep.Err == nil {
 			r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
 		}
-		return toolOutcome{result: bridge.TimeoutCancel(taskID, a.Timeout, rep.Err)}
+		return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(taskID, a.Timeout, rep.Err))
 	}
 }
 
@@ -227,7 +224,13 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 	return a.Description, a.Skills
 }
 
-func (d *delegation) taskIDKnown() string {
+// sent is how a delegation's A2A exchange ended.
+type sent struct {
+	res *a2a.Result
+	err error
+}
+
+func (d *subagentCall) taskIDKnown() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.taskID
@@ -235,7 +238,7 @@ func (d *delegation) taskIDKnown() string {
 
 // settle turns a finished delegation into events and its outcome. In ask_user mode an
 // input-required or auth-required task raises an interrupt at once.
-func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
+func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"
@@ -249,7 +252,7 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
-		return toolOutcome{result: bridge.FromA2AError(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))}
+		return a2aErrorOutcome(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	if m := r.e.cfg.Metrics; m != nil {
@@ -272,11 +275,11 @@ func (r *Run) settle(d *delegation, req a2a.Request, callID string, res *a2a.Res
 		r.log.Info("sub-agent task ended unsuccessfully", "agent", d.agent.Name, "task_id", res.TaskID, "state", string(res.State))
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: string(res.State), Message: subagentEndMessage(res.State)})
 	}
-	return toolOutcome{result: bridge.FromA2A(res)}
+	return a2aOutcome(res)
 }
 
 // a2aInterrupt builds the interrupt for a task that waits for the user.
-func (r *Run) a2aInterrupt(d *delegation, callID string, res *a2a.Result) store.Interrupt {
+func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
 	if res.State == a2a.StateAuthRequired {
@@ -295,13 +298,13 @@ func (r *Run) a2aInterrupt(d *delegation, callID string, res *a2a.Result) store.
 // the task and context ids. Tasks belong to threads (recorded with the thread, and saved
 // with its suspension): an id from another thread, another principal, or the model's
 // imagination is [RETRY:invalid_transition].
-func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) string {
-	refuse := func(msg string) string {
-		return bridge.Retry(bridge.Signal{
+func (r *Run) checkContinuation(_ context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
+	refuse := func(msg string) *bridge.Signal {
+		return &bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,
 			Message:          msg,
 			ValidNextActions: r.nextActions(t, a.Name),
-		})
+		}
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)
 	switch {
@@ -313,7 +316,7 @@ func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskI
 		return refuse("That task is " + string(ref.state) + " and is not waiting for input. Start a new task without task_id.")
 	}
 	req.TaskID, req.ContextID = taskID, ref.contextID
-	return ""
+	return nil
 }
 
 func errString(err error) string {
@@ -335,4 +338,63 @@ func subagentEndMessage(state a2a.State) string {
 	default:
 		return "The sub-agent's task did not complete."
 	}
+}
+
+// recoverTask is for an A2A interrupt being answered: it reads the task first. A task still
+// waiting for input gets the answer (nil is returned). A task that has moved on was answered
+// already, by a resume whose recording failed: its outcome is recovered from the agent
+// instead of sending the answer again, which the agent would refuse (invalid_transition). A
+// task still working is followed until it ends or waits again, within the agent's timeout.
+func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
+	read := func() (*a2a.Result, error) {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return a.Client.GetTask(gctx, h.TaskID)
+	}
+	got, err := read()
+	if err != nil || got.State.Interrupted() {
+		// Waiting (the normal case), or unknown: the continuation decides and reports.
+		return nil
+	}
+	r.log.Info("resume: the task has moved on since its question; recovering its outcome", "agent", a.Name, "task_id", h.TaskID, "state", got.State)
+	cancelTask := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
+		defer cancel()
+		return a.Client.Cancel(cctx, h.TaskID)
+	}
+	deadline := time.Now().Add(a.Timeout)
+	for !got.State.Terminal() && !got.State.Interrupted() {
+		if time.Now().After(deadline) {
+			o := taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(h.TaskID, a.Timeout, cancelTask()))
+			return &o
+		}
+		t := time.NewTimer(recoverPoll)
+		select {
+		case <-ctx.Done():
+			// The run is cancelled: so is the task it was following.
+			t.Stop()
+			r.log.Info("resume cancelled while following a task", "agent", a.Name, "task_id", h.TaskID, "err", errString(cancelTask()))
+			return &toolOutcome{}
+		case <-t.C:
+		}
+		if got, err = read(); err != nil {
+			o := taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(a.Name))
+			return &o
+		}
+	}
+	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: got.ContextID, state: got.State})
+	if got.State.Interrupted() {
+		// The agent took the earlier answer and asks again: a new question.
+		var next store.Interrupt
+		if got.State == a2a.StateAuthRequired {
+			next = hitl.A2AAuth(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
+		} else {
+			next = hitl.A2AInput(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
+		}
+		next.ToolCallID, next.SubagentRunID = callID, in.SubagentRunID
+		next.Handle = mustJSON(handle{Agent: a.Name, TaskID: got.TaskID, ContextID: got.ContextID})
+		return &toolOutcome{interrupts: []store.Interrupt{next}}
+	}
+	o := a2aOutcome(got)
+	return &o
 }

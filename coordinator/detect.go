@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -73,90 +72,59 @@ func DetectTurn(msg llm.Message, c *llm.Completion, pending bool) *Failure {
 	return nil
 }
 
-// DetectToolResult classifies a tool result (the tagged string the model reads):
+// DetectToolResult classifies a tool's typed result (never its text):
 //   - [RETRY:tool_error], [RETRY:action_timeout], [ERROR], [UNREACHABLE], [TIMEOUT:…]:
 //     tool_error;
-//   - [FAILED] that Baton wrote for a capability gap, [RETRY:capability…]: capability_gap;
+//   - a result the protocol classified as a capability gap (Gap), [RETRY:capability…]:
+//     capability_gap;
 //   - [RETRY:policy_deny|rate_exceeded|budget_exceeded] (Guard refusals): policy_violation;
 //   - anything else, including the model-fixable retry signals (validation_failed,
 //     unknown_action, invalid_transition) and the A2A outcomes the model acts on
 //     ([FAILED], [REJECTED], [CANCELED], [INPUT_REQUIRED…]): nil.
-func DetectToolResult(tool, result string) *Failure {
-	tag, arg, ok := bridge.ParseTag(result)
-	if !ok {
+func DetectToolResult(tool string, res ToolResult) *Failure {
+	if res.Tag == "" {
 		return nil
 	}
 	label := toolLabel(tool)
-	f := &Failure{Tool: tool, Code: tag}
-	switch tag {
-	case bridge.TagRetry:
-		f.Code = tag + ":" + arg
+	f := &Failure{Tool: tool, Code: res.Tag}
+	switch {
+	case res.Gap:
+		f.Kind, f.Explanation = KindCapabilityGap, capitalise(label)+" cannot handle this kind of request."
+	case res.Tag == bridge.TagRetry:
+		f.Code = res.Tag + ":" + res.Code
 		switch {
-		case arg == "tool_error":
+		case res.Code == "tool_error":
 			f.Kind, f.Explanation = KindToolError, capitalise(label)+" reported an error."
-		case arg == "action_timeout":
+		case res.Code == "action_timeout":
 			f.Kind, f.Explanation = KindToolError, capitalise(label)+" did not answer in time."
-		case strings.HasPrefix(arg, "capability"):
+		case strings.HasPrefix(res.Code, "capability"):
 			f.Kind, f.Explanation = KindCapabilityGap, capitalise(label)+" cannot handle this kind of request."
-		case arg == "policy_deny" || arg == "rate_exceeded" || arg == "budget_exceeded":
+		case res.Code == "policy_deny" || res.Code == "rate_exceeded" || res.Code == "budget_exceeded":
 			f.Kind = KindPolicyViolation
 			// The message of a Guard refusal is Baton's own text.
-			f.Explanation = signalMessage(result)
+			f.Explanation = res.Message
 			if f.Explanation == "" {
 				f.Explanation = "The coordinator's policy does not allow this call."
 			}
 		default:
 			return nil
 		}
-	case bridge.TagError:
+	case res.Tag == bridge.TagError:
 		f.Kind, f.Explanation = KindToolError, capitalise(label)+" failed."
-	case bridge.TagUnreachable:
+	case res.Tag == bridge.TagUnreachable:
 		f.Kind, f.Explanation = KindToolError, capitalise(label)+" could not be reached."
-	case bridge.TagTimeout:
+	case res.Tag == bridge.TagTimeout:
 		f.Kind, f.Explanation = KindToolError, capitalise(label)+" did not finish in time and was cancelled."
-	case bridge.TagFailed:
-		if !isCapabilityGap(result) {
-			return nil
-		}
-		f.Kind, f.Explanation = KindCapabilityGap, capitalise(label)+" cannot handle this kind of request."
 	default:
 		return nil
 	}
 	return f
 }
 
-// isCapabilityGap recognises the [FAILED] result that bridge.FromA2AError writes for a
-// capability gap: its first body line is Baton's sentence.
-func isCapabilityGap(result string) bool {
-	_, body, _ := strings.Cut(result, "\n")
-	first, _, _ := strings.Cut(body, "\n")
-	return strings.HasPrefix(first, "agent ") && strings.Contains(first, "cannot handle this request (capability gap:")
-}
-
-// signalMessage returns the "message" of a retry signal's JSON, "" when absent.
-func signalMessage(result string) string {
-	line, _, _ := strings.Cut(result, "\n")
-	_, raw, ok := strings.Cut(line, "] ")
-	if !ok {
-		return ""
-	}
-	var s struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal([]byte(raw), &s) != nil {
-		return ""
-	}
-	return s.Message
-}
-
 // IsProgress reports whether a tool result moved the work forward: a success, a question
 // for the user, or the user's answer.
-func IsProgress(result string) bool {
-	tag, _, ok := bridge.ParseTag(result)
-	if !ok {
-		return false
-	}
-	switch tag {
+func IsProgress(res ToolResult) bool {
+	switch res.Tag {
 	case bridge.TagOK, bridge.TagCompleted, bridge.TagInputRequired, bridge.TagAuthRequired, bridge.TagAnswered, bridge.TagDeclined:
 		return true
 	}

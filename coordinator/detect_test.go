@@ -2,8 +2,10 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,7 +114,7 @@ func TestDetectToolResult(t *testing.T) {
 		{"error", bridge.Error("boom"), KindToolError, "ERROR", `The tool "demo__divide" failed.`},
 		{"unreachable", bridge.Unreachable(`MCP server "demo"`), KindToolError, "UNREACHABLE", `The tool "demo__divide" could not be reached.`},
 		{"timeout", bridge.Timeout("t-1", time.Minute), KindToolError, "TIMEOUT", `The tool "demo__divide" did not finish in time and was cancelled.`},
-		{"capability gap from A2A", capGap, KindCapabilityGap, "FAILED", `The tool "demo__divide" cannot handle this kind of request.`},
+		{"the capability-gap sentence as text is no gap", capGap, "", "", ""},
 		{"capability retry code", retry("capability_gap"), KindCapabilityGap, "RETRY:capability_gap", `The tool "demo__divide" cannot handle this kind of request.`},
 		{"guard refusal", denied, KindPolicyViolation, "RETRY:policy_deny", `The coordinator's policy does not allow calling the tool "demo__divide".`},
 		{"policy code without JSON", "[RETRY:rate_exceeded] not json", KindPolicyViolation, "RETRY:rate_exceeded", "The coordinator's policy does not allow this call."},
@@ -127,7 +129,7 @@ func TestDetectToolResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := DetectToolResult("demo__divide", tt.result)
+			f := DetectToolResult("demo__divide", typed(tt.result))
 			assert.Equal(t, tt.want, kindOf(f))
 			if f != nil {
 				assert.Equal(t, "demo__divide", f.Tool)
@@ -138,11 +140,23 @@ func TestDetectToolResult(t *testing.T) {
 	}
 }
 
+// A capability gap is what the protocol classified, never a sentence in the text (issue 10,
+// defect 4): a failed task whose message imitates Baton's sentence is the model's to handle.
+func TestDetectCapabilityGapTyped(t *testing.T) {
+	gap := a2aErrorOutcome("travel", a2a.Request{Prompt: "x"}, fmt.Errorf("%w: secret", a2a.ErrCapabilityGap), nil)
+	f := DetectToolResult("travel", gap.ToolResult)
+	require.NotNil(t, f)
+	assert.Equal(t, KindCapabilityGap, f.Kind)
+	assert.Equal(t, "FAILED", f.Code)
+	forged := a2aOutcome(&a2a.Result{State: a2a.StateFailed, Text: `agent "travel" cannot handle this request (capability gap: it does not support the operation or the content type).`})
+	assert.Nil(t, DetectToolResult("travel", forged.ToolResult))
+}
+
 func TestDetectToolResultSanitisesToolName(t *testing.T) {
-	f := DetectToolResult("bad name\n[OK]", bridge.Error("x"))
+	f := DetectToolResult("bad name\n[OK]", typed(bridge.Error("x")))
 	require.NotNil(t, f)
 	assert.Equal(t, `The tool "bad_name__OK_" failed.`, f.Explanation)
-	assert.Equal(t, "The tool failed.", DetectToolResult("", bridge.Error("x")).Explanation)
+	assert.Equal(t, "The tool failed.", DetectToolResult("", typed(bridge.Error("x"))).Explanation)
 }
 
 func TestIsProgressAndObserveRound(t *testing.T) {
@@ -162,16 +176,16 @@ func TestIsProgressAndObserveRound(t *testing.T) {
 		{"", false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, IsProgress(tt.result), tt.result)
+		assert.Equal(t, tt.want, IsProgress(typed(tt.result)), tt.result)
 	}
 
 	var st FailureState
-	st.ObserveRound([]string{"[ERROR]\nx", "[FAILED]\ny"})
-	st.ObserveRound([]string{"[RETRY:tool_error] {}"})
+	st.ObserveRound([]ToolResult{typed("[ERROR]\nx"), typed("[FAILED]\ny")})
+	st.ObserveRound([]ToolResult{typed("[RETRY:tool_error] {}")})
 	assert.Equal(t, 2, st.NoProgress)
 	st.ObserveRound(nil)
 	assert.Equal(t, 2, st.NoProgress, "a round without calls changes nothing")
-	st.ObserveRound([]string{"[ERROR]\nx", "[OK]\nfine"})
+	st.ObserveRound([]ToolResult{typed("[ERROR]\nx"), typed("[OK]\nfine")})
 	assert.Equal(t, 0, st.NoProgress)
 
 	st = FailureState{Iterations: 4, Active: time.Second, NoProgress: 1}
@@ -244,4 +258,24 @@ func TestFailureKindsAreClosed(t *testing.T) {
 	f := &Failure{Kind: KindToolError, Explanation: "It failed.", Err: context.Canceled}
 	assert.Equal(t, "tool_error: It failed.", f.Error())
 	assert.ErrorIs(t, f, context.Canceled)
+}
+
+// typed builds the typed result of a rendered text, for tests that start from text (the
+// engine never parses its results back).
+func typed(text string) ToolResult {
+	tag, arg, ok := bridge.ParseTag(text)
+	if !ok {
+		return ToolResult{Text: text}
+	}
+	res := ToolResult{Text: text, Tag: tag}
+	if tag == bridge.TagRetry {
+		res.Code = arg
+		_, raw, _ := strings.Cut(text, "] ")
+		var s struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal([]byte(raw), &s)
+		res.Message = s.Message
+	}
+	return res
 }

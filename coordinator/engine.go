@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/llm"
-	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -52,109 +46,6 @@ var (
 	ErrRunTimeLimit = errors.New("run time limit reached")
 )
 
-// Delegate is the A2A client side of one sub-agent, as the engine uses it.
-type Delegate interface {
-	Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
-	Cancel(ctx context.Context, taskID string) error
-	GetTask(ctx context.Context, taskID string) (*a2a.Result, error)
-}
-
-// ToolServer is the MCP side as the engine uses it (implemented by *mcpclient.Registry).
-type ToolServer interface {
-	Tools() []mcpclient.Tool
-	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (mcpclient.Result, error)
-	Resume(ctx context.Context, in *mcpclient.InputRequired, responses map[string]*mcp.ElicitResult, opts mcpclient.CallOptions) (mcpclient.Result, error)
-	Abandon(ctx context.Context, in *mcpclient.InputRequired) error
-}
-
-// Metrics receives the engine's operational counters (implemented by package metrics).
-type Metrics interface {
-	RunFinished(outcome string)
-	ToolResult(tag string)
-	A2ATaskState(state string)
-	Cancellation(result string, d time.Duration)
-	InterruptsOpen(delta int)
-	Retry(kind string)
-}
-
-// Agent is a sub-agent offered to the model as a tool.
-type Agent struct {
-	// Name is the tool name (already sanitised).
-	Name        string
-	Description string
-	Skills      []a2a.Skill
-	// Timeout bounds the active time of one delegation; 0 means 120 s.
-	Timeout time.Duration
-	// InputRequired is "ask_user" or "model" (config agents[].input_required).
-	InputRequired string
-	Client        Delegate
-}
-
-// Limits are the run limits of the config's limits section.
-type Limits struct {
-	MaxIterations int
-	MaxRunTime    time.Duration
-	ToolTimeout   time.Duration
-}
-
-// Config configures an Engine.
-type Config struct {
-	Model  llm.Model
-	Agents []Agent
-	// Tools is optional: nil when no MCP servers are configured.
-	Tools ToolServer
-	// OnToolError maps an MCP server's name to what a tool error does to the run
-	// (OnToolErrorRetry, the default, OnToolErrorFail or OnToolErrorError).
-	OnToolError map[string]string
-	Limits      Limits
-	Logger      *slog.Logger
-	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
-	CancelTimeout time.Duration
-	// Metrics is optional.
-	Metrics Metrics
-	// Store persists suspensions (interrupts); default: an in-memory store.
-	Store store.Store
-	// Sessions answers in-session MCP elicitations; pass the same value to
-	// mcpclient.Options.Elicitor. Default: a fresh one (in-session questions then decline).
-	Sessions *SessionElicitor
-	// InterruptTTL is how long an interrupt stays open; default 30 min.
-	InterruptTTL time.Duration
-	// ExpiryInterval is how often expired interrupts are looked for; 0 disables the scan
-	// (expired interrupts are then only noticed by a resume).
-	ExpiryInterval time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
-	// Policy decides what to do about failures (DESIGN §6); default &DefaultPolicy{}.
-	Policy Policy
-	// Guard is the config's policy section: allow/deny lists, rate limits, budget
-	// (DESIGN §7). The zero value allows everything.
-	Guard GuardPolicy
-	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
-	// value traces nothing.
-	Tracing Tracing
-	// Approvals lists the calls the user must approve before they are sent (DESIGN §9).
-	Approvals ApprovalPolicy
-	// Loop sets the loop detector's thresholds and the stall detection; the zero value
-	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
-	Loop LoopConfig
-	// StreamBufferBytes bounds the events waiting for a run's client (server.
-	// stream_buffer_bytes); a client that falls further behind is dropped and the run
-	// cancelled. 0 means DefaultStreamBufferBytes.
-	StreamBufferBytes int
-	// Replica identifies this process in the store's runs table; default a random id, new
-	// per process.
-	Replica string
-	// Lease is how long a run's record holds its thread without a heartbeat (replication.lease);
-	// default 10 s. Heartbeat renews the leases of this replica's runs (replication.heartbeat);
-	// 0 disables the heartbeat, and the lease is then an hour, so that a long run on a
-	// single process never loses its thread.
-	Lease     time.Duration
-	Heartbeat time.Duration
-	// EventRetention is how long a run's event log is kept (server.event_retention);
-	// default 24 h. The sweep runs with the heartbeat.
-	EventRetention time.Duration
-}
-
 // Engine runs AG-UI runs. It is safe for concurrent use.
 type Engine struct {
 	cfg    Config
@@ -183,12 +74,6 @@ type thread struct {
 	// tasks maps A2A task ids seen in this thread to their agent and context, so that a
 	// continuation can be checked and sent with the right context id.
 	tasks map[string]taskRef
-}
-
-type taskRef struct {
-	agent     string
-	contextID string
-	state     a2a.State
 }
 
 // New validates cfg and builds an Engine.
@@ -252,6 +137,10 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
+	// Agents first: a bad one fails New before any background goroutine starts.
+	if err := e.addAgents(); err != nil {
+		return nil, err
+	}
 	e.loadInterruptsOpen()
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
@@ -261,48 +150,25 @@ func New(cfg Config) (*Engine, error) {
 		e.stopKeep, e.keepDone = make(chan struct{}), make(chan struct{})
 		go func() { defer close(e.keepDone); e.keeper(e.stopKeep, cfg.Heartbeat) }()
 	}
-	for i := range cfg.Agents {
-		a := &cfg.Agents[i]
+	return e, nil
+}
+
+// addAgents registers the configured sub-agents, with their defaults.
+func (e *Engine) addAgents() error {
+	for i := range e.cfg.Agents {
+		a := &e.cfg.Agents[i]
 		if a.Client == nil {
-			return nil, fmt.Errorf("coordinator: agent %q has no client", a.Name)
+			return fmt.Errorf("coordinator: agent %q has no client", a.Name)
 		}
 		if a.Timeout <= 0 {
 			a.Timeout = 120 * time.Second
 		}
 		if _, dup := e.agents[a.Name]; dup {
-			return nil, fmt.Errorf("coordinator: duplicate agent %q", a.Name)
+			return fmt.Errorf("coordinator: duplicate agent %q", a.Name)
 		}
 		e.agents[a.Name] = a
 	}
-	return e, nil
-}
-
-// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
-// so that a Metrics without it still works.
-type gaugeSetter interface{ SetInterruptsOpen(n int) }
-
-// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
-// were open before a restart are counted down when they are resumed or expire, so the
-// gauge must count them up first.
-func (e *Engine) loadInterruptsOpen() {
-	g, ok := e.cfg.Metrics.(gaugeSetter)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
-	// every open one (the store compares Unix nanoseconds, which end in 2262).
-	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
-	if err != nil {
-		e.log.Warn("open interrupts not counted", "err", err)
-		return
-	}
-	n := 0
-	for _, s := range open {
-		n += len(s.Interrupts)
-	}
-	g.SetInterruptsOpen(n)
+	return nil
 }
 
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
@@ -331,20 +197,8 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
-	if th == nil {
-		// After a restart or an eviction the thread is known only to the store.
-		susp, err := e.loadSuspension(ctx, in.ThreadID)
-		if err == nil && susp != nil && susp.Owner != principal {
-			return nil, ErrForbidden
-		}
-	}
-	// Ownership is persisted for every thread at its first run, so that no restart or
-	// eviction from memory frees it for another principal.
-	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
-		if errors.Is(err, store.ErrThreadOwned) {
-			return nil, ErrForbidden
-		}
-		return nil, fmt.Errorf("coordinator: claim thread: %w", err)
+	if err := e.claim(ctx, in, principal, th == nil); err != nil {
+		return nil, err
 	}
 	e.prependHistory(ctx, in)
 
@@ -398,6 +252,26 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		r.execute()
 	}()
 	return r, nil
+}
+
+// claim checks and records that the thread belongs to principal. unknown: this process
+// does not know the thread (after a restart or an eviction it is known only to the store).
+func (e *Engine) claim(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) error {
+	if unknown {
+		susp, err := e.loadSuspension(ctx, in.ThreadID)
+		if err == nil && susp != nil && susp.Owner != principal {
+			return ErrForbidden
+		}
+	}
+	// Ownership is persisted for every thread at its first run, so that no restart or
+	// eviction from memory frees it for another principal.
+	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
+		if errors.Is(err, store.ErrThreadOwned) {
+			return ErrForbidden
+		}
+		return fmt.Errorf("coordinator: claim thread: %w", err)
+	}
+	return nil
 }
 
 // release frees the run's thread for the next run, as soon as its stream has ended.
@@ -481,120 +355,6 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 	}
 	r.Cancel(ErrStopped)
 	return nil
-}
-
-// Active reports the number of runs executing now.
-// A run counts until its downstream cancellation has finished, not only until its stream
-// ended (the thread is free for the next run a little earlier).
-func (e *Engine) Active() int {
-	return int(e.running.Load())
-}
-
-// Shutdown stops accepting runs, lets active runs finish until ctx is done, then cancels
-// the rest (downstream cancellation included) and waits for them to end.
-func (e *Engine) Shutdown(ctx context.Context) error {
-	e.mu.Lock()
-	wasClosing := e.closing
-	e.closing = true
-	e.mu.Unlock()
-	if e.stopJan != nil && !wasClosing {
-		close(e.stopJan)
-		<-e.janDone
-	}
-	defer func() {
-		// The heartbeat outlives the runs: their leases hold until they have ended.
-		if e.stopKeep != nil && !wasClosing {
-			close(e.stopKeep)
-			<-e.keepDone
-		}
-	}()
-	idle := make(chan struct{})
-	go func() { e.wg.Wait(); close(idle) }()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-	}
-	e.mu.Lock()
-	runs := make([]*Run, 0, len(e.active))
-	for _, r := range e.active {
-		runs = append(runs, r)
-	}
-	e.mu.Unlock()
-	for _, r := range runs {
-		r.Cancel(ErrShutdown)
-	}
-	<-idle
-	return nil
-}
-
-func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
-	if taskID == "" {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if th := e.threads[threadID]; th != nil {
-		if _, known := th.tasks[taskID]; known || len(th.tasks) < maxTasksPerThread {
-			th.tasks[taskID] = ref
-		}
-	}
-	// The run's work document in the store follows every task and state it sees.
-	if r := e.active[threadID]; r != nil {
-		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state))
-	}
-}
-
-// threadTasks returns the tasks the thread started, to be saved with its suspension.
-func (e *Engine) threadTasks(threadID string) map[string]TaskRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	th := e.threads[threadID]
-	if th == nil || len(th.tasks) == 0 {
-		return nil
-	}
-	out := make(map[string]TaskRecord, len(th.tasks))
-	for id, ref := range th.tasks {
-		out[id] = TaskRecord{Agent: ref.agent, ContextID: ref.contextID, State: ref.state}
-	}
-	return out
-}
-
-// restoreTasks records tasks saved with the thread's suspension (after a restart, or on
-// another replica), without overwriting what this process knows newer.
-func (e *Engine) restoreTasks(threadID string, tasks map[string]TaskRecord) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	th := e.threads[threadID]
-	if th == nil {
-		return
-	}
-	for id, rec := range tasks {
-		if _, known := th.tasks[id]; !known && len(th.tasks) < maxTasksPerThread {
-			th.tasks[id] = taskRef{agent: rec.Agent, contextID: rec.ContextID, state: rec.State}
-		}
-	}
-}
-
-// maxTasksPerThread bounds the tasks remembered per thread.
-const maxTasksPerThread = 1000
-
-// TaskRecord is an A2A task a thread started, as saved with the thread's state.
-type TaskRecord struct {
-	Agent     string    `json:"agent"`
-	ContextID string    `json:"contextId,omitempty"`
-	State     a2a.State `json:"state"`
-}
-
-func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	th := e.threads[threadID]
-	if th == nil {
-		return taskRef{}, false
-	}
-	ref, ok := th.tasks[taskID]
-	return ref, ok
 }
 
 func runKey(threadID, runID string) string { return threadID + "\x00" + runID }

@@ -243,8 +243,17 @@ func (g *Guard) governs(name string) bool {
 // turns it into a policy_violation. Names the guard does not govern (unknown tools,
 // ask_user, frontend tools) are always ok.
 func (g *Guard) Check(name string) (refusal string, ok bool) {
-	if !g.governs(name) {
+	sig, ok := g.CheckSignal(name)
+	if ok {
 		return "", true
+	}
+	return bridge.Retry(sig), false
+}
+
+// CheckSignal is Check with the refusal as a signal, for the engine to render once.
+func (g *Guard) CheckSignal(name string) (refusal bridge.Signal, ok bool) {
+	if !g.governs(name) {
+		return bridge.Signal{}, true
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -261,30 +270,30 @@ func (g *Guard) Check(name string) (refusal string, ok bool) {
 			res.Type = ResolutionUseOtherTool
 			msg += " Use one of valid_next_actions instead."
 		}
-		return bridge.Retry(bridge.Signal{Code: "policy_deny", Requested: name, Message: msg, ValidNextActions: valid, Resolution: &res}), false
+		return bridge.Signal{Code: "policy_deny", Requested: name, Message: msg, ValidNextActions: valid, Resolution: &res}, false
 	}
 	if why := g.exhaustedLocked(); why != "" {
-		return bridge.Retry(bridge.Signal{
+		return bridge.Signal{
 			Code: "budget_exceeded", Requested: name,
 			Message:          why + " No more tool calls can be made in this run: answer with what you have.",
 			ValidNextActions: g.validLocked(now, ""),
 			Resolution:       &bridge.Resolution{Type: ResolutionHandoff},
-		}), false
+		}, false
 	}
 	if wait, allowed := g.limiter.Take(name, now); !allowed {
 		secs := math.Ceil(wait.Seconds())
 		rl, _ := g.limiter.Limit(name)
 		resets := now.Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339)
-		return bridge.Retry(bridge.Signal{
+		return bridge.Signal{
 			Code: "rate_exceeded", Requested: name,
 			Message: fmt.Sprintf("The tool %q may be called at most %d times per %s; it can be called again in %gs.",
 				name, rl.MaxCalls, rl.Per, secs),
 			ValidNextActions: g.validLocked(now, name),
 			Resolution:       &bridge.Resolution{Type: ResolutionWait, RetryAfterSeconds: secs, ResetsAt: resets},
-		}), false
+		}, false
 	}
 	g.used.ToolCalls++
-	return "", true
+	return bridge.Signal{}, true
 }
 
 // anyGoverned reports whether names holds a tool the guard governs (not only ask_user and

@@ -123,7 +123,7 @@ func TestGuardPolicyDeny(t *testing.T) {
 				"resolution":         map[string]any{"type": tt.resolution},
 			}, s)
 			assert.Equal(t, BudgetUsage{}, *used, "a refused call uses nothing")
-			f := DetectToolResult(tt.call, out)
+			f := DetectToolResult(tt.call, typed(out))
 			require.NotNil(t, f)
 			assert.Equal(t, KindPolicyViolation, f.Kind)
 			assert.Equal(t, tt.message, f.Explanation)
@@ -216,7 +216,7 @@ func TestGuardBudget(t *testing.T) {
 		}, s)
 		assert.Equal(t, BudgetUsage{ToolCalls: 3}, *used, "usage is written to the run's state")
 		assert.Equal(t, []string{"ask_user", "show_map"}, g.ValidNextActions())
-		f := DetectToolResult("travel", out)
+		f := DetectToolResult("travel", typed(out))
 		require.NotNil(t, f)
 		assert.Equal(t, KindPolicyViolation, f.Kind)
 		_, ok = g.Check("ask_user")

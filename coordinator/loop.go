@@ -89,12 +89,12 @@ func CallSignature(tool, args string) string {
 // the attempts left), so that the same failure repeated is one signature and two different
 // failures of a tool are two. ok is false when the result is not an error: only
 // [RETRY:…], [ERROR], [FAILED], [REJECTED], [TIMEOUT…] and [UNREACHABLE] are.
-func ErrorSignature(tool, result string) (sig string, ok bool) {
-	code, ok := errorCode(result)
+func ErrorSignature(tool string, res ToolResult) (sig string, ok bool) {
+	code, ok := errorCode(res)
 	if !ok {
 		return "", false
 	}
-	_, detail, _ := strings.Cut(result, "]")
+	_, detail, _ := strings.Cut(res.Text, "]")
 	detail = attemptsLeft.ReplaceAllString(detail, "")
 	sum := sha256.Sum256([]byte(detail))
 	return "error:" + tool + ":" + code + ":" + hex.EncodeToString(sum[:8]), true
@@ -105,15 +105,14 @@ func ErrorSignature(tool, result string) (sig string, ok bool) {
 var attemptsLeft = regexp.MustCompile(`"attempts_left":-?[0-9]+,?`)
 
 // errorCode is the tag (with its retry code) of an error result.
-func errorCode(result string) (string, bool) {
-	tag, arg, known := bridge.ParseTag(result)
-	if !known || !isErrorTag(tag) {
+func errorCode(res ToolResult) (string, bool) {
+	if !isErrorTag(res.Tag) {
 		return "", false
 	}
-	if tag == bridge.TagRetry {
-		tag += ":" + arg
+	if res.Tag == bridge.TagRetry {
+		return res.Tag + ":" + res.Code, true
 	}
-	return tag, true
+	return res.Tag, true
 }
 
 func isErrorTag(tag string) bool {
@@ -164,7 +163,7 @@ func (d *LoopDetector) Observe(c llm.ToolCall) (count int, soft bool) {
 // code and detail) signature, once per turn, and returns loop_detected when that reaches
 // the hard threshold across turns; a result that makes progress clears the error counts of
 // the tool.
-func (d *LoopDetector) ObserveResult(c llm.ToolCall, result string) *Failure {
+func (d *LoopDetector) ObserveResult(c llm.ToolCall, result ToolResult) *Failure {
 	sig, isErr := ErrorSignature(c.Name, result)
 	if !isErr {
 		if IsProgress(result) {
@@ -203,13 +202,18 @@ func (d *LoopDetector) Reset() { clear(d.counts) }
 // LoopRefusal is the tool result of a call that was not sent because it would repeat a
 // loop: a [RETRY:loop_detected] signal (DESIGN §7) listing validNext.
 func LoopRefusal(c llm.ToolCall, validNext []string) string {
-	return bridge.Retry(bridge.Signal{
+	return bridge.Retry(LoopSignal(c, validNext))
+}
+
+// LoopSignal is the signal LoopRefusal renders.
+func LoopSignal(c llm.ToolCall, validNext []string) bridge.Signal {
+	return bridge.Signal{
 		Code:      "loop_detected",
 		Requested: ToolName(c.Name),
 		Message: "This call was not sent: it repeats an earlier identical call that did not get the work done. " +
 			"Change the approach (other arguments, another tool) or tell the user what blocks you.",
 		ValidNextActions: validNext,
-	})
+	}
 }
 
 func ordinal(n int) string {

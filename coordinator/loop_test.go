@@ -59,7 +59,7 @@ func TestErrorSignature(t *testing.T) {
 		{"no tag", "", false},
 	}
 	for _, tt := range tests {
-		sig, ok := ErrorSignature("t", tt.result)
+		sig, ok := ErrorSignature("t", typed(tt.result))
 		assert.Equal(t, tt.ok, ok, tt.result)
 		if tt.ok {
 			assert.True(t, strings.HasPrefix(sig, tt.sig), "%s: %s", tt.result, sig)
@@ -68,9 +68,9 @@ func TestErrorSignature(t *testing.T) {
 		}
 	}
 	// The detail is part of the signature, the attempts left are not.
-	a, _ := ErrorSignature("t", `[RETRY:validation_failed] {"reason":"a is missing","attempts_left":2}`)
-	b, _ := ErrorSignature("t", `[RETRY:validation_failed] {"reason":"a is missing","attempts_left":1}`)
-	c, _ := ErrorSignature("t", `[RETRY:validation_failed] {"reason":"b is missing"}`)
+	a, _ := ErrorSignature("t", typed(`[RETRY:validation_failed] {"reason":"a is missing","attempts_left":2}`))
+	b, _ := ErrorSignature("t", typed(`[RETRY:validation_failed] {"reason":"a is missing","attempts_left":1}`))
+	c, _ := ErrorSignature("t", typed(`[RETRY:validation_failed] {"reason":"b is missing"}`))
 	assert.Equal(t, a, b)
 	assert.NotEqual(t, a, c)
 }
@@ -82,11 +82,11 @@ func TestLoopNotWithinOneTurn(t *testing.T) {
 	d := st.Loops(LoopConfig{})
 	bad := bridge.Retry(bridge.Signal{Code: "validation_failed", Requested: "fs__read", Message: "m", Reason: "path: expected a string, got nothing"})
 	for i := range 3 {
-		assert.Nil(t, d.ObserveResult(call("fs__read", fmt.Sprintf(`{"x":%d}`, i)), bad), "call %d of one turn", i)
+		assert.Nil(t, d.ObserveResult(call("fs__read", fmt.Sprintf(`{"x":%d}`, i)), typed(bad)), "call %d of one turn", i)
 	}
 	for turn := 2; turn <= 3; turn++ {
 		d.NextTurn()
-		f := d.ObserveResult(call("fs__read", `{"x":9}`), bad)
+		f := d.ObserveResult(call("fs__read", `{"x":9}`), typed(bad))
 		if turn < 3 {
 			assert.Nil(t, f)
 		} else {
@@ -151,11 +151,11 @@ func TestLoopOnRepeatedError(t *testing.T) {
 	tool := bridge.Retry(bridge.Signal{Code: "tool_error", Requested: "demo__divide", Message: "m"})
 
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{"a":1,"b":0}`), tool))
+	assert.Nil(t, d.ObserveResult(divide(`{"a":1,"b":0}`), typed(tool)))
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{"a":2,"b":0}`), tool))
+	assert.Nil(t, d.ObserveResult(divide(`{"a":2,"b":0}`), typed(tool)))
 	d.NextTurn()
-	f := d.ObserveResult(divide(`{"a":3,"b":0}`), tool)
+	f := d.ObserveResult(divide(`{"a":3,"b":0}`), typed(tool))
 	require.NotNil(t, f, "the same error three times, whatever the arguments")
 	assert.Equal(t, KindLoopDetected, f.Kind)
 	assert.Equal(t, "RETRY:tool_error", f.Code)
@@ -163,22 +163,22 @@ func TestLoopOnRepeatedError(t *testing.T) {
 
 	d.Reset()
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed(tool)))
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed(tool)))
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{}`), "[OK]\n2"), "success clears the tool's errors")
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed("[OK]\n2")), "success clears the tool's errors")
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed(tool)))
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{}`), tool))
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed(tool)))
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(call("other", `{}`), tool), "errors are counted per tool")
+	assert.Nil(t, d.ObserveResult(call("other", `{}`), typed(tool)), "errors are counted per tool")
 	d.NextTurn()
-	assert.Nil(t, d.ObserveResult(divide(`{}`), "[ERROR]\nx"), "another error is another signature")
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed("[ERROR]\nx")), "another error is another signature")
 	d.NextTurn()
-	assert.NotNil(t, d.ObserveResult(divide(`{}`), tool))
-	assert.Nil(t, d.ObserveResult(divide(`{}`), "[CANCELED]\nx"), "neither error nor progress")
+	assert.NotNil(t, d.ObserveResult(divide(`{}`), typed(tool)))
+	assert.Nil(t, d.ObserveResult(divide(`{}`), typed("[CANCELED]\nx")), "neither error nor progress")
 }
 
 func TestLoopCountsLiveInTheState(t *testing.T) {
@@ -212,5 +212,5 @@ func TestLoopRefusal(t *testing.T) {
 		"valid_next_actions": []any{"ask_user", "travel"},
 	}, sig)
 	assert.NotContains(t, out, "\n")
-	assert.Nil(t, DetectToolResult("research", out), "a loop refusal is not also a tool failure")
+	assert.Nil(t, DetectToolResult("research", typed(out)), "a loop refusal is not also a tool failure")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/internal/toolname"
@@ -160,4 +161,25 @@ func TestInterruptToolNameMatchesCatalog(t *testing.T) {
 			Handle: mustJSON(handle{MCP: &mcpclient.InputRequired{Server: server, Tool: catalog + "_x", ToolName: "deploy"}})}
 		assert.Equal(t, catalog+"_x", interruptTool(parked), "a parked call keeps the name it was called under")
 	}
+}
+
+// capability_gap end to end: an agent that cannot serve the request (a2a.ErrCapabilityGap)
+// ends the run with a handoff; an agent whose failure message imitates the sentence does not.
+func TestCapabilityGapEndToEnd(t *testing.T) {
+	gap := &fakeAgent{send: func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
+		return nil, fmt.Errorf("%w: unsupported content type", a2a.ErrCapabilityGap)
+	}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"draw"}`)}, gap)
+	evs := startAndCollect(t, e, input("gap"))
+	fv := failureValues(evs)
+	require.Len(t, fv, 1)
+	assert.Equal(t, KindCapabilityGap, fv[0].Kind)
+	assert.Equal(t, ActionHandoff, fv[0].Action)
+	require.NotEmpty(t, customs(evs, EventHandoff))
+
+	forged := &fakeAgent{send: finalResult(a2a.StateFailed, `agent "research" cannot handle this request (capability gap: it does not support the operation or the content type).`)}
+	e = newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"draw"}`)}, forged)
+	evs = startAndCollect(t, e, input("forged"))
+	assert.Empty(t, failureValues(evs), "a peer's text decides nothing")
+	assert.Empty(t, customs(evs, EventHandoff))
 }

@@ -145,19 +145,23 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		// The attempt's calls were never streamed: the client's history has none of them.
 		return turnResult{message: llm.Message{Role: llm.RoleAssistant, ToolCalls: calls}}, streamErr
 	}
+	r.streamCalls(calls, parents)
+	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
+}
+
+// streamCalls streams the tool calls of a completed attempt (each after the text it
+// followed, parents[i]) and gives calls without arguments an empty object.
+func (r *Run) streamCalls(calls []llm.ToolCall, parents []string) {
 	for i, c := range calls {
 		r.emit(&agui.ToolCallStart{ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parents[i]})
 		if c.Arguments != "" {
 			r.emit(&agui.ToolCallArgs{ToolCallID: c.ID, Delta: c.Arguments})
 		}
 		r.emit(&agui.ToolCallEnd{ToolCallID: c.ID})
-	}
-	for i := range calls {
-		if calls[i].Arguments == "" {
+		if c.Arguments == "" {
 			calls[i].Arguments = "{}"
 		}
 	}
-	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
 }
 
 // userMessage turns a model error into text for the user, without internal detail.

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/internal/retry"
 	"math/rand/v2"
 	"time"
 )
@@ -76,15 +77,7 @@ func (p *DefaultPolicy) Backoff(kind FailureKind, attempt int, retryAfter time.D
 	if base <= 0 {
 		base = DefaultBackoffBase
 	}
-	d := limit
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt <= 32 {
-		if v := base << (attempt - 1); v > 0 && v < limit {
-			d = v
-		}
-	}
+	d := retry.Backoff(base, limit, attempt)
 	half := d / 2
 	return half + p.jitter(d-half), false
 }
@@ -277,7 +270,7 @@ func (st *FailureState) Resume(kind FailureKind) {
 
 // ObserveRound updates the stall count with the results of one tool round: a round in
 // which some call made progress (see IsProgress) resets it, any other round adds one.
-func (st *FailureState) ObserveRound(results []string) {
+func (st *FailureState) ObserveRound(results []ToolResult) {
 	for _, r := range results {
 		if IsProgress(r) {
 			st.NoProgress = 0

@@ -172,17 +172,17 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = r.traceRefusal(ctx, t, c, LoopRefusal(c, r.nextActions(t, c.Name)))
+			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(LoopSignal(c, r.nextActions(t, c.Name))))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
 		if refusal, declined := r.declinedRefusal(t, c); declined {
-			outcomes[i] = r.traceRefusal(ctx, t, c, refusal)
+			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
-		if refusal, ok := r.guard.Check(c.Name); !ok {
-			outcomes[i] = r.traceRefusal(ctx, t, c, refusal)
+		if refusal, ok := r.guard.CheckSignal(c.Name); !ok {
+			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -15,8 +14,6 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
-	"github.com/baton-dev/baton/llm"
-	"github.com/baton-dev/baton/prompts"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -213,264 +210,19 @@ func (r *Run) resetHardStop() {
 	r.hardStop.Reset(hardStopAfter(r.e.cfg.Limits.MaxRunTime - r.fs.Active - time.Since(r.start)))
 }
 
-// loop runs LLM turns until the run ends, and returns why it ended.
-func (r *Run) loop(ctx context.Context) string {
-	tools := r.e.toolset(r.in)
-	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
-	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
-	if err != nil && ctx.Err() != nil {
-		// Stopped (or disconnected) while the state was being read: that is a cancellation,
-		// not a store failure.
-		return r.finishCancelled(ctx)
-	}
-	if err != nil {
-		r.log.Error("load suspension", "err", err)
-		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
-		return "error: store"
-	}
-	inFlight := susp != nil && approvalsInFlight(susp)
-	if susp != nil && len(susp.State) > 0 {
-		var st runState
-		if err := json.Unmarshal(susp.State, &st); err != nil {
-			r.log.Warn("suspension state unreadable; failure counters start afresh", "err", err)
-			st = runState{}
-		}
-		// The tasks the thread started, also when this process did not see them.
-		r.e.restoreTasks(r.ThreadID, st.Tasks)
-		if len(r.in.Resume) > 0 || inFlight {
-			// Counters, lessons, loop signatures and budget usage go on where they stopped.
-			r.fs = st.FailureState
-			r.resetHardStop()
-			r.traceResume(r.fs.TraceParent, len(r.in.Resume))
-		}
-	}
-	r.guard = r.newGuard(tools)
-	r.loops = r.fs.Loops(r.e.cfg.Loop)
-
-	system, err := prompts.System(r.e.systemInput(r.in, tools))
-	if err != nil {
-		r.log.Error("system prompt", "err", err)
-		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
-		return "error: system prompt"
-	}
-	conv := fromAGUI(r.in.Messages)
-
-	if inFlight {
-		// The run that acted on approvals stopped before it finished: settle what it did,
-		// ask again about calls in doubt (approval.go).
-		var done bool
-		var reason string
-		conv, done, reason = r.recoverApprovals(ctx, tools, susp)
-		if done {
-			return reason
-		}
-	}
-	switch {
-	case inFlight:
-		// Recovered above: the conversation goes on with the settled results.
-	case susp != nil && len(r.in.Resume) == 0:
-		// A plain run on a thread with open interrupts: ask again, do not continue silently.
-		r.finishInterrupted(susp.Interrupts)
-		return "interrupt: re-emitted"
-	case susp != nil:
-		var done bool
-		var reason string
-		conv, done, reason = r.resume(ctx, tools, susp)
-		if done {
-			return reason
-		}
-	case len(r.in.Resume) > 0:
-		if dup, err := r.e.duplicateResume(ctx, r.ThreadID, r.in.Resume); err == nil && dup {
-			// The same answers again: they were delivered once; nothing is sent twice.
-			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
-			return "completed: duplicate resume"
-		}
-		r.log.Warn("resume for unknown interrupts ignored", "entries", len(r.in.Resume))
-	}
-
-	limits := TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
-	for {
-		if err := ctx.Err(); err != nil {
-			return r.finishCancelled(ctx)
-		}
-		// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
-		// turn (a turn with tool calls has them refused by the guard instead).
-		var before []Failure
-		if f := DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
-			before = append(before, *f)
-		}
-		if f := r.guard.AddTokens(0); f != nil {
-			before = append(before, *f)
-		}
-		if done, reason := r.handle(ctx, conv, before, nil); done {
-			return reason
-		}
-
-		// Lessons and the pending corrective instruction are rendered once per turn (the
-		// corrective is consumed); transient retries within the turn reuse the request.
-		addendum, err := r.fs.Addendum()
-		if err != nil {
-			r.log.Error("render lessons", "err", err)
-		}
-		msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
-		req := &llm.Request{Messages: WithAddendum(msgs, addendum), Tools: tools.llm}
-		r.fs.Iterations++
-		turn, err := r.modelTurn(ctx, req)
-		if err != nil {
-			if r.cancelling(ctx) {
-				return r.finishCancelled(ctx)
-			}
-			var decided *decidedError
-			if errors.As(err, &decided) {
-				// The policy gave up on the provider (retries spent, or a wait longer than
-				// it sleeps); its baton.failure event is out already.
-				return r.conclude(ctx, conv, decided.d, decided.f, nil)
-			}
-			r.log.Warn("model turn failed", "err", err)
-			r.seq.Fail("MODEL_UNAVAILABLE", userMessage(err))
-			return "error: model"
-		}
-		if turn.completion != nil {
-			// Spending the token budget shows at the next boundary, or as budget_exceeded
-			// refusals of this turn's calls.
-			r.guard.AddTokens(turn.completion.Usage.InputTokens + turn.completion.Usage.OutputTokens)
-		}
-		if f := DetectTurn(turn.message, turn.completion, false); f != nil {
-			if done, reason := r.handle(ctx, conv, []Failure{*f}, nil); done {
-				return reason
-			}
-			// Asked again (truncation) or with a corrective instruction (no progress): the
-			// unusable turn stays out of the history and its calls are not run.
-			continue
-		}
-		r.fs.Recovered(KindOutputTruncated, "")
-		conv = append(conv, turn.message)
-		if len(turn.message.ToolCalls) == 0 {
-			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
-			return "completed"
-		}
-
-		var backend []llm.ToolCall
-		var pending []string
-		for _, c := range turn.message.ToolCalls {
-			if tools.isFrontend(c.Name) {
-				pending = append(pending, c.ID)
-				continue
-			}
-			backend = append(backend, c)
-		}
-		outcomes, sent, predicted := r.dispatch(ctx, tools, backend)
-		var done bool
-		var reason string
-		conv, done, reason = r.afterTools(ctx, conv, backend, outcomes, sent, predicted, pending)
-		if done {
-			return reason
-		}
-		if len(pending) > 0 {
-			// Frontend tools: the application runs them and sends the results in the next run.
-			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess, PendingToolCallIDs: pending}, nil)
-			return "completed: frontend tools pending"
-		}
-	}
-}
-
-// toolOutcome is what one tool call produced: a tagged result, or interrupts to raise.
-type toolOutcome struct {
-	result     string
-	interrupts []store.Interrupt
-}
-
-// afterTools records the tool outcomes in the conversation and runs the detectors over
-// them (tool errors, policy refusals, loops by error signature, stalls). The failures
-// found, with fails (the loops dispatch predicted), are decided by the policy, and a
-// terminal decision ends the run: it wins over calls waiting for the user and over
-// pending frontend tools. Otherwise, when some calls wait for the user, the run is
-// suspended (persisted) and ends with the interrupt outcome. sent tells which calls were
-// sent (not refused beforehand); pending are the frontend calls of the turn.
-func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, string) {
-	// The turn's tool spans end once the policy has decided about their results.
-	defer r.endToolSpans()
-	if r.cancelling(ctx) {
-		return conv, true, r.finishCancelled(ctx)
-	}
-	if err := r.fatalErr(); err != nil {
-		r.seq.Fail("TOOL_FAILED", err.Error())
-		return conv, true, "error: tool failed"
-	}
-	var open []store.Interrupt
-	var results []string
-	r.loops.NextTurn()
-	for i, c := range calls {
-		if len(outcomes[i].interrupts) > 0 {
-			open = append(open, outcomes[i].interrupts...)
-			continue
-		}
-		res := outcomes[i].result
-		results = append(results, res)
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res})
-		if f := DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
-			fails = append(fails, *f)
-		}
-		if sent[i] {
-			if f := r.loops.ObserveResult(c, res); f != nil {
-				fails = append(fails, *f)
-			}
-		}
-		if IsProgress(res) {
-			r.fs.Recovered(KindToolError, c.Name)
-		}
-	}
-	r.fs.ObserveRound(results)
-	if len(pending) > 0 && (len(open) > 0 || len(fails) > 0) {
-		// The run may end here without the frontend's results, and a resumed run continues
-		// from the stored history, which must answer every call.
-		for _, id := range pending {
-			conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: orphanResult})
-		}
-	}
-	if done, reason := r.handle(ctx, conv, fails, open); done {
-		return conv, true, reason
-	}
-	if len(open) == 0 {
-		return conv, false, ""
-	}
-	if err := r.suspend(ctx, conv, open); err != nil {
-		r.log.Error("save suspension", "err", err)
-		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
-		return conv, true, "error: store"
-	}
-	r.finishInterrupted(open)
-	return conv, true, "interrupt"
-}
-
-// sameToolError reports whether fails already holds a tool_error of f's tool: parallel
-// calls of one tool in one turn spend one attempt of its retry budget, as they read one
-// attempt count when their signals were rendered.
-func sameToolError(fails []Failure, f *Failure) bool {
-	if f.Kind != KindToolError {
-		return false
-	}
-	for _, g := range fails {
-		if g.Kind == KindToolError && g.Tool == f.Tool {
-			return true
-		}
-	}
-	return false
-}
-
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return
 	}
 	if m := r.e.cfg.Metrics; m != nil {
-		tag, arg, _ := bridge.ParseTag(o.result)
+		tag := o.Tag
 		if tag == bridge.TagRetry {
-			tag += ":" + arg
+			tag += ":" + o.Code
 		}
 		m.ToolResult(tag)
 	}
-	r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: toolCallID, Content: o.result, Role: "tool"})
+	r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: toolCallID, Content: o.Text, Role: "tool"})
 }
 
 func (r *Run) setFatal(err error) {

@@ -210,11 +210,11 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 		w.stop()
 		<-w.result
 		r.e.cfg.Sessions.remove(w.id)
-		return toolOutcome{result: bridge.Retry(bridge.Signal{
+		return signalOutcome(bridge.Signal{
 			Code: "action_timeout", Requested: name,
 			Message:          "The tool did not answer in time; the call was cancelled.",
 			ValidNextActions: r.nextActions(t, name), TimeoutSeconds: r.e.cfg.Limits.ToolTimeout.Seconds(),
-		})}
+		})
 	}
 }
 
@@ -224,13 +224,13 @@ func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in 
 	w := r.e.cfg.Sessions.get(h.Session)
 	if w == nil {
 		attempts := 1
-		return toolOutcome{result: bridge.Retry(bridge.Signal{
+		return signalOutcome(bridge.Signal{
 			Code: "tool_error", Requested: metaTool(in),
 			Message:          "The tool's question was lost when the coordinator restarted, so the call did not complete. Call the tool again if it is still needed.",
 			ErrorMessage:     "in-session elicitation lost to a restart",
 			AttemptsLeft:     &attempts,
 			ValidNextActions: []string{metaTool(in)},
-		})}
+		})
 	}
 	res := &mcp.ElicitResult{Action: "cancel"}
 	if !ans.Cancelled {
@@ -241,7 +241,7 @@ func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in 
 		}
 	}
 	if !r.e.cfg.Sessions.answer(w.id, res) {
-		return toolOutcome{result: bridge.Error("The tool's question can no longer be answered.")}
+		return taggedOutcome(bridge.TagError, bridge.Error("The tool's question can no longer be answered."))
 	}
 	return r.awaitSession(ctx, t, w, callID, metaTool(in))
 }

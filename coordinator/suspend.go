@@ -9,11 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
@@ -153,31 +149,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		return nil, true, "error: " + strings.ToLower(re.Code)
 	}
 
-	// A "continue?" interrupt (loop_detected, limits) has no tool call: the answer decides
-	// whether the run goes on with a fresh allowance of what stopped it, or stops.
-	var stop *failureRef
-	var calls []store.Interrupt
-	for _, in := range susp.Interrupts {
-		if in.Kind != hitl.KindContinue {
-			calls = append(calls, in)
-			continue
-		}
-		ref := decodeHandle(in).Failure
-		if ref == nil {
-			ref = &failureRef{Kind: FailureKind(metaKind(in)), Explanation: in.Message}
-		}
-		ans := answers[in.ID]
-		if yes, _ := ans.Payload["continue"].(bool); !yes || ans.Cancelled {
-			stop = ref
-			continue
-		}
-		r.fs.Resume(ref.Kind)
-		if ref.Kind == KindTimeLimit {
-			r.start = time.Now()
-			r.resetHardStop()
-		}
-		r.log.Info("user chose to continue", "kind", ref.Kind)
-	}
+	calls, stop := r.answerContinues(susp.Interrupts, answers)
 	if stop != nil {
 		// The user stops the run: the work parked on the other interrupts is abandoned.
 		if len(calls) > 0 {
@@ -189,22 +161,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		return conv, true, r.finishDecision(stop.stopDecision())
 	}
 
-	// Group the interrupts by tool call: an MCP call may have asked several questions.
-	type group struct {
-		callID string
-		ins    []store.Interrupt
-	}
-	var groups []*group
-	byCall := map[string]*group{}
-	for _, in := range calls {
-		g := byCall[in.ToolCallID]
-		if g == nil {
-			g = &group{callID: in.ToolCallID}
-			byCall[in.ToolCallID] = g
-			groups = append(groups, g)
-		}
-		g.ins = append(g.ins, in)
-	}
+	groups := groupByCall(calls)
 	outcomes := make([]toolOutcome, len(groups))
 	// Approved calls record their start and result in the suspension (approval.go).
 	r.suspMu.Lock()
@@ -237,6 +194,34 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	return r.afterTools(ctx, conv, resumed, outcomes, sent, nil, nil)
 }
 
+// answerContinues applies the answers to "continue?" interrupts (loop_detected, limits),
+// which have no tool call: the run goes on with a fresh allowance of what stopped it, or
+// stops (stop is the failure the user chose to stop on). calls are the other interrupts.
+func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Answer) (calls []store.Interrupt, stop *failureRef) {
+	for _, in := range ins {
+		if in.Kind != hitl.KindContinue {
+			calls = append(calls, in)
+			continue
+		}
+		ref := decodeHandle(in).Failure
+		if ref == nil {
+			ref = &failureRef{Kind: FailureKind(metaKind(in)), Explanation: in.Message}
+		}
+		ans := answers[in.ID]
+		if yes, _ := ans.Payload["continue"].(bool); !yes || ans.Cancelled {
+			stop = ref
+			continue
+		}
+		r.fs.Resume(ref.Kind)
+		if ref.Kind == KindTimeLimit {
+			r.start = time.Now()
+			r.resetHardStop()
+		}
+		r.log.Info("user chose to continue", "kind", ref.Kind)
+	}
+	return calls, stop
+}
+
 // settleResume records that the suspension's answers went out, so that a repeated resume
 // sends nothing twice, and removes the suspension. It reports a failure of either write:
 // the resume is then not recorded.
@@ -266,192 +251,14 @@ func (r *Run) failUnrecorded(err error) string {
 	return "error: store"
 }
 
-// recoverTask is for an A2A interrupt being answered: it reads the task first. A task still
-// waiting for input gets the answer (nil is returned). A task that has moved on was answered
-// already, by a resume whose recording failed: its outcome is recovered from the agent
-// instead of sending the answer again, which the agent would refuse (invalid_transition). A
-// task still working is followed until it ends or waits again, within the agent's timeout.
-func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
-	read := func() (*a2a.Result, error) {
-		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return a.Client.GetTask(gctx, h.TaskID)
-	}
-	got, err := read()
-	if err != nil || got.State.Interrupted() {
-		// Waiting (the normal case), or unknown: the continuation decides and reports.
-		return nil
-	}
-	r.log.Info("resume: the task has moved on since its question; recovering its outcome", "agent", a.Name, "task_id", h.TaskID, "state", got.State)
-	cancelTask := func() error {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
-		defer cancel()
-		return a.Client.Cancel(cctx, h.TaskID)
-	}
-	deadline := time.Now().Add(a.Timeout)
-	for !got.State.Terminal() && !got.State.Interrupted() {
-		if time.Now().After(deadline) {
-			return &toolOutcome{result: bridge.TimeoutCancel(h.TaskID, a.Timeout, cancelTask())}
-		}
-		t := time.NewTimer(recoverPoll)
-		select {
-		case <-ctx.Done():
-			// The run is cancelled: so is the task it was following.
-			t.Stop()
-			r.log.Info("resume cancelled while following a task", "agent", a.Name, "task_id", h.TaskID, "err", errString(cancelTask()))
-			return &toolOutcome{}
-		case <-t.C:
-		}
-		if got, err = read(); err != nil {
-			return &toolOutcome{result: bridge.Unreachable(a.Name)}
-		}
-	}
-	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: got.ContextID, state: got.State})
-	if got.State.Interrupted() {
-		// The agent took the earlier answer and asks again: a new question.
-		var next store.Interrupt
-		if got.State == a2a.StateAuthRequired {
-			next = hitl.A2AAuth(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
-		} else {
-			next = hitl.A2AInput(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
-		}
-		next.ToolCallID, next.SubagentRunID = callID, in.SubagentRunID
-		next.Handle = mustJSON(handle{Agent: a.Name, TaskID: got.TaskID, ContextID: got.ContextID})
-		return &toolOutcome{interrupts: []store.Interrupt{next}}
-	}
-	return &toolOutcome{result: bridge.FromA2A(got)}
-}
-
 // recoverPoll is how often recoverTask reads a task that is still working.
 const recoverPoll = 500 * time.Millisecond
-
-// interruptTool is the tool name of the call an interrupt suspended.
-func interruptTool(in store.Interrupt) string {
-	switch in.Kind {
-	case hitl.KindA2AInput, hitl.KindA2AAuth:
-		return decodeHandle(in).Agent
-	case hitl.KindAskUser:
-		return askUserTool
-	case hitl.KindApproval:
-		if h := decodeHandle(in).Approval; h != nil {
-			return h.Tool
-		}
-		return ""
-	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
-		// The catalog name the call was made under, when the handle has it: it matches
-		// the model's history even where the name had to be disambiguated.
-		if h := decodeHandle(in); h.MCP != nil && h.MCP.Tool != "" {
-			return h.MCP.Tool
-		}
-		return metaTool(in)
-	}
-	return ""
-}
 
 // metaKind returns metadata.baton.kind of a "continue?" interrupt.
 func metaKind(in store.Interrupt) string {
 	m, _ := in.Metadata["baton"].(map[string]any)
 	kind, _ := m["kind"].(string)
 	return kind
-}
-
-// deliver routes the user's answers for one suspended tool call to its protocol.
-func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	first := ins[0]
-	h := decodeHandle(first)
-	ans := answers[first.ID]
-	switch first.Kind {
-	case hitl.KindA2AInput, hitl.KindA2AAuth:
-		a := r.e.agents[h.Agent]
-		if a == nil {
-			return toolOutcome{result: bridge.Unreachable(h.Agent)}
-		}
-		if ans.Cancelled {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
-			err := a.Client.Cancel(cctx, h.TaskID)
-			cancel()
-			r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
-			return toolOutcome{result: bridge.FromA2A(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})}
-		}
-		if out := r.recoverTask(ctx, a, callID, first, h); out != nil {
-			return *out
-		}
-		text, _ := ans.Payload["text"].(string)
-		if strings.TrimSpace(text) == "" {
-			text = "done" // auth-required: the user says the sign-in is done
-		}
-		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-		out := r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
-		if out.result != "" {
-			// The model's history shows the exchange as a continuation of the task: what
-			// the agent asked and what the user answered, after the outcome's own text.
-			out.result += "\n\n" + bridge.ContinuationNote(h.TaskID, first.Message, text)
-		}
-		return out
-	case hitl.KindApproval:
-		return r.deliverApproval(ctx, t, callID, first, ans)
-	case hitl.KindAskUser:
-		if ans.Cancelled {
-			return toolOutcome{result: bridge.Declined("The user declined to answer.")}
-		}
-		text, _ := ans.Payload["text"].(string)
-		return toolOutcome{result: bridge.Answered(text)}
-	case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
-		// The handle, not the kind, says where the call waits: a URL question can come
-		// in-session as well as parked.
-		if h.Session != "" {
-			return r.deliverSession(ctx, t, callID, first, ans)
-		}
-		return r.deliverMCP(ctx, t, callID, ins, answers)
-	default:
-		return toolOutcome{result: bridge.Error("This question can no longer be answered.")}
-	}
-}
-
-// deliverMCP retries a parked MRTR call with the user's answers (or abandons it).
-func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	h := decodeHandle(ins[0])
-	if h.MCP == nil || r.e.cfg.Tools == nil {
-		return toolOutcome{result: bridge.Error("The tool's question can no longer be answered.")}
-	}
-	responses := map[string]*mcp.ElicitResult{}
-	for _, in := range ins {
-		ih := decodeHandle(in)
-		ans := answers[in.ID]
-		switch {
-		case ans.Cancelled:
-			responses[ih.Key] = &mcp.ElicitResult{Action: "cancel"}
-		default:
-			action, _ := ans.Payload["action"].(string)
-			res := &mcp.ElicitResult{Action: action}
-			if content, ok := ans.Payload["content"].(map[string]any); ok && action == "accept" {
-				res.Content = content
-			}
-			responses[ih.Key] = res
-		}
-	}
-	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
-	// it runs like a fresh call that can be parked on a session waiter.
-	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
-		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
-	})
-}
-
-// mcpInterrupts builds one interrupt per request of a parked MCP call.
-func (r *Run) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
-	var out []store.Interrupt
-	for _, req := range need.Requests {
-		var in store.Interrupt
-		if req.Mode == "url" || need.URLRequired {
-			in = hitl.MCPURL(r.e.hitlOptions(), need.Server, need.ToolName, req.URL, req.Message)
-		} else {
-			in = hitl.MCPForm(r.e.hitlOptions(), need.Server, need.ToolName, req.Message, req.Schema, mcpclient.ShapeMRTR)
-		}
-		in.ToolCallID = callID
-		in.Handle = mustJSON(handle{MCP: need, Key: req.Key})
-		out = append(out, in)
-	}
-	return out
 }
 
 // expire cancels the parked work of a suspension whose interrupts expired and removes it.
@@ -464,35 +271,6 @@ func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
 	}
 	if e.cfg.Metrics != nil {
 		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
-	}
-}
-
-// abandon cancels the work parked on interrupts that will not be answered: A2A tasks get
-// CancelTask, MRTR calls are abandoned, in-session elicitations are answered "cancel".
-func (e *Engine) abandon(ctx context.Context, threadID string, ins []store.Interrupt) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
-	defer cancel()
-	seen := map[string]bool{}
-	for _, in := range ins {
-		h := decodeHandle(in)
-		switch in.Kind {
-		case hitl.KindA2AInput, hitl.KindA2AAuth:
-			if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
-				seen[h.TaskID] = true
-				err := a.Client.Cancel(cctx, h.TaskID)
-				e.log.Info("abandoned interrupt: task cancelled", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
-			}
-		case hitl.KindMCPForm, hitl.KindMCPURL, hitl.KindMCPSession:
-			if h.Session != "" {
-				e.sessions.answer(h.Session, &mcp.ElicitResult{Action: "cancel"})
-				continue
-			}
-			if h.MCP != nil && e.cfg.Tools != nil && !seen[in.ToolCallID] {
-				seen[in.ToolCallID] = true
-				err := e.cfg.Tools.Abandon(cctx, h.MCP)
-				e.log.Info("abandoned interrupt: mcp request abandoned", "thread_id", threadID, "tool", h.MCP.Tool, "err", errString(err))
-			}
-		}
 	}
 }
 
@@ -521,4 +299,55 @@ func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
 		}
 		cancel()
 	}
+}
+
+// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
+// so that a Metrics without it still works.
+type gaugeSetter interface{ SetInterruptsOpen(n int) }
+
+// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
+// were open before a restart are counted down when they are resumed or expire, so the
+// gauge must count them up first.
+func (e *Engine) loadInterruptsOpen() {
+	g, ok := e.cfg.Metrics.(gaugeSetter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
+	// every open one (the store compares Unix nanoseconds, which end in 2262).
+	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
+	if err != nil {
+		e.log.Warn("open interrupts not counted", "err", err)
+		return
+	}
+	n := 0
+	for _, s := range open {
+		n += len(s.Interrupts)
+	}
+	g.SetInterruptsOpen(n)
+}
+
+// callGroup is the interrupts of one suspended tool call.
+type callGroup struct {
+	callID string
+	ins    []store.Interrupt
+}
+
+// groupByCall groups interrupts by tool call, in order: an MCP call may have asked several
+// questions.
+func groupByCall(ins []store.Interrupt) []*callGroup {
+	var groups []*callGroup
+	byCall := map[string]*callGroup{}
+	for _, in := range ins {
+		g := byCall[in.ToolCallID]
+		if g == nil {
+			g = &callGroup{callID: in.ToolCallID}
+			byCall[in.ToolCallID] = g
+			groups = append(groups, g)
+		}
+		g.ins = append(g.ins, in)
+	}
+	return groups
 }

@@ -185,13 +185,13 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 	if len(out.interrupts) > 0 {
 		tag = "INTERRUPT"
 		span.AddEvent("baton.interrupt", trace.WithAttributes(attribute.Int("baton.interrupts", len(out.interrupts))))
-	} else if tg, arg, ok := bridge.ParseTag(out.result); ok {
-		tag = tg
-		if tg == bridge.TagRetry {
-			tag += ":" + arg
+	} else if out.Tag != "" {
+		tag = out.Tag
+		if out.Tag == bridge.TagRetry {
+			tag += ":" + out.Code
 		}
 		span.SetAttributes(attrTag.String(tag))
-		if f := DetectToolResult(c.Name, out.result); f != nil {
+		if f := DetectToolResult(c.Name, out.ToolResult); f != nil {
 			span.SetAttributes(attrFailureKind.String(string(f.Kind)), attribute.String("error.type", tag))
 		}
 	}
@@ -210,8 +210,8 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
 // a policy refusal): its execute_tool span carries the refusal's tag and the decision.
-func (r *Run) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal string) toolOutcome {
-	return r.traceToolCall(ctx, t, c, func(context.Context) toolOutcome { return toolOutcome{result: refusal} }, false)
+func (r *Run) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
+	return r.traceToolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
 }
 
 func toolType(kind string) string {

@@ -179,12 +179,12 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutcome {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args == nil {
-		return toolOutcome{result: bridge.Retry(bridge.Signal{
+		return signalOutcome(bridge.Signal{
 			Code: "validation_failed", Requested: c.Name,
 			Message:          "The arguments must be a JSON object.",
 			ValidNextActions: r.nextActions(t, c.Name), Reason: "arguments are not a JSON object",
 			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
-		})}
+		})
 	}
 	if a, ok := t.agents[c.Name]; ok {
 		return r.delegate(ctx, t, a, c.ID, args)
@@ -200,14 +200,14 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 		Unreachable(string) (mcpclient.Result, bool)
 	}); ok {
 		if res, isDown := down.Unreachable(c.Name); isDown {
-			return toolOutcome{result: r.mcpText(t, res)}
+			return r.mcpResult(t, res)
 		}
 	}
-	return toolOutcome{result: bridge.Retry(bridge.Signal{
+	return signalOutcome(bridge.Signal{
 		Code: "unknown_action", Requested: bridge.UntrustedN(c.Name, 64),
 		Message:          fmt.Sprintf("There is no tool named %q. Use one of known_actions.", bridge.UntrustedN(c.Name, 64)),
 		ValidNextActions: r.unknownNext(t, c.Name), KnownActions: knownActions(t, c.Name),
-	})}
+	})
 }
 
 // askUserTool is the built-in tool that ends the run with a question to the user.
@@ -228,12 +228,12 @@ func askUserParameters() map[string]any {
 func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
 	q, _ := args["question"].(string)
 	if strings.TrimSpace(q) == "" {
-		return toolOutcome{result: bridge.Retry(bridge.Signal{
+		return signalOutcome(bridge.Signal{
 			Code: "validation_failed", Requested: askUserTool,
 			Message:          `ask_user needs a non-empty "question" string.`,
 			ValidNextActions: r.nextActions(t, askUserTool), Reason: "question is missing",
 			Details: &bridge.Details{Field: "question", Got: args["question"]},
-		})}
+		})
 	}
 	var choices []string
 	if raw, ok := args["choices"].([]any); ok {

@@ -25,6 +25,7 @@ package hitl
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/baton-dev/baton/mcpclient"
 	"net/url"
 	"strings"
 	"time"
@@ -54,8 +55,8 @@ const (
 
 // MCP elicitation shapes, the last argument of MCPForm.
 const (
-	ShapeMRTR    = "mrtr"    // 2026-07-28: Kind mcp_form
-	ShapeSession = "session" // 2025-11-25: Kind mcp_session
+	ShapeMRTR    = mcpclient.ShapeMRTR    // 2026-07-28: Kind mcp_form
+	ShapeSession = mcpclient.ShapeSession // 2025-11-25: Kind mcp_session
 )
 
 // MCP elicitation actions, the "action" of a form or URL answer.

@@ -444,7 +444,7 @@ func TestFailureModel(t *testing.T) {
 		require.NoError(t, err, "resets_at %v", resolution["resets_at"])
 		assert.False(t, resets.Before(before.Add(time.Hour).Truncate(time.Second)), "resets_at %s", resets)
 		assert.Equal(t, map[string]any{"error": "rate_exceeded", "requested": "demo__count_slowly", "message": msg,
-			"valid_next_actions": []any{"ask_user", "demo__deploy", "demo__divide", "peer"},
+			"valid_next_actions": []any{"ask_user", "demo__delete_release", "demo__deploy", "demo__divide", "peer"},
 			"resolution":         map[string]any{"type": "wait", "retry_after_seconds": 3600.0, "resets_at": resolution["resets_at"]}}, sig)
 		assert.Equal(t, []map[string]any{failure(coordinator.KindPolicyViolation, coordinator.ActionHandoff, 1, msg)}, failureValues(r.Events))
 		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: msg,

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,6 +103,7 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 	t.Cleanup(model.Close)
 	coord, _ := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s",
 		mcpServerEntry{Name: "fs", Command: []string{node, entry, root}}))
+	waitStrictReady(t, coord)
 
 	// Defect 7: the text and the structuredContent carry the same file; it is sent once.
 	t.Run("structured content once", func(t *testing.T) {
@@ -160,4 +162,24 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 		}
 		assert.Equal(t, "RUN_FINISHED", r.last)
 	})
+}
+
+// waitStrictReady waits until GET /readyz?strict=1 answers 200: every MCP server is
+// connected (the coordinator listens before slow servers are up).
+func waitStrictReady(t *testing.T, coord string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(coord + "/readyz?strict=1")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coordinator's MCP servers did not connect within 60s (last: %v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -856,8 +856,11 @@ func TestHITLRestart(t *testing.T) {
 	sessCall := checkInterrupt(t, b.hitlRun, sessIn, wantInterrupt{reason: "input_required", message: "Please provide inputs",
 		tool: "everything__trigger-elicitation-request", mcp: map[string]any{"server": "everything", "mode": "form"}})
 
+	assert.Equal(t, 3.0, metricSamples(t, coord.URL)["baton_interrupts_open"], "open interrupts before the restart")
 	coord.kill(t)
 	coord.restart(t)
+	// Issue 10, defect 9: the gauge is loaded from the store at start.
+	assert.Equal(t, 3.0, metricSamples(t, coord.URL)["baton_interrupts_open"], "open interrupts after the restart")
 
 	// A plain run re-emits thread A's interrupts from the store, with the same ids.
 	again := runHITLClient(t, "v1", coord.URL, hitlJobOn(threadA, newThreadID("run"), textA))
@@ -898,6 +901,7 @@ func TestHITLRestart(t *testing.T) {
 	sig := retrySignal(t, res[0], "tool_error", "everything__trigger-elicitation-request")
 	msg, _ := sig["message"].(string)
 	assert.Contains(t, msg, "restart", "the model is told why")
+	assert.Equal(t, 0.0, metricSamples(t, coord.URL)["baton_interrupts_open"], "every interrupt answered: none open, none below zero")
 }
 
 // TestHITLResumeRules: the resume rules of DESIGN §9 against the JS peer: refused resumes

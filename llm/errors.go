@@ -2,6 +2,7 @@ package llm
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/internal/retry"
 	"math"
 	"net/http"
 	"strconv"
@@ -132,22 +133,7 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 			return time.Duration(ms * float64(time.Millisecond))
 		}
 	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 || math.IsInf(secs, 0) || math.IsNaN(secs) || secs > math.MaxInt64/float64(time.Second) {
-			return 0
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
+	return retry.ParseAfter(h.Get("Retry-After"), now)
 }
 
 func truncate(s string, n int) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/internal/retry"
 	"net"
 	"net/http"
 	"net/url"
@@ -438,16 +439,7 @@ func (c *call) note() string {
 }
 
 // sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return retry.Sleep(ctx, d) }
 
 func (c *call) setEliciting(delta int) {
 	c.mu.Lock()

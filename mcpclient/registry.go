@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/internal/retry"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -413,8 +414,7 @@ func (r *Registry) goTracked(f func()) bool {
 
 // backoff is the pause before reconnection attempt n (0-based).
 func (r *Registry) backoff(n int) time.Duration {
-	d := r.opts.ReconnectBackoff << min(n, 10)
-	return min(d, 5*time.Second)
+	return retry.Backoff(r.opts.ReconnectBackoff, 5*time.Second, n+1)
 }
 
 // objectSchema returns a copy of the server's input schema as a map, made

@@ -1,0 +1,118 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
+)
+
+// Delegate is the A2A client side of one sub-agent, as the engine uses it.
+type Delegate interface {
+	Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
+	Cancel(ctx context.Context, taskID string) error
+	GetTask(ctx context.Context, taskID string) (*a2a.Result, error)
+}
+
+// ToolServer is the MCP side as the engine uses it (implemented by *mcpclient.Registry).
+type ToolServer interface {
+	Tools() []mcpclient.Tool
+	Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (mcpclient.Result, error)
+	Resume(ctx context.Context, in *mcpclient.InputRequired, responses map[string]*mcp.ElicitResult, opts mcpclient.CallOptions) (mcpclient.Result, error)
+	Abandon(ctx context.Context, in *mcpclient.InputRequired) error
+}
+
+// Metrics receives the engine's operational counters (implemented by package metrics).
+type Metrics interface {
+	RunFinished(outcome string)
+	ToolResult(tag string)
+	A2ATaskState(state string)
+	Cancellation(result string, d time.Duration)
+	InterruptsOpen(delta int)
+	Retry(kind string)
+}
+
+// Agent is a sub-agent offered to the model as a tool.
+type Agent struct {
+	// Name is the tool name (already sanitised).
+	Name        string
+	Description string
+	Skills      []a2a.Skill
+	// Timeout bounds the active time of one delegation; 0 means 120 s.
+	Timeout time.Duration
+	// InputRequired is "ask_user" or "model" (config agents[].input_required).
+	InputRequired string
+	Client        Delegate
+}
+
+// Limits are the run limits of the config's limits section.
+type Limits struct {
+	MaxIterations int
+	MaxRunTime    time.Duration
+	ToolTimeout   time.Duration
+}
+
+// Config configures an Engine.
+type Config struct {
+	Model  llm.Model
+	Agents []Agent
+	// Tools is optional: nil when no MCP servers are configured.
+	Tools ToolServer
+	// OnToolError maps an MCP server's name to what a tool error does to the run
+	// (OnToolErrorRetry, the default, OnToolErrorFail or OnToolErrorError).
+	OnToolError map[string]string
+	Limits      Limits
+	Logger      *slog.Logger
+	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
+	CancelTimeout time.Duration
+	// Metrics is optional.
+	Metrics Metrics
+	// Store persists suspensions (interrupts); default: an in-memory store.
+	Store store.Store
+	// Sessions answers in-session MCP elicitations; pass the same value to
+	// mcpclient.Options.Elicitor. Default: a fresh one (in-session questions then decline).
+	Sessions *SessionElicitor
+	// InterruptTTL is how long an interrupt stays open; default 30 min.
+	InterruptTTL time.Duration
+	// ExpiryInterval is how often expired interrupts are looked for; 0 disables the scan
+	// (expired interrupts are then only noticed by a resume).
+	ExpiryInterval time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Policy decides what to do about failures (DESIGN §6); default &DefaultPolicy{}.
+	Policy Policy
+	// Guard is the config's policy section: allow/deny lists, rate limits, budget
+	// (DESIGN §7). The zero value allows everything.
+	Guard GuardPolicy
+	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
+	// value traces nothing.
+	Tracing Tracing
+	// Approvals lists the calls the user must approve before they are sent (DESIGN §9).
+	Approvals ApprovalPolicy
+	// Loop sets the loop detector's thresholds and the stall detection; the zero value
+	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
+	Loop LoopConfig
+	// StreamBufferBytes bounds the events waiting for a run's client (server.
+	// stream_buffer_bytes); a client that falls further behind is dropped and the run
+	// cancelled. 0 means DefaultStreamBufferBytes.
+	StreamBufferBytes int
+	// Replica identifies this process in the store's runs table; default a random id, new
+	// per process.
+	Replica string
+	// Lease is how long a run's record holds its thread without a heartbeat (replication.lease);
+	// default 10 s. Heartbeat renews the leases of this replica's runs (replication.heartbeat);
+	// 0 disables the heartbeat, and the lease is then an hour, so that a long run on a
+	// single process never loses its thread.
+	Lease     time.Duration
+	Heartbeat time.Duration
+	// EventRetention is how long a run's event log is kept (server.event_retention);
+	// default 24 h. The sweep runs with the heartbeat.
+	EventRetention time.Duration
+}

@@ -1,0 +1,48 @@
+package coordinator
+
+import "context"
+
+// Active reports the number of runs executing now.
+// A run counts until its downstream cancellation has finished, not only until its stream
+// ended (the thread is free for the next run a little earlier).
+func (e *Engine) Active() int {
+	return int(e.running.Load())
+}
+
+// Shutdown stops accepting runs, lets active runs finish until ctx is done, then cancels
+// the rest (downstream cancellation included) and waits for them to end.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	wasClosing := e.closing
+	e.closing = true
+	e.mu.Unlock()
+	if e.stopJan != nil && !wasClosing {
+		close(e.stopJan)
+		<-e.janDone
+	}
+	defer func() {
+		// The heartbeat outlives the runs: their leases hold until they have ended.
+		if e.stopKeep != nil && !wasClosing {
+			close(e.stopKeep)
+			<-e.keepDone
+		}
+	}()
+	idle := make(chan struct{})
+	go func() { e.wg.Wait(); close(idle) }()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	runs := make([]*Run, 0, len(e.active))
+	for _, r := range e.active {
+		runs = append(runs, r)
+	}
+	e.mu.Unlock()
+	for _, r := range runs {
+		r.Cancel(ErrShutdown)
+	}
+	<-idle
+	return nil
+}
