@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/baton-dev/baton/internal/editdist"
 	"slices"
 	"sort"
 	"strings"
@@ -70,7 +71,7 @@ func closestNames(names []string, requested string, n int) []string {
 	}
 	all := make([]scored, 0, len(names))
 	for _, name := range names {
-		all = append(all, scored{name, distance(req, strings.ToLower(name))})
+		all = append(all, scored{name, editdist.Levenshtein(req, strings.ToLower(name))})
 	}
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].d != all[j].d {
@@ -86,27 +87,6 @@ func closestNames(names []string, requested string, n int) []string {
 		out = append(out, s.name)
 	}
 	return out
-}
-
-// distance is the Levenshtein distance of a and b, by bytes.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func without(names []string, name string) []string {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/baton-dev/baton/internal/editdist"
 	"sort"
 	"strings"
 )
@@ -64,30 +65,9 @@ func (c *Config) referencedVars() []string {
 func closest(name string, candidates []string) string {
 	best, bestD := "", 4 // at most 3 edits
 	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD {
+		if d := editdist.Levenshtein(name, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes; the names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
