@@ -1,12 +1,12 @@
 package coordinator
 
 import (
-	"github.com/baton-dev/baton/internal/editdist"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/internal/editdist"
 )
 
 // Compact retry signals (DESIGN §7): the model already has the whole tool list, so a

@@ -1,9 +1,10 @@
 package config
 
 import (
-	"github.com/baton-dev/baton/internal/editdist"
 	"sort"
 	"strings"
+
+	"github.com/baton-dev/baton/internal/editdist"
 )
 
 // otherBatonVars are BATON_* variables read by something other than ApplyEnv: the
