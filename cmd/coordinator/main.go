@@ -123,6 +123,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := modelProblem(cfg.LLM); err != nil {
 		log.Warn("the model cannot be called until this is fixed; /readyz reports it", "problem", err.Error())
 	}
+	if cfg.HandoffUnavailable() {
+		log.Warn("server.on_shutdown: handoff is not available in this build; runs still active after server.shutdown_grace are cancelled, as with cancel")
+	}
 
 	redactor.Add(cfg.Secrets(os.Getenv)...)
 

@@ -119,6 +119,14 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ShutdownGrace is how long active runs may finish at shutdown.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// OnShutdown is what happens to runs still active after ShutdownGrace: cancel them
+	// (OnShutdownCancel) or hand them to other replicas (OnShutdownHandoff). Hand-off is
+	// accepted (DESIGN §4) but not built yet: such runs are cancelled, and the start-up log
+	// says so (HandoffUnavailable).
+	OnShutdown string `yaml:"on_shutdown"`
+	// SecretsKeyEnv names the variable holding the key that encrypts stored OAuth tokens.
+	// No stored token exists yet (MCP OAuth is not built), so only the name is checked.
+	SecretsKeyEnv string `yaml:"secrets_key_env"`
 	// AllowedOrigins are extra Origins (scheme://host[:port]) allowed to POST when auth
 	// is off; the request's own origin is always allowed.
 	AllowedOrigins []string `yaml:"allowed_origins"`
@@ -170,6 +178,17 @@ const (
 	OnDisconnectCancel        = "cancel"
 	OnDisconnectDetach        = "detach"
 )
+
+// Values of Server.OnShutdown.
+const (
+	OnShutdownCancel  = "cancel"
+	OnShutdownHandoff = "handoff"
+)
+
+// HandoffUnavailable reports whether the configuration asks for a shutdown hand-off, which
+// this build does not perform (runs still active after the grace period are cancelled).
+// The coordinator logs it at start so that nobody relies on a hand-off that does not happen.
+func (c *Config) HandoffUnavailable() bool { return c.Server.OnShutdown == OnShutdownHandoff }
 
 // Replication configures the run leases that replicas sharing a PostgreSQL store use (a
 // single process keeps them too, so that a restart finds its runs' threads free).
@@ -272,7 +291,28 @@ type MCPServer struct {
 	Env map[string]string `yaml:"env"`
 	// OnToolError is retry (default), fail or error (DESIGN §6).
 	OnToolError string `yaml:"on_tool_error"`
+	// Auth is how Baton authorises itself to the server (DESIGN §4). Only mode none is
+	// available in this build; user and service (OAuth) are refused with a clear error
+	// rather than silently sending no credentials.
+	Auth MCPAuth `yaml:"auth"`
 }
+
+// MCPAuth is an MCP server's authorization settings.
+type MCPAuth struct {
+	// Mode is none (the default), user (OAuth per principal) or service (client
+	// credentials).
+	Mode            string   `yaml:"mode"`
+	ClientID        string   `yaml:"client_id"`
+	ClientSecretEnv string   `yaml:"client_secret_env"`
+	Scopes          []string `yaml:"scopes"`
+}
+
+// Values of MCPAuth.Mode.
+const (
+	MCPAuthNone    = "none"
+	MCPAuthUser    = "user"
+	MCPAuthService = "service"
+)
 
 // LogValue implements slog.LogValuer: header and env values are secrets and are left out.
 func (m MCPServer) LogValue() slog.Value {

@@ -56,10 +56,15 @@ func (c *Config) validateServer() error {
 	return c.validateStream()
 }
 
-// validateStream checks the per-client stream limits and server.on_disconnect.
+// validateStream checks the per-client stream limits, server.on_disconnect and
+// server.on_shutdown.
 func (c *Config) validateStream() error {
 	s := c.Server
 	switch {
+	case s.OnShutdown != "" && s.OnShutdown != OnShutdownCancel && s.OnShutdown != OnShutdownHandoff:
+		return c.fieldErr("server.on_shutdown", "must be %s or %s (got %q)", OnShutdownHandoff, OnShutdownCancel, s.OnShutdown)
+	case s.SecretsKeyEnv != "" && !isEnvName(s.SecretsKeyEnv):
+		return c.fieldErr("server.secrets_key_env", "must be the name of an environment variable, not its value (got a value that is not a variable name)")
 	case s.OnDisconnect == OnDisconnectDetach:
 		return c.fieldErr("server.on_disconnect", "detach is not supported yet; use %s", OnDisconnectCancel)
 	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel:
@@ -230,8 +235,28 @@ func (c *Config) validateMCPServers() error {
 		default:
 			return c.fieldErr(key+".on_tool_error", "must be one of %s, %s, %s (got %q)", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError, m.OnToolError)
 		}
+		if err := c.validateMCPAuth(key+".auth", m.Auth); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// validateMCPAuth accepts the auth section of an MCP server. OAuth (user, service) is part of
+// the contract but not of this build: refusing it at start is better than a server that
+// fails every call with 401 and no word why.
+func (c *Config) validateMCPAuth(key string, a MCPAuth) error {
+	switch a.Mode {
+	case "", MCPAuthNone:
+		if a.ClientID != "" || a.ClientSecretEnv != "" || len(a.Scopes) > 0 {
+			return c.fieldErr(key, "client_id, client_secret_env and scopes need mode %s or %s", MCPAuthUser, MCPAuthService)
+		}
+		return nil
+	case MCPAuthUser, MCPAuthService:
+		return c.fieldErr(key+".mode", "%s (OAuth) is not available in this build of Baton; use mode %s and a static Authorization header in headers", a.Mode, MCPAuthNone)
+	default:
+		return c.fieldErr(key+".mode", "must be one of %s, %s, %s (got %q)", MCPAuthNone, MCPAuthUser, MCPAuthService, a.Mode)
+	}
 }
 
 // validateNames rejects agent names that could shadow an MCP tool, which the model sees
