@@ -160,3 +160,40 @@ func TestStopCancelsDetachedRun(t *testing.T) {
 	assert.Equal(t, "cancelled: stop requested", f.waitDone(t))
 	assert.Equal(t, []string{"slow-1"}, f.agent.cancelled())
 }
+
+// Under detach, a client dropped for falling behind the stream buffer is a client gone like
+// any other: the run goes on and completes, nothing is cancelled.
+func TestSlowClientDropDetachRunCompletes(t *testing.T) {
+	f := &detachFixture{finish: make(chan struct{})}
+	named := make(chan struct{})
+	f.agent = &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		obs.Task("slow-1", "ctx-1")
+		close(named)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.finish:
+			return &a2a.Result{State: a2a.StateCompleted, TaskID: "slow-1", ContextID: "ctx-1", Text: "done"}, nil
+		}
+	}}
+	f.e = newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, f.agent, func(c *Config) {
+		c.OnDisconnect = DisconnectDetach
+		c.ReconnectGrace = time.Hour
+		c.StreamBufferBytes = 1 // the second event nobody took drops the client
+	})
+	r, err := f.e.Start(input("t"), "")
+	require.NoError(t, err)
+	f.r = r
+	<-named
+	select {
+	case <-r.Dropped():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client that took nothing was not dropped")
+	}
+	close(f.finish)
+	reason := f.waitDone(t)
+	assert.False(t, strings.HasPrefix(reason, "cancelled"), "the run of a dropped client was cancelled under detach: %s", reason)
+	assert.Empty(t, f.agent.cancelled())
+	typ := f.loggedTypes(t)
+	assert.Equal(t, "RUN_FINISHED", typ[len(typ)-1])
+}
