@@ -103,6 +103,11 @@ type Config struct {
 	// stream_buffer_bytes); a client that falls further behind is dropped and the run
 	// cancelled. 0 means DefaultStreamBufferBytes.
 	StreamBufferBytes int
+	// OnDisconnect is what a run does when its client goes away (server.on_disconnect);
+	// the zero value is DisconnectCancel. ReconnectGrace is how long a detached run waits
+	// for a reconnect (server.reconnect_grace); 0 means DefaultReconnectGrace.
+	OnDisconnect   DisconnectPolicy
+	ReconnectGrace time.Duration
 	// Replica identifies this process in the store's runs table; default a random id, new
 	// per process.
 	Replica string

@@ -124,6 +124,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.EventRetention <= 0 {
 		cfg.EventRetention = 24 * time.Hour
 	}
+	if cfg.ReconnectGrace <= 0 {
+		cfg.ReconnectGrace = DefaultReconnectGrace
+	}
 	if cfg.Loop == (LoopConfig{}) {
 		cfg.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
 	}

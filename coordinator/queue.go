@@ -99,3 +99,13 @@ func (q *eventQueue) wasDropped() bool {
 	defer q.mu.Unlock()
 	return q.dropped
 }
+
+// abandon closes the queue without a drop: its consumer has gone (a detached run), so
+// what is pending is released and later pushes are discarded.
+func (q *eventQueue) abandon() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	clear(q.events)
+	q.events, q.bytes = nil, 0
+}

@@ -62,6 +62,9 @@ type Run struct {
 	// result in it (approval.go).
 	suspMu sync.Mutex
 	susp   *store.Suspension
+
+	// watch counts the streams watching the run (server.on_disconnect: detach).
+	watch watchers
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -77,14 +80,17 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
-	// A client that falls behind is a client gone (server.on_disconnect: cancel). The
-	// drop is noticed inside an emit; Cancel only marks the scope, starts the downstream
+	// A client that falls behind is a client gone (server.on_disconnect). The drop is
+	// noticed inside an emit; Cancel only marks the scope, starts the downstream
 	// cancellations on goroutines of their own and cancels the context, so it is called
-	// right there, before the run produces more.
+	// right there, before the run produces more. Under detach, ClientGone only starts the
+	// grace timer.
 	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
 		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
-		r.Cancel(ErrClientTooSlow)
+		r.ClientGone(ErrClientTooSlow)
 	})
+	// The stream of the starting request is the first watcher.
+	r.watch.n = 1
 	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log)
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		r.elog.add(ev)
@@ -187,6 +193,7 @@ func (r *Run) execute() {
 		m.RunFinished(outcome)
 	}
 	r.endTrace(reason, time.Since(begun))
+	r.endWatch()
 	r.e.release(r)
 	stopWatch()
 	if ctx.Err() != nil {

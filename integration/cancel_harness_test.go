@@ -54,12 +54,14 @@ type cancelConfig struct {
 	MCP    []mcpEntry
 	// Grace is server.shutdown_grace; "2s" unless set.
 	Grace string
+	// OnDisconnect and ReconnectGrace are server.on_disconnect and server.reconnect_grace.
+	OnDisconnect, ReconnectGrace string
 }
 
 // yaml renders the config (DESIGN §4) with an in-memory store and no listen key.
 func (c cancelConfig) yaml() string {
 	return testConfig{LLMURL: c.LLMURL, Model: "fake", Grace: orDefault(c.Grace, "2s"),
-		Agents: c.Agents, MCP: c.MCP, ToolTimeout: "60s"}.yaml()
+		Agents: c.Agents, MCP: c.MCP, ToolTimeout: "60s", OnDisconnect: c.OnDisconnect, ReconnectGrace: c.ReconnectGrace}.yaml()
 }
 
 // baton is a coordinator process started by startBatonForCancel.

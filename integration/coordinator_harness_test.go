@@ -74,6 +74,9 @@ type testConfig struct {
 	TTL string
 	// Store is the store DSN; "memory:" unless set.
 	Store string
+	// OnDisconnect and ReconnectGrace are server.on_disconnect and server.reconnect_grace;
+	// left to the defaults when empty.
+	OnDisconnect, ReconnectGrace string
 }
 
 func orDefault(v, def string) string {
@@ -86,6 +89,12 @@ func orDefault(v, def string) string {
 func (c testConfig) yaml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "server:\n  shutdown_grace: %s\n", orDefault(c.Grace, "3s"))
+	if c.OnDisconnect != "" {
+		fmt.Fprintf(&b, "  on_disconnect: %s\n", c.OnDisconnect)
+	}
+	if c.ReconnectGrace != "" {
+		fmt.Fprintf(&b, "  reconnect_grace: %s\n", c.ReconnectGrace)
+	}
 	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: %s\n  api_key_env: %s\n", c.LLMURL, orDefault(c.Model, "fake-model"), llmKeyEnv)
 	if len(c.Agents) > 0 {
 		b.WriteString("agents:\n")

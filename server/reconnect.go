@@ -137,6 +137,9 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeDown(w, "get run", err)
 		return
 	}
+	// Under server.on_disconnect: detach this stream keeps a detached run from being
+	// cancelled while it lasts; its end starts the reconnect grace again.
+	defer s.cfg.Engine.Attach(th.ID, runID)()
 
 	// Read up to the client's position, to restate what is open there.
 	var tr openTracker

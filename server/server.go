@@ -3,7 +3,8 @@
 //
 // Input is validated completely before a stream starts, so that a bad request gets a 4xx
 // JSON error and changes nothing; once the stream has started, errors travel as AG-UI
-// events. The stream only relays a run's events: a client that disconnects cancels the run.
+// events. The stream only relays a run's events: a client that disconnects cancels the run,
+// or under server.on_disconnect: detach leaves it running for a reconnect.
 package server
 
 import (
@@ -194,8 +195,9 @@ const DefaultWriteTimeout = 30 * time.Second
 // A client that does not keep up is disconnected two ways (design/stream-backpressure.md):
 // a write it does not take within WriteTimeout fails, and a client that lets more than the
 // run's stream buffer pile up is dropped by the run (run.Dropped), which also aborts a
-// write in progress. Both count as the client gone: the run is cancelled
-// (server.on_disconnect: cancel), other runs are not slowed.
+// write in progress. Both count as the client gone (Run.ClientGone): the run is cancelled
+// (server.on_disconnect: cancel) or detached for the reconnect grace (detach); other runs
+// are not slowed.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
 	sse := agui.NewSSEWriter(w)
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
@@ -225,8 +227,8 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		first, events, ended := run.NextFrom()
 		select {
 		case <-run.Dropped():
-			// The run has been cancelled already (ErrClientTooSlow); the connection is
-			// closed without a terminal event, as for any broken stream.
+			// The run has been told already (ClientGone(ErrClientTooSlow)); the
+			// connection is closed without a terminal event, as for any broken stream.
 			return
 		default:
 		}
@@ -237,7 +239,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		}
 		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
 		if err := sse.WriteEventsFrom(first, events); err != nil {
-			run.Cancel(coordinator.ErrClientGone)
+			run.ClientGone(coordinator.ErrClientGone)
 			return
 		}
 		if ended {
@@ -248,11 +250,11 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		case <-run.Wake():
 		case <-ping.C:
 			if err := sse.Ping(); err != nil {
-				run.Cancel(coordinator.ErrClientGone)
+				run.ClientGone(coordinator.ErrClientGone)
 				return
 			}
 		case <-r.Context().Done():
-			run.Cancel(coordinator.ErrClientGone)
+			run.ClientGone(coordinator.ErrClientGone)
 			return
 		}
 	}

@@ -285,6 +285,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			StallTurns:    cfg.Loop.StallTurns,
 		},
 		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
+		OnDisconnect:      disconnectPolicy(cfg.Server.OnDisconnect),
+		ReconnectGrace:    time.Duration(cfg.Server.ReconnectGrace),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -483,4 +485,12 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// disconnectPolicy maps server.on_disconnect (validated) to the engine's policy.
+func disconnectPolicy(v string) coordinator.DisconnectPolicy {
+	if v == config.OnDisconnectDetach {
+		return coordinator.DisconnectDetach
+	}
+	return coordinator.DisconnectCancel
 }

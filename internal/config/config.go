@@ -43,6 +43,8 @@ const (
 	DefaultShutdownGrace = Duration(10 * time.Second)
 	// DefaultEventRetention keeps event logs for a day.
 	DefaultEventRetention = Duration(24 * time.Hour)
+	// DefaultReconnectGrace is how long a detached run waits for a reconnect (DESIGN §4).
+	DefaultReconnectGrace = Duration(30 * time.Second)
 	// DefaultHeartbeat and DefaultLease are the run lease timings of DESIGN §4.
 	DefaultHeartbeat     = Duration(2 * time.Second)
 	DefaultLease         = Duration(10 * time.Second)
@@ -138,8 +140,12 @@ type Server struct {
 	// Stream settings (issue 12): what a client that does not keep up may cost.
 
 	// OnDisconnect is what a run does when its client goes away or is dropped for not
-	// reading: OnDisconnectCancel ("" means the same). detach is not available yet.
+	// reading: OnDisconnectCancel ("" means the same) cancels the run, OnDisconnectDetach
+	// lets it go on for ReconnectGrace, waiting for a reconnect.
 	OnDisconnect string `yaml:"on_disconnect"`
+	// ReconnectGrace is how long a detached run waits for a reconnect before it is
+	// cancelled (on_disconnect: detach). Default DefaultReconnectGrace.
+	ReconnectGrace Duration `yaml:"reconnect_grace"`
 	// StreamBufferBytes bounds the events waiting for one client; a client that lets
 	// more pile up is disconnected. 0 means DefaultStreamBufferBytes.
 	StreamBufferBytes int64 `yaml:"stream_buffer_bytes"`
@@ -484,6 +490,7 @@ func Default() *Config {
 			ShutdownGrace:  DefaultShutdownGrace,
 			MaxActiveRuns:  DefaultMaxActiveRuns,
 			EventRetention: DefaultEventRetention,
+			ReconnectGrace: DefaultReconnectGrace,
 		},
 		Replication: Replication{Heartbeat: DefaultHeartbeat, Lease: DefaultLease},
 		LLM:         LLM{Provider: DefaultProvider},

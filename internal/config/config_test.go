@@ -70,7 +70,7 @@ func TestLoadDesignExample(t *testing.T) {
 
 	assert.Equal(t, "baton.yaml", c.Source)
 	assert.Equal(t, "127.0.0.1:8080", c.Listen)
-	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second), AllowedOrigins: []string{}, MaxActiveRuns: 1000, EventRetention: DefaultEventRetention}, c.Server)
+	assert.Equal(t, Server{AuthTokensEnv: "BATON_AUTH_TOKENS", MaxBodyBytes: 1048576, ShutdownGrace: Duration(10 * time.Second), AllowedOrigins: []string{}, MaxActiveRuns: 1000, EventRetention: DefaultEventRetention, ReconnectGrace: DefaultReconnectGrace}, c.Server)
 	assert.Equal(t, Replication{Heartbeat: DefaultHeartbeat, Lease: DefaultLease}, c.Replication)
 	assert.Equal(t, LLM{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4.1-mini", APIKeyEnv: "OPENAI_API_KEY"}, c.LLM)
 	assert.Equal(t, []Agent{{Name: "research", URL: "http://127.0.0.1:41241", Timeout: Duration(120 * time.Second), CardTTL: DefaultAgentCardTTL, InputRequired: "ask_user"}}, c.Agents)
@@ -177,10 +177,10 @@ func TestLoadErrors(t *testing.T) {
 			`baton.yaml: llm.base_url: not an absolute http(s) URL`},
 		{"api key instead of its variable", "llm:\n  api_key_env: sk-" + secretToken + "\n", nil,
 			`baton.yaml: llm.api_key_env: must be the name of an environment variable, not the key itself`},
-		{"on_disconnect detach not yet", "server:\n  on_disconnect: detach\n", nil,
-			`baton.yaml: server.on_disconnect: detach is not supported yet; use cancel`},
 		{"on_disconnect unknown", "server:\n  on_disconnect: keep\n", nil,
-			`baton.yaml: server.on_disconnect: must be cancel (got "keep")`},
+			`baton.yaml: server.on_disconnect: must be cancel or detach (got "keep")`},
+		{"reconnect grace zero", "server:\n  on_disconnect: detach\n  reconnect_grace: 0s\n", nil,
+			`baton.yaml: server.reconnect_grace: must be positive (got 0s)`},
 		{"stream buffer negative", "server:\n  stream_buffer_bytes: -1\n", nil,
 			`baton.yaml: server.stream_buffer_bytes: must not be negative (got -1)`},
 		{"llm idle timeout negative", "llm:\n  idle_timeout: -1s\n", nil,
@@ -452,7 +452,8 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_STORE":                        "memory:",
 		"BATON_LLM_TIMEOUT":                  "45s",
 		"BATON_LLM_IDLE_TIMEOUT":             "20s",
-		"BATON_SERVER_ON_DISCONNECT":         "cancel",
+		"BATON_SERVER_ON_DISCONNECT":         "detach",
+		"BATON_SERVER_RECONNECT_GRACE":       "45s",
 		"BATON_SERVER_STREAM_BUFFER_BYTES":   "65536",
 		"BATON_SERVER_STREAM_WRITE_TIMEOUT":  "5s",
 		"BATON_SERVER_EVENT_RETENTION":       "1h",
@@ -469,7 +470,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 	want := &Config{
 		Listen: "0.0.0.0:9090",
 		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second), MaxActiveRuns: 12, EventRetention: Duration(time.Hour),
-			OnDisconnect: "cancel", StreamBufferBytes: 65536, StreamWriteTimeout: Duration(5 * time.Second),
+			OnDisconnect: "detach", ReconnectGrace: Duration(45 * time.Second), StreamBufferBytes: 65536, StreamWriteTimeout: Duration(5 * time.Second),
 			OnShutdown: "cancel", SecretsKeyEnv: "MY_SECRETS_KEY"},
 		LLM: LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY",
 			Timeout: Duration(45 * time.Second), IdleTimeout: Duration(20 * time.Second)},

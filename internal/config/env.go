@@ -66,6 +66,7 @@ var envVars = []envVar{
 	{"BATON_LLM_TIMEOUT", "llm.timeout", setDuration(func(c *Config) *Duration { return &c.LLM.Timeout })},
 	{"BATON_LLM_IDLE_TIMEOUT", "llm.idle_timeout", setDuration(func(c *Config) *Duration { return &c.LLM.IdleTimeout })},
 	{"BATON_SERVER_ON_DISCONNECT", "server.on_disconnect", setString(func(c *Config) *string { return &c.Server.OnDisconnect })},
+	{"BATON_SERVER_RECONNECT_GRACE", "server.reconnect_grace", setDuration(func(c *Config) *Duration { return &c.Server.ReconnectGrace })},
 	{"BATON_SERVER_STREAM_BUFFER_BYTES", "server.stream_buffer_bytes", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {

@@ -65,10 +65,10 @@ func (c *Config) validateStream() error {
 		return c.fieldErr("server.on_shutdown", "must be %s or %s (got %q)", OnShutdownHandoff, OnShutdownCancel, s.OnShutdown)
 	case s.SecretsKeyEnv != "" && !isEnvName(s.SecretsKeyEnv):
 		return c.fieldErr("server.secrets_key_env", "must be the name of an environment variable, not its value (got a value that is not a variable name)")
-	case s.OnDisconnect == OnDisconnectDetach:
-		return c.fieldErr("server.on_disconnect", "detach is not supported yet; use %s", OnDisconnectCancel)
-	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel:
-		return c.fieldErr("server.on_disconnect", "must be %s (got %q)", OnDisconnectCancel, s.OnDisconnect)
+	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel && s.OnDisconnect != OnDisconnectDetach:
+		return c.fieldErr("server.on_disconnect", "must be %s or %s (got %q)", OnDisconnectCancel, OnDisconnectDetach, s.OnDisconnect)
+	case s.ReconnectGrace <= 0:
+		return c.fieldErr("server.reconnect_grace", "must be positive (got %s)", s.ReconnectGrace)
 	case s.StreamBufferBytes < 0:
 		return c.fieldErr("server.stream_buffer_bytes", "must not be negative (got %d)", s.StreamBufferBytes)
 	case s.StreamWriteTimeout < 0:

@@ -1,0 +1,137 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+)
+
+// Disconnect policy (server.on_disconnect, DESIGN §10; design/disconnect-policy.md).
+//
+// Design note: a run counts the streams that watch it: the stream of the POST that started
+// it, and every reconnect stream (GET .../events) served on this replica. Under
+// DisconnectCancel the first stream's end is an abort, as before. Under DisconnectDetach a
+// run whose last watcher went away starts a grace timer (Config.ReconnectGrace); a reconnect
+// stops it, and when it fires the run is cancelled with the cause of the disconnect, so
+// the downstream cancellation is exactly that of a cancel-mode disconnect. The run itself
+// never waits for anyone: its events keep going to the event log, which is what a
+// reconnect replays.
+
+// DisconnectPolicy is what a run does when its client goes away (server.on_disconnect).
+type DisconnectPolicy int
+
+const (
+	// DisconnectCancel (the default) treats a disconnect as an abort: the run is cancelled.
+	DisconnectCancel DisconnectPolicy = iota
+	// DisconnectDetach keeps the run going for Config.ReconnectGrace, waiting for a
+	// reconnect; it is cancelled when nobody comes back in time. Suits clients that never
+	// send an abort of their own (CopilotKit's runtime), where a disconnect is not a
+	// decision of the user.
+	DisconnectDetach
+)
+
+// DefaultReconnectGrace is how long a detached run waits for a reconnect when
+// Config.ReconnectGrace is 0.
+const DefaultReconnectGrace = 30 * time.Second
+
+// watchers counts the streams watching a run and owns its grace timer.
+type watchers struct {
+	mu    sync.Mutex
+	n     int
+	timer *time.Timer
+	ended bool
+	// liveGone is set once the stream of the starting request has gone.
+	liveGone bool
+}
+
+// ClientGone reports that the stream of the request that started the run has gone
+// (disconnected, a write failed, or dropped as too slow) with cause (ErrClientGone or
+// ErrClientTooSlow). Under DisconnectCancel the run is cancelled; under DisconnectDetach it
+// goes on, and is cancelled with cause only when no reconnect stream watches it for
+// Config.ReconnectGrace. Calls after the first are ignored.
+func (r *Run) ClientGone(cause error) {
+	if r.e.cfg.OnDisconnect != DisconnectDetach {
+		r.Cancel(cause)
+		return
+	}
+	w := &r.watch
+	w.mu.Lock()
+	if w.liveGone {
+		w.mu.Unlock()
+		return
+	}
+	w.liveGone = true
+	w.mu.Unlock()
+	// Nobody takes the live queue any more: what waits in it, and what would follow, is
+	// dropped (the event log keeps everything for a reconnect).
+	r.q.abandon()
+	r.unwatch(cause)
+}
+
+// unwatch drops one watcher; the last one starts the grace timer.
+func (r *Run) unwatch(cause error) {
+	w := &r.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n--
+	if w.n > 0 || w.ended {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	grace := r.e.cfg.ReconnectGrace
+	r.log.Info("client gone; run detached, waiting for a reconnect", "grace_ms", grace.Milliseconds())
+	w.timer = time.AfterFunc(grace, func() {
+		w.mu.Lock()
+		fire := w.n == 0 && !w.ended
+		w.mu.Unlock()
+		if fire {
+			r.log.Info("no reconnect within the grace period; cancelling the run")
+			r.Cancel(cause)
+		}
+	})
+}
+
+// attach adds a watcher and stops a pending grace timer. It returns the release of that
+// watcher, safe to call more than once.
+func (r *Run) attach() func() {
+	w := &r.watch
+	w.mu.Lock()
+	w.n++
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { r.unwatch(ErrClientGone) }) }
+}
+
+// endWatch stops the grace timer once the run has ended.
+func (r *Run) endWatch() {
+	w := &r.watch
+	w.mu.Lock()
+	w.ended = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.mu.Unlock()
+}
+
+// Attach registers a reconnect stream of run (threadID, runID), so that under
+// DisconnectDetach the run is not cancelled while the stream lasts; the returned function
+// ends the registration (the grace period starts again when it was the last watcher).
+// Under DisconnectCancel, or when the run is not active on this replica, Attach does
+// nothing.
+func (e *Engine) Attach(threadID, runID string) (release func()) {
+	if e.cfg.OnDisconnect != DisconnectDetach {
+		return func() {}
+	}
+	e.mu.Lock()
+	r := e.active[threadID]
+	e.mu.Unlock()
+	if r == nil || r.RunID != runID {
+		return func() {}
+	}
+	return r.attach()
+}
