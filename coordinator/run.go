@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"strings"
+
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +40,7 @@ type Run struct {
 	// scope holds what the run has in flight downstream, to cancel it all at once.
 	scope *cancel.Scope
 
-	endReason atomic.Value // string
+	endReason atomic.Value // EndReason
 	// fatal holds the first terminal tool failure (on_tool_error: error).
 	fatalMu sync.Mutex
 	fatal   error
@@ -141,8 +141,13 @@ func (r *Run) logCancel(rep cancel.Report) {
 
 // EndReason says why the run ended ("" while it runs).
 func (r *Run) EndReason() string {
-	s, _ := r.endReason.Load().(string)
-	return s
+	return r.endOutcome().String()
+}
+
+// endOutcome is the typed reason the run ended (zero while it runs).
+func (r *Run) endOutcome() EndReason {
+	e, _ := r.endReason.Load().(EndReason)
+	return e
 }
 
 func (r *Run) terminated() bool { return r.seq.Terminated() }
@@ -183,8 +188,7 @@ func (r *Run) execute() {
 	// Counted before the thread is released: a client that has seen the stream end sees
 	// the run in /metrics.
 	if m := r.e.cfg.Metrics; m != nil {
-		outcome, _, _ := strings.Cut(reason, ":")
-		m.RunFinished(outcome)
+		m.RunFinished(string(reason.Outcome))
 	}
 	r.endTrace(reason, time.Since(begun))
 	r.e.release(r)
@@ -194,7 +198,7 @@ func (r *Run) execute() {
 		// idempotent): the run ends, and says so in its log, only after it has been.
 		r.scope.Cancel(context.Cause(ctx))
 	}
-	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(r.start).Milliseconds())
+	r.log.Info("run ended", "reason", reason.String(), "duration_ms", time.Since(r.start).Milliseconds())
 	r.cancel(nil)
 }
 
@@ -252,7 +256,7 @@ func (r *Run) cancelling(ctx context.Context) bool {
 }
 
 // finishCancelled ends the stream after a cancellation, according to its cause.
-func (r *Run) finishCancelled(ctx context.Context) string {
+func (r *Run) finishCancelled(ctx context.Context) EndReason {
 	cause := context.Cause(ctx)
 	if cause == nil {
 		cause = context.Canceled
@@ -261,7 +265,7 @@ func (r *Run) finishCancelled(ctx context.Context) string {
 	// The sequencer downgrades "cancelled" to RUN_ERROR{CANCELLED} for pre-1.0 clients.
 	// A client that is gone gets the same events; nobody reads them.
 	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeCancelled}, nil)
-	return "cancelled: " + cause.Error()
+	return ended(OutcomeCancelled, cause.Error())
 }
 
 func protocolVersion(in *agui.RunAgentInput) string {
