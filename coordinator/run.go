@@ -27,7 +27,14 @@ type Run struct {
 	in  *agui.RunAgentInput
 	log *slog.Logger
 	seq *agui.Sequencer
-	q   *eventQueue
+	// workRefused: every call of the last tool round was refused with a model-fixable
+	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
+	// the next turn, which it nudges at most once.
+	workRefused bool
+	// holdText: the current turn's text is not streamed as it arrives but only once the
+	// turn is complete, and only if it calls tools (streamTurn).
+	holdText bool
+	q        *eventQueue
 	// elog writes the run's events to the store's event log.
 	elog   *runLog
 	ctx    context.Context

@@ -133,7 +133,15 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
 	req := &llm.Request{Messages: WithAddendum(msgs, addendum), Tools: tools.llm}
 	r.fs.Iterations++
+	// Tool work is pending only for the turn right after a round of refused calls, whose
+	// text is held back until the turn is complete: a text-only reply is then no_progress
+	// and is never shown. The model's next reply, after the corrective instruction,
+	// stands as its answer.
+	pending := r.workRefused
+	r.workRefused = false
+	r.holdText = pending
 	turn, err := r.modelTurn(ctx, req)
+	r.holdText = false
 	if err != nil {
 		return conv, true, r.modelFailed(ctx, conv, err)
 	}
@@ -142,7 +150,7 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 		// refusals of this turn's calls.
 		r.guard.AddTokens(turn.completion.Usage.InputTokens + turn.completion.Usage.OutputTokens)
 	}
-	if f := DetectTurn(turn.message, turn.completion, false); f != nil {
+	if f := DetectTurn(turn.message, turn.completion, pending); f != nil {
 		// Asked again (truncation) or with a corrective instruction (no progress): the
 		// unusable turn stays out of the history and its calls are not run.
 		done, reason := r.handle(ctx, conv, []Failure{*f}, nil)
@@ -256,6 +264,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		}
 	}
 	r.fs.ObserveRound(results)
+	r.workRefused = len(open) == 0 && PendingWork(results)
 	if len(pending) > 0 && (len(open) > 0 || len(fails) > 0) {
 		// The run may end here without the frontend's results, and a resumed run continues
 		// from the stored history, which must answer every call.
