@@ -257,11 +257,11 @@ func approvalsInFlight(s *store.Suspension) bool {
 // idempotent or read-only tool is called again, any other call becomes a second question
 // to the user (metadata.baton.inDoubt). The remaining questions are asked again; when none
 // remain, the run continues with the conversation. done is true when the run has ended.
-func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason string) {
+func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason EndReason) {
 	if err := json.Unmarshal(susp.History, &conv); err != nil {
 		r.log.Error("suspension history unreadable", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "This conversation's saved state could not be read.")
-		return nil, true, "error: store"
+		return nil, true, ended(OutcomeError, "store")
 	}
 	r.suspMu.Lock()
 	r.susp = susp
@@ -317,17 +317,17 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 		if m := r.e.cfg.Metrics; m != nil {
 			m.InterruptsOpen(-len(susp.Interrupts))
 		}
-		return conv, false, ""
+		return conv, false, EndReason{}
 	}
 	next := *susp
 	next.History, next.Interrupts = mustJSON(conv), open
 	if err := r.e.cfg.Store.SaveSuspension(sctx, &next); err != nil {
 		r.log.Error("save recovered suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
-		return conv, true, "error: store"
+		return conv, true, ended(OutcomeError, "store")
 	}
 	r.finishInterrupted(open)
-	return conv, true, "interrupt: approvals recovered"
+	return conv, true, ended(OutcomeInterrupt, "approvals recovered")
 }
 
 // idempotentTool reports whether calling tool twice does no harm (MCP idempotentHint or

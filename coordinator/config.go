@@ -31,6 +31,7 @@ type ToolServer interface {
 
 // Metrics receives the engine's operational counters (implemented by package metrics).
 type Metrics interface {
+	// RunFinished gets the run's typed outcome (EndReason.Outcome), never a reason to parse.
 	RunFinished(outcome string)
 	ToolResult(tag string)
 	A2ATaskState(state string)

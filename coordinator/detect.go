@@ -52,7 +52,7 @@ func DetectBeforeTurn(lim TurnLimits, s TurnState) *Failure {
 // DetectTurn checks an LLM turn once it has been received: a refusal or content filter
 // (output_refused), a truncation (output_truncated), and a turn that makes no progress
 // (no_progress): no tool call and no text, a turn that ended for tool calls without any,
-// or a text-only turn while the engine knows tool work is pending (pending). A text-only
+// or a text-only turn while tool work is pending (pending; see PendingWork). A text-only
 // turn with text is otherwise the answer, not a failure.
 func DetectTurn(msg llm.Message, c *llm.Completion, pending bool) *Failure {
 	if f := ClassifyCompletion(c); f != nil {
@@ -119,6 +119,38 @@ func DetectToolResult(tool string, res ToolResult) *Failure {
 		return nil
 	}
 	return f
+}
+
+// PendingWork reports whether the tool work of a round is still pending once the round is
+// over: every call got a model-fixable retry signal (validation_failed, unknown_action,
+// invalid_transition), so nothing the model asked for ran and it was told how to ask
+// again. A text-only reply to such a round is no_progress (DESIGN §6, text_only). A round
+// with any other result is not pending: a success, a tool error the model may report, and
+// above all a question ([INPUT_REQUIRED…], which the model relays to the user as text in
+// model mode) all make text a fair reply.
+func PendingWork(results []ToolResult) bool {
+	if len(results) == 0 {
+		return false
+	}
+	for _, r := range results {
+		if !modelFixable(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// modelFixable reports whether res is a retry signal for a call that was never run
+// because the model can fix it.
+func modelFixable(res ToolResult) bool {
+	if res.Tag != bridge.TagRetry {
+		return false
+	}
+	switch res.Code {
+	case "validation_failed", "unknown_action", "invalid_transition":
+		return true
+	}
+	return false
 }
 
 // IsProgress reports whether a tool result moved the work forward: a success, a question

@@ -286,7 +286,7 @@ func (e *Engine) release(r *Run) {
 	// The store's record goes first: a client that posts its next run on the terminal
 	// event must find the thread free on every replica.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.EndReason())); err != nil {
+	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.endOutcome())); err != nil {
 		r.log.Error("store: end run", "err", err)
 	}
 	cancel()

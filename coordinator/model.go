@@ -97,6 +97,8 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 			break
 		}
 		switch {
+		case d.Text != "" && r.holdText:
+			text = append(text, d.Text...)
 		case d.Text != "":
 			if textID == "" {
 				textID = newID("msg")
@@ -125,25 +127,22 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		case d.Done != nil:
 			done = d.Done
 			streamOK = true
-			if d.Done.Refusal != "" && len(text) == 0 {
+			if d.Done.Refusal != "" && len(text) == 0 && !r.holdText {
 				// Show the refusal to the user rather than ending silently.
-				textID = newID("msg")
-				r.emit(&agui.TextMessageStart{MessageID: textID, Role: "assistant"})
-				r.emit(&agui.TextMessageContent{MessageID: textID, Delta: d.Done.Refusal})
+				textID = r.startText(d.Done.Refusal)
 				text = append(text, d.Done.Refusal...)
 			}
 		}
 	}
 	closeText()
-	if streamErr == nil && !streamOK {
-		streamErr = llm.ErrNoCompletion
-		if ctx.Err() != nil {
-			streamErr = ctx.Err()
-		}
-	}
+	streamErr = attemptErr(ctx, streamErr, streamOK)
 	if streamErr != nil {
 		// The attempt's calls were never streamed: the client's history has none of them.
 		return turnResult{message: llm.Message{Role: llm.RoleAssistant, ToolCalls: calls}}, streamErr
+	}
+	if r.holdText && len(calls) > 0 && len(text) > 0 {
+		// Held text (see Run.holdText) is shown once the turn proved to call tools.
+		r.emit(&agui.TextMessageEnd{MessageID: r.startText(string(text))})
 	}
 	r.streamCalls(calls, parents)
 	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
@@ -202,4 +201,25 @@ func usedCallID(history []llm.Message, turn []llm.ToolCall, id string) bool {
 		}
 	}
 	return false
+}
+
+// startText starts an assistant text message holding text and returns its id; the caller
+// ends it.
+func (r *Run) startText(text string) string {
+	id := newID("msg")
+	r.emit(&agui.TextMessageStart{MessageID: id, Role: "assistant"})
+	r.emit(&agui.TextMessageContent{MessageID: id, Delta: text})
+	return id
+}
+
+// attemptErr is the error of a stream that ended with streamErr, or without completing
+// (streamOK false): the context's error when it was cancelled, else llm.ErrNoCompletion.
+func attemptErr(ctx context.Context, streamErr error, streamOK bool) error {
+	if streamErr != nil || streamOK {
+		return streamErr
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return llm.ErrNoCompletion
 }

@@ -23,14 +23,13 @@ func newReplicaID() string {
 	return "replica-" + hex.EncodeToString(b[:])
 }
 
-// storedRunState is the store's end state of a run, from its end reason ("cancelled: ...").
-func storedRunState(reason string) string {
-	state, _, _ := strings.Cut(reason, ":")
-	state = strings.TrimSpace(state)
-	if state == "" || state == store.RunRunning {
+// storedRunState is the store's end state of a run: its typed outcome ("ended" when the
+// run has none, which only a run that never reached its end can have).
+func storedRunState(reason EndReason) string {
+	if reason.Outcome == "" || string(reason.Outcome) == store.RunRunning {
 		return "ended"
 	}
-	return state
+	return string(reason.Outcome)
 }
 
 // maxTitleRunes bounds a thread's title (the start of its first user message).

@@ -55,9 +55,9 @@ func (r *Run) decide(f Failure) Decision {
 // decision (see conclude). done is false when the run goes on: no failure, or retry or
 // narrow_scope at most. open are the interrupts of calls that wait for the user; the
 // caller still raises them when the run goes on.
-func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, open []store.Interrupt) (done bool, reason string) {
+func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, open []store.Interrupt) (done bool, reason EndReason) {
 	if len(fails) == 0 {
-		return false, ""
+		return false, EndReason{}
 	}
 	ds := make([]Decision, len(fails))
 	for i, f := range fails {
@@ -65,7 +65,7 @@ func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, o
 	}
 	d, _ := MostSevere(ds)
 	if !d.Action.Terminal() {
-		return false, ""
+		return false, EndReason{}
 	}
 	return true, r.conclude(ctx, conv, d, fails[slices.Index(ds, d)], open)
 }
@@ -74,7 +74,7 @@ func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, o
 // (conv, counters and lessons) with a "continue?" interrupt next to open (DESIGN §9);
 // handoff and stop end it with a final assistant message, baton.handoff or baton.partial,
 // and RUN_FINISHED with a result (DESIGN §8), abandoning the work parked on open.
-func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Failure, open []store.Interrupt) string {
+func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Failure, open []store.Interrupt) EndReason {
 	if d.Action != ActionAskUser {
 		if len(open) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, open)
@@ -91,22 +91,22 @@ func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Fa
 	if err := r.suspend(ctx, conv, all); err != nil {
 		r.log.Error("save suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
-		return "error: store"
+		return ended(OutcomeError, "store")
 	}
 	r.finishInterrupted(all)
-	return "interrupt: " + string(d.Kind)
+	return ended(OutcomeInterrupt, string(d.Kind))
 }
 
 // finishDecision ends the run on a handoff or a stop.
-func (r *Run) finishDecision(d Decision) string {
+func (r *Run) finishDecision(d Decision) EndReason {
 	for _, ev := range TerminalEvents(TerminalName(d.Action), HandoffFor(d), newID("msg")) {
 		r.emit(ev)
 	}
 	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, RunResult(d))
 	if d.Action == ActionHandoff {
-		return "handoff: " + string(d.Kind)
+		return ended(OutcomeHandoff, string(d.Kind))
 	}
-	return "stopped: " + string(d.Kind)
+	return ended(OutcomeStopped, string(d.Kind))
 }
 
 // failureRef is the failure a "continue?" interrupt asks about, kept in its handle: on a

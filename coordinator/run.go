@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"strings"
+
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +27,14 @@ type Run struct {
 	in  *agui.RunAgentInput
 	log *slog.Logger
 	seq *agui.Sequencer
-	q   *eventQueue
+	// workRefused: every call of the last tool round was refused with a model-fixable
+	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
+	// the next turn, which it nudges at most once.
+	workRefused bool
+	// holdText: the current turn's text is not streamed as it arrives but only once the
+	// turn is complete, and only if it calls tools (streamTurn).
+	holdText bool
+	q        *eventQueue
 	// elog writes the run's events to the store's event log.
 	elog   *runLog
 	ctx    context.Context
@@ -40,7 +47,7 @@ type Run struct {
 	// scope holds what the run has in flight downstream, to cancel it all at once.
 	scope *cancel.Scope
 
-	endReason atomic.Value // string
+	endReason atomic.Value // EndReason
 	// fatal holds the first terminal tool failure (on_tool_error: error).
 	fatalMu sync.Mutex
 	fatal   error
@@ -147,8 +154,13 @@ func (r *Run) logCancel(rep cancel.Report) {
 
 // EndReason says why the run ended ("" while it runs).
 func (r *Run) EndReason() string {
-	s, _ := r.endReason.Load().(string)
-	return s
+	return r.endOutcome().String()
+}
+
+// endOutcome is the typed reason the run ended (zero while it runs).
+func (r *Run) endOutcome() EndReason {
+	e, _ := r.endReason.Load().(EndReason)
+	return e
 }
 
 func (r *Run) terminated() bool { return r.seq.Terminated() }
@@ -189,8 +201,7 @@ func (r *Run) execute() {
 	// Counted before the thread is released: a client that has seen the stream end sees
 	// the run in /metrics.
 	if m := r.e.cfg.Metrics; m != nil {
-		outcome, _, _ := strings.Cut(reason, ":")
-		m.RunFinished(outcome)
+		m.RunFinished(string(reason.Outcome))
 	}
 	r.endTrace(reason, time.Since(begun))
 	r.endWatch()
@@ -201,7 +212,7 @@ func (r *Run) execute() {
 		// idempotent): the run ends, and says so in its log, only after it has been.
 		r.scope.Cancel(context.Cause(ctx))
 	}
-	r.log.Info("run ended", "reason", reason, "duration_ms", time.Since(r.start).Milliseconds())
+	r.log.Info("run ended", "reason", reason.String(), "duration_ms", time.Since(r.start).Milliseconds())
 	r.cancel(nil)
 }
 
@@ -259,7 +270,7 @@ func (r *Run) cancelling(ctx context.Context) bool {
 }
 
 // finishCancelled ends the stream after a cancellation, according to its cause.
-func (r *Run) finishCancelled(ctx context.Context) string {
+func (r *Run) finishCancelled(ctx context.Context) EndReason {
 	cause := context.Cause(ctx)
 	if cause == nil {
 		cause = context.Canceled
@@ -268,7 +279,7 @@ func (r *Run) finishCancelled(ctx context.Context) string {
 	// The sequencer downgrades "cancelled" to RUN_ERROR{CANCELLED} for pre-1.0 clients.
 	// A client that is gone gets the same events; nobody reads them.
 	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeCancelled}, nil)
-	return "cancelled: " + cause.Error()
+	return ended(OutcomeCancelled, cause.Error())
 }
 
 func protocolVersion(in *agui.RunAgentInput) string {

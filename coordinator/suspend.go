@@ -125,12 +125,12 @@ func (r *Run) finishInterrupted(open []store.Interrupt) {
 // resume delivers the answers of a resume run to the parked work, streams the results
 // against the original tool calls and returns the conversation to continue with. done is
 // true when the run has already ended (bad resume, new interrupts, cancellation).
-func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([]llm.Message, bool, string) {
+func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([]llm.Message, bool, EndReason) {
 	var conv []llm.Message
 	if err := json.Unmarshal(susp.History, &conv); err != nil {
 		r.log.Error("suspension history unreadable", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "This conversation's saved state could not be read.")
-		return nil, true, "error: store"
+		return nil, true, ended(OutcomeError, "store")
 	}
 	answers, ignored, err := hitl.Validate(susp.Interrupts, r.in.Resume, r.e.cfg.Now())
 	if len(ignored) > 0 {
@@ -146,7 +146,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 			r.e.expire(context.WithoutCancel(ctx), susp)
 		}
 		r.seq.Fail(re.Code, re.Message)
-		return nil, true, "error: " + strings.ToLower(re.Code)
+		return nil, true, ended(OutcomeError, strings.ToLower(re.Code))
 	}
 
 	calls, stop := r.answerContinues(susp.Interrupts, answers)
@@ -245,10 +245,10 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 }
 
 // failUnrecorded ends a resume whose answers were delivered but could not be recorded.
-func (r *Run) failUnrecorded(err error) string {
+func (r *Run) failUnrecorded(err error) EndReason {
 	r.log.Error("resume delivered but not recorded", "err", err)
 	r.seq.Fail("STORE_UNAVAILABLE", "Your answer was delivered, but the coordinator could not record it. Send the same answer again to pick up the result.")
-	return "error: store"
+	return ended(OutcomeError, "store")
 }
 
 // recoverPoll is how often recoverTask reads a task that is still working.

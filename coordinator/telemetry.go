@@ -3,7 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"strings"
+
 	"sync"
 	"time"
 
@@ -109,10 +109,10 @@ func (r *Run) traced(ctx context.Context) context.Context {
 	return telemetry.WithRun(ctx, r.ThreadID, r.RunID)
 }
 
-// endTrace ends the run span with the run's end reason ("completed", "interrupt",
-// "error: …", "cancelled: …").
-func (r *Run) endTrace(reason string, d time.Duration) {
-	outcome, _, _ := strings.Cut(reason, ":")
+// endTrace ends the run span with the run's typed end reason: the outcome is the span's
+// outcome, and an error's detail its error.type.
+func (r *Run) endTrace(reason EndReason, d time.Duration) {
+	outcome := string(reason.Outcome)
 	if m, ok := r.e.cfg.Metrics.(RunDurationMetrics); ok {
 		m.RunDuration(outcome, d)
 	}
@@ -122,9 +122,9 @@ func (r *Run) endTrace(reason string, d time.Duration) {
 	r.endToolSpans()
 	span := r.trace.span
 	span.SetAttributes(attrOutcome.String(outcome))
-	if outcome == "error" {
-		span.SetAttributes(attribute.String("error.type", strings.TrimSpace(strings.TrimPrefix(reason, "error:"))))
-		span.SetStatus(codes.Error, reason)
+	if reason.Outcome == OutcomeError {
+		span.SetAttributes(attribute.String("error.type", reason.Detail))
+		span.SetStatus(codes.Error, reason.String())
 	}
 	span.End()
 }

@@ -17,7 +17,7 @@ import (
 // turns and their tool rounds until the run ends.
 
 // loop runs LLM turns until the run ends, and returns why it ended.
-func (r *Run) loop(ctx context.Context) string {
+func (r *Run) loop(ctx context.Context) EndReason {
 	tools := r.e.toolset(r.in)
 	conv, system, done, reason := r.setup(ctx, tools)
 	if done {
@@ -38,7 +38,7 @@ func (r *Run) loop(ctx context.Context) string {
 // setup loads the thread's suspension (restoring the run state it saved), prepares the
 // guard, the loop detector and the system prompt, and resumes parked work or re-emits open
 // interrupts. done is true when the run has already ended.
-func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason string) {
+func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
 	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
 	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
 	if err != nil && ctx.Err() != nil {
@@ -49,7 +49,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	if err != nil {
 		r.log.Error("load suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not read this thread's saved state. Please try again.")
-		return nil, "", true, "error: store"
+		return nil, "", true, ended(OutcomeError, "store")
 	}
 	inFlight := susp != nil && approvalsInFlight(susp)
 	r.restoreState(susp, inFlight)
@@ -60,7 +60,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
-		return nil, "", true, "error: system prompt"
+		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
 	conv = fromAGUI(r.in.Messages)
 
@@ -74,7 +74,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	case susp != nil && len(r.in.Resume) == 0:
 		// A plain run on a thread with open interrupts: ask again, do not continue silently.
 		r.finishInterrupted(susp.Interrupts)
-		return conv, system, true, "interrupt: re-emitted"
+		return conv, system, true, ended(OutcomeInterrupt, "re-emitted")
 	case susp != nil:
 		conv, done, reason = r.resume(ctx, tools, susp)
 		return conv, system, done, reason
@@ -82,11 +82,11 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		if dup, err := r.e.duplicateResume(ctx, r.ThreadID, r.in.Resume); err == nil && dup {
 			// The same answers again: they were delivered once; nothing is sent twice.
 			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
-			return conv, system, true, "completed: duplicate resume"
+			return conv, system, true, ended(OutcomeCompleted, "duplicate resume")
 		}
 		r.log.Warn("resume for unknown interrupts ignored", "entries", len(r.in.Resume))
 	}
-	return conv, system, false, ""
+	return conv, system, false, EndReason{}
 }
 
 // restoreState takes back what a suspension saved of the run: the tasks the thread
@@ -110,7 +110,7 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 }
 
 // turn runs one LLM turn and its tool round. done is true when the run has ended.
-func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, bool, string) {
+func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, bool, EndReason) {
 	// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
 	// turn (a turn with tool calls has them refused by the guard instead).
 	var before []Failure
@@ -133,7 +133,15 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
 	req := &llm.Request{Messages: WithAddendum(msgs, addendum), Tools: tools.llm}
 	r.fs.Iterations++
+	// Tool work is pending only for the turn right after a round of refused calls, whose
+	// text is held back until the turn is complete: a text-only reply is then no_progress
+	// and is never shown. The model's next reply, after the corrective instruction,
+	// stands as its answer.
+	pending := r.workRefused
+	r.workRefused = false
+	r.holdText = pending
 	turn, err := r.modelTurn(ctx, req)
+	r.holdText = false
 	if err != nil {
 		return conv, true, r.modelFailed(ctx, conv, err)
 	}
@@ -142,7 +150,7 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 		// refusals of this turn's calls.
 		r.guard.AddTokens(turn.completion.Usage.InputTokens + turn.completion.Usage.OutputTokens)
 	}
-	if f := DetectTurn(turn.message, turn.completion, false); f != nil {
+	if f := DetectTurn(turn.message, turn.completion, pending); f != nil {
 		// Asked again (truncation) or with a corrective instruction (no progress): the
 		// unusable turn stays out of the history and its calls are not run.
 		done, reason := r.handle(ctx, conv, []Failure{*f}, nil)
@@ -152,13 +160,13 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 	conv = append(conv, turn.message)
 	if len(turn.message.ToolCalls) == 0 {
 		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
-		return conv, true, "completed"
+		return conv, true, ended(OutcomeCompleted, "")
 	}
 	return r.toolRound(ctx, tools, conv, turn.message.ToolCalls)
 }
 
 // modelFailed ends the run after an LLM turn that failed, and returns why.
-func (r *Run) modelFailed(ctx context.Context, conv []llm.Message, err error) string {
+func (r *Run) modelFailed(ctx context.Context, conv []llm.Message, err error) EndReason {
 	if r.cancelling(ctx) {
 		return r.finishCancelled(ctx)
 	}
@@ -170,12 +178,12 @@ func (r *Run) modelFailed(ctx context.Context, conv []llm.Message, err error) st
 	}
 	r.log.Warn("model turn failed", "err", err)
 	r.seq.Fail("MODEL_UNAVAILABLE", userMessage(err))
-	return "error: model"
+	return ended(OutcomeError, "model")
 }
 
 // toolRound runs the backend calls of a turn; frontend calls end the run for the
 // application to answer.
-func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, string) {
+func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
 	var backend []llm.ToolCall
 	var pending []string
 	for _, c := range calls {
@@ -193,9 +201,9 @@ func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message,
 	if len(pending) > 0 {
 		// Frontend tools: the application runs them and sends the results in the next run.
 		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess, PendingToolCallIDs: pending}, nil)
-		return conv, true, "completed: frontend tools pending"
+		return conv, true, ended(OutcomeCompleted, "frontend tools pending")
 	}
-	return conv, false, ""
+	return conv, false, EndReason{}
 }
 
 // toolOutcome is what one tool call produced: a typed result (rendered once, into its
@@ -222,7 +230,7 @@ func taggedOutcome(tag, text string) toolOutcome {
 // pending frontend tools. Otherwise, when some calls wait for the user, the run is
 // suspended (persisted) and ends with the interrupt outcome. sent tells which calls were
 // sent (not refused beforehand); pending are the frontend calls of the turn.
-func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, string) {
+func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, EndReason) {
 	// The turn's tool spans end once the policy has decided about their results.
 	defer r.endToolSpans()
 	if r.cancelling(ctx) {
@@ -230,7 +238,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	}
 	if err := r.fatalErr(); err != nil {
 		r.seq.Fail("TOOL_FAILED", err.Error())
-		return conv, true, "error: tool failed"
+		return conv, true, ended(OutcomeError, "tool failed")
 	}
 	var open []store.Interrupt
 	var results []ToolResult
@@ -256,6 +264,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		}
 	}
 	r.fs.ObserveRound(results)
+	r.workRefused = len(open) == 0 && PendingWork(results)
 	if len(pending) > 0 && (len(open) > 0 || len(fails) > 0) {
 		// The run may end here without the frontend's results, and a resumed run continues
 		// from the stored history, which must answer every call.
@@ -267,15 +276,15 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		return conv, true, reason
 	}
 	if len(open) == 0 {
-		return conv, false, ""
+		return conv, false, EndReason{}
 	}
 	if err := r.suspend(ctx, conv, open); err != nil {
 		r.log.Error("save suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
-		return conv, true, "error: store"
+		return conv, true, ended(OutcomeError, "store")
 	}
 	r.finishInterrupted(open)
-	return conv, true, "interrupt"
+	return conv, true, ended(OutcomeInterrupt, "")
 }
 
 // sameToolError reports whether fails already holds a tool_error of f's tool: parallel
