@@ -396,7 +396,7 @@ func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
 	require.Len(t, reps, 1, "the run's record says what was cancelled")
 	assert.Equal(t, cancel.KindA2ATask, reps[0].Kind)
 	assert.Equal(t, "late-task", reps[0].ID)
-	assert.Equal(t, cancel.ResultCancelled, reps[0].Result)
+	assert.Equal(t, cancel.ResultConfirmed, reps[0].Result)
 	assert.Equal(t, "cancelled: client disconnected", r.EndReason())
 }
 
