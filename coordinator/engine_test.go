@@ -136,6 +136,12 @@ func newEngine(t *testing.T, model llm.Model, agent *fakeAgent, mut ...func(*Con
 	}
 	e, err := New(cfg)
 	require.NoError(t, err)
+	// Cancellations still being confirmed in the background end with the engine.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
 	return e
 }
 
