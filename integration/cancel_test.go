@@ -732,7 +732,7 @@ func TestCancelParallelDelegations(t *testing.T) {
 	require.Len(t, byAgent, 2, "cancelled downstream lines by agent")
 	assert.Equal(t, peerTask, byAgent["peer"]["task_id"])
 	for _, rec := range byAgent {
-		assert.Equal(t, "cancelled", rec["result"], "%v", rec)
+		assert.Equal(t, "confirmed", rec["result"], "%v", rec)
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer scancel()
