@@ -133,9 +133,9 @@ func (a *Agent) CancelConfirm(ctx context.Context, taskID string) (alreadyTermin
 		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)
 		if attempt >= maxAttempts || !ok {
 			if notCancelable {
-				return false, fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err)
+				return false, withRetryAfter(fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err), rec)
 			}
-			return false, fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
+			return false, withRetryAfter(fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true)), rec)
 		}
 		a.logger.Debug("a2a cancel not applied, retrying", "task", taskID, "attempt", attempt, "error", err)
 		if sleep(ctx, wait) != nil {

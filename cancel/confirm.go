@@ -40,6 +40,9 @@ type ConfirmerConfig struct {
 	// Permanent reports errors that repeating cannot change (authentication, unknown
 	// task): such a cancellation ends as failed at once. Default: none.
 	Permanent func(error) bool
+	// RetryAfter returns the wait the agent asked for with a failed attempt's error
+	// (Retry-After); the next attempt waits at least that long. Default: none.
+	RetryAfter func(error) time.Duration
 	// Logger receives the warning for an abandoned cancellation; default slog.Default().
 	Logger *slog.Logger
 }
@@ -77,6 +80,9 @@ func NewConfirmer(cfg ConfirmerConfig) *Confirmer {
 	}
 	if cfg.Permanent == nil {
 		cfg.Permanent = func(error) bool { return false }
+	}
+	if cfg.RetryAfter == nil {
+		cfg.RetryAfter = func(error) time.Duration { return 0 }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -140,7 +146,8 @@ func (c *Confirmer) retry(r Report, fn Func, start time.Time) Report {
 	ctx, cancel := context.WithDeadline(c.life, start.Add(c.cfg.Horizon))
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		if !retry.Sleep(ctx, retry.Backoff(c.cfg.Backoff, c.cfg.MaxBackoff, attempt)) {
+		wait := max(retry.Backoff(c.cfg.Backoff, c.cfg.MaxBackoff, attempt), c.cfg.RetryAfter(r.Err))
+		if !retry.Sleep(ctx, wait) {
 			break
 		}
 		actx, acancel := context.WithTimeout(ctx, c.cfg.Attempt)

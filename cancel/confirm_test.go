@@ -175,3 +175,24 @@ func TestConfirmerCloseAbandons(t *testing.T) {
 	c.Close()
 	assert.Equal(t, map[string]int{ResultAbandoned: 1}, col.results())
 }
+
+// A wait the agent asks for (Retry-After) is honoured: asked for more than the horizon, the
+// follow-up makes no second call and abandons at the horizon.
+func TestConfirmerHonoursRetryAfter(t *testing.T) {
+	c := NewConfirmer(ConfirmerConfig{Horizon: 50 * time.Millisecond, Backoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		RetryAfter: func(err error) time.Duration {
+			if errors.Is(err, errBusy) {
+				return time.Hour
+			}
+			return 0
+		}})
+	defer c.Close()
+	f := &flaky{n: 1 << 30, calls: map[string]int{}}
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	s.Track(KindA2ATask, "research").Arm("t1", f.cancel)
+	s.Cancel(errors.New("client gone"))
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultAbandoned: 1}, col.results())
+	assert.Equal(t, 1, f.calls["t1"], "no call before the wait the agent asked for")
+}

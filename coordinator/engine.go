@@ -143,11 +143,12 @@ func New(cfg Config) (*Engine, error) {
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
-		Horizon:   cfg.CancelHorizon,
-		PerAgent:  cfg.CancelPerAgent,
-		Attempt:   cfg.CancelTimeout,
-		Permanent: permanentCancelError,
-		Logger:    cfg.Logger,
+		Horizon:    cfg.CancelHorizon,
+		PerAgent:   cfg.CancelPerAgent,
+		Attempt:    cfg.CancelTimeout,
+		Permanent:  permanentCancelError,
+		RetryAfter: a2a.RetryAfterOf,
+		Logger:     cfg.Logger,
 	})
 	// Agents first: a bad one fails New before any background goroutine starts.
 	if err := e.addAgents(); err != nil {
