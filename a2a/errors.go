@@ -36,6 +36,34 @@ var (
 	ErrNotCancelable = errors.New("a2a: the agent refused to cancel the task")
 )
 
+// RetryAfterError carries the wait an agent asked for (Retry-After) with a call that failed:
+// a caller that tries again later (the cancel follow-up) waits at least that long.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfterOf returns the wait the agent asked for with err (0 when it asked for none).
+func RetryAfterOf(err error) time.Duration {
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		return ra.After
+	}
+	return 0
+}
+
+// withRetryAfter wraps err with the Retry-After of the last response, if it had one.
+func withRetryAfter(err error, rec *httpStatus) error {
+	if _, ra := rec.get(); ra > 0 {
+		return &RetryAfterError{After: ra, Err: err}
+	}
+	return err
+}
+
 // errEmptyStream marks a stream that ended before its first event.
 var errEmptyStream = errors.New("stream ended before any event")
 

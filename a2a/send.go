@@ -89,11 +89,19 @@ func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, e
 // not say something definite (task not found, authentication, unsupported) are retried
 // while ctx and the attempt budget allow, as is an answer in which the task is not over yet.
 func (a *Agent) Cancel(ctx context.Context, taskID string) error {
+	_, err := a.CancelConfirm(ctx, taskID)
+	return err
+}
+
+// CancelConfirm is [Agent.Cancel] that also says whether the task was already over (in a
+// terminal state other than canceled, or not cancelable because it had ended) rather than
+// canceled by this call: a caller that counts confirmations tells the two apart.
+func (a *Agent) CancelConfirm(ctx context.Context, taskID string) (alreadyTerminal bool, err error) {
 	ctx = a2alog.AttachLogger(ctx, a.logger)
 	id := sdk.TaskID(taskID)
 	b, err := a.current(ctx)
 	if err != nil {
-		return fmt.Errorf("canceling task %s: %w", taskID, err)
+		return false, fmt.Errorf("canceling task %s: %w", taskID, err)
 	}
 	client := b.client
 	for attempt := 1; ; attempt++ {
@@ -102,33 +110,36 @@ func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 		notCancelable := errors.Is(err, sdk.ErrTaskNotCancelable)
 		switch {
 		case err == nil && task.Status.State.Terminal():
-			return nil
+			return task.Status.State != sdk.TaskStateCanceled, nil
 		case err == nil:
 			err = fmt.Errorf("a2a: agent %q: task %s is still %s after the cancel", a.Name, taskID, stateOf(task.Status.State))
 		case notCancelable:
 			// Usually the task is over. a2a-go also says so for a parked task whose
 			// execution is still winding down: then trying again works.
 		case ctx.Err() != nil:
-			return fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
+			return false, fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
 		case definiteRefusal(err):
-			return fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
+			return false, fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
 		}
 		// The task may have ended meanwhile (a cancel racing with the end of a task can get
 		// a generic error): a terminal task is what the caller wanted.
 		t, gerr := client.GetTask(ctx, &sdk.GetTaskRequest{ID: id})
-		if (gerr == nil && t.Status.State.Terminal()) || (gerr != nil && notCancelable) {
-			return nil
+		if gerr == nil && t.Status.State.Terminal() {
+			return t.Status.State != sdk.TaskStateCanceled, nil
+		}
+		if gerr != nil && notCancelable {
+			return true, nil
 		}
 		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)
 		if attempt >= maxAttempts || !ok {
 			if notCancelable {
-				return fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err)
+				return false, withRetryAfter(fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err), rec)
 			}
-			return fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
+			return false, withRetryAfter(fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true)), rec)
 		}
 		a.logger.Debug("a2a cancel not applied, retrying", "task", taskID, "attempt", attempt, "error", err)
 		if sleep(ctx, wait) != nil {
-			return fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
+			return false, fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
 		}
 	}
 }

@@ -574,7 +574,9 @@ func TestCancel(t *testing.T) {
 					assert.Equal(t, taskID, <-rec.taskCh)
 				}
 				waitStored(t, a, taskID)
-				require.NoError(t, a.Cancel(testCtx(t), taskID))
+				terminal, err := a.CancelConfirm(testCtx(t), taskID)
+				require.NoError(t, err)
+				assert.False(t, terminal, "canceled by this call, not already over")
 				require.NoError(t, <-errs)
 				res := <-done
 				assert.Equal(t, StateCanceled, res.State)
@@ -588,7 +590,9 @@ func TestCancel(t *testing.T) {
 			t.Run("completed task", func(t *testing.T) {
 				res, err := a.Send(testCtx(t), Request{Prompt: "complete"}, Observer{})
 				require.NoError(t, err)
-				require.NoError(t, a.Cancel(testCtx(t), res.TaskID))
+				terminal, err := a.CancelConfirm(testCtx(t), res.TaskID)
+				require.NoError(t, err)
+				assert.True(t, terminal, "a completed task was already over")
 				got, err := a.GetTask(testCtx(t), res.TaskID)
 				require.NoError(t, err)
 				assert.Equal(t, StateCompleted, got.State)
@@ -597,7 +601,9 @@ func TestCancel(t *testing.T) {
 			t.Run("parked task", func(t *testing.T) {
 				res, err := a.Send(testCtx(t), Request{Prompt: "input"}, Observer{})
 				require.NoError(t, err)
-				require.NoError(t, a.Cancel(testCtx(t), res.TaskID))
+				terminal, err := a.CancelConfirm(testCtx(t), res.TaskID)
+				require.NoError(t, err)
+				assert.False(t, terminal, "a parked task is canceled, not already over")
 				got, err := a.GetTask(testCtx(t), res.TaskID)
 				require.NoError(t, err)
 				assert.Equal(t, StateCanceled, got.State)

@@ -50,8 +50,14 @@ type Report struct {
 type Options struct {
 	// Timeout bounds the whole downstream cancellation; default 5 s.
 	Timeout time.Duration
-	// OnReport, when set, is called for every finished cancellation (metrics, logs).
+	// OnReport, when set, is called for every finished cancellation (metrics, logs): once
+	// per piece, with its final result (a followed A2A cancellation reports when the
+	// Confirmer is done with it, not at its first attempt).
 	OnReport func(Report)
+	// Confirmer, when set, paces A2A cancel calls per agent and follows the ones whose
+	// first attempt fails until they are confirmed or abandoned (see [Confirmer]). The
+	// run does not wait for that: Cancel returns after the first attempt.
+	Confirmer *Confirmer
 }
 
 // Scope tracks one run's downstream work. The zero value is not usable; use NewScope.
@@ -147,7 +153,16 @@ func (it *Item) CancelNow() Report {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), it.s.opts.Timeout)
 	defer cancel()
-	return it.cancel(ctx, time.Now())
+	start := time.Now()
+	r := it.cancel(ctx, start)
+	// A pending report goes back to the caller (it knows the cancel is not confirmed yet);
+	// the final one goes to OnReport.
+	it.followIfPending(r, start, func(final Report) {
+		if it.s.opts.OnReport != nil {
+			it.s.opts.OnReport(final)
+		}
+	})
+	return r
 }
 
 // resultSettled marks a piece that was already released or cancelled; it is not reported.
@@ -181,14 +196,38 @@ func (it *Item) cancel(ctx context.Context, start time.Time) Report {
 	id, fn := it.id, it.fn
 	it.mu.Unlock()
 	r.ID = id
+	if it.kind == KindA2ATask && it.s.opts.Confirmer != nil {
+		c := it.s.opts.Confirmer
+		err := c.call(ctx, it.name, id, fn)
+		r.Latency = time.Since(start)
+		r.Result = c.classify(err)
+		if r.Result == ResultFailed || r.Result == ResultPending {
+			r.Err = err
+		}
+		return r
+	}
 	err := fn(ctx, r.ID)
 	r.Latency = time.Since(start)
-	if err != nil {
-		r.Result, r.Err = ResultFailed, err
-	} else {
+	switch {
+	case err == nil, errors.Is(err, ErrAlreadyTerminal):
 		r.Result = ResultCancelled
+	default:
+		r.Result, r.Err = ResultFailed, err
 	}
 	return r
+}
+
+// followIfPending hands a pending A2A cancellation to the Confirmer, which calls done with
+// its final report; it reports whether it did.
+func (it *Item) followIfPending(r Report, start time.Time, done func(Report)) bool {
+	if r.Result != ResultPending {
+		return false
+	}
+	it.mu.Lock()
+	fn := it.fn
+	it.mu.Unlock()
+	it.s.opts.Confirmer.follow(r, fn, start, done)
+	return true
 }
 
 // Begin starts cancelling every tracked piece, in parallel, and returns at once. Every
@@ -243,8 +282,19 @@ func (s *Scope) fireCounted(it *Item) {
 		s.mu.Unlock()
 		r := it.cancel(ctx, start)
 		s.mu.Lock()
+		idx := len(s.reports)
 		s.reports = append(s.reports, r)
 		s.mu.Unlock()
+		if it.followIfPending(r, start, func(final Report) {
+			s.mu.Lock()
+			s.reports[idx] = final
+			s.mu.Unlock()
+			if s.opts.OnReport != nil {
+				s.opts.OnReport(final)
+			}
+		}) {
+			return
+		}
 		if s.opts.OnReport != nil {
 			s.opts.OnReport(r)
 		}

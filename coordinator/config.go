@@ -73,6 +73,13 @@ type Config struct {
 	Logger      *slog.Logger
 	// CancelTimeout bounds the downstream cancellation of a run (CancelTask calls); default 5 s.
 	CancelTimeout time.Duration
+	// CancelHorizon bounds how long a CancelTask that failed is retried in the background
+	// before it is logged at warn and counted as abandoned (limits.cancel_horizon);
+	// default 2 min.
+	CancelHorizon time.Duration
+	// CancelPerAgent bounds the CancelTask calls in flight per agent, so that a mass
+	// disconnect does not flood it; default 32.
+	CancelPerAgent int
 	// Metrics is optional.
 	Metrics Metrics
 	// Store persists suspensions (interrupts); default: an in-memory store.

@@ -43,7 +43,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	defer d.mu.Unlock()
 	if d.taskID == "" && taskID != "" {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.Arm(taskID, d.agent.Client.Cancel)
+		d.item.Arm(taskID, cancelFunc(d.agent.Client))
 		// Recorded in the store as soon as it is known: if this replica dies, the one
 		// that claims the run cancels the task (nothing is left running without an owner).
 		d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking))
@@ -397,4 +397,25 @@ func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store
 	}
 	o := a2aOutcome(got)
 	return &o
+}
+
+// confirmingCanceller is a client that tells a task canceled by the call from one that had
+// already ended (a2a.Agent).
+type confirmingCanceller interface {
+	CancelConfirm(ctx context.Context, taskID string) (alreadyTerminal bool, err error)
+}
+
+// cancelFunc is the cancel function of a task of client, for the run's cancel scope.
+func cancelFunc(client Delegate) cancel.Func {
+	cc, ok := client.(confirmingCanceller)
+	if !ok {
+		return client.Cancel
+	}
+	return func(ctx context.Context, taskID string) error {
+		terminal, err := cc.CancelConfirm(ctx, taskID)
+		if err == nil && terminal {
+			return cancel.ErrAlreadyTerminal
+		}
+		return err
+	}
 }

@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -51,6 +53,9 @@ type Engine struct {
 	cfg    Config
 	log    *slog.Logger
 	agents map[string]*Agent
+	// confirm paces CancelTask calls per agent and follows unconfirmed ones in the
+	// background (design/cancel-confirm.md); Shutdown waits for it, bounded.
+	confirm *cancel.Confirmer
 
 	mu       sync.Mutex
 	active   map[string]*Run // by thread id
@@ -140,6 +145,14 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 	}
+	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
+		Horizon:    cfg.CancelHorizon,
+		PerAgent:   cfg.CancelPerAgent,
+		Attempt:    cfg.CancelTimeout,
+		Permanent:  permanentCancelError,
+		RetryAfter: a2a.RetryAfterOf,
+		Logger:     cfg.Logger,
+	})
 	// Agents first: a bad one fails New before any background goroutine starts.
 	if err := e.addAgents(); err != nil {
 		return nil, err
@@ -361,3 +374,9 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 }
 
 func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
+
+// permanentCancelError reports CancelTask failures that repeating cannot change: the agent
+// refuses the caller, does not support cancelling, or does not know the task.
+func permanentCancelError(err error) bool {
+	return errors.Is(err, a2a.ErrAuth) || errors.Is(err, a2a.ErrCapabilityGap) || errors.Is(err, a2a.ErrInvalidTransition)
+}

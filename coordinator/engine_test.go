@@ -136,6 +136,12 @@ func newEngine(t *testing.T, model llm.Model, agent *fakeAgent, mut ...func(*Con
 	}
 	e, err := New(cfg)
 	require.NoError(t, err)
+	// Cancellations still being confirmed in the background end with the engine.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
 	return e
 }
 
@@ -396,7 +402,7 @@ func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
 	require.Len(t, reps, 1, "the run's record says what was cancelled")
 	assert.Equal(t, cancel.KindA2ATask, reps[0].Kind)
 	assert.Equal(t, "late-task", reps[0].ID)
-	assert.Equal(t, cancel.ResultCancelled, reps[0].Result)
+	assert.Equal(t, cancel.ResultConfirmed, reps[0].Result)
 	assert.Equal(t, "cancelled: client disconnected", r.EndReason())
 }
 

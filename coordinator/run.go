@@ -103,7 +103,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		r.elog.add(ev)
 		return r.q.push(ev)
 	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
-	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel})
+	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.confirm})
 	return r
 }
 
@@ -145,6 +145,12 @@ func (r *Run) Cancel(cause error) {
 func (r *Run) Cancellations() []cancel.Report { return r.scope.Reports() }
 
 func (r *Run) logCancel(rep cancel.Report) {
+	if rep.Result == cancel.ResultPending {
+		// Retried in the background; the final outcome is logged and counted then.
+		r.log.Info("downstream cancel not confirmed yet, retrying in the background", "kind", rep.Kind,
+			"name", rep.Name, "task_id", rep.ID, "err", errString(rep.Err))
+		return
+	}
 	r.log.Info("cancelled downstream", "kind", rep.Kind, "name", rep.Name, "task_id", rep.ID,
 		"result", rep.Result, "latency_ms", rep.Latency.Milliseconds(), "err", errString(rep.Err))
 	if r.e.cfg.Metrics != nil {

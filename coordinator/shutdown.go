@@ -31,6 +31,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(idle) }()
 	select {
 	case <-idle:
+		e.settleCancels(ctx)
 		return nil
 	case <-ctx.Done():
 	}
@@ -44,5 +45,21 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		r.Cancel(ErrShutdown)
 	}
 	<-idle
+	e.settleCancels(ctx)
 	return nil
+}
+
+// settleCancels waits for the CancelTask calls still being confirmed in the background:
+// until ctx's deadline when it has one that is not spent yet, otherwise one cancel timeout
+// (ctx may have been spent by the runs already, or have no deadline). Those still
+// unconfirmed then are abandoned (logged and counted).
+func (e *Engine) settleCancels(ctx context.Context) {
+	wctx, stop := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CancelTimeout)
+	defer stop()
+	if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		wctx, stop = context.WithCancel(ctx)
+		defer stop()
+	}
+	_ = e.confirm.Wait(wctx)
+	e.confirm.Close()
 }

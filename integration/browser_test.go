@@ -299,7 +299,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("stop cancels the sub-agent's task", func(t *testing.T) {
 		c.t = t
-		cancelsBefore := metricSamples(t, target.url)[`baton_cancellations_total{result="cancelled"}`]
+		cancelsBefore := metricSamples(t, target.url)[`baton_cancellations_total{result="confirmed"}`]
 		n := c.runsEnded()
 		c.do(chromedp.SendKeys(chromedp.CSS("#input"), "research slow topic"), chromedp.Click(chromedp.CSS("#send")))
 		// Wait until the slow task is visibly under way.
@@ -328,8 +328,8 @@ func TestBrowser(t *testing.T) {
 			t.Logf("coordinator: %s", line)
 		}
 		require.Eventually(t, func() bool {
-			return metricSamples(t, target.url)[`baton_cancellations_total{result="cancelled"}`] > cancelsBefore
-		}, 20*time.Second, 50*time.Millisecond, "baton_cancellations_total{result=\"cancelled\"} did not grow")
+			return metricSamples(t, target.url)[`baton_cancellations_total{result="confirmed"}`] > cancelsBefore
+		}, 20*time.Second, 50*time.Millisecond, "baton_cancellations_total{result=\"confirmed\"} did not grow")
 
 		// The thread goes on after a stop.
 		c.send("research Go generics")

@@ -31,6 +31,7 @@ import (
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm/openai"
+	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
 )
 
@@ -46,6 +47,10 @@ type inprocBaton struct {
 
 	mu       sync.Mutex
 	onCancel func(taskID string, at time.Time)
+	// failCancels is how many CancelTask requests per task are answered 503 (with
+	// Retry-After: 0) before one is let through; refused counts them per task.
+	failCancels int
+	refused     map[string]int
 
 	transports []*http.Transport
 }
@@ -92,10 +97,27 @@ func (ib *inprocBaton) watchCancels(h http.Handler) http.Handler {
 				if f != nil {
 					f(rpc.Params.ID, at)
 				}
+				if ib.refuseCancel(rpc.Params.ID) {
+					w.Header().Set("Retry-After", "0")
+					http.Error(w, "busy", http.StatusServiceUnavailable)
+					return
+				}
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// refuseCancel reports whether this CancelTask for id is one of the first failCancels,
+// answered 503 instead of being let through to the agent.
+func (ib *inprocBaton) refuseCancel(id string) bool {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	if ib.refused[id] >= ib.failCancels {
+		return false
+	}
+	ib.refused[id]++
+	return true
 }
 
 // inprocOptions tune startInProcess; the zero value keeps the production defaults.
@@ -104,6 +126,11 @@ type inprocOptions struct {
 	CancelTimeout time.Duration
 	// SlowStep is the pace of the demo agent's slow mode (default 500 ms, 20 steps).
 	SlowStep time.Duration
+	// FailCancels is how many CancelTask requests per task the agent answers 503 before
+	// it takes one (default 0).
+	FailCancels int
+	// Metrics, when set, is the engine's recorder.
+	Metrics *metrics.Metrics
 }
 
 // startInProcess builds the in-process coordinator (engine + HTTP surface) with one agent,
@@ -112,7 +139,7 @@ type inprocOptions struct {
 func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	ib := &inprocBaton{Rec: &demoagent.Recorder{}, Log: &syncBuffer{}}
+	ib := &inprocBaton{Rec: &demoagent.Recorder{}, Log: &syncBuffer{}, failCancels: opts.FailCancels, refused: map[string]int{}}
 	engineLog := slog.New(slog.NewTextHandler(ib.Log, nil))
 
 	agentSrv := httptest.NewUnstartedServer(nil)
@@ -152,6 +179,7 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 		}},
 		Logger:        engineLog,
 		CancelTimeout: opts.CancelTimeout,
+		Metrics:       opts.Metrics,
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(server.New(server.Config{Engine: ib.Engine, Logger: engineLog}))
@@ -252,7 +280,7 @@ func TestDisconnect200InProcess(t *testing.T) {
 	// Every run's downstream cancellation has been reported once the engine is idle; the
 	// reports are checked with a bounded wait all the same.
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, map[string]int{"a2a_task/cancelled": n + 1}, ib.Log.cancelResults(), "the engine's cancellation reports")
+		assert.Equal(c, map[string]int{"a2a_task/confirmed": n + 1}, ib.Log.cancelResults(), "the engine's cancellation reports")
 	}, stormWait, 50*time.Millisecond)
 	var lat []time.Duration
 	arrived.Range(func(_, v any) bool {

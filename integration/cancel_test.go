@@ -100,7 +100,7 @@ func TestCancelAbortRunJSPeer(t *testing.T) {
 					assert.Equal(t, "a2a_task", recs[0]["kind"])
 					assert.Equal(t, "peer", recs[0]["name"])
 					assert.Equal(t, id, recs[0]["task_id"])
-					assert.Equal(t, "cancelled", recs[0]["result"])
+					assert.Equal(t, "confirmed", recs[0]["result"])
 				}
 			})
 		}
@@ -128,7 +128,7 @@ func TestCancelAbortRunDemoAgent(t *testing.T) {
 				require.Len(t, recs, 1, "cancelled downstream lines")
 				assert.Equal(t, "a2a_task", recs[0]["kind"])
 				assert.Equal(t, "research", recs[0]["name"])
-				assert.Equal(t, "cancelled", recs[0]["result"])
+				assert.Equal(t, "confirmed", recs[0]["result"])
 				id := recs[0]["task_id"]
 				require.NotEmpty(t, id, "the log names no task id: %v", recs[0])
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -173,7 +173,7 @@ func TestDisconnectBeforeFirstTaskEvent(t *testing.T) {
 			recs := b.logRecords("cancelled downstream", thread)
 			if assert.Len(t, recs, 1) {
 				assert.Equal(t, id, recs[0]["task_id"], "the held cancel names the task that arrived later")
-				assert.Equal(t, "cancelled", recs[0]["result"])
+				assert.Equal(t, "confirmed", recs[0]["result"])
 				t.Logf("held cancel of task %s: latency_ms=%s", id, recs[0]["latency_ms"])
 			}
 		})
@@ -369,7 +369,7 @@ func TestStopEndpoint(t *testing.T) {
 			assertRunEndedBy(t, b, thread, "cancelled: stop requested")
 			recs := b.logRecords("cancelled downstream", thread)
 			if assert.Len(t, recs, 1) {
-				assert.Equal(t, "cancelled", recs[0]["result"])
+				assert.Equal(t, "confirmed", recs[0]["result"])
 			}
 
 			status, body = postStop(t, b.URL, thread, run)
@@ -492,7 +492,7 @@ func assertStormEnded(t *testing.T, b *baton, s *storm, reason string) {
 		}
 		cancelled := map[string]int{}
 		for _, rec := range b.logRecords("cancelled downstream", "") {
-			if rec["kind"] == "a2a_task" && rec["result"] == "cancelled" {
+			if rec["kind"] == "a2a_task" && rec["result"] == "confirmed" {
 				cancelled[rec["thread_id"]]++
 			}
 		}
@@ -732,7 +732,7 @@ func TestCancelParallelDelegations(t *testing.T) {
 	require.Len(t, byAgent, 2, "cancelled downstream lines by agent")
 	assert.Equal(t, peerTask, byAgent["peer"]["task_id"])
 	for _, rec := range byAgent {
-		assert.Equal(t, "cancelled", rec["result"], "%v", rec)
+		assert.Equal(t, "confirmed", rec["result"], "%v", rec)
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer scancel()

@@ -44,8 +44,11 @@ var (
 	// CancelResults are the values of baton_cancellations_total{result} (the results of
 	// package cancel): "cancelled" (the downstream piece acknowledged the cancel, or was
 	// already terminal), "failed" (the cancel call failed), "no_task_id" (the A2A task id never
-	// arrived before the deadline, so nothing could be cancelled).
-	CancelResults = []string{"cancelled", "failed", "no_task_id"}
+	// arrived before the deadline, so nothing could be cancelled); and for A2A tasks whose
+	// cancellation is followed until the agent confirms it, the final outcome only:
+	// "confirmed", "already_terminal" (the task had ended on its own) or "abandoned" (not
+	// confirmed within limits.cancel_horizon).
+	CancelResults = []string{"cancelled", "failed", "no_task_id", "confirmed", "already_terminal", "abandoned"}
 	// FailureKinds are the values of baton_retries_total{kind} (DESIGN §6).
 	FailureKinds = []string{"transient_provider", "output_truncated", "output_refused", "tool_error",
 		"no_progress", "loop_detected", "capability_gap", "policy_violation", "ambiguous_input",

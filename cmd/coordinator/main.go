@@ -259,6 +259,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
 			ToolTimeout:   time.Duration(cfg.Limits.ToolTimeout),
 		},
+		CancelHorizon:  time.Duration(cfg.Limits.CancelHorizon),
 		Logger:         log,
 		Tracing:        coordinator.Tracing{Tracer: tel.Tracer(), Provider: cfg.LLM.Provider, Model: modelName(cfg)},
 		Store:          st,

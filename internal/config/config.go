@@ -53,6 +53,8 @@ const (
 	DefaultMaxIterations = 25
 	DefaultMaxRunSeconds = 600
 	DefaultToolTimeout   = Duration(120 * time.Second)
+	// DefaultCancelHorizon is the default of limits.cancel_horizon.
+	DefaultCancelHorizon = Duration(2 * time.Minute)
 	DefaultProvider      = ProviderScripted
 	DefaultLoopSoft      = 2
 	DefaultLoopHard      = 3
@@ -347,6 +349,9 @@ type Limits struct {
 	MaxIterations int      `yaml:"max_iterations"`
 	MaxRunSeconds int      `yaml:"max_run_seconds"`
 	ToolTimeout   Duration `yaml:"tool_timeout"`
+	// CancelHorizon bounds how long a CancelTask that failed or timed out is retried
+	// before it is logged and counted as abandoned.
+	CancelHorizon Duration `yaml:"cancel_horizon"`
 }
 
 // Policy restricts what the model may call (DESIGN §7). A refused call gets a
@@ -498,6 +503,7 @@ func Default() *Config {
 			MaxIterations: DefaultMaxIterations,
 			MaxRunSeconds: DefaultMaxRunSeconds,
 			ToolTimeout:   DefaultToolTimeout,
+			CancelHorizon: DefaultCancelHorizon,
 		},
 		Loop: Loop{
 			SoftThreshold: DefaultLoopSoft,

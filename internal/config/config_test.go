@@ -78,7 +78,7 @@ func TestLoadDesignExample(t *testing.T) {
 		{Name: "files", Command: []string{"npx", "mcp-server-everything"}, OnToolError: "retry"},
 		{Name: "deploy", URL: "http://127.0.0.1:3901/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}, OnToolError: "retry"},
 	}, c.MCPServers)
-	assert.Equal(t, Limits{MaxIterations: 25, MaxRunSeconds: 600, ToolTimeout: Duration(120 * time.Second)}, c.Limits)
+	assert.Equal(t, Limits{MaxIterations: 25, MaxRunSeconds: 600, ToolTimeout: Duration(120 * time.Second), CancelHorizon: DefaultCancelHorizon}, c.Limits)
 	assert.Equal(t, Policy{}, c.Policy, "no policy: everything is allowed")
 	assert.Equal(t, Loop{SoftThreshold: 2, HardThreshold: 3, StallTurns: 3}, c.Loop)
 	assert.Equal(t, "sqlite:./data/baton.db", c.Store)
@@ -443,6 +443,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_LIMITS_MAX_ITERATIONS":        "7",
 		"BATON_LIMITS_MAX_RUN_SECONDS":       "60",
 		"BATON_LIMITS_TOOL_TIMEOUT":          "90s",
+		"BATON_LIMITS_CANCEL_HORIZON":        "45s",
 		"BATON_POLICY_BUDGET_MAX_TOOL_CALLS": "40",
 		"BATON_POLICY_BUDGET_MAX_TOKENS":     "100000",
 		"BATON_LOOP_SOFT_THRESHOLD":          "3",
@@ -474,7 +475,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 			OnShutdown: "cancel", SecretsKeyEnv: "MY_SECRETS_KEY"},
 		LLM: LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY",
 			Timeout: Duration(45 * time.Second), IdleTimeout: Duration(20 * time.Second)},
-		Limits:      Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second)},
+		Limits:      Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second), CancelHorizon: Duration(45 * time.Second)},
 		Policy:      Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
 		Loop:        Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},

@@ -79,6 +79,7 @@ var envVars = []envVar{
 	{"BATON_LIMITS_MAX_ITERATIONS", "limits.max_iterations", setInt(func(c *Config) *int { return &c.Limits.MaxIterations })},
 	{"BATON_LIMITS_MAX_RUN_SECONDS", "limits.max_run_seconds", setInt(func(c *Config) *int { return &c.Limits.MaxRunSeconds })},
 	{"BATON_LIMITS_TOOL_TIMEOUT", "limits.tool_timeout", setDuration(func(c *Config) *Duration { return &c.Limits.ToolTimeout })},
+	{"BATON_LIMITS_CANCEL_HORIZON", "limits.cancel_horizon", setDuration(func(c *Config) *Duration { return &c.Limits.CancelHorizon })},
 	{"BATON_POLICY_BUDGET_MAX_TOOL_CALLS", "policy.budget.max_tool_calls", setInt(func(c *Config) *int { return &c.Policy.Budget.MaxToolCalls })},
 	{"BATON_POLICY_BUDGET_MAX_TOKENS", "policy.budget.max_tokens", setInt(func(c *Config) *int { return &c.Policy.Budget.MaxTokens })},
 	{"BATON_LOOP_SOFT_THRESHOLD", "loop.soft_threshold", setInt(func(c *Config) *int { return &c.Loop.SoftThreshold })},

@@ -283,6 +283,8 @@ func (c *Config) validateLimits() error {
 		return c.fieldErr("limits.max_run_seconds", "must be positive (got %d)", l.MaxRunSeconds)
 	case l.ToolTimeout <= 0:
 		return c.fieldErr("limits.tool_timeout", "must be positive (got %s)", l.ToolTimeout)
+	case l.CancelHorizon <= 0:
+		return c.fieldErr("limits.cancel_horizon", "must be positive (got %s)", l.CancelHorizon)
 	case c.Interrupts.TTL <= 0:
 		return c.fieldErr("interrupts.ttl", "must be positive (got %s)", c.Interrupts.TTL)
 	}

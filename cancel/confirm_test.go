@@ -1,0 +1,198 @@
+package cancel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errBusy = errors.New("agent busy")
+
+// flaky fails the first n calls per id, then succeeds; it records the most calls in flight.
+type flaky struct {
+	n int
+
+	mu       sync.Mutex
+	calls    map[string]int
+	inFlight atomic.Int32
+	peak     atomic.Int32
+	hold     time.Duration
+}
+
+func (f *flaky) cancel(ctx context.Context, id string) error {
+	cur := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for {
+		p := f.peak.Load()
+		if cur <= p || f.peak.CompareAndSwap(p, cur) {
+			break
+		}
+	}
+	if f.hold > 0 {
+		select {
+		case <-time.After(f.hold):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[id]++
+	if f.calls[id] <= f.n {
+		return fmt.Errorf("canceling %s: %w", id, errBusy)
+	}
+	return nil
+}
+
+// reportsCollector gathers OnReport calls.
+type reportsCollector struct {
+	mu   sync.Mutex
+	reps []Report
+}
+
+func (c *reportsCollector) add(r Report) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reps = append(c.reps, r)
+}
+
+func (c *reportsCollector) results() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range c.reps {
+		out[r.Result]++
+	}
+	return out
+}
+
+func fastConfirmer(horizon time.Duration, perAgent int, permanent func(error) bool) *Confirmer {
+	return NewConfirmer(ConfirmerConfig{Horizon: horizon, PerAgent: perAgent, Attempt: time.Second,
+		Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Permanent: permanent})
+}
+
+// A cancel whose first attempts fail is retried in the background until it succeeds; the
+// scope reports it once, as confirmed, and Cancel returns without waiting for that.
+func TestScopeFollowsFailedCancelUntilConfirmed(t *testing.T) {
+	c := fastConfirmer(time.Minute, 4, nil)
+	defer c.Close()
+	f := &flaky{n: 3, calls: map[string]int{}}
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	s.Track(KindA2ATask, "research").Arm("t1", f.cancel)
+
+	first := s.Cancel(errors.New("client gone"))
+	require.Len(t, first, 1)
+	assert.Equal(t, ResultPending, first[0].Result, "the first attempt failed: Cancel returns with the cancellation pending")
+	assert.ErrorIs(t, first[0].Err, errBusy)
+
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultConfirmed: 1}, col.results(), "reported once, with its final result")
+	rep := s.Reports()
+	require.Len(t, rep, 1)
+	assert.Equal(t, ResultConfirmed, rep[0].Result)
+	assert.NoError(t, rep[0].Err)
+	assert.Equal(t, 4, f.calls["t1"])
+}
+
+// A cancel that is never confirmed is abandoned at the horizon, reported once as such.
+func TestConfirmerAbandonsAtHorizon(t *testing.T) {
+	c := fastConfirmer(50*time.Millisecond, 4, nil)
+	defer c.Close()
+	f := &flaky{n: 1 << 30, calls: map[string]int{}}
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	s.Track(KindA2ATask, "research").Arm("t1", f.cancel)
+	s.Cancel(errors.New("client gone"))
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultAbandoned: 1}, col.results())
+	assert.Greater(t, f.calls["t1"], 1, "retried before giving up")
+}
+
+// Already terminal and permanent failures are final at once: no retry.
+func TestConfirmerFinalResults(t *testing.T) {
+	errAuth := errors.New("refused")
+	c := fastConfirmer(time.Minute, 4, func(err error) bool { return errors.Is(err, errAuth) })
+	defer c.Close()
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	var calls atomic.Int32
+	s.Track(KindA2ATask, "a").Arm("done", func(context.Context, string) error {
+		calls.Add(1)
+		return fmt.Errorf("task over: %w", ErrAlreadyTerminal)
+	})
+	s.Track(KindA2ATask, "b").Arm("auth", func(context.Context, string) error {
+		calls.Add(1)
+		return fmt.Errorf("no: %w", errAuth)
+	})
+	s.Track(KindMCPCall, "tool").Arm("", func(context.Context, string) error { calls.Add(1); return nil })
+	s.Cancel(errors.New("stop"))
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultAlreadyTerminal: 1, ResultFailed: 1, ResultCancelled: 1}, col.results())
+	assert.Equal(t, int32(3), calls.Load(), "one call each")
+}
+
+// Many cancellations at once reach one agent at most PerAgent at a time, and all confirm.
+func TestConfirmerPacesPerAgent(t *testing.T) {
+	const n, per = 200, 8
+	c := fastConfirmer(time.Minute, per, nil)
+	defer c.Close()
+	f := &flaky{n: 1, calls: map[string]int{}, hold: time.Millisecond}
+	var col reportsCollector
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := NewScope(Options{Timeout: 10 * time.Second, OnReport: col.add, Confirmer: c})
+			s.Track(KindA2ATask, "research").Arm(fmt.Sprintf("t%d", i), f.cancel)
+			s.Cancel(errors.New("mass disconnect"))
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultConfirmed: n}, col.results())
+	assert.LessOrEqual(t, f.peak.Load(), int32(per), "calls in flight at the agent")
+}
+
+// Close abandons what is still followed and ends its goroutines.
+func TestConfirmerCloseAbandons(t *testing.T) {
+	c := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Hour, MaxBackoff: time.Hour})
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	s.Track(KindA2ATask, "research").Arm("t1", func(context.Context, string) error { return errBusy })
+	s.Cancel(errors.New("stop"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, c.Wait(ctx), context.Canceled, "still following")
+	c.Close()
+	assert.Equal(t, map[string]int{ResultAbandoned: 1}, col.results())
+}
+
+// A wait the agent asks for (Retry-After) is honoured: asked for more than the horizon, the
+// follow-up makes no second call and abandons at the horizon.
+func TestConfirmerHonoursRetryAfter(t *testing.T) {
+	c := NewConfirmer(ConfirmerConfig{Horizon: 50 * time.Millisecond, Backoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		RetryAfter: func(err error) time.Duration {
+			if errors.Is(err, errBusy) {
+				return time.Hour
+			}
+			return 0
+		}})
+	defer c.Close()
+	f := &flaky{n: 1 << 30, calls: map[string]int{}}
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	s.Track(KindA2ATask, "research").Arm("t1", f.cancel)
+	s.Cancel(errors.New("client gone"))
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultAbandoned: 1}, col.results())
+	assert.Equal(t, 1, f.calls["t1"], "no call before the wait the agent asked for")
+}
