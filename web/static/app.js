@@ -248,12 +248,27 @@ function stopRun() {
   }
   // A followed run is not this page's request: closing the stream would only detach, so
   // the stop endpoint cancels it and the stream ends with its cancelled outcome.
-  const headers = {};
+  // The coordinator accepts a POST only as JSON (DESIGN §3), the stop included.
+  const headers = { "Content-Type": "application/json" };
   if (token()) headers.Authorization = "Bearer " + token();
   const url = `${AGUI_URL}/threads/${encodeURIComponent(chat.threadId)}/runs/${encodeURIComponent(run.runId)}/stop`;
-  fetch(url, { method: "POST", headers }).catch(() => {
-    notice("error", "The stop request did not reach the coordinator.");
-  });
+  fetch(url, { method: "POST", headers, body: "{}" })
+    .then(async (resp) => {
+      if (resp.ok || chat.run !== run) return;
+      let message = "The coordinator refused the stop.";
+      let code = "HTTP_" + resp.status;
+      try {
+        const body = await resp.json();
+        if (body && body.message) message = body.message;
+        if (body && body.error) code = body.error;
+      } catch (_) {
+        // not JSON: keep the status
+      }
+      notice("error", message, code);
+    })
+    .catch(() => {
+      notice("error", "The stop request did not reach the coordinator.");
+    });
 }
 
 // markUnfinished marks tool calls and sub-agents that never got an outcome.
