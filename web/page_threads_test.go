@@ -148,7 +148,7 @@ func TestPageThreads(t *testing.T) {
 	t.Run("a running run is followed from its start without duplicates", func(t *testing.T) {
 		p.t = t
 		n := p.runsEnded()
-		p.do(chromedp.Navigate(p.url+"#thread=t-run"))
+		p.do(chromedp.Navigate(p.url + "#thread=t-run"))
 		p.waitIdle(n + 1)
 		assert.Equal(t, int32(1), followed.Load(), "the page followed the run once")
 		assert.Equal(t, 1, p.count(".msg.assistant"), "the replayed message replaces the stored one")
@@ -174,7 +174,7 @@ func TestPageThreads(t *testing.T) {
 
 	t.Run("an unknown thread starts empty under its id", func(t *testing.T) {
 		p.t = t
-		p.do(chromedp.Navigate(p.url+"#thread=t-new"))
+		p.do(chromedp.Navigate(p.url + "#thread=t-new"))
 		p.waitIdle(0)
 		assert.Equal(t, 0, p.count(".msg"))
 		assert.Equal(t, 0, p.count(".notice.error"), "a thread the coordinator does not know yet is no error")
