@@ -172,12 +172,17 @@ func TestBrowserThreads(t *testing.T) {
 		require.NotEmpty(t, countThread)
 		c.do(chromedp.Click(chromedp.CSS("#threads summary")))
 		link := func(id string) string { return fmt.Sprintf(`#thread-list a[data-thread-id=%q]`, id) }
+		// A click from the page itself: the list may be re-rendered between finding a link
+		// and a synthetic pointer click on it.
+		clickLink := func(id string) {
+			evalJS[bool](c, fmt.Sprintf(`(() => { document.querySelector('%s').click(); return true; })()`, link(id)))
+		}
 		c.pollPage(fmt.Sprintf(`!!document.querySelector('%s') && !!document.querySelector('%s')`, link(deployThread), link(countThread)),
 			"the thread list does not show both threads")
 		assert.Equal(t, "true", evalJS[string](c, `document.querySelector('`+link(countThread)+`').getAttribute('aria-current')`))
 		c.screenshot("5-thread-list")
 
-		c.do(chromedp.Click(chromedp.CSS(link(deployThread))))
+		clickLink(deployThread)
 		c.pollPage(`!!document.querySelector('.tool[data-name="demo__deploy"][data-tag="OK"]')`, "the deploy conversation was not shown")
 		assert.Equal(t, deployThread, c.threadID())
 		assert.Equal(t, []string{"deploy"}, c.texts(".msg.user .msg-text")[:1])
@@ -185,7 +190,7 @@ func TestBrowserThreads(t *testing.T) {
 
 		c.do(chromedp.Click(chromedp.CSS("#threads summary")))
 		c.pollPage(`!!document.querySelector('`+link(countThread)+`')`, "the list did not reopen")
-		c.do(chromedp.Click(chromedp.CSS(link(countThread))))
+		clickLink(countThread)
 		c.pollPage(`!!document.querySelector('.tool[data-name="demo__count_slowly"]')`, "the count conversation was not shown")
 		assert.Equal(t, countThread, c.threadID())
 		assert.False(t, c.has(`.tool[data-name="demo__deploy"]`))

@@ -165,7 +165,7 @@ func TestPageThreads(t *testing.T) {
 		assert.Equal(t, "true", p.attr(`#thread-list a[data-thread-id="t-run"]`, "aria-current"))
 		assert.Contains(t, p.text(`#thread-list a[data-thread-id="t-wait"]`), "research Go generics")
 		assert.Contains(t, p.text(`#thread-list a[data-thread-id="t-wait"]`), "waiting for you")
-		p.do(chromedp.Click(chromedp.CSS(`#thread-list a[data-thread-id="t-wait"]`)))
+		eval[bool](p, `(() => { document.querySelector('#thread-list a[data-thread-id="t-wait"]').click(); return true; })()`)
 		_, err = chromedp.Run(p.b.Ctx, chromedp.Poll[chromedp.Void](`!!document.querySelector('.interrupt[data-interrupt-id="i1"][data-state="open"]')`))
 		require.NoError(t, err, "the other conversation with its open interrupt is shown")
 		assert.Equal(t, "#thread=t-wait", eval[string](p, `location.hash`))

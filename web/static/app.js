@@ -152,11 +152,13 @@ async function runOnce(extra, { userMsg, bubble } = {}) {
   };
   try {
     await postWithBusyRetry(input, run);
+    if (chat.run !== run) return; // the page left this thread (New chat, another thread)
     if (!run.terminal && !run.stopped) {
       notice("error", "The connection ended before the run finished; its result is unknown.");
       markUnfinished("interrupted");
     }
   } catch (e) {
+    if (chat.run !== run) return; // the page left this thread: nothing to show here
     if (run.stopped || (e && e.name === "AbortError")) {
       notice("stopped", "Stopped. The coordinator cancels the work in progress, sub-agent tasks included.");
       markUnfinished("stopped");
@@ -931,8 +933,17 @@ function autoSize() {
   ui.input.style.height = Math.min(ui.input.scrollHeight, 200) + "px";
 }
 
+// leaveRun is what leaving a thread does to its run: a run this page POSTed is stopped
+// (closing its request is the abort), a followed run is only no longer followed.
+function leaveRun() {
+  const run = chat.run;
+  if (!run) return;
+  if (run.attached) run.controller.abort();
+  else stopRun();
+}
+
 function resetChat() {
-  if (chat.run) stopRun();
+  leaveRun();
   Object.assign(chat, newChat(), { runsEnded: chat.runsEnded });
   ui.transcript.replaceChildren();
   welcome();
@@ -953,11 +964,7 @@ function showThreadInURL(replace) {
 // open interrupt, and its running run, followed live. A thread the coordinator does not
 // know (a new chat that was never sent) starts empty under that id.
 async function openThread(id) {
-  const prev = chat.run;
-  if (prev) {
-    if (prev.attached) prev.controller.abort(); // only stops following; the run goes on
-    else stopRun();
-  }
+  leaveRun();
   Object.assign(chat, newChat(id), { runsEnded: chat.runsEnded });
   ui.transcript.replaceChildren();
   setBusy(false);
@@ -1031,6 +1038,9 @@ function restoreMessages(messages) {
   }
 }
 
+// shownThreads is the thread list as last rendered (its JSON).
+let shownThreads = "";
+
 // loadThreads fills the thread list (GET agui/threads) for switching conversations.
 async function loadThreads() {
   let list = [];
@@ -1040,6 +1050,13 @@ async function loadThreads() {
   } catch (_) {
     return; // the list is a convenience: the chat works without it
   }
+  // Unchanged lists are left in place, so that a link is not replaced under the pointer.
+  const key = JSON.stringify(list);
+  if (key === shownThreads && ui.threadList.childElementCount) {
+    markCurrentThread();
+    return;
+  }
+  shownThreads = key;
   const items = [];
   for (const t of list) {
     if (!t || typeof t.threadId !== "string" || !THREAD_ID.test(t.threadId)) continue;
