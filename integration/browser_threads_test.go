@@ -210,6 +210,26 @@ func TestBrowserThreads(t *testing.T) {
 		c.screenshot("6-new-chat-reloaded")
 	})
 
+	t.Run("a reload during the page's own run keeps the thread usable", func(t *testing.T) {
+		c.t = t
+		c.do(chromedp.Click(chromedp.CSS("#new-chat")))
+		id := c.threadID()
+		c.do(chromedp.SendKeys(chromedp.CSS("#input"), "count slowly to 60"), chromedp.Click(chromedp.CSS("#send")))
+		c.pollPage(`(() => { const p = document.querySelector('.tool[data-name="demo__count_slowly"] .activity progress'); return !!p && p.value >= 1; })()`,
+			"the count did not start")
+		// With on_disconnect: cancel the reload is an abort of this run (DESIGN §10); the
+		// page comes back to the thread, shows what was said, and the thread goes on.
+		c.reloadPage()
+		assert.Equal(t, id, c.threadID())
+		c.waitIdle(0)
+		assert.Equal(t, []string{"count slowly to 60"}, c.texts(".msg.user .msg-text"), "the message sent before the reload is restored once")
+		n := c.runsEnded()
+		c.do(chromedp.SendKeys(chromedp.CSS("#input"), "count slowly"), chromedp.Click(chromedp.CSS("#send")))
+		c.waitIdle(n + 1)
+		assert.Equal(t, []string{"OK"}, c.texts(c.lastCard("demo__count_slowly")+" .badge"), "the next run on the thread completes")
+		c.screenshot("7-after-reload-mid-run")
+	})
+
 	c.t = t
 	assert.Empty(t, b.Problems(), "uncaught exceptions or security errors in the page")
 }
