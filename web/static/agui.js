@@ -186,18 +186,42 @@ export async function streamRun(url, input, { signal, token, onEvent }) {
   const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
   if (token) headers.Authorization = "Bearer " + token;
   const resp = await fetch(url, { method: "POST", headers, body: JSON.stringify(input), signal });
-  if (!resp.ok) {
-    let code = "HTTP_" + resp.status;
-    let message = resp.statusText || "The request was refused.";
-    try {
-      const body = await resp.json();
-      if (body && body.error) code = body.error;
-      if (body && body.message) message = body.message;
-    } catch (_) {
-      // not JSON: keep the status line
-    }
-    throw new HTTPError(resp.status, code, message);
+  await readStream(resp, onEvent);
+}
+
+// followRun GETs a run's event stream (DESIGN §3 reconnect: replay after `after`, then the
+// live run until its terminal event) and calls onEvent for every event, like streamRun.
+export async function followRun(url, { signal, token, onEvent }) {
+  const headers = { Accept: "text/event-stream" };
+  if (token) headers.Authorization = "Bearer " + token;
+  const resp = await fetch(url, { method: "GET", headers, signal });
+  await readStream(resp, onEvent);
+}
+
+// getJSON GETs a JSON document; a refusal rejects with HTTPError.
+export async function getJSON(url, { signal, token } = {}) {
+  const headers = { Accept: "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  const resp = await fetch(url, { headers, signal });
+  if (!resp.ok) throw await httpError(resp);
+  return resp.json();
+}
+
+async function httpError(resp) {
+  let code = "HTTP_" + resp.status;
+  let message = resp.statusText || "The request was refused.";
+  try {
+    const body = await resp.json();
+    if (body && body.error) code = body.error;
+    if (body && body.message) message = body.message;
+  } catch (_) {
+    // not JSON: keep the status line
   }
+  return new HTTPError(resp.status, code, message);
+}
+
+async function readStream(resp, onEvent) {
+  if (!resp.ok) throw await httpError(resp);
   const reader = resp.body.getReader();
   const decoder = new TextDecoder();
   const framer = new SSEFramer();

@@ -1,12 +1,14 @@
 // The Baton chat page: an AG-UI 1.0 client in plain JavaScript (DESIGN §3, §8, §9).
 //
 // The page keeps the thread's history (user and assistant messages, tool calls and their
-// results) and sends all of it with every run, as AG-UI requires. Text that sub-agents
+// results) and sends all of it with every run, as AG-UI requires. The thread id lives in the
+// URL (#thread=<id>), so a reload restores the conversation from the coordinator
+// (GET agui/threads/{id}), shows its open interrupts and re-attaches to its running run. Text that sub-agents
 // stream is shown attributed to them but is not part of that history: the model already
 // receives the sub-agent's outcome as the tool result. Everything that comes from the
 // coordinator is inserted as text, never as HTML.
 
-import { streamRun, uid, parseTag, tagClass, contentText, applyPatch, HTTPError } from "./agui.js";
+import { streamRun, followRun, getJSON, uid, parseTag, tagClass, contentText, applyPatch, HTTPError } from "./agui.js";
 import { buildFields, renderFields, readPayload, isElicitation, FormError } from "./forms.js";
 import { isApproval, approvalCard } from "./approval.js";
 
@@ -33,17 +35,35 @@ const ui = {
   status: $("#status"),
   token: $("#token"),
   newChat: $("#new-chat"),
+  threads: $("#threads"),
+  threadList: $("#thread-list"),
 };
+
+// THREAD_ID is the form of a thread id the coordinator accepts (DESIGN §3).
+const THREAD_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+// threadFromURL reads the thread id from the URL's #thread=<id>; "" when there is none.
+function threadFromURL() {
+  const m = /^#thread=(.*)$/.exec(location.hash);
+  if (!m) return "";
+  let id = "";
+  try {
+    id = decodeURIComponent(m[1]);
+  } catch (_) {
+    return "";
+  }
+  return THREAD_ID.test(id) ? id : "";
+}
 
 // chat is the state of the thread shown on the page.
 const chat = newChat();
 
-function newChat() {
+function newChat(threadId) {
   return {
-    threadId: uid("thread"),
+    threadId: threadId || uid("thread"),
     messages: [], // AG-UI messages sent as RunAgentInput.messages
     state: {},
-    run: null, // {runId, controller, stopped, terminal, userMsg, resume}
+    run: null, // {runId, controller, stopped, terminal, resume, attached}
     runsEnded: 0,
     turn: null, // the assistant message that tool calls of the current turn belong to
     texts: new Map(), // messageId → {node, msg}
@@ -132,11 +152,13 @@ async function runOnce(extra, { userMsg, bubble } = {}) {
   };
   try {
     await postWithBusyRetry(input, run);
+    if (chat.run !== run) return; // the page left this thread (New chat, another thread)
     if (!run.terminal && !run.stopped) {
       notice("error", "The connection ended before the run finished; its result is unknown.");
       markUnfinished("interrupted");
     }
   } catch (e) {
+    if (chat.run !== run) return; // the page left this thread: nothing to show here
     if (run.stopped || (e && e.name === "AbortError")) {
       notice("stopped", "Stopped. The coordinator cancels the work in progress, sub-agent tasks included.");
       markUnfinished("stopped");
@@ -158,10 +180,44 @@ async function runOnce(extra, { userMsg, bubble } = {}) {
       if (run.resume) reopenInterrupts();
     }
   } finally {
+    endRun(run);
+  }
+}
+
+// endRun ends run on the page; a run of a thread the page has left changes nothing but
+// the count of ended runs.
+function endRun(run) {
+  chat.runsEnded++;
+  if (chat.run === run) {
     chat.run = null;
     chat.turn = null;
-    chat.runsEnded++;
-    setBusy(false);
+  }
+  setBusy(!!chat.run);
+  loadThreads();
+}
+
+// attach follows a run of this thread that is going on without this page (after a reload
+// or a switch): the reconnect stream replays it from its start (?after=0), then streams it
+// live until its terminal event.
+async function attach(runId) {
+  const run = { runId, controller: new AbortController(), stopped: false, terminal: null, resume: false, attached: true };
+  chat.run = run;
+  chat.turn = null;
+  setBusy(true);
+  const url = `${AGUI_URL}/threads/${encodeURIComponent(chat.threadId)}/runs/${encodeURIComponent(runId)}/events?after=0`;
+  try {
+    await followRun(url, { signal: run.controller.signal, token: token(), onEvent: (ev) => handle(ev, run) });
+    if (chat.run === run && !run.terminal) {
+      notice("error", "The connection ended before the run finished; reload to follow it again.");
+      markUnfinished("interrupted");
+    }
+  } catch (e) {
+    if (chat.run === run && !(e && e.name === "AbortError")) {
+      notice("error", e instanceof HTTPError ? e.message : "Cannot reach the coordinator.", e instanceof HTTPError ? e.code : String((e && e.message) || e));
+      markUnfinished("interrupted");
+    }
+  } finally {
+    endRun(run);
   }
 }
 
@@ -185,9 +241,36 @@ async function postWithBusyRetry(input, run) {
 }
 
 function stopRun() {
-  if (!chat.run) return;
-  chat.run.stopped = true;
-  chat.run.controller.abort();
+  const run = chat.run;
+  if (!run) return;
+  run.stopped = true;
+  if (!run.attached) {
+    run.controller.abort();
+    return;
+  }
+  // A followed run is not this page's request: closing the stream would only detach, so
+  // the stop endpoint cancels it and the stream ends with its cancelled outcome.
+  // The coordinator accepts a POST only as JSON (DESIGN §3), the stop included.
+  const headers = { "Content-Type": "application/json" };
+  if (token()) headers.Authorization = "Bearer " + token();
+  const url = `${AGUI_URL}/threads/${encodeURIComponent(chat.threadId)}/runs/${encodeURIComponent(run.runId)}/stop`;
+  fetch(url, { method: "POST", headers, body: "{}" })
+    .then(async (resp) => {
+      if (resp.ok || chat.run !== run) return;
+      let message = "The coordinator refused the stop.";
+      let code = "HTTP_" + resp.status;
+      try {
+        const body = await resp.json();
+        if (body && body.message) message = body.message;
+        if (body && body.error) code = body.error;
+      } catch (_) {
+        // not JSON: keep the status
+      }
+      notice("error", message, code);
+    })
+    .catch(() => {
+      notice("error", "The stop request did not reach the coordinator.");
+    });
 }
 
 // markUnfinished marks tool calls and sub-agents that never got an outcome.
@@ -210,6 +293,7 @@ function markUnfinished(how) {
 
 function handle(ev, run) {
   if (!ev || typeof ev.type !== "string") return;
+  if (chat.run !== run) return; // a run of a thread the page has left
   switch (ev.type) {
     case "RUN_STARTED":
       chat.turn = null;
@@ -319,7 +403,15 @@ function lastToolId() {
 // ---- text ----
 
 function startText(id, role, subagentRunId, name) {
-  if (chat.texts.has(id)) return;
+  const known = chat.texts.get(id);
+  if (known) {
+    // A replayed start of a message the page already shows (restored, then replayed from
+    // the run's start): its text streams again from the beginning.
+    known.node.textContent = "";
+    if (known.msg) known.msg.content = "";
+    if (known.bubble) known.bubble.classList.add("streaming");
+    return;
+  }
   if (subagentRunId) {
     const block = subagentBlock(subagentRunId);
     const node = el("div", "sub-msg");
@@ -360,7 +452,13 @@ function endText(id) {
 // ---- tool calls ----
 
 function startTool(id, name, parentMessageId) {
-  if (chat.tools.has(id)) return;
+  const known = chat.tools.get(id);
+  if (known) {
+    // A replayed start of a call the page already shows: its arguments stream again.
+    known._call.function.arguments = "";
+    known.querySelector(".args").textContent = "";
+    return;
+  }
   let parent = parentMessageId ? chat.messages.find((m) => m.id === parentMessageId && m.role === "assistant") : null;
   if (!parent) parent = chat.turn;
   if (!parent) {
@@ -415,7 +513,9 @@ function toolEnd(id) {
 
 function toolResult(ev) {
   const content = contentText(ev.content);
-  chat.messages.push({ id: ev.messageId || uid("tool"), role: "tool", toolCallId: ev.toolCallId, content });
+  // A replayed result the history already holds is not added twice.
+  const seen = chat.messages.some((m) => m.role === "tool" && (ev.messageId ? m.id === ev.messageId : m.toolCallId === ev.toolCallId));
+  if (!seen) chat.messages.push({ id: ev.messageId || uid("tool"), role: "tool", toolCallId: ev.toolCallId, content });
   chat.turn = null;
   let card = chat.tools.get(ev.toolCallId);
   if (!card) {
@@ -833,12 +933,153 @@ function autoSize() {
   ui.input.style.height = Math.min(ui.input.scrollHeight, 200) + "px";
 }
 
+// leaveRun is what leaving a thread does to its run: a run this page POSTed is stopped
+// (closing its request is the abort), a followed run is only no longer followed.
+function leaveRun() {
+  const run = chat.run;
+  if (!run) return;
+  if (run.attached) run.controller.abort();
+  else stopRun();
+}
+
 function resetChat() {
-  if (chat.run) stopRun();
-  Object.assign(chat, newChat());
+  leaveRun();
+  Object.assign(chat, newChat(), { runsEnded: chat.runsEnded });
   ui.transcript.replaceChildren();
   welcome();
   setBusy(false);
+  showThreadInURL(false);
+  loadThreads();
+}
+
+// showThreadInURL puts the thread id in the URL, so that a reload comes back to it.
+function showThreadInURL(replace) {
+  const url = "#thread=" + encodeURIComponent(chat.threadId);
+  if (location.hash === url) return;
+  if (replace) history.replaceState(null, "", url);
+  else history.pushState(null, "", url);
+}
+
+// openThread shows thread id as the coordinator keeps it: its messages, the form of each
+// open interrupt, and its running run, followed live. A thread the coordinator does not
+// know (a new chat that was never sent) starts empty under that id.
+async function openThread(id) {
+  leaveRun();
+  Object.assign(chat, newChat(id), { runsEnded: chat.runsEnded });
+  ui.transcript.replaceChildren();
+  setBusy(false);
+  setStatus("loading", "loading…");
+  let doc = null;
+  try {
+    doc = await getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}`, { token: token() });
+  } catch (e) {
+    if (chat.threadId !== id) return;
+    if (!(e instanceof HTTPError && e.code === "THREAD_NOT_FOUND")) {
+      notice("error", e instanceof HTTPError ? e.message : "Cannot reach the coordinator.", e instanceof HTTPError ? e.code : String((e && e.message) || e));
+      if (e instanceof HTTPError && e.status === 401) $("#settings").open = true;
+    }
+  }
+  if (chat.threadId !== id) return; // another thread was opened meanwhile
+  const messages = doc && Array.isArray(doc.messages) ? doc.messages : [];
+  if (!messages.length) welcome();
+  restoreMessages(messages);
+  setBusy(false);
+  if (doc && doc.run && typeof doc.run.runId === "string") {
+    attach(doc.run.runId);
+  } else if (doc && Array.isArray(doc.interrupts) && doc.interrupts.length) {
+    showInterrupts(doc.interrupts);
+    setBusy(false);
+  }
+  markCurrentThread();
+}
+
+// restoreMessages renders a thread's stored AG-UI messages: user and assistant text, tool
+// calls with their tagged results. They become the history the next run sends.
+function restoreMessages(messages) {
+  for (const m of messages) {
+    if (!m || typeof m !== "object" || typeof m.role !== "string") continue;
+    switch (m.role) {
+      case "user": {
+        chat.messages.push(m);
+        const bubble = append(el("div", "msg user"));
+        bubble.dataset.messageId = m.id || "";
+        bubble.appendChild(el("div", "msg-text", contentText(m.content)));
+        break;
+      }
+      case "assistant": {
+        const text = contentText(m.content);
+        const msg = { ...m, content: text, toolCalls: [] };
+        if (!Array.isArray(m.toolCalls) || !m.toolCalls.length) delete msg.toolCalls;
+        chat.messages.push(msg);
+        if (text) {
+          const bubble = append(el("div", "msg assistant"));
+          bubble.dataset.messageId = m.id || "";
+          const node = bubble.appendChild(el("div", "msg-text", text));
+          if (m.id) chat.texts.set(m.id, { node, msg, bubble });
+        }
+        chat.turn = msg;
+        for (const tc of Array.isArray(m.toolCalls) ? m.toolCalls : []) {
+          if (!tc || typeof tc.id !== "string" || !tc.function) continue;
+          startTool(tc.id, String(tc.function.name || "tool"), msg.id);
+          toolArgs(tc.id, typeof tc.function.arguments === "string" ? tc.function.arguments : "");
+          toolEnd(tc.id);
+        }
+        chat.turn = null;
+        break;
+      }
+      case "tool":
+        toolResult({ messageId: m.id, toolCallId: m.toolCallId, content: m.content });
+        break;
+      case "activity":
+        break;
+      default:
+        chat.messages.push(m); // system, developer, reasoning: history, not shown
+    }
+  }
+}
+
+// shownThreads is the thread list as last rendered (its JSON).
+let shownThreads = "";
+
+// loadThreads fills the thread list (GET agui/threads) for switching conversations.
+async function loadThreads() {
+  let list = [];
+  try {
+    const body = await getJSON(`${AGUI_URL}/threads`, { token: token() });
+    list = Array.isArray(body.threads) ? body.threads : [];
+  } catch (_) {
+    return; // the list is a convenience: the chat works without it
+  }
+  // Unchanged lists are left in place, so that a link is not replaced under the pointer.
+  const key = JSON.stringify(list);
+  if (key === shownThreads && ui.threadList.childElementCount) {
+    markCurrentThread();
+    return;
+  }
+  shownThreads = key;
+  const items = [];
+  for (const t of list) {
+    if (!t || typeof t.threadId !== "string" || !THREAD_ID.test(t.threadId)) continue;
+    const li = el("li");
+    const a = li.appendChild(el("a", "thread-link", typeof t.title === "string" && t.title ? t.title : t.threadId));
+    a.href = "#thread=" + encodeURIComponent(t.threadId);
+    a.dataset.threadId = t.threadId;
+    a.title = t.threadId;
+    const flags = [];
+    if (t.running) flags.push("running");
+    if (t.openInterrupts > 0) flags.push("waiting for you");
+    if (flags.length) a.appendChild(el("span", "thread-flags", flags.join(", ")));
+    items.push(li);
+  }
+  if (!items.length) items.push(el("li", "thread-empty", "No conversations yet."));
+  ui.threadList.replaceChildren(...items);
+  markCurrentThread();
+}
+
+function markCurrentThread() {
+  for (const a of ui.threadList.querySelectorAll("a[data-thread-id]")) {
+    a.setAttribute("aria-current", a.dataset.threadId === chat.threadId ? "true" : "false");
+  }
 }
 
 // suggestions are the example prompts of this deployment (from its agents and tools),
@@ -887,6 +1128,16 @@ document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && chat.run) stopRun();
 });
 ui.newChat.addEventListener("click", resetChat);
+window.addEventListener("hashchange", () => {
+  const id = threadFromURL();
+  if (id && id !== chat.threadId) openThread(id);
+});
+ui.threads.addEventListener("toggle", () => {
+  if (ui.threads.open) loadThreads();
+});
+ui.threadList.addEventListener("click", (e) => {
+  if (e.target.closest && e.target.closest("a[data-thread-id]")) ui.threads.open = false;
+});
 // A tool card the user opened or closed keeps that state when its result arrives.
 ui.transcript.addEventListener("click", (e) => {
   const summary = e.target.closest && e.target.closest("details.tool > summary");
@@ -895,5 +1146,14 @@ ui.transcript.addEventListener("click", (e) => {
 ui.token.value = sessionStorage.getItem("baton.token") || "";
 ui.token.addEventListener("change", () => sessionStorage.setItem("baton.token", token()));
 
-welcome();
-setBusy(false);
+{
+  const id = threadFromURL();
+  if (id) {
+    openThread(id);
+  } else {
+    welcome();
+    setBusy(false);
+    showThreadInURL(true);
+  }
+  loadThreads();
+}
