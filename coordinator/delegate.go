@@ -298,7 +298,7 @@ func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) stor
 // the task and context ids. Tasks belong to threads (recorded with the thread, and saved
 // with its suspension): an id from another thread, another principal, or the model's
 // imagination is [RETRY:invalid_transition].
-func (r *Run) checkContinuation(_ context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
+func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
 	refuse := func(msg string) *bridge.Signal {
 		return &bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,
@@ -307,6 +307,12 @@ func (r *Run) checkContinuation(_ context.Context, t *toolset, a *Agent, taskID 
 		}
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)
+	if !known {
+		// Not in memory: the task may have been started by an earlier run of this thread
+		// before a restart (or on another replica); the store keeps each run's tasks.
+		r.e.loadStoredTasks(ctx, r.ThreadID)
+		ref, known = r.e.lookupTask(r.ThreadID, taskID)
+	}
 	switch {
 	case !known:
 		return refuse("This conversation started no such task. Start a new task without task_id; never invent task ids.")

@@ -21,6 +21,7 @@ import (
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
@@ -563,4 +564,54 @@ func TestRepeatedToolCallIDsAreMadeUnique(t *testing.T) {
 	require.Len(t, ids, 2)
 	assert.Equal(t, "call_0", ids[0])
 	assert.NotEqual(t, ids[0], ids[1])
+}
+
+// A task the thread started stays the thread's after a restart even when the thread was not
+// parked (input_required: model): the new process finds it in the store's record of the
+// thread's earlier runs, and another thread still cannot continue it.
+func TestContinuationAfterRestart(t *testing.T) {
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	agent := &fakeAgent{
+		send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+			if req.TaskID == "" {
+				obs.Task("t-7", "c-7")
+				return &a2a.Result{State: a2a.StateInputRequired, TaskID: "t-7", ContextID: "c-7", Text: "Which day?"}, nil
+			}
+			return &a2a.Result{State: a2a.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked"}, nil
+		},
+		tasks: map[string]*a2a.Result{"t-7": {State: a2a.StateInputRequired, TaskID: "t-7", ContextID: "c-7"}},
+	}
+	model := &switchModel{turns: map[string]turnFunc{
+		"start":    callThenReport("research", `{"prompt":"book"}`),
+		"continue": callThenReport("research", `{"prompt":"May 12","task_id":"t-7"}`),
+	}}
+	modelMode := func(c *Config) { c.Agents[0].InputRequired = "model"; c.Store = st }
+
+	first := newEngine(t, &fakeModel{turn: model.turn}, agent, modelMode)
+	model.use("start")
+	res := toolResults(startAndCollect(t, first, input("t")))
+	require.Len(t, res, 1)
+	require.True(t, strings.HasPrefix(res[0], "[INPUT_REQUIRED:task_id=t-7]\n"), res[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, first.Shutdown(ctx))
+
+	second := newEngine(t, &fakeModel{turn: model.turn}, agent, modelMode)
+	model.use("continue")
+	in := input("other")
+	in.RunID = "r-other-after"
+	res = toolResults(startAndCollect(t, second, in))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[RETRY:invalid_transition] "), "another thread: %s", res[0])
+	require.Len(t, agent.sent, 1, "nothing sent for the other thread")
+
+	in = input("t")
+	in.RunID = "r-t-after"
+	res = toolResults(startAndCollect(t, second, in))
+	require.Len(t, res, 1)
+	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
+	require.Len(t, agent.sent, 2)
+	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-7", ContextID: "c-7"}, agent.sent[1])
 }

@@ -1,10 +1,16 @@
 package coordinator
 
-import "github.com/baton-dev/baton/a2a"
+import (
+	"context"
+	"encoding/json"
 
-// Tasks belong to threads: the A2A tasks a thread started are recorded with the thread (and
-// saved with its suspension), and a task_id from the model continues only one of those
-// (checkContinuation).
+	"github.com/baton-dev/baton/a2a"
+)
+
+// Tasks belong to threads: the A2A tasks a thread started are recorded with the thread in
+// memory, saved with its suspension, and kept in the store with each run's work document
+// (read back by loadStoredTasks after a restart or on another replica); a task_id from the
+// model continues only one of those (checkContinuation).
 
 type taskRef struct {
 	agent     string
@@ -79,4 +85,34 @@ func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {
 	}
 	ref, ok := th.tasks[taskID]
 	return ref, ok
+}
+
+// storedTaskRuns bounds how many of a thread's earlier runs are read for its tasks: a task
+// the model continues was started a few turns ago, not a hundred runs back.
+const storedTaskRuns = 50
+
+// loadStoredTasks records the A2A tasks the thread's earlier runs saved in the store (each
+// run's work document) into the thread's memory, without overwriting what this process knows
+// newer. It is how a task stays the thread's after a restart, an eviction from memory, or
+// on another replica when the thread was not parked. A store error leaves the thread as it
+// was: the continuation is then refused, which fails closed.
+func (e *Engine) loadStoredTasks(ctx context.Context, threadID string) {
+	runs, err := e.cfg.Store.ThreadRuns(ctx, threadID, storedTaskRuns)
+	if err != nil {
+		e.log.Warn("reading the thread's earlier tasks", "thread_id", threadID, "err", err)
+		return
+	}
+	tasks := map[string]TaskRecord{}
+	for i := len(runs) - 1; i >= 0; i-- { // oldest first, so a newer state wins
+		var w runWork
+		if len(runs[i].Work) == 0 || json.Unmarshal(runs[i].Work, &w) != nil {
+			continue
+		}
+		for _, t := range w.A2A {
+			if t.TaskID != "" {
+				tasks[t.TaskID] = TaskRecord{Agent: t.Agent, ContextID: t.ContextID, State: a2a.State(t.State)}
+			}
+		}
+	}
+	e.restoreTasks(threadID, tasks)
 }

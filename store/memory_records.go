@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -298,6 +299,31 @@ func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int)
 				out = append(out, *copyRun(r.r))
 			}
 		}
+	}
+	return out, nil
+}
+
+func (m *memory) ThreadRuns(ctx context.Context, threadID string, limit int) ([]RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	th := m.thread(threadID)
+	if th == nil || limit <= 0 {
+		return nil, nil
+	}
+	out := make([]RunRecord, 0, len(th.runs))
+	for _, r := range th.runs {
+		out = append(out, *copyRun(r.r))
+	}
+	slices.SortFunc(out, func(a, b RunRecord) int {
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.RunID, a.RunID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }

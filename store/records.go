@@ -81,6 +81,10 @@ type Runs interface {
 	GetRun(ctx context.Context, threadID, runID string) (*RunRecord, error)
 	// ActiveRun returns the thread's running run whose lease holds, or ErrNotFound.
 	ActiveRun(ctx context.Context, threadID string) (*RunRecord, error)
+	// ThreadRuns returns the thread's most recent runs (by start, newest first), at most
+	// limit: what a thread's earlier runs started downstream (their Work) outlives the
+	// process, so a task the thread started before a restart is still the thread's.
+	ThreadRuns(ctx context.Context, threadID string, limit int) ([]RunRecord, error)
 	// SaveRunWork replaces the downstream-work document of a run (ErrNotFound without one).
 	SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error
 	// RequestStop records a stop request on a running run, for the replica that owns it

@@ -528,3 +528,35 @@ func TestClaimLapsedRunsRace(t *testing.T) {
 		})
 	}
 }
+
+func TestThreadRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.BeginRun(ctx, "t9", "r-a", "rep-a", time.Minute))
+			work := json.RawMessage(`{"a2a":[{"agent":"research","taskId":"task-9","state":"TASK_STATE_INPUT_REQUIRED"}]}`)
+			require.NoError(t, s.SaveRunWork(ctx, "t9", "r-a", work))
+			require.NoError(t, s.EndRun(ctx, "t9", "r-a", "success"))
+			time.Sleep(2 * time.Millisecond) // distinct start times, so the order is defined
+			require.NoError(t, s.BeginRun(ctx, "t9", "r-b", "rep-b", time.Minute))
+			require.NoError(t, s.BeginRun(ctx, "t8", "r-x", "rep-b", time.Minute), "another thread")
+
+			runs, err := s.ThreadRuns(ctx, "t9", 10)
+			require.NoError(t, err)
+			require.Len(t, runs, 2)
+			assert.Equal(t, "r-b", runs[0].RunID, "newest first")
+			assert.Equal(t, "r-a", runs[1].RunID)
+			assert.JSONEq(t, string(work), string(runs[1].Work))
+
+			runs, err = s.ThreadRuns(ctx, "t9", 1)
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+			assert.Equal(t, "r-b", runs[0].RunID)
+
+			runs, err = s.ThreadRuns(ctx, "absent", 10)
+			require.NoError(t, err)
+			assert.Empty(t, runs)
+		})
+	}
+}

@@ -497,6 +497,37 @@ func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*Ru
 	return run, nil
 }
 
+func (s *sqlStore) ThreadRuns(ctx context.Context, threadID string, limit int) (_ []RunRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+		WHERE thread_id = $1 ORDER BY started_at DESC, run_id DESC LIMIT $2`), threadID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: runs of thread %q: %w", threadID, cerr)
+		}
+	}()
+	var out []RunRecord
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
+		}
+		out = append(out, *r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
+	}
+	return out, nil
+}
+
 func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRecord, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
