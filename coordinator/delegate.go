@@ -146,10 +146,10 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 
 	out := make(chan sent, 1)
-	spanCtx, span := r.delegationSpan(sendCtx, a)
+	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
 	go func() {
 		res, err := a.Client.Send(spanCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
-		endDelegationSpan(span, res, err)
+		r.endDelegationSpan(span, spanParent, a, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
 			d.item.Release()

@@ -74,12 +74,18 @@ type runTrace struct {
 
 	mu    sync.Mutex
 	tools []toolSpan
+	// ended: the run span has ended, so a delegation that settles later (a timed-out
+	// request left to finish in the background) ends its own span at once.
+	ended bool
 }
 
 type toolSpan struct {
 	name string
 	span trace.Span
 	end  time.Time
+	// parent is the execute_tool span a delegation span runs under (zero for the
+	// execute_tool spans themselves): the tool call's tag is copied to it.
+	parent trace.SpanID
 }
 
 // startTrace starts the run's invoke_agent span under the trace context of parent (the
@@ -119,6 +125,9 @@ func (r *Run) endTrace(reason EndReason, d time.Duration) {
 	if r.trace == nil {
 		return
 	}
+	r.trace.mu.Lock()
+	r.trace.ended = true
+	r.trace.mu.Unlock()
 	r.endToolSpans()
 	span := r.trace.span
 	span.SetAttributes(attrOutcome.String(outcome))
@@ -194,6 +203,7 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 		if f := DetectToolResult(c.Name, out.ToolResult); f != nil {
 			span.SetAttributes(attrFailureKind.String(string(f.Kind)), attribute.String("error.type", tag))
 		}
+		r.tagChildSpans(span.SpanContext().SpanID(), tag)
 	}
 	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && kind != "" && sent {
 		m.ToolCall(kind, target, tag, d)
@@ -206,6 +216,21 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 	r.trace.tools = append(r.trace.tools, toolSpan{name: c.Name, span: span, end: time.Now()})
 	r.trace.mu.Unlock()
 	return out
+}
+
+// tagChildSpans copies a tool call's tag to the delegation spans that ran under its
+// execute_tool span (a failure's spans all carry baton.tag).
+func (r *Run) tagChildSpans(parent trace.SpanID, tag string) {
+	if r.trace == nil || !parent.IsValid() {
+		return
+	}
+	r.trace.mu.Lock()
+	defer r.trace.mu.Unlock()
+	for _, ts := range r.trace.tools {
+		if ts.parent == parent {
+			ts.span.SetAttributes(attrTag.String(tag))
+		}
+	}
 }
 
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
@@ -331,17 +356,34 @@ func modelErrorType(err error) string {
 }
 
 // delegationSpan starts the client invoke_agent span of one A2A delegation.
-func (r *Run) delegationSpan(ctx context.Context, a *Agent) (context.Context, trace.Span) {
-	return r.e.tracer().Start(ctx, "invoke_agent "+a.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+func (r *Run) delegationSpan(ctx context.Context, a *Agent) (context.Context, trace.Span, trace.SpanID) {
+	parent := trace.SpanContextFromContext(ctx).SpanID()
+	ctx, span := r.e.tracer().Start(ctx, "invoke_agent "+a.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.provider.name", "a2a"),
 		attribute.String("gen_ai.agent.name", a.Name),
 	))
+	return ctx, span, parent
 }
 
-// endDelegationSpan ends an A2A delegation span with the task id and its final state.
-func endDelegationSpan(span trace.Span, res *a2a.Result, err error) {
-	defer span.End()
+// endDelegationSpan records an A2A delegation span's task id and final state. Like the
+// execute_tool spans, the span is ended (at the time the call ended) once the policy has
+// decided about the turn's results, so that a failure's baton.failure.kind and the action
+// taken are on this client span too (traceDecision matches it by the agent's tool name).
+func (r *Run) endDelegationSpan(span trace.Span, parent trace.SpanID, a *Agent, res *a2a.Result, err error) {
+	defer func() {
+		if r.trace == nil || !span.IsRecording() {
+			span.End()
+			return
+		}
+		r.trace.mu.Lock()
+		defer r.trace.mu.Unlock()
+		if r.trace.ended {
+			span.End()
+			return
+		}
+		r.trace.tools = append(r.trace.tools, toolSpan{name: a.Name, span: span, end: time.Now(), parent: parent})
+	}()
 	switch {
 	case res != nil:
 		span.SetAttributes(attribute.String("a2a.task.id", res.TaskID), attribute.String("a2a.task.state", string(res.State)))

@@ -156,6 +156,10 @@ func TestFailureOnSpans(t *testing.T) {
 	assert.Equal(t, string(KindToolError), ta["baton.failure.kind"])
 	assert.Equal(t, string(ActionRetry), ta["baton.policy.action"], "the policy's decision about the failure")
 	assert.Equal(t, "unreachable", spanAttrs(del)["error.type"])
+	da := spanAttrs(del)
+	assert.Equal(t, string(KindToolError), da["baton.failure.kind"], "the A2A client span of a failure carries the kind")
+	assert.Equal(t, string(ActionRetry), da["baton.policy.action"], "and the policy's action")
+	assert.Equal(t, "UNREACHABLE", da["baton.tag"], "and the tag")
 	var failureEvent bool
 	for _, ev := range run.Events() {
 		failureEvent = failureEvent || ev.Name == "baton.failure"
