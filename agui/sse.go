@@ -110,17 +110,7 @@ func (s *SSEWriter) WriteEvent(ev Event) error {
 	if err != nil {
 		return err
 	}
-	// A rare huge frame (a snapshot) must not pin its buffer for the life of a long stream.
-	if cap(buf) <= maxKeptBuffer {
-		s.buf = buf
-	}
-	if err := s.deadline(); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(buf); err != nil {
-		return fmt.Errorf("agui: write event: %w", err)
-	}
-	return s.flush()
+	return s.send(buf)
 }
 
 // WriteEvents writes the frames of several events that are ready at the same moment with one
@@ -139,6 +129,13 @@ func (s *SSEWriter) WriteEvents(evs []Event) error {
 			return err
 		}
 	}
+	return s.send(buf)
+}
+
+// send writes the frames in buf with one write and one flush, under the write deadline, and
+// keeps buf for the next frames unless it grew large: a rare huge frame (a snapshot) must
+// not pin its buffer for the life of a long stream. The caller holds s.mu.
+func (s *SSEWriter) send(buf []byte) error {
 	if cap(buf) <= maxKeptBuffer {
 		s.buf = buf
 	}

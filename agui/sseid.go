@@ -40,16 +40,7 @@ func (s *SSEWriter) WriteEventsFrom(first int64, evs []Event) error {
 			return err
 		}
 	}
-	if cap(buf) <= maxKeptBuffer {
-		s.buf = buf
-	}
-	if err := s.deadline(); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(buf); err != nil {
-		return fmt.Errorf("agui: write events: %w", err)
-	}
-	return s.flush()
+	return s.send(buf)
 }
 
 // RawFrame is an event already encoded as JSON (a stored event being replayed) with its id.
@@ -77,14 +68,5 @@ func (s *SSEWriter) WriteRaw(frames []RawFrame) error {
 		buf = append(buf, f.Data...)
 		buf = append(buf, '\n', '\n')
 	}
-	if cap(buf) <= maxKeptBuffer {
-		s.buf = buf
-	}
-	if err := s.deadline(); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(buf); err != nil {
-		return fmt.Errorf("agui: write events: %w", err)
-	}
-	return s.flush()
+	return s.send(buf)
 }
