@@ -34,7 +34,7 @@ func TestLessonsKeepLatestOfFiveKinds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var st FailureState
 			for _, x := range tt.in {
-				st.learn(x)
+				st.Learn(x)
 			}
 			assert.Equal(t, tt.want, st.Lessons)
 		})

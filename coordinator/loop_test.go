@@ -37,7 +37,7 @@ func TestCallSignatureIsStable(t *testing.T) {
 	assert.Equal(t, CallSignature("x", "{}"), CallSignature("x", "null"))
 	assert.Equal(t, CallSignature("x", "not json"), CallSignature("x", "  not json "))
 	assert.True(t, strings.HasPrefix(base, "call:demo__divide:"))
-	assert.Equal(t, `{"a":[1,{"x":"<&>","y":true}]}`, canonicalArgs(`{"a":[1.0,{"y":true,"x":"<&>"}]}`))
+	assert.Equal(t, `{"a":[1,{"x":"<&>","y":true}]}`, CanonicalArgs(`{"a":[1.0,{"y":true,"x":"<&>"}]}`))
 }
 
 func TestErrorSignature(t *testing.T) {
