@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"github.com/baton-dev/baton/failure"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,7 +88,7 @@ func (p ApprovalPolicy) needsApproval(t *toolset, c llm.ToolCall) bool {
 
 // askApproval builds the approval interrupt of call c: the call is kept in its handle.
 func (r *Run) askApproval(t *toolset, c llm.ToolCall, inDoubt bool) store.Interrupt {
-	args := json.RawMessage(canonicalArgs(c.Arguments))
+	args := json.RawMessage(failure.CanonicalArgs(c.Arguments))
 	in := hitl.Approval(r.e.hitlOptions(), c.Name, approvalMessage(t, c.Name, args, inDoubt), args, toolSchema(t, c.Name), inDoubt)
 	in.ToolCallID = c.ID
 	in.Handle = mustJSON(handle{Approval: &approvalHandle{Tool: c.Name, Args: args, InDoubt: inDoubt}})

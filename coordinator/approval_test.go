@@ -30,7 +30,7 @@ func (f *recordingTools) Tools() []mcpclient.Tool { return f.tools }
 
 func (f *recordingTools) Call(_ context.Context, name string, args json.RawMessage, _ mcpclient.CallOptions) (mcpclient.Result, error) {
 	f.mu.Lock()
-	f.calls = append(f.calls, name+" "+canonicalArgs(string(args)))
+	f.calls = append(f.calls, name+" "+CanonicalArgs(string(args)))
 	f.mu.Unlock()
 	return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name,
 		Content: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + name + " " + string(args)}}}}, nil

@@ -86,54 +86,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Model == nil {
 		return nil, errors.New("coordinator: a model is required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Limits.MaxIterations <= 0 {
-		cfg.Limits.MaxIterations = 25
-	}
-	if cfg.Limits.MaxRunTime <= 0 {
-		cfg.Limits.MaxRunTime = 600 * time.Second
-	}
-	if cfg.Limits.ToolTimeout <= 0 {
-		cfg.Limits.ToolTimeout = 120 * time.Second
-	}
-	if cfg.CancelTimeout <= 0 {
-		cfg.CancelTimeout = 5 * time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Store == nil {
-		st, err := store.Open(context.Background(), "memory:")
-		if err != nil {
-			return nil, fmt.Errorf("coordinator: memory store: %w", err)
-		}
-		cfg.Store = st
-	}
-	if cfg.Sessions == nil {
-		cfg.Sessions = NewSessionElicitor()
-	}
-	if cfg.Policy == nil {
-		cfg.Policy = &DefaultPolicy{}
-	}
-	if cfg.Replica == "" {
-		cfg.Replica = newReplicaID()
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = 10 * time.Second
-	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Lease = max(cfg.Lease, time.Hour)
-	}
-	if cfg.EventRetention <= 0 {
-		cfg.EventRetention = 24 * time.Hour
-	}
-	if cfg.ReconnectGrace <= 0 {
-		cfg.ReconnectGrace = DefaultReconnectGrace
-	}
-	if cfg.Loop == (LoopConfig{}) {
-		cfg.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		cfg:      cfg,
@@ -167,6 +121,60 @@ func New(cfg Config) (*Engine, error) {
 		go func() { defer close(e.keepDone); e.keeper(e.stopKeep, cfg.Heartbeat) }()
 	}
 	return e, nil
+}
+
+// withDefaults fills the zero fields of c with the engine's defaults.
+func (c *Config) withDefaults() error {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Limits.MaxIterations <= 0 {
+		c.Limits.MaxIterations = 25
+	}
+	if c.Limits.MaxRunTime <= 0 {
+		c.Limits.MaxRunTime = 600 * time.Second
+	}
+	if c.Limits.ToolTimeout <= 0 {
+		c.Limits.ToolTimeout = 120 * time.Second
+	}
+	if c.CancelTimeout <= 0 {
+		c.CancelTimeout = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Store == nil {
+		st, err := store.Open(context.Background(), "memory:")
+		if err != nil {
+			return fmt.Errorf("coordinator: memory store: %w", err)
+		}
+		c.Store = st
+	}
+	if c.Sessions == nil {
+		c.Sessions = NewSessionElicitor()
+	}
+	if c.Policy == nil {
+		c.Policy = &DefaultPolicy{}
+	}
+	if c.Replica == "" {
+		c.Replica = newReplicaID()
+	}
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Lease = max(c.Lease, time.Hour)
+	}
+	if c.EventRetention <= 0 {
+		c.EventRetention = 24 * time.Hour
+	}
+	if c.ReconnectGrace <= 0 {
+		c.ReconnectGrace = DefaultReconnectGrace
+	}
+	if c.Loop == (LoopConfig{}) {
+		c.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
+	}
+	return nil
 }
 
 // addAgents registers the configured sub-agents, with their defaults.

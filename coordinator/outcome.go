@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"github.com/baton-dev/baton/failure"
+
 	"fmt"
 	"strings"
 
@@ -50,7 +52,7 @@ func HandoffFor(d Decision) Handoff {
 	switch d.Kind {
 	case KindTransientProvider:
 		if d.Wait > 0 {
-			add(fmt.Sprintf("the language model provider asked to wait %s", roundWait(d.Wait)), fmt.Sprintf("try again in %s", roundWait(d.Wait)))
+			add(fmt.Sprintf("the language model provider asked to wait %s", failure.RoundWait(d.Wait)), fmt.Sprintf("try again in %s", failure.RoundWait(d.Wait)))
 		} else {
 			add("the language model provider is unavailable", "try again in a few minutes")
 		}

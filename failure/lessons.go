@@ -1,6 +1,8 @@
-package coordinator
+package failure
 
 import (
+	"github.com/baton-dev/baton/internal/toolname"
+
 	"slices"
 
 	"github.com/baton-dev/baton/llm"
@@ -13,28 +15,28 @@ const maxLessons = 5
 // Lesson is the latest failure of one kind, as the model is told about it. It holds only
 // Baton's own vocabulary (kind, sanitised tool name, tag or code), never outside text.
 type Lesson struct {
-	Kind FailureKind `json:"kind"`
-	Tool string      `json:"tool,omitempty"`
-	Code string      `json:"code,omitempty"`
+	Kind Kind   `json:"kind"`
+	Tool string `json:"tool,omitempty"`
+	Code string `json:"code,omitempty"`
 }
 
 // Corrective is the pending one-shot corrective instruction of a narrow_scope decision.
 type Corrective struct {
-	Kind     FailureKind `json:"kind"`
-	Tool     string      `json:"tool,omitempty"`
-	Attempts int         `json:"attempts"`
+	Kind     Kind   `json:"kind"`
+	Tool     string `json:"tool,omitempty"`
+	Attempts int    `json:"attempts"`
 }
 
-// learn records f as the latest lesson of its kind: the older lesson of the kind goes, and
+// Learn records f as the latest lesson of its kind: the older lesson of the kind goes, and
 // beyond five kinds the oldest kind goes. transient_provider teaches the model nothing (it
 // cannot fix the provider) and is not recorded.
-func (st *FailureState) learn(f Failure) {
+func (st *State) Learn(f Failure) {
 	if f.Kind == KindTransientProvider || !f.Kind.Valid() {
 		return
 	}
 	l := Lesson{Kind: f.Kind, Code: f.Code}
 	if f.Tool != "" {
-		l.Tool = ToolName(f.Tool)
+		l.Tool = toolname.Sanitize(f.Tool)
 	}
 	st.Lessons = slices.DeleteFunc(st.Lessons, func(o Lesson) bool { return o.Kind == f.Kind })
 	st.Lessons = append(st.Lessons, l)
@@ -47,7 +49,7 @@ func (st *FailureState) learn(f Failure) {
 // the next LLM call, and consumes the corrective instruction (it is rendered once). Render
 // it once per turn, before the model call, and reuse the request for transient retries.
 // "" when there is nothing to say.
-func (st *FailureState) Addendum() (string, error) {
+func (st *State) Addendum() (string, error) {
 	in := prompts.LessonsInput{}
 	for _, l := range st.Lessons {
 		in.Lessons = append(in.Lessons, prompts.Lesson{Kind: string(l.Kind), Tool: l.Tool, Code: l.Code})

@@ -1,6 +1,8 @@
-package coordinator
+package failure
 
 import (
+	"github.com/baton-dev/baton/internal/toolname"
+
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,7 +26,7 @@ import (
 // signature is checked before the call is sent (Predict): the call that would reach the
 // hard threshold is not sent at all. An error signature can only be seen after the result,
 // and counts consecutive errors of a tool (a result that makes progress clears them).
-// Counts live in FailureState.Signatures so that they survive suspension.
+// Counts live in State.Signatures so that they survive suspension.
 
 // Default loop thresholds (config loop.soft_threshold, loop.hard_threshold,
 // loop.stall_turns).
@@ -58,7 +60,7 @@ func (c LoopConfig) thresholds() (soft, hard int) {
 }
 
 // LoopDetector counts repeated calls and errors. It shares its counts with the
-// FailureState it came from. Not safe for concurrent use.
+// State it came from. Not safe for concurrent use.
 type LoopDetector struct {
 	soft, hard int
 	counts     map[string]int
@@ -68,7 +70,7 @@ type LoopDetector struct {
 }
 
 // Loops returns a loop detector over st's signature counts.
-func (st *FailureState) Loops(cfg LoopConfig) *LoopDetector {
+func (st *State) Loops(cfg LoopConfig) *LoopDetector {
 	st.init()
 	soft, hard := cfg.thresholds()
 	return &LoopDetector{soft: soft, hard: hard, counts: st.Signatures, turn: map[string]bool{}}
@@ -80,7 +82,7 @@ func (d *LoopDetector) NextTurn() { clear(d.turn) }
 // CallSignature is the stable signature of a call: its tool and the hash of its canonical
 // arguments.
 func CallSignature(tool, args string) string {
-	sum := sha256.Sum256([]byte(canonicalArgs(args)))
+	sum := sha256.Sum256([]byte(CanonicalArgs(args)))
 	return "call:" + tool + ":" + hex.EncodeToString(sum[:12])
 }
 
@@ -123,10 +125,10 @@ func isErrorTag(tag string) bool {
 	return false
 }
 
-// canonicalArgs renders JSON arguments canonically: objects with sorted keys, numbers as
+// CanonicalArgs renders JSON arguments canonically: objects with sorted keys, numbers as
 // float64, no insignificant whitespace. Empty or null arguments are {}; text that is not
 // JSON is kept trimmed.
-func canonicalArgs(args string) string {
+func CanonicalArgs(args string) string {
 	args = strings.TrimSpace(args)
 	if args == "" || args == "null" {
 		return "{}"
@@ -209,7 +211,7 @@ func LoopRefusal(c llm.ToolCall, validNext []string) string {
 func LoopSignal(c llm.ToolCall, validNext []string) bridge.Signal {
 	return bridge.Signal{
 		Code:      "loop_detected",
-		Requested: ToolName(c.Name),
+		Requested: toolname.Sanitize(c.Name),
 		Message: "This call was not sent: it repeats an earlier identical call that did not get the work done. " +
 			"Change the approach (other arguments, another tool) or tell the user what blocks you.",
 		ValidNextActions: validNext,

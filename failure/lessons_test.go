@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestLessonsKeepLatestOfFiveKinds(t *testing.T) {
-	f := func(k FailureKind, tool, code string) Failure { return Failure{Kind: k, Tool: tool, Code: code} }
+	f := func(k Kind, tool, code string) Failure { return Failure{Kind: k, Tool: tool, Code: code} }
 	tests := []struct {
 		name string
 		in   []Failure
@@ -32,9 +32,9 @@ func TestLessonsKeepLatestOfFiveKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var st FailureState
+			var st State
 			for _, x := range tt.in {
-				st.learn(x)
+				st.Learn(x)
 			}
 			assert.Equal(t, tt.want, st.Lessons)
 		})
@@ -43,7 +43,7 @@ func TestLessonsKeepLatestOfFiveKinds(t *testing.T) {
 
 func TestAddendumThroughThePolicy(t *testing.T) {
 	p := fixedPolicy()
-	var st FailureState
+	var st State
 	text, err := st.Addendum()
 	require.NoError(t, err)
 	assert.Empty(t, text, "nothing to say")

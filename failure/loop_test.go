@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"encoding/json"
@@ -37,7 +37,7 @@ func TestCallSignatureIsStable(t *testing.T) {
 	assert.Equal(t, CallSignature("x", "{}"), CallSignature("x", "null"))
 	assert.Equal(t, CallSignature("x", "not json"), CallSignature("x", "  not json "))
 	assert.True(t, strings.HasPrefix(base, "call:demo__divide:"))
-	assert.Equal(t, `{"a":[1,{"x":"<&>","y":true}]}`, canonicalArgs(`{"a":[1.0,{"y":true,"x":"<&>"}]}`))
+	assert.Equal(t, `{"a":[1,{"x":"<&>","y":true}]}`, CanonicalArgs(`{"a":[1.0,{"y":true,"x":"<&>"}]}`))
 }
 
 func TestErrorSignature(t *testing.T) {
@@ -78,7 +78,7 @@ func TestErrorSignature(t *testing.T) {
 // Issue 10, defect 2: three calls with different arguments that each fail validation in
 // one turn are no loop; the same failure in three turns is.
 func TestLoopNotWithinOneTurn(t *testing.T) {
-	var st FailureState
+	var st State
 	d := st.Loops(LoopConfig{})
 	bad := bridge.Retry(bridge.Signal{Code: "validation_failed", Requested: "fs__read", Message: "m", Reason: "path: expected a string, got nothing"})
 	for i := range 3 {
@@ -112,7 +112,7 @@ func TestLoopPredictBeforeTheCallRepeats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var st FailureState
+			var st State
 			d := st.Loops(tt.cfg)
 			c := call("research", `{"prompt":"again"}`)
 			sent := 0
@@ -136,7 +136,7 @@ func TestLoopPredictBeforeTheCallRepeats(t *testing.T) {
 }
 
 func TestPredictedLoopExplanation(t *testing.T) {
-	var st FailureState
+	var st State
 	d := st.Loops(LoopConfig{})
 	c := call("research", `{}`)
 	d.Observe(c)
@@ -145,7 +145,7 @@ func TestPredictedLoopExplanation(t *testing.T) {
 }
 
 func TestLoopOnRepeatedError(t *testing.T) {
-	var st FailureState
+	var st State
 	d := st.Loops(LoopConfig{})
 	divide := func(args string) llm.ToolCall { return call("demo__divide", args) }
 	tool := bridge.Retry(bridge.Signal{Code: "tool_error", Requested: "demo__divide", Message: "m"})
@@ -182,13 +182,13 @@ func TestLoopOnRepeatedError(t *testing.T) {
 }
 
 func TestLoopCountsLiveInTheState(t *testing.T) {
-	var st FailureState
+	var st State
 	c := call("research", `{"prompt":"x"}`)
 	st.Loops(LoopConfig{}).Observe(c)
 	st.Loops(LoopConfig{}).Observe(c)
 	raw, err := json.Marshal(&st)
 	require.NoError(t, err)
-	var back FailureState
+	var back State
 	require.NoError(t, json.Unmarshal(raw, &back))
 	assert.True(t, back.Loops(LoopConfig{}).Predict(c), "counts survive suspension")
 	back.Resume(KindLoopDetected)

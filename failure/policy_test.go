@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ func TestBackoff(t *testing.T) {
 	tests := []struct {
 		name       string
 		p          DefaultPolicy
-		kind       FailureKind
+		kind       Kind
 		attempt    int
 		retryAfter time.Duration
 		wait       time.Duration
@@ -66,9 +66,9 @@ func TestBackoffRandomJitterStaysInRange(t *testing.T) {
 }
 
 func TestRetryBudget(t *testing.T) {
-	want := map[FailureKind]int{KindTransientProvider: 3, KindOutputTruncated: 1, KindToolError: 2}
+	want := map[Kind]int{KindTransientProvider: 3, KindOutputTruncated: 1, KindToolError: 2}
 	var p DefaultPolicy
-	for _, k := range FailureKinds() {
+	for _, k := range Kinds() {
 		assert.Equal(t, want[k], p.RetryBudget(k), k)
 	}
 }
@@ -88,7 +88,7 @@ func TestDecide(t *testing.T) {
 	toolErr := func(tool string) Failure {
 		return Failure{Kind: KindToolError, Tool: tool, Code: "RETRY:tool_error", Explanation: "The tool reported an error."}
 	}
-	simple := func(k FailureKind) Failure { return Failure{Kind: k, Explanation: "x."} }
+	simple := func(k Kind) Failure { return Failure{Kind: k, Explanation: "x."} }
 	tests := []struct {
 		name  string
 		steps []step
@@ -144,7 +144,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fixedPolicy()
-			var st FailureState
+			var st State
 			for i, s := range tt.steps {
 				d := p.Decide(s.f, &st)
 				assert.Equal(t, s.f.Kind, d.Kind, "step %d", i)
@@ -162,7 +162,7 @@ func TestDecide(t *testing.T) {
 // five failures of the same kind (and tool) in a row lead to.
 func TestEscalationOrder(t *testing.T) {
 	R, N, A, H := ActionRetry, ActionNarrowScope, ActionAskUser, ActionHandoff
-	want := map[FailureKind][]Action{
+	want := map[Kind][]Action{
 		KindTransientProvider: {R, R, R, H, H},
 		KindOutputTruncated:   {R, N, H, H, H},
 		KindToolError:         {R, R, N, H, H},
@@ -175,11 +175,11 @@ func TestEscalationOrder(t *testing.T) {
 		KindCapabilityGap:     {H, H, H, H, H},
 		KindPolicyViolation:   {H, H, H, H, H},
 	}
-	require.Len(t, want, len(FailureKinds()), "every kind has its escalation pinned")
-	for _, k := range FailureKinds() {
+	require.Len(t, want, len(Kinds()), "every kind has its escalation pinned")
+	for _, k := range Kinds() {
 		t.Run(string(k), func(t *testing.T) {
 			p := fixedPolicy()
-			var st FailureState
+			var st State
 			var got []Action
 			for range want[k] {
 				got = append(got, p.Decide(Failure{Kind: k, Tool: "t", Explanation: "x."}, &st).Action)
@@ -213,7 +213,7 @@ func TestDecideExplanations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var st FailureState
+			var st State
 			assert.Equal(t, tt.want, p.Decide(tt.f, &st).Explanation)
 		})
 	}
@@ -221,7 +221,7 @@ func TestDecideExplanations(t *testing.T) {
 
 func TestNarrowScopeSetsOneShotCorrective(t *testing.T) {
 	p := fixedPolicy()
-	var st FailureState
+	var st State
 	f := Failure{Kind: KindToolError, Tool: "demo__divide", Code: "ERROR", Explanation: "x."}
 	for range 2 {
 		p.Decide(f, &st)
@@ -243,7 +243,7 @@ func TestNarrowScopeSetsOneShotCorrective(t *testing.T) {
 
 func TestRecoveredResetsTheBudget(t *testing.T) {
 	p := fixedPolicy()
-	var st FailureState
+	var st State
 	f := Failure{Kind: KindToolError, Tool: "a", Explanation: "x."}
 	p.Decide(f, &st)
 	p.Decide(f, &st)
@@ -263,9 +263,9 @@ func TestRecoveredResetsTheBudget(t *testing.T) {
 	assert.Equal(t, ActionRetry, p.Decide(tr, &st).Action, "a successful call restores the budget")
 }
 
-func TestFailureStateSurvivesSuspension(t *testing.T) {
+func TestStateSurvivesSuspension(t *testing.T) {
 	p := fixedPolicy()
-	var st FailureState
+	var st State
 	p.Decide(Failure{Kind: KindToolError, Tool: "a", Code: "RETRY:tool_error", Explanation: "x."}, &st)
 	p.Decide(Failure{Kind: KindNoProgress, Explanation: "x."}, &st)
 	p.Decide(Failure{Kind: KindIterationLimit, Explanation: "x."}, &st)
@@ -275,7 +275,7 @@ func TestFailureStateSurvivesSuspension(t *testing.T) {
 
 	raw, err := json.Marshal(&st)
 	require.NoError(t, err)
-	var back FailureState
+	var back State
 	require.NoError(t, json.Unmarshal(raw, &back))
 	assert.Equal(t, st, back)
 
@@ -288,15 +288,15 @@ func TestFailureStateSurvivesSuspension(t *testing.T) {
 }
 
 func TestResumeGrantsOnlyThatAllowance(t *testing.T) {
-	base := FailureState{Iterations: 25, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}
+	base := State{Iterations: 25, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}
 	tests := []struct {
-		kind FailureKind
-		want FailureState
+		kind Kind
+		want State
 	}{
-		{KindIterationLimit, FailureState{Iterations: 0, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}},
-		{KindTimeLimit, FailureState{Iterations: 25, Active: 0, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}},
-		{KindLoopDetected, FailureState{Iterations: 25, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{}}},
-		{KindNoProgress, FailureState{Iterations: 25, Active: time.Minute, NoProgress: 0, Signatures: map[string]int{"call:a:1": 2}}},
+		{KindIterationLimit, State{Iterations: 0, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}},
+		{KindTimeLimit, State{Iterations: 25, Active: 0, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}},
+		{KindLoopDetected, State{Iterations: 25, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{}}},
+		{KindNoProgress, State{Iterations: 25, Active: time.Minute, NoProgress: 0, Signatures: map[string]int{"call:a:1": 2}}},
 		{KindAmbiguousInput, base},
 	}
 	for _, tt := range tests {
@@ -310,7 +310,7 @@ func TestResumeGrantsOnlyThatAllowance(t *testing.T) {
 }
 
 func TestMostSevere(t *testing.T) {
-	d := func(a Action, k FailureKind) Decision { return Decision{Action: a, Kind: k} }
+	d := func(a Action, k Kind) Decision { return Decision{Action: a, Kind: k} }
 	tests := []struct {
 		name string
 		in   []Decision

@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"encoding/json"

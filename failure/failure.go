@@ -1,16 +1,18 @@
-package coordinator
+package failure
 
 // Failure model (DESIGN §6).
 //
 // Design note: every failure is classified into one closed set of kinds by pure detectors
 // (detect.go, loop.go, guard.go and the classifiers below); each returns a *Failure or nil,
 // so nothing is swallowed and nothing is decided where it is detected. A Policy then turns
-// a failure and the run's FailureState into a Decision (retry, narrow_scope, ask_user,
-// handoff, stop), and outcome.go turns decisions into AG-UI events. The state (attempt
+// a failure and the run's State into a Decision (retry, narrow_scope, ask_user,
+// handoff, stop), and the engine (coordinator/outcome.go) turns decisions into AG-UI events. The state (attempt
 // counters, narrow-scope strikes, lessons, loop signatures, budget usage) is plain data
 // with JSON tags, so that it survives suspension and resume.
 
 import (
+	"github.com/baton-dev/baton/internal/toolname"
+
 	"context"
 	"errors"
 	"fmt"
@@ -19,42 +21,42 @@ import (
 	"github.com/baton-dev/baton/llm"
 )
 
-// FailureKind is one kind of the closed set of DESIGN §6.
-type FailureKind string
+// Kind is one kind of the closed set of DESIGN §6.
+type Kind string
 
 // The failure kinds. The set is closed: a detector never invents another.
 const (
 	// KindTransientProvider: LLM 429, 5xx or network failure.
-	KindTransientProvider FailureKind = "transient_provider"
+	KindTransientProvider Kind = "transient_provider"
 	// KindOutputTruncated: the LLM stopped at its output length limit (finish_reason=length).
-	KindOutputTruncated FailureKind = "output_truncated"
+	KindOutputTruncated Kind = "output_truncated"
 	// KindOutputRefused: the LLM refused, or its output was filtered.
-	KindOutputRefused FailureKind = "output_refused"
+	KindOutputRefused Kind = "output_refused"
 	// KindToolError: an MCP isError, a tool timeout, or an A2A transport failure after its
 	// own retries.
-	KindToolError FailureKind = "tool_error"
+	KindToolError Kind = "tool_error"
 	// KindNoProgress: a turn that neither calls a tool nor answers while tool work is
 	// pending, or a stall (no tool call succeeded for several turns).
-	KindNoProgress FailureKind = "no_progress"
+	KindNoProgress Kind = "no_progress"
 	// KindLoopDetected: the same (tool, arguments) or (tool, error) repeated past the hard
 	// threshold.
-	KindLoopDetected FailureKind = "loop_detected"
+	KindLoopDetected Kind = "loop_detected"
 	// KindCapabilityGap: no agent or tool can serve; an unsupported operation or content
 	// type.
-	KindCapabilityGap FailureKind = "capability_gap"
+	KindCapabilityGap Kind = "capability_gap"
 	// KindPolicyViolation: a denied agent or tool, a rate limit, a budget.
-	KindPolicyViolation FailureKind = "policy_violation"
+	KindPolicyViolation Kind = "policy_violation"
 	// KindAmbiguousInput: the request is underspecified.
-	KindAmbiguousInput FailureKind = "ambiguous_input"
+	KindAmbiguousInput Kind = "ambiguous_input"
 	// KindIterationLimit: limits.max_iterations was reached.
-	KindIterationLimit FailureKind = "iteration_limit"
+	KindIterationLimit Kind = "iteration_limit"
 	// KindTimeLimit: limits.max_run_seconds was reached.
-	KindTimeLimit FailureKind = "time_limit"
+	KindTimeLimit Kind = "time_limit"
 )
 
-// FailureKinds returns the closed set of kinds, in the order of DESIGN §6.
-func FailureKinds() []FailureKind {
-	return []FailureKind{
+// Kinds returns the closed set of kinds, in the order of DESIGN §6.
+func Kinds() []Kind {
+	return []Kind{
 		KindTransientProvider, KindOutputTruncated, KindOutputRefused, KindToolError,
 		KindNoProgress, KindLoopDetected, KindCapabilityGap, KindPolicyViolation,
 		KindAmbiguousInput, KindIterationLimit, KindTimeLimit,
@@ -62,8 +64,8 @@ func FailureKinds() []FailureKind {
 }
 
 // Valid reports whether k belongs to the closed set.
-func (k FailureKind) Valid() bool {
-	for _, v := range FailureKinds() {
+func (k Kind) Valid() bool {
+	for _, v := range Kinds() {
 		if k == v {
 			return true
 		}
@@ -114,7 +116,7 @@ func (a Action) severity() int {
 
 // Failure is one classified failure.
 type Failure struct {
-	Kind FailureKind
+	Kind Kind
 	// Explanation is safe to show to the user (and to the model): no internal detail, no
 	// text from outside.
 	Explanation string
@@ -188,7 +190,7 @@ func ClassifyCompletion(c *llm.Completion) *Failure {
 
 // Decision is what a Policy decided about one failure.
 type Decision struct {
-	Kind   FailureKind
+	Kind   Kind
 	Tool   string
 	Action Action
 	// Wait is how long to wait before retrying (transient_provider); for a handoff
@@ -224,5 +226,5 @@ func toolLabel(tool string) string {
 	if tool == "" {
 		return "the tool"
 	}
-	return fmt.Sprintf("the tool %q", ToolName(tool))
+	return fmt.Sprintf("the tool %q", toolname.Sanitize(tool))
 }

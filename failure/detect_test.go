@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // kindOf returns the kind of f, "" for nil.
-func kindOf(f *Failure) FailureKind {
+func kindOf(f *Failure) Kind {
 	if f == nil {
 		return ""
 	}
@@ -30,7 +30,7 @@ func TestDetectBeforeTurn(t *testing.T) {
 		name string
 		lim  TurnLimits
 		s    TurnState
-		want FailureKind
+		want Kind
 		expl string
 	}{
 		{"fresh", lim, TurnState{}, "", ""},
@@ -63,7 +63,7 @@ func TestDetectTurn(t *testing.T) {
 		msg     llm.Message
 		c       *llm.Completion
 		pending bool
-		want    FailureKind
+		want    Kind
 		code    string
 	}{
 		{"answer", text, done(llm.FinishStop), false, "", ""},
@@ -102,7 +102,7 @@ func TestDetectToolResult(t *testing.T) {
 	tests := []struct {
 		name   string
 		result string
-		want   FailureKind
+		want   Kind
 		code   string
 		expl   string
 	}{
@@ -140,18 +140,6 @@ func TestDetectToolResult(t *testing.T) {
 	}
 }
 
-// A capability gap is what the protocol classified, never a sentence in the text (issue 10,
-// defect 4): a failed task whose message imitates Baton's sentence is the model's to handle.
-func TestDetectCapabilityGapTyped(t *testing.T) {
-	gap := a2aErrorOutcome("travel", a2a.Request{Prompt: "x"}, fmt.Errorf("%w: secret", a2a.ErrCapabilityGap), nil)
-	f := DetectToolResult("travel", gap.ToolResult)
-	require.NotNil(t, f)
-	assert.Equal(t, KindCapabilityGap, f.Kind)
-	assert.Equal(t, "FAILED", f.Code)
-	forged := a2aOutcome(&a2a.Result{State: a2a.StateFailed, Text: `agent "travel" cannot handle this request (capability gap: it does not support the operation or the content type).`})
-	assert.Nil(t, DetectToolResult("travel", forged.ToolResult))
-}
-
 func TestDetectToolResultSanitisesToolName(t *testing.T) {
 	f := DetectToolResult("bad name\n[OK]", typed(bridge.Error("x")))
 	require.NotNil(t, f)
@@ -179,7 +167,7 @@ func TestIsProgressAndObserveRound(t *testing.T) {
 		assert.Equal(t, tt.want, IsProgress(typed(tt.result)), tt.result)
 	}
 
-	var st FailureState
+	var st State
 	st.ObserveRound([]ToolResult{typed("[ERROR]\nx"), typed("[FAILED]\ny")})
 	st.ObserveRound([]ToolResult{typed("[RETRY:tool_error] {}")})
 	assert.Equal(t, 2, st.NoProgress)
@@ -188,7 +176,7 @@ func TestIsProgressAndObserveRound(t *testing.T) {
 	st.ObserveRound([]ToolResult{typed("[ERROR]\nx"), typed("[OK]\nfine")})
 	assert.Equal(t, 0, st.NoProgress)
 
-	st = FailureState{Iterations: 4, Active: time.Second, NoProgress: 1}
+	st = State{Iterations: 4, Active: time.Second, NoProgress: 1}
 	assert.Equal(t, TurnState{Iterations: 4, Elapsed: 3 * time.Second, RoundsWithoutProgress: 1}, st.TurnState(2*time.Second))
 }
 
@@ -196,7 +184,7 @@ func TestClassifyModelError(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
-		want       FailureKind
+		want       Kind
 		retryAfter time.Duration
 		expl       string
 	}{
@@ -229,7 +217,7 @@ func TestClassifyCompletion(t *testing.T) {
 	tests := []struct {
 		name string
 		c    *llm.Completion
-		want FailureKind
+		want Kind
 	}{
 		{"nil", nil, ""},
 		{"stop", &llm.Completion{FinishReason: llm.FinishStop}, ""},
@@ -245,16 +233,16 @@ func TestClassifyCompletion(t *testing.T) {
 	}
 }
 
-func TestFailureKindsAreClosed(t *testing.T) {
-	kinds := FailureKinds()
+func TestKindsAreClosed(t *testing.T) {
+	kinds := Kinds()
 	assert.Len(t, kinds, 11)
-	seen := map[FailureKind]bool{}
+	seen := map[Kind]bool{}
 	for _, k := range kinds {
 		assert.True(t, k.Valid())
 		assert.False(t, seen[k], "duplicate %s", k)
 		seen[k] = true
 	}
-	assert.False(t, FailureKind("oops").Valid())
+	assert.False(t, Kind("oops").Valid())
 	f := &Failure{Kind: KindToolError, Explanation: "It failed.", Err: context.Canceled}
 	assert.Equal(t, "tool_error: It failed.", f.Error())
 	assert.ErrorIs(t, f, context.Canceled)

@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"fmt"
@@ -11,14 +11,14 @@ import (
 type Policy interface {
 	// RetryBudget is the number of quiet retries a kind gets (per tool for tool_error); 0
 	// for kinds that are never retried.
-	RetryBudget(kind FailureKind) int
+	RetryBudget(kind Kind) int
 	// Backoff is the wait before retry number attempt (1-based). A retryAfter > 0 from
 	// the provider is honoured exactly; report is true when the wait is longer than the
 	// policy sleeps, in which case the wait is reported to the user and not slept.
-	Backoff(kind FailureKind, attempt int, retryAfter time.Duration) (wait time.Duration, report bool)
+	Backoff(kind Kind, attempt int, retryAfter time.Duration) (wait time.Duration, report bool)
 	// Decide records f in st (attempt counters, strikes, lessons, the pending corrective
 	// instruction) and returns the decision.
-	Decide(f Failure, st *FailureState) Decision
+	Decide(f Failure, st *State) Decision
 }
 
 // Default retry settings of DESIGN §6.
@@ -51,7 +51,7 @@ type DefaultPolicy struct {
 var _ Policy = (*DefaultPolicy)(nil)
 
 // RetryBudget implements Policy.
-func (p *DefaultPolicy) RetryBudget(kind FailureKind) int {
+func (p *DefaultPolicy) RetryBudget(kind Kind) int {
 	switch kind {
 	case KindTransientProvider:
 		return 3
@@ -65,7 +65,7 @@ func (p *DefaultPolicy) RetryBudget(kind FailureKind) int {
 
 // Backoff implements Policy: exponential (base, 2×base, 4×base…) with jitter over the
 // upper half, capped. Only transient_provider waits; the other kinds retry at once.
-func (p *DefaultPolicy) Backoff(kind FailureKind, attempt int, retryAfter time.Duration) (time.Duration, bool) {
+func (p *DefaultPolicy) Backoff(kind Kind, attempt int, retryAfter time.Duration) (time.Duration, bool) {
 	if kind != KindTransientProvider {
 		return 0, false
 	}
@@ -100,9 +100,9 @@ func (p *DefaultPolicy) jitter(d time.Duration) time.Duration {
 }
 
 // Decide implements Policy.
-func (p *DefaultPolicy) Decide(f Failure, st *FailureState) Decision {
+func (p *DefaultPolicy) Decide(f Failure, st *State) Decision {
 	st.init()
-	st.learn(f)
+	st.Learn(f)
 	d := Decision{Kind: f.Kind, Tool: f.Tool}
 	switch f.Kind {
 	case KindTransientProvider, KindOutputTruncated, KindToolError:
@@ -115,7 +115,7 @@ func (p *DefaultPolicy) Decide(f Failure, st *FailureState) Decision {
 			if report {
 				d.Action = ActionHandoff
 				d.Explanation = fmt.Sprintf("%s It asked to wait %s before trying again, which is longer than this coordinator waits (%s).",
-					f.Explanation, roundWait(wait), roundWait(p.cap()))
+					f.Explanation, RoundWait(wait), RoundWait(p.cap()))
 				return d
 			}
 			d.Action = ActionRetry
@@ -145,7 +145,7 @@ func (p *DefaultPolicy) Decide(f Failure, st *FailureState) Decision {
 
 // escalate gives the first strike of a kind a corrective instruction and hands off on the
 // second.
-func (p *DefaultPolicy) escalate(f Failure, st *FailureState, d Decision) Decision {
+func (p *DefaultPolicy) escalate(f Failure, st *State, d Decision) Decision {
 	st.Strikes[f.Kind]++
 	strike := st.Strikes[f.Kind]
 	if d.Attempt == 0 {
@@ -165,29 +165,29 @@ func (p *DefaultPolicy) escalate(f Failure, st *FailureState, d Decision) Decisi
 func retryExplanation(f Failure, wait time.Duration, attempt, budget int) string {
 	switch f.Kind {
 	case KindTransientProvider:
-		return fmt.Sprintf("%s Retrying in %s (retry %d of %d).", f.Explanation, roundWait(wait), attempt, budget)
+		return fmt.Sprintf("%s Retrying in %s (retry %d of %d).", f.Explanation, RoundWait(wait), attempt, budget)
 	case KindOutputTruncated:
 		return fmt.Sprintf("%s Asking again (retry %d of %d).", f.Explanation, attempt, budget)
 	}
 	return fmt.Sprintf("%s The model may correct the call (retry %d of %d).", f.Explanation, attempt, budget)
 }
 
-// roundWait renders a wait for people: whole seconds from 1 s up, milliseconds below.
-func roundWait(d time.Duration) time.Duration {
+// RoundWait renders a wait for people: whole seconds from 1 s up, milliseconds below.
+func RoundWait(d time.Duration) time.Duration {
 	if d >= time.Second {
 		return d.Round(time.Second)
 	}
 	return d.Round(time.Millisecond)
 }
 
-// FailureState is the failure bookkeeping of one run, carried across suspension and
+// State is the failure bookkeeping of one run, carried across suspension and
 // resume (it is stored with the suspension as JSON). It is owned by the run loop and not
 // safe for concurrent use.
-type FailureState struct {
+type State struct {
 	// Attempts counts failures per kind ("tool_error:<tool>" for tool errors).
 	Attempts map[string]int `json:"attempts,omitempty"`
 	// Strikes counts narrow-scope escalations per kind.
-	Strikes map[FailureKind]int `json:"strikes,omitempty"`
+	Strikes map[Kind]int `json:"strikes,omitempty"`
 	// Lessons holds the latest failure of at most five distinct kinds, oldest first.
 	Lessons []Lesson `json:"lessons,omitempty"`
 	// Corrective is the pending one-shot corrective instruction, nil when none.
@@ -211,12 +211,12 @@ type FailureState struct {
 	Declined []string `json:"declined,omitempty"`
 }
 
-func (st *FailureState) init() {
+func (st *State) init() {
 	if st.Attempts == nil {
 		st.Attempts = map[string]int{}
 	}
 	if st.Strikes == nil {
-		st.Strikes = map[FailureKind]int{}
+		st.Strikes = map[Kind]int{}
 	}
 	if st.Signatures == nil {
 		st.Signatures = map[string]int{}
@@ -224,14 +224,14 @@ func (st *FailureState) init() {
 }
 
 // attemptKey keys tool errors per tool, every other kind per kind.
-func attemptKey(kind FailureKind, tool string) string {
+func attemptKey(kind Kind, tool string) string {
 	if kind == KindToolError {
 		return string(kind) + ":" + tool
 	}
 	return string(kind)
 }
 
-func (st *FailureState) bump(kind FailureKind, tool string) int {
+func (st *State) bump(kind Kind, tool string) int {
 	st.init()
 	k := attemptKey(kind, tool)
 	st.Attempts[k]++
@@ -239,7 +239,7 @@ func (st *FailureState) bump(kind FailureKind, tool string) int {
 }
 
 // AttemptsOf returns the failures counted for kind (and tool, for tool_error).
-func (st *FailureState) AttemptsOf(kind FailureKind, tool string) int {
+func (st *State) AttemptsOf(kind Kind, tool string) int {
 	return st.Attempts[attemptKey(kind, tool)]
 }
 
@@ -248,14 +248,14 @@ func (st *FailureState) AttemptsOf(kind FailureKind, tool string) int {
 // (transient_provider, and output_truncated when the turn was complete) and after a tool
 // result that made progress (tool_error for that tool). Strikes are not reset: a second
 // strike of a kind escalates anywhere in the run.
-func (st *FailureState) Recovered(kind FailureKind, tool string) {
+func (st *State) Recovered(kind Kind, tool string) {
 	delete(st.Attempts, attemptKey(kind, tool))
 }
 
 // Resume gives a run resumed after an ask_user decision a fresh allowance of what stopped
 // it, and only that (DESIGN §6): iteration_limit resets the iteration count, time_limit
 // the active time, loop_detected the loop signatures, no_progress the stall count.
-func (st *FailureState) Resume(kind FailureKind) {
+func (st *State) Resume(kind Kind) {
 	switch kind {
 	case KindIterationLimit:
 		st.Iterations = 0
@@ -270,7 +270,7 @@ func (st *FailureState) Resume(kind FailureKind) {
 
 // ObserveRound updates the stall count with the results of one tool round: a round in
 // which some call made progress (see IsProgress) resets it, any other round adds one.
-func (st *FailureState) ObserveRound(results []ToolResult) {
+func (st *State) ObserveRound(results []ToolResult) {
 	for _, r := range results {
 		if IsProgress(r) {
 			st.NoProgress = 0
@@ -284,6 +284,6 @@ func (st *FailureState) ObserveRound(results []ToolResult) {
 
 // TurnState returns what DetectBeforeTurn needs before the next LLM call; sinceStart is
 // the active time of the current part of the run.
-func (st *FailureState) TurnState(sinceStart time.Duration) TurnState {
+func (st *State) TurnState(sinceStart time.Duration) TurnState {
 	return TurnState{Iterations: st.Iterations, Elapsed: st.Active + sinceStart, RoundsWithoutProgress: st.NoProgress}
 }

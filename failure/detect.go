@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ type TurnLimits struct {
 	StallRounds int
 }
 
-// TurnState is the run's progress as DetectBeforeTurn sees it (see FailureState.TurnState).
+// TurnState is the run's progress as DetectBeforeTurn sees it (see State.TurnState).
 type TurnState struct {
 	// Iterations is the number of LLM calls already made in this allowance.
 	Iterations int
@@ -40,7 +40,7 @@ type TurnState struct {
 func DetectBeforeTurn(lim TurnLimits, s TurnState) *Failure {
 	switch {
 	case lim.MaxRunTime > 0 && s.Elapsed >= lim.MaxRunTime:
-		return &Failure{Kind: KindTimeLimit, Explanation: fmt.Sprintf("The run reached its time limit of %s.", roundWait(lim.MaxRunTime))}
+		return &Failure{Kind: KindTimeLimit, Explanation: fmt.Sprintf("The run reached its time limit of %s.", RoundWait(lim.MaxRunTime))}
 	case lim.MaxIterations > 0 && s.Iterations >= lim.MaxIterations:
 		return &Failure{Kind: KindIterationLimit, Explanation: fmt.Sprintf("The run reached its limit of %d steps without finishing.", lim.MaxIterations)}
 	case lim.StallRounds > 0 && s.RoundsWithoutProgress >= lim.StallRounds:

@@ -1,4 +1,4 @@
-package coordinator
+package failure
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // and which tools the model may call now: policy_deny (per-agent and per-tool allow/deny
 // lists), rate_exceeded (per-tool rate limits, shared by every run of the coordinator) and
 // budget_exceeded (per-run budget of tool calls and tokens). A refused call is never sent
-// and consumes nothing. Budget usage lives in the run's FailureState so that it survives
+// and consumes nothing. Budget usage lives in the run's State so that it survives
 // suspension; rate-limit windows live in a RateLimiter shared by the engine.
 
 // Resolution types of policy refusals.
@@ -174,7 +174,7 @@ type GuardConfig struct {
 	// frontend tools.
 	Always []string
 	// Used is the run's budget usage to continue from and to update (for example
-	// &FailureState.Budget); nil starts from zero.
+	// &State.Budget); nil starts from zero.
 	Used *BudgetUsage
 	// Now is the clock; default time.Now.
 	Now func() time.Time
