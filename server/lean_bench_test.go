@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,6 +253,10 @@ func BenchmarkOpenRuns(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		g1 := runtime.NumGoroutine()
+		if path := os.Getenv("BATON_BENCH_HEAPPROFILE"); path != "" {
+			writeProfile(b, "heap", path)
+			writeProfile(b, "goroutine", path+".goroutines")
+		}
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(runs)/1024, "heap-KiB/run")
 		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/float64(runs)/1024, "stack-KiB/run")
 		b.ReportMetric(float64(g1-g0)/float64(runs), "goroutines/run")
@@ -276,6 +281,14 @@ func BenchmarkOpenRuns(b *testing.B) {
 		cancel()
 		_ = ag.Close()
 	}
+}
+
+// writeProfile writes a pprof profile of the open runs (BATON_BENCH_HEAPPROFILE).
+func writeProfile(b *testing.B, name, path string) {
+	f, err := os.Create(path)
+	require.NoError(b, err)
+	defer f.Close()
+	require.NoError(b, pprof.Lookup(name).WriteTo(f, 0))
 }
 
 // runLoadPeer is the load peer's main (see loadPeerEnv). Commands on stdin, one answer
