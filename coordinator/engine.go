@@ -71,6 +71,10 @@ type Engine struct {
 	keepDone chan struct{}
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
+	// tools are the backend tools of the current configuration, cards and catalogue,
+	// shared by runs (toolcache.go).
+	toolsMu sync.Mutex
+	tools   *backendTools
 }
 
 // thread is what the engine remembers about a thread between runs.
