@@ -268,15 +268,12 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
 	r.elog.input = inputMessages(in)
-	e.wg.Add(2)
+	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
-		r.elog.write(r.done)
-	}()
-	go func() {
-		defer e.wg.Done()
 		defer e.running.Add(-1)
+		defer r.elog.runEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
 	return r, nil

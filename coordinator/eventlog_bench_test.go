@@ -40,15 +40,13 @@ func BenchmarkEventLog(b *testing.B) {
 			for done := 0; done < b.N; {
 				n := min(b.N-done, 100000)
 				runs++
-				l := newRunLog(st, "t", fmt.Sprintf("r%d", runs), slog.New(slog.DiscardHandler))
-				runDone := make(chan struct{})
-				go l.write(runDone)
+				l := newRunLog(st, "t", fmt.Sprintf("r%d", runs), slog.New(slog.DiscardHandler), nil)
 				for range n {
 					l.add(ev)
 				}
 				l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
 				l.waitEnded()
-				close(runDone)
+				l.runEnded()
 				done += n
 			}
 			b.StopTimer()
@@ -65,9 +63,7 @@ func BenchmarkEventLogAdd(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler))
-	runDone := make(chan struct{})
-	go l.write(runDone)
+	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), nil)
 	ev := &agui.TextMessageContent{MessageID: "msg-0123456789abcdef", Delta: "a token or two ", Base: agui.Base{Timestamp: 1795411628061}}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -77,5 +73,5 @@ func BenchmarkEventLogAdd(b *testing.B) {
 	b.StopTimer()
 	l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
 	l.waitEnded()
-	close(runDone)
+	l.runEnded()
 }
