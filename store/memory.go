@@ -19,6 +19,8 @@ type memory struct {
 	threads     map[string]*memThread
 	// eventAt lists appended events oldest first, for the retention sweep.
 	eventAt []memEventRef
+	// cancels are the pending cancels, with their Since.
+	cancels map[cancelKey]time.Time
 }
 
 type memRow struct {

@@ -64,6 +64,16 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
+// schemaV5 records the A2A cancels not confirmed yet, so that a restart continues them
+// (design/cancel-confirm.md).
+const schemaV5 = `CREATE TABLE pending_cancels (
+		agent   TEXT NOT NULL,
+		task_id TEXT NOT NULL,
+		since   BIGINT NOT NULL,   -- when the cancel was decided, Unix ns (the horizon counts from it)
+		PRIMARY KEY (agent, task_id)
+	);
+	CREATE INDEX pending_cancels_since ON pending_cancels (since);`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -92,6 +102,8 @@ var migrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
+	// 5: pending cancels.
+	schemaV5,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -121,6 +133,8 @@ var pgMigrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
+	// 5: pending cancels.
+	schemaV5,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas
