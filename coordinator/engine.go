@@ -110,11 +110,14 @@ func New(cfg Config) (*Engine, error) {
 		Permanent:  permanentCancelError,
 		RetryAfter: a2a.RetryAfterOf,
 		Logger:     cfg.Logger,
+		OnFollow:   e.recordCancel,
+		OnSettle:   e.forgetCancel,
 	})
 	// Agents first: a bad one fails New before any background goroutine starts.
 	if err := e.addAgents(); err != nil {
 		return nil, err
 	}
+	e.resumeCancels()
 	e.loadInterruptsOpen()
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})

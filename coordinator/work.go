@@ -136,8 +136,9 @@ func (e *Engine) reapLapsed() {
 			if a == nil || a2a.State(t.State).Terminal() {
 				continue
 			}
-			err := a.Client.Cancel(cctx, t.TaskID)
-			log.Info("lapsed run: task cancelled", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
+			if err := e.cancelTask(cctx, a, t.TaskID, log, "lapsed run: task cancelled"); err != nil {
+				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
+			}
 		}
 		ccancel()
 		e.endLostLog(ctx, run.ThreadID, run.RunID)
