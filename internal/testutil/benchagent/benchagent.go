@@ -6,6 +6,7 @@ package benchagent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,6 +45,9 @@ type Agent struct {
 
 	mu    sync.Mutex
 	tasks map[string]*task
+	// changed is closed and replaced whenever a task is canceled (WaitCanceled).
+	changed     chan struct{}
+	failCancels int
 
 	cancelsInFlight, maxCancelsInFlight atomic.Int64
 	cancelCalls                         atomic.Int64
@@ -62,7 +66,8 @@ func New(url string, opts Options) *Agent {
 	if len(opts.Chunks) == 0 {
 		opts.Chunks = []string{"ok"}
 	}
-	a := &Agent{opts: opts, url: url, release: make(chan struct{}), tasks: make(map[string]*task)}
+	a := &Agent{opts: opts, url: url, release: make(chan struct{}), tasks: make(map[string]*task),
+		changed: make(chan struct{}), failCancels: opts.FailCancels}
 	a.card, _ = json.Marshal(&sdk.AgentCard{Name: "bench", Description: "Benchmark agent (answers from memory).", Version: "1",
 		SupportedInterfaces: []*sdk.AgentInterface{{URL: url, ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: "1.0"}},
 		Capabilities:        sdk.AgentCapabilities{Streaming: true}, DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
@@ -110,6 +115,37 @@ func (a *Agent) Counts() (tasks, canceled int) {
 		}
 	}
 	return len(a.tasks), canceled
+}
+
+// SetFailCancels changes Options.FailCancels from now on (counted per task from its first
+// CancelTask, as before): an agent that refuses cancels and later applies them.
+func (a *Agent) SetFailCancels(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failCancels = n
+}
+
+// WaitCanceled waits until at least n tasks are canceled, or ctx is done.
+func (a *Agent) WaitCanceled(ctx context.Context, n int) error {
+	for {
+		a.mu.Lock()
+		canceled := 0
+		for _, t := range a.tasks {
+			if t.state == sdk.TaskStateCanceled {
+				canceled++
+			}
+		}
+		ch := a.changed
+		a.mu.Unlock()
+		if canceled >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d tasks canceled: %w", canceled, n, ctx.Err())
+		}
+	}
 }
 
 // MaxCancelsInFlight is the largest number of CancelTask calls the agent served at once.
@@ -225,7 +261,7 @@ func (a *Agent) cancel(w http.ResponseWriter, req rpcRequest) {
 		return
 	}
 	t.cancels++
-	if t.cancels <= a.opts.FailCancels {
+	if t.cancels <= a.failCancels {
 		a.mu.Unlock()
 		writeRPC(w, req.ID, "", `{"code":-32603,"message":"busy, try again"}`)
 		return
@@ -242,6 +278,8 @@ func (a *Agent) cancel(w http.ResponseWriter, req rpcRequest) {
 	}
 	t.state = sdk.TaskStateCanceled
 	close(t.canceled)
+	close(a.changed)
+	a.changed = make(chan struct{})
 	a.mu.Unlock()
 	writeRPC(w, req.ID, taskJSON(req.Params.ID, sdk.TaskStateCanceled), "")
 }
