@@ -3,6 +3,8 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,9 +40,14 @@ import (
 
 // leanEngine returns an engine with the stub model delegating to one bench agent at url.
 func leanEngine(tb testing.TB, url string) (*coordinator.Engine, *a2a.Agent) {
+	return leanEngineWith(tb, url, nil)
+}
+
+// leanEngineWith is leanEngine with the A2A client's HTTP client (nil: the default).
+func leanEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
 	tb.Helper()
 	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour},
-		a2a.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		a2a.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
 	require.NoError(tb, err)
 	e, err := coordinator.New(coordinator.Config{
 		// Log lines are formatted (a real cost per run) but not printed.
@@ -236,7 +243,20 @@ func BenchmarkOpenRuns(b *testing.B) {
 		require.True(b, out.Scan())
 		agentURL := strings.TrimPrefix(out.Text(), "agent ")
 
-		e, ag := leanEngine(b, agentURL)
+		var hc *http.Client
+		if os.Getenv("BATON_BENCH_AGENT_H2") != "" {
+			// The agent speaks HTTP/2 over TLS (as agents behind https usually do): the
+			// streams of all runs share connections. Both processes hold net/http's
+			// built-in test certificate; a throwaway TLS server hands it over here.
+			certSrv := httptest.NewTLSServer(http.NotFoundHandler())
+			pool := x509.NewCertPool()
+			pool.AddCert(certSrv.Certificate())
+			certSrv.Close()
+			t := a2a.NewHTTPTransport()
+			t.TLSClientConfig = &tls.Config{RootCAs: pool}
+			hc = &http.Client{Transport: t}
+		}
+		e, ag := leanEngineWith(b, agentURL, hc)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(b, err)
 		srv := &http.Server{Handler: New(Config{Engine: e, MaxActiveRuns: -1})}
@@ -250,7 +270,11 @@ func BenchmarkOpenRuns(b *testing.B) {
 		require.Equal(b, "open", open[0])
 		opened, _ := strconv.Atoi(open[1])
 		require.Equal(b, runs, opened, "runs open")
-		runtime.GC()
+		// Stacks shrink by half per GC when a quarter of them is in use: a few GCs show
+		// what the open runs hold, not what they used on their way there.
+		for range 4 {
+			runtime.GC()
+		}
 		runtime.ReadMemStats(&after)
 		g1 := runtime.NumGoroutine()
 		if path := os.Getenv("BATON_BENCH_HEAPPROFILE"); path != "" {
@@ -303,10 +327,23 @@ func runLoadPeer() {
 	if err != nil {
 		panic(err)
 	}
+	h2 := os.Getenv("BATON_BENCH_AGENT_H2") != ""
 	url := "http://" + ln.Addr().String()
+	if h2 {
+		url = "https://" + ln.Addr().String()
+	}
 	fail, _ := strconv.Atoi(os.Getenv("BATON_BENCH_FAIL_CANCELS"))
 	agent := benchagent.New(url, benchagent.Options{Hold: true, Chunks: []string{"first chunk", "second"}, FailCancels: fail})
-	go (&http.Server{Handler: agent}).Serve(ln)
+	if h2 {
+		srv := httptest.NewUnstartedServer(agent)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.EnableHTTP2 = true
+		srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1 << 20} // default 250: a connection per 250 streams
+		srv.StartTLS()
+	} else {
+		go (&http.Server{Handler: agent}).Serve(ln)
+	}
 	fmt.Println("agent", url)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, MaxConnsPerHost: 0, DisableKeepAlives: true}}
 	var cancels []context.CancelFunc
