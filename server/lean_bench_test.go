@@ -431,3 +431,94 @@ func runLoadPeer() {
 		}
 	}
 }
+
+// BenchmarkOpenStreamsFloor is the floor for BenchmarkOpenRuns: BATON_BENCH_RUNS (default
+// 1,000) A2A streams held open by a bare client in this process, against the same agent in
+// the load peer, without Baton: "sdk" is a2a-go's own client and JSON-RPC transport,
+// "baton-a2a" is package a2a (the lean transport) alone. Per stream: the client side's
+// heap, stack and goroutines (the goroutine that reads the stream included).
+func BenchmarkOpenStreamsFloor(b *testing.B) {
+	runs := 1000
+	if v, err := strconv.Atoi(os.Getenv("BATON_BENCH_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	raiseFDLimit()
+	for _, client := range []string{"sdk", "baton-a2a"} {
+		b.Run(client, func(b *testing.B) {
+			for b.Loop() {
+				peer := exec.Command(os.Args[0], "-test.run=^$")
+				peer.Env = append(os.Environ(), loadPeerEnv+"=1")
+				peer.Stderr = os.Stderr
+				in, err := peer.StdinPipe()
+				require.NoError(b, err)
+				outPipe, err := peer.StdoutPipe()
+				require.NoError(b, err)
+				require.NoError(b, peer.Start())
+				out := bufio.NewScanner(outPipe)
+				require.True(b, out.Scan())
+				agentURL := strings.TrimPrefix(out.Text(), "agent ")
+				ctx, cancel := context.WithCancel(context.Background())
+				hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
+				// open starts one stream and reports once its first chunk arrived; the
+				// stream stays open until ctx ends.
+				var open func(opened chan<- error)
+				switch client {
+				case "sdk":
+					card, err := agentcard.DefaultResolver.Resolve(ctx, agentURL)
+					require.NoError(b, err)
+					c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
+					require.NoError(b, err)
+					defer c.Destroy()
+					open = func(opened chan<- error) {
+						for ev, err := range c.SendStreamingMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("go"))}) {
+							if err != nil {
+								opened <- err
+								return
+							}
+							if _, ok := ev.(*sdk.TaskArtifactUpdateEvent); ok {
+								opened <- nil
+								<-ctx.Done() // parked inside the iteration: the stream stays open
+								return
+							}
+						}
+						opened <- fmt.Errorf("stream ended")
+					}
+				default:
+					ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "bench", URL: agentURL}, a2a.Options{HTTPClient: hc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+					require.NoError(b, err)
+					defer ag.Close()
+					open = func(opened chan<- error) {
+						var once sync.Once
+						_, _ = ag.Send(ctx, a2a.Request{Prompt: "go"}, a2a.Observer{Text: func(string) { once.Do(func() { opened <- nil }) }})
+					}
+				}
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				g0 := runtime.NumGoroutine()
+				var wg sync.WaitGroup
+				opened := make(chan error, runs)
+				for range runs {
+					wg.Go(func() { open(opened) })
+				}
+				for range runs {
+					require.NoError(b, <-opened)
+				}
+				for range 4 {
+					runtime.GC()
+				}
+				runtime.ReadMemStats(&after)
+				g1 := runtime.NumGoroutine()
+				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(runs)/1024, "heap-KiB/stream")
+				b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/float64(runs)/1024, "stack-KiB/stream")
+				b.ReportMetric(float64(g1-g0)/float64(runs), "goroutines/stream")
+				cancel()
+				wg.Wait()
+				hc.CloseIdleConnections()
+				_, _ = fmt.Fprintln(in, "quit")
+				_ = peer.Wait()
+			}
+		})
+	}
+}
