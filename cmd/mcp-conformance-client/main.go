@@ -34,7 +34,13 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	err := run(ctx, os.Args[len(os.Args)-1], os.Getenv("MCP_CONFORMANCE_SCENARIO"), os.Stdout, os.Stderr)
+	url, scenario := os.Args[len(os.Args)-1], os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	var err error
+	if strings.HasPrefix(scenario, "auth/") {
+		err = runAuth(ctx, url, scenario, os.Getenv("MCP_CONFORMANCE_CONTEXT"), os.Stdout)
+	} else {
+		err = run(ctx, url, scenario, os.Stdout, os.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcp-conformance-client:", err)
 		os.Exit(1)
