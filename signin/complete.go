@@ -48,7 +48,8 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 	if iss == "" && p.IssParameterSupported {
 		return nil, ErrIssuerMismatch
 	}
-	if iss != "" && !issuersEqual(iss, p.Issuer) {
+	// RFC 9207 §2.4: simple string comparison, no normalization.
+	if iss != "" && iss != p.Issuer {
 		return nil, ErrIssuerMismatch
 	}
 	if code == "" {

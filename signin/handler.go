@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -335,6 +336,7 @@ func (h *Handler) identify(ctx context.Context, asm *oauthex.AuthServerMeta, g *
 		GrantTypes:              grants,
 		ResponseTypes:           []string{"code"},
 		ClientName:              h.cfg.ClientName,
+		ApplicationType:         applicationType(h.cfg.RedirectURL),
 	}
 	reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, meta, h.cfg.HTTPClient)
 	if err != nil {
@@ -353,6 +355,16 @@ func (h *Handler) identify(ctx context.Context, asm *oauthex.AuthServerMeta, g *
 	h.clients[asm.Issuer] = c
 	h.mu.Unlock()
 	return c, nil
+}
+
+// applicationType is the registration's application_type (OpenID Dynamic Client
+// Registration, SEP-837): "native" for a loopback or custom-scheme redirect, else "web".
+func applicationType(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || isLoopbackHost(u.Hostname()) {
+		return "native"
+	}
+	return "web"
 }
 
 // registrationAuthMethod picks the token endpoint authentication method asked for at
