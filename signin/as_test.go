@@ -311,7 +311,7 @@ func verifyES256(pub *ecdsa.PublicKey, jws, clientID, aud string) bool {
 	}
 	var c struct {
 		Iss, Sub, Aud, Jti string
-		Exp               int64
+		Exp                int64
 	}
 	if json.Unmarshal(b, &c) != nil {
 		return false
