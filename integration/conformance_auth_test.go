@@ -32,14 +32,10 @@ var conformanceSuites = []struct {
 // the table, and the issue note built from it, stays true), and so does a scenario not listed
 // that fails.
 var knownAuthFailures = map[string]map[string]string{
-	"0.1.16": {
-		"auth/cross-app-access-complete-flow": "extension (cross-app access / ID-JAG): RFC 8693 token exchange at the enterprise IdP, then a JWT-bearer grant; not implemented",
-	},
+	"0.1.16": {},
 	"0.2.0-alpha.12": {
-		"auth/enterprise-managed-authorization": "extension (enterprise-managed authorization / ID-JAG, the renamed cross-app access): not implemented",
-		"auth/dpop":                             "extension (RFC 9449 DPoP sender-constrained tokens): go-sdk's transport sends Bearer only, and DPoP needs a per-request proof",
-		"auth/dpop-nonce":                       "extension (RFC 9449 DPoP with server nonces): as auth/dpop",
-		"auth/wif-jwt-bearer":                   "extension (workload identity federation, RFC 7523 JWT-bearer grant with a platform-issued JWT): not implemented",
+		"auth/dpop":       "extension (RFC 9449 DPoP sender-constrained tokens): go-sdk's transport sends Bearer only, and DPoP needs a per-request proof",
+		"auth/dpop-nonce": "extension (RFC 9449 DPoP with server nonces): as auth/dpop",
 	},
 }
 

@@ -37,6 +37,24 @@ type conformanceContext struct {
 	ClientSecret     string `json:"client_secret"`
 	PrivateKeyPEM    string `json:"private_key_pem"`
 	SigningAlgorithm string `json:"signing_algorithm"`
+	// Workload identity federation: the platform-issued JWT.
+	ValidJWT string `json:"valid_jwt"`
+	// Enterprise-managed authorization (cross-app access): the enterprise IdP.
+	IdPClientID      string `json:"idp_client_id"`
+	IdPClientSecret  string `json:"idp_client_secret"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
+}
+
+// serviceScenario reports whether a scenario signs in without a user: client credentials,
+// workload identity, or enterprise-managed authorization.
+func serviceScenario(s string) bool {
+	for _, p := range []string{"auth/client-credentials", "auth/wif-", "auth/cross-app-access", "auth/enterprise-managed"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // runAuth drives an auth/* scenario: it connects through a signin.Handler (or the
@@ -54,11 +72,16 @@ func runAuth(ctx context.Context, serverURL, scenario, rawContext string, stdout
 
 	var handler auth.OAuthHandler
 	store := signin.NewMemory()
-	if strings.HasPrefix(scenario, "auth/client-credentials") {
-		handler = signin.NewServiceHandler(signin.ServiceConfig{
+	if serviceScenario(scenario) {
+		sc := signin.ServiceConfig{
 			Server: "conformance", ServerURL: serverURL, ClientID: cc.ClientID, ClientSecret: cc.ClientSecret,
-			PrivateKeyPEM: cc.PrivateKeyPEM, SigningAlgorithm: cc.SigningAlgorithm, HTTPClient: hc,
-		})
+			PrivateKeyPEM: cc.PrivateKeyPEM, SigningAlgorithm: cc.SigningAlgorithm, Assertion: cc.ValidJWT, HTTPClient: hc,
+		}
+		if cc.IdPTokenEndpoint != "" {
+			sc.Enterprise = &signin.EnterpriseIDP{TokenURL: cc.IdPTokenEndpoint, ClientID: cc.IdPClientID,
+				ClientSecret: cc.IdPClientSecret, IDToken: cc.IdPIDToken}
+		}
+		handler = signin.NewServiceHandler(sc)
 	} else {
 		handler = signin.NewHandler(signin.HandlerConfig{
 			Store: store, Principal: principal, Server: "conformance", ServerURL: serverURL,
