@@ -32,11 +32,8 @@ var conformanceSuites = []struct {
 // the table, and the issue note built from it, stays true), and so does a scenario not listed
 // that fails.
 var knownAuthFailures = map[string]map[string]string{
-	"0.1.16": {},
-	"0.2.0-alpha.12": {
-		"auth/dpop":       "extension (RFC 9449 DPoP sender-constrained tokens): go-sdk's transport sends Bearer only, and DPoP needs a per-request proof",
-		"auth/dpop-nonce": "extension (RFC 9449 DPoP with server nonces): as auth/dpop",
-	},
+	"0.1.16":         {},
+	"0.2.0-alpha.12": {},
 }
 
 var authOverallRE = regexp.MustCompile(`OVERALL: (PASSED|FAILED)`)

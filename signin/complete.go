@@ -59,6 +59,13 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 		hc = defaultHTTPClient()
 	}
 	g := p.Grant
+	if len(g.DPoPKey) > 0 {
+		key, err := parseDPoPKey(g.DPoPKey)
+		if err != nil {
+			return nil, err
+		}
+		hc = dpopClient(hc, key, now)
+	}
 	oc := &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret, RedirectURL: p.RedirectURL,
 		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
 	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(p.Verifier)}

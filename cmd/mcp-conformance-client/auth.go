@@ -71,6 +71,7 @@ func runAuth(ctx context.Context, serverURL, scenario, rawContext string, stdout
 	defer hc.CloseIdleConnections()
 
 	var handler auth.OAuthHandler
+	mcpHTTP := hc // the MCP transport's client; DPoP wraps it
 	store := signin.NewMemory()
 	if serviceScenario(scenario) {
 		sc := signin.ServiceConfig{
@@ -83,14 +84,16 @@ func runAuth(ctx context.Context, serverURL, scenario, rawContext string, stdout
 		}
 		handler = signin.NewServiceHandler(sc)
 	} else {
-		handler = signin.NewHandler(signin.HandlerConfig{
+		h := signin.NewHandler(signin.HandlerConfig{
 			Store: store, Principal: principal, Server: "conformance", ServerURL: serverURL,
 			RedirectURL: conformanceRedirect, ClientMetadataURL: conformanceCIMD,
 			ClientID: cc.ClientID, ClientSecret: cc.ClientSecret, ClientName: "baton-conformance",
 			HTTPClient: hc,
 		})
+		handler = h
+		mcpHTTP = &http.Client{Transport: h.Transport(hc.Transport), Timeout: hc.Timeout}
 	}
-	transport := &mcp.StreamableClientTransport{Endpoint: serverURL, HTTPClient: hc, OAuthHandler: handler, MaxRetries: -1}
+	transport := &mcp.StreamableClientTransport{Endpoint: serverURL, HTTPClient: mcpHTTP, OAuthHandler: handler, MaxRetries: -1}
 	client := mcp.NewClient(&mcp.Implementation{Name: "baton-conformance-client", Version: "0.1.0"}, nil)
 
 	signIns := 0
