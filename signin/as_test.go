@@ -33,6 +33,11 @@ type testAS struct {
 	issParam       bool // advertise and send iss
 	ecKey          *ecdsa.PublicKey
 	ecClient       string
+	dpopAlgs       []string // dpop_signing_alg_values_supported
+	wifJWT         string   // the workload JWT accepted by the jwt-bearer grant
+	// tokenHook runs first at the token endpoint; true when it answered.
+	tokenHook func(w http.ResponseWriter, r *http.Request) bool
+	boundKey  string // DPoP key x of the last bound token (set by tests' hooks)
 
 	mu         sync.Mutex
 	clients    map[string]asClient // by client_id
@@ -86,6 +91,9 @@ func (a *testAS) metadata() map[string]any {
 	}
 	if a.issParam {
 		m["authorization_response_iss_parameter_supported"] = true
+	}
+	if a.dpopAlgs != nil {
+		m["dpop_signing_alg_values_supported"] = a.dpopAlgs
 	}
 	return m
 }
@@ -223,6 +231,13 @@ func (a *testAS) token(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.tokenForms = append(a.tokenForms, r.PostForm)
 	a.mu.Unlock()
+	if a.tokenHook != nil && a.tokenHook(w, r) {
+		return
+	}
+	tokenType := "Bearer"
+	if a.dpopAlgs != nil && r.Header.Get("DPoP") != "" {
+		tokenType = "DPoP"
+	}
 	id, ok := a.authenticate(r)
 	if !ok {
 		writeJSON(w, 401, map[string]string{"error": "invalid_client"})
@@ -248,7 +263,7 @@ func (a *testAS) token(w http.ResponseWriter, r *http.Request) {
 		default:
 			rt := fmt.Sprintf("rt-%d", a.seq)
 			a.refresh[rt] = id
-			writeJSON(w, 200, map[string]any{"access_token": fmt.Sprintf("at-%d", a.seq), "token_type": "Bearer",
+			writeJSON(w, 200, map[string]any{"access_token": fmt.Sprintf("at-%d", a.seq), "token_type": tokenType,
 				"expires_in": 3600, "refresh_token": rt, "scope": c.scope})
 		}
 	case "refresh_token":
@@ -262,6 +277,13 @@ func (a *testAS) token(w http.ResponseWriter, r *http.Request) {
 		a.refresh[nrt] = id
 		writeJSON(w, 200, map[string]any{"access_token": fmt.Sprintf("at-%d", a.seq), "token_type": "Bearer",
 			"expires_in": 3600, "refresh_token": nrt})
+	case grantJWTBearer:
+		switch a := r.PostForm.Get("assertion"); {
+		case a == "" || (a != wifOK && !strings.HasPrefix(a, "jag-")):
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant"})
+		default:
+			writeJSON(w, 200, map[string]any{"access_token": fmt.Sprintf("jb-%d", a2seq(a)), "token_type": "Bearer", "expires_in": 3600})
+		}
 	case "client_credentials":
 		writeJSON(w, 200, map[string]any{"access_token": fmt.Sprintf("cc-%d", a.seq), "token_type": "Bearer",
 			"expires_in": 3600, "scope": r.PostForm.Get("scope")})
@@ -290,6 +312,11 @@ func (a *testAS) count(prefix string) int {
 	}
 	return n
 }
+
+// wifOK is the workload JWT the test AS accepts.
+const wifOK = "workload.jwt.ok"
+
+func a2seq(s string) int { return len(s) }
 
 // verifyES256 checks a compact JWS signed with ES256 and its client assertion claims.
 func verifyES256(pub *ecdsa.PublicKey, jws, clientID, aud string) bool {

@@ -636,3 +636,57 @@ func TestServiceHandler(t *testing.T) {
 		}
 	})
 }
+
+func TestServiceWorkloadAndEnterprise(t *testing.T) {
+	ctx := context.Background()
+	t.Run("workload identity jwt-bearer", func(t *testing.T) {
+		as := newTestAS(t, nil)
+		as.preRegister("workload", "", "none")
+		rs := newTestRS(t, as, "path")
+		h := NewServiceHandler(ServiceConfig{ServerURL: rs.url(), ClientID: "workload", Assertion: wifOK})
+		if err := h.Authorize(ctx, rs.request(), rs.challenge(401, "")); err != nil {
+			t.Fatalf("Authorize: %v", err)
+		}
+		last := as.tokenForms[len(as.tokenForms)-1]
+		if last.Get("grant_type") != grantJWTBearer || last.Get("assertion") != wifOK || last.Get("client_id") != "workload" {
+			t.Fatalf("token request %v", last)
+		}
+		bad := NewServiceHandler(ServiceConfig{ServerURL: rs.url(), ClientID: "workload", Assertion: "expired.jwt"})
+		if err := bad.Authorize(ctx, rs.request(), rs.challenge(401, "")); !errors.Is(err, ErrExchange) {
+			t.Fatalf("refused assertion: %v; want ErrExchange", err)
+		}
+	})
+	t.Run("enterprise-managed (ID-JAG)", func(t *testing.T) {
+		as := newTestAS(t, nil)
+		as.preRegister("svc", "svc-secret", "client_secret_basic")
+		rs := newTestRS(t, as, "path")
+		var exchanged url.Values
+		idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = r.ParseForm()
+			exchanged = r.PostForm
+			if r.PostForm.Get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" ||
+				r.PostForm.Get("subject_token") != "user-id-token" || r.PostForm.Get("audience") != as.issuer() ||
+				r.PostForm.Get("resource") != rs.url() || r.PostForm.Get("requested_token_type") != "urn:ietf:params:oauth:token-type:id-jag" {
+				writeJSON(w, 400, map[string]string{"error": "invalid_request"})
+				return
+			}
+			writeJSON(w, 200, map[string]string{"access_token": "jag-1", "token_type": "N_A",
+				"issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"})
+		}))
+		defer idp.Close()
+		h := NewServiceHandler(ServiceConfig{ServerURL: rs.url(), ClientID: "svc", ClientSecret: "svc-secret",
+			Enterprise: &EnterpriseIDP{TokenURL: idp.URL + "/token", ClientID: "idp-client", IDToken: "user-id-token"}})
+		if err := h.Authorize(ctx, rs.request(), rs.challenge(401, "")); err != nil {
+			t.Fatalf("Authorize: %v (IdP saw %v)", err, exchanged)
+		}
+		last := as.tokenForms[len(as.tokenForms)-1]
+		if last.Get("grant_type") != grantJWTBearer || last.Get("assertion") != "jag-1" {
+			t.Fatalf("AS token request %v", last)
+		}
+		incomplete := NewServiceHandler(ServiceConfig{ServerURL: rs.url(), ClientID: "svc",
+			Enterprise: &EnterpriseIDP{TokenURL: idp.URL + "/token"}})
+		if err := incomplete.Authorize(ctx, rs.request(), rs.challenge(401, "")); !errors.Is(err, ErrBadServiceConfig) {
+			t.Fatalf("incomplete enterprise config: %v; want ErrBadServiceConfig", err)
+		}
+	})
+}
