@@ -15,8 +15,9 @@ import (
 // attack), or lacks the iss the server promised.
 var ErrIssuerMismatch = errors.New("signin: the authorization response comes from another issuer")
 
-// ErrExchange is returned by Complete when the authorization server refuses the code.
-var ErrExchange = errors.New("signin: the authorization server refused the code")
+// ErrExchange is returned when the authorization server refuses a token request (the
+// code at the callback, or a service account's grant).
+var ErrExchange = errors.New("signin: the authorization server refused the token request")
 
 // Complete finishes a sign-in when the browser comes back to the callback: it takes the
 // pending sign-in for state (single use, so a replayed callback fails with

@@ -113,11 +113,9 @@ func discover(ctx context.Context, hc *http.Client, serverURL string, challenges
 	var prm *oauthex.ProtectedResourceMetadata
 	for _, c := range candidates {
 		var m oauthex.ProtectedResourceMetadata
-		found, err := getJSON(ctx, hc, c, &m)
-		if err != nil {
-			return nil, err
-		}
-		if found {
+		// An unusable document counts as absent, as in go-sdk: the next location is tried,
+		// and with none the 2025-03-26 fallback applies.
+		if found, err := getJSON(ctx, hc, c, &m); err == nil && found {
 			prm = &m
 			break
 		}
