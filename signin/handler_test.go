@@ -690,3 +690,50 @@ func TestServiceWorkloadAndEnterprise(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentRefreshKeepsGrant: calls racing on an expired token refresh once; the
+// rotated refresh token is not spent twice (which the AS would refuse, losing the grant).
+func TestConcurrentRefreshKeepsGrant(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "path", nil, nil)
+	g := f.signIn(t, f.rs.challenge(401, ""))
+	g.Token.Expiry = time.Now().Add(-time.Minute)
+	if err := f.store.PutGrant(ctx, "alice", "docs", g); err != nil {
+		t.Fatal(err)
+	}
+	refreshesBefore := 0
+	for _, form := range f.as.tokenForms {
+		if form.Get("grant_type") == "refresh_token" {
+			refreshesBefore++
+		}
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			ts, err := f.h.TokenSource(ctx)
+			if err == nil && ts == nil {
+				err = errors.New("no token source: the grant was lost")
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	refreshes := -refreshesBefore
+	f.as.mu.Lock()
+	for _, form := range f.as.tokenForms {
+		if form.Get("grant_type") == "refresh_token" {
+			refreshes++
+		}
+	}
+	f.as.mu.Unlock()
+	if refreshes != 1 {
+		t.Fatalf("%d refreshes, want 1", refreshes)
+	}
+	if _, err := f.store.Grant(ctx, "alice", "docs"); err != nil {
+		t.Fatalf("grant lost: %v", err)
+	}
+}
