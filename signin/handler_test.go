@@ -737,3 +737,28 @@ func TestConcurrentRefreshKeepsGrant(t *testing.T) {
 		t.Fatalf("grant lost: %v", err)
 	}
 }
+
+// TestErrorsNameNoSecrets: what an authorization server says in a refusal, and the
+// code, verifier and client secret, never reach an error message.
+func TestErrorsNameNoSecrets(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "path", func(a *testAS) {
+		a.tokenHook = func(w http.ResponseWriter, r *http.Request) bool {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant\n<script>" + strings.Repeat("x", 100),
+				"error_description": "leaked " + r.PostForm.Get("code_verifier") + " " + r.PostForm.Get("code")})
+			return true
+		}
+	}, func(c *HandlerConfig) { c.ClientID, c.ClientSecret = "pre", "client-secret-canary" })
+	f.as.preRegister("pre", "client-secret-canary", "client_secret_post")
+	code, state, iss := f.browse(t, f.needs(t, f.rs.challenge(401, "")).URL)
+	p, _ := f.store.PendingFor(ctx, "alice", "docs")
+	_, err := Complete(ctx, f.store, nil, state, code, iss, "alice")
+	if !errors.Is(err, ErrExchange) {
+		t.Fatalf("Complete = %v; want ErrExchange", err)
+	}
+	for _, secret := range []string{code, p.Verifier, "client-secret-canary", "leaked", "<script>", "\n"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("error %q contains %q", err, secret)
+		}
+	}
+}
