@@ -310,9 +310,13 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 		Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint}}
 	authURL := oc.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
 		oauth2.SetAuthURLParam("resource", d.resource))
+	threadID, interruptID := h.cfg.ThreadID, h.cfg.InterruptID
+	if b, ok := ctx.Value(interruptKey{}).(interruptBinding); ok {
+		threadID, interruptID = b.thread, b.interrupt
+	}
 	p := &Pending{
 		State: state, Principal: h.cfg.Principal, Server: h.cfg.Server,
-		ThreadID: h.cfg.ThreadID, InterruptID: h.cfg.InterruptID,
+		ThreadID: threadID, InterruptID: interruptID,
 		Verifier: verifier, Resource: d.resource, Issuer: asm.Issuer,
 		IssParameterSupported: asm.AuthorizationResponseIssParameterSupported,
 		AuthURL:               authURL, RedirectURL: h.cfg.RedirectURL, Scopes: scopes,
@@ -356,6 +360,17 @@ func (h *Handler) Transport(base http.RoundTripper) http.RoundTripper {
 		defer h.mu.Unlock()
 		return h.dpopKey
 	}, h.cfg.Now)
+}
+
+type interruptKey struct{}
+
+type interruptBinding struct{ thread, interrupt string }
+
+// WithInterrupt returns a context under which Authorize records threadID and interruptID in
+// the Pending it starts, instead of HandlerConfig's: one Handler serves a (principal, server)
+// across threads, and go-sdk hands Authorize the context of the call that got the 401.
+func WithInterrupt(ctx context.Context, threadID, interruptID string) context.Context {
+	return context.WithValue(ctx, interruptKey{}, interruptBinding{threadID, interruptID})
 }
 
 func (h *Handler) needs(p *Pending) *NeedsSignIn {

@@ -762,3 +762,17 @@ func TestErrorsNameNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestWithInterrupt(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "path", nil, nil)
+	err := f.h.Authorize(WithInterrupt(ctx, "thread-9", "int-9"), f.rs.request(), f.rs.challenge(401, ""))
+	var ns *NeedsSignIn
+	if !errors.As(err, &ns) {
+		t.Fatal(err)
+	}
+	p, _ := f.store.PendingFor(ctx, "alice", "docs")
+	if p == nil || p.ThreadID != "thread-9" || p.InterruptID != "int-9" {
+		t.Fatalf("pending %+v; want the context's thread and interrupt", p)
+	}
+}
