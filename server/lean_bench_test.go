@@ -32,6 +32,7 @@ import (
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/testutil/benchagent"
 	"github.com/baton-dev/baton/internal/testutil/stubmodel"
+	"github.com/baton-dev/baton/store"
 )
 
 // The lean benchmarks (issue 18) measure Baton's own cost: the sub-agent is
@@ -49,7 +50,14 @@ func leanEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.En
 	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour},
 		a2a.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
 	require.NoError(tb, err)
+	var st store.Store // BATON_BENCH_STORE: a store DSN ("sqlite:/tmp/x.db"); default memory
+	if dsn := os.Getenv("BATON_BENCH_STORE"); dsn != "" {
+		st, err = store.Open(context.Background(), dsn)
+		require.NoError(tb, err)
+		tb.Cleanup(func() { _ = st.Close() })
+	}
 	e, err := coordinator.New(coordinator.Config{
+		Store: st,
 		// Log lines are formatted (a real cost per run) but not printed.
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Model:  stubmodel.New(stubmodel.Config{Tool: "bench", Arguments: `{"prompt":"go"}`, Text: []string{"Done: ", "the agent answered."}}),
