@@ -172,7 +172,7 @@ func TestRestartContinuesCancels(t *testing.T) {
 	tp.agent.SetFailCancels(0)
 	st, err = store.Open(ctx, dsn)
 	require.NoError(t, err)
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() }) // after the deferred close of the coordinator
 	tp.startBaton(t, st, 0)
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
