@@ -2,7 +2,11 @@ package a2a
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,4 +48,37 @@ func TestCancelOnce(t *testing.T) {
 	res := <-done
 	require.NotNil(t, res)
 	assert.Equal(t, StateCanceled, res.State)
+}
+
+// Streams work over HTTP/2 (agents behind https usually speak it), through NewHTTPTransport,
+// and several streams of one agent share one connection.
+func TestStreamsOverHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	agent := benchagent.New(srv.URL, benchagent.Options{Chunks: []string{"one ", "two"}})
+	srv.Config.Handler = agent
+	tr := NewHTTPTransport()
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	var conns atomic.Int32
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conns.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	ag, err := Resolve(context.Background(), AgentConfig{Name: "bench", URL: srv.URL}, Options{HTTPClient: &http.Client{Transport: tr}})
+	require.NoError(t, err)
+	defer ag.Close()
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			res, err := ag.Send(context.Background(), Request{Prompt: "go"}, Observer{})
+			if assert.NoError(t, err) {
+				assert.Equal(t, StateCompleted, res.State)
+				assert.Equal(t, "one two", res.Text)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), conns.Load(), "one connection for the card and every stream")
 }
