@@ -23,6 +23,8 @@ type memRun struct {
 	events []Event
 	// reaped: a replica has cleaned up after the run (ClaimLapsedRuns).
 	reaped bool
+	// watchedUntil is the last WatchRun's end.
+	watchedUntil time.Time
 }
 
 // lookup returns the thread's state, or nil. m.mu is held.
@@ -470,4 +472,48 @@ func (m *memory) LoadMessages(ctx context.Context, threadID string) ([]Message, 
 		}
 	}
 	return out, nil
+}
+
+func (m *memory) WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil || r.r.State != RunRunning {
+		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	r.watchedUntil = time.Now().Add(ttl)
+	return nil
+}
+
+func (m *memory) RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil || r.watchedUntil.IsZero() {
+		return 0, nil
+	}
+	return time.Until(r.watchedUntil), nil
+}
+
+func (m *memory) SweepRuns(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	var n int64
+	for _, th := range m.threads {
+		for id, r := range th.runs {
+			if r.r.State == RunRunning || (r.r.State == RunLost && !r.reaped) || !r.r.UpdatedAt.Before(cutoff) {
+				continue
+			}
+			r.events = nil // the event sweep's references to them find nothing
+			delete(th.runs, id)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -832,3 +832,60 @@ func (s *sqlStore) Close() error {
 	}
 	return nil
 }
+
+func (s *sqlStore) WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	res, err := s.exec(ctx, `UPDATE runs SET watched_until = `+s.d.nowNS+` + $3
+		WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`, threadID, runID, ttl.Nanoseconds())
+	if err != nil {
+		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *sqlStore) RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var left int64
+	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT watched_until - `+s.d.nowNS+` FROM runs WHERE thread_id = $1 AND run_id = $2`),
+		threadID, runID).Scan(&left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: watchers of run %q of thread %q: %w", runID, threadID, err)
+	}
+	return time.Duration(left), nil
+}
+
+func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+		// Events first, selected by the runs that go, then the runs: one transaction, so a
+		// run is never left without the log it had, nor a log without its run.
+		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
+		if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
+			WHERE runs.thread_id = events.thread_id AND runs.run_id = events.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: sweep runs: %w", err)
+	}
+	return n, nil
+}
