@@ -261,20 +261,24 @@ func metaKind(in store.Interrupt) string {
 	return kind
 }
 
-// expire cancels the parked work of a suspension whose interrupts expired and removes it.
+// expire cancels the parked work of a suspension whose interrupts expired, which
+// ClaimExpired has already removed from the store.
 func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
 	e.abandon(ctx, susp.ThreadID, susp.Interrupts)
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
-	defer cancel()
-	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
-		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
-	}
 	if e.cfg.Metrics != nil {
 		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
 	}
 }
 
-// janitor expires interrupts in the background.
+// expiryClaimBatch bounds the suspensions one sweep claims, so that a backlog is worked
+// off over several ticks (and shared with other replicas) instead of in one long sweep.
+const expiryClaimBatch = 50
+
+// janitor expires interrupts in the background. Every replica runs one; the store hands
+// each expired suspension to one of them (ClaimExpired), so parked work is cancelled once
+// however many replicas sweep. A suspension is claimed before its work is cancelled: a
+// replica that dies in between leaves a parked task uncancelled (the agent's own expiry
+// ends it), never one cancelled twice or a suspension that keeps coming back.
 func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -285,19 +289,16 @@ func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		expired, err := e.cfg.Store.Expired(ctx, e.cfg.Now())
+		expired, err := e.cfg.Store.ClaimExpired(ctx, e.cfg.Now(), expiryClaimBatch)
 		if err != nil {
 			e.log.Warn("expiry scan", "err", err)
 		}
-		for _, s := range expired {
-			e.mu.Lock()
-			_, busy := e.active[s.ThreadID]
-			e.mu.Unlock()
-			if !busy {
-				e.expire(ctx, s)
-			}
-		}
 		cancel()
+		for _, s := range expired {
+			// The cancellations get their own time (CancelTimeout inside abandon), not what
+			// is left of the scan's tick.
+			e.expire(context.Background(), s)
+		}
 	}
 }
 

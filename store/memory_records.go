@@ -517,3 +517,56 @@ func (m *memory) SweepRuns(ctx context.Context, cutoff time.Time) (int64, error)
 	}
 	return n, nil
 }
+
+func (m *memory) ClaimExpired(ctx context.Context, now time.Time, limit int) ([]*Suspension, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	type hit struct {
+		threadID string
+		row      memRow
+	}
+	var hits []hit
+	for id, row := range m.suspensions {
+		if row.nextExpiry.IsZero() || row.nextExpiry.After(now) || m.running(id) {
+			continue
+		}
+		hits = append(hits, hit{id, row})
+	}
+	slices.SortFunc(hits, func(a, b hit) int {
+		if c := a.row.nextExpiry.Compare(b.row.nextExpiry); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.threadID, b.threadID)
+	})
+	if len(hits) > limit {
+		hits = hits[:max(limit, 0)]
+	}
+	out := make([]*Suspension, 0, len(hits))
+	for _, h := range hits {
+		s, err := decode(h.row.body)
+		if err != nil {
+			return nil, err
+		}
+		delete(m.suspensions, h.threadID)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// running reports whether a run of the thread is running with its lease holding. m.mu is
+// held.
+func (m *memory) running(threadID string) bool {
+	th := m.thread(threadID)
+	if th == nil {
+		return false
+	}
+	now := time.Now()
+	for _, r := range th.runs {
+		if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
+			return true
+		}
+	}
+	return false
+}

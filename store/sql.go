@@ -889,3 +889,46 @@ func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, erro
 	}
 	return n, nil
 }
+
+func (s *sqlStore) ClaimExpired(ctx context.Context, now time.Time, limit int) (_ []*Suspension, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []*Suspension
+	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+		// As in ClaimLapsedRuns: the candidates are picked once (a materialised CTE, rows
+		// locked and others' locked rows skipped), and the condition is checked again on the
+		// rows deleted, since a claimer that waited for a lock re-checks only that.
+		const due = `next_expiry IS NOT NULL AND next_expiry <= $1`
+		busy := `EXISTS (SELECT 1 FROM runs WHERE runs.thread_id = suspensions.thread_id
+			AND runs.state = 'running' AND runs.lease_until > ` + s.d.nowNS + `)`
+		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
+				SELECT thread_id FROM suspensions WHERE `+due+` AND NOT `+busy+`
+				ORDER BY next_expiry, thread_id LIMIT $2 `+s.d.skipLocked+`)
+			DELETE FROM suspensions WHERE thread_id IN (SELECT thread_id FROM picked) AND `+due+`
+			RETURNING body`), now.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var body string
+			if err := rows.Scan(&body); err != nil {
+				return err
+			}
+			sus, err := decode([]byte(body))
+			if err != nil {
+				return err
+			}
+			out = append(out, sus)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim expired: %w", err)
+	}
+	return out, nil
+}
