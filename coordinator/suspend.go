@@ -261,9 +261,21 @@ func metaKind(in store.Interrupt) string {
 	return kind
 }
 
-// expire cancels the parked work of a suspension whose interrupts expired, which
-// ClaimExpired has already removed from the store.
+// expire cancels the parked work of a suspension whose interrupts expired and removes it.
+// The resume run that found it expired calls it: the thread's running run keeps the
+// janitors of every replica away from it meanwhile (ClaimExpired).
 func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
+	defer cancel()
+	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
+		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
+	}
+	e.expireClaimed(ctx, susp)
+}
+
+// expireClaimed cancels the parked work of an expired suspension that is no longer in the
+// store (ClaimExpired removed it, or expire did).
+func (e *Engine) expireClaimed(ctx context.Context, susp *store.Suspension) {
 	e.abandon(ctx, susp.ThreadID, susp.Interrupts)
 	if e.cfg.Metrics != nil {
 		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
@@ -297,7 +309,7 @@ func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
 		for _, s := range expired {
 			// The cancellations get their own time (CancelTimeout inside abandon), not what
 			// is left of the scan's tick.
-			e.expire(context.Background(), s)
+			e.expireClaimed(context.Background(), s)
 		}
 	}
 }
