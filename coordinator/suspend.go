@@ -28,6 +28,8 @@ type handle struct {
 	MCP     *mcpclient.InputRequired `json:"mcp,omitempty"`
 	Key     string                   `json:"key,omitempty"`
 	Session string                   `json:"session,omitempty"`
+	// Home is the advertised URL of the replica whose memory holds Session's waiter.
+	Home string `json:"home,omitempty"`
 	// ask_user.
 	Question string   `json:"question,omitempty"`
 	Choices  []string `json:"choices,omitempty"`

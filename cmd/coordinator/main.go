@@ -268,6 +268,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ExpiryInterval: 15 * time.Second,
 		Heartbeat:      time.Duration(cfg.Replication.Heartbeat),
 		Lease:          time.Duration(cfg.Replication.Lease),
+		AdvertiseURL:   cfg.Replication.AdvertiseURL,
 		EventRetention: time.Duration(cfg.Server.EventRetention),
 		Guard: coordinator.GuardPolicy{
 			Agents:     coordinator.AccessList(cfg.Policy.Agents),
