@@ -1,8 +1,9 @@
 package integration
 
 // Soak of two coordinator replicas on one PostgreSQL database (issue 14): 300 runs whose
-// starts, stops and resumes each go to a replica picked at random (math/rand with a printed
-// seed; BATON_SOAK_SEED replays one). Afterwards: every interrupt raised was answered and
+// starts, stops and resumes each go to replica A, replica B or a round-robin reverse proxy
+// in front of both, picked at random (math/rand with a printed seed; BATON_SOAK_SEED
+// replays each worker's choices). Afterwards: every interrupt raised was answered and
 // its answer reached the peer exactly once, every stop ended its run cancelled, every task
 // the peer saw is terminal (none orphaned), and each replica's goroutines (go_goroutines on
 // /metrics) are back near their baseline.
@@ -15,6 +16,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -105,9 +109,33 @@ type soakTally struct {
 	resumedTasks []string
 }
 
+// startRoundRobin starts a reverse proxy that sends each request to the next of targets,
+// without stickiness, and flushes SSE frames at once.
+func startRoundRobin(t *testing.T, targets ...string) string {
+	t.Helper()
+	var proxies []*httputil.ReverseProxy
+	for _, raw := range targets {
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		proxies = append(proxies, &httputil.ReverseProxy{
+			Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+			FlushInterval: -1,
+			Transport:     &http.Transport{DisableKeepAlives: true},
+		})
+	}
+	var next atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxies[int(next.Add(1))%len(proxies)].ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func TestReplicasSoak(t *testing.T) {
 	p := startReplicaPair(t, testConfig{})
-	replicas := []string{p.a.URL, p.b.URL}
+	// Each request goes to replica A, replica B, or the round-robin balancer in front of
+	// both, at random.
+	replicas := []string{p.a.URL, p.b.URL, startRoundRobin(t, p.a.URL, p.b.URL)}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("BATON_SOAK_SEED"); s != "" {
 		var err error
@@ -124,6 +152,7 @@ func TestReplicasSoak(t *testing.T) {
 		require.NoError(t, soakOp(p, replicas, warm, kind, &tally))
 	}
 	base := []float64{goroutines(t, p.a.URL), goroutines(t, p.b.URL)}
+	coordinators := replicas[:2]
 
 	started := time.Now()
 	ops := make(chan int)
@@ -172,7 +201,7 @@ func TestReplicasSoak(t *testing.T) {
 		}
 	}, eventualWait, 100*time.Millisecond)
 
-	for i, r := range replicas {
+	for i, r := range coordinators {
 		var now float64
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			now = goroutines(t, r)
