@@ -267,6 +267,9 @@ func TestReplicasResumeAndReconnect(t *testing.T) {
 					t.Errorf("replica %d: HTTP %d %v; want 200 or 409", j, s.status, s.errBody)
 				}
 			}
+			for j, s := range got {
+				t.Logf("round %d, replica %d: HTTP %d %v events %v", i, j, s.status, s.errBody, eventTypes(s.events))
+			}
 			assert.Equal(t, 1, delivered, "round %d: the original call's result streamed once in all", i)
 			assert.Equal(t, 1, peerFollowUps(t, p.peer)[task], "round %d: the peer got the answer once", i)
 			_, tasks := peerLog(t, p.peer)
