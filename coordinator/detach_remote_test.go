@@ -16,13 +16,13 @@ func TestDetachHeldByRemoteFollower(t *testing.T) {
 	other := newEngine(t, &fakeModel{}, &fakeAgent{}, func(c *Config) {
 		c.Store = f.e.Store()
 		c.OnDisconnect = DisconnectDetach
-		c.Heartbeat = 100 * time.Millisecond
+		c.Heartbeat = time.Second // the watch holds 3 s: no renewal race on a loaded machine
 	})
 	release := other.Attach(f.r.ThreadID, f.r.RunID)
 	f.r.ClientGone(ErrClientGone)
 
 	// Many graces pass while the follower streams elsewhere: the run goes on.
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
 	select {
 	case <-f.r.Done():
 		t.Fatalf("the run ended although a client followed it on another replica: %s", f.r.EndReason())
