@@ -156,7 +156,7 @@ func (r *Run) endWatch() {
 // nothing.
 //
 // A stream of a run that another replica executes is recorded in the store instead
-// (Store.WatchRun, renewed every heartbeat for three heartbeats), since only the store
+// (Store.WatchRun, renewed every heartbeat, holding three heartbeats and at least 2 s), since only the store
 // reaches the owner: its grace check (graceOver) holds the run while the watch lasts.
 func (e *Engine) Attach(threadID, runID string) (release func()) {
 	if e.cfg.OnDisconnect != DisconnectDetach {
@@ -179,7 +179,9 @@ func (e *Engine) watchRemote(threadID, runID string) (release func()) {
 	if every <= 0 {
 		every = DefaultWatchRenewal
 	}
-	ttl := 3 * every
+	// Three renewals may be missed (a stalled process, a slow store) before the watch
+	// lapses, and never less than minWatchTTL.
+	ttl := max(3*every, minWatchTTL)
 	watch := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
@@ -217,6 +219,9 @@ func (e *Engine) watchRemote(threadID, runID string) (release func()) {
 		})
 	}
 }
+
+// minWatchTTL is the shortest time a remote follower's watch holds without renewal.
+const minWatchTTL = 2 * time.Second
 
 // DefaultWatchRenewal is how often a follower of a remote run renews its watch when the
 // engine has no heartbeat configured.
