@@ -229,8 +229,9 @@ func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in 
 		attempts := 1
 		return signalOutcome(bridge.Signal{
 			Code: "tool_error", Requested: metaTool(in),
-			Message:          "The tool's question was lost when the coordinator process that held the call restarted or stopped, so the call did not complete. Call the tool again if it is still needed.",
-			ErrorMessage:     "in-session elicitation lost with its process",
+			Message: "The tool's question was lost when the coordinator process that held the call restarted or stopped, so the call did not complete. Call the tool again if it is still needed.",
+			// DESIGN §9: the interrupt counts as expired; the model is told so in the signal.
+			ErrorMessage:     hitl.CodeInterruptExpired + ": the in-session elicitation was lost with its process",
 			AttemptsLeft:     &attempts,
 			ValidNextActions: []string{metaTool(in)},
 		})

@@ -94,6 +94,7 @@ func TestReplicasForwardSessionElicitation(t *testing.T) {
 		sig := retrySignal(t, res[0], "tool_error", everythingFormTool)
 		msg, _ := sig["message"].(string)
 		assert.True(t, strings.Contains(msg, "stopped") || strings.Contains(msg, "restart"), "the model is told why: %q", msg)
+		assert.Contains(t, res[0], "INTERRUPT_EXPIRED", "the interrupt counts as expired (DESIGN §9)")
 		_, stderr := b.p.Logs()
 		assert.Contains(t, stderr, "unreachable; the resume runs here")
 	})

@@ -125,6 +125,7 @@ func TestForwardResumeRunsHere(t *testing.T) {
 			}
 		}
 		assert.Contains(t, result, "tool_error", "the model is told the call was lost: %v", evs)
+		assert.Contains(t, result, "INTERRUPT_EXPIRED")
 		assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
 	})
 }
