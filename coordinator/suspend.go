@@ -73,6 +73,28 @@ func (e *Engine) loadSuspension(ctx context.Context, threadID string) (*store.Su
 	return s, err
 }
 
+// expiredKey is the id under which an expired interrupt is remembered among the resolved
+// ids (Store.MarkResolved): the store keeps them per thread, bounded, and outliving the
+// suspension, which is what a late resume needs. Interrupt ids start with "int-", so a key
+// never passes for an answered interrupt (duplicateResume).
+func expiredKey(id string) string { return "expired:" + id }
+
+// expiredResume returns the ids of entries that answer an interrupt which expired and was
+// swept (expireClaimed).
+func (e *Engine) expiredResume(ctx context.Context, threadID string, entries []agui.ResumeEntry) ([]string, error) {
+	var out []string
+	for _, en := range entries {
+		ok, err := e.cfg.Store.IsResolved(ctx, threadID, expiredKey(en.InterruptID))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, en.InterruptID)
+		}
+	}
+	return out, nil
+}
+
 // duplicateResume reports whether every entry answers an interrupt that was already
 // resolved: the resume was applied before and must not be applied twice.
 func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries []agui.ResumeEntry) (bool, error) {
@@ -276,8 +298,19 @@ func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
 }
 
 // expireClaimed cancels the parked work of an expired suspension that is no longer in the
-// store (ClaimExpired removed it, or expire did).
+// store (ClaimExpired removed it, or expire did), after remembering its interrupt ids as
+// expired, so that a resume of them that arrives later still gets INTERRUPT_EXPIRED
+// instead of running as a plain run of a thread with nothing open.
 func (e *Engine) expireClaimed(ctx context.Context, susp *store.Suspension) {
+	keys := make([]string, 0, len(susp.Interrupts))
+	for _, in := range susp.Interrupts {
+		keys = append(keys, expiredKey(in.ID))
+	}
+	mctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
+	if err := e.cfg.Store.MarkResolved(mctx, susp.ThreadID, keys); err != nil {
+		e.log.Warn("store: remember expired interrupts", "thread_id", susp.ThreadID, "err", err)
+	}
+	cancel()
 	e.abandon(ctx, susp.ThreadID, susp.Interrupts)
 	if e.cfg.Metrics != nil {
 		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))

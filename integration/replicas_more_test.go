@@ -111,9 +111,9 @@ func hitlInput(thread, runID string, calls ...hitlCall) map[string]any {
 	return runInput(thread, runID, hitlText(calls...))
 }
 
-// expiryScanEvery is how often the coordinator looks for expired interrupts
-// (cmd/coordinator: ExpiryInterval).
-const expiryScanEvery = 15 * time.Second
+// expiryScanEvery is how often the coordinator looks for expired interrupts with
+// interrupts.ttl 1s (cmd/coordinator: expiryInterval).
+const expiryScanEvery = time.Second
 
 // resumeInput answers interrupt id with payload, on thread, with no new message.
 func resumeInput(thread, runID, id string, payload map[string]any) map[string]any {
@@ -356,15 +356,20 @@ func TestReplicasResumeAndReconnect(t *testing.T) {
 }
 
 // TestReplicasExpiryOnce: interrupts raised on both replicas expire (interrupts.ttl 1s);
-// both replicas sweep (the coordinator's expiry scan runs every 15 s), and each parked task
-// gets exactly one CancelTask.
+// both replicas sweep (every second with this TTL), each parked task gets exactly one
+// CancelTask, and a resume that arrives after the sweep, through either replica, gets
+// INTERRUPT_EXPIRED and cancels nothing again.
 func TestReplicasExpiryOnce(t *testing.T) {
 	p := startReplicaPair(t, testConfig{TTL: "1s"})
-	var tasks []string
+	var tasks, threads []string
+	var ins []map[string]any
 	for i := range 6 {
 		base := []string{p.a.URL, p.b.URL}[i%2]
-		in, _ := raiseA2AInput(t, base, newThreadID(fmt.Sprintf("rep-exp%d", i)))
+		thread := newThreadID(fmt.Sprintf("rep-exp%d", i))
+		in, _ := raiseA2AInput(t, base, thread)
 		tasks = append(tasks, a2aTaskOf(in))
+		threads = append(threads, thread)
+		ins = append(ins, in)
 	}
 	expired := time.Now().Add(time.Second)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -372,12 +377,20 @@ func TestReplicasExpiryOnce(t *testing.T) {
 		for _, id := range tasks {
 			assert.Equal(c, "TASK_STATE_CANCELED", states[id], "task %s", id)
 		}
-	}, 40*time.Second, 100*time.Millisecond, "every parked task cancelled on expiry")
+	}, eventualWait, 100*time.Millisecond, "every parked task cancelled on expiry")
 	// Each replica has scanned at least once since the interrupts expired: still one
 	// CancelTask per task.
-	time.Sleep(time.Until(expired.Add(expiryScanEvery + time.Second)))
+	time.Sleep(time.Until(expired.Add(2 * expiryScanEvery)))
+	for i := range 2 {
+		base := []string{p.b.URL, p.a.URL}[i] // the replica that did not raise it
+		r := postRunBody(t, base, resumeInput(threads[i], newThreadID("run"), ins[i]["id"].(string), map[string]any{"text": "blue"}))
+		require.Equal(t, http.StatusOK, r.status, "%v", r.errBody)
+		assert.Equal(t, []string{"RUN_STARTED", "RUN_ERROR"}, eventTypes(r.events))
+		assert.Equal(t, "INTERRUPT_EXPIRED", r.last()["code"], "a resume after the sweep: %v", r.last())
+	}
 	cancels, _ := peerLog(t, p.peer)
 	for _, id := range tasks {
 		assert.Equal(t, 1, count(cancels, id), "CancelTask for task %s", id)
 	}
+	assert.Empty(t, peerFollowUps(t, p.peer), "no answer reached an expired task")
 }
