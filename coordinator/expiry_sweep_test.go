@@ -15,7 +15,11 @@ func TestResumeAfterExpirySweep(t *testing.T) {
 	clk := &hitlClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	agent := &fakeAgent{send: askingAgent("task-s")}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}, agent,
-		func(c *Config) { c.Now = clk.Now; c.InterruptTTL = time.Minute; c.ExpiryInterval = 5 * time.Millisecond })
+		func(c *Config) {
+			c.Now = clk.Now
+			c.InterruptTTL = time.Minute
+			c.ExpiryInterval = 5 * time.Millisecond
+		})
 	in := interruptsOf(t, startAndCollect(t, e, input("sw")))[0]
 
 	clk.add(2 * time.Minute)
