@@ -96,4 +96,3 @@ func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
 		}
 	}
 }
-
