@@ -137,10 +137,6 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeDown(w, "get run", err)
 		return
 	}
-	// Under server.on_disconnect: detach this stream keeps a detached run from being
-	// cancelled while it lasts; its end starts the reconnect grace again.
-	defer s.cfg.Engine.Attach(th.ID, runID)()
-
 	// Read up to the client's position, to restate what is open there.
 	var tr openTracker
 	var last int64
@@ -183,6 +179,11 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
 		return
 	}
+
+	// Under server.on_disconnect: detach this stream keeps a detached run from being
+	// cancelled while it lasts; its end starts the reconnect grace again. Only a request
+	// that is served attaches: a refused one must not hold the run or restart its grace.
+	defer s.cfg.Engine.Attach(th.ID, runID)()
 
 	sse := agui.NewSSEWriter(w)
 	// A reader that takes nothing does not hold this handler: its write fails at the
