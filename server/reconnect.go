@@ -127,7 +127,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	st := s.cfg.Engine.Store()
 	ctx := r.Context()
 	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	_, err := st.GetRun(rctx, th.ID, runID)
+	rec, err := st.GetRun(rctx, th.ID, runID)
 	cancel()
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
@@ -137,6 +137,18 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeDown(w, "get run", err)
 		return
 	}
+	if after == 0 {
+		expired, err := s.logExpired(ctx, rec)
+		if err != nil {
+			s.storeDown(w, "read events", err)
+			return
+		}
+		if expired {
+			writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
+			return
+		}
+	}
+
 	// Read up to the client's position, to restate what is open there.
 	var tr openTracker
 	var last int64
@@ -166,6 +178,11 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		// little; a run that has ended, or a wait that ran out, means the id is not one of
 		// this run's.
 		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) {
+			if last == 0 && rec.State != store.RunRunning && rec.State != store.RunLost {
+				// An ended run with nothing left in its log: swept (server.event_retention).
+				writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
+				return
+			}
 			writeError(w, http.StatusBadRequest, "INVALID_LAST_EVENT_ID", "Last-Event-ID is not an event of this run (or its log has expired).")
 			return
 		}
@@ -201,6 +218,24 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.follow(ctx, sse, th.ID, runID, after, &tr)
+}
+
+// logExpired reports whether a replay from the start is impossible because the retention
+// sweep (server.event_retention) took the run's first events: what is left would not begin
+// with RUN_STARTED, so no client could accept it. An ended run with an empty log is expired
+// too; a running or lost one may still be writing its first events (or be ended for its
+// followers with RUN_LOST).
+func (s *server) logExpired(ctx context.Context, rec *store.RunRecord) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	head, err := s.cfg.Engine.Store().Events(rctx, rec.ThreadID, rec.RunID, 0, 1)
+	if err != nil {
+		return false, err
+	}
+	if len(head) > 0 {
+		return head[0].Seq != 1, nil
+	}
+	return rec.State != store.RunRunning && rec.State != store.RunLost, nil
 }
 
 // runGoingOn reports whether the run is still recorded as running with a lease that holds.
