@@ -964,13 +964,14 @@ function autoSize() {
   ui.input.style.height = Math.min(ui.input.scrollHeight, 200) + "px";
 }
 
-// leaveRun is what leaving a thread does to its run: a run this page POSTed is stopped
-// (stop endpoint, then its request is closed), a followed run is only no longer followed.
+// leaveRun is what leaving a thread does to its run: the page closes its stream. A followed
+// run is then only no longer followed; the page's own run is ended or kept as
+// server.on_disconnect says (cancel: closing the request is an abort; detach: the run goes on
+// and the thread list leads back to it). Stop, not leaving, is what always cancels.
 function leaveRun() {
   const run = chat.run;
   if (!run) return;
-  if (run.attached) run.controller.abort();
-  else stopRun();
+  run.controller.abort();
 }
 
 function resetChat() {
