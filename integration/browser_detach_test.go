@@ -8,6 +8,8 @@ package integration
 //   - A reload during a streaming delegation loses nothing: the page comes back to the
 //     thread, re-attaches to the run, the sub-agent's text goes on live after the reload,
 //     and the run completes with nothing cancelled.
+//   - Leaving the thread (New chat) only closes the page's stream: the run goes on, the page
+//     re-attaches when it comes back, and Stop then cancels it.
 
 import (
 	"fmt"
@@ -104,6 +106,27 @@ func TestBrowserDetach(t *testing.T) {
 		}, eventualWait, 100*time.Millisecond)
 		assertRunEndedBy(t, bt, thread, "completed")
 		c.screenshot("detach-3-completed")
+	})
+
+	t.Run("leaving the thread keeps its run; coming back and Stop cancels it", func(t *testing.T) {
+		c.t = t
+		before, _ := peerTasks(t, peer)
+		thread := startSlow()
+		c.do(chromedp.Click(chromedp.CSS("#new-chat"))) // leave: the page closes its stream
+		require.NotEqual(t, thread, c.threadID())
+		c.waitIdle(0)
+		// Come back through the URL, as the thread list's link does: the run went on.
+		c.do(chromedp.Navigate(bt.URL + "/#thread=" + thread))
+		c.pollPage(`document.querySelector('#status').dataset.state === 'running'`, "the page did not re-attach to the run it left")
+		at := evalJS[float64](c, subagentStepJS)
+		c.pollPage(fmt.Sprintf(subagentStepJS+` > %v`, at), "the run did not go on while the page was away")
+		n := c.runsEnded()
+		c.do(chromedp.Click(chromedp.CSS("#stop")))
+		c.waitIdle(n + 1)
+		assert.Equal(t, []string{"The run was cancelled."}, c.texts(".notice.stopped"))
+		assertPeerCancelled(t, peer, before)
+		assertRunEndedBy(t, bt, thread, "cancelled: stop requested")
+		c.screenshot("detach-4-left-and-stopped")
 	})
 
 	c.t = t
