@@ -3,13 +3,19 @@ package server
 import (
 	"context"
 	"iter"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -130,4 +136,65 @@ func TestReconnectBadInputWhileRunning(t *testing.T) {
 	}
 	doc := decodeJSON(t, get(t, srv.URL+"/agui/threads/bad", alice...))
 	assert.Len(t, doc["messages"], 4, "two user messages and two answers")
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// TestRefusedReconnectDoesNotAttach: under server.on_disconnect: detach a reconnect that is
+// refused must not count as a watcher of the detached run: attaching and releasing would
+// restart its reconnect grace (and hold the run for the catch-up wait). Each time the last
+// watcher of a run goes, the engine logs that the run is detached: a refused reconnect adds
+// no such line, a served one does.
+func TestRefusedReconnectDoesNotAttach(t *testing.T) {
+	var logs lockedBuffer
+	e, err := coordinator.New(coordinator.Config{Model: blockingModel{release: make(chan struct{})},
+		OnDisconnect: coordinator.DisconnectDetach, ReconnectGrace: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	srv := httptest.NewServer(New(Config{Engine: e}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	const detached = "client gone; run detached"
+	live := post(t, srv.URL+"/agui", body("det", "r1", ""))
+	require.Equal(t, http.StatusOK, live.StatusCode)
+	_, ok := newFrameReader(t, live.Body).next() // RUN_STARTED
+	require.True(t, ok)
+	live.Body.Close()
+	require.Eventually(t, func() bool { return logs.count(detached) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the dropped POST detaches the run")
+
+	events := srv.URL + "/agui/threads/det/runs/r1/events"
+	for _, id := range []string{"999", "x"} {
+		eb := decodeJSON(t, get(t, events, "Last-Event-ID", id))
+		assert.Equal(t, "INVALID_LAST_EVENT_ID", eb["error"], id)
+	}
+	assert.Equal(t, 1, logs.count(detached), "a refused reconnect attached to the run")
+
+	served := get(t, events, "Last-Event-ID", "1")
+	require.Equal(t, http.StatusOK, served.StatusCode)
+	_, ok = newFrameReader(t, served.Body).next()
+	require.True(t, ok)
+	served.Body.Close()
+	assert.Eventually(t, func() bool { return logs.count(detached) == 2 }, 10*time.Second, 10*time.Millisecond,
+		"a served reconnect attaches, and its end detaches the run again")
 }
