@@ -137,16 +137,16 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeDown(w, "get run", err)
 		return
 	}
-	if after == 0 {
-		expired, err := s.logExpired(ctx, rec)
-		if err != nil {
-			s.storeDown(w, "read events", err)
-			return
-		}
-		if expired {
-			writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
-			return
-		}
+	// Any replay needs the log's head: from 0 it is the stream's start, from an id it is the
+	// RUN_STARTED that the restatement begins with.
+	expired, err := s.logExpired(ctx, rec)
+	if err != nil {
+		s.storeDown(w, "read events", err)
+		return
+	}
+	if expired {
+		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
+		return
 	}
 
 	// Read up to the client's position, to restate what is open there.

@@ -29,8 +29,12 @@ func TestReconnectExpiredLog(t *testing.T) {
 	require.NoError(t, st.AppendEvents(ctx, "old", "long", []store.Event{
 		{Seq: 7, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`)},
 	}))
-	eb := decodeJSON(t, get(t, srv.URL+"/agui/threads/old/runs/long/events"))
-	assert.Equal(t, "EVENTS_EXPIRED", eb["error"])
+	for _, id := range []string{"", "3", "7"} {
+		resp := get(t, srv.URL+"/agui/threads/old/runs/long/events", "Last-Event-ID", id)
+		assert.Equal(t, http.StatusGone, resp.StatusCode, id)
+		eb := decodeJSON(t, resp)
+		assert.Equal(t, "EVENTS_EXPIRED", eb["error"], id)
+	}
 
 	// The whole log of the finished run swept.
 	_, err := st.SweepEvents(ctx, time.Now().Add(time.Second))
