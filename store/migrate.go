@@ -64,15 +64,20 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
-// schemaV5 records the A2A cancels not confirmed yet, so that a restart continues them
+// schemaV6 records the A2A cancels not confirmed yet, so that a restart continues them
 // (design/cancel-confirm.md).
-const schemaV5 = `CREATE TABLE pending_cancels (
+const schemaV6 = `CREATE TABLE pending_cancels (
 		agent   TEXT NOT NULL,
 		task_id TEXT NOT NULL,
 		since   BIGINT NOT NULL,   -- when the cancel was decided, Unix ns (the horizon counts from it)
 		PRIMARY KEY (agent, task_id)
 	);
 	CREATE INDEX pending_cancels_since ON pending_cancels (since);`
+
+// schemaV5 records, per run, until when a client follows it through a replica other than its
+// owner (server.on_disconnect: detach): the owner's reconnect grace consults it before it
+// cancels a run nobody watches locally (design/disconnect-policy.md).
+const schemaV5 = `ALTER TABLE runs ADD COLUMN watched_until BIGINT NOT NULL DEFAULT 0;`
 
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
@@ -102,8 +107,10 @@ var migrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
-	// 5: pending cancels.
+	// 5: remote watchers of a run.
 	schemaV5,
+	// 6: pending cancels.
+	schemaV6,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -133,8 +140,10 @@ var pgMigrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
-	// 5: pending cancels.
+	// 5: remote watchers of a run.
 	schemaV5,
+	// 6: pending cancels.
+	schemaV6,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas
