@@ -64,6 +64,18 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
+// schemaSecrets adds the secrets table (Secrets): sealed OAuth grants and pending
+// sign-ins. Values are base64 text and times Unix ns (0: never expires).
+const schemaSecrets = `CREATE TABLE secrets (
+		kind       TEXT NOT NULL,
+		skey       TEXT NOT NULL,
+		value      TEXT NOT NULL,
+		expires_at BIGINT NOT NULL DEFAULT 0,
+		updated_at BIGINT NOT NULL,
+		PRIMARY KEY (kind, skey)
+	);
+	CREATE INDEX secrets_expires ON secrets (expires_at) WHERE expires_at > 0;`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -92,6 +104,8 @@ var migrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
+	// 5: secrets (sealed OAuth grants, pending sign-ins).
+	schemaSecrets,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -121,6 +135,8 @@ var pgMigrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
+	// 5: secrets (sealed OAuth grants, pending sign-ins).
+	schemaSecrets,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -124,6 +124,7 @@ type Store interface {
 	Runs
 	EventLog
 	Messages
+	Secrets
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error
