@@ -26,7 +26,9 @@ func ring(t *testing.T, spec string) *seal.Ring {
 	return r
 }
 
-func key(b byte) string { return base64.StdEncoding.EncodeToString([]byte(strings.Repeat(string(b), 32))) }
+func key(b byte) string {
+	return base64.StdEncoding.EncodeToString([]byte(strings.Repeat(string(b), 32)))
+}
 
 const (
 	accessToken  = "at-canary-1f9c"
