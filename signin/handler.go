@@ -1,0 +1,394 @@
+package signin
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+)
+
+// ErrForbidden is returned by Handler.Authorize for a 403 that asks for no more scope: the
+// server refuses the principal, and signing in again would not change that.
+var ErrForbidden = errors.New("signin: the server refused access (403)")
+
+// ErrTooManySignIns is returned when a server keeps asking for authorization: more than
+// MaxAuthorizations within one PendingTTL for the same principal and server.
+var ErrTooManySignIns = errors.New("signin: the server keeps asking for authorization")
+
+// ErrNoClientIdentity is returned when Baton has no way to identify itself to the
+// authorization server: no Client ID Metadata Document support, no pre-registered client and
+// no dynamic registration.
+var ErrNoClientIdentity = errors.New("signin: no way to register with the authorization server")
+
+// MaxAuthorizations is how many authorizations one (principal, server) may start within one
+// PendingTTL before Authorize refuses (the scope-retry limit).
+const MaxAuthorizations = 3
+
+// DefaultPendingTTL is how long a started sign-in is accepted by the callback.
+const DefaultPendingTTL = 10 * time.Minute
+
+// HandlerConfig configures a Handler for one principal and one MCP server.
+type HandlerConfig struct {
+	Store     Store
+	Principal string
+	// Server is the configured server name; it keys grants and pending sign-ins.
+	Server string
+	// ServerURL is the MCP endpoint (the protected resource).
+	ServerURL string
+	// RedirectURL is Baton's /oauth/callback absolute URL.
+	RedirectURL string
+	// ClientMetadataURL is Baton's Client ID Metadata Document URL (https with a path), or ""
+	// when Baton does not serve one.
+	ClientMetadataURL string
+	// ClientID and ClientSecret are a pre-registration from config ("" when none).
+	ClientID, ClientSecret string
+	// Scopes are requested when neither the challenge nor the resource metadata names any.
+	Scopes []string
+	// ClientName is sent with dynamic client registration.
+	ClientName string
+	// HTTPClient carries discovery, registration, code exchange and refresh. The caller
+	// guards it against SSRF. Its Transport must set DialContext to reach loopback or
+	// private addresses: go-sdk's discovery otherwise dials public addresses only. When nil,
+	// a clone of http.DefaultTransport is used.
+	HTTPClient *http.Client
+	// PendingTTL is how long a started sign-in stays valid (DefaultPendingTTL when zero).
+	PendingTTL time.Duration
+	// ThreadID and InterruptID are copied into Pending (may be empty).
+	ThreadID, InterruptID string
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Handler is go-sdk's auth.OAuthHandler for one (principal, server): TokenSource reads the
+// stored grant (refreshing and persisting it), Authorize starts a sign-in and returns
+// *NeedsSignIn instead of waiting for the browser.
+type Handler struct {
+	cfg HandlerConfig
+
+	mu       sync.Mutex
+	attempts []time.Time               // authorizations started, for MaxAuthorizations
+	clients  map[string]clientIdentity // dynamic registrations by issuer
+}
+
+var _ auth.OAuthHandler = (*Handler)(nil)
+
+// clientIdentity is how Baton authenticates at one authorization server.
+type clientIdentity struct {
+	id, secret string
+	style      oauth2.AuthStyle
+}
+
+// NewHandler returns a Handler; the config is copied.
+func NewHandler(cfg HandlerConfig) *Handler {
+	if cfg.PendingTTL <= 0 {
+		cfg.PendingTTL = DefaultPendingTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = defaultHTTPClient()
+	}
+	cfg.Scopes = slices.Clone(cfg.Scopes)
+	return &Handler{cfg: cfg, clients: map[string]clientIdentity{}}
+}
+
+func defaultHTTPClient() *http.Client {
+	return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 30 * time.Second}
+}
+
+// TokenSource implements auth.OAuthHandler. It returns nil (no Authorization header) when
+// the principal has no grant. A grant whose access token is about to expire is refreshed
+// here and the new token stored, so a rotated refresh token is never lost; a grant the
+// authorization server no longer honours is forgotten, so the next 401 starts a sign-in.
+func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	g, err := h.cfg.Store.Grant(ctx, h.cfg.Principal, h.cfg.Server)
+	if errors.Is(err, ErrNoGrant) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("signin: reading the grant for %s: %w", h.cfg.Server, err)
+	}
+	if g.Token == nil {
+		return nil, nil
+	}
+	tok, err := refreshed(ctx, h.cfg.HTTPClient, g, h.cfg.Now)
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) {
+			// The refresh token was refused: forget the grant; the 401 that follows signs in.
+			if derr := h.cfg.Store.DeleteGrant(ctx, h.cfg.Principal, h.cfg.Server); derr != nil {
+				return nil, fmt.Errorf("signin: forgetting a refused grant for %s: %w", h.cfg.Server, derr)
+			}
+			return nil, nil
+		}
+		return nil, fmt.Errorf("signin: refreshing the token for %s failed", h.cfg.Server)
+	}
+	if tok != g.Token {
+		ng := *g
+		ng.Token = tok
+		if s := tokenScopes(tok); s != nil {
+			ng.Scopes = s
+		}
+		if err := h.cfg.Store.PutGrant(ctx, h.cfg.Principal, h.cfg.Server, &ng); err != nil {
+			return nil, fmt.Errorf("signin: storing the refreshed token for %s: %w", h.cfg.Server, err)
+		}
+	}
+	return oauth2.StaticTokenSource(tok), nil
+}
+
+// expiryDelta refreshes this long before the access token expires.
+const expiryDelta = 30 * time.Second
+
+// refreshed returns g.Token itself while it is valid, else a refreshed token.
+func refreshed(ctx context.Context, hc *http.Client, g *Grant, now func() time.Time) (*oauth2.Token, error) {
+	t := g.Token
+	if t.AccessToken != "" && (t.Expiry.IsZero() || now().Add(expiryDelta).Before(t.Expiry)) {
+		return t, nil
+	}
+	if t.RefreshToken == "" {
+		return t, nil // expired, nothing to refresh with: the server's 401 starts a sign-in
+	}
+	cfg := &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret,
+		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
+	old := *t
+	old.Expiry = time.Unix(1, 0) // force the refresh (oauth2 uses the real clock)
+	nt, err := cfg.TokenSource(ctx, &old).Token()
+	if err != nil {
+		return nil, err
+	}
+	if nt.RefreshToken == "" {
+		nt.RefreshToken = t.RefreshToken
+	}
+	return nt, nil
+}
+
+// tokenScopes returns the token response's scope, or nil when it has none.
+func tokenScopes(t *oauth2.Token) []string {
+	if s, ok := t.Extra("scope").(string); ok && s != "" {
+		return strings.Fields(s)
+	}
+	return nil
+}
+
+// Authorize implements auth.OAuthHandler. For a 401, or a 403 with insufficient_scope, it
+// starts a sign-in (or finds the one already started) and returns *NeedsSignIn. Any other
+// 403 is ErrForbidden. Discovery and registration failures are errors that name no secret.
+func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	defer resp.Body.Close()
+	defer io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetadataBytes))
+
+	challenges, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		return fmt.Errorf("%w: unreadable WWW-Authenticate header", ErrDiscovery)
+	}
+	stepUp := false
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+	case http.StatusForbidden:
+		if challengeParam(challenges, "error") != "insufficient_scope" {
+			return ErrForbidden
+		}
+		stepUp = true
+	default:
+		return fmt.Errorf("signin: unexpected HTTP %d", resp.StatusCode)
+	}
+	if p, err := h.cfg.Store.PendingFor(ctx, h.cfg.Principal, h.cfg.Server); err != nil {
+		return fmt.Errorf("signin: reading pending sign-ins: %w", err)
+	} else if p != nil {
+		return h.needs(p)
+	}
+	if !h.allowAttempt() {
+		return ErrTooManySignIns
+	}
+
+	serverURL := h.cfg.ServerURL
+	if serverURL == "" && req != nil && req.URL != nil {
+		serverURL = req.URL.String()
+	}
+	d, err := discover(ctx, h.cfg.HTTPClient, serverURL, challenges)
+	if err != nil {
+		return err
+	}
+	asm := d.asm
+	if !d.legacy && len(asm.CodeChallengeMethodsSupported) > 0 && !slices.Contains(asm.CodeChallengeMethodsSupported, "S256") {
+		return fmt.Errorf("%w: the authorization server does not support PKCE S256", ErrDiscovery)
+	}
+
+	var granted []string
+	g, err := h.cfg.Store.Grant(ctx, h.cfg.Principal, h.cfg.Server)
+	if err != nil && !errors.Is(err, ErrNoGrant) {
+		return fmt.Errorf("signin: reading the grant: %w", err)
+	}
+	if g != nil && (g.Issuer == "" || issuersEqual(g.Issuer, asm.Issuer)) {
+		granted = g.Scopes
+	}
+
+	scopes := strings.Fields(challengeParam(challenges, "scope"))
+	if len(scopes) == 0 {
+		scopes = slices.Clone(d.scopes)
+	}
+	if len(scopes) == 0 {
+		scopes = slices.Clone(h.cfg.Scopes)
+	}
+	offline := slices.Contains(asm.ScopesSupported, "offline_access")
+	if offline && !slices.Contains(scopes, "offline_access") {
+		scopes = append(scopes, "offline_access")
+	}
+	if stepUp || len(granted) > 0 {
+		scopes = union(granted, scopes)
+	}
+
+	client, err := h.identify(ctx, asm, g, offline)
+	if err != nil {
+		return err
+	}
+
+	state := rand.Text()
+	verifier := oauth2.GenerateVerifier()
+	oc := &oauth2.Config{ClientID: client.id, RedirectURL: h.cfg.RedirectURL, Scopes: scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint}}
+	authURL := oc.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
+		oauth2.SetAuthURLParam("resource", d.resource))
+	p := &Pending{
+		State: state, Principal: h.cfg.Principal, Server: h.cfg.Server,
+		ThreadID: h.cfg.ThreadID, InterruptID: h.cfg.InterruptID,
+		Verifier: verifier, Resource: d.resource, Issuer: asm.Issuer,
+		IssParameterSupported: asm.AuthorizationResponseIssParameterSupported,
+		AuthURL:               authURL, RedirectURL: h.cfg.RedirectURL, Scopes: scopes,
+		Grant: Grant{Issuer: asm.Issuer, Resource: d.resource, ClientID: client.id,
+			ClientSecret: client.secret, AuthStyle: client.style, TokenURL: asm.TokenEndpoint},
+		Expires: h.cfg.Now().Add(h.cfg.PendingTTL),
+	}
+	if err := h.cfg.Store.PutPending(ctx, p); err != nil {
+		return fmt.Errorf("signin: recording the sign-in: %w", err)
+	}
+	return h.needs(p)
+}
+
+func (h *Handler) needs(p *Pending) *NeedsSignIn {
+	return &NeedsSignIn{Server: h.cfg.Server, URL: p.AuthURL, State: p.State, Expires: p.Expires}
+}
+
+// allowAttempt records an authorization unless MaxAuthorizations were started within the
+// last PendingTTL.
+func (h *Handler) allowAttempt() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.cfg.Now()
+	kept := h.attempts[:0]
+	for _, t := range h.attempts {
+		if now.Sub(t) < h.cfg.PendingTTL {
+			kept = append(kept, t)
+		}
+	}
+	h.attempts = kept
+	if len(h.attempts) >= MaxAuthorizations {
+		return false
+	}
+	h.attempts = append(h.attempts, now)
+	return true
+}
+
+// identify chooses how Baton identifies itself: a Client ID Metadata Document when the
+// authorization server supports it and Baton serves one, else the pre-registered client,
+// else the registration kept from an earlier sign-in with the same server, else dynamic
+// client registration.
+func (h *Handler) identify(ctx context.Context, asm *oauthex.AuthServerMeta, g *Grant, offline bool) (clientIdentity, error) {
+	if asm.ClientIDMetadataDocumentSupported && h.cfg.ClientMetadataURL != "" {
+		return clientIdentity{id: h.cfg.ClientMetadataURL, style: oauth2.AuthStyleInParams}, nil
+	}
+	if h.cfg.ClientID != "" {
+		return clientIdentity{id: h.cfg.ClientID, secret: h.cfg.ClientSecret,
+			style: preferredAuthStyle(asm.TokenEndpointAuthMethodsSupported, h.cfg.ClientSecret != "")}, nil
+	}
+	if g != nil && g.ClientID != "" && issuersEqual(g.Issuer, asm.Issuer) && g.TokenURL == asm.TokenEndpoint {
+		return clientIdentity{id: g.ClientID, secret: g.ClientSecret, style: g.AuthStyle}, nil
+	}
+	h.mu.Lock()
+	c, ok := h.clients[asm.Issuer]
+	h.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	if asm.RegistrationEndpoint == "" {
+		return clientIdentity{}, ErrNoClientIdentity
+	}
+	grants := []string{"authorization_code"}
+	if offline {
+		grants = append(grants, "refresh_token")
+	}
+	meta := &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:            []string{h.cfg.RedirectURL},
+		TokenEndpointAuthMethod: registrationAuthMethod(asm.TokenEndpointAuthMethodsSupported),
+		GrantTypes:              grants,
+		ResponseTypes:           []string{"code"},
+		ClientName:              h.cfg.ClientName,
+	}
+	reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, meta, h.cfg.HTTPClient)
+	if err != nil {
+		var re *oauthex.ClientRegistrationError
+		if errors.As(err, &re) {
+			return clientIdentity{}, fmt.Errorf("%w: dynamic registration refused (%s)", ErrNoClientIdentity, re.ErrorCode)
+		}
+		return clientIdentity{}, fmt.Errorf("%w: dynamic registration failed", ErrNoClientIdentity)
+	}
+	method := reg.TokenEndpointAuthMethod
+	if method == "" {
+		method = meta.TokenEndpointAuthMethod
+	}
+	c = clientIdentity{id: reg.ClientID, secret: reg.ClientSecret, style: authStyle(method, reg.ClientSecret != "")}
+	h.mu.Lock()
+	h.clients[asm.Issuer] = c
+	h.mu.Unlock()
+	return c, nil
+}
+
+// registrationAuthMethod picks the token endpoint authentication method asked for at
+// dynamic registration: client_secret_basic (RFC 7591's default), else client_secret_post,
+// else none, among those the server lists.
+func registrationAuthMethod(supported []string) string {
+	for _, m := range []string{"client_secret_basic", "client_secret_post", "none"} {
+		if slices.Contains(supported, m) {
+			return m
+		}
+	}
+	return ""
+}
+
+// preferredAuthStyle is the token endpoint authentication of a pre-registered client.
+func preferredAuthStyle(supported []string, hasSecret bool) oauth2.AuthStyle {
+	if !hasSecret {
+		return oauth2.AuthStyleInParams
+	}
+	m := registrationAuthMethod(supported)
+	if m == "" || m == "none" {
+		m = "client_secret_basic"
+	}
+	return authStyle(m, true)
+}
+
+func authStyle(method string, hasSecret bool) oauth2.AuthStyle {
+	switch {
+	case method == "client_secret_post", method == "none", !hasSecret:
+		return oauth2.AuthStyleInParams
+	default:
+		return oauth2.AuthStyleInHeader
+	}
+}
+
+// issuersEqual compares issuer identifiers, ignoring one trailing slash.
+func issuersEqual(a, b string) bool {
+	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+}
