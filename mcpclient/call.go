@@ -30,8 +30,10 @@ const (
 
 // call is one Call in progress.
 type call struct {
-	r       *Registry
-	e       *entry
+	r *Registry
+	e *entry
+	// srv carries the call: e.srv, or the principal's session of a PerPrincipal server.
+	srv     *server
 	args    map[string]any
 	token   string
 	timeout time.Duration
@@ -74,6 +76,9 @@ type call struct {
 func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (Result, error) {
 	e, ok := r.lookup(name)
 	if !ok {
+		e, ok = r.signInFallback(name)
+	}
+	if !ok {
 		if res, down := r.Unreachable(name); down {
 			return res, nil
 		}
@@ -94,7 +99,7 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // newCall prepares a call of e; the caller finishes its progress token.
 func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
-	c := &call{r: r, e: e, args: args, park: opts.Park, key: opts.Key, logCtx: ctx}
+	c := &call{r: r, e: e, srv: e.srv.forPrincipal(opts.Principal), args: args, park: opts.Park, key: opts.Key, logCtx: ctx}
 	if dl, ok := ctx.Deadline(); ok {
 		c.timeout = time.Until(dl)
 	}
@@ -129,7 +134,7 @@ func (c *call) params() *mcp.CallToolParams {
 }
 
 func (c *call) run(ctx context.Context) (Result, error) {
-	srv, opts := c.e.srv, c.r.opts
+	srv, opts := c.srv, c.r.opts
 	reconnects, busyRounds, urlRounds := 0, 0, 0
 	for {
 		if ctx.Err() != nil {
@@ -137,6 +142,11 @@ func (c *call) run(ctx context.Context) (Result, error) {
 		}
 		sess, err := srv.session(ctx)
 		if err != nil {
+			// Before any retry: go-sdk wraps the handler's error in -32005 "rejected",
+			// which would read as "not sent, connect again".
+			if res, serr, ok := c.signInError(err); ok {
+				return res, serr
+			}
 			switch {
 			case ctx.Err() != nil:
 				return c.ctxDone(ctx)
@@ -153,6 +163,9 @@ func (c *call) run(ctx context.Context) (Result, error) {
 			continue
 		}
 
+		if c.e.signIn {
+			return c.signInResult(), nil
+		}
 		p := c.params()
 		p.InputResponses, p.RequestState = c.inputs, c.state
 		srv.begin(c)
@@ -165,6 +178,9 @@ func (c *call) run(ctx context.Context) (Result, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return c.ctxDone(ctx)
+			}
+			if res, serr, ok := c.signInError(err); ok {
+				return res, serr
 			}
 			rpcErr, notSent := classify(err)
 			if rpcErr != nil {
@@ -366,7 +382,7 @@ func errorText(res *mcp.CallToolResult) string {
 // unknownOnServer: the catalog knew the tool but the server does not (any
 // more); the catalog is refreshed.
 func (c *call) unknownOnServer() Result {
-	c.e.srv.refresh()
+	c.srv.refresh()
 	r := c.result(StatusUnknownTool)
 	r.Message = fmt.Sprintf("The MCP server %q no longer has the tool %q.", c.e.Server, c.e.ToolName)
 	return r
