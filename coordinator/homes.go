@@ -38,6 +38,8 @@ func homeOf(kind string) toolHome {
 		return askUserHome{}
 	case hitl.KindApproval:
 		return approvalHome{}
+	case hitl.KindMCPAuth:
+		return signInHome{}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/tokenstore"
 )
 
 // SessionElicitor answers in-session (2025-11-25) MCP elicitations by asking the user.
@@ -58,11 +59,14 @@ type sessionResult struct {
 type sessionWaiter struct {
 	id     string
 	callID string
-	opts   hitl.Options
-	asked  chan store.Interrupt   // the server asked; the run ends with this interrupt
-	answer chan *mcp.ElicitResult // the user's answer, from the resume run
-	result chan sessionResult     // the call's end
-	stop   context.CancelFunc     // cancels the call
+	// signInID is the id of the sign-in interrupt, should the call need one: known before
+	// the call, so that the sign-in it starts is bound to it.
+	signInID string
+	opts     hitl.Options
+	asked    chan store.Interrupt   // the server asked; the run ends with this interrupt
+	answer   chan *mcp.ElicitResult // the user's answer, from the resume run
+	result   chan sessionResult     // the call's end
+	stop     context.CancelFunc     // cancels the call
 }
 
 func (s *SessionElicitor) add(w *sessionWaiter) {
@@ -170,8 +174,11 @@ func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, ar
 func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w := &sessionWaiter{id: newID("sess"), callID: callID, opts: r.e.hitlOptions(),
+	w := &sessionWaiter{id: newID("sess"), callID: callID, opts: r.e.hitlOptions(), signInID: hitl.NewID(),
 		asked: make(chan store.Interrupt, 1), answer: make(chan *mcp.ElicitResult, 1), result: make(chan sessionResult, 1), stop: stop}
+	// A sign-in the call starts is bound to this thread and to the interrupt that will show
+	// it (signInID), for the callback (tokenstore.Bind).
+	callCtx = tokenstore.Bind(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
 	opts := r.mcpOptions(t, callID)
 	opts.Key = w
@@ -197,7 +204,13 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 	case sr := <-w.result:
 		r.e.cfg.Sessions.remove(w.id)
 		w.stop()
-		return r.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		out := r.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		for i := range out.interrupts {
+			if out.interrupts[i].Kind == hitl.KindMCPAuth {
+				out.interrupts[i].ID = w.signInID
+			}
+		}
+		return out
 	case in := <-w.asked:
 		// The call stays open, waiting for the user; it no longer belongs to this run.
 		return toolOutcome{interrupts: []store.Interrupt{in}}

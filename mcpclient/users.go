@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -269,6 +270,27 @@ func (c *call) signInResult() Result {
 	return res
 }
 
+// SignInRequired is the error of Call (or Resume) when the server needs the principal to
+// sign in: the call was not run. It holds what is needed to call again once the user has
+// signed in (the call is sent anew, exactly once), and unwraps to the *signin.NeedsSignIn.
+type SignInRequired struct {
+	Server   string          `json:"server"`
+	Tool     string          `json:"tool"`     // the catalog name, <server>__<tool>
+	ToolName string          `json:"toolName"` // the server's own name for the tool
+	Args     json.RawMessage `json:"args"`
+	// NeedsSignIn holds the authorization URL; it is not persisted with the call (the
+	// pending sign-in is, by the signin.Store).
+	NeedsSignIn *signin.NeedsSignIn `json:"-"`
+}
+
+// Error names the server.
+func (e *SignInRequired) Error() string {
+	return fmt.Sprintf("mcp tool %s: the user must sign in to %s", e.Tool, e.Server)
+}
+
+// Unwrap returns the *signin.NeedsSignIn.
+func (e *SignInRequired) Unwrap() error { return e.NeedsSignIn }
+
 // signInError maps the errors of an OAuth handler that end a call: *signin.NeedsSignIn is
 // returned as the call's error (the caller parks the call and asks the user); a refusal is
 // reported as a result. ok is false for any other error.
@@ -276,7 +298,11 @@ func (c *call) signInError(err error) (Result, error, bool) {
 	var ns *signin.NeedsSignIn
 	if errors.As(err, &ns) {
 		c.r.log.InfoContext(c.logCtx, "mcp call needs the user to sign in", "server", c.e.Server, "tool", c.e.ToolName)
-		return Result{}, fmt.Errorf("mcp tool %s: %w", c.e.Name, ns), true
+		args, merr := json.Marshal(c.args)
+		if merr != nil {
+			return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, merr), true
+		}
+		return Result{}, &SignInRequired{Server: c.e.Server, Tool: c.e.Name, ToolName: c.e.ToolName, Args: args, NeedsSignIn: ns}, true
 	}
 	switch {
 	case errors.Is(err, signin.ErrForbidden):
