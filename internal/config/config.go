@@ -131,6 +131,10 @@ type Server struct {
 	// SecretsKeyEnv names the variable holding the key that encrypts stored OAuth tokens.
 	// Required with an MCP server in auth mode user; see SignIn.
 	SecretsKeyEnv string `yaml:"secrets_key_env"`
+	// PublicURL is how browsers reach Baton (scheme://host[:port][/prefix]), for the OAuth
+	// callback and client metadata URLs that sign-in hands to authorization servers. Empty:
+	// derived from the listen address (http://localhost:<port> for an unspecified host).
+	PublicURL string `yaml:"public_url"`
 	// AllowedOrigins are extra Origins (scheme://host[:port]) allowed to POST when auth
 	// is off; the request's own origin is always allowed.
 	AllowedOrigins []string `yaml:"allowed_origins"`

@@ -46,6 +46,8 @@ func TestShutdownAndMCPAuthKeys(t *testing.T) {
 		{"cancel", "server: {on_shutdown: cancel}\n", ""},
 		{"bad on_shutdown", "server: {on_shutdown: later}\n", "server.on_shutdown: must be handoff or cancel"},
 		{"secrets key is a name", "server: {secrets_key_env: \"abc def\"}\n", "server.secrets_key_env"},
+		{"public url", "server: {public_url: \"https://baton.example.com/chat\"}\n", ""},
+		{"bad public url", "server: {public_url: \"baton.example.com\"}\n", "server.public_url: must be an absolute http(s) URL"},
 		{"auth none", "mcp_servers: [{name: m, url: \"http://127.0.0.1:1/mcp\", auth: {mode: none}}]\n", ""},
 		{"auth user", "server: {secrets_key_env: K}\nmcp_servers: [{name: m, url: \"http://127.0.0.1:1/mcp\", auth: {mode: user, scopes: [files:read, offline_access]}}]\n", ""},
 		{"auth user localhost", "server: {secrets_key_env: K}\nmcp_servers: [{name: m, url: \"http://localhost:1/mcp\", auth: {mode: user}}]\n", ""},

@@ -65,6 +65,8 @@ func (c *Config) validateStream() error {
 		return c.fieldErr("server.on_shutdown", "must be %s or %s (got %q)", OnShutdownHandoff, OnShutdownCancel, s.OnShutdown)
 	case s.SecretsKeyEnv != "" && !isEnvName(s.SecretsKeyEnv):
 		return c.fieldErr("server.secrets_key_env", "must be the name of an environment variable, not its value (got a value that is not a variable name)")
+	case s.PublicURL != "" && !isPublicURL(s.PublicURL):
+		return c.fieldErr("server.public_url", "must be an absolute http(s) URL without query or fragment, such as https://baton.example.com (got %q)", s.PublicURL)
 	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel && s.OnDisconnect != OnDisconnectDetach:
 		return c.fieldErr("server.on_disconnect", "must be %s or %s (got %q)", OnDisconnectCancel, OnDisconnectDetach, s.OnDisconnect)
 	case s.ReconnectGrace <= 0:
@@ -563,6 +565,11 @@ func (c *Config) StorePath() string {
 		return ""
 	}
 	return p
+}
+
+func isPublicURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && isHTTPURL(s) && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }
 
 func isHTTPURL(s string) bool {
