@@ -241,6 +241,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.Close()
+	if registry != nil {
+		// Sessions close before the store: an OAuth session reads its token from the store
+		// to say goodbye (Close is idempotent; the earlier defers find nothing left).
+		defer registry.Close()
+		defer sessions.Close()
+	}
 	if err := signIns.open(st); err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1

@@ -41,6 +41,7 @@ type Config struct {
 // Server is the MCP server and its authorization server, on one loopback listener.
 type Server struct {
 	ts  *httptest.Server
+	ms  *mcp.Server
 	ttl time.Duration
 
 	mu       sync.Mutex
@@ -76,6 +77,7 @@ func New(cfg Config) *Server {
 	base := s.ts.URL
 
 	ms := mcp.NewServer(&mcp.Implementation{Name: "oauth-test", Version: "1"}, nil)
+	s.ms = ms
 	mcp.AddTool(ms, &mcp.Tool{Name: "whoami", Description: "the signed-in user",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -121,8 +123,14 @@ func New(cfg Config) *Server {
 // URL is the MCP endpoint.
 func (s *Server) URL() string { return s.ts.URL + "/mcp" }
 
-// Close stops the server.
-func (s *Server) Close() { s.ts.CloseClientConnections(); s.ts.Close() }
+// Close stops the server and ends the MCP sessions its clients left open.
+func (s *Server) Close() {
+	s.ts.CloseClientConnections()
+	s.ts.Close()
+	for ss := range s.ms.Sessions() {
+		_ = ss.Close()
+	}
+}
 
 // SetUser sets the user /authorize approves when the request names none.
 func (s *Server) SetUser(u string) {
@@ -138,7 +146,7 @@ func (s *Server) Stats() Stats {
 	return s.stats
 }
 
-// Issued returns every access token, refresh token and code handed out so far.
+// Issued returns every access token, refresh token, code and PKCE verifier seen so far.
 func (s *Server) Issued() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -224,6 +232,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if v := f.Get("code_verifier"); v != "" {
+		s.issued = append(s.issued, v)
+	}
 	var g *grant
 	switch f.Get("grant_type") {
 	case "authorization_code":
