@@ -15,8 +15,9 @@ import (
 // attack), or lacks the iss the server promised.
 var ErrIssuerMismatch = errors.New("signin: the authorization response comes from another issuer")
 
-// ErrExchange is returned by Complete when the authorization server refuses the code.
-var ErrExchange = errors.New("signin: the authorization server refused the code")
+// ErrExchange is returned when the authorization server refuses a token request (the
+// code at the callback, or a service account's grant).
+var ErrExchange = errors.New("signin: the authorization server refused the token request")
 
 // Complete finishes a sign-in when the browser comes back to the callback: it takes the
 // pending sign-in for state (single use, so a replayed callback fails with
@@ -48,7 +49,8 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 	if iss == "" && p.IssParameterSupported {
 		return nil, ErrIssuerMismatch
 	}
-	if iss != "" && !issuersEqual(iss, p.Issuer) {
+	// RFC 9207 §2.4: simple string comparison, no normalization.
+	if iss != "" && iss != p.Issuer {
 		return nil, ErrIssuerMismatch
 	}
 	if code == "" {
@@ -58,6 +60,13 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 		hc = defaultHTTPClient()
 	}
 	g := p.Grant
+	if len(g.DPoPKey) > 0 {
+		key, err := parseDPoPKey(g.DPoPKey)
+		if err != nil {
+			return nil, err
+		}
+		hc = dpopClient(hc, key, now)
+	}
 	oc := &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret, RedirectURL: p.RedirectURL,
 		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
 	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(p.Verifier)}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -34,6 +33,61 @@ type discovered struct {
 	scopes   []string
 	asm      *oauthex.AuthServerMeta
 	legacy   bool // 2025-03-26: no protected resource metadata, the MCP origin is the AS
+	dpop     bool // the AS issues DPoP-bound tokens with ES256 proofs
+}
+
+// asMeta is RFC 8414 metadata with the DPoP field oauthex.AuthServerMeta lacks.
+type asMeta struct {
+	oauthex.AuthServerMeta
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
+}
+
+// authServerMeta fetches authorization server metadata the way go-sdk's
+// auth.GetAuthServerMetadata does (RFC 8414 then OpenID discovery, path-inserted for an
+// issuer with a path), with the same checks (issuer match, PKCE advertised, endpoints https
+// or loopback), and also returns the DPoP algorithms. nil metadata: none published.
+func authServerMeta(ctx context.Context, hc *http.Client, issuer string) (*oauthex.AuthServerMeta, []string, error) {
+	iu, err := url.Parse(issuer)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: bad issuer", ErrDiscovery)
+	}
+	origin := iu.Scheme + "://" + iu.Host
+	var urls []string
+	if p := strings.Trim(iu.Path, "/"); p == "" {
+		urls = []string{origin + "/.well-known/oauth-authorization-server", origin + "/.well-known/openid-configuration"}
+	} else {
+		urls = []string{origin + "/.well-known/oauth-authorization-server/" + p,
+			origin + "/.well-known/openid-configuration/" + p, origin + "/" + p + "/.well-known/openid-configuration"}
+	}
+	for _, u := range urls {
+		var m asMeta
+		found, err := getJSON(ctx, hc, u, &m)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !found {
+			continue
+		}
+		if !issuersEqual(m.Issuer, issuer) {
+			return nil, nil, fmt.Errorf("%w: metadata issuer does not match the authorization server", ErrDiscovery)
+		}
+		if len(m.CodeChallengeMethodsSupported) == 0 {
+			return nil, nil, fmt.Errorf("%w: the authorization server does not implement PKCE", ErrDiscovery)
+		}
+		if m.AuthorizationEndpoint == "" || m.TokenEndpoint == "" {
+			return nil, nil, fmt.Errorf("%w: authorization server metadata lacks endpoints", ErrDiscovery)
+		}
+		for _, e := range []string{m.AuthorizationEndpoint, m.TokenEndpoint, m.RegistrationEndpoint} {
+			if e == "" {
+				continue
+			}
+			if err := checkEndpoint(e); err != nil {
+				return nil, nil, fmt.Errorf("%w: authorization server endpoint: %v", ErrDiscovery, err)
+			}
+		}
+		return &m.AuthServerMeta, m.DPoPSigningAlgValuesSupported, nil
+	}
+	return nil, nil, nil
 }
 
 // discover runs protected resource metadata discovery (RFC 9728: the header's URL, then
@@ -59,11 +113,9 @@ func discover(ctx context.Context, hc *http.Client, serverURL string, challenges
 	var prm *oauthex.ProtectedResourceMetadata
 	for _, c := range candidates {
 		var m oauthex.ProtectedResourceMetadata
-		found, err := getJSON(ctx, hc, c, &m)
-		if err != nil {
-			return nil, err
-		}
-		if found {
+		// An unusable document counts as absent, as in go-sdk: the next location is tried,
+		// and with none the 2025-03-26 fallback applies.
+		if found, err := getJSON(ctx, hc, c, &m); err == nil && found {
 			prm = &m
 			break
 		}
@@ -92,10 +144,11 @@ func discover(ctx context.Context, hc *http.Client, serverURL string, challenges
 	if err := checkEndpoint(issuer); err != nil {
 		return nil, fmt.Errorf("%w: authorization server: %v", ErrDiscovery, err)
 	}
-	asm, err := auth.GetAuthServerMetadata(ctx, issuer, hc)
+	asm, dpopAlgs, err := authServerMeta(ctx, hc, issuer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDiscovery, err)
+		return nil, err
 	}
+	d.dpop = slices.Contains(dpopAlgs, "ES256") || (prm.DPOPBoundAccessTokensRequired && slices.Contains(prm.DPOPSigningAlgValuesSupported, "ES256"))
 	if asm == nil {
 		iu, _ := url.Parse(issuer)
 		base := strings.TrimSuffix(iu.String(), "/")

@@ -1,12 +1,15 @@
 package signin
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -78,6 +81,8 @@ type Handler struct {
 	mu       sync.Mutex
 	attempts []time.Time               // authorizations started, for MaxAuthorizations
 	clients  map[string]clientIdentity // dynamic registrations by issuer
+	dpopDER  []byte                    // the current grant\'s DPoP key, as last read
+	dpopKey  *ecdsa.PrivateKey
 }
 
 var _ auth.OAuthHandler = (*Handler)(nil)
@@ -114,6 +119,7 @@ func defaultHTTPClient() *http.Client {
 func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	g, err := h.cfg.Store.Grant(ctx, h.cfg.Principal, h.cfg.Server)
 	if errors.Is(err, ErrNoGrant) {
+		_ = h.setDPoPKey(nil)
 		return nil, nil
 	}
 	if err != nil {
@@ -121,6 +127,9 @@ func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	}
 	if g.Token == nil {
 		return nil, nil
+	}
+	if err := h.setDPoPKey(g.DPoPKey); err != nil {
+		return nil, err
 	}
 	tok, err := refreshed(ctx, h.cfg.HTTPClient, g, h.cfg.Now)
 	if err != nil {
@@ -161,6 +170,13 @@ func refreshed(ctx context.Context, hc *http.Client, g *Grant, now func() time.T
 	}
 	cfg := &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret,
 		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
+	if len(g.DPoPKey) > 0 {
+		key, err := parseDPoPKey(g.DPoPKey)
+		if err != nil {
+			return nil, err
+		}
+		hc = dpopClient(hc, key, now)
+	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 	old := *t
 	old.Expiry = time.Unix(1, 0) // force the refresh (oauth2 uses the real clock)
@@ -255,6 +271,15 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 		return err
 	}
 
+	var dpopKey []byte
+	if d.dpop {
+		if g != nil && len(g.DPoPKey) > 0 {
+			dpopKey = g.DPoPKey
+		} else if dpopKey, err = newDPoPKey(); err != nil {
+			return fmt.Errorf("signin: creating a DPoP key: %w", err)
+		}
+	}
+
 	state := rand.Text()
 	verifier := oauth2.GenerateVerifier()
 	oc := &oauth2.Config{ClientID: client.id, RedirectURL: h.cfg.RedirectURL, Scopes: scopes,
@@ -268,13 +293,45 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 		IssParameterSupported: asm.AuthorizationResponseIssParameterSupported,
 		AuthURL:               authURL, RedirectURL: h.cfg.RedirectURL, Scopes: scopes,
 		Grant: Grant{Issuer: asm.Issuer, Resource: d.resource, ClientID: client.id,
-			ClientSecret: client.secret, AuthStyle: client.style, TokenURL: asm.TokenEndpoint},
+			ClientSecret: client.secret, AuthStyle: client.style, TokenURL: asm.TokenEndpoint, DPoPKey: dpopKey},
 		Expires: h.cfg.Now().Add(h.cfg.PendingTTL),
 	}
 	if err := h.cfg.Store.PutPending(ctx, p); err != nil {
 		return fmt.Errorf("signin: recording the sign-in: %w", err)
 	}
 	return h.needs(p)
+}
+
+// setDPoPKey records the current grant's DPoP key for Transport.
+func (h *Handler) setDPoPKey(der []byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if bytes.Equal(der, h.dpopDER) {
+		return nil
+	}
+	if len(der) == 0 {
+		h.dpopDER, h.dpopKey = nil, nil
+		return nil
+	}
+	key, err := parseDPoPKey(der)
+	if err != nil {
+		return err
+	}
+	h.dpopDER, h.dpopKey = bytes.Clone(der), key
+	return nil
+}
+
+// Transport wraps the MCP transport's round tripper so that a DPoP-bound grant is presented
+// as RFC 9449 requires: the DPoP Authorization scheme (go-sdk always writes Bearer) and a
+// fresh proof on every request, with the server's nonce when it asks for one. Requests pass
+// through untouched while the grant is a Bearer token. Use it in the HTTPClient of the
+// StreamableClientTransport whose OAuthHandler is h.
+func (h *Handler) Transport(base http.RoundTripper) http.RoundTripper {
+	return newDPoPTransport(base, func() *ecdsa.PrivateKey {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.dpopKey
+	}, h.cfg.Now)
 }
 
 func (h *Handler) needs(p *Pending) *NeedsSignIn {
@@ -335,6 +392,7 @@ func (h *Handler) identify(ctx context.Context, asm *oauthex.AuthServerMeta, g *
 		GrantTypes:              grants,
 		ResponseTypes:           []string{"code"},
 		ClientName:              h.cfg.ClientName,
+		ApplicationType:         applicationType(h.cfg.RedirectURL),
 	}
 	reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, meta, h.cfg.HTTPClient)
 	if err != nil {
@@ -353,6 +411,16 @@ func (h *Handler) identify(ctx context.Context, asm *oauthex.AuthServerMeta, g *
 	h.clients[asm.Issuer] = c
 	h.mu.Unlock()
 	return c, nil
+}
+
+// applicationType is the registration's application_type (OpenID Dynamic Client
+// Registration, SEP-837): "native" for a loopback or custom-scheme redirect, else "web".
+func applicationType(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || isLoopbackHost(u.Hostname()) {
+		return "native"
+	}
+	return "web"
 }
 
 // registrationAuthMethod picks the token endpoint authentication method asked for at

@@ -47,6 +47,14 @@ type ServiceConfig struct {
 	// SigningAlgorithm is the JWS algorithm for private_key_jwt: ES256 or RS256 (from the
 	// key when empty).
 	SigningAlgorithm string
+	// Assertion, when set, is a JWT the platform issued to this workload (workload identity
+	// federation): it is presented with the RFC 7523 jwt-bearer grant instead of a secret.
+	Assertion string
+	// Enterprise, when set, obtains the authorization grant from the enterprise identity
+	// provider (enterprise-managed authorization, ID-JAG): an RFC 8693 token exchange of the
+	// user's ID token at the IdP, then the jwt-bearer grant at the authorization server,
+	// authenticated with ClientID and ClientSecret.
+	Enterprise *EnterpriseIDP
 	// Scopes are requested when neither the challenge nor the resource metadata names any.
 	Scopes []string
 	// HTTPClient carries discovery and token requests (see HandlerConfig.HTTPClient).
@@ -54,6 +62,24 @@ type ServiceConfig struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
+
+// EnterpriseIDP is the enterprise identity provider of enterprise-managed authorization.
+type EnterpriseIDP struct {
+	// TokenURL is the IdP's token endpoint (RFC 8693 token exchange).
+	TokenURL string
+	// ClientID and ClientSecret identify Baton at the IdP.
+	ClientID, ClientSecret string
+	// IDToken is the user's ID token from the IdP (the subject token).
+	IDToken string
+}
+
+// grantJWTBearer is RFC 7523's authorization grant type.
+const grantJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+// tokenFunc adapts a function to oauth2.TokenSource.
+type tokenFunc func() (*oauth2.Token, error)
+
+func (f tokenFunc) Token() (*oauth2.Token, error) { return f() }
 
 // serviceHandler implements auth.OAuthHandler with the client_credentials grant.
 type serviceHandler struct {
@@ -91,8 +117,11 @@ func (h *serviceHandler) TokenSource(context.Context) (oauth2.TokenSource, error
 func (h *serviceHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	defer resp.Body.Close()
 	defer io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetadataBytes))
-	if h.cfg.ClientID == "" || (h.cfg.ClientSecret == "" && h.cfg.PrivateKeyPEM == "") {
-		return fmt.Errorf("%w: client id and a secret or private key are required", ErrBadServiceConfig)
+	if h.cfg.ClientID == "" || (h.cfg.ClientSecret == "" && h.cfg.PrivateKeyPEM == "" && h.cfg.Assertion == "") {
+		return fmt.Errorf("%w: client id and a secret, private key or assertion are required", ErrBadServiceConfig)
+	}
+	if e := h.cfg.Enterprise; e != nil && (e.TokenURL == "" || e.ClientID == "" || e.IDToken == "" || h.cfg.ClientSecret == "") {
+		return fmt.Errorf("%w: enterprise authorization needs the IdP token URL, client id, ID token and a client secret", ErrBadServiceConfig)
 	}
 	challenges, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	if err != nil {
@@ -132,7 +161,36 @@ func (h *serviceHandler) Authorize(ctx context.Context, req *http.Request, resp 
 	// The source outlives this call: it asks for new tokens with a context of its own.
 	bg := context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, h.cfg.HTTPClient)
 	var src oauth2.TokenSource
-	if h.cfg.PrivateKeyPEM != "" {
+	switch {
+	case h.cfg.Enterprise != nil:
+		e := h.cfg.Enterprise
+		cc.ClientSecret = h.cfg.ClientSecret
+		cc.AuthStyle = preferredAuthStyle(d.asm.TokenEndpointAuthMethodsSupported, true)
+		cc.EndpointParams.Set("grant_type", grantJWTBearer)
+		issuer, resource := d.asm.Issuer, d.resource
+		src = tokenFunc(func() (*oauth2.Token, error) {
+			// Each access token needs a fresh ID-JAG: it is short-lived and single use.
+			jag, err := oauthex.ExchangeToken(bg, e.TokenURL, &oauthex.TokenExchangeRequest{
+				RequestedTokenType: oauthex.TokenTypeIDJAG, Audience: issuer, Resource: resource,
+				Scope: scopes, SubjectToken: e.IDToken, SubjectTokenType: oauthex.TokenTypeIDToken,
+			}, &oauthex.ClientCredentials{ClientID: e.ClientID, ClientSecretAuth: secretAuth(e.ClientSecret)}, h.cfg.HTTPClient)
+			if err != nil {
+				return nil, err
+			}
+			c := cc
+			c.EndpointParams = url.Values{}
+			for k, v := range cc.EndpointParams {
+				c.EndpointParams[k] = v
+			}
+			c.EndpointParams.Set("assertion", jag.AccessToken)
+			return c.Token(bg)
+		})
+	case h.cfg.Assertion != "":
+		cc.AuthStyle = oauth2.AuthStyleInParams
+		cc.EndpointParams.Set("grant_type", grantJWTBearer)
+		cc.EndpointParams.Set("assertion", h.cfg.Assertion)
+		src = cc.TokenSource(bg)
+	case h.cfg.PrivateKeyPEM != "":
 		signer, alg, err := parseSigningKey(h.cfg.PrivateKeyPEM, h.cfg.SigningAlgorithm)
 		if err != nil {
 			return err
@@ -144,7 +202,7 @@ func (h *serviceHandler) Authorize(ctx context.Context, req *http.Request, resp 
 			aud = d.asm.TokenEndpoint
 		}
 		src = &assertionSource{ctx: bg, cfg: cc, signer: signer, alg: alg, aud: aud, now: h.cfg.Now}
-	} else {
+	default:
 		cc.ClientSecret = h.cfg.ClientSecret
 		cc.AuthStyle = preferredAuthStyle(d.asm.TokenEndpointAuthMethodsSupported, true)
 		src = cc.TokenSource(bg)
@@ -179,6 +237,13 @@ func (h *serviceHandler) allowAttempt() bool {
 	}
 	h.attempts = append(h.attempts, now)
 	return true
+}
+
+func secretAuth(secret string) *oauthex.ClientSecretAuth {
+	if secret == "" {
+		return nil
+	}
+	return &oauthex.ClientSecretAuth{ClientSecret: secret}
 }
 
 // parseSigningKey reads an RSA or ECDSA P-256 private key from PEM.

@@ -52,6 +52,9 @@ type Grant struct {
 	ClientSecret string           `json:"client_secret,omitempty"`
 	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
 	TokenURL     string           `json:"token_url"`
+	// DPoPKey is the PKCS#8 P-256 key the token is bound to (RFC 9449), or empty for a
+	// Bearer token. Secret: stores seal it with the token.
+	DPoPKey []byte `json:"dpop_key,omitempty"`
 }
 
 // Pending is a started sign-in waiting for the browser to come back to the callback.
