@@ -207,7 +207,18 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 		cmd.Stderr = stderr
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers), OAuthHandler: s.oauth}
+		hc := sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers)
+		if w, ok := s.oauth.(interface {
+			Transport(http.RoundTripper) http.RoundTripper
+		}); ok {
+			// A handler that must shape each request (DPoP proofs) wraps the transport.
+			base := hc.Transport
+			if base == nil {
+				base = http.DefaultTransport
+			}
+			hc.Transport = w.Transport(base)
+		}
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, OAuthHandler: s.oauth}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
