@@ -233,7 +233,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 			return nil, fmt.Errorf("mcp_servers[%d]: duplicate name %q", i, cfg.Name)
 		}
 		seen[cfg.Name] = true
-		s := newServer(r, cfg, "")
+		s := newServer(r, cfg, "", false)
 		r.servers = append(r.servers, s)
 		if s.perUser() {
 			// No principal to list the tools as yet: offer the sign-in tool (users.go).

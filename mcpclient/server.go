@@ -65,7 +65,9 @@ type server struct {
 	users     *userSessions
 }
 
-func newServer(r *Registry, cfg ServerConfig, principal string) *server {
+// newServer makes a configured server (child false), or the session of one principal of
+// a PerPrincipal server (child true; principal may be "", the anonymous principal).
+func newServer(r *Registry, cfg ServerConfig, principal string, child bool) *server {
 	s := &server{
 		r:         r,
 		cfg:       cfg,
@@ -74,7 +76,7 @@ func newServer(r *Registry, cfg ServerConfig, principal string) *server {
 		principal: principal,
 	}
 	if a := cfg.Auth; a != nil {
-		if a.PerPrincipal && principal == "" {
+		if a.PerPrincipal && !child {
 			s.users = newUserSessions()
 		} else {
 			s.oauth = a.Handler(principal)

@@ -102,7 +102,7 @@ func (s *server) forPrincipal(principal string) *server {
 	u.mu.Lock()
 	us, ok := u.byKey[principal]
 	if !ok {
-		child := newServer(s.r, s.cfg, principal)
+		child := newServer(s.r, s.cfg, principal, true)
 		child.parent = s
 		us = &userSession{srv: child}
 		u.byKey[principal] = us

@@ -178,20 +178,21 @@ func TestPrepareListsForSignedInPrincipal(t *testing.T) {
 }
 
 // TestExpiredTokenRefreshed: with 1 s access tokens, a call after expiry refreshes the
-// token and completes without asking the user again.
+// token and completes without asking the user again. The principal is the anonymous one
+// (""), as without bearer auth.
 func TestExpiredTokenRefreshed(t *testing.T) {
 	srv := oauthmcp.New(oauthmcp.Config{TokenTTL: time.Second})
 	defer srv.Close()
 	st := signin.NewMemory()
 	r := oauthRegistry(t, srv, st, Options{})
 	ctx := context.Background()
-	_, err := r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: "alice"})
-	signIn(t, st, err, "alice-user", "alice")
-	_, err = r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: "alice"})
+	_, err := r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: ""})
+	signIn(t, st, err, "alice-user", "")
+	_, err = r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: ""})
 	require.NoError(t, err)
 	// Past the access token's expiry (no timing is asserted, only the outcome).
 	time.Sleep(1500 * time.Millisecond)
-	res, err := r.Call(ctx, "sec__whoami", nil, CallOptions{Principal: "alice"})
+	res, err := r.Call(ctx, "sec__whoami", nil, CallOptions{Principal: ""})
 	require.NoError(t, err)
 	assert.Equal(t, "user=alice-user", text(t, res))
 	assert.GreaterOrEqual(t, srv.Stats().Refreshes, 1)
