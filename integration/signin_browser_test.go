@@ -5,7 +5,8 @@ package integration
 // oauthmcp on loopback, which approves its configured user at once). The tool call ends in
 // a "Sign in to sec" card; its button opens the authorization URL in a new window, the
 // authorization server redirects to Baton's callback, whose page tells the chat page, which
-// resumes by itself: the parked call completes, and the next call runs as the user.
+// resumes by itself: the parked call completes, and the next call runs as the user. The
+// coordinator's text log at debug level holds none of the tokens, codes or verifiers.
 
 import (
 	"encoding/base64"
@@ -44,7 +45,7 @@ mcp_servers:
 store: "memory:"
 `, model.URL, srv.URL())
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	base, _ := startSecCoordinator(t, cfg, []string{"SI_KEY=" + key, "SI_LLM=fake"}, "text")
+	base, p := startSecCoordinator(t, cfg, []string{"SI_KEY=" + key, "SI_LLM=fake"}, "text")
 
 	b := browsertest.Start(t, browsertest.Options{Width: 1280, Height: 900})
 	c := &browserChat{t: t, b: b, dir: artifactsDir(t)}
@@ -73,4 +74,15 @@ store: "memory:"
 	c.send(mcpCallMarker + " sec__whoami")
 	assert.Contains(t, strings.Join(c.texts(c.lastCard("sec__whoami")+" .result-text"), ""), "user=browser-user")
 	assert.Empty(t, b.Problems(), "the page ran cleanly")
+
+	// Secrets canary for text logs at debug level (the end-to-end test covers JSON).
+	require.Equal(t, 0, p.Stop())
+	stdout, stderr := p.Logs()
+	issued := srv.Issued()
+	require.NotEmpty(t, issued)
+	for _, secret := range issued {
+		if strings.Contains(stdout+stderr, secret) {
+			t.Errorf("a token, code or verifier (%.6s…) is in the text log", secret)
+		}
+	}
 }
