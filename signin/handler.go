@@ -78,11 +78,12 @@ type HandlerConfig struct {
 type Handler struct {
 	cfg HandlerConfig
 
-	mu       sync.Mutex
-	attempts []time.Time               // authorizations started, for MaxAuthorizations
-	clients  map[string]clientIdentity // dynamic registrations by issuer
-	dpopDER  []byte                    // the current grant\'s DPoP key, as last read
-	dpopKey  *ecdsa.PrivateKey
+	mu        sync.Mutex
+	attempts  []time.Time               // authorizations started, for MaxAuthorizations
+	clients   map[string]clientIdentity // dynamic registrations by issuer
+	refreshMu sync.Mutex                // serializes refreshes
+	dpopDER   []byte                    // the current grant\'s DPoP key, as last read
+	dpopKey   *ecdsa.PrivateKey
 }
 
 var _ auth.OAuthHandler = (*Handler)(nil)
@@ -117,57 +118,80 @@ func defaultHTTPClient() *http.Client {
 // here and the new token stored, so a rotated refresh token is never lost; a grant the
 // authorization server no longer honours is forgotten, so the next 401 starts a sign-in.
 func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	g, err := h.grant(ctx)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	if fresh(g.Token, h.cfg.Now) {
+		return oauth2.StaticTokenSource(g.Token), nil
+	}
+	// One refresh at a time per handler; a refresh token is often single use (rotation),
+	// so a second, concurrent refresh with it would be refused.
+	h.refreshMu.Lock()
+	defer h.refreshMu.Unlock()
+	if g, err = h.grant(ctx); err != nil || g == nil {
+		return nil, err
+	}
+	if fresh(g.Token, h.cfg.Now) || g.Token.RefreshToken == "" {
+		// Refreshed meanwhile, or nothing to refresh with: the server's 401 starts a sign-in.
+		return oauth2.StaticTokenSource(g.Token), nil
+	}
+	tok, err := refreshed(ctx, h.cfg.HTTPClient, g, h.cfg.Now)
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if !errors.As(err, &re) {
+			return nil, fmt.Errorf("signin: refreshing the token for %s failed", h.cfg.Server)
+		}
+		// Refused. Another replica may have refreshed (and rotated) the same grant: use
+		// its token. Otherwise forget the grant; the 401 that follows signs in.
+		if now, err := h.grant(ctx); err == nil && now != nil && now.Token.RefreshToken != g.Token.RefreshToken {
+			return oauth2.StaticTokenSource(now.Token), nil
+		}
+		if derr := h.cfg.Store.DeleteGrant(ctx, h.cfg.Principal, h.cfg.Server); derr != nil {
+			return nil, fmt.Errorf("signin: forgetting a refused grant for %s: %w", h.cfg.Server, derr)
+		}
+		_ = h.setDPoPKey(nil)
+		return nil, nil
+	}
+	ng := *g
+	ng.Token = tok
+	if s := tokenScopes(tok); s != nil {
+		ng.Scopes = s
+	}
+	if err := h.cfg.Store.PutGrant(ctx, h.cfg.Principal, h.cfg.Server, &ng); err != nil {
+		return nil, fmt.Errorf("signin: storing the refreshed token for %s: %w", h.cfg.Server, err)
+	}
+	return oauth2.StaticTokenSource(tok), nil
+}
+
+// grant reads the principal's grant and records its DPoP key for Transport; nil when there
+// is none.
+func (h *Handler) grant(ctx context.Context) (*Grant, error) {
 	g, err := h.cfg.Store.Grant(ctx, h.cfg.Principal, h.cfg.Server)
-	if errors.Is(err, ErrNoGrant) {
+	if errors.Is(err, ErrNoGrant) || (err == nil && g.Token == nil) {
 		_ = h.setDPoPKey(nil)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("signin: reading the grant for %s: %w", h.cfg.Server, err)
 	}
-	if g.Token == nil {
-		return nil, nil
-	}
 	if err := h.setDPoPKey(g.DPoPKey); err != nil {
 		return nil, err
 	}
-	tok, err := refreshed(ctx, h.cfg.HTTPClient, g, h.cfg.Now)
-	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) {
-			// The refresh token was refused: forget the grant; the 401 that follows signs in.
-			if derr := h.cfg.Store.DeleteGrant(ctx, h.cfg.Principal, h.cfg.Server); derr != nil {
-				return nil, fmt.Errorf("signin: forgetting a refused grant for %s: %w", h.cfg.Server, derr)
-			}
-			return nil, nil
-		}
-		return nil, fmt.Errorf("signin: refreshing the token for %s failed", h.cfg.Server)
-	}
-	if tok != g.Token {
-		ng := *g
-		ng.Token = tok
-		if s := tokenScopes(tok); s != nil {
-			ng.Scopes = s
-		}
-		if err := h.cfg.Store.PutGrant(ctx, h.cfg.Principal, h.cfg.Server, &ng); err != nil {
-			return nil, fmt.Errorf("signin: storing the refreshed token for %s: %w", h.cfg.Server, err)
-		}
-	}
-	return oauth2.StaticTokenSource(tok), nil
+	return g, nil
+}
+
+// fresh reports whether the access token is usable for a while yet.
+func fresh(t *oauth2.Token, now func() time.Time) bool {
+	return t.AccessToken != "" && (t.Expiry.IsZero() || now().Add(expiryDelta).Before(t.Expiry))
 }
 
 // expiryDelta refreshes this long before the access token expires.
 const expiryDelta = 30 * time.Second
 
-// refreshed returns g.Token itself while it is valid, else a refreshed token.
+// refreshed returns a refreshed token for g (whose refresh token is set).
 func refreshed(ctx context.Context, hc *http.Client, g *Grant, now func() time.Time) (*oauth2.Token, error) {
 	t := g.Token
-	if t.AccessToken != "" && (t.Expiry.IsZero() || now().Add(expiryDelta).Before(t.Expiry)) {
-		return t, nil
-	}
-	if t.RefreshToken == "" {
-		return t, nil // expired, nothing to refresh with: the server's 401 starts a sign-in
-	}
 	cfg := &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret,
 		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: g.AuthStyle}}
 	if len(g.DPoPKey) > 0 {
@@ -286,9 +310,13 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 		Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint}}
 	authURL := oc.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
 		oauth2.SetAuthURLParam("resource", d.resource))
+	threadID, interruptID := h.cfg.ThreadID, h.cfg.InterruptID
+	if b, ok := ctx.Value(interruptKey{}).(interruptBinding); ok {
+		threadID, interruptID = b.thread, b.interrupt
+	}
 	p := &Pending{
 		State: state, Principal: h.cfg.Principal, Server: h.cfg.Server,
-		ThreadID: h.cfg.ThreadID, InterruptID: h.cfg.InterruptID,
+		ThreadID: threadID, InterruptID: interruptID,
 		Verifier: verifier, Resource: d.resource, Issuer: asm.Issuer,
 		IssParameterSupported: asm.AuthorizationResponseIssParameterSupported,
 		AuthURL:               authURL, RedirectURL: h.cfg.RedirectURL, Scopes: scopes,
@@ -332,6 +360,17 @@ func (h *Handler) Transport(base http.RoundTripper) http.RoundTripper {
 		defer h.mu.Unlock()
 		return h.dpopKey
 	}, h.cfg.Now)
+}
+
+type interruptKey struct{}
+
+type interruptBinding struct{ thread, interrupt string }
+
+// WithInterrupt returns a context under which Authorize records threadID and interruptID in
+// the Pending it starts, instead of HandlerConfig's: one Handler serves a (principal, server)
+// across threads, and go-sdk hands Authorize the context of the call that got the 401.
+func WithInterrupt(ctx context.Context, threadID, interruptID string) context.Context {
+	return context.WithValue(ctx, interruptKey{}, interruptBinding{threadID, interruptID})
 }
 
 func (h *Handler) needs(p *Pending) *NeedsSignIn {

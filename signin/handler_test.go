@@ -690,3 +690,89 @@ func TestServiceWorkloadAndEnterprise(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentRefreshKeepsGrant: calls racing on an expired token refresh once; the
+// rotated refresh token is not spent twice (which the AS would refuse, losing the grant).
+func TestConcurrentRefreshKeepsGrant(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "path", nil, nil)
+	g := f.signIn(t, f.rs.challenge(401, ""))
+	g.Token.Expiry = time.Now().Add(-time.Minute)
+	if err := f.store.PutGrant(ctx, "alice", "docs", g); err != nil {
+		t.Fatal(err)
+	}
+	refreshesBefore := 0
+	for _, form := range f.as.tokenForms {
+		if form.Get("grant_type") == "refresh_token" {
+			refreshesBefore++
+		}
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			ts, err := f.h.TokenSource(ctx)
+			if err == nil && ts == nil {
+				err = errors.New("no token source: the grant was lost")
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	refreshes := -refreshesBefore
+	f.as.mu.Lock()
+	for _, form := range f.as.tokenForms {
+		if form.Get("grant_type") == "refresh_token" {
+			refreshes++
+		}
+	}
+	f.as.mu.Unlock()
+	if refreshes != 1 {
+		t.Fatalf("%d refreshes, want 1", refreshes)
+	}
+	if _, err := f.store.Grant(ctx, "alice", "docs"); err != nil {
+		t.Fatalf("grant lost: %v", err)
+	}
+}
+
+// TestErrorsNameNoSecrets: what an authorization server says in a refusal, and the
+// code, verifier and client secret, never reach an error message.
+func TestErrorsNameNoSecrets(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "path", func(a *testAS) {
+		a.tokenHook = func(w http.ResponseWriter, r *http.Request) bool {
+			writeJSON(w, 400, map[string]string{"error": "invalid_grant\n<script>" + strings.Repeat("x", 100),
+				"error_description": "leaked " + r.PostForm.Get("code_verifier") + " " + r.PostForm.Get("code")})
+			return true
+		}
+	}, func(c *HandlerConfig) { c.ClientID, c.ClientSecret = "pre", "client-secret-canary" })
+	f.as.preRegister("pre", "client-secret-canary", "client_secret_post")
+	code, state, iss := f.browse(t, f.needs(t, f.rs.challenge(401, "")).URL)
+	p, _ := f.store.PendingFor(ctx, "alice", "docs")
+	_, err := Complete(ctx, f.store, nil, state, code, iss, "alice")
+	if !errors.Is(err, ErrExchange) {
+		t.Fatalf("Complete = %v; want ErrExchange", err)
+	}
+	for _, secret := range []string{code, p.Verifier, "client-secret-canary", "leaked", "<script>", "\n"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("error %q contains %q", err, secret)
+		}
+	}
+}
+
+func TestWithInterrupt(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "path", nil, nil)
+	err := f.h.Authorize(WithInterrupt(ctx, "thread-9", "int-9"), f.rs.request(), f.rs.challenge(401, ""))
+	var ns *NeedsSignIn
+	if !errors.As(err, &ns) {
+		t.Fatal(err)
+	}
+	p, _ := f.store.PendingFor(ctx, "alice", "docs")
+	if p == nil || p.ThreadID != "thread-9" || p.InterruptID != "int-9" {
+		t.Fatalf("pending %+v; want the context's thread and interrupt", p)
+	}
+}
