@@ -14,8 +14,8 @@ import (
 	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/signin"
 	"github.com/baton-dev/baton/store"
-	"github.com/baton-dev/baton/tokenstore"
 )
 
 // SessionElicitor answers in-session (2025-11-25) MCP elicitations by asking the user.
@@ -177,8 +177,8 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 	w := &sessionWaiter{id: newID("sess"), callID: callID, opts: r.e.hitlOptions(), signInID: hitl.NewID(),
 		asked: make(chan store.Interrupt, 1), answer: make(chan *mcp.ElicitResult, 1), result: make(chan sessionResult, 1), stop: stop}
 	// A sign-in the call starts is bound to this thread and to the interrupt that will show
-	// it (signInID), for the callback (tokenstore.Bind).
-	callCtx = tokenstore.Bind(callCtx, r.ThreadID, w.signInID)
+	// it (signInID), for the callback.
+	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
 	opts := r.mcpOptions(t, callID)
 	opts.Key = w

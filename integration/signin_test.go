@@ -134,6 +134,7 @@ func (c siClient) signInAndResume(thread string, in map[string]any, user string)
 	*c.bodies = append(*c.bodies, page)
 	require.Equal(c.t, http.StatusOK, st, page)
 	assert.Contains(c.t, page, "Signed in to sec, you can return to the chat.")
+	assert.Contains(c.t, page, `"threadId":"`+thread+`"`, "the sign-in is bound to its thread, for the chat page")
 	resume := runInput(thread, "r-resume-"+newThreadID("x"), "")
 	resume["messages"] = []any{}
 	resume["resume"] = []any{resumeEntry(in["id"].(string), resolved(map[string]any{"action": "accept"}))}

@@ -83,11 +83,6 @@ func (s *Store) PutPending(ctx context.Context, p *signin.Pending) error {
 	if p.Expires.IsZero() {
 		return errors.New("tokenstore: put pending: a pending sign-in must expire")
 	}
-	if b, ok := ctx.Value(bindingKey{}).(binding); ok && p.ThreadID == "" && p.InterruptID == "" {
-		bound := *p
-		bound.ThreadID, bound.InterruptID = b.threadID, b.interruptID
-		p = &bound
-	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("tokenstore: put pending: %w", err)
@@ -219,16 +214,4 @@ func (s *Store) DeleteGrant(ctx context.Context, principal, server string) error
 		return fmt.Errorf("tokenstore: delete grant for %s: %w", server, err)
 	}
 	return nil
-}
-
-type bindingKey struct{}
-
-type binding struct{ threadID, interruptID string }
-
-// Bind returns ctx carrying the thread and the interrupt that a sign-in started under it
-// belongs to: PutPending records them in a Pending that has none, so the callback can tell
-// the chat page which thread to resume. The engine binds each MCP call's context; the
-// handler (one per principal and server, shared by that principal's calls) cannot know them.
-func Bind(ctx context.Context, threadID, interruptID string) context.Context {
-	return context.WithValue(ctx, bindingKey{}, binding{threadID, interruptID})
 }

@@ -179,13 +179,6 @@ func TestPending(t *testing.T) {
 
 	require.Error(t, ts.PutPending(ctx, &signin.Pending{State: "x", Server: "files"}), "a pending sign-in must expire")
 
-	// The engine's binding fills the thread and interrupt of a pending sign-in without them.
-	bound := Bind(ctx, "thread-9", "int-9")
-	require.NoError(t, ts.PutPending(bound, &signin.Pending{State: "st-3", Principal: "alice", Server: "files", Expires: time.Now().Add(time.Minute)}))
-	got, err = ts.TakePending(ctx, "st-3")
-	require.NoError(t, err)
-	assert.Equal(t, "thread-9", got.ThreadID)
-	assert.Equal(t, "int-9", got.InterruptID)
 	_, err = New(Config{Secrets: st})
 	require.ErrorIs(t, err, ErrConfig)
 }
