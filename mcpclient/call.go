@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/signin"
 )
 
 const (
@@ -136,6 +138,7 @@ func (c *call) params() *mcp.CallToolParams {
 func (c *call) run(ctx context.Context) (Result, error) {
 	srv, opts := c.srv, c.r.opts
 	reconnects, busyRounds, urlRounds := 0, 0, 0
+	forbiddenRetried := false
 	for {
 		if ctx.Err() != nil {
 			return c.ctxDone(ctx)
@@ -178,6 +181,14 @@ func (c *call) run(ctx context.Context) (Result, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return c.ctxDone(ctx)
+			}
+			if errors.Is(err, signin.ErrForbidden) && srv.perPrincipalChild() && !forbiddenRetried {
+				// A go-sdk server binds a session to the user of its first token: after the
+				// principal signed in as someone else, only a new session is accepted. The
+				// request was refused, not run: send it again once on a new session.
+				forbiddenRetried = true
+				srv.drop(sess)
+				continue
 			}
 			if res, serr, ok := c.signInError(err); ok {
 				return res, serr

@@ -53,6 +53,9 @@ const prepareTimeout = 10 * time.Second
 
 func (s *server) perUser() bool { return s.users != nil }
 
+// perPrincipalChild reports whether s is one principal's session of a PerPrincipal server.
+func (s *server) perPrincipalChild() bool { return s.parent != nil }
+
 // catalogServer is the server whose catalog a session's tool list fills.
 func (s *server) catalogServer() *server {
 	if s.parent != nil {
@@ -184,8 +187,9 @@ func (s *server) busy() bool {
 	return len(s.inflight) > 0
 }
 
-// userStatus is a PerPrincipal server's readiness: connected when some principal's session
-// is, or its tools are known.
+// userStatus is a PerPrincipal server's readiness. Without a principal nothing can be
+// checked, and a server nobody has signed in to yet is not down: it reports connected
+// unless every principal's session has failed to connect for another reason than sign-in.
 func (s *server) userStatus() (connected bool, lastErr string) {
 	s.users.mu.Lock()
 	kids := make([]*server, 0, len(s.users.byKey))
@@ -193,21 +197,25 @@ func (s *server) userStatus() (connected bool, lastErr string) {
 		kids = append(kids, us.srv)
 	}
 	s.users.mu.Unlock()
+	var failed error
 	for _, k := range kids {
 		k.mu.Lock()
-		alive := k.alive()
+		alive, err := k.alive(), k.lastErr
 		k.mu.Unlock()
-		if alive {
+		var ns *signin.NeedsSignIn
+		switch {
+		case alive:
 			return true, ""
+		case err == nil || errors.As(err, &ns):
+			return true, ""
+		default:
+			failed = err
 		}
 	}
-	s.r.mu.RLock()
-	known := !(len(s.entries) == 1 && s.entries[0].signIn)
-	s.r.mu.RUnlock()
-	if known {
-		return true, ""
+	if failed != nil {
+		return false, failed.Error()
 	}
-	return false, "no user has signed in yet"
+	return true, ""
 }
 
 // Prepare lists the tools of every PerPrincipal server whose tools are not known yet, as

@@ -92,7 +92,7 @@ func TestPerPrincipalSignIn(t *testing.T) {
 
 	// Nobody signed in: the catalog offers the sign-in tool only.
 	assert.Equal(t, []string{"sec__sign_in"}, toolNames(r.Tools()))
-	assert.False(t, r.Status()[0].Connected)
+	assert.True(t, r.Status()[0].Connected, "waiting for a sign-in is not down")
 
 	// alice calls it: she must sign in; the error is NeedsSignIn, not a resend.
 	_, err := r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: "alice"})
@@ -140,6 +140,15 @@ func TestPerPrincipalSignIn(t *testing.T) {
 	res, err = r.Call(ctx, "sec__whoami", json.RawMessage(`{}`), CallOptions{Principal: "bob"})
 	require.NoError(t, err)
 	assert.Equal(t, "user=bob-user", text(t, res))
+
+	// alice signs in again as another user of the authorization server (a go-sdk server binds
+	// a session to its first user): her calls run as the new user.
+	require.NoError(t, st.DeleteGrant(ctx, "alice", "sec"))
+	_, err = r.Call(ctx, "sec__whoami", json.RawMessage(`{}`), CallOptions{Principal: "alice"})
+	signIn(t, st, err, "alice-second", "alice")
+	res, err = r.Call(ctx, "sec__whoami", json.RawMessage(`{}`), CallOptions{Principal: "alice"})
+	require.NoError(t, err)
+	assert.Equal(t, "user=alice-second", text(t, res))
 
 	// Revocation: the grant is deleted and the session closed; the next call asks again.
 	require.NoError(t, st.DeleteGrant(ctx, "alice", "sec"))
@@ -197,4 +206,19 @@ func TestExpiredTokenRefreshed(t *testing.T) {
 	assert.Equal(t, "user=alice-user", text(t, res))
 	assert.GreaterOrEqual(t, srv.Stats().Refreshes, 1)
 	assert.Equal(t, 1, srv.Stats().Authorizations, "no second sign-in")
+}
+
+// TestPerPrincipalServerDown: a per-user server that cannot be reached is reported down
+// once a principal's connection failed for another reason than sign-in.
+func TestPerPrincipalServerDown(t *testing.T) {
+	srv := oauthmcp.New(oauthmcp.Config{})
+	srv.Close() // nothing listens there any more
+	st := signin.NewMemory()
+	r := oauthRegistry(t, srv, st, Options{MaxReconnects: 1, ReconnectBackoff: time.Millisecond})
+	res, err := r.Call(context.Background(), "sec__sign_in", nil, CallOptions{Principal: "alice"})
+	require.NoError(t, err)
+	assert.Equal(t, StatusUnreachable, res.Status)
+	st0 := r.Status()[0]
+	assert.False(t, st0.Connected)
+	assert.NotEmpty(t, st0.LastError)
 }
