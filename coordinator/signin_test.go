@@ -145,3 +145,19 @@ func TestSignInDeclinedAndNotDone(t *testing.T) {
 	assert.NotEqual(t, in.ID, again[0].ID)
 	assert.Empty(t, tools.sent())
 }
+
+// TestSignInExpired: a sign-in interrupt expires as the others do; the call is not sent.
+func TestSignInExpired(t *testing.T) {
+	clk := &hitlClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	tools := &signInTools{signedIn: map[string]bool{}}
+	e := newEngine(t, &fakeModel{turn: callThenReport("sec__whoami", `{}`)}, &fakeAgent{},
+		func(c *Config) { c.Tools = tools; c.Now = clk.Now; c.InterruptTTL = time.Minute })
+	in := interruptsOf(t, startAndCollect(t, e, input("ex")))[0]
+	tools.mu.Lock()
+	tools.signedIn[""] = true
+	tools.mu.Unlock()
+	clk.add(2 * time.Minute)
+	evs := startAndCollect(t, e, resumeInput("ex", "r2", resolved(in.ID, `{"action":"accept"}`)))
+	assert.Equal(t, "INTERRUPT_EXPIRED", runErrorCode(t, evs))
+	assert.Empty(t, tools.sent(), "nothing is sent after the interrupt expired")
+}
