@@ -245,6 +245,10 @@ func TestSignInEndToEnd(t *testing.T) {
 		all := strings.Join(logs, "\n") + strings.Join(bodies, "\n")
 		issued := srv.Issued()
 		require.NotEmpty(t, issued)
+		logText := strings.Join(logs, "\n")
+		for _, secret := range []string{aliceToken, bobToken, base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))} {
+			assert.NotContains(t, logText, secret, "a bearer token or the secrets key is in the log")
+		}
 		for _, secret := range issued {
 			if strings.Contains(all, secret) {
 				t.Errorf("a token, code or verifier (%.6s…) leaked", secret)
