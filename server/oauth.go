@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/baton-dev/baton/a2aauth"
 	"github.com/baton-dev/baton/internal/seal"
 	"github.com/baton-dev/baton/signin"
 )
@@ -31,6 +32,9 @@ type SignIn struct {
 	PublicURL func() string
 	// Servers are the names of the MCP servers whose users sign in (auth mode user).
 	Servers []string
+	// Agents are the names of the A2A agents; their grants are kept as "a2a:<agent>"
+	// (package a2aauth).
+	Agents []string
 	// Forget closes the principal's session with server after its grant was deleted.
 	Forget func(principal, server string)
 	// Ring seals the cookie that tells the callback which principal the browser belongs to
@@ -96,11 +100,16 @@ func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := chi.URLParam(r, "server")
-	if !slices.Contains(s.cfg.SignIn.Servers, name) {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "No MCP server with sign-in has this name.")
+	key := name
+	switch {
+	case slices.Contains(s.cfg.SignIn.Servers, name):
+	case slices.Contains(s.cfg.SignIn.Agents, name):
+		key = a2aauth.ServerName(name)
+	default:
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "No MCP server with sign-in or agent has this name.")
 		return
 	}
-	if err := s.cfg.SignIn.Store.DeleteGrant(r.Context(), who, name); err != nil {
+	if err := s.cfg.SignIn.Store.DeleteGrant(r.Context(), who, key); err != nil {
 		s.log.Error("forgetting a grant failed", "server", name, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The connection could not be forgotten; try again.")
 		return
@@ -209,7 +218,8 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("mcp sign-in completed", "server", p.Server, "thread_id", p.ThreadID)
-	s.callbackPage(w, http.StatusOK, "Signed in to "+p.Server, "Signed in to "+p.Server+", you can return to the chat.",
+	shown := strings.TrimPrefix(p.Server, "a2a:")
+	s.callbackPage(w, http.StatusOK, "Signed in to "+shown, "Signed in to "+shown+", you can return to the chat.",
 		map[string]string{"type": "baton:signed-in", "server": p.Server, "threadId": p.ThreadID, "interruptId": p.InterruptID})
 }
 

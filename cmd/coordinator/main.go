@@ -270,6 +270,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Model:   model,
 		Agents:  agents,
 		Tools:   tools,
+		// Agents whose card declares an OAuth flow sign users in (cmd/coordinator/signin.go).
+		A2ASignIn: signIns.a2a(agents),
 		// What a tool error of each MCP server does to the run: the engine decides.
 		OnToolError: onToolError,
 		Limits: coordinator.Limits{
@@ -326,7 +328,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
 		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
-		SignIn:         signIns.endpoints(registry),
+		SignIn:         signIns.endpoints(registry, agents),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -8,8 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/baton-dev/baton/a2aauth"
+	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/server"
@@ -104,8 +108,8 @@ func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
 	return nil
 }
 
-// endpoints configures the server's OAuth endpoints; nil when no server signs users in.
-func (w *signInWiring) endpoints(registry *mcpclient.Registry) *server.SignIn {
+// endpoints configures the server's OAuth endpoints; nil without a token store.
+func (w *signInWiring) endpoints(registry *mcpclient.Registry, agents []coordinator.Agent) *server.SignIn {
 	if w.ts == nil {
 		return nil
 	}
@@ -116,8 +120,73 @@ func (w *signInWiring) endpoints(registry *mcpclient.Registry) *server.SignIn {
 		}
 	}
 	si := &server.SignIn{Store: w.ts, HTTPClient: w.hc, PublicURL: w.publicURL, Servers: names, Ring: w.env.Ring}
+	for _, a := range agents {
+		si.Agents = append(si.Agents, a.Name)
+	}
 	if registry != nil {
 		si.Forget = func(principal, name string) { registry.Forget(principal, name) }
 	}
 	return si
+}
+
+// a2aSignIn implements coordinator.A2ASignIn: agents whose card declares an OAuth 2
+// authorization-code flow sign users in through the same callback and store as MCP servers.
+type a2aSignIn struct {
+	starter *a2aauth.Starter
+	cards   map[string]func() *sdk.AgentCard
+}
+
+// a2a returns the engine's A2A sign-in; nil without a token store (no secrets key).
+func (w *signInWiring) a2a(agents []coordinator.Agent) coordinator.A2ASignIn {
+	if w.ts == nil {
+		return nil
+	}
+	cards := map[string]func() *sdk.AgentCard{}
+	for _, a := range agents {
+		if c, ok := a.Client.(interface{ Card() *sdk.AgentCard }); ok {
+			cards[a.Name] = c.Card
+		}
+	}
+	if len(cards) == 0 {
+		return nil
+	}
+	return &a2aSignIn{cards: cards, starter: a2aauth.New(a2aauth.Config{
+		Store:       w.ts,
+		RedirectURL: func() string { return w.publicURL() + server.CallbackPath },
+		ClientMetadataURL: func() string {
+			if base := w.publicURL(); strings.HasPrefix(base, "https://") {
+				return base + server.ClientMetadataPath
+			}
+			return ""
+		},
+		HTTPClient: w.hc,
+	})}
+}
+
+func (s *a2aSignIn) flow(agent string) *a2aauth.Flow {
+	if card := s.cards[agent]; card != nil {
+		return a2aauth.FlowOf(card())
+	}
+	return nil
+}
+
+func (s *a2aSignIn) Start(ctx context.Context, principal, agent, threadID, interruptID string) (string, time.Time, error) {
+	fl := s.flow(agent)
+	if fl == nil {
+		return "", time.Time{}, nil
+	}
+	return s.starter.Start(ctx, principal, agent, fl, threadID, interruptID)
+}
+
+// Authorize attaches the principal's bearer token as a service parameter: the A2A client
+// sends it as an HTTP header to the agent's endpoint only.
+func (s *a2aSignIn) Authorize(ctx context.Context, principal, agent string) context.Context {
+	if s.flow(agent) == nil {
+		return ctx
+	}
+	tok, ok := s.starter.Token(ctx, principal, agent)
+	if !ok {
+		return ctx
+	}
+	return a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{"Authorization": {"Bearer " + tok}})
 }

@@ -170,6 +170,20 @@ func (s *Server) verify(_ context.Context, token string, _ *http.Request) (*auth
 	return &auth.TokenInfo{UserID: g.user, Scopes: strings.Fields(g.scope), Expiration: g.expires}, nil
 }
 
+// Issuer is the authorization server's issuer (its base URL): /authorize, /token,
+// /register and /.well-known/oauth-authorization-server live under it.
+func (s *Server) Issuer() string { return s.ts.URL }
+
+// Verify reports the user of an access token, as a resource server of this authorization
+// server checks it (an A2A agent in tests).
+func (s *Server) Verify(token string) (user string, ok bool) {
+	info, err := s.verify(context.Background(), token, nil)
+	if err != nil {
+		return "", false
+	}
+	return info.UserID, true
+}
+
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var md map[string]any
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&md); err != nil {
@@ -203,7 +217,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	case q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "":
 		http.Error(w, "PKCE S256 and response_type=code required", http.StatusBadRequest)
 		return
-	case q.Get("resource") != s.URL():
+	case q.Get("resource") != "" && q.Get("resource") != s.URL():
+		// A2A flows (from an agent card) send no resource; MCP sign-ins must name this one.
 		http.Error(w, "bad resource", http.StatusBadRequest)
 		return
 	case user == "":
