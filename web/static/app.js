@@ -742,7 +742,10 @@ function showInterrupts(list) {
 }
 
 function interruptForm(intr) {
-  if (intr.reason === "mcp:authorization") return signInCard(intr);
+  const md = intr.metadata && typeof intr.metadata === "object" ? intr.metadata : {};
+  if (intr.reason === "mcp:authorization" || (intr.reason === "a2a:auth_required" && typeof md.authorizationUrl === "string")) {
+    return signInCard(intr);
+  }
   if (isApproval(intr)) {
     const card = approvalCard(document, intr, (entry) => answer(intr, card, entry));
     card._intr = intr;
@@ -846,23 +849,28 @@ function interruptForm(intr) {
 // retries the parked call; "Done" does the same by hand, Cancel declines.
 function signInCard(intr) {
   const meta = intr.metadata && typeof intr.metadata === "object" ? intr.metadata : {};
-  const server = typeof meta.server === "string" ? meta.server : "the server";
+  // An A2A agent's sign-in is kept as "a2a:<agent>" (what the callback reports).
+  const agent = intr.reason === "a2a:auth_required" && meta.a2a && typeof meta.a2a.agent === "string" ? meta.a2a.agent : "";
+  const server = agent || (typeof meta.server === "string" ? meta.server : "the server");
   const box = el("section", "interrupt signin");
   box.dataset.interruptId = intr.id;
   box.dataset.reason = intr.reason;
   box.dataset.state = "open";
-  box.dataset.server = server;
+  box.dataset.server = agent ? "a2a:" + agent : server;
   const head = box.appendChild(el("header"));
-  head.appendChild(el("span", "who", "MCP server " + server));
+  head.appendChild(el("span", "who", agent ? agent : "MCP server " + server));
   head.appendChild(el("span", "role-tag", "needs sign-in"));
-  box.appendChild(el("p", "question", intr.message || "Sign in to " + server));
+  box.appendChild(el("p", "question", agent ? "Sign in to " + agent : intr.message || "Sign in to " + server));
+  if (agent && intr.message) box.appendChild(el("p", "agent-says", intr.message));
   if (intr.expiresAt) {
     const t = new Date(intr.expiresAt);
     if (!Number.isNaN(t.getTime())) box.appendChild(el("p", "expires", "Answer before " + t.toLocaleTimeString()));
   }
   const actions = box.appendChild(el("div", "actions"));
   const url = meta.authorizationUrl;
-  const accept = () => answer(intr, box, { interruptId: intr.id, status: "resolved", payload: { action: "accept" } });
+  // An MCP sign-in is accepted; an A2A task is continued ({}: "done").
+  const payload = agent ? {} : { action: "accept" };
+  const accept = () => answer(intr, box, { interruptId: intr.id, status: "resolved", payload });
   if (typeof url === "string" && /^https?:\/\//i.test(url)) {
     const open = actions.appendChild(el("button", "primary open-signin", "Sign in to " + server));
     open.type = "button";
@@ -936,7 +944,7 @@ function answer(intr, box, entry) {
   chat.answers.set(intr.id, entry);
   box.dataset.state = "answered";
   for (const c of box.querySelectorAll("input, select, textarea, button")) c.disabled = true;
-  const shown = entry.status === "cancelled" ? "(cancelled)" : answerText(entry.payload);
+  const shown = entry.status === "cancelled" ? "(cancelled)" : box.classList.contains("signin") ? "Signed in" : answerText(entry.payload);
   const bubble = append(el("div", "msg user answer"));
   bubble.appendChild(el("div", "msg-text", shown));
   const pending = chat.interrupts.filter((i) => !chat.answers.has(i.id));
