@@ -114,8 +114,9 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		if err == nil {
 			e.reapLapsed()
 		}
-		// Sweeping is cheap but needs no precision: once a minute.
-		if now := time.Now(); now.Sub(lastSweep) >= time.Minute {
+		// Sweeping is cheap but needs no precision: once a minute, or once per retention
+		// period when that is shorter, so no log outlives about twice its retention.
+		if now := time.Now(); now.Sub(lastSweep) >= min(time.Minute, e.cfg.EventRetention) {
 			lastSweep = now
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if n, err := e.cfg.Store.SweepEvents(ctx, now.Add(-e.cfg.EventRetention)); err != nil {

@@ -419,6 +419,9 @@ func (m *memory) SweepEvents(ctx context.Context, cutoff time.Time) (int64, erro
 			r.events[0] = Event{}
 			r.events = r.events[1:]
 			n++
+			if len(r.events) == 0 {
+				r.events = nil // a swept log keeps no array behind its run record
+			}
 		}
 	}
 	m.eventAt = slices.Clone(m.eventAt[i:])
