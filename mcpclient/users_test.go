@@ -222,3 +222,27 @@ func TestPerPrincipalServerDown(t *testing.T) {
 	assert.False(t, st0.Connected)
 	assert.NotEmpty(t, st0.LastError)
 }
+
+// TestServiceAccount: a server in mode service has one session whose token comes from the
+// client_credentials grant (signin.NewServiceHandler); every principal's call runs as the
+// service.
+func TestServiceAccount(t *testing.T) {
+	srv := oauthmcp.New(oauthmcp.Config{})
+	defer srv.Close()
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	defer hc.CloseIdleConnections()
+	h := signin.NewServiceHandler(signin.ServiceConfig{Server: "svc", ServerURL: srv.URL(), ClientID: "baton",
+		ClientSecret: oauthmcp.ServiceSecret, HTTPClient: hc})
+	r, err := New(context.Background(), []ServerConfig{{Name: "svc", URL: srv.URL(),
+		Auth: &Auth{Handler: func(string) auth.OAuthHandler { return h }}}}, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	assert.Equal(t, []string{"svc__whoami"}, toolNames(r.Tools()), "listed at start, as the service")
+	for _, p := range []string{"alice", "bob", ""} {
+		res, err := r.Call(context.Background(), "svc__whoami", nil, CallOptions{Principal: p})
+		require.NoError(t, err)
+		assert.Equal(t, "user=service:baton", text(t, res))
+	}
+	assert.Equal(t, 0, srv.Stats().Authorizations, "no user signs in")
+	assert.GreaterOrEqual(t, srv.Stats().ClientCredentials, 1)
+}

@@ -57,8 +57,11 @@ type Server struct {
 
 // Stats counts what the authorization server did.
 type Stats struct {
-	Authorizations, CodeExchanges, Refreshes, Registrations, Unauthorized int
+	Authorizations, CodeExchanges, Refreshes, Registrations, Unauthorized, ClientCredentials int
 }
+
+// ServiceSecret is the client secret the token endpoint accepts for client_credentials.
+const ServiceSecret = "service-secret-canary-5d1e"
 
 type grant struct {
 	user, clientID, redirect, challenge, resource, scope string
@@ -108,9 +111,9 @@ func New(cfg Config) *Server {
 			"token_endpoint":                        base + "/token",
 			"registration_endpoint":                 base + "/register",
 			"response_types_supported":              []string{"code"},
-			"grant_types_supported":                 []string{"authorization_code", "refresh_token"},
+			"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials"},
 			"code_challenge_methods_supported":      []string{"S256"},
-			"token_endpoint_auth_methods_supported": []string{"none"},
+			"token_endpoint_auth_methods_supported": []string{"none", "client_secret_basic", "client_secret_post"},
 			"scopes_supported":                      []string{Scope, "offline_access"},
 		})
 	})
@@ -269,6 +272,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		}
 		g = c
 		s.stats.CodeExchanges++
+	case "client_credentials":
+		// A service account: the client authenticates itself (Basic or in the body).
+		id, secret, ok := r.BasicAuth()
+		if !ok {
+			id, secret = f.Get("client_id"), f.Get("client_secret")
+		}
+		if id == "" || secret != ServiceSecret {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
+			return
+		}
+		g = &grant{user: "service:" + id, clientID: id, scope: f.Get("scope")}
+		s.stats.ClientCredentials++
 	case "refresh_token":
 		old, ok := s.refresh[f.Get("refresh_token")]
 		if !ok {
