@@ -34,7 +34,7 @@ const (
 // signInEnv is the coordinator's environment: two bearer tokens and the secrets key.
 func signInEnv() []string {
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	return []string{"SI_KEY=" + key, "SI_TOKENS=" + aliceToken + "," + bobToken, "SI_LLM=fake"}
+	return []string{"SI_KEY=" + key, "SI_TOKENS=" + aliceToken + "," + bobToken, "SI_LLM=fake", "SI_SVC=" + oauthmcp.ServiceSecret}
 }
 
 func signInYAML(llmURL, mcpURL, dbPath string) string {
@@ -51,8 +51,11 @@ mcp_servers:
   - name: sec
     url: %q
     auth: {mode: user}
+  - name: svc
+    url: %q
+    auth: {mode: service, client_id: baton, client_secret_env: SI_SVC}
 store: "sqlite:%s"
-`, llmURL, mcpURL, dbPath)
+`, llmURL, mcpURL, mcpURL, dbPath)
 }
 
 // siClient talks to the coordinator as one principal and keeps every body it received.
@@ -192,6 +195,14 @@ func TestSignInEndToEnd(t *testing.T) {
 		})
 	})
 
+	t.Run("a service account server answers every principal as the service", func(t *testing.T) {
+		alice.t, bob.t = t, t
+		_, evs := alice.call("svc__whoami")
+		assert.Contains(t, result(t, evs), "user=service:baton")
+		_, evs = bob.call("svc__whoami")
+		assert.Contains(t, result(t, evs), "user=service:baton")
+	})
+
 	t.Run("an expired access token is refreshed", func(t *testing.T) {
 		alice.t = t
 		refreshes := srv.Stats().Refreshes
@@ -245,9 +256,8 @@ func TestSignInEndToEnd(t *testing.T) {
 		all := strings.Join(logs, "\n") + strings.Join(bodies, "\n")
 		issued := srv.Issued()
 		require.NotEmpty(t, issued)
-		logText := strings.Join(logs, "\n")
-		for _, secret := range []string{aliceToken, bobToken, base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))} {
-			assert.NotContains(t, logText, secret, "a bearer token or the secrets key is in the log")
+		for _, secret := range []string{aliceToken, bobToken, oauthmcp.ServiceSecret, base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))} {
+			assert.NotContains(t, all, secret, "a bearer token, the client secret or the secrets key leaked")
 		}
 		for _, secret := range issued {
 			if strings.Contains(all, secret) {
