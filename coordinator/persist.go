@@ -83,7 +83,8 @@ func inputMessages(in *agui.RunAgentInput) []store.Message {
 }
 
 // keeper renews the leases of this replica's runs, applies stop requests made through other
-// replicas and sweeps the event logs past their retention, until stop is closed.
+// replicas and sweeps the event logs and finished runs past their retention, until stop is
+// closed.
 func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -123,6 +124,13 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 				e.log.Warn("store: sweep event logs", "err", err)
 			} else if n > 0 {
 				e.log.Info("swept event logs", "events", n)
+			}
+			// Finished runs go too, with what is left of their logs: without this the runs
+			// table grows by one row per run forever.
+			if n, err := e.cfg.Store.SweepRuns(ctx, now.Add(-e.cfg.EventRetention)); err != nil {
+				e.log.Warn("store: sweep finished runs", "err", err)
+			} else if n > 0 {
+				e.log.Info("swept finished runs", "runs", n)
 			}
 			// Expired pending sign-ins (started, never completed) are removed too.
 			if n, err := e.cfg.Store.SweepSecrets(ctx, now); err != nil {

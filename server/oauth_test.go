@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -140,9 +139,3 @@ func TestCallbackRefusals(t *testing.T) {
 }
 
 func sha256Sum(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
-
-// principalOf is the principal of a bearer token, as server.principal derives it.
-func principalOf(tok string) string {
-	sum := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(sum[:8])
-}

@@ -64,6 +64,11 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
+// schemaV5 records, per run, until when a client follows it through a replica other than its
+// owner (server.on_disconnect: detach): the owner's reconnect grace consults it before it
+// cancels a run nobody watches locally (design/disconnect-policy.md).
+const schemaV5 = `ALTER TABLE runs ADD COLUMN watched_until BIGINT NOT NULL DEFAULT 0;`
+
 // schemaSecrets adds the secrets table (Secrets): sealed OAuth grants and pending
 // sign-ins. Values are base64 text and times Unix ns (0: never expires).
 const schemaSecrets = `CREATE TABLE secrets (
@@ -104,7 +109,9 @@ var migrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
-	// 5: secrets (sealed OAuth grants, pending sign-ins).
+	// 5: remote watchers of a run.
+	schemaV5,
+	// 6: secrets (sealed OAuth grants, pending sign-ins).
 	schemaSecrets,
 }
 
@@ -135,7 +142,9 @@ var pgMigrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
-	// 5: secrets (sealed OAuth grants, pending sign-ins).
+	// 5: remote watchers of a run.
+	schemaV5,
+	// 6: secrets (sealed OAuth grants, pending sign-ins).
 	schemaSecrets,
 }
 
