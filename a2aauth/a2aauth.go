@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -130,7 +131,14 @@ type Config struct {
 }
 
 // Starter starts sign-ins and hands out tokens. It is safe for concurrent use.
-type Starter struct{ cfg Config }
+type Starter struct {
+	cfg Config
+
+	mu sync.Mutex
+	// clients are dynamic registrations by metadata URL and redirect URL, reused by later
+	// sign-ins of this process (bounded by the configured agents).
+	clients map[string]string
+}
 
 // New returns a Starter.
 func New(cfg Config) *Starter {
@@ -143,7 +151,7 @@ func New(cfg Config) *Starter {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Starter{cfg: cfg}
+	return &Starter{cfg: cfg, clients: map[string]string{}}
 }
 
 // Start begins (or finds the already pending) sign-in of principal to agent and returns the
@@ -165,11 +173,20 @@ func (s *Starter) Start(ctx context.Context, principal, agent string, fl *Flow, 
 		clientID = s.cfg.ClientMetadataURL()
 	}
 	if clientID == "" {
-		id, err := s.register(ctx, fl, redirect)
-		if err != nil {
-			return "", time.Time{}, err
+		key := fl.MetadataURL + " " + redirect
+		s.mu.Lock()
+		clientID = s.clients[key]
+		s.mu.Unlock()
+		if clientID == "" {
+			id, err := s.register(ctx, fl, redirect)
+			if err != nil {
+				return "", time.Time{}, err
+			}
+			clientID = id
+			s.mu.Lock()
+			s.clients[key] = id
+			s.mu.Unlock()
 		}
-		clientID = id
 	}
 	state, verifier := rand.Text(), oauth2.GenerateVerifier()
 	oc := &oauth2.Config{ClientID: clientID, RedirectURL: redirect, Scopes: fl.Scopes,

@@ -89,4 +89,7 @@ func TestStartCompleteToken(t *testing.T) {
 	assert.Equal(t, "alice-vault", user)
 	_, ok = s.Token(ctx, "bob", "vault")
 	assert.False(t, ok, "grants are per principal")
+	_, _, err = s.Start(ctx, "bob", "vault", fl, "th2", "int-3")
+	require.NoError(t, err)
+	assert.Equal(t, 1, as.Stats().Registrations, "the registration is reused")
 }
