@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/a2aauth"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
+	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/signin"
@@ -37,11 +38,31 @@ type signInWiring struct {
 
 func newSignIn(cfg *config.Config, env *config.SignInEnv) *signInWiring {
 	// Discovery, registration, exchange and refresh: a client of its own, with a timeout
-	// (metadata and token requests are short) and the default dialer, so loopback and
-	// private authorization servers are reachable (go-sdk refuses private addresses
-	// otherwise).
-	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 30 * time.Second}
+	// (metadata and token requests are short). Its endpoints are named by peers, so every
+	// dial is guarded (internal/egress): never link-local (cloud metadata) addresses, and
+	// loopback or private ones only when the operator configured a peer there.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+		Control: egress.Control(egress.Policy{AllowPrivate: privatePeers(cfg)})}
+	tr.DialContext = d.DialContext
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	return &signInWiring{cfg: cfg, env: env, hc: hc}
+}
+
+// privatePeers reports whether an MCP server or agent is configured on a loopback or
+// private address: then its authorization server may be there too.
+func privatePeers(cfg *config.Config) bool {
+	for _, s := range cfg.MCPServers {
+		if s.URL != "" && egress.IsPrivateHost(s.URL) {
+			return true
+		}
+	}
+	for _, a := range cfg.Agents {
+		if egress.IsPrivateHost(a.URL) || (a.CardURL != "" && egress.IsPrivateHost(a.CardURL)) {
+			return true
+		}
+	}
+	return false
 }
 
 // open makes the sealed token store; nil when no server signs users in.
