@@ -125,6 +125,13 @@ type Config struct {
 	// single process never loses its thread.
 	Lease     time.Duration
 	Heartbeat time.Duration
+	// Handoff: runs still active when Shutdown's grace is over are handed to other
+	// replicas (server.on_shutdown: handoff) rather than cancelled.
+	Handoff bool
+	// TakeOverAtStart: at start, take over every run that another replica id left
+	// running, whatever its lease (a single process on SQLite: the previous process is
+	// dead by definition). Without it only runs whose lease lapsed are taken over.
+	TakeOverAtStart bool
 	// EventRetention is how long a run's event log is kept (server.event_retention);
 	// default 24 h. The sweep runs with the heartbeat.
 	EventRetention time.Duration

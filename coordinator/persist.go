@@ -92,12 +92,20 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		signals = sg.StopSignals()
 	}
 	var lastSweep time.Time
+	if e.cfg.TakeOverAtStart {
+		// One replica by definition (SQLite): whatever a previous process left running is
+		// this process's to continue.
+		e.takeOverLapsed(true)
+	}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-signals:
 			e.applyStops()
+			// Also a hand-off's signal: runs whose lease was ended are taken over now.
+			// Never one of this replica's own runs (TakeOverRuns skips them).
+			e.reapLapsed()
 			continue
 		case <-t.C:
 		}

@@ -183,7 +183,11 @@ func TestWorkRecordedWhileRunning(t *testing.T) {
 		var work runWork
 		require.NoError(t, json.Unmarshal(run.Work, &work))
 		if len(work.A2A) == 1 {
-			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, work.A2A[0])
+			got := work.A2A[0]
+			assert.NotEmpty(t, got.ToolCallID, "tied to its call, for a takeover")
+			assert.NotEmpty(t, got.SubagentRunID, "tied to its attribution, for a takeover")
+			got.ToolCallID, got.SubagentRunID = "", ""
+			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, got)
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the task never reached the store: %s", run.Work)
