@@ -313,7 +313,7 @@ func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
 		return nil, "it has no checkpoint"
 	}
 	to = &takenOver{work: work}
-	if err := json.Unmarshal(work.Checkpoint, &to.cp); err != nil || to.cp.V != checkpointVersion || len(to.cp.Input) == 0 {
+	if err := json.Unmarshal(work.Checkpoint, &to.cp); err != nil || to.cp.V != checkpointVersion || len(to.cp.Input) == 0 || string(to.cp.Input) == "null" {
 		return nil, "its checkpoint is unreadable"
 	}
 	if len(to.cp.Conv) > 0 {
@@ -338,11 +338,12 @@ func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
 }
 
 // endTakenOver ends a run taken over that cannot continue: its remote tasks are cancelled,
-// its log ends with RUN_ERROR{RUN_LOST} and its record with RunLost.
+// its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
+// which would hand it out for cleanup once more).
 func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work runWork, why string) {
 	e.cancelWork(rec, work)
 	e.endLostLog(ctx, rec.ThreadID, rec.RunID, "The run was interrupted and could not be continued: "+why+".")
-	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, store.RunLost); err != nil {
+	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, string(OutcomeError)); err != nil {
 		e.log.Warn("store: end a run that could not be taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
 	}
 }
