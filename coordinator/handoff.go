@@ -28,6 +28,9 @@ func (e *Engine) handOff(runs []*Run) {
 	for _, r := range runs {
 		r.handedOff.Store(true)
 		r.elog.freeze()
+		// The live stream ends without a terminal event (the run is not over): its client
+		// reconnects (GET …/events) and follows the run on the replica that takes it.
+		r.q.abandon()
 		r.cancel(ErrHandoff)
 	}
 	deadline := time.NewTimer(storeWriteTimeout)

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -174,8 +173,9 @@ func inDoubtText(tool string) string {
 		"so it may or may not have run. Do not assume either: check its effect (or ask the user) before calling it again.", tool))
 }
 
-// ErrCannotContinue is the cause of a run that a replica took over but could not continue.
-var ErrCannotContinue = errors.New("the run cannot be continued")
+// takeoverSeqGap is how far a run taken over skips ahead in its event numbering: the most
+// events a replica holds before they are stored (maxPendingEvents).
+const takeoverSeqGap = maxPendingEvents
 
 // takenOver is what a run taken over starts from (Run.resumed).
 type takenOver struct {
@@ -284,9 +284,12 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 		}
 	}
 	if n := len(evs); n > 0 {
-		r.elog.seq = evs[n-1].Seq
+		// The numbering goes on after a gap: events the dead replica had streamed to a
+		// client but not stored yet keep ids that no later event reuses, so that the
+		// client, reconnecting with one of them, misses nothing that follows.
+		r.elog.seq = evs[n-1].Seq + takeoverSeqGap
 	}
-	if r.elog.seq == 0 {
+	if len(evs) == 0 {
 		// Not even RUN_STARTED was stored: the run starts its stream here.
 		r.resumed.fresh = true
 	}

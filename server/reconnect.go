@@ -153,12 +153,19 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 			s.storeDown(w, "read events", err)
 			return
 		}
+		// An event past the client's position also places it: a run taken over by
+		// another replica goes on after a gap in the numbering (design/takeover.md).
+		beyond := false
 		for _, ev := range evs {
 			if ev.Seq > after {
+				beyond = true
 				break
 			}
 			tr.add(ev)
 			last = ev.Seq
+		}
+		if beyond {
+			break
 		}
 		if len(evs) > 0 && last < after && len(evs) == store.MaxEventsRead {
 			continue
@@ -169,7 +176,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		// The client claims more than the log holds: the log may lag a running run a
 		// little; a run that has ended, or a wait that ran out, means the id is not one of
 		// this run's.
-		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) {
+		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) && !s.awaitingTakeover(ctx, th.ID, runID) {
 			writeError(w, http.StatusBadRequest, "INVALID_LAST_EVENT_ID", "Last-Event-ID is not an event of this run (or its log has expired).")
 			return
 		}
@@ -202,7 +209,8 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	s.follow(ctx, sse, th.ID, runID, after, &tr)
 }
 
-// runGoingOn reports whether the run is still recorded as running with a lease that holds.
+// runGoingOn reports whether the run is still recorded as running (on a live replica, or
+// about to be taken over by one).
 func (s *server) runGoingOn(ctx context.Context, threadID, runID string) bool {
 	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -210,7 +218,19 @@ func (s *server) runGoingOn(ctx context.Context, threadID, runID string) bool {
 	if err != nil {
 		return false
 	}
-	return run.State == store.RunRunning && run.LeaseUntil.After(time.Now())
+	// A running run whose lease lapsed is not over: a replica takes it over from its
+	// checkpoint at its next heartbeat (design/takeover.md), or ends it with RUN_LOST.
+	return run.State == store.RunRunning
+}
+
+// awaitingTakeover reports whether the run's replica stopped heartbeating and another has
+// not taken the run over yet: a client's position past the log's end may be one that the
+// dead replica streamed before it stored it, and the log goes on once the run is taken over.
+func (s *server) awaitingTakeover(ctx context.Context, threadID, runID string) bool {
+	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	run, err := s.cfg.Engine.Store().GetRun(rctx, threadID, runID)
+	return err == nil && run.State == store.RunRunning && !run.LeaseUntil.After(time.Now())
 }
 
 // follow streams the run's logged events after `after` until its terminal event.
