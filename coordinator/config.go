@@ -33,7 +33,8 @@ type ToolServer interface {
 type Metrics interface {
 	// RunFinished gets the run's typed outcome (EndReason.Outcome), never a reason to parse.
 	RunFinished(outcome string)
-	ToolResult(tag string)
+	// ToolResult gets a result's tag and, for a retry signal, its code.
+	ToolResult(tag, code string)
 	A2ATaskState(state string)
 	Cancellation(result string, d time.Duration)
 	InterruptsOpen(delta int)

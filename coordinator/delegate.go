@@ -289,7 +289,7 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 		if d.agent.InputRequired != "model" {
 			in := r.a2aInterrupt(d, callID, res)
 			d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}})
-			return toolOutcome{interrupts: []store.Interrupt{in}}
+			return toolOutcome{interrupts: []store.Interrupt{in}, asks: res.State == a2a.StateInputRequired}
 		}
 		// Model mode: the LLM decides what to do with the question; the remote task stays
 		// parked (it is not cancelled when the run ends).

@@ -40,7 +40,7 @@ func (m *runMetrics) RunFinished(outcome string) {
 	defer m.mu.Unlock()
 	m.outcomes = append(m.outcomes, outcome)
 }
-func (m *runMetrics) ToolResult(string)                  {}
+func (m *runMetrics) ToolResult(string, string)          {}
 func (m *runMetrics) A2ATaskState(string)                {}
 func (m *runMetrics) Cancellation(string, time.Duration) {}
 func (m *runMetrics) InterruptsOpen(int)                 {}

@@ -101,21 +101,22 @@ const (
 
 // Functions of the failure model (see package failure).
 var (
-	FailureKinds       = failure.Kinds
-	CallSignature      = failure.CallSignature
-	CanonicalArgs      = failure.CanonicalArgs
-	ErrorSignature     = failure.ErrorSignature
-	IsProgress         = failure.IsProgress
-	LoopRefusal        = failure.LoopRefusal
-	LoopSignal         = failure.LoopSignal
-	PendingWork        = failure.PendingWork
-	WithAddendum       = failure.WithAddendum
-	MostSevere         = failure.MostSevere
-	ClassifyCompletion = failure.ClassifyCompletion
-	ClassifyModelError = failure.ClassifyModelError
-	DetectBeforeTurn   = failure.DetectBeforeTurn
-	DetectToolResult   = failure.DetectToolResult
-	DetectTurn         = failure.DetectTurn
-	NewGuard           = failure.NewGuard
-	NewRateLimiter     = failure.NewRateLimiter
+	FailureKinds        = failure.Kinds
+	CallSignature       = failure.CallSignature
+	CanonicalArgs       = failure.CanonicalArgs
+	ErrorSignature      = failure.ErrorSignature
+	IsProgress          = failure.IsProgress
+	LoopRefusal         = failure.LoopRefusal
+	LoopSignal          = failure.LoopSignal
+	PendingWork         = failure.PendingWork
+	WithAddendum        = failure.WithAddendum
+	MostSevere          = failure.MostSevere
+	ClassifyCompletion  = failure.ClassifyCompletion
+	ClassifyModelError  = failure.ClassifyModelError
+	DetectBeforeTurn    = failure.DetectBeforeTurn
+	DetectToolResult    = failure.DetectToolResult
+	DetectAgentQuestion = failure.DetectAgentQuestion
+	DetectTurn          = failure.DetectTurn
+	NewGuard            = failure.NewGuard
+	NewRateLimiter      = failure.NewRateLimiter
 )

@@ -107,6 +107,13 @@ func TestA2AInputRequiredInterruptAndResume(t *testing.T) {
 	require.NotNil(t, suspended)
 	assert.Equal(t, &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}, suspended.Outcome)
 	assert.Equal(t, suspended.SubagentRunID, in.SubagentRunID)
+	// The agent's question is an ambiguous_input failure whose ask_user action is the
+	// question itself: reported once, no "continue?" interrupt next to it.
+	fv := failureValues(evs)
+	require.Len(t, fv, 1, "one baton.failure for the agent's question")
+	assert.Equal(t, KindAmbiguousInput, fv[0].Kind)
+	assert.Equal(t, ActionAskUser, fv[0].Action)
+	assert.Contains(t, fv[0].Explanation, "research")
 
 	// 2. A plain run on the thread re-emits the open interrupt.
 	again := interruptsOf(t, startAndCollect(t, e, resumeInput("th", "r2")))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
 )
@@ -252,11 +251,7 @@ func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) 
 	}
 	r.noteResult(toolCallID, o)
 	if m := r.e.cfg.Metrics; m != nil {
-		tag := o.Tag
-		if tag == bridge.TagRetry {
-			tag += ":" + o.Code
-		}
-		m.ToolResult(tag)
+		m.ToolResult(o.Tag, o.Code)
 	}
 	r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: toolCallID, Content: o.Text, Role: "tool"})
 }

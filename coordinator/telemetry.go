@@ -44,7 +44,7 @@ type RunDurationMetrics interface {
 // ToolCallMetrics is implemented by a Metrics that records tool calls per target: kind is
 // "agent" or "mcp", target the configured agent or MCP server name (never a peer's name).
 type ToolCallMetrics interface {
-	ToolCall(kind, target, tag string, d time.Duration)
+	ToolCall(kind, target, tag, code string, d time.Duration)
 }
 
 // Attribute keys of Baton's own (DESIGN §10a) next to the GenAI and MCP conventions.
@@ -189,12 +189,12 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 	start := time.Now()
 	out := run(ctx)
 	d := time.Since(start)
-	tag := ""
+	tag, metricTag := "", ""
 	if len(out.interrupts) > 0 {
-		tag = "INTERRUPT"
+		tag, metricTag = "INTERRUPT", "INTERRUPT"
 		span.AddEvent("baton.interrupt", trace.WithAttributes(attribute.Int("baton.interrupts", len(out.interrupts))))
 	} else if out.Tag != "" {
-		tag = out.Tag
+		tag, metricTag = out.Tag, out.Tag
 		if out.Tag == bridge.TagRetry {
 			tag += ":" + out.Code
 		}
@@ -205,7 +205,7 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 		r.tagChildSpans(span.SpanContext().SpanID(), tag)
 	}
 	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && kind != "" && sent {
-		m.ToolCall(kind, target, tag, d)
+		m.ToolCall(kind, target, metricTag, out.Code, d)
 	}
 	if r.trace == nil || !span.IsRecording() {
 		span.End()

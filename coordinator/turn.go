@@ -221,6 +221,9 @@ func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message,
 type toolOutcome struct {
 	ToolResult
 	interrupts []store.Interrupt
+	// asks: the interrupts are a sub-agent's question about the request (A2A
+	// input-required raised to the user), an ambiguous_input failure.
+	asks bool
 }
 
 // signalOutcome is a retry signal or refusal (DESIGN §7), rendered.
@@ -256,6 +259,11 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	for i, c := range calls {
 		if len(outcomes[i].interrupts) > 0 {
 			open = append(open, outcomes[i].interrupts...)
+			if outcomes[i].asks {
+				// Reported, not handled: the agent's question is already the ask_user
+				// action the policy would take.
+				r.decide(*DetectAgentQuestion(c.Name))
+			}
 			continue
 		}
 		res := outcomes[i].ToolResult

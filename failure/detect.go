@@ -121,6 +121,16 @@ func DetectToolResult(tool string, res ToolResult) *Failure {
 	return f
 }
 
+// DetectAgentQuestion classifies a sub-agent that stopped its task to ask for more input
+// (A2A input-required, raised to the user): the agent says the request is underspecified,
+// ambiguous_input. It reads the protocol's typed state, never the agent's text. The
+// agent's own question is the ask_user action, so the caller reports the failure (event,
+// lesson, metric) and raises that question rather than a "continue?" interrupt.
+func DetectAgentQuestion(tool string) *Failure {
+	return &Failure{Kind: KindAmbiguousInput, Tool: tool, Code: "input_required",
+		Explanation: capitalise(toolLabel(tool)) + " needs more detail from the user to go on."}
+}
+
 // PendingWork reports whether the tool work of a round is still pending once the round is
 // over: every call got a model-fixable retry signal (validation_failed, unknown_action,
 // invalid_transition), so nothing the model asked for ran and it was told how to ask

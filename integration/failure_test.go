@@ -111,6 +111,8 @@ func (s *failureScript) handle(req fakellm.Request) fakellm.Reply {
 		return s.call("demo__divide", map[string]any{"a": 1, "b": 0})
 	case "deny":
 		return s.call("demo__deploy", map[string]any{"service": "web"})
+	case "gap":
+		return s.call("peer", map[string]any{"prompt": "unsupported: translate this video"})
 	case "rate":
 		return s.call("demo__count_slowly", map[string]any{"to": turn + 1, "interval_ms": 1})
 	case "budget":
@@ -428,6 +430,26 @@ func TestFailureModel(t *testing.T) {
 			Blockers:  []string{"the coordinator's policy does not allow this (demo__deploy)"},
 			NextSteps: []string{"ask an operator to review the coordinator's policy"}},
 			coordinator.KindPolicyViolation, coordinator.ActionHandoff)
+	})
+
+	t.Run("an agent that cannot serve the request is a capability gap, handed off", func(t *testing.T) {
+		// The JS peer answers -32004 (UnsupportedOperationError) in the stream: the
+		// protocol's classification, not a sentence in the text, makes it capability_gap.
+		r := run(t, primary, "gap", nil)
+		reqs, _ := script.requests("gap")
+		require.Len(t, reqs, 1, "handed off after the first result, no further model turn")
+		res := toolResultsOf(r.Events)
+		require.Len(t, res, 1)
+		fv := failureValues(r.Events)
+		require.Len(t, fv, 1, "failures: %v", fv)
+		assert.Equal(t, string(coordinator.KindCapabilityGap), fv[0]["kind"])
+		assert.Equal(t, string(coordinator.ActionHandoff), fv[0]["action"])
+		assert.Equal(t, `The tool "peer" cannot handle this kind of request.`, fv[0]["explanation"])
+		errs := eventsOfType(r.Events, "SUBAGENT_ERROR")
+		require.Len(t, errs, 1)
+		assert.Equal(t, "capability_gap", errs[0]["code"])
+		tail := r.Events[len(r.Events)-1]
+		assert.Equal(t, map[string]any{"stopped": string(coordinator.KindCapabilityGap), "action": string(coordinator.ActionHandoff)}, tail["result"])
 	})
 
 	t.Run("a rate limit is refused with retry_after_seconds", func(t *testing.T) {

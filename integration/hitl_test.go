@@ -464,9 +464,12 @@ func TestHITLA2AJSPeer(t *testing.T) {
 
 	cases := []struct {
 		name, prompt, reason, question, answer string
+		// failureKind is the kind of the run's baton.failure event ("" for none): the
+		// agent's question says the request is underspecified (DESIGN §6).
+		failureKind string
 	}{
-		{"input-required", "input please", "input_required", "need more input: what colour?", "blue"},
-		{"auth-required", "auth please", "a2a:auth_required", "please authenticate", "signed in"},
+		{"input-required", "input please", "input_required", "need more input: what colour?", "blue", "ambiguous_input"},
+		{"auth-required", "auth please", "a2a:auth_required", "please authenticate", "signed in", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -484,6 +487,16 @@ func TestHITLA2AJSPeer(t *testing.T) {
 					require.Len(t, first.Interrupts, 1, "interrupts")
 					in := first.Interrupts[0]
 					callID := checkInterrupt(t, first, in, wantInterrupt{reason: tc.reason, message: tc.question, tool: "peer", a2aAgent: "peer"})
+					var kinds []any
+					for _, e := range eventWith(first.Events, "CUSTOM", "name", "baton.failure") {
+						v, _ := e["value"].(map[string]any)
+						kinds = append(kinds, v["kind"], v["action"])
+					}
+					if tc.failureKind == "" {
+						assert.Empty(t, kinds, "baton.failure events")
+					} else {
+						assert.Equal(t, []any{tc.failureKind, "ask_user"}, kinds, "baton.failure events (kind, action)")
+					}
 					if lane == "v1" {
 						require.Len(t, first.PendingInterrupts, 1, "agent.pendingInterrupts after the interrupted run")
 						assert.Equal(t, in["id"], first.PendingInterrupts[0]["id"])

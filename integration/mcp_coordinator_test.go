@@ -119,6 +119,7 @@ func startMCPCoordinator(t *testing.T, cfg string) (baseURL string, p *proc) {
 					t.Errorf("coordinator exited with code %d, want 0", code)
 				}
 			})
+			waitMCPSettled(t, p.Match[1])
 			return p.Match[1], p
 		}
 	}

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -105,13 +104,13 @@ func (m *Metrics) RunDuration(outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	head, _, _ := strings.Cut(outcome, ":")
-	m.calls.runDuration.WithLabelValues(closed(strings.ToLower(strings.TrimSpace(head)), RunOutcomes)).Observe(d.Seconds())
+	m.calls.runDuration.WithLabelValues(closed(outcome, RunOutcomes)).Observe(d.Seconds())
 }
 
 // ToolCall records one call to a sub-agent (kind "agent") or an MCP server (kind "mcp"):
-// target is the configured name, tag the result's tag (folded like ToolResult).
-func (m *Metrics) ToolCall(kind, target, tag string, d time.Duration) {
+// target is the configured name, tag and code the result's tag and retry code (folded like
+// ToolResult), tag "INTERRUPT" for a call that waits for the user.
+func (m *Metrics) ToolCall(kind, target, tag, code string, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -129,7 +128,7 @@ func (m *Metrics) ToolCall(kind, target, tag string, d time.Duration) {
 	if tag == "INTERRUPT" {
 		folded = "INTERRUPT"
 	} else if tag != "" {
-		folded = ToolTag(tag)
+		folded = ToolLabel(tag, code)
 	}
 	c.toolCalls.WithLabelValues(kind, target, folded).Inc()
 	c.toolLatency.WithLabelValues(kind, target).Observe(d.Seconds())

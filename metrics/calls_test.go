@@ -13,13 +13,13 @@ func TestCallMetrics(t *testing.T) {
 	m.ModelCall("openai", "gpt-4.1-mini", "ok", 300*time.Millisecond, 120, 30)
 	m.ModelCall("openai", "gpt-4.1-mini", "boom", time.Second, 0, 0)
 	m.ModelCall("made-up", "x", "ok", time.Millisecond, 1, 0)
-	m.RunDuration("completed: frontend tools pending", 2*time.Second)
+	m.RunDuration("completed", 2*time.Second)
 	m.RunDuration("weird", time.Second)
-	m.ToolCall("agent", "research", "FAILED", 50*time.Millisecond)
-	m.ToolCall("mcp", "demo", "RETRY:tool_error", 10*time.Millisecond)
-	m.ToolCall("mcp", "peer-chosen-name", "OK", 10*time.Millisecond)
-	m.ToolCall("agent", "research", "INTERRUPT", time.Millisecond)
-	m.ToolCall("frontend", "x", "OK", time.Millisecond) // not a target kind: ignored
+	m.ToolCall("agent", "research", "FAILED", "", 50*time.Millisecond)
+	m.ToolCall("mcp", "demo", "RETRY", "tool_error", 10*time.Millisecond)
+	m.ToolCall("mcp", "peer-chosen-name", "OK", "", 10*time.Millisecond)
+	m.ToolCall("agent", "research", "INTERRUPT", "", time.Millisecond)
+	m.ToolCall("frontend", "x", "OK", "", time.Millisecond) // not a target kind: ignored
 
 	s := scrape(t, m)
 	assert.Equal(t, 1.0, s[`baton_model_call_duration_seconds_count{model="gpt-4.1-mini",outcome="ok",provider="openai"}`])
@@ -48,6 +48,6 @@ func TestNilMetricsCallRecorders(t *testing.T) {
 		m.SetToolTargets([]string{"a"}, nil)
 		m.ModelCall("openai", "m", "ok", time.Second, 1, 1)
 		m.RunDuration("completed", time.Second)
-		m.ToolCall("agent", "a", "OK", time.Second)
+		m.ToolCall("agent", "a", "OK", "", time.Second)
 	})
 }

@@ -151,47 +151,36 @@ func (m *Metrics) Registry() *prometheus.Registry {
 	return m.reg
 }
 
-// RunFinished counts a run that ended. outcome is the run's end reason: "completed",
-// "interrupt", "cancelled", "error", "stopped" or "handoff", optionally followed by ": detail"
-// (Run.EndReason, e.g. "cancelled: client disconnected"); the detail is dropped.
+// RunFinished counts a run that ended. outcome is the run's typed outcome ("completed",
+// "interrupt", "cancelled", "error", "stopped" or "handoff"); anything else is counted as
+// Other, so that the label set stays closed.
 func (m *Metrics) RunFinished(outcome string) {
 	if m == nil {
 		return
 	}
-	head, _, _ := strings.Cut(outcome, ":")
-	m.runs.WithLabelValues(closed(strings.ToLower(strings.TrimSpace(head)), RunOutcomes)).Inc()
+	m.runs.WithLabelValues(closed(outcome, RunOutcomes)).Inc()
 }
 
-// ToolResult counts a tool result given to the model. tag is a tag ("COMPLETED",
-// "RETRY:validation_failed") or the whole tagged result ("[INPUT_REQUIRED:task_id=…]\n…"):
-// task ids are dropped, retry codes kept.
-func (m *Metrics) ToolResult(tag string) {
+// ToolResult counts a tool result given to the model: tag is the result's tag without
+// brackets ("COMPLETED", "RETRY", ...) and code the retry code when tag is "RETRY" (ignored
+// otherwise). Both are typed values from the engine, never a rendered result parsed back.
+func (m *Metrics) ToolResult(tag, code string) {
 	if m == nil {
 		return
 	}
-	m.toolResults.WithLabelValues(ToolTag(tag)).Inc()
+	m.toolResults.WithLabelValues(ToolLabel(tag, code)).Inc()
 }
 
-// ToolTag folds a tag or a tagged tool result into the label value ToolResult uses.
-func ToolTag(s string) string {
-	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "[") {
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return Other
-		}
-		s = s[1:end]
-	} else if line, _, _ := strings.Cut(s, "\n"); line != s {
-		s = line
-	}
-	name, arg, _ := strings.Cut(s, ":")
-	if name == "RETRY" {
-		if code := closed(arg, RetryCodes); code != Other {
-			return "RETRY:" + code
+// ToolLabel is the label value of a tool result: the tag when it is one of ToolTags,
+// "RETRY:<code>" for a known retry code, Other for anything else.
+func ToolLabel(tag, code string) string {
+	if tag == "RETRY" {
+		if c := closed(code, RetryCodes); c != Other {
+			return "RETRY:" + c
 		}
 		return Other
 	}
-	return closed(name, ToolTags)
+	return closed(tag, ToolTags)
 }
 
 // A2ATaskState counts a delegation by the state its remote task settled in ("completed",

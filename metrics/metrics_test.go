@@ -45,25 +45,26 @@ func parseSamples(t *testing.T, r io.Reader) map[string]float64 {
 
 func TestRunFinished(t *testing.T) {
 	tests := []struct {
-		reason string
-		label  string
+		outcome string
+		label   string
 	}{
 		{"completed", "completed"},
-		{"completed: frontend tools pending", "completed"},
-		{"cancelled: client disconnected", "cancelled"},
-		{"error: model", "error"},
-		{"stopped: iteration_limit", "stopped"},
+		{"cancelled", "cancelled"},
+		{"error", "error"},
+		{"stopped", "stopped"},
 		{"interrupt", "interrupt"},
-		{"handoff: capability_gap", "handoff"},
-		{"Cancelled", "cancelled"},
+		{"handoff", "handoff"},
+		// The outcome is a typed value: a reason with detail is not one, and is not parsed.
+		{"cancelled: client disconnected", Other},
+		{"Cancelled", Other},
 		{"something new", Other},
 		{"", Other},
 	}
 	for _, tt := range tests {
-		t.Run(tt.reason, func(t *testing.T) {
+		t.Run(tt.outcome, func(t *testing.T) {
 			m := New()
 			before := scrape(t, m)
-			m.RunFinished(tt.reason)
+			m.RunFinished(tt.outcome)
 			after := scrape(t, m)
 			key := `baton_runs_total{outcome="` + tt.label + `"}`
 			assert.Equal(t, before[key]+1, after[key])
@@ -77,26 +78,27 @@ func TestRunFinished(t *testing.T) {
 	}
 }
 
-func TestToolTag(t *testing.T) {
+func TestToolLabel(t *testing.T) {
 	tests := []struct {
-		in, want string
+		tag, code, want string
 	}{
-		{"COMPLETED", "COMPLETED"},
-		{"[COMPLETED]\nthe answer", "COMPLETED"},
-		{"[INPUT_REQUIRED:task_id=abc-123]\nWhat dates?", "INPUT_REQUIRED"},
-		{"INPUT_REQUIRED:task_id=abc", "INPUT_REQUIRED"},
-		{"[TIMEOUT:task_id=t9]\nthe agent did not finish", "TIMEOUT"},
-		{`[RETRY:validation_failed] {"error":"validation_failed"}`, "RETRY:validation_failed"},
-		{"RETRY:tool_error", "RETRY:tool_error"},
-		{"[RETRY:made_up] {}", Other},
-		{"[OK]\n42", "OK"},
-		{"[FORGED", Other},
-		{"plain text", Other},
-		{"", Other},
+		{"COMPLETED", "", "COMPLETED"},
+		{"INPUT_REQUIRED", "", "INPUT_REQUIRED"},
+		{"TIMEOUT", "", "TIMEOUT"},
+		{"RETRY", "validation_failed", "RETRY:validation_failed"},
+		{"RETRY", "tool_error", "RETRY:tool_error"},
+		{"RETRY", "made_up", Other},
+		{"RETRY", "", Other},
+		{"OK", "ignored", "OK"},
+		// Rendered results are not parsed back: only tags are labels.
+		{"[COMPLETED]\nthe answer", "", Other},
+		{"RETRY:tool_error", "", Other},
+		{"plain text", "", Other},
+		{"", "", Other},
 	}
 	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			assert.Equal(t, tt.want, ToolTag(tt.in))
+		t.Run(tt.tag+"/"+tt.code, func(t *testing.T) {
+			assert.Equal(t, tt.want, ToolLabel(tt.tag, tt.code))
 		})
 	}
 }
@@ -109,10 +111,10 @@ func TestRecorders(t *testing.T) {
 		want map[string]float64
 	}{
 		{
-			name: "tool result keeps the retry code, drops the task id",
+			name: "tool result keeps the retry code",
 			record: func(m *Metrics) {
-				m.ToolResult("[RETRY:validation_failed] {}")
-				m.ToolResult("[INPUT_REQUIRED:task_id=x]\nq")
+				m.ToolResult("RETRY", "validation_failed")
+				m.ToolResult("INPUT_REQUIRED", "")
 			},
 			want: map[string]float64{
 				`baton_tool_results_total{tag="RETRY:validation_failed"}`: 1,
@@ -219,7 +221,7 @@ func TestNilMetricsIsNoop(t *testing.T) {
 	var m *Metrics
 	assert.NotPanics(t, func() {
 		m.RunFinished("completed")
-		m.ToolResult("OK")
+		m.ToolResult("OK", "")
 		m.A2ATaskState("completed")
 		m.Cancellation("ok", time.Millisecond)
 		m.InterruptsOpen(1)

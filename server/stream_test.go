@@ -242,10 +242,13 @@ func cpuTime() time.Duration {
 // A client that reads nothing while its run produces less than the stream buffer: the run
 // is not slowed (it finishes), and the write the client does not take fails at the write
 // deadline, which closes the connection instead of holding it for as long as the client
-// lives.
+// lives. The run is detached (a long grace), so that it finishing does not depend on
+// producing everything before the deadline closes the connection: on a loaded machine it
+// may not, and in cancel mode the close would then cancel it.
 func TestWriteDeadlineClosesStuckConnection(t *testing.T) {
 	var produced atomic.Int64
-	e, err := coordinator.New(coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced}})
+	e, err := coordinator.New(coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced},
+		OnDisconnect: coordinator.DisconnectDetach, ReconnectGrace: time.Minute})
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 200 * time.Millisecond}))
 	srv.Listener = smallSendBuffer{srv.Listener}

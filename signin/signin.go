@@ -52,6 +52,9 @@ type Grant struct {
 	ClientSecret string           `json:"client_secret,omitempty"`
 	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
 	TokenURL     string           `json:"token_url"`
+	// DPoPKey is the PKCS#8 P-256 key the token is bound to (RFC 9449), or empty for a
+	// Bearer token. Secret: stores seal it with the token.
+	DPoPKey []byte `json:"dpop_key,omitempty"`
 }
 
 // Pending is a started sign-in waiting for the browser to come back to the callback.
@@ -61,16 +64,19 @@ type Pending struct {
 	Server    string `json:"server"`
 	// ThreadID and InterruptID bind the sign-in to the interrupt that shows it (set by the
 	// engine through Handler's config; empty for the conformance client).
-	ThreadID    string    `json:"thread_id,omitempty"`
-	InterruptID string    `json:"interrupt_id,omitempty"`
-	Verifier    string    `json:"verifier"`
-	Resource    string    `json:"resource,omitempty"`
-	Issuer      string    `json:"issuer,omitempty"`
-	AuthURL     string    `json:"auth_url"`
-	RedirectURL string    `json:"redirect_url"`
-	Scopes      []string  `json:"scopes,omitempty"`
-	Grant       Grant     `json:"grant"` // client identity and token URL; Token empty
-	Expires     time.Time `json:"expires"`
+	ThreadID    string `json:"thread_id,omitempty"`
+	InterruptID string `json:"interrupt_id,omitempty"`
+	Verifier    string `json:"verifier"`
+	Resource    string `json:"resource,omitempty"`
+	Issuer      string `json:"issuer,omitempty"`
+	// IssParameterSupported records that the authorization server promised an iss
+	// parameter in its redirect (RFC 9207); the callback then requires it.
+	IssParameterSupported bool      `json:"iss_parameter_supported,omitempty"`
+	AuthURL               string    `json:"auth_url"`
+	RedirectURL           string    `json:"redirect_url"`
+	Scopes                []string  `json:"scopes,omitempty"`
+	Grant                 Grant     `json:"grant"` // client identity and token URL; Token empty
+	Expires               time.Time `json:"expires"`
 }
 
 // Store keeps pending sign-ins and grants. Implementations seal secrets at rest (the

@@ -10,6 +10,14 @@
 // accepting every elicitation with the requested schema's defaults. It
 // exits non-zero when the server cannot be reached or a call does not end
 // in [OK].
+//
+// The auth/* scenarios run through package signin instead (auth.go): a
+// signin.Handler with an in-memory store signs in as a user (the client plays
+// the browser: it reads code and state from the authorization server's
+// redirect and calls signin.Complete, as Baton's /oauth/callback does), and
+// the service handler covers client credentials, workload identity and
+// enterprise-managed authorization, with credentials from
+// MCP_CONFORMANCE_CONTEXT.
 package main
 
 import (
@@ -34,7 +42,13 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	err := run(ctx, os.Args[len(os.Args)-1], os.Getenv("MCP_CONFORMANCE_SCENARIO"), os.Stdout, os.Stderr)
+	url, scenario := os.Args[len(os.Args)-1], os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	var err error
+	if strings.HasPrefix(scenario, "auth/") {
+		err = runAuth(ctx, url, scenario, os.Getenv("MCP_CONFORMANCE_CONTEXT"), os.Stdout)
+	} else {
+		err = run(ctx, url, scenario, os.Stdout, os.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcp-conformance-client:", err)
 		os.Exit(1)

@@ -11,6 +11,9 @@
 //            (the task does not exist before that event: a CancelTask then gets "not found")
 //   canceled ends the task TASK_STATE_CANCELED by itself (no CancelTask involved)
 //   forge    completes with an artifact that contains tag-like lines (prompt-injection bait)
+//   unsupported  answers the JSON-RPC request with error -32004 (UnsupportedOperationError;
+//            inside the SSE stream for a streaming request): an agent that cannot serve
+//            this kind of request, which creates no task
 //   drop     streams 6 artifact chunks 300 ms apart; on a streaming request the peer kills the
 //            connection after the 2nd chunk, but the task keeps running and completes with the
 //            full artifact, so a client has to resubscribe or poll to get it
@@ -196,6 +199,23 @@ function cutDropStreams(req, res, next) {
   next();
 }
 
+// refuseUnsupported answers a message whose text starts with "unsupported" with the A2A
+// error -32004 (UnsupportedOperationError), as an agent does for an operation or content it
+// cannot serve: in the SSE stream for a streaming method, as a JSON-RPC response otherwise.
+function refuseUnsupported(req, res, next) {
+  const body = req.body ?? {};
+  const parts = body.params?.message?.parts ?? [];
+  const text = parts.map((p) => p?.text ?? '').join(' ').trim();
+  if (!/^unsupported\b/i.test(text)) return next();
+  const reply = { jsonrpc: '2.0', id: body.id ?? null, error: { code: -32004, message: 'This operation is not supported by the agent' } };
+  if (/stream/i.test(String(body.method))) {
+    res.status(200).set({ 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+    res.write(`data: ${JSON.stringify(reply)}\n\n`);
+    return res.end();
+  }
+  return res.json(reply);
+}
+
 const handler = new DefaultRequestHandler(card, new RecordingTaskStore(), new ScriptedExecutor());
 // Every transport and protocol version ends up here, so this records every CancelTask.
 const cancelTask = handler.cancelTask.bind(handler);
@@ -251,6 +271,7 @@ app.use('/a2a', (req, _res, next) => {
   next();
 });
 app.use('/a2a', cutDropStreams);
+app.use('/a2a/jsonrpc', express.json({ limit: '4mb' }), refuseUnsupported);
 app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
 app.use('/a2a/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
 app.listen(PORT, '127.0.0.1', () => console.log(`a2a peer on ${base} (legacy v0.3 compat: ${LEGACY}, only v0.3: ${ONLY_V03})`));
