@@ -275,12 +275,14 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 	// follow it (on this replica they are woken at each append).
 	r.watch.n, r.watch.liveGone = 0, true
 	r.q.abandon()
-	// The stream's state as the dead replica left it: numbering and what is open.
+	// The stream's state as the dead replica left it: numbering, what is open, and the
+	// messages its part of the run adds to the thread (stored when the run ends).
 	for _, ev := range evs {
 		if ae := storedEvent(ev.Data); ae != nil {
 			if err := r.seq.Restore(ae); err != nil {
 				log.Debug("takeover: stored event not restored", "seq", ev.Seq, "err", err)
 			}
+			r.elog.msgs.add(ae)
 		}
 	}
 	if n := len(evs); n > 0 {
@@ -429,9 +431,13 @@ func terminalOf(evs []store.Event) string {
 }
 
 // storedEvent rebuilds, from a stored event, what the sequencer needs to know of it (what
-// it opens and closes); nil for events that open and close nothing.
+// it opens and closes) and what the thread's messages are built from (text, tool calls and
+// results); nil for other events.
 func storedEvent(data json.RawMessage) agui.Event {
 	var v struct {
+		Delta               string `json:"delta"`
+		Content             string `json:"content"`
+		ParentMessageID     string `json:"parentMessageId"`
 		Type                string `json:"type"`
 		ThreadID            string `json:"threadId"`
 		RunID               string `json:"runId"`
@@ -452,10 +458,16 @@ func storedEvent(data json.RawMessage) agui.Event {
 		return &agui.RunStarted{ThreadID: v.ThreadID, RunID: v.RunID}
 	case agui.EventTextMessageStart:
 		return &agui.TextMessageStart{MessageID: v.MessageID, Role: v.Role, SubagentRunID: v.SubagentRunID}
+	case agui.EventTextMessageContent:
+		return &agui.TextMessageContent{MessageID: v.MessageID, Delta: v.Delta, SubagentRunID: v.SubagentRunID}
 	case agui.EventTextMessageEnd:
 		return &agui.TextMessageEnd{MessageID: v.MessageID, SubagentRunID: v.SubagentRunID}
 	case agui.EventToolCallStart:
-		return &agui.ToolCallStart{ToolCallID: v.ToolCallID, ToolCallName: v.ToolCallName, SubagentRunID: v.SubagentRunID}
+		return &agui.ToolCallStart{ToolCallID: v.ToolCallID, ToolCallName: v.ToolCallName, ParentMessageID: v.ParentMessageID, SubagentRunID: v.SubagentRunID}
+	case agui.EventToolCallArgs:
+		return &agui.ToolCallArgs{ToolCallID: v.ToolCallID, Delta: v.Delta, SubagentRunID: v.SubagentRunID}
+	case agui.EventToolCallResult:
+		return &agui.ToolCallResult{MessageID: v.MessageID, ToolCallID: v.ToolCallID, Content: v.Content, Role: v.Role, SubagentRunID: v.SubagentRunID}
 	case agui.EventToolCallEnd:
 		return &agui.ToolCallEnd{ToolCallID: v.ToolCallID, SubagentRunID: v.SubagentRunID}
 	case agui.EventStepStarted:

@@ -297,6 +297,15 @@ func TestTakeOverFollowsTask(t *testing.T) {
 	assert.NotContains(t, tail, "SUBAGENT_STARTED", "the sub-agent's attribution goes on")
 	assert.Contains(t, tail, "SUBAGENT_FINISHED")
 	assert.Contains(t, tail, "TOOL_CALL_RESULT")
+	// The thread's messages hold the dead replica's part of the run too.
+	msgs, err := st.LoadMessages(context.Background(), "tk")
+	require.NoError(t, err)
+	var joined strings.Builder
+	for _, m := range msgs {
+		joined.Write(m.Data)
+	}
+	assert.Contains(t, joined.String(), `"toolCalls":[{"id":"call_1"`, "the call made before the takeover")
+	assert.Contains(t, joined.String(), `"toolCallId":"call_1"`, "its result, settled after it")
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, lastReq)
