@@ -15,18 +15,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
+	"github.com/baton-dev/baton/llm"
 )
 
 // takeoverFrame is one SSE frame: its id and its AG-UI event.
@@ -348,4 +353,111 @@ func TestTakeoverSQLiteRestart(t *testing.T) {
 		assert.NotContains(t, after.Cancels, task)
 	}
 	assert.Equal(t, 3, countOf(after.Sends[len(before.Sends):], "slow"), "each task sent once: %v", after.Sends)
+}
+
+// slowMCP is a real MCP server (go-sdk, stateless streamable HTTP) with two slow tools: lookup
+// (annotated read-only and idempotent) and append (no annotation: it may not be re-run). It
+// counts the calls each tool receives.
+type slowMCP struct {
+	URL            string
+	lookups, adds  atomic.Int64
+	lookupDuration time.Duration
+}
+
+type slowIn struct {
+	Item string `json:"item,omitempty"`
+}
+
+type slowOut struct {
+	Said string `json:"said"`
+}
+
+func startSlowMCP(t *testing.T) *slowMCP {
+	t.Helper()
+	m := &slowMCP{lookupDuration: time.Second}
+	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "0.1.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "Look something up (slowly).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ slowIn) (*mcp.CallToolResult, slowOut, error) {
+			m.lookups.Add(1)
+			select {
+			case <-ctx.Done():
+				return nil, slowOut{}, ctx.Err()
+			case <-time.After(m.lookupDuration):
+			}
+			return nil, slowOut{Said: "looked up"}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "append", Description: "Append an item (slowly); not idempotent."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, slowOut, error) {
+			m.adds.Add(1)
+			select {
+			case <-ctx.Done():
+				return nil, slowOut{}, ctx.Err()
+			case <-time.After(5 * time.Second):
+			}
+			return nil, slowOut{Said: "appended " + in.Item}, nil
+		})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	m.URL = srv.URL + "/mcp"
+	return m
+}
+
+// TestTakeoverMCPCalls: the replica running two MCP calls is killed; the survivor sends the
+// read-only one again and tells the model that the other may or may not have run (the fake
+// model sees the [ERROR] text), and the run finishes.
+func TestTakeoverMCPCalls(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	tools := startSlowMCP(t)
+	model := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		if req.Last().Role == "user" {
+			return fakellm.Reply{ToolCalls: []llm.ToolCall{
+				{ID: "call_append", Name: "slow__append", Arguments: `{"item":"x"}`},
+				{ID: "call_lookup", Name: "slow__lookup", Arguments: `{}`},
+			}}
+		}
+		return fakellm.Reply{Text: modelDoneText}
+	})
+	t.Cleanup(model.Close)
+	cfg := testConfig{LLMURL: model.URL, MCP: []mcpServerEntry{{Name: "slow", URL: tools.URL}}, Store: dsn, Grace: "1s"}.yaml() +
+		"replication:\n  heartbeat: 200ms\n  lease: 1s\n"
+	a := startHITLCoordinator(t, cfg)
+	b := startHITLCoordinator(t, cfg)
+	waitMCPSettled(t, a.URL)
+	waitMCPSettled(t, b.URL)
+
+	thread := newThreadID("takeover-mcp")
+	live := postJSON(t, a.URL+"/agui", `{"threadId":"`+thread+`","runId":"r1","protocolVersion":"1.0","messages":[{"id":"u1","role":"user","content":"use the slow tools"}]}`)
+	require.Equal(t, http.StatusOK, live.StatusCode)
+	s := newTakeoverStream(live.Body)
+	var lastID int64
+	ends := 0
+	for ends < 2 {
+		f, ok := s.next(t)
+		require.True(t, ok, "the live stream ended before the calls were made")
+		lastID = f.ID
+		if f.Event["type"] == "TOOL_CALL_END" {
+			ends++
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tools.adds.Load() < 1 || tools.lookups.Load() < 1 {
+		require.True(t, time.Now().Before(deadline), "the calls never reached the MCP server")
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.kill(t)
+	live.Body.Close()
+
+	frames := followRun(t, b.URL, thread, lastID, 45*time.Second)
+	last := frames[len(frames)-1].Event
+	require.Equal(t, "RUN_FINISHED", last["type"], "%v", frameTypes(frames))
+	assert.Equal(t, int64(1), tools.adds.Load(), "the call that is not idempotent is never sent again")
+	assert.Equal(t, int64(2), tools.lookups.Load(), "the read-only call is sent again by the survivor")
+	seen := toolMessagesSeen(model)
+	assert.True(t, strings.HasPrefix(seen["call_append"], "[ERROR]"), "append: %q", seen["call_append"])
+	assert.Contains(t, seen["call_append"], "may or may not have run")
+	assert.Contains(t, seen["call_lookup"], "looked up")
 }
