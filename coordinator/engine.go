@@ -266,8 +266,10 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	e.mu.Unlock()
 	r.elog.input = inputMessages(in)
 	// The first checkpoint: the input, from which a replica taking the run over before
-	// its setup is done starts it again.
+	// its setup is done starts it again. Stored before the run streams anything, so that
+	// no run a client has seen starting is without one.
 	r.noteCheckpoint(nil)
+	r.elog.saveWork()
 	e.wg.Add(2)
 	e.running.Add(1)
 	go func() {

@@ -285,12 +285,10 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 			r.elog.msgs.add(ae)
 		}
 	}
-	if n := len(evs); n > 0 {
-		// The numbering goes on after a gap: events the dead replica had streamed to a
-		// client but not stored yet keep ids that no later event reuses, so that the
-		// client, reconnecting with one of them, misses nothing that follows.
-		r.elog.seq = evs[n-1].Seq + takeoverSeqGap
-	}
+	// The numbering goes on after a gap: events the dead replica had streamed to a client
+	// but not stored yet keep ids that no later event reuses, so that the client,
+	// reconnecting with one of them, misses nothing that follows.
+	r.elog.seq = lastSeq(evs) + takeoverSeqGap
 	if len(evs) == 0 {
 		// Not even RUN_STARTED was stored: the run starts its stream here.
 		r.resumed.fresh = true
@@ -398,6 +396,14 @@ func (e *Engine) readLog(ctx context.Context, threadID, runID string) ([]store.E
 		out = append(out, evs...)
 		last = evs[len(evs)-1].Seq
 	}
+}
+
+// lastSeq is the number of the last of evs (0 for none).
+func lastSeq(evs []store.Event) int64 {
+	if n := len(evs); n > 0 {
+		return evs[n-1].Seq
+	}
+	return 0
 }
 
 // terminalOf returns the store's end state of a run whose log ends with its terminal

@@ -150,35 +150,36 @@ func (e *Engine) reapLapsed() {
 // reapBatch bounds the lapsed runs one replica claims per heartbeat.
 const reapBatch = 50
 
-// endLostLog appends RUN_ERROR{code:"RUN_LOST"} to a lapsed run's event log, unless the log
-// already ends with a terminal event.
+// endLostLog ends a lapsed run's event log with RUN_ERROR{code:"RUN_LOST", message}, unless
+// it already ends with a terminal event. Like a takeover it numbers after a gap (events the
+// dead replica streamed but did not store keep their ids), and a log with nothing stored
+// gets its RUN_STARTED first, so that a client reconnecting anywhere sees a whole stream.
 func (e *Engine) endLostLog(ctx context.Context, threadID, runID, message string) {
-	var last int64
-	var lastData json.RawMessage
-	for {
-		evs, err := e.cfg.Store.Events(ctx, threadID, runID, last, store.MaxEventsRead)
-		if err != nil {
-			e.log.Warn("store: read lapsed run's events", "err", err)
-			return
-		}
-		if len(evs) == 0 {
-			break
-		}
-		last, lastData = evs[len(evs)-1].Seq, evs[len(evs)-1].Data
-	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(lastData, &head)
-	if last == 0 || head.Type == string(agui.EventRunFinished) || head.Type == string(agui.EventRunError) {
+	evs, err := e.readLog(ctx, threadID, runID)
+	if err != nil {
+		e.log.Warn("store: read lapsed run's events", "err", err)
 		return
 	}
-	data, err := agui.MarshalEvent(&agui.RunError{Code: "RUN_LOST", Message: message,
-		Base: agui.Base{Timestamp: e.cfg.Now().UnixMilli()}})
+	if terminalOf(evs) != "" {
+		return
+	}
+	now := e.cfg.Now().UnixMilli()
+	seq := lastSeq(evs) + takeoverSeqGap
+	var out []store.Event
+	if len(evs) == 0 {
+		data, err := agui.MarshalEvent(&agui.RunStarted{ThreadID: threadID, RunID: runID, Base: agui.Base{Timestamp: now}})
+		if err != nil {
+			return
+		}
+		seq++
+		out = append(out, store.Event{Seq: seq, Data: data})
+	}
+	data, err := agui.MarshalEvent(&agui.RunError{Code: "RUN_LOST", Message: message, Base: agui.Base{Timestamp: now}})
 	if err != nil {
 		return
 	}
-	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, []store.Event{{Seq: last + 1, Data: data}}); err != nil {
+	out = append(out, store.Event{Seq: seq + 1, Data: data})
+	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, out); err != nil {
 		e.log.Warn("store: end lapsed run's log", "err", err)
 	}
 }

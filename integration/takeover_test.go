@@ -53,7 +53,7 @@ func newTakeoverStream(body io.Reader) *takeoverStream {
 }
 
 // next returns the next frame, or false at the end of the stream.
-func (s *takeoverStream) next(t *testing.T) (takeoverFrame, bool) {
+func (s *takeoverStream) next(t testing.TB) (takeoverFrame, bool) {
 	t.Helper()
 	for s.sc.Scan() {
 		line := s.sc.Text()
@@ -84,7 +84,7 @@ type peerCalls struct {
 	Tasks      map[string]string `json:"tasks"`
 }
 
-func peerCallLog(t *testing.T, baseURL string) peerCalls {
+func peerCallLog(t testing.TB, baseURL string) peerCalls {
 	t.Helper()
 	resp, err := http.Get(baseURL + "/test/log")
 	require.NoError(t, err)
@@ -98,11 +98,12 @@ func peerCallLog(t *testing.T, baseURL string) peerCalls {
 // startSlowDelegation posts "peer: slow work" on a new thread to base and reads its live
 // stream until the sub-agent has streamed steps progress chunks (its task exists at the
 // peer and is recorded in the store). It returns the thread, the stream and the last id.
-func startSlowDelegation(t *testing.T, base, prefix string, steps int) (thread string, live *http.Response, s *takeoverStream, lastID int64) {
+func startSlowDelegation(t testing.TB, base, prefix string, steps int) (thread string, live *http.Response, s *takeoverStream, lastID int64) {
 	t.Helper()
 	thread = newThreadID(prefix)
 	body := `{"threadId":"` + thread + `","runId":"r1","protocolVersion":"1.0","messages":[{"id":"u1","role":"user","content":"peer: slow work"}]}`
-	live = postJSON(t, base+"/agui", body)
+	live, err := postAGUI(context.Background(), base, []byte(body))
+	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, live.StatusCode)
 	s = newTakeoverStream(live.Body)
 	seen := 0

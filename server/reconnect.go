@@ -127,7 +127,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	st := s.cfg.Engine.Store()
 	ctx := r.Context()
 	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	_, err := st.GetRun(rctx, th.ID, runID)
+	first, err := st.GetRun(rctx, th.ID, runID)
 	cancel()
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
@@ -144,6 +144,10 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// Read up to the client's position, to restate what is open there.
 	var tr openTracker
 	var last int64
+	// restarted: nothing of the run was stored up to the client's position, and the log
+	// starts after it (a run taken over, or ended, before its first events were stored):
+	// the stream is followed from there, its own RUN_STARTED first.
+	restarted := false
 	deadline := time.Now().Add(catchUpWait)
 	for last < after {
 		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -165,6 +169,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 			last = ev.Seq
 		}
 		if beyond {
+			restarted = tr.runStarted == nil
 			break
 		}
 		if len(evs) > 0 && last < after && len(evs) == store.MaxEventsRead {
@@ -176,7 +181,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		// The client claims more than the log holds: the log may lag a running run a
 		// little; a run that has ended, or a wait that ran out, means the id is not one of
 		// this run's.
-		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) && !s.awaitingTakeover(ctx, th.ID, runID) {
+		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) && s.ownerAlive(ctx, th.ID, runID, &first, &deadline) {
 			writeError(w, http.StatusBadRequest, "INVALID_LAST_EVENT_ID", "Last-Event-ID is not an event of this run (or its log has expired).")
 			return
 		}
@@ -186,7 +191,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(followPoll):
 		}
 	}
-	if after > 0 && tr.runStarted == nil {
+	if after > 0 && tr.runStarted == nil && !restarted {
 		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
 		return
 	}
@@ -196,7 +201,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// deadline (server.stream_write_timeout).
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
 	defer sse.Close()
-	if after > 0 {
+	if after > 0 && !restarted {
 		if err := sse.WriteRaw(tr.restate(after)); err != nil {
 			return
 		}
@@ -223,14 +228,24 @@ func (s *server) runGoingOn(ctx context.Context, threadID, runID string) bool {
 	return run.State == store.RunRunning
 }
 
-// awaitingTakeover reports whether the run's replica stopped heartbeating and another has
-// not taken the run over yet: a client's position past the log's end may be one that the
-// dead replica streamed before it stored it, and the log goes on once the run is taken over.
-func (s *server) awaitingTakeover(ctx context.Context, threadID, runID string) bool {
+// ownerAlive reports whether the replica that owns the run has owned it since *first was
+// read and is alive: it runs the run here, or it has renewed its lease since. A position
+// past the log's end that such a replica does not reach in catchUpWait is not one of the
+// run's. While the owner may be dead (its lease not renewed), the position may be one that
+// it streamed before storing it; once another replica has taken the run over, that replica
+// gets catchUpWait of its own to write (*first and *deadline move on).
+func (s *server) ownerAlive(ctx context.Context, threadID, runID string, first **store.RunRecord, deadline *time.Time) bool {
 	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	run, err := s.cfg.Engine.Store().GetRun(rctx, threadID, runID)
-	return err == nil && run.State == store.RunRunning && !run.LeaseUntil.After(time.Now())
+	if err != nil {
+		return true
+	}
+	if run.Replica != (*first).Replica {
+		*first, *deadline = run, time.Now().Add(catchUpWait)
+		return false
+	}
+	return s.cfg.Engine.LogChanged(threadID, runID) != nil || run.LeaseUntil.After((*first).LeaseUntil)
 }
 
 // follow streams the run's logged events after `after` until its terminal event.
