@@ -62,3 +62,45 @@ func (l *runLog) freeze() {
 	l.mu.Unlock()
 	l.kickLocked()
 }
+
+// runningHere counts the runs this replica executes whose end is not recorded yet.
+func (e *Engine) runningHere() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, r := range e.active {
+		if !r.terminated() && !r.handedOff.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// dropTakenOver stops, without cancelling their downstream work or writing anything more
+// of them, the runs here that the store says another replica owns now: this replica was
+// stalled past their lease and they were taken over (design/takeover.md). The new owner
+// follows their tasks; two replicas must never run one run.
+func (e *Engine) dropTakenOver() {
+	e.mu.Lock()
+	runs := make([]*Run, 0, len(e.active))
+	for _, r := range e.active {
+		runs = append(runs, r)
+	}
+	e.mu.Unlock()
+	for _, r := range runs {
+		if r.terminated() || r.handedOff.Load() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		rec, err := e.cfg.Store.GetRun(ctx, r.ThreadID, r.RunID)
+		cancel()
+		if err != nil || rec.Replica == e.cfg.Replica {
+			continue
+		}
+		r.log.Warn("run taken over by another replica while this one was stalled; stopping it here", "owner", rec.Replica)
+		r.handedOff.Store(true)
+		r.elog.freeze()
+		r.q.abandon()
+		r.cancel(ErrHandoff)
+	}
+}

@@ -110,10 +110,14 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		_, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
+		n, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
 		cancel()
 		if err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
+		} else if n < e.runningHere() {
+			// Fewer leases renewed than runs here: a run may have been taken over by
+			// another replica while this one was stalled.
+			e.dropTakenOver()
 		}
 		// Stop requests are rows: polling finds those whose signal was lost.
 		e.applyStops()

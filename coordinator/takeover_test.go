@@ -471,3 +471,40 @@ func pendingCallsOf(t *testing.T, w runWork) []llm.ToolCall {
 	}
 	return pendingCalls(conv)
 }
+
+// TestStalledReplicaDropsRunTakenOver: a replica whose run was taken over by another (it
+// was stalled past the lease) notices at its next heartbeat and stops its copy without
+// cancelling the task the new owner follows, and without writing the run's end.
+func TestStalledReplicaDropsRunTakenOver(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	started := make(chan struct{})
+	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		obs.Task("task-s", "ctx-1")
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
+		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Shutdown(ctx) })
+	r, err := e.Start(input("s"), "alice")
+	require.NoError(t, err)
+	<-started
+	stolen, err := st.TakeOverRuns(ctx, "replica-other", time.Hour, 10, true)
+	require.NoError(t, err)
+	require.Len(t, stolen, 1)
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled replica kept running a run that another replica owns")
+	}
+	assert.Empty(t, agent.cancelled(), "the new owner's task is not cancelled")
+	rec, err := st.GetRun(ctx, "s", "r-s")
+	require.NoError(t, err)
+	assert.Equal(t, store.RunRunning, rec.State, "the old owner does not end the run")
+	assert.Equal(t, "replica-other", rec.Replica)
+}
