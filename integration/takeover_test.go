@@ -147,6 +147,28 @@ func followRun(t *testing.T, base, thread string, lastID int64, within time.Dura
 	return out
 }
 
+// officialReplay runs the official AG-UI client (v1) on the run's stream after lastID
+// through base: a front relays the client's POST to GET …/events with the Last-Event-ID.
+func officialReplay(t *testing.T, base, thread string, lastID int64) aguiResult {
+	t.Helper()
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		greq, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, base+"/agui/threads/"+thread+"/runs/r1/events", nil)
+		greq.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
+		resp, err := http.DefaultClient.Do(greq)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer front.Close()
+	return runAGUIClient(t, "v1", front.URL, map[string]any{"threadId": thread, "runId": "r1", "messages": []any{}})
+}
+
 func frameTypes(fs []takeoverFrame) []string {
 	out := make([]string, len(fs))
 	for i, f := range fs {
@@ -209,6 +231,12 @@ func TestTakeover(t *testing.T) {
 			assert.Equal(t, continued[i-1].ID+1, continued[i].ID, "the log's numbering continues without gap")
 		}
 		t.Logf("the run ended on the survivor %v after the kill (lease 1s; the peer's task takes ~10s)", time.Since(killed).Round(time.Millisecond))
+
+		// The official client accepts the stream from the same point, through the survivor.
+		res := officialReplay(t, b.URL, thread, lastID)
+		require.Nil(t, res.Failed, "the official client rejected the continued stream")
+		assert.Empty(t, res.Warnings, "the official client warned about the continued stream")
+		assert.True(t, res.Terminal)
 
 		after := peerCallLog(t, peer)
 		tasks := newTasks(before, after)
