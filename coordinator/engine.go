@@ -72,6 +72,8 @@ type Engine struct {
 	keepOnce sync.Once
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
+	// adopting holds runs taken over that could not be started yet (takeover.go).
+	adopting map[string]store.RunRecord
 }
 
 // thread is what the engine remembers about a thread between runs.

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -198,6 +199,7 @@ func (e *Engine) takeOverLapsed(anyLease bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
+	e.retryTakeovers(ctx)
 	runs, err := e.cfg.Store.TakeOverRuns(ctx, e.cfg.Replica, e.cfg.Lease, reapBatch, anyLease)
 	if err != nil {
 		e.log.Warn("store: take over lapsed runs", "err", err)
@@ -205,6 +207,33 @@ func (e *Engine) takeOverLapsed(anyLease bool) {
 	}
 	for _, rec := range runs {
 		e.takeOver(ctx, rec)
+	}
+}
+
+// retryTakeovers tries again the runs this replica took over but could not start (its
+// store failed): they are this replica's, so no other replica takes them while its
+// heartbeat renews their leases.
+func (e *Engine) retryTakeovers(ctx context.Context) {
+	e.mu.Lock()
+	pending := e.adopting
+	e.adopting = nil
+	e.mu.Unlock()
+	for _, rec := range pending {
+		cur, err := e.cfg.Store.GetRun(ctx, rec.ThreadID, rec.RunID)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				e.mu.Lock()
+				if e.adopting == nil {
+					e.adopting = map[string]store.RunRecord{}
+				}
+				e.adopting[runKey(rec.ThreadID, rec.RunID)] = rec
+				e.mu.Unlock()
+			}
+			continue
+		}
+		if cur.Replica == e.cfg.Replica && cur.State == store.RunRunning {
+			e.takeOver(ctx, *cur)
+		}
 	}
 }
 
@@ -222,9 +251,15 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 	}
 	evs, err := e.readLog(ctx, rec.ThreadID, rec.RunID)
 	if err != nil {
-		// Not continued now, not ended either: the lease lapses again and the next
-		// heartbeat (here or elsewhere) tries again.
-		log.Warn("takeover: read the event log", "err", err)
+		// Not continued now, not ended either: this replica owns the run and renews its
+		// lease, so it tries again at its next heartbeat (retryTakeovers).
+		log.Warn("takeover: read the event log; trying again at the next heartbeat", "err", err)
+		e.mu.Lock()
+		if e.adopting == nil {
+			e.adopting = map[string]store.RunRecord{}
+		}
+		e.adopting[runKey(rec.ThreadID, rec.RunID)] = rec
+		e.mu.Unlock()
 		return
 	}
 	if terminal := terminalOf(evs); terminal != "" {

@@ -3,8 +3,10 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -507,4 +509,41 @@ func TestStalledReplicaDropsRunTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.RunRunning, rec.State, "the old owner does not end the run")
 	assert.Equal(t, "replica-other", rec.Replica)
+}
+
+// flakyEventsStore fails the first reads of event logs, as a store that is briefly down.
+type flakyEventsStore struct {
+	store.Store
+	fails atomic.Int32
+}
+
+func (s *flakyEventsStore) Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]store.Event, error) {
+	if s.fails.Add(-1) >= 0 {
+		return nil, errors.New("store briefly down")
+	}
+	return s.Store.Events(ctx, threadID, runID, after, limit)
+}
+
+// TestTakeOverRetriedAfterStoreFailure: a run taken over whose log could not be read is
+// this replica's (its heartbeat renews the lease, so nobody else takes it): it is tried
+// again at the next heartbeat and finishes.
+func TestTakeOverRetriedAfterStoreFailure(t *testing.T) {
+	mem, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	deadRun(t, mem, "flaky", deadDelegationConv(), runWork{A2A: []workTask{{Agent: "research", TaskID: "task-f", ContextID: "ctx-1",
+		State: string(a2a.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
+	st := &flakyEventsStore{Store: mem}
+	st.fails.Store(2)
+	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ a2a.Observer) (*a2a.Result, error) {
+		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, Text: "found"}, nil
+	}}
+	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
+		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	run, evs := waitEnded(t, mem, "flaky", "r-flaky")
+	assert.Equal(t, string(OutcomeCompleted), run.State)
+	assert.Equal(t, []string{"task-f"}, agent.followed())
+	checkStream(t, evs)
 }
