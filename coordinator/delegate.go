@@ -42,14 +42,21 @@ type subagentCall struct {
 
 func (d *subagentCall) onTask(taskID, contextID string) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.taskID == "" && taskID != "" {
+	first := d.taskID == "" && taskID != ""
+	if first {
 		d.taskID, d.contextID = taskID, contextID
 		d.item.Arm(taskID, cancelFunc(d.agent.Client))
-		// Recorded in the store as soon as it is known: if this replica dies, the one
-		// that claims the run cancels the task (nothing is left running without an owner).
-		d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking), d.callID, d.subID)
 	}
+	d.mu.Unlock()
+	if !first {
+		return
+	}
+	// Recorded in the store as soon as it is known, and before the delegation goes on (its
+	// stream waits one write): if this replica dies, the one that takes the run over
+	// follows the task (or, when the run cannot go on, cancels it) instead of taking the
+	// call as in doubt; nothing is left running without an owner.
+	d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking), d.callID, d.subID)
+	d.r.elog.saveWork()
 }
 
 func (d *subagentCall) onText(delta string) {

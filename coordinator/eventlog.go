@@ -40,9 +40,11 @@ type runLog struct {
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
 	input []store.Message
-	// work is the run's downstream work, saved by the writer when workDirty.
+	// work is the run's downstream work, saved by the writer when workDirty (and at once
+	// where a takeover depends on it: saveWork).
 	work      runWork
 	workDirty bool
+	saveMu    sync.Mutex
 
 	kick chan struct{}
 	done chan struct{}

@@ -169,9 +169,11 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
 		return conv, true, ended(OutcomeCompleted, "")
 	}
-	// The completed turn with its calls: a replica taking the run over settles them
-	// (takeover.go) rather than asking the model again.
+	// The completed turn with its calls, stored before any call is sent: a replica taking
+	// the run over settles them (takeover.go) rather than asking the model again, which
+	// would send them a second time.
 	r.noteCheckpoint(conv)
+	r.elog.saveWork()
 	return r.toolRound(ctx, tools, conv, turn.message.ToolCalls)
 }
 

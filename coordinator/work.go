@@ -100,8 +100,11 @@ func (l *runLog) noteCall(toolCallID, tool string, idempotent bool, state string
 	}
 }
 
-// saveWork writes the work document when it changed since the last write.
+// saveWork writes the work document when it changed since the last write. Writes are
+// serialised (saveMu), so that an older document never lands after a newer one.
 func (l *runLog) saveWork() {
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
 	l.mu.Lock()
 	if !l.workDirty {
 		l.mu.Unlock()
