@@ -263,6 +263,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		}
 		return nil, fmt.Errorf("coordinator: begin run: %w", err)
 	}
+	r.begun.Store(true)
 	e.mu.Lock()
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()

@@ -63,13 +63,14 @@ func (l *runLog) freeze() {
 	l.kickLocked()
 }
 
-// runningHere counts the runs this replica executes whose end is not recorded yet.
+// runningHere counts the runs this replica executes that the store records as its own and
+// that have not ended: the runs its heartbeat renews.
 func (e *Engine) runningHere() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, r := range e.active {
-		if !r.terminated() && !r.handedOff.Load() {
+		if r.begun.Load() && !r.terminated() && !r.handedOff.Load() {
 			n++
 		}
 	}
@@ -88,7 +89,7 @@ func (e *Engine) dropTakenOver() {
 	}
 	e.mu.Unlock()
 	for _, r := range runs {
-		if r.terminated() || r.handedOff.Load() {
+		if !r.begun.Load() || r.terminated() || r.handedOff.Load() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)

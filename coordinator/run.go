@@ -74,8 +74,11 @@ type Run struct {
 
 	// resumed is set on a run this replica took over from another (takeover.go).
 	resumed *takenOver
-	// handedOff: the run was handed to another replica at shutdown (handoff.go).
+	// handedOff: the run was handed to another replica, at shutdown or after it took the
+	// run over while this one was stalled (handoff.go).
 	handedOff atomic.Bool
+	// begun: the store records the run as this replica's (BeginRun, or a takeover).
+	begun atomic.Bool
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {

@@ -329,6 +329,7 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 		r.resumed.fresh = true
 	}
 	r.startTrace(context.Background())
+	r.begun.Store(true)
 	e.active[rec.ThreadID] = r
 	e.mu.Unlock()
 	log.Info("run taken over; continuing it here", "from_seq", r.elog.seq, "turn_calls", len(work.Results))
