@@ -133,6 +133,11 @@ type Config struct {
 	// running, whatever its lease (a single process on SQLite: the previous process is
 	// dead by definition). Without it only runs whose lease lapsed are taken over.
 	TakeOverAtStart bool
+	// AdvertiseURL is how other replicas reach this one (replication.advertise_url): it is
+	// recorded with an in-session MCP elicitation this replica holds, so that a resume that
+	// reaches another replica is forwarded here (design/replica-forwarding.md). Empty: such
+	// resumes are not forwarded, and one that lands elsewhere gets a tool error.
+	AdvertiseURL string
 	// EventRetention is how long a run's event log is kept (server.event_retention);
 	// default 24 h. The sweep runs with the heartbeat.
 	EventRetention time.Duration

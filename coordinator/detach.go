@@ -1,8 +1,12 @@
 package coordinator
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/baton-dev/baton/store"
 )
 
 // Disconnect policy (server.on_disconnect, DESIGN §10; design/disconnect-policy.md).
@@ -81,15 +85,42 @@ func (r *Run) unwatch(cause error) {
 	}
 	grace := r.e.cfg.ReconnectGrace
 	r.log.Info("client gone; run detached, waiting for a reconnect", "grace_ms", grace.Milliseconds())
-	w.timer = time.AfterFunc(grace, func() {
-		w.mu.Lock()
-		fire := w.n == 0 && !w.ended
+	w.timer = time.AfterFunc(grace, func() { r.graceOver(cause) })
+}
+
+// graceOver runs when the reconnect grace of a run without local watchers ran out. A client
+// may follow the run through another replica, which says so in the store (WatchRun): then
+// the grace starts again from the end of that watch. Otherwise the run is cancelled. When the
+// store cannot answer, the run is cancelled as it was before watchers were shared: a run
+// nobody may be watching must not outlive its grace.
+func (r *Run) graceOver(cause error) {
+	w := &r.watch
+	w.mu.Lock()
+	fire := w.n == 0 && !w.ended
+	w.mu.Unlock()
+	if !fire {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	left, err := r.e.cfg.Store.RunWatchedFor(ctx, r.ThreadID, r.RunID)
+	cancel()
+	if err != nil {
+		r.log.Warn("store: remote watchers of a detached run", "err", err)
+	}
+	w.mu.Lock()
+	if w.n > 0 || w.ended {
 		w.mu.Unlock()
-		if fire {
-			r.log.Info("no reconnect within the grace period; cancelling the run")
-			r.Cancel(cause)
-		}
-	})
+		return // a local reconnect came meanwhile, or the run ended
+	}
+	if err == nil && left > 0 {
+		r.log.Debug("a client follows the run on another replica; grace restarted", "watched_ms", left.Milliseconds())
+		w.timer = time.AfterFunc(left+r.e.cfg.ReconnectGrace, func() { r.graceOver(cause) })
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	r.log.Info("no reconnect within the grace period; cancelling the run")
+	r.Cancel(cause)
 }
 
 // attach adds a watcher and stops a pending grace timer. It returns the release of that
@@ -123,6 +154,10 @@ func (r *Run) endWatch() {
 // ends the registration (the grace period starts again when it was the last watcher).
 // Under DisconnectCancel, or when the run is not active on this replica, Attach does
 // nothing.
+//
+// A stream of a run that another replica executes is recorded in the store instead
+// (Store.WatchRun, renewed every heartbeat, holding three heartbeats and at least 2 s), since only the store
+// reaches the owner: its grace check (graceOver) holds the run while the watch lasts.
 func (e *Engine) Attach(threadID, runID string) (release func()) {
 	if e.cfg.OnDisconnect != DisconnectDetach {
 		return func() {}
@@ -131,7 +166,63 @@ func (e *Engine) Attach(threadID, runID string) (release func()) {
 	r := e.active[threadID]
 	e.mu.Unlock()
 	if r == nil || r.RunID != runID {
-		return func() {}
+		return e.watchRemote(threadID, runID)
 	}
 	return r.attach()
 }
+
+// watchRemote records in the store that a stream here follows a run of another replica,
+// until the returned release is called or the run stops running. The first record is made
+// before it returns, so that an owner whose grace runs out right after sees it.
+func (e *Engine) watchRemote(threadID, runID string) (release func()) {
+	every := e.cfg.Heartbeat
+	if every <= 0 {
+		every = DefaultWatchRenewal
+	}
+	// Three renewals may be missed (a stalled process, a slow store) before the watch
+	// lapses, and never less than minWatchTTL.
+	ttl := max(3*every, minWatchTTL)
+	watch := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		err := e.cfg.Store.WatchRun(ctx, threadID, runID, ttl)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			e.log.Warn("store: record a follower of a remote run", "thread", threadID, "run", runID, "err", err)
+		}
+		return !errors.Is(err, store.ErrNotFound) // not running (any more): nothing to hold
+	}
+	if !watch() {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if !watch() {
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+		})
+	}
+}
+
+// minWatchTTL is the shortest time a remote follower's watch holds without renewal.
+const minWatchTTL = 2 * time.Second
+
+// DefaultWatchRenewal is how often a follower of a remote run renews its watch when the
+// engine has no heartbeat configured.
+const DefaultWatchRenewal = 2 * time.Second

@@ -83,7 +83,8 @@ func inputMessages(in *agui.RunAgentInput) []store.Message {
 }
 
 // keeper renews the leases of this replica's runs, applies stop requests made through other
-// replicas and sweeps the event logs past their retention, until stop is closed.
+// replicas and sweeps the event logs and finished runs past their retention, until stop is
+// closed.
 func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -126,14 +127,22 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		if err == nil {
 			e.reapLapsed()
 		}
-		// Sweeping is cheap but needs no precision: once a minute.
-		if now := time.Now(); now.Sub(lastSweep) >= time.Minute {
+		// Sweeping is cheap but needs no precision: once a minute, or once per retention
+		// period when that is shorter, so no log outlives about twice its retention.
+		if now := time.Now(); now.Sub(lastSweep) >= min(time.Minute, e.cfg.EventRetention) {
 			lastSweep = now
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			if n, err := e.cfg.Store.SweepEvents(ctx, now.Add(-e.cfg.EventRetention)); err != nil {
 				e.log.Warn("store: sweep event logs", "err", err)
 			} else if n > 0 {
 				e.log.Info("swept event logs", "events", n)
+			}
+			// Finished runs go too, with what is left of their logs: without this the runs
+			// table grows by one row per run forever.
+			if n, err := e.cfg.Store.SweepRuns(ctx, now.Add(-e.cfg.EventRetention)); err != nil {
+				e.log.Warn("store: sweep finished runs", "err", err)
+			} else if n > 0 {
+				e.log.Info("swept finished runs", "runs", n)
 			}
 			cancel()
 		}

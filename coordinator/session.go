@@ -58,6 +58,9 @@ type sessionResult struct {
 type sessionWaiter struct {
 	id     string
 	callID string
+	// home is the advertised URL of this replica (Config.AdvertiseURL), recorded with the
+	// interrupt so that another replica can forward the resume here.
+	home   string
 	opts   hitl.Options
 	asked  chan store.Interrupt   // the server asked; the run ends with this interrupt
 	answer chan *mcp.ElicitResult // the user's answer, from the resume run
@@ -118,7 +121,7 @@ func (s *SessionElicitor) Elicit(ctx context.Context, req mcpclient.ElicitReques
 		in = hitl.MCPForm(w.opts, req.Server, req.Tool, req.Message, schema, mcpclient.ShapeSession)
 	}
 	in.ToolCallID = w.callID
-	in.Handle = mustJSON(handle{Session: w.id})
+	in.Handle = mustJSON(handle{Session: w.id, Home: w.home})
 	select {
 	case w.asked <- in:
 	case <-ctx.Done():
@@ -170,7 +173,7 @@ func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, ar
 func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w := &sessionWaiter{id: newID("sess"), callID: callID, opts: r.e.hitlOptions(),
+	w := &sessionWaiter{id: newID("sess"), callID: callID, home: r.e.cfg.AdvertiseURL, opts: r.e.hitlOptions(),
 		asked: make(chan store.Interrupt, 1), answer: make(chan *mcp.ElicitResult, 1), result: make(chan sessionResult, 1), stop: stop}
 	s.add(w)
 	opts := r.mcpOptions(t, callID)
@@ -226,8 +229,9 @@ func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in 
 		attempts := 1
 		return signalOutcome(bridge.Signal{
 			Code: "tool_error", Requested: metaTool(in),
-			Message:          "The tool's question was lost when the coordinator restarted, so the call did not complete. Call the tool again if it is still needed.",
-			ErrorMessage:     "in-session elicitation lost to a restart",
+			Message: "The tool's question was lost when the coordinator process that held the call restarted or stopped, so the call did not complete. Call the tool again if it is still needed.",
+			// DESIGN §9: the interrupt counts as expired; the model is told so in the signal.
+			ErrorMessage:     hitl.CodeInterruptExpired + ": the in-session elicitation was lost with its process",
 			AttemptsLeft:     &attempts,
 			ValidNextActions: []string{metaTool(in)},
 		})
@@ -263,4 +267,28 @@ func jsonRoundTrip(in, out any) error {
 		return err
 	}
 	return json.Unmarshal(b, out)
+}
+
+// SessionHome returns the advertised URL of the replica that holds an in-session MCP
+// elicitation of the thread's suspension in memory, when that is another replica: a resume
+// of the thread must be forwarded there, since only that process can hand the answer to the
+// waiting call. It returns "" when the resume can run here: no such elicitation, one held
+// here, one recorded without an address, or a store that cannot be read (the resume run then
+// reports what it finds).
+func (e *Engine) SessionHome(ctx context.Context, threadID string) string {
+	susp, err := e.loadSuspension(ctx, threadID)
+	if err != nil || susp == nil {
+		return ""
+	}
+	for _, in := range susp.Interrupts {
+		h := decodeHandle(in)
+		if h.Session == "" || h.Home == "" || h.Home == e.cfg.AdvertiseURL {
+			continue
+		}
+		if e.cfg.Sessions != nil && e.cfg.Sessions.get(h.Session) != nil {
+			continue // held here after all (an advertised URL that changed)
+		}
+		return h.Home
+	}
+	return ""
 }

@@ -28,6 +28,8 @@ type handle struct {
 	MCP     *mcpclient.InputRequired `json:"mcp,omitempty"`
 	Key     string                   `json:"key,omitempty"`
 	Session string                   `json:"session,omitempty"`
+	// Home is the advertised URL of the replica whose memory holds Session's waiter.
+	Home string `json:"home,omitempty"`
 	// ask_user.
 	Question string   `json:"question,omitempty"`
 	Choices  []string `json:"choices,omitempty"`
@@ -259,46 +261,6 @@ func metaKind(in store.Interrupt) string {
 	m, _ := in.Metadata["baton"].(map[string]any)
 	kind, _ := m["kind"].(string)
 	return kind
-}
-
-// expire cancels the parked work of a suspension whose interrupts expired and removes it.
-func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
-	e.abandon(ctx, susp.ThreadID, susp.Interrupts)
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
-	defer cancel()
-	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
-		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
-	}
-	if e.cfg.Metrics != nil {
-		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
-	}
-}
-
-// janitor expires interrupts in the background.
-func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		expired, err := e.cfg.Store.Expired(ctx, e.cfg.Now())
-		if err != nil {
-			e.log.Warn("expiry scan", "err", err)
-		}
-		for _, s := range expired {
-			e.mu.Lock()
-			_, busy := e.active[s.ThreadID]
-			e.mu.Unlock()
-			if !busy {
-				e.expire(ctx, s)
-			}
-		}
-		cancel()
-	}
 }
 
 // gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,

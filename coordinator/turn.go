@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
 	"github.com/baton-dev/baton/store"
@@ -90,6 +93,12 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 			// The same answers again: they were delivered once; nothing is sent twice.
 			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
 			return conv, system, true, ended(OutcomeCompleted, "duplicate resume")
+		}
+		if ids, err := r.e.expiredResume(ctx, r.ThreadID, r.in.Resume); err == nil && len(ids) > 0 {
+			// Answers to interrupts that expired and were swept (their work cancelled):
+			// refused as DESIGN §9 says, not run as a plain run.
+			r.seq.Fail(hitl.CodeInterruptExpired, fmt.Sprintf("%d interrupt(s) expired and can no longer be answered: %s", len(ids), strings.Join(ids, ", ")))
+			return conv, system, true, ended(OutcomeError, strings.ToLower(hitl.CodeInterruptExpired))
 		}
 		r.log.Warn("resume for unknown interrupts ignored", "entries", len(r.in.Resume))
 	}

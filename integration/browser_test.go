@@ -312,7 +312,8 @@ func TestBrowser(t *testing.T) {
 		c.waitIdle(n + 1)
 		assert.NotEmpty(t, c.texts(".notice.stopped"))
 		card := c.lastCard("research")
-		assert.Equal(t, []string{"stopped"}, c.texts(card+" .badge"))
+		// Stop goes through the stop endpoint: the page reads the run's cancelled outcome.
+		assert.Equal(t, []string{"cancelled"}, c.texts(card+" .badge"))
 		c.screenshot("6-stopped")
 
 		// The coordinator cancelled the remote task: its log says so (when it is ours to

@@ -119,7 +119,6 @@ func startMCPCoordinator(t *testing.T, cfg string) (baseURL string, p *proc) {
 					t.Errorf("coordinator exited with code %d, want 0", code)
 				}
 			})
-			waitMCPSettled(t, p.Match[1])
 			return p.Match[1], p
 		}
 	}
@@ -349,6 +348,7 @@ func TestMCPThroughCoordinatorEverything(t *testing.T) {
 			model := fakellm.Start(mcpModel)
 			t.Cleanup(model.Close)
 			coord, _ := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s", tr.server(t)))
+			waitMCPSettled(t, coord)
 
 			for _, lane := range lanes {
 				t.Run(lane, func(t *testing.T) {
@@ -438,6 +438,7 @@ func TestMCPThroughCoordinatorFaults(t *testing.T) {
 		t.Cleanup(model.Close)
 		coord, p := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s",
 			mcpServerEntry{Name: "fault", Command: []string{bin, "--log", logPath, "stdio"}}))
+		waitMCPSettled(t, coord)
 
 		c := runMCP(t, "v1", coord, model, "fault__crash_once", `{}`)
 		require.True(t, strings.HasPrefix(c.result, "[ERROR]\n"), "result %q, want tag [ERROR]", c.result)
@@ -501,6 +502,7 @@ func TestMCPThroughCoordinatorFaults(t *testing.T) {
 		model := fakellm.Start(mcpModel)
 		t.Cleanup(model.Close)
 		coord, p := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s", mcpServerEntry{Name: "everything", URL: url}))
+		waitMCPSettled(t, coord)
 		echo := func(msg string) string {
 			return runMCP(t, "v1", coord, model, "everything__echo", fmt.Sprintf(`{"message":%q}`, msg)).result
 		}

@@ -127,7 +127,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	st := s.cfg.Engine.Store()
 	ctx := r.Context()
 	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	first, err := st.GetRun(rctx, th.ID, runID)
+	rec, err := st.GetRun(rctx, th.ID, runID)
 	cancel()
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
@@ -137,9 +137,17 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeDown(w, "get run", err)
 		return
 	}
-	// Under server.on_disconnect: detach this stream keeps a detached run from being
-	// cancelled while it lasts; its end starts the reconnect grace again.
-	defer s.cfg.Engine.Attach(th.ID, runID)()
+	// Any replay needs the log's head: from 0 it is the stream's start, from an id it is the
+	// RUN_STARTED that the restatement begins with.
+	expired, err := s.logExpired(ctx, rec)
+	if err != nil {
+		s.storeDown(w, "read events", err)
+		return
+	}
+	if expired {
+		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
+		return
+	}
 
 	// Read up to the client's position, to restate what is open there.
 	var tr openTracker
@@ -148,6 +156,8 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// starts after it (a run taken over, or ended, before its first events were stored):
 	// the stream is followed from there, its own RUN_STARTED first.
 	restarted := false
+	// owner is the run's record as the catch-up last saw its owner change (ownerAlive).
+	owner := rec
 	deadline := time.Now().Add(catchUpWait)
 	for last < after {
 		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -181,7 +191,12 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		// The client claims more than the log holds: the log may lag a running run a
 		// little; a run that has ended, or a wait that ran out, means the id is not one of
 		// this run's.
-		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) && s.ownerAlive(ctx, th.ID, runID, &first, &deadline) {
+		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) && s.ownerAlive(ctx, th.ID, runID, &owner, &deadline) {
+			if last == 0 && rec.State != store.RunRunning && rec.State != store.RunLost {
+				// An ended run with nothing left in its log: swept (server.event_retention).
+				writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
+				return
+			}
 			writeError(w, http.StatusBadRequest, "INVALID_LAST_EVENT_ID", "Last-Event-ID is not an event of this run (or its log has expired).")
 			return
 		}
@@ -195,6 +210,11 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
 		return
 	}
+
+	// Under server.on_disconnect: detach this stream keeps a detached run from being
+	// cancelled while it lasts; its end starts the reconnect grace again. Only a request
+	// that is served attaches: a refused one must not hold the run or restart its grace.
+	defer s.cfg.Engine.Attach(th.ID, runID)()
 
 	sse := agui.NewSSEWriter(w)
 	// A reader that takes nothing does not hold this handler: its write fails at the
@@ -212,6 +232,28 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.follow(ctx, sse, th.ID, runID, after, &tr)
+}
+
+// logExpired reports whether a replay from the start is impossible because the retention
+// sweep (server.event_retention) took the run's first events: what is left would not begin
+// with RUN_STARTED, so no client could accept it. An ended run with an empty log is expired
+// too; a running or lost one may still be writing its first events (or be ended for its
+// followers with RUN_LOST).
+func (s *server) logExpired(ctx context.Context, rec *store.RunRecord) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	head, err := s.cfg.Engine.Store().Events(rctx, rec.ThreadID, rec.RunID, 0, 1)
+	if err != nil {
+		return false, err
+	}
+	if len(head) > 0 {
+		// The stream's start, wherever its numbering starts (a run taken over before its
+		// first events were stored begins after a gap: design/takeover.md).
+		var first logEvent
+		_ = json.Unmarshal(head[0].Data, &first)
+		return agui.EventType(first.Type) != agui.EventRunStarted, nil
+	}
+	return rec.State != store.RunRunning && rec.State != store.RunLost, nil
 }
 
 // runGoingOn reports whether the run is still recorded as running (on a live replica, or

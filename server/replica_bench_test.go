@@ -71,13 +71,25 @@ func postTB(t testing.TB, url, b string) *http.Response {
 	return resp
 }
 
-// BenchmarkReconnectFirstEvent measures a reconnect through the other replica: from the GET
-// of the events endpoint with a Last-Event-ID to the first replayed frame, for a run of 200
-// text deltas, on SQLite and PostgreSQL. Reported: p50 and p99 in ms.
+// BenchmarkReconnectFirstEvent measures a reconnect: from the GET of the events endpoint
+// with a Last-Event-ID in the middle of a finished run of 200 text deltas to the first
+// replayed frame. same-replica: the replica that ran the run serves the reconnect (memory
+// and SQLite stores); other-replica: a second replica on the same database does (SQLite and
+// PostgreSQL). Reported: p50 and p99 in ms.
 func BenchmarkReconnectFirstEvent(b *testing.B) {
-	for _, be := range sharedStores {
-		b.Run(be.name, func(b *testing.B) {
-			reps := replicas(b, be.dsn(b), manyDeltas(200), 2, Config{})
+	cases := []struct {
+		name string
+		dsn  func(testing.TB) string
+		n    int // replicas; the reconnect goes to the last one
+	}{
+		{"same-replica/memory", func(testing.TB) string { return "memory:" }, 1},
+		{"same-replica/sqlite", sharedStores[0].dsn, 1},
+		{"other-replica/sqlite", sharedStores[0].dsn, 2},
+		{"other-replica/postgres", sharedStores[1].dsn, 2},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			reps := replicas(b, c.dsn(b), manyDeltas(200), c.n, Config{})
 			resp := postTB(b, reps[0].URL+"/agui", body("rc", "r1", ""))
 			frames := newFrameReader(b, resp.Body).all()
 			resp.Body.Close()
@@ -89,7 +101,7 @@ func BenchmarkReconnectFirstEvent(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				start := time.Now()
-				req, _ := http.NewRequest(http.MethodGet, reps[1].URL+"/agui/threads/rc/runs/r1/events", nil)
+				req, _ := http.NewRequest(http.MethodGet, reps[c.n-1].URL+"/agui/threads/rc/runs/r1/events", nil)
 				req.Header.Set("Last-Event-ID", mid)
 				re, err := http.DefaultClient.Do(req)
 				if err != nil {

@@ -8,11 +8,13 @@
 package server
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -164,12 +166,18 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "The body must be sent as Content-Type: application/json.")
 		return
 	}
-	in, err := agui.DecodeRunAgentInput(r.Body, s.cfg.MaxBodyBytes)
+	// The body is kept (bounded: the decoder reads at most MaxBodyBytes) in case the resume
+	// must be forwarded to another replica.
+	var raw bytes.Buffer
+	in, err := agui.DecodeRunAgentInput(io.TeeReader(r.Body, &raw), s.cfg.MaxBodyBytes)
 	if err != nil {
 		agui.WriteInputError(w, err)
 		return
 	}
 	bodyRead(w)
+	if s.forwardResume(w, r, in, raw.Bytes()) {
+		return
+	}
 	release, ok := s.reserveRun()
 	if !ok {
 		w.Header().Set("Retry-After", retryAfterBusy)

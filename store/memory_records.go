@@ -23,6 +23,8 @@ type memRun struct {
 	events []Event
 	// reaped: a replica has cleaned up after the run (ClaimLapsedRuns).
 	reaped bool
+	// watchedUntil is the last WatchRun's end.
+	watchedUntil time.Time
 }
 
 // lookup returns the thread's state, or nil. m.mu is held.
@@ -457,6 +459,9 @@ func (m *memory) SweepEvents(ctx context.Context, cutoff time.Time) (int64, erro
 			r.events[0] = Event{}
 			r.events = r.events[1:]
 			n++
+			if len(r.events) == 0 {
+				r.events = nil // a swept log keeps no array behind its run record
+			}
 		}
 	}
 	m.eventAt = slices.Clone(m.eventAt[i:])
@@ -508,4 +513,101 @@ func (m *memory) LoadMessages(ctx context.Context, threadID string) ([]Message, 
 		}
 	}
 	return out, nil
+}
+
+func (m *memory) WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil || r.r.State != RunRunning {
+		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	r.watchedUntil = time.Now().Add(ttl)
+	return nil
+}
+
+func (m *memory) RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	r := m.run(threadID, runID)
+	if r == nil || r.watchedUntil.IsZero() {
+		return 0, nil
+	}
+	return time.Until(r.watchedUntil), nil
+}
+
+func (m *memory) SweepRuns(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	var n int64
+	for _, th := range m.threads {
+		for id, r := range th.runs {
+			if r.r.State == RunRunning || (r.r.State == RunLost && !r.reaped) || !r.r.UpdatedAt.Before(cutoff) {
+				continue
+			}
+			r.events = nil // the event sweep's references to them find nothing
+			delete(th.runs, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (m *memory) ClaimExpired(ctx context.Context, now time.Time, limit int) ([]*Suspension, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	type hit struct {
+		threadID string
+		row      memRow
+	}
+	var hits []hit
+	for id, row := range m.suspensions {
+		if row.nextExpiry.IsZero() || row.nextExpiry.After(now) || m.running(id) {
+			continue
+		}
+		hits = append(hits, hit{id, row})
+	}
+	slices.SortFunc(hits, func(a, b hit) int {
+		if c := a.row.nextExpiry.Compare(b.row.nextExpiry); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.threadID, b.threadID)
+	})
+	if len(hits) > limit {
+		hits = hits[:max(limit, 0)]
+	}
+	out := make([]*Suspension, 0, len(hits))
+	for _, h := range hits {
+		s, err := decode(h.row.body)
+		if err != nil {
+			return nil, err
+		}
+		delete(m.suspensions, h.threadID)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// running reports whether a run of the thread is running with its lease holding. m.mu is
+// held.
+func (m *memory) running(threadID string) bool {
+	th := m.thread(threadID)
+	if th == nil {
+		return false
+	}
+	now := time.Now()
+	for _, r := range th.runs {
+		if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
+			return true
+		}
+	}
+	return false
 }

@@ -64,6 +64,11 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
+// schemaV5 records, per run, until when a client follows it through a replica other than its
+// owner (server.on_disconnect: detach): the owner's reconnect grace consults it before it
+// cancels a run nobody watches locally (design/disconnect-policy.md).
+const schemaV5 = `ALTER TABLE runs ADD COLUMN watched_until BIGINT NOT NULL DEFAULT 0;`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -92,6 +97,8 @@ var migrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
+	// 5: remote watchers of a run.
+	schemaV5,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -121,6 +128,8 @@ var pgMigrations = []string{
 	schemaV3,
 	// 4: reaped runs.
 	schemaV4,
+	// 5: remote watchers of a run.
+	schemaV5,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -897,3 +897,103 @@ func (s *sqlStore) Close() error {
 	}
 	return nil
 }
+
+func (s *sqlStore) WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	res, err := s.exec(ctx, `UPDATE runs SET watched_until = `+s.d.nowNS+` + $3
+		WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`, threadID, runID, ttl.Nanoseconds())
+	if err != nil {
+		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *sqlStore) RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var left int64
+	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT watched_until - `+s.d.nowNS+` FROM runs WHERE thread_id = $1 AND run_id = $2`),
+		threadID, runID).Scan(&left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: watchers of run %q of thread %q: %w", runID, threadID, err)
+	}
+	return time.Duration(left), nil
+}
+
+func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+		// Events first, selected by the runs that go, then the runs: one transaction, so a
+		// run is never left without the log it had, nor a log without its run.
+		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
+		if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
+			WHERE runs.thread_id = events.thread_id AND runs.run_id = events.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: sweep runs: %w", err)
+	}
+	return n, nil
+}
+
+func (s *sqlStore) ClaimExpired(ctx context.Context, now time.Time, limit int) (_ []*Suspension, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []*Suspension
+	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+		// As in ClaimLapsedRuns: the candidates are picked once (a materialised CTE, rows
+		// locked and others' locked rows skipped), and the condition is checked again on the
+		// rows deleted, since a claimer that waited for a lock re-checks only that.
+		const due = `next_expiry IS NOT NULL AND next_expiry <= $1`
+		busy := `EXISTS (SELECT 1 FROM runs WHERE runs.thread_id = suspensions.thread_id
+			AND runs.state = 'running' AND runs.lease_until > ` + s.d.nowNS + `)`
+		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
+				SELECT thread_id FROM suspensions WHERE `+due+` AND NOT `+busy+`
+				ORDER BY next_expiry, thread_id LIMIT $2 `+s.d.skipLocked+`)
+			DELETE FROM suspensions WHERE thread_id IN (SELECT thread_id FROM picked) AND `+due+`
+			RETURNING body`), now.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var body string
+			if err := rows.Scan(&body); err != nil {
+				return err
+			}
+			sus, err := decode([]byte(body))
+			if err != nil {
+				return err
+			}
+			out = append(out, sus)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim expired: %w", err)
+	}
+	return out, nil
+}

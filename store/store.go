@@ -119,6 +119,11 @@ type Store interface {
 	// Expired returns the suspensions with at least one interrupt whose ExpiresAt <= now,
 	// earliest expiry first.
 	Expired(ctx context.Context, now time.Time) ([]*Suspension, error)
+	// ClaimExpired removes and returns at most limit suspensions that Expired would return,
+	// except those of a thread with a running run (whose lease holds): the run may be
+	// resuming it. Of replicas claiming at once, each suspension goes to exactly one, so that
+	// its parked work is cancelled once (DESIGN §9b).
+	ClaimExpired(ctx context.Context, now time.Time, limit int) ([]*Suspension, error)
 
 	Threads
 	Runs

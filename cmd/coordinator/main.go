@@ -262,9 +262,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Store:          st,
 		Sessions:       sessions,
 		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
-		ExpiryInterval: 15 * time.Second,
+		ExpiryInterval: expiryInterval(time.Duration(cfg.Interrupts.TTL)),
 		Heartbeat:      time.Duration(cfg.Replication.Heartbeat),
 		Lease:          time.Duration(cfg.Replication.Lease),
+		AdvertiseURL:   cfg.Replication.AdvertiseURL,
 		EventRetention: time.Duration(cfg.Server.EventRetention),
 		Guard: coordinator.GuardPolicy{
 			Agents:     coordinator.AccessList(cfg.Policy.Agents),
@@ -494,4 +495,12 @@ func disconnectPolicy(v string) coordinator.DisconnectPolicy {
 		return coordinator.DisconnectDetach
 	}
 	return coordinator.DisconnectCancel
+}
+
+// expiryInterval is how often expired interrupts are swept: a quarter of the interrupt TTL,
+// between 1 s and 15 s, so that a short TTL is honoured about on time and the default
+// (30 min) costs one indexed query every 15 s per replica. A resume that arrives after the
+// sweep still gets INTERRUPT_EXPIRED (the swept ids are remembered).
+func expiryInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, time.Second), 15*time.Second)
 }

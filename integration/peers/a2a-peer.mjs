@@ -29,6 +29,8 @@
 // CancelTask received (any transport, any protocol version), the last persisted state of every
 // task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3);
 // traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order;
+// followUps: {taskId: n}, how many follow-up messages reached a parked (input- or
+// auth-required) task: an answer delivered once is 1;
 // sends: the first word of every message sent (SendMessage and SendStreamingMessage, with
 // "<taskId>:" in front for a message to an existing task); subscribes and gets: the task id
 // of every SubscribeToTask and GetTask.
@@ -72,7 +74,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], tasks: {}, versions: [], traceparents: [], sends: [], subscribes: [], gets: [] };
+const log = { cancels: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -116,6 +118,7 @@ class ScriptedExecutor {
     const said = userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(' ').trim();
     const parked = task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED || task?.status?.state === TaskState.TASK_STATE_AUTH_REQUIRED;
     const verb = parked ? 'resume' : said.split(/\s+/)[0];
+    if (parked) log.followUps[taskId] = (log.followUps[taskId] || 0) + 1;
     const status = (state, t) => bus.publish(AgentEvent.statusUpdate({ taskId, contextId,
       status: { state, timestamp: new Date().toISOString(), message: t ? agentMsg(taskId, contextId, t) : undefined },
       metadata: {} }));

@@ -16,6 +16,8 @@
 //   resumeAnswers   if the run ends with an interrupt outcome, run again on the same agent with
 //                   buildResumeArray(agent.pendingInterrupts, answers); answers are keyed by
 //                   interrupt id, and the key "*" answers every interrupt not named explicitly
+//   again           run once more on the same agent after the first run, whatever its outcome
+//                   (a stream cut mid-run, then its reconnection served as a second response)
 //
 // Output: ONE JSON line on stdout describing the last run:
 //   {events, failed, runError, outcome, interrupts, pendingInterrupts, messages, warnings,
@@ -141,6 +143,8 @@ if (job.resumeAnswers && !first.failed && first.outcome === 'interrupt') {
     first.failed = `resumeAnswers: ${errMessage(e)}`;
   }
   if (resume) runs.push(await run({ resume }));
+} else if (job.again) {
+  runs.push(await run({}));
 }
 
 const out = { ...runs.at(-1), warnings: [...warnings], runs };

@@ -462,6 +462,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_SERVER_SECRETS_KEY_ENV":       "MY_SECRETS_KEY",
 		"BATON_REPLICATION_HEARTBEAT":        "1s",
 		"BATON_REPLICATION_LEASE":            "5s",
+		"BATON_REPLICATION_ADVERTISE_URL":    "http://replica-1:8080",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
 
@@ -479,7 +480,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Policy:      Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
 		Loop:        Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},
-		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second)},
+		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second), AdvertiseURL: "http://replica-1:8080"},
 		Telemetry:   Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
 		Store:       "memory:",
 	}

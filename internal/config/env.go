@@ -59,6 +59,7 @@ var envVars = []envVar{
 	{"BATON_SERVER_EVENT_RETENTION", "server.event_retention", setDuration(func(c *Config) *Duration { return &c.Server.EventRetention })},
 	{"BATON_REPLICATION_HEARTBEAT", "replication.heartbeat", setDuration(func(c *Config) *Duration { return &c.Replication.Heartbeat })},
 	{"BATON_REPLICATION_LEASE", "replication.lease", setDuration(func(c *Config) *Duration { return &c.Replication.Lease })},
+	{"BATON_REPLICATION_ADVERTISE_URL", "replication.advertise_url", setString(func(c *Config) *string { return &c.Replication.AdvertiseURL })},
 	{"BATON_LLM_PROVIDER", "llm.provider", setString(func(c *Config) *string { return &c.LLM.Provider })},
 	{"BATON_LLM_BASE_URL", "llm.base_url", setString(func(c *Config) *string { return &c.LLM.BaseURL })},
 	{"BATON_LLM_MODEL", "llm.model", setString(func(c *Config) *string { return &c.LLM.Model })},

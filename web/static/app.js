@@ -16,6 +16,9 @@ const AGUI_URL = "agui";
 // A stopped run may take a few seconds to cancel its downstream work; until then the
 // thread is busy (HTTP 409) and the next message is retried for at most this long.
 const BUSY_RETRY_MS = 8000;
+// After a stop was taken, the page waits this long for the run's cancelled outcome on its own
+// stream before it stops reading (the run is cancelled either way).
+const STOP_OUTCOME_MS = 5000;
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -63,7 +66,7 @@ function newChat(threadId) {
     threadId: threadId || uid("thread"),
     messages: [], // AG-UI messages sent as RunAgentInput.messages
     state: {},
-    run: null, // {runId, controller, stopped, terminal, resume, attached}
+    run: null, // {runId, controller, stopped, started, terminal, resume, attached}
     runsEnded: 0,
     turn: null, // the assistant message that tool calls of the current turn belong to
     texts: new Map(), // messageId → {node, msg}
@@ -135,7 +138,7 @@ async function sendMessage(text) {
 }
 
 async function runOnce(extra, { userMsg, bubble } = {}) {
-  const run = { runId: uid("run"), controller: new AbortController(), stopped: false, terminal: null, resume: !!extra.resume };
+  const run = { runId: uid("run"), controller: new AbortController(), stopped: false, started: false, terminal: null, resume: !!extra.resume };
   chat.run = run;
   chat.turn = null;
   setBusy(true);
@@ -240,37 +243,64 @@ async function postWithBusyRetry(input, run) {
   }
 }
 
+// stopRun stops the thread's run through the stop endpoint (DESIGN §3), whether this page
+// POSTed it or follows it: under server.on_disconnect: detach closing the page's own request
+// would only detach the run, which then goes on until the reconnect grace runs out. The
+// stream then ends with the run's cancelled outcome. The page's own stream is also aborted:
+// at once when the run has not started (there is nothing to stop yet), when the stop is not
+// taken, when the page has left the thread, or when the outcome does not follow soon.
 function stopRun() {
   const run = chat.run;
   if (!run) return;
+  if (run.stopped && !run.attached) {
+    run.controller.abort(); // Stop pressed again: stop waiting for the outcome
+    return;
+  }
   run.stopped = true;
-  if (!run.attached) {
+  if (!run.attached && !run.started) {
     run.controller.abort();
     return;
   }
-  // A followed run is not this page's request: closing the stream would only detach, so
-  // the stop endpoint cancels it and the stream ends with its cancelled outcome.
+  setStatus("running", "stopping…");
+  requestStop(run).then((ok) => {
+    if (run.attached || run.terminal) return;
+    if (!ok || chat.run !== run) {
+      run.controller.abort();
+      return;
+    }
+    setTimeout(() => {
+      if (!run.terminal) run.controller.abort();
+    }, STOP_OUTCOME_MS);
+  });
+}
+
+// requestStop asks the coordinator to stop run; it reports whether the stop was taken. A
+// refusal is shown for a followed run only: the page's own run is stopped by its abort.
+async function requestStop(run) {
   // The coordinator accepts a POST only as JSON (DESIGN §3), the stop included.
   const headers = { "Content-Type": "application/json" };
   if (token()) headers.Authorization = "Bearer " + token();
   const url = `${AGUI_URL}/threads/${encodeURIComponent(chat.threadId)}/runs/${encodeURIComponent(run.runId)}/stop`;
-  fetch(url, { method: "POST", headers, body: "{}" })
-    .then(async (resp) => {
-      if (resp.ok || chat.run !== run) return;
-      let message = "The coordinator refused the stop.";
-      let code = "HTTP_" + resp.status;
-      try {
-        const body = await resp.json();
-        if (body && body.message) message = body.message;
-        if (body && body.error) code = body.error;
-      } catch (_) {
-        // not JSON: keep the status
-      }
-      notice("error", message, code);
-    })
-    .catch(() => {
-      notice("error", "The stop request did not reach the coordinator.");
-    });
+  let resp;
+  try {
+    resp = await fetch(url, { method: "POST", headers, body: "{}" });
+  } catch (_) {
+    if (run.attached && chat.run === run) notice("error", "The stop request did not reach the coordinator.");
+    return false;
+  }
+  if (resp.ok) return true;
+  if (!run.attached || chat.run !== run) return false;
+  let message = "The coordinator refused the stop.";
+  let code = "HTTP_" + resp.status;
+  try {
+    const body = await resp.json();
+    if (body && body.message) message = body.message;
+    if (body && body.error) code = body.error;
+  } catch (_) {
+    // not JSON: keep the status
+  }
+  notice("error", message, code);
+  return false;
 }
 
 // markUnfinished marks tool calls and sub-agents that never got an outcome.
@@ -296,6 +326,7 @@ function handle(ev, run) {
   if (chat.run !== run) return; // a run of a thread the page has left
   switch (ev.type) {
     case "RUN_STARTED":
+      run.started = true;
       chat.turn = null;
       break;
     case "TEXT_MESSAGE_START":
@@ -933,13 +964,14 @@ function autoSize() {
   ui.input.style.height = Math.min(ui.input.scrollHeight, 200) + "px";
 }
 
-// leaveRun is what leaving a thread does to its run: a run this page POSTed is stopped
-// (closing its request is the abort), a followed run is only no longer followed.
+// leaveRun is what leaving a thread does to its run: the page closes its stream. A followed
+// run is then only no longer followed; the page's own run is ended or kept as
+// server.on_disconnect says (cancel: closing the request is an abort; detach: the run goes on
+// and the thread list leads back to it). Stop, not leaving, is what always cancels.
 function leaveRun() {
   const run = chat.run;
   if (!run) return;
-  if (run.attached) run.controller.abort();
-  else stopRun();
+  run.controller.abort();
 }
 
 function resetChat() {

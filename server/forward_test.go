@@ -1,0 +1,140 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/store"
+)
+
+// forwardFixture is one replica on a memory store with a thread parked on an in-session
+// elicitation that another replica (home) holds.
+func forwardFixture(t *testing.T, home string) (base string) {
+	t.Helper()
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	e, err := coordinator.New(coordinator.Config{Model: manyDeltas(1), Store: st})
+	require.NoError(t, err)
+	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok"}}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	handle, _ := json.Marshal(map[string]string{"session": "sess-1", "home": home})
+	require.NoError(t, st.SaveSuspension(context.Background(), &store.Suspension{
+		ThreadID: "t1", RunID: "r1", Owner: principalOf("tok"),
+		History: json.RawMessage(`[{"role":"user","content":"deploy"}]`),
+		Interrupts: []store.Interrupt{{
+			ID: "int-1", ToolCallID: "call-1", Kind: hitl.KindMCPSession, Reason: "input_required", Message: "Which?",
+			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{"action": map[string]any{"type": "string", "enum": []any{"accept", "decline"}}}, "required": []any{"action"}},
+			ExpiresAt:      time.Now().Add(time.Hour),
+			Metadata:       map[string]any{"mcp": map[string]any{"server": "everything", "tool": "ask", "mode": "form"}},
+			Handle:         handle,
+		}},
+	}))
+	return srv.URL
+}
+
+const forwardResumeBody = `{"threadId":"t1","runId":"r2","protocolVersion":"1.0","messages":[],"resume":[{"interruptId":"int-1","status":"resolved","payload":{"action":"decline"}}]}`
+
+// A resume of a thread whose in-session elicitation another replica holds is sent there as
+// the client's own request (body, bearer, Host, path /agui), marked forwarded, and the
+// holder's SSE response reaches the client.
+func TestForwardResumeToHolder(t *testing.T) {
+	var mu sync.Mutex
+	var got *http.Request
+	var gotBody string
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, gotBody = r, string(b)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "id: 1\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t1\",\"runId\":\"r2\"}\n\n")
+	}))
+	defer holder.Close()
+	base := forwardFixture(t, holder.URL+"/")
+
+	resp := post(t, base+"/agui", forwardResumeBody, "Authorization", "Bearer tok")
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"RUN_STARTED"`, "the holder's stream is relayed")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotNil(t, got, "the holder got the request")
+	assert.Equal(t, "/agui", got.URL.Path)
+	assert.Equal(t, forwardResumeBody, gotBody, "the client's body, unchanged")
+	assert.Equal(t, "Bearer tok", got.Header.Get("Authorization"), "the client's own credentials")
+	assert.Equal(t, "1", got.Header.Get(forwardedHeader))
+	assert.Equal(t, strings.TrimPrefix(base, "http://"), got.Host, "the client's Host")
+}
+
+// A request that was forwarded already is never forwarded again; a holder that cannot be
+// reached leaves the resume to this replica, where the lost call is a tool error.
+func TestForwardResumeRunsHere(t *testing.T) {
+	var hits int
+	var mu sync.Mutex
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer holder.Close()
+
+	t.Run("already forwarded", func(t *testing.T) {
+		base := forwardFixture(t, holder.URL)
+		evs := readEvents(t, post(t, base+"/agui", forwardResumeBody, "Authorization", "Bearer tok", forwardedHeader, "1"))
+		require.NotEmpty(t, evs)
+		assert.Equal(t, "RUN_STARTED", evs[0]["type"], "run here")
+		mu.Lock()
+		assert.Zero(t, hits, "not forwarded again")
+		mu.Unlock()
+	})
+
+	t.Run("holder unreachable", func(t *testing.T) {
+		gone := httptest.NewServer(http.NotFoundHandler())
+		addr := gone.URL
+		gone.Close() // nothing listens there any more
+		base := forwardFixture(t, addr)
+		evs := readEvents(t, post(t, base+"/agui", forwardResumeBody, "Authorization", "Bearer tok"))
+		require.NotEmpty(t, evs)
+		assert.Equal(t, "RUN_STARTED", evs[0]["type"])
+		var result string
+		for _, ev := range evs {
+			if ev["type"] == "TOOL_CALL_RESULT" && ev["toolCallId"] == "call-1" {
+				result, _ = ev["content"].(string)
+			}
+		}
+		assert.Contains(t, result, "tool_error", "the model is told the call was lost: %v", evs)
+		assert.Contains(t, result, "INTERRUPT_EXPIRED")
+		assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
+	})
+}
+
+// principalOf is the principal the server derives from a bearer token.
+func principalOf(tok string) string {
+	s := &server{tokens: [][32]byte{sha256.Sum256([]byte(tok))}}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	p, _ := s.principal(r)
+	return p
+}
