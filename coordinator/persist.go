@@ -98,10 +98,17 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		// this process's to continue.
 		e.takeOverLapsed(true)
 	}
+	// Lapsed leases are looked for twice per heartbeat (one indexed query): a dead
+	// replica's runs are taken over within half a heartbeat of their lease's end.
+	lapse := time.NewTicker(max(every/2, 50*time.Millisecond))
+	defer lapse.Stop()
 	for {
 		select {
 		case <-stop:
 			return
+		case <-lapse.C:
+			e.takeOverLapsed(false)
+			continue
 		case <-signals:
 			e.applyStops()
 			// Also a hand-off's signal: runs whose lease was ended are taken over now.
