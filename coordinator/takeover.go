@@ -280,31 +280,11 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 		e.endTakenOver(ctx, rec, work, "its saved input is unreadable")
 		return
 	}
-	e.mu.Lock()
-	if e.closing {
-		e.mu.Unlock()
-		return
-	}
-	if cur := e.active[rec.ThreadID]; cur != nil {
-		e.mu.Unlock()
-		log.Warn("takeover: the thread has another run on this replica")
-		e.endTakenOver(ctx, rec, work, "its thread is busy here")
-		return
-	}
-	th := e.threads[rec.ThreadID]
-	if th == nil {
-		th = &thread{owner: to.cp.Owner, tasks: make(map[string]taskRef)}
-		e.threads[rec.ThreadID] = th
-	}
-	for _, t := range work.A2A {
-		if _, known := th.tasks[t.TaskID]; !known && len(th.tasks) < maxTasksPerThread {
-			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: a2a.State(t.State)}
-		}
-	}
 	r := newRun(e, &in)
 	r.owner = to.cp.Owner
 	r.resumed = to
-	r.resumed.fresh = false
+	// Not even RUN_STARTED was stored: the run starts its stream here.
+	r.resumed.fresh = len(evs) == 0
 	r.elog.work = work
 	// Nobody streams this run live: its events go to the log, where reconnecting clients
 	// follow it (on this replica they are woken at each append).
@@ -324,12 +304,33 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 	// but not stored yet keep ids that no later event reuses, so that the client,
 	// reconnecting with one of them, misses nothing that follows.
 	r.elog.seq = lastSeq(evs) + takeoverSeqGap
-	if len(evs) == 0 {
-		// Not even RUN_STARTED was stored: the run starts its stream here.
-		r.resumed.fresh = true
+	r.begun.Store(true)
+
+	e.mu.Lock()
+	if e.closing {
+		// Left to the lease (or to the hand-off's release): another replica continues it.
+		e.mu.Unlock()
+		r.cancel(nil)
+		return
+	}
+	if cur := e.active[rec.ThreadID]; cur != nil {
+		e.mu.Unlock()
+		r.cancel(nil)
+		log.Warn("takeover: the thread has another run on this replica")
+		e.endTakenOver(ctx, rec, work, "its thread is busy here")
+		return
+	}
+	th := e.threads[rec.ThreadID]
+	if th == nil {
+		th = &thread{owner: to.cp.Owner, tasks: make(map[string]taskRef)}
+		e.threads[rec.ThreadID] = th
+	}
+	for _, t := range work.A2A {
+		if _, known := th.tasks[t.TaskID]; !known && len(th.tasks) < maxTasksPerThread {
+			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: a2a.State(t.State)}
+		}
 	}
 	r.startTrace(context.Background())
-	r.begun.Store(true)
 	e.active[rec.ThreadID] = r
 	e.mu.Unlock()
 	log.Info("run taken over; continuing it here", "from_seq", r.elog.seq, "turn_calls", len(work.Results))
