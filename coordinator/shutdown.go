@@ -40,6 +40,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		// Not waited for: a run handed off may be blocked on downstream work that is
 		// deliberately not cancelled; the process ends without it.
 		e.handOff(runs)
+		// CancelTask calls of runs that ended earlier may still be being confirmed.
+		e.settleCancels(ctx)
 		return nil
 	}
 	for _, r := range runs {
