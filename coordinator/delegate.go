@@ -166,12 +166,13 @@ func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID 
 	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
 	go func() {
 		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
+		actx := r.agentCtx(spanCtx, a)
 		var res *a2a.Result
 		var err error
 		if follow {
-			res, err = r.followRemote(spanCtx, a, req.TaskID, req.ContextID, obs)
+			res, err = r.followRemote(actx, a, req.TaskID, req.ContextID, obs)
 		} else {
-			res, err = a.Client.Send(spanCtx, req, obs)
+			res, err = a.Client.Send(actx, req, obs)
 		}
 		r.endDelegationSpan(span, spanParent, a, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
@@ -309,12 +310,35 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 	return a2aOutcome(res)
 }
 
-// a2aInterrupt builds the interrupt for a task that waits for the user.
+// agentCtx is ctx with the run's principal's credentials for agent, when they signed in to
+// it (A2ASignIn); the credentials go only to the agent, as HTTP headers of its calls.
+func (r *Run) agentCtx(ctx context.Context, a *Agent) context.Context {
+	if s := r.e.cfg.A2ASignIn; s != nil {
+		return s.Authorize(ctx, r.owner, a.Name)
+	}
+	return ctx
+}
+
+// a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required
+// task of an agent whose card declares an OAuth flow gets a sign-in of its own
+// (metadata.authorizationUrl); the user's resume then continues the task with their token.
 func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
 	if res.State == a2a.StateAuthRequired {
 		in = hitl.A2AAuth(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
+		if s := r.e.cfg.A2ASignIn; s != nil {
+			u, exp, err := s.Start(r.ctx, r.owner, d.agent.Name, r.ThreadID, in.ID)
+			switch {
+			case err != nil:
+				r.log.Warn("a2a sign-in could not be started; the user is asked to say when done", "agent", d.agent.Name, "err", err)
+			case u != "" && hitl.SafeURL(u):
+				in.Metadata["authorizationUrl"] = u
+				if !exp.IsZero() {
+					in.Metadata["signInExpiresAt"] = exp.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+				}
+			}
+		}
 	} else {
 		in = hitl.A2AInput(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
 	}

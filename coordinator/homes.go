@@ -38,6 +38,8 @@ func homeOf(kind string) toolHome {
 		return askUserHome{}
 	case hitl.KindApproval:
 		return approvalHome{}
+	case hitl.KindMCPAuth:
+		return signInHome{}
 	}
 	return nil
 }
@@ -97,7 +99,7 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	}
 	if ans.Cancelled {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
-		err := a.Client.Cancel(cctx, h.TaskID)
+		err := a.Client.Cancel(r.agentCtx(cctx, a), h.TaskID)
 		cancel()
 		r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		return a2aOutcome(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})

@@ -151,6 +151,12 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 			} else if n > 0 {
 				e.log.Info("swept finished runs", "runs", n)
 			}
+			// Expired pending sign-ins (started, never completed) are removed too.
+			if n, err := e.cfg.Store.SweepSecrets(ctx, now); err != nil {
+				e.log.Warn("store: sweep expired secrets", "err", err)
+			} else if n > 0 {
+				e.log.Debug("swept expired secrets", "count", n)
+			}
 			cancel()
 		}
 	}

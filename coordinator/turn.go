@@ -21,6 +21,13 @@ import (
 
 // loop runs LLM turns until the run ends, and returns why it ended.
 func (r *Run) loop(ctx context.Context) EndReason {
+	// Servers that sign each user in list their tools as the first signed-in user; this
+	// principal may be one (mcpclient.Auth).
+	if p, ok := r.e.cfg.Tools.(interface {
+		Prepare(ctx context.Context, principal string)
+	}); ok {
+		p.Prepare(ctx, r.owner)
+	}
 	tools := r.e.toolset(r.in)
 	setup := r.setup
 	if r.resumed != nil {

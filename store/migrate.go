@@ -69,6 +69,18 @@ const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 // cancels a run nobody watches locally (design/disconnect-policy.md).
 const schemaV5 = `ALTER TABLE runs ADD COLUMN watched_until BIGINT NOT NULL DEFAULT 0;`
 
+// schemaSecrets adds the secrets table (Secrets): sealed OAuth grants and pending
+// sign-ins. Values are base64 text and times Unix ns (0: never expires).
+const schemaSecrets = `CREATE TABLE secrets (
+		kind       TEXT NOT NULL,
+		skey       TEXT NOT NULL,
+		value      TEXT NOT NULL,
+		expires_at BIGINT NOT NULL DEFAULT 0,
+		updated_at BIGINT NOT NULL,
+		PRIMARY KEY (kind, skey)
+	);
+	CREATE INDEX secrets_expires ON secrets (expires_at) WHERE expires_at > 0;`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -99,6 +111,8 @@ var migrations = []string{
 	schemaV4,
 	// 5: remote watchers of a run.
 	schemaV5,
+	// 6: secrets (sealed OAuth grants, pending sign-ins).
+	schemaSecrets,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -130,6 +144,8 @@ var pgMigrations = []string{
 	schemaV4,
 	// 5: remote watchers of a run.
 	schemaV5,
+	// 6: secrets (sealed OAuth grants, pending sign-ins).
+	schemaSecrets,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -128,8 +128,12 @@ type Server struct {
 	// them over from their checkpoints. Empty: ShutdownMode decides by the store.
 	OnShutdown string `yaml:"on_shutdown"`
 	// SecretsKeyEnv names the variable holding the key that encrypts stored OAuth tokens.
-	// No stored token exists yet (MCP OAuth is not built), so only the name is checked.
+	// Required with an MCP server in auth mode user; see SignIn.
 	SecretsKeyEnv string `yaml:"secrets_key_env"`
+	// PublicURL is how browsers reach Baton (scheme://host[:port][/prefix]), for the OAuth
+	// callback and client metadata URLs that sign-in hands to authorization servers. Empty:
+	// derived from the listen address (http://localhost:<port> for an unspecified host).
+	PublicURL string `yaml:"public_url"`
 	// AllowedOrigins are extra Origins (scheme://host[:port]) allowed to POST when auth
 	// is off; the request's own origin is always allowed.
 	AllowedOrigins []string `yaml:"allowed_origins"`
@@ -311,9 +315,8 @@ type MCPServer struct {
 	Env map[string]string `yaml:"env"`
 	// OnToolError is retry (default), fail or error (DESIGN §6).
 	OnToolError string `yaml:"on_tool_error"`
-	// Auth is how Baton authorises itself to the server (DESIGN §4). Only mode none is
-	// available in this build; user and service (OAuth) are refused with a clear error
-	// rather than silently sending no credentials.
+	// Auth is how Baton authorises itself to the server (DESIGN §4): none, user (OAuth
+	// per principal, signed in through the chat) or service (client credentials).
 	Auth MCPAuth `yaml:"auth"`
 }
 
