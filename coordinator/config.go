@@ -141,6 +141,13 @@ type Config struct {
 	// single process never loses its thread.
 	Lease     time.Duration
 	Heartbeat time.Duration
+	// Handoff: runs still active when Shutdown's grace is over are handed to other
+	// replicas (server.on_shutdown: handoff) rather than cancelled.
+	Handoff bool
+	// TakeOverAtStart: at start, take over every run that another replica id left
+	// running, whatever its lease (a single process on SQLite: the previous process is
+	// dead by definition). Without it only runs whose lease lapsed are taken over.
+	TakeOverAtStart bool
 	// AdvertiseURL is how other replicas reach this one (replication.advertise_url): it is
 	// recorded with an in-session MCP elicitation this replica holds, so that a resume that
 	// reaches another replica is forwarded here (design/replica-forwarding.md). Empty: such

@@ -40,12 +40,17 @@ type runLog struct {
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
 	input []store.Message
-	// work is the run's downstream work, saved by the writer when workDirty.
+	// work is the run's downstream work, saved by the writer when workDirty (and at once
+	// where a takeover depends on it: saveWork).
 	work      runWork
 	workDirty bool
+	saveMu    sync.Mutex
 
 	kick chan struct{}
 	done chan struct{}
+	// frozen: the run was handed off to another replica (handoff.go); nothing more of it
+	// is recorded, and the writer stops once it has stored what was pending.
+	frozen bool
 }
 
 // maxPendingEvents bounds the events waiting for the store per run, and maxPendingBytes
@@ -68,6 +73,10 @@ func newRunLog(st store.Store, threadID, runID string, log *slog.Logger) *runLog
 func (l *runLog) add(ev agui.Event) {
 	data, err := agui.MarshalEvent(ev)
 	l.mu.Lock()
+	if l.frozen {
+		l.mu.Unlock()
+		return
+	}
 	l.seq++
 	if err != nil {
 		// The stream itself will fail on the same event; the log keeps its place.
@@ -125,7 +134,7 @@ func (l *runLog) write(runDone <-chan struct{}) {
 	}
 	for {
 		l.mu.Lock()
-		batch, ended, dropped := l.pending, l.ended, l.dropped
+		batch, ended, dropped, frozen := l.pending, l.ended, l.dropped, l.frozen
 		l.pending, l.dropped, l.pendingBytes = nil, 0, 0
 		l.mu.Unlock()
 		if dropped > 0 {
@@ -136,6 +145,9 @@ func (l *runLog) write(runDone <-chan struct{}) {
 		l.saveWork()
 		if len(batch) > 0 {
 			l.append(batch)
+		}
+		if frozen {
+			return
 		}
 		if ended {
 			l.mu.Lock()

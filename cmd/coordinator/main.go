@@ -123,9 +123,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := modelProblem(cfg.LLM); err != nil {
 		log.Warn("the model cannot be called until this is fixed; /readyz reports it", "problem", err.Error())
 	}
-	if cfg.HandoffUnavailable() {
-		log.Warn("server.on_shutdown: handoff is not available in this build; runs still active after server.shutdown_grace are cancelled, as with cancel")
-	}
 
 	redactor.Add(cfg.Secrets(os.Getenv)...)
 
@@ -309,6 +306,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
 		OnDisconnect:      disconnectPolicy(cfg.Server.OnDisconnect),
 		ReconnectGrace:    time.Duration(cfg.Server.ReconnectGrace),
+		Handoff:           cfg.ShutdownMode() == config.OnShutdownHandoff,
+		// Not shared (SQLite): the runs a previous process left running are this one's.
+		TakeOverAtStart: !cfg.SharedStore(),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)

@@ -124,9 +124,8 @@ type Server struct {
 	// ShutdownGrace is how long active runs may finish at shutdown.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
 	// OnShutdown is what happens to runs still active after ShutdownGrace: cancel them
-	// (OnShutdownCancel) or hand them to other replicas (OnShutdownHandoff). Hand-off is
-	// accepted (DESIGN §4) but not built yet: such runs are cancelled, and the start-up log
-	// says so (HandoffUnavailable).
+	// (OnShutdownCancel) or hand them to other replicas (OnShutdownHandoff), which take
+	// them over from their checkpoints. Empty: ShutdownMode decides by the store.
 	OnShutdown string `yaml:"on_shutdown"`
 	// SecretsKeyEnv names the variable holding the key that encrypts stored OAuth tokens.
 	// Required with an MCP server in auth mode user; see SignIn.
@@ -197,10 +196,23 @@ const (
 	OnShutdownHandoff = "handoff"
 )
 
-// HandoffUnavailable reports whether the configuration asks for a shutdown hand-off, which
-// this build does not perform (runs still active after the grace period are cancelled).
-// The coordinator logs it at start so that nobody relies on a hand-off that does not happen.
-func (c *Config) HandoffUnavailable() bool { return c.Server.OnShutdown == OnShutdownHandoff }
+// ShutdownMode is server.on_shutdown as it applies: the configured value, else handoff
+// with a PostgreSQL store (other replicas may take the runs over) and cancel otherwise.
+func (c *Config) ShutdownMode() string {
+	if c.Server.OnShutdown != "" {
+		return c.Server.OnShutdown
+	}
+	if c.SharedStore() {
+		return OnShutdownHandoff
+	}
+	return OnShutdownCancel
+}
+
+// SharedStore reports whether the store is shared by replicas (PostgreSQL). Otherwise
+// (SQLite, memory) the process is the only replica of its store.
+func (c *Config) SharedStore() bool {
+	return strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://")
+}
 
 // Replication configures the run leases that replicas sharing a PostgreSQL store use (a
 // single process keeps them too, so that a restart finds its runs' threads free).

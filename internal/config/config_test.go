@@ -635,3 +635,18 @@ mcp_servers:
 		assert.Contains(t, got, want)
 	}
 }
+
+func TestShutdownModeDefaultsByStore(t *testing.T) {
+	for _, tc := range []struct{ store, set, want string }{
+		{"postgres://u@h/db", "", OnShutdownHandoff},
+		{"postgresql://u@h/db", "", OnShutdownHandoff},
+		{"sqlite:./x.db", "", OnShutdownCancel},
+		{"memory:", "", OnShutdownCancel},
+		{"postgres://u@h/db", OnShutdownCancel, OnShutdownCancel},
+		{"sqlite:./x.db", OnShutdownHandoff, OnShutdownHandoff},
+	} {
+		c := Default()
+		c.Store, c.Server.OnShutdown = tc.store, tc.set
+		assert.Equal(t, tc.want, c.ShutdownMode(), "store %s, on_shutdown %q", tc.store, tc.set)
+	}
+}

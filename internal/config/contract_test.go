@@ -33,7 +33,7 @@ func TestContractConfigExample(t *testing.T) {
 	c, err := loadYAML(t, text, e)
 	require.NoError(t, err, "the contract's config example:\n%s", text)
 	assert.Equal(t, OnShutdownHandoff, c.Server.OnShutdown)
-	assert.True(t, c.HandoffUnavailable())
+	assert.Equal(t, OnShutdownHandoff, c.ShutdownMode())
 	assert.Equal(t, "BATON_SECRETS_KEY", c.Server.SecretsKeyEnv)
 	require.Len(t, c.MCPServers, 2)
 	assert.Equal(t, MCPAuthNone, c.MCPServers[1].Auth.Mode)
