@@ -818,3 +818,48 @@ func (d *delegation) result() *Result {
 	}
 	return res
 }
+
+// Follow follows a task that an earlier Send started (in another process, say one that
+// died: a replica taking its run over) until the task is terminal or interrupted, and
+// returns its outcome like Send. Nothing is sent to the task: it is read (GetTask), then
+// followed with SubscribeToTask, and polled with GetTask when the subscription ends or is
+// refused. What the task holds when it is first read is taken as already reported (the
+// earlier Send streamed it); only what comes after reaches [Observer.Text]. An unknown
+// task is an error wrapping [ErrInvalidTransition].
+func (a *Agent) Follow(ctx context.Context, taskID, contextID string, obs Observer) (*Result, error) {
+	ctx = a2alog.AttachLogger(ctx, a.logger)
+	fail := func(err error) (*Result, error) {
+		return nil, &TaskError{TaskID: taskID, ContextID: contextID, Err: err}
+	}
+	b, err := a.current(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	d := a.newDelegation(b, Request{}, obs)
+	d.noteTask(taskID, contextID)
+	actx, rec := withStatus(ctx)
+	task, err := b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(taskID)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(d.ctxErr(ctx))
+		}
+		if errors.Is(err, ErrUnreachable) || isTransient(err, rec) {
+			// Not read now; the subscription and the polling that follows will tell.
+			a.logger.Debug("a2a follow: reading the task failed, subscribing anyway", "task", taskID, "error", err)
+		} else {
+			return fail(classify(a.Name, err, rec, true))
+		}
+	} else {
+		d.silently(func() { d.applyTask(task) })
+		if d.finished() {
+			return d.result(), nil
+		}
+	}
+	if err := d.resume(ctx); err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			a.invalidate()
+		}
+		return fail(err)
+	}
+	return d.result(), nil
+}

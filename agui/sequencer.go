@@ -535,3 +535,66 @@ func (s *Sequencer) downgrade(ev Event) Event {
 	}
 	return ev
 }
+
+// Restore applies ev to the state machine without sending it: a run continued by another
+// process (a replica taking it over) rebuilds what its stream has open from the events it
+// already sent, then goes on from there. Timestamps are not stamped.
+func (s *Sequencer) Restore(ev Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev == nil {
+		return fmt.Errorf("%w: nil event", ErrOrdering)
+	}
+	if s.state == stateDone {
+		return fmt.Errorf("%w: cannot restore %s", ErrTerminated, ev.EventType())
+	}
+	if err := s.apply(ev); err != nil {
+		return fmt.Errorf("%w: cannot restore %s: %w", ErrOrdering, ev.EventType(), err)
+	}
+	return nil
+}
+
+// CloseOpen closes what is open without ending the run, as Finish would: text messages,
+// tool calls and steps, then the subagents for which keep returns false (with
+// SUBAGENT_ERROR{code:"cancelled"}). A subagent that is kept stays open, and so does its
+// parent.
+func (s *Sequencer) CloseOpen(keep func(subagentRunID string) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range sortedKeys(s.messages) {
+		if err := s.emitLocked(&TextMessageEnd{MessageID: id, SubagentRunID: s.messages[id].owner}); err != nil {
+			return err
+		}
+	}
+	for _, id := range sortedKeys(s.toolCalls) {
+		if err := s.emitLocked(&ToolCallEnd{ToolCallID: id, SubagentRunID: s.toolCalls[id].owner}); err != nil {
+			return err
+		}
+	}
+	steps := sortedKeys(s.steps)
+	slices.Reverse(steps)
+	for _, k := range steps {
+		if err := s.emitLocked(&StepFinished{StepName: k.name, SubagentRunID: k.owner}); err != nil {
+			return err
+		}
+	}
+	kept := map[string]bool{}
+	for id := range s.subagents {
+		if keep != nil && keep(id) {
+			for p := id; p != ""; p = s.subagents[p].owner {
+				kept[p] = true
+			}
+		}
+	}
+	subs := sortedKeys(s.subagents)
+	slices.Reverse(subs)
+	for _, id := range subs {
+		if kept[id] {
+			continue
+		}
+		if err := s.emitLocked(&SubagentError{SubagentRunID: id, Code: SubagentCancelledCode, Message: SubagentCancelledMessage}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

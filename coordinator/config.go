@@ -29,6 +29,18 @@ type ToolServer interface {
 	Abandon(ctx context.Context, in *mcpclient.InputRequired) error
 }
 
+// A2ASignIn signs users in to A2A agents whose card declares an OAuth 2 authorization-code
+// flow (implemented in cmd/coordinator with package a2aauth).
+type A2ASignIn interface {
+	// Start returns the authorization URL of principal's sign-in to agent (bound to the
+	// thread and interrupt that show it) and until when it is accepted; "" when the agent's
+	// card declares no flow Baton can use.
+	Start(ctx context.Context, principal, agent, threadID, interruptID string) (url string, expires time.Time, err error)
+	// Authorize returns ctx carrying principal's credentials for agent when they have
+	// signed in to it, else ctx.
+	Authorize(ctx context.Context, principal, agent string) context.Context
+}
+
 // Metrics receives the engine's operational counters (implemented by package metrics).
 type Metrics interface {
 	// RunFinished gets the run's typed outcome (EndReason.Outcome), never a reason to parse.
@@ -67,6 +79,9 @@ type Config struct {
 	Agents []Agent
 	// Tools is optional: nil when no MCP servers are configured.
 	Tools ToolServer
+	// A2ASignIn is optional: without it an auth-required task's interrupt has no
+	// authorization URL, and the user's "done" continues the task.
+	A2ASignIn A2ASignIn
 	// OnToolError maps an MCP server's name to what a tool error does to the run
 	// (OnToolErrorRetry, the default, OnToolErrorFail or OnToolErrorError).
 	OnToolError map[string]string
@@ -126,6 +141,13 @@ type Config struct {
 	// single process never loses its thread.
 	Lease     time.Duration
 	Heartbeat time.Duration
+	// Handoff: runs still active when Shutdown's grace is over are handed to other
+	// replicas (server.on_shutdown: handoff) rather than cancelled.
+	Handoff bool
+	// TakeOverAtStart: at start, take over every run that another replica id left
+	// running, whatever its lease (a single process on SQLite: the previous process is
+	// dead by definition). Without it only runs whose lease lapsed are taken over.
+	TakeOverAtStart bool
 	// AdvertiseURL is how other replicas reach this one (replication.advertise_url): it is
 	// recorded with an in-session MCP elicitation this replica holds, so that a resume that
 	// reaches another replica is forwarded here (design/replica-forwarding.md). Empty: such

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,10 +25,11 @@ import (
 // CancelTask is sent and only then is the request dropped. Observer callbacks and the
 // closing of the delegation are serialised by mu, so no text can follow SUBAGENT_FINISHED.
 type subagentCall struct {
-	r     *Run
-	agent *Agent
-	subID string
-	msgID string
+	r      *Run
+	agent  *Agent
+	subID  string
+	msgID  string
+	callID string
 
 	mu        sync.Mutex
 	closed    bool
@@ -40,14 +42,21 @@ type subagentCall struct {
 
 func (d *subagentCall) onTask(taskID, contextID string) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.taskID == "" && taskID != "" {
+	first := d.taskID == "" && taskID != ""
+	if first {
 		d.taskID, d.contextID = taskID, contextID
 		d.item.Arm(taskID, cancelFunc(d.agent.Client))
-		// Recorded in the store as soon as it is known: if this replica dies, the one
-		// that claims the run cancels the task (nothing is left running without an owner).
-		d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking))
 	}
+	d.mu.Unlock()
+	if !first {
+		return
+	}
+	// Recorded in the store as soon as it is known, and before the delegation goes on (its
+	// stream waits one write): if this replica dies, the one that takes the run over
+	// follows the task (or, when the run cannot go on, cancels it) instead of taking the
+	// call as in doubt; nothing is left running without an owner.
+	d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking), d.callID, d.subID)
+	d.r.elog.saveWork()
 }
 
 func (d *subagentCall) onText(delta string) {
@@ -124,11 +133,17 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 // the model, or the delivery of the user's answer on resume (subID reuses the suspended
 // sub-agent's id then).
 func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
+	return r.exchange(ctx, t, a, callID, subID, req, false)
+}
+
+// exchange is send, or with follow the following of a task that this run started before
+// it was taken over (req names the task; nothing is sent to it: takeover.go).
+func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
 	if subID == "" {
 		subID = newID("sa")
 	}
 
-	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), item: r.scope.Track(cancel.KindA2ATask, a.Name)}
+	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), callID: callID, item: r.scope.Track(cancel.KindA2ATask, a.Name)}
 	// detached is set when the request outlives this call (a timeout before the task id
 	// was known): the background goroutine then releases it.
 	detached := false
@@ -143,12 +158,22 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 		d.onTask(req.TaskID, req.ContextID)
 	}
 	description, _ := a.describe()
-	r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
+	if !follow || !slices.Contains(r.seq.Open().Subagents, d.subID) {
+		r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
+	}
 
 	out := make(chan sent, 1)
 	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
 	go func() {
-		res, err := a.Client.Send(spanCtx, req, a2a.Observer{Task: d.onTask, Text: d.onText})
+		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
+		actx := r.agentCtx(spanCtx, a)
+		var res *a2a.Result
+		var err error
+		if follow {
+			res, err = r.followRemote(actx, a, req.TaskID, req.ContextID, obs)
+		} else {
+			res, err = a.Client.Send(actx, req, obs)
+		}
 		r.endDelegationSpan(span, spanParent, a, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
@@ -163,6 +188,13 @@ func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID stri
 	case s := <-out:
 		return r.settle(d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), ErrHandoff) {
+			// Handed to another replica, which follows the task: it is not cancelled,
+			// only no longer followed from here.
+			stopSend()
+			<-out
+			return toolOutcome{}
+		}
 		// The run's scope cancels the task (in parallel with the rest of the run); the
 		// request stays open until that is settled, so a late task id still arrives.
 		<-d.item.Settled()
@@ -278,12 +310,35 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 	return a2aOutcome(res)
 }
 
-// a2aInterrupt builds the interrupt for a task that waits for the user.
+// agentCtx is ctx with the run's principal's credentials for agent, when they signed in to
+// it (A2ASignIn); the credentials go only to the agent, as HTTP headers of its calls.
+func (r *Run) agentCtx(ctx context.Context, a *Agent) context.Context {
+	if s := r.e.cfg.A2ASignIn; s != nil {
+		return s.Authorize(ctx, r.owner, a.Name)
+	}
+	return ctx
+}
+
+// a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required
+// task of an agent whose card declares an OAuth flow gets a sign-in of its own
+// (metadata.authorizationUrl); the user's resume then continues the task with their token.
 func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
 	if res.State == a2a.StateAuthRequired {
 		in = hitl.A2AAuth(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
+		if s := r.e.cfg.A2ASignIn; s != nil {
+			u, exp, err := s.Start(r.ctx, r.owner, d.agent.Name, r.ThreadID, in.ID)
+			switch {
+			case err != nil:
+				r.log.Warn("a2a sign-in could not be started; the user is asked to say when done", "agent", d.agent.Name, "err", err)
+			case u != "" && hitl.SafeURL(u):
+				in.Metadata["authorizationUrl"] = u
+				if !exp.IsZero() {
+					in.Metadata["signInExpiresAt"] = exp.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+				}
+			}
+		}
 	} else {
 		in = hitl.A2AInput(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
 	}

@@ -20,7 +20,7 @@ func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store
 	read := func() (*a2a.Result, error) {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return a.Client.GetTask(gctx, h.TaskID)
+		return a.Client.GetTask(r.agentCtx(gctx, a), h.TaskID)
 	}
 	got, err := read()
 	if err != nil || got.State.Interrupted() {
@@ -31,7 +31,7 @@ func (r *Run) recoverTask(ctx context.Context, a *Agent, callID string, in store
 	cancelTask := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
 		defer cancel()
-		return a.Client.Cancel(cctx, h.TaskID)
+		return a.Client.Cancel(r.agentCtx(cctx, a), h.TaskID)
 	}
 	deadline := time.Now().Add(a.Timeout)
 	for !got.State.Terminal() && !got.State.Interrupted() {

@@ -69,12 +69,15 @@ type Engine struct {
 	janDone  chan struct{}
 	stopKeep chan struct{}
 	keepDone chan struct{}
+	keepOnce sync.Once
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
 	// shared by runs (toolcache.go).
 	toolsMu sync.Mutex
 	tools   *backendTools
+	// adopting holds runs taken over that could not be started yet (takeover.go).
+	adopting map[string]store.RunRecord
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -267,10 +270,16 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		}
 		return nil, fmt.Errorf("coordinator: begin run: %w", err)
 	}
+	r.begun.Store(true)
 	e.mu.Lock()
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
 	r.elog.input = inputMessages(in)
+	// The first checkpoint: the input, from which a replica taking the run over before
+	// its setup is done starts it again. Stored before the run streams anything, so that
+	// no run a client has seen starting is without one.
+	r.noteCheckpoint(nil)
+	r.elog.saveWork()
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
@@ -310,11 +319,14 @@ func (e *Engine) release(r *Run) {
 	r.elog.waitEnded()
 	// The store's record goes first: a client that posts its next run on the terminal
 	// event must find the thread free on every replica.
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.endOutcome())); err != nil {
-		r.log.Error("store: end run", "err", err)
+	// A run handed off goes on elsewhere: its record is the new owner's.
+	if !r.handedOff.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.endOutcome())); err != nil {
+			r.log.Error("store: end run", "err", err)
+		}
+		cancel()
 	}
-	cancel()
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {
 		delete(e.active, r.ThreadID)

@@ -43,9 +43,11 @@ type runLog struct {
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
 	input []store.Message
-	// work is the run's downstream work, saved by the writer when workDirty.
+	// work is the run's downstream work, saved by the writer when workDirty (and at once
+	// where a takeover depends on it: saveWork).
 	work      runWork
 	workDirty bool
+	saveMu    sync.Mutex
 
 	// wg counts writer goroutines (the engine's, so that Shutdown waits for them).
 	wg *sync.WaitGroup
@@ -53,6 +55,9 @@ type runLog struct {
 	// finished: the log is complete (done is closed or about to be).
 	writing, runDone, finished bool
 	done                       chan struct{}
+	// frozen: the run was handed off to another replica (handoff.go); nothing more of it
+	// is recorded, and the writer stops once it has stored what was pending.
+	frozen bool
 }
 
 // maxPendingEvents bounds the events waiting for the store per run, and maxPendingBytes
@@ -101,6 +106,10 @@ func (l *runLog) runEnded() {
 func (l *runLog) add(ev agui.Event) {
 	data, err := agui.MarshalEvent(ev)
 	l.mu.Lock()
+	if l.frozen {
+		l.mu.Unlock()
+		return
+	}
 	l.seq++
 	if err != nil {
 		// The stream itself will fail on the same event; the log keeps its place.
@@ -177,6 +186,12 @@ func (l *runLog) drain() {
 		case len(l.pending) > 0 || l.workDirty:
 			l.mu.Unlock()
 			continue
+		case l.frozen:
+			// Handed off: what was pending is stored; the new owner writes the rest.
+			l.finished, l.writing = true, false
+			l.mu.Unlock()
+			close(l.done)
+			return
 		case l.ended || l.runDone:
 			l.finished, l.writing = true, false
 			l.mu.Unlock()

@@ -41,7 +41,7 @@ func TestRunLogWriterOnDemand(t *testing.T) {
 	l.add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
 	idle()
 	assert.Equal(t, 1, stored())
-	l.noteTask("bench", "task-1", "ctx-1", "working")
+	l.noteTask("bench", "task-1", "ctx-1", "working", "call-1", "sub-1")
 	idle()
 	rec, err := st.GetRun(ctx, "t", "r")
 	require.NoError(t, err)

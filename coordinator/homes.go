@@ -38,6 +38,8 @@ func homeOf(kind string) toolHome {
 		return askUserHome{}
 	case hitl.KindApproval:
 		return approvalHome{}
+	case hitl.KindMCPAuth:
+		return signInHome{}
 	}
 	return nil
 }
@@ -97,8 +99,8 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	}
 	if ans.Cancelled {
 		// Confirmed like a run's cancels: retried in the background until the agent
-		// confirms (cancels.go).
-		err := r.e.cancelTask(ctx, a, h.TaskID, r.log, "user cancelled a waiting task")
+		// confirms (cancels.go). The first attempt carries the user's authorization.
+		err := r.e.cancelTask(r.agentCtx(ctx, a), a, h.TaskID, r.log, "user cancelled a waiting task")
 		if err != nil {
 			r.log.Warn("user cancelled a waiting task; the cancel failed", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		}

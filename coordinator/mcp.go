@@ -119,6 +119,10 @@ func (r *Run) mcpOutcome(ctx context.Context, t *toolset, toolCallID, name strin
 	if err == nil {
 		return r.mcpResult(t, res)
 	}
+	var sign *mcpclient.SignInRequired
+	if errors.As(err, &sign) {
+		return toolOutcome{interrupts: []store.Interrupt{r.signInInterrupt(toolCallID, sign)}}
+	}
 	var need *mcpclient.InputRequired
 	if errors.As(err, &need) {
 		return toolOutcome{interrupts: r.mcpInterrupts(toolCallID, need)}

@@ -93,20 +93,39 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		signals = sg.StopSignals()
 	}
 	var lastSweep time.Time
+	if e.cfg.TakeOverAtStart {
+		// One replica by definition (SQLite): whatever a previous process left running is
+		// this process's to continue.
+		e.takeOverLapsed(true)
+	}
+	// Lapsed leases are looked for twice per heartbeat (one indexed query): a dead
+	// replica's runs are taken over within half a heartbeat of their lease's end.
+	lapse := time.NewTicker(max(every/2, 50*time.Millisecond))
+	defer lapse.Stop()
 	for {
 		select {
 		case <-stop:
 			return
+		case <-lapse.C:
+			e.takeOverLapsed(false)
+			continue
 		case <-signals:
 			e.applyStops()
+			// Also a hand-off's signal: runs whose lease was ended are taken over now.
+			// Never one of this replica's own runs (TakeOverRuns skips them).
+			e.reapLapsed()
 			continue
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		_, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
+		n, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
 		cancel()
 		if err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
+		} else if n < e.runningHere() {
+			// Fewer leases renewed than runs here: a run may have been taken over by
+			// another replica while this one was stalled.
+			e.dropTakenOver()
 		}
 		// Stop requests are rows: polling finds those whose signal was lost.
 		e.applyStops()
@@ -131,6 +150,12 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 				e.log.Warn("store: sweep finished runs", "err", err)
 			} else if n > 0 {
 				e.log.Info("swept finished runs", "runs", n)
+			}
+			// Expired pending sign-ins (started, never completed) are removed too.
+			if n, err := e.cfg.Store.SweepSecrets(ctx, now); err != nil {
+				e.log.Warn("store: sweep expired secrets", "err", err)
+			} else if n > 0 {
+				e.log.Debug("swept expired secrets", "count", n)
 			}
 			cancel()
 		}

@@ -74,9 +74,9 @@ func TestRunRecordedInStore(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound, "the refused start recorded no run")
 }
 
-// TestReapLapsedRun: a run whose replica stopped heartbeating is claimed by another, its
-// running A2A task is cancelled (a finished one is not), its event log ends with RUN_LOST,
-// and its thread is free again.
+// TestReapLapsedRun: a run whose replica stopped heartbeating, without a checkpoint to
+// continue from, is taken over by another and ended: its running A2A task is cancelled (a
+// finished one is not), its event log ends with RUN_LOST, and its thread is free again.
 func TestReapLapsedRun(t *testing.T) {
 	ctx := context.Background()
 	agent := &fakeAgent{}
@@ -96,13 +96,14 @@ func TestReapLapsedRun(t *testing.T) {
 	assert.Equal(t, []string{"task-live"}, agent.cancelled())
 	run, err := st.GetRun(ctx, "t", "r1")
 	require.NoError(t, err)
-	assert.Equal(t, store.RunLost, run.State)
+	assert.Equal(t, string(OutcomeError), run.State, "without a checkpoint the run cannot continue")
 	evs, err := st.Events(ctx, "t", "r1", 2, 0)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	assert.Equal(t, int64(3), evs[0].Seq)
+	assert.Equal(t, int64(2+takeoverSeqGap+1), evs[0].Seq, "numbered after the gap a takeover leaves")
 	assert.Contains(t, string(evs[0].Data), `"type":"RUN_ERROR"`)
 	assert.Contains(t, string(evs[0].Data), `"code":"RUN_LOST"`)
+	assert.Contains(t, string(evs[0].Data), `no checkpoint`)
 
 	e.reapLapsed()
 	assert.Len(t, agent.cancelled(), 1, "a claimed run is cleaned up once")
@@ -183,7 +184,11 @@ func TestWorkRecordedWhileRunning(t *testing.T) {
 		var work runWork
 		require.NoError(t, json.Unmarshal(run.Work, &work))
 		if len(work.A2A) == 1 {
-			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, work.A2A[0])
+			got := work.A2A[0]
+			assert.NotEmpty(t, got.ToolCallID, "tied to its call, for a takeover")
+			assert.NotEmpty(t, got.SubagentRunID, "tied to its attribution, for a takeover")
+			got.ToolCallID, got.SubagentRunID = "", ""
+			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, got)
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the task never reached the store: %s", run.Work)

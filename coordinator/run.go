@@ -71,6 +71,14 @@ type Run struct {
 
 	// watch counts the streams watching the run (server.on_disconnect: detach).
 	watch watchers
+
+	// resumed is set on a run this replica took over from another (takeover.go).
+	resumed *takenOver
+	// handedOff: the run was handed to another replica, at shutdown or after it took the
+	// run over while this one was stalled (handoff.go).
+	handedOff atomic.Bool
+	// begun: the store records the run as this replica's (BeginRun, or a takeover).
+	begun atomic.Bool
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -186,7 +194,9 @@ func (r *Run) execute() {
 	defer close(r.done)
 	r.start = time.Now()
 	begun := r.start
-	r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
+	if r.resumed == nil || r.resumed.fresh {
+		r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
+	}
 
 	// The time limit has two parts. At each turn boundary DetectBeforeTurn compares the
 	// active time with limits.max_run_seconds and, once it is spent, asks the user whether
@@ -202,7 +212,11 @@ func (r *Run) execute() {
 	defer r.hardStop.Stop()
 	// Whatever ends the run early (disconnect, stop, time limit, shutdown) cancels all of
 	// its downstream work at once, in parallel, on the scope's own deadline.
-	stopWatch := context.AfterFunc(ctx, func() { r.scope.Cancel(context.Cause(ctx)) })
+	stopWatch := context.AfterFunc(ctx, func() {
+		if !errors.Is(context.Cause(ctx), ErrHandoff) {
+			r.scope.Cancel(context.Cause(ctx))
+		}
+	})
 	defer stopWatch()
 
 	reason := r.loop(ctx)
@@ -216,7 +230,7 @@ func (r *Run) execute() {
 	r.endWatch()
 	r.e.release(r)
 	stopWatch()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandoff) {
 		// Downstream work is being cancelled (by Run.Cancel or the watcher; Cancel is
 		// idempotent): the run ends, and says so in its log, only after it has been.
 		r.scope.Cancel(context.Cause(ctx))
@@ -242,6 +256,7 @@ func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) 
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return
 	}
+	r.noteResult(toolCallID, o)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.ToolResult(o.Tag, o.Code)
 	}

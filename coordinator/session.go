@@ -14,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/signin"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -58,6 +59,9 @@ type sessionResult struct {
 type sessionWaiter struct {
 	id     string
 	callID string
+	// signInID is the id of the sign-in interrupt, should the call need one: known before
+	// the call, so that the sign-in it starts is bound to it.
+	signInID string
 	// home is the advertised URL of this replica (Config.AdvertiseURL), recorded with the
 	// interrupt so that another replica can forward the resume here.
 	home   string
@@ -173,8 +177,11 @@ func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, ar
 func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w := &sessionWaiter{id: newID("sess"), callID: callID, home: r.e.cfg.AdvertiseURL, opts: r.e.hitlOptions(),
+	w := &sessionWaiter{id: newID("sess"), callID: callID, home: r.e.cfg.AdvertiseURL, opts: r.e.hitlOptions(), signInID: hitl.NewID(),
 		asked: make(chan store.Interrupt, 1), answer: make(chan *mcp.ElicitResult, 1), result: make(chan sessionResult, 1), stop: stop}
+	// A sign-in the call starts is bound to this thread and to the interrupt that will show
+	// it (signInID), for the callback.
+	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
 	opts := r.mcpOptions(t, callID)
 	opts.Key = w
@@ -200,7 +207,13 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 	case sr := <-w.result:
 		r.e.cfg.Sessions.remove(w.id)
 		w.stop()
-		return r.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		out := r.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		for i := range out.interrupts {
+			if out.interrupts[i].Kind == hitl.KindMCPAuth {
+				out.interrupts[i].ID = w.signInID
+			}
+		}
+		return out
 	case in := <-w.asked:
 		// The call stays open, waiting for the user; it no longer belongs to this run.
 		return toolOutcome{interrupts: []store.Interrupt{in}}

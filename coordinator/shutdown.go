@@ -20,13 +20,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		close(e.stopJan)
 		<-e.janDone
 	}
-	defer func() {
-		// The heartbeat outlives the runs: their leases hold until they have ended.
-		if e.stopKeep != nil && !wasClosing {
-			close(e.stopKeep)
-			<-e.keepDone
-		}
-	}()
+	// The heartbeat outlives the runs: their leases hold until they have ended.
+	defer e.stopKeeper()
 	idle := make(chan struct{})
 	go func() { e.wg.Wait(); close(idle) }()
 	select {
@@ -41,12 +36,31 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		runs = append(runs, r)
 	}
 	e.mu.Unlock()
+	if e.cfg.Handoff && len(runs) > 0 {
+		// Not waited for: a run handed off may be blocked on downstream work that is
+		// deliberately not cancelled; the process ends without it.
+		e.handOff(runs)
+		// CancelTask calls of runs that ended earlier may still be being confirmed.
+		e.settleCancels(ctx)
+		return nil
+	}
 	for _, r := range runs {
 		r.Cancel(ErrShutdown)
 	}
 	<-idle
 	e.settleCancels(ctx)
 	return nil
+}
+
+// stopKeeper stops the heartbeat (once).
+func (e *Engine) stopKeeper() {
+	if e.stopKeep == nil {
+		return
+	}
+	e.keepOnce.Do(func() {
+		close(e.stopKeep)
+		<-e.keepDone
+	})
 }
 
 // settleCancels waits for the CancelTask calls still being confirmed in the background:

@@ -37,6 +37,8 @@ type handle struct {
 	Failure *failureRef `json:"failure,omitempty"`
 	// A call waiting for the user's approval, and what became of it (approval.go).
 	Approval *approvalHandle `json:"approval,omitempty"`
+	// An MCP call that waits for the user to sign in to its server (signin.go).
+	SignIn *mcpclient.SignInRequired `json:"signIn,omitempty"`
 }
 
 // runState is what a suspension saves of the run besides its history: the failure state

@@ -31,7 +31,7 @@ func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
 	}
 	// The run's work document in the store follows every task and state it sees.
 	if r := e.active[threadID]; r != nil {
-		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state))
+		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state), "", "")
 	}
 }
 

@@ -232,7 +232,8 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
 	progressID := "progress-" + toolCallID
 	return mcpclient.CallOptions{
-		Park: true,
+		Park:      true,
+		Principal: r.owner,
 		Progress: func(p mcpclient.Progress) {
 			content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}
 			if p.Total > 0 {

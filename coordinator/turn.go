@@ -20,11 +20,24 @@ import (
 
 // loop runs LLM turns until the run ends, and returns why it ended.
 func (r *Run) loop(ctx context.Context) EndReason {
+	// Servers that sign each user in list their tools as the first signed-in user; this
+	// principal may be one (mcpclient.Auth).
+	if p, ok := r.e.cfg.Tools.(interface {
+		Prepare(ctx context.Context, principal string)
+	}); ok {
+		p.Prepare(ctx, r.owner)
+	}
 	tools := r.e.toolset(r.in)
-	conv, system, done, reason := r.setup(ctx, tools)
+	setup := r.setup
+	if r.resumed != nil {
+		setup = r.setupTakenOver
+	}
+	conv, system, done, reason := setup(ctx, tools)
 	if done {
 		return reason
 	}
+	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
+	r.noteCheckpoint(conv)
 	limits := TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -34,6 +47,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 		if done {
 			return reason
 		}
+		r.noteCheckpoint(conv)
 	}
 }
 
@@ -170,6 +184,11 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
 		return conv, true, ended(OutcomeCompleted, "")
 	}
+	// The completed turn with its calls, stored before any call is sent: a replica taking
+	// the run over settles them (takeover.go) rather than asking the model again, which
+	// would send them a second time.
+	r.noteCheckpoint(conv)
+	r.elog.saveWork()
 	return r.toolRound(ctx, tools, conv, turn.message.ToolCalls)
 }
 

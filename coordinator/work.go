@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
 )
@@ -16,6 +15,11 @@ import (
 type runWork struct {
 	A2A []workTask `json:"a2a"`
 	MCP []workCall `json:"mcp"`
+	// Checkpoint is where a replica taking the run over continues it from (takeover.go),
+	// encoded when it was taken; Results are the results of the current turn's tool
+	// calls that have ended since (by tool call id).
+	Checkpoint json.RawMessage       `json:"checkpoint,omitempty"`
+	Results    map[string]ToolResult `json:"results,omitempty"`
 }
 
 type workTask struct {
@@ -23,6 +27,10 @@ type workTask struct {
 	TaskID    string `json:"taskId"`
 	ContextID string `json:"contextId,omitempty"`
 	State     string `json:"state"`
+	// ToolCallID and SubagentRunID tie the task to the call that started it and to its
+	// attribution in the run's stream, for a replica that takes the run over.
+	ToolCallID    string `json:"toolCallId,omitempty"`
+	SubagentRunID string `json:"subagentRunId,omitempty"`
 }
 
 type workCall struct {
@@ -38,12 +46,15 @@ type workCall struct {
 const maxWorkItems = 1000
 
 // noteTask records an A2A task of the run and its latest state.
-func (l *runLog) noteTask(agent, taskID, contextID, state string) {
+func (l *runLog) noteTask(agent, taskID, contextID, state, toolCallID, subID string) {
 	if taskID == "" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.frozen {
+		return
+	}
 	for i := range l.work.A2A {
 		if w := &l.work.A2A[i]; w.TaskID == taskID {
 			w.State = state
@@ -56,7 +67,8 @@ func (l *runLog) noteTask(agent, taskID, contextID, state string) {
 		}
 	}
 	if len(l.work.A2A) < maxWorkItems {
-		l.work.A2A = append(l.work.A2A, workTask{Agent: agent, TaskID: taskID, ContextID: contextID, State: state})
+		l.work.A2A = append(l.work.A2A, workTask{Agent: agent, TaskID: taskID, ContextID: contextID, State: state,
+			ToolCallID: toolCallID, SubagentRunID: subID})
 		l.workDirty = true
 		l.wake()
 	}
@@ -66,6 +78,9 @@ func (l *runLog) noteTask(agent, taskID, contextID, state string) {
 func (l *runLog) noteCall(toolCallID, tool string, idempotent bool, state string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.frozen {
+		return
+	}
 	for i := range l.work.MCP {
 		if w := &l.work.MCP[i]; w.ToolCallID == toolCallID {
 			w.State = state
@@ -81,8 +96,11 @@ func (l *runLog) noteCall(toolCallID, tool string, idempotent bool, state string
 	}
 }
 
-// saveWork writes the work document when it changed since the last write.
+// saveWork writes the work document when it changed since the last write. Writes are
+// serialised (saveMu), so that an older document never lands after a newer one.
 func (l *runLog) saveWork() {
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
 	l.mu.Lock()
 	if !l.workDirty {
 		l.mu.Unlock()
@@ -101,83 +119,66 @@ func (l *runLog) saveWork() {
 	}
 }
 
-// reapLapsed claims the runs whose replica stopped heartbeating and cleans up after them:
-// the A2A tasks they left running are cancelled, and their event logs end with a RUN_ERROR
-// so that a client following them sees the run end. Resuming such a run from its last
-// checkpoint (issue 14's takeover) is not done: the run is ended, never left half alive.
+// reapLapsed looks after the runs of replicas that stopped heartbeating: a running run
+// whose lease lapsed is taken over and continued here (takeover.go); a run that BeginRun
+// marked lost to free its thread (a new run started on it) has its remote tasks cancelled
+// and its event log ended with RUN_ERROR{RUN_LOST}, so that nothing is left running at a
+// peer without an owner.
 func (e *Engine) reapLapsed() {
+	e.takeOverLapsed(false)
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	runs, err := e.cfg.Store.ClaimLapsedRuns(ctx, e.cfg.Replica, reapBatch)
 	if err != nil {
-		e.log.Warn("store: claim lapsed runs", "err", err)
+		e.log.Warn("store: claim lost runs", "err", err)
 		return
 	}
 	for _, run := range runs {
-		log := e.log.With("thread_id", run.ThreadID, "run_id", run.RunID, "dead_replica_run", true)
-		e.mu.Lock()
-		local := e.active[run.ThreadID]
-		e.mu.Unlock()
-		if local != nil && local.RunID == run.RunID {
-			// One of this replica's own runs whose lease lapsed (a heartbeat that came too
-			// late): it is alive here, so nothing is cancelled; it ends normally.
-			log.Warn("own run's lease had lapsed; left running")
-			continue
-		}
 		var work runWork
 		if len(run.Work) > 0 {
 			if err := json.Unmarshal(run.Work, &work); err != nil {
-				log.Warn("lapsed run: unreadable work document", "err", err)
+				e.log.Warn("lost run: unreadable work document", "thread_id", run.ThreadID, "run_id", run.RunID)
 			}
 		}
-		cctx, ccancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
-		for _, t := range work.A2A {
-			a := e.agents[t.Agent]
-			if a == nil || a2a.State(t.State).Terminal() {
-				continue
-			}
-			if err := e.cancelTask(cctx, a, t.TaskID, log, "lapsed run: task cancelled"); err != nil {
-				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
-			}
-		}
-		ccancel()
-		e.endLostLog(ctx, run.ThreadID, run.RunID)
-		log.Warn("lapsed run ended: its replica stopped heartbeating")
+		e.cancelWork(run, work)
+		e.endLostLog(ctx, run.ThreadID, run.RunID, "The run was interrupted and did not finish.")
+		e.log.Warn("lost run ended: its replica stopped heartbeating and its thread went on", "thread_id", run.ThreadID, "run_id", run.RunID)
 	}
 }
 
 // reapBatch bounds the lapsed runs one replica claims per heartbeat.
 const reapBatch = 50
 
-// endLostLog appends RUN_ERROR{code:"RUN_LOST"} to a lapsed run's event log, unless the log
-// already ends with a terminal event.
-func (e *Engine) endLostLog(ctx context.Context, threadID, runID string) {
-	var last int64
-	var lastData json.RawMessage
-	for {
-		evs, err := e.cfg.Store.Events(ctx, threadID, runID, last, store.MaxEventsRead)
-		if err != nil {
-			e.log.Warn("store: read lapsed run's events", "err", err)
-			return
-		}
-		if len(evs) == 0 {
-			break
-		}
-		last, lastData = evs[len(evs)-1].Seq, evs[len(evs)-1].Data
-	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(lastData, &head)
-	if last == 0 || head.Type == string(agui.EventRunFinished) || head.Type == string(agui.EventRunError) {
+// endLostLog ends a lapsed run's event log with RUN_ERROR{code:"RUN_LOST", message}, unless
+// it already ends with a terminal event. Like a takeover it numbers after a gap (events the
+// dead replica streamed but did not store keep their ids), and a log with nothing stored
+// gets its RUN_STARTED first, so that a client reconnecting anywhere sees a whole stream.
+func (e *Engine) endLostLog(ctx context.Context, threadID, runID, message string) {
+	evs, err := e.readLog(ctx, threadID, runID)
+	if err != nil {
+		e.log.Warn("store: read lapsed run's events", "err", err)
 		return
 	}
-	data, err := agui.MarshalEvent(&agui.RunError{Code: "RUN_LOST", Message: "The run was interrupted and did not finish.",
-		Base: agui.Base{Timestamp: e.cfg.Now().UnixMilli()}})
+	if terminalOf(evs) != "" {
+		return
+	}
+	now := e.cfg.Now().UnixMilli()
+	seq := lastSeq(evs) + takeoverSeqGap
+	var out []store.Event
+	if len(evs) == 0 {
+		data, err := agui.MarshalEvent(&agui.RunStarted{ThreadID: threadID, RunID: runID, Base: agui.Base{Timestamp: now}})
+		if err != nil {
+			return
+		}
+		seq++
+		out = append(out, store.Event{Seq: seq, Data: data})
+	}
+	data, err := agui.MarshalEvent(&agui.RunError{Code: "RUN_LOST", Message: message, Base: agui.Base{Timestamp: now}})
 	if err != nil {
 		return
 	}
-	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, []store.Event{{Seq: last + 1, Data: data}}); err != nil {
+	out = append(out, store.Event{Seq: seq + 1, Data: data})
+	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, out); err != nil {
 		e.log.Warn("store: end lapsed run's log", "err", err)
 	}
 }

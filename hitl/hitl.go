@@ -42,6 +42,7 @@ const (
 	KindMCPForm    = "mcp_form"    // MCP 2026-07-28 (MRTR): the call is retried with inputResponses
 	KindMCPURL     = "mcp_url"     // MCP URL-mode elicitation (or error -32042): the call is retried
 	KindMCPSession = "mcp_session" // MCP 2025-11-25: an in-session handler is waiting
+	KindMCPAuth    = "mcp_auth"    // MCP server needs the user's sign-in (OAuth): the call is retried
 	KindAskUser    = "ask_user"
 	KindContinue   = "continue"
 )
@@ -51,6 +52,7 @@ const (
 	ReasonInputRequired     = "input_required"
 	ReasonA2AAuthRequired   = "a2a:auth_required"
 	ReasonMCPURLElicitation = "mcp:url_elicitation"
+	ReasonMCPAuthorization  = "mcp:authorization"
 )
 
 // MCP elicitation shapes, the last argument of MCPForm.
@@ -196,6 +198,23 @@ func MCPURL(o Options, server, tool, link, message string) store.Interrupt {
 		mcpMD["url"] = link
 	}
 	return o.newInterrupt(KindMCPURL, ReasonMCPURLElicitation, bridge.UntrustedN(message, MaxPeerMessageBytes), schema, map[string]any{"mcp": mcpMD})
+}
+
+// MCPAuthorization is the interrupt of a call that needs the user to sign in to an MCP
+// server (OAuth, DESIGN §9): the user opens authURL, signs in, and accepts (the call is
+// sent again with the new token) or declines. metadata.authorizationUrl is passed on only
+// when it is an http(s) URL; the sign-in itself is accepted until signInExpires, reported
+// as metadata.signInExpiresAt.
+func MCPAuthorization(o Options, server, tool, authURL string, signInExpires time.Time) store.Interrupt {
+	schema := object(map[string]any{"action": actionProperty()}, "action")
+	md := map[string]any{"server": server, "mcp": map[string]any{"server": server, "tool": tool}}
+	if SafeURL(authURL) {
+		md["authorizationUrl"] = authURL
+	}
+	if !signInExpires.IsZero() {
+		md["signInExpiresAt"] = signInExpires.UTC().Format(expiresAtLayout)
+	}
+	return o.newInterrupt(KindMCPAuth, ReasonMCPAuthorization, "Sign in to "+server, schema, md)
 }
 
 // AskUser is the interrupt of the ask_user tool: a free text answer, or one of choices when

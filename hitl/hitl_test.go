@@ -297,3 +297,18 @@ func TestApplyDefaults(t *testing.T) {
 		assert.Equal(t, []any{"a"}, nested["properties"].(map[string]any)["tags"].(map[string]any)["default"])
 	})
 }
+
+func TestMCPAuthorization(t *testing.T) {
+	exp := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	in := MCPAuthorization(Options{}, "files", "read", "https://as.example/authorize?state=s", exp)
+	assert.Equal(t, KindMCPAuth, in.Kind)
+	assert.Equal(t, ReasonMCPAuthorization, in.Reason)
+	assert.Equal(t, "Sign in to files", in.Message)
+	assert.Equal(t, "https://as.example/authorize?state=s", in.Metadata["authorizationUrl"])
+	assert.Equal(t, "files", in.Metadata["server"])
+	assert.Equal(t, "2026-11-23T10:00:00.000Z", in.Metadata["signInExpiresAt"])
+	assert.False(t, in.ExpiresAt.IsZero())
+	bad := MCPAuthorization(Options{}, "files", "read", "javascript:alert(1)", time.Time{})
+	assert.NotContains(t, bad.Metadata, "authorizationUrl", "only http(s) URLs are passed on")
+	assert.NotContains(t, bad.Metadata, "signInExpiresAt")
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/signin"
 )
 
 const (
@@ -30,8 +32,10 @@ const (
 
 // call is one Call in progress.
 type call struct {
-	r       *Registry
-	e       *entry
+	r *Registry
+	e *entry
+	// srv carries the call: e.srv, or the principal's session of a PerPrincipal server.
+	srv     *server
 	args    map[string]any
 	token   string
 	timeout time.Duration
@@ -74,6 +78,9 @@ type call struct {
 func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (Result, error) {
 	e, ok := r.lookup(name)
 	if !ok {
+		e, ok = r.signInFallback(name)
+	}
+	if !ok {
 		if res, down := r.Unreachable(name); down {
 			return res, nil
 		}
@@ -94,7 +101,7 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // newCall prepares a call of e; the caller finishes its progress token.
 func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
-	c := &call{r: r, e: e, args: args, park: opts.Park, key: opts.Key, logCtx: ctx}
+	c := &call{r: r, e: e, srv: e.srv.forPrincipal(opts.Principal), args: args, park: opts.Park, key: opts.Key, logCtx: ctx}
 	if dl, ok := ctx.Deadline(); ok {
 		c.timeout = time.Until(dl)
 	}
@@ -129,14 +136,20 @@ func (c *call) params() *mcp.CallToolParams {
 }
 
 func (c *call) run(ctx context.Context) (Result, error) {
-	srv, opts := c.e.srv, c.r.opts
+	srv, opts := c.srv, c.r.opts
 	reconnects, busyRounds, urlRounds := 0, 0, 0
+	forbiddenRetried := false
 	for {
 		if ctx.Err() != nil {
 			return c.ctxDone(ctx)
 		}
 		sess, err := srv.session(ctx)
 		if err != nil {
+			// Before any retry: go-sdk wraps the handler's error in -32005 "rejected",
+			// which would read as "not sent, connect again".
+			if res, serr, ok := c.signInError(err); ok {
+				return res, serr
+			}
 			switch {
 			case ctx.Err() != nil:
 				return c.ctxDone(ctx)
@@ -153,6 +166,9 @@ func (c *call) run(ctx context.Context) (Result, error) {
 			continue
 		}
 
+		if c.e.signIn {
+			return c.signInResult(), nil
+		}
 		p := c.params()
 		p.InputResponses, p.RequestState = c.inputs, c.state
 		srv.begin(c)
@@ -165,6 +181,17 @@ func (c *call) run(ctx context.Context) (Result, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return c.ctxDone(ctx)
+			}
+			if errors.Is(err, signin.ErrForbidden) && srv.perPrincipalChild() && !forbiddenRetried {
+				// A go-sdk server binds a session to the user of its first token: after the
+				// principal signed in as someone else, only a new session is accepted. The
+				// request was refused, not run: send it again once on a new session.
+				forbiddenRetried = true
+				srv.drop(sess)
+				continue
+			}
+			if res, serr, ok := c.signInError(err); ok {
+				return res, serr
 			}
 			rpcErr, notSent := classify(err)
 			if rpcErr != nil {
@@ -366,7 +393,7 @@ func errorText(res *mcp.CallToolResult) string {
 // unknownOnServer: the catalog knew the tool but the server does not (any
 // more); the catalog is refreshed.
 func (c *call) unknownOnServer() Result {
-	c.e.srv.refresh()
+	c.srv.refresh()
 	r := c.result(StatusUnknownTool)
 	r.Message = fmt.Sprintf("The MCP server %q no longer has the tool %q.", c.e.Server, c.e.ToolName)
 	return r

@@ -15,6 +15,10 @@ func (r *Registry) Unreachable(name string) (res Result, ok bool) {
 		if !strings.HasPrefix(name, prefix) || len(name) == len(prefix) {
 			continue
 		}
+		if s.perUser() {
+			// Connected per principal: a name missing from its catalog is unknown.
+			return Result{}, false
+		}
 		s.mu.Lock()
 		alive := s.alive()
 		s.mu.Unlock()

@@ -45,6 +45,9 @@ type InputRequired struct {
 	// Rounds counts the rounds of input requests of the call so far, so
 	// that a server that keeps asking is stopped across resumes too.
 	Rounds int `json:"rounds,omitempty"`
+	// Principal is on whose behalf the call ran (CallOptions.Principal): Abandon
+	// uses that principal's session of a PerPrincipal server.
+	Principal string `json:"principal,omitempty"`
 }
 
 // InputRequest is one elicitation of a parked call.
@@ -118,6 +121,7 @@ func (c *call) parked(reqs []InputRequest, state string, url bool) (Result, erro
 		RequestState: state,
 		URLRequired:  url,
 		Rounds:       c.rounds,
+		Principal:    c.srv.principal,
 	}
 }
 
@@ -267,7 +271,8 @@ func (r *Registry) Abandon(ctx context.Context, in *InputRequired) error {
 		ctx, cancel = context.WithTimeout(ctx, abandonTimeout)
 		defer cancel()
 	}
-	sess, err := e.srv.session(ctx)
+	srv := e.srv.forPrincipal(in.Principal)
+	sess, err := srv.session(ctx)
 	if err != nil {
 		return fmt.Errorf("mcp tool %s: abandoning: %w", e.Name, err)
 	}
@@ -283,9 +288,9 @@ func (r *Registry) Abandon(ctx context.Context, in *InputRequired) error {
 	})
 	if err != nil {
 		if rpcErr, _ := classify(err); rpcErr == nil && ctx.Err() == nil {
-			e.srv.drop(sess)
+			srv.drop(sess)
 		}
-		return fmt.Errorf("mcp tool %s: abandoning: %w", e.Name, e.srv.safe(err))
+		return fmt.Errorf("mcp tool %s: abandoning: %w", e.Name, srv.safe(err))
 	}
 	r.log.Info("mcp parked call abandoned", "server", e.Server, "tool", e.ToolName, "is_error", res.IsError, "asks_again", res.NeedsInput())
 	return nil

@@ -43,6 +43,9 @@ type ServerConfig struct {
 	// server does not inherit Baton's environment (which holds API keys),
 	// only PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR and the locale.
 	Env map[string]string
+	// Auth, when set, authorises Baton to a streamable HTTP server with OAuth
+	// (see Auth); nil sends only Headers.
+	Auth *Auth
 }
 
 // Options configures a Registry. The zero value is usable.
@@ -67,6 +70,13 @@ type Options struct {
 	// (tracing: spans and params._meta trace context). server is the config name;
 	// transport is "pipe" for stdio and "tcp" for streamable HTTP.
 	SendingMiddleware func(server, transport string) mcp.Middleware
+	// MaxUserSessions bounds the sessions kept open per Auth.PerPrincipal server
+	// (one per principal): beyond it, the least recently used idle session is
+	// closed. Default 256.
+	MaxUserSessions int
+	// UserSessionIdle closes a principal's session unused for this long (checked
+	// when sessions are handed out). Default 15 minutes.
+	UserSessionIdle time.Duration
 	// StartWait bounds how long New waits for the first connections; servers
 	// not connected by then go on connecting in the background and their
 	// tools join the catalog when they connect. 0 waits for every first
@@ -131,6 +141,9 @@ type CallOptions struct {
 	// Key is handed back as ElicitRequest.CallKey when this call's server asks the user
 	// in-session, so the Elicitor can tell which of its callers is being asked.
 	Key any
+	// Principal is on whose behalf the call runs ("" without auth): a server with
+	// Auth.PerPrincipal uses that principal's session and token.
+	Principal string
 }
 
 // Progress is one progress notification.
@@ -176,6 +189,8 @@ type entry struct {
 	Tool
 	srv    *server
 	schema *schema
+	// signIn marks the placeholder tool of a PerPrincipal server (users.go).
+	signIn bool
 }
 
 // New connects every server (in parallel, waiting at most opts.StartWait) and
@@ -192,6 +207,12 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 	}
 	if opts.MaxReconnects <= 0 {
 		opts.MaxReconnects = 3
+	}
+	if opts.MaxUserSessions <= 0 {
+		opts.MaxUserSessions = 256
+	}
+	if opts.UserSessionIdle <= 0 {
+		opts.UserSessionIdle = 15 * time.Minute
 	}
 	ownHTTP := opts.HTTPClient == nil
 	if ownHTTP {
@@ -214,7 +235,12 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 			return nil, fmt.Errorf("mcp_servers[%d]: duplicate name %q", i, cfg.Name)
 		}
 		seen[cfg.Name] = true
-		r.servers = append(r.servers, newServer(r, cfg))
+		s := newServer(r, cfg, "", false)
+		r.servers = append(r.servers, s)
+		if s.perUser() {
+			// No principal to list the tools as yet: offer the sign-in tool (users.go).
+			r.install(s, []*entry{signInEntry(s)})
+		}
 	}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.started = make(chan struct{})
@@ -229,6 +255,9 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 func (r *Registry) connectAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range r.servers {
+		if s.perUser() {
+			continue // connected per principal, at their first call (users.go)
+		}
 		wg.Add(1)
 		started := r.goTracked(func() {
 			defer wg.Done()
@@ -268,6 +297,10 @@ func validateConfig(cfg ServerConfig) error {
 		return fmt.Errorf("server %q: command or url is required", cfg.Name)
 	case len(cfg.Command) > 0 && cfg.Command[0] == "":
 		return fmt.Errorf("server %q: command is empty", cfg.Name)
+	case cfg.Auth != nil && cfg.URL == "":
+		return fmt.Errorf("server %q: OAuth needs a streamable HTTP server (url)", cfg.Name)
+	case cfg.Auth != nil && cfg.Auth.Handler == nil:
+		return fmt.Errorf("server %q: Auth.Handler is required", cfg.Name)
 	}
 	return nil
 }
@@ -312,6 +345,11 @@ func (r *Registry) Status() []ServerStatus {
 	r.mu.RUnlock()
 	for _, s := range r.servers {
 		st := ServerStatus{Name: s.cfg.Name, Tools: counts[s]}
+		if s.perUser() {
+			st.Connected, st.LastError = s.userStatus()
+			out = append(out, st)
+			continue
+		}
 		s.mu.Lock()
 		st.Connected = s.alive()
 		if !st.Connected && s.lastErr != nil {
@@ -378,6 +416,11 @@ func (r *Registry) setTools(s *server, tools []*mcp.Tool) {
 			schema: sch,
 		})
 	}
+	r.install(s, entries)
+}
+
+// install replaces the catalog entries of s.
+func (r *Registry) install(s *server, entries []*entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// s.entries are templates without names; the catalog gets named copies,

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -54,14 +55,32 @@ type server struct {
 	// entries are the server's tools (templates without catalog names),
 	// guarded by r.mu.
 	entries []*entry
+
+	// principal is whose session this is, for a server with Auth.PerPrincipal
+	// (users.go); parent is then the configured server, which holds the
+	// catalog and the principals' sessions (users).
+	principal string
+	parent    *server
+	oauth     auth.OAuthHandler
+	users     *userSessions
 }
 
-func newServer(r *Registry, cfg ServerConfig) *server {
+// newServer makes a configured server (child false), or the session of one principal of
+// a PerPrincipal server (child true; principal may be "", the anonymous principal).
+func newServer(r *Registry, cfg ServerConfig, principal string, child bool) *server {
 	s := &server{
-		r:        r,
-		cfg:      cfg,
-		log:      r.log.With("mcp_server", cfg.Name),
-		inflight: map[*call]struct{}{},
+		r:         r,
+		cfg:       cfg,
+		log:       r.log.With("mcp_server", cfg.Name),
+		inflight:  map[*call]struct{}{},
+		principal: principal,
+	}
+	if a := cfg.Auth; a != nil {
+		if a.PerPrincipal && !child {
+			s.users = newUserSessions()
+		} else {
+			s.oauth = a.Handler(principal)
+		}
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "baton", Version: "0.1.0"}, &mcp.ClientOptions{
 		Logger:             s.log,
@@ -110,6 +129,9 @@ func (s *server) alive() bool {
 // another goroutine is connecting, it waits for that attempt and shares its
 // outcome.
 func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
+	if s.perUser() {
+		return nil, errNoPrincipal
+	}
 	s.mu.Lock()
 	if s.r.closed.Load() {
 		s.mu.Unlock()
@@ -169,7 +191,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 		_ = sess.Wait()
 		close(dead)
 	})
-	s.r.setTools(s, tools)
+	s.r.setTools(s.catalogServer(), tools)
 	s.log.Info("mcp server connected", "protocol", sess.InitializeResult().ProtocolVersion, "tools", len(tools))
 	return sess, nil
 }
@@ -187,7 +209,18 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 		cmd.Stderr = stderr
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers)}
+		hc := sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers)
+		if w, ok := s.oauth.(interface {
+			Transport(http.RoundTripper) http.RoundTripper
+		}); ok {
+			// A handler that must shape each request (DPoP proofs) wraps the transport.
+			base := hc.Transport
+			if base == nil {
+				base = http.DefaultTransport
+			}
+			hc.Transport = w.Transport(base)
+		}
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, OAuthHandler: s.oauth}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
@@ -225,6 +258,9 @@ func (s *server) drop(sess *mcp.ClientSession) {
 // kick starts a background connection when the server is down and its
 // pause has passed.
 func (s *server) kick() {
+	if s.perUser() {
+		return // nothing to connect without a principal
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.alive() || s.connecting != nil || time.Now().Before(s.nextLazy) {
@@ -258,12 +294,15 @@ func (s *server) refresh() {
 			}
 			tools = append(tools, t)
 		}
-		s.r.setTools(s, tools)
+		s.r.setTools(s.catalogServer(), tools)
 	})
 }
 
-// close ends the session (stopping a stdio server).
+// close ends the session (stopping a stdio server), and every principal's.
 func (s *server) close() error {
+	if s.users != nil {
+		s.users.closeAll()
+	}
 	s.mu.Lock()
 	sess := s.sess
 	s.sess = nil

@@ -152,6 +152,12 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// Read up to the client's position, to restate what is open there.
 	var tr openTracker
 	var last int64
+	// restarted: nothing of the run was stored up to the client's position, and the log
+	// starts after it (a run taken over, or ended, before its first events were stored):
+	// the stream is followed from there, its own RUN_STARTED first.
+	restarted := false
+	// owner is the run's record as the catch-up last saw its owner change (ownerAlive).
+	owner := rec
 	deadline := time.Now().Add(catchUpWait)
 	for last < after {
 		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -161,12 +167,20 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 			s.storeDown(w, "read events", err)
 			return
 		}
+		// An event past the client's position also places it: a run taken over by
+		// another replica goes on after a gap in the numbering (design/takeover.md).
+		beyond := false
 		for _, ev := range evs {
 			if ev.Seq > after {
+				beyond = true
 				break
 			}
 			tr.add(ev)
 			last = ev.Seq
+		}
+		if beyond {
+			restarted = tr.runStarted == nil
+			break
 		}
 		if len(evs) > 0 && last < after && len(evs) == store.MaxEventsRead {
 			continue
@@ -177,7 +191,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		// The client claims more than the log holds: the log may lag a running run a
 		// little; a run that has ended, or a wait that ran out, means the id is not one of
 		// this run's.
-		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) {
+		if tr.terminal != nil || !s.runGoingOn(ctx, th.ID, runID) || time.Now().After(deadline) && s.ownerAlive(ctx, th.ID, runID, &owner, &deadline) {
 			if last == 0 && rec.State != store.RunRunning && rec.State != store.RunLost {
 				// An ended run with nothing left in its log: swept (server.event_retention).
 				writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
@@ -192,7 +206,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(followPoll):
 		}
 	}
-	if after > 0 && tr.runStarted == nil {
+	if after > 0 && tr.runStarted == nil && !restarted {
 		writeError(w, http.StatusGone, "EVENTS_EXPIRED", "The events of this run are no longer kept.")
 		return
 	}
@@ -207,7 +221,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// deadline (server.stream_write_timeout).
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
 	defer sse.Close()
-	if after > 0 {
+	if after > 0 && !restarted {
 		if err := sse.WriteRaw(tr.restate(after)); err != nil {
 			return
 		}
@@ -233,12 +247,17 @@ func (s *server) logExpired(ctx context.Context, rec *store.RunRecord) (bool, er
 		return false, err
 	}
 	if len(head) > 0 {
-		return head[0].Seq != 1, nil
+		// The stream's start, wherever its numbering starts (a run taken over before its
+		// first events were stored begins after a gap: design/takeover.md).
+		var first logEvent
+		_ = json.Unmarshal(head[0].Data, &first)
+		return agui.EventType(first.Type) != agui.EventRunStarted, nil
 	}
 	return rec.State != store.RunRunning && rec.State != store.RunLost, nil
 }
 
-// runGoingOn reports whether the run is still recorded as running with a lease that holds.
+// runGoingOn reports whether the run is still recorded as running (on a live replica, or
+// about to be taken over by one).
 func (s *server) runGoingOn(ctx context.Context, threadID, runID string) bool {
 	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -246,7 +265,29 @@ func (s *server) runGoingOn(ctx context.Context, threadID, runID string) bool {
 	if err != nil {
 		return false
 	}
-	return run.State == store.RunRunning && run.LeaseUntil.After(time.Now())
+	// A running run whose lease lapsed is not over: a replica takes it over from its
+	// checkpoint at its next heartbeat (design/takeover.md), or ends it with RUN_LOST.
+	return run.State == store.RunRunning
+}
+
+// ownerAlive reports whether the replica that owns the run has owned it since *first was
+// read and is alive: it runs the run here, or it has renewed its lease since. A position
+// past the log's end that such a replica does not reach in catchUpWait is not one of the
+// run's. While the owner may be dead (its lease not renewed), the position may be one that
+// it streamed before storing it; once another replica has taken the run over, that replica
+// gets catchUpWait of its own to write (*first and *deadline move on).
+func (s *server) ownerAlive(ctx context.Context, threadID, runID string, first **store.RunRecord, deadline *time.Time) bool {
+	rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	run, err := s.cfg.Engine.Store().GetRun(rctx, threadID, runID)
+	if err != nil {
+		return true
+	}
+	if run.Replica != (*first).Replica {
+		*first, *deadline = run, time.Now().Add(catchUpWait)
+		return false
+	}
+	return s.cfg.Engine.LogChanged(threadID, runID) != nil || run.LeaseUntil.After((*first).LeaseUntil)
 }
 
 // follow streams the run's logged events after `after` until its terminal event.

@@ -64,6 +64,9 @@ type Config struct {
 	MaxActiveRuns int
 	// BodyReadTimeout bounds reading a request body; default 30 s.
 	BodyReadTimeout time.Duration
+	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil leaves them
+	// unrouted.
+	SignIn *SignIn
 }
 
 type server struct {
@@ -117,6 +120,7 @@ func New(cfg Config) http.Handler {
 	r.Get("/agui/threads", s.handleListThreads)
 	r.Get("/agui/threads/{threadId}", s.handleGetThread)
 	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
+	s.routeSignIn(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -192,6 +196,8 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.writeEngineError(w, err)
 		return
 	}
+	// The browser may have to sign in to an MCP server during this run (oauth.go).
+	s.setSignInCookie(w, r, who)
 	s.stream(w, r, run)
 }
 

@@ -17,6 +17,7 @@ type memory struct {
 	suspensions map[string]memRow
 	resolved    map[string]*resolvedIDs
 	threads     map[string]*memThread
+	secrets     map[secretKey]memSecret
 	// eventAt lists appended events oldest first, for the retention sweep.
 	eventAt []memEventRef
 	// cancels are the pending cancels, with their Since.

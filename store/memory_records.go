@@ -295,14 +295,52 @@ func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int)
 			if len(out) >= limit {
 				return out, nil
 			}
-			lapsed := r.r.State == RunRunning && r.r.LeaseUntil.Before(now) && r.r.Replica != replica
-			if lapsed || (r.r.State == RunLost && !r.reaped) {
-				r.r.State, r.r.Replica, r.r.UpdatedAt, r.reaped = RunLost, replica, now, true
+			if r.r.State == RunLost && !r.reaped {
+				r.r.Replica, r.r.UpdatedAt, r.reaped = replica, now, true
 				out = append(out, *copyRun(r.r))
 			}
 		}
 	}
 	return out, nil
+}
+
+func (m *memory) TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]RunRecord, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	now := time.Now().UTC()
+	var out []RunRecord
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if len(out) >= limit {
+				return out, nil
+			}
+			if r.r.State == RunRunning && r.r.Replica != replica && (anyLease || r.r.LeaseUntil.Before(now)) {
+				r.r.Replica, r.r.UpdatedAt, r.r.LeaseUntil = replica, now, now.Add(lease)
+				out = append(out, *copyRun(r.r))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *memory) ReleaseRuns(ctx context.Context, replica string) (int, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	now := time.Now().UTC().Add(-time.Millisecond)
+	n := 0
+	for _, th := range m.threads {
+		for _, r := range th.runs {
+			if r.r.Replica == replica && r.r.State == RunRunning {
+				r.r.LeaseUntil = now
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 func (m *memory) ThreadRuns(ctx context.Context, threadID string, limit int) ([]RunRecord, error) {

@@ -64,9 +64,9 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
-// schemaV6 records the A2A cancels not confirmed yet, so that a restart continues them
+// schemaV7 records the A2A cancels not confirmed yet, so that a restart continues them
 // (design/cancel-confirm.md).
-const schemaV6 = `CREATE TABLE pending_cancels (
+const schemaV7 = `CREATE TABLE pending_cancels (
 		agent   TEXT NOT NULL,
 		task_id TEXT NOT NULL,
 		since   BIGINT NOT NULL,   -- when the cancel was decided, Unix ns (the horizon counts from it)
@@ -78,6 +78,18 @@ const schemaV6 = `CREATE TABLE pending_cancels (
 // owner (server.on_disconnect: detach): the owner's reconnect grace consults it before it
 // cancels a run nobody watches locally (design/disconnect-policy.md).
 const schemaV5 = `ALTER TABLE runs ADD COLUMN watched_until BIGINT NOT NULL DEFAULT 0;`
+
+// schemaSecrets adds the secrets table (Secrets): sealed OAuth grants and pending
+// sign-ins. Values are base64 text and times Unix ns (0: never expires).
+const schemaSecrets = `CREATE TABLE secrets (
+		kind       TEXT NOT NULL,
+		skey       TEXT NOT NULL,
+		value      TEXT NOT NULL,
+		expires_at BIGINT NOT NULL DEFAULT 0,
+		updated_at BIGINT NOT NULL,
+		PRIMARY KEY (kind, skey)
+	);
+	CREATE INDEX secrets_expires ON secrets (expires_at) WHERE expires_at > 0;`
 
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
@@ -109,8 +121,10 @@ var migrations = []string{
 	schemaV4,
 	// 5: remote watchers of a run.
 	schemaV5,
-	// 6: pending cancels.
-	schemaV6,
+	// 6: secrets (sealed OAuth grants, pending sign-ins).
+	schemaSecrets,
+	// 7: pending cancels.
+	schemaV7,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -142,8 +156,10 @@ var pgMigrations = []string{
 	schemaV4,
 	// 5: remote watchers of a run.
 	schemaV5,
-	// 6: pending cancels.
-	schemaV6,
+	// 6: secrets (sealed OAuth grants, pending sign-ins).
+	schemaSecrets,
+	// 7: pending cancels.
+	schemaV7,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -93,13 +93,23 @@ type Runs interface {
 	RequestStop(ctx context.Context, threadID, runID string) (*RunRecord, error)
 	// StopRequests returns replica's running runs with a stop request.
 	StopRequests(ctx context.Context, replica string) ([]RunRecord, error)
-	// ClaimLapsedRuns takes over at most limit running runs of other replicas whose lease
-	// has lapsed (their replica died): they become RunLost, owned by replica, and are
-	// returned (as they are now). Two replicas claiming at once never get the same run, and
-	// a replica never claims its own runs (a late heartbeat is not a death; a restarted
-	// process has a new replica id). Runs that BeginRun marked lost to free their thread
-	// are claimed too, once, so that their leftovers are cleaned up all the same.
+	// ClaimLapsedRuns hands replica, for cleanup, at most limit runs that BeginRun marked
+	// RunLost to free their thread (a new run started on the thread after the old run's
+	// lease lapsed), each once: their leftovers (remote tasks) are cancelled by the
+	// claimer. Lapsed runs that are still running are TakeOverRuns', not this.
 	ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error)
+	// TakeOverRuns makes replica the owner of at most limit running runs of other
+	// replicas whose lease has lapsed (their replica died or handed them off), renews
+	// their lease and returns them: they stay running, and replica continues them from
+	// their checkpoint (Work). Two replicas taking over at once never get the same run, and
+	// a replica never takes its own runs (a late heartbeat is not a death). With anyLease
+	// the lease is not looked at: a single process that starts (SQLite, one replica by
+	// definition) takes over every run a previous process left running.
+	TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]RunRecord, error)
+	// ReleaseRuns ends the lease of every running run of replica now, without ending the
+	// runs, so that another replica takes them over at once (a graceful hand-off); it
+	// returns how many. On PostgreSQL the other replicas are woken by a notification.
+	ReleaseRuns(ctx context.Context, replica string) (int, error)
 	// WatchRun records that a client follows the running run through some replica, for ttl
 	// from now (database clock): a replica that is not the run's owner cannot tell the owner
 	// any other way, and the owner's reconnect grace (server.on_disconnect: detach) must not

@@ -454,7 +454,7 @@ func TestPostgresStopSignal(t *testing.T) {
 	assert.Len(t, got, 1)
 }
 
-func TestClaimLapsedRuns(t *testing.T) {
+func TestTakeOverRuns(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -465,32 +465,70 @@ func TestClaimLapsedRuns(t *testing.T) {
 			require.NoError(t, s.BeginRun(ctx, "mine", "r1", "me", -time.Second))
 			require.NoError(t, s.SaveRunWork(ctx, "dead1", "r1", json.RawMessage(`{"a2a":[{"taskId":"task-1"}]}`)))
 
-			got, err := s.ClaimLapsedRuns(ctx, "me", 1)
+			got, err := s.TakeOverRuns(ctx, "me", time.Minute, 1, false)
 			require.NoError(t, err)
 			require.Len(t, got, 1)
-			more, err := s.ClaimLapsedRuns(ctx, "me", 10)
+			more, err := s.TakeOverRuns(ctx, "me", time.Minute, 10, false)
 			require.NoError(t, err)
-			require.Len(t, more, 1, "the rest; a claimed run is not claimed again")
-			claimed := map[string]RunRecord{got[0].ThreadID: got[0], more[0].ThreadID: more[0]}
-			require.Contains(t, claimed, "dead1")
-			require.Contains(t, claimed, "dead2")
-			assert.JSONEq(t, `{"a2a":[{"taskId":"task-1"}]}`, string(claimed["dead1"].Work), "the claimer gets the work to clean up")
-			assert.Equal(t, RunLost, claimed["dead1"].State)
-			none, err := s.ClaimLapsedRuns(ctx, "me", 10)
+			require.Len(t, more, 1, "the rest; a run taken over is not taken again")
+			taken := map[string]RunRecord{got[0].ThreadID: got[0], more[0].ThreadID: more[0]}
+			require.Contains(t, taken, "dead1")
+			require.Contains(t, taken, "dead2")
+			assert.JSONEq(t, `{"a2a":[{"taskId":"task-1"}]}`, string(taken["dead1"].Work), "the new owner gets the checkpoint")
+			assert.Equal(t, RunRunning, taken["dead1"].State, "a run taken over goes on")
+			assert.Equal(t, "me", taken["dead1"].Replica)
+			act, err := s.ActiveRun(ctx, "dead1")
+			require.NoError(t, err, "its lease was renewed for the new owner")
+			assert.Equal(t, "me", act.Replica)
+			n, err := s.HeartbeatRuns(ctx, "dead", time.Minute)
+			require.NoError(t, err)
+			assert.Zero(t, n, "the old owner's heartbeat no longer reaches it")
+			none, err := s.TakeOverRuns(ctx, "me", time.Minute, 10, false)
 			require.NoError(t, err)
 			assert.Empty(t, none)
 			own, err := s.GetRun(ctx, "mine", "r1")
 			require.NoError(t, err)
-			assert.Equal(t, RunRunning, own.State, "a replica never claims its own run")
-			act, err := s.ActiveRun(ctx, "alive")
+			assert.Equal(t, "me", own.Replica, "a replica never takes its own run")
+			act, err = s.ActiveRun(ctx, "alive")
 			require.NoError(t, err)
 			assert.Equal(t, "alive", act.Replica, "a run whose lease holds is left alone")
+			lost, err := s.ClaimLapsedRuns(ctx, "me", 10)
+			require.NoError(t, err)
+			assert.Empty(t, lost, "running runs are never handed out for cleanup")
+
+			// anyLease (a single process starting): the live-looking run of another
+			// replica id is taken too.
+			all, err := s.TakeOverRuns(ctx, "next", time.Minute, 10, true)
+			require.NoError(t, err)
+			assert.Len(t, all, 4, "dead1, dead2, alive and mine")
 		})
 	}
 }
 
-// TestClaimLapsedRunsRace: two handles claiming at once split the lapsed runs, none twice.
-func TestClaimLapsedRunsRace(t *testing.T) {
+func TestReleaseRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "leaving", time.Hour))
+			require.NoError(t, s.BeginRun(ctx, "t2", "r1", "staying", time.Hour))
+			none, err := s.TakeOverRuns(ctx, "other", time.Minute, 10, false)
+			require.NoError(t, err)
+			require.Empty(t, none, "leases hold")
+			n, err := s.ReleaseRuns(ctx, "leaving")
+			require.NoError(t, err)
+			assert.Equal(t, 1, n)
+			got, err := s.TakeOverRuns(ctx, "other", time.Minute, 10, false)
+			require.NoError(t, err)
+			require.Len(t, got, 1, "a released run is taken over at once, before its lease would have lapsed")
+			assert.Equal(t, "t1", got[0].ThreadID)
+			assert.Equal(t, RunRunning, got[0].State)
+		})
+	}
+}
+
+// TestTakeOverRunsRace: two handles taking over at once split the lapsed runs, none twice.
+func TestTakeOverRunsRace(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range sharedBackends {
 		t.Run(b.name, func(t *testing.T) {
@@ -510,7 +548,7 @@ func TestClaimLapsedRunsRace(t *testing.T) {
 			got := make(chan []RunRecord, 8)
 			for i := range 8 {
 				wg.Go(func() {
-					rs, err := hs[i%2].ClaimLapsedRuns(ctx, fmt.Sprintf("c%d", i), 5)
+					rs, err := hs[i%2].TakeOverRuns(ctx, fmt.Sprintf("c%d", i), time.Minute, 5, false)
 					assert.NoError(t, err)
 					got <- rs
 				})
@@ -520,7 +558,7 @@ func TestClaimLapsedRunsRace(t *testing.T) {
 			seen := map[string]bool{}
 			for rs := range got {
 				for _, r := range rs {
-					assert.False(t, seen[r.ThreadID], "run of %s claimed twice", r.ThreadID)
+					assert.False(t, seen[r.ThreadID], "run of %s taken twice", r.ThreadID)
 					seen[r.ThreadID] = true
 				}
 			}

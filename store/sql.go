@@ -565,18 +565,15 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 	}
 	var out []RunRecord
 	err = s.tx(ctx, "", func(tx *sql.Tx) error {
-		// The lease is checked again outside the subquery: a claimer that waited for a
-		// row lock re-checks only the outer WHERE.
-		// Also the runs BeginRun marked lost to free their thread, not yet cleaned up. The
-		// candidates are picked once, in a materialised CTE: as a plain IN (subquery) the
-		// planner may run the subquery again per row, and with SKIP LOCKED each run picks
-		// other rows (one claim took 15 rows with LIMIT 5). The condition is checked again
-		// on the rows updated: a claimer that waited for a row lock re-checks only that.
-		lapsed := `((state = 'running' AND lease_until < ` + s.d.nowNS + ` AND replica <> $1) OR (state = 'lost' AND reaped = 0))`
+		// The candidates are picked once, in a materialised CTE: as a plain IN (subquery)
+		// the planner may run the subquery again per row, and with SKIP LOCKED each run
+		// picks other rows (one claim took 15 rows with LIMIT 5). The condition is checked
+		// again on the rows updated: a claimer that waited for a row lock re-checks only that.
+		lapsed := `(state = 'lost' AND reaped = 0)`
 		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
 				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
 				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
-			UPDATE runs SET state = 'lost', reaped = 1, replica = $1, updated_at = $2
+			UPDATE runs SET reaped = 1, replica = $1, updated_at = $2
 			FROM picked WHERE runs.thread_id = picked.thread_id AND runs.run_id = picked.run_id AND `+lapsed+`
 			RETURNING `+qualifiedRunCols), replica, time.Now().UnixNano(), limit)
 		if err != nil {
@@ -596,6 +593,74 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 		return nil, fmt.Errorf("store: claim lapsed runs: %w", err)
 	}
 	return out, nil
+}
+
+func (s *sqlStore) TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) (_ []RunRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []RunRecord
+	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+		// As in ClaimLapsedRuns: candidates picked once (materialised, SKIP LOCKED), the
+		// condition checked again on the rows updated, since a claimer that waited for a
+		// row lock re-checks only the outer WHERE; the lease on the database's clock.
+		lapsed := `(state = 'running' AND replica <> $1 AND lease_until < ` + s.d.nowNS + `)`
+		if anyLease {
+			lapsed = `(state = 'running' AND replica <> $1)`
+		}
+		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
+				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
+				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
+			UPDATE runs SET replica = $1, updated_at = $2, lease_until = `+s.d.nowNS+` + $4
+			FROM picked WHERE runs.thread_id = picked.thread_id AND runs.run_id = picked.run_id AND `+lapsed+`
+			RETURNING `+qualifiedRunCols), replica, time.Now().UnixNano(), limit, lease.Nanoseconds())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, *r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: take over runs: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+		// One nanosecond in the past: lapsed for every claimer's "lease_until < now".
+		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
+			WHERE replica = $1 AND state = 'running'`), replica)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		if n > 0 && s.d.notifyStop != "" {
+			// The stop channel's listeners look at their stop requests and at lapsed runs.
+			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), replica); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: release runs: %w", err)
+	}
+	return int(n), nil
 }
 
 func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {

@@ -69,7 +69,7 @@ const MaxResolvedPerThread = 256
 type Interrupt struct {
 	ID         string `json:"id"`
 	ToolCallID string `json:"toolCallId,omitempty"`
-	// Kind is one of a2a_input, a2a_auth, mcp_form, mcp_url, mcp_session, ask_user, continue
+	// Kind is one of a2a_input, a2a_auth, mcp_form, mcp_url, mcp_session, mcp_auth, ask_user, continue
 	// (the constants live in package hitl).
 	Kind           string         `json:"kind"`
 	Reason         string         `json:"reason"`
@@ -129,6 +129,7 @@ type Store interface {
 	Runs
 	EventLog
 	Messages
+	Secrets
 	Cancels
 
 	// Ping reports whether the store is reachable (readiness).

@@ -123,9 +123,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := modelProblem(cfg.LLM); err != nil {
 		log.Warn("the model cannot be called until this is fixed; /readyz reports it", "problem", err.Error())
 	}
-	if cfg.HandoffUnavailable() {
-		log.Warn("server.on_shutdown: handoff is not available in this build; runs still active after server.shutdown_grace are cancelled, as with cancel")
-	}
 
 	redactor.Add(cfg.Secrets(os.Getenv)...)
 
@@ -135,6 +132,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
 	}
+	// OAuth fails closed too: mode user without a usable secrets key stops the start.
+	signInEnv, err := cfg.SignIn(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 2
+	}
+	signIns := newSignIn(cfg, signInEnv)
+	defer signIns.hc.CloseIdleConnections()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -188,7 +193,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(cfg.MCPServers) > 0 {
 		var servers []mcpclient.ServerConfig
 		for _, s := range cfg.MCPServers {
-			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env})
+			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env, Auth: signIns.auth(s)})
 			onToolError[s.Name] = s.OnToolError
 		}
 		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{
@@ -237,6 +242,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.Close()
+	if registry != nil {
+		// Sessions close before the store: an OAuth session reads its token from the store
+		// to say goodbye (Close is idempotent; the earlier defers find nothing left).
+		defer registry.Close()
+		defer sessions.Close()
+	}
+	if err := signIns.open(st); err != nil {
+		fmt.Fprintf(stderr, "coordinator: %v\n", err)
+		return 1
+	}
 	metricsReg := metrics.New()
 	// The tool-call metrics are labelled with configured names only.
 	var agentNames, serverNames []string
@@ -256,6 +271,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Model:   model,
 		Agents:  agents,
 		Tools:   tools,
+		// Agents whose card declares an OAuth flow sign users in (cmd/coordinator/signin.go).
+		A2ASignIn: signIns.a2a(agents),
 		// What a tool error of each MCP server does to the run: the engine decides.
 		OnToolError: onToolError,
 		Limits: coordinator.Limits{
@@ -293,6 +310,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
 		OnDisconnect:      disconnectPolicy(cfg.Server.OnDisconnect),
 		ReconnectGrace:    time.Duration(cfg.Server.ReconnectGrace),
+		Handoff:           cfg.ShutdownMode() == config.OnShutdownHandoff,
+		// Not shared (SQLite): the runs a previous process left running are this one's.
+		TakeOverAtStart: !cfg.SharedStore(),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
@@ -313,6 +333,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Metrics:        metricsReg.Handler(),
 		Logger:         log,
 		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
+		SignIn:         signIns.endpoints(registry, agents),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -322,6 +343,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// Body reads are bounded per request by the server package (a run's stream outlives
 	// any whole-request ReadTimeout); idle keep-alive connections are closed.
+	signIns.bound(ln.Addr())
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -28,9 +28,12 @@
 // GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
 // CancelTask received (any transport, any protocol version), the last persisted state of every
 // task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3);
-// traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order.
+// traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order;
 // followUps: {taskId: n}, how many follow-up messages reached a parked (input- or
-// auth-required) task: an answer delivered once is 1.
+// auth-required) task: an answer delivered once is 1;
+// sends: the first word of every message sent (SendMessage and SendStreamingMessage, with
+// "<taskId>:" in front for a message to an existing task); subscribes and gets: the task id
+// of every SubscribeToTask and GetTask.
 import express from 'express';
 import { randomUUID } from 'node:crypto';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, TaskState, Role } from '@a2a-js/sdk';
@@ -71,7 +74,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], tasks: {}, versions: [], traceparents: [], followUps: {} };
+const log = { cancels: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -222,6 +225,30 @@ const cancelTask = handler.cancelTask.bind(handler);
 handler.cancelTask = (params, context) => {
   log.cancels.push(String(params?.id));
   return cancelTask(params, context);
+};
+// Sends, subscriptions and reads are recorded the same way, so that a test can tell a task
+// that was followed (SubscribeToTask, GetTask) from one that was started again.
+const sentWord = (params) => {
+  const m = params?.message;
+  const words = (m?.parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(' ').trim().split(/\s+/);
+  return (m?.taskId ? `${m.taskId}:` : '') + (words[0] ?? '');
+};
+for (const name of ['sendMessage', 'sendMessageStream']) {
+  const orig = handler[name].bind(handler);
+  handler[name] = (params, context) => {
+    log.sends.push(sentWord(params));
+    return orig(params, context);
+  };
+}
+const resubscribe = handler.resubscribe.bind(handler);
+handler.resubscribe = (params, context) => {
+  log.subscribes.push(String(params?.id));
+  return resubscribe(params, context);
+};
+const getTask = handler.getTask.bind(handler);
+handler.getTask = (params, context) => {
+  log.gets.push(String(params?.id));
+  return getTask(params, context);
 };
 const app = express();
 app.get('/test/log', (_req, res) => res.json(log));

@@ -124,13 +124,16 @@ type Server struct {
 	// ShutdownGrace is how long active runs may finish at shutdown.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
 	// OnShutdown is what happens to runs still active after ShutdownGrace: cancel them
-	// (OnShutdownCancel) or hand them to other replicas (OnShutdownHandoff). Hand-off is
-	// accepted (DESIGN §4) but not built yet: such runs are cancelled, and the start-up log
-	// says so (HandoffUnavailable).
+	// (OnShutdownCancel) or hand them to other replicas (OnShutdownHandoff), which take
+	// them over from their checkpoints. Empty: ShutdownMode decides by the store.
 	OnShutdown string `yaml:"on_shutdown"`
 	// SecretsKeyEnv names the variable holding the key that encrypts stored OAuth tokens.
-	// No stored token exists yet (MCP OAuth is not built), so only the name is checked.
+	// Required with an MCP server in auth mode user; see SignIn.
 	SecretsKeyEnv string `yaml:"secrets_key_env"`
+	// PublicURL is how browsers reach Baton (scheme://host[:port][/prefix]), for the OAuth
+	// callback and client metadata URLs that sign-in hands to authorization servers. Empty:
+	// derived from the listen address (http://localhost:<port> for an unspecified host).
+	PublicURL string `yaml:"public_url"`
 	// AllowedOrigins are extra Origins (scheme://host[:port]) allowed to POST when auth
 	// is off; the request's own origin is always allowed.
 	AllowedOrigins []string `yaml:"allowed_origins"`
@@ -193,10 +196,23 @@ const (
 	OnShutdownHandoff = "handoff"
 )
 
-// HandoffUnavailable reports whether the configuration asks for a shutdown hand-off, which
-// this build does not perform (runs still active after the grace period are cancelled).
-// The coordinator logs it at start so that nobody relies on a hand-off that does not happen.
-func (c *Config) HandoffUnavailable() bool { return c.Server.OnShutdown == OnShutdownHandoff }
+// ShutdownMode is server.on_shutdown as it applies: the configured value, else handoff
+// with a PostgreSQL store (other replicas may take the runs over) and cancel otherwise.
+func (c *Config) ShutdownMode() string {
+	if c.Server.OnShutdown != "" {
+		return c.Server.OnShutdown
+	}
+	if c.SharedStore() {
+		return OnShutdownHandoff
+	}
+	return OnShutdownCancel
+}
+
+// SharedStore reports whether the store is shared by replicas (PostgreSQL). Otherwise
+// (SQLite, memory) the process is the only replica of its store.
+func (c *Config) SharedStore() bool {
+	return strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://")
+}
 
 // Replication configures the run leases that replicas sharing a PostgreSQL store use (a
 // single process keeps them too, so that a restart finds its runs' threads free).
@@ -299,9 +315,8 @@ type MCPServer struct {
 	Env map[string]string `yaml:"env"`
 	// OnToolError is retry (default), fail or error (DESIGN §6).
 	OnToolError string `yaml:"on_tool_error"`
-	// Auth is how Baton authorises itself to the server (DESIGN §4). Only mode none is
-	// available in this build; user and service (OAuth) are refused with a clear error
-	// rather than silently sending no credentials.
+	// Auth is how Baton authorises itself to the server (DESIGN §4): none, user (OAuth
+	// per principal, signed in through the chat) or service (client credentials).
 	Auth MCPAuth `yaml:"auth"`
 }
 

@@ -460,6 +460,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_SERVER_EVENT_RETENTION":       "1h",
 		"BATON_SERVER_ON_SHUTDOWN":           "cancel",
 		"BATON_SERVER_SECRETS_KEY_ENV":       "MY_SECRETS_KEY",
+		"BATON_SERVER_PUBLIC_URL":            "https://baton.example.com",
 		"BATON_REPLICATION_HEARTBEAT":        "1s",
 		"BATON_REPLICATION_LEASE":            "5s",
 		"BATON_REPLICATION_ADVERTISE_URL":    "http://replica-1:8080",
@@ -473,7 +474,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Listen: "0.0.0.0:9090",
 		Server: Server{AuthTokensEnv: "MY_TOKENS", MaxBodyBytes: 2048, ShutdownGrace: Duration(3 * time.Second), MaxActiveRuns: 12, EventRetention: Duration(time.Hour),
 			OnDisconnect: "detach", ReconnectGrace: Duration(45 * time.Second), StreamBufferBytes: 65536, StreamWriteTimeout: Duration(5 * time.Second),
-			OnShutdown: "cancel", SecretsKeyEnv: "MY_SECRETS_KEY"},
+			OnShutdown: "cancel", SecretsKeyEnv: "MY_SECRETS_KEY", PublicURL: "https://baton.example.com"},
 		LLM: LLM{Provider: "anthropic", BaseURL: "http://127.0.0.1:5000/v1", Model: "claude-x", APIKeyEnv: "MY_KEY",
 			Timeout: Duration(45 * time.Second), IdleTimeout: Duration(20 * time.Second)},
 		Limits:      Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second), CancelHorizon: Duration(45 * time.Second)},
@@ -632,5 +633,20 @@ mcp_servers:
 	got := c.Secrets(env{"TOKS": "tok-one,tok-two", "KEY": "sk-key"}.get)
 	for _, want := range []string{"sk-key", "tok-one", "tok-two", "Bearer mcp-tok", "llm-pass", "agent-pass", "agent-key"} {
 		assert.Contains(t, got, want)
+	}
+}
+
+func TestShutdownModeDefaultsByStore(t *testing.T) {
+	for _, tc := range []struct{ store, set, want string }{
+		{"postgres://u@h/db", "", OnShutdownHandoff},
+		{"postgresql://u@h/db", "", OnShutdownHandoff},
+		{"sqlite:./x.db", "", OnShutdownCancel},
+		{"memory:", "", OnShutdownCancel},
+		{"postgres://u@h/db", OnShutdownCancel, OnShutdownCancel},
+		{"sqlite:./x.db", OnShutdownHandoff, OnShutdownHandoff},
+	} {
+		c := Default()
+		c.Store, c.Server.OnShutdown = tc.store, tc.set
+		assert.Equal(t, tc.want, c.ShutdownMode(), "store %s, on_shutdown %q", tc.store, tc.set)
 	}
 }

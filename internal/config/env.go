@@ -56,6 +56,7 @@ var envVars = []envVar{
 	{"BATON_SERVER_SHUTDOWN_GRACE", "server.shutdown_grace", setDuration(func(c *Config) *Duration { return &c.Server.ShutdownGrace })},
 	{"BATON_SERVER_ON_SHUTDOWN", "server.on_shutdown", setString(func(c *Config) *string { return &c.Server.OnShutdown })},
 	{"BATON_SERVER_SECRETS_KEY_ENV", "server.secrets_key_env", setString(func(c *Config) *string { return &c.Server.SecretsKeyEnv })},
+	{"BATON_SERVER_PUBLIC_URL", "server.public_url", setString(func(c *Config) *string { return &c.Server.PublicURL })},
 	{"BATON_SERVER_EVENT_RETENTION", "server.event_retention", setDuration(func(c *Config) *Duration { return &c.Server.EventRetention })},
 	{"BATON_REPLICATION_HEARTBEAT", "replication.heartbeat", setDuration(func(c *Config) *Duration { return &c.Replication.Heartbeat })},
 	{"BATON_REPLICATION_LEASE", "replication.lease", setDuration(func(c *Config) *Duration { return &c.Replication.Lease })},

@@ -24,6 +24,19 @@ func (c *Config) Secrets(getenv func(string) string) []string {
 			add(t)
 		}
 	}
+	if c.Server.SecretsKeyEnv != "" {
+		for _, k := range strings.Split(getenv(c.Server.SecretsKeyEnv), ",") {
+			add(k)
+			if _, key, ok := strings.Cut(k, ":"); ok {
+				add(key)
+			}
+		}
+	}
+	for _, m := range c.MCPServers {
+		if m.Auth.ClientSecretEnv != "" {
+			add(getenv(m.Auth.ClientSecretEnv))
+		}
+	}
 	urls := []string{c.LLM.BaseURL}
 	for _, a := range c.Agents {
 		urls = append(urls, a.URL, a.CardURL)

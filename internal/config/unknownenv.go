@@ -59,7 +59,11 @@ type UnknownVar struct {
 
 // referencedVars are the variables the configuration names.
 func (c *Config) referencedVars() []string {
-	return append([]string{c.LLM.APIKeyEnv, c.Server.AuthTokensEnv}, c.refVars...)
+	out := append([]string{c.LLM.APIKeyEnv, c.Server.AuthTokensEnv, c.Server.SecretsKeyEnv}, c.refVars...)
+	for _, m := range c.MCPServers {
+		out = append(out, m.Auth.ClientSecretEnv)
+	}
+	return out
 }
 
 // closest returns the candidate within a small edit distance of name, or "".

@@ -65,6 +65,8 @@ func (c *Config) validateStream() error {
 		return c.fieldErr("server.on_shutdown", "must be %s or %s (got %q)", OnShutdownHandoff, OnShutdownCancel, s.OnShutdown)
 	case s.SecretsKeyEnv != "" && !isEnvName(s.SecretsKeyEnv):
 		return c.fieldErr("server.secrets_key_env", "must be the name of an environment variable, not its value (got a value that is not a variable name)")
+	case s.PublicURL != "" && !isPublicURL(s.PublicURL):
+		return c.fieldErr("server.public_url", "must be an absolute http(s) URL without query or fragment, such as https://baton.example.com (got %q)", s.PublicURL)
 	case s.OnDisconnect != "" && s.OnDisconnect != OnDisconnectCancel && s.OnDisconnect != OnDisconnectDetach:
 		return c.fieldErr("server.on_disconnect", "must be %s or %s (got %q)", OnDisconnectCancel, OnDisconnectDetach, s.OnDisconnect)
 	case s.ReconnectGrace <= 0:
@@ -235,28 +237,96 @@ func (c *Config) validateMCPServers() error {
 		default:
 			return c.fieldErr(key+".on_tool_error", "must be one of %s, %s, %s (got %q)", OnToolErrorRetry, OnToolErrorFail, OnToolErrorError, m.OnToolError)
 		}
-		if err := c.validateMCPAuth(key+".auth", m.Auth); err != nil {
+		if err := c.validateMCPAuth(key+".auth", m); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// validateMCPAuth accepts the auth section of an MCP server. OAuth (user, service) is part of
-// the contract but not of this build: refusing it at start is better than a server that
-// fails every call with 401 and no word why.
-func (c *Config) validateMCPAuth(key string, a MCPAuth) error {
+// validateMCPAuth checks the auth section of an MCP server (DESIGN §4). What needs the
+// environment (the secrets key, the client secret) is checked at start by SignIn.
+func (c *Config) validateMCPAuth(key string, m MCPServer) error {
+	a := m.Auth
 	switch a.Mode {
 	case "", MCPAuthNone:
-		if a.ClientID != "" || a.ClientSecretEnv != "" || len(a.Scopes) > 0 {
+		if a.ClientSecretEnv != "" {
+			return c.fieldErr(key+".client_secret_env", "is used only with mode %s or %s (mode is %s)", MCPAuthUser, MCPAuthService, MCPAuthNone)
+		}
+		if a.ClientID != "" || len(a.Scopes) > 0 {
 			return c.fieldErr(key, "client_id, client_secret_env and scopes need mode %s or %s", MCPAuthUser, MCPAuthService)
 		}
 		return nil
 	case MCPAuthUser, MCPAuthService:
-		return c.fieldErr(key+".mode", "%s (OAuth) is not available in this build of Baton; use mode %s and a static Authorization header in headers", a.Mode, MCPAuthNone)
 	default:
 		return c.fieldErr(key+".mode", "must be one of %s, %s, %s (got %q)", MCPAuthNone, MCPAuthUser, MCPAuthService, a.Mode)
 	}
+	switch {
+	case m.URL == "":
+		return c.fieldErr(key+".mode", "%s (OAuth) needs a streamable HTTP server (url); a stdio server gets its credentials through env", a.Mode)
+	case !oauthURL(m.URL):
+		return c.fieldErr(key+".mode", "%s (OAuth) needs an https url, or http only on a loopback host (127.0.0.1, [::1], localhost): tokens must not cross the network in clear (got %s)", a.Mode, redactURL(m.URL))
+	case hasHeader(m.Headers, "Authorization"):
+		return c.fieldErr(key+".mode", "%s (OAuth) sets the Authorization header itself; remove it from headers, or use mode %s", a.Mode, MCPAuthNone)
+	case a.ClientSecretEnv != "" && !isEnvName(a.ClientSecretEnv):
+		return c.fieldErr(key+".client_secret_env", "must be the name of an environment variable, not the secret itself")
+	case a.ClientSecretEnv != "" && a.ClientID == "":
+		return c.fieldErr(key+".client_id", "required with client_secret_env (the secret belongs to a pre-registered client)")
+	case a.Mode == MCPAuthService && (a.ClientID == "" || a.ClientSecretEnv == ""):
+		return c.fieldErr(key, "mode %s (client credentials) needs client_id and client_secret_env", MCPAuthService)
+	case a.Mode == MCPAuthUser && c.Server.SecretsKeyEnv == "":
+		return c.fieldErr("server.secrets_key_env", "required with mcp server %q in mode %s: stored OAuth tokens are encrypted with this key (32 random bytes, base64; e.g. openssl rand -base64 32)", m.Name, MCPAuthUser)
+	}
+	for i, sc := range a.Scopes {
+		if !isScopeToken(sc) {
+			return c.fieldErr(fmt.Sprintf("%s.scopes[%d]", key, i), "not an OAuth scope token (printable ASCII without spaces, quotes or backslashes; got %q)", sc)
+		}
+	}
+	return nil
+}
+
+// oauthURL reports whether an MCP server's URL may carry OAuth tokens: https anywhere, http
+// only to a loopback host (the same rule go-sdk's discovery applies to metadata URLs).
+func oauthURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return u.Host != ""
+	case "http":
+		h := u.Hostname()
+		if strings.EqualFold(h, "localhost") {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
+}
+
+// isScopeToken: RFC 6749 §3.3 scope-token = 1*( %x21 / %x23-5B / %x5D-7E ).
+func isScopeToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < 0x21 || b > 0x7e || b == '"' || b == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func hasHeader(h map[string]string, name string) bool {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // validateNames rejects agent names that could shadow an MCP tool, which the model sees
@@ -495,6 +565,11 @@ func (c *Config) StorePath() string {
 		return ""
 	}
 	return p
+}
+
+func isPublicURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && isHTTPURL(s) && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }
 
 func isHTTPURL(s string) bool {

@@ -773,6 +773,10 @@ function showInterrupts(list) {
 }
 
 function interruptForm(intr) {
+  const md = intr.metadata && typeof intr.metadata === "object" ? intr.metadata : {};
+  if (intr.reason === "mcp:authorization" || (intr.reason === "a2a:auth_required" && typeof md.authorizationUrl === "string")) {
+    return signInCard(intr);
+  }
   if (isApproval(intr)) {
     const card = approvalCard(document, intr, (entry) => answer(intr, card, entry));
     card._intr = intr;
@@ -869,6 +873,77 @@ function interruptForm(intr) {
   return box;
 }
 
+// signInCard is the card of an mcp:authorization interrupt: "Sign in to <server>" opens
+// the authorization URL in a new window (without opener: the authorization server gets no
+// handle on this page). When Baton's callback has stored the token, its page tells this one
+// through localStorage (a "storage" event) and the interrupt is answered "accept", which
+// retries the parked call; "Done" does the same by hand, Cancel declines.
+function signInCard(intr) {
+  const meta = intr.metadata && typeof intr.metadata === "object" ? intr.metadata : {};
+  // An A2A agent's sign-in is kept as "a2a:<agent>" (what the callback reports).
+  const agent = intr.reason === "a2a:auth_required" && meta.a2a && typeof meta.a2a.agent === "string" ? meta.a2a.agent : "";
+  const server = agent || (typeof meta.server === "string" ? meta.server : "the server");
+  const box = el("section", "interrupt signin");
+  box.dataset.interruptId = intr.id;
+  box.dataset.reason = intr.reason;
+  box.dataset.state = "open";
+  box.dataset.server = agent ? "a2a:" + agent : server;
+  const head = box.appendChild(el("header"));
+  head.appendChild(el("span", "who", agent ? agent : "MCP server " + server));
+  head.appendChild(el("span", "role-tag", "needs sign-in"));
+  box.appendChild(el("p", "question", agent ? "Sign in to " + agent : intr.message || "Sign in to " + server));
+  if (agent && intr.message) box.appendChild(el("p", "agent-says", intr.message));
+  if (intr.expiresAt) {
+    const t = new Date(intr.expiresAt);
+    if (!Number.isNaN(t.getTime())) box.appendChild(el("p", "expires", "Answer before " + t.toLocaleTimeString()));
+  }
+  const actions = box.appendChild(el("div", "actions"));
+  const url = meta.authorizationUrl;
+  // An MCP sign-in is accepted; an A2A task is continued ({}: "done").
+  const payload = agent ? {} : { action: "accept" };
+  const accept = () => answer(intr, box, { interruptId: intr.id, status: "resolved", payload });
+  if (typeof url === "string" && /^https?:\/\//i.test(url)) {
+    const open = actions.appendChild(el("button", "primary open-signin", "Sign in to " + server));
+    open.type = "button";
+    open.addEventListener("click", () => {
+      window.open(url, "_blank", "noopener,noreferrer");
+      box.dataset.opened = "true";
+    });
+  } else {
+    box.appendChild(el("p", "form-error", "The server gave no usable sign-in link."));
+  }
+  const done = actions.appendChild(el("button", "done", "Done"));
+  done.type = "button";
+  done.addEventListener("click", accept);
+  const cancel = actions.appendChild(el("button", "cancel", "Cancel"));
+  cancel.type = "button";
+  cancel.addEventListener("click", () => answer(intr, box, { interruptId: intr.id, status: "cancelled" }));
+  box._intr = intr;
+  box._signedIn = accept;
+  return box;
+}
+
+// signedIn answers the open sign-in cards of a server once its callback reported success.
+function signedIn(server) {
+  for (const box of ui.transcript.querySelectorAll(".interrupt.signin[data-state=open]")) {
+    if (box.dataset.server === server && typeof box._signedIn === "function") box._signedIn();
+  }
+}
+
+window.addEventListener("storage", (e) => {
+  if (e.key !== "baton:signed-in" || !e.newValue) return;
+  try {
+    const m = JSON.parse(e.newValue);
+    if (m && m.type === "baton:signed-in" && typeof m.server === "string") signedIn(m.server);
+  } catch {
+    // not ours
+  }
+});
+window.addEventListener("message", (e) => {
+  if (e.origin !== location.origin || !e.data || e.data.type !== "baton:signed-in") return;
+  if (typeof e.data.server === "string") signedIn(e.data.server);
+});
+
 // asker names who asks: the MCP server or agent the question comes from, else Baton.
 function asker(meta) {
   const name = (v) => (typeof v === "string" && v ? v : "");
@@ -886,6 +961,8 @@ function reasonLabel(reason) {
       return "needs sign-in";
     case "mcp:url_elicitation":
       return "needs you to open a link";
+    case "mcp:authorization":
+      return "needs sign-in";
     case "confirmation":
       return "asks to confirm";
     default:
@@ -898,7 +975,7 @@ function answer(intr, box, entry) {
   chat.answers.set(intr.id, entry);
   box.dataset.state = "answered";
   for (const c of box.querySelectorAll("input, select, textarea, button")) c.disabled = true;
-  const shown = entry.status === "cancelled" ? "(cancelled)" : answerText(entry.payload);
+  const shown = entry.status === "cancelled" ? "(cancelled)" : box.classList.contains("signin") ? "Signed in" : answerText(entry.payload);
   const bubble = append(el("div", "msg user answer"));
   bubble.appendChild(el("div", "msg-text", shown));
   const pending = chat.interrupts.filter((i) => !chat.answers.has(i.id));

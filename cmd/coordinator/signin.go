@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/baton-dev/baton/a2aauth"
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/config"
+	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/signin"
+	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/tokenstore"
+)
+
+// signInWiring connects OAuth for MCP servers (design/signin-engine.md): the handlers the
+// registry builds per principal, the sealed token store, and the HTTP endpoints. The
+// registry is built before the store is open and the listener bound, so its handlers read
+// the token store and the public URL when a call first needs them.
+type signInWiring struct {
+	cfg *config.Config
+	env *config.SignInEnv
+	hc  *http.Client
+	ts  *tokenstore.Store // set by open, before the server starts
+	// public is the base URL for the callback; set once the listener is bound.
+	public atomic.Pointer[string]
+}
+
+func newSignIn(cfg *config.Config, env *config.SignInEnv) *signInWiring {
+	// Discovery, registration, exchange and refresh: a client of its own, with a timeout
+	// (metadata and token requests are short). Its endpoints are named by peers, so every
+	// dial is guarded (internal/egress): never link-local (cloud metadata) addresses, and
+	// loopback or private ones only when the operator configured a peer there.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+		Control: egress.Control(egress.Policy{AllowPrivate: privatePeers(cfg)})}
+	tr.DialContext = d.DialContext
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	return &signInWiring{cfg: cfg, env: env, hc: hc}
+}
+
+// privatePeers reports whether an MCP server or agent is configured on a loopback or
+// private address: then its authorization server may be there too.
+func privatePeers(cfg *config.Config) bool {
+	for _, s := range cfg.MCPServers {
+		if s.URL != "" && egress.IsPrivateHost(s.URL) {
+			return true
+		}
+	}
+	for _, a := range cfg.Agents {
+		if egress.IsPrivateHost(a.URL) || (a.CardURL != "" && egress.IsPrivateHost(a.CardURL)) {
+			return true
+		}
+	}
+	return false
+}
+
+// open makes the sealed token store; nil when no server signs users in.
+func (w *signInWiring) open(st store.Store) error {
+	if w.env.Ring == nil {
+		return nil
+	}
+	ts, err := tokenstore.New(tokenstore.Config{Secrets: st, Ring: w.env.Ring})
+	if err != nil {
+		return err
+	}
+	w.ts = ts
+	return nil
+}
+
+// bound records the public URL: server.public_url, else the listener's address.
+func (w *signInWiring) bound(addr net.Addr) {
+	u := strings.TrimSuffix(w.cfg.Server.PublicURL, "/")
+	if u == "" {
+		u = displayURL(addr)
+	}
+	w.public.Store(&u)
+}
+
+func (w *signInWiring) publicURL() string {
+	if p := w.public.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// auth returns the mcpclient.Auth of a configured server, nil for mode none.
+func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
+	switch s.Auth.Mode {
+	case config.MCPAuthUser:
+		return &mcpclient.Auth{
+			PerPrincipal: true,
+			Handler: func(principal string) auth.OAuthHandler {
+				base := w.publicURL()
+				cimd := ""
+				if strings.HasPrefix(base, "https://") {
+					// A Client ID Metadata Document must be served over https.
+					cimd = base + server.ClientMetadataPath
+				}
+				return signin.NewHandler(signin.HandlerConfig{
+					Store: w.ts, Principal: principal, Server: s.Name, ServerURL: s.URL,
+					RedirectURL: base + server.CallbackPath, ClientMetadataURL: cimd,
+					ClientID: s.Auth.ClientID, ClientSecret: w.env.ClientSecrets[s.Name],
+					Scopes: s.Auth.Scopes, ClientName: "Baton", HTTPClient: w.hc,
+				})
+			},
+			HasGrant: func(ctx context.Context, principal string) bool {
+				_, err := w.ts.Grant(ctx, principal, s.Name)
+				return err == nil
+			},
+		}
+	case config.MCPAuthService:
+		h := signin.NewServiceHandler(signin.ServiceConfig{
+			Server: s.Name, ServerURL: s.URL, ClientID: s.Auth.ClientID,
+			ClientSecret: w.env.ClientSecrets[s.Name], Scopes: s.Auth.Scopes, HTTPClient: w.hc,
+		})
+		return &mcpclient.Auth{Handler: func(string) auth.OAuthHandler { return h }}
+	}
+	return nil
+}
+
+// endpoints configures the server's OAuth endpoints; nil without a token store.
+func (w *signInWiring) endpoints(registry *mcpclient.Registry, agents []coordinator.Agent) *server.SignIn {
+	if w.ts == nil {
+		return nil
+	}
+	var names []string
+	for _, s := range w.cfg.MCPServers {
+		if s.Auth.Mode == config.MCPAuthUser {
+			names = append(names, s.Name)
+		}
+	}
+	si := &server.SignIn{Store: w.ts, HTTPClient: w.hc, PublicURL: w.publicURL, Servers: names, Ring: w.env.Ring}
+	for _, a := range agents {
+		si.Agents = append(si.Agents, a.Name)
+	}
+	if registry != nil {
+		si.Forget = func(principal, name string) { registry.Forget(principal, name) }
+	}
+	return si
+}
+
+// a2aSignIn implements coordinator.A2ASignIn: agents whose card declares an OAuth 2
+// authorization-code flow sign users in through the same callback and store as MCP servers.
+type a2aSignIn struct {
+	starter *a2aauth.Starter
+	cards   map[string]func() *sdk.AgentCard
+}
+
+// a2a returns the engine's A2A sign-in; nil without a token store (no secrets key).
+func (w *signInWiring) a2a(agents []coordinator.Agent) coordinator.A2ASignIn {
+	if w.ts == nil {
+		return nil
+	}
+	cards := map[string]func() *sdk.AgentCard{}
+	for _, a := range agents {
+		if c, ok := a.Client.(interface{ Card() *sdk.AgentCard }); ok {
+			cards[a.Name] = c.Card
+		}
+	}
+	if len(cards) == 0 {
+		return nil
+	}
+	return &a2aSignIn{cards: cards, starter: a2aauth.New(a2aauth.Config{
+		Store:       w.ts,
+		RedirectURL: func() string { return w.publicURL() + server.CallbackPath },
+		ClientMetadataURL: func() string {
+			if base := w.publicURL(); strings.HasPrefix(base, "https://") {
+				return base + server.ClientMetadataPath
+			}
+			return ""
+		},
+		HTTPClient: w.hc,
+	})}
+}
+
+func (s *a2aSignIn) flow(agent string) *a2aauth.Flow {
+	if card := s.cards[agent]; card != nil {
+		return a2aauth.FlowOf(card())
+	}
+	return nil
+}
+
+func (s *a2aSignIn) Start(ctx context.Context, principal, agent, threadID, interruptID string) (string, time.Time, error) {
+	fl := s.flow(agent)
+	if fl == nil {
+		return "", time.Time{}, nil
+	}
+	return s.starter.Start(ctx, principal, agent, fl, threadID, interruptID)
+}
+
+// Authorize attaches the principal's bearer token as a service parameter: the A2A client
+// sends it as an HTTP header to the agent's endpoint only.
+func (s *a2aSignIn) Authorize(ctx context.Context, principal, agent string) context.Context {
+	if s.flow(agent) == nil {
+		return ctx
+	}
+	tok, ok := s.starter.Token(ctx, principal, agent)
+	if !ok {
+		return ctx
+	}
+	return a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{"Authorization": {"Bearer " + tok}})
+}

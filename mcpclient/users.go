@@ -1,0 +1,335 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/signin"
+)
+
+// Auth is how Baton authorises itself to an OAuth-protected streamable HTTP server.
+//
+// With PerPrincipal (config auth.mode user), every principal gets a session of its own,
+// with its own handler: a token belongs to one user, and go-sdk servers bind a session to
+// the user of its first token (another user's token gets 403). The sessions are bounded
+// (Options.MaxUserSessions, Options.UserSessionIdle). Nobody can list the tools before
+// someone has signed in, so until then the catalog offers one tool, "<server>__sign_in",
+// whose call signs the caller in; the first principal that connects lists the tools for
+// everyone (the catalog is per server, as for other servers), and each principal is still
+// asked to sign in at their own first call. Prepare lists them at a run's start when its
+// principal has signed in before (after a restart, for instance).
+//
+// Without PerPrincipal (mode service) the server has one session and Handler("") supplies
+// its token (client credentials).
+type Auth struct {
+	PerPrincipal bool
+	// Handler returns the OAuth handler of one principal ("" without PerPrincipal). Its
+	// Authorize may return *signin.NeedsSignIn, which ends the call with that error.
+	Handler func(principal string) auth.OAuthHandler
+	// HasGrant reports whether a principal has signed in to the server; Prepare connects
+	// only such principals. Nil: Prepare does nothing.
+	HasGrant func(ctx context.Context, principal string) bool
+}
+
+// SignInTool is the server's own name of the tool offered by a PerPrincipal server whose
+// tools are not known yet.
+const SignInTool = "sign_in"
+
+// errNoPrincipal: a PerPrincipal server's own session was asked for; only its principals'
+// sessions exist.
+var errNoPrincipal = errors.New("this MCP server signs each user in: a call needs a principal")
+
+// prepareTimeout bounds Prepare's wait for a principal's first connection.
+const prepareTimeout = 10 * time.Second
+
+func (s *server) perUser() bool { return s.users != nil }
+
+// perPrincipalChild reports whether s is one principal's session of a PerPrincipal server.
+func (s *server) perPrincipalChild() bool { return s.parent != nil }
+
+// catalogServer is the server whose catalog a session's tool list fills.
+func (s *server) catalogServer() *server {
+	if s.parent != nil {
+		return s.parent
+	}
+	return s
+}
+
+// signInEntry is the placeholder tool of a PerPrincipal server whose tools are unknown.
+func signInEntry(s *server) *entry {
+	return &entry{
+		Tool: Tool{
+			Server:   s.cfg.Name,
+			ToolName: SignInTool,
+			Description: fmt.Sprintf("Sign the user in to %s, whose tools are offered once someone has signed in. "+
+				"Call it when the user's request needs %s; the user is asked to sign in if needed, and the result lists its tools.", s.cfg.Name, s.cfg.Name),
+			InputSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+			Idempotent:  true, ReadOnly: true,
+		},
+		srv:    s,
+		signIn: true,
+	}
+}
+
+// userSessions are a PerPrincipal server's sessions, one per principal.
+type userSessions struct {
+	mu    sync.Mutex
+	byKey map[string]*userSession
+}
+
+type userSession struct {
+	srv      *server
+	lastUsed time.Time
+}
+
+func newUserSessions() *userSessions { return &userSessions{byKey: map[string]*userSession{}} }
+
+// forPrincipal returns the server that carries principal's calls: s itself unless s is a
+// PerPrincipal server. It evicts idle sessions, and the least recently used ones beyond
+// Options.MaxUserSessions (never one with a call in flight).
+func (s *server) forPrincipal(principal string) *server {
+	if !s.perUser() {
+		return s
+	}
+	u := s.users
+	now := time.Now()
+	u.mu.Lock()
+	us, ok := u.byKey[principal]
+	if !ok {
+		child := newServer(s.r, s.cfg, principal, true)
+		child.parent = s
+		us = &userSession{srv: child}
+		u.byKey[principal] = us
+	}
+	us.lastUsed = now
+	evict := u.evictLocked(s.r.opts.MaxUserSessions, s.r.opts.UserSessionIdle, now, us)
+	u.mu.Unlock()
+	for _, e := range evict {
+		s.r.goTracked(func() { _ = e.close() })
+	}
+	return us.srv
+}
+
+// evictLocked removes the sessions idle for longer than idle, then the least recently used
+// beyond max, sparing keep and any with calls in flight; it returns them for closing.
+func (u *userSessions) evictLocked(max int, idle time.Duration, now time.Time, keep *userSession) []*server {
+	var out []*server
+	var idleOnes []string
+	for k, us := range u.byKey {
+		if us != keep && now.Sub(us.lastUsed) > idle && !us.srv.busy() {
+			idleOnes = append(idleOnes, k)
+		}
+	}
+	for _, k := range idleOnes {
+		out = append(out, u.byKey[k].srv)
+		delete(u.byKey, k)
+	}
+	if len(u.byKey) <= max {
+		return out
+	}
+	keys := make([]string, 0, len(u.byKey))
+	for k := range u.byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return u.byKey[keys[i]].lastUsed.Before(u.byKey[keys[j]].lastUsed) })
+	for _, k := range keys {
+		if len(u.byKey) <= max {
+			break
+		}
+		us := u.byKey[k]
+		if us == keep || us.srv.busy() {
+			continue
+		}
+		out = append(out, us.srv)
+		delete(u.byKey, k)
+	}
+	return out
+}
+
+// remove forgets principal's session and returns it (nil when there is none).
+func (u *userSessions) remove(principal string) *server {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	us, ok := u.byKey[principal]
+	if !ok {
+		return nil
+	}
+	delete(u.byKey, principal)
+	return us.srv
+}
+
+func (u *userSessions) closeAll() {
+	u.mu.Lock()
+	all := make([]*server, 0, len(u.byKey))
+	for k, us := range u.byKey {
+		all = append(all, us.srv)
+		delete(u.byKey, k)
+	}
+	u.mu.Unlock()
+	for _, s := range all {
+		_ = s.close()
+	}
+}
+
+// busy reports whether a call is in flight on s.
+func (s *server) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight) > 0
+}
+
+// userStatus is a PerPrincipal server's readiness. Without a principal nothing can be
+// checked, and a server nobody has signed in to yet is not down: it reports connected
+// unless every principal's session has failed to connect for another reason than sign-in.
+func (s *server) userStatus() (connected bool, lastErr string) {
+	s.users.mu.Lock()
+	kids := make([]*server, 0, len(s.users.byKey))
+	for _, us := range s.users.byKey {
+		kids = append(kids, us.srv)
+	}
+	s.users.mu.Unlock()
+	var failed error
+	for _, k := range kids {
+		k.mu.Lock()
+		alive, err := k.alive(), k.lastErr
+		k.mu.Unlock()
+		var ns *signin.NeedsSignIn
+		switch {
+		case alive:
+			return true, ""
+		case err == nil || errors.As(err, &ns):
+			return true, ""
+		default:
+			failed = err
+		}
+	}
+	if failed != nil {
+		return false, failed.Error()
+	}
+	return true, ""
+}
+
+// Prepare lists the tools of every PerPrincipal server whose tools are not known yet, as
+// principal, when principal has signed in to it before (Auth.HasGrant): a run's first
+// catalog then has them. It waits at most 10 s (or until ctx ends); failures are only
+// logged, and the catalog keeps the sign-in tool.
+func (r *Registry) Prepare(ctx context.Context, principal string) {
+	for _, s := range r.servers {
+		if !s.perUser() || s.cfg.Auth.HasGrant == nil {
+			continue
+		}
+		r.mu.RLock()
+		unknown := len(s.entries) == 1 && s.entries[0].signIn
+		r.mu.RUnlock()
+		if !unknown || !s.cfg.Auth.HasGrant(ctx, principal) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, prepareTimeout)
+		_, err := s.forPrincipal(principal).session(cctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("mcp tools not listed for a signed-in user", "error", err)
+		}
+	}
+}
+
+// Forget closes principal's session with the server (after the user revoked the grant), so
+// that nothing signed in lingers. It reports whether the server is configured.
+func (r *Registry) Forget(principal, server string) bool {
+	for _, s := range r.servers {
+		if s.cfg.Name != server {
+			continue
+		}
+		if s.perUser() {
+			if child := s.users.remove(principal); child != nil {
+				r.goTracked(func() { _ = child.close() })
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// signInResult is the result of a call of the sign-in tool that found the user signed in.
+func (c *call) signInResult() Result {
+	var names []string
+	c.r.mu.RLock()
+	for _, e := range c.e.srv.entries {
+		if !e.signIn {
+			names = append(names, e.ToolName)
+		}
+	}
+	c.r.mu.RUnlock()
+	text := fmt.Sprintf("Signed in to %s.", c.e.Server)
+	if len(names) > 0 {
+		text += fmt.Sprintf(" Its tools (callable as %s<tool>): %s.", toolName(c.e.Server, ""), strings.Join(names, ", "))
+	}
+	res := c.result(StatusOK)
+	res.Content = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	return res
+}
+
+// SignInRequired is the error of Call (or Resume) when the server needs the principal to
+// sign in: the call was not run. It holds what is needed to call again once the user has
+// signed in (the call is sent anew, exactly once), and unwraps to the *signin.NeedsSignIn.
+type SignInRequired struct {
+	Server   string          `json:"server"`
+	Tool     string          `json:"tool"`     // the catalog name, <server>__<tool>
+	ToolName string          `json:"toolName"` // the server's own name for the tool
+	Args     json.RawMessage `json:"args"`
+	// NeedsSignIn holds the authorization URL; it is not persisted with the call (the
+	// pending sign-in is, by the signin.Store).
+	NeedsSignIn *signin.NeedsSignIn `json:"-"`
+}
+
+// Error names the server.
+func (e *SignInRequired) Error() string {
+	return fmt.Sprintf("mcp tool %s: the user must sign in to %s", e.Tool, e.Server)
+}
+
+// Unwrap returns the *signin.NeedsSignIn.
+func (e *SignInRequired) Unwrap() error { return e.NeedsSignIn }
+
+// signInError maps the errors of an OAuth handler that end a call: *signin.NeedsSignIn is
+// returned as the call's error (the caller parks the call and asks the user); a refusal is
+// reported as a result. ok is false for any other error.
+func (c *call) signInError(err error) (Result, error, bool) {
+	var ns *signin.NeedsSignIn
+	if errors.As(err, &ns) {
+		c.r.log.InfoContext(c.logCtx, "mcp call needs the user to sign in", "server", c.e.Server, "tool", c.e.ToolName)
+		args, merr := json.Marshal(c.args)
+		if merr != nil {
+			return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, merr), true
+		}
+		return Result{}, &SignInRequired{Server: c.e.Server, Tool: c.e.Name, ToolName: c.e.ToolName, Args: args, NeedsSignIn: ns}, true
+	}
+	switch {
+	case errors.Is(err, signin.ErrForbidden):
+		return c.notCompleted(fmt.Sprintf("The MCP server %q refused access to this user.", c.e.Server), ""), nil, true
+	case errors.Is(err, signin.ErrTooManySignIns):
+		return c.notCompleted(fmt.Sprintf("The MCP server %q keeps asking for authorization; Baton stopped asking the user to sign in for now.", c.e.Server), ""), nil, true
+	}
+	return Result{}, nil, false
+}
+
+// signInFallback finds the sign-in tool of a PerPrincipal server after its catalog
+// replaced it (a call parked on sign-in before another user listed the tools).
+func (r *Registry) signInFallback(name string) (*entry, bool) {
+	for _, s := range r.servers {
+		if s.perUser() && name == toolName(s.cfg.Name, SignInTool) {
+			e := signInEntry(s)
+			e.Name = name
+			return e, true
+		}
+	}
+	return nil, false
+}
