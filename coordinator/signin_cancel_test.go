@@ -12,6 +12,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
 )
 
 // bearerKey carries the credentials the fake sign-in attaches (as a2a-go service
@@ -165,4 +166,24 @@ func TestCancelsCarryOwnersCredentials(t *testing.T) {
 		assert.Empty(t, agent.cancelled())
 		assert.Equal(t, []string{""}, agent.bearers())
 	})
+}
+
+// TestLostRunCancelCarriesOwnersCredentials: a run taken over that cannot continue has its
+// tasks cancelled with the credentials of the owner its checkpoint names.
+func TestLostRunCancelCarriesOwnersCredentials(t *testing.T) {
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	deadRun(t, st, "gone", deadDelegationConv(), runWork{A2A: []workTask{
+		{Agent: "research", TaskID: "task-a", State: string(a2a.StateWorking), ToolCallID: "call_1"},
+		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
+	}}, deadDelegationEvents()...)
+	agent := &securedAgent{fakeAgent: &fakeAgent{}}
+	newSecuredEngine(t, agent, func(c *Config) {
+		c.Store, c.Heartbeat, c.Lease = st, 20*time.Millisecond, time.Second
+	})
+	run, _ := waitEnded(t, st, "gone", "r-gone")
+	assert.Equal(t, string(OutcomeError), run.State)
+	assert.Equal(t, []string{"task-a"}, agent.cancelled())
+	assert.Equal(t, []string{"tok-alice"}, agent.bearers(), "deadRun's checkpoint names alice")
 }
