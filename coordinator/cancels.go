@@ -45,10 +45,11 @@ func (e *Engine) reportCancel(log *slog.Logger, what string) func(cancel.Report)
 }
 
 // cancelTask cancels a task of agent a outside a run's scope, with the same pacing,
-// confirmation and retries as a run's cancels; it returns the first attempt's error (nil
-// when the task is canceled or was over, or when the cancel is being retried).
-func (e *Engine) cancelTask(ctx context.Context, a *Agent, taskID string, log *slog.Logger, what string) error {
-	rep := e.confirm.Cancel(ctx, a.Name, taskID, cancelFunc(a.Client), e.reportCancel(log, what))
+// confirmation and retries as a run's cancels, every attempt with owner's credentials for
+// the agent (as a run's); it returns the first attempt's error (nil when the task is
+// canceled or was over, or when the cancel is being retried).
+func (e *Engine) cancelTask(ctx context.Context, owner string, a *Agent, taskID string, log *slog.Logger, what string) error {
+	rep := e.confirm.Cancel(ctx, a.Name, taskID, e.ownerCancel(owner, a, cancelFunc(a.Client)), e.reportCancel(log, what))
 	if rep.Result == cancel.ResultPending {
 		log.Info(what+": not confirmed yet, retrying in the background", "agent", a.Name, "task_id", taskID, "err", errString(rep.Err))
 		return nil
@@ -56,7 +57,9 @@ func (e *Engine) cancelTask(ctx context.Context, a *Agent, taskID string, log *s
 	return rep.Err
 }
 
-// resumeCancels continues the cancels an earlier process left pending.
+// resumeCancels continues the cancels an earlier process left pending. The store does not
+// keep whose they were, so they are sent without a user's agent credentials (an agent behind
+// per-user sign-in may refuse them; they then end as failed).
 func (e *Engine) resumeCancels() {
 	ctx, cancelRead := context.WithTimeout(context.Background(), storeWriteTimeout)
 	pending, err := e.cfg.Store.PendingCancels(ctx, store.MaxPendingCancelsRead)

@@ -384,6 +384,7 @@ func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work run
 // terminal, and records them as canceled so that nobody cancels them again.
 func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
+	owner := work.owner()
 	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -398,7 +399,7 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 		wg.Go(func() {
 			// Confirmed like a run's cancels: retried in the background until the
 			// agent confirms (cancels.go).
-			if err := e.cancelTask(cctx, a, t.TaskID, log, "lapsed run: task cancelled"); err != nil {
+			if err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled"); err != nil {
 				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
 			}
 		})
@@ -667,4 +668,17 @@ func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID stri
 		case <-t.C:
 		}
 	}
+}
+
+// owner is the principal of the run whose work this is, from its checkpoint; "" (the
+// anonymous principal) when it has none or it cannot be read. The cancels of a lost run's
+// tasks carry that principal's credentials for agents that require them.
+func (w runWork) owner() string {
+	var cp struct {
+		Owner string `json:"owner"`
+	}
+	if len(w.Checkpoint) == 0 || json.Unmarshal(w.Checkpoint, &cp) != nil {
+		return ""
+	}
+	return cp.Owner
 }
