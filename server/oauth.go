@@ -23,7 +23,9 @@ import (
 // /oauth/client-metadata.json and DELETE /agui/connections/{server}. See
 // design/signin-engine.md.
 type SignIn struct {
-	// Store holds pending sign-ins and grants (sealed: tokenstore).
+	// Store holds pending sign-ins and grants (sealed: tokenstore). Nil when nobody can
+	// sign in (no secrets key): the callback and DELETE /agui/connections answer so, and
+	// the client metadata document is still served.
 	Store signin.Store
 	// HTTPClient carries the code exchange.
 	HTTPClient *http.Client
@@ -63,7 +65,10 @@ const (
 func (s *server) routeSignIn(r chi.Router) {
 	si := s.cfg.SignIn
 	if si == nil {
-		return
+		// Not configured at all (an embedding without sign-in): the endpoints of DESIGN §3
+		// still answer, with structured errors rather than a bare 404 page.
+		si = &SignIn{}
+		s.cfg.SignIn = si
 	}
 	if si.ClientName == "" {
 		si.ClientName = "Baton"
@@ -79,6 +84,10 @@ func (s *server) routeSignIn(r chi.Router) {
 // handleClientMetadata serves Baton's OAuth Client ID Metadata Document: its client_id is
 // the document's own URL, and it registers the callback as the only redirect URI.
 func (s *server) handleClientMetadata(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.SignIn.PublicURL == nil {
+		writeError(w, http.StatusNotFound, "SIGN_IN_NOT_CONFIGURED", "This coordinator has no public URL for sign-in.")
+		return
+	}
 	base := s.cfg.SignIn.PublicURL()
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -102,6 +111,9 @@ func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "server")
 	key := name
 	switch {
+	case s.cfg.SignIn.Store == nil:
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "No MCP server or agent signs users in on this coordinator.")
+		return
 	case slices.Contains(s.cfg.SignIn.Servers, name):
 	case slices.Contains(s.cfg.SignIn.Agents, name):
 		key = a2aauth.ServerName(name)
@@ -173,6 +185,10 @@ func (s *server) callbackPrincipal(r *http.Request) (string, bool) {
 // the grant stored (sealed). The page says so and tells the chat page (window.opener) to
 // resume. Nothing secret is shown, logged or sent to another origin.
 func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.SignIn.Store == nil {
+		s.callbackPage(w, http.StatusNotFound, "Sign-in failed", "Sign-in is not configured on this coordinator.", nil)
+		return
+	}
 	q := r.URL.Query()
 	state, code, iss, oerr := q.Get("state"), q.Get("code"), q.Get("iss"), q.Get("error")
 	for _, v := range []string{state, code, iss, oerr} {

@@ -64,8 +64,8 @@ type Config struct {
 	MaxActiveRuns int
 	// BodyReadTimeout bounds reading a request body; default 30 s.
 	BodyReadTimeout time.Duration
-	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil leaves them
-	// unrouted.
+	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
+	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
 }
 

@@ -129,10 +129,12 @@ func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
 	return nil
 }
 
-// endpoints configures the server's OAuth endpoints; nil without a token store.
+// endpoints configures the server's OAuth endpoints. Without a token store (no secrets
+// key, so nobody signs in) the client metadata document is still served and the callback
+// and connections endpoints answer that sign-in is not configured.
 func (w *signInWiring) endpoints(registry *mcpclient.Registry, agents []coordinator.Agent) *server.SignIn {
 	if w.ts == nil {
-		return nil
+		return &server.SignIn{PublicURL: w.publicURL}
 	}
 	var names []string
 	for _, s := range w.cfg.MCPServers {
