@@ -4,7 +4,8 @@
 //   complete | fail | reject | canceled | input | slow | auth | message | delay | forge | drop
 //   (anything else = complete)
 // A follow-up on an input-required or auth-required task completes it ("done: <the follow-up
-// text>"), whatever its first word. CancelTask works on running tasks
+// text>"), whatever its first word, except "slowly": that follow-up first streams progress
+// steps like slow (~10 s), so that a test can act while the continuation streams. CancelTask works on running tasks
 // (slow, delay, drop) and on parked ones (input, auth).
 //
 //   delay    waits DELAY_MS (default 1500) before its first event, then behaves like slow
@@ -117,7 +118,8 @@ class ScriptedExecutor {
     const { taskId, contextId, userMessage, task } = ctx;
     const said = userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(' ').trim();
     const parked = task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED || task?.status?.state === TaskState.TASK_STATE_AUTH_REQUIRED;
-    const verb = parked ? 'resume' : said.split(/\s+/)[0];
+    const first = said.split(/\s+/)[0];
+    const verb = parked ? (first === 'slowly' ? 'slow' : 'resume') : first;
     if (parked) log.followUps[taskId] = (log.followUps[taskId] || 0) + 1;
     const status = (state, t) => bus.publish(AgentEvent.statusUpdate({ taskId, contextId,
       status: { state, timestamp: new Date().toISOString(), message: t ? agentMsg(taskId, contextId, t) : undefined },

@@ -1,0 +1,217 @@
+package integration
+
+// Three coordinator processes on one PostgreSQL database (issue 14) behind a round-robin
+// reverse proxy without stickiness: the client never picks a replica. A run with a slow
+// delegation makes a second POST on its thread 409, is followed mid-run by a reconnect
+// (exactly the log), and is stopped (the stream ends cancelled, the JS peer records
+// CancelTask); an A2A input-required interrupt is resumed (the answer reaches the peer
+// once). Last, a replica is killed (kill -9) while the continuation of a resumed task
+// streams: a survivor takes the run over, the task's answer reaches the model, the run
+// finishes, and the peer got the answer once.
+//
+// One topology serves every subtest; the kill comes last because the proxy would route some
+// requests to the dead replica afterwards.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
+)
+
+// getEvents opens GET …/runs/{run}/events on base, after lastID when it is positive.
+func getEvents(t *testing.T, base, thread, runID string, lastID int64) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/agui/threads/"+thread+"/runs/"+runID+"/events", nil)
+	require.NoError(t, err)
+	if lastID > 0 {
+		req.Header.Set("Last-Event-ID", fmt.Sprint(lastID))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+// isSubagentProgress reports whether a frame is text streamed by a sub-agent.
+func isSubagentProgress(f sseFrame) bool {
+	return strings.Contains(f.Data, `"TEXT_MESSAGE_CONTENT"`) && strings.Contains(f.Data, `"subagentRunId"`)
+}
+
+func TestThreeReplicasBehindProxy(t *testing.T) {
+	requirePeers(t)
+	dsn := pgtest.DSN(t)
+	peer := startA2APeerEnv(t)
+	demo := startDemoMCPHTTP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	cfg := testConfig{LLMURL: model.URL, Store: dsn, Agents: []agentEntry{{Name: "peer", URL: peer}},
+		InputRequired: "ask_user", MCP: []mcpServerEntry{{Name: "demo", URL: demo}}, ToolTimeout: "30s", Grace: "1s"}.yaml() +
+		"replication:\n  heartbeat: 200ms\n  lease: 1s\n"
+	reps := []*hitlCoord{startHITLCoordinator(t, cfg), startHITLCoordinator(t, cfg), startHITLCoordinator(t, cfg)}
+	proxy := startRoundRobin(t, reps[0].URL, reps[1].URL, reps[2].URL)
+
+	t.Run("busy thread, reconnect mid-run and stop, all through the proxy", func(t *testing.T) {
+		thread := newThreadID("three-slow")
+		runID := "run-" + thread
+		b, err := json.Marshal(hitlInput(thread, runID, hitlCall{Name: "peer", Args: map[string]any{"prompt": "slow work"}}))
+		require.NoError(t, err)
+		_, tasksBefore := peerLog(t, peer)
+		live := postJSON(t, proxy+"/agui", string(b))
+		defer live.Body.Close()
+		require.Equal(t, http.StatusOK, live.StatusCode)
+		sc := bufio.NewScanner(live.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		steps := 0
+		before := readFrames(t, sc, func(f sseFrame) bool {
+			if isSubagentProgress(f) {
+				steps++
+			}
+			return steps == 2
+		})
+		require.Equal(t, 2, steps, "the sub-agent's progress: %v", eventTypesOf(before))
+		lastID := before[len(before)-1].ID
+
+		// A second run on the thread, through the proxy (so on another replica than the
+		// first request's, whichever that was): 409 each time.
+		for i := range 3 {
+			busy := postJSON(t, proxy+"/agui", strings.Replace(string(b), runID, fmt.Sprintf("%s-busy%d", runID, i), 1))
+			assert.Equal(t, http.StatusConflict, busy.StatusCode, "attempt %d: the thread is busy on every replica", i)
+			busy.Body.Close()
+		}
+
+		// A reconnect through the proxy, mid-run, followed to the run's end.
+		reconnected := make(chan streamed, 1)
+		resp := getEvents(t, proxy, thread, runID, lastID)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		go func() { reconnected <- readStreamed(t, resp) }()
+
+		stop := postJSON(t, proxy+"/agui/threads/"+thread+"/runs/"+runID+"/stop", "{}")
+		assert.Equal(t, http.StatusAccepted, stop.StatusCode)
+		stop.Body.Close()
+
+		rest := readFrames(t, sc, func(sseFrame) bool { return false })
+		require.NotEmpty(t, rest)
+		var last map[string]any
+		require.NoError(t, json.Unmarshal([]byte(rest[len(rest)-1].Data), &last))
+		assert.Equal(t, "RUN_FINISHED", last["type"], "live stream: %v", eventTypesOf(rest))
+		assert.Equal(t, map[string]any{"type": "cancelled"}, last["outcome"])
+
+		var after streamed
+		select {
+		case after = <-reconnected:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the reconnected stream did not end after the stop")
+		}
+		var next []sseFrame
+		for _, f := range after.frames {
+			if f.ID <= lastID {
+				assert.Equal(t, lastID, f.ID, "a restated frame carries the client's id")
+				continue
+			}
+			next = append(next, f)
+		}
+		require.NotEmpty(t, next)
+		for i, f := range next {
+			assert.Equal(t, lastID+int64(i)+1, f.ID, "ids continue without gap or repeat")
+		}
+		assert.Equal(t, last, after.last(), "the reconnect ends with the live stream's terminal event")
+
+		// The whole log, through the proxy (another replica again), is the two parts.
+		whole := readStreamed(t, getEvents(t, proxy, thread, runID, 0))
+		assert.Equal(t, framesData(whole.frames), append(framesData(before), framesData(next)...), "before + reconnect = the whole log")
+		assert.Equal(t, framesData(whole.frames), append(framesData(before), framesData(rest)...), "the live stream = the whole log")
+
+		// The peer's task of this run got CancelTask (beside the stream's end: bounded wait).
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cancels, tasks := peerLog(t, peer)
+			var mine []string
+			for id := range tasks {
+				if _, old := tasksBefore[id]; !old {
+					mine = append(mine, id)
+				}
+			}
+			if assert.Len(c, mine, 1, "one task of this run at the peer") {
+				assert.Equal(c, 1, count(cancels, mine[0]), "CancelTask once")
+				assert.Equal(c, "TASK_STATE_CANCELED", tasks[mine[0]])
+			}
+		}, eventualWait, 50*time.Millisecond)
+
+		// The thread is free again, through the proxy.
+		next2 := postRunBody(t, proxy, hitlInput(thread, runID+"-after", hitlCall{Name: "peer", Args: map[string]any{"prompt": "complete it"}}))
+		assertSucceeded(t, next2)
+	})
+
+	t.Run("A2A input-required raised and resumed through the proxy", func(t *testing.T) {
+		for i := range 3 { // the interrupt and its resume land on different replicas
+			thread := newThreadID(fmt.Sprintf("three-input%d", i))
+			in, callID := raiseA2AInput(t, proxy, thread)
+			task := a2aTaskOf(in)
+			r := postRunBody(t, proxy, resumeInput(thread, newThreadID("run"), in["id"].(string), map[string]any{"text": "blue"}))
+			assertSucceeded(t, r)
+			res := toolResults(r.events)[callID]
+			require.Len(t, res, 1, "round %d: one TOOL_CALL_RESULT for the original call; events %v", i, eventTypes(r.events))
+			assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), "result %q", res[0])
+			assert.Contains(t, res[0], "done: blue", "the answer reached the task")
+			assert.Equal(t, res[0], toolMessagesSeen(model)[callID], "what the model got")
+			assert.Equal(t, 1, peerFollowUps(t, peer)[task], "round %d: the answer reached the sub-agent once", i)
+			_, tasks := peerLog(t, peer)
+			assert.Equal(t, "TASK_STATE_COMPLETED", tasks[task])
+		}
+	})
+
+	t.Run("kill -9 while a resumed task's continuation streams", func(t *testing.T) {
+		// The resume must reach the replica that is killed: this one request picks it.
+		victim, survivor := reps[0], reps[1]
+		thread := newThreadID("three-kill")
+		in, callID := raiseA2AInput(t, proxy, thread)
+		task := a2aTaskOf(in)
+		// followRun reads run r1 (the interrupt was raised by a run of another id).
+		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "slowly blue"}))
+		require.NoError(t, err)
+		live := postJSON(t, victim.URL+"/agui", string(b))
+		defer live.Body.Close()
+		require.Equal(t, http.StatusOK, live.StatusCode)
+		sc := bufio.NewScanner(live.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		steps := 0
+		before := readFrames(t, sc, func(f sseFrame) bool {
+			if isSubagentProgress(f) {
+				steps++
+			}
+			return steps == 2
+		})
+		require.Equal(t, 2, steps, "the continuation's progress: %v", eventTypesOf(before))
+		require.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent")
+		lastID := before[len(before)-1].ID
+		victim.kill(t)
+		live.Body.Close()
+
+		frames := followRun(t, survivor.URL, thread, lastID, 45*time.Second)
+		typs := frameTypes(frames)
+		last := frames[len(frames)-1].Event
+		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on on a survivor: %v; last %v", typs, last)
+		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
+		seen := toolMessagesSeen(model)[callID]
+		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the continued task's result: %q", seen)
+		assert.Contains(t, seen, "done: slowly blue")
+
+		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
+		cancels, tasks := peerLog(t, peer)
+		assert.Equal(t, "TASK_STATE_COMPLETED", tasks[task])
+		assert.NotContains(t, cancels, task, "a run that goes on does not cancel its task")
+		// The survivor runs the resume's setup again: it reads the task by id, finds it
+		// moved on (working), and follows it to its end instead of answering again.
+		calls := peerCallLog(t, peer)
+		assert.Contains(t, append(calls.Gets, calls.Subscribes...), task, "the survivor followed the task by id")
+		assert.Equal(t, 1, countOf(calls.Sends, task+":slowly"), "the answer was sent once: %v", calls.Sends)
+	})
+}
