@@ -200,6 +200,27 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		last := frames[len(frames)-1].Event
 		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on on a survivor: %v; last %v", typs, last)
 		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
+		var continued []takeoverFrame
+		results := 0
+		for _, f := range frames {
+			if f.ID > lastID {
+				continued = append(continued, f)
+			}
+			if f.Event["type"] == "TOOL_CALL_RESULT" && f.Event["toolCallId"] == callID {
+				results++
+			}
+		}
+		require.NotEmpty(t, continued, "events after the reconnect point")
+		for i := 1; i < len(continued); i++ {
+			assert.Equal(t, continued[i-1].ID+1, continued[i].ID, "the log's numbering continues without gap")
+		}
+		assert.Equal(t, 1, results, "one result for the resumed call: %v", typs)
+		// The official client accepts the continued stream from the same point.
+		res := officialReplay(t, survivor.URL, thread, lastID)
+		require.Nil(t, res.Failed, "the official client rejected the continued stream")
+		assert.Empty(t, res.Warnings, "the official client warned about the continued stream")
+		assert.True(t, res.Terminal)
+
 		seen := toolMessagesSeen(model)[callID]
 		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the continued task's result: %q", seen)
 		assert.Contains(t, seen, "done: slowly blue")
