@@ -46,12 +46,28 @@ func isSubagentProgress(f sseFrame) bool {
 	return strings.Contains(f.Data, `"TEXT_MESSAGE_CONTENT"`) && strings.Contains(f.Data, `"subagentRunId"`)
 }
 
+// slowFinalText is the model's final answer after a resumed task answered "done: finalslow":
+// streamed a word every slowFinalDelay, so that a test can kill its replica mid-turn.
+const (
+	slowFinalText  = "the final answer arrives word by word so that its replica can be killed in the middle of the turn"
+	slowFinalDelay = 250 * time.Millisecond
+)
+
+// threeModel is hitlModel, except for the slow final turn after a "finalslow" answer.
+func threeModel(req fakellm.Request) fakellm.Reply {
+	if last := req.Last(); last.Role == "tool" && strings.Contains(last.Content, "done: finalslow") {
+		return fakellm.Reply{Text: slowFinalText, Delay: slowFinalDelay}
+	}
+	return hitlModel(req)
+}
+
 func TestThreeReplicasBehindProxy(t *testing.T) {
+	top := t // a replica restarted inside a subtest belongs to the whole test
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
 	peer := startA2APeerEnv(t)
 	demo := startDemoMCPHTTP(t)
-	model := fakellm.Start(hitlModel)
+	model := fakellm.Start(threeModel)
 	t.Cleanup(model.Close)
 	cfg := testConfig{LLMURL: model.URL, Store: dsn, Agents: []agentEntry{{Name: "peer", URL: peer}},
 		InputRequired: "ask_user", MCP: []mcpServerEntry{{Name: "demo", URL: demo}}, ToolTimeout: "30s", Grace: "1s"}.yaml() +
@@ -234,5 +250,74 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		calls := peerCallLog(t, peer)
 		assert.Contains(t, append(calls.Gets, calls.Subscribes...), task, "the survivor followed the task by id")
 		assert.Equal(t, 1, countOf(calls.Sends, task+":slowly"), "the answer was sent once: %v", calls.Sends)
+		victim.restart(top)
+	})
+
+	t.Run("kill -9 during the model's final turn after a resume", func(t *testing.T) {
+		victim, survivor := reps[0], reps[2]
+		thread := newThreadID("three-kill-final")
+		in, callID := raiseA2AInput(t, survivor.URL, thread)
+		task := a2aTaskOf(in)
+		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "finalslow"}))
+		require.NoError(t, err)
+		live := postJSON(t, victim.URL+"/agui", string(b))
+		defer live.Body.Close()
+		require.Equal(t, http.StatusOK, live.StatusCode)
+		sc := bufio.NewScanner(live.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		// After the call's result, the first words of the model's final text.
+		resulted, words := false, 0
+		before := readFrames(t, sc, func(f sseFrame) bool {
+			if strings.Contains(f.Data, `"TOOL_CALL_RESULT"`) && strings.Contains(f.Data, callID) {
+				resulted = true
+			}
+			if resulted && strings.Contains(f.Data, `"TEXT_MESSAGE_CONTENT"`) && !strings.Contains(f.Data, `"subagentRunId"`) {
+				words++
+			}
+			return words == 2
+		})
+		require.Equal(t, 2, words, "the model's final turn streams: %v", eventTypesOf(before))
+		lastID := before[len(before)-1].ID
+		victim.kill(t)
+		live.Body.Close()
+
+		frames := followRun(t, survivor.URL, thread, lastID, 45*time.Second)
+		last := frames[len(frames)-1].Event
+		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on on a survivor: %v; last %v", frameTypes(frames), last)
+		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
+		// The cut message is closed; the model is asked again and its whole answer streams.
+		texts := map[string]string{}
+		var order []string
+		for _, f := range frames {
+			if f.ID <= lastID || f.Event["type"] != "TEXT_MESSAGE_CONTENT" || f.Event["subagentRunId"] != nil {
+				continue
+			}
+			id, _ := f.Event["messageId"].(string)
+			if _, ok := texts[id]; !ok {
+				order = append(order, id)
+			}
+			delta, _ := f.Event["delta"].(string)
+			texts[id] += delta
+		}
+		require.NotEmpty(t, order, "the final text after the takeover: %v", frameTypes(frames))
+		assert.Equal(t, slowFinalText, strings.TrimSpace(texts[order[len(order)-1]]), "the model's final turn, whole, on the survivor")
+		res := officialReplay(t, survivor.URL, thread, lastID)
+		require.Nil(t, res.Failed, "the official client rejected the continued stream")
+		assert.Empty(t, res.Warnings, "the official client warned about the continued stream")
+
+		// The model was asked again with the task's result (not the question again).
+		asked := 0
+		for _, r := range model.Requests() {
+			if l := r.Last(); l.Role == "tool" && l.ToolCallID == callID {
+				asked++
+				assert.True(t, strings.HasPrefix(l.Content, "[COMPLETED]\n"), "the result the model got: %q", l.Content)
+			}
+		}
+		assert.Equal(t, 2, asked, "the final turn was asked for twice: cut, then on the survivor")
+		calls := peerCallLog(t, peer)
+		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
+		assert.Equal(t, 1, countOf(calls.Sends, task+":finalslow"), "the answer was sent once: %v", calls.Sends)
+		assert.Equal(t, "TASK_STATE_COMPLETED", calls.Tasks[task])
+		assert.NotContains(t, calls.Cancels, task)
 	})
 }
