@@ -65,7 +65,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 	top := t // a replica restarted inside a subtest belongs to the whole test
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
-	peer := startA2APeerEnv(t)
+	peer := startA2APeerEnv(t, "DELAY_MS=5000")
 	demo := startDemoMCPHTTP(t)
 	model := fakellm.Start(threeModel)
 	t.Cleanup(model.Close)
@@ -319,5 +319,58 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		assert.Equal(t, 1, countOf(calls.Sends, task+":finalslow"), "the answer was sent once: %v", calls.Sends)
 		assert.Equal(t, "TASK_STATE_COMPLETED", calls.Tasks[task])
 		assert.NotContains(t, calls.Cancels, task)
+	})
+
+	t.Run("kill -9 after the answer reached the agent, before the task moved on", func(t *testing.T) {
+		// The peer holds a "later" answer DELAY_MS (5 s) before the task leaves
+		// input-required: the survivor (lease 1 s) takes over inside that window.
+		victim, survivor := reps[0], reps[2]
+		victim.restart(top)
+		thread := newThreadID("three-kill-early")
+		in, callID := raiseA2AInput(t, survivor.URL, thread)
+		task := a2aTaskOf(in)
+		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "later blue"}))
+		require.NoError(t, err)
+		live := postJSON(t, victim.URL+"/agui", string(b))
+		defer live.Body.Close()
+		require.Equal(t, http.StatusOK, live.StatusCode)
+		require.Eventually(t, func() bool { return peerFollowUps(t, peer)[task] == 1 }, eventualWait, 10*time.Millisecond,
+			"the answer reached the sub-agent")
+		victim.kill(t)
+		live.Body.Close()
+
+		// The survivor cannot know whether the answer arrived: it never sends it again,
+		// follows the task, and, the task still waiting, raises its question again.
+		frames := followRun(t, survivor.URL, thread, 0, 45*time.Second)
+		last := frames[len(frames)-1].Event
+		require.Equal(t, "RUN_FINISHED", last["type"], "%v", frameTypes(frames))
+		outcome, _ := last["outcome"].(map[string]any)
+		require.Equal(t, "interrupt", outcome["type"], "the task still waits: its question again: %v", last)
+		again, _ := outcome["interrupts"].([]any)
+		require.Len(t, again, 1)
+		in2, _ := again[0].(map[string]any)
+		assert.Equal(t, task, a2aTaskOf(in2), "the same task asks")
+		assert.Equal(t, "input_required", in2["reason"])
+		res := officialReplay(t, survivor.URL, thread, 0)
+		require.Nil(t, res.Failed, "the official client rejected the stream taken over")
+		assert.Empty(t, res.Warnings, "the official client warned about the stream taken over")
+		calls := peerCallLog(t, peer)
+		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
+		assert.Equal(t, 1, countOf(calls.Sends, task+":later"), "the answer was sent once: %v", calls.Sends)
+
+		// The agent moves on with the first answer; the second one finds the task done and
+		// takes its outcome instead of answering again.
+		require.Eventually(t, func() bool {
+			_, tasks := peerLog(t, peer)
+			return tasks[task] == "TASK_STATE_COMPLETED"
+		}, eventualWait, 50*time.Millisecond, "the task completes with the first answer")
+		r := postRunBody(t, proxy, resumeInput(thread, newThreadID("run"), in2["id"].(string), map[string]any{"text": "green"}))
+		assertSucceeded(t, r)
+		seen := toolMessagesSeen(model)[callID]
+		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the task's result: %q", seen)
+		assert.Contains(t, seen, "done: later blue", "the first answer's outcome")
+		calls = peerCallLog(t, peer)
+		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "nothing more reached the sub-agent")
+		assert.Zero(t, countOf(calls.Sends, task+":green"), "the second answer was not sent: %v", calls.Sends)
 	})
 }
