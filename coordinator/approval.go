@@ -279,7 +279,7 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 		if len(out.interrupts) > 0 {
 			// It asks the user something now: settled as an error rather than left open
 			// under an interrupt that no longer matches.
-			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, out.interrupts)
+			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, out.interrupts)
 			_ = r.recordApproval(ctx, in.ID, func(a *approvalHandle) {
 				a.State, a.Result = approvalDone, bridge.Error("The call was sent again after a restart and asked a question that can no longer be answered.")
 			})

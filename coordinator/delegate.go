@@ -45,7 +45,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.Arm(taskID, cancelFunc(d.agent.Client))
+		d.item.Arm(taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
 	}
 	d.mu.Unlock()
 	if !first {
@@ -313,10 +313,28 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 // agentCtx is ctx with the run's principal's credentials for agent, when they signed in to
 // it (A2ASignIn); the credentials go only to the agent, as HTTP headers of its calls.
 func (r *Run) agentCtx(ctx context.Context, a *Agent) context.Context {
-	if s := r.e.cfg.A2ASignIn; s != nil {
-		return s.Authorize(ctx, r.owner, a.Name)
+	return r.e.agentCtx(ctx, r.owner, a)
+}
+
+// agentCtx is ctx with owner's credentials for agent. Cancels need them as much as sends:
+// an agent that requires auth refuses an anonymous CancelTask, and the task is orphaned.
+func (e *Engine) agentCtx(ctx context.Context, owner string, a *Agent) context.Context {
+	if s := e.cfg.A2ASignIn; s != nil {
+		return s.Authorize(ctx, owner, a.Name)
 	}
 	return ctx
+}
+
+// ownerCancel is fn with owner's credentials for agent added to every attempt, the
+// confirmer's background retries included (each attempt reads the token afresh, so a
+// refreshed one is used).
+func (e *Engine) ownerCancel(owner string, a *Agent, fn cancel.Func) cancel.Func {
+	if e.cfg.A2ASignIn == nil {
+		return fn
+	}
+	return func(ctx context.Context, id string) error {
+		return fn(e.agentCtx(ctx, owner, a), id)
+	}
 }
 
 // a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required

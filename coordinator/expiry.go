@@ -59,7 +59,7 @@ func (e *Engine) expireClaimed(ctx context.Context, susp *store.Suspension) {
 		e.log.Warn("store: remember expired interrupts", "thread_id", susp.ThreadID, "err", err)
 	}
 	cancel()
-	e.abandon(ctx, susp.ThreadID, susp.Interrupts)
+	e.abandon(ctx, susp.Owner, susp.ThreadID, susp.Interrupts)
 	if e.cfg.Metrics != nil {
 		e.cfg.Metrics.InterruptsOpen(-len(susp.Interrupts))
 	}

@@ -21,7 +21,7 @@ type toolHome interface {
 	// interrupts) and returns its outcome.
 	deliver(ctx context.Context, r *Run, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome
 	// abandon cancels the work parked on ins, which nobody will answer.
-	abandon(ctx context.Context, e *Engine, threadID string, ins []store.Interrupt)
+	abandon(ctx context.Context, e *Engine, owner, threadID string, ins []store.Interrupt)
 	// toolName is the name of the call an interrupt suspended, as the model called it.
 	toolName(in store.Interrupt) string
 }
@@ -64,7 +64,7 @@ func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []stor
 // abandon cancels the work parked on interrupts that will not be answered, each through
 // its home: A2A tasks get CancelTask, MRTR calls are abandoned, in-session elicitations
 // are answered "cancel".
-func (e *Engine) abandon(ctx context.Context, threadID string, ins []store.Interrupt) {
+func (e *Engine) abandon(ctx context.Context, owner, threadID string, ins []store.Interrupt) {
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
 	defer cancel()
 	groups := map[toolHome][]store.Interrupt{}
@@ -80,7 +80,7 @@ func (e *Engine) abandon(ctx context.Context, threadID string, ins []store.Inter
 		groups[h] = append(groups[h], in)
 	}
 	for _, h := range order {
-		h.abandon(cctx, e, threadID, groups[h])
+		h.abandon(cctx, e, owner, threadID, groups[h])
 	}
 }
 
@@ -131,13 +131,13 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	return out
 }
 
-func (a2aHome) abandon(ctx context.Context, e *Engine, threadID string, ins []store.Interrupt) {
+func (a2aHome) abandon(ctx context.Context, e *Engine, owner, threadID string, ins []store.Interrupt) {
 	seen := map[string]bool{}
 	for _, in := range ins {
 		h := decodeHandle(in)
 		if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
 			seen[h.TaskID] = true
-			err := a.Client.Cancel(ctx, h.TaskID)
+			err := a.Client.Cancel(e.agentCtx(ctx, owner, a), h.TaskID)
 			e.log.Info("abandoned interrupt: task cancelled", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		}
 	}
@@ -158,7 +158,7 @@ func (askUserHome) deliver(_ context.Context, _ *Run, _ *toolset, _ string, ins 
 }
 
 // abandon: nothing waits remotely for an ask_user question.
-func (askUserHome) abandon(context.Context, *Engine, string, []store.Interrupt) {}
+func (askUserHome) abandon(context.Context, *Engine, string, string, []store.Interrupt) {}
 
 // mcpHome: MCP elicitations, parked (MRTR, URL) or waiting in session.
 type mcpHome struct{}
@@ -181,7 +181,7 @@ func (mcpHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	return r.deliverMCP(ctx, t, callID, ins, answers)
 }
 
-func (mcpHome) abandon(ctx context.Context, e *Engine, threadID string, ins []store.Interrupt) {
+func (mcpHome) abandon(ctx context.Context, e *Engine, _, threadID string, ins []store.Interrupt) {
 	seen := map[string]bool{}
 	for _, in := range ins {
 		h := decodeHandle(in)
@@ -212,4 +212,4 @@ func (approvalHome) deliver(ctx context.Context, r *Run, t *toolset, callID stri
 	return r.deliverApproval(ctx, t, callID, ins[0], answers[ins[0].ID])
 }
 
-func (approvalHome) abandon(context.Context, *Engine, string, []store.Interrupt) {}
+func (approvalHome) abandon(context.Context, *Engine, string, string, []store.Interrupt) {}

@@ -206,7 +206,7 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) e
 		return fmt.Errorf("coordinator: delete thread: %w", err)
 	}
 	if susp != nil && len(susp.Interrupts) > 0 {
-		e.abandon(ctx, threadID, susp.Interrupts)
+		e.abandon(ctx, susp.Owner, threadID, susp.Interrupts)
 		if m := e.cfg.Metrics; m != nil {
 			m.InterruptsOpen(-len(susp.Interrupts))
 		}

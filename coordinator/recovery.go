@@ -77,7 +77,7 @@ func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, o
 func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Failure, open []store.Interrupt) EndReason {
 	if d.Action != ActionAskUser {
 		if len(open) > 0 {
-			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, open)
+			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, open)
 		}
 		return r.finishDecision(d)
 	}

@@ -63,4 +63,4 @@ func (signInHome) deliver(ctx context.Context, r *Run, t *toolset, callID string
 	})
 }
 
-func (signInHome) abandon(context.Context, *Engine, string, []store.Interrupt) {}
+func (signInHome) abandon(context.Context, *Engine, string, string, []store.Interrupt) {}

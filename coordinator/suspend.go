@@ -107,7 +107,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	if err := r.e.cfg.Store.SaveSuspension(sctx, s); err != nil {
 		// Nobody can answer a question that was not saved: the work parked on it is
 		// cancelled now (A2A CancelTask, MCP abandon), not left waiting at the peer.
-		r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, open)
+		r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, open)
 		return err
 	}
 	if m := r.e.cfg.Metrics; m != nil {
@@ -157,7 +157,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	if stop != nil {
 		// The user stops the run: the work parked on the other interrupts is abandoned.
 		if len(calls) > 0 {
-			r.e.abandon(context.WithoutCancel(ctx), r.ThreadID, calls)
+			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, calls)
 		}
 		if err := r.settleResume(ctx, susp); err != nil {
 			return conv, true, r.failUnrecorded(err)

@@ -393,6 +393,7 @@ func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work run
 // terminal, and records them as canceled so that nobody cancels them again.
 func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
+	owner := work.owner()
 	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -405,7 +406,7 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 		}
 		t.State, changed = string(a2a.StateCanceled), true
 		wg.Go(func() {
-			err := a.Client.Cancel(cctx, t.TaskID)
+			err := a.Client.Cancel(e.agentCtx(cctx, owner, a), t.TaskID)
 			log.Info("lapsed run: task cancelled", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
 		})
 	}
@@ -690,4 +691,17 @@ func (r *Run) subIDAfterTakeover(subID string) string {
 		return subID
 	}
 	return ""
+}
+
+// owner is the principal of the run whose work this is, from its checkpoint; "" (the
+// anonymous principal) when it has none or it cannot be read. The cancels of a lost run's
+// tasks carry that principal's credentials for agents that require them.
+func (w runWork) owner() string {
+	var cp struct {
+		Owner string `json:"owner"`
+	}
+	if len(w.Checkpoint) == 0 || json.Unmarshal(w.Checkpoint, &cp) != nil {
+		return ""
+	}
+	return cp.Owner
 }

@@ -36,7 +36,13 @@ type securedAgent struct {
 	mu      sync.Mutex
 	waiting map[a2a.TaskID]chan string
 	stop    chan struct{} // closed at the end of the test: waiting executions end
+	// cancels records the user of every CancelTask ("" without a valid token); a cancel
+	// without one is refused, as an agent that requires auth does.
+	cancels []string
 }
+
+// askMe in a prompt makes a signed-in user's task wait in input-required until cancelled.
+const askMe = "ask me"
 
 func (e *securedAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
@@ -64,9 +70,35 @@ func (e *securedAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) 
 				return
 			}
 		}
+		if ec.Message != nil && ec.StoredTask == nil && strings.Contains(partsText(ec.Message.Parts), askMe) {
+			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired,
+				a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("Which notes?"))), nil) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-e.stop:
+			}
+			return
+		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted,
 			a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("user="+user))), nil)
 	}
+}
+
+func partsText(parts []*a2a.Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text())
+	}
+	return b.String()
+}
+
+// cancelUsers returns the user of every CancelTask so far.
+func (e *securedAgent) cancelUsers() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.cancels...)
 }
 
 func (e *securedAgent) userOf(ctx context.Context) string {
@@ -86,8 +118,16 @@ func (e *securedAgent) userOf(ctx context.Context) string {
 	return user
 }
 
-func (*securedAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+func (e *securedAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		user := e.userOf(ctx)
+		e.mu.Lock()
+		e.cancels = append(e.cancels, user)
+		e.mu.Unlock()
+		if user == "" {
+			yield(nil, a2a.ErrUnauthenticated)
+			return
+		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
@@ -124,6 +164,12 @@ func (c credentials) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2a
 
 // startSecuredAgent serves the agent on loopback and returns its base URL.
 func startSecuredAgent(t *testing.T, as *oauthmcp.Server) string {
+	u, _ := startSecuredAgentFor(t, as)
+	return u
+}
+
+// startSecuredAgentFor is startSecuredAgent that also returns the agent.
+func startSecuredAgentFor(t *testing.T, as *oauthmcp.Server) (string, *securedAgent) {
 	t.Helper()
 	mux := http.NewServeMux()
 	ts := httptest.NewServer(mux)
@@ -144,7 +190,7 @@ func startSecuredAgent(t *testing.T, as *oauthmcp.Server) string {
 	agent := &securedAgent{as: as, waiting: map[a2a.TaskID]chan string{}, stop: make(chan struct{})}
 	t.Cleanup(func() { close(agent.stop) })
 	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(agent, a2asrv.WithCallInterceptors(credentials{e: agent}))))
-	return ts.URL
+	return ts.URL, agent
 }
 
 func TestSignInA2A(t *testing.T) {

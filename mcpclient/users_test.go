@@ -246,3 +246,47 @@ func TestServiceAccount(t *testing.T) {
 	assert.Equal(t, 0, srv.Stats().Authorizations, "no user signs in")
 	assert.GreaterOrEqual(t, srv.Stats().ClientCredentials, 1)
 }
+
+// TestReSignInAsAnotherUserResends: a go-sdk server binds a session to the user of its
+// first token and answers another user's token with 403. When a principal's grant goes away
+// while their session stays open (revoked on another replica, or a refused refresh) and they
+// sign in again as another user of the authorization server, the next call is refused on the
+// old session; it is sent once more on a new session and runs as the new user.
+func TestReSignInAsAnotherUserResends(t *testing.T) {
+	srv := oauthmcp.New(oauthmcp.Config{})
+	defer srv.Close()
+	st := signin.NewMemory()
+	r := oauthRegistry(t, srv, st, Options{})
+	ctx := context.Background()
+
+	_, err := r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: "alice"})
+	signIn(t, st, err, "alice-first", "alice")
+	_, err = r.Call(ctx, "sec__sign_in", nil, CallOptions{Principal: "alice"})
+	require.NoError(t, err)
+	res, err := r.Call(ctx, "sec__whoami", json.RawMessage(`{}`), CallOptions{Principal: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, "user=alice-first", text(t, res))
+	child := r.servers[0].forPrincipal("alice")
+	child.mu.Lock()
+	first := child.sess
+	child.mu.Unlock()
+	require.NotNil(t, first, "alice has an open session")
+
+	// The grant is deleted behind the registry's back (no Forget): the session stays open.
+	require.NoError(t, st.DeleteGrant(ctx, "alice", "sec"))
+	_, err = r.Call(ctx, "sec__whoami", json.RawMessage(`{}`), CallOptions{Principal: "alice"})
+	require.Error(t, err, "no grant: sign in again")
+	child.mu.Lock()
+	kept := child.sess
+	child.mu.Unlock()
+	require.Same(t, first, kept, "the 401 of a missing grant keeps the session")
+	signIn(t, st, err, "alice-second", "alice")
+
+	res, err = r.Call(ctx, "sec__whoami", json.RawMessage(`{}`), CallOptions{Principal: "alice"})
+	require.NoError(t, err)
+	assert.Equal(t, "user=alice-second", text(t, res), "resent on a new session, as the new user")
+	child.mu.Lock()
+	second := child.sess
+	child.mu.Unlock()
+	assert.NotSame(t, first, second, "the refused session was replaced")
+}
