@@ -373,4 +373,44 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "nothing more reached the sub-agent")
 		assert.Zero(t, countOf(calls.Sends, task+":green"), "the second answer was not sent: %v", calls.Sends)
 	})
+
+	t.Run("SIGTERM hands off a resume while its continuation streams", func(t *testing.T) {
+		// on_shutdown defaults to handoff on PostgreSQL: after the 1 s grace the run is
+		// released, not cancelled, and another replica goes on with it at once.
+		victim, survivor := reps[1], reps[2] // reps[0] was killed last
+		thread := newThreadID("three-handoff")
+		in, callID := raiseA2AInput(t, survivor.URL, thread)
+		task := a2aTaskOf(in)
+		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "slowly handed"}))
+		require.NoError(t, err)
+		live := postJSON(t, victim.URL+"/agui", string(b))
+		defer live.Body.Close()
+		require.Equal(t, http.StatusOK, live.StatusCode)
+		sc := bufio.NewScanner(live.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		steps := 0
+		before := readFrames(t, sc, func(f sseFrame) bool {
+			if isSubagentProgress(f) {
+				steps++
+			}
+			return steps == 2
+		})
+		require.Equal(t, 2, steps, "the continuation's progress: %v", eventTypesOf(before))
+		lastID := before[len(before)-1].ID
+		victim.stop(t) // SIGTERM: exits 0 after the grace, handing the run off
+		live.Body.Close()
+
+		frames := followRun(t, survivor.URL, thread, lastID, 45*time.Second)
+		last := frames[len(frames)-1].Event
+		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on after the hand-off: %v; last %v", frameTypes(frames), last)
+		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
+		seen := toolMessagesSeen(model)[callID]
+		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the task's result: %q", seen)
+		assert.Contains(t, seen, "done: slowly handed")
+		calls := peerCallLog(t, peer)
+		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
+		assert.Equal(t, 1, countOf(calls.Sends, task+":slowly"), "the answer was sent once: %v", calls.Sends)
+		assert.Equal(t, "TASK_STATE_COMPLETED", calls.Tasks[task])
+		assert.NotContains(t, calls.Cancels, task, "a hand-off cancels nothing")
+	})
 }
