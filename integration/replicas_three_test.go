@@ -2,15 +2,21 @@ package integration
 
 // Three coordinator processes on one PostgreSQL database (issue 14) behind a round-robin
 // reverse proxy without stickiness: the client never picks a replica. A run with a slow
-// delegation makes a second POST on its thread 409, is followed mid-run by a reconnect
-// (exactly the log), and is stopped (the stream ends cancelled, the JS peer records
-// CancelTask); an A2A input-required interrupt is resumed (the answer reaches the peer
-// once). Last, a replica is killed (kill -9) while the continuation of a resumed task
-// streams: a survivor takes the run over, the task's answer reaches the model, the run
-// finishes, and the peer got the answer once.
+// delegation makes a second POST on its thread 409 (on each replica), is followed mid-run
+// by a reconnect (exactly the log), and is stopped (the stream ends cancelled, the JS peer
+// records CancelTask); A2A input-required interrupts are raised and resumed (the answer
+// reaches the peer once).
 //
-// One topology serves every subtest; the kill comes last because the proxy would route some
-// requests to the dead replica afterwards.
+// Then resumes are cut (design/takeover-resume.md), each on a replica the test picks:
+// kill -9 while the resumed task's continuation streams (the survivor follows the task,
+// the model gets its [COMPLETED] result, the run finishes), kill -9 during the model's
+// final turn (the survivor asks again and the whole answer streams), kill -9 after the
+// answer reached the agent but before the task moved on (never sent twice: the question is
+// raised again, and its answer takes the first one's outcome), and SIGTERM with hand-off
+// while the continuation streams. The peer counts follow-ups: each answer arrives once.
+//
+// One topology serves every subtest; the cuts come last because the proxy would route some
+// requests to a dead replica afterwards.
 
 import (
 	"bufio"

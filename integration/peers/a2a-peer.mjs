@@ -139,7 +139,7 @@ class ScriptedExecutor {
       bus.publish(AgentEvent.message(agentMsg(undefined, contextId, `echo: ${said}`)));
       return;
     }
-    if (verb === 'delay' || verb === 'late') await sleep(DELAY_MS); // the SSE headers only go out with the first event
+    if (verb === 'delay' || (parked && verb === 'late')) await sleep(DELAY_MS); // the SSE headers only go out with the first event
     if (!task) bus.publish(AgentEvent.task({ id: taskId, contextId, artifacts: [], history: [userMessage], metadata: {},
       status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: new Date().toISOString(), message: undefined } }));
     else bus.publish(AgentEvent.task(task)); // the first event must be a task or message, also on follow-ups
