@@ -11,7 +11,6 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 )
 
 // Protocol versions an [Agent] can speak.
@@ -482,11 +481,7 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 	// cannot pick another one and we know which protocol is in use.
 	clientCard := *card
 	clientCard.SupportedInterfaces = []*sdk.AgentInterface{iface}
-	transport := a2aclient.WithJSONRPCTransport(a.http)
-	if version == Protocol03 {
-		transport = a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: a.http})
-	}
-	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), transport)
+	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), leanTransportOption(a.http, version == Protocol03))
 	if err != nil {
 		return nil, fmt.Errorf("a2a: agent %q: creating the client: %w: %w", cfg.Name, ErrCapabilityGap, err)
 	}

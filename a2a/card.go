@@ -252,6 +252,18 @@ func scrubURLError(err error) error {
 	return err
 }
 
+// NewHTTPTransport returns an HTTP transport suited to many long-lived A2A streams: net/http's
+// defaults with smaller connection buffers (2 KiB read, 1 KiB write instead of 4 KiB each:
+// an open stream holds them for its whole life, and reads of large bodies bypass them)
+// and an idle pool of 256 connections per host (the default 2 re-dials under load).
+func NewHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ReadBufferSize = 2 << 10
+	t.WriteBufferSize = 1 << 10
+	t.MaxIdleConnsPerHost = 256
+	return t
+}
+
 // newHTTPClient returns the client all requests of one agent go through: a copy of base
 // (so the caller's client is not modified) whose transport adds the configured headers
 // on the configured origins only and records HTTP statuses for the retry logic, and
@@ -260,7 +272,7 @@ func scrubURLError(err error) error {
 func newHTTPClient(base *http.Client, headers map[string]string, home originSet, logger *slog.Logger) (hc *http.Client, owns bool) {
 	var rt http.RoundTripper
 	if base == nil {
-		rt = http.DefaultTransport.(*http.Transport).Clone()
+		rt = NewHTTPTransport()
 		owns = true
 		hc = &http.Client{}
 	} else {

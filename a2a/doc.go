@@ -44,6 +44,15 @@
 // missed while disconnected reports exactly that. Missed intermediate status messages are
 // recovered from the snapshot's history (agent messages after our own message).
 //
+// # Streams and memory
+//
+// Streams are read by a transport of our own (design/lean-transport.md): the SDK's
+// JSON-RPC transport with its own SSE reader for SendStreamingMessage and SubscribeToTask,
+// which starts with a pooled 1 KiB buffer and grows only for large events (bounded at
+// 10 MiB each), where the SDK allocates 64 KiB per stream. [NewHTTPTransport] gives the
+// small connection buffers suited to many open streams. [Agent.CancelOnce] is one cancel
+// attempt without retries, for a caller that paces and retries cancels itself.
+//
 // # Continuations
 //
 // A message that continues an input-required task first reads the task (GetTask): an

@@ -98,50 +98,76 @@ func (a *Agent) Cancel(ctx context.Context, taskID string) error {
 // canceled by this call: a caller that counts confirmations tells the two apart.
 func (a *Agent) CancelConfirm(ctx context.Context, taskID string) (alreadyTerminal bool, err error) {
 	ctx = a2alog.AttachLogger(ctx, a.logger)
-	id := sdk.TaskID(taskID)
 	b, err := a.current(ctx)
 	if err != nil {
 		return false, fmt.Errorf("canceling task %s: %w", taskID, err)
 	}
-	client := b.client
 	for attempt := 1; ; attempt++ {
-		actx, rec := withStatus(ctx)
-		task, err := client.CancelTask(actx, &sdk.CancelTaskRequest{ID: id})
-		notCancelable := errors.Is(err, sdk.ErrTaskNotCancelable)
-		switch {
-		case err == nil && task.Status.State.Terminal():
-			return task.Status.State != sdk.TaskStateCanceled, nil
-		case err == nil:
-			err = fmt.Errorf("a2a: agent %q: task %s is still %s after the cancel", a.Name, taskID, stateOf(task.Status.State))
-		case notCancelable:
-			// Usually the task is over. a2a-go also says so for a parked task whose
-			// execution is still winding down: then trying again works.
-		case ctx.Err() != nil:
-			return false, fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
-		case definiteRefusal(err):
-			return false, fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
-		}
-		// The task may have ended meanwhile (a cancel racing with the end of a task can get
-		// a generic error): a terminal task is what the caller wanted.
-		t, gerr := client.GetTask(ctx, &sdk.GetTaskRequest{ID: id})
-		if gerr == nil && t.Status.State.Terminal() {
-			return t.Status.State != sdk.TaskStateCanceled, nil
-		}
-		if gerr != nil && notCancelable {
-			return true, nil
+		terminal, final, rec, err := a.cancelAttempt(ctx, b, taskID)
+		if final {
+			return terminal, err
 		}
 		wait, ok := retryDelay(a.opts.RetryBackoff, attempt, rec)
 		if attempt >= maxAttempts || !ok {
-			if notCancelable {
-				return false, withRetryAfter(fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err), rec)
-			}
-			return false, withRetryAfter(fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true)), rec)
+			return false, err
 		}
 		a.logger.Debug("a2a cancel not applied, retrying", "task", taskID, "attempt", attempt, "error", err)
 		if sleep(ctx, wait) != nil {
 			return false, fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
 		}
 	}
+}
+
+// CancelOnce is one attempt of [Agent.CancelConfirm]: one CancelTask and, when it does not
+// settle the task, one GetTask to see whether the task is over; no retries and no waits.
+// It is for a caller that retries with a pacing of its own (the engine's cancel
+// confirmer), so that nothing is held while it backs off. A failure carries the agent's
+// Retry-After ([RetryAfterOf]).
+func (a *Agent) CancelOnce(ctx context.Context, taskID string) (alreadyTerminal bool, err error) {
+	ctx = a2alog.AttachLogger(ctx, a.logger)
+	b, err := a.current(ctx)
+	if err != nil {
+		return false, fmt.Errorf("canceling task %s: %w", taskID, err)
+	}
+	terminal, _, _, err := a.cancelAttempt(ctx, b, taskID)
+	return terminal, err
+}
+
+// cancelAttempt makes one cancel attempt. final reports an answer that trying again cannot
+// change (the task is over, a definite refusal, ctx done); otherwise err is the failure as
+// it is reported when no attempt is left, and rec the HTTP status of the attempt.
+func (a *Agent) cancelAttempt(ctx context.Context, b *binding, taskID string) (alreadyTerminal, final bool, rec *httpStatus, err error) {
+	id := sdk.TaskID(taskID)
+	client := b.client
+	actx, rec := withStatus(ctx)
+	task, err := client.CancelTask(actx, &sdk.CancelTaskRequest{ID: id})
+	notCancelable := errors.Is(err, sdk.ErrTaskNotCancelable)
+	switch {
+	case err == nil && task.Status.State.Terminal():
+		return task.Status.State != sdk.TaskStateCanceled, true, rec, nil
+	case err == nil:
+		err = fmt.Errorf("a2a: agent %q: task %s is still %s after the cancel", a.Name, taskID, stateOf(task.Status.State))
+	case notCancelable:
+		// Usually the task is over. a2a-go also says so for a parked task whose
+		// execution is still winding down: then trying again works.
+	case ctx.Err() != nil:
+		return false, true, rec, fmt.Errorf("a2a: agent %q: canceling task %s: %w", a.Name, taskID, ctx.Err())
+	case definiteRefusal(err):
+		return false, true, rec, fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true))
+	}
+	// The task may have ended meanwhile (a cancel racing with the end of a task can get
+	// a generic error): a terminal task is what the caller wanted.
+	t, gerr := client.GetTask(ctx, &sdk.GetTaskRequest{ID: id})
+	if gerr == nil && t.Status.State.Terminal() {
+		return t.Status.State != sdk.TaskStateCanceled, true, rec, nil
+	}
+	if gerr != nil && notCancelable {
+		return true, true, rec, nil
+	}
+	if notCancelable {
+		return false, false, rec, withRetryAfter(fmt.Errorf("a2a: agent %q: canceling task %s: %w: %w", a.Name, taskID, ErrNotCancelable, err), rec)
+	}
+	return false, false, rec, withRetryAfter(fmt.Errorf("canceling task %s: %w", taskID, classify(a.Name, err, rec, true)), rec)
 }
 
 // definiteRefusal reports whether an error is an answer that repeating cannot change.

@@ -45,6 +45,12 @@ type ConfirmerConfig struct {
 	RetryAfter func(error) time.Duration
 	// Logger receives the warning for an abandoned cancellation; default slog.Default().
 	Logger *slog.Logger
+	// OnFollow is called (on the follow-up goroutine) when a cancellation starts being
+	// followed, and OnSettle when it has its final result: the engine records pending
+	// cancels in its store so that a restart continues them ([Confirmer.Resume]). Either
+	// may be nil.
+	OnFollow func(name, id string, since time.Time)
+	OnSettle func(name, id string)
 }
 
 // Confirmer paces cancel calls per agent and follows, in the background, every A2A
@@ -138,8 +144,75 @@ func (c *Confirmer) follow(first Report, fn Func, start time.Time, done func(Rep
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		done(c.retry(first, fn, start))
+		if c.cfg.OnFollow != nil {
+			c.cfg.OnFollow(first.Name, first.ID, start)
+		}
+		final := c.retry(first, fn, start)
+		// A cancellation abandoned because the Confirmer is closing (the process stops)
+		// stays recorded: the next start continues it.
+		closing := final.Result == ResultAbandoned && c.life.Err() != nil
+		if c.cfg.OnSettle != nil && !closing {
+			c.cfg.OnSettle(final.Name, final.ID)
+		}
+		done(final)
 	}()
+}
+
+// Cancel cancels one A2A task outside a run's scope (a parked task whose interrupt expired
+// or was cancelled, a task of a lapsed run): one attempt now, through the agent's gate and
+// bounded by the attempt timeout, then, when it failed with an error that repeating may
+// change, the same follow-up as a run's cancellations. done (may be nil) gets the final
+// report once; Cancel returns the first one (ResultPending when it is being followed).
+func (c *Confirmer) Cancel(ctx context.Context, name, id string, fn Func, done func(Report)) Report {
+	start := time.Now()
+	r := Report{Kind: KindA2ATask, Name: name, ID: id}
+	attempt := 5 * time.Second
+	if c != nil {
+		attempt = c.cfg.Attempt
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt)
+	err := c.call(actx, name, id, fn)
+	cancel()
+	r.Latency = time.Since(start)
+	if c == nil {
+		r.Result, r.Err = ResultCancelled, err
+		switch {
+		case errors.Is(err, ErrAlreadyTerminal):
+			r.Result, r.Err = ResultAlreadyTerminal, nil
+		case err != nil:
+			r.Result = ResultFailed
+		}
+		if done != nil {
+			done(r)
+		}
+		return r
+	}
+	switch res := c.classify(err); res {
+	case ResultPending:
+		r.Result, r.Err = res, err
+		if done == nil {
+			done = func(Report) {}
+		}
+		c.follow(r, fn, start, done)
+	default:
+		r.Result = res
+		if res == ResultFailed {
+			r.Err = err
+		}
+		if done != nil {
+			done(r)
+		}
+	}
+	return r
+}
+
+// Resume follows a cancellation that an earlier process left pending (recorded through
+// OnFollow): since is when it was decided, so the horizon is not extended by the restart.
+func (c *Confirmer) Resume(name, id string, fn Func, since time.Time, done func(Report)) {
+	if c == nil {
+		return
+	}
+	c.follow(Report{Kind: KindA2ATask, Name: name, ID: id, Result: ResultPending}, fn, since, done)
 }
 
 func (c *Confirmer) retry(r Report, fn Func, start time.Time) Report {

@@ -196,3 +196,104 @@ func TestConfirmerHonoursRetryAfter(t *testing.T) {
 	assert.Equal(t, map[string]int{ResultAbandoned: 1}, col.results())
 	assert.Equal(t, 1, f.calls["t1"], "no call before the wait the agent asked for")
 }
+
+// records is an OnFollow/OnSettle pair that keeps the pending set, as a store would.
+type records struct {
+	mu      sync.Mutex
+	pending map[string]time.Time
+	settled int
+}
+
+func (r *records) follow(name, id string, since time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending[name+"/"+id] = since
+}
+
+func (r *records) settle(name, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pending, name+"/"+id)
+	r.settled++
+}
+
+func (r *records) snapshot() (map[string]time.Time, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]time.Time{}
+	for k, v := range r.pending {
+		out[k] = v
+	}
+	return out, r.settled
+}
+
+// Cancel outside a scope (a parked task) confirms at once when it can, follows otherwise,
+// and records a followed cancellation until it is settled.
+func TestConfirmerCancelOutsideScope(t *testing.T) {
+	rec := &records{pending: map[string]time.Time{}}
+	c := NewConfirmer(ConfirmerConfig{Horizon: time.Minute, Attempt: time.Second, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+		OnFollow: rec.follow, OnSettle: rec.settle})
+	defer c.Close()
+
+	var col reportsCollector
+	ok := c.Cancel(context.Background(), "research", "t-ok", func(context.Context, string) error { return nil }, col.add)
+	assert.Equal(t, ResultConfirmed, ok.Result)
+	pending, settled := rec.snapshot()
+	assert.Empty(t, pending, "a confirmed cancel is never recorded")
+	assert.Zero(t, settled)
+
+	f := &flaky{n: 3, calls: map[string]int{}}
+	first := c.Cancel(context.Background(), "research", "t-slow", f.cancel, col.add)
+	assert.Equal(t, ResultPending, first.Result)
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultConfirmed: 2}, col.results(), "done gets each final result once")
+	pending, settled = rec.snapshot()
+	assert.Empty(t, pending)
+	assert.Equal(t, 1, settled, "recorded while followed, then forgotten")
+
+	// A nil Confirmer makes one attempt and reports it.
+	var nilC *Confirmer
+	rep := nilC.Cancel(context.Background(), "research", "t-nil", func(context.Context, string) error { return errBusy }, nil)
+	assert.Equal(t, ResultFailed, rep.Result)
+	assert.ErrorIs(t, rep.Err, errBusy)
+}
+
+// A cancellation abandoned because the Confirmer closes stays recorded (the next start
+// continues it); Resume continues it with its original start, so the horizon is not
+// extended, and settles it.
+func TestConfirmerResumeAfterClose(t *testing.T) {
+	rec := &records{pending: map[string]time.Time{}}
+	c := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Hour, MaxBackoff: time.Hour, OnFollow: rec.follow, OnSettle: rec.settle})
+	first := c.Cancel(context.Background(), "research", "t1", func(context.Context, string) error { return errBusy }, nil)
+	require.Equal(t, ResultPending, first.Result)
+	// Wait for the record: OnFollow runs on the follow-up goroutine.
+	for {
+		if p, _ := rec.snapshot(); len(p) == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+	pending, settled := rec.snapshot()
+	require.Len(t, pending, 1, "still recorded after the close")
+	assert.Zero(t, settled)
+	since := pending["research/t1"]
+
+	// The next process: the agent now cancels.
+	c2 := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, OnFollow: rec.follow, OnSettle: rec.settle})
+	defer c2.Close()
+	var col reportsCollector
+	c2.Resume("research", "t1", func(context.Context, string) error { return nil }, since, col.add)
+	require.NoError(t, c2.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultConfirmed: 1}, col.results())
+	pending, _ = rec.snapshot()
+	assert.Empty(t, pending)
+
+	// A cancel whose horizon passed while the process was down is abandoned at once.
+	var late reportsCollector
+	var calls atomic.Int32
+	c2.Resume("research", "t2", func(context.Context, string) error { calls.Add(1); return nil }, time.Now().Add(-2*time.Hour), late.add)
+	require.NoError(t, c2.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultAbandoned: 1}, late.results())
+	assert.Zero(t, calls.Load())
+}

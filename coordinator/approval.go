@@ -124,7 +124,7 @@ func toolDescription(t *toolset, tool string) string {
 // toolSchema is the input schema of a backend tool, the schema of editedArgs.
 func toolSchema(t *toolset, tool string) map[string]any {
 	if _, ok := t.agents[tool]; ok {
-		return agentParameters()
+		return agentParams
 	}
 	if mt, ok := t.mcp[tool]; ok && mt.InputSchema != nil {
 		return mt.InputSchema

@@ -76,14 +76,23 @@ type confirmingCanceller interface {
 	CancelConfirm(ctx context.Context, taskID string) (alreadyTerminal bool, err error)
 }
 
+// onceCanceller makes one cancel attempt without retries (a2a.Agent): the engine's
+// Confirmer retries with its own pacing, so that no per-agent slot is held during a
+// backoff (a mass disconnect would otherwise queue behind sleeping attempts).
+type onceCanceller interface {
+	CancelOnce(ctx context.Context, taskID string) (alreadyTerminal bool, err error)
+}
+
 // cancelFunc is the cancel function of a task of client, for the run's cancel scope.
 func cancelFunc(client Delegate) cancel.Func {
-	cc, ok := client.(confirmingCanceller)
-	if !ok {
-		return client.Cancel
+	attempt := func(ctx context.Context, taskID string) (bool, error) { return false, client.Cancel(ctx, taskID) }
+	if oc, ok := client.(onceCanceller); ok {
+		attempt = oc.CancelOnce
+	} else if cc, ok := client.(confirmingCanceller); ok {
+		attempt = cc.CancelConfirm
 	}
 	return func(ctx context.Context, taskID string) error {
-		terminal, err := cc.CancelConfirm(ctx, taskID)
+		terminal, err := attempt(ctx, taskID)
 		if err == nil && terminal {
 			return cancel.ErrAlreadyTerminal
 		}

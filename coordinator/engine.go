@@ -72,6 +72,10 @@ type Engine struct {
 	keepOnce sync.Once
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
+	// tools are the backend tools of the current configuration, cards and catalogue,
+	// shared by runs (toolcache.go).
+	toolsMu sync.Mutex
+	tools   *backendTools
 	// adopting holds runs taken over that could not be started yet (takeover.go).
 	adopting map[string]store.RunRecord
 }
@@ -109,11 +113,14 @@ func New(cfg Config) (*Engine, error) {
 		Permanent:  permanentCancelError,
 		RetryAfter: a2a.RetryAfterOf,
 		Logger:     cfg.Logger,
+		OnFollow:   e.recordCancel,
+		OnSettle:   e.forgetCancel,
 	})
 	// Agents first: a bad one fails New before any background goroutine starts.
 	if err := e.addAgents(); err != nil {
 		return nil, err
 	}
+	e.resumeCancels()
 	e.loadInterruptsOpen()
 	if cfg.ExpiryInterval > 0 {
 		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
@@ -273,15 +280,12 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	// no run a client has seen starting is without one.
 	r.noteCheckpoint(nil)
 	r.elog.saveWork()
-	e.wg.Add(2)
+	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
-		r.elog.write(r.done)
-	}()
-	go func() {
-		defer e.wg.Done()
 		defer e.running.Add(-1)
+		defer r.elog.runEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
 	return r, nil

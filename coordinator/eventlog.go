@@ -18,7 +18,10 @@ import (
 // Design note: the run never waits for the store. Each event is numbered and encoded as the
 // sequencer accepts it (the number is the SSE id the stream sends), and a writer goroutine
 // appends whatever is pending in one batch per round trip, so that a slow store costs a
-// burst a few round trips rather than one per event. A reconnecting client reads the store,
+// burst a few round trips rather than one per event. The writer goroutine exists only while
+// there is something to write (it is started by the event or work note that finds it idle
+// and ends when nothing is pending), so an open run that waits for a sub-agent holds no
+// goroutine for its log (issue 18). A reconnecting client reads the store,
 // so it may see an event a little after the live stream did, never out of order. Pending
 // events are bounded (maxPendingEvents): if the store stalls that long, the oldest pending
 // events are dropped from the log (the live stream is unaffected) and the loss is logged.
@@ -46,8 +49,12 @@ type runLog struct {
 	workDirty bool
 	saveMu    sync.Mutex
 
-	kick chan struct{}
-	done chan struct{}
+	// wg counts writer goroutines (the engine's, so that Shutdown waits for them).
+	wg *sync.WaitGroup
+	// writing: a writer goroutine is running; runDone: the run's goroutine has ended;
+	// finished: the log is complete (done is closed or about to be).
+	writing, runDone, finished bool
+	done                       chan struct{}
 	// frozen: the run was handed off to another replica (handoff.go); nothing more of it
 	// is recorded, and the writer stops once it has stored what was pending.
 	frozen bool
@@ -64,9 +71,35 @@ const (
 // storeWriteTimeout bounds one append to the event log.
 const storeWriteTimeout = 10 * time.Second
 
-func newRunLog(st store.Store, threadID, runID string, log *slog.Logger) *runLog {
-	return &runLog{st: st, thread: threadID, run: runID, log: log,
-		changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+// newRunLog returns a run's log; wg (nil: a private one) counts its writer goroutines.
+func newRunLog(st store.Store, threadID, runID string, log *slog.Logger, wg *sync.WaitGroup) *runLog {
+	if wg == nil {
+		wg = &sync.WaitGroup{}
+	}
+	return &runLog{st: st, thread: threadID, run: runID, log: log, wg: wg,
+		changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// wake starts the writer goroutine unless it runs or the log is complete; l.mu is held.
+func (l *runLog) wake() {
+	if l.writing || l.finished {
+		return
+	}
+	l.writing = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.drain()
+	}()
+}
+
+// runEnded says that the run's goroutine has ended: the log is completed once nothing is
+// pending, also for a run that could not emit its terminal event.
+func (l *runLog) runEnded() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runDone = true
+	l.wake()
 }
 
 // add numbers and records ev; it is called by the sequencer's sink, in emission order.
@@ -95,11 +128,8 @@ func (l *runLog) add(ev agui.Event) {
 	case agui.EventRunFinished, agui.EventRunError:
 		l.ended = true
 	}
+	l.wake()
 	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
 }
 
 // waitEnded waits until the writer has stored everything, when the terminal event has been
@@ -120,21 +150,25 @@ func (l *runLog) Changed() <-chan struct{} {
 	return l.changed
 }
 
-// write appends pending events until the terminal event is stored, or until runDone is
-// closed and nothing is pending (a run that could not emit its terminal event).
-func (l *runLog) write(runDone <-chan struct{}) {
-	defer close(l.done)
-	if len(l.input) > 0 {
+// drain is the writer: it saves the input messages (first), then appends pending events
+// and the work document until nothing is pending. It completes the log (thread messages,
+// done closed) once the terminal event is stored, or once the run has ended and nothing is
+// pending (a run that could not emit its terminal event).
+func (l *runLog) drain() {
+	l.mu.Lock()
+	input := l.input
+	l.input = nil
+	l.mu.Unlock()
+	if len(input) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		if err := l.st.SaveMessages(ctx, l.thread, l.input); err != nil {
+		if err := l.st.SaveMessages(ctx, l.thread, input); err != nil {
 			l.log.Error("thread messages: save input failed", "err", err)
 		}
 		cancel()
-		l.input = nil
 	}
 	for {
 		l.mu.Lock()
-		batch, ended, dropped, frozen := l.pending, l.ended, l.dropped, l.frozen
+		batch, dropped := l.pending, l.dropped
 		l.pending, l.dropped, l.pendingBytes = nil, 0, 0
 		l.mu.Unlock()
 		if dropped > 0 {
@@ -145,33 +179,29 @@ func (l *runLog) write(runDone <-chan struct{}) {
 		l.saveWork()
 		if len(batch) > 0 {
 			l.append(batch)
+			continue
 		}
-		if frozen {
+		l.mu.Lock()
+		switch {
+		case len(l.pending) > 0 || l.workDirty:
+			l.mu.Unlock()
+			continue
+		case l.frozen:
+			// Handed off: what was pending is stored; the new owner writes the rest.
+			l.finished, l.writing = true, false
+			l.mu.Unlock()
+			close(l.done)
 			return
-		}
-		if ended {
-			l.mu.Lock()
-			empty := len(l.pending) == 0
+		case l.ended || l.runDone:
+			l.finished, l.writing = true, false
 			l.mu.Unlock()
-			if empty {
-				l.saveMessages()
-				return
-			}
-			continue
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-l.kick:
-		case <-runDone:
-			l.mu.Lock()
-			empty := len(l.pending) == 0
+			l.saveMessages()
+			close(l.done)
+			return
+		default:
+			l.writing = false
 			l.mu.Unlock()
-			if empty {
-				l.saveMessages()
-				return
-			}
+			return
 		}
 	}
 }

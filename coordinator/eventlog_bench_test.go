@@ -40,15 +40,13 @@ func BenchmarkEventLog(b *testing.B) {
 			for done := 0; done < b.N; {
 				n := min(b.N-done, 100000)
 				runs++
-				l := newRunLog(st, "t", fmt.Sprintf("r%d", runs), slog.New(slog.DiscardHandler))
-				runDone := make(chan struct{})
-				go l.write(runDone)
+				l := newRunLog(st, "t", fmt.Sprintf("r%d", runs), slog.New(slog.DiscardHandler), nil)
 				for range n {
 					l.add(ev)
 				}
 				l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
 				l.waitEnded()
-				close(runDone)
+				l.runEnded()
 				done += n
 			}
 			b.StopTimer()
@@ -80,9 +78,7 @@ func BenchmarkEventLogAdd(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler))
-			runDone := make(chan struct{})
-			go l.write(runDone)
+			l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), nil)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
@@ -92,7 +88,7 @@ func BenchmarkEventLogAdd(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 			l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
 			l.waitEnded()
-			close(runDone)
+			l.runEnded()
 			l.mu.Lock()
 			b.ReportMetric(float64(l.dropped), "dropped-events")
 			l.mu.Unlock()

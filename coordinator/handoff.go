@@ -58,8 +58,8 @@ func (e *Engine) handOff(runs []*Run) {
 // stores what is pending and stops.
 func (l *runLog) freeze() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.frozen = true
-	l.mu.Unlock()
 	l.kickLocked()
 }
 

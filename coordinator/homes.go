@@ -98,10 +98,12 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(h.Agent))
 	}
 	if ans.Cancelled {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
-		err := a.Client.Cancel(r.agentCtx(cctx, a), h.TaskID)
-		cancel()
-		r.log.Info("user cancelled a waiting task", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+		// Confirmed like a run's cancels: retried in the background until the agent
+		// confirms (cancels.go), every attempt with the user's agent credentials.
+		err := r.e.cancelTask(ctx, r.owner, a, h.TaskID, r.log, "user cancelled a waiting task")
+		if err != nil {
+			r.log.Warn("user cancelled a waiting task; the cancel failed", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+		}
 		return a2aOutcome(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})
 	}
 	text, _ := ans.Payload["text"].(string)
@@ -137,8 +139,9 @@ func (a2aHome) abandon(ctx context.Context, e *Engine, owner, threadID string, i
 		h := decodeHandle(in)
 		if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
 			seen[h.TaskID] = true
-			err := a.Client.Cancel(e.agentCtx(ctx, owner, a), h.TaskID)
-			e.log.Info("abandoned interrupt: task cancelled", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+			if err := e.cancelTask(ctx, owner, a, h.TaskID, e.log.With("thread_id", threadID), "abandoned interrupt: task cancelled"); err != nil {
+				e.log.Warn("abandoned interrupt: the cancel of its task failed", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"sync"
 
 	"github.com/baton-dev/baton/agui"
@@ -27,8 +28,10 @@ type eventQueue struct {
 	closed  bool
 	dropped bool
 	wake    chan struct{}
-	// gone is closed when the client is dropped.
-	gone chan struct{}
+	// gone is cancelled when the client is dropped: a context, so that a stream can
+	// register what to do then (context.AfterFunc) without a goroutine that waits.
+	gone     context.Context
+	dropGone context.CancelFunc
 	// onDrop runs once, outside the lock, when the client is dropped.
 	onDrop func()
 	// taken counts the events taken so far: the next one taken has sequence number taken+1.
@@ -40,7 +43,8 @@ func newEventQueue(limit int, onDrop func()) *eventQueue {
 	if limit <= 0 {
 		limit = DefaultStreamBufferBytes
 	}
-	return &eventQueue{limit: limit, wake: make(chan struct{}, 1), gone: make(chan struct{}), onDrop: onDrop}
+	gone, dropGone := context.WithCancel(context.Background())
+	return &eventQueue{limit: limit, wake: make(chan struct{}, 1), gone: gone, dropGone: dropGone, onDrop: onDrop}
 }
 
 // push is the Sequencer's sink; the Sequencer has already checked ordering. It never
@@ -69,7 +73,7 @@ func (q *eventQueue) push(ev agui.Event) error {
 	}
 	q.mu.Unlock()
 	if drop {
-		close(q.gone)
+		q.dropGone()
 		if q.onDrop != nil {
 			q.onDrop()
 		}

@@ -198,12 +198,19 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 		sent[i] = true
 		run = append(run, i)
 	}
+	exec := func(i int) {
+		outcomes[i] = r.traceTool(ctx, t, calls[i], func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, calls[i]) })
+		r.emitResult(ctx, calls[i].ID, outcomes[i])
+	}
+	if len(run) == 1 {
+		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
+		// only when calls run in parallel.
+		exec(run[0])
+		return outcomes, sent, predicted
+	}
 	var wg sync.WaitGroup
 	for _, i := range run {
-		wg.Go(func() {
-			outcomes[i] = r.traceTool(ctx, t, calls[i], func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, calls[i]) })
-			r.emitResult(ctx, calls[i].ID, outcomes[i])
-		})
+		wg.Go(func() { exec(i) })
 	}
 	wg.Wait()
 	return outcomes, sent, predicted

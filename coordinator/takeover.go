@@ -109,12 +109,7 @@ func (l *runLog) noteResult(toolCallID string, res ToolResult) {
 	l.kickLocked()
 }
 
-func (l *runLog) kickLocked() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-}
+func (l *runLog) kickLocked() { l.wake() }
 
 // resumeAction is what a run taken over does with a call of its last turn.
 type resumeAction int
@@ -335,15 +330,12 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 	e.active[rec.ThreadID] = r
 	e.mu.Unlock()
 	log.Info("run taken over; continuing it here", "from_seq", r.elog.seq, "turn_calls", len(work.Results))
-	e.wg.Add(2)
+	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
-		r.elog.write(r.done)
-	}()
-	go func() {
-		defer e.wg.Done()
 		defer e.running.Add(-1)
+		defer r.elog.runEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
 }
@@ -406,8 +398,11 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 		}
 		t.State, changed = string(a2a.StateCanceled), true
 		wg.Go(func() {
-			err := a.Client.Cancel(e.agentCtx(cctx, owner, a), t.TaskID)
-			log.Info("lapsed run: task cancelled", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
+			// Confirmed like a run's cancels: retried in the background until the
+			// agent confirms (cancels.go).
+			if err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled"); err != nil {
+				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
+			}
 		})
 	}
 	wg.Wait()

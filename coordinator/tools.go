@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/baton-dev/baton/agui"
@@ -18,8 +17,10 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// toolset is the set of tools offered to the model in one run.
+// toolset is the set of tools offered to the model in one run. llm, agents, mcp and
+// backend may be those of base, shared with other runs: never modified in place.
 type toolset struct {
+	base     *backendTools
 	llm      []llm.Tool
 	agents   map[string]*Agent
 	mcp      map[string]mcpclient.Tool
@@ -44,7 +45,7 @@ func (t *toolset) hasMCP(name string) bool {
 // restrict hides from the model the tools that permitted refuses.
 func (t *toolset) restrict(permitted func(name string) bool) {
 	t.hidden = map[string]bool{}
-	offered := t.llm[:0]
+	offered := make([]llm.Tool, 0, len(t.llm)) // t.llm may be shared
 	for _, lt := range t.llm {
 		if !permitted(lt.Name) {
 			t.hidden[lt.Name] = true
@@ -68,34 +69,11 @@ func agentParameters() map[string]any {
 	}
 }
 
+// toolset returns the tools of one run: the shared backend tools (built once per
+// configuration and card or catalogue change) plus the run's frontend tools.
 func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
-	t := &toolset{agents: map[string]*Agent{}, mcp: map[string]mcpclient.Tool{}, frontend: map[string]agui.Tool{}}
-	for _, a := range e.cfg.Agents {
-		a := e.agents[a.Name]
-		t.agents[a.Name] = a
-		t.backend = append(t.backend, a.Name)
-		t.llm = append(t.llm, llm.Tool{Name: a.Name, Description: agentDescription(a), Parameters: agentParameters()})
-	}
-	if e.cfg.Tools != nil {
-		for _, mt := range e.cfg.Tools.Tools() {
-			if _, clash := t.agents[mt.Name]; clash {
-				continue
-			}
-			t.mcp[mt.Name] = mt
-			t.backend = append(t.backend, mt.Name)
-			schema := mt.InputSchema
-			if schema == nil {
-				schema = map[string]any{"type": "object"}
-			}
-			// The server's description is untrusted: flattened and capped like the system
-			// prompt's (DESIGN §5).
-			t.llm = append(t.llm, llm.Tool{Name: mt.Name, Description: bridge.Flatten(mt.Description, bridge.MaxDescription), Parameters: schema})
-		}
-	}
-	if _, clash := t.mcp[askUserTool]; !clash {
-		t.backend = append(t.backend, askUserTool)
-		t.llm = append(t.llm, llm.Tool{Name: askUserTool, Description: "Ask the user a question and wait for the answer (ends this turn; the answer arrives as [ANSWERED] or [DECLINED]).", Parameters: askUserParameters()})
-	}
+	b := e.backendTools()
+	t := &toolset{llm: b.llm, agents: b.agents, mcp: b.mcp, backend: b.backend, base: b}
 	for _, ft := range in.Tools {
 		if ft.Name == "" || slices.Contains(t.backend, ft.Name) {
 			continue // a backend tool of the same name wins; the frontend cannot shadow it
@@ -107,10 +85,12 @@ func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
 				params = p
 			}
 		}
+		if t.frontend == nil {
+			t.frontend = map[string]agui.Tool{}
+		}
 		t.frontend[ft.Name] = ft
-		t.llm = append(t.llm, llm.Tool{Name: ft.Name, Description: ft.Description, Parameters: params})
+		t.llm = append(t.llm, llm.Tool{Name: ft.Name, Description: ft.Description, Parameters: params}) // b.llm is clipped: this copies
 	}
-	sort.Strings(t.backend)
 	return t
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
-	"github.com/baton-dev/baton/prompts"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -73,7 +72,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	r.guard = r.newGuard(tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 
-	system, err = prompts.System(r.e.systemInput(r.in, tools))
+	system, err = r.e.systemPrompt(r.in, tools)
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")

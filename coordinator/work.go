@@ -62,6 +62,7 @@ func (l *runLog) noteTask(agent, taskID, contextID, state, toolCallID, subID str
 				w.ContextID = contextID
 			}
 			l.workDirty = true
+			l.wake()
 			return
 		}
 	}
@@ -69,10 +70,7 @@ func (l *runLog) noteTask(agent, taskID, contextID, state, toolCallID, subID str
 		l.work.A2A = append(l.work.A2A, workTask{Agent: agent, TaskID: taskID, ContextID: contextID, State: state,
 			ToolCallID: toolCallID, SubagentRunID: subID})
 		l.workDirty = true
-	}
-	select {
-	case l.kick <- struct{}{}:
-	default:
+		l.wake()
 	}
 }
 
@@ -87,16 +85,14 @@ func (l *runLog) noteCall(toolCallID, tool string, idempotent bool, state string
 		if w := &l.work.MCP[i]; w.ToolCallID == toolCallID {
 			w.State = state
 			l.workDirty = true
+			l.wake()
 			return
 		}
 	}
 	if len(l.work.MCP) < maxWorkItems {
 		l.work.MCP = append(l.work.MCP, workCall{ToolCallID: toolCallID, Tool: tool, Idempotent: idempotent, State: state})
 		l.workDirty = true
-	}
-	select {
-	case l.kick <- struct{}{}:
-	default:
+		l.wake()
 	}
 }
 

@@ -179,6 +179,8 @@ type Registry struct {
 
 	mu      sync.RWMutex
 	catalog []Tool
+	// version counts the changes of catalog (ToolsVersion).
+	version uint64
 	byName  map[string]*entry
 }
 
@@ -320,6 +322,18 @@ func (r *Registry) Tools() []Tool {
 	return out
 }
 
+// ToolsVersion changes whenever the catalogue Tools returns changes, so that a caller can
+// build what it derives from the tools once per change. Like Tools, it starts a
+// background connection to a server that is down.
+func (r *Registry) ToolsVersion() uint64 {
+	for _, s := range r.servers {
+		s.kick()
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.version
+}
+
 // Status reports the state of every configured server.
 func (r *Registry) Status() []ServerStatus {
 	out := make([]ServerStatus, 0, len(r.servers))
@@ -435,6 +449,7 @@ func (r *Registry) install(s *server, entries []*entry) {
 		}
 	}
 	r.catalog, r.byName = catalog, byName
+	r.version++
 }
 
 func (r *Registry) lookup(name string) (*entry, bool) {

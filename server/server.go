@@ -226,15 +226,9 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		// connection is closed.
 		sse.Abort()
 	}()
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
-		select {
-		case <-run.Dropped():
-			sse.Abort()
-		case <-finished:
-		}
-	}()
+	// A dropped client may hold this goroutine in a write: the drop aborts the writer.
+	stopAbort := run.AfterDropped(sse.Abort)
+	defer stopAbort()
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {

@@ -24,6 +24,10 @@ import (
 // TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
 // PostgreSQL server if a test started one.
 func TestMain(m *testing.M) {
+	if os.Getenv(loadPeerEnv) != "" {
+		runLoadPeer()
+		return
+	}
 	code := m.Run()
 	pgtest.Stop()
 	if code == 0 {

@@ -20,6 +20,8 @@ type memory struct {
 	secrets     map[secretKey]memSecret
 	// eventAt lists appended events oldest first, for the retention sweep.
 	eventAt []memEventRef
+	// cancels are the pending cancels, with their Since.
+	cancels map[cancelKey]time.Time
 }
 
 type memRow struct {

@@ -64,6 +64,16 @@ const schemaV3 = `ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DE
 const schemaV4 = `ALTER TABLE runs ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX runs_unreaped ON runs (updated_at) WHERE state = 'lost' AND reaped = 0;`
 
+// schemaV7 records the A2A cancels not confirmed yet, so that a restart continues them
+// (design/cancel-confirm.md).
+const schemaV7 = `CREATE TABLE pending_cancels (
+		agent   TEXT NOT NULL,
+		task_id TEXT NOT NULL,
+		since   BIGINT NOT NULL,   -- when the cancel was decided, Unix ns (the horizon counts from it)
+		PRIMARY KEY (agent, task_id)
+	);
+	CREATE INDEX pending_cancels_since ON pending_cancels (since);`
+
 // schemaV5 records, per run, until when a client follows it through a replica other than its
 // owner (server.on_disconnect: detach): the owner's reconnect grace consults it before it
 // cancels a run nobody watches locally (design/disconnect-policy.md).
@@ -113,6 +123,8 @@ var migrations = []string{
 	schemaV5,
 	// 6: secrets (sealed OAuth grants, pending sign-ins).
 	schemaSecrets,
+	// 7: pending cancels.
+	schemaV7,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -146,6 +158,8 @@ var pgMigrations = []string{
 	schemaV5,
 	// 6: secrets (sealed OAuth grants, pending sign-ins).
 	schemaSecrets,
+	// 7: pending cancels.
+	schemaV7,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -130,6 +130,7 @@ type Store interface {
 	EventLog
 	Messages
 	Secrets
+	Cancels
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

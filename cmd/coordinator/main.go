@@ -214,7 +214,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	mcpStarted := time.Now()
 
-	agents, err := resolveAgents(ctx, cfg, log, peerHTTP)
+	// The agents get a transport of their own, with small connection buffers (an open
+	// delegation holds its connection for the whole stream; issue 18).
+	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewHTTPTransport())}
+	defer agentHTTP.CloseIdleConnections()
+	agents, err := resolveAgents(ctx, cfg, log, agentHTTP)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1

@@ -1,0 +1,140 @@
+package coordinator
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/prompts"
+)
+
+// versionedTools is a ToolServer that says when its catalogue changed (mcpclient.Registry):
+// the engine then builds the backend tools once per change instead of once per run.
+type versionedTools interface {
+	ToolsVersion() uint64
+}
+
+// backendTools is the part of a run's tools that depends only on the configuration, the
+// agents' current cards and the MCP catalogue: the tools array with its JSON schemas, the
+// lookup maps and, rendered on first use, the system prompt of a run that adds nothing of
+// its own. It is built when one of those changed and shared by every run: read-only.
+type backendTools struct {
+	llm     []llm.Tool // clipped: a run that appends gets a copy
+	agents  map[string]*Agent
+	mcp     map[string]mcpclient.Tool
+	backend []string // sorted
+
+	agentKeys  []agentKey
+	mcpVersion uint64
+
+	systemOnce sync.Once
+	system     string
+	systemErr  error
+}
+
+// agentKey identifies what an agent's tool and prompt entry were built from.
+type agentKey struct {
+	description string
+	skills      *a2a.Skill // the skills slice of the card read (a new read, a new slice)
+	nskills     int
+}
+
+func keyOf(a *Agent) agentKey {
+	d, s := a.describe()
+	k := agentKey{description: d, nskills: len(s)}
+	if len(s) > 0 {
+		k.skills = &s[0]
+	}
+	return k
+}
+
+// Parameters of the built-in tools, built once: the maps are shared and never modified.
+var (
+	agentParams   = agentParameters()
+	askUserParams = askUserParameters()
+)
+
+// backendTools returns the current backend tools, rebuilding them when an agent's card or
+// the MCP catalogue changed. A ToolServer that does not report versions gets a fresh
+// build on every run, as before.
+func (e *Engine) backendTools() *backendTools {
+	var ver uint64
+	cacheable := e.cfg.Tools == nil
+	if vt, ok := e.cfg.Tools.(versionedTools); ok {
+		ver, cacheable = vt.ToolsVersion(), true
+	}
+	e.toolsMu.Lock()
+	cur := e.tools
+	e.toolsMu.Unlock()
+	if cacheable && cur != nil && cur.mcpVersion == ver && e.sameAgents(cur.agentKeys) {
+		return cur
+	}
+	b := e.buildBackendTools(ver)
+	if cacheable {
+		e.toolsMu.Lock()
+		e.tools = b
+		e.toolsMu.Unlock()
+	}
+	return b
+}
+
+func (e *Engine) sameAgents(keys []agentKey) bool {
+	if len(keys) != len(e.cfg.Agents) {
+		return false
+	}
+	for i, a := range e.cfg.Agents {
+		if keyOf(e.agents[a.Name]) != keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Engine) buildBackendTools(ver uint64) *backendTools {
+	b := &backendTools{agents: map[string]*Agent{}, mcp: map[string]mcpclient.Tool{}, mcpVersion: ver}
+	for _, a := range e.cfg.Agents {
+		a := e.agents[a.Name]
+		b.agentKeys = append(b.agentKeys, keyOf(a))
+		b.agents[a.Name] = a
+		b.backend = append(b.backend, a.Name)
+		b.llm = append(b.llm, llm.Tool{Name: a.Name, Description: agentDescription(a), Parameters: agentParams})
+	}
+	if e.cfg.Tools != nil {
+		for _, mt := range e.cfg.Tools.Tools() {
+			if _, clash := b.agents[mt.Name]; clash {
+				continue
+			}
+			b.mcp[mt.Name] = mt
+			b.backend = append(b.backend, mt.Name)
+			schema := mt.InputSchema
+			if schema == nil {
+				schema = map[string]any{"type": "object"}
+			}
+			// The server's description is untrusted: flattened and capped like the system
+			// prompt's (DESIGN §5).
+			b.llm = append(b.llm, llm.Tool{Name: mt.Name, Description: bridge.Flatten(mt.Description, bridge.MaxDescription), Parameters: schema})
+		}
+	}
+	if _, clash := b.mcp[askUserTool]; !clash {
+		b.backend = append(b.backend, askUserTool)
+		b.llm = append(b.llm, llm.Tool{Name: askUserTool, Description: "Ask the user a question and wait for the answer (ends this turn; the answer arrives as [ANSWERED] or [DECLINED]).", Parameters: askUserParams})
+	}
+	b.llm = b.llm[:len(b.llm):len(b.llm)]
+	sort.Strings(b.backend)
+	return b
+}
+
+// systemPrompt renders the run's system prompt; a run with no frontend tools, no context
+// and nothing hidden by the policy shares the prompt rendered once for its backend tools.
+func (e *Engine) systemPrompt(in *agui.RunAgentInput, t *toolset) (string, error) {
+	if t.base == nil || len(t.frontend) > 0 || len(in.Context) > 0 || len(t.hidden) > 0 {
+		return prompts.System(e.systemInput(in, t))
+	}
+	b := t.base
+	b.systemOnce.Do(func() { b.system, b.systemErr = prompts.System(e.systemInput(in, t)) })
+	return b.system, b.systemErr
+}

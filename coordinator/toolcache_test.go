@@ -1,0 +1,105 @@
+package coordinator
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/mcpclient"
+)
+
+// describedAgent is a fakeAgent whose card can change.
+type describedAgent struct {
+	fakeAgent
+	mu   sync.Mutex
+	info a2a.Info
+}
+
+func (d *describedAgent) Info() (a2a.Info, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.info, true
+}
+
+// versioned is fakeTools with a catalogue version.
+type versioned struct {
+	fakeTools
+	ver   uint64
+	lists int
+}
+
+func (v *versioned) ToolsVersion() uint64 { return v.ver }
+func (v *versioned) Tools() []mcpclient.Tool {
+	v.lists++
+	return v.fakeTools.Tools()
+}
+
+func TestBackendToolsSharedUntilChanged(t *testing.T) {
+	ag := &describedAgent{info: a2a.Info{Description: "first card", Skills: []a2a.Skill{{Name: "s1"}}}}
+	mcp := &versioned{fakeTools: fakeTools{tools: []mcpclient.Tool{{Name: "files__read", Description: "reads"}}}}
+	e, err := New(Config{Model: &fakeModel{}, Tools: mcp, Agents: []Agent{{Name: "research", Client: ag}}})
+	require.NoError(t, err)
+	plain := &agui.RunAgentInput{}
+
+	t1, t2 := e.toolset(plain), e.toolset(plain)
+	require.Same(t, t1.base, t2.base, "a second run shares the backend tools")
+	assert.Equal(t, 1, mcp.lists, "the catalogue is listed once")
+	assert.Same(t, &t1.llm[0], &t2.llm[0], "the tools array is shared")
+	p1, err := e.systemPrompt(plain, t1)
+	require.NoError(t, err)
+	p2, err := e.systemPrompt(plain, t2)
+	require.NoError(t, err)
+	assert.Equal(t, p1, p2)
+	assert.Contains(t, p1, "first card")
+
+	// A frontend tool is the run's own: the shared array is not written.
+	withFrontend := &agui.RunAgentInput{Tools: []agui.Tool{{Name: "show_map", Description: "shows a map"}}}
+	tf := e.toolset(withFrontend)
+	require.Len(t, tf.llm, len(t1.llm)+1)
+	assert.Len(t, e.toolset(plain).llm, len(t1.llm), "the frontend tool stays out of the shared tools")
+	pf, err := e.systemPrompt(withFrontend, tf)
+	require.NoError(t, err)
+	assert.Contains(t, pf, "show_map")
+	p3, _ := e.systemPrompt(plain, e.toolset(plain))
+	assert.NotContains(t, p3, "show_map")
+
+	// A policy that hides a tool does not change the shared array either.
+	th := e.toolset(plain)
+	th.restrict(func(name string) bool { return name != "files__read" })
+	assert.Len(t, e.toolset(plain).llm, len(t1.llm))
+	ph, _ := e.systemPrompt(plain, th)
+	assert.NotContains(t, ph, "files__read")
+
+	// A new card rebuilds them.
+	ag.mu.Lock()
+	ag.info = a2a.Info{Description: "second card"}
+	ag.mu.Unlock()
+	t3 := e.toolset(plain)
+	require.NotSame(t, t1.base, t3.base)
+	p4, _ := e.systemPrompt(plain, t3)
+	assert.Contains(t, p4, "second card")
+	assert.Contains(t, t3.llm[0].Description, "second card")
+
+	// So does a new catalogue.
+	mcp.tools = append(mcp.tools, mcpclient.Tool{Name: "files__write"})
+	mcp.ver++
+	t4 := e.toolset(plain)
+	require.NotSame(t, t3.base, t4.base)
+	assert.True(t, t4.hasMCP("files__write"))
+	assert.Equal(t, 3, mcp.lists, "listed again for the new card and for the new catalogue")
+}
+
+func TestBackendToolsWithoutVersionsBuiltPerRun(t *testing.T) {
+	mcp := &fakeTools{tools: []mcpclient.Tool{{Name: "files__read"}}}
+	e, err := New(Config{Model: &fakeModel{}, Tools: mcp})
+	require.NoError(t, err)
+	t1 := e.toolset(&agui.RunAgentInput{})
+	mcp.tools = []mcpclient.Tool{{Name: "files__write"}}
+	t2 := e.toolset(&agui.RunAgentInput{})
+	assert.True(t, t1.hasMCP("files__read"))
+	assert.True(t, t2.hasMCP("files__write"), "a ToolServer without versions is listed on every run")
+}
