@@ -106,15 +106,25 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		}
 		return a2aOutcome(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})
 	}
-	if out := r.recoverTask(ctx, a, callID, first, h); out != nil {
-		return *out
-	}
 	text, _ := ans.Payload["text"].(string)
 	if strings.TrimSpace(text) == "" {
 		text = "done" // auth-required: the user says the sign-in is done
 	}
-	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-	out := r.send(ctx, t, a, callID, first.SubagentRunID, a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+	var out toolOutcome
+	if r.answerMaySent(h.TaskID) {
+		// Taken over from a replica that had recorded the task before sending the answer
+		// (onTask): the answer may have reached the agent, which may not have moved on yet.
+		// It is never sent twice: the task is followed by id (a task still waiting gets
+		// the question raised again).
+		r.log.Info("resume taken over: the answer may have reached the task; following it", "agent", a.Name, "task_id", h.TaskID)
+		out = r.exchange(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
+	} else {
+		if rec := r.recoverTask(ctx, a, callID, first, h); rec != nil {
+			return *rec
+		}
+		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
+		out = r.send(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+	}
 	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the
 		// agent asked and what the user answered, after the outcome's own text.

@@ -182,6 +182,13 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	r.suspMu.Lock()
 	r.susp = nil
 	r.suspMu.Unlock()
+	if errors.Is(context.Cause(ctx), ErrHandoff) && onlyA2A(calls) {
+		// Handed to another replica while the answers were out: the suspension stays, so
+		// that the replica taking the run over runs this resume again. It follows the
+		// tasks the answers went to (answerMaySent) and sends nothing twice; settling
+		// here would leave it a "duplicate resume" and lose the tasks' outcomes.
+		return conv, true, r.finishCancelled(ctx)
+	}
 	if err := r.settleResume(ctx, susp); err != nil {
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
@@ -196,6 +203,17 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		sent[i] = true
 	}
 	return r.afterTools(ctx, conv, resumed, outcomes, sent, nil, nil)
+}
+
+// onlyA2A reports whether every interrupt parks an A2A task (a resume of them can be run
+// again after a hand-off: a task the answer may have reached is followed, not answered).
+func onlyA2A(ins []store.Interrupt) bool {
+	for _, in := range ins {
+		if _, ok := homeOf(in.Kind).(a2aHome); !ok {
+			return false
+		}
+	}
+	return len(ins) > 0
 }
 
 // answerContinues applies the answers to "continue?" interrupts (loop_detected, limits),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -668,6 +669,23 @@ func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID stri
 		case <-t.C:
 		}
 	}
+}
+
+// answerMaySent reports whether this run was taken over from a replica that had recorded
+// taskID in the run's work: a resume records its task before sending the answer, so that
+// replica may have delivered it.
+func (r *Run) answerMaySent(taskID string) bool {
+	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w workTask) bool { return w.TaskID == taskID })
+}
+
+// subIDAfterTakeover is the sub-agent id for a delegation of a run taken over: a stored
+// id that the log already used and that is no longer open (CloseOpen ended it) cannot
+// start again, so a new one is made.
+func (r *Run) subIDAfterTakeover(subID string) string {
+	if r.resumed == nil || subID == "" || slices.Contains(r.seq.Open().Subagents, subID) {
+		return subID
+	}
+	return ""
 }
 
 // owner is the principal of the run whose work this is, from its checkpoint; "" (the

@@ -547,3 +547,70 @@ func TestTakeOverRetriedAfterStoreFailure(t *testing.T) {
 	assert.Equal(t, []string{"task-f"}, agent.followed())
 	checkStream(t, evs)
 }
+
+// TestTakenOverResumeNeverResendsAnswer: a replica hands off a resume whose answer already
+// went to the agent (the agent has not moved the task on yet: it still reads
+// input-required). The replica that takes the run over follows the task by id and never
+// sends the answer again; the sub-agent's attribution restarts under a new id (the stored
+// one was used and closed), and the run completes with the task's outcome.
+func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	answered := make(chan struct{})
+	agentA := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		if req.TaskID == "" {
+			obs.Task("task-q", "ctx-q")
+			return &a2a.Result{State: a2a.StateInputRequired, TaskID: "task-q", ContextID: "ctx-q", Text: "Which dates?"}, nil
+		}
+		obs.Task(req.TaskID, req.ContextID)
+		close(answered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	model := &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}
+	a, err := New(Config{Model: model, Store: st, Handoff: true,
+		Agents: []Agent{{Name: "research", Client: agentA, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
+	require.NoError(t, err)
+	in := interruptsOf(t, startAndCollect(t, a, input("q")))[0]
+	r, err := a.Start(resumeInput("q", "r-q2", resolved(in.ID, `{"text":"June"}`)), "")
+	require.NoError(t, err)
+	<-answered // the task was recorded in the run's work before the answer was sent
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, a.Shutdown(expired))
+	<-r.Done()
+	assert.Empty(t, agentA.cancelled(), "a run handed off cancels nothing downstream")
+
+	agentB := &followingAgent{
+		fakeAgent: &fakeAgent{tasks: map[string]*a2a.Result{"task-q": {State: a2a.StateInputRequired, TaskID: "task-q", ContextID: "ctx-q"}}},
+		follow: func(_ context.Context, taskID string, obs a2a.Observer) (*a2a.Result, error) {
+			obs.Text("booking")
+			return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-q", Text: "booked for June"}, nil
+		}}
+	b, err := New(Config{Model: model, Store: st,
+		Agents: []Agent{{Name: "research", Client: agentB, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	rec, evs := waitEnded(t, st, "q", "r-q2")
+	assert.Equal(t, string(OutcomeCompleted), rec.State)
+	assert.Empty(t, agentB.sends(), "the answer is never sent again")
+	assert.Equal(t, []string{"task-q"}, agentB.followed(), "the task is followed by id")
+	typs := checkStream(t, evs)
+	assert.Equal(t, "RUN_FINISHED", typs[len(typs)-1])
+	var subIDs []string
+	var result string
+	for _, ev := range evs {
+		switch e := storedEvent(ev.Data).(type) {
+		case *agui.SubagentStarted:
+			subIDs = append(subIDs, e.SubagentRunID)
+		case *agui.ToolCallResult:
+			result = e.Content
+		}
+	}
+	require.Len(t, subIDs, 2, "the sub-agent before the hand-off and after it: %v", typs)
+	assert.Equal(t, in.SubagentRunID, subIDs[0])
+	assert.NotEqual(t, subIDs[0], subIDs[1], "a closed sub-agent id is not started again")
+	assert.Contains(t, typs, "SUBAGENT_FINISHED")
+	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\nbooked for June"), "the task's outcome: %q", result)
+}

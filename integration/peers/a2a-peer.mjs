@@ -4,8 +4,11 @@
 //   complete | fail | reject | canceled | input | slow | auth | message | delay | forge | drop
 //   (anything else = complete)
 // A follow-up on an input-required or auth-required task completes it ("done: <the follow-up
-// text>"), whatever its first word. CancelTask works on running tasks
-// (slow, delay, drop) and on parked ones (input, auth).
+// text>"), whatever its first word, except "slowly": that follow-up first streams progress
+// steps like slow (~10 s), so that a test can act while the continuation streams; and
+// "later": that follow-up waits DELAY_MS before the task moves on (it stays input-required
+// meanwhile), then completes it. CancelTask works on running tasks (slow, delay, drop) and
+// on parked ones (input, auth).
 //
 //   delay    waits DELAY_MS (default 1500) before its first event, then behaves like slow
 //            (the task does not exist before that event: a CancelTask then gets "not found")
@@ -117,7 +120,8 @@ class ScriptedExecutor {
     const { taskId, contextId, userMessage, task } = ctx;
     const said = userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(' ').trim();
     const parked = task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED || task?.status?.state === TaskState.TASK_STATE_AUTH_REQUIRED;
-    const verb = parked ? 'resume' : said.split(/\s+/)[0];
+    const first = said.split(/\s+/)[0];
+    const verb = parked ? (followUpVerbs.get(first) ?? 'resume') : first;
     if (parked) log.followUps[taskId] = (log.followUps[taskId] || 0) + 1;
     const status = (state, t) => bus.publish(AgentEvent.statusUpdate({ taskId, contextId,
       status: { state, timestamp: new Date().toISOString(), message: t ? agentMsg(taskId, contextId, t) : undefined },
@@ -135,7 +139,7 @@ class ScriptedExecutor {
       bus.publish(AgentEvent.message(agentMsg(undefined, contextId, `echo: ${said}`)));
       return;
     }
-    if (verb === 'delay') await sleep(DELAY_MS); // the SSE headers only go out with the first event
+    if (verb === 'delay' || (parked && verb === 'late')) await sleep(DELAY_MS); // the SSE headers only go out with the first event
     if (!task) bus.publish(AgentEvent.task({ id: taskId, contextId, artifacts: [], history: [userMessage], metadata: {},
       status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: new Date().toISOString(), message: undefined } }));
     else bus.publish(AgentEvent.task(task)); // the first event must be a task or message, also on follow-ups
@@ -175,6 +179,9 @@ class ScriptedExecutor {
     status(TaskState.TASK_STATE_COMPLETED, 'ok');
   }
 }
+
+// followUpVerbs are the first words of a follow-up that do not simply complete the parked task.
+const followUpVerbs = new Map([['slowly', 'slow'], ['later', 'late']]);
 
 // dropOnce holds the ids of running "drop" tasks whose stream has not been cut yet. The cut
 // happens once per task, so a client's resubscription to the same task is served normally.
