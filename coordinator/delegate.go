@@ -203,35 +203,7 @@ func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID 
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
 		return toolOutcome{}
 	case <-timer.C:
-		if d.taskIDKnown() == "" {
-			// The agent has not named its task (it may have sent headers and nothing
-			// else): the timeout is the time the run waits, so the run goes on now. The
-			// request stays open in the background until the cancel deadline, so that a
-			// late task id still gets its CancelTask.
-			detached = true
-			go func() {
-				defer d.item.Release()
-				r.logCancel(d.item.CancelNow())
-				stopSend()
-				<-out
-			}()
-			d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: "The sub-agent did not finish in time; it never named its task, so the cancellation is not confirmed."})
-			return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel("", a.Timeout, nil))
-		}
-		rep := d.item.CancelNow()
-		r.logCancel(rep)
-		taskID := rep.ID
-		stopSend()
-		<-out
-		msg := "The sub-agent did not finish in time; its task was cancelled."
-		if rep.Err != nil {
-			msg = "The sub-agent did not finish in time; the cancellation of its task was not confirmed."
-		}
-		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: msg})
-		if taskID != "" && rep.Err == nil {
-			r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
-		}
-		return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(taskID, a.Timeout, rep.Err))
+		return r.delegationTimedOut(d, a, stopSend, out, &detached)
 	}
 }
 

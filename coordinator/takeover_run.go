@@ -1,0 +1,192 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/prompts"
+)
+
+// setupTakenOver is setup for a run taken over: the failure state, guard, loop detector
+// and system prompt as the checkpoint left them, the stream's open items that cannot go on
+// closed, and the calls of the last turn settled (settleTurn). done is true when the run
+// has already ended.
+func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
+	to := r.resumed
+	following := map[string]bool{}
+	if to.conv != nil {
+		for _, c := range pendingCalls(to.conv) {
+			if act, task := resumeDecision(tools, c, &to.work, r.e.cfg.Approvals.needsApproval(tools, c)); act == resumeFollow {
+				following[task.SubagentRunID] = true
+			}
+		}
+	}
+	if err := r.seq.CloseOpen(func(id string) bool { return following[id] }); err != nil {
+		r.log.Warn("takeover: closing the stream's open items", "err", err)
+	}
+	if to.conv == nil {
+		// Cut before its first checkpoint: nothing but the model was called; the run
+		// starts over from its input.
+		return r.setup(ctx, tools)
+	}
+	r.fs = to.fs
+	r.resetHardStop()
+	r.guard = r.newGuard(tools)
+	r.loops = r.fs.Loops(r.e.cfg.Loop)
+	system, err := prompts.System(r.e.systemInput(r.in, tools))
+	if err != nil {
+		r.log.Error("system prompt", "err", err)
+		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
+		return nil, "", true, ended(OutcomeError, "system prompt")
+	}
+	conv = to.conv
+	if calls := pendingCalls(conv); len(calls) > 0 {
+		conv, done, reason = r.settleTurn(ctx, tools, conv, calls)
+	}
+	return conv, system, done, reason
+}
+
+// pendingCalls returns the tool calls of the last assistant message of conv when the
+// conversation ends with that turn (its calls then have no result in conv yet).
+func pendingCalls(conv []llm.Message) []llm.ToolCall {
+	if n := len(conv); n > 0 && conv[n-1].Role == llm.RoleAssistant {
+		return conv[n-1].ToolCalls
+	}
+	return nil
+}
+
+// settleTurn finishes the tool round of the turn the run was in when it was taken over:
+// each call is settled by resumeDecision, then the round ends as any other (toolRound).
+func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
+	work := &r.resumed.work
+	var backend []llm.ToolCall
+	var pending []string
+	for _, c := range calls {
+		if tools.isFrontend(c.Name) {
+			pending = append(pending, c.ID)
+			continue
+		}
+		backend = append(backend, c)
+	}
+	outcomes := make([]toolOutcome, len(backend))
+	sent := make([]bool, len(backend))
+	var again []int
+	var predicted []Failure
+	var wg sync.WaitGroup
+	for i, c := range backend {
+		act, task := resumeDecision(tools, c, work, r.e.cfg.Approvals.needsApproval(tools, c))
+		r.log.Info("takeover: settling a call of the interrupted turn", "tool", c.Name, "tool_call_id", c.ID, "action", act.String())
+		switch act {
+		case resumeResult:
+			outcomes[i] = toolOutcome{ToolResult: work.Results[c.ID]}
+			sent[i] = true
+		case resumeInDoubt:
+			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
+			sent[i] = true
+			r.emitResult(ctx, c.ID, outcomes[i])
+		case resumeFollow:
+			sent[i] = true
+			a := tools.agents[c.Name]
+			wg.Go(func() {
+				req := a2a.Request{TaskID: task.TaskID, ContextID: task.ContextID}
+				outcomes[i] = r.traceTool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+					return r.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
+				})
+				r.emitResult(ctx, c.ID, outcomes[i])
+			})
+		case resumeReissue:
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		sub := make([]llm.ToolCall, len(again))
+		for j, i := range again {
+			sub[j] = backend[i]
+		}
+		outs, snt, pred := r.dispatch(ctx, tools, sub)
+		for j, i := range again {
+			outcomes[i], sent[i] = outs[j], snt[j]
+		}
+		predicted = pred
+	}
+	wg.Wait()
+	conv, done, reason := r.afterTools(ctx, conv, backend, outcomes, sent, predicted, pending)
+	if done {
+		return conv, true, reason
+	}
+	if len(pending) > 0 {
+		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess, PendingToolCallIDs: pending}, nil)
+		return conv, true, ended(OutcomeCompleted, "frontend tools pending")
+	}
+	return conv, false, EndReason{}
+}
+
+// taskFollower is a Delegate that can follow a task it did not start in this process
+// (a2a.Agent.Follow).
+type taskFollower interface {
+	Follow(ctx context.Context, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error)
+}
+
+// followRemote follows task taskID of agent a to its end: by subscription when the client
+// can, else by reading it every recoverPoll.
+func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
+	if f, ok := a.Client.(taskFollower); ok {
+		return f.Follow(ctx, taskID, contextID, obs)
+	}
+	if obs.Task != nil {
+		obs.Task(taskID, contextID)
+	}
+	for {
+		got, err := a.Client.GetTask(ctx, taskID)
+		if err != nil {
+			return nil, &a2a.TaskError{TaskID: taskID, ContextID: contextID, Err: err}
+		}
+		if got.State.Terminal() || got.State.Interrupted() {
+			return got, nil
+		}
+		t := time.NewTimer(recoverPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &a2a.TaskError{TaskID: taskID, ContextID: contextID, Err: ctx.Err()}
+		case <-t.C:
+		}
+	}
+}
+
+// answerMaySent reports whether this run was taken over from a replica that had recorded
+// taskID in the run's work: a resume records its task before sending the answer, so that
+// replica may have delivered it.
+func (r *Run) answerMaySent(taskID string) bool {
+	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w workTask) bool { return w.TaskID == taskID })
+}
+
+// subIDAfterTakeover is the sub-agent id for a delegation of a run taken over: a stored
+// id that the log already used and that is no longer open (CloseOpen ended it) cannot
+// start again, so a new one is made.
+func (r *Run) subIDAfterTakeover(subID string) string {
+	if r.resumed == nil || subID == "" || slices.Contains(r.seq.Open().Subagents, subID) {
+		return subID
+	}
+	return ""
+}
+
+// owner is the principal of the run whose work this is, from its checkpoint; "" (the
+// anonymous principal) when it has none or it cannot be read. The cancels of a lost run's
+// tasks carry that principal's credentials for agents that require them.
+func (w runWork) owner() string {
+	var cp struct {
+		Owner string `json:"owner"`
+	}
+	if len(w.Checkpoint) == 0 || json.Unmarshal(w.Checkpoint, &cp) != nil {
+		return ""
+	}
+	return cp.Owner
+}
