@@ -421,6 +421,24 @@ func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time
 
 const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested`
 
+// collectRuns scans every row of rows as a run and closes rows; a close error counts too.
+func collectRuns(rows *sql.Rows) (_ []RunRecord, err error) {
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	var out []RunRecord
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
 // qualifiedRunCols is runCols for statements that join runs with another table.
 var qualifiedRunCols = "runs." + strings.ReplaceAll(runCols, ", ", ", runs.")
 
@@ -509,20 +527,8 @@ func (s *sqlStore) ThreadRuns(ctx context.Context, threadID string, limit int) (
 	if err != nil {
 		return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
 	}
-	defer func() {
-		if cerr := rows.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("store: runs of thread %q: %w", threadID, cerr)
-		}
-	}()
-	var out []RunRecord
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
-		}
-		out = append(out, *r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectRuns(rows)
+	if err != nil {
 		return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
 	}
 	return out, nil
@@ -537,20 +543,8 @@ func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRec
 	if err != nil {
 		return nil, fmt.Errorf("store: stop requests: %w", err)
 	}
-	defer func() {
-		if cerr := rows.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("store: stop requests: %w", cerr)
-		}
-	}()
-	var out []RunRecord
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: stop requests: %w", err)
-		}
-		out = append(out, *r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectRuns(rows)
+	if err != nil {
 		return nil, fmt.Errorf("store: stop requests: %w", err)
 	}
 	return out, nil
@@ -579,15 +573,8 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanRun(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, *r)
-		}
-		return rows.Err()
+		out, err = collectRuns(rows)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: claim lapsed runs: %w", err)
@@ -620,15 +607,8 @@ func (s *sqlStore) TakeOverRuns(ctx context.Context, replica string, lease time.
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanRun(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, *r)
-		}
-		return rows.Err()
+		out, err = collectRuns(rows)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: take over runs: %w", err)
