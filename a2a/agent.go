@@ -45,8 +45,11 @@ type AgentConfig struct {
 
 // Options tunes the client side for all agents.
 type Options struct {
-	// HTTPClient carries every request. Default: a client with its own transport and no
-	// Timeout (a client Timeout covers the whole body and would cut long streams).
+	// HTTPClient carries every request. Default: a client with its own transport (a
+	// [StreamTransport] over [NewHTTPTransport]) and no Timeout (a client Timeout covers
+	// the whole body and would cut long streams). A client whose Transport is a bare
+	// *http.Transport gets a [StreamTransport] over it, private to the agent; any other
+	// RoundTripper is used as it is (put a StreamTransport at the bottom of it).
 	HTTPClient *http.Client
 	// Logger receives diagnostics (also those of the SDK). Default: slog.Default().
 	Logger *slog.Logger
@@ -144,14 +147,15 @@ type Agent struct {
 	// Config is the configuration the agent was built from.
 	Config AgentConfig
 
-	http     *http.Client
-	ownsHTTP bool
-	opts     Options
-	logger   *slog.Logger
-	origins  originSet       // where requests may go
-	life     context.Context // ends with Close
-	kill     context.CancelFunc
-	wg       sync.WaitGroup
+	http *http.Client
+	// releaseHTTP closes the idle connections the agent owns (nil: none).
+	releaseHTTP func()
+	opts        Options
+	logger      *slog.Logger
+	origins     originSet       // where requests may go
+	life        context.Context // ends with Close
+	kill        context.CancelFunc
+	wg          sync.WaitGroup
 	// first is closed when the first background card read has ended (see WaitFirst).
 	first     chan struct{}
 	firstOnce sync.Once
@@ -209,19 +213,19 @@ func New(cfg AgentConfig, opts Options) (*Agent, error) {
 	}
 	logger := opts.Logger.With("agent", cfg.Name)
 	life, kill := context.WithCancel(context.Background())
-	hc, owns := newHTTPClient(opts.HTTPClient, cfg.Headers, home, logger)
+	hc, release := newHTTPClient(opts.HTTPClient, cfg.Headers, home, logger)
 	a := &Agent{
-		Name:      cfg.Name,
-		Config:    cfg,
-		http:      hc,
-		ownsHTTP:  owns,
-		opts:      opts,
-		logger:    logger,
-		origins:   home.union(allowed),
-		life:      life,
-		kill:      kill,
-		first:     make(chan struct{}),
-		rereadGap: minReread,
+		Name:        cfg.Name,
+		Config:      cfg,
+		http:        hc,
+		releaseHTTP: release,
+		opts:        opts,
+		logger:      logger,
+		origins:     home.union(allowed),
+		life:        life,
+		kill:        kill,
+		first:       make(chan struct{}),
+		rereadGap:   minReread,
 	}
 	return a, nil
 }
@@ -344,8 +348,8 @@ func (a *Agent) Close() error {
 	if cur != nil {
 		err = cur.client.Destroy()
 	}
-	if a.ownsHTTP {
-		a.http.CloseIdleConnections()
+	if a.releaseHTTP != nil {
+		a.releaseHTTP()
 	}
 	return err
 }

@@ -105,7 +105,8 @@ func (t *leanTransport) stream(ctx context.Context, method string, params a2acli
 			yield(nil, fmt.Errorf("failed to marshal request: %w", err))
 			return
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+		// Marked: a StreamTransport at the bottom of the client's chain reads it directly.
+		req, err := http.NewRequestWithContext(withStreamRequest(ctx), http.MethodPost, t.url, bytes.NewReader(body))
 		if err != nil {
 			yield(nil, fmt.Errorf("failed to create HTTP request: %w", err))
 			return

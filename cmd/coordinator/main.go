@@ -215,8 +215,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mcpStarted := time.Now()
 
 	// The agents get a transport of their own, with small connection buffers (an open
-	// delegation holds its connection for the whole stream; issue 18).
-	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewHTTPTransport())}
+	// delegation holds its connection for the whole stream; issue 18). Streams to http://
+	// agents are read directly at the bottom of the chain, without net/http's two
+	// goroutines per connection (design/lean-transport.md).
+	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewStreamTransport(a2a.NewHTTPTransport()))}
 	defer agentHTTP.CloseIdleConnections()
 	agents, err := resolveAgents(ctx, cfg, log, agentHTTP)
 	if err != nil {
