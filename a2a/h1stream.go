@@ -87,9 +87,6 @@ func NewStreamTransport(inner *http.Transport) *StreamTransport {
 	return t
 }
 
-// Inner returns the transport that carries everything but the direct streams.
-func (t *StreamTransport) Inner() *http.Transport { return t.inner }
-
 // RoundTrip implements http.RoundTripper.
 func (t *StreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.direct(req) {
