@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"sync"
 	"time"
 )
@@ -94,7 +95,7 @@ func (t *StreamTransport) exchange(ctx context.Context, pc *directConn, req *htt
 		}
 		return nil, ctxErr(ctx, err)
 	}
-	b := &directBody{t: t, ctx: ctx, pc: pc, br: br, rc: resp.Body, stop: stop,
+	b := &directBody{t: t, ctx: ctx, pc: pc, br: br, stop: stop,
 		keep: !resp.Close && !req.Close && t.maxIdle > 0}
 	if resp.Body == http.NoBody {
 		b.mu.Lock()
@@ -102,8 +103,72 @@ func (t *StreamTransport) exchange(ctx context.Context, pc *directConn, req *htt
 		b.mu.Unlock()
 		return resp, nil
 	}
+	// The body is read from br directly, not through the body ReadResponse made (never
+	// read, dropped here): that one holds the response and through it the request for
+	// the stream's whole life, to fill in trailers nobody reads here.
+	b.src, b.chunked = bodyReader(resp, br)
 	resp.Body = b
 	return resp, nil
+}
+
+// bodyReader returns the reader of resp's body on br: net/http's chunked decoding, a read
+// of Content-Length bytes, or everything up to the close.
+func bodyReader(resp *http.Response, br *bufio.Reader) (src io.Reader, chunked bool) {
+	switch {
+	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
+		return httputil.NewChunkedReader(br), true
+	case resp.ContentLength >= 0:
+		return &lengthReader{r: br, left: resp.ContentLength}, false
+	default:
+		return br, false
+	}
+}
+
+// lengthReader reads a body of a known length; a connection that ends before is an
+// io.ErrUnexpectedEOF, as net/http reports it.
+type lengthReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *lengthReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if errors.Is(err, io.EOF) && l.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && l.left == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// maxTrailer bounds the trailer section read after a chunked body.
+const maxTrailer = 16 << 10
+
+// skipTrailer reads the trailer section after the last chunk (trailers are not used),
+// so that the connection is at the next response.
+func skipTrailer(br *bufio.Reader) error {
+	read := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		read += len(line)
+		if err != nil {
+			return err
+		}
+		if read > maxTrailer {
+			return errors.New("the chunked body's trailer is larger than the limit")
+		}
+		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
+			return nil
+		}
+	}
 }
 
 // readResponse reads the final response header, skipping informational (1xx) ones; all of
@@ -147,7 +212,8 @@ type directBody struct {
 	mu      sync.Mutex
 	pc      *directConn
 	br      *bufio.Reader
-	rc      io.ReadCloser
+	src     io.Reader
+	chunked bool
 	reading bool
 	closed  bool
 	done    bool
@@ -167,17 +233,20 @@ func (b *directBody) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	b.reading = true
-	rc := b.rc
+	src, br, chunked := b.src, b.br, b.chunked
 	b.mu.Unlock()
-	n, err := rc.Read(p)
+	n, err := src.Read(p)
+	reuse := true
+	if err == io.EOF && chunked {
+		reuse = skipTrailer(br) == nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reading = false
 	switch {
-	case errors.Is(err, io.EOF):
-		err = io.EOF
+	case err == io.EOF:
 		b.err = err
-		b.finish(b.keep && !b.closed)
+		b.finish(reuse && b.keep && !b.closed)
 	case err != nil:
 		err = ctxErr(b.ctx, err)
 		b.err = err
@@ -225,7 +294,7 @@ func (b *directBody) finish(reuse bool) {
 	}
 	b.br.Reset(nil)
 	readerPool.Put(b.br)
-	b.pc, b.br, b.rc, b.ctx = nil, nil, nil, nil
+	b.pc, b.br, b.src, b.ctx = nil, nil, nil, nil
 }
 
 // getIdle takes the most recently used idle connection to addr that is still alive.

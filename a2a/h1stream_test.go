@@ -121,19 +121,33 @@ func countingServer(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int
 // A stream is read whole, chunked or close-delimited, on the direct path; after a
 // complete chunked stream the connection is reused, after a close-delimited one it is not.
 func TestStreamTransportBodies(t *testing.T) {
+	const whole = "data: one\n\ndata: two\n\ndata: {\"three\":3}\n\n"
 	for _, tc := range []struct {
 		name      string
 		identity  bool
+		trailer   bool
+		length    bool
 		wantConns int64
 	}{
 		{name: "chunked", wantConns: 1},
+		{name: "chunked with trailer", trailer: true, wantConns: 1},
+		{name: "content-length", length: true, wantConns: 1},
 		{name: "close-delimited", identity: true, wantConns: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := sseHandler([]string{"one", "two", `{"three":3}`}, false, nil)
 			srv, conns := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if tc.identity { // net/http's server then ends the body by closing
+				switch {
+				case tc.identity: // net/http's server then ends the body by closing
 					w.Header().Set("Transfer-Encoding", "identity")
+				case tc.trailer:
+					w.Header().Set("Trailer", "X-Checksum")
+					defer w.Header().Set("X-Checksum", "abc")
+				case tc.length:
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Length", fmt.Sprint(len(whole)))
+					_, _ = io.WriteString(w, whole)
+					return
 				}
 				h(w, r)
 			}))
