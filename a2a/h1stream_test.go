@@ -401,3 +401,40 @@ func TestStreamTransportHeaderLimit(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, errStreamHeaderTooLarge), "got %v", err)
 }
+
+// A caller's bare *http.Transport gets a direct pool private to the agent: a finished
+// stream's connection is pooled there, and Agent.Close closes it (the caller's transport
+// is left alone).
+func TestStreamTransportCallerTransport(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	var closed atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	srv.Config.Handler = benchagent.New(srv.URL, benchagent.Options{Chunks: []string{"done"}})
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer tr.CloseIdleConnections()
+	ag, err := Resolve(context.Background(), AgentConfig{Name: "bench", URL: srv.URL}, Options{HTTPClient: &http.Client{Transport: tr}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	res, err := ag.Send(context.Background(), Request{Prompt: "go"}, Observer{})
+	require.NoError(t, err)
+	assert.Equal(t, StateCompleted, res.State)
+
+	st, ok := ag.http.Transport.(*recordingTransport).base.(*StreamTransport)
+	require.True(t, ok, "the caller's transport is wrapped")
+	assert.Same(t, tr, st.inner)
+	st.mu.Lock()
+	pooled := len(st.idle[hostPort(strings.TrimPrefix(srv.URL, "http://"))])
+	st.mu.Unlock()
+	assert.Equal(t, 1, pooled, "the stream's connection is pooled")
+	before := closed.Load()
+	require.NoError(t, ag.Close())
+	eventually(t, "the server sees the pooled connection closed", func() bool { return closed.Load() > before })
+	st.mu.Lock()
+	assert.Empty(t, st.idle)
+	st.mu.Unlock()
+}
