@@ -438,3 +438,22 @@ func TestStreamTransportCallerTransport(t *testing.T) {
 	assert.Empty(t, st.idle)
 	st.mu.Unlock()
 }
+
+// Informational responses (103 Early Hints) before the final one are skipped.
+func TestStreamTransportInformational(t *testing.T) {
+	h := sseHandler([]string{"after hints"}, false, nil)
+	srv, _ := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		h(w, r)
+	}))
+	st := NewStreamTransport(nil)
+	defer st.CloseIdleConnections()
+	resp, err := streamPost(context.Background(), &http.Client{Transport: st}, srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	_, direct := resp.Body.(*directBody)
+	assert.True(t, direct, "read on the direct path")
+	assert.Equal(t, []string{"after hints"}, readEvents(t, resp.Body))
+	require.NoError(t, resp.Body.Close())
+}
