@@ -79,6 +79,8 @@ type Run struct {
 	handedOff atomic.Bool
 	// begun: the store records the run as this replica's (BeginRun, or a takeover).
 	begun atomic.Bool
+	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
+	watching atomic.Int32
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -150,6 +152,38 @@ func (r *Run) Released() <-chan struct{} { return r.released }
 func (r *Run) Cancel(cause error) {
 	r.scope.Begin(cause)
 	r.cancel(cause)
+	r.fireWatch()
+}
+
+// The states of Run.watching: while execute watches, a cancellation of the run's context
+// starts the cancellation of its downstream work (what a context.AfterFunc on it would do).
+const (
+	watchIdle  int32 = iota // before execute watches, or after
+	watchArmed              // execute watches
+	watchFired              // the downstream cancellation was started
+)
+
+// armWatch starts the watch; a run cancelled before it started is fired at once.
+func (r *Run) armWatch() {
+	r.watching.CompareAndSwap(watchIdle, watchArmed)
+	if r.ctx.Err() != nil {
+		r.fireWatch()
+	}
+}
+
+// stopWatch ends the watch (execute then cancels what is left itself, synchronously).
+func (r *Run) stopWatch() { r.watching.CompareAndSwap(watchArmed, watchIdle) }
+
+// fireWatch starts, once and on its own goroutine, the cancellation of the run's
+// downstream work when its context is done and execute watches; a run handed off to
+// another replica keeps its downstream work.
+func (r *Run) fireWatch() {
+	if r.ctx.Err() == nil || !r.watching.CompareAndSwap(watchArmed, watchFired) {
+		return
+	}
+	if cause := context.Cause(r.ctx); !errors.Is(cause, ErrHandoff) {
+		go r.scope.Cancel(cause)
+	}
 }
 
 // Cancellations reports what was cancelled downstream, and how it went.
@@ -206,18 +240,21 @@ func (r *Run) execute() {
 	// Without the grace the boundary check could never see the limit: a deadline at the
 	// limit itself would always cancel the work first. A resumed run moves the hard stop
 	// once it knows the active time its earlier parts used.
-	ctx, stopRun := context.WithCancelCause(r.traced(r.ctx))
-	defer stopRun(nil)
-	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() { stopRun(ErrRunTimeLimit) })
+	//
+	// The run's own context is the loop's: a child per run and a context.AfterFunc to
+	// watch it would be two more contexts retained by every open run (issue 18), so what
+	// cancels it (Cancel, the hard stop) starts the downstream cancellation itself
+	// (fireWatch) while execute watches.
+	ctx := r.traced(r.ctx)
+	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() {
+		r.cancel(ErrRunTimeLimit)
+		r.fireWatch()
+	})
 	defer r.hardStop.Stop()
 	// Whatever ends the run early (disconnect, stop, time limit, shutdown) cancels all of
 	// its downstream work at once, in parallel, on the scope's own deadline.
-	stopWatch := context.AfterFunc(ctx, func() {
-		if !errors.Is(context.Cause(ctx), ErrHandoff) {
-			r.scope.Cancel(context.Cause(ctx))
-		}
-	})
-	defer stopWatch()
+	r.armWatch()
+	defer r.stopWatch()
 
 	reason := r.loop(ctx)
 	r.endReason.Store(reason)
@@ -229,7 +266,7 @@ func (r *Run) execute() {
 	r.endTrace(reason, time.Since(begun))
 	r.endWatch()
 	r.e.release(r)
-	stopWatch()
+	r.stopWatch()
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandoff) {
 		// Downstream work is being cancelled (by Run.Cancel or the watcher; Cancel is
 		// idempotent): the run ends, and says so in its log, only after it has been.
