@@ -186,7 +186,7 @@ type Guard struct {
 	mu      sync.Mutex
 	policy  GuardPolicy
 	limiter *RateLimiter
-	agents  map[string]bool
+	agents  []string // sorted: a run's guard retains a slice, not a map (issue 18)
 	tools   []string
 	always  []string
 	used    *BudgetUsage
@@ -198,16 +198,13 @@ func NewGuard(cfg GuardConfig) *Guard {
 	g := &Guard{
 		policy:  cfg.Policy,
 		limiter: cfg.Limiter,
-		agents:  map[string]bool{},
+		agents:  slices.Sorted(slices.Values(cfg.Agents)),
 		tools:   slices.Sorted(slices.Values(slices.Clone(cfg.Tools))),
 		always:  slices.Clone(cfg.Always),
 		used:    cfg.Used,
 		now:     cfg.Now,
 	}
 	g.tools = slices.Compact(g.tools)
-	for _, a := range cfg.Agents {
-		g.agents[a] = true
-	}
 	if g.limiter == nil {
 		g.limiter = NewRateLimiter(cfg.Policy.RateLimits)
 	}
@@ -226,10 +223,15 @@ func (g *Guard) Permitted(name string) bool {
 	if slices.Contains(g.always, name) {
 		return true
 	}
-	if g.agents[name] {
+	if g.isAgent(name) {
 		return g.policy.Agents.permits(name)
 	}
 	return g.policy.Tools.permits(name)
+}
+
+func (g *Guard) isAgent(name string) bool {
+	_, found := slices.BinarySearch(g.agents, name)
+	return found
 }
 
 func (g *Guard) governs(name string) bool {
@@ -262,7 +264,7 @@ func (g *Guard) CheckSignal(name string) (refusal bridge.Signal, ok bool) {
 		valid := g.validLocked(now, "")
 		res := bridge.Resolution{Type: ResolutionHandoff}
 		msg := "The coordinator's policy does not allow calling the tool %q."
-		if g.agents[name] {
+		if g.isAgent(name) {
 			msg = "The coordinator's policy does not allow delegating to the sub-agent %q."
 		}
 		msg = fmt.Sprintf(msg, name)
