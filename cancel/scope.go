@@ -12,6 +12,7 @@ package cancel
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -64,8 +65,10 @@ type Options struct {
 type Scope struct {
 	opts Options
 
-	mu        sync.Mutex
-	items     map[*Item]struct{}
+	mu sync.Mutex
+	// items are the pieces in flight: a few at a time, so a slice (an open run retains
+	// less than with a map, issue 18).
+	items     []*Item
 	cancelled bool
 	cause     error
 	start     time.Time
@@ -78,7 +81,7 @@ func NewScope(opts Options) *Scope {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	return &Scope{opts: opts, items: make(map[*Item]struct{})}
+	return &Scope{opts: opts}
 }
 
 // Item is one tracked piece of downstream work.
@@ -100,7 +103,7 @@ type Item struct {
 func (s *Scope) Track(kind Kind, name string) *Item {
 	it := &Item{s: s, kind: kind, name: name, armed: make(chan struct{}), settled: make(chan struct{})}
 	s.mu.Lock()
-	s.items[it] = struct{}{}
+	s.items = append(s.items, it)
 	cancelled := s.cancelled
 	s.mu.Unlock()
 	if cancelled {
@@ -136,7 +139,12 @@ func (it *Item) Release() {
 		close(it.settled)
 	}
 	it.s.mu.Lock()
-	delete(it.s.items, it)
+	if i := slices.Index(it.s.items, it); i >= 0 {
+		it.s.items = slices.Delete(it.s.items, i, i+1)
+	}
+	if len(it.s.items) == 0 {
+		it.s.items = nil
+	}
 	it.s.mu.Unlock()
 }
 
@@ -241,10 +249,7 @@ func (s *Scope) Begin(cause error) {
 		return
 	}
 	s.cancelled, s.cause, s.start = true, cause, time.Now()
-	items := make([]*Item, 0, len(s.items))
-	for it := range s.items {
-		items = append(items, it)
-	}
+	items := slices.Clone(s.items)
 	// Counted before the lock is released: a concurrent Cancel, which sees the scope
 	// cancelled only after this, must not Wait while the count is still being raised.
 	s.wg.Add(len(items))
