@@ -93,15 +93,15 @@ type Item struct {
 	mu       sync.Mutex
 	id       string
 	fn       Func
-	armed    chan struct{} // closed by Arm
-	settled  chan struct{} // closed once cancelled, given up or released
+	armed    signal // by Arm
+	settled  signal // once cancelled, given up or released
 	finished bool
 	firing   bool
 }
 
 // Track registers a piece. fn may be nil until Arm provides it (an A2A task before its id).
 func (s *Scope) Track(kind Kind, name string) *Item {
-	it := &Item{s: s, kind: kind, name: name, armed: make(chan struct{}), settled: make(chan struct{})}
+	it := &Item{s: s, kind: kind, name: name}
 	s.mu.Lock()
 	s.items = append(s.items, it)
 	cancelled := s.cancelled
@@ -121,7 +121,7 @@ func (it *Item) Arm(id string, fn Func) {
 		return
 	}
 	it.id, it.fn = id, fn
-	close(it.armed)
+	it.armed.fire()
 	it.mu.Unlock()
 }
 
@@ -133,11 +133,10 @@ func (it *Item) Release() {
 		return
 	}
 	it.finished = true
-	firing := it.firing
-	it.mu.Unlock()
-	if !firing {
-		close(it.settled)
+	if !it.firing {
+		it.settled.fire()
 	}
+	it.mu.Unlock()
 	it.s.mu.Lock()
 	if i := slices.Index(it.s.items, it); i >= 0 {
 		it.s.items = slices.Delete(it.s.items, i, i+1)
@@ -151,12 +150,16 @@ func (it *Item) Release() {
 // Settled is closed once the piece has been cancelled (or given up on) or released. A
 // delegation waits for it before it drops its request, so that a held cancel can still
 // learn the task id from that request.
-func (it *Item) Settled() <-chan struct{} { return it.settled }
+func (it *Item) Settled() <-chan struct{} {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.settled.wait()
+}
 
 // CancelNow cancels this one piece (e.g. its own timeout) and waits for the result.
 func (it *Item) CancelNow() Report {
 	if !it.claim() {
-		<-it.settled
+		<-it.Settled()
 		return Report{Kind: it.kind, Name: it.name, Result: resultSettled}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), it.s.opts.Timeout)
@@ -189,11 +192,18 @@ func (it *Item) claim() bool {
 
 // cancel runs a claimed cancellation.
 func (it *Item) cancel(ctx context.Context, start time.Time) Report {
-	defer close(it.settled)
+	defer func() {
+		it.mu.Lock()
+		it.settled.fire()
+		it.mu.Unlock()
+	}()
 
 	r := Report{Kind: it.kind, Name: it.name}
+	it.mu.Lock()
+	armed := it.armed.wait()
+	it.mu.Unlock()
 	select {
-	case <-it.armed:
+	case <-armed:
 	case <-ctx.Done():
 		r.Result = ResultNoID
 		r.Err = errors.New("the task id did not arrive before the cancel deadline")
@@ -325,4 +335,41 @@ func (s *Scope) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.items)
+}
+
+// signal is a one-shot event whose channel is made only when someone waits for it: a
+// piece armed and settled without a waiter (the usual case) never allocates one, and an
+// open run retains none (issue 18). Guarded by its Item's mu.
+type signal struct {
+	ch    chan struct{}
+	fired bool
+}
+
+// closedChan is the channel of every signal that fired before anyone waited.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// wait returns a channel closed once the signal fires.
+func (s *signal) wait() <-chan struct{} {
+	if s.ch == nil {
+		if s.fired {
+			return closedChan
+		}
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// fire fires the signal; only the first call has an effect.
+func (s *signal) fire() {
+	if s.fired {
+		return
+	}
+	s.fired = true
+	if s.ch != nil {
+		close(s.ch)
+	}
 }
