@@ -50,7 +50,7 @@ func TestQueueDropsAConsumerThatFallsBehind(t *testing.T) {
 	assert.Equal(t, 1, drops)
 	assert.True(t, q.wasDropped())
 	select {
-	case <-q.gone.Done():
+	case <-q.gone.done():
 	default:
 		t.Fatal("gone is not closed")
 	}

@@ -133,11 +133,11 @@ func (r *Run) Wake() <-chan struct{} { return r.q.wake }
 // Dropped is closed when the client has been dropped for falling more than the stream
 // buffer behind (Config.StreamBufferBytes); the run is then cancelled with
 // ErrClientTooSlow, and Next reports the end of the stream without its terminal event.
-func (r *Run) Dropped() <-chan struct{} { return r.q.gone.Done() }
+func (r *Run) Dropped() <-chan struct{} { return r.q.gone.done() }
 
 // AfterDropped arranges for f to run on its own goroutine once the client is dropped (see
 // Dropped), like context.AfterFunc: no goroutine waits meanwhile. stop unregisters f.
-func (r *Run) AfterDropped(f func()) (stop func() bool) { return context.AfterFunc(r.q.gone, f) }
+func (r *Run) AfterDropped(f func()) (stop func() bool) { return r.q.gone.afterFunc(f) }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
