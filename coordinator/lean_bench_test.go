@@ -75,7 +75,11 @@ func BenchmarkParkedRuns(b *testing.B) {
 	}
 	parked.Wait()
 	for _, r := range runs {
-		r.Next() // what a stream does: the queue is emptied as the client reads
+		// What a stream does: it registers its abort for a drop, selects on Dropped, and
+		// empties the queue as the client reads.
+		r.AfterDropped(func() {})
+		r.Dropped()
+		r.Next()
 	}
 	b.StopTimer()
 	settle(&after)
