@@ -37,8 +37,9 @@ type runLog struct {
 	pendingBytes int
 	ended        bool // the terminal event was added
 	dropped      int
-	// changed is closed and replaced after each append to the store: it wakes followers
-	// of this run on this replica (others poll).
+	// changed is closed after each append to the store: it wakes followers of this run
+	// on this replica (others poll). Made by the first Changed after an append, so that a
+	// run nobody follows retains none (issue 18).
 	changed chan struct{}
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
@@ -76,8 +77,7 @@ func newRunLog(st store.Store, threadID, runID string, log *slog.Logger, wg *syn
 	if wg == nil {
 		wg = &sync.WaitGroup{}
 	}
-	return &runLog{st: st, thread: threadID, run: runID, log: log, wg: wg,
-		changed: make(chan struct{}), done: make(chan struct{})}
+	return &runLog{st: st, thread: threadID, run: runID, log: log, wg: wg, done: make(chan struct{})}
 }
 
 // wake starts the writer goroutine unless it runs or the log is complete; l.mu is held.
@@ -147,6 +147,9 @@ func (l *runLog) waitEnded() {
 func (l *runLog) Changed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
 	return l.changed
 }
 
@@ -217,8 +220,10 @@ func (l *runLog) append(batch []store.Event) {
 		}
 	}
 	l.mu.Lock()
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	l.mu.Unlock()
 }
 

@@ -38,6 +38,12 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	}
 	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
 	r.noteCheckpoint(conv)
+	// The input's messages (with the thread's history) are in conv and the checkpoint
+	// now: the run keeps the rest of its input, so that an open run does not retain the
+	// conversation twice (issue 18). A copy: the caller's input is not changed.
+	in := *r.in
+	in.Messages = nil
+	r.in = &in
 	limits := TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {
