@@ -81,6 +81,8 @@ type Run struct {
 	begun atomic.Bool
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
 	watching atomic.Int32
+	// hooks run when ctx is cancelled (r.cancel fires them): see withRunCancel.
+	hooks cancelHooks
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -92,9 +94,12 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		in:       in,
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
 		ctx:      ctx,
-		cancel:   stop,
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
+	}
+	r.cancel = func(cause error) {
+		stop(cause)
+		r.hooks.fire()
 	}
 	// A client that falls behind is a client gone (server.on_disconnect). The drop is
 	// noticed inside an emit; Cancel only marks the scope, starts the downstream
