@@ -33,7 +33,7 @@ func (s *SSEWriter) WriteEventsFrom(first int64, evs []Event) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
+	buf := s.frame()
 	for i, ev := range evs {
 		var err error
 		if buf, err = AppendFrameID(buf, first+int64(i), ev); err != nil {
@@ -58,7 +58,7 @@ func (s *SSEWriter) WriteRaw(frames []RawFrame) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
+	buf := s.frame()
 	for _, f := range frames {
 		if len(f.Data) == 0 || f.Data[0] != '{' || bytes.ContainsAny(f.Data, "\r\n") {
 			return fmt.Errorf("agui: stored event %d is not a one-line JSON object", f.ID)
