@@ -144,7 +144,7 @@ func (r *Run) newGuard(t *toolset) *Guard {
 		always = append(always, name)
 	}
 	g := NewGuard(GuardConfig{
-		Policy: r.e.cfg.Guard, Limiter: r.e.limiter,
+		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
 		Agents: agents, Tools: governed, Always: always,
 		Used: &r.fs.Budget, Now: r.e.cfg.Now,
 	})

@@ -162,6 +162,10 @@ func (l *RateLimiter) Take(tool string, now time.Time) (wait time.Duration, ok b
 // GuardConfig configures the Guard of one run.
 type GuardConfig struct {
 	Policy GuardPolicy
+	// SharedPolicy, when set, is used instead of Policy and must not change while the
+	// guard is in use: an engine's runs share its policy rather than each retaining a
+	// copy (issue 18).
+	SharedPolicy *GuardPolicy
 	// Limiter is shared by the engine's runs; nil builds one from Policy.RateLimits for
 	// this guard alone.
 	Limiter *RateLimiter
@@ -184,7 +188,7 @@ type GuardConfig struct {
 // but Used must not be touched by anyone else while the run goes on.
 type Guard struct {
 	mu      sync.Mutex
-	policy  GuardPolicy
+	policy  *GuardPolicy
 	limiter *RateLimiter
 	agents  []string // sorted: a run's guard retains a slice, not a map (issue 18)
 	tools   []string
@@ -196,7 +200,7 @@ type Guard struct {
 // NewGuard builds the guard of one run.
 func NewGuard(cfg GuardConfig) *Guard {
 	g := &Guard{
-		policy:  cfg.Policy,
+		policy:  cfg.SharedPolicy,
 		limiter: cfg.Limiter,
 		agents:  slices.Sorted(slices.Values(cfg.Agents)),
 		tools:   slices.Sorted(slices.Values(slices.Clone(cfg.Tools))),
@@ -205,8 +209,12 @@ func NewGuard(cfg GuardConfig) *Guard {
 		now:     cfg.Now,
 	}
 	g.tools = slices.Compact(g.tools)
+	if g.policy == nil {
+		p := cfg.Policy
+		g.policy = &p
+	}
 	if g.limiter == nil {
-		g.limiter = NewRateLimiter(cfg.Policy.RateLimits)
+		g.limiter = NewRateLimiter(g.policy.RateLimits)
 	}
 	if g.used == nil {
 		g.used = &BudgetUsage{}
