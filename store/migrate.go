@@ -76,7 +76,7 @@ const schemaV7 = `CREATE TABLE pending_cancels (
 
 // schemaV8 records whose task each pending cancel is (the principal id the threads table
 // keeps as owner, never a token), so that a restart continues it with the owner's agent
-// credentials. Rows of version 7 get '' (no credentials, as before).
+// credentials. Rows of version 7 get the empty owner (no credentials, as before).
 const schemaV8 = `ALTER TABLE pending_cancels ADD COLUMN owner TEXT NOT NULL DEFAULT '';`
 
 // schemaV5 records, per run, until when a client follows it through a replica other than its
