@@ -97,6 +97,7 @@ func (e *Engine) resumedCancel(p store.PendingCancel, a *Agent) (cancel.Func, fu
 	var bare atomic.Bool // the last attempt went without the owner's credentials
 	fn := func(ctx context.Context, id string) error {
 		actx := e.agentCtx(ctx, p.Owner, a)
+		// A2ASignIn.Authorize returns ctx itself when it attaches nothing.
 		bare.Store(actx == ctx)
 		return send(actx, id)
 	}
