@@ -267,6 +267,17 @@ func assertAskedThenContinued(t *testing.T, r aguiResult, first aguiResult, kind
 	assert.Equal(t, "success", *r.Outcome)
 }
 
+// resumedJob checks that a job ran twice and returns its first run, with the n tool
+// results of that run.
+func resumedJob(t *testing.T, r aguiResult, n int) (first aguiResult, results []string) {
+	t.Helper()
+	require.Len(t, r.Runs, 2)
+	first = r.Runs[0]
+	results = toolResultsOf(first.Events)
+	require.Len(t, results, n)
+	return first, results
+}
+
 func toAny(ss []string) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {
@@ -400,10 +411,7 @@ func TestFailureModel(t *testing.T) {
 	t.Run("the same failing call until loop_detected, then stop", func(t *testing.T) {
 		stop := false
 		r := run(t, primary, "loop", &stop)
-		require.Len(t, r.Runs, 2)
-		first := r.Runs[0]
-		res := toolResultsOf(first.Events)
-		require.Len(t, res, 3)
+		first, res := resumedJob(t, r, 3)
 		// Only what is useful now: the tool just called, and ask_user (DESIGN §7).
 		valid := []any{"demo__divide", "ask_user"}
 		for i, left := range []float64{2, 1} {
@@ -513,10 +521,7 @@ func TestFailureModel(t *testing.T) {
 	t.Run("the iteration limit asks the user, who continues", func(t *testing.T) {
 		cont := true
 		r := run(t, iter, "iteration", &cont)
-		require.Len(t, r.Runs, 2)
-		first := r.Runs[0]
-		res := toolResultsOf(first.Events)
-		require.Len(t, res, 2)
+		first, res := resumedJob(t, r, 2)
 		for i, s := range res {
 			assert.True(t, strings.HasPrefix(s, "[COMPLETED]\n"), s)
 			assert.Contains(t, s, fmt.Sprintf("done: complete i%d", i))
@@ -532,10 +537,7 @@ func TestFailureModel(t *testing.T) {
 	t.Run("the time limit asks the user, who continues", func(t *testing.T) {
 		cont := true
 		r := run(t, timed, "time", &cont)
-		require.Len(t, r.Runs, 2)
-		first := r.Runs[0]
-		res := toolResultsOf(first.Events)
-		require.Len(t, res, 1)
+		first, res := resumedJob(t, r, 1)
 		assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
 		assertAskedThenContinued(t, r, first, coordinator.KindTimeLimit,
 			"The run reached its time limit of 1s. Your decision is needed to go on.")

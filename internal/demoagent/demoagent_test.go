@@ -236,15 +236,18 @@ func TestResearchMessageReply(t *testing.T) {
 }
 
 // forEachMode runs f as a subtest per protocol version and per way of continuing a task
-// (blocking, streaming).
-func forEachMode(t *testing.T, f func(t *testing.T, version string, streaming bool)) {
+// (blocking, streaming), on a fresh agent of kind and a client speaking that version.
+func forEachMode(t *testing.T, kind string, f func(t *testing.T, a *testAgent, c *a2aclient.Client, version string, streaming bool)) {
 	for _, version := range protocols {
 		for _, streaming := range []bool{false, true} {
 			name := version + "/blocking"
 			if streaming {
 				name = version + "/streaming"
 			}
-			t.Run(name, func(t *testing.T) { f(t, version, streaming) })
+			t.Run(name, func(t *testing.T) {
+				a := startTestAgent(t, kind, time.Minute)
+				f(t, a, newClient(t, a.url, version), version, streaming)
+			})
 		}
 	}
 }
@@ -276,9 +279,7 @@ func continueTask(t *testing.T, c *a2aclient.Client, task *a2a.Task, text string
 }
 
 func TestResearchAuthRequiredThenContinue(t *testing.T) {
-	forEachMode(t, func(t *testing.T, version string, streaming bool) {
-		a := startTestAgent(t, kindResearch, time.Minute)
-		c := newClient(t, a.url, version)
+	forEachMode(t, kindResearch, func(t *testing.T, _ *testAgent, c *a2aclient.Client, _ string, streaming bool) {
 		task := sendTask(t, c, userMsg("auth: quantum error correction"))
 		require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
 
@@ -346,9 +347,7 @@ func itoa(i int) string {
 }
 
 func TestTravelAsksForDatesThenCompletes(t *testing.T) {
-	forEachMode(t, func(t *testing.T, version string, streaming bool) {
-		a := startTestAgent(t, kindTravel, time.Minute)
-		c := newClient(t, a.url, version)
+	forEachMode(t, kindTravel, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string, streaming bool) {
 		task := sendTask(t, c, userMsg("Book a trip to Lisbon"))
 		require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
 		assert.Equal(t, "What dates would you like to travel? (e.g. 12–19 May)", statusText(task.Status))
