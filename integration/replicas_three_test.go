@@ -79,6 +79,13 @@ func openLive(t *testing.T, base, body string) (*http.Response, *bufio.Scanner) 
 	return live, sc
 }
 
+// resumeOn posts to base the resume of thread as run r1 (what followRun reads), answering
+// interrupt in with text, and returns its live stream.
+func resumeOn(t *testing.T, base, thread string, in map[string]any, text string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	return openLive(t, base, string(mustJSON(t, resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": text}))))
+}
+
 // readProgress reads sc up to the second frame of sub-agent progress; what names that
 // progress in the failure message.
 func readProgress(t *testing.T, sc *bufio.Scanner, what string) []sseFrame {
@@ -253,7 +260,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		in, callID := raiseA2AInput(t, proxy, thread)
 		task := a2aTaskOf(in)
 		// followRun reads run r1 (the interrupt was raised by a run of another id).
-		live, sc := openLive(t, victim.URL, string(mustJSON(t, resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "slowly blue"}))))
+		live, sc := resumeOn(t, victim.URL, thread, in, "slowly blue")
 		before := readProgress(t, sc, "the continuation's progress")
 		require.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent")
 		lastID := before[len(before)-1].ID
@@ -297,7 +304,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		thread := newThreadID("three-kill-final")
 		in, callID := raiseA2AInput(t, survivor.URL, thread)
 		task := a2aTaskOf(in)
-		live, sc := openLive(t, victim.URL, string(mustJSON(t, resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "finalslow"}))))
+		live, sc := resumeOn(t, victim.URL, thread, in, "finalslow")
 		// After the call's result, the first words of the model's final text.
 		resulted, words := false, 0
 		before := readFrames(t, sc, func(f sseFrame) bool {
@@ -355,7 +362,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		thread := newThreadID("three-kill-early")
 		in, callID := raiseA2AInput(t, survivor.URL, thread)
 		task := a2aTaskOf(in)
-		live, _ := openLive(t, victim.URL, string(mustJSON(t, resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "later blue"}))))
+		live, _ := resumeOn(t, victim.URL, thread, in, "later blue")
 		require.Eventually(t, func() bool { return peerFollowUps(t, peer)[task] == 1 }, eventualWait, 10*time.Millisecond,
 			"the answer reached the sub-agent")
 		victim.kill(t)
@@ -397,7 +404,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		thread := newThreadID("three-handoff")
 		in, callID := raiseA2AInput(t, survivor.URL, thread)
 		task := a2aTaskOf(in)
-		live, sc := openLive(t, victim.URL, string(mustJSON(t, resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "slowly handed"}))))
+		live, sc := resumeOn(t, victim.URL, thread, in, "slowly handed")
 		before := readProgress(t, sc, "the continuation's progress")
 		lastID := before[len(before)-1].ID
 		victim.stop(t) // SIGTERM: exits 0 after the grace, handing the run off
