@@ -234,6 +234,8 @@ func postRunWhenFree(t *testing.T, base string, in map[string]any) []map[string]
 	return postRunRetrying(t, base, in, true)
 }
 
+// postRunRetrying is postRun, and with whileBusy postRunWhenFree: a 409 is tried again
+// every 200 ms until the 60 s deadline.
 func postRunRetrying(t *testing.T, base string, in map[string]any, whileBusy bool) []map[string]any {
 	t.Helper()
 	b := mustJSON(t, in)
