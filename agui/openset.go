@@ -23,8 +23,7 @@ func (o openSet[K]) get(k K) (openItem, bool) {
 	return openItem{}, false
 }
 
-// add opens k (the caller has checked that it is not open yet). Entries are added in
-// increasing seq, so the slice stays in opening order.
+// add opens k (the caller has checked that it is not open yet), after those open before.
 func (o *openSet[K]) add(k K, it openItem) { *o = append(*o, openEntry[K]{key: k, openItem: it}) }
 
 // remove closes k, keeping the others in opening order.

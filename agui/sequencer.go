@@ -52,7 +52,7 @@ type Sequencer struct {
 	state           runState
 	threadID, runID string
 
-	seq       uint64 // opening order, used to close in a deterministic order
+	// What is open, each kind in opening order (closed in a deterministic order).
 	messages  openSet[string]
 	toolCalls openSet[string]
 	steps     openSet[stepKey]
@@ -71,7 +71,6 @@ const (
 
 type openItem struct {
 	owner string // subagentRunId of the opener; "" when not attributed
-	seq   uint64
 }
 
 type stepKey struct{ owner, name string }
@@ -346,8 +345,7 @@ func (s *Sequencer) open(m *openSet[string], kind, id, owner string) error {
 	if _, ok := m.get(id); ok {
 		return fmt.Errorf("a %s with id %q is already in progress", kind, id)
 	}
-	s.seq++
-	m.add(id, openItem{owner: owner, seq: s.seq})
+	m.add(id, openItem{owner: owner})
 	return nil
 }
 
@@ -375,8 +373,7 @@ func (s *Sequencer) startStep(v *StepStarted) error {
 	if _, ok := s.steps.get(k); ok {
 		return fmt.Errorf("step %q is already active", v.StepName)
 	}
-	s.seq++
-	s.steps.add(k, openItem{owner: k.owner, seq: s.seq})
+	s.steps.add(k, openItem{owner: k.owner})
 	return nil
 }
 
@@ -420,8 +417,7 @@ func (s *Sequencer) startSubagent(v *SubagentStarted) error {
 			return fmt.Errorf("parent subagent %q is not active", p)
 		}
 	}
-	s.seq++
-	s.subagents.add(v.SubagentRunID, openItem{owner: v.ParentSubagentRunID, seq: s.seq})
+	s.subagents.add(v.SubagentRunID, openItem{owner: v.ParentSubagentRunID})
 	s.usedSubagents = append(s.usedSubagents, v.SubagentRunID)
 	return nil
 }
