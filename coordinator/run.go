@@ -26,13 +26,6 @@ type Run struct {
 	in  *agui.RunAgentInput
 	log *slog.Logger
 	seq *agui.Sequencer
-	// workRefused: every call of the last tool round was refused with a model-fixable
-	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
-	// the next turn, which it nudges at most once.
-	workRefused bool
-	// holdText: the current turn's text is not streamed as it arrives but only once the
-	// turn is complete, and only if it calls tools (streamTurn).
-	holdText bool
 	q        *eventQueue
 	// elog writes the run's events to the store's event log.
 	elog   *runLog
@@ -46,7 +39,7 @@ type Run struct {
 	// scope holds what the run has in flight downstream, to cancel it all at once.
 	scope *cancel.Scope
 
-	endReason atomic.Value // EndReason
+	endReason atomic.Pointer[EndReason]
 	// fatal holds the first terminal tool failure (on_tool_error: error).
 	fatalMu sync.Mutex
 	fatal   error
@@ -81,6 +74,13 @@ type Run struct {
 	begun atomic.Bool
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
 	watching atomic.Int32
+	// workRefused: every call of the last tool round was refused with a model-fixable
+	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
+	// the next turn, which it nudges at most once.
+	workRefused bool
+	// holdText: the current turn's text is not streamed as it arrives but only once the
+	// turn is complete, and only if it calls tools (streamTurn).
+	holdText bool
 	// hooks run when ctx is cancelled (r.cancel fires them): see withRunCancel.
 	hooks cancelHooks
 }
@@ -215,8 +215,10 @@ func (r *Run) EndReason() string {
 
 // endOutcome is the typed reason the run ended (zero while it runs).
 func (r *Run) endOutcome() EndReason {
-	e, _ := r.endReason.Load().(EndReason)
-	return e
+	if e := r.endReason.Load(); e != nil {
+		return *e
+	}
+	return EndReason{}
 }
 
 func (r *Run) terminated() bool { return r.seq.Terminated() }
@@ -262,7 +264,7 @@ func (r *Run) execute() {
 	defer r.stopWatch()
 
 	reason := r.loop(ctx)
-	r.endReason.Store(reason)
+	r.endReason.Store(&reason)
 	// Counted before the thread is released: a client that has seen the stream end sees
 	// the run in /metrics.
 	if m := r.e.cfg.Metrics; m != nil {
