@@ -16,51 +16,72 @@ import (
 )
 
 // sqliteParams configure every connection: WAL lets readers run beside the writer; the busy
-// timeout makes a writer wait for the lock instead of failing at once; immediate transactions
-// take the write lock at BEGIN, because a deferred transaction that upgrades from read to
-// write gets SQLITE_BUSY without waiting; NORMAL sync is durable in WAL mode except for the
-// last transactions on power loss, which is the usual trade.
+// timeout makes a connection wait for the lock instead of failing at once (only another
+// process writing the same file, or a checkpoint, can hold it: this process writes through
+// one connection); immediate transactions take the write lock at BEGIN, because a deferred
+// transaction that upgrades from read to write gets SQLITE_BUSY without waiting. NORMAL sync
+// in WAL mode is durable against a crash of the process (a committed transaction is in the
+// WAL file, which the operating system keeps); only a power loss or a kernel crash can undo
+// the last transactions before a checkpoint, which is the usual trade.
 const sqliteParams = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
-// sqliteMaxConns bounds the pool: SQLite has one writer at a time anyway, and a few readers
-// are plenty for a coordinator.
-const sqliteMaxConns = 4
+// sqliteReaders bounds the reading connections: WAL readers run beside the writer and
+// each other, and a few are plenty for a coordinator.
+const sqliteReaders = 4
 
 // sqlStore is the Store of both SQL backends.
 type sqlStore struct {
+	// db serves reads (SQLite) or everything (PostgreSQL).
 	db      *sql.DB
 	d       *dialect
 	closed  atomic.Bool
 	onClose func() // releases what the backend holds besides db (the pgx pool)
 	// signals receives stop-request notifications (PostgreSQL); nil for SQLite.
 	signals chan struct{}
+	// w is SQLite's single writer with group commit (sqlite_writer.go): every write goes
+	// through it. Nil for PostgreSQL, whose writers run concurrently.
+	w *groupWriter
 }
 
 // StopSignals implements Signaler. Without LISTEN/NOTIFY (SQLite) the channel is nil and
 // never receives: replicas find stop requests by polling.
 func (s *sqlStore) StopSignals() <-chan struct{} { return s.signals }
 
+// openSQLite opens path twice: a pool of readers and one writer connection. SQLite has one
+// writer at a time anyway; with several writing connections they queue for the lock in
+// SQLite's busy handler, which sleeps, and a burst of runs then waits hundreds of ms.
 func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("store: create the directory of %q: %w", path, err)
 		}
 	}
-	db, err := sql.Open("sqlite", path+sqliteParams)
+	wdb, err := sql.Open("sqlite", path+sqliteParams)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
-	db.SetMaxOpenConns(sqliteMaxConns)
-	db.SetMaxIdleConns(sqliteMaxConns)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxIdleTime(0)
+	wdb.SetConnMaxLifetime(0)
+	if err := wdb.PingContext(ctx); err != nil {
+		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
-	if _, err := migrate(ctx, db, sqliteDialect, migrations); err != nil {
-		_ = db.Close()
+	// Migrated before the readers open: they find the schema in place.
+	if _, err := migrate(ctx, wdb, sqliteDialect, migrations); err != nil {
+		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
-	return &sqlStore{db: db, d: sqliteDialect}, nil
+	rdb, err := sql.Open("sqlite", path+sqliteParams)
+	if err != nil {
+		_ = wdb.Close()
+		return nil, fmt.Errorf("store: open %q: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(sqliteReaders)
+	rdb.SetMaxIdleConns(sqliteReaders)
+	w := newGroupWriter(wdb)
+	return &sqlStore{db: rdb, d: sqliteDialect, w: w, onClose: func() { w.close(); _ = wdb.Close() }}, nil
 }
 
 func (s *sqlStore) check() error {
@@ -70,8 +91,13 @@ func (s *sqlStore) check() error {
 	return nil
 }
 
-// tx runs fn in a transaction, holding the thread's write lock where the dialect needs one.
-func (s *sqlStore) tx(ctx context.Context, threadID string, fn func(*sql.Tx) error) error {
+// tx runs fn in a write transaction, holding the thread's write lock where the dialect
+// needs one. With SQLite, fn is a job of the group writer: it shares its transaction with
+// other callers' jobs (in a savepoint of its own) and may be run a second time (writeFunc).
+func (s *sqlStore) tx(ctx context.Context, threadID string, fn writeFunc) error {
+	if s.w != nil {
+		return s.w.do(ctx, fn)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -82,15 +108,25 @@ func (s *sqlStore) tx(ctx context.Context, threadID string, fn func(*sql.Tx) err
 			return err
 		}
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return tx.Commit()
 }
 
+// exec runs one writing statement (through the group writer with SQLite).
 func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return s.db.ExecContext(ctx, s.d.q(q), args...)
+	if s.w == nil {
+		return s.db.ExecContext(ctx, s.d.q(q), args...)
+	}
+	var res sql.Result
+	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = tx.ExecContext(ctx, s.d.q(q), args...)
+		return err
+	})
+	return res, err
 }
 
 func (s *sqlStore) SaveSuspension(ctx context.Context, sus *Suspension) error {
@@ -156,7 +192,7 @@ func (s *sqlStore) MarkResolved(ctx context.Context, threadID string, ids []stri
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var seq int64
 		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
 			return err
@@ -324,7 +360,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var busy bool
 		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
 			AND state = 'running' AND lease_until > `+s.d.nowNS+`)`), threadID).Scan(&busy); err != nil {
@@ -350,7 +386,7 @@ func (s *sqlStore) BeginRun(ctx context.Context, threadID, runID, replica string
 	if err := s.check(); err != nil {
 		return err
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		// A running run whose replica stopped heartbeating no longer holds the thread.
 		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET state = 'lost'
 			WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
@@ -489,7 +525,7 @@ func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*Ru
 		return nil, err
 	}
 	var run *RunRecord
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET stop_requested = 1
 			WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID)
 		if err != nil {
@@ -558,7 +594,7 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 		return nil, nil
 	}
 	var out []RunRecord
-	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// The candidates are picked once, in a materialised CTE: as a plain IN (subquery)
 		// the planner may run the subquery again per row, and with SKIP LOCKED each run
 		// picks other rows (one claim took 15 rows with LIMIT 5). The condition is checked
@@ -590,7 +626,7 @@ func (s *sqlStore) TakeOverRuns(ctx context.Context, replica string, lease time.
 		return nil, nil
 	}
 	var out []RunRecord
-	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// As in ClaimLapsedRuns: candidates picked once (materialised, SKIP LOCKED), the
 		// condition checked again on the rows updated, since a claimer that waited for a
 		// row lock re-checks only the outer WHERE; the lease on the database's clock.
@@ -621,7 +657,7 @@ func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error)
 		return 0, err
 	}
 	var n int64
-	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// One nanosecond in the past: lapsed for every claimer's "lease_until < now".
 		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
 			WHERE replica = $1 AND state = 'running'`), replica)
@@ -669,7 +705,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 		return nil
 	}
 	now := time.Now().UnixNano()
-	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
 		// per chunk); the rest through a statement of its own size.
 		for len(evs) >= appendChunk {
@@ -801,7 +837,7 @@ func (s *sqlStore) SaveMessages(ctx context.Context, threadID string, msgs []Mes
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var pos int64
 		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 			return err
@@ -914,7 +950,7 @@ func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, erro
 		return 0, err
 	}
 	var n int64
-	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// Events first, selected by the runs that go, then the runs: one transaction, so a
 		// run is never left without the log it had, nor a log without its run.
 		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
@@ -943,7 +979,8 @@ func (s *sqlStore) ClaimExpired(ctx context.Context, now time.Time, limit int) (
 		return nil, nil
 	}
 	var out []*Suspension
-	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		out = nil // a job run again starts over
 		// As in ClaimLapsedRuns: the candidates are picked once (a materialised CTE, rows
 		// locked and others' locked rows skipped), and the condition is checked again on the
 		// rows deleted, since a claimer that waited for a lock re-checks only that.
