@@ -387,41 +387,78 @@ func (s *sqlStore) BeginRun(ctx context.Context, threadID, runID, replica string
 		return err
 	}
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		// A running run whose replica stopped heartbeating no longer holds the thread.
-		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET state = 'lost'
-			WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
-			return err
-		}
-		// A reused run id starts over: its old record and events go.
-		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
-				return err
-			}
-		}
-		now := time.Now().UnixNano()
-		// The partial unique index runs_one_active makes a second running run of the thread
-		// conflict, whichever replica inserts it.
-		res, err = tx.ExecContext(ctx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until)
-			VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5) ON CONFLICT DO NOTHING`),
-			threadID, runID, replica, now, lease.Nanoseconds())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return ErrThreadBusy
-		}
-		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
-			threadID, runID, now)
-		return err
+		return s.beginRun(ctx, tx, threadID, runID, replica, lease, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, err)
 	}
 	return nil
+}
+
+// StartRun implements RunStarter: ClaimThread, BeginRun and SaveRunWork in one transaction.
+func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if rs.Work != nil && !json.Valid(rs.Work) {
+		return fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
+	}
+	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, time.Now().UnixNano()); err != nil {
+			return err
+		}
+		var owner string
+		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner); err != nil {
+			return err
+		}
+		if owner != rs.Owner {
+			return ErrThreadOwned
+		}
+		return s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
+	})
+	if err != nil {
+		return fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+	}
+	return nil
+}
+
+// beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
+func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) error {
+	// A running run whose replica stopped heartbeating no longer holds the thread.
+	if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET state = 'lost'
+		WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
+		return err
+	}
+	// A reused run id starts over: its old record and events go.
+	res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
+			return err
+		}
+	}
+	doc := "{}"
+	if work != nil {
+		doc = string(work)
+	}
+	now := time.Now().UnixNano()
+	// The partial unique index runs_one_active makes a second running run of the thread
+	// conflict, whichever replica inserts it.
+	res, err = tx.ExecContext(ctx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work)
+		VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6) ON CONFLICT DO NOTHING`),
+		threadID, runID, replica, now, lease.Nanoseconds(), doc)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrThreadBusy
+	}
+	_, err = tx.ExecContext(ctx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
+		threadID, runID, now)
+	return err
 }
 
 func (s *sqlStore) EndRun(ctx context.Context, threadID, runID, state string) error {

@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStartRun checks RunStarter on the backends that have it: the claim, the run and its
+// work in one go, and nothing recorded when it is refused.
+func TestStartRun(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			rs, ok := s.(RunStarter)
+			if !ok {
+				t.Skip("no RunStarter")
+			}
+			start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
+				Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`)}
+			require.NoError(t, rs.StartRun(ctx, start))
+			th, err := s.GetThread(ctx, "t1")
+			require.NoError(t, err)
+			assert.Equal(t, "alice", th.Owner)
+			assert.Equal(t, "Deploy", th.Title)
+			run, err := s.GetRun(ctx, "t1", "r1")
+			require.NoError(t, err)
+			assert.Equal(t, RunRunning, run.State)
+			assert.Equal(t, "a", run.Replica)
+			assert.JSONEq(t, `{"checkpoint":{"v":1}}`, string(run.Work))
+
+			second := start
+			second.RunID = "r2"
+			require.ErrorIs(t, rs.StartRun(ctx, second), ErrThreadBusy)
+
+			other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
+			require.ErrorIs(t, rs.StartRun(ctx, other), ErrThreadOwned)
+			_, err = s.GetRun(ctx, "t1", "r3")
+			require.ErrorIs(t, err, ErrNotFound, "a refused start records no run")
+
+			// Without a work document the run gets the default one.
+			plain := RunStart{ThreadID: "t2", RunID: "r1", Owner: "bob", Replica: "a", Lease: time.Minute}
+			require.NoError(t, rs.StartRun(ctx, plain))
+			run, err = s.GetRun(ctx, "t2", "r1")
+			require.NoError(t, err)
+			assert.JSONEq(t, `{}`, string(run.Work))
+		})
+	}
+}
+
+// openTestWriter opens a SQLite store for the group writer's tests, with one table.
+func openTestWriter(t *testing.T) *sqlStore {
+	t.Helper()
+	st, err := openSQLite(context.Background(), filepath.Join(t.TempDir(), "w.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = st.exec(context.Background(), `CREATE TABLE kv (k TEXT PRIMARY KEY)`)
+	require.NoError(t, err)
+	return st
+}
+
+func insertKV(k string) writeFunc {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO kv (k) VALUES (?)`, k)
+		return err
+	}
+}
+
+func keys(t *testing.T, st *sqlStore) []string {
+	t.Helper()
+	rows, err := st.db.Query(`SELECT k FROM kv ORDER BY k`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		out = append(out, k)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func jobs(fns ...writeFunc) []*writeJob {
+	out := make([]*writeJob, len(fns))
+	for i, fn := range fns {
+		out[i] = &writeJob{fn: fn, done: make(chan error, 1)}
+	}
+	return out
+}
+
+// TestGroupWriterSavepoints: in one batch, a job that fails after writing is rolled back
+// alone and gets its own error; the jobs around it commit.
+func TestGroupWriterSavepoints(t *testing.T) {
+	st := openTestWriter(t)
+	boom := errors.New("boom")
+	batch := jobs(insertKV("a"), func(ctx context.Context, tx *sql.Tx) error {
+		if err := insertKV("b")(ctx, tx); err != nil {
+			return err
+		}
+		return boom
+	}, insertKV("a"), insertKV("c"))
+	st.w.commit(batch)
+	require.NoError(t, <-batch[0].done)
+	require.ErrorIs(t, <-batch[1].done, boom)
+	require.ErrorContains(t, <-batch[2].done, "UNIQUE", "a duplicate key fails its own job")
+	require.NoError(t, <-batch[3].done)
+	assert.Equal(t, []string{"a", "c"}, keys(t, st))
+}
+
+// TestGroupWriterBrokenBatch: a job that ends the shared transaction makes the batch fail as
+// a whole; every job is then run on its own, so the others still commit once each.
+func TestGroupWriterBrokenBatch(t *testing.T) {
+	st := openTestWriter(t)
+	broken := errors.New("broken")
+	batch := jobs(insertKV("a"), func(ctx context.Context, tx *sql.Tx) error {
+		_, _ = tx.ExecContext(ctx, `ROLLBACK`)
+		return broken
+	}, insertKV("c"))
+	st.w.commit(batch)
+	require.NoError(t, <-batch[0].done)
+	require.ErrorIs(t, <-batch[1].done, broken)
+	require.NoError(t, <-batch[2].done)
+	assert.Equal(t, []string{"a", "c"}, keys(t, st))
+}
+
+// TestGroupWriterConcurrent: many callers at once each get their outcome, and every
+// successful write is stored exactly once.
+func TestGroupWriterConcurrent(t *testing.T) {
+	st := openTestWriter(t)
+	const n = 500
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			k := fmt.Sprintf("k%03d", i/2) // every key twice: one of the two fails
+			errs[i] = st.w.do(context.Background(), insertKV(k))
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			require.ErrorContains(t, err, "UNIQUE")
+			failed++
+		}
+	}
+	assert.Equal(t, n/2, failed)
+	assert.Len(t, keys(t, st), n/2)
+}
+
+// TestGroupWriterCancelledCaller: a caller whose context has ended is not run; a closed
+// writer refuses jobs with ErrClosed.
+func TestGroupWriterCancelledCaller(t *testing.T) {
+	st := openTestWriter(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := st.w.do(ctx, insertKV("x"))
+	if err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Empty(t, keys(t, st))
+	}
+	require.NoError(t, st.Close())
+	require.ErrorIs(t, st.w.do(context.Background(), insertKV("y")), ErrClosed)
+}
