@@ -115,6 +115,48 @@ func (s *sqlStore) tx(ctx context.Context, threadID string, fn writeFunc) error 
 	return tx.Commit()
 }
 
+// txExec is tx.ExecContext for query (already in the dialect) inside a tx function; with
+// SQLite it runs the writer's prepared statement.
+func (s *sqlStore) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if s.w != nil {
+		return s.w.exec(ctx, tx, query, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// txQueryRow is tx.QueryRowContext as txExec is tx.ExecContext.
+func (s *sqlStore) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if s.w != nil {
+		if st := s.w.stmt(query); st != nil {
+			return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		}
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// txBulk is tx for a write that no response waits for (event logs, messages, work
+// documents): SQLite's writer runs it after the writes that one does.
+func (s *sqlStore) txBulk(ctx context.Context, threadID string, fn writeFunc) error {
+	if s.w != nil {
+		return s.w.doBulk(ctx, fn)
+	}
+	return s.tx(ctx, threadID, fn)
+}
+
+// execBulk is exec for a write that no response waits for (see txBulk).
+func (s *sqlStore) execBulk(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if s.w == nil {
+		return s.db.ExecContext(ctx, s.d.q(q), args...)
+	}
+	var res sql.Result
+	err := s.w.doBulk(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
+		return err
+	})
+	return res, err
+}
+
 // exec runs one writing statement (through the group writer with SQLite).
 func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if s.w == nil {
@@ -123,7 +165,7 @@ func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result,
 	var res sql.Result
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		res, err = tx.ExecContext(ctx, s.d.q(q), args...)
+		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
 		return err
 	})
 	return res, err
@@ -194,20 +236,20 @@ func (s *sqlStore) MarkResolved(ctx context.Context, threadID string, ids []stri
 	}
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var seq int64
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
 			return err
 		}
 		for _, id := range ids {
 			seq++
 			// Marking again makes the id the most recent one.
-			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO resolved (thread_id, interrupt_id, seq) VALUES ($1, $2, $3)
+			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO resolved (thread_id, interrupt_id, seq) VALUES ($1, $2, $3)
 				ON CONFLICT (thread_id, interrupt_id) DO UPDATE SET seq = excluded.seq`), threadID, id, seq); err != nil {
 				return err
 			}
 		}
 		// Keep the newest MaxResolvedPerThread: drop everything at or below the seq of the
 		// first one past the bound (no row there means nothing to drop).
-		_, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM resolved WHERE thread_id = $1 AND seq <= (
+		_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM resolved WHERE thread_id = $1 AND seq <= (
 				SELECT seq FROM resolved WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)`),
 			threadID, MaxResolvedPerThread)
 		return err
@@ -362,7 +404,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 	}
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var busy bool
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
 			AND state = 'running' AND lease_until > `+s.d.nowNS+`)`), threadID).Scan(&busy); err != nil {
 			return err
 		}
@@ -370,7 +412,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 			return ErrThreadBusy
 		}
 		for _, table := range []string{"events", "messages", "runs", "suspensions", "resolved", "threads"} {
-			if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
+			if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
 				return err
 			}
 		}
@@ -404,12 +446,12 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) error {
 		return fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
 	}
 	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, time.Now().UnixNano()); err != nil {
 			return err
 		}
 		var owner string
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner); err != nil {
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner); err != nil {
 			return err
 		}
 		if owner != rs.Owner {
@@ -426,17 +468,17 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) error {
 // beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
 func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) error {
 	// A running run whose replica stopped heartbeating no longer holds the thread.
-	if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET state = 'lost'
+	if _, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET state = 'lost'
 		WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
 		return err
 	}
 	// A reused run id starts over: its old record and events go.
-	res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
+	res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n > 0 {
-		if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
 			return err
 		}
 	}
@@ -447,7 +489,7 @@ func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, re
 	now := time.Now().UnixNano()
 	// The partial unique index runs_one_active makes a second running run of the thread
 	// conflict, whichever replica inserts it.
-	res, err = tx.ExecContext(ctx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work)
+	res, err = s.txExec(ctx, tx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work)
 		VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6) ON CONFLICT DO NOTHING`),
 		threadID, runID, replica, now, lease.Nanoseconds(), doc)
 	if err != nil {
@@ -456,7 +498,7 @@ func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, re
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrThreadBusy
 	}
-	_, err = tx.ExecContext(ctx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
+	_, err = s.txExec(ctx, tx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
 		threadID, runID, now)
 	return err
 }
@@ -563,7 +605,7 @@ func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*Ru
 	}
 	var run *RunRecord
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET stop_requested = 1
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET stop_requested = 1
 			WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID)
 		if err != nil {
 			return err
@@ -571,12 +613,12 @@ func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*Ru
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrNotFound
 		}
-		run, err = scanRun(tx.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+		run, err = scanRun(s.txQueryRow(ctx, tx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
 		if err != nil {
 			return err
 		}
 		if s.d.notifyStop != "" {
-			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), run.Replica); err != nil {
+			if _, err := s.txExec(ctx, tx, s.d.q(s.d.notifyStop), run.Replica); err != nil {
 				return err
 			}
 		}
@@ -696,7 +738,7 @@ func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error)
 	var n int64
 	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// One nanosecond in the past: lapsed for every claimer's "lease_until < now".
-		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
 			WHERE replica = $1 AND state = 'running'`), replica)
 		if err != nil {
 			return err
@@ -704,7 +746,7 @@ func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error)
 		n, _ = res.RowsAffected()
 		if n > 0 && s.d.notifyStop != "" {
 			// The stop channel's listeners look at their stop requests and at lapsed runs.
-			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), replica); err != nil {
+			if _, err := s.txExec(ctx, tx, s.d.q(s.d.notifyStop), replica); err != nil {
 				return err
 			}
 		}
@@ -723,7 +765,7 @@ func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
-	res, err := s.exec(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
+	res, err := s.execBulk(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
 		threadID, runID, string(work), time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("store: save work of run %q: %w", runID, err)
@@ -742,7 +784,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 		return nil
 	}
 	now := time.Now().UnixNano()
-	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
 		// per chunk); the rest through a statement of its own size.
 		for len(evs) >= appendChunk {
@@ -762,7 +804,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 			}
 		}
 		if len(evs) > 0 {
-			if _, err := tx.ExecContext(ctx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
+			if _, err := s.txExec(ctx, tx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
 				return err
 			}
 		}
@@ -851,7 +893,7 @@ func (s *sqlStore) SweepEvents(ctx context.Context, cutoff time.Time) (int64, er
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	res, err := s.exec(ctx, `DELETE FROM events WHERE at < $1`, cutoff.UnixNano())
+	res, err := s.execBulk(ctx, `DELETE FROM events WHERE at < $1`, cutoff.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep events: %w", err)
 	}
@@ -874,20 +916,20 @@ func (s *sqlStore) SaveMessages(ctx context.Context, threadID string, msgs []Mes
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.txBulk(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var pos int64
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 			return err
 		}
 		for _, m := range msgs {
 			pos++
 			// A known id keeps its position (ON CONFLICT updates only the data).
-			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
+			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
 				ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
+		_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
 				SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
 			threadID, MaxMessagesPerThread)
 		return err
@@ -987,15 +1029,15 @@ func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, erro
 		return 0, err
 	}
 	var n int64
-	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// Events first, selected by the runs that go, then the runs: one transaction, so a
 		// run is never left without the log it had, nor a log without its run.
 		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
-		if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
 			WHERE runs.thread_id = events.thread_id AND runs.run_id = events.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
+		res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
 		if err != nil {
 			return err
 		}

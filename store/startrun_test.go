@@ -59,15 +59,22 @@ func TestStartRun(t *testing.T) {
 	}
 }
 
-// openTestWriter opens a SQLite store for the group writer's tests, with one table.
-func openTestWriter(t *testing.T) *sqlStore {
+// openTestDB opens a SQLite database of one table for the group writer's tests, with the
+// writer's single connection.
+func openTestDB(t *testing.T) *sql.DB {
 	t.Helper()
-	st, err := openSQLite(context.Background(), filepath.Join(t.TempDir(), "w.db"))
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "w.db")+sqliteParams)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, err = st.exec(context.Background(), `CREATE TABLE kv (k TEXT PRIMARY KEY)`)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(`CREATE TABLE kv (k TEXT PRIMARY KEY)`)
 	require.NoError(t, err)
-	return st
+	return db
+}
+
+// idleWriter is a group writer without its goroutine: the test runs its batches.
+func idleWriter(t *testing.T) *groupWriter {
+	return &groupWriter{db: openTestDB(t), stmts: make(map[string]*sql.Stmt)}
 }
 
 func insertKV(k string) writeFunc {
@@ -77,9 +84,9 @@ func insertKV(k string) writeFunc {
 	}
 }
 
-func keys(t *testing.T, st *sqlStore) []string {
+func keys(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := st.db.Query(`SELECT k FROM kv ORDER BY k`)
+	rows, err := db.Query(`SELECT k FROM kv ORDER BY k`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []string
@@ -103,7 +110,7 @@ func jobs(fns ...writeFunc) []*writeJob {
 // TestGroupWriterSavepoints: in one batch, a job that fails after writing is rolled back
 // alone and gets its own error; the jobs around it commit.
 func TestGroupWriterSavepoints(t *testing.T) {
-	st := openTestWriter(t)
+	w := idleWriter(t)
 	boom := errors.New("boom")
 	batch := jobs(insertKV("a"), func(ctx context.Context, tx *sql.Tx) error {
 		if err := insertKV("b")(ctx, tx); err != nil {
@@ -111,41 +118,43 @@ func TestGroupWriterSavepoints(t *testing.T) {
 		}
 		return boom
 	}, insertKV("a"), insertKV("c"))
-	st.w.commit(batch)
+	w.commit(batch)
 	require.NoError(t, <-batch[0].done)
 	require.ErrorIs(t, <-batch[1].done, boom)
 	require.ErrorContains(t, <-batch[2].done, "UNIQUE", "a duplicate key fails its own job")
 	require.NoError(t, <-batch[3].done)
-	assert.Equal(t, []string{"a", "c"}, keys(t, st))
+	assert.Equal(t, []string{"a", "c"}, keys(t, w.db))
 }
 
 // TestGroupWriterBrokenBatch: a job that ends the shared transaction makes the batch fail as
 // a whole; every job is then run on its own, so the others still commit once each.
 func TestGroupWriterBrokenBatch(t *testing.T) {
-	st := openTestWriter(t)
+	w := idleWriter(t)
 	broken := errors.New("broken")
 	batch := jobs(insertKV("a"), func(ctx context.Context, tx *sql.Tx) error {
 		_, _ = tx.ExecContext(ctx, `ROLLBACK`)
 		return broken
 	}, insertKV("c"))
-	st.w.commit(batch)
+	w.commit(batch)
 	require.NoError(t, <-batch[0].done)
 	require.ErrorIs(t, <-batch[1].done, broken)
 	require.NoError(t, <-batch[2].done)
-	assert.Equal(t, []string{"a", "c"}, keys(t, st))
+	assert.Equal(t, []string{"a", "c"}, keys(t, w.db))
 }
 
 // TestGroupWriterConcurrent: many callers at once each get their outcome, and every
 // successful write is stored exactly once.
 func TestGroupWriterConcurrent(t *testing.T) {
-	st := openTestWriter(t)
+	db := openTestDB(t)
+	w := newGroupWriter(db)
+	t.Cleanup(w.close)
 	const n = 500
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			k := fmt.Sprintf("k%03d", i/2) // every key twice: one of the two fails
-			errs[i] = st.w.do(context.Background(), insertKV(k))
+			errs[i] = w.do(context.Background(), insertKV(k))
 		})
 	}
 	wg.Wait()
@@ -157,20 +166,21 @@ func TestGroupWriterConcurrent(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n/2, failed)
-	assert.Len(t, keys(t, st), n/2)
+	assert.Len(t, keys(t, db), n/2)
 }
 
 // TestGroupWriterCancelledCaller: a caller whose context has ended is not run; a closed
 // writer refuses jobs with ErrClosed.
 func TestGroupWriterCancelledCaller(t *testing.T) {
-	st := openTestWriter(t)
+	db := openTestDB(t)
+	w := newGroupWriter(db)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := st.w.do(ctx, insertKV("x"))
+	err := w.do(ctx, insertKV("x"))
 	if err != nil {
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Empty(t, keys(t, st))
+		assert.Empty(t, keys(t, db))
 	}
-	require.NoError(t, st.Close())
-	require.ErrorIs(t, st.w.do(context.Background(), insertKV("y")), ErrClosed)
+	w.close()
+	require.ErrorIs(t, w.do(context.Background(), insertKV("y")), ErrClosed)
 }
