@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,52 @@ type sqlStore struct {
 	// w is SQLite's single writer with group commit (sqlite_writer.go): every write goes
 	// through it. Nil for PostgreSQL, whose writers run concurrently.
 	w *groupWriter
+	// reads are SQLite's prepared read statements by query text (readStmt), nreads their
+	// number.
+	reads  sync.Map
+	nreads atomic.Int32
+}
+
+// readStmt returns the prepared statement of a read query (SQLite), preparing it at its
+// first use: SQLite parsing the statement again on every call was two thirds of a
+// point read's cost. Nil with PostgreSQL (pgx caches statements itself), when the bound is
+// reached, or when it cannot be prepared (the query then runs unprepared and fails there).
+func (s *sqlStore) readStmt(ctx context.Context, query string) *sql.Stmt {
+	if s.w == nil {
+		return nil
+	}
+	if v, ok := s.reads.Load(query); ok {
+		return v.(*sql.Stmt)
+	}
+	if s.nreads.Load() >= maxStmts {
+		return nil
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if v, loaded := s.reads.LoadOrStore(query, st); loaded {
+		_ = st.Close()
+		return v.(*sql.Stmt)
+	}
+	s.nreads.Add(1)
+	return st
+}
+
+// queryRow is s.db.QueryRowContext for query (already in the dialect), prepared once.
+func (s *sqlStore) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.readStmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.db.QueryRowContext(ctx, query, args...)
+}
+
+// query is s.db.QueryContext for query (already in the dialect), prepared once.
+func (s *sqlStore) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := s.readStmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, query, args...)
 }
 
 // StopSignals implements Signaler. Without LISTEN/NOTIFY (SQLite) the channel is nil and
@@ -207,7 +254,7 @@ func (s *sqlStore) LoadSuspension(ctx context.Context, threadID string) (*Suspen
 		return nil, err
 	}
 	var body string
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT body FROM suspensions WHERE thread_id = $1`), threadID).Scan(&body)
+	err := s.queryRow(ctx, s.d.q(`SELECT body FROM suspensions WHERE thread_id = $1`), threadID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound(threadID)
 	}
@@ -265,7 +312,7 @@ func (s *sqlStore) IsResolved(ctx context.Context, threadID, interruptID string)
 		return false, err
 	}
 	var one int
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT 1 FROM resolved WHERE thread_id = $1 AND interrupt_id = $2`),
+	err := s.queryRow(ctx, s.d.q(`SELECT 1 FROM resolved WHERE thread_id = $1 AND interrupt_id = $2`),
 		threadID, interruptID).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -280,7 +327,7 @@ func (s *sqlStore) Expired(ctx context.Context, now time.Time) (_ []*Suspension,
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT body FROM suspensions
+	rows, err := s.query(ctx, s.d.q(`SELECT body FROM suspensions
 		WHERE next_expiry IS NOT NULL AND next_expiry <= $1 ORDER BY next_expiry, thread_id`), now.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("store: expired: %w", err)
@@ -357,7 +404,7 @@ func (s *sqlStore) GetThread(ctx context.Context, threadID string) (*Thread, err
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	t, err := scanThread(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.thread_id = $1`), threadID))
+	t, err := scanThread(s.queryRow(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.thread_id = $1`), threadID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: thread %q: %w", threadID, ErrNotFound)
 	}
@@ -374,7 +421,7 @@ func (s *sqlStore) ListThreads(ctx context.Context, owner string, limit int) (_ 
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.owner = $1
+	rows, err := s.query(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.owner = $1
 		ORDER BY t.updated_at DESC, t.thread_id LIMIT $2`), owner, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list threads: %w", err)
@@ -574,7 +621,7 @@ func (s *sqlStore) GetRun(ctx context.Context, threadID, runID string) (*RunReco
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+	r, err := scanRun(s.queryRow(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q of thread %q: %w", runID, threadID, ErrNotFound)
 	}
@@ -588,7 +635,7 @@ func (s *sqlStore) ActiveRun(ctx context.Context, threadID string) (*RunRecord, 
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1
+	r, err := scanRun(s.queryRow(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1
 		AND state = 'running' AND lease_until > `+s.d.nowNS), threadID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, ErrNotFound)
@@ -637,7 +684,7 @@ func (s *sqlStore) ThreadRuns(ctx context.Context, threadID string, limit int) (
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+	rows, err := s.query(ctx, s.d.q(`SELECT `+runCols+` FROM runs
 		WHERE thread_id = $1 ORDER BY started_at DESC, run_id DESC LIMIT $2`), threadID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
@@ -653,7 +700,7 @@ func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRec
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+	rows, err := s.query(ctx, s.d.q(`SELECT `+runCols+` FROM runs
 		WHERE replica = $1 AND stop_requested = 1 AND state = 'running'`), replica)
 	if err != nil {
 		return nil, fmt.Errorf("store: stop requests: %w", err)
@@ -863,7 +910,7 @@ func (s *sqlStore) Events(ctx context.Context, threadID, runID string, after int
 	if limit <= 0 || limit > MaxEventsRead {
 		limit = MaxEventsRead
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT seq, data FROM events WHERE thread_id = $1 AND run_id = $2 AND seq > $3
+	rows, err := s.query(ctx, s.d.q(`SELECT seq, data FROM events WHERE thread_id = $1 AND run_id = $2 AND seq > $3
 		ORDER BY seq LIMIT $4`), threadID, runID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: events of run %q: %w", runID, err)
@@ -944,7 +991,7 @@ func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Messa
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT message_id, data FROM messages WHERE thread_id = $1 ORDER BY pos`), threadID)
+	rows, err := s.query(ctx, s.d.q(`SELECT message_id, data FROM messages WHERE thread_id = $1 ORDER BY pos`), threadID)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
 	}
@@ -983,6 +1030,10 @@ func (s *sqlStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.reads.Range(func(_, v any) bool {
+		_ = v.(*sql.Stmt).Close()
+		return true
+	})
 	err := s.db.Close()
 	if s.onClose != nil {
 		s.onClose()
@@ -1013,7 +1064,7 @@ func (s *sqlStore) RunWatchedFor(ctx context.Context, threadID, runID string) (t
 		return 0, err
 	}
 	var left int64
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT watched_until - `+s.d.nowNS+` FROM runs WHERE thread_id = $1 AND run_id = $2`),
+	err := s.queryRow(ctx, s.d.q(`SELECT watched_until - `+s.d.nowNS+` FROM runs WHERE thread_id = $1 AND run_id = $2`),
 		threadID, runID).Scan(&left)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil

@@ -39,7 +39,7 @@ func (s *sqlStore) GetSecret(ctx context.Context, kind, key string) ([]byte, err
 	}
 	var v string
 	var exp int64
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT value, expires_at FROM secrets WHERE kind = $1 AND skey = $2`), kind, key).Scan(&v, &exp)
+	err := s.queryRow(ctx, s.d.q(`SELECT value, expires_at FROM secrets WHERE kind = $1 AND skey = $2`), kind, key).Scan(&v, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, secretNotFound(kind)
 	}
