@@ -226,11 +226,11 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if th != nil && th.owner != principal {
 		return nil, ErrForbidden
 	}
-	if busy {
-		return nil, ErrThreadBusy
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
+	if busy {
+		return nil, e.busyError(ctx, in.ThreadID, principal, th != nil)
+	}
 	if th == nil {
 		if err := e.checkSuspendedOwner(ctx, in, principal); err != nil {
 			return nil, err
@@ -245,8 +245,9 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		return nil, ErrShuttingDown
 	}
 	if _, busy := e.active[in.ThreadID]; busy {
+		known := e.threads[in.ThreadID] != nil
 		e.mu.Unlock()
-		return nil, ErrThreadBusy
+		return nil, e.busyError(ctx, in.ThreadID, principal, known)
 	}
 	r := newRun(e, in)
 	r.owner = principal

@@ -300,6 +300,21 @@ func (e *Engine) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput
 	return nil
 }
 
+// busyError is the refusal of a start on a thread with a run reserved on this replica:
+// ErrThreadBusy, or ErrForbidden when the thread is another principal's. known: this
+// process remembers the thread's owner (checked by the caller). A thread it does not
+// remember has its first start in flight (the owner is remembered once the store confirmed
+// it), so the store is asked: another principal gets 403 as the contract says, whatever
+// the timing.
+func (e *Engine) busyError(ctx context.Context, threadID, principal string, known bool) error {
+	if !known {
+		if th, err := e.cfg.Store.GetThread(ctx, threadID); err == nil && th.Owner != principal {
+			return ErrForbidden
+		}
+	}
+	return ErrThreadBusy
+}
+
 // recordStart records the run's start before it streams anything: the thread's claim (for
 // every thread at its first run, so that no restart or eviction frees it for another
 // principal: 403) and the run's record (one active run per thread across replicas: 409),

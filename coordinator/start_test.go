@@ -49,7 +49,9 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			var cp checkpoint
 			require.NoError(t, json.Unmarshal(work.Checkpoint, &cp), "the first checkpoint is stored with the start")
 			assert.Equal(t, "alice", cp.Owner)
-			assert.Contains(t, string(cp.Input), `"u1"`)
+			// The run may have taken its next checkpoint already (after its setup; the
+			// messages are then in its history): either way it is the run's.
+			assert.Contains(t, string(cp.Input), `"runId":"r-t"`)
 
 			// Another engine on the same store (a restart, another replica) does not know the
 			// thread: mallory is refused by the store, and that refusal is not remembered as
@@ -66,6 +68,13 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			in.RunID = "r3"
 			_, err = other.Start(in, "alice")
 			require.ErrorIs(t, err, ErrThreadBusy)
+
+			// A start refused because a run is reserved on a thread whose owner this
+			// process does not remember yet (its first start in flight): the store decides
+			// between 403 and 409.
+			require.ErrorIs(t, other.busyError(ctx, "t", "mallory", false), ErrForbidden)
+			require.ErrorIs(t, other.busyError(ctx, "t", "alice", false), ErrThreadBusy)
+			require.ErrorIs(t, other.busyError(ctx, "new", "mallory", false), ErrThreadBusy, "nobody owns it yet")
 		})
 	}
 }
