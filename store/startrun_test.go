@@ -19,44 +19,71 @@ import (
 // work in one go, and nothing recorded when it is refused.
 func TestStartRun(t *testing.T) {
 	ctx := context.Background()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			s := b.open(t)
-			rs, ok := s.(RunStarter)
-			if !ok {
-				t.Skip("no RunStarter")
+	forEachBackend(t, func(t *testing.T, s Store) {
+		rs, ok := s.(RunStarter)
+		if !ok {
+			t.Skip("no RunStarter")
+		}
+		start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
+			Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`)}
+		require.NoError(t, rs.StartRun(ctx, start))
+		th, err := s.GetThread(ctx, "t1")
+		require.NoError(t, err)
+		assert.Equal(t, "alice", th.Owner)
+		assert.Equal(t, "Deploy", th.Title)
+		run, err := s.GetRun(ctx, "t1", "r1")
+		require.NoError(t, err)
+		assert.Equal(t, RunRunning, run.State)
+		assert.Equal(t, "a", run.Replica)
+		assert.JSONEq(t, `{"checkpoint":{"v":1}}`, string(run.Work))
+
+		second := start
+		second.RunID = "r2"
+		require.ErrorIs(t, rs.StartRun(ctx, second), ErrThreadBusy)
+
+		other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
+		require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
+		require.ErrorIs(t, rs.StartRun(ctx, other), ErrThreadOwned)
+		_, err = s.GetRun(ctx, "t1", "r3")
+		require.ErrorIs(t, err, ErrNotFound, "a refused start records no run")
+
+		// Without a work document the run gets the default one.
+		plain := RunStart{ThreadID: "t2", RunID: "r1", Owner: "bob", Replica: "a", Lease: time.Minute}
+		require.NoError(t, rs.StartRun(ctx, plain))
+		run, err = s.GetRun(ctx, "t2", "r1")
+		require.NoError(t, err)
+		assert.JSONEq(t, `{}`, string(run.Work))
+	})
+}
+
+// TestStartRunAcrossReplicas: starts of one thread through two handles on one database
+// (two replicas; two writers on one SQLite file), all at once: exactly one begins.
+func TestStartRunAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	forEachShared(t, func(t *testing.T, hs [2]Store) {
+		if _, ok := hs[0].(RunStarter); !ok {
+			t.Skip("no RunStarter")
+		}
+		const n = 8
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = hs[i%2].(RunStarter).StartRun(ctx, RunStart{ThreadID: "t", RunID: fmt.Sprintf("r%d", i),
+					Owner: "alice", Replica: fmt.Sprintf("replica-%d", i%2), Lease: time.Minute})
+			})
+		}
+		wg.Wait()
+		began := 0
+		for _, err := range errs {
+			if err == nil {
+				began++
+				continue
 			}
-			start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
-				Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`)}
-			require.NoError(t, rs.StartRun(ctx, start))
-			th, err := s.GetThread(ctx, "t1")
-			require.NoError(t, err)
-			assert.Equal(t, "alice", th.Owner)
-			assert.Equal(t, "Deploy", th.Title)
-			run, err := s.GetRun(ctx, "t1", "r1")
-			require.NoError(t, err)
-			assert.Equal(t, RunRunning, run.State)
-			assert.Equal(t, "a", run.Replica)
-			assert.JSONEq(t, `{"checkpoint":{"v":1}}`, string(run.Work))
-
-			second := start
-			second.RunID = "r2"
-			require.ErrorIs(t, rs.StartRun(ctx, second), ErrThreadBusy)
-
-			other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
-			require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
-			require.ErrorIs(t, rs.StartRun(ctx, other), ErrThreadOwned)
-			_, err = s.GetRun(ctx, "t1", "r3")
-			require.ErrorIs(t, err, ErrNotFound, "a refused start records no run")
-
-			// Without a work document the run gets the default one.
-			plain := RunStart{ThreadID: "t2", RunID: "r1", Owner: "bob", Replica: "a", Lease: time.Minute}
-			require.NoError(t, rs.StartRun(ctx, plain))
-			run, err = s.GetRun(ctx, "t2", "r1")
-			require.NoError(t, err)
-			assert.JSONEq(t, `{}`, string(run.Work))
-		})
-	}
+			require.ErrorIs(t, err, ErrThreadBusy)
+		}
+		assert.Equal(t, 1, began)
+	})
 }
 
 // openTestDB opens a SQLite database of one table for the group writer's tests, with the
