@@ -229,7 +229,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	if busy {
-		return nil, e.busyError(ctx, in.ThreadID, principal, th != nil)
+		return nil, e.busyError(ctx, in.ThreadID, principal, th)
 	}
 	if th == nil {
 		if err := e.checkSuspendedOwner(ctx, in, principal); err != nil {
@@ -245,9 +245,9 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		return nil, ErrShuttingDown
 	}
 	if _, busy := e.active[in.ThreadID]; busy {
-		known := e.threads[in.ThreadID] != nil
+		th := e.threads[in.ThreadID]
 		e.mu.Unlock()
-		return nil, e.busyError(ctx, in.ThreadID, principal, known)
+		return nil, e.busyError(ctx, in.ThreadID, principal, th)
 	}
 	r := newRun(e, in)
 	r.owner = principal

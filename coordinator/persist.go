@@ -301,16 +301,20 @@ func (e *Engine) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput
 }
 
 // busyError is the refusal of a start on a thread with a run reserved on this replica:
-// ErrThreadBusy, or ErrForbidden when the thread is another principal's. known: this
-// process remembers the thread's owner (checked by the caller). A thread it does not
-// remember has its first start in flight (the owner is remembered once the store confirmed
-// it), so the store is asked: another principal gets 403 as the contract says, whatever
-// the timing.
-func (e *Engine) busyError(ctx context.Context, threadID, principal string, known bool) error {
-	if !known {
-		if th, err := e.cfg.Store.GetThread(ctx, threadID); err == nil && th.Owner != principal {
+// ErrThreadBusy, or ErrForbidden when the thread is another principal's. th is what this
+// process remembers of the thread (its owner is immutable), nil when nothing: the thread's
+// first start is then in flight (the owner is remembered once the store confirmed it), and
+// the store is asked, so that another principal gets 403 as the contract says whatever the
+// timing.
+func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *thread) error {
+	if th != nil {
+		if th.owner != principal {
 			return ErrForbidden
 		}
+		return ErrThreadBusy
+	}
+	if stored, err := e.cfg.Store.GetThread(ctx, threadID); err == nil && stored.Owner != principal {
+		return ErrForbidden
 	}
 	return ErrThreadBusy
 }

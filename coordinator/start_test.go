@@ -72,9 +72,10 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			// A start refused because a run is reserved on a thread whose owner this
 			// process does not remember yet (its first start in flight): the store decides
 			// between 403 and 409.
-			require.ErrorIs(t, other.busyError(ctx, "t", "mallory", false), ErrForbidden)
-			require.ErrorIs(t, other.busyError(ctx, "t", "alice", false), ErrThreadBusy)
-			require.ErrorIs(t, other.busyError(ctx, "new", "mallory", false), ErrThreadBusy, "nobody owns it yet")
+			require.ErrorIs(t, other.busyError(ctx, "t", "mallory", nil), ErrForbidden)
+			require.ErrorIs(t, other.busyError(ctx, "t", "alice", nil), ErrThreadBusy)
+			require.ErrorIs(t, other.busyError(ctx, "new", "mallory", nil), ErrThreadBusy, "nobody owns it yet")
+			require.ErrorIs(t, other.busyError(ctx, "new", "mallory", &thread{owner: "alice"}), ErrForbidden)
 		})
 	}
 }
