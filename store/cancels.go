@@ -79,7 +79,7 @@ func (s *sqlStore) PendingCancels(ctx context.Context, limit int) (_ []PendingCa
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT agent, task_id, since, owner FROM pending_cancels
+	rows, err := s.query(ctx, s.d.q(`SELECT agent, task_id, since, owner FROM pending_cancels
 		ORDER BY since, agent, task_id LIMIT $1`), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending cancels: %w", err)
