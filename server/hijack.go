@@ -168,14 +168,15 @@ const maxPooledBuffer = 64 << 10
 // bufPool holds write buffers: a stream holds one only while it writes.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-// takeOver hijacks an HTTP/1.x request's connection and writes the stream's status line
+// takeOver hijacks an HTTP/1.1 request's connection and writes the stream's status line
 // and headers (those already set on w, and the event stream's). ok is false, with w
-// untouched, when the connection cannot be taken over (HTTP/2, a ResponseWriter without
+// untouched, when the connection cannot be taken over (HTTP/1.0 or /2, a ResponseWriter without
 // Hijacker, a hijack error): the caller streams through w as before. A connection taken
 // over while the registry is closing is closed, and c is nil.
 // onClose runs once when the stream ends, however it ends (even before takeOver returns).
 func (s *server) takeOver(w http.ResponseWriter, r *http.Request, onClose func()) (c *sseConn, ok bool) {
-	if r.ProtoMajor != 1 {
+	// HTTP/1.0 has no chunked coding, HTTP/2 no hijacking: both stream through net/http.
+	if r.ProtoMajor != 1 || r.ProtoMinor < 1 {
 		return nil, false
 	}
 	conn, _, err := http.NewResponseController(w).Hijack()

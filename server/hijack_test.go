@@ -194,8 +194,8 @@ func TestShutdownDrainsHijackedStream(t *testing.T) {
 	assert.Contains(t, last, `"type":"RUN_FINISHED"`, "the terminal event reached the client: %q", rest)
 }
 
-// Without a Hijacker (httptest.ResponseRecorder) and over HTTP/2 the stream goes through
-// net/http as before.
+// Without a Hijacker (httptest.ResponseRecorder), over HTTP/1.0 and over HTTP/2 the stream
+// goes through net/http as before.
 func TestStreamFallsBackWithoutHijack(t *testing.T) {
 	release := make(chan struct{})
 	close(release)
@@ -217,6 +217,22 @@ func TestStreamFallsBackWithoutHijack(t *testing.T) {
 	assert.Equal(t, "text/event-stream", rec.Header().Get("Content-Type"))
 	assert.Empty(t, rec.Header().Get("Transfer-Encoding"), "net/http frames the response")
 	assert.Contains(t, rec.Body.String(), `"type":"RUN_FINISHED"`)
+
+	// HTTP/1.0 has no chunked coding: net/http ends the response by closing.
+	h1 := httptest.NewServer(h)
+	defer h1.Close()
+	c, err := net.Dial("tcp", h1.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	req10 := body("h10", "r1", "")
+	_, err = fmt.Fprintf(c, "POST /agui HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", h1.Listener.Addr(), len(req10), req10)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(c)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(raw), "HTTP/1.0 200 OK\r\n"), "%q", raw)
+	assert.NotContains(t, string(raw), "Transfer-Encoding")
+	assert.True(t, strings.HasSuffix(string(raw), "\n\n"), "frames to the end: %q", raw)
+	assert.Contains(t, string(raw), `"type":"RUN_FINISHED"`)
 
 	h2 := httptest.NewUnstartedServer(h)
 	h2.EnableHTTP2 = true
