@@ -38,9 +38,12 @@ type Func func(ctx context.Context, id string) error
 
 // Report says how the cancellation of one piece went.
 type Report struct {
-	Kind    Kind
-	Name    string // agent, tool or model
-	ID      string // task id, when there is one
+	Kind Kind
+	Name string // agent, tool or model
+	ID   string // task id, when there is one
+	// Owner is whose piece it is (an opaque principal id, "" when none was given); a
+	// Confirmer hands it to OnFollow, so that a recorded cancel keeps it.
+	Owner   string
 	Result  string
 	Err     error
 	Latency time.Duration // from the start of Cancel to the downstream acknowledgement
@@ -89,6 +92,7 @@ type Item struct {
 
 	mu       sync.Mutex
 	id       string
+	owner    string
 	fn       Func
 	armed    chan struct{} // closed by Arm
 	settled  chan struct{} // closed once cancelled, given up or released
@@ -111,13 +115,16 @@ func (s *Scope) Track(kind Kind, name string) *Item {
 }
 
 // Arm records the id and the cancel function; a held cancellation fires now.
-func (it *Item) Arm(id string, fn Func) {
+func (it *Item) Arm(id string, fn Func) { it.ArmFor("", id, fn) }
+
+// ArmFor is Arm for a piece that belongs to owner (its reports carry it).
+func (it *Item) ArmFor(owner, id string, fn Func) {
 	it.mu.Lock()
 	if it.fn != nil || it.finished {
 		it.mu.Unlock()
 		return
 	}
-	it.id, it.fn = id, fn
+	it.owner, it.id, it.fn = owner, id, fn
 	close(it.armed)
 	it.mu.Unlock()
 }
@@ -194,6 +201,7 @@ func (it *Item) cancel(ctx context.Context, start time.Time) Report {
 	}
 	it.mu.Lock()
 	id, fn := it.id, it.fn
+	r.Owner = it.owner
 	it.mu.Unlock()
 	r.ID = id
 	if it.kind == KindA2ATask && it.s.opts.Confirmer != nil {

@@ -45,7 +45,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.Arm(taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
+		d.item.ArmFor(d.r.owner, taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
 	}
 	d.mu.Unlock()
 	if !first {
