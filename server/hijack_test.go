@@ -17,15 +17,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/telemetry"
 )
 
-// hijackServer is a test server whose taken-over streams are tracked in streams.
+// hijackServer is a test server whose taken-over streams are tracked in streams. Its
+// handler is wrapped as cmd/coordinator wraps it (telemetry.Extract), so that the tests see
+// the production chain of wrappers take the connection over.
 func hijackServer(t *testing.T, cfg coordinator.Config) (*httptest.Server, *coordinator.Engine, *Streams) {
 	t.Helper()
 	e, err := coordinator.New(cfg)
 	require.NoError(t, err)
 	streams := NewStreams()
-	srv := httptest.NewServer(New(Config{Engine: e, Streams: streams}))
+	srv := httptest.NewServer(telemetry.Extract(New(Config{Engine: e, Streams: streams})))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -102,7 +105,8 @@ func TestHijackedStreamCleanEnd(t *testing.T) {
 	release := make(chan struct{})
 	close(release)
 	srv, _, _ := hijackServer(t, coordinator.Config{Model: blockingModel{release: release}})
-	resp := post(t, srv.URL+"/agui", body("clean", "r1", ""), "Origin", srv.URL)
+	resp := post(t, srv.URL+"/agui", body("clean", "r1", ""), "Origin", srv.URL,
+		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
 	assert.True(t, resp.Close, "Connection: close")
