@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/baton-dev/baton/agui"
 )
@@ -34,6 +35,9 @@ type eventQueue struct {
 	onDrop func()
 	// taken counts the events taken so far: the next one taken has sequence number taken+1.
 	taken int64
+	// notify, when set (Run.OnWake), is called wherever wake is signalled: a consumer
+	// that keeps no goroutine waiting on wake is told this way.
+	notify atomic.Pointer[func()]
 }
 
 // newEventQueue returns a queue bounded by limit bytes (0: DefaultStreamBufferBytes).
@@ -78,6 +82,9 @@ func (q *eventQueue) push(ev agui.Event) error {
 	select {
 	case q.wake <- struct{}{}:
 	default:
+	}
+	if f := q.notify.Load(); f != nil {
+		(*f)()
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ type Run struct {
 	in  *agui.RunAgentInput
 	log *slog.Logger
 	seq *agui.Sequencer
-	q        *eventQueue
+	q   *eventQueue
 	// elog writes the run's events to the store's event log.
 	elog   *runLog
 	ctx    context.Context
@@ -134,6 +134,16 @@ func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return
 
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }
+
+// OnWake arranges for f to be called, on the producing goroutine, whenever Wake would fire,
+// so that a stream can be told that events may be available without a goroutine parked
+// on Wake. f must return quickly and never block: it runs inside the run's emit. One f at
+// a time (the run has one live stream); stop unregisters it. Events pending before OnWake
+// are not announced: the caller takes them (NextFrom) after registering.
+func (r *Run) OnWake(f func()) (stop func()) {
+	r.q.notify.Store(&f)
+	return func() { r.q.notify.CompareAndSwap(&f, nil) }
+}
 
 // Dropped is closed when the client has been dropped for falling more than the stream
 // buffer behind (Config.StreamBufferBytes); the run is then cancelled with
