@@ -1,7 +1,6 @@
 package agui
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -53,12 +52,13 @@ type Sequencer struct {
 	state           runState
 	threadID, runID string
 
-	seq           uint64 // opening order, used to close in a deterministic order
-	messages      map[string]openItem
-	toolCalls     map[string]openItem
-	steps         map[stepKey]openItem
-	subagents     map[string]openItem // owner is the parent subagent
-	usedSubagents map[string]struct{}
+	// What is open, each kind in opening order (closed in a deterministic order).
+	messages  openSet[string]
+	toolCalls openSet[string]
+	steps     openSet[stepKey]
+	subagents openSet[string] // owner is the parent subagent
+	// usedSubagents are the subagent ids this run has started (an id is never reused).
+	usedSubagents []string
 }
 
 type runState uint8
@@ -71,7 +71,6 @@ const (
 
 type openItem struct {
 	owner string // subagentRunId of the opener; "" when not attributed
-	seq   uint64
 }
 
 type stepKey struct{ owner, name string }
@@ -84,14 +83,9 @@ func NewSequencer(sink func(Event) error, opts SequencerOptions) *Sequencer {
 		now = time.Now
 	}
 	return &Sequencer{
-		sink:          sink,
-		legacy:        opts.Legacy,
-		now:           now,
-		messages:      map[string]openItem{},
-		toolCalls:     map[string]openItem{},
-		steps:         map[stepKey]openItem{},
-		subagents:     map[string]openItem{},
-		usedSubagents: map[string]struct{}{},
+		sink:   sink,
+		legacy: opts.Legacy,
+		now:    now,
 	}
 }
 
@@ -178,7 +172,7 @@ func (s *Sequencer) Open() OpenItems {
 }
 
 func (s *Sequencer) openLocked() OpenItems {
-	steps := sortedKeys(s.steps)
+	steps := s.steps.keys()
 	names := make([]string, len(steps))
 	for i, k := range steps {
 		names[i] = k.name
@@ -187,44 +181,34 @@ func (s *Sequencer) openLocked() OpenItems {
 		}
 	}
 	return OpenItems{
-		Messages:  sortedKeys(s.messages),
-		ToolCalls: sortedKeys(s.toolCalls),
+		Messages:  s.messages.keys(),
+		ToolCalls: s.toolCalls.keys(),
 		Steps:     names,
-		Subagents: sortedKeys(s.subagents),
+		Subagents: s.subagents.keys(),
 	}
-}
-
-// sortedKeys returns the keys of m in opening order.
-func sortedKeys[K comparable](m map[K]openItem) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b K) int { return cmp.Compare(m[a].seq, m[b].seq) })
-	return keys
 }
 
 // closeAllLocked closes what is open: messages and tool calls in opening order, then steps and
 // subagents innermost first (reverse opening order), so nested subagents close before parents.
 func (s *Sequencer) closeAllLocked() error {
-	for _, id := range sortedKeys(s.messages) {
-		if err := s.emitLocked(&TextMessageEnd{MessageID: id, SubagentRunID: s.messages[id].owner}); err != nil {
+	for _, m := range slices.Clone(s.messages) {
+		if err := s.emitLocked(&TextMessageEnd{MessageID: m.key, SubagentRunID: m.owner}); err != nil {
 			return err
 		}
 	}
-	for _, id := range sortedKeys(s.toolCalls) {
-		if err := s.emitLocked(&ToolCallEnd{ToolCallID: id, SubagentRunID: s.toolCalls[id].owner}); err != nil {
+	for _, c := range slices.Clone(s.toolCalls) {
+		if err := s.emitLocked(&ToolCallEnd{ToolCallID: c.key, SubagentRunID: c.owner}); err != nil {
 			return err
 		}
 	}
-	steps := sortedKeys(s.steps)
+	steps := s.steps.keys()
 	slices.Reverse(steps)
 	for _, k := range steps {
 		if err := s.emitLocked(&StepFinished{StepName: k.name, SubagentRunID: k.owner}); err != nil {
 			return err
 		}
 	}
-	subs := sortedKeys(s.subagents)
+	subs := s.subagents.keys()
 	slices.Reverse(subs)
 	for _, id := range subs {
 		ev := &SubagentError{SubagentRunID: id, Code: SubagentCancelledCode, Message: SubagentCancelledMessage}
@@ -300,20 +284,20 @@ func (s *Sequencer) apply(ev Event) error {
 		default:
 			return fmt.Errorf("role %q is not developer, system, assistant or user", v.Role)
 		}
-		return s.open(s.messages, "text message", v.MessageID, v.SubagentRunID)
+		return s.open(&s.messages, "text message", v.MessageID, v.SubagentRunID)
 	case *TextMessageContent:
-		return continueItem(s.messages, "text message", v.MessageID, v.SubagentRunID, false)
+		return continueItem(&s.messages, "text message", v.MessageID, v.SubagentRunID, false)
 	case *TextMessageEnd:
-		return continueItem(s.messages, "text message", v.MessageID, v.SubagentRunID, true)
+		return continueItem(&s.messages, "text message", v.MessageID, v.SubagentRunID, true)
 	case *ToolCallStart:
 		if v.ToolCallName == "" {
 			return errors.New("toolCallName is required")
 		}
-		return s.open(s.toolCalls, "tool call", v.ToolCallID, v.SubagentRunID)
+		return s.open(&s.toolCalls, "tool call", v.ToolCallID, v.SubagentRunID)
 	case *ToolCallArgs:
-		return continueItem(s.toolCalls, "tool call", v.ToolCallID, v.SubagentRunID, false)
+		return continueItem(&s.toolCalls, "tool call", v.ToolCallID, v.SubagentRunID, false)
 	case *ToolCallEnd:
-		return continueItem(s.toolCalls, "tool call", v.ToolCallID, v.SubagentRunID, true)
+		return continueItem(&s.toolCalls, "tool call", v.ToolCallID, v.SubagentRunID, true)
 	case *ToolCallResult:
 		if v.MessageID == "" || v.ToolCallID == "" {
 			return errors.New("messageId and toolCallId are required")
@@ -339,9 +323,9 @@ func (s *Sequencer) apply(ev Event) error {
 				return fmt.Errorf("subagent outcome %q is not %q or %q", v.Outcome.Type, SubagentOutcomeSuccess, SubagentOutcomeSuspended)
 			}
 		}
-		return continueItem(s.subagents, "subagent", v.SubagentRunID, "", true)
+		return continueItem(&s.subagents, "subagent", v.SubagentRunID, "", true)
 	case *SubagentError:
-		return continueItem(s.subagents, "subagent", v.SubagentRunID, "", true)
+		return continueItem(&s.subagents, "subagent", v.SubagentRunID, "", true)
 	case *ActivitySnapshot:
 		if v.MessageID == "" || v.ActivityType == "" {
 			return errors.New("messageId and activityType are required")
@@ -354,22 +338,21 @@ func (s *Sequencer) apply(ev Event) error {
 	return nil
 }
 
-func (s *Sequencer) open(m map[string]openItem, kind, id, owner string) error {
+func (s *Sequencer) open(m *openSet[string], kind, id, owner string) error {
 	if id == "" {
 		return fmt.Errorf("a %s needs an id", kind)
 	}
-	if _, ok := m[id]; ok {
+	if _, ok := m.get(id); ok {
 		return fmt.Errorf("a %s with id %q is already in progress", kind, id)
 	}
-	s.seq++
-	m[id] = openItem{owner: owner, seq: s.seq}
+	m.add(id, openItem{owner: owner})
 	return nil
 }
 
 // continueItem checks that id is open and that the continuation's attribution, when present,
 // matches the opener's; end closes the item.
-func continueItem(m map[string]openItem, kind, id, owner string, end bool) error {
-	it, ok := m[id]
+func continueItem(m *openSet[string], kind, id, owner string, end bool) error {
+	it, ok := m.get(id)
 	if !ok {
 		return fmt.Errorf("no active %s with id %q", kind, id)
 	}
@@ -377,7 +360,7 @@ func continueItem(m map[string]openItem, kind, id, owner string, end bool) error
 		return fmt.Errorf("%s %q was opened with subagentRunId %q, not %q", kind, id, it.owner, owner)
 	}
 	if end {
-		delete(m, id)
+		m.remove(id)
 	}
 	return nil
 }
@@ -387,30 +370,29 @@ func (s *Sequencer) startStep(v *StepStarted) error {
 		return errors.New("stepName is required")
 	}
 	k := stepKey{owner: v.SubagentRunID, name: v.StepName}
-	if _, ok := s.steps[k]; ok {
+	if _, ok := s.steps.get(k); ok {
 		return fmt.Errorf("step %q is already active", v.StepName)
 	}
-	s.seq++
-	s.steps[k] = openItem{owner: k.owner, seq: s.seq}
+	s.steps.add(k, openItem{owner: k.owner})
 	return nil
 }
 
 func (s *Sequencer) finishStep(v *StepFinished) error {
 	k := stepKey{owner: v.SubagentRunID, name: v.StepName}
-	if _, ok := s.steps[k]; ok {
-		delete(s.steps, k)
+	if _, ok := s.steps.get(k); ok {
+		s.steps.remove(k)
 		return nil
 	}
 	if v.SubagentRunID == "" {
 		// An unattributed finish may close the one attributed step of that name.
 		var found []stepKey
-		for key := range s.steps {
-			if key.name == v.StepName {
-				found = append(found, key)
+		for _, st := range s.steps {
+			if st.key.name == v.StepName {
+				found = append(found, st.key)
 			}
 		}
 		if len(found) == 1 {
-			delete(s.steps, found[0])
+			s.steps.remove(found[0])
 			return nil
 		}
 		if len(found) > 1 {
@@ -424,20 +406,19 @@ func (s *Sequencer) startSubagent(v *SubagentStarted) error {
 	if v.SubagentRunID == "" || v.Name == "" {
 		return errors.New("subagentRunId and name are required")
 	}
-	if _, ok := s.subagents[v.SubagentRunID]; ok {
+	if _, ok := s.subagents.get(v.SubagentRunID); ok {
 		return fmt.Errorf("subagent %q is already active", v.SubagentRunID)
 	}
-	if _, ok := s.usedSubagents[v.SubagentRunID]; ok {
+	if slices.Contains(s.usedSubagents, v.SubagentRunID) {
 		return fmt.Errorf("subagent id %q was already used in this run", v.SubagentRunID)
 	}
 	if p := v.ParentSubagentRunID; p != "" {
-		if _, ok := s.subagents[p]; !ok {
+		if _, ok := s.subagents.get(p); !ok {
 			return fmt.Errorf("parent subagent %q is not active", p)
 		}
 	}
-	s.seq++
-	s.subagents[v.SubagentRunID] = openItem{owner: v.ParentSubagentRunID, seq: s.seq}
-	s.usedSubagents[v.SubagentRunID] = struct{}{}
+	s.subagents.add(v.SubagentRunID, openItem{owner: v.ParentSubagentRunID})
+	s.usedSubagents = append(s.usedSubagents, v.SubagentRunID)
 	return nil
 }
 
@@ -561,17 +542,17 @@ func (s *Sequencer) Restore(ev Event) error {
 func (s *Sequencer) CloseOpen(keep func(subagentRunID string) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, id := range sortedKeys(s.messages) {
-		if err := s.emitLocked(&TextMessageEnd{MessageID: id, SubagentRunID: s.messages[id].owner}); err != nil {
+	for _, m := range slices.Clone(s.messages) {
+		if err := s.emitLocked(&TextMessageEnd{MessageID: m.key, SubagentRunID: m.owner}); err != nil {
 			return err
 		}
 	}
-	for _, id := range sortedKeys(s.toolCalls) {
-		if err := s.emitLocked(&ToolCallEnd{ToolCallID: id, SubagentRunID: s.toolCalls[id].owner}); err != nil {
+	for _, c := range slices.Clone(s.toolCalls) {
+		if err := s.emitLocked(&ToolCallEnd{ToolCallID: c.key, SubagentRunID: c.owner}); err != nil {
 			return err
 		}
 	}
-	steps := sortedKeys(s.steps)
+	steps := s.steps.keys()
 	slices.Reverse(steps)
 	for _, k := range steps {
 		if err := s.emitLocked(&StepFinished{StepName: k.name, SubagentRunID: k.owner}); err != nil {
@@ -579,14 +560,16 @@ func (s *Sequencer) CloseOpen(keep func(subagentRunID string) bool) error {
 		}
 	}
 	kept := map[string]bool{}
-	for id := range s.subagents {
-		if keep != nil && keep(id) {
-			for p := id; p != ""; p = s.subagents[p].owner {
+	for _, sub := range s.subagents {
+		if keep != nil && keep(sub.key) {
+			for p := sub.key; p != ""; {
 				kept[p] = true
+				it, _ := s.subagents.get(p)
+				p = it.owner
 			}
 		}
 	}
-	subs := sortedKeys(s.subagents)
+	subs := s.subagents.keys()
 	slices.Reverse(subs)
 	for _, id := range subs {
 		if kept[id] {

@@ -13,10 +13,12 @@ import (
 // per event. It is safe for concurrent use, so a keep-alive ticker may Ping while events are
 // being written.
 type SSEWriter struct {
-	mu  sync.Mutex
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte // reused frame buffer: the hot path allocates nothing per event
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// bp is the frame buffer of the write in progress, from framePool: the hot path
+	// allocates nothing per event, and a stream that waits keeps no buffer.
+	bp *[]byte
 	// timeout bounds each write; 0 leaves the connection's deadline alone.
 	timeout time.Duration
 	// aborted is set by Abort; it is read without mu, which a blocked write holds.
@@ -26,8 +28,12 @@ type SSEWriter struct {
 // ErrAborted is returned by writes after Abort.
 var ErrAborted = errors.New("agui: stream aborted")
 
-// maxKeptBuffer is the largest frame buffer an SSEWriter keeps between events.
+// maxKeptBuffer is the largest frame buffer kept for later frames (in framePool).
 const maxKeptBuffer = 16 << 10
+
+// framePool holds the frame buffers of the streams between their writes: an open stream
+// that waits for its run (most of its life) retains none (issue 18).
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 var pingFrame = []byte(": ping\n\n")
 
@@ -39,7 +45,7 @@ func NewSSEWriter(w http.ResponseWriter) *SSEWriter {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	return &SSEWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	return &SSEWriter{w: w, rc: http.NewResponseController(w)}
 }
 
 // SetWriteTimeout bounds every later write (events and pings) by d: a client that does not
@@ -106,7 +112,7 @@ func (s *SSEWriter) Start() error {
 func (s *SSEWriter) WriteEvent(ev Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf, err := AppendFrame(s.buf[:0], ev)
+	buf, err := AppendFrame(s.frame(), ev)
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,7 @@ func (s *SSEWriter) WriteEvents(evs []Event) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
+	buf := s.frame()
 	for _, ev := range evs {
 		var err error
 		if buf, err = AppendFrame(buf, ev); err != nil {
@@ -132,13 +138,23 @@ func (s *SSEWriter) WriteEvents(evs []Event) error {
 	return s.send(buf)
 }
 
-// send writes the frames in buf with one write and one flush, under the write deadline, and
-// keeps buf for the next frames unless it grew large: a rare huge frame (a snapshot) must
-// not pin its buffer for the life of a long stream. The caller holds s.mu.
+// frame returns an empty frame buffer from framePool. The caller holds s.mu.
+func (s *SSEWriter) frame() []byte {
+	s.bp = framePool.Get().(*[]byte)
+	return (*s.bp)[:0]
+}
+
+// send writes the frames in buf with one write and one flush, under the write deadline,
+// and gives buf back to framePool unless it grew large: a rare huge frame (a snapshot)
+// must not pin its buffer. The caller holds s.mu.
 func (s *SSEWriter) send(buf []byte) error {
-	if cap(buf) <= maxKeptBuffer {
-		s.buf = buf
-	}
+	defer func() {
+		if bp := s.bp; bp != nil && cap(buf) <= maxKeptBuffer {
+			*bp = buf[:0]
+			framePool.Put(bp)
+		}
+		s.bp = nil
+	}()
 	if err := s.deadline(); err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func TestSSEWriterErrors(t *testing.T) {
 		w := &flushCounter{}
 		s := NewSSEWriter(w)
 		require.NoError(t, s.WriteEvent(&TextMessageContent{MessageID: "m", Delta: strings.Repeat("x", 1<<20)}))
-		assert.LessOrEqual(t, cap(s.buf), maxKeptBuffer)
+		assert.Nil(t, s.bp, "no frame buffer is kept between writes")
 		require.NoError(t, s.WriteEvent(&TextMessageContent{MessageID: "m", Delta: "y"}))
 		assert.True(t, strings.HasSuffix(w.buf.String(), `"delta":"y"}`+"\n\n"))
 	})

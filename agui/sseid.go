@@ -33,7 +33,7 @@ func (s *SSEWriter) WriteEventsFrom(first int64, evs []Event) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
+	buf := s.frame()
 	for i, ev := range evs {
 		var err error
 		if buf, err = AppendFrameID(buf, first+int64(i), ev); err != nil {
@@ -58,15 +58,38 @@ func (s *SSEWriter) WriteRaw(frames []RawFrame) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
-	for _, f := range frames {
-		if len(f.Data) == 0 || f.Data[0] != '{' || bytes.ContainsAny(f.Data, "\r\n") {
-			return fmt.Errorf("agui: stored event %d is not a one-line JSON object", f.ID)
-		}
-		buf = appendID(buf, f.ID)
-		buf = append(buf, "data: "...)
-		buf = append(buf, f.Data...)
-		buf = append(buf, '\n', '\n')
+	buf, err := AppendRawFrames(s.frame(), frames)
+	if err != nil {
+		return err
 	}
 	return s.send(buf)
+}
+
+// AppendRawFrames appends already-encoded events as frames to dst, with WriteRaw's checks:
+// on an error dst is returned as it was.
+func AppendRawFrames(dst []byte, frames []RawFrame) ([]byte, error) {
+	n := len(dst)
+	for _, f := range frames {
+		if len(f.Data) == 0 || f.Data[0] != '{' || bytes.ContainsAny(f.Data, "\r\n") {
+			return dst[:n], fmt.Errorf("agui: stored event %d is not a one-line JSON object", f.ID)
+		}
+		dst = appendID(dst, f.ID)
+		dst = append(dst, "data: "...)
+		dst = append(dst, f.Data...)
+		dst = append(dst, '\n', '\n')
+	}
+	return dst, nil
+}
+
+// AppendFramesFrom appends evs as frames numbered first, first+1, ... to dst, as
+// WriteEventsFrom writes them: on an error dst is returned as it was.
+func AppendFramesFrom(dst []byte, first int64, evs []Event) ([]byte, error) {
+	n := len(dst)
+	for i, ev := range evs {
+		var err error
+		if dst, err = AppendFrameID(dst, first+int64(i), ev); err != nil {
+			return dst[:n], err
+		}
+	}
+	return dst, nil
 }

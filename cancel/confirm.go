@@ -46,10 +46,10 @@ type ConfirmerConfig struct {
 	// Logger receives the warning for an abandoned cancellation; default slog.Default().
 	Logger *slog.Logger
 	// OnFollow is called (on the follow-up goroutine) when a cancellation starts being
-	// followed, and OnSettle when it has its final result: the engine records pending
-	// cancels in its store so that a restart continues them ([Confirmer.Resume]). Either
-	// may be nil.
-	OnFollow func(name, id string, since time.Time)
+	// followed, with its owner (Report.Owner), and OnSettle when it has its final result:
+	// the engine records pending cancels in its store so that a restart continues them
+	// ([Confirmer.Resume]) as their owner. Either may be nil.
+	OnFollow func(name, id, owner string, since time.Time)
 	OnSettle func(name, id string)
 }
 
@@ -145,7 +145,7 @@ func (c *Confirmer) follow(first Report, fn Func, start time.Time, done func(Rep
 	go func() {
 		defer c.wg.Done()
 		if c.cfg.OnFollow != nil {
-			c.cfg.OnFollow(first.Name, first.ID, start)
+			c.cfg.OnFollow(first.Name, first.ID, first.Owner, start)
 		}
 		final := c.retry(first, fn, start)
 		// A cancellation abandoned because the Confirmer is closing (the process stops)
@@ -161,11 +161,12 @@ func (c *Confirmer) follow(first Report, fn Func, start time.Time, done func(Rep
 // Cancel cancels one A2A task outside a run's scope (a parked task whose interrupt expired
 // or was cancelled, a task of a lapsed run): one attempt now, through the agent's gate and
 // bounded by the attempt timeout, then, when it failed with an error that repeating may
-// change, the same follow-up as a run's cancellations. done (may be nil) gets the final
-// report once; Cancel returns the first one (ResultPending when it is being followed).
-func (c *Confirmer) Cancel(ctx context.Context, name, id string, fn Func, done func(Report)) Report {
+// change, the same follow-up as a run's cancellations. owner is whose task it is (see
+// Report.Owner). done (may be nil) gets the final report once; Cancel returns the first
+// one (ResultPending when it is being followed).
+func (c *Confirmer) Cancel(ctx context.Context, name, id, owner string, fn Func, done func(Report)) Report {
 	start := time.Now()
-	r := Report{Kind: KindA2ATask, Name: name, ID: id}
+	r := Report{Kind: KindA2ATask, Name: name, ID: id, Owner: owner}
 	attempt := 5 * time.Second
 	if c != nil {
 		attempt = c.cfg.Attempt
@@ -207,12 +208,13 @@ func (c *Confirmer) Cancel(ctx context.Context, name, id string, fn Func, done f
 }
 
 // Resume follows a cancellation that an earlier process left pending (recorded through
-// OnFollow): since is when it was decided, so the horizon is not extended by the restart.
-func (c *Confirmer) Resume(name, id string, fn Func, since time.Time, done func(Report)) {
+// OnFollow, with its owner): since is when it was decided, so the horizon is not extended
+// by the restart.
+func (c *Confirmer) Resume(name, id, owner string, fn Func, since time.Time, done func(Report)) {
 	if c == nil {
 		return
 	}
-	c.follow(Report{Kind: KindA2ATask, Name: name, ID: id, Result: ResultPending}, fn, since, done)
+	c.follow(Report{Kind: KindA2ATask, Name: name, ID: id, Owner: owner, Result: ResultPending}, fn, since, done)
 }
 
 func (c *Confirmer) retry(r Report, fn Func, start time.Time) Report {

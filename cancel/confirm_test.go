@@ -197,17 +197,30 @@ func TestConfirmerHonoursRetryAfter(t *testing.T) {
 	assert.Equal(t, 1, f.calls["t1"], "no call before the wait the agent asked for")
 }
 
-// records is an OnFollow/OnSettle pair that keeps the pending set, as a store would.
+// records is an OnFollow/OnSettle pair that keeps the pending set, as a store would, and
+// the owner each cancellation was recorded with.
 type records struct {
 	mu      sync.Mutex
 	pending map[string]time.Time
+	owners  map[string]string
 	settled int
 }
 
-func (r *records) follow(name, id string, since time.Time) {
+func newRecords() *records {
+	return &records{pending: map[string]time.Time{}, owners: map[string]string{}}
+}
+
+func (r *records) follow(name, id, owner string, since time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pending[name+"/"+id] = since
+	r.owners[name+"/"+id] = owner
+}
+
+func (r *records) owner(key string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owners[key]
 }
 
 func (r *records) settle(name, id string) {
@@ -230,22 +243,24 @@ func (r *records) snapshot() (map[string]time.Time, int) {
 // Cancel outside a scope (a parked task) confirms at once when it can, follows otherwise,
 // and records a followed cancellation until it is settled.
 func TestConfirmerCancelOutsideScope(t *testing.T) {
-	rec := &records{pending: map[string]time.Time{}}
+	rec := newRecords()
 	c := NewConfirmer(ConfirmerConfig{Horizon: time.Minute, Attempt: time.Second, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		OnFollow: rec.follow, OnSettle: rec.settle})
 	defer c.Close()
 
 	var col reportsCollector
-	ok := c.Cancel(context.Background(), "research", "t-ok", func(context.Context, string) error { return nil }, col.add)
+	ok := c.Cancel(context.Background(), "research", "t-ok", "p-alice", func(context.Context, string) error { return nil }, col.add)
 	assert.Equal(t, ResultConfirmed, ok.Result)
 	pending, settled := rec.snapshot()
 	assert.Empty(t, pending, "a confirmed cancel is never recorded")
 	assert.Zero(t, settled)
 
 	f := &flaky{n: 3, calls: map[string]int{}}
-	first := c.Cancel(context.Background(), "research", "t-slow", f.cancel, col.add)
+	first := c.Cancel(context.Background(), "research", "t-slow", "p-alice", f.cancel, col.add)
 	assert.Equal(t, ResultPending, first.Result)
+	assert.Equal(t, "p-alice", first.Owner)
 	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, "p-alice", rec.owner("research/t-slow"), "recorded with its owner")
 	assert.Equal(t, map[string]int{ResultConfirmed: 2}, col.results(), "done gets each final result once")
 	pending, settled = rec.snapshot()
 	assert.Empty(t, pending)
@@ -253,7 +268,7 @@ func TestConfirmerCancelOutsideScope(t *testing.T) {
 
 	// A nil Confirmer makes one attempt and reports it.
 	var nilC *Confirmer
-	rep := nilC.Cancel(context.Background(), "research", "t-nil", func(context.Context, string) error { return errBusy }, nil)
+	rep := nilC.Cancel(context.Background(), "research", "t-nil", "", func(context.Context, string) error { return errBusy }, nil)
 	assert.Equal(t, ResultFailed, rep.Result)
 	assert.ErrorIs(t, rep.Err, errBusy)
 }
@@ -262,9 +277,9 @@ func TestConfirmerCancelOutsideScope(t *testing.T) {
 // continues it); Resume continues it with its original start, so the horizon is not
 // extended, and settles it.
 func TestConfirmerResumeAfterClose(t *testing.T) {
-	rec := &records{pending: map[string]time.Time{}}
+	rec := newRecords()
 	c := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Hour, MaxBackoff: time.Hour, OnFollow: rec.follow, OnSettle: rec.settle})
-	first := c.Cancel(context.Background(), "research", "t1", func(context.Context, string) error { return errBusy }, nil)
+	first := c.Cancel(context.Background(), "research", "t1", "p-alice", func(context.Context, string) error { return errBusy }, nil)
 	require.Equal(t, ResultPending, first.Result)
 	// Wait for the record: OnFollow runs on the follow-up goroutine.
 	for {
@@ -278,22 +293,53 @@ func TestConfirmerResumeAfterClose(t *testing.T) {
 	require.Len(t, pending, 1, "still recorded after the close")
 	assert.Zero(t, settled)
 	since := pending["research/t1"]
+	require.Equal(t, "p-alice", rec.owner("research/t1"))
 
 	// The next process: the agent now cancels.
 	c2 := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, OnFollow: rec.follow, OnSettle: rec.settle})
 	defer c2.Close()
 	var col reportsCollector
-	c2.Resume("research", "t1", func(context.Context, string) error { return nil }, since, col.add)
+	c2.Resume("research", "t1", "p-alice", func(context.Context, string) error { return nil }, since, col.add)
 	require.NoError(t, c2.Wait(context.Background()))
 	assert.Equal(t, map[string]int{ResultConfirmed: 1}, col.results())
+	assert.Equal(t, "p-alice", rec.owner("research/t1"), "re-recorded with the same owner")
 	pending, _ = rec.snapshot()
 	assert.Empty(t, pending)
 
 	// A cancel whose horizon passed while the process was down is abandoned at once.
 	var late reportsCollector
 	var calls atomic.Int32
-	c2.Resume("research", "t2", func(context.Context, string) error { calls.Add(1); return nil }, time.Now().Add(-2*time.Hour), late.add)
+	c2.Resume("research", "t2", "", func(context.Context, string) error { calls.Add(1); return nil }, time.Now().Add(-2*time.Hour), late.add)
 	require.NoError(t, c2.Wait(context.Background()))
 	assert.Equal(t, map[string]int{ResultAbandoned: 1}, late.results())
 	assert.Zero(t, calls.Load())
+}
+
+// A run's task armed with its owner is recorded with that owner when it is followed, and
+// the final report carries it; a piece armed without one has the empty owner.
+func TestConfirmerRecordsOwner(t *testing.T) {
+	rec := newRecords()
+	c := NewConfirmer(ConfirmerConfig{Horizon: time.Minute, Attempt: time.Second, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+		OnFollow: rec.follow, OnSettle: rec.settle})
+	defer c.Close()
+	f := &flaky{n: 2, calls: map[string]int{}}
+	var col reportsCollector
+	s := NewScope(Options{Timeout: time.Second, OnReport: col.add, Confirmer: c})
+	s.Track(KindA2ATask, "research").ArmFor("p-alice", "t1", f.cancel)
+	s.Track(KindA2ATask, "research").Arm("t2", f.cancel)
+	for _, r := range s.Cancel(errors.New("client gone")) {
+		assert.Equal(t, ResultPending, r.Result)
+	}
+	require.NoError(t, c.Wait(context.Background()))
+	assert.Equal(t, map[string]int{ResultConfirmed: 2}, col.results())
+	assert.Equal(t, "p-alice", rec.owner("research/t1"))
+	assert.Equal(t, "", rec.owner("research/t2"))
+	_, settled := rec.snapshot()
+	assert.Equal(t, 2, settled)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for _, r := range col.reps {
+		want := map[string]string{"t1": "p-alice", "t2": ""}[r.ID]
+		assert.Equal(t, want, r.Owner, "final report of %s", r.ID)
+	}
 }

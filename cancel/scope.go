@@ -12,6 +12,7 @@ package cancel
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,9 +39,12 @@ type Func func(ctx context.Context, id string) error
 
 // Report says how the cancellation of one piece went.
 type Report struct {
-	Kind    Kind
-	Name    string // agent, tool or model
-	ID      string // task id, when there is one
+	Kind Kind
+	Name string // agent, tool or model
+	ID   string // task id, when there is one
+	// Owner is whose piece it is (an opaque principal id, "" when none was given); a
+	// Confirmer hands it to OnFollow, so that a recorded cancel keeps it.
+	Owner   string
 	Result  string
 	Err     error
 	Latency time.Duration // from the start of Cancel to the downstream acknowledgement
@@ -64,8 +68,10 @@ type Options struct {
 type Scope struct {
 	opts Options
 
-	mu        sync.Mutex
-	items     map[*Item]struct{}
+	mu sync.Mutex
+	// items are the pieces in flight: a few at a time, so a slice (an open run retains
+	// less than with a map, issue 18).
+	items     []*Item
 	cancelled bool
 	cause     error
 	start     time.Time
@@ -78,7 +84,7 @@ func NewScope(opts Options) *Scope {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	return &Scope{opts: opts, items: make(map[*Item]struct{})}
+	return &Scope{opts: opts}
 }
 
 // Item is one tracked piece of downstream work.
@@ -89,18 +95,19 @@ type Item struct {
 
 	mu       sync.Mutex
 	id       string
+	owner    string
 	fn       Func
-	armed    chan struct{} // closed by Arm
-	settled  chan struct{} // closed once cancelled, given up or released
+	armed    signal // by Arm
+	settled  signal // once cancelled, given up or released
 	finished bool
 	firing   bool
 }
 
 // Track registers a piece. fn may be nil until Arm provides it (an A2A task before its id).
 func (s *Scope) Track(kind Kind, name string) *Item {
-	it := &Item{s: s, kind: kind, name: name, armed: make(chan struct{}), settled: make(chan struct{})}
+	it := &Item{s: s, kind: kind, name: name}
 	s.mu.Lock()
-	s.items[it] = struct{}{}
+	s.items = append(s.items, it)
 	cancelled := s.cancelled
 	s.mu.Unlock()
 	if cancelled {
@@ -111,14 +118,17 @@ func (s *Scope) Track(kind Kind, name string) *Item {
 }
 
 // Arm records the id and the cancel function; a held cancellation fires now.
-func (it *Item) Arm(id string, fn Func) {
+func (it *Item) Arm(id string, fn Func) { it.ArmFor("", id, fn) }
+
+// ArmFor is Arm for a piece that belongs to owner (its reports carry it).
+func (it *Item) ArmFor(owner, id string, fn Func) {
 	it.mu.Lock()
 	if it.fn != nil || it.finished {
 		it.mu.Unlock()
 		return
 	}
-	it.id, it.fn = id, fn
-	close(it.armed)
+	it.owner, it.id, it.fn = owner, id, fn
+	it.armed.fire()
 	it.mu.Unlock()
 }
 
@@ -130,25 +140,33 @@ func (it *Item) Release() {
 		return
 	}
 	it.finished = true
-	firing := it.firing
-	it.mu.Unlock()
-	if !firing {
-		close(it.settled)
+	if !it.firing {
+		it.settled.fire()
 	}
+	it.mu.Unlock()
 	it.s.mu.Lock()
-	delete(it.s.items, it)
+	if i := slices.Index(it.s.items, it); i >= 0 {
+		it.s.items = slices.Delete(it.s.items, i, i+1)
+	}
+	if len(it.s.items) == 0 {
+		it.s.items = nil
+	}
 	it.s.mu.Unlock()
 }
 
 // Settled is closed once the piece has been cancelled (or given up on) or released. A
 // delegation waits for it before it drops its request, so that a held cancel can still
 // learn the task id from that request.
-func (it *Item) Settled() <-chan struct{} { return it.settled }
+func (it *Item) Settled() <-chan struct{} {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.settled.wait()
+}
 
 // CancelNow cancels this one piece (e.g. its own timeout) and waits for the result.
 func (it *Item) CancelNow() Report {
 	if !it.claim() {
-		<-it.settled
+		<-it.Settled()
 		return Report{Kind: it.kind, Name: it.name, Result: resultSettled}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), it.s.opts.Timeout)
@@ -181,11 +199,18 @@ func (it *Item) claim() bool {
 
 // cancel runs a claimed cancellation.
 func (it *Item) cancel(ctx context.Context, start time.Time) Report {
-	defer close(it.settled)
+	defer func() {
+		it.mu.Lock()
+		it.settled.fire()
+		it.mu.Unlock()
+	}()
 
 	r := Report{Kind: it.kind, Name: it.name}
+	it.mu.Lock()
+	armed := it.armed.wait()
+	it.mu.Unlock()
 	select {
-	case <-it.armed:
+	case <-armed:
 	case <-ctx.Done():
 		r.Result = ResultNoID
 		r.Err = errors.New("the task id did not arrive before the cancel deadline")
@@ -194,6 +219,7 @@ func (it *Item) cancel(ctx context.Context, start time.Time) Report {
 	}
 	it.mu.Lock()
 	id, fn := it.id, it.fn
+	r.Owner = it.owner
 	it.mu.Unlock()
 	r.ID = id
 	if it.kind == KindA2ATask && it.s.opts.Confirmer != nil {
@@ -241,10 +267,7 @@ func (s *Scope) Begin(cause error) {
 		return
 	}
 	s.cancelled, s.cause, s.start = true, cause, time.Now()
-	items := make([]*Item, 0, len(s.items))
-	for it := range s.items {
-		items = append(items, it)
-	}
+	items := slices.Clone(s.items)
 	// Counted before the lock is released: a concurrent Cancel, which sees the scope
 	// cancelled only after this, must not Wait while the count is still being raised.
 	s.wg.Add(len(items))
@@ -320,4 +343,41 @@ func (s *Scope) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.items)
+}
+
+// signal is a one-shot event whose channel is made only when someone waits for it: a
+// piece armed and settled without a waiter (the usual case) never allocates one, and an
+// open run retains none (issue 18). Guarded by its Item's mu.
+type signal struct {
+	ch    chan struct{}
+	fired bool
+}
+
+// closedChan is the channel of every signal that fired before anyone waited.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// wait returns a channel closed once the signal fires.
+func (s *signal) wait() <-chan struct{} {
+	if s.ch == nil {
+		if s.fired {
+			return closedChan
+		}
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// fire fires the signal; only the first call has an effect.
+func (s *signal) fire() {
+	if s.fired {
+		return
+	}
+	s.fired = true
+	if s.ch != nil {
+		close(s.ch)
+	}
 }

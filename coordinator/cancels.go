@@ -2,9 +2,12 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
 )
@@ -15,11 +18,12 @@ import (
 // horizon. Cancels outside a run (parked tasks on expiry or a cancelled answer, tasks of a
 // lapsed run) go through the same path (cancelTask).
 
-// recordCancel is the Confirmer's OnFollow.
-func (e *Engine) recordCancel(agent, taskID string, since time.Time) {
+// recordCancel is the Confirmer's OnFollow. The owner (the principal id, never a token) is
+// kept so that a restart sends the cancel with the owner's credentials for the agent.
+func (e *Engine) recordCancel(agent, taskID, owner string, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
-	if err := e.cfg.Store.SavePendingCancel(ctx, store.PendingCancel{Agent: agent, TaskID: taskID, Since: since}); err != nil {
+	if err := e.cfg.Store.SavePendingCancel(ctx, store.PendingCancel{Agent: agent, TaskID: taskID, Since: since, Owner: owner}); err != nil {
 		e.log.Warn("store: record pending cancel; a restart would not continue it", "agent", agent, "task_id", taskID, "err", err)
 	}
 }
@@ -49,7 +53,7 @@ func (e *Engine) reportCancel(log *slog.Logger, what string) func(cancel.Report)
 // the agent (as a run's); it returns the first attempt's error (nil when the task is
 // canceled or was over, or when the cancel is being retried).
 func (e *Engine) cancelTask(ctx context.Context, owner string, a *Agent, taskID string, log *slog.Logger, what string) error {
-	rep := e.confirm.Cancel(ctx, a.Name, taskID, e.ownerCancel(owner, a, cancelFunc(a.Client)), e.reportCancel(log, what))
+	rep := e.confirm.Cancel(ctx, a.Name, taskID, owner, e.ownerCancel(owner, a, cancelFunc(a.Client)), e.reportCancel(log, what))
 	if rep.Result == cancel.ResultPending {
 		log.Info(what+": not confirmed yet, retrying in the background", "agent", a.Name, "task_id", taskID, "err", errString(rep.Err))
 		return nil
@@ -57,9 +61,8 @@ func (e *Engine) cancelTask(ctx context.Context, owner string, a *Agent, taskID 
 	return rep.Err
 }
 
-// resumeCancels continues the cancels an earlier process left pending. The store does not
-// keep whose they were, so they are sent without a user's agent credentials (an agent behind
-// per-user sign-in may refuse them; they then end as failed).
+// resumeCancels continues the cancels an earlier process left pending, each as its owner:
+// every attempt carries the owner's credentials for the agent, as the live run's did.
 func (e *Engine) resumeCancels() {
 	ctx, cancelRead := context.WithTimeout(context.Background(), storeWriteTimeout)
 	pending, err := e.cfg.Store.PendingCancels(ctx, store.MaxPendingCancelsRead)
@@ -75,9 +78,36 @@ func (e *Engine) resumeCancels() {
 			e.forgetCancel(p.Agent, p.TaskID)
 			continue
 		}
-		e.confirm.Resume(a.Name, p.TaskID, cancelFunc(a.Client), p.Since, e.reportCancel(e.log, "cancel continued after a restart"))
+		fn, done := e.resumedCancel(p, a)
+		e.confirm.Resume(a.Name, p.TaskID, p.Owner, fn, p.Since, done)
 	}
 	if len(pending) > 0 {
 		e.log.Info("continuing cancels left pending by an earlier process", "count", len(pending))
 	}
+}
+
+// resumedCancel is the cancel function and the final report of a cancel continued after a
+// restart. The owner's credentials are read afresh at each attempt (a refreshed token is
+// used). When the owner has none for the agent any more (they signed out, or the cancel was
+// recorded before owners were), the cancel goes without; an agent that requires them refuses
+// it, and the cancel ends failed, as it would have before: that is logged at warn, without
+// the principal or any token.
+func (e *Engine) resumedCancel(p store.PendingCancel, a *Agent) (cancel.Func, func(cancel.Report)) {
+	send := cancelFunc(a.Client)
+	var bare atomic.Bool // the last attempt went without the owner's credentials
+	fn := func(ctx context.Context, id string) error {
+		actx := e.agentCtx(ctx, p.Owner, a)
+		// A2ASignIn.Authorize returns ctx itself when it attaches nothing.
+		bare.Store(actx == ctx)
+		return send(actx, id)
+	}
+	report := e.reportCancel(e.log, "cancel continued after a restart")
+	done := func(rep cancel.Report) {
+		report(rep)
+		if rep.Result == cancel.ResultFailed && errors.Is(rep.Err, a2a.ErrAuth) {
+			e.log.Warn("cancel continued after a restart refused by the agent's authentication; the task may go on",
+				"agent", a.Name, "task_id", p.TaskID, "owner_known", p.Owner != "", "sent_with_owner_credentials", !bare.Load())
+		}
+	}
+	return fn, done
 }

@@ -33,6 +33,14 @@ type checkpoint struct {
 // noteCheckpoint records a checkpoint of the run with conv (nil before setup), replacing
 // the previous one and the results of its calls.
 func (r *Run) noteCheckpoint(conv []llm.Message) {
+	if doc := r.checkpointDoc(conv); doc != nil {
+		r.elog.noteCheckpoint(doc)
+	}
+}
+
+// checkpointDoc encodes a checkpoint of the run with conv (nil before setup); nil when the
+// input cannot be encoded (the run then cannot be taken over).
+func (r *Run) checkpointDoc(conv []llm.Message) json.RawMessage {
 	in := *r.in
 	cp := checkpoint{V: checkpointVersion, Owner: r.owner}
 	if conv != nil {
@@ -45,10 +53,10 @@ func (r *Run) noteCheckpoint(conv []llm.Message) {
 	b, err := json.Marshal(&in)
 	if err != nil {
 		r.log.Warn("checkpoint: input not encodable; the run cannot be taken over", "err", err)
-		return
+		return nil
 	}
 	cp.Input = b
-	r.elog.noteCheckpoint(mustJSON(&cp))
+	return mustJSON(&cp)
 }
 
 // noteResult records the result of one of the current turn's tool calls.

@@ -3,10 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
@@ -38,6 +36,13 @@ type subagentCall struct {
 	contextID string
 	// item is the remote task in the run's cancel scope; armed once the id is known.
 	item *cancel.Item
+
+	// out receives the end of the A2A exchange; stopSend drops its request, unless
+	// detached (a timeout before the task id was known: the background goroutine then
+	// releases it). Both owned by the run's goroutine.
+	out      chan sent
+	stopSend context.CancelFunc
+	detached bool
 }
 
 func (d *subagentCall) onTask(taskID, contextID string) {
@@ -45,7 +50,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.Arm(taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
+		d.item.ArmFor(d.r.owner, taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
 	}
 	d.mu.Unlock()
 	if !first {
@@ -97,9 +102,26 @@ func (d *subagentCall) ids() (string, string) {
 
 // delegate runs one sub-agent tool call and returns its tagged result.
 func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
+	req, refusal := r.delegationRequest(ctx, t, a, args)
+	if refusal != nil {
+		return *refusal
+	}
+	return r.exchange(ctx, t, a, callID, "", req, false)
+}
+
+// delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
+// Kept out of delegate (never inlined): its locals would otherwise be on the run's stack
+// while the sub-agent works (issue 18: shallow parked stacks).
+//
+//go:noinline
+func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
+	refuse := func(sig bridge.Signal) (a2a.Request, *toolOutcome) {
+		o := signalOutcome(sig)
+		return a2a.Request{}, &o
+	}
 	prompt, okPrompt := args["prompt"].(string)
 	if !okPrompt || strings.TrimSpace(prompt) == "" {
-		return signalOutcome(bridge.Signal{
+		return refuse(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
 			ValidNextActions: r.nextActions(t, a.Name), Reason: "prompt is missing or not a non-empty string",
@@ -110,7 +132,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 	if raw, present := args["task_id"]; present && raw != nil && raw != "" {
 		taskID, ok := raw.(string)
 		if !ok {
-			return signalOutcome(bridge.Signal{
+			return refuse(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
 				ValidNextActions: r.nextActions(t, a.Name), Reason: "task_id is not a string",
@@ -123,10 +145,10 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 			taskID = decoded
 		}
 		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != nil {
-			return signalOutcome(*refusal)
+			return refuse(*refusal)
 		}
 	}
-	return r.send(ctx, t, a, callID, "", req)
+	return req, nil
 }
 
 // send runs one A2A message exchange for a tool call: a new task, a continuation chosen by
@@ -134,77 +156,6 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 // sub-agent's id then).
 func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
 	return r.exchange(ctx, t, a, callID, subID, req, false)
-}
-
-// exchange is send, or with follow the following of a task that this run started before
-// it was taken over (req names the task; nothing is sent to it: takeover.go).
-func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
-	if subID == "" {
-		subID = newID("sa")
-	}
-
-	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), callID: callID, item: r.scope.Track(cancel.KindA2ATask, a.Name)}
-	// detached is set when the request outlives this call (a timeout before the task id
-	// was known): the background goroutine then releases it.
-	detached := false
-	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
-		if !detached {
-			stopSend()
-			d.item.Release()
-		}
-	}()
-	if req.TaskID != "" {
-		d.onTask(req.TaskID, req.ContextID)
-	}
-	description, _ := a.describe()
-	if !follow || !slices.Contains(r.seq.Open().Subagents, d.subID) {
-		r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
-	}
-
-	out := make(chan sent, 1)
-	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
-	go func() {
-		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
-		actx := r.agentCtx(spanCtx, a)
-		var res *a2a.Result
-		var err error
-		if follow {
-			res, err = r.followRemote(actx, a, req.TaskID, req.ContextID, obs)
-		} else {
-			res, err = a.Client.Send(actx, req, obs)
-		}
-		r.endDelegationSpan(span, spanParent, a, res, err)
-		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
-			// Nothing left to cancel remotely; a held cancel need not wait for an id.
-			d.item.Release()
-		}
-		out <- sent{res, err}
-	}()
-
-	timer := time.NewTimer(a.Timeout)
-	defer timer.Stop()
-	select {
-	case s := <-out:
-		return r.settle(d, req, callID, s.res, s.err, t)
-	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), ErrHandoff) {
-			// Handed to another replica, which follows the task: it is not cancelled,
-			// only no longer followed from here.
-			stopSend()
-			<-out
-			return toolOutcome{}
-		}
-		// The run's scope cancels the task (in parallel with the rest of the run); the
-		// request stays open until that is settled, so a late task id still arrives.
-		<-d.item.Settled()
-		stopSend()
-		<-out
-		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
-		return toolOutcome{}
-	case <-timer.C:
-		return r.delegationTimedOut(d, a, stopSend, out, &detached)
-	}
 }
 
 // describer is a Delegate that knows its agent's current description and skills (an

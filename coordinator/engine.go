@@ -226,14 +226,17 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if th != nil && th.owner != principal {
 		return nil, ErrForbidden
 	}
-	if busy {
-		return nil, ErrThreadBusy
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
-	if err := e.claim(ctx, in, principal, th == nil); err != nil {
-		return nil, err
+	if busy {
+		return nil, e.busyError(ctx, in.ThreadID, principal, th)
 	}
+	if th == nil {
+		if err := e.checkSuspendedOwner(ctx, in, principal); err != nil {
+			return nil, err
+		}
+	}
+	// The history goes into the input before the run's first checkpoint is taken.
 	e.prependHistory(ctx, in)
 
 	e.mu.Lock()
@@ -242,13 +245,9 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		return nil, ErrShuttingDown
 	}
 	if _, busy := e.active[in.ThreadID]; busy {
+		th := e.threads[in.ThreadID]
 		e.mu.Unlock()
-		return nil, ErrThreadBusy
-	}
-	th = e.threads[in.ThreadID]
-	if th == nil {
-		th = &thread{owner: principal, tasks: make(map[string]taskRef)}
-		e.threads[in.ThreadID] = th
+		return nil, e.busyError(ctx, in.ThreadID, principal, th)
 	}
 	r := newRun(e, in)
 	r.owner = principal
@@ -258,28 +257,23 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	e.active[in.ThreadID] = r
 	e.mu.Unlock()
 
-	// One active run per thread across replicas: the store refuses a second one.
-	if err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease); err != nil {
+	if err := e.recordStart(ctx, r, principal); err != nil {
 		e.mu.Lock()
 		if e.active[in.ThreadID] == r {
 			delete(e.active, in.ThreadID)
 		}
 		e.mu.Unlock()
-		if errors.Is(err, store.ErrThreadBusy) {
-			return nil, ErrThreadBusy
-		}
-		return nil, fmt.Errorf("coordinator: begin run: %w", err)
+		return nil, err
 	}
 	r.begun.Store(true)
 	e.mu.Lock()
+	// Remembered only now: the store has confirmed that the thread is principal's.
+	if e.threads[in.ThreadID] == nil {
+		e.threads[in.ThreadID] = &thread{owner: principal, tasks: make(map[string]taskRef)}
+	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
 	r.elog.input = inputMessages(in)
-	// The first checkpoint: the input, from which a replica taking the run over before
-	// its setup is done starts it again. Stored before the run streams anything, so that
-	// no run a client has seen starting is without one.
-	r.noteCheckpoint(nil)
-	r.elog.saveWork()
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
@@ -289,26 +283,6 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		r.execute()
 	}()
 	return r, nil
-}
-
-// claim checks and records that the thread belongs to principal. unknown: this process
-// does not know the thread (after a restart or an eviction it is known only to the store).
-func (e *Engine) claim(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) error {
-	if unknown {
-		susp, err := e.loadSuspension(ctx, in.ThreadID)
-		if err == nil && susp != nil && susp.Owner != principal {
-			return ErrForbidden
-		}
-	}
-	// Ownership is persisted for every thread at its first run, so that no restart or
-	// eviction from memory frees it for another principal.
-	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
-		if errors.Is(err, store.ErrThreadOwned) {
-			return ErrForbidden
-		}
-		return fmt.Errorf("coordinator: claim thread: %w", err)
-	}
-	return nil
 }
 
 // release frees the run's thread for the next run, as soon as its stream has ended.

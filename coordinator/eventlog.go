@@ -37,8 +37,9 @@ type runLog struct {
 	pendingBytes int
 	ended        bool // the terminal event was added
 	dropped      int
-	// changed is closed and replaced after each append to the store: it wakes followers
-	// of this run on this replica (others poll).
+	// changed is closed after each append to the store: it wakes followers of this run
+	// on this replica (others poll). Made by the first Changed after an append, so that a
+	// run nobody follows retains none (issue 18).
 	changed chan struct{}
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
@@ -76,8 +77,7 @@ func newRunLog(st store.Store, threadID, runID string, log *slog.Logger, wg *syn
 	if wg == nil {
 		wg = &sync.WaitGroup{}
 	}
-	return &runLog{st: st, thread: threadID, run: runID, log: log, wg: wg,
-		changed: make(chan struct{}), done: make(chan struct{})}
+	return &runLog{st: st, thread: threadID, run: runID, log: log, wg: wg, done: make(chan struct{})}
 }
 
 // wake starts the writer goroutine unless it runs or the log is complete; l.mu is held.
@@ -147,6 +147,9 @@ func (l *runLog) waitEnded() {
 func (l *runLog) Changed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
 	return l.changed
 }
 
@@ -217,8 +220,10 @@ func (l *runLog) append(batch []store.Event) {
 		}
 	}
 	l.mu.Lock()
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	l.mu.Unlock()
 }
 
@@ -238,28 +243,49 @@ func (l *runLog) saveMessages() {
 
 // messageBuilder turns a run's events into the AG-UI messages they add to the thread: the
 // assistant's text and tool calls, and the tool results. Sub-agent output (attributed with
-// subagentRunId) is progress, not conversation, and is left out.
+// subagentRunId) is progress, not conversation, and is left out. Messages and calls are
+// kept in slices searched from the newest (events almost always continue the latest): an
+// open run retains these, and maps would cost more than the few entries (issue 18).
 type messageBuilder struct {
-	order []string
-	byID  map[string]*agui.Message
-	texts map[string]*strings.Builder // message id -> text so far
-	owner map[string]string           // tool call id -> message id
+	msgs  []builtMessage // in order
+	owner []callOwner    // tool call id -> message id
 }
+
+type builtMessage struct {
+	*agui.Message
+	text *strings.Builder // the text so far
+}
+
+type callOwner struct{ call, msg string }
 
 // maxMessageBytes bounds the text collected per message.
 const maxMessageBytes = 1 << 20
 
+func (b *messageBuilder) find(id string) *builtMessage {
+	for i := len(b.msgs) - 1; i >= 0; i-- {
+		if b.msgs[i].ID == id {
+			return &b.msgs[i]
+		}
+	}
+	return nil
+}
+
 func (b *messageBuilder) msg(id, role string) *agui.Message {
-	if b.byID == nil {
-		b.byID, b.texts, b.owner = map[string]*agui.Message{}, map[string]*strings.Builder{}, map[string]string{}
+	if m := b.find(id); m != nil {
+		return m.Message
 	}
-	m := b.byID[id]
-	if m == nil {
-		m = &agui.Message{ID: id, Role: role}
-		b.byID[id] = m
-		b.order = append(b.order, id)
-	}
+	m := &agui.Message{ID: id, Role: role}
+	b.msgs = append(b.msgs, builtMessage{Message: m})
 	return m
+}
+
+func (b *messageBuilder) ownerOf(callID string) string {
+	for i := len(b.owner) - 1; i >= 0; i-- {
+		if b.owner[i].call == callID {
+			return b.owner[i].msg
+		}
+	}
+	return ""
 }
 
 func (b *messageBuilder) add(ev agui.Event) {
@@ -273,14 +299,12 @@ func (b *messageBuilder) add(ev agui.Event) {
 			b.msg(v.MessageID, role)
 		}
 	case *agui.TextMessageContent:
-		if m := b.byID[v.MessageID]; m != nil && v.SubagentRunID == "" {
-			t := b.texts[v.MessageID]
-			if t == nil {
-				t = &strings.Builder{}
-				b.texts[v.MessageID] = t
+		if m := b.find(v.MessageID); m != nil && v.SubagentRunID == "" {
+			if m.text == nil {
+				m.text = &strings.Builder{}
 			}
-			if t.Len()+len(v.Delta) <= maxMessageBytes {
-				t.WriteString(v.Delta)
+			if m.text.Len()+len(v.Delta) <= maxMessageBytes {
+				m.text.WriteString(v.Delta)
 			}
 		}
 	case *agui.ToolCallStart:
@@ -293,9 +317,13 @@ func (b *messageBuilder) add(ev agui.Event) {
 		}
 		m := b.msg(parent, agui.RoleAssistant)
 		m.ToolCalls = append(m.ToolCalls, agui.ToolCall{ID: v.ToolCallID, Type: "function", Function: agui.FunctionCall{Name: v.ToolCallName}})
-		b.owner[v.ToolCallID] = parent
+		b.owner = append(b.owner, callOwner{call: v.ToolCallID, msg: parent})
 	case *agui.ToolCallArgs:
-		if m := b.byID[b.owner[v.ToolCallID]]; m != nil && v.SubagentRunID == "" {
+		if v.SubagentRunID != "" {
+			return
+		}
+		parent := b.ownerOf(v.ToolCallID)
+		if m := b.find(parent); m != nil && parent != "" {
 			for i := range m.ToolCalls {
 				if m.ToolCalls[i].ID == v.ToolCallID && len(m.ToolCalls[i].Function.Arguments)+len(v.Delta) <= maxMessageBytes {
 					m.ToolCalls[i].Function.Arguments += v.Delta
@@ -312,11 +340,11 @@ func (b *messageBuilder) add(ev agui.Event) {
 }
 
 func (b *messageBuilder) build() []store.Message {
-	out := make([]store.Message, 0, len(b.order))
-	for _, id := range b.order {
-		m := b.byID[id]
-		if t := b.texts[id]; t != nil {
-			m.Content, _ = json.Marshal(t.String())
+	out := make([]store.Message, 0, len(b.msgs))
+	for _, bm := range b.msgs {
+		m, id := bm.Message, bm.ID
+		if bm.text != nil {
+			m.Content, _ = json.Marshal(bm.text.String())
 		}
 		if m.Content == nil && len(m.ToolCalls) == 0 && m.Role != agui.RoleTool {
 			m.Content = json.RawMessage(`""`)

@@ -86,7 +86,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		}
 	}
 	var streamErr error
-	ctx, stop := context.WithCancel(ctx)
+	ctx, stop := r.withRunCancel(ctx)
 	defer stop()
 	item := r.scope.Track(cancel.KindLLM, "model")
 	item.Arm("", func(context.Context, string) error { stop(); return nil })

@@ -289,3 +289,95 @@ func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) {
 	}
 	in.Messages = append(hist, in.Messages...)
 }
+
+// checkSuspendedOwner refuses principal a thread this process does not know (after a
+// restart or an eviction from memory) whose stored suspension is another principal's.
+func (e *Engine) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput, principal string) error {
+	susp, err := e.loadSuspension(ctx, in.ThreadID)
+	if err == nil && susp != nil && susp.Owner != principal {
+		return ErrForbidden
+	}
+	return nil
+}
+
+// busyError is the refusal of a start on a thread with a run reserved on this replica:
+// ErrThreadBusy, or ErrForbidden when the thread is another principal's. th is what this
+// process remembers of the thread (its owner is immutable), nil when nothing: the thread's
+// first start is then in flight (the owner is remembered once the store confirmed it), and
+// the store is asked, so that another principal gets 403 as the contract says whatever the
+// timing.
+func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *thread) error {
+	if th != nil {
+		if th.owner != principal {
+			return ErrForbidden
+		}
+		return ErrThreadBusy
+	}
+	if stored, err := e.cfg.Store.GetThread(ctx, threadID); err == nil && stored.Owner != principal {
+		return ErrForbidden
+	}
+	return ErrThreadBusy
+}
+
+// recordStart records the run's start before it streams anything: the thread's claim (for
+// every thread at its first run, so that no restart or eviction frees it for another
+// principal: 403) and the run's record (one active run per thread across replicas: 409),
+// both needed before the response, and the run's first checkpoint (its input, from which a
+// replica taking the run over before its setup is done starts it again), so that no run a
+// client has seen starting is without one. A store with RunStarter writes all three in one
+// transaction (design/store-group-commit.md); everything that can wait (the input
+// messages, the events) is the run log's writer's, after RUN_STARTED.
+func (e *Engine) recordStart(ctx context.Context, r *Run, principal string) error {
+	in := r.in
+	work := r.elog.firstWork(r.checkpointDoc(nil))
+	if rs, ok := e.cfg.Store.(store.RunStarter); ok {
+		err := rs.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
+			Title: threadTitle(in), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work})
+		return startError(err)
+	}
+	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
+		if errors.Is(err, store.ErrThreadOwned) {
+			return ErrForbidden
+		}
+		return fmt.Errorf("coordinator: claim thread: %w", err)
+	}
+	if err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease); err != nil {
+		return startError(err)
+	}
+	if work != nil {
+		if err := e.cfg.Store.SaveRunWork(ctx, in.ThreadID, in.RunID, work); err != nil {
+			r.log.Warn("store: save run work", "err", err)
+		}
+	}
+	return nil
+}
+
+// startError maps the store's refusals of a run's start to the engine's sentinels.
+func startError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrThreadOwned):
+		return ErrForbidden
+	case errors.Is(err, store.ErrThreadBusy):
+		return ErrThreadBusy
+	}
+	return fmt.Errorf("coordinator: begin run: %w", err)
+}
+
+// firstWork sets the run's first checkpoint and returns the work document to store with
+// the run's start (nil when there is none to store). The document is not marked dirty:
+// the start stores it, and the log's writer must not write it before the run exists.
+func (l *runLog) firstWork(checkpoint json.RawMessage) json.RawMessage {
+	if checkpoint == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.work.Checkpoint, l.work.Results = checkpoint, nil
+	doc, err := json.Marshal(&l.work)
+	if err != nil {
+		return nil
+	}
+	return doc
+}

@@ -1,8 +1,8 @@
 package coordinator
 
 import (
-	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/baton-dev/baton/agui"
 )
@@ -28,14 +28,16 @@ type eventQueue struct {
 	closed  bool
 	dropped bool
 	wake    chan struct{}
-	// gone is cancelled when the client is dropped: a context, so that a stream can
-	// register what to do then (context.AfterFunc) without a goroutine that waits.
-	gone     context.Context
-	dropGone context.CancelFunc
+	// gone fires when the client is dropped, so that a stream can register what to do
+	// then (Run.AfterDropped) without a goroutine that waits.
+	gone dropSignal
 	// onDrop runs once, outside the lock, when the client is dropped.
 	onDrop func()
 	// taken counts the events taken so far: the next one taken has sequence number taken+1.
 	taken int64
+	// notify, when set (Run.OnWake), is called wherever wake is signalled: a consumer
+	// that keeps no goroutine waiting on wake is told this way.
+	notify atomic.Pointer[func()]
 }
 
 // newEventQueue returns a queue bounded by limit bytes (0: DefaultStreamBufferBytes).
@@ -43,8 +45,7 @@ func newEventQueue(limit int, onDrop func()) *eventQueue {
 	if limit <= 0 {
 		limit = DefaultStreamBufferBytes
 	}
-	gone, dropGone := context.WithCancel(context.Background())
-	return &eventQueue{limit: limit, wake: make(chan struct{}, 1), gone: gone, dropGone: dropGone, onDrop: onDrop}
+	return &eventQueue{limit: limit, wake: make(chan struct{}, 1), onDrop: onDrop}
 }
 
 // push is the Sequencer's sink; the Sequencer has already checked ordering. It never
@@ -73,7 +74,7 @@ func (q *eventQueue) push(ev agui.Event) error {
 	}
 	q.mu.Unlock()
 	if drop {
-		q.dropGone()
+		q.gone.fire()
 		if q.onDrop != nil {
 			q.onDrop()
 		}
@@ -81,6 +82,9 @@ func (q *eventQueue) push(ev agui.Event) error {
 	select {
 	case q.wake <- struct{}{}:
 	default:
+	}
+	if f := q.notify.Load(); f != nil {
+		(*f)()
 	}
 	return nil
 }

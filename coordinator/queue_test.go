@@ -50,7 +50,7 @@ func TestQueueDropsAConsumerThatFallsBehind(t *testing.T) {
 	assert.Equal(t, 1, drops)
 	assert.True(t, q.wasDropped())
 	select {
-	case <-q.gone.Done():
+	case <-q.gone.done():
 	default:
 		t.Fatal("gone is not closed")
 	}
@@ -86,4 +86,23 @@ func BenchmarkQueueHandOff(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// OnWake's function is called on every push, the drop included, until it is stopped.
+func TestOnWakeIsToldOfEveryPushUntilStopped(t *testing.T) {
+	r := &Run{q: newEventQueue(2<<10, nil)}
+	woken := 0
+	stop := r.OnWake(func() { woken++ })
+	require.NoError(t, r.q.push(text(10)))
+	require.NoError(t, r.q.push(text(10)))
+	assert.Equal(t, 2, woken)
+	require.NoError(t, r.q.push(text(4<<10))) // past the bound: the client is dropped
+	assert.Equal(t, 3, woken, "the drop wakes too")
+	stop()
+	q2 := newEventQueue(0, nil)
+	r.q = q2
+	stop = r.OnWake(func() { woken += 100 })
+	stop()
+	require.NoError(t, r.q.push(text(10)))
+	assert.Equal(t, 3, woken, "a stopped function is not called")
 }

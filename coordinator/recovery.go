@@ -144,7 +144,7 @@ func (r *Run) newGuard(t *toolset) *Guard {
 		always = append(always, name)
 	}
 	g := NewGuard(GuardConfig{
-		Policy: r.e.cfg.Guard, Limiter: r.e.limiter,
+		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
 		Agents: agents, Tools: governed, Always: always,
 		Used: &r.fs.Budget, Now: r.e.cfg.Now,
 	})
@@ -168,7 +168,28 @@ func (r *Run) validNext(t *toolset) []string {
 func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []Failure) {
 	outcomes = make([]toolOutcome, len(calls))
 	sent = make([]bool, len(calls))
-	var run []int
+	run, predicted := r.screen(ctx, t, calls, outcomes, sent)
+	if len(run) == 1 {
+		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
+		// only when calls run in parallel.
+		r.execCall(ctx, t, calls, outcomes, run[0])
+		return outcomes, sent, predicted
+	}
+	var wg sync.WaitGroup
+	for _, i := range run {
+		wg.Go(func() { r.execCall(ctx, t, calls, outcomes, i) })
+	}
+	wg.Wait()
+	return outcomes, sent, predicted
+}
+
+// screen refuses the calls that must not be sent (a predicted loop, a declined call, the
+// guard) and holds the ones that need approval; it returns the indexes of the calls to
+// run. Kept out of dispatch (never inlined) so that its locals are not on the run's stack
+// while a call is in flight: an open run's parked stack stays shallow (issue 18).
+//
+//go:noinline
+func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []Failure) {
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
@@ -198,20 +219,12 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 		sent[i] = true
 		run = append(run, i)
 	}
-	exec := func(i int) {
-		outcomes[i] = r.traceTool(ctx, t, calls[i], func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, calls[i]) })
-		r.emitResult(ctx, calls[i].ID, outcomes[i])
-	}
-	if len(run) == 1 {
-		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
-		// only when calls run in parallel.
-		exec(run[0])
-		return outcomes, sent, predicted
-	}
-	var wg sync.WaitGroup
-	for _, i := range run {
-		wg.Go(func() { exec(i) })
-	}
-	wg.Wait()
-	return outcomes, sent, predicted
+	return run, predicted
+}
+
+// execCall runs calls[i] and streams its result.
+func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
+	c := &calls[i]
+	outcomes[i] = r.traceTool(ctx, t, *c, func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
+	r.emitResult(ctx, c.ID, outcomes[i])
 }

@@ -26,14 +26,7 @@ type Run struct {
 	in  *agui.RunAgentInput
 	log *slog.Logger
 	seq *agui.Sequencer
-	// workRefused: every call of the last tool round was refused with a model-fixable
-	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
-	// the next turn, which it nudges at most once.
-	workRefused bool
-	// holdText: the current turn's text is not streamed as it arrives but only once the
-	// turn is complete, and only if it calls tools (streamTurn).
-	holdText bool
-	q        *eventQueue
+	q   *eventQueue
 	// elog writes the run's events to the store's event log.
 	elog   *runLog
 	ctx    context.Context
@@ -46,7 +39,7 @@ type Run struct {
 	// scope holds what the run has in flight downstream, to cancel it all at once.
 	scope *cancel.Scope
 
-	endReason atomic.Value // EndReason
+	endReason atomic.Pointer[EndReason]
 	// fatal holds the first terminal tool failure (on_tool_error: error).
 	fatalMu sync.Mutex
 	fatal   error
@@ -79,6 +72,17 @@ type Run struct {
 	handedOff atomic.Bool
 	// begun: the store records the run as this replica's (BeginRun, or a takeover).
 	begun atomic.Bool
+	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
+	watching atomic.Int32
+	// workRefused: every call of the last tool round was refused with a model-fixable
+	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
+	// the next turn, which it nudges at most once.
+	workRefused bool
+	// holdText: the current turn's text is not streamed as it arrives but only once the
+	// turn is complete, and only if it calls tools (streamTurn).
+	holdText bool
+	// hooks run when ctx is cancelled (r.cancel fires them): see withRunCancel.
+	hooks cancelHooks
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -90,9 +94,12 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		in:       in,
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
 		ctx:      ctx,
-		cancel:   stop,
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
+	}
+	r.cancel = func(cause error) {
+		stop(cause)
+		r.hooks.fire()
 	}
 	// A client that falls behind is a client gone (server.on_disconnect). The drop is
 	// noticed inside an emit; Cancel only marks the scope, starts the downstream
@@ -128,14 +135,24 @@ func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return
 // Wake returns a channel that receives when new events may be available.
 func (r *Run) Wake() <-chan struct{} { return r.q.wake }
 
+// OnWake arranges for f to be called, on the producing goroutine, whenever Wake would fire,
+// so that a stream can be told that events may be available without a goroutine parked
+// on Wake. f must return quickly and never block: it runs inside the run's emit. One f at
+// a time (the run has one live stream); stop unregisters it. Events pending before OnWake
+// are not announced: the caller takes them (NextFrom) after registering.
+func (r *Run) OnWake(f func()) (stop func()) {
+	r.q.notify.Store(&f)
+	return func() { r.q.notify.CompareAndSwap(&f, nil) }
+}
+
 // Dropped is closed when the client has been dropped for falling more than the stream
 // buffer behind (Config.StreamBufferBytes); the run is then cancelled with
 // ErrClientTooSlow, and Next reports the end of the stream without its terminal event.
-func (r *Run) Dropped() <-chan struct{} { return r.q.gone.Done() }
+func (r *Run) Dropped() <-chan struct{} { return r.q.gone.done() }
 
 // AfterDropped arranges for f to run on its own goroutine once the client is dropped (see
 // Dropped), like context.AfterFunc: no goroutine waits meanwhile. stop unregisters f.
-func (r *Run) AfterDropped(f func()) (stop func() bool) { return context.AfterFunc(r.q.gone, f) }
+func (r *Run) AfterDropped(f func()) (stop func() bool) { return r.q.gone.afterFunc(f) }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
@@ -150,6 +167,38 @@ func (r *Run) Released() <-chan struct{} { return r.released }
 func (r *Run) Cancel(cause error) {
 	r.scope.Begin(cause)
 	r.cancel(cause)
+	r.fireWatch()
+}
+
+// The states of Run.watching: while execute watches, a cancellation of the run's context
+// starts the cancellation of its downstream work (what a context.AfterFunc on it would do).
+const (
+	watchIdle  int32 = iota // before execute watches, or after
+	watchArmed              // execute watches
+	watchFired              // the downstream cancellation was started
+)
+
+// armWatch starts the watch; a run cancelled before it started is fired at once.
+func (r *Run) armWatch() {
+	r.watching.CompareAndSwap(watchIdle, watchArmed)
+	if r.ctx.Err() != nil {
+		r.fireWatch()
+	}
+}
+
+// stopWatch ends the watch (execute then cancels what is left itself, synchronously).
+func (r *Run) stopWatch() { r.watching.CompareAndSwap(watchArmed, watchIdle) }
+
+// fireWatch starts, once and on its own goroutine, the cancellation of the run's
+// downstream work when its context is done and execute watches; a run handed off to
+// another replica keeps its downstream work.
+func (r *Run) fireWatch() {
+	if r.ctx.Err() == nil || !r.watching.CompareAndSwap(watchArmed, watchFired) {
+		return
+	}
+	if cause := context.Cause(r.ctx); !errors.Is(cause, ErrHandoff) {
+		go r.scope.Cancel(cause)
+	}
 }
 
 // Cancellations reports what was cancelled downstream, and how it went.
@@ -176,8 +225,10 @@ func (r *Run) EndReason() string {
 
 // endOutcome is the typed reason the run ended (zero while it runs).
 func (r *Run) endOutcome() EndReason {
-	e, _ := r.endReason.Load().(EndReason)
-	return e
+	if e := r.endReason.Load(); e != nil {
+		return *e
+	}
+	return EndReason{}
 }
 
 func (r *Run) terminated() bool { return r.seq.Terminated() }
@@ -206,21 +257,24 @@ func (r *Run) execute() {
 	// Without the grace the boundary check could never see the limit: a deadline at the
 	// limit itself would always cancel the work first. A resumed run moves the hard stop
 	// once it knows the active time its earlier parts used.
-	ctx, stopRun := context.WithCancelCause(r.traced(r.ctx))
-	defer stopRun(nil)
-	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() { stopRun(ErrRunTimeLimit) })
+	//
+	// The run's own context is the loop's: a child per run and a context.AfterFunc to
+	// watch it would be two more contexts retained by every open run (issue 18), so what
+	// cancels it (Cancel, the hard stop) starts the downstream cancellation itself
+	// (fireWatch) while execute watches.
+	ctx := r.traced(r.ctx)
+	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() {
+		r.cancel(ErrRunTimeLimit)
+		r.fireWatch()
+	})
 	defer r.hardStop.Stop()
 	// Whatever ends the run early (disconnect, stop, time limit, shutdown) cancels all of
 	// its downstream work at once, in parallel, on the scope's own deadline.
-	stopWatch := context.AfterFunc(ctx, func() {
-		if !errors.Is(context.Cause(ctx), ErrHandoff) {
-			r.scope.Cancel(context.Cause(ctx))
-		}
-	})
-	defer stopWatch()
+	r.armWatch()
+	defer r.stopWatch()
 
 	reason := r.loop(ctx)
-	r.endReason.Store(reason)
+	r.endReason.Store(&reason)
 	// Counted before the thread is released: a client that has seen the stream end sees
 	// the run in /metrics.
 	if m := r.e.cfg.Metrics; m != nil {
@@ -229,7 +283,7 @@ func (r *Run) execute() {
 	r.endTrace(reason, time.Since(begun))
 	r.endWatch()
 	r.e.release(r)
-	stopWatch()
+	r.stopWatch()
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandoff) {
 		// Downstream work is being cancelled (by Run.Cancel or the watcher; Cancel is
 		// idempotent): the run ends, and says so in its log, only after it has been.
@@ -252,6 +306,10 @@ func (r *Run) resetHardStop() {
 }
 
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
+// Never inlined: its locals would otherwise sit in the frame of execCall, which is on the
+// run's stack while a call is in flight (issue 18: shallow parked stacks).
+//
+//go:noinline
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -33,8 +34,9 @@ func (s bearerSignIn) Authorize(ctx context.Context, principal, _ string) contex
 	return context.WithValue(ctx, bearerKey{}, "tok-"+principal)
 }
 
-// errUnauthenticated is what an agent that requires auth answers an anonymous call.
-var errUnauthenticated = errors.New("a2a: unauthenticated")
+// errUnauthenticated is what an agent that requires auth answers an anonymous call: the
+// a2a package's ErrAuth, which the engine does not retry.
+var errUnauthenticated = fmt.Errorf("a2a: unauthenticated: %w", a2a.ErrAuth)
 
 // securedAgent is a fakeAgent that refuses a cancel without a bearer token, records the
 // token of every cancel attempt, and fails the first failFirst attempts transiently.

@@ -174,21 +174,44 @@ func (r *Run) traceTool(ctx context.Context, t *toolset, c llm.ToolCall, run fun
 // traceToolCall is traceTool; sent tells whether the call went out (only those are counted
 // in the tool-call metrics).
 func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run func(context.Context) toolOutcome, sent bool) toolOutcome {
-	kind, target := "", ""
+	tc := r.startToolSpan(ctx, t, c)
+	out := run(tc.ctx)
+	r.endToolSpan(tc, c, &out, sent)
+	return out
+}
+
+// toolCallSpan is a tool call's span while the call runs. startToolSpan and endToolSpan
+// are kept out of traceToolCall (never inlined): their locals would otherwise be on the
+// run's stack for as long as the call is in flight (issue 18: shallow parked stacks).
+type toolCallSpan struct {
+	ctx          context.Context
+	span         trace.Span
+	kind, target string
+	start        time.Time
+}
+
+//go:noinline
+func (r *Run) startToolSpan(ctx context.Context, t *toolset, c llm.ToolCall) *toolCallSpan {
+	tc := &toolCallSpan{}
 	if a, ok := t.agents[c.Name]; ok {
-		kind, target = "agent", a.Name
+		tc.kind, tc.target = "agent", a.Name
 	} else if mt, ok := t.mcp[c.Name]; ok {
-		kind, target = "mcp", mt.Server
+		tc.kind, tc.target = "mcp", mt.Server
 	}
-	ctx, span := r.e.tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	tc.ctx, tc.span = r.e.tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.Name),
 		attribute.String("gen_ai.tool.call.id", c.ID),
-		attribute.String("gen_ai.tool.type", toolType(kind)),
+		attribute.String("gen_ai.tool.type", toolType(tc.kind)),
 	))
-	start := time.Now()
-	out := run(ctx)
-	d := time.Since(start)
+	tc.start = time.Now()
+	return tc
+}
+
+//go:noinline
+func (r *Run) endToolSpan(tc *toolCallSpan, c llm.ToolCall, out *toolOutcome, sent bool) {
+	d := time.Since(tc.start)
+	span := tc.span
 	tag, metricTag := "", ""
 	if len(out.interrupts) > 0 {
 		tag, metricTag = "INTERRUPT", "INTERRUPT"
@@ -204,17 +227,16 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 		}
 		r.tagChildSpans(span.SpanContext().SpanID(), tag)
 	}
-	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && kind != "" && sent {
-		m.ToolCall(kind, target, metricTag, out.Code, d)
+	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && tc.kind != "" && sent {
+		m.ToolCall(tc.kind, tc.target, metricTag, out.Code, d)
 	}
 	if r.trace == nil || !span.IsRecording() {
 		span.End()
-		return out
+		return
 	}
 	r.trace.mu.Lock()
 	r.trace.tools = append(r.trace.tools, toolSpan{name: c.Name, span: span, end: time.Now()})
 	r.trace.mu.Unlock()
-	return out
 }
 
 // tagChildSpans copies a tool call's tag to the delegation spans that ran under its

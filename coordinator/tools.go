@@ -159,12 +159,7 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutcome {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args == nil {
-		return signalOutcome(bridge.Signal{
-			Code: "validation_failed", Requested: c.Name,
-			Message:          "The arguments must be a JSON object.",
-			ValidNextActions: r.nextActions(t, c.Name), Reason: "arguments are not a JSON object",
-			Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
-		})
+		return r.badArguments(t, c)
 	}
 	if a, ok := t.agents[c.Name]; ok {
 		return r.delegate(ctx, t, a, c.ID, args)
@@ -172,6 +167,28 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 	if _, ok := t.mcp[c.Name]; ok {
 		return r.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
 	}
+	return r.otherTool(t, c, args)
+}
+
+// badArguments refuses a call whose arguments are not a JSON object. This and otherTool
+// are kept out of runTool (never inlined): their locals would otherwise be on the run's
+// stack while a call is in flight (issue 18: shallow parked stacks).
+//
+//go:noinline
+func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
+	return signalOutcome(bridge.Signal{
+		Code: "validation_failed", Requested: c.Name,
+		Message:          "The arguments must be a JSON object.",
+		ValidNextActions: r.nextActions(t, c.Name), Reason: "arguments are not a JSON object",
+		Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
+	})
+}
+
+// otherTool runs a call that is neither a sub-agent's nor a connected MCP server's: the
+// user's question, a tool of a server that is down, or an unknown tool.
+//
+//go:noinline
+func (r *Run) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)
 	}

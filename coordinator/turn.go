@@ -38,6 +38,12 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	}
 	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
 	r.noteCheckpoint(conv)
+	// The input's messages (with the thread's history) are in conv and the checkpoint
+	// now: the run keeps the rest of its input, so that an open run does not retain the
+	// conversation twice (issue 18). A copy: the caller's input is not changed.
+	in := *r.in
+	in.Messages = nil
+	r.in = &in
 	limits := TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -133,6 +139,20 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 
 // turn runs one LLM turn and its tool round. done is true when the run has ended.
 func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, bool, EndReason) {
+	conv, calls, done, reason := r.modelPart(ctx, tools, limits, system, conv)
+	if done || len(calls) == 0 {
+		return conv, done, reason
+	}
+	return r.toolRound(ctx, tools, conv, calls)
+}
+
+// modelPart is the model's side of a turn: the checks before it, the LLM call, and the
+// checks of its reply. It returns the calls to run (none when the turn ends the run or is
+// to be asked again). Kept out of turn (never inlined): its locals would otherwise be on
+// the run's stack while the calls are in flight (issue 18: shallow parked stacks).
+//
+//go:noinline
+func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, []llm.ToolCall, bool, EndReason) {
 	// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
 	// turn (a turn with tool calls has them refused by the guard instead).
 	var before []Failure
@@ -143,7 +163,7 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 		before = append(before, *f)
 	}
 	if done, reason := r.handle(ctx, conv, before, nil); done {
-		return conv, true, reason
+		return conv, nil, true, reason
 	}
 
 	// Lessons and the pending corrective instruction are rendered once per turn (the
@@ -165,7 +185,7 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 	turn, err := r.modelTurn(ctx, req)
 	r.holdText = false
 	if err != nil {
-		return conv, true, r.modelFailed(ctx, conv, err)
+		return conv, nil, true, r.modelFailed(ctx, conv, err)
 	}
 	if turn.completion != nil {
 		// Spending the token budget shows at the next boundary, or as budget_exceeded
@@ -176,20 +196,20 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 		// Asked again (truncation) or with a corrective instruction (no progress): the
 		// unusable turn stays out of the history and its calls are not run.
 		done, reason := r.handle(ctx, conv, []Failure{*f}, nil)
-		return conv, done, reason
+		return conv, nil, done, reason
 	}
 	r.fs.Recovered(KindOutputTruncated, "")
 	conv = append(conv, turn.message)
 	if len(turn.message.ToolCalls) == 0 {
 		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
-		return conv, true, ended(OutcomeCompleted, "")
+		return conv, nil, true, ended(OutcomeCompleted, "")
 	}
 	// The completed turn with its calls, stored before any call is sent: a replica taking
 	// the run over settles them (takeover.go) rather than asking the model again, which
 	// would send them a second time.
 	r.noteCheckpoint(conv)
 	r.elog.saveWork()
-	return r.toolRound(ctx, tools, conv, turn.message.ToolCalls)
+	return conv, turn.message.ToolCalls, false, EndReason{}
 }
 
 // modelFailed ends the run after an LLM turn that failed, and returns why.

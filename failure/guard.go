@@ -162,6 +162,10 @@ func (l *RateLimiter) Take(tool string, now time.Time) (wait time.Duration, ok b
 // GuardConfig configures the Guard of one run.
 type GuardConfig struct {
 	Policy GuardPolicy
+	// SharedPolicy, when set, is used instead of Policy and must not change while the
+	// guard is in use: an engine's runs share its policy rather than each retaining a
+	// copy (issue 18).
+	SharedPolicy *GuardPolicy
 	// Limiter is shared by the engine's runs; nil builds one from Policy.RateLimits for
 	// this guard alone.
 	Limiter *RateLimiter
@@ -184,9 +188,9 @@ type GuardConfig struct {
 // but Used must not be touched by anyone else while the run goes on.
 type Guard struct {
 	mu      sync.Mutex
-	policy  GuardPolicy
+	policy  *GuardPolicy
 	limiter *RateLimiter
-	agents  map[string]bool
+	agents  []string // sorted: a run's guard retains a slice, not a map (issue 18)
 	tools   []string
 	always  []string
 	used    *BudgetUsage
@@ -196,20 +200,21 @@ type Guard struct {
 // NewGuard builds the guard of one run.
 func NewGuard(cfg GuardConfig) *Guard {
 	g := &Guard{
-		policy:  cfg.Policy,
+		policy:  cfg.SharedPolicy,
 		limiter: cfg.Limiter,
-		agents:  map[string]bool{},
+		agents:  slices.Sorted(slices.Values(cfg.Agents)),
 		tools:   slices.Sorted(slices.Values(slices.Clone(cfg.Tools))),
 		always:  slices.Clone(cfg.Always),
 		used:    cfg.Used,
 		now:     cfg.Now,
 	}
 	g.tools = slices.Compact(g.tools)
-	for _, a := range cfg.Agents {
-		g.agents[a] = true
+	if g.policy == nil {
+		p := cfg.Policy
+		g.policy = &p
 	}
 	if g.limiter == nil {
-		g.limiter = NewRateLimiter(cfg.Policy.RateLimits)
+		g.limiter = NewRateLimiter(g.policy.RateLimits)
 	}
 	if g.used == nil {
 		g.used = &BudgetUsage{}
@@ -226,10 +231,15 @@ func (g *Guard) Permitted(name string) bool {
 	if slices.Contains(g.always, name) {
 		return true
 	}
-	if g.agents[name] {
+	if g.isAgent(name) {
 		return g.policy.Agents.permits(name)
 	}
 	return g.policy.Tools.permits(name)
+}
+
+func (g *Guard) isAgent(name string) bool {
+	_, found := slices.BinarySearch(g.agents, name)
+	return found
 }
 
 func (g *Guard) governs(name string) bool {
@@ -262,7 +272,7 @@ func (g *Guard) CheckSignal(name string) (refusal bridge.Signal, ok bool) {
 		valid := g.validLocked(now, "")
 		res := bridge.Resolution{Type: ResolutionHandoff}
 		msg := "The coordinator's policy does not allow calling the tool %q."
-		if g.agents[name] {
+		if g.isAgent(name) {
 			msg = "The coordinator's policy does not allow delegating to the sub-agent %q."
 		}
 		msg = fmt.Sprintf(msg, name)

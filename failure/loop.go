@@ -65,7 +65,8 @@ type LoopDetector struct {
 	soft, hard int
 	counts     map[string]int
 	// turn holds the error signatures seen in the current turn: several calls of one turn
-	// that fail alike count once (they are one attempt of the model, not a loop).
+	// that fail alike count once (they are one attempt of the model, not a loop). Made by
+	// the first error.
 	turn map[string]bool
 }
 
@@ -73,7 +74,7 @@ type LoopDetector struct {
 func (st *State) Loops(cfg LoopConfig) *LoopDetector {
 	st.init()
 	soft, hard := cfg.thresholds()
-	return &LoopDetector{soft: soft, hard: hard, counts: st.Signatures, turn: map[string]bool{}}
+	return &LoopDetector{soft: soft, hard: hard, counts: st.Signatures}
 }
 
 // NextTurn starts a new turn for ObserveResult.
@@ -180,6 +181,9 @@ func (d *LoopDetector) ObserveResult(c llm.ToolCall, result ToolResult) *Failure
 	}
 	if d.turn[sig] {
 		return nil
+	}
+	if d.turn == nil {
+		d.turn = map[string]bool{}
 	}
 	d.turn[sig] = true
 	d.counts[sig]++

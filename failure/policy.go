@@ -146,6 +146,9 @@ func (p *DefaultPolicy) Decide(f Failure, st *State) Decision {
 // escalate gives the first strike of a kind a corrective instruction and hands off on the
 // second.
 func (p *DefaultPolicy) escalate(f Failure, st *State, d Decision) Decision {
+	if st.Strikes == nil {
+		st.Strikes = map[Kind]int{}
+	}
 	st.Strikes[f.Kind]++
 	strike := st.Strikes[f.Kind]
 	if d.Attempt == 0 {
@@ -211,13 +214,10 @@ type State struct {
 	Declined []string `json:"declined,omitempty"`
 }
 
+// init makes the maps that are shared or written on every run. Attempts and Strikes are
+// made by their first failure (bump, escalate): most runs have none, and an open run
+// should not retain empty maps (issue 18).
 func (st *State) init() {
-	if st.Attempts == nil {
-		st.Attempts = map[string]int{}
-	}
-	if st.Strikes == nil {
-		st.Strikes = map[Kind]int{}
-	}
 	if st.Signatures == nil {
 		st.Signatures = map[string]int{}
 	}
@@ -232,7 +232,9 @@ func attemptKey(kind Kind, tool string) string {
 }
 
 func (st *State) bump(kind Kind, tool string) int {
-	st.init()
+	if st.Attempts == nil {
+		st.Attempts = map[string]int{}
+	}
 	k := attemptKey(kind, tool)
 	st.Attempts[k]++
 	return st.Attempts[k]

@@ -63,14 +63,44 @@ func checkApproval(t *testing.T, run hitlRun, in map[string]any, tool string) (c
 	return callID
 }
 
-// TestApprovalsDemoMCP: the demo delete_release behind approvals, through both official
-// clients: approve, approve with edits, deny with a reason, cancel, invalid edits.
-func TestApprovalsDemoMCP(t *testing.T) {
+// demoMCPEnv starts the demo MCP server (HTTP) and the fake model and returns the model
+// and a config with both.
+func demoMCPEnv(t *testing.T) (*fakellm.Server, string) {
+	t.Helper()
 	requirePeers(t)
 	mcpURL := startDemoMCPHTTP(t)
 	model := fakellm.Start(hitlModel)
 	t.Cleanup(model.Close)
-	cfg := hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "demo", URL: mcpURL}}}.yaml()
+	return model, hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "demo", URL: mcpURL}}}.yaml()
+}
+
+// payEnv starts a recording MCP server ("pay") and the fake model and returns the server
+// and env's config with both.
+func payEnv(t *testing.T, env hitlEnv) (*recordingMCP, string) {
+	t.Helper()
+	srv := startRecordingMCP(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	env.llmURL = model.URL
+	env.mcp = []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}
+	return srv, env.yaml()
+}
+
+// interruptedRuns checks that a client job ran twice, the first run ending with n
+// interrupts, and returns the two runs; why explains n.
+func interruptedRuns(t *testing.T, res hitlJob, n int, why string) (first, second hitlRun) {
+	t.Helper()
+	require.Len(t, res.Runs, 2, "an interrupted run and its resume run")
+	first = res.Runs[0]
+	assertRun(t, first, "interrupt")
+	require.Len(t, first.Interrupts, n, why)
+	return first, res.Runs[1]
+}
+
+// TestApprovalsDemoMCP: the demo delete_release behind approvals, through both official
+// clients: approve, approve with edits, deny with a reason, cancel, invalid edits.
+func TestApprovalsDemoMCP(t *testing.T) {
+	model, cfg := demoMCPEnv(t)
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"demo__delete_release"}, nil))
 
 	cases := []struct {
@@ -94,14 +124,8 @@ func TestApprovalsDemoMCP(t *testing.T) {
 					job := hitlJobOn(newThreadID("approve-"+lane), newThreadID("run"),
 						hitlText(hitlCall{Name: "demo__delete_release", Args: map[string]any{"release": "v1.0.0"}}))
 					job["resumeAnswers"] = map[string]any{"*": tc.answer}
-					res := runHITLClient(t, lane, coord.URL, job)
-					require.Len(t, res.Runs, 2, "an interrupted run and its resume run")
-					first := res.Runs[0]
-					assertRun(t, first, "interrupt")
-					require.Len(t, first.Interrupts, 1)
-					in := first.Interrupts[0]
-					callID := checkApproval(t, first, in, "demo__delete_release")
-					second := res.Runs[1]
+					first, second := interruptedRuns(t, runHITLClient(t, lane, coord.URL, job), 1, "one approval")
+					callID := checkApproval(t, first, first.Interrupts[0], "demo__delete_release")
 					if tc.resumeError != "" {
 						assertResumeError(t, second, tc.resumeError)
 						return
@@ -128,13 +152,10 @@ func TestApprovalsEverything(t *testing.T) {
 	job := hitlJobOn(newThreadID("approve-everything"), newThreadID("run"),
 		hitlText(hitlCall{Name: "everything__echo", Args: map[string]any{"message": "hello approvals"}}))
 	job["resumeAnswers"] = map[string]any{"*": resolved(map[string]any{"approved": true, "editedArgs": map[string]any{"message": "edited hello"}})}
-	res := runHITLClient(t, "v1", coord.URL, job)
-	require.Len(t, res.Runs, 2)
-	assertRun(t, res.Runs[0], "interrupt")
-	require.Len(t, res.Runs[0].Interrupts, 1)
-	callID := checkApproval(t, res.Runs[0], res.Runs[0].Interrupts[0], "everything__echo")
-	assertRun(t, res.Runs[1], "success")
-	got := checkResumed(t, res.Runs[1], model, callID)
+	first, second := interruptedRuns(t, runHITLClient(t, "v1", coord.URL, job), 1, "one approval")
+	callID := checkApproval(t, first, first.Interrupts[0], "everything__echo")
+	assertRun(t, second, "success")
+	got := checkResumed(t, second, model, callID)
 	assert.True(t, strings.HasPrefix(got, "[OK]\n"), got)
 	assert.Contains(t, got, "edited hello")
 }
@@ -142,11 +163,7 @@ func TestApprovalsEverything(t *testing.T) {
 // TestApprovalsThreeCalls: three calls in one turn, two of which need approval: the third
 // runs first, the run ends with both interrupts, and one resume answers both.
 func TestApprovalsThreeCalls(t *testing.T) {
-	requirePeers(t)
-	mcpURL := startDemoMCPHTTP(t)
-	model := fakellm.Start(hitlModel)
-	t.Cleanup(model.Close)
-	cfg := hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "demo", URL: mcpURL}}}.yaml()
+	_, cfg := demoMCPEnv(t)
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"demo__delete_release"}, nil))
 	for _, lane := range lanes {
 		t.Run(lane, func(t *testing.T) {
@@ -156,11 +173,7 @@ func TestApprovalsThreeCalls(t *testing.T) {
 				hitlCall{Name: "demo__delete_release", Args: map[string]any{"release": "b"}},
 			))
 			job["resumeAnswers"] = map[string]any{"*": resolved(map[string]any{"approved": true})}
-			res := runHITLClient(t, lane, coord.URL, job)
-			require.Len(t, res.Runs, 2)
-			first := res.Runs[0]
-			assertRun(t, first, "interrupt")
-			require.Len(t, first.Interrupts, 2, "both approvals in one outcome")
+			first, second := interruptedRuns(t, runHITLClient(t, lane, coord.URL, job), 2, "both approvals in one outcome")
 			ids := []string{checkApproval(t, first, first.Interrupts[0], "demo__delete_release"), checkApproval(t, first, first.Interrupts[1], "demo__delete_release")}
 			var divide string
 			for id, s := range toolCallStarts(first.Events) {
@@ -171,7 +184,6 @@ func TestApprovalsThreeCalls(t *testing.T) {
 			if assert.Len(t, toolResults(first.Events)[divide], 1, "the call that needs no approval ran first") {
 				assert.True(t, strings.HasPrefix(toolResults(first.Events)[divide][0], "[OK]"))
 			}
-			second := res.Runs[1]
 			assertRun(t, second, "success")
 			for _, id := range ids {
 				got := toolResults(second.Events)[id]
@@ -201,10 +213,7 @@ func TestApprovalsA2APeer(t *testing.T) {
 	callID := checkApproval(t, first.hitlRun, in, "peer")
 	assert.Empty(t, peerVersions(t, peer), "nothing was sent to the peer before the approval")
 
-	resume := runInput(thread, newThreadID("run"), "")
-	resume["messages"] = []any{}
-	resume["resume"] = []any{resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))}
-	evs := postRun(t, coord.URL, resume)
+	evs := postRun(t, coord.URL, approve(thread, in, true))
 	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "events: %v", eventTypes(evs))
 	res := toolResults(evs)[callID]
 	require.Len(t, res, 1, "events: %v", eventTypes(evs))
@@ -215,32 +224,27 @@ func TestApprovalsA2APeer(t *testing.T) {
 // postRun posts a RunAgentInput and reads its whole stream.
 func postRun(t *testing.T, base string, in map[string]any) []map[string]any {
 	t.Helper()
-	b, err := json.Marshal(in)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	resp, err := postAGUI(ctx, base, b)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	evs, err := readSSE(resp.Body, nil)
-	require.NoError(t, err)
-	require.NotEmpty(t, evs)
-	return evs
+	return postRunRetrying(t, base, in, false)
 }
 
 // postRunWhenFree is postRun that tries again while the thread is busy (409): a run of a
 // killed coordinator holds its thread until its lease lapses.
 func postRunWhenFree(t *testing.T, base string, in map[string]any) []map[string]any {
 	t.Helper()
-	b, err := json.Marshal(in)
-	require.NoError(t, err)
+	return postRunRetrying(t, base, in, true)
+}
+
+// postRunRetrying is postRun, and with whileBusy postRunWhenFree: a 409 is tried again
+// every 200 ms until the 60 s deadline.
+func postRunRetrying(t *testing.T, base string, in map[string]any, whileBusy bool) []map[string]any {
+	t.Helper()
+	b := mustJSON(t, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
 		resp, err := postAGUI(ctx, base, b)
 		require.NoError(t, err)
-		if resp.StatusCode == http.StatusConflict {
+		if whileBusy && resp.StatusCode == http.StatusConflict {
 			resp.Body.Close()
 			select {
 			case <-ctx.Done():
@@ -256,6 +260,32 @@ func postRunWhenFree(t *testing.T, base string, in map[string]any) []map[string]
 		require.NotEmpty(t, evs)
 		return evs
 	}
+}
+
+// postAtOnce posts body to every base at the same time and returns the statuses; a
+// stream that is accepted is read to its end.
+func postAtOnce(t *testing.T, body []byte, bases ...string) []int {
+	t.Helper()
+	var wg sync.WaitGroup
+	statuses := make([]int, len(bases))
+	for i, base := range bases {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			resp, err := postAGUI(ctx, base, bytes.Clone(body))
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer resp.Body.Close()
+			statuses[i] = resp.StatusCode
+			if resp.StatusCode == http.StatusOK {
+				_, err = readSSE(resp.Body, nil)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	return statuses
 }
 
 // recordingMCP is an MCP server (go-sdk, streamable HTTP) that records the calls it gets:
@@ -329,13 +359,23 @@ func (m *recordingMCP) count() int {
 // approvalRun starts a run that asks for approval of tool and returns its interrupt.
 func approvalRun(t *testing.T, base, thread, tool string) map[string]any {
 	t.Helper()
-	evs := postRun(t, base, runInput(thread, newThreadID("run"), hitlText(hitlCall{Name: tool, Args: map[string]any{"amount": 5}})))
+	return onlyInterrupt(t, postRun(t, base, runInput(thread, newThreadID("run"), hitlText(hitlCall{Name: tool, Args: map[string]any{"amount": 5}}))))
+}
+
+// onlyInterrupt returns the one interrupt a run's events end with.
+func onlyInterrupt(t *testing.T, evs []map[string]any) map[string]any {
+	t.Helper()
 	last := evs[len(evs)-1]
 	require.Equal(t, "RUN_FINISHED", last["type"], "events: %v", eventTypes(evs))
 	out, _ := last["outcome"].(map[string]any)
 	ins, _ := out["interrupts"].([]any)
 	require.Len(t, ins, 1, "outcome: %v", out)
 	return ins[0].(map[string]any)
+}
+
+// approve is the resume of thread that answers interrupt in with approved.
+func approve(thread string, in map[string]any, approved bool) map[string]any {
+	return resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": approved})))
 }
 
 func resumeRun(thread string, entries ...map[string]any) map[string]any {
@@ -352,42 +392,19 @@ func resumeRun(thread string, entries ...map[string]any) map[string]any {
 // TestApprovalsDuplicateResume: the same resume sent twice at once, and again later, runs
 // the approved call once.
 func TestApprovalsDuplicateResume(t *testing.T) {
-	srv := startRecordingMCP(t)
-	model := fakellm.Start(hitlModel)
-	t.Cleanup(model.Close)
-	cfg := hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml()
+	srv, cfg := payEnv(t, hitlEnv{})
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__charge"}, nil))
 	thread := newThreadID("approve-dup")
 	in := approvalRun(t, coord.URL, thread, "pay__charge")
 	assert.Equal(t, 0, srv.count())
 
-	body, err := json.Marshal(resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	statuses := make([]int, 2)
-	for i := range statuses {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			resp, err := postAGUI(ctx, coord.URL, bytes.Clone(body))
-			if !assert.NoError(t, err) {
-				return
-			}
-			defer resp.Body.Close()
-			statuses[i] = resp.StatusCode
-			if resp.StatusCode == http.StatusOK {
-				_, err = readSSE(resp.Body, nil)
-				assert.NoError(t, err)
-			}
-		})
-	}
-	wg.Wait()
+	statuses := postAtOnce(t, mustJSON(t, approve(thread, in, true)), coord.URL, coord.URL)
 	assert.Contains(t, statuses, http.StatusOK, "one of the two resumes ran")
 	for _, s := range statuses {
 		assert.Contains(t, []int{http.StatusOK, http.StatusConflict}, s, "the other ran too or found the thread busy")
 	}
 	// Once more, after the first has finished.
-	evs := postRun(t, coord.URL, resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+	evs := postRun(t, coord.URL, approve(thread, in, true))
 	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "events: %v", eventTypes(evs))
 	assert.Equal(t, 1, srv.count(), "the MCP server got exactly one call")
 }
@@ -402,19 +419,14 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 			name = "run again"
 		}
 		t.Run(name, func(t *testing.T) {
-			srv := startRecordingMCP(t)
-			model := fakellm.Start(hitlModel)
-			t.Cleanup(model.Close)
-			dsn := "sqlite:" + t.TempDir() + "/baton.db"
-			cfg := hitlEnv{llmURL: model.URL, store: dsn, mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml()
+			srv, cfg := payEnv(t, hitlEnv{store: "sqlite:" + t.TempDir() + "/baton.db"})
 			// A short lease: the killed process's run holds the thread (409) until it lapses.
 			cfg += "replication:\n  heartbeat: 250ms\n  lease: 1s\n"
 			coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__hang"}, nil))
 			thread := newThreadID("approve-kill")
 			in := approvalRun(t, coord.URL, thread, "pay__hang")
 
-			body, err := json.Marshal(resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
-			require.NoError(t, err)
+			body := mustJSON(t, approve(thread, in, true))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			resp, err := postAGUI(ctx, coord.URL, body)
@@ -431,13 +443,7 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 
 			// The client tries again with a plain run (once the dead process's lease has
 			// lapsed): it is asked whether to run the call again.
-			evs := postRunWhenFree(t, coord.URL, runInput(thread, newThreadID("run"), "anyone there?"))
-			last := evs[len(evs)-1]
-			require.Equal(t, "RUN_FINISHED", last["type"], "events: %v", eventTypes(evs))
-			out, _ := last["outcome"].(map[string]any)
-			ins, _ := out["interrupts"].([]any)
-			require.Len(t, ins, 1, "outcome: %v", out)
-			doubt := ins[0].(map[string]any)
+			doubt := onlyInterrupt(t, postRunWhenFree(t, coord.URL, runInput(thread, newThreadID("run"), "anyone there?")))
 			assert.Equal(t, "tool_call", doubt["reason"])
 			assert.Equal(t, in["toolCallId"], doubt["toolCallId"])
 			assert.Contains(t, doubt["message"], "this call may already have run: run it again?")
@@ -446,7 +452,7 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 			assert.Equal(t, true, baton["inDoubt"], "metadata.baton.inDoubt")
 			assert.Equal(t, 1, srv.count(), "not sent again by itself")
 
-			evs = postRun(t, coord.URL, resumeRun(thread, resumeEntry(doubt["id"].(string), resolved(map[string]any{"approved": again}))))
+			evs := postRun(t, coord.URL, approve(thread, doubt, again))
 			assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "events: %v", eventTypes(evs))
 			res := toolResults(evs)[in["toolCallId"].(string)]
 			require.Len(t, res, 1, "events: %v", eventTypes(evs))
@@ -465,17 +471,14 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 // TestApprovalsExpire: with interrupts.ttl 2s, an approval answered after it expired gets
 // INTERRUPT_EXPIRED and the call is never sent.
 func TestApprovalsExpire(t *testing.T) {
-	srv := startRecordingMCP(t)
-	model := fakellm.Start(hitlModel)
-	t.Cleanup(model.Close)
-	cfg := hitlEnv{llmURL: model.URL, ttl: "2s", mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml()
+	srv, cfg := payEnv(t, hitlEnv{ttl: "2s"})
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__charge"}, nil))
 	thread := newThreadID("approve-expire")
 	in := approvalRun(t, coord.URL, thread, "pay__charge")
 	exp, err := time.Parse(time.RFC3339, in["expiresAt"].(string))
 	require.NoError(t, err)
 	time.Sleep(time.Until(exp) + time.Second) // waits for the expiry; asserts nothing about time
-	evs := postRun(t, coord.URL, resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+	evs := postRun(t, coord.URL, approve(thread, in, true))
 	assert.Equal(t, []string{"RUN_STARTED", "RUN_ERROR"}, eventTypes(evs))
 	assert.Equal(t, "INTERRUPT_EXPIRED", evs[len(evs)-1]["code"])
 	assert.Equal(t, 0, srv.count(), "an expired approval sends nothing")
@@ -485,39 +488,16 @@ func TestApprovalsExpire(t *testing.T) {
 // resume is sent to both at once, then again to each: the MCP server gets one call.
 func TestApprovalsTwoReplicas(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	srv := startRecordingMCP(t)
-	model := fakellm.Start(hitlModel)
-	t.Cleanup(model.Close)
-	cfg := approvalsYAML(hitlEnv{llmURL: model.URL, store: dsn, mcp: []mcpServerEntry{{Name: "pay", URL: srv.URL + "/"}}}.yaml(), []string{"pay__charge"}, nil)
+	srv, cfg := payEnv(t, hitlEnv{store: dsn})
+	cfg = approvalsYAML(cfg, []string{"pay__charge"}, nil)
 	a := startHITLCoordinator(t, cfg)
 	b := startHITLCoordinator(t, cfg)
 	thread := newThreadID("approve-replicas")
 	in := approvalRun(t, a.URL, thread, "pay__charge")
-	body, err := json.Marshal(resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
-	require.NoError(t, err)
-
-	var wg sync.WaitGroup
-	statuses := make([]int, 2)
-	for i, base := range []string{a.URL, b.URL} {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			resp, err := postAGUI(ctx, base, bytes.Clone(body))
-			if !assert.NoError(t, err) {
-				return
-			}
-			defer resp.Body.Close()
-			statuses[i] = resp.StatusCode
-			if resp.StatusCode == http.StatusOK {
-				_, err = readSSE(resp.Body, nil)
-				assert.NoError(t, err)
-			}
-		})
-	}
-	wg.Wait()
+	statuses := postAtOnce(t, mustJSON(t, approve(thread, in, true)), a.URL, b.URL)
 	assert.Contains(t, statuses, http.StatusOK, "one of the replicas ran the resume: %v", statuses)
 	for _, base := range []string{a.URL, b.URL} {
-		evs := postRunWhenFree(t, base, resumeRun(thread, resumeEntry(in["id"].(string), resolved(map[string]any{"approved": true}))))
+		evs := postRunWhenFree(t, base, approve(thread, in, true))
 		assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "events: %v", eventTypes(evs))
 	}
 	assert.Equal(t, 1, srv.count(), "the MCP server got exactly one call")
@@ -526,24 +506,16 @@ func TestApprovalsTwoReplicas(t *testing.T) {
 // TestApprovalsDestructive: approvals.destructive asks before the demo's delete_release
 // (destructiveHint) and not before divide (readOnlyHint), in one turn.
 func TestApprovalsDestructive(t *testing.T) {
-	requirePeers(t)
-	mcpURL := startDemoMCPHTTP(t)
-	model := fakellm.Start(hitlModel)
-	t.Cleanup(model.Close)
-	cfg := hitlEnv{llmURL: model.URL, mcp: []mcpServerEntry{{Name: "demo", URL: mcpURL}}}.yaml() + "approvals:\n  destructive: true\n"
-	coord := startHITLCoordinator(t, cfg)
+	model, cfg := demoMCPEnv(t)
+	coord := startHITLCoordinator(t, cfg+"approvals:\n  destructive: true\n")
 	job := hitlJobOn(newThreadID("approve-destructive"), newThreadID("run"), hitlText(
 		hitlCall{Name: "demo__divide", Args: map[string]any{"a": 1, "b": 4}},
 		hitlCall{Name: "demo__delete_release", Args: map[string]any{"release": "old"}},
 	))
 	job["resumeAnswers"] = map[string]any{"*": resolved(map[string]any{"approved": false})}
-	res := runHITLClient(t, "v1", coord.URL, job)
-	require.Len(t, res.Runs, 2)
-	first := res.Runs[0]
-	assertRun(t, first, "interrupt")
-	require.Len(t, first.Interrupts, 1, "only the destructive tool asks")
+	first, second := interruptedRuns(t, runHITLClient(t, "v1", coord.URL, job), 1, "only the destructive tool asks")
 	callID := checkApproval(t, first, first.Interrupts[0], "demo__delete_release")
-	assertRun(t, res.Runs[1], "success")
-	got := checkResumed(t, res.Runs[1], model, callID)
+	assertRun(t, second, "success")
+	got := checkResumed(t, second, model, callID)
 	assert.True(t, strings.HasPrefix(got, "[DECLINED]\n"), got)
 }

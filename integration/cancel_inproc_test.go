@@ -71,9 +71,46 @@ func (ib *inprocBaton) CloseIdle() {
 	}
 }
 
-// watchCancels timestamps CancelTask requests (A2A 1.0 "CancelTask", 0.3 "tasks/cancel")
-// on their way into h.
+// watchCancels timestamps CancelTask requests on their way into h and answers the first
+// failCancels of each task 503.
 func (ib *inprocBaton) watchCancels(h http.Handler) http.Handler {
+	return peekA2A(h, func(w http.ResponseWriter, req a2aRequest, at time.Time) bool {
+		if !req.isCancel() {
+			return true
+		}
+		ib.mu.Lock()
+		f := ib.onCancel
+		ib.mu.Unlock()
+		if f != nil {
+			f(req.Params.ID, at)
+		}
+		if ib.refuseCancel(req.Params.ID) {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return false
+		}
+		return true
+	})
+}
+
+// a2aRequest is what a JSON-RPC request to an A2A agent names: its method, the task id of
+// a CancelTask, and the task a message continues.
+type a2aRequest struct {
+	Method string `json:"method"`
+	Params struct {
+		ID      string `json:"id"`
+		Message struct {
+			TaskID string `json:"taskId"`
+		} `json:"message"`
+	} `json:"params"`
+}
+
+// isCancel reports whether the request is CancelTask (A2A 1.0) or tasks/cancel (0.3).
+func (r a2aRequest) isCancel() bool { return r.Method == "CancelTask" || r.Method == "tasks/cancel" }
+
+// peekA2A shows see each JSON-RPC request POSTed to h's /a2a paths, with the time it
+// arrived, before h serves it; see returns false when it has answered w itself.
+func peekA2A(h http.Handler, see func(w http.ResponseWriter, req a2aRequest, at time.Time) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
 		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/a2a") {
@@ -84,28 +121,34 @@ func (ib *inprocBaton) watchCancels(h http.Handler) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			var rpc struct {
-				Method string `json:"method"`
-				Params struct {
-					ID string `json:"id"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &rpc) == nil && (rpc.Method == "CancelTask" || rpc.Method == "tasks/cancel") {
-				ib.mu.Lock()
-				f := ib.onCancel
-				ib.mu.Unlock()
-				if f != nil {
-					f(rpc.Params.ID, at)
-				}
-				if ib.refuseCancel(rpc.Params.ID) {
-					w.Header().Set("Retry-After", "0")
-					http.Error(w, "busy", http.StatusServiceUnavailable)
-					return
-				}
+			var req a2aRequest
+			if json.Unmarshal(body, &req) == nil && !see(w, req, at) {
+				return
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// serveDemoAgent serves internal/demoagent with opts (BaseURL set to the server's) behind
+// wrap on httptest and returns its URL; the agent is closed in Cleanup, which ends its
+// running executions so that open streams finish.
+func serveDemoAgent(t testing.TB, opts demoagent.Options, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	opts.BaseURL = "http://" + srv.Listener.Addr().String()
+	h, err := demoagent.NewHandler(opts)
+	require.NoError(t, err)
+	srv.Config.Handler = wrap(h)
+	srv.Start()
+	t.Cleanup(func() {
+		if c, ok := h.(io.Closer); ok {
+			_ = c.Close()
+		}
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return opts.BaseURL
 }
 
 // refuseCancel reports whether this CancelTask for id is one of the first failCancels,
@@ -142,19 +185,7 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	ib := &inprocBaton{Rec: &demoagent.Recorder{}, Log: &syncBuffer{}, failCancels: opts.FailCancels, refused: map[string]int{}}
 	engineLog := slog.New(slog.NewTextHandler(ib.Log, nil))
 
-	agentSrv := httptest.NewUnstartedServer(nil)
-	agentURL := "http://" + agentSrv.Listener.Addr().String()
-	h, err := demoagent.NewHandler(demoagent.Options{Kind: "research", BaseURL: agentURL, Recorder: ib.Rec, SlowStep: opts.SlowStep})
-	require.NoError(t, err)
-	agentSrv.Config.Handler = ib.watchCancels(h)
-	agentSrv.Start()
-	t.Cleanup(func() {
-		if c, ok := h.(io.Closer); ok {
-			_ = c.Close() // ends running executions, so open streams finish
-		}
-		agentSrv.CloseClientConnections()
-		agentSrv.Close()
-	})
+	agentURL := serveDemoAgent(t, demoagent.Options{Kind: "research", Recorder: ib.Rec, SlowStep: opts.SlowStep}, ib.watchCancels)
 
 	model := fakellm.Start(cancelModel)
 	t.Cleanup(model.Close)

@@ -236,6 +236,48 @@ func assertContinueInterrupt(t *testing.T, r aguiResult, kind coordinator.Failur
 	assert.NotEmpty(t, in["expiresAt"])
 }
 
+// assertHandedOff asserts a run handed off after one failure of kind: its one
+// baton.failure event, and the handoff it ends with (the failure's explanation is the
+// rationale).
+func assertHandedOff(t *testing.T, r aguiResult, kind coordinator.FailureKind, expl string, blockers, nextSteps []string) {
+	t.Helper()
+	assert.Equal(t, []map[string]any{failure(kind, coordinator.ActionHandoff, 1, expl)}, failureValues(r.Events))
+	assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: expl, Blockers: blockers, NextSteps: nextSteps},
+		kind, coordinator.ActionHandoff)
+}
+
+// assertPolicyHandoff asserts a run handed off because the policy refused a call of tool
+// with msg.
+func assertPolicyHandoff(t *testing.T, r aguiResult, tool, msg string) {
+	t.Helper()
+	assertHandedOff(t, r, coordinator.KindPolicyViolation, msg,
+		[]string{"the coordinator's policy does not allow this (" + tool + ")"},
+		[]string{"ask an operator to review the coordinator's policy"})
+}
+
+// assertAskedThenContinued asserts a job whose first run stopped at a limit of kind and
+// asked the user (expl), who continued: the resume run has no failure and the model's
+// answer.
+func assertAskedThenContinued(t *testing.T, r aguiResult, first aguiResult, kind coordinator.FailureKind, expl string) {
+	t.Helper()
+	assert.Equal(t, []map[string]any{failure(kind, coordinator.ActionAskUser, 1, expl)}, failureValues(first.Events))
+	assertContinueInterrupt(t, first, kind, expl+" Continue?")
+	assert.Empty(t, failureValues(r.Events))
+	assert.Equal(t, modelDoneText, plainText(r.Events))
+	assert.Equal(t, "success", *r.Outcome)
+}
+
+// resumedJob checks that a job ran twice and returns its first run, with the n tool
+// results of that run.
+func resumedJob(t *testing.T, r aguiResult, n int) (first aguiResult, results []string) {
+	t.Helper()
+	require.Len(t, r.Runs, 2)
+	first = r.Runs[0]
+	results = toolResultsOf(first.Events)
+	require.Len(t, results, n)
+	return first, results
+}
+
 func toAny(ss []string) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {
@@ -309,10 +351,8 @@ func TestFailureModel(t *testing.T) {
 	t.Run("429 with Retry-After 3600 is reported, not slept", func(t *testing.T) {
 		r := run(t, primary, "retry-after-long", nil)
 		expl := "The language model is rate limiting requests. It asked to wait 1h0m0s before trying again, which is longer than this coordinator waits (30s)."
-		assert.Equal(t, []map[string]any{failure(coordinator.KindTransientProvider, coordinator.ActionHandoff, 1, expl)}, failureValues(r.Events))
-		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: expl,
-			Blockers:  []string{"the language model provider asked to wait 1h0m0s"},
-			NextSteps: []string{"try again in 1h0m0s"}}, coordinator.KindTransientProvider, coordinator.ActionHandoff)
+		assertHandedOff(t, r, coordinator.KindTransientProvider, expl,
+			[]string{"the language model provider asked to wait 1h0m0s"}, []string{"try again in 1h0m0s"})
 		reqs, _ := script.requests("retry-after-long")
 		assert.Len(t, reqs, 1, "the coordinator did not wait to ask again")
 	})
@@ -348,11 +388,9 @@ func TestFailureModel(t *testing.T) {
 	t.Run("refusal hands off", func(t *testing.T) {
 		r := run(t, primary, "refusal", nil)
 		expl := "The language model declined to answer this request."
-		assert.Equal(t, []map[string]any{failure(coordinator.KindOutputRefused, coordinator.ActionHandoff, 1, expl)}, failureValues(r.Events))
 		assert.True(t, strings.HasPrefix(plainText(r.Events), "I can't help with that."), "the refusal is shown: %q", plainText(r.Events))
-		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: expl,
-			Blockers: []string{"the language model declined the request"}, NextSteps: []string{"rephrase the request"}},
-			coordinator.KindOutputRefused, coordinator.ActionHandoff)
+		assertHandedOff(t, r, coordinator.KindOutputRefused, expl,
+			[]string{"the language model declined the request"}, []string{"rephrase the request"})
 	})
 
 	t.Run("blank turns: corrective instruction, then handoff", func(t *testing.T) {
@@ -373,10 +411,7 @@ func TestFailureModel(t *testing.T) {
 	t.Run("the same failing call until loop_detected, then stop", func(t *testing.T) {
 		stop := false
 		r := run(t, primary, "loop", &stop)
-		require.Len(t, r.Runs, 2)
-		first := r.Runs[0]
-		res := toolResultsOf(first.Events)
-		require.Len(t, res, 3)
+		first, res := resumedJob(t, r, 3)
 		// Only what is useful now: the tool just called, and ask_user (DESIGN §7).
 		valid := []any{"demo__divide", "ask_user"}
 		for i, left := range []float64{2, 1} {
@@ -423,13 +458,9 @@ func TestFailureModel(t *testing.T) {
 		assert.Equal(t, map[string]any{"error": "policy_deny", "requested": "demo__deploy", "message": msg,
 			"valid_next_actions": []any{"ask_user", "demo__count_slowly", "demo__delete_release", "demo__divide", "peer"},
 			"resolution":         map[string]any{"type": "use_other_tool"}}, sig)
-		assert.Equal(t, []map[string]any{failure(coordinator.KindPolicyViolation, coordinator.ActionHandoff, 1, msg)}, failureValues(r.Events))
+		assertPolicyHandoff(t, r, "demo__deploy", msg)
 		types := eventTypes(r.Events)
 		assert.Equal(t, []string{"TOOL_CALL_RESULT", "CUSTOM"}, types[len(types)-7:len(types)-5], "the refusal is streamed before the failure")
-		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: msg,
-			Blockers:  []string{"the coordinator's policy does not allow this (demo__deploy)"},
-			NextSteps: []string{"ask an operator to review the coordinator's policy"}},
-			coordinator.KindPolicyViolation, coordinator.ActionHandoff)
 	})
 
 	t.Run("an agent that cannot serve the request is a capability gap, handed off", func(t *testing.T) {
@@ -468,11 +499,7 @@ func TestFailureModel(t *testing.T) {
 		assert.Equal(t, map[string]any{"error": "rate_exceeded", "requested": "demo__count_slowly", "message": msg,
 			"valid_next_actions": []any{"ask_user", "demo__delete_release", "demo__deploy", "demo__divide", "peer"},
 			"resolution":         map[string]any{"type": "wait", "retry_after_seconds": 3600.0, "resets_at": resolution["resets_at"]}}, sig)
-		assert.Equal(t, []map[string]any{failure(coordinator.KindPolicyViolation, coordinator.ActionHandoff, 1, msg)}, failureValues(r.Events))
-		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: msg,
-			Blockers:  []string{"the coordinator's policy does not allow this (demo__count_slowly)"},
-			NextSteps: []string{"ask an operator to review the coordinator's policy"}},
-			coordinator.KindPolicyViolation, coordinator.ActionHandoff)
+		assertPolicyHandoff(t, r, "demo__count_slowly", msg)
 	})
 
 	t.Run("a spent budget is refused with budget_exceeded", func(t *testing.T) {
@@ -488,32 +515,20 @@ func TestFailureModel(t *testing.T) {
 		assert.Equal(t, "budget_exceeded", code)
 		assert.Equal(t, map[string]any{"error": "budget_exceeded", "requested": "peer", "message": msg,
 			"valid_next_actions": []any{"ask_user"}, "resolution": map[string]any{"type": "handoff"}}, sig)
-		assert.Equal(t, []map[string]any{failure(coordinator.KindPolicyViolation, coordinator.ActionHandoff, 1, msg)}, failureValues(r.Events))
-		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: msg,
-			Blockers:  []string{"the coordinator's policy does not allow this (peer)"},
-			NextSteps: []string{"ask an operator to review the coordinator's policy"}},
-			coordinator.KindPolicyViolation, coordinator.ActionHandoff)
+		assertPolicyHandoff(t, r, "peer", msg)
 	})
 
 	t.Run("the iteration limit asks the user, who continues", func(t *testing.T) {
 		cont := true
 		r := run(t, iter, "iteration", &cont)
-		require.Len(t, r.Runs, 2)
-		first := r.Runs[0]
-		res := toolResultsOf(first.Events)
-		require.Len(t, res, 2)
+		first, res := resumedJob(t, r, 2)
 		for i, s := range res {
 			assert.True(t, strings.HasPrefix(s, "[COMPLETED]\n"), s)
 			assert.Contains(t, s, fmt.Sprintf("done: complete i%d", i))
 		}
-		expl := "The run reached its limit of 2 steps without finishing. Your decision is needed to go on."
-		assert.Equal(t, []map[string]any{failure(coordinator.KindIterationLimit, coordinator.ActionAskUser, 1, expl)}, failureValues(first.Events))
-		assertContinueInterrupt(t, first, coordinator.KindIterationLimit, expl+" Continue?")
-
-		// A fresh allowance of steps: the model answers.
-		assert.Empty(t, failureValues(r.Events))
-		assert.Equal(t, modelDoneText, plainText(r.Events))
-		assert.Equal(t, "success", *r.Outcome)
+		// Continued: a fresh allowance of steps, and the model answers.
+		assertAskedThenContinued(t, r, first, coordinator.KindIterationLimit,
+			"The run reached its limit of 2 steps without finishing. Your decision is needed to go on.")
 		reqs, _ := script.requests("iteration")
 		require.Len(t, reqs, 3)
 		assert.Contains(t, lastRequestSystem(t, script, "iteration"), "The run reached its step limit.", "the lesson survived the suspension")
@@ -522,17 +537,9 @@ func TestFailureModel(t *testing.T) {
 	t.Run("the time limit asks the user, who continues", func(t *testing.T) {
 		cont := true
 		r := run(t, timed, "time", &cont)
-		require.Len(t, r.Runs, 2)
-		first := r.Runs[0]
-		res := toolResultsOf(first.Events)
-		require.Len(t, res, 1)
+		first, res := resumedJob(t, r, 1)
 		assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
-		expl := "The run reached its time limit of 1s. Your decision is needed to go on."
-		assert.Equal(t, []map[string]any{failure(coordinator.KindTimeLimit, coordinator.ActionAskUser, 1, expl)}, failureValues(first.Events))
-		assertContinueInterrupt(t, first, coordinator.KindTimeLimit, expl+" Continue?")
-
-		assert.Empty(t, failureValues(r.Events))
-		assert.Equal(t, modelDoneText, plainText(r.Events))
-		assert.Equal(t, "success", *r.Outcome)
+		assertAskedThenContinued(t, r, first, coordinator.KindTimeLimit,
+			"The run reached its time limit of 1s. Your decision is needed to go on.")
 	})
 }

@@ -60,43 +60,23 @@ func (a *agentArrivals) slot(m map[string]chan time.Time, id string) chan time.T
 	return c
 }
 
+// wrap timestamps the CancelTask requests and follow-ups on their way into h.
 func (a *agentArrivals) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		at := time.Now()
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/a2a") {
-			body, err := io.ReadAll(r.Body)
-			r.Body.Close()
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var rpc struct {
-				Method string `json:"method"`
-				Params struct {
-					ID      string `json:"id"`
-					Message struct {
-						TaskID string `json:"taskId"`
-					} `json:"message"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &rpc) == nil {
-				var c chan time.Time
-				switch {
-				case rpc.Method == "CancelTask" || rpc.Method == "tasks/cancel":
-					c = a.slot(a.cancels, rpc.Params.ID)
-				case rpc.Params.Message.TaskID != "":
-					c = a.slot(a.followUp, rpc.Params.Message.TaskID)
-				}
-				if c != nil {
-					select {
-					case c <- at:
-					default:
-					}
-				}
+	return peekA2A(h, func(_ http.ResponseWriter, req a2aRequest, at time.Time) bool {
+		var c chan time.Time
+		switch {
+		case req.isCancel():
+			c = a.slot(a.cancels, req.Params.ID)
+		case req.Params.Message.TaskID != "":
+			c = a.slot(a.followUp, req.Params.Message.TaskID)
+		}
+		if c != nil {
+			select {
+			case c <- at:
+			default:
 			}
 		}
-		h.ServeHTTP(w, r)
+		return true
 	})
 }
 
@@ -108,22 +88,7 @@ func benchReplicas(b *testing.B, dsn string, n int) ([]string, *agentArrivals) {
 	arr := &agentArrivals{cancels: map[string]chan time.Time{}, followUp: map[string]chan time.Time{}}
 	agentURLs := map[string]string{}
 	for _, kind := range []string{"travel", "research"} {
-		srv := httptest.NewUnstartedServer(nil)
-		u := "http://" + srv.Listener.Addr().String()
-		h, err := demoagent.NewHandler(demoagent.Options{Kind: kind, BaseURL: u, ChunkDelay: time.Millisecond, SlowStep: 200 * time.Millisecond})
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv.Config.Handler = arr.wrap(h)
-		srv.Start()
-		b.Cleanup(func() {
-			if c, ok := h.(io.Closer); ok {
-				_ = c.Close()
-			}
-			srv.CloseClientConnections()
-			srv.Close()
-		})
-		agentURLs[kind] = u
+		agentURLs[kind] = serveDemoAgent(b, demoagent.Options{Kind: kind, ChunkDelay: time.Millisecond, SlowStep: 200 * time.Millisecond}, arr.wrap)
 	}
 	model := fakellm.Start(cancelModel)
 	b.Cleanup(model.Close)

@@ -67,6 +67,80 @@ func threeModel(req fakellm.Request) fakellm.Reply {
 	return hitlModel(req)
 }
 
+// openLive posts body to base's /agui and returns the run's live stream (closed when the
+// test ends) and a scanner on it.
+func openLive(t *testing.T, base, body string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	live := postJSON(t, base+"/agui", body)
+	t.Cleanup(func() { live.Body.Close() })
+	require.Equal(t, http.StatusOK, live.StatusCode)
+	sc := bufio.NewScanner(live.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	return live, sc
+}
+
+// resumeOn posts to base the resume of thread as run r1 (what followRun reads), answering
+// interrupt in with text, and returns its live stream.
+func resumeOn(t *testing.T, base, thread string, in map[string]any, text string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	return openLive(t, base, string(mustJSON(t, resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": text}))))
+}
+
+// readProgress reads sc up to the second frame of sub-agent progress; what names that
+// progress in the failure message.
+func readProgress(t *testing.T, sc *bufio.Scanner, what string) []sseFrame {
+	t.Helper()
+	steps := 0
+	before := readFrames(t, sc, func(f sseFrame) bool {
+		if isSubagentProgress(f) {
+			steps++
+		}
+		return steps == 2
+	})
+	require.Equal(t, 2, steps, "%s: %v", what, eventTypesOf(before))
+	return before
+}
+
+// followToSuccess follows run r1 of thread on a survivor after lastID to its end, which
+// must be a success; what says why the run must go on.
+func followToSuccess(t *testing.T, base, thread string, lastID int64, what string) []takeoverFrame {
+	t.Helper()
+	frames := followRun(t, base, thread, lastID, 45*time.Second)
+	last := frames[len(frames)-1].Event
+	require.Equal(t, "RUN_FINISHED", last["type"], "%s: %v; last %v", what, frameTypes(frames), last)
+	assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
+	return frames
+}
+
+// assertOfficialReplay checks that the official client accepts the stream of run r1 after
+// lastID without a warning; what names the stream.
+func assertOfficialReplay(t *testing.T, base, thread string, lastID int64, what string) aguiResult {
+	t.Helper()
+	res := officialReplay(t, base, thread, lastID)
+	require.Nil(t, res.Failed, "the official client rejected the %s", what)
+	assert.Empty(t, res.Warnings, "the official client warned about the %s", what)
+	return res
+}
+
+// assertModelGotResult checks that the model got the task's [COMPLETED] result for
+// callID, containing want.
+func assertModelGotResult(t *testing.T, model *fakellm.Server, callID, want string) {
+	t.Helper()
+	seen := toolMessagesSeen(model)[callID]
+	assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the task's result: %q", seen)
+	assert.Contains(t, seen, want)
+}
+
+// assertSentOnce checks that the answer starting with answer reached the peer's task once
+// and returns the peer's call log.
+func assertSentOnce(t *testing.T, peer, task, answer string) peerCalls {
+	t.Helper()
+	calls := peerCallLog(t, peer)
+	assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
+	assert.Equal(t, 1, countOf(calls.Sends, task+":"+answer), "the answer was sent once: %v", calls.Sends)
+	return calls
+}
+
 func TestThreeReplicasBehindProxy(t *testing.T) {
 	top := t // a replica restarted inside a subtest belongs to the whole test
 	requirePeers(t)
@@ -87,19 +161,8 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		b, err := json.Marshal(hitlInput(thread, runID, hitlCall{Name: "peer", Args: map[string]any{"prompt": "slow work"}}))
 		require.NoError(t, err)
 		_, tasksBefore := peerLog(t, peer)
-		live := postJSON(t, proxy+"/agui", string(b))
-		defer live.Body.Close()
-		require.Equal(t, http.StatusOK, live.StatusCode)
-		sc := bufio.NewScanner(live.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		steps := 0
-		before := readFrames(t, sc, func(f sseFrame) bool {
-			if isSubagentProgress(f) {
-				steps++
-			}
-			return steps == 2
-		})
-		require.Equal(t, 2, steps, "the sub-agent's progress: %v", eventTypesOf(before))
+		_, sc := openLive(t, proxy, string(b))
+		before := readProgress(t, sc, "the sub-agent's progress")
 		lastID := before[len(before)-1].ID
 
 		// A second run on the thread, through the proxy (so on another replica than the
@@ -197,31 +260,15 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		in, callID := raiseA2AInput(t, proxy, thread)
 		task := a2aTaskOf(in)
 		// followRun reads run r1 (the interrupt was raised by a run of another id).
-		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "slowly blue"}))
-		require.NoError(t, err)
-		live := postJSON(t, victim.URL+"/agui", string(b))
-		defer live.Body.Close()
-		require.Equal(t, http.StatusOK, live.StatusCode)
-		sc := bufio.NewScanner(live.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		steps := 0
-		before := readFrames(t, sc, func(f sseFrame) bool {
-			if isSubagentProgress(f) {
-				steps++
-			}
-			return steps == 2
-		})
-		require.Equal(t, 2, steps, "the continuation's progress: %v", eventTypesOf(before))
+		live, sc := resumeOn(t, victim.URL, thread, in, "slowly blue")
+		before := readProgress(t, sc, "the continuation's progress")
 		require.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent")
 		lastID := before[len(before)-1].ID
 		victim.kill(t)
 		live.Body.Close()
 
-		frames := followRun(t, survivor.URL, thread, lastID, 45*time.Second)
+		frames := followToSuccess(t, survivor.URL, thread, lastID, "the run goes on on a survivor")
 		typs := frameTypes(frames)
-		last := frames[len(frames)-1].Event
-		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on on a survivor: %v; last %v", typs, last)
-		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
 		var continued []takeoverFrame
 		results := 0
 		for _, f := range frames {
@@ -238,24 +285,17 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		}
 		assert.Equal(t, 1, results, "one result for the resumed call: %v", typs)
 		// The official client accepts the continued stream from the same point.
-		res := officialReplay(t, survivor.URL, thread, lastID)
-		require.Nil(t, res.Failed, "the official client rejected the continued stream")
-		assert.Empty(t, res.Warnings, "the official client warned about the continued stream")
+		res := assertOfficialReplay(t, survivor.URL, thread, lastID, "continued stream")
 		assert.True(t, res.Terminal)
 
-		seen := toolMessagesSeen(model)[callID]
-		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the continued task's result: %q", seen)
-		assert.Contains(t, seen, "done: slowly blue")
+		assertModelGotResult(t, model, callID, "done: slowly blue")
 
-		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
-		cancels, tasks := peerLog(t, peer)
-		assert.Equal(t, "TASK_STATE_COMPLETED", tasks[task])
-		assert.NotContains(t, cancels, task, "a run that goes on does not cancel its task")
+		calls := assertSentOnce(t, peer, task, "slowly")
+		assert.Equal(t, "TASK_STATE_COMPLETED", calls.Tasks[task])
+		assert.NotContains(t, calls.Cancels, task, "a run that goes on does not cancel its task")
 		// The survivor runs the resume's setup again: it reads the task by id, finds it
 		// moved on (working), and follows it to its end instead of answering again.
-		calls := peerCallLog(t, peer)
 		assert.Contains(t, append(calls.Gets, calls.Subscribes...), task, "the survivor followed the task by id")
-		assert.Equal(t, 1, countOf(calls.Sends, task+":slowly"), "the answer was sent once: %v", calls.Sends)
 		victim.restart(top)
 	})
 
@@ -264,13 +304,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		thread := newThreadID("three-kill-final")
 		in, callID := raiseA2AInput(t, survivor.URL, thread)
 		task := a2aTaskOf(in)
-		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "finalslow"}))
-		require.NoError(t, err)
-		live := postJSON(t, victim.URL+"/agui", string(b))
-		defer live.Body.Close()
-		require.Equal(t, http.StatusOK, live.StatusCode)
-		sc := bufio.NewScanner(live.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		live, sc := resumeOn(t, victim.URL, thread, in, "finalslow")
 		// After the call's result, the first words of the model's final text.
 		resulted, words := false, 0
 		before := readFrames(t, sc, func(f sseFrame) bool {
@@ -287,10 +321,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		victim.kill(t)
 		live.Body.Close()
 
-		frames := followRun(t, survivor.URL, thread, lastID, 45*time.Second)
-		last := frames[len(frames)-1].Event
-		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on on a survivor: %v; last %v", frameTypes(frames), last)
-		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
+		frames := followToSuccess(t, survivor.URL, thread, lastID, "the run goes on on a survivor")
 		// The cut message is closed; the model is asked again and its whole answer streams.
 		texts := map[string]string{}
 		var order []string
@@ -307,9 +338,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		}
 		require.NotEmpty(t, order, "the final text after the takeover: %v", frameTypes(frames))
 		assert.Equal(t, slowFinalText, strings.TrimSpace(texts[order[len(order)-1]]), "the model's final turn, whole, on the survivor")
-		res := officialReplay(t, survivor.URL, thread, lastID)
-		require.Nil(t, res.Failed, "the official client rejected the continued stream")
-		assert.Empty(t, res.Warnings, "the official client warned about the continued stream")
+		assertOfficialReplay(t, survivor.URL, thread, lastID, "continued stream")
 
 		// The model was asked again with the task's result (not the question again).
 		asked := 0
@@ -320,9 +349,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 2, asked, "the final turn was asked for twice: cut, then on the survivor")
-		calls := peerCallLog(t, peer)
-		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
-		assert.Equal(t, 1, countOf(calls.Sends, task+":finalslow"), "the answer was sent once: %v", calls.Sends)
+		calls := assertSentOnce(t, peer, task, "finalslow")
 		assert.Equal(t, "TASK_STATE_COMPLETED", calls.Tasks[task])
 		assert.NotContains(t, calls.Cancels, task)
 	})
@@ -335,11 +362,7 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		thread := newThreadID("three-kill-early")
 		in, callID := raiseA2AInput(t, survivor.URL, thread)
 		task := a2aTaskOf(in)
-		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "later blue"}))
-		require.NoError(t, err)
-		live := postJSON(t, victim.URL+"/agui", string(b))
-		defer live.Body.Close()
-		require.Equal(t, http.StatusOK, live.StatusCode)
+		live, _ := resumeOn(t, victim.URL, thread, in, "later blue")
 		require.Eventually(t, func() bool { return peerFollowUps(t, peer)[task] == 1 }, eventualWait, 10*time.Millisecond,
 			"the answer reached the sub-agent")
 		victim.kill(t)
@@ -357,12 +380,8 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		in2, _ := again[0].(map[string]any)
 		assert.Equal(t, task, a2aTaskOf(in2), "the same task asks")
 		assert.Equal(t, "input_required", in2["reason"])
-		res := officialReplay(t, survivor.URL, thread, 0)
-		require.Nil(t, res.Failed, "the official client rejected the stream taken over")
-		assert.Empty(t, res.Warnings, "the official client warned about the stream taken over")
-		calls := peerCallLog(t, peer)
-		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
-		assert.Equal(t, 1, countOf(calls.Sends, task+":later"), "the answer was sent once: %v", calls.Sends)
+		assertOfficialReplay(t, survivor.URL, thread, 0, "stream taken over")
+		assertSentOnce(t, peer, task, "later")
 
 		// The agent moves on with the first answer; the second one finds the task done and
 		// takes its outcome instead of answering again.
@@ -372,10 +391,8 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		}, eventualWait, 50*time.Millisecond, "the task completes with the first answer")
 		r := postRunBody(t, proxy, resumeInput(thread, newThreadID("run"), in2["id"].(string), map[string]any{"text": "green"}))
 		assertSucceeded(t, r)
-		seen := toolMessagesSeen(model)[callID]
-		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the task's result: %q", seen)
-		assert.Contains(t, seen, "done: later blue", "the first answer's outcome")
-		calls = peerCallLog(t, peer)
+		assertModelGotResult(t, model, callID, "done: later blue") // the first answer's outcome
+		calls := peerCallLog(t, peer)
 		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "nothing more reached the sub-agent")
 		assert.Zero(t, countOf(calls.Sends, task+":green"), "the second answer was not sent: %v", calls.Sends)
 	})
@@ -387,35 +404,15 @@ func TestThreeReplicasBehindProxy(t *testing.T) {
 		thread := newThreadID("three-handoff")
 		in, callID := raiseA2AInput(t, survivor.URL, thread)
 		task := a2aTaskOf(in)
-		b, err := json.Marshal(resumeInput(thread, "r1", in["id"].(string), map[string]any{"text": "slowly handed"}))
-		require.NoError(t, err)
-		live := postJSON(t, victim.URL+"/agui", string(b))
-		defer live.Body.Close()
-		require.Equal(t, http.StatusOK, live.StatusCode)
-		sc := bufio.NewScanner(live.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		steps := 0
-		before := readFrames(t, sc, func(f sseFrame) bool {
-			if isSubagentProgress(f) {
-				steps++
-			}
-			return steps == 2
-		})
-		require.Equal(t, 2, steps, "the continuation's progress: %v", eventTypesOf(before))
+		live, sc := resumeOn(t, victim.URL, thread, in, "slowly handed")
+		before := readProgress(t, sc, "the continuation's progress")
 		lastID := before[len(before)-1].ID
 		victim.stop(t) // SIGTERM: exits 0 after the grace, handing the run off
 		live.Body.Close()
 
-		frames := followRun(t, survivor.URL, thread, lastID, 45*time.Second)
-		last := frames[len(frames)-1].Event
-		require.Equal(t, "RUN_FINISHED", last["type"], "the run goes on after the hand-off: %v; last %v", frameTypes(frames), last)
-		assert.Equal(t, map[string]any{"type": "success"}, last["outcome"])
-		seen := toolMessagesSeen(model)[callID]
-		assert.True(t, strings.HasPrefix(seen, "[COMPLETED]\n"), "the model got the task's result: %q", seen)
-		assert.Contains(t, seen, "done: slowly handed")
-		calls := peerCallLog(t, peer)
-		assert.Equal(t, 1, peerFollowUps(t, peer)[task], "the answer reached the sub-agent exactly once")
-		assert.Equal(t, 1, countOf(calls.Sends, task+":slowly"), "the answer was sent once: %v", calls.Sends)
+		followToSuccess(t, survivor.URL, thread, lastID, "the run goes on after the hand-off")
+		assertModelGotResult(t, model, callID, "done: slowly handed")
+		calls := assertSentOnce(t, peer, task, "slowly")
 		assert.Equal(t, "TASK_STATE_COMPLETED", calls.Tasks[task])
 		assert.NotContains(t, calls.Cancels, task, "a hand-off cancels nothing")
 	})

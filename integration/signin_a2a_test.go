@@ -9,12 +9,14 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -39,6 +41,9 @@ type securedAgent struct {
 	// cancels records the user of every CancelTask ("" without a valid token); a cancel
 	// without one is refused, as an agent that requires auth does.
 	cancels []string
+	// busy makes every CancelTask of a signed-in user fail with an error that repeating
+	// may change (an agent swamped by cancels): the coordinator keeps it pending.
+	busy atomic.Bool
 }
 
 // askMe in a prompt makes a signed-in user's task wait in input-required until cancelled.
@@ -126,6 +131,10 @@ func (e *securedAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) i
 		e.mu.Unlock()
 		if user == "" {
 			yield(nil, a2a.ErrUnauthenticated)
+			return
+		}
+		if e.busy.Load() {
+			yield(nil, errors.New("too many cancels, try again"))
 			return
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)

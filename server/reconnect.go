@@ -214,13 +214,49 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// Under server.on_disconnect: detach this stream keeps a detached run from being
 	// cancelled while it lasts; its end starts the reconnect grace again. Only a request
 	// that is served attaches: a refused one must not hold the run or restart its grace.
-	defer s.cfg.Engine.Attach(th.ID, runID)()
-
+	detach := s.cfg.Engine.Attach(th.ID, runID)
+	// An HTTP/1.x stream takes over its connection and follows the log on a goroutine of
+	// its own, so that net/http's connection state is freed (design/sse-hijack.md).
+	fctx, cancelFollow := context.WithCancel(context.WithoutCancel(ctx))
+	c, ok := s.takeOver(w, r, cancelFollow)
+	if ok {
+		if c == nil {
+			cancelFollow()
+			detach()
+			return
+		}
+		c.gone = cancelFollow
+		c.startReader()
+		s.streams.goTrack(func() {
+			defer detach()
+			defer cancelFollow()
+			s.replay(fctx, c, th.ID, runID, after, restarted, &tr)
+			// Ended as a response through net/http ends (a failed write cuts it),
+			// unless the client went away.
+			c.close(fctx.Err() == nil)
+		})
+		return
+	}
+	cancelFollow()
+	defer detach()
 	sse := agui.NewSSEWriter(w)
 	// A reader that takes nothing does not hold this handler: its write fails at the
 	// deadline (server.stream_write_timeout).
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
 	defer sse.Close()
+	s.replay(ctx, sse, th.ID, runID, after, restarted, &tr)
+}
+
+// frameSink is where a followed stream goes: net/http's response (agui.SSEWriter) or a
+// taken-over connection (sseConn).
+type frameSink interface {
+	Start() error
+	WriteRaw([]agui.RawFrame) error
+	Ping() error
+}
+
+// replay restates the stream at the client's position (or starts it) and follows the log.
+func (s *server) replay(ctx context.Context, sse frameSink, threadID, runID string, after int64, restarted bool, tr *openTracker) {
 	if after > 0 && !restarted {
 		if err := sse.WriteRaw(tr.restate(after)); err != nil {
 			return
@@ -231,7 +267,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	} else if err := sse.Start(); err != nil {
 		return
 	}
-	s.follow(ctx, sse, th.ID, runID, after, &tr)
+	s.follow(ctx, sse, threadID, runID, after, tr)
 }
 
 // logExpired reports whether a replay from the start is impossible because the retention
@@ -291,7 +327,7 @@ func (s *server) ownerAlive(ctx context.Context, threadID, runID string, first *
 }
 
 // follow streams the run's logged events after `after` until its terminal event.
-func (s *server) follow(ctx context.Context, sse *agui.SSEWriter, threadID, runID string, after int64, tr *openTracker) {
+func (s *server) follow(ctx context.Context, sse frameSink, threadID, runID string, after int64, tr *openTracker) {
 	st := s.cfg.Engine.Store()
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()

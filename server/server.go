@@ -64,6 +64,10 @@ type Config struct {
 	MaxActiveRuns int
 	// BodyReadTimeout bounds reading a request body; default 30 s.
 	BodyReadTimeout time.Duration
+	// Streams tracks the event streams that took over their connection (HTTP/1.x), which
+	// http.Server.Shutdown does not wait for: the process waits for them with
+	// Streams.Wait. Nil: a registry of the server's own, that nobody waits for.
+	Streams *Streams
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
@@ -77,6 +81,7 @@ type server struct {
 	loopback bool
 	starting atomic.Int64
 	ready    *readiness
+	streams  *Streams
 }
 
 // New returns the HTTP handler of the coordinator.
@@ -99,7 +104,10 @@ func New(cfg Config) http.Handler {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr)}
+	if cfg.Streams == nil {
+		cfg.Streams = NewStreams()
+	}
+	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr), streams: cfg.Streams}
 	s.ready = &readiness{s: s, last: map[string]string{}}
 	for _, t := range cfg.AuthTokens {
 		if t = strings.TrimSpace(t); t != "" {
@@ -198,6 +206,11 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	// The browser may have to sign in to an MCP server during this run (oauth.go).
 	s.setSignInCookie(w, r, who)
+	// HTTP/1.x streams take over their connection (design/sse-hijack.md); the others
+	// stream through net/http.
+	if s.hijackRun(w, r, run) {
+		return
+	}
 	s.stream(w, r, run)
 }
 

@@ -17,6 +17,11 @@ type PendingCancel struct {
 	TaskID string
 	// Since is when the cancel was decided; the horizon counts from it.
 	Since time.Time
+	// Owner is the principal whose task it is (the engine's principal id, as threads keep
+	// it; never a token): a restart continues the cancel with that principal's agent
+	// credentials. "" is the anonymous principal, and the owner of cancels recorded before
+	// schema version 8.
+	Owner string
 }
 
 // MaxPendingCancelsRead bounds one PendingCancels call.
@@ -25,7 +30,7 @@ const MaxPendingCancelsRead = 10000
 // Cancels holds the pending cancels.
 type Cancels interface {
 	// SavePendingCancel records a pending cancel; recording one that exists keeps its
-	// first Since.
+	// first Since and Owner.
 	SavePendingCancel(ctx context.Context, c PendingCancel) error
 	// DeletePendingCancel forgets a cancel (confirmed, refused or abandoned); deleting an
 	// absent one is no error.
@@ -49,8 +54,8 @@ func (s *sqlStore) SavePendingCancel(ctx context.Context, c PendingCancel) error
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, `INSERT INTO pending_cancels (agent, task_id, since) VALUES ($1, $2, $3)
-		ON CONFLICT (agent, task_id) DO NOTHING`, c.Agent, c.TaskID, c.Since.UnixNano()); err != nil {
+	if _, err := s.exec(ctx, `INSERT INTO pending_cancels (agent, task_id, since, owner) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (agent, task_id) DO NOTHING`, c.Agent, c.TaskID, c.Since.UnixNano(), c.Owner); err != nil {
 		return fmt.Errorf("store: save pending cancel of task %q: %w", c.TaskID, err)
 	}
 	return nil
@@ -74,7 +79,7 @@ func (s *sqlStore) PendingCancels(ctx context.Context, limit int) (_ []PendingCa
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT agent, task_id, since FROM pending_cancels
+	rows, err := s.query(ctx, s.d.q(`SELECT agent, task_id, since, owner FROM pending_cancels
 		ORDER BY since, agent, task_id LIMIT $1`), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending cancels: %w", err)
@@ -88,7 +93,7 @@ func (s *sqlStore) PendingCancels(ctx context.Context, limit int) (_ []PendingCa
 	for rows.Next() {
 		var c PendingCancel
 		var since int64
-		if err := rows.Scan(&c.Agent, &c.TaskID, &since); err != nil {
+		if err := rows.Scan(&c.Agent, &c.TaskID, &since, &c.Owner); err != nil {
 			return nil, fmt.Errorf("store: pending cancels: %w", err)
 		}
 		c.Since = time.Unix(0, since).UTC()
@@ -102,6 +107,12 @@ func (s *sqlStore) PendingCancels(ctx context.Context, limit int) (_ []PendingCa
 
 type cancelKey struct{ agent, task string }
 
+// cancelRecord is what the memory store keeps of a pending cancel besides its key.
+type cancelRecord struct {
+	since time.Time
+	owner string
+}
+
 func (m *memory) SavePendingCancel(ctx context.Context, c PendingCancel) error {
 	if err := checkCancel(c); err != nil {
 		return err
@@ -113,9 +124,9 @@ func (m *memory) SavePendingCancel(ctx context.Context, c PendingCancel) error {
 	k := cancelKey{c.Agent, c.TaskID}
 	if _, ok := m.cancels[k]; !ok {
 		if m.cancels == nil {
-			m.cancels = map[cancelKey]time.Time{}
+			m.cancels = map[cancelKey]cancelRecord{}
 		}
-		m.cancels[k] = time.Unix(0, c.Since.UnixNano()).UTC()
+		m.cancels[k] = cancelRecord{since: time.Unix(0, c.Since.UnixNano()).UTC(), owner: c.Owner}
 	}
 	return nil
 }
@@ -139,8 +150,8 @@ func (m *memory) PendingCancels(ctx context.Context, limit int) ([]PendingCancel
 		return nil, nil
 	}
 	out := make([]PendingCancel, 0, len(m.cancels))
-	for k, since := range m.cancels {
-		out = append(out, PendingCancel{Agent: k.agent, TaskID: k.task, Since: since})
+	for k, rec := range m.cancels {
+		out = append(out, PendingCancel{Agent: k.agent, TaskID: k.task, Since: rec.since, Owner: rec.owner})
 	}
 	slices.SortFunc(out, func(a, b PendingCancel) int {
 		if c := a.Since.Compare(b.Since); c != 0 {

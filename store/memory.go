@@ -20,8 +20,8 @@ type memory struct {
 	secrets     map[secretKey]memSecret
 	// eventAt lists appended events oldest first, for the retention sweep.
 	eventAt []memEventRef
-	// cancels are the pending cancels, with their Since.
-	cancels map[cancelKey]time.Time
+	// cancels are the pending cancels, with their Since and Owner.
+	cancels map[cancelKey]cancelRecord
 }
 
 type memRow struct {

@@ -11,11 +11,62 @@ import (
 )
 
 // memThread is a thread in the memory backend, with its messages and runs.
+//
+// A thread has a few runs and, usually, a few messages, so runs are a slice and the index
+// of messages by id is made only once they are many (memIndexFrom): every open run's
+// thread is here, and small maps would be most of what it retains (issue 18).
 type memThread struct {
 	t        Thread
 	msgs     []Message
-	msgIndex map[string]int
-	runs     map[string]*memRun // by run id
+	msgIndex map[string]int // nil while len(msgs) < memIndexFrom
+	runs     []*memRun
+}
+
+// memIndexFrom is the number of messages from which a thread indexes them by id.
+const memIndexFrom = 32
+
+// run returns the thread's run runID, or nil.
+func (th *memThread) run(runID string) *memRun {
+	for _, r := range th.runs {
+		if r.r.RunID == runID {
+			return r
+		}
+	}
+	return nil
+}
+
+// putRun records r, replacing the run of the same id.
+func (th *memThread) putRun(r *memRun) {
+	for i, old := range th.runs {
+		if old.r.RunID == r.r.RunID {
+			th.runs[i] = r
+			return
+		}
+	}
+	th.runs = append(th.runs, r)
+}
+
+// msgAt returns the index of message id, or -1.
+func (th *memThread) msgAt(id string) int {
+	if th.msgIndex != nil {
+		if i, ok := th.msgIndex[id]; ok {
+			return i
+		}
+		return -1
+	}
+	return slices.IndexFunc(th.msgs, func(m Message) bool { return m.ID == id })
+}
+
+// reindex rebuilds the index of messages, or drops it while they are few.
+func (th *memThread) reindex() {
+	if len(th.msgs) < memIndexFrom {
+		th.msgIndex = nil
+		return
+	}
+	th.msgIndex = make(map[string]int, len(th.msgs))
+	for i, msg := range th.msgs {
+		th.msgIndex[msg.ID] = i
+	}
 }
 
 type memRun struct {
@@ -37,7 +88,7 @@ func (m *memory) thread(threadID string) *memThread {
 func (m *memory) ensure(threadID string) *memThread {
 	th := m.threads[threadID]
 	if th == nil {
-		th = &memThread{msgIndex: map[string]int{}, runs: map[string]*memRun{}}
+		th = &memThread{}
 		m.threads[threadID] = th
 	}
 	return th
@@ -168,11 +219,11 @@ func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, 
 		}
 		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
 	}
-	if old := th.runs[runID]; old != nil {
+	if old := th.run(runID); old != nil {
 		old.events = nil // a reused run id starts over without its old events
 	}
-	th.runs[runID] = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
-		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`)}}
+	th.putRun(&memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
+		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`)}})
 	th.t.LastRunID, th.t.LastRunAt = runID, now
 	if th.claimed() {
 		th.t.UpdatedAt = now
@@ -182,7 +233,7 @@ func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, 
 
 func (m *memory) run(threadID, runID string) *memRun {
 	if th := m.thread(threadID); th != nil {
-		return th.runs[runID]
+		return th.run(runID)
 	}
 	return nil
 }
@@ -390,11 +441,11 @@ func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, evs [
 	}
 	defer m.mu.Unlock()
 	th := m.ensure(threadID)
-	r := th.runs[runID]
+	r := th.run(runID)
 	if r == nil {
 		// Events of a run that BeginRun did not record (the SQL backends accept them too).
 		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}, reaped: true}
-		th.runs[runID] = r
+		th.putRun(r)
 	}
 	last := int64(0)
 	if n := len(r.events); n > 0 {
@@ -484,19 +535,21 @@ func (m *memory) SaveMessages(ctx context.Context, threadID string, msgs []Messa
 	th := m.ensure(threadID)
 	for _, msg := range msgs {
 		msg.Data = slices.Clone(msg.Data)
-		if i, ok := th.msgIndex[msg.ID]; ok {
+		if i := th.msgAt(msg.ID); i >= 0 {
 			th.msgs[i] = msg
 			continue
 		}
-		th.msgIndex[msg.ID] = len(th.msgs)
+		if th.msgIndex != nil {
+			th.msgIndex[msg.ID] = len(th.msgs)
+		}
 		th.msgs = append(th.msgs, msg)
+		if th.msgIndex == nil && len(th.msgs) >= memIndexFrom {
+			th.reindex()
+		}
 	}
 	if n := len(th.msgs) - MaxMessagesPerThread; n > 0 {
 		th.msgs = slices.Clone(th.msgs[n:])
-		clear(th.msgIndex)
-		for i, msg := range th.msgs {
-			th.msgIndex[msg.ID] = i
-		}
+		th.reindex()
 	}
 	return nil
 }
@@ -547,14 +600,14 @@ func (m *memory) SweepRuns(ctx context.Context, cutoff time.Time) (int64, error)
 	defer m.mu.Unlock()
 	var n int64
 	for _, th := range m.threads {
-		for id, r := range th.runs {
+		th.runs = slices.DeleteFunc(th.runs, func(r *memRun) bool {
 			if r.r.State == RunRunning || (r.r.State == RunLost && !r.reaped) || !r.r.UpdatedAt.Before(cutoff) {
-				continue
+				return false
 			}
 			r.events = nil // the event sweep's references to them find nothing
-			delete(th.runs, id)
 			n++
-		}
+			return true
+		})
 	}
 	return n, nil
 }

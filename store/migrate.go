@@ -74,6 +74,11 @@ const schemaV7 = `CREATE TABLE pending_cancels (
 	);
 	CREATE INDEX pending_cancels_since ON pending_cancels (since);`
 
+// schemaV8 records whose task each pending cancel is (the principal id the threads table
+// keeps as owner, never a token), so that a restart continues it with the owner's agent
+// credentials. Rows of version 7 get the empty owner (no credentials, as before).
+const schemaV8 = `ALTER TABLE pending_cancels ADD COLUMN owner TEXT NOT NULL DEFAULT '';`
+
 // schemaV5 records, per run, until when a client follows it through a replica other than its
 // owner (server.on_disconnect: detach): the owner's reconnect grace consults it before it
 // cancels a run nobody watches locally (design/disconnect-policy.md).
@@ -125,6 +130,8 @@ var migrations = []string{
 	schemaSecrets,
 	// 7: pending cancels.
 	schemaV7,
+	// 8: the owner of each pending cancel.
+	schemaV8,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -160,6 +167,8 @@ var pgMigrations = []string{
 	schemaSecrets,
 	// 7: pending cancels.
 	schemaV7,
+	// 8: the owner of each pending cancel.
+	schemaV8,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -125,6 +125,30 @@ type Runs interface {
 	SweepRuns(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
+// RunStart is what a run's start records before its first event: the thread's claim
+// (ClaimThread), the run's record (BeginRun) and its first work document (SaveRunWork).
+type RunStart struct {
+	ThreadID, RunID string
+	// Owner and Title are ClaimThread's owner and title.
+	Owner, Title string
+	// Replica and Lease are BeginRun's.
+	Replica string
+	Lease   time.Duration
+	// Work is the run's first work document (its checkpoint); nil leaves the default.
+	Work json.RawMessage
+}
+
+// RunStarter is implemented by a store that records a run's start in one write
+// transaction: ClaimThread, BeginRun and SaveRunWork together, all or nothing. On a store
+// with one writer (SQLite) three transactions per run are three turns in the writer's
+// queue before the run may stream. Callers fall back to the three calls without it.
+type RunStarter interface {
+	// StartRun claims rs.ThreadID for rs.Owner and begins the run as BeginRun does, with
+	// rs.Work as its work document. It fails with ErrThreadOwned (the thread is another
+	// owner's) or ErrThreadBusy (another run holds the thread), and then records nothing.
+	StartRun(ctx context.Context, rs RunStart) error
+}
+
 // Signaler is implemented by a store that can wake replicas when a stop is requested
 // (PostgreSQL's LISTEN/NOTIFY). A signal is only a hint to look at StopRequests now: the
 // request itself is a row, and replicas also poll, since a notification can be lost.

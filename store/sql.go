@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,51 +17,118 @@ import (
 )
 
 // sqliteParams configure every connection: WAL lets readers run beside the writer; the busy
-// timeout makes a writer wait for the lock instead of failing at once; immediate transactions
-// take the write lock at BEGIN, because a deferred transaction that upgrades from read to
-// write gets SQLITE_BUSY without waiting; NORMAL sync is durable in WAL mode except for the
-// last transactions on power loss, which is the usual trade.
+// timeout makes a connection wait for the lock instead of failing at once (only another
+// process writing the same file, or a checkpoint, can hold it: this process writes through
+// one connection); immediate transactions take the write lock at BEGIN, because a deferred
+// transaction that upgrades from read to write gets SQLITE_BUSY without waiting. NORMAL sync
+// in WAL mode is durable against a crash of the process (a committed transaction is in the
+// WAL file, which the operating system keeps); only a power loss or a kernel crash can undo
+// the last transactions before a checkpoint, which is the usual trade.
 const sqliteParams = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
-// sqliteMaxConns bounds the pool: SQLite has one writer at a time anyway, and a few readers
-// are plenty for a coordinator.
-const sqliteMaxConns = 4
+// sqliteReaders bounds the reading connections: WAL readers run beside the writer and
+// each other, and a few are plenty for a coordinator.
+const sqliteReaders = 4
 
 // sqlStore is the Store of both SQL backends.
 type sqlStore struct {
+	// db serves reads (SQLite) or everything (PostgreSQL).
 	db      *sql.DB
 	d       *dialect
 	closed  atomic.Bool
 	onClose func() // releases what the backend holds besides db (the pgx pool)
 	// signals receives stop-request notifications (PostgreSQL); nil for SQLite.
 	signals chan struct{}
+	// w is SQLite's single writer with group commit (sqlite_writer.go): every write goes
+	// through it. Nil for PostgreSQL, whose writers run concurrently.
+	w *groupWriter
+	// reads are SQLite's prepared read statements by query text (readStmt), nreads their
+	// number.
+	reads  sync.Map
+	nreads atomic.Int32
+}
+
+// readStmt returns the prepared statement of a read query (SQLite), preparing it at its
+// first use: SQLite parsing the statement again on every call was two thirds of a
+// point read's cost. Nil with PostgreSQL (pgx caches statements itself), when the bound is
+// reached, or when it cannot be prepared (the query then runs unprepared and fails there).
+func (s *sqlStore) readStmt(ctx context.Context, query string) *sql.Stmt {
+	if s.w == nil {
+		return nil
+	}
+	if v, ok := s.reads.Load(query); ok {
+		return v.(*sql.Stmt)
+	}
+	if s.nreads.Load() >= maxStmts {
+		return nil
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if v, loaded := s.reads.LoadOrStore(query, st); loaded {
+		_ = st.Close()
+		return v.(*sql.Stmt)
+	}
+	s.nreads.Add(1)
+	return st
+}
+
+// queryRow is s.db.QueryRowContext for query (already in the dialect), prepared once.
+func (s *sqlStore) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.readStmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.db.QueryRowContext(ctx, query, args...)
+}
+
+// query is s.db.QueryContext for query (already in the dialect), prepared once.
+func (s *sqlStore) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := s.readStmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, query, args...)
 }
 
 // StopSignals implements Signaler. Without LISTEN/NOTIFY (SQLite) the channel is nil and
 // never receives: replicas find stop requests by polling.
 func (s *sqlStore) StopSignals() <-chan struct{} { return s.signals }
 
+// openSQLite opens path twice: a pool of readers and one writer connection. SQLite has one
+// writer at a time anyway; with several writing connections they queue for the lock in
+// SQLite's busy handler, which sleeps, and a burst of runs then waits hundreds of ms.
 func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("store: create the directory of %q: %w", path, err)
 		}
 	}
-	db, err := sql.Open("sqlite", path+sqliteParams)
+	wdb, err := sql.Open("sqlite", path+sqliteParams)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
-	db.SetMaxOpenConns(sqliteMaxConns)
-	db.SetMaxIdleConns(sqliteMaxConns)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxIdleTime(0)
+	wdb.SetConnMaxLifetime(0)
+	if err := wdb.PingContext(ctx); err != nil {
+		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
-	if _, err := migrate(ctx, db, sqliteDialect, migrations); err != nil {
-		_ = db.Close()
+	// Migrated before the readers open: they find the schema in place.
+	if _, err := migrate(ctx, wdb, sqliteDialect, migrations); err != nil {
+		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
-	return &sqlStore{db: db, d: sqliteDialect}, nil
+	rdb, err := sql.Open("sqlite", path+sqliteParams)
+	if err != nil {
+		_ = wdb.Close()
+		return nil, fmt.Errorf("store: open %q: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(sqliteReaders)
+	rdb.SetMaxIdleConns(sqliteReaders)
+	w := newGroupWriter(wdb)
+	return &sqlStore{db: rdb, d: sqliteDialect, w: w, onClose: func() { w.close(); _ = wdb.Close() }}, nil
 }
 
 func (s *sqlStore) check() error {
@@ -70,8 +138,13 @@ func (s *sqlStore) check() error {
 	return nil
 }
 
-// tx runs fn in a transaction, holding the thread's write lock where the dialect needs one.
-func (s *sqlStore) tx(ctx context.Context, threadID string, fn func(*sql.Tx) error) error {
+// tx runs fn in a write transaction, holding the thread's write lock where the dialect
+// needs one. With SQLite, fn is a job of the group writer: it shares its transaction with
+// other callers' jobs (in a savepoint of its own) and may be run a second time (writeFunc).
+func (s *sqlStore) tx(ctx context.Context, threadID string, fn writeFunc) error {
+	if s.w != nil {
+		return s.w.do(ctx, fn)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -82,15 +155,67 @@ func (s *sqlStore) tx(ctx context.Context, threadID string, fn func(*sql.Tx) err
 			return err
 		}
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return tx.Commit()
 }
 
+// txExec is tx.ExecContext for query (already in the dialect) inside a tx function; with
+// SQLite it runs the writer's prepared statement.
+func (s *sqlStore) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if s.w != nil {
+		return s.w.exec(ctx, tx, query, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// txQueryRow is tx.QueryRowContext as txExec is tx.ExecContext.
+func (s *sqlStore) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if s.w != nil {
+		if st := s.w.stmt(query); st != nil {
+			return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		}
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// txBulk is tx for a write that no response waits for (event logs, messages, work
+// documents): SQLite's writer runs it after the writes that one does.
+func (s *sqlStore) txBulk(ctx context.Context, threadID string, fn writeFunc) error {
+	if s.w != nil {
+		return s.w.doBulk(ctx, fn)
+	}
+	return s.tx(ctx, threadID, fn)
+}
+
+// execBulk is exec for a write that no response waits for (see txBulk).
+func (s *sqlStore) execBulk(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if s.w == nil {
+		return s.db.ExecContext(ctx, s.d.q(q), args...)
+	}
+	var res sql.Result
+	err := s.w.doBulk(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
+		return err
+	})
+	return res, err
+}
+
+// exec runs one writing statement (through the group writer with SQLite).
 func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return s.db.ExecContext(ctx, s.d.q(q), args...)
+	if s.w == nil {
+		return s.db.ExecContext(ctx, s.d.q(q), args...)
+	}
+	var res sql.Result
+	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
+		return err
+	})
+	return res, err
 }
 
 func (s *sqlStore) SaveSuspension(ctx context.Context, sus *Suspension) error {
@@ -129,7 +254,7 @@ func (s *sqlStore) LoadSuspension(ctx context.Context, threadID string) (*Suspen
 		return nil, err
 	}
 	var body string
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT body FROM suspensions WHERE thread_id = $1`), threadID).Scan(&body)
+	err := s.queryRow(ctx, s.d.q(`SELECT body FROM suspensions WHERE thread_id = $1`), threadID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound(threadID)
 	}
@@ -156,22 +281,22 @@ func (s *sqlStore) MarkResolved(ctx context.Context, threadID string, ids []stri
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var seq int64
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
 			return err
 		}
 		for _, id := range ids {
 			seq++
 			// Marking again makes the id the most recent one.
-			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO resolved (thread_id, interrupt_id, seq) VALUES ($1, $2, $3)
+			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO resolved (thread_id, interrupt_id, seq) VALUES ($1, $2, $3)
 				ON CONFLICT (thread_id, interrupt_id) DO UPDATE SET seq = excluded.seq`), threadID, id, seq); err != nil {
 				return err
 			}
 		}
 		// Keep the newest MaxResolvedPerThread: drop everything at or below the seq of the
 		// first one past the bound (no row there means nothing to drop).
-		_, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM resolved WHERE thread_id = $1 AND seq <= (
+		_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM resolved WHERE thread_id = $1 AND seq <= (
 				SELECT seq FROM resolved WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)`),
 			threadID, MaxResolvedPerThread)
 		return err
@@ -187,7 +312,7 @@ func (s *sqlStore) IsResolved(ctx context.Context, threadID, interruptID string)
 		return false, err
 	}
 	var one int
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT 1 FROM resolved WHERE thread_id = $1 AND interrupt_id = $2`),
+	err := s.queryRow(ctx, s.d.q(`SELECT 1 FROM resolved WHERE thread_id = $1 AND interrupt_id = $2`),
 		threadID, interruptID).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -202,7 +327,7 @@ func (s *sqlStore) Expired(ctx context.Context, now time.Time) (_ []*Suspension,
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT body FROM suspensions
+	rows, err := s.query(ctx, s.d.q(`SELECT body FROM suspensions
 		WHERE next_expiry IS NOT NULL AND next_expiry <= $1 ORDER BY next_expiry, thread_id`), now.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("store: expired: %w", err)
@@ -279,7 +404,7 @@ func (s *sqlStore) GetThread(ctx context.Context, threadID string) (*Thread, err
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	t, err := scanThread(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.thread_id = $1`), threadID))
+	t, err := scanThread(s.queryRow(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.thread_id = $1`), threadID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: thread %q: %w", threadID, ErrNotFound)
 	}
@@ -296,7 +421,7 @@ func (s *sqlStore) ListThreads(ctx context.Context, owner string, limit int) (_ 
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.owner = $1
+	rows, err := s.query(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.owner = $1
 		ORDER BY t.updated_at DESC, t.thread_id LIMIT $2`), owner, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list threads: %w", err)
@@ -324,9 +449,9 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var busy bool
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
 			AND state = 'running' AND lease_until > `+s.d.nowNS+`)`), threadID).Scan(&busy); err != nil {
 			return err
 		}
@@ -334,7 +459,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 			return ErrThreadBusy
 		}
 		for _, table := range []string{"events", "messages", "runs", "suspensions", "resolved", "threads"} {
-			if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
+			if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
 				return err
 			}
 		}
@@ -350,42 +475,79 @@ func (s *sqlStore) BeginRun(ctx context.Context, threadID, runID, replica string
 	if err := s.check(); err != nil {
 		return err
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
-		// A running run whose replica stopped heartbeating no longer holds the thread.
-		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET state = 'lost'
-			WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
-			return err
-		}
-		// A reused run id starts over: its old record and events go.
-		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
-				return err
-			}
-		}
-		now := time.Now().UnixNano()
-		// The partial unique index runs_one_active makes a second running run of the thread
-		// conflict, whichever replica inserts it.
-		res, err = tx.ExecContext(ctx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until)
-			VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5) ON CONFLICT DO NOTHING`),
-			threadID, runID, replica, now, lease.Nanoseconds())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return ErrThreadBusy
-		}
-		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
-			threadID, runID, now)
-		return err
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+		return s.beginRun(ctx, tx, threadID, runID, replica, lease, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, err)
 	}
 	return nil
+}
+
+// StartRun implements RunStarter: ClaimThread, BeginRun and SaveRunWork in one transaction.
+func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if rs.Work != nil && !json.Valid(rs.Work) {
+		return fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
+	}
+	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, time.Now().UnixNano()); err != nil {
+			return err
+		}
+		var owner string
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner); err != nil {
+			return err
+		}
+		if owner != rs.Owner {
+			return ErrThreadOwned
+		}
+		return s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
+	})
+	if err != nil {
+		return fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+	}
+	return nil
+}
+
+// beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
+func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) error {
+	// A running run whose replica stopped heartbeating no longer holds the thread.
+	if _, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET state = 'lost'
+		WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
+		return err
+	}
+	// A reused run id starts over: its old record and events go.
+	res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
+			return err
+		}
+	}
+	doc := "{}"
+	if work != nil {
+		doc = string(work)
+	}
+	now := time.Now().UnixNano()
+	// The partial unique index runs_one_active makes a second running run of the thread
+	// conflict, whichever replica inserts it.
+	res, err = s.txExec(ctx, tx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work)
+		VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6) ON CONFLICT DO NOTHING`),
+		threadID, runID, replica, now, lease.Nanoseconds(), doc)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrThreadBusy
+	}
+	_, err = s.txExec(ctx, tx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
+		threadID, runID, now)
+	return err
 }
 
 func (s *sqlStore) EndRun(ctx context.Context, threadID, runID, state string) error {
@@ -459,7 +621,7 @@ func (s *sqlStore) GetRun(ctx context.Context, threadID, runID string) (*RunReco
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+	r, err := scanRun(s.queryRow(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q of thread %q: %w", runID, threadID, ErrNotFound)
 	}
@@ -473,7 +635,7 @@ func (s *sqlStore) ActiveRun(ctx context.Context, threadID string) (*RunRecord, 
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1
+	r, err := scanRun(s.queryRow(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1
 		AND state = 'running' AND lease_until > `+s.d.nowNS), threadID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: active run of thread %q: %w", threadID, ErrNotFound)
@@ -489,8 +651,8 @@ func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*Ru
 		return nil, err
 	}
 	var run *RunRecord
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET stop_requested = 1
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET stop_requested = 1
 			WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID)
 		if err != nil {
 			return err
@@ -498,12 +660,12 @@ func (s *sqlStore) RequestStop(ctx context.Context, threadID, runID string) (*Ru
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrNotFound
 		}
-		run, err = scanRun(tx.QueryRowContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
+		run, err = scanRun(s.txQueryRow(ctx, tx, s.d.q(`SELECT `+runCols+` FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID))
 		if err != nil {
 			return err
 		}
 		if s.d.notifyStop != "" {
-			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), run.Replica); err != nil {
+			if _, err := s.txExec(ctx, tx, s.d.q(s.d.notifyStop), run.Replica); err != nil {
 				return err
 			}
 		}
@@ -522,7 +684,7 @@ func (s *sqlStore) ThreadRuns(ctx context.Context, threadID string, limit int) (
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+	rows, err := s.query(ctx, s.d.q(`SELECT `+runCols+` FROM runs
 		WHERE thread_id = $1 ORDER BY started_at DESC, run_id DESC LIMIT $2`), threadID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: runs of thread %q: %w", threadID, err)
@@ -538,7 +700,7 @@ func (s *sqlStore) StopRequests(ctx context.Context, replica string) (_ []RunRec
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT `+runCols+` FROM runs
+	rows, err := s.query(ctx, s.d.q(`SELECT `+runCols+` FROM runs
 		WHERE replica = $1 AND stop_requested = 1 AND state = 'running'`), replica)
 	if err != nil {
 		return nil, fmt.Errorf("store: stop requests: %w", err)
@@ -558,7 +720,7 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 		return nil, nil
 	}
 	var out []RunRecord
-	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// The candidates are picked once, in a materialised CTE: as a plain IN (subquery)
 		// the planner may run the subquery again per row, and with SKIP LOCKED each run
 		// picks other rows (one claim took 15 rows with LIMIT 5). The condition is checked
@@ -590,7 +752,7 @@ func (s *sqlStore) TakeOverRuns(ctx context.Context, replica string, lease time.
 		return nil, nil
 	}
 	var out []RunRecord
-	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// As in ClaimLapsedRuns: candidates picked once (materialised, SKIP LOCKED), the
 		// condition checked again on the rows updated, since a claimer that waited for a
 		// row lock re-checks only the outer WHERE; the lease on the database's clock.
@@ -621,9 +783,9 @@ func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error)
 		return 0, err
 	}
 	var n int64
-	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// One nanosecond in the past: lapsed for every claimer's "lease_until < now".
-		res, err := tx.ExecContext(ctx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
 			WHERE replica = $1 AND state = 'running'`), replica)
 		if err != nil {
 			return err
@@ -631,7 +793,7 @@ func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error)
 		n, _ = res.RowsAffected()
 		if n > 0 && s.d.notifyStop != "" {
 			// The stop channel's listeners look at their stop requests and at lapsed runs.
-			if _, err := tx.ExecContext(ctx, s.d.q(s.d.notifyStop), replica); err != nil {
+			if _, err := s.txExec(ctx, tx, s.d.q(s.d.notifyStop), replica); err != nil {
 				return err
 			}
 		}
@@ -650,7 +812,7 @@ func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
-	res, err := s.exec(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
+	res, err := s.execBulk(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
 		threadID, runID, string(work), time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("store: save work of run %q: %w", runID, err)
@@ -669,7 +831,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 		return nil
 	}
 	now := time.Now().UnixNano()
-	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
 		// per chunk); the rest through a statement of its own size.
 		for len(evs) >= appendChunk {
@@ -689,7 +851,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 			}
 		}
 		if len(evs) > 0 {
-			if _, err := tx.ExecContext(ctx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
+			if _, err := s.txExec(ctx, tx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
 				return err
 			}
 		}
@@ -748,7 +910,7 @@ func (s *sqlStore) Events(ctx context.Context, threadID, runID string, after int
 	if limit <= 0 || limit > MaxEventsRead {
 		limit = MaxEventsRead
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT seq, data FROM events WHERE thread_id = $1 AND run_id = $2 AND seq > $3
+	rows, err := s.query(ctx, s.d.q(`SELECT seq, data FROM events WHERE thread_id = $1 AND run_id = $2 AND seq > $3
 		ORDER BY seq LIMIT $4`), threadID, runID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: events of run %q: %w", runID, err)
@@ -778,7 +940,7 @@ func (s *sqlStore) SweepEvents(ctx context.Context, cutoff time.Time) (int64, er
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	res, err := s.exec(ctx, `DELETE FROM events WHERE at < $1`, cutoff.UnixNano())
+	res, err := s.execBulk(ctx, `DELETE FROM events WHERE at < $1`, cutoff.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep events: %w", err)
 	}
@@ -801,20 +963,20 @@ func (s *sqlStore) SaveMessages(ctx context.Context, threadID string, msgs []Mes
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, threadID, func(tx *sql.Tx) error {
+	err := s.txBulk(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var pos int64
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 			return err
 		}
 		for _, m := range msgs {
 			pos++
 			// A known id keeps its position (ON CONFLICT updates only the data).
-			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
+			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
 				ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
+		_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
 				SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
 			threadID, MaxMessagesPerThread)
 		return err
@@ -829,7 +991,7 @@ func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Messa
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT message_id, data FROM messages WHERE thread_id = $1 ORDER BY pos`), threadID)
+	rows, err := s.query(ctx, s.d.q(`SELECT message_id, data FROM messages WHERE thread_id = $1 ORDER BY pos`), threadID)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
 	}
@@ -868,6 +1030,10 @@ func (s *sqlStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.reads.Range(func(_, v any) bool {
+		_ = v.(*sql.Stmt).Close()
+		return true
+	})
 	err := s.db.Close()
 	if s.onClose != nil {
 		s.onClose()
@@ -898,7 +1064,7 @@ func (s *sqlStore) RunWatchedFor(ctx context.Context, threadID, runID string) (t
 		return 0, err
 	}
 	var left int64
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT watched_until - `+s.d.nowNS+` FROM runs WHERE thread_id = $1 AND run_id = $2`),
+	err := s.queryRow(ctx, s.d.q(`SELECT watched_until - `+s.d.nowNS+` FROM runs WHERE thread_id = $1 AND run_id = $2`),
 		threadID, runID).Scan(&left)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
@@ -914,15 +1080,15 @@ func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, erro
 		return 0, err
 	}
 	var n int64
-	err := s.tx(ctx, "", func(tx *sql.Tx) error {
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// Events first, selected by the runs that go, then the runs: one transaction, so a
 		// run is never left without the log it had, nor a log without its run.
 		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
-		if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
 			WHERE runs.thread_id = events.thread_id AND runs.run_id = events.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
+		res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
 		if err != nil {
 			return err
 		}
@@ -943,7 +1109,8 @@ func (s *sqlStore) ClaimExpired(ctx context.Context, now time.Time, limit int) (
 		return nil, nil
 	}
 	var out []*Suspension
-	err = s.tx(ctx, "", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		out = nil // a job run again starts over
 		// As in ClaimLapsedRuns: the candidates are picked once (a materialised CTE, rows
 		// locked and others' locked rows skipped), and the condition is checked again on the
 		// rows deleted, since a claimer that waited for a lock re-checks only that.

@@ -39,7 +39,7 @@ func (s *sqlStore) GetSecret(ctx context.Context, kind, key string) ([]byte, err
 	}
 	var v string
 	var exp int64
-	err := s.db.QueryRowContext(ctx, s.d.q(`SELECT value, expires_at FROM secrets WHERE kind = $1 AND skey = $2`), kind, key).Scan(&v, &exp)
+	err := s.queryRow(ctx, s.d.q(`SELECT value, expires_at FROM secrets WHERE kind = $1 AND skey = $2`), kind, key).Scan(&v, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, secretNotFound(kind)
 	}
@@ -63,7 +63,10 @@ func (s *sqlStore) TakeSecret(ctx context.Context, kind, key string) ([]byte, er
 	}
 	var v string
 	var exp int64
-	err := s.db.QueryRowContext(ctx, s.d.q(`DELETE FROM secrets WHERE kind = $1 AND skey = $2 RETURNING value, expires_at`), kind, key).Scan(&v, &exp)
+	// A write: through tx, so that SQLite's single writer runs it.
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, s.d.q(`DELETE FROM secrets WHERE kind = $1 AND skey = $2 RETURNING value, expires_at`), kind, key).Scan(&v, &exp)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, secretNotFound(kind)
 	}

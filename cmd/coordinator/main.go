@@ -322,7 +322,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
 	var draining atomic.Bool
+	// The event streams that take over their connection, which srv.Shutdown does not wait
+	// for (design/sse-hijack.md).
+	streams := server.NewStreams()
 	handler := telemetry.Extract(server.New(server.Config{
+		Streams:        streams,
 		Engine:         engine,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		AuthTokens:     tokens,
@@ -373,6 +377,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_ = engine.Shutdown(gctx)
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer hcancel()
+	// The streams of the runs that ended carry their terminal events out; what is still
+	// open at the deadline is cut.
+	if err := streams.Wait(hctx); err != nil {
+		log.Warn("event streams still open at shutdown were closed", "err", err)
+	}
 	if err := srv.Shutdown(hctx); err != nil {
 		log.Warn("http shutdown", "err", err)
 		_ = srv.Close()

@@ -91,6 +91,17 @@ func newClient(t *testing.T, base, version string) *a2aclient.Client {
 	return c
 }
 
+// forEachProtocol runs f as a subtest per protocol version, on a fresh agent of kind and a
+// client speaking that version.
+func forEachProtocol(t *testing.T, kind string, slowStep time.Duration, f func(t *testing.T, a *testAgent, c *a2aclient.Client, version string)) {
+	for _, version := range protocols {
+		t.Run(version, func(t *testing.T) {
+			a := startTestAgent(t, kind, slowStep)
+			f(t, a, newClient(t, a.url, version), version)
+		})
+	}
+}
+
 func userMsg(text string) *a2a.SendMessageRequest {
 	return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))}
 }
@@ -174,66 +185,59 @@ func TestResearchOutcomes(t *testing.T) {
 }
 
 func TestResearchStreamsReportInChunks(t *testing.T) {
-	for _, version := range protocols {
-		t.Run(version, func(t *testing.T) {
-			a := startTestAgent(t, kindResearch, time.Minute)
-			c := newClient(t, a.url, version)
-
-			var chunks []*a2a.TaskArtifactUpdateEvent
-			var first a2a.Event
-			var last *a2a.TaskStatusUpdateEvent
-			for ev, err := range c.SendStreamingMessage(t.Context(), userMsg("quantum error correction")) {
-				require.NoError(t, err)
-				if first == nil {
-					first = ev
-				}
-				switch v := ev.(type) {
-				case *a2a.TaskArtifactUpdateEvent:
-					chunks = append(chunks, v)
-				case *a2a.TaskStatusUpdateEvent:
-					last = v
-				}
+	forEachProtocol(t, kindResearch, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
+		var chunks []*a2a.TaskArtifactUpdateEvent
+		var first a2a.Event
+		var last *a2a.TaskStatusUpdateEvent
+		for ev, err := range c.SendStreamingMessage(t.Context(), userMsg("quantum error correction")) {
+			require.NoError(t, err)
+			if first == nil {
+				first = ev
 			}
-			task, ok := first.(*a2a.Task)
-			require.Truef(t, ok, "first event is %T", first)
-			assert.Equal(t, a2a.TaskStateSubmitted, task.Status.State)
-
-			require.Len(t, chunks, 5)
-			var text strings.Builder
-			for i, ch := range chunks {
-				assert.Equal(t, "Report", ch.Artifact.Name)
-				assert.Equal(t, i > 0, ch.Append, "append on chunk %d", i)
-				assert.Equal(t, i == len(chunks)-1, ch.LastChunk, "lastChunk on chunk %d", i)
-				assert.Equal(t, chunks[0].Artifact.ID, ch.Artifact.ID)
-				text.WriteString(ch.Artifact.Parts[0].Text())
+			switch v := ev.(type) {
+			case *a2a.TaskArtifactUpdateEvent:
+				chunks = append(chunks, v)
+			case *a2a.TaskStatusUpdateEvent:
+				last = v
 			}
-			assert.Equal(t, fullReport, text.String())
+		}
+		task, ok := first.(*a2a.Task)
+		require.Truef(t, ok, "first event is %T", first)
+		assert.Equal(t, a2a.TaskStateSubmitted, task.Status.State)
 
-			require.NotNil(t, last)
-			assert.Equal(t, a2a.TaskStateCompleted, last.Status.State)
-			assert.Equal(t, researchComplete, statusText(last.Status))
-			assertPathUsed(t, a, version)
-		})
-	}
+		require.Len(t, chunks, 5)
+		var text strings.Builder
+		for i, ch := range chunks {
+			assert.Equal(t, "Report", ch.Artifact.Name)
+			assert.Equal(t, i > 0, ch.Append, "append on chunk %d", i)
+			assert.Equal(t, i == len(chunks)-1, ch.LastChunk, "lastChunk on chunk %d", i)
+			assert.Equal(t, chunks[0].Artifact.ID, ch.Artifact.ID)
+			text.WriteString(ch.Artifact.Parts[0].Text())
+		}
+		assert.Equal(t, fullReport, text.String())
+
+		require.NotNil(t, last)
+		assert.Equal(t, a2a.TaskStateCompleted, last.Status.State)
+		assert.Equal(t, researchComplete, statusText(last.Status))
+		assertPathUsed(t, a, version)
+	})
 }
 
 func TestResearchMessageReply(t *testing.T) {
-	for _, version := range protocols {
-		t.Run(version, func(t *testing.T) {
-			a := startTestAgent(t, kindResearch, time.Minute)
-			c := newClient(t, a.url, version)
-			res, err := c.SendMessage(t.Context(), userMsg("message me back"))
-			require.NoError(t, err)
-			msg, ok := res.(*a2a.Message)
-			require.Truef(t, ok, "want a message, got %T", res)
-			assert.Equal(t, a2a.MessageRoleAgent, msg.Role)
-			assert.Equal(t, "echo: message me back", messageText(msg))
-			assert.Empty(t, msg.TaskID)
-		})
-	}
+	forEachProtocol(t, kindResearch, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
+		res, err := c.SendMessage(t.Context(), userMsg("message me back"))
+		require.NoError(t, err)
+		msg, ok := res.(*a2a.Message)
+		require.Truef(t, ok, "want a message, got %T", res)
+		assert.Equal(t, a2a.MessageRoleAgent, msg.Role)
+		assert.Equal(t, "echo: message me back", messageText(msg))
+		assert.Empty(t, msg.TaskID)
+	})
 }
 
-func TestResearchAuthRequiredThenContinue(t *testing.T) {
+// forEachMode runs f as a subtest per protocol version and per way of continuing a task
+// (blocking, streaming), on a fresh agent of kind and a client speaking that version.
+func forEachMode(t *testing.T, kind string, f func(t *testing.T, a *testAgent, c *a2aclient.Client, version string, streaming bool)) {
 	for _, version := range protocols {
 		for _, streaming := range []bool{false, true} {
 			name := version + "/blocking"
@@ -241,81 +245,88 @@ func TestResearchAuthRequiredThenContinue(t *testing.T) {
 				name = version + "/streaming"
 			}
 			t.Run(name, func(t *testing.T) {
-				a := startTestAgent(t, kindResearch, time.Minute)
-				c := newClient(t, a.url, version)
-				task := sendTask(t, c, userMsg("auth: quantum error correction"))
-				require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
-
-				var final *a2a.Task
-				if streaming {
-					var states []a2a.TaskState
-					var text strings.Builder
-					for ev, err := range c.SendStreamingMessage(t.Context(), followUp(task, "done, signed in")) {
-						require.NoError(t, err)
-						switch v := ev.(type) {
-						case *a2a.Task:
-							t.Fatalf("continuation emitted a new task: %v", v.Status.State)
-						case *a2a.TaskStatusUpdateEvent:
-							assert.Equal(t, task.ID, v.TaskID)
-							states = append(states, v.Status.State)
-						case *a2a.TaskArtifactUpdateEvent:
-							text.WriteString(v.Artifact.Parts[0].Text())
-						}
-					}
-					assert.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateCompleted}, states)
-					assert.Equal(t, "Report: auth: quantum error correction\n", strings.SplitAfter(text.String(), "\n")[0])
-					var err error
-					final, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
-					require.NoError(t, err)
-				} else {
-					final = sendTask(t, c, followUp(task, "done, signed in"))
-				}
-				assert.Equal(t, task.ID, final.ID)
-				assert.Equal(t, task.ContextID, final.ContextID)
-				assert.Equal(t, a2a.TaskStateCompleted, final.Status.State)
-				assert.Equal(t, researchComplete, statusText(final.Status))
-				assert.True(t, strings.HasPrefix(artifactText(final, "Report"), "Report: auth: quantum error correction\n"))
+				a := startTestAgent(t, kind, time.Minute)
+				f(t, a, newClient(t, a.url, version), version, streaming)
 			})
 		}
 	}
 }
 
-func TestResearchSlowCancel(t *testing.T) {
-	for _, version := range protocols {
-		t.Run(version, func(t *testing.T) {
-			// A step longer than the test: the cancel always lands while step 1 is waiting.
-			a := startTestAgent(t, kindResearch, time.Hour)
-			c := newClient(t, a.url, version)
-
-			var taskID a2a.TaskID
-			var progress strings.Builder
-			var last *a2a.TaskStatusUpdateEvent
-			for ev, err := range c.SendStreamingMessage(t.Context(), userMsg("slow survey of consensus protocols")) {
-				require.NoError(t, err)
-				switch v := ev.(type) {
-				case *a2a.Task:
-					taskID = v.ID
-				case *a2a.TaskArtifactUpdateEvent:
-					assert.Equal(t, "Progress", v.Artifact.Name)
-					progress.WriteString(v.Artifact.Parts[0].Text())
-					ct, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: taskID})
-					require.NoError(t, err)
-					assert.Equal(t, a2a.TaskStateCanceled, ct.Status.State)
-					assert.Equal(t, "cancelled at step 1", statusText(ct.Status))
-				case *a2a.TaskStatusUpdateEvent:
-					last = v
-				}
-			}
-			assert.Equal(t, "step 1 ", progress.String())
-			require.NotNil(t, last)
-			assert.Equal(t, a2a.TaskStateCanceled, last.Status.State)
-			assert.Equal(t, "cancelled at step 1", statusText(last.Status))
-			assert.Equal(t, []string{string(taskID)}, a.rec.Cancels())
-			assert.Equal(t, a2a.TaskStateCanceled, a.rec.LastState(string(taskID)))
-			assert.Contains(t, a.rec.Methods(), "CancelTask")
-			assertPathUsed(t, a, version)
-		})
+// continueTask sends text to task, blocking or streaming, and returns the task as it ends.
+// A stream must stay on the task (a new task, or another task's status, fails the test);
+// its status states and artifact text are returned too (none when blocking).
+func continueTask(t *testing.T, c *a2aclient.Client, task *a2a.Task, text string, streaming bool) (final *a2a.Task, states []a2a.TaskState, artifact string) {
+	t.Helper()
+	if !streaming {
+		return sendTask(t, c, followUp(task, text)), nil, ""
 	}
+	var b strings.Builder
+	for ev, err := range c.SendStreamingMessage(t.Context(), followUp(task, text)) {
+		require.NoError(t, err)
+		switch v := ev.(type) {
+		case *a2a.Task:
+			t.Fatalf("continuation emitted a new task: %v", v.Status.State)
+		case *a2a.TaskStatusUpdateEvent:
+			assert.Equal(t, task.ID, v.TaskID)
+			states = append(states, v.Status.State)
+		case *a2a.TaskArtifactUpdateEvent:
+			b.WriteString(v.Artifact.Parts[0].Text())
+		}
+	}
+	final, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
+	require.NoError(t, err)
+	return final, states, b.String()
+}
+
+func TestResearchAuthRequiredThenContinue(t *testing.T) {
+	forEachMode(t, kindResearch, func(t *testing.T, _ *testAgent, c *a2aclient.Client, _ string, streaming bool) {
+		task := sendTask(t, c, userMsg("auth: quantum error correction"))
+		require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
+
+		final, states, text := continueTask(t, c, task, "done, signed in", streaming)
+		if streaming {
+			assert.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateCompleted}, states)
+			assert.Equal(t, "Report: auth: quantum error correction\n", strings.SplitAfter(text, "\n")[0])
+		}
+		assert.Equal(t, task.ID, final.ID)
+		assert.Equal(t, task.ContextID, final.ContextID)
+		assert.Equal(t, a2a.TaskStateCompleted, final.Status.State)
+		assert.Equal(t, researchComplete, statusText(final.Status))
+		assert.True(t, strings.HasPrefix(artifactText(final, "Report"), "Report: auth: quantum error correction\n"))
+	})
+}
+
+func TestResearchSlowCancel(t *testing.T) {
+	// A step longer than the test: the cancel always lands while step 1 is waiting.
+	forEachProtocol(t, kindResearch, time.Hour, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
+		var taskID a2a.TaskID
+		var progress strings.Builder
+		var last *a2a.TaskStatusUpdateEvent
+		for ev, err := range c.SendStreamingMessage(t.Context(), userMsg("slow survey of consensus protocols")) {
+			require.NoError(t, err)
+			switch v := ev.(type) {
+			case *a2a.Task:
+				taskID = v.ID
+			case *a2a.TaskArtifactUpdateEvent:
+				assert.Equal(t, "Progress", v.Artifact.Name)
+				progress.WriteString(v.Artifact.Parts[0].Text())
+				ct, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: taskID})
+				require.NoError(t, err)
+				assert.Equal(t, a2a.TaskStateCanceled, ct.Status.State)
+				assert.Equal(t, "cancelled at step 1", statusText(ct.Status))
+			case *a2a.TaskStatusUpdateEvent:
+				last = v
+			}
+		}
+		assert.Equal(t, "step 1 ", progress.String())
+		require.NotNil(t, last)
+		assert.Equal(t, a2a.TaskStateCanceled, last.Status.State)
+		assert.Equal(t, "cancelled at step 1", statusText(last.Status))
+		assert.Equal(t, []string{string(taskID)}, a.rec.Cancels())
+		assert.Equal(t, a2a.TaskStateCanceled, a.rec.LastState(string(taskID)))
+		assert.Contains(t, a.rec.Methods(), "CancelTask")
+		assertPathUsed(t, a, version)
+	})
 }
 
 func TestResearchSlowCompletes(t *testing.T) {
@@ -336,77 +347,48 @@ func itoa(i int) string {
 }
 
 func TestTravelAsksForDatesThenCompletes(t *testing.T) {
-	for _, version := range protocols {
-		for _, streaming := range []bool{false, true} {
-			name := version + "/blocking"
-			if streaming {
-				name = version + "/streaming"
-			}
-			t.Run(name, func(t *testing.T) {
-				a := startTestAgent(t, kindTravel, time.Minute)
-				c := newClient(t, a.url, version)
-				task := sendTask(t, c, userMsg("Book a trip to Lisbon"))
-				require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
-				assert.Equal(t, "What dates would you like to travel? (e.g. 12–19 May)", statusText(task.Status))
+	forEachMode(t, kindTravel, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string, streaming bool) {
+		task := sendTask(t, c, userMsg("Book a trip to Lisbon"))
+		require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+		assert.Equal(t, "What dates would you like to travel? (e.g. 12–19 May)", statusText(task.Status))
 
-				var final *a2a.Task
-				if streaming {
-					var states []a2a.TaskState
-					for ev, err := range c.SendStreamingMessage(t.Context(), followUp(task, "12–19 May")) {
-						require.NoError(t, err)
-						if _, isTask := ev.(*a2a.Task); isTask {
-							t.Fatal("continuation emitted a new task")
-						}
-						if v, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
-							states = append(states, v.Status.State)
-						}
-					}
-					assert.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateCompleted}, states)
-					var err error
-					final, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
-					require.NoError(t, err)
-				} else {
-					final = sendTask(t, c, followUp(task, "12–19 May."))
-				}
-				assert.Equal(t, task.ID, final.ID)
-				assert.Equal(t, task.ContextID, final.ContextID)
-				assert.Equal(t, a2a.TaskStateCompleted, final.Status.State)
-				assert.Equal(t, "Booked: Book a trip to Lisbon for 12–19 May.", artifactText(final, "Itinerary"))
-				assertPathUsed(t, a, version)
-			})
+		dates := "12–19 May"
+		if !streaming {
+			dates += "." // the dates are found inside a sentence too
 		}
-	}
+		final, states, _ := continueTask(t, c, task, dates, streaming)
+		if streaming {
+			assert.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateCompleted}, states)
+		}
+		assert.Equal(t, task.ID, final.ID)
+		assert.Equal(t, task.ContextID, final.ContextID)
+		assert.Equal(t, a2a.TaskStateCompleted, final.Status.State)
+		assert.Equal(t, "Booked: Book a trip to Lisbon for 12–19 May.", artifactText(final, "Itinerary"))
+		assertPathUsed(t, a, version)
+	})
 }
 
 func TestTravelWithDatesCompletesAtOnce(t *testing.T) {
-	for _, version := range protocols {
-		t.Run(version, func(t *testing.T) {
-			a := startTestAgent(t, kindTravel, time.Minute)
-			c := newClient(t, a.url, version)
-			task := sendTask(t, c, userMsg("Book a trip to Rome from 3 to 9 June."))
-			assert.Equal(t, a2a.TaskStateCompleted, task.Status.State)
-			assert.Equal(t, "Booked: Book a trip to Rome from 3 to 9 June for 3 to 9 June.", artifactText(task, "Itinerary"))
-		})
-	}
+	forEachProtocol(t, kindTravel, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
+		task := sendTask(t, c, userMsg("Book a trip to Rome from 3 to 9 June."))
+		assert.Equal(t, a2a.TaskStateCompleted, task.Status.State)
+		assert.Equal(t, "Booked: Book a trip to Rome from 3 to 9 June for 3 to 9 June.", artifactText(task, "Itinerary"))
+	})
 }
 
 func TestTravelCancelWhileWaitingForDates(t *testing.T) {
-	for _, version := range protocols {
-		t.Run(version, func(t *testing.T) {
-			a := startTestAgent(t, kindTravel, time.Minute)
-			c := newClient(t, a.url, version)
-			task := sendTask(t, c, userMsg("Book a trip to Oslo"))
-			require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
-			ct, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: task.ID})
-			require.NoError(t, err)
-			assert.Equal(t, a2a.TaskStateCanceled, ct.Status.State)
-			assert.Equal(t, []string{string(task.ID)}, a.rec.Cancels())
+	forEachProtocol(t, kindTravel, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
+		task := sendTask(t, c, userMsg("Book a trip to Oslo"))
+		require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+		ct, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: task.ID})
+		require.NoError(t, err)
+		assert.Equal(t, a2a.TaskStateCanceled, ct.Status.State)
+		assert.Equal(t, []string{string(task.ID)}, a.rec.Cancels())
 
-			// A finished task cannot be continued.
-			_, err = c.SendMessage(t.Context(), followUp(task, "1 May"))
-			assert.True(t, errors.Is(err, a2a.ErrInvalidParams), "got %v", err)
-		})
-	}
+		// A finished task cannot be continued.
+		_, err = c.SendMessage(t.Context(), followUp(task, "1 May"))
+		assert.True(t, errors.Is(err, a2a.ErrInvalidParams), "got %v", err)
+	})
 }
 
 func TestAgentCardIsUnionOfVersions(t *testing.T) {

@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/cancel"
+)
+
+// exchange is send, or with follow the following of a task that this run started before
+// it was taken over (req names the task; nothing is sent to it: takeover.go). The run
+// waits here while the sub-agent works, so the setup and the ends are in functions of
+// their own (never inlined): only this small frame is on its parked stack (issue 18).
+func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
+	d := r.startExchange(ctx, a, callID, subID, req, follow)
+	defer d.finish()
+	timer := time.NewTimer(a.Timeout)
+	defer timer.Stop()
+	select {
+	case s := <-d.out:
+		return r.settle(d, req, callID, s.res, s.err, t)
+	case <-ctx.Done():
+		return r.exchangeCancelled(ctx, d)
+	case <-timer.C:
+		return r.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
+	}
+}
+
+// startExchange announces the sub-agent and starts its A2A exchange on a goroutine of its
+// own, which delivers the end on d.out.
+//
+//go:noinline
+func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string, req a2a.Request, follow bool) *subagentCall {
+	if subID == "" {
+		subID = newID("sa")
+	}
+	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), callID: callID, item: r.scope.Track(cancel.KindA2ATask, a.Name),
+		out: make(chan sent, 1)}
+	var sendCtx context.Context
+	sendCtx, d.stopSend = context.WithCancel(context.WithoutCancel(ctx))
+	if req.TaskID != "" {
+		d.onTask(req.TaskID, req.ContextID)
+	}
+	description, _ := a.describe()
+	if !follow || !slices.Contains(r.seq.Open().Subagents, d.subID) {
+		r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
+	}
+
+	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
+	go func() {
+		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
+		actx := r.agentCtx(spanCtx, a)
+		var res *a2a.Result
+		var err error
+		if follow {
+			res, err = r.followRemote(actx, a, req.TaskID, req.ContextID, obs)
+		} else {
+			res, err = a.Client.Send(actx, req, obs)
+		}
+		r.endDelegationSpan(span, spanParent, a, res, err)
+		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
+			// Nothing left to cancel remotely; a held cancel need not wait for an id.
+			d.item.Release()
+		}
+		d.out <- sent{res, err}
+	}()
+	return d
+}
+
+// finish releases the exchange's request and its piece of the run's scope, unless the
+// request outlives the call (detached: a timeout before the task id was known; the
+// background goroutine releases it then).
+func (d *subagentCall) finish() {
+	if !d.detached {
+		d.stopSend()
+		d.item.Release()
+	}
+}
+
+// exchangeCancelled ends an exchange whose run is cancelled or handed off.
+//
+//go:noinline
+func (r *Run) exchangeCancelled(ctx context.Context, d *subagentCall) toolOutcome {
+	if errors.Is(context.Cause(ctx), ErrHandoff) {
+		// Handed to another replica, which follows the task: it is not cancelled, only
+		// no longer followed from here.
+		d.stopSend()
+		<-d.out
+		return toolOutcome{}
+	}
+	// The run's scope cancels the task (in parallel with the rest of the run); the
+	// request stays open until that is settled, so a late task id still arrives.
+	<-d.item.Settled()
+	d.stopSend()
+	<-d.out
+	d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})
+	return toolOutcome{}
+}

@@ -1,0 +1,81 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// TestStartRecordsBeforeReturning: when Start returns, the store already has the thread's
+// owner, the running run and its first checkpoint (what a takeover needs), on a store with
+// RunStarter (SQLite: one transaction) and without (memory: three writes). A refused start
+// by another principal records nothing and leaves the thread's owner as it was.
+func TestStartRecordsBeforeReturning(t *testing.T) {
+	stores := map[string]string{
+		"memory": "memory:",
+		"sqlite": "sqlite:" + filepath.Join(t.TempDir(), "baton.db"),
+	}
+	for name, dsn := range stores {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = st.Close() })
+			_, starter := st.(store.RunStarter)
+			assert.Equal(t, name == "sqlite", starter)
+
+			model := &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }, block: make(chan struct{})}
+			e := newEngine(t, model, &fakeAgent{}, func(c *Config) { c.Store = st })
+			r, err := e.Start(input("t"), "alice")
+			require.NoError(t, err)
+			t.Cleanup(func() { r.Cancel(ErrStopped); <-r.released })
+
+			th, err := st.GetThread(ctx, "t")
+			require.NoError(t, err)
+			assert.Equal(t, "alice", th.Owner)
+			run, err := st.GetRun(ctx, "t", "r-t")
+			require.NoError(t, err)
+			assert.Equal(t, store.RunRunning, run.State)
+			var work runWork
+			require.NoError(t, json.Unmarshal(run.Work, &work))
+			var cp checkpoint
+			require.NoError(t, json.Unmarshal(work.Checkpoint, &cp), "the first checkpoint is stored with the start")
+			assert.Equal(t, "alice", cp.Owner)
+			// The run may have taken its next checkpoint already (after its setup; the
+			// messages are then in its history): either way it is the run's.
+			assert.Contains(t, string(cp.Input), `"runId":"r-t"`)
+
+			// Another engine on the same store (a restart, another replica) does not know the
+			// thread: mallory is refused by the store, and that refusal is not remembered as
+			// mallory's ownership: alice is told the thread is busy, not forbidden.
+			other := newEngine(t, &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, &fakeAgent{},
+				func(c *Config) { c.Store = st; c.Lease = time.Minute })
+			in := input("t")
+			in.RunID = "r2"
+			_, err = other.Start(in, "mallory")
+			require.ErrorIs(t, err, ErrForbidden)
+			_, err = st.GetRun(ctx, "t", "r2")
+			require.ErrorIs(t, err, store.ErrNotFound, "a refused start records no run")
+			in = input("t")
+			in.RunID = "r3"
+			_, err = other.Start(in, "alice")
+			require.ErrorIs(t, err, ErrThreadBusy)
+
+			// A start refused because a run is reserved on a thread whose owner this
+			// process does not remember yet (its first start in flight): the store decides
+			// between 403 and 409.
+			require.ErrorIs(t, other.busyError(ctx, "t", "mallory", nil), ErrForbidden)
+			require.ErrorIs(t, other.busyError(ctx, "t", "alice", nil), ErrThreadBusy)
+			require.ErrorIs(t, other.busyError(ctx, "new", "mallory", nil), ErrThreadBusy, "nobody owns it yet")
+			require.ErrorIs(t, other.busyError(ctx, "new", "mallory", &thread{owner: "alice"}), ErrForbidden)
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStartRun checks RunStarter on the backends that have it: the claim, the run and its
+// work in one go, and nothing recorded when it is refused.
+func TestStartRun(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		rs, ok := s.(RunStarter)
+		if !ok {
+			t.Skip("no RunStarter")
+		}
+		start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
+			Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`)}
+		require.NoError(t, rs.StartRun(ctx, start))
+		th, err := s.GetThread(ctx, "t1")
+		require.NoError(t, err)
+		assert.Equal(t, "alice", th.Owner)
+		assert.Equal(t, "Deploy", th.Title)
+		run, err := s.GetRun(ctx, "t1", "r1")
+		require.NoError(t, err)
+		assert.Equal(t, RunRunning, run.State)
+		assert.Equal(t, "a", run.Replica)
+		assert.JSONEq(t, `{"checkpoint":{"v":1}}`, string(run.Work))
+
+		second := start
+		second.RunID = "r2"
+		require.ErrorIs(t, rs.StartRun(ctx, second), ErrThreadBusy)
+
+		other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
+		require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
+		require.ErrorIs(t, rs.StartRun(ctx, other), ErrThreadOwned)
+		_, err = s.GetRun(ctx, "t1", "r3")
+		require.ErrorIs(t, err, ErrNotFound, "a refused start records no run")
+
+		// Without a work document the run gets the default one.
+		plain := RunStart{ThreadID: "t2", RunID: "r1", Owner: "bob", Replica: "a", Lease: time.Minute}
+		require.NoError(t, rs.StartRun(ctx, plain))
+		run, err = s.GetRun(ctx, "t2", "r1")
+		require.NoError(t, err)
+		assert.JSONEq(t, `{}`, string(run.Work))
+	})
+}
+
+// TestStartRunAcrossReplicas: starts of one thread through two handles on one database
+// (two replicas; two writers on one SQLite file), all at once: exactly one begins.
+func TestStartRunAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	forEachShared(t, func(t *testing.T, hs [2]Store) {
+		if _, ok := hs[0].(RunStarter); !ok {
+			t.Skip("no RunStarter")
+		}
+		const n = 8
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = hs[i%2].(RunStarter).StartRun(ctx, RunStart{ThreadID: "t", RunID: fmt.Sprintf("r%d", i),
+					Owner: "alice", Replica: fmt.Sprintf("replica-%d", i%2), Lease: time.Minute})
+			})
+		}
+		wg.Wait()
+		began := 0
+		for _, err := range errs {
+			if err == nil {
+				began++
+				continue
+			}
+			require.ErrorIs(t, err, ErrThreadBusy)
+		}
+		assert.Equal(t, 1, began)
+	})
+}
+
+// openTestDB opens a SQLite database of one table for the group writer's tests, with the
+// writer's single connection.
+func openTestDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "w.db")+sqliteParams)
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(`CREATE TABLE kv (k TEXT PRIMARY KEY)`)
+	require.NoError(t, err)
+	return db
+}
+
+// idleWriter is a group writer without its goroutine: the test runs its batches.
+func idleWriter(t *testing.T) *groupWriter {
+	return &groupWriter{db: openTestDB(t), stmts: make(map[string]*sql.Stmt)}
+}
+
+func insertKV(k string) writeFunc {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO kv (k) VALUES (?)`, k)
+		return err
+	}
+}
+
+func keys(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.Query(`SELECT k FROM kv ORDER BY k`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		out = append(out, k)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func jobs(fns ...writeFunc) []*writeJob {
+	out := make([]*writeJob, len(fns))
+	for i, fn := range fns {
+		out[i] = &writeJob{fn: fn, done: make(chan error, 1)}
+	}
+	return out
+}
+
+// TestGroupWriterSavepoints: in one batch, a job that fails after writing is rolled back
+// alone and gets its own error; the jobs around it commit.
+func TestGroupWriterSavepoints(t *testing.T) {
+	w := idleWriter(t)
+	boom := errors.New("boom")
+	batch := jobs(insertKV("a"), func(ctx context.Context, tx *sql.Tx) error {
+		if err := insertKV("b")(ctx, tx); err != nil {
+			return err
+		}
+		return boom
+	}, insertKV("a"), insertKV("c"))
+	w.commit(batch)
+	require.NoError(t, <-batch[0].done)
+	require.ErrorIs(t, <-batch[1].done, boom)
+	require.ErrorContains(t, <-batch[2].done, "UNIQUE", "a duplicate key fails its own job")
+	require.NoError(t, <-batch[3].done)
+	assert.Equal(t, []string{"a", "c"}, keys(t, w.db))
+}
+
+// TestGroupWriterBrokenBatch: a job that ends the shared transaction makes the batch fail as
+// a whole; every job is then run on its own, so the others still commit once each.
+func TestGroupWriterBrokenBatch(t *testing.T) {
+	w := idleWriter(t)
+	broken := errors.New("broken")
+	batch := jobs(insertKV("a"), func(ctx context.Context, tx *sql.Tx) error {
+		_, _ = tx.ExecContext(ctx, `ROLLBACK`)
+		return broken
+	}, insertKV("c"))
+	w.commit(batch)
+	require.NoError(t, <-batch[0].done)
+	require.ErrorIs(t, <-batch[1].done, broken)
+	require.NoError(t, <-batch[2].done)
+	assert.Equal(t, []string{"a", "c"}, keys(t, w.db))
+}
+
+// TestGroupWriterConcurrent: many callers at once each get their outcome, and every
+// successful write is stored exactly once.
+func TestGroupWriterConcurrent(t *testing.T) {
+	db := openTestDB(t)
+	w := newGroupWriter(db)
+	t.Cleanup(w.close)
+	const n = 500
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			k := fmt.Sprintf("k%03d", i/2) // every key twice: one of the two fails
+			errs[i] = w.do(context.Background(), insertKV(k))
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			require.ErrorContains(t, err, "UNIQUE")
+			failed++
+		}
+	}
+	assert.Equal(t, n/2, failed)
+	assert.Len(t, keys(t, db), n/2)
+}
+
+// TestGroupWriterCancelledCaller: a caller whose context has ended is not run; a closed
+// writer refuses jobs with ErrClosed.
+func TestGroupWriterCancelledCaller(t *testing.T) {
+	db := openTestDB(t)
+	w := newGroupWriter(db)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := w.do(ctx, insertKV("x"))
+	if err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Empty(t, keys(t, db))
+	}
+	w.close()
+	require.ErrorIs(t, w.do(context.Background(), insertKV("y")), ErrClosed)
+}
