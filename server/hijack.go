@@ -174,9 +174,11 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b
 // Hijacker, a hijack error): the caller streams through w as before. A connection taken
 // over while the registry is closing is closed, and c is nil.
 // onClose runs once when the stream ends, however it ends (even before takeOver returns).
-func (s *server) takeOver(w http.ResponseWriter, r *http.Request, onClose func()) (c *sseConn, ok bool) {
-	// HTTP/1.0 has no chunked coding, HTTP/2 no hijacking: both stream through net/http.
-	if r.ProtoMajor != 1 || r.ProtoMinor < 1 {
+// headSent: net/http has written the status line and chunks of this response already (a
+// late takeover, Config.TakeOverAfter): the response goes on in the same chunked coding,
+// and the connection closes after it although its head did not say so.
+func (s *server) takeOver(w http.ResponseWriter, r *http.Request, onClose func(), headSent bool) (c *sseConn, ok bool) {
+	if !canTakeOver(r) {
 		return nil, false
 	}
 	conn, _, err := http.NewResponseController(w).Hijack()
@@ -191,6 +193,9 @@ func (s *server) takeOver(w http.ResponseWriter, r *http.Request, onClose func()
 	if !s.streams.add(c) {
 		_ = conn.Close()
 		return nil, true
+	}
+	if headSent {
+		return c, true
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -213,6 +218,10 @@ func (s *server) takeOver(w http.ResponseWriter, r *http.Request, onClose func()
 	}
 	return c, true
 }
+
+// canTakeOver reports whether r's connection can carry a stream Baton frames itself:
+// HTTP/1.0 has no chunked coding, HTTP/2 no hijacking; both stream through net/http.
+func canTakeOver(r *http.Request) bool { return r.ProtoMajor == 1 && r.ProtoMinor >= 1 }
 
 func putBuf(bp *[]byte, b []byte) {
 	if cap(b) <= maxPooledBuffer {

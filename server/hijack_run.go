@@ -31,11 +31,13 @@ type runStream struct {
 	stopAbort func() bool
 }
 
-// hijackRun streams run on the request's taken-over connection. It returns false, having
-// touched nothing, when the connection cannot be taken over: the caller streams as before.
-func (s *server) hijackRun(w http.ResponseWriter, r *http.Request, run *coordinator.Run) bool {
+// hijackRun streams run on the request's taken-over connection; headSent: net/http has
+// sent the status line and the first chunks already (a late takeover). It returns false,
+// having touched nothing, when the connection cannot be taken over: the caller streams as
+// before.
+func (s *server) hijackRun(w http.ResponseWriter, r *http.Request, run *coordinator.Run, headSent bool) bool {
 	rs := &runStream{run: run, interval: s.cfg.PingInterval}
-	c, ok := s.takeOver(w, r, rs.stop)
+	c, ok := s.takeOver(w, r, rs.stop, headSent)
 	if !ok {
 		return false
 	}

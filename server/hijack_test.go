@@ -23,12 +23,26 @@ import (
 // hijackServer is a test server whose taken-over streams are tracked in streams. Its
 // handler is wrapped as cmd/coordinator wraps it (telemetry.Extract), so that the tests see
 // the production chain of wrappers take the connection over.
+// Its streams take over at once (TakeOverAfter < 0); hijackServerAfter sets the delay.
 func hijackServer(t *testing.T, cfg coordinator.Config) (*httptest.Server, *coordinator.Engine, *Streams) {
+	t.Helper()
+	return hijackServerAfter(t, cfg, -1, nil)
+}
+
+// hijackServerAfter is hijackServer with Config.TakeOverAfter = after; newConn, when set,
+// is called for every connection the server accepts.
+func hijackServerAfter(t *testing.T, cfg coordinator.Config, after time.Duration, newConn func()) (*httptest.Server, *coordinator.Engine, *Streams) {
 	t.Helper()
 	e, err := coordinator.New(cfg)
 	require.NoError(t, err)
 	streams := NewStreams()
-	srv := httptest.NewServer(telemetry.Extract(New(Config{Engine: e, Streams: streams})))
+	srv := httptest.NewUnstartedServer(telemetry.Extract(New(Config{Engine: e, Streams: streams, TakeOverAfter: after})))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew && newConn != nil {
+			newConn()
+		}
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

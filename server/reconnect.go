@@ -218,7 +218,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	// An HTTP/1.x stream takes over its connection and follows the log on a goroutine of
 	// its own, so that net/http's connection state is freed (design/sse-hijack.md).
 	fctx, cancelFollow := context.WithCancel(context.WithoutCancel(ctx))
-	c, ok := s.takeOver(w, r, cancelFollow)
+	c, ok := s.takeOver(w, r, cancelFollow, false)
 	if ok {
 		if c == nil {
 			cancelFollow()

@@ -68,6 +68,12 @@ type Config struct {
 	// http.Server.Shutdown does not wait for: the process waits for them with
 	// Streams.Wait. Nil: a registry of the server's own, that nobody waits for.
 	Streams *Streams
+	// TakeOverAfter is how long an HTTP/1.1 run stream goes through net/http before it
+	// takes over its connection (design/sse-hijack.md): a short run keeps its keep-alive
+	// connection (a new connection per run would cost every short delegation a dial),
+	// a long one frees net/http's per-connection buffers and goroutines. 0 means
+	// DefaultTakeOverAfter; negative: at once, before the status line.
+	TakeOverAfter time.Duration
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
@@ -106,6 +112,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.Streams == nil {
 		cfg.Streams = NewStreams()
+	}
+	if cfg.TakeOverAfter == 0 {
+		cfg.TakeOverAfter = DefaultTakeOverAfter
 	}
 	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr), streams: cfg.Streams}
 	s.ready = &readiness{s: s, last: map[string]string{}}
@@ -206,13 +215,19 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	// The browser may have to sign in to an MCP server during this run (oauth.go).
 	s.setSignInCookie(w, r, who)
-	// HTTP/1.x streams take over their connection (design/sse-hijack.md); the others
+	// HTTP/1.1 streams take over their connection (design/sse-hijack.md): at once when
+	// so configured, else once they have run for TakeOverAfter (stream); the others
 	// stream through net/http.
-	if s.hijackRun(w, r, run) {
+	if s.cfg.TakeOverAfter < 0 && s.hijackRun(w, r, run, false) {
 		return
 	}
 	s.stream(w, r, run)
 }
+
+// DefaultTakeOverAfter is Config.TakeOverAfter's default: most delegations answer well
+// within it, while a run that waits on a slow sub-agent or a user hands its connection
+// over early in its life.
+const DefaultTakeOverAfter = 250 * time.Millisecond
 
 // DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
 const DefaultWriteTimeout = 30 * time.Second
@@ -228,8 +243,11 @@ const DefaultWriteTimeout = 30 * time.Second
 func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
 	sse := agui.NewSSEWriter(w)
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
-	clean := false
+	clean, handedOver := false, false
 	defer func() {
+		if handedOver {
+			return
+		}
 		if clean {
 			sse.Close()
 			return
@@ -241,9 +259,17 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 	}()
 	// A dropped client may hold this goroutine in a write: the drop aborts the writer.
 	stopAbort := run.AfterDropped(sse.Abort)
-	defer stopAbort()
+	defer func() { stopAbort() }()
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
+	// A stream still open after TakeOverAfter takes over its connection (HTTP/1.1 only):
+	// the events go on in the same chunked response, written by Baton.
+	var late <-chan time.Time
+	if s.cfg.TakeOverAfter > 0 && canTakeOver(r) {
+		t := time.NewTimer(s.cfg.TakeOverAfter)
+		defer t.Stop()
+		late = t.C
+	}
 	for {
 		first, events, ended := run.NextFrom()
 		select {
@@ -269,6 +295,17 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		}
 		select {
 		case <-run.Wake():
+		case <-late:
+			late = nil
+			// Nothing is buffered (every write is flushed); the writer's deadline and
+			// its drop hook are released before the connection changes hands.
+			stopAbort()
+			sse.Close()
+			if s.hijackRun(w, r, run, true) {
+				handedOver = true
+				return
+			}
+			stopAbort = run.AfterDropped(sse.Abort)
 		case <-ping.C:
 			if err := sse.Ping(); err != nil {
 				run.ClientGone(coordinator.ErrClientGone)
