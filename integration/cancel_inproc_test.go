@@ -52,7 +52,9 @@ type inprocBaton struct {
 	failCancels int
 	refused     map[string]int
 
-	transports []*http.Transport
+	// transports are the clients' transports: the agent's holds the direct streams' idle
+	// connections of its own (a2a.StreamTransport), which CloseIdle closes too.
+	transports []interface{ CloseIdleConnections() }
 }
 
 // OnCancelTask sets a hook called with the task id and the arrival time of every CancelTask
@@ -190,8 +192,8 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	model := fakellm.Start(cancelModel)
 	t.Cleanup(model.Close)
 
-	a2aTr, llmTr := &http.Transport{}, &http.Transport{}
-	ib.transports = []*http.Transport{a2aTr, llmTr}
+	a2aTr, llmTr := a2a.NewStreamTransport(&http.Transport{}), &http.Transport{}
+	ib.transports = []interface{ CloseIdleConnections() }{a2aTr, llmTr}
 	t.Cleanup(ib.CloseIdle)
 	m, err := openai.New(openai.Config{BaseURL: model.URL, Model: "fake", APIKey: "fake-key", HTTPClient: &http.Client{Transport: llmTr}})
 	require.NoError(t, err)
