@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,30 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/internal/testutil/benchagent"
+	"github.com/baton-dev/baton/internal/testutil/stackcount"
 )
-
-// stacks counts the goroutines whose stack mentions one of subs.
-func stacks(subs ...string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	c := 0
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		for _, s := range subs {
-			if strings.Contains(g, s) {
-				c++
-				break
-			}
-		}
-	}
-	return c
-}
 
 // netHTTPConnLoops are the goroutines net/http keeps per client connection.
 var netHTTPConnLoops = []string{"net/http.(*persistConn).readLoop", "net/http.(*persistConn).writeLoop"}
@@ -201,12 +178,12 @@ func TestStreamTransportNoConnGoroutines(t *testing.T) {
 			}
 		}
 	}
-	before := stacks(netHTTPConnLoops...)
+	before := stackcount.Count(netHTTPConnLoops...)
 	end := open(true)
-	direct := stacks(netHTTPConnLoops...) - before
+	direct := stackcount.Count(netHTTPConnLoops...) - before
 	end()
 	end = open(false)
-	viaNetHTTP := stacks(netHTTPConnLoops...) - before
+	viaNetHTTP := stackcount.Count(netHTTPConnLoops...) - before
 	end()
 	assert.LessOrEqual(t, direct, 0, "net/http connection goroutines for direct streams")
 	assert.GreaterOrEqual(t, viaNetHTTP, 2*n, "net/http connection goroutines for unmarked streams")
@@ -223,7 +200,7 @@ func TestStreamTransportAgentCancel(t *testing.T) {
 	require.NoError(t, err)
 	defer ag.Close()
 
-	before := stacks(netHTTPConnLoops...)
+	before := stackcount.Count(netHTTPConnLoops...)
 	const n = 4
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -239,17 +216,17 @@ func TestStreamTransportAgentCancel(t *testing.T) {
 	for range n {
 		<-started
 	}
-	assert.LessOrEqual(t, stacks(netHTTPConnLoops...)-before, 0, "net/http connection goroutines for open delegations")
-	assert.Positive(t, stacks("baton/a2a.(*directBody).Read"), "streams read on the direct path")
+	assert.LessOrEqual(t, stackcount.Count(netHTTPConnLoops...)-before, 0, "net/http connection goroutines for open delegations")
+	assert.Positive(t, stackcount.Count("baton/a2a.(*directBody).Read"), "streams read on the direct path")
 	cancel()
 	wg.Wait()
 	for range n {
 		assert.ErrorIs(t, <-errs, context.Canceled)
 	}
 	eventually(t, "the agent saw every stream end", func() bool {
-		return stacks("benchagent.(*Agent).ServeHTTP") == 0
+		return stackcount.Count("benchagent.(*Agent).ServeHTTP") == 0
 	})
-	assert.Zero(t, stacks(directFrames...), "goroutines left on the direct path")
+	assert.Zero(t, stackcount.Count(directFrames...), "goroutines left on the direct path")
 	st := ag.http.Transport.(*recordingTransport).base.(*StreamTransport)
 	st.mu.Lock()
 	assert.Empty(t, st.idle, "a canceled stream's connection is not pooled")
@@ -281,7 +258,7 @@ func TestStreamTransportCancelMidStream(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	_, err = resp.Body.Read(buf)
 	assert.Error(t, err, "read after close")
-	assert.Zero(t, stacks(directFrames...), "goroutines left on the direct path")
+	assert.Zero(t, stackcount.Count(directFrames...), "goroutines left on the direct path")
 }
 
 // Close while a Read is blocked unblocks the Read.
@@ -299,7 +276,7 @@ func TestStreamTransportCloseDuringRead(t *testing.T) {
 		_, err := resp.Body.Read(buf)
 		read <- err
 	}()
-	eventually(t, "the read blocks", func() bool { return stacks("baton/a2a.(*directBody).Read") == 1 })
+	eventually(t, "the read blocks", func() bool { return stackcount.Count("baton/a2a.(*directBody).Read") == 1 })
 	require.NoError(t, resp.Body.Close())
 	assert.Error(t, <-read)
 	<-gone

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/testutil/stackcount"
 )
 
 // A stream that outlives TakeOverAfter takes over its connection in the middle of its
@@ -28,9 +29,9 @@ func TestLateTakeOver(t *testing.T) {
 	require.Equal(t, 1, e.Active())
 	require.Eventually(t, func() bool { return streams.Open() == 1 }, 10*time.Second, time.Millisecond,
 		"the stream took over its connection")
-	assert.Zero(t, goroutinesIn("net/http.(*connReader).backgroundRead"), "no background read for the stream")
-	assert.Equal(t, 1, goroutinesIn("server.(*sseConn).read"), "one reader")
-	require.Eventually(t, func() bool { return goroutinesIn("server.(*server).stream") == 0 },
+	assert.Zero(t, stackcount.Count("net/http.(*connReader).backgroundRead"), "no background read for the stream")
+	assert.Equal(t, 1, stackcount.Count("server.(*sseConn).read"), "one reader")
+	require.Eventually(t, func() bool { return stackcount.Count("server.(*server).stream") == 0 },
 		10*time.Second, time.Millisecond, "the net/http stream loop returned")
 
 	close(release)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/testutil/stackcount"
 	"github.com/baton-dev/baton/telemetry"
 )
 
@@ -53,26 +53,6 @@ func hijackServerAfter(t *testing.T, cfg coordinator.Config, after time.Duration
 	return srv, e, streams
 }
 
-// goroutinesIn counts the goroutines whose stack holds fn (a function name).
-func goroutinesIn(fn string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, fn) {
-			count++
-		}
-	}
-	return count
-}
-
 // openStream posts a run and reads up to its first event (RUN_STARTED).
 func openStream(t *testing.T, url, thread string) (*http.Response, *bufio.Reader) {
 	t.Helper()
@@ -95,7 +75,7 @@ func TestHijackedStreamGoroutines(t *testing.T) {
 	srv, e, streams := hijackServer(t, coordinator.Config{Model: blockingModel{}})
 	// The client's transport has goroutines of its own (persistConn); they are not
 	// counted: only the server's functions are.
-	serveBefore := goroutinesIn("net/http.(*conn).serve")
+	serveBefore := stackcount.Count("net/http.(*conn).serve")
 	const n = 3
 	for i := range n {
 		resp, _ := openStream(t, srv.URL, fmt.Sprintf("g%d", i))
@@ -103,14 +83,14 @@ func TestHijackedStreamGoroutines(t *testing.T) {
 	}
 	require.Equal(t, n, e.Active())
 	assert.Equal(t, n, streams.Open(), "every stream took over its connection")
-	assert.Equal(t, serveBefore, goroutinesIn("net/http.(*conn).serve"), "no serve goroutine per stream")
-	assert.Zero(t, goroutinesIn("net/http.(*connReader).backgroundRead"), "no background read per stream")
-	assert.Equal(t, n, goroutinesIn("server.(*sseConn).read"), "one reader per stream")
+	assert.Equal(t, serveBefore, stackcount.Count("net/http.(*conn).serve"), "no serve goroutine per stream")
+	assert.Zero(t, stackcount.Count("net/http.(*connReader).backgroundRead"), "no background read per stream")
+	assert.Equal(t, n, stackcount.Count("server.(*sseConn).read"), "one reader per stream")
 	// The drain that wrote RUN_STARTED returns once nothing is pending: the client may see
 	// the frame a moment before it has returned.
-	require.Eventually(t, func() bool { return goroutinesIn("server.(*runStream).drain") == 0 },
+	require.Eventually(t, func() bool { return stackcount.Count("server.(*runStream).drain") == 0 },
 		10*time.Second, time.Millisecond, "no writer parked per stream")
-	assert.Zero(t, goroutinesIn("server.(*server).stream"), "the net/http stream loop is not used")
+	assert.Zero(t, stackcount.Count("server.(*server).stream"), "the net/http stream loop is not used")
 }
 
 // The response is chunked and closes its connection; a run that ends ends the stream with
@@ -187,7 +167,7 @@ func TestHijackedStreamDisconnectCancelsRun(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.Eventually(t, func() bool { return e.Active() == 0 }, 10*time.Second, time.Millisecond, "the run was cancelled")
 	require.NoError(t, streams.Wait(context.Background()), "the stream's goroutines ended")
-	assert.Zero(t, goroutinesIn("server.(*sseConn).read"))
+	assert.Zero(t, stackcount.Count("server.(*sseConn).read"))
 }
 
 // At shutdown the runs end and their hijacked streams carry the terminal event out before
