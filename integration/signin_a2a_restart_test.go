@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -25,44 +23,20 @@ func TestSignInA2ARestartContinuesCancels(t *testing.T) {
 	defer as.Close()
 	agentURL, agent := startSecuredAgentFor(t, as)
 	model := startFakeLLM(t)
-	cfg := fmt.Sprintf(`server:
-  shutdown_grace: 1s
-  auth_tokens_env: SI_TOKENS
-  secrets_key_env: SI_KEY
-llm:
-  provider: openai
-  base_url: %q
-  model: fake-model
-  api_key_env: SI_LLM
-agents:
-  - name: vault
-    url: %q
-    input_required: ask_user
-store: "sqlite:%s"
-`, model.URL, agentURL, filepath.Join(t.TempDir(), "baton.db"))
+	cfg := vaultConfig(model.URL, agentURL, "1s", "", "sqlite:"+filepath.Join(t.TempDir(), "baton.db"))
 	base, first := startSecCoordinator(t, cfg, signInEnv(), "json")
 	var bodies []string
 	alice := siClient{t: t, base: base, token: aliceToken, bodies: &bodies}
 
 	// alice signs in to the vault.
-	th := newThreadID("a2a-rs")
-	in := firstInterrupt(t, alice.run(runInput(th, "r1", "vault: read my notes")), "a2a:auth_required")
-	authURL, _ := in["metadata"].(map[string]any)["authorizationUrl"].(string)
-	st, page, err := oauthmcp.FollowAuthorization(context.Background(), http.DefaultClient, authURL, "alice-vault",
-		http.Header{"Authorization": {"Bearer " + aliceToken}})
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, st, page)
-	resume := runInput(th, "r2", "")
-	resume["messages"] = []any{}
-	resume["resume"] = []any{resumeEntry(in["id"].(string), resolved(map[string]any{}))}
-	require.Len(t, eventsOfType(alice.run(resume), "TOOL_CALL_RESULT"), 1)
+	require.Len(t, eventsOfType(signInToVault(t, as, alice, newThreadID("a2a-rs")), "TOOL_CALL_RESULT"), 1)
 
 	// Her waiting task is cancelled while the agent is busy: the cancel stays pending (the
 	// coordinator retries it, recorded in the store) until the coordinator stops.
 	agent.busy.Store(true)
-	th = newThreadID("a2a-rs")
-	in = firstInterrupt(t, alice.run(runInput(th, "r1", "vault: "+askMe)), "input_required")
-	resume = runInput(th, "r2", "")
+	th := newThreadID("a2a-rs")
+	in := firstInterrupt(t, alice.run(runInput(th, "r1", "vault: "+askMe)), "input_required")
+	resume := runInput(th, "r2", "")
 	resume["messages"] = []any{}
 	resume["resume"] = []any{resumeEntry(in["id"].(string), cancelledAnswer)}
 	alice.run(resume)
@@ -83,17 +57,4 @@ store: "sqlite:%s"
 	for _, secret := range as.Issued() {
 		assert.NotContains(t, fmt.Sprint(bodies), secret, "no token in events")
 	}
-}
-
-// firstInterrupt returns the first interrupt of a run that ended in one, and checks its
-// reason.
-func firstInterrupt(t *testing.T, evs []map[string]any, reason string) map[string]any {
-	t.Helper()
-	fins := eventsOfType(evs, "RUN_FINISHED")
-	require.Len(t, fins, 1, "events: %v", eventTypes(evs))
-	out := fins[0]["outcome"].(map[string]any)
-	require.Equal(t, "interrupt", out["type"], "events: %v", eventTypes(evs))
-	in := out["interrupts"].([]any)[0].(map[string]any)
-	require.Equal(t, reason, in["reason"])
-	return in
 }

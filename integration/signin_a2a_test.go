@@ -202,13 +202,12 @@ func startSecuredAgentFor(t *testing.T, as *oauthmcp.Server) (string, *securedAg
 	return ts.URL, agent
 }
 
-func TestSignInA2A(t *testing.T) {
-	as := oauthmcp.New(oauthmcp.Config{})
-	defer as.Close()
-	agentURL := startSecuredAgent(t, as)
-	model := startFakeLLM(t)
-	cfg := fmt.Sprintf(`server:
-  shutdown_grace: 3s
+// vaultConfig is the coordinator configuration of the A2A sign-in tests: the "vault" agent at
+// agentURL (input_required: ask_user), the fake model at modelURL, two bearer principals and
+// a secrets key (signInEnv), the given shutdown grace and store, and extra top-level YAML.
+func vaultConfig(modelURL, agentURL, grace, extra, store string) string {
+	return fmt.Sprintf(`server:
+  shutdown_grace: %s
   auth_tokens_env: SI_TOKENS
   secrets_key_env: SI_KEY
 llm:
@@ -220,34 +219,53 @@ agents:
   - name: vault
     url: %q
     input_required: ask_user
-store: "memory:"
-`, model.URL, agentURL)
-	base, _ := startSecCoordinator(t, cfg, signInEnv(), "json")
-	var bodies []string
-	alice := siClient{t: t, base: base, token: aliceToken, bodies: &bodies}
+%sstore: %q
+`, grace, modelURL, agentURL, extra, store)
+}
 
-	th := newThreadID("a2a-si")
-	evs := alice.run(runInput(th, "r1", "vault: read my notes"))
-	fins := eventsOfType(evs, "RUN_FINISHED")
-	require.Len(t, fins, 1, "events: %v", eventTypes(evs))
-	out := fins[0]["outcome"].(map[string]any)
-	require.Equal(t, "interrupt", out["type"], "events: %v", eventTypes(evs))
-	in := out["interrupts"].([]any)[0].(map[string]any)
-	assert.Equal(t, "a2a:auth_required", in["reason"])
+// signInToVault runs alice's first message on thread th, which ends in the vault's
+// a2a:auth_required interrupt with an authorization URL at as; she follows it (signed in
+// with her bearer) and resumes. It returns the resume's events.
+func signInToVault(t *testing.T, as *oauthmcp.Server, alice siClient, th string) []map[string]any {
+	t.Helper()
+	in := firstInterrupt(t, alice.run(runInput(th, "r1", "vault: read my notes")), "a2a:auth_required")
 	md := in["metadata"].(map[string]any)
 	authURL, _ := md["authorizationUrl"].(string)
 	require.True(t, strings.HasPrefix(authURL, as.Issuer()+"/authorize?"), "metadata: %v", md)
-
 	st, page, err := oauthmcp.FollowAuthorization(context.Background(), http.DefaultClient, authURL, "alice-vault",
 		http.Header{"Authorization": {"Bearer " + aliceToken}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, st, page)
 	assert.Contains(t, page, "Signed in to vault, you can return to the chat.")
-
 	resume := runInput(th, "r2", "")
 	resume["messages"] = []any{}
 	resume["resume"] = []any{resumeEntry(in["id"].(string), resolved(map[string]any{}))}
-	evs = alice.run(resume)
+	return alice.run(resume)
+}
+
+// firstInterrupt returns the first interrupt of a run that ended in one, and checks its
+// reason.
+func firstInterrupt(t *testing.T, evs []map[string]any, reason string) map[string]any {
+	t.Helper()
+	fins := eventsOfType(evs, "RUN_FINISHED")
+	require.Len(t, fins, 1, "events: %v", eventTypes(evs))
+	out := fins[0]["outcome"].(map[string]any)
+	require.Equal(t, "interrupt", out["type"], "events: %v", eventTypes(evs))
+	in := out["interrupts"].([]any)[0].(map[string]any)
+	require.Equal(t, reason, in["reason"])
+	return in
+}
+
+func TestSignInA2A(t *testing.T) {
+	as := oauthmcp.New(oauthmcp.Config{})
+	defer as.Close()
+	agentURL := startSecuredAgent(t, as)
+	model := startFakeLLM(t)
+	base, _ := startSecCoordinator(t, vaultConfig(model.URL, agentURL, "3s", "", "memory:"), signInEnv(), "json")
+	var bodies []string
+	alice := siClient{t: t, base: base, token: aliceToken, bodies: &bodies}
+
+	evs := signInToVault(t, as, alice, newThreadID("a2a-si"))
 	res := eventsOfType(evs, "TOOL_CALL_RESULT")
 	require.Len(t, res, 1, "events: %v", eventTypes(evs))
 	assert.Contains(t, res[0]["content"], "user=alice-vault", "the continuation carried alice's token")
@@ -259,12 +277,12 @@ store: "memory:"
 	assert.Contains(t, res[0]["content"], "user=alice-vault")
 	bob := siClient{t: t, base: base, token: bobToken, bodies: &bodies}
 	evs = bob.run(runInput(newThreadID("a2a-si"), "r1", "vault: mine"))
-	fins = eventsOfType(evs, "RUN_FINISHED")
+	fins := eventsOfType(evs, "RUN_FINISHED")
 	require.Len(t, fins, 1)
 	assert.Equal(t, "interrupt", fins[0]["outcome"].(map[string]any)["type"], "bob must sign in himself")
 
 	// Forgetting the connection asks again.
-	st, _ = alice.do(http.MethodDelete, "/agui/connections/vault", nil)
+	st, _ := alice.do(http.MethodDelete, "/agui/connections/vault", nil)
 	assert.Equal(t, http.StatusNoContent, st)
 	evs = alice.run(runInput(newThreadID("a2a-si"), "r1", "vault: once more"))
 	fins = eventsOfType(evs, "RUN_FINISHED")
