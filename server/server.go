@@ -69,10 +69,12 @@ type Config struct {
 	// Streams.Wait. Nil: a registry of the server's own, that nobody waits for.
 	Streams *Streams
 	// TakeOverAfter is how long an HTTP/1.1 run stream goes through net/http before it
-	// takes over its connection (design/sse-hijack.md): a short run keeps its keep-alive
-	// connection (a new connection per run would cost every short delegation a dial),
-	// a long one frees net/http's per-connection buffers and goroutines. 0 means
-	// DefaultTakeOverAfter; negative: at once, before the status line.
+	// takes over its connection (design/sse-hijack.md). Negative (the default): at once,
+	// before the status line, which then says Connection: close. Positive: a short run
+	// keeps its keep-alive connection, but a stream taken over later closes a connection
+	// whose head did not announce it, and a client that reuses it at once for a POST gets
+	// an error (Go's client does not retry a POST it has written): use it only with
+	// clients that open a connection per stream. 0 means DefaultTakeOverAfter.
 	TakeOverAfter time.Duration
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
@@ -224,10 +226,9 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, run)
 }
 
-// DefaultTakeOverAfter is Config.TakeOverAfter's default: most delegations answer well
-// within it, while a run that waits on a slow sub-agent or a user hands its connection
-// over early in its life.
-const DefaultTakeOverAfter = 250 * time.Millisecond
+// DefaultTakeOverAfter is Config.TakeOverAfter's default: streams take over at once, so
+// that every taken-over response announces its close.
+const DefaultTakeOverAfter = -1
 
 // DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
 const DefaultWriteTimeout = 30 * time.Second
