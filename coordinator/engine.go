@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -78,6 +79,13 @@ type Engine struct {
 	tools   *backendTools
 	// adopting holds runs taken over that could not be started yet (takeover.go).
 	adopting map[string]store.RunRecord
+	// leases is this replica's contact with the store (its heartbeats), for the claim
+	// rule (fencing.go).
+	leases fence.Contact
+	// quit is closed when a shutdown gives up waiting: the runs' store writes stop
+	// retrying.
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -105,6 +113,7 @@ func New(cfg Config) (*Engine, error) {
 		threads:  make(map[string]*thread),
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
+		quit:     make(chan struct{}),
 	}
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,
@@ -223,11 +232,19 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if closing {
 		return nil, ErrShuttingDown
 	}
-	if th != nil && th.owner != principal {
-		return nil, ErrForbidden
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
+	if th != nil && th.owner != principal {
+		// Remembered as another principal's: the store decides, since another replica
+		// may have deleted the thread (and someone re-created it) since.
+		if stored, err := e.cfg.Store.GetThread(ctx, in.ThreadID); err == nil && stored.Owner != principal {
+			return nil, ErrForbidden
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("coordinator: read thread: %w", err)
+		}
+		e.forgetThread(in.ThreadID, th)
+		th = nil
+	}
 	if busy {
 		return nil, e.busyError(ctx, in.ThreadID, principal, th)
 	}
@@ -295,11 +312,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.endOutcome())); err != nil {
-			r.log.Error("store: end run", "err", err)
-		}
-		cancel()
+		e.endRun(r)
 	}
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {
@@ -322,7 +335,7 @@ func (e *Engine) release(r *Run) {
 		}
 	}
 	e.mu.Unlock()
-	close(r.released)
+	r.releaseStream()
 }
 
 // maxFinished bounds the memory of finished runs kept for the stop endpoint's 409.
@@ -337,4 +350,35 @@ func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
 // refuses the caller, does not support cancelling, or does not know the task.
 func permanentCancelError(err error) bool {
 	return errors.Is(err, a2a.ErrAuth) || errors.Is(err, a2a.ErrCapabilityGap) || errors.Is(err, a2a.ErrInvalidTransition)
+}
+
+// endRun records the run's end in the store, under the run's epoch. A store that does not
+// take it (an outage) is asked again until it does (at most maxStoreRetry): a run left
+// "running" in the store would be taken over by another replica and come back to life. A
+// fenced refusal means another replica owns the run: it records the end, not this one.
+func (e *Engine) endRun(r *Run) {
+	state := storedRunState(r.endOutcome())
+	var failing time.Time
+	pause := storeRetry
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.epoch, state)
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrClosed):
+			r.log.Warn("store: end run refused", "err", err)
+			return
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		}
+		if time.Since(failing) > maxStoreRetry || !r.elog.sleep(pause) {
+			r.log.Error("store: end run failed; the run is left to the takeover, which finds its terminal event", "err", err)
+			return
+		}
+		r.log.Warn("store: end run; trying again", "err", err)
+		pause = min(2*pause, maxStoreRetryPause)
+	}
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,13 +23,24 @@ import (
 // there is something to write (it is started by the event or work note that finds it idle
 // and ends when nothing is pending), so an open run that waits for a sub-agent holds no
 // goroutine for its log (issue 18). A reconnecting client reads the store,
-// so it may see an event a little after the live stream did, never out of order. Pending
-// events are bounded (maxPendingEvents): if the store stalls that long, the oldest pending
-// events are dropped from the log (the live stream is unaffected) and the loss is logged.
+// so it may see an event a little after the live stream did, never out of order. A batch
+// the store does not take is kept and tried again (storeRetry) until it does, for at most
+// maxStoreRetry; pending events are bounded (maxPendingEvents): if the store stalls that
+// long, the oldest pending events are dropped from the log (the live stream is unaffected)
+// and the loss is logged. Every write carries the run's epoch: one the store refuses as
+// fenced (another replica owns the run now) freezes the log and stops the run here
+// (onFenced), and is never retried.
 type runLog struct {
 	st          store.Store
 	thread, run string
 	log         *slog.Logger
+	// epoch is the run's fencing token, set before anything of the run is written.
+	epoch int64
+	// onFenced is called once when the store refuses a write of the run as fenced.
+	onFenced func(error)
+	fenced   bool
+	// quit, when closed, ends the writer's retries (the engine has stopped).
+	quit <-chan struct{}
 
 	mu      sync.Mutex
 	seq     int64
@@ -71,6 +83,18 @@ const (
 
 // storeWriteTimeout bounds one append to the event log.
 const storeWriteTimeout = 10 * time.Second
+
+// maxStoreRetry bounds how long the writer keeps trying a write the store does not take
+// (an outage): the run's events are kept meanwhile (bounded by maxPendingEvents) and stored
+// when the store is back, so that a reconnect finds no hole.
+const maxStoreRetry = 5 * time.Minute
+
+// storeRetry is the first pause before a failed store write is tried again; it doubles
+// up to maxStoreRetryPause.
+const (
+	storeRetry         = 100 * time.Millisecond
+	maxStoreRetryPause = 2 * time.Second
+)
 
 // newRunLog returns a run's log; wg (nil: a private one) counts its writer goroutines.
 func newRunLog(st store.Store, threadID, runID string, log *slog.Logger, wg *sync.WaitGroup) *runLog {
@@ -169,6 +193,8 @@ func (l *runLog) drain() {
 		}
 		cancel()
 	}
+	var failing time.Time // when the store began refusing this writer's writes
+	pause := storeRetry
 	for {
 		l.mu.Lock()
 		batch, dropped := l.pending, l.dropped
@@ -179,9 +205,23 @@ func (l *runLog) drain() {
 		}
 		// The work document first: it is what a replica that claims this run after a
 		// crash needs in order to cancel the run's remote tasks.
-		l.saveWork()
+		werr := l.saveWork()
+		var aerr error
 		if len(batch) > 0 {
-			l.append(batch)
+			aerr = l.append(batch)
+		}
+		if failed := (werr != nil || aerr != nil) && !l.isFenced(); failed {
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) > maxStoreRetry || !l.sleep(pause) {
+				l.giveUp()
+			}
+			pause = min(2*pause, maxStoreRetryPause)
+			continue
+		}
+		failing, pause = time.Time{}, storeRetry
+		if len(batch) > 0 {
 			continue
 		}
 		l.mu.Lock()
@@ -209,22 +249,87 @@ func (l *runLog) drain() {
 	}
 }
 
-func (l *runLog) append(batch []store.Event) {
-	for i := 0; i < len(batch); i += store.MaxEventsRead {
-		part := batch[i:min(i+store.MaxEventsRead, len(batch))]
+// append stores batch. What the store did not take goes back in front of the pending
+// events, to be tried again; a fenced refusal stops the run (fenceOff) and drops it.
+func (l *runLog) append(batch []store.Event) error {
+	var err error
+	stored := 0
+	for stored < len(batch) {
+		part := batch[stored:min(stored+store.MaxEventsRead, len(batch))]
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		err := l.st.AppendEvents(ctx, l.thread, l.run, part)
+		err = l.st.AppendEvents(ctx, l.thread, l.run, l.epoch, part)
 		cancel()
 		if err != nil {
-			l.log.Error("event log: append failed; a reconnect will miss these events", "from", part[0].Seq, "to", part[len(part)-1].Seq, "err", err)
+			break
 		}
+		stored += len(part)
 	}
 	l.mu.Lock()
-	if l.changed != nil {
+	if stored > 0 && l.changed != nil {
 		close(l.changed)
 		l.changed = nil
 	}
+	if err != nil && !errors.Is(err, store.ErrFenced) {
+		rest := batch[stored:]
+		l.log.Warn("event log: the store did not take events; trying again", "from", rest[0].Seq, "to", rest[len(rest)-1].Seq, "err", err)
+		for _, ev := range rest {
+			l.pendingBytes += len(ev.Data)
+		}
+		l.pending = append(rest[:len(rest):len(rest)], l.pending...)
+	}
 	l.mu.Unlock()
+	if errors.Is(err, store.ErrFenced) {
+		l.fenceOff(err)
+	}
+	return err
+}
+
+// fenceOff stops recording the run after the store refused one of its writes as fenced:
+// another replica owns it now and writes the rest. The run is stopped here (onFenced),
+// without cancelling anything downstream.
+func (l *runLog) fenceOff(err error) {
+	l.mu.Lock()
+	first := !l.fenced
+	l.fenced = true
+	l.frozen = true
+	clear(l.pending)
+	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
+	l.mu.Unlock()
+	if first {
+		l.log.Warn("the store refused a write of the run: another replica owns it now; stopping it here", "err", err)
+		if l.onFenced != nil {
+			l.onFenced(err)
+		}
+	}
+}
+
+func (l *runLog) isFenced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fenced
+}
+
+// sleep pauses the writer for d; false when the engine stops meanwhile.
+func (l *runLog) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.quit:
+		return false
+	}
+}
+
+// giveUp drops what the store would not take for maxStoreRetry (or when the engine
+// stops): the loss is logged, and the log completes without it.
+func (l *runLog) giveUp() {
+	l.mu.Lock()
+	n := len(l.pending)
+	clear(l.pending)
+	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
+	l.mu.Unlock()
+	l.log.Error("event log: the store did not take the run's events in time; a reconnect will miss them", "events", n)
 }
 
 func (l *runLog) saveMessages() {

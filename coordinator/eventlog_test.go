@@ -21,7 +21,7 @@ func TestRunLogWriterOnDemand(t *testing.T) {
 	st, err := store.Open(ctx, "memory:")
 	require.NoError(t, err)
 	defer st.Close()
-	require.NoError(t, st.BeginRun(ctx, "t", "r", "replica", time.Minute))
+	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
 	var wg sync.WaitGroup
 	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
 
@@ -66,7 +66,7 @@ func TestRunLogCompletesWithoutTerminalEvent(t *testing.T) {
 	st, err := store.Open(ctx, "memory:")
 	require.NoError(t, err)
 	defer st.Close()
-	require.NoError(t, st.BeginRun(ctx, "t", "r", "replica", time.Minute))
+	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
 	var wg sync.WaitGroup
 	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
 	l.add(&agui.RunStarted{ThreadID: "t", RunID: "r"})

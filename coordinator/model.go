@@ -86,6 +86,10 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		}
 	}
 	var streamErr error
+	// No model call while this replica cannot be sure it still owns the run.
+	if err := r.mayAct(ctx); err != nil {
+		return turnResult{}, err
+	}
 	ctx, stop := r.withRunCancel(ctx)
 	defer stop()
 	item := r.scope.Track(cancel.KindLLM, "model")

@@ -118,14 +118,17 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		n, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
+		sent := time.Now()
+		renewed, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
 		cancel()
 		if err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
-		} else if n < e.runningHere() {
-			// Fewer leases renewed than runs here: a run may have been taken over by
-			// another replica while this one was stalled.
-			e.dropTakenOver()
+			e.leases.Failed()
+		} else {
+			e.leases.Renewed(sent)
+			// The runs here renewed under their epoch may go on; one that was not was
+			// taken over while this replica was stalled or cut off, and stops here.
+			e.applyRenewal(sent, renewed)
 		}
 		// Stop requests are rows: polling finds those whose signal was lost.
 		e.applyStops()
@@ -307,10 +310,7 @@ func (e *Engine) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput
 // the store is asked, so that another principal gets 403 as the contract says whatever the
 // timing.
 func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *thread) error {
-	if th != nil {
-		if th.owner != principal {
-			return ErrForbidden
-		}
+	if th != nil && th.owner == principal {
 		return ErrThreadBusy
 	}
 	if stored, err := e.cfg.Store.GetThread(ctx, threadID); err == nil && stored.Owner != principal {
@@ -330,9 +330,15 @@ func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *
 func (e *Engine) recordStart(ctx context.Context, r *Run, principal string) error {
 	in := r.in
 	work := r.elog.firstWork(r.checkpointDoc(nil))
+	// The run's lease counts from before the store was asked: the store's clock set its
+	// end no earlier than a lease after this.
+	sent := time.Now()
 	if rs, ok := e.cfg.Store.(store.RunStarter); ok {
-		err := rs.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
+		epoch, err := rs.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
 			Title: threadTitle(in), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work})
+		if err == nil {
+			e.own(r, epoch, sent)
+		}
 		return startError(err)
 	}
 	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
@@ -341,11 +347,13 @@ func (e *Engine) recordStart(ctx context.Context, r *Run, principal string) erro
 		}
 		return fmt.Errorf("coordinator: claim thread: %w", err)
 	}
-	if err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease); err != nil {
+	epoch, err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease)
+	if err != nil {
 		return startError(err)
 	}
+	e.own(r, epoch, sent)
 	if work != nil {
-		if err := e.cfg.Store.SaveRunWork(ctx, in.ThreadID, in.RunID, work); err != nil {
+		if err := e.cfg.Store.SaveRunWork(ctx, in.ThreadID, in.RunID, epoch, work); err != nil {
 			r.log.Warn("store: save run work", "err", err)
 		}
 	}

@@ -84,10 +84,10 @@ func TestReapLapsedRun(t *testing.T) {
 	st := e.Store()
 	_, err := st.ClaimThread(ctx, "t", "alice", "")
 	require.NoError(t, err)
-	require.NoError(t, st.BeginRun(ctx, "t", "r1", "dead-replica", -time.Second))
-	require.NoError(t, st.SaveRunWork(ctx, "t", "r1", json.RawMessage(
+	require.NoError(t, begun(st.BeginRun(ctx, "t", "r1", "dead-replica", -time.Second)))
+	require.NoError(t, st.SaveRunWork(ctx, "t", "r1", 1, json.RawMessage(
 		`{"a2a":[{"agent":"research","taskId":"task-live","state":"working"},{"agent":"research","taskId":"task-done","state":"completed"}],"mcp":[]}`)))
-	require.NoError(t, st.AppendEvents(ctx, "t", "r1", []store.Event{
+	require.NoError(t, st.AppendEvents(ctx, "t", "r1", 1, []store.Event{
 		{Seq: 1, Data: json.RawMessage(`{"type":"RUN_STARTED","threadId":"t","runId":"r1"}`)},
 		{Seq: 2, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`)},
 	}))
@@ -107,7 +107,7 @@ func TestReapLapsedRun(t *testing.T) {
 
 	e.reapLapsed()
 	assert.Len(t, agent.cancelled(), 1, "a claimed run is cleaned up once")
-	require.NoError(t, st.BeginRun(ctx, "t", "r2", "me", time.Minute), "the thread is free")
+	require.NoError(t, begun(st.BeginRun(ctx, "t", "r2", "me", time.Minute)), "the thread is free")
 }
 
 // TestStoredHistoryPrepended: a client that sends only its new message gets the thread's

@@ -225,6 +225,11 @@ func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outc
 // execCall runs calls[i] and streams its result.
 func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
 	c := &calls[i]
+	// No tool call (MCP, A2A) while this replica cannot be sure it still owns the run:
+	// it waits for the lease, or stops (the run moved, or was cancelled).
+	if err := r.mayAct(ctx); err != nil {
+		return
+	}
 	outcomes[i] = r.traceTool(ctx, t, *c, func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
 	r.emitResult(ctx, c.ID, outcomes[i])
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -72,6 +73,11 @@ type Run struct {
 	handedOff atomic.Bool
 	// begun: the store records the run as this replica's (BeginRun, or a takeover).
 	begun atomic.Bool
+	// lease holds back the run's side effects while its lease is not known to hold (nil
+	// without a heartbeat: fencing.go). Set before begun.
+	lease *fence.Lease
+	// releaseOnce closes released (the run's end, or its lease lapsing: fencing.go).
+	releaseOnce sync.Once
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
 	watching atomic.Int32
 	// workRefused: every call of the last tool round was refused with a model-fixable
@@ -159,7 +165,12 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 
 // Released is closed when the run's thread accepts a new run (right after its terminal
 // event). A stream should end only then, so that a client's next request never races it.
+// It is also closed when the run's lease lapsed here (the live stream ends; the client
+// reconnects to wherever the run goes on).
 func (r *Run) Released() <-chan struct{} { return r.released }
+
+// releaseStream closes released, once.
+func (r *Run) releaseStream() { r.releaseOnce.Do(func() { close(r.released) }) }
 
 // Cancel cancels the run with cause (ErrClientGone, ErrStopped, ErrShutdown, ...). The
 // downstream cancellation starts before the run's context ends, so that every piece in

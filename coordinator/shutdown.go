@@ -30,6 +30,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	// The runs' writers stop retrying a store that does not take their writes.
+	e.quitOnce.Do(func() { close(e.quit) })
 	e.mu.Lock()
 	runs := make([]*Run, 0, len(e.active))
 	for _, r := range e.active {

@@ -1,42 +1,60 @@
 package coordinator
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/baton-dev/baton/store"
+)
 
 // Stop cancels the active run (threadID, runID) on the producer side: its stream ends with
 // the cancelled outcome.
+//
+// Who owns the thread, and which replica owns the run, are read from the store, never from
+// this replica's memory: another replica may have deleted and re-created the thread, or
+// taken the run over, and a stale owner must never stop (or cancel the downstream work of)
+// a run it does not hold.
 func (e *Engine) Stop(threadID, runID, principal string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	st, err := e.cfg.Store.GetThread(ctx, threadID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrRunNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: stop: %w", err)
+	}
+	if st.Owner != principal {
+		return ErrForbidden
+	}
 	e.mu.Lock()
-	th := e.threads[threadID]
 	r := e.active[threadID]
 	_, done := e.finished[runKey(threadID, runID)]
 	e.mu.Unlock()
-	if th == nil {
-		// The thread may be known only to the store (evicted, or run elsewhere): its
-		// owner still decides between "not yours" and "not found".
-		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		defer cancel()
-		st, err := e.cfg.Store.GetThread(ctx, threadID)
-		if err != nil {
-			return ErrRunNotFound
-		}
-		if st.Owner != principal {
-			return ErrForbidden
-		}
-		return e.stopElsewhere(ctx, threadID, runID)
-	}
-	if th.owner != principal {
-		return ErrForbidden
-	}
 	if r == nil || r.RunID != runID {
 		if done {
 			return ErrRunFinished
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		defer cancel()
 		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished
+	}
+	if r.begun.Load() && !r.handedOff.Load() {
+		mine, err := e.ownsRun(ctx, r)
+		if err != nil {
+			return fmt.Errorf("coordinator: stop: %w", err)
+		}
+		if !mine {
+			// Taken over while this replica was stalled: the run stops here without
+			// cancelling anything, and the stop goes to its owner.
+			r.moved("the store names another owner")
+			return e.stopElsewhere(ctx, threadID, runID)
+		}
+	}
+	if r.handedOff.Load() {
+		return e.stopElsewhere(ctx, threadID, runID)
 	}
 	r.Cancel(ErrStopped)
 	return nil

@@ -99,12 +99,20 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
 		History: mustJSON(conv), State: mustJSON(&runState{FailureState: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
+		// Saved only while this replica owns the run (fencing.go).
+		Epoch: r.elog.epoch,
 	}
 	// Persist on a context of its own: a client that disconnects right now must not lose
 	// the question.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.e.cfg.Store.SaveSuspension(sctx, s); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			// Another replica owns the run now and parks (or goes on with) its work:
+			// nothing is cancelled from here.
+			r.moved("the store refused its suspension")
+			return err
+		}
 		// Nobody can answer a question that was not saved: the work parked on it is
 		// cancelled now (A2A CancelTask, MCP abandon), not left waiting at the peer.
 		r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, open)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
@@ -54,13 +55,19 @@ func (e *Engine) takeOverLapsed(anyLease bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	e.retryTakeovers(ctx)
+	if !anyLease && !e.leases.MayClaim(e.cfg.Lease) {
+		// Not a lease of unbroken contact with the store yet: a lapsed lease may be one
+		// that its live owner could not renew during an outage (fencing.go).
+		return
+	}
+	sent := time.Now()
 	runs, err := e.cfg.Store.TakeOverRuns(ctx, e.cfg.Replica, e.cfg.Lease, reapBatch, anyLease)
 	if err != nil {
 		e.log.Warn("store: take over lapsed runs", "err", err)
 		return
 	}
 	for _, rec := range runs {
-		e.takeOver(ctx, rec)
+		e.takeOver(ctx, rec, sent)
 	}
 }
 
@@ -86,14 +93,16 @@ func (e *Engine) retryTakeovers(ctx context.Context) {
 			continue
 		}
 		if cur.Replica == e.cfg.Replica && cur.State == store.RunRunning {
-			e.takeOver(ctx, *cur)
+			// Its lease counts from the last heartbeat that renewed it.
+			e.takeOver(ctx, *cur, e.leases.Last())
 		}
 	}
 }
 
 // takeOver continues rec, a run this replica has just become the owner of; a run that
-// cannot continue is ended with RUN_ERROR and its remote tasks are cancelled.
-func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
+// cannot continue is ended with RUN_ERROR and its remote tasks are cancelled. claimed is
+// when the claim that renewed its lease was sent.
+func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord, claimed time.Time) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID, "takeover", true)
 	var work runWork
 	if len(rec.Work) > 0 {
@@ -113,7 +122,7 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 	}
 	if terminal := terminalOf(evs); terminal != "" {
 		// The run had ended; only its record was not updated.
-		if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, terminal); err != nil {
+		if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, terminal); err != nil {
 			log.Warn("store: end a finished run taken over", "err", err)
 		}
 		return
@@ -130,6 +139,7 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord) {
 		return
 	}
 	r := e.restoredRun(&in, to, work, evs, log)
+	e.own(r, rec.Epoch, claimed)
 	e.startTakenOver(ctx, rec, work, r, to, log)
 }
 
@@ -252,8 +262,8 @@ func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
 // which would hand it out for cleanup once more).
 func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work runWork, why string) {
 	e.cancelWork(rec, work)
-	e.endLostLog(ctx, rec.ThreadID, rec.RunID, "The run was interrupted and could not be continued: "+why+".")
-	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, string(OutcomeError)); err != nil {
+	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")
+	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
 		e.log.Warn("store: end a run that could not be taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
 	}
 }
@@ -285,7 +295,7 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 	wg.Wait()
 	if changed {
 		if doc, err := json.Marshal(&work); err == nil {
-			if err := e.cfg.Store.SaveRunWork(cctx, rec.ThreadID, rec.RunID, doc); err != nil {
+			if err := e.cfg.Store.SaveRunWork(cctx, rec.ThreadID, rec.RunID, rec.Epoch, doc); err != nil {
 				log.Warn("store: save the cancelled work", "err", err)
 			}
 		}

@@ -183,8 +183,8 @@ func deadRun(t *testing.T, st store.Store, thread string, conv []llm.Message, wo
 	work.Checkpoint = mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(in), Conv: mustJSON(conv), State: mustJSON(FailureState{Iterations: 1})})
 	_, err := st.ClaimThread(ctx, thread, "alice", "")
 	require.NoError(t, err)
-	require.NoError(t, st.BeginRun(ctx, thread, in.RunID, "replica-dead", -time.Second))
-	require.NoError(t, st.SaveRunWork(ctx, thread, in.RunID, mustJSON(&work)))
+	require.NoError(t, begun(st.BeginRun(ctx, thread, in.RunID, "replica-dead", -time.Second)))
+	require.NoError(t, st.SaveRunWork(ctx, thread, in.RunID, 1, mustJSON(&work)))
 	all := append([]agui.Event{&agui.RunStarted{ThreadID: thread, RunID: in.RunID}}, evs...)
 	stored := make([]store.Event, len(all))
 	for i, ev := range all {
@@ -192,7 +192,7 @@ func deadRun(t *testing.T, st store.Store, thread string, conv []llm.Message, wo
 		require.NoError(t, err)
 		stored[i] = store.Event{Seq: int64(i + 1), Data: data}
 	}
-	require.NoError(t, st.AppendEvents(ctx, thread, in.RunID, stored))
+	require.NoError(t, st.AppendEvents(ctx, thread, in.RunID, 1, stored))
 }
 
 // waitEnded waits until the run's record says it ended, and returns its event log.

@@ -208,7 +208,9 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, 
 	// the run over settles them (takeover.go) rather than asking the model again, which
 	// would send them a second time.
 	r.noteCheckpoint(conv)
-	r.elog.saveWork()
+	if err := r.saveWorkNow(ctx); err != nil {
+		return conv, nil, true, r.finishCancelled(ctx)
+	}
 	return conv, turn.message.ToolCalls, false, EndReason{}
 }
 

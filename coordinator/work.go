@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
@@ -97,26 +98,38 @@ func (l *runLog) noteCall(toolCallID, tool string, idempotent bool, state string
 }
 
 // saveWork writes the work document when it changed since the last write. Writes are
-// serialised (saveMu), so that an older document never lands after a newer one.
-func (l *runLog) saveWork() {
+// serialised (saveMu), so that an older document never lands after a newer one. A write the
+// store did not take leaves the document to write again (the writer retries it); one the
+// store refused as fenced stops the run here (fenceOff).
+func (l *runLog) saveWork() error {
 	l.saveMu.Lock()
 	defer l.saveMu.Unlock()
 	l.mu.Lock()
-	if !l.workDirty {
+	if !l.workDirty || l.fenced {
 		l.mu.Unlock()
-		return
+		return nil
 	}
 	l.workDirty = false
 	doc, err := json.Marshal(&l.work)
 	l.mu.Unlock()
 	if err != nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
-	if err := l.st.SaveRunWork(ctx, l.thread, l.run, doc); err != nil {
-		l.log.Warn("store: save run work", "err", err)
+	err = l.st.SaveRunWork(ctx, l.thread, l.run, l.epoch, doc)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrFenced):
+		l.fenceOff(err)
+	default:
+		l.log.Warn("store: save run work; trying again", "err", err)
+		l.mu.Lock()
+		l.workDirty = true
+		l.mu.Unlock()
 	}
+	return err
 }
 
 // reapLapsed looks after the runs of replicas that stopped heartbeating: a running run
@@ -141,7 +154,7 @@ func (e *Engine) reapLapsed() {
 			}
 		}
 		e.cancelWork(run, work)
-		e.endLostLog(ctx, run.ThreadID, run.RunID, "The run was interrupted and did not finish.")
+		e.endLostLog(ctx, run.ThreadID, run.RunID, run.Epoch, "The run was interrupted and did not finish.")
 		e.log.Warn("lost run ended: its replica stopped heartbeating and its thread went on", "thread_id", run.ThreadID, "run_id", run.RunID)
 	}
 }
@@ -153,7 +166,7 @@ const reapBatch = 50
 // it already ends with a terminal event. Like a takeover it numbers after a gap (events the
 // dead replica streamed but did not store keep their ids), and a log with nothing stored
 // gets its RUN_STARTED first, so that a client reconnecting anywhere sees a whole stream.
-func (e *Engine) endLostLog(ctx context.Context, threadID, runID, message string) {
+func (e *Engine) endLostLog(ctx context.Context, threadID, runID string, epoch int64, message string) {
 	evs, err := e.readLog(ctx, threadID, runID)
 	if err != nil {
 		e.log.Warn("store: read lapsed run's events", "err", err)
@@ -178,7 +191,7 @@ func (e *Engine) endLostLog(ctx context.Context, threadID, runID, message string
 		return
 	}
 	out = append(out, store.Event{Seq: seq + 1, Data: data})
-	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, out); err != nil {
+	if err := e.cfg.Store.AppendEvents(ctx, threadID, runID, epoch, out); err != nil {
 		e.log.Warn("store: end lapsed run's log", "err", err)
 	}
 }

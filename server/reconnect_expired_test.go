@@ -26,7 +26,7 @@ func TestReconnectExpiredLog(t *testing.T) {
 	st := e.Store()
 
 	// A log missing its start (a run longer than the retention): the head is gone.
-	require.NoError(t, st.AppendEvents(ctx, "old", "long", []store.Event{
+	require.NoError(t, st.AppendEvents(ctx, "old", "long", 1, []store.Event{
 		{Seq: 7, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`)},
 	}))
 	for _, id := range []string{"", "3", "7"} {

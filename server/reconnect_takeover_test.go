@@ -32,7 +32,7 @@ func TestReconnectAcrossTakeover(t *testing.T) {
 	ev := func(seq int64, data string) store.Event { return store.Event{Seq: seq, Data: json.RawMessage(data)} }
 
 	// A log of 3 events, the gap, then the new owner's events to the end.
-	require.NoError(t, st.AppendEvents(ctx, "tk", "gap", []store.Event{
+	require.NoError(t, st.AppendEvents(ctx, "tk", "gap", 1, []store.Event{
 		ev(1, `{"type":"RUN_STARTED","threadId":"tk","runId":"gap"}`),
 		ev(2, `{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`),
 		ev(3, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}`),
@@ -44,7 +44,7 @@ func TestReconnectAcrossTakeover(t *testing.T) {
 	assert.Equal(t, []string{"5:RUN_STARTED", "5:TEXT_MESSAGE_START", "20004:TEXT_MESSAGE_END", "20005:RUN_FINISHED"}, frames)
 
 	// Nothing stored before the takeover: the log starts after the gap.
-	require.NoError(t, st.AppendEvents(ctx, "tk", "late", []store.Event{
+	require.NoError(t, st.AppendEvents(ctx, "tk", "late", 1, []store.Event{
 		ev(20001, `{"type":"RUN_STARTED","threadId":"tk","runId":"late"}`),
 		ev(20002, `{"type":"RUN_FINISHED","threadId":"tk","runId":"late","outcome":{"type":"success"}}`),
 	}))

@@ -23,7 +23,7 @@ func TestClaimExpired(t *testing.T) {
 			require.NoError(t, s.SaveSuspension(ctx, sampleSuspension("due", past)))
 			require.NoError(t, s.SaveSuspension(ctx, sampleSuspension("later", future)))
 			require.NoError(t, s.SaveSuspension(ctx, sampleSuspension("busy", past)))
-			require.NoError(t, s.BeginRun(ctx, "busy", "r1", "rep-a", time.Minute))
+			require.NoError(t, begun(s.BeginRun(ctx, "busy", "r1", "rep-a", time.Minute)))
 
 			got, err := s.ClaimExpired(ctx, time.Now(), 10)
 			require.NoError(t, err)
@@ -37,7 +37,7 @@ func TestClaimExpired(t *testing.T) {
 			assert.Empty(t, again, "claimed once")
 
 			// The busy thread's run ends: its suspension can be claimed now.
-			require.NoError(t, s.EndRun(ctx, "busy", "r1", "completed"))
+			require.NoError(t, s.EndRun(ctx, "busy", "r1", 1, "completed"))
 			got, err = s.ClaimExpired(ctx, time.Now(), 10)
 			require.NoError(t, err)
 			require.Len(t, got, 1)

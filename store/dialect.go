@@ -26,6 +26,12 @@ type dialect struct {
 	// (PostgreSQL); SQLite's immediate transactions already serialise claimers.
 	skipLocked string
 
+	// forShare share-locks the run row a fenced write checks, until its transaction ends,
+	// so that a takeover's UPDATE of the row waits for the write to commit or roll back
+	// (PostgreSQL; a plain EXISTS lets the takeover commit between the check and the
+	// write's COMMIT: design/fencing.md). SQLite's single writer already serialises them.
+	forShare string
+
 	rewrite func(string) string
 	cache   sync.Map // query -> rewritten query
 }
@@ -44,6 +50,7 @@ var postgresDialect = &dialect{
 	lockThread: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 	notifyStop: `SELECT pg_notify('` + stopChannel + `', $1)`,
 	skipLocked: `FOR UPDATE SKIP LOCKED`,
+	forShare:   ` FOR SHARE`,
 }
 
 // stopChannel is the NOTIFY channel of stop requests.

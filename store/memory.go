@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -51,6 +52,11 @@ func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
+	}
+	if s.Epoch != 0 {
+		if _, err := m.owned(s.ThreadID, s.RunID, s.Epoch); err != nil {
+			return fmt.Errorf("store: save suspension of thread %q: %w", s.ThreadID, ErrFenced)
+		}
 	}
 	stamp(s, time.Now().UTC())
 	b, err := encode(s)

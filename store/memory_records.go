@@ -202,9 +202,9 @@ func (m *memory) DeleteThread(ctx context.Context, threadID string) error {
 	return nil
 }
 
-func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) error {
+func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) (int64, error) {
 	if err := m.begin(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer m.mu.Unlock()
 	now := time.Now().UTC()
@@ -217,18 +217,33 @@ func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, 
 			r.r.State = RunLost
 			continue
 		}
-		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
+		return 0, fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
 	}
+	epoch := int64(1)
 	if old := th.run(runID); old != nil {
 		old.events = nil // a reused run id starts over without its old events
+		epoch = old.r.Epoch + 1
 	}
 	th.putRun(&memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
-		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`)}})
+		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`), Epoch: epoch}})
 	th.t.LastRunID, th.t.LastRunAt = runID, now
 	if th.claimed() {
 		th.t.UpdatedAt = now
 	}
-	return nil
+	return epoch, nil
+}
+
+// owned returns run runID of threadID when its epoch is epoch; ErrFenced when it has
+// another, ErrNotFound when there is no such run. m.mu is held.
+func (m *memory) owned(threadID, runID string, epoch int64) (*memRun, error) {
+	r := m.run(threadID, runID)
+	switch {
+	case r == nil:
+		return nil, ErrNotFound
+	case r.r.Epoch != epoch:
+		return nil, ErrFenced
+	}
+	return r, nil
 }
 
 func (m *memory) run(threadID, runID string) *memRun {
@@ -238,7 +253,7 @@ func (m *memory) run(threadID, runID string) *memRun {
 	return nil
 }
 
-func (m *memory) EndRun(ctx context.Context, threadID, runID, state string) error {
+func (m *memory) EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error {
 	if state == "" || state == RunRunning {
 		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
 	}
@@ -246,30 +261,30 @@ func (m *memory) EndRun(ctx context.Context, threadID, runID, state string) erro
 		return err
 	}
 	defer m.mu.Unlock()
-	r := m.run(threadID, runID)
-	if r == nil {
-		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
 	}
 	r.r.State, r.r.UpdatedAt = state, time.Now().UTC()
 	return nil
 }
 
-func (m *memory) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) (int, error) {
+func (m *memory) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := m.begin(ctx); err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer m.mu.Unlock()
-	n := 0
+	var out []RunRef
 	until := time.Now().UTC().Add(lease)
 	for _, th := range m.threads {
 		for _, r := range th.runs {
 			if r.r.Replica == replica && r.r.State == RunRunning {
 				r.r.LeaseUntil = until
-				n++
+				out = append(out, RunRef{ThreadID: r.r.ThreadID, RunID: r.r.RunID, Epoch: r.r.Epoch})
 			}
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 func copyRun(r RunRecord) *RunRecord {
@@ -348,6 +363,7 @@ func (m *memory) ClaimLapsedRuns(ctx context.Context, replica string, limit int)
 			}
 			if r.r.State == RunLost && !r.reaped {
 				r.r.Replica, r.r.UpdatedAt, r.reaped = replica, now, true
+				r.r.Epoch++
 				out = append(out, *copyRun(r.r))
 			}
 		}
@@ -369,6 +385,7 @@ func (m *memory) TakeOverRuns(ctx context.Context, replica string, lease time.Du
 			}
 			if r.r.State == RunRunning && r.r.Replica != replica && (anyLease || r.r.LeaseUntil.Before(now)) {
 				r.r.Replica, r.r.UpdatedAt, r.r.LeaseUntil = replica, now, now.Add(lease)
+				r.r.Epoch++
 				out = append(out, *copyRun(r.r))
 			}
 		}
@@ -419,7 +436,7 @@ func (m *memory) ThreadRuns(ctx context.Context, threadID string, limit int) ([]
 	return out, nil
 }
 
-func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
+func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, epoch int64, work json.RawMessage) error {
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
@@ -427,25 +444,23 @@ func (m *memory) SaveRunWork(ctx context.Context, threadID, runID string, work j
 		return err
 	}
 	defer m.mu.Unlock()
-	r := m.run(threadID, runID)
-	if r == nil {
-		return fmt.Errorf("store: save work of run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		return fmt.Errorf("store: save work of run %q of thread %q: %w", runID, threadID, err)
 	}
 	r.r.Work, r.r.UpdatedAt = slices.Clone(work), time.Now().UTC()
 	return nil
 }
 
-func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, evs []Event) error {
+func (m *memory) AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []Event) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
-	th := m.ensure(threadID)
-	r := th.run(runID)
-	if r == nil {
-		// Events of a run that BeginRun did not record (the SQL backends accept them too).
-		r = &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, State: RunLost, Work: json.RawMessage(`{}`)}, reaped: true}
-		th.putRun(r)
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		// A run that does not exist has no owner either: nobody may write its log.
+		return fmt.Errorf("store: append events of run %q: %w", runID, ErrFenced)
 	}
 	last := int64(0)
 	if n := len(r.events); n > 0 {

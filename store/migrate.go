@@ -84,6 +84,11 @@ const schemaV8 = `ALTER TABLE pending_cancels ADD COLUMN owner TEXT NOT NULL DEF
 // cancels a run nobody watches locally (design/disconnect-policy.md).
 const schemaV5 = `ALTER TABLE runs ADD COLUMN watched_until BIGINT NOT NULL DEFAULT 0;`
 
+// schemaEpoch adds each run's fencing token (RunRecord.Epoch): 1 when the run begins, one
+// more at every takeover; every write that belongs to a run is conditional on it
+// (design/fencing.md).
+const schemaEpoch = `ALTER TABLE runs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;`
+
 // schemaSecrets adds the secrets table (Secrets): sealed OAuth grants and pending
 // sign-ins. Values are base64 text and times Unix ns (0: never expires).
 const schemaSecrets = `CREATE TABLE secrets (
@@ -132,6 +137,8 @@ var migrations = []string{
 	schemaV7,
 	// 8: the owner of each pending cancel.
 	schemaV8,
+	// 9: the runs' fencing tokens.
+	schemaEpoch,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -169,6 +176,8 @@ var pgMigrations = []string{
 	schemaV7,
 	// 8: the owner of each pending cancel.
 	schemaV8,
+	// 9: the runs' fencing tokens.
+	schemaEpoch,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

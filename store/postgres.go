@@ -8,6 +8,10 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
+// idleInTxTimeout is the server's idle_in_transaction_session_timeout for Baton's sessions,
+// in ms: well under a lease, far above any pause between two statements of one transaction.
+const idleInTxTimeout = "2000"
+
 // openPostgres connects a pgx pool to dsn and migrates the schema. The queries go through
 // database/sql over the pool (stdlib.OpenDBFromPool), so that the SQLite and PostgreSQL
 // backends share one implementation; the pool itself stays available for what only
@@ -18,6 +22,13 @@ func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
 	if err != nil {
 		// pgx's parse errors can quote the DSN, password included: say only what is wrong.
 		return nil, fmt.Errorf("%w %q: not a valid PostgreSQL connection string", ErrBadDSN, shown)
+	}
+	// A replica paused inside a transaction that share-locks a run row (a fenced write)
+	// would make every takeover of that run wait for it: the server ends such a
+	// transaction after a while (unless the DSN sets another value), and the takeover goes
+	// on (design/fencing.md).
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -58,6 +58,10 @@ type RunRecord struct {
 	StartedAt  time.Time
 	UpdatedAt  time.Time
 	LeaseUntil time.Time
+	// Epoch is the run's fencing token: 1 when it begins, one more at every takeover.
+	// Every write that belongs to the run carries the epoch its writer owns it under, and
+	// the store refuses it (ErrFenced) once the epoch has moved on.
+	Epoch int64
 	// StopRequested: another replica asked the owner to stop the run.
 	StopRequested bool
 	// Work is the run's downstream work (A2A task ids with agent and state, MCP calls with
@@ -70,13 +74,18 @@ type Runs interface {
 	// BeginRun records run runID of threadID as running on replica with a lease of the given
 	// length. It fails with ErrThreadBusy when another run of the thread is running and its
 	// lease holds; a running run whose lease lapsed is marked RunLost first. Beginning a run
-	// id again (some clients reuse run ids) replaces the old record and drops its events.
-	BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) error
-	// EndRun records how a run ended (any state but RunRunning) and releases its thread.
-	EndRun(ctx context.Context, threadID, runID, state string) error
-	// HeartbeatRuns extends the lease of every running run owned by replica and returns how
-	// many it extended.
-	HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) (int, error)
+	// id again (some clients reuse run ids) replaces the old record and drops its events;
+	// the new record's epoch is then one more than the old one's, so that a writer of the
+	// old run is fenced. It returns the run's epoch.
+	BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) (epoch int64, err error)
+	// EndRun records how a run ended (any state but RunRunning) and releases its thread. It
+	// fails with ErrFenced when the run's epoch is not epoch, and with ErrNotFound without
+	// the run.
+	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
+	// HeartbeatRuns extends the lease of every running run owned by replica and returns
+	// them (with their epoch): a run of this replica that is not among them was taken over
+	// or ended elsewhere.
+	HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error)
 	// GetRun returns one run, or an error wrapping ErrNotFound.
 	GetRun(ctx context.Context, threadID, runID string) (*RunRecord, error)
 	// ActiveRun returns the thread's running run whose lease holds, or ErrNotFound.
@@ -85,8 +94,9 @@ type Runs interface {
 	// limit: what a thread's earlier runs started downstream (their Work) outlives the
 	// process, so a task the thread started before a restart is still the thread's.
 	ThreadRuns(ctx context.Context, threadID string, limit int) ([]RunRecord, error)
-	// SaveRunWork replaces the downstream-work document of a run (ErrNotFound without one).
-	SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error
+	// SaveRunWork replaces the downstream-work document of a run (ErrNotFound without one,
+	// ErrFenced when the run's epoch is not epoch).
+	SaveRunWork(ctx context.Context, threadID, runID string, epoch int64, work json.RawMessage) error
 	// RequestStop records a stop request on a running run, for the replica that owns it
 	// (StopRequests), and returns that run. It fails with ErrNotFound when the run is not
 	// running.
@@ -96,11 +106,12 @@ type Runs interface {
 	// ClaimLapsedRuns hands replica, for cleanup, at most limit runs that BeginRun marked
 	// RunLost to free their thread (a new run started on the thread after the old run's
 	// lease lapsed), each once: their leftovers (remote tasks) are cancelled by the
-	// claimer. Lapsed runs that are still running are TakeOverRuns', not this.
+	// claimer, under the returned epoch (moved on by one). Lapsed runs that are still running are TakeOverRuns', not this.
 	ClaimLapsedRuns(ctx context.Context, replica string, limit int) ([]RunRecord, error)
 	// TakeOverRuns makes replica the owner of at most limit running runs of other
 	// replicas whose lease has lapsed (their replica died or handed them off), renews
-	// their lease and returns them: they stay running, and replica continues them from
+	// their lease, moves their epoch on by one (fencing the old owner's writes) and returns
+	// them: they stay running, and replica continues them from
 	// their checkpoint (Work). Two replicas taking over at once never get the same run, and
 	// a replica never takes its own runs (a late heartbeat is not a death). With anyLease
 	// the lease is not looked at: a single process that starts (SQLite, one replica by
@@ -144,9 +155,10 @@ type RunStart struct {
 // queue before the run may stream. Callers fall back to the three calls without it.
 type RunStarter interface {
 	// StartRun claims rs.ThreadID for rs.Owner and begins the run as BeginRun does, with
-	// rs.Work as its work document. It fails with ErrThreadOwned (the thread is another
-	// owner's) or ErrThreadBusy (another run holds the thread), and then records nothing.
-	StartRun(ctx context.Context, rs RunStart) error
+	// rs.Work as its work document, and returns the run's epoch. It fails with
+	// ErrThreadOwned (the thread is another owner's) or ErrThreadBusy (another run holds the
+	// thread), and then records nothing.
+	StartRun(ctx context.Context, rs RunStart) (epoch int64, err error)
 }
 
 // Signaler is implemented by a store that can wake replicas when a stop is requested
@@ -168,10 +180,17 @@ type Event struct {
 // MaxEventsRead bounds one Events call, so that a replay of a long run is read in pages.
 const MaxEventsRead = 1000
 
+// RunRef names one run under one epoch: what a heartbeat renewed.
+type RunRef struct {
+	ThreadID, RunID string
+	Epoch           int64
+}
+
 // EventLog is the per-run event log read by reconnecting clients (DESIGN §9a).
 type EventLog interface {
-	// AppendEvents appends events to a run's log; each Seq must be new in the run.
-	AppendEvents(ctx context.Context, threadID, runID string, evs []Event) error
+	// AppendEvents appends events to a run's log; each Seq must be new in the run. It
+	// fails with ErrFenced, storing none of them, unless the run exists with epoch epoch.
+	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []Event) error
 	// Events returns the run's events with Seq > after, in order, at most limit (capped at
 	// MaxEventsRead).
 	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]Event, error)

@@ -46,6 +46,9 @@ type sqlStore struct {
 	// number.
 	reads  sync.Map
 	nreads atomic.Int32
+	// afterGuard, when set (tests only), runs inside AppendEvents' transaction right after
+	// its fencing guard, to hold the transaction open.
+	afterGuard func()
 }
 
 // readStmt returns the prepared statement of a read query (SQLite), preparing it at its
@@ -234,15 +237,23 @@ func (s *sqlStore) SaveSuspension(ctx context.Context, sus *Suspension) error {
 	if t := nextExpiry(sus); !t.IsZero() {
 		next = sql.NullInt64{Int64: t.UnixNano(), Valid: true}
 	}
-	_, err = s.exec(ctx, `INSERT INTO suspensions
+	err = s.tx(ctx, sus.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+		if sus.Epoch != 0 {
+			if err := s.checkEpoch(ctx, tx, sus.ThreadID, sus.RunID, sus.Epoch); err != nil {
+				return err
+			}
+		}
+		_, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO suspensions
 		(thread_id, run_id, owner, body, next_expiry, created_at, updated_at, open_interrupts)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (thread_id) DO UPDATE SET
 			run_id = excluded.run_id, owner = excluded.owner, body = excluded.body,
 			next_expiry = excluded.next_expiry, created_at = excluded.created_at,
-			updated_at = excluded.updated_at, open_interrupts = excluded.open_interrupts`,
-		sus.ThreadID, sus.RunID, sus.Owner, string(body), next,
-		sus.CreatedAt.UnixNano(), sus.UpdatedAt.UnixNano(), len(sus.Interrupts))
+			updated_at = excluded.updated_at, open_interrupts = excluded.open_interrupts`),
+			sus.ThreadID, sus.RunID, sus.Owner, string(body), next,
+			sus.CreatedAt.UnixNano(), sus.UpdatedAt.UnixNano(), len(sus.Interrupts))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: save suspension of thread %q: %w", sus.ThreadID, err)
 	}
@@ -471,27 +482,31 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 	return nil
 }
 
-func (s *sqlStore) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) error {
+func (s *sqlStore) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) (int64, error) {
 	if err := s.check(); err != nil {
-		return err
+		return 0, err
 	}
+	var epoch int64
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		return s.beginRun(ctx, tx, threadID, runID, replica, lease, nil)
+		var err error
+		epoch, err = s.beginRun(ctx, tx, threadID, runID, replica, lease, nil)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, err)
+		return 0, fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, err)
 	}
-	return nil
+	return epoch, nil
 }
 
 // StartRun implements RunStarter: ClaimThread, BeginRun and SaveRunWork in one transaction.
-func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) error {
+func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 	if err := s.check(); err != nil {
-		return err
+		return 0, err
 	}
 	if rs.Work != nil && !json.Valid(rs.Work) {
-		return fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
+		return 0, fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
 	}
+	var epoch int64
 	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, time.Now().UnixNano()); err != nil {
@@ -504,31 +519,40 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) error {
 		if owner != rs.Owner {
 			return ErrThreadOwned
 		}
-		return s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
+		var err error
+		epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
-	return nil
+	return epoch, nil
 }
 
 // beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
-func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) error {
+func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) (int64, error) {
 	// A running run whose replica stopped heartbeating no longer holds the thread.
 	if _, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET state = 'lost'
 		WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
-		return err
+		return 0, err
 	}
-	// A reused run id starts over: its old record and events go.
-	res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
+	// A reused run id starts over: its old record and events go, and its epoch moves on,
+	// so that whoever still writes for the old run is fenced.
+	var old int64
+	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT epoch FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID).Scan(&old)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return 0, err
+	default:
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID); err != nil {
+			return 0, err
+		}
 		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
-			return err
+			return 0, err
 		}
 	}
+	epoch := old + 1
 	doc := "{}"
 	if work != nil {
 		doc = string(work)
@@ -536,52 +560,99 @@ func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, re
 	now := time.Now().UnixNano()
 	// The partial unique index runs_one_active makes a second running run of the thread
 	// conflict, whichever replica inserts it.
-	res, err = s.txExec(ctx, tx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work)
-		VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6) ON CONFLICT DO NOTHING`),
-		threadID, runID, replica, now, lease.Nanoseconds(), doc)
+	res, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, epoch)
+		VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6, $7) ON CONFLICT DO NOTHING`),
+		threadID, runID, replica, now, lease.Nanoseconds(), doc, epoch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrThreadBusy
+		return 0, ErrThreadBusy
 	}
 	_, err = s.txExec(ctx, tx, s.d.q(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`),
 		threadID, runID, now)
+	return epoch, err
+}
+
+// checkEpoch fails with ErrFenced unless run runID of threadID has epoch epoch. It runs
+// first in the transaction of a fenced write and, on PostgreSQL, share-locks the run's row
+// until that transaction ends: a takeover's UPDATE of the row then waits for the write, so
+// that no write of the old owner commits after the takeover (design/fencing.md).
+func (s *sqlStore) checkEpoch(ctx context.Context, tx *sql.Tx, threadID, runID string, epoch int64) error {
+	var one int
+	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $3`+s.d.forShare),
+		threadID, runID, epoch).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrFenced
+	}
 	return err
 }
 
-func (s *sqlStore) EndRun(ctx context.Context, threadID, runID, state string) error {
+// refusal is the error of a fenced UPDATE that changed no row: ErrFenced when the run
+// exists (under another epoch), ErrNotFound when it does not.
+func (s *sqlStore) refusal(ctx context.Context, threadID, runID string) error {
+	var one int
+	err := s.queryRow(ctx, s.d.q(`SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	}
+	return ErrFenced
+}
+
+func (s *sqlStore) EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	if state == "" || state == RunRunning {
 		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
 	}
-	res, err := s.exec(ctx, `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
-		threadID, runID, state, time.Now().UnixNano())
+	// The UPDATE itself is the guard: it takes the row's lock, so a takeover either
+	// committed before (no row matches the epoch) or waits for it (design/fencing.md).
+	res, err := s.exec(ctx, `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`,
+		threadID, runID, state, time.Now().UnixNano(), epoch)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			err = s.refusal(ctx, threadID, runID)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, ErrNotFound)
 	}
 	return nil
 }
 
-func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) (int, error) {
+func (s *sqlStore) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := s.check(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	res, err := s.exec(ctx, `UPDATE runs SET lease_until = `+s.d.nowNS+` + $2 WHERE replica = $1 AND state = 'running'`,
-		replica, lease.Nanoseconds())
+	var out []RunRef
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		out = out[:0] // a job run again starts over
+		rows, err := tx.QueryContext(ctx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` + $2
+			WHERE replica = $1 AND state = 'running' RETURNING thread_id, run_id, epoch`), replica, lease.Nanoseconds())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r RunRef
+			if err := rows.Scan(&r.ThreadID, &r.RunID, &r.Epoch); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: heartbeat: %w", err)
+		return nil, fmt.Errorf("store: heartbeat: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	return out, nil
 }
 
-const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested`
+const runCols = `thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, stop_requested, epoch`
 
 // collectRuns scans every row of rows as a run and closes rows; a close error counts too.
 func collectRuns(rows *sql.Rows) (_ []RunRecord, err error) {
@@ -608,7 +679,7 @@ func scanRun(sc scanner) (*RunRecord, error) {
 	var r RunRecord
 	var started, updated, lease, stop int64
 	var work string
-	if err := sc.Scan(&r.ThreadID, &r.RunID, &r.Replica, &r.State, &started, &updated, &lease, &work, &stop); err != nil {
+	if err := sc.Scan(&r.ThreadID, &r.RunID, &r.Replica, &r.State, &started, &updated, &lease, &work, &stop, &r.Epoch); err != nil {
 		return nil, err
 	}
 	r.StopRequested = stop != 0
@@ -729,7 +800,7 @@ func (s *sqlStore) ClaimLapsedRuns(ctx context.Context, replica string, limit in
 		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
 				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
 				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
-			UPDATE runs SET reaped = 1, replica = $1, updated_at = $2
+			UPDATE runs SET reaped = 1, replica = $1, updated_at = $2, epoch = runs.epoch + 1
 			FROM picked WHERE runs.thread_id = picked.thread_id AND runs.run_id = picked.run_id AND `+lapsed+`
 			RETURNING `+qualifiedRunCols), replica, time.Now().UnixNano(), limit)
 		if err != nil {
@@ -763,7 +834,7 @@ func (s *sqlStore) TakeOverRuns(ctx context.Context, replica string, lease time.
 		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
 				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
 				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
-			UPDATE runs SET replica = $1, updated_at = $2, lease_until = `+s.d.nowNS+` + $4
+			UPDATE runs SET replica = $1, updated_at = $2, lease_until = `+s.d.nowNS+` + $4, epoch = runs.epoch + 1
 			FROM picked WHERE runs.thread_id = picked.thread_id AND runs.run_id = picked.run_id AND `+lapsed+`
 			RETURNING `+qualifiedRunCols), replica, time.Now().UnixNano(), limit, lease.Nanoseconds())
 		if err != nil {
@@ -805,25 +876,28 @@ func (s *sqlStore) ReleaseRuns(ctx context.Context, replica string) (int, error)
 	return int(n), nil
 }
 
-func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, work json.RawMessage) error {
+func (s *sqlStore) SaveRunWork(ctx context.Context, threadID, runID string, epoch int64, work json.RawMessage) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	if !json.Valid(work) {
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
-	res, err := s.execBulk(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2`,
-		threadID, runID, string(work), time.Now().UnixNano())
-	if err != nil {
-		return fmt.Errorf("store: save work of run %q: %w", runID, err)
+	// Guarded by the UPDATE itself, as EndRun.
+	res, err := s.execBulk(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`,
+		threadID, runID, string(work), time.Now().UnixNano(), epoch)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			err = s.refusal(ctx, threadID, runID)
+		}
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: save work of run %q of thread %q: %w", runID, threadID, ErrNotFound)
+	if err != nil {
+		return fmt.Errorf("store: save work of run %q of thread %q: %w", runID, threadID, err)
 	}
 	return nil
 }
 
-func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs []Event) error {
+func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []Event) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -832,6 +906,12 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, evs
 	}
 	now := time.Now().UnixNano()
 	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+			return err
+		}
+		if s.afterGuard != nil {
+			s.afterGuard()
+		}
 		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
 		// per chunk); the rest through a statement of its own size.
 		for len(evs) >= appendChunk {

@@ -40,7 +40,7 @@ func BenchmarkSQLiteStartRuns(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					if err := st.AppendEvents(ctx, thread, run, ev); err != nil {
+					if err := st.AppendEvents(ctx, thread, run, 1, ev); err != nil {
 						b.Error(err)
 						return
 					}
@@ -53,14 +53,14 @@ func BenchmarkSQLiteStartRuns(b *testing.B) {
 
 func startOne(ctx context.Context, st *sqlStore, mode, thread, run string, work json.RawMessage) error {
 	if mode == "one" {
-		return st.StartRun(ctx, RunStart{ThreadID: thread, RunID: run, Owner: "alice", Title: "go",
-			Replica: "a", Lease: time.Minute, Work: work})
+		return begun(st.StartRun(ctx, RunStart{ThreadID: thread, RunID: run, Owner: "alice", Title: "go",
+			Replica: "a", Lease: time.Minute, Work: work}))
 	}
 	if _, err := st.ClaimThread(ctx, thread, "alice", "go"); err != nil {
 		return err
 	}
-	if err := st.BeginRun(ctx, thread, run, "a", time.Minute); err != nil {
+	if err := begun(st.BeginRun(ctx, thread, run, "a", time.Minute)); err != nil {
 		return err
 	}
-	return st.SaveRunWork(ctx, thread, run, work)
+	return st.SaveRunWork(ctx, thread, run, 1, work)
 }

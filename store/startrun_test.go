@@ -26,7 +26,7 @@ func TestStartRun(t *testing.T) {
 		}
 		start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
 			Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`)}
-		require.NoError(t, rs.StartRun(ctx, start))
+		require.NoError(t, begun(rs.StartRun(ctx, start)))
 		th, err := s.GetThread(ctx, "t1")
 		require.NoError(t, err)
 		assert.Equal(t, "alice", th.Owner)
@@ -39,17 +39,17 @@ func TestStartRun(t *testing.T) {
 
 		second := start
 		second.RunID = "r2"
-		require.ErrorIs(t, rs.StartRun(ctx, second), ErrThreadBusy)
+		require.ErrorIs(t, begun(rs.StartRun(ctx, second)), ErrThreadBusy)
 
 		other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
-		require.NoError(t, s.EndRun(ctx, "t1", "r1", "success"))
-		require.ErrorIs(t, rs.StartRun(ctx, other), ErrThreadOwned)
+		require.NoError(t, s.EndRun(ctx, "t1", "r1", 1, "success"))
+		require.ErrorIs(t, begun(rs.StartRun(ctx, other)), ErrThreadOwned)
 		_, err = s.GetRun(ctx, "t1", "r3")
 		require.ErrorIs(t, err, ErrNotFound, "a refused start records no run")
 
 		// Without a work document the run gets the default one.
 		plain := RunStart{ThreadID: "t2", RunID: "r1", Owner: "bob", Replica: "a", Lease: time.Minute}
-		require.NoError(t, rs.StartRun(ctx, plain))
+		require.NoError(t, begun(rs.StartRun(ctx, plain)))
 		run, err = s.GetRun(ctx, "t2", "r1")
 		require.NoError(t, err)
 		assert.JSONEq(t, `{}`, string(run.Work))
@@ -69,8 +69,8 @@ func TestStartRunAcrossReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = hs[i%2].(RunStarter).StartRun(ctx, RunStart{ThreadID: "t", RunID: fmt.Sprintf("r%d", i),
-					Owner: "alice", Replica: fmt.Sprintf("replica-%d", i%2), Lease: time.Minute})
+				errs[i] = begun(hs[i%2].(RunStarter).StartRun(ctx, RunStart{ThreadID: "t", RunID: fmt.Sprintf("r%d", i),
+					Owner: "alice", Replica: fmt.Sprintf("replica-%d", i%2), Lease: time.Minute}))
 			})
 		}
 		wg.Wait()

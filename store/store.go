@@ -57,6 +57,12 @@ var ErrBadDSN = errors.New("store: bad DSN")
 // ErrThreadOwned is returned by ClaimThread when the thread belongs to another principal.
 var ErrThreadOwned = errors.New("store: thread belongs to another principal")
 
+// ErrFenced is wrapped by every write that belongs to a run (its events, work document,
+// suspension, end) when the run's epoch in the store is not the writer's: another replica
+// took the run over (or the run id was begun again) since the writer became its owner. The
+// write changed nothing; the writer must stop the run at once and never retry it.
+var ErrFenced = errors.New("store: the run has a newer owner (fenced)")
+
 // ErrThreadBusy is returned by BeginRun when the thread already has a run whose lease holds,
 // on this replica or another.
 var ErrThreadBusy = errors.New("store: thread has an active run")
@@ -96,6 +102,10 @@ type Suspension struct {
 	Interrupts []Interrupt     `json:"interrupts"`
 	// Resolved lists the interrupt ids already answered (idempotency).
 	Resolved []string `json:"resolved,omitempty"`
+	// Epoch, when not zero, fences SaveSuspension: the suspension is saved only while run
+	// RunID of the thread has this epoch (ErrFenced otherwise). Zero saves unconditionally
+	// (a suspension that no running run writes).
+	Epoch int64 `json:"-"`
 	// CreatedAt is set by SaveSuspension when zero; UpdatedAt on every save.
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`

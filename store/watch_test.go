@@ -22,7 +22,7 @@ func TestRunWatchers(t *testing.T) {
 			assert.LessOrEqual(t, left, time.Duration(0), "an unknown run is not watched")
 			require.ErrorIs(t, s.WatchRun(ctx, "t1", "r1", time.Minute), ErrNotFound)
 
-			require.NoError(t, s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute))
+			require.NoError(t, begun(s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute)))
 			left, err = s.RunWatchedFor(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.LessOrEqual(t, left, time.Duration(0), "a new run is not watched")
@@ -39,7 +39,7 @@ func TestRunWatchers(t *testing.T) {
 			require.NoError(t, err)
 			assert.LessOrEqual(t, left, time.Duration(0))
 
-			require.NoError(t, s.EndRun(ctx, "t1", "r1", "completed"))
+			require.NoError(t, s.EndRun(ctx, "t1", "r1", 1, "completed"))
 			require.ErrorIs(t, s.WatchRun(ctx, "t1", "r1", time.Minute), ErrNotFound, "an ended run is not watched")
 		})
 	}
@@ -53,16 +53,16 @@ func TestSweepRuns(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			s := b.open(t)
-			require.NoError(t, s.BeginRun(ctx, "t1", "old", "rep-a", time.Minute))
-			require.NoError(t, s.AppendEvents(ctx, "t1", "old", ev))
-			require.NoError(t, s.EndRun(ctx, "t1", "old", "completed"))
-			require.NoError(t, s.BeginRun(ctx, "t1", "live", "rep-a", time.Minute))
-			require.NoError(t, s.AppendEvents(ctx, "t1", "live", ev))
+			require.NoError(t, begun(s.BeginRun(ctx, "t1", "old", "rep-a", time.Minute)))
+			require.NoError(t, s.AppendEvents(ctx, "t1", "old", 1, ev))
+			require.NoError(t, s.EndRun(ctx, "t1", "old", 1, "completed"))
+			require.NoError(t, begun(s.BeginRun(ctx, "t1", "live", "rep-a", time.Minute)))
+			require.NoError(t, s.AppendEvents(ctx, "t1", "live", 1, ev))
 			// A lost run not yet reaped: its thread was freed, its tasks not yet cancelled.
-			require.NoError(t, s.BeginRun(ctx, "t2", "lost", "rep-dead", time.Nanosecond))
+			require.NoError(t, begun(s.BeginRun(ctx, "t2", "lost", "rep-dead", time.Nanosecond)))
 			time.Sleep(2 * time.Millisecond)
-			require.NoError(t, s.BeginRun(ctx, "t2", "next", "rep-a", time.Minute))
-			require.NoError(t, s.EndRun(ctx, "t2", "next", "completed"))
+			require.NoError(t, begun(s.BeginRun(ctx, "t2", "next", "rep-a", time.Minute)))
+			require.NoError(t, s.EndRun(ctx, "t2", "next", 1, "completed"))
 
 			n, err := s.SweepRuns(ctx, time.Now().Add(-time.Hour))
 			require.NoError(t, err)

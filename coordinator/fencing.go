@@ -1,0 +1,154 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/baton-dev/baton/fence"
+	"github.com/baton-dev/baton/store"
+)
+
+// Fencing (design/fencing.md): every write of a run carries the epoch under which this
+// replica owns it, and the store refuses it once another replica took the run over; a run
+// whose write is refused stops here at once, without cancelling anything downstream (the
+// new owner follows that work). What the store cannot refuse (model calls, MCP calls, A2A
+// sends) waits for the run's lease (fence.Lease): a replica that could not renew it in time
+// starts nothing more for the run until it has, and tells the client to reconnect once
+// the lease may have lapsed for the others.
+
+// ErrRunMoved: the run is owned by another replica now (the store refused one of its
+// writes, or a heartbeat did not renew its lease). Like ErrHandoff, which it wraps, it
+// cancels nothing downstream.
+var ErrRunMoved = fmt.Errorf("%w: another replica owns the run now", ErrHandoff)
+
+// own records that the store made this replica the owner of r under epoch, with its lease
+// counted from sent (when the claim was sent).
+func (e *Engine) own(r *Run, epoch int64, sent time.Time) {
+	r.elog.epoch = epoch
+	r.elog.quit = e.quit
+	r.elog.onFenced = func(error) { r.moved("the store refused a write of the run") }
+	if e.cfg.Heartbeat > 0 {
+		r.lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.leaseLapsed)
+	}
+}
+
+// moved stops the run here, as a hand-off does: nothing more of it is written, its live
+// stream ends without a terminal event (the client reconnects and follows the run on the
+// replica that owns it), and its downstream work is left to the new owner.
+func (r *Run) moved(why string) {
+	if r.handedOff.Swap(true) {
+		return
+	}
+	r.log.Warn("the run is owned by another replica now; stopping it here without cancelling its work", "why", why)
+	r.lease.Lose()
+	r.elog.freeze()
+	r.q.abandon()
+	r.cancel(ErrRunMoved)
+}
+
+// leaseLapsed is called once when the run waited for its lease past the lease's end:
+// another replica may take it over now. The live stream ends without a terminal event, so
+// that the client reconnects (GET …/events) and follows the run wherever it goes on; the
+// run itself still waits here, and goes on if this replica renews the lease first.
+func (r *Run) leaseLapsed() {
+	r.log.Warn("the run's lease could not be renewed in time; its client is told to reconnect")
+	r.q.abandon()
+	r.releaseStream()
+}
+
+// mayAct waits until this replica may start a side effect for the run (a model call, a
+// tool call, an A2A send): at once while its lease holds by more than the margin, else
+// once a heartbeat has renewed it. A lease lost stops the run (moved) and returns
+// ErrRunMoved; ctx ending returns its error.
+func (r *Run) mayAct(ctx context.Context) error {
+	err := r.lease.Wait(ctx)
+	if errors.Is(err, fence.ErrLost) {
+		r.moved("its lease was lost")
+		return ErrRunMoved
+	}
+	return err
+}
+
+// applyRenewal applies a heartbeat sent at sent that renewed the runs in renewed: a run
+// here renewed under its epoch may go on; one that was not (and was claimed before the
+// heartbeat was sent) is another replica's now and stops here.
+func (e *Engine) applyRenewal(sent time.Time, renewed []store.RunRef) {
+	held := make(map[string]int64, len(renewed))
+	for _, ref := range renewed {
+		held[runKey(ref.ThreadID, ref.RunID)] = ref.Epoch
+	}
+	e.mu.Lock()
+	runs := make([]*Run, 0, len(e.active))
+	for _, r := range e.active {
+		runs = append(runs, r)
+	}
+	e.mu.Unlock()
+	for _, r := range runs {
+		if !r.begun.Load() || r.handedOff.Load() || r.lease == nil {
+			continue
+		}
+		epoch, ok := held[runKey(r.ThreadID, r.RunID)]
+		switch {
+		case ok && epoch == r.elog.epoch:
+			r.lease.Renew(sent)
+		case r.terminated():
+			// Ended: its record is being ended.
+		case r.lease.Sent().Before(sent):
+			r.moved("the heartbeat did not renew its lease: another replica took it over")
+		}
+	}
+}
+
+// ownsRun reads from the store whether this replica owns run r under its epoch now. The
+// store is asked, never this replica's memory: another replica may have taken the run over.
+func (e *Engine) ownsRun(ctx context.Context, r *Run) (bool, error) {
+	rec, err := e.cfg.Store.GetRun(ctx, r.ThreadID, r.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return rec.Replica == e.cfg.Replica && rec.Epoch == r.elog.epoch && rec.State == store.RunRunning, nil
+}
+
+// saveWorkNow stores the run's work document before the run goes on (the checkpoint of a
+// turn whose calls are about to be sent): a store that does not take it is asked again,
+// after the lease allows, until it does. It fails only when the run stops: the store
+// refused it as fenced (the run moved) or ctx ended.
+func (r *Run) saveWorkNow(ctx context.Context) error {
+	pause := storeRetry
+	for {
+		err := r.elog.saveWork()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, store.ErrFenced):
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, maxStoreRetryPause)
+		if err := r.mayAct(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// forgetThread drops what this replica remembers of a thread (th) when the store says it
+// changed hands (deleted, re-created by someone else) through another replica.
+func (e *Engine) forgetThread(threadID string, th *thread) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.threads[threadID] == th {
+		delete(e.threads, threadID)
+	}
+}

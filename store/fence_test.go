@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFencedWrites: once another replica took a run over, every write of the old owner
+// (events, work document, suspension, end) is refused with ErrFenced and changes nothing;
+// the new owner's writes, under the new epoch, land.
+func TestFencedWrites(t *testing.T) {
+	ctx := context.Background()
+	ev := func(seq int64) []Event {
+		return []Event{{Seq: seq, Data: json.RawMessage(`{"type":"CUSTOM"}`)}}
+	}
+	forEachBackend(t, func(t *testing.T, s Store) {
+		old, err := s.BeginRun(ctx, "t1", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), old)
+		require.NoError(t, s.AppendEvents(ctx, "t1", "r1", old, ev(1)))
+
+		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		cur := taken[0].Epoch
+		require.Equal(t, old+1, cur, "a takeover moves the epoch on")
+
+		// The stale owner: nothing it writes lands.
+		require.ErrorIs(t, s.AppendEvents(ctx, "t1", "r1", old, ev(2)), ErrFenced)
+		require.ErrorIs(t, s.SaveRunWork(ctx, "t1", "r1", old, json.RawMessage(`{"stale":true}`)), ErrFenced)
+		sus := sampleSuspension("t1")
+		sus.RunID, sus.Epoch = "r1", old
+		require.ErrorIs(t, s.SaveSuspension(ctx, sus), ErrFenced)
+		require.ErrorIs(t, s.EndRun(ctx, "t1", "r1", old, "completed"), ErrFenced)
+		renewed, err := s.HeartbeatRuns(ctx, "rep-a", time.Minute)
+		require.NoError(t, err)
+		assert.Empty(t, renewed, "the stale owner's heartbeat renews nothing")
+
+		rec, err := s.GetRun(ctx, "t1", "r1")
+		require.NoError(t, err)
+		assert.Equal(t, RunRunning, rec.State, "the stale owner did not end the run")
+		assert.NotContains(t, string(rec.Work), "stale")
+		_, err = s.LoadSuspension(ctx, "t1")
+		require.ErrorIs(t, err, ErrNotFound)
+
+		// The new owner goes on under its epoch, with the log's next number.
+		require.NoError(t, s.AppendEvents(ctx, "t1", "r1", cur, ev(2)))
+		sus.Epoch = cur
+		require.NoError(t, s.SaveSuspension(ctx, sus))
+		require.NoError(t, s.EndRun(ctx, "t1", "r1", cur, "completed"))
+		evs, err := s.Events(ctx, "t1", "r1", 0, 0)
+		require.NoError(t, err)
+		require.Len(t, evs, 2)
+		assert.Equal(t, []int64{1, 2}, []int64{evs[0].Seq, evs[1].Seq})
+
+		// An ended run is taken over by nobody: its end holds.
+		none, err := s.TakeOverRuns(ctx, "rep-c", time.Minute, 10, true)
+		require.NoError(t, err)
+		assert.Empty(t, none)
+	})
+}
+
+// TestFencedWriteRacingTakeover: the old owner's guarded write is executed but not
+// committed when another replica tries to take the run over. The takeover must not
+// commit before that write does (a plain EXISTS guard would let it, and the stale row
+// would land after the takeover): on PostgreSQL the guard share-locks the run's row, so
+// the takeover's SKIP LOCKED passes the run by; on SQLite the writer's transaction holds
+// the database. Once the write has committed the takeover goes through, and the old
+// owner's next write is refused.
+func TestFencedWriteRacingTakeover(t *testing.T) {
+	ctx := context.Background()
+	forEachShared(t, func(t *testing.T, hs [2]Store) {
+		a, b := hs[0].(*sqlStore), hs[1]
+		epoch, err := a.BeginRun(ctx, "t1", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+
+		inside, release := make(chan struct{}), make(chan struct{})
+		a.afterGuard = func() {
+			close(inside)
+			<-release
+		}
+		wrote := make(chan error, 1)
+		go func() {
+			wrote <- a.AppendEvents(ctx, "t1", "r1", epoch, []Event{{Seq: 1, Data: json.RawMessage(`{}`)}})
+		}()
+		<-inside
+		a.afterGuard = nil
+
+		type claim struct {
+			runs []RunRecord
+			err  error
+		}
+		claimed := make(chan claim, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			runs, err := b.TakeOverRuns(cctx, "rep-b", time.Minute, 10, false)
+			claimed <- claim{runs, err}
+		}()
+		// A takeover that returns while the write is open must not have taken the run.
+		var first *claim
+		select {
+		case c := <-claimed:
+			first = &c
+			require.NoError(t, c.err)
+			require.Empty(t, c.runs, "the run was taken over while its owner's guarded write was open")
+		case <-time.After(300 * time.Millisecond):
+		}
+		close(release)
+		require.NoError(t, <-wrote, "the write under the current epoch commits")
+		if first == nil {
+			c := <-claimed
+			require.NoError(t, c.err)
+			require.Len(t, c.runs, 1, "the waiting takeover goes through after the write")
+		} else {
+			runs, err := b.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+		}
+		evs, err := b.Events(ctx, "t1", "r1", 0, 0)
+		require.NoError(t, err)
+		assert.Len(t, evs, 1, "the owner's write committed before the takeover")
+		require.ErrorIs(t, a.AppendEvents(ctx, "t1", "r1", epoch, []Event{{Seq: 2, Data: json.RawMessage(`{}`)}}), ErrFenced)
+	})
+}
