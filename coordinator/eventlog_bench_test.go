@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
@@ -40,7 +41,11 @@ func BenchmarkEventLog(b *testing.B) {
 			for done := 0; done < b.N; {
 				n := min(b.N-done, 100000)
 				runs++
-				l := newRunLog(st, "t", fmt.Sprintf("r%d", runs), slog.New(slog.DiscardHandler), nil)
+				thread := fmt.Sprintf("t%d", runs)
+				l := newRunLog(st, thread, "r", slog.New(slog.DiscardHandler), nil)
+				if l.epoch, err = st.BeginRun(context.Background(), thread, "r", "bench", time.Hour); err != nil {
+					b.Fatal(err)
+				}
 				for range n {
 					l.add(ev)
 				}
@@ -79,6 +84,9 @@ func BenchmarkEventLogAdd(b *testing.B) {
 			}
 			defer st.Close()
 			l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), nil)
+			if l.epoch, err = st.BeginRun(context.Background(), "t", "r", "bench", time.Hour); err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {

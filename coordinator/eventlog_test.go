@@ -24,6 +24,7 @@ func TestRunLogWriterOnDemand(t *testing.T) {
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
 	var wg sync.WaitGroup
 	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
+	l.epoch = 1
 
 	idle := func() {
 		wg.Wait() // no writer goroutine left
@@ -69,6 +70,7 @@ func TestRunLogCompletesWithoutTerminalEvent(t *testing.T) {
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
 	var wg sync.WaitGroup
 	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
+	l.epoch = 1
 	l.add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
 	l.runEnded()
 	<-l.done

@@ -84,8 +84,8 @@ func fenceConfig(llmURL, mcpURL, dsn string) string {
 		"replication:\n  heartbeat: 500ms\n  lease: 2s\n"
 }
 
-// waitLog waits until the process's output contains s.
-func waitLog(t *testing.T, p *proc, s string, within time.Duration) {
+// waitProcLog waits until the process's output contains s.
+func waitProcLog(t *testing.T, p *proc, s string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -154,7 +154,7 @@ func TestFencePausedOwner(t *testing.T) {
 	// nothing and charging nothing more.
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 	resumed = true
-	waitLog(t, a.p, "owned by another replica now", 30*time.Second)
+	waitProcLog(t, a.p, "owned by another replica now", 30*time.Second)
 
 	after := followRun(t, b.URL, thread, 0, 30*time.Second)
 	assert.Equal(t, len(before), len(after), "the stale owner wrote to the run's log after the takeover: %v", frameTypes(after))

@@ -26,9 +26,9 @@ func TestReconnectExpiredLog(t *testing.T) {
 	st := e.Store()
 
 	// A log missing its start (a run longer than the retention): the head is gone.
-	require.NoError(t, st.AppendEvents(ctx, "old", "long", 1, []store.Event{
+	storedRun(t, st, "old", "long", []store.Event{
 		{Seq: 7, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`)},
-	}))
+	})
 	for _, id := range []string{"", "3", "7"} {
 		resp := get(t, srv.URL+"/agui/threads/old/runs/long/events", "Last-Event-ID", id)
 		assert.Equal(t, http.StatusGone, resp.StatusCode, id)
@@ -48,4 +48,15 @@ func TestReconnectExpiredLog(t *testing.T) {
 	// The thread itself is kept: only event logs expire.
 	doc := decodeJSON(t, get(t, srv.URL+"/agui/threads/old"))
 	assert.Len(t, doc["messages"], 2)
+}
+
+// storedRun records a finished run with the events evs in st, as another replica would
+// have: begun, its events appended under its epoch, ended.
+func storedRun(t *testing.T, st store.Store, threadID, runID string, evs []store.Event) {
+	t.Helper()
+	ctx := context.Background()
+	epoch, err := st.BeginRun(ctx, threadID, runID, "replica-other", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, st.AppendEvents(ctx, threadID, runID, epoch, evs))
+	require.NoError(t, st.EndRun(ctx, threadID, runID, epoch, "completed"))
 }

@@ -27,27 +27,26 @@ func TestReconnectAcrossTakeover(t *testing.T) {
 	srv, e := newTestServer(t, blockingModel{release: release}, Config{})
 	evs := readEvents(t, post(t, srv.URL+"/agui", body("tk", "r1", "")))
 	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "a run that owns the thread")
-	ctx := context.Background()
 	st := e.Store()
 	ev := func(seq int64, data string) store.Event { return store.Event{Seq: seq, Data: json.RawMessage(data)} }
 
 	// A log of 3 events, the gap, then the new owner's events to the end.
-	require.NoError(t, st.AppendEvents(ctx, "tk", "gap", 1, []store.Event{
+	storedRun(t, st, "tk", "gap", []store.Event{
 		ev(1, `{"type":"RUN_STARTED","threadId":"tk","runId":"gap"}`),
 		ev(2, `{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`),
 		ev(3, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}`),
 		ev(20004, `{"type":"TEXT_MESSAGE_END","messageId":"m1"}`),
 		ev(20005, `{"type":"RUN_FINISHED","threadId":"tk","runId":"gap","outcome":{"type":"success"}}`),
-	}))
+	})
 	frames := sseFrames(t, get(t, srv.URL+"/agui/threads/tk/runs/gap/events", "Last-Event-ID", "5"))
 	require.Len(t, frames, 4, "%v", frames)
 	assert.Equal(t, []string{"5:RUN_STARTED", "5:TEXT_MESSAGE_START", "20004:TEXT_MESSAGE_END", "20005:RUN_FINISHED"}, frames)
 
 	// Nothing stored before the takeover: the log starts after the gap.
-	require.NoError(t, st.AppendEvents(ctx, "tk", "late", 1, []store.Event{
+	storedRun(t, st, "tk", "late", []store.Event{
 		ev(20001, `{"type":"RUN_STARTED","threadId":"tk","runId":"late"}`),
 		ev(20002, `{"type":"RUN_FINISHED","threadId":"tk","runId":"late","outcome":{"type":"success"}}`),
-	}))
+	})
 	for _, id := range []string{"", "4"} {
 		frames := sseFrames(t, get(t, srv.URL+"/agui/threads/tk/runs/late/events", "Last-Event-ID", id))
 		assert.Equal(t, []string{"20001:RUN_STARTED", "20002:RUN_FINISHED"}, frames, "Last-Event-ID %q", id)

@@ -58,8 +58,10 @@ func (m floodModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.
 // to a disk: the writes cost what they cost, the contents do not stay in this heap.
 type offHeapLog struct{ store.Store }
 
-func (offHeapLog) AppendEvents(context.Context, string, string, []store.Event) error { return nil }
-func (offHeapLog) SaveMessages(context.Context, string, []store.Message) error       { return nil }
+func (offHeapLog) AppendEvents(context.Context, string, string, int64, []store.Event) error {
+	return nil
+}
+func (offHeapLog) SaveMessages(context.Context, string, []store.Message) error { return nil }
 
 // smallSendBuffer shrinks the kernel send buffer of every accepted connection, so that a
 // client that reads nothing is felt by the writer after kilobytes, not megabytes. It counts
