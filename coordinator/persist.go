@@ -225,8 +225,12 @@ func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) erro
 		if !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("coordinator: stop: %w", err)
 		}
-		if run, gerr := e.cfg.Store.GetRun(ctx, threadID, runID); gerr == nil && run.State != store.RunRunning {
+		run, gerr := e.cfg.Store.GetRun(ctx, threadID, runID)
+		switch {
+		case gerr == nil && run.State != store.RunRunning:
 			return ErrRunFinished
+		case gerr != nil && !errors.Is(gerr, store.ErrNotFound):
+			return fmt.Errorf("coordinator: stop: %w", gerr)
 		}
 		return ErrRunNotFound
 	}

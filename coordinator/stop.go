@@ -1,6 +1,12 @@
 package coordinator
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/baton-dev/baton/store"
+)
 
 // Stop cancels the active run (threadID, runID) on the producer side: its stream ends with
 // the cancelled outcome.
@@ -16,8 +22,12 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
 		st, err := e.cfg.Store.GetThread(ctx, threadID)
-		if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
 			return ErrRunNotFound
+		}
+		if err != nil {
+			// The store could not say (store.ErrUnavailable): the run may well exist.
+			return fmt.Errorf("coordinator: stop: %w", err)
 		}
 		if st.Owner != principal {
 			return ErrForbidden

@@ -27,6 +27,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/store"
 )
 
 // Config configures the HTTP surface.
@@ -363,6 +364,8 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
 	case errors.Is(err, coordinator.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
+	case errors.Is(err, store.ErrUnavailable):
+		s.storeDown(w, "engine", err)
 	case errors.Is(err, coordinator.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "The coordinator is shutting down.")
