@@ -274,6 +274,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
 	r.elog.input = inputMessages(in)
+	r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
@@ -296,7 +297,9 @@ func (e *Engine) release(r *Run) {
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, storedRunState(r.endOutcome())); err != nil {
+		state := storedRunState(r.endOutcome())
+		r.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: state})
+		if err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, state); err != nil {
 			r.log.Error("store: end run", "err", err)
 		}
 		cancel()

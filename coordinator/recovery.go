@@ -225,6 +225,8 @@ func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outc
 // execCall runs calls[i] and streams its result.
 func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
 	c := &calls[i]
-	outcomes[i] = r.traceTool(ctx, t, *c, func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
+	outcomes[i] = r.traceTool(ctx, t, *c, func(ctx context.Context) toolOutcome {
+		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
+	})
 	r.emitResult(ctx, c.ID, outcomes[i])
 }

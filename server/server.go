@@ -140,6 +140,7 @@ func New(cfg Config) http.Handler {
 	r.Get("/agui/threads", s.handleListThreads)
 	r.Get("/agui/threads/{threadId}", s.handleGetThread)
 	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
+	r.Get("/agui/threads/{threadId}/journal", s.handleJournal)
 	s.routeSignIn(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -132,6 +132,8 @@ var migrations = []string{
 	schemaV7,
 	// 8: the owner of each pending cancel.
 	schemaV8,
+	// 9: the step journal.
+	schemaJournal,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -169,6 +171,8 @@ var pgMigrations = []string{
 	schemaV7,
 	// 8: the owner of each pending cancel.
 	schemaV8,
+	// 9: the step journal.
+	schemaJournal,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

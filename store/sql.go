@@ -505,7 +505,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 		if busy {
 			return ErrThreadBusy
 		}
-		for _, table := range []string{"events", "messages", "runs", "suspensions", "resolved", "threads"} {
+		for _, table := range []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "threads"} {
 			if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
 				return err
 			}
@@ -1154,6 +1154,10 @@ func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, erro
 		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
 		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
 			WHERE runs.thread_id = events.thread_id AND runs.run_id = events.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
+			return err
+		}
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM journal WHERE EXISTS (SELECT 1 FROM runs
+			WHERE runs.thread_id = journal.thread_id AND runs.run_id = journal.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
 			return err
 		}
 		res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())
