@@ -237,7 +237,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		}
 	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	e.prependHistory(ctx, in)
+	prepended := e.prependHistory(ctx, in)
 
 	e.mu.Lock()
 	if e.closing {
@@ -273,7 +273,9 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	r.elog.input = inputMessages(in)
+	// The history prepended from the store is there already: only what the client sent is
+	// saved (saving the whole history again on every run wrote the square of it).
+	r.elog.input = inputMessages(in.Messages[prepended:])
 	r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	e.wg.Add(1)
 	e.running.Add(1)
