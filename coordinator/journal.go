@@ -178,4 +178,3 @@ func (e *Engine) markInDoubtAfterTakeover(ctx context.Context, rec store.RunReco
 		e.log.Warn("journal: mark steps in doubt", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
 	}
 }
-
