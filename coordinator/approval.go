@@ -155,6 +155,14 @@ func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in
 		return taggedOutcome(bridge.TagError, bridge.Error("This approval can no longer be answered."))
 	}
 	approved, _ := ans.Payload["approved"].(bool)
+	decision := store.StepEnd{Outcome: "approved"}
+	if ans.Cancelled || !approved {
+		decision.Outcome = "denied"
+	}
+	if h.InDoubt {
+		decision.Detail = "asked again: the call may have run before the coordinator stopped"
+	}
+	r.step(store.StepApproval, h.Tool, callID, decision)
 	if ans.Cancelled || !approved {
 		r.suspMu.Lock() // answers are delivered in parallel
 		r.fs.Declined = append(r.fs.Declined, CallSignature(h.Tool, string(h.Args)))
@@ -191,16 +199,18 @@ func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID,
 		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator could not record it first. Ask the user to try again later."))
 	}
 	r.log.Info("approved call sent", "tool", tool, "tool_call_id", callID)
-	var out toolOutcome
-	if a, ok := t.agents[tool]; ok {
-		var m map[string]any
-		_ = json.Unmarshal(args, &m)
-		out = r.delegate(ctx, t, a, callID, m)
-	} else if _, ok := t.mcp[tool]; ok {
-		out = r.callMCPSession(ctx, t, llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}, args)
-	} else {
-		out = taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
-	}
+	c := llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}
+	out := r.journaled(ctx, t, c, "approved by the user", func(ctx context.Context) toolOutcome {
+		if a, ok := t.agents[tool]; ok {
+			var m map[string]any
+			_ = json.Unmarshal(args, &m)
+			return r.delegate(ctx, t, a, callID, m)
+		}
+		if _, ok := t.mcp[tool]; ok {
+			return r.callMCPSession(ctx, t, c, args)
+		}
+		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
+	})
 	if len(out.interrupts) == 0 && ctx.Err() == nil {
 		if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) {
 			a.State, a.Result, a.ResultTag, a.ResultCode = approvalDone, out.Text, out.Tag, out.Code

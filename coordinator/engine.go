@@ -254,7 +254,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		}
 	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	e.prependHistory(ctx, in)
+	prepended := e.prependHistory(ctx, in)
 
 	e.mu.Lock()
 	if e.closing {
@@ -290,7 +290,10 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	r.elog.input = inputMessages(in)
+	// The history prepended from the store is there already: only what the client sent is
+	// saved (saving the whole history again on every run wrote the square of it).
+	r.elog.input = inputMessages(in.Messages[prepended:])
+	r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
@@ -312,6 +315,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
+		r.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
 		e.endRun(r)
 	}
 	e.mu.Lock()

@@ -237,7 +237,19 @@ func (l *runLog) drain() {
 			return
 		case l.ended || l.runDone:
 			l.finished, l.writing = true, false
+			// A run whose terminal event is stored is never continued from its
+			// checkpoint (a takeover finds the end in the log): the checkpoint, which holds
+			// the whole conversation again, goes, so that a thread's storage grows with
+			// its messages (kept once, in the thread) and not with their square.
+			strip := l.ended && l.work.Checkpoint != nil
+			if strip {
+				l.work.Checkpoint, l.work.Results = nil, nil
+				l.workDirty = true
+			}
 			l.mu.Unlock()
+			if strip {
+				l.saveWork()
+			}
 			l.saveMessages()
 			close(l.done)
 			return

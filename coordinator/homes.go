@@ -100,7 +100,9 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	if ans.Cancelled {
 		// Confirmed like a run's cancels: retried in the background until the agent
 		// confirms (cancels.go), every attempt with the user's agent credentials.
+		st, _ := r.intent(store.StepCancel, a.Name, h.TaskID, 1, "the user cancelled a waiting task")
 		err := r.e.cancelTask(ctx, r.owner, a, h.TaskID, r.log, "user cancelled a waiting task")
+		st.end(cancelEnd(err))
 		if err != nil {
 			r.log.Warn("user cancelled a waiting task; the cancel failed", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		}

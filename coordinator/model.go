@@ -8,6 +8,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
 )
 
 type turnResult struct {
@@ -27,8 +28,8 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 	// The tool call ids of failed attempts are never used again in this turn
 	// (design/model-retries.md).
 	var failed map[string]bool
-	for {
-		res, err := r.streamTurn(ctx, req, failed)
+	for attempt := 1; ; attempt++ {
+		res, err := r.journaledTurn(ctx, req, failed, attempt)
 		if err != nil && len(res.message.ToolCalls) > 0 {
 			if failed == nil {
 				failed = map[string]bool{}
@@ -226,4 +227,26 @@ func attemptErr(ctx context.Context, streamErr error, streamOK bool) error {
 		return ctx.Err()
 	}
 	return llm.ErrNoCompletion
+}
+
+// journaledTurn is streamTurn between its intent and its outcome in the journal. A model
+// call has no effect outside the run, so it is made even when its intent cannot be
+// recorded.
+//
+//go:noinline
+func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[string]bool, attempt int) (turnResult, error) {
+	s, _ := r.intent(store.StepModelCall, "model", "", attempt, "")
+	res, err := r.streamTurn(ctx, req, avoid)
+	end := store.StepEnd{Outcome: store.StepOK}
+	switch {
+	case err != nil && r.cancelling(ctx):
+		end.Outcome = "cancelled"
+	case err != nil:
+		end.Outcome = store.StepError
+		if f := ClassifyModelError(err); f != nil {
+			end.FailureKind = string(f.Kind)
+		}
+	}
+	s.end(end)
+	return res, err
 }

@@ -66,10 +66,10 @@ func threadTitle(in *agui.RunAgentInput) string {
 }
 
 // inputMessages are the messages a run's input brings to its thread, for the store.
-func inputMessages(in *agui.RunAgentInput) []store.Message {
-	out := make([]store.Message, 0, len(in.Messages))
-	for i := range in.Messages {
-		m := &in.Messages[i]
+func inputMessages(msgs []agui.Message) []store.Message {
+	out := make([]store.Message, 0, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
 		if m.ID == "" {
 			continue
 		}
@@ -228,8 +228,12 @@ func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) erro
 		if !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("coordinator: stop: %w", err)
 		}
-		if run, gerr := e.cfg.Store.GetRun(ctx, threadID, runID); gerr == nil && run.State != store.RunRunning {
+		run, gerr := e.cfg.Store.GetRun(ctx, threadID, runID)
+		switch {
+		case gerr == nil && run.State != store.RunRunning:
 			return ErrRunFinished
+		case gerr != nil && !errors.Is(gerr, store.ErrNotFound):
+			return fmt.Errorf("coordinator: stop: %w", gerr)
 		}
 		return ErrRunNotFound
 	}
@@ -260,18 +264,19 @@ func (e *Engine) applyStops() {
 // history in front of them (DESIGN §9a). A client that sends the full history (AG-UI's
 // default) is recognised by a message id the store already has, and its input is left as
 // it is: the store deduplicates by id when the run's messages are saved. Resume runs and
-// runs without messages are left alone (their history is the suspension's).
-func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) {
+// runs without messages are left alone (their history is the suspension's). It returns
+// how many messages it prepended.
+func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) int {
 	if len(in.Messages) == 0 || len(in.Resume) > 0 {
-		return
+		return 0
 	}
 	stored, err := e.cfg.Store.LoadMessages(ctx, in.ThreadID)
 	if err != nil {
 		e.log.Warn("store: load thread messages; the run sees only the messages it was sent", "thread_id", in.ThreadID, "err", err)
-		return
+		return 0
 	}
 	if len(stored) == 0 {
-		return
+		return 0
 	}
 	known := make(map[string]bool, len(stored))
 	for _, m := range stored {
@@ -279,7 +284,7 @@ func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) {
 	}
 	for _, m := range in.Messages {
 		if known[m.ID] {
-			return
+			return 0
 		}
 	}
 	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
@@ -291,6 +296,7 @@ func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) {
 		hist = append(hist, msg)
 	}
 	in.Messages = append(hist, in.Messages...)
+	return len(hist)
 }
 
 // checkSuspendedOwner refuses principal a thread this process does not know (after a

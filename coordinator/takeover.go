@@ -217,6 +217,9 @@ func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work r
 	e.active[rec.ThreadID] = r
 	e.mu.Unlock()
 	log.Info("run taken over; continuing it here", "from_seq", r.elog.seq, "turn_calls", len(work.Results))
+	// The previous owner's unfinished steps first, then the takeover itself.
+	e.markInDoubtAfterTakeover(ctx, rec)
+	r.step(store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepOK, Detail: "run taken over from its checkpoint; continued here"})
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
@@ -261,6 +264,8 @@ func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
 // its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
 // which would hand it out for cleanup once more).
 func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work runWork, why string) {
+	e.markInDoubtAfterTakeover(ctx, rec)
+	e.step(rec.ThreadID, rec.RunID, 0, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
 	e.cancelWork(rec, work)
 	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")
 	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
@@ -287,7 +292,10 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 		wg.Go(func() {
 			// Confirmed like a run's cancels: retried in the background until the
 			// agent confirms (cancels.go).
-			if err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled"); err != nil {
+			st, _ := e.intent(rec.ThreadID, rec.RunID, 0, store.StepCancel, a.Name, t.TaskID, 1, "lapsed run: its task is cancelled")
+			err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled")
+			st.end(cancelEnd(err))
+			if err != nil {
 				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
 			}
 		})

@@ -23,6 +23,8 @@ const (
 	IdleTimeout = 30 * time.Second
 	// retryAfterBusy is the Retry-After, in seconds, sent when max_active_runs is reached.
 	retryAfterBusy = "5"
+	// retryAfterStore is the Retry-After, in seconds, of 503 STORE_UNAVAILABLE.
+	retryAfterStore = "2"
 )
 
 // IsLoopbackListen reports whether a listen address (host:port) binds only a loopback

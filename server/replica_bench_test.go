@@ -18,7 +18,7 @@ import (
 // stream with the cancelled outcome (the request is a row plus a NOTIFY; A cancels on the
 // signal). Reported: p50 and p99 in ms.
 func BenchmarkStopThroughOtherReplica(b *testing.B) {
-	reps := replicas(b, sharedStores[1].dsn(b), blockingModel{}, 2, Config{})
+	reps := replicas(b, sharedStores[0].dsn(b), blockingModel{}, 2, Config{})
 	lat := make([]time.Duration, 0, b.N)
 	errs := 0
 	b.ResetTimer()
@@ -83,9 +83,8 @@ func BenchmarkReconnectFirstEvent(b *testing.B) {
 		n    int // replicas; the reconnect goes to the last one
 	}{
 		{"same-replica/memory", func(testing.TB) string { return "memory:" }, 1},
-		{"same-replica/sqlite", sharedStores[0].dsn, 1},
-		{"other-replica/sqlite", sharedStores[0].dsn, 2},
-		{"other-replica/postgres", sharedStores[1].dsn, 2},
+		{"same-replica/sqlite", sqliteDSN, 1},
+		{"other-replica/postgres", sharedStores[0].dsn, 2},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/store"
 )
 
 // Config configures the HTTP surface.
@@ -139,6 +140,7 @@ func New(cfg Config) http.Handler {
 	r.Get("/agui/threads", s.handleListThreads)
 	r.Get("/agui/threads/{threadId}", s.handleGetThread)
 	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
+	r.Get("/agui/threads/{threadId}/journal", s.handleJournal)
 	s.routeSignIn(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -363,6 +365,8 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
 	case errors.Is(err, coordinator.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
+	case errors.Is(err, store.ErrUnavailable):
+		s.storeDown(w, "engine", err)
 	case errors.Is(err, coordinator.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "The coordinator is shutting down.")

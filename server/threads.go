@@ -66,8 +66,7 @@ func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread
 		return nil, ""
 	}
 	if err != nil {
-		s.log.Error("store: get thread", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The thread store is not reachable; try again.")
+		s.storeDown(w, "get thread", err)
 		return nil, ""
 	}
 	return th, who
@@ -100,8 +99,7 @@ func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	list, err := s.cfg.Engine.Store().ListThreads(ctx, who, limit)
 	if err != nil {
-		s.log.Error("store: list threads", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The thread store is not reachable; try again.")
+		s.storeDown(w, "list threads", err)
 		return
 	}
 	out := make([]threadSummary, 0, len(list))
@@ -163,9 +161,13 @@ func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, doc)
 }
 
+// storeDown answers a request that needed the store while it could not be reached or
+// written: 503 STORE_UNAVAILABLE with Retry-After (DESIGN §3), never 404 or 500, whatever
+// the store was asked. It is the one place where store errors become a response.
 func (s *server) storeDown(w http.ResponseWriter, what string, err error) {
 	s.log.Error("store: "+what, "err", err)
-	writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The thread store is not reachable; try again.")
+	w.Header().Set("Retry-After", retryAfterStore)
+	writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The store is not reachable right now; try again shortly.")
 }
 
 func (s *server) handleDeleteThread(w http.ResponseWriter, r *http.Request) {

@@ -118,14 +118,17 @@ func replicas(t testing.TB, dsn string, model llm.Model, n int, cfg Config) []*h
 	return out
 }
 
-// sharedStores are the databases that replicas share.
+// sharedStores are the databases that replicas share. SQLite is not one: a second
+// process (or handle) on one SQLite file is refused (one process per file).
 var sharedStores = []struct {
 	name string
 	dsn  func(t testing.TB) string
 }{
-	{"sqlite", func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }},
 	{"postgres", func(t testing.TB) string { return pgtest.DSN(t) }},
 }
+
+// sqliteDSN is a new SQLite database for one engine.
+func sqliteDSN(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }
 
 func get(t *testing.T, url string, hdr ...string) *http.Response {
 	t.Helper()
@@ -243,7 +246,7 @@ func TestReconnectThroughAnotherReplica(t *testing.T) {
 func TestOwnershipSurvivesRestart(t *testing.T) {
 	release := make(chan struct{})
 	close(release)
-	reps := replicas(t, sharedStores[0].dsn(t), blockingModel{release: release}, 2, Config{AuthTokens: []string{"alpha", "beta"}})
+	reps := replicas(t, pgtest.DSN(t), blockingModel{release: release}, 2, Config{AuthTokens: []string{"alpha", "beta"}})
 	evs := readEvents(t, post(t, reps[0].URL+"/agui", body("owned", "r1", ""), "Authorization", "Bearer alpha"))
 	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
 

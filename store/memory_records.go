@@ -20,6 +20,10 @@ type memThread struct {
 	msgs     []Message
 	msgIndex map[string]int // nil while len(msgs) < memIndexFrom
 	runs     []*memRun
+	// steps is the thread's journal, oldest first (bounded by maxMemSteps), seq the last
+	// number given.
+	steps []Step
+	seq   int64
 }
 
 // memIndexFrom is the number of messages from which a thread indexes them by id.

@@ -139,6 +139,8 @@ var migrations = []string{
 	schemaV8,
 	// 9: the runs' fencing tokens.
 	schemaEpoch,
+	// 10: the step journal.
+	schemaJournal,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -178,6 +180,8 @@ var pgMigrations = []string{
 	schemaV8,
 	// 9: the runs' fencing tokens.
 	schemaEpoch,
+	// 10: the step journal.
+	schemaJournal,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

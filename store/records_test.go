@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -285,13 +284,13 @@ func TestRecordsClosed(t *testing.T) {
 	})
 }
 
-// sharedBackends open two handles on one database, as two replicas (or two processes on
-// one SQLite file) would.
+// sharedBackends open two handles on one database, as two replicas would. SQLite is not
+// among them: a second handle on one SQLite file is refused (one process per file,
+// TestSecondProcessOnSQLiteFile).
 var sharedBackends = []struct {
 	name string
 	dsn  func(t *testing.T) string
 }{
-	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "baton.db") }},
 	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
 }
 

@@ -49,6 +49,13 @@ type sqlStore struct {
 	// afterGuard, when set (tests only), runs inside AppendEvents' transaction right after
 	// its fencing guard, to hold the transaction open.
 	afterGuard func()
+	// health remembers the last writes' outcomes, for Ping (unavailable.go).
+	health writeHealth
+	// file watches the identity of SQLite's database file (filewatch.go); nil for
+	// PostgreSQL.
+	file *fileWatch
+	// lock is SQLite's one-process lock on the database (lockfile.go); nil for PostgreSQL.
+	lock *processLock
 }
 
 // readStmt returns the prepared statement of a read query (SQLite), preparing it at its
@@ -77,20 +84,28 @@ func (s *sqlStore) readStmt(ctx context.Context, query string) *sql.Stmt {
 	return st
 }
 
-// queryRow is s.db.QueryRowContext for query (already in the dialect), prepared once.
-func (s *sqlStore) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+// queryRow is s.db.QueryRowContext for query (already in the dialect), prepared once. Its
+// Scan classifies a failure of the store (unavailable).
+func (s *sqlStore) queryRow(ctx context.Context, query string, args ...any) row {
 	if st := s.readStmt(ctx, query); st != nil {
-		return st.QueryRowContext(ctx, args...)
+		return row{st.QueryRowContext(ctx, args...)}
 	}
-	return s.db.QueryRowContext(ctx, query, args...)
+	return row{s.db.QueryRowContext(ctx, query, args...)}
 }
+
+// row is a *sql.Row whose Scan marks a failure of the store with ErrUnavailable.
+type row struct{ r *sql.Row }
+
+func (r row) Scan(dest ...any) error { return unavailable(r.r.Scan(dest...)) }
 
 // query is s.db.QueryContext for query (already in the dialect), prepared once.
 func (s *sqlStore) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if st := s.readStmt(ctx, query); st != nil {
-		return st.QueryContext(ctx, args...)
+		rows, err := st.QueryContext(ctx, args...)
+		return rows, unavailable(err)
 	}
-	return s.db.QueryContext(ctx, query, args...)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	return rows, unavailable(err)
 }
 
 // StopSignals implements Signaler. Without LISTEN/NOTIFY (SQLite) the channel is nil and
@@ -100,38 +115,58 @@ func (s *sqlStore) StopSignals() <-chan struct{} { return s.signals }
 // openSQLite opens path twice: a pool of readers and one writer connection. SQLite has one
 // writer at a time anyway; with several writing connections they queue for the lock in
 // SQLite's busy handler, which sleeps, and a burst of runs then waits hundreds of ms.
-func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
+func openSQLite(ctx context.Context, path string) (_ *sqlStore, err error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("store: create the directory of %q: %w", path, err)
 		}
 	}
+	// One process per file, checked before anything touches the database.
+	lock, err := lockDatabase(path)
+	if err != nil {
+		return nil, err
+	}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+			lock.release()
+		}
+	}()
 	wdb, err := sql.Open("sqlite", path+sqliteParams)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
+	closers = append(closers, func() { _ = wdb.Close() })
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxIdleTime(0)
 	wdb.SetConnMaxLifetime(0)
 	if err := wdb.PingContext(ctx); err != nil {
-		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
 	// Migrated before the readers open: they find the schema in place.
 	if _, err := migrate(ctx, wdb, sqliteDialect, migrations); err != nil {
-		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
+	// The file exists now (the migration wrote it): from here on it must stay the same file.
+	fw, err := watchFile(path)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, fw.close)
 	rdb, err := sql.Open("sqlite", path+sqliteParams)
 	if err != nil {
-		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %q: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(sqliteReaders)
 	rdb.SetMaxIdleConns(sqliteReaders)
 	w := newGroupWriter(wdb)
-	return &sqlStore{db: rdb, d: sqliteDialect, w: w, onClose: func() { w.close(); _ = wdb.Close() }}, nil
+	w.check = fw.check
+	return &sqlStore{db: rdb, d: sqliteDialect, w: w, file: fw, lock: lock,
+		onClose: func() { w.close(); _ = wdb.Close(); fw.close(); lock.release() }}, nil
 }
 
 func (s *sqlStore) check() error {
@@ -145,6 +180,13 @@ func (s *sqlStore) check() error {
 // needs one. With SQLite, fn is a job of the group writer: it shares its transaction with
 // other callers' jobs (in a savepoint of its own) and may be run a second time (writeFunc).
 func (s *sqlStore) tx(ctx context.Context, threadID string, fn writeFunc) error {
+	err := unavailable(s.txRaw(ctx, threadID, fn))
+	s.health.note(err)
+	return err
+}
+
+// txRaw is tx without the classification of its error.
+func (s *sqlStore) txRaw(ctx context.Context, threadID string, fn writeFunc) error {
 	if s.w != nil {
 		return s.w.do(ctx, fn)
 	}
@@ -188,7 +230,9 @@ func (s *sqlStore) txQueryRow(ctx context.Context, tx *sql.Tx, query string, arg
 // documents): SQLite's writer runs it after the writes that one does.
 func (s *sqlStore) txBulk(ctx context.Context, threadID string, fn writeFunc) error {
 	if s.w != nil {
-		return s.w.doBulk(ctx, fn)
+		err := unavailable(s.w.doBulk(ctx, fn))
+		s.health.note(err)
+		return err
 	}
 	return s.tx(ctx, threadID, fn)
 }
@@ -196,10 +240,10 @@ func (s *sqlStore) txBulk(ctx context.Context, threadID string, fn writeFunc) er
 // execBulk is exec for a write that no response waits for (see txBulk).
 func (s *sqlStore) execBulk(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if s.w == nil {
-		return s.db.ExecContext(ctx, s.d.q(q), args...)
+		return s.exec(ctx, q, args...)
 	}
 	var res sql.Result
-	err := s.w.doBulk(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
 		return err
@@ -210,10 +254,13 @@ func (s *sqlStore) execBulk(ctx context.Context, q string, args ...any) (sql.Res
 // exec runs one writing statement (through the group writer with SQLite).
 func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if s.w == nil {
-		return s.db.ExecContext(ctx, s.d.q(q), args...)
+		res, err := s.db.ExecContext(ctx, s.d.q(q), args...)
+		err = unavailable(err)
+		s.health.note(err)
+		return res, err
 	}
 	var res sql.Result
-	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
 		return err
@@ -469,7 +516,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 		if busy {
 			return ErrThreadBusy
 		}
-		for _, table := range []string{"events", "messages", "runs", "suspensions", "resolved", "threads"} {
+		for _, table := range []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "threads"} {
 			if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
 				return err
 			}
@@ -1096,14 +1143,35 @@ func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Messa
 	return out, nil
 }
 
+// Ping reports whether the store can be read and written (readiness): a read reaching the
+// database is not enough, since a full disk or a deleted SQLite file still reads. It fails
+// (wrapping ErrUnavailable) when the SQLite file was deleted or replaced, when the database
+// does not answer, when a tiny write fails, or when the last write of the store failed for
+// want of the store and none has succeeded since (within writeHealthWindow): a write probe
+// alone can succeed where larger writes fail (a WAL file with room left on a full disk).
 func (s *sqlStore) Ping(ctx context.Context) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+	if s.file != nil {
+		if err := s.file.check(); err != nil {
+			return err
+		}
 	}
-	return nil
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", unavailable(err))
+	}
+	// The probe rewrites a row with its own value: a real write (a WAL frame, a row
+	// version) that changes nothing. It does not count as a successful write for the
+	// health below, which is about the store's real writes.
+	probe := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := s.txExec(ctx, tx, `UPDATE schema_version SET version = version WHERE id = 1`)
+		return err
+	}
+	if err := unavailable(s.txRaw(ctx, "", probe)); err != nil {
+		return fmt.Errorf("store: write probe: %w", err)
+	}
+	return s.health.failing()
 }
 
 func (s *sqlStore) Close() error {
@@ -1166,6 +1234,10 @@ func (s *sqlStore) SweepRuns(ctx context.Context, cutoff time.Time) (int64, erro
 		const ended = `state <> 'running' AND NOT (state = 'lost' AND reaped = 0) AND updated_at < $1`
 		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE EXISTS (SELECT 1 FROM runs
 			WHERE runs.thread_id = events.thread_id AND runs.run_id = events.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
+			return err
+		}
+		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM journal WHERE EXISTS (SELECT 1 FROM runs
+			WHERE runs.thread_id = journal.thread_id AND runs.run_id = journal.run_id AND `+ended+`)`), cutoff.UnixNano()); err != nil {
 			return err
 		}
 		res, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE `+ended), cutoff.UnixNano())

@@ -42,6 +42,9 @@ type groupWriter struct {
 	// Only the writer goroutine uses them.
 	stmts map[string]*sql.Stmt
 	want  []string
+	// check, when set, is asked before each batch: an error fails every job of the batch
+	// without running it (the database file was deleted: nothing written would last).
+	check func() error
 }
 
 // Job states: a job is taken by the writer or abandoned by its caller, never both.
@@ -214,6 +217,14 @@ func take(batch []*writeJob, j *writeJob) []*writeJob {
 
 // commit runs batch and gives each job its outcome.
 func (w *groupWriter) commit(batch []*writeJob) {
+	if w.check != nil {
+		if err := w.check(); err != nil {
+			for _, j := range batch {
+				j.done <- err
+			}
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	if len(batch) > 1 {

@@ -141,6 +141,7 @@ type Store interface {
 	Messages
 	Secrets
 	Cancels
+	Journal
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

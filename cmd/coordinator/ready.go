@@ -13,9 +13,13 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// errStoreDown is what /readyz shows for a store that does not answer; the cause (which
-// may name a host or a path) goes to the log only.
-var errStoreDown = errors.New("the store does not answer")
+// errStoreDown is what /readyz shows for a store that does not answer or cannot be
+// written; the cause (which may name a host or a path) goes to the log only.
+var errStoreDown = errors.New("the store does not answer or cannot be written")
+
+// errStoreMoved is what /readyz shows once the SQLite database file was deleted or
+// replaced under the process: nothing it writes would last, and only a restart helps.
+var errStoreMoved = errors.New("the database file was deleted or replaced; restart the coordinator")
 
 // readyChecks registers one readiness check per dependency (DESIGN §3): the store, the
 // model, each agent and each MCP server.
@@ -24,6 +28,9 @@ func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent,
 		{Group: server.GroupStore, Check: func(ctx context.Context) error {
 			if err := st.Ping(ctx); err != nil {
 				log.Debug("store ping failed", "err", err)
+				if errors.Is(err, store.ErrFileMoved) {
+					return errStoreMoved
+				}
 				return errStoreDown
 			}
 			return nil

@@ -1,0 +1,88 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
+)
+
+// TestJournalAfterTakeover: a replica died with two MCP calls begun (their intents in the
+// journal, no outcome): a non-idempotent write and an idempotent read. The replica taking
+// the run over reports both in doubt in the journal, records the takeover, re-issues the
+// read (a new step with its outcome) and never the write, and ends the run: no step is
+// left pending.
+func TestJournalAfterTakeover(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	conv := []llm.Message{{Role: llm.RoleUser, Content: "hello"}, {Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+		{ID: "c-read", Name: "fs__read", Arguments: `{}`},
+		{ID: "c-write", Name: "fs__write", Arguments: `{}`},
+	}}}
+	deadRun(t, st, "jt", conv, runWork{MCP: []workCall{
+		{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"},
+		{ToolCallID: "c-write", Tool: "fs__write", State: "started"}}})
+	runID := input("jt").RunID
+	for _, ref := range []string{"c-read", "c-write"} {
+		require.NoError(t, st.RecordStep(ctx, &store.Step{ThreadID: "jt", RunID: runID, Kind: store.StepToolCall,
+			Target: map[string]string{"c-read": "fs__read", "c-write": "fs__write"}[ref], Ref: ref, Replica: "replica-dead"}))
+	}
+	calls := make(chan string, 4)
+	tools := &fakeTools{
+		tools: []mcpclient.Tool{{Name: "fs__read", Server: "fs", ToolName: "read", Idempotent: true, InputSchema: map[string]any{"type": "object"}},
+			{Name: "fs__write", Server: "fs", ToolName: "write", InputSchema: map[string]any{"type": "object"}}},
+		status: func(name string, _ json.RawMessage) mcpclient.Result {
+			calls <- name
+			return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name, Server: "fs", Content: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents"}}}}
+		},
+	}
+	model := &fakeModel{turn: func(*llm.Request) []llm.Delta {
+		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+	}}
+	e, err := New(Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second, Replica: "replica-new"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	run, _ := waitEnded(t, st, "jt", runID)
+	assert.Equal(t, string(OutcomeCompleted), run.State)
+	close(calls)
+	var sent []string
+	for c := range calls {
+		sent = append(sent, c)
+	}
+	assert.Equal(t, []string{"fs__read"}, sent, "the write is never sent again")
+
+	// run_end is recorded before the run's record ends; wait for nothing else.
+	steps, err := st.Steps(ctx, "jt", 0, 0)
+	require.NoError(t, err)
+	byRef := map[string][]store.Step{}
+	var kinds []string
+	for _, s := range steps {
+		assert.NotEqual(t, store.StepPending, s.Outcome, "step %d (%s %s) left pending", s.Seq, s.Kind, s.Ref)
+		kinds = append(kinds, s.Kind)
+		if s.Ref != "" {
+			byRef[s.Ref] = append(byRef[s.Ref], s)
+		}
+	}
+	require.Len(t, byRef["c-write"], 1, "the write: its old intent only")
+	w := byRef["c-write"][0]
+	assert.Equal(t, store.StepInDoubt, w.Outcome)
+	assert.True(t, w.InDoubt)
+	assert.Equal(t, "replica-dead", w.Replica)
+	require.Len(t, byRef["c-read"], 2, "the read: its old intent, then the re-issued call")
+	assert.True(t, byRef["c-read"][0].InDoubt)
+	assert.Equal(t, store.StepOK, byRef["c-read"][1].Outcome)
+	assert.Equal(t, "replica-new", byRef["c-read"][1].Replica)
+	assert.Contains(t, kinds, store.StepTakeover)
+	assert.Contains(t, kinds, store.StepModelCall)
+	assert.Equal(t, store.StepRunEnd, kinds[len(kinds)-1])
+}

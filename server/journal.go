@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/baton-dev/baton/store"
+)
+
+// GET /agui/threads/{threadId}/journal (DESIGN §3, §9b; design/journal.md): the thread's
+// step journal, oldest first, in pages.
+
+const (
+	defaultJournalLimit = 500
+	maxJournalLimit     = store.MaxStepsRead
+)
+
+// journalStep is one step as the endpoint shows it.
+type journalStep struct {
+	Seq         int64     `json:"seq"`
+	RunID       string    `json:"runId"`
+	At          time.Time `json:"at"`
+	Kind        string    `json:"kind"`
+	Target      string    `json:"target"`
+	Attempt     int       `json:"attempt"`
+	Outcome     string    `json:"outcome"`
+	Tag         string    `json:"tag,omitempty"`
+	FailureKind string    `json:"failureKind,omitempty"`
+	InDoubt     bool      `json:"inDoubt,omitempty"`
+	Replica     string    `json:"replica"`
+	Detail      string    `json:"detail,omitempty"`
+}
+
+func (s *server) handleJournal(w http.ResponseWriter, r *http.Request) {
+	th, _ := s.threadOf(w, r)
+	if th == nil {
+		return
+	}
+	q := r.URL.Query()
+	after := int64(0)
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "INVALID_INPUT", "after must be a non-negative step number.")
+			return
+		}
+		after = n
+	}
+	limit := defaultJournalLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxJournalLimit {
+			writeError(w, http.StatusBadRequest, "INVALID_INPUT", "limit must be a number from 1 to 5000.")
+			return
+		}
+		limit = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	steps, err := s.cfg.Engine.Store().Steps(ctx, th.ID, after, limit)
+	if err != nil {
+		s.storeDown(w, "journal", err)
+		return
+	}
+	out := make([]journalStep, 0, len(steps))
+	for _, st := range steps {
+		out = append(out, journalStep{Seq: st.Seq, RunID: st.RunID, At: st.At, Kind: st.Kind, Target: st.Target,
+			Attempt: st.Attempt, Outcome: st.Outcome, Tag: st.Tag, FailureKind: st.FailureKind, InDoubt: st.InDoubt,
+			Replica: st.Replica, Detail: st.Detail})
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"steps": out})
+}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// maxMemSteps bounds the journal kept per thread by the memory store; the oldest steps go
+// first.
+const maxMemSteps = 10000
+
+func (m *memory) RecordStep(ctx context.Context, s *Step) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	s.normalize(time.Now())
+	th := m.ensure(s.ThreadID)
+	th.seq++
+	s.Seq = th.seq
+	th.steps = append(th.steps, *s)
+	if len(th.steps) > maxMemSteps {
+		th.steps = slices.Delete(th.steps, 0, len(th.steps)-maxMemSteps)
+	}
+	return nil
+}
+
+// step returns the thread's step seq, or nil. m.mu is held.
+func (m *memory) step(threadID string, seq int64) *Step {
+	th := m.thread(threadID)
+	if th == nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(th.steps, seq, func(s Step, q int64) int { return int(s.Seq - q) })
+	if !ok {
+		return nil
+	}
+	return &th.steps[i]
+}
+
+func (m *memory) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	end.normalize()
+	s := m.step(threadID, seq)
+	if s == nil || s.Outcome != StepPending {
+		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrNotFound)
+	}
+	s.Outcome, s.Tag, s.FailureKind, s.InDoubt = end.Outcome, end.Tag, end.FailureKind, end.InDoubt
+	if end.Detail != "" {
+		s.Detail = end.Detail
+	}
+	return nil
+}
+
+func (m *memory) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	if limit <= 0 || limit > MaxStepsRead {
+		limit = MaxStepsRead
+	}
+	out := []Step{}
+	if th := m.thread(threadID); th != nil {
+		for _, s := range th.steps {
+			if s.Seq > after && len(out) < limit {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *memory) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := []Step{}
+	if th := m.thread(threadID); th != nil {
+		for _, s := range th.steps {
+			if s.RunID == runID && s.Outcome == StepPending && len(out) < MaxStepsRead {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *memory) MarkInDoubt(ctx context.Context, threadID, runID string, seqs []int64, detail string) (int, error) {
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	n := 0
+	for _, q := range seqs {
+		if s := m.step(threadID, q); s != nil && s.RunID == runID && s.Outcome == StepPending {
+			s.Outcome, s.InDoubt = StepInDoubt, true
+			if detail != "" {
+				s.Detail = clip(detail)
+			}
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// schemaJournal adds the step journal (journal.go, design/journal.md): one row per step,
+// numbered per thread; an intent is written with outcome 'pending' and completed in place.
+// ref (the tool call or task id) is how a replica that takes a run over finds a step.
+const schemaJournal = `CREATE TABLE journal (
+		thread_id    TEXT NOT NULL,
+		seq          BIGINT NOT NULL,
+		run_id       TEXT NOT NULL,
+		at           BIGINT NOT NULL,            -- Unix ns, when the intent was written
+		ended_at     BIGINT NOT NULL DEFAULT 0,  -- Unix ns, when the outcome was
+		kind         TEXT NOT NULL,
+		target       TEXT NOT NULL DEFAULT '',
+		ref          TEXT NOT NULL DEFAULT '',
+		attempt      INTEGER NOT NULL DEFAULT 1,
+		outcome      TEXT NOT NULL,
+		tag          TEXT NOT NULL DEFAULT '',
+		failure_kind TEXT NOT NULL DEFAULT '',
+		in_doubt     INTEGER NOT NULL DEFAULT 0,
+		replica      TEXT NOT NULL,
+		epoch        BIGINT NOT NULL DEFAULT 0,
+		detail       TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (thread_id, seq)
+	);
+	CREATE INDEX journal_pending ON journal (thread_id, run_id) WHERE outcome = 'pending';`
+
+const stepCols = `seq, thread_id, run_id, at, kind, target, ref, attempt, outcome, tag, failure_kind, in_doubt, replica, epoch, detail`
+
+func scanStep(sc scanner) (Step, error) {
+	var s Step
+	var at, inDoubt int64
+	err := sc.Scan(&s.Seq, &s.ThreadID, &s.RunID, &at, &s.Kind, &s.Target, &s.Ref, &s.Attempt, &s.Outcome, &s.Tag,
+		&s.FailureKind, &inDoubt, &s.Replica, &s.Epoch, &s.Detail)
+	s.At, s.InDoubt = fromNS(at), inDoubt != 0
+	return s, err
+}
+
+func collectSteps(rows *sql.Rows) (_ []Step, err error) {
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	out := []Step{}
+	for rows.Next() {
+		s, err := scanStep(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	st.normalize(time.Now())
+	inDoubt := 0
+	if st.InDoubt {
+		inDoubt = 1
+	}
+	ended := int64(0)
+	if st.Outcome != StepPending {
+		ended = st.At.UnixNano()
+	}
+	var seq int64
+	err := s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+		// The thread's writers are serialised (the thread lock; SQLite's one writer), so
+		// the next number is free.
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1`), st.ThreadID).Scan(&seq); err != nil {
+			return err
+		}
+		_, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`),
+			seq, st.ThreadID, st.RunID, st.At.UnixNano(), st.Kind, st.Target, st.Ref, st.Attempt, st.Outcome, st.Tag,
+			st.FailureKind, inDoubt, st.Replica, st.Epoch, st.Detail, ended)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: record %s step of run %q: %w", st.Kind, st.RunID, err)
+	}
+	st.Seq = seq
+	return nil
+}
+
+func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	end.normalize()
+	inDoubt := 0
+	if end.InDoubt {
+		inDoubt = 1
+	}
+	res, err := s.exec(ctx, `UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5, detail = CASE WHEN $6 = '' THEN detail ELSE $6 END,
+		in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending'`,
+		threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *sqlStore) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > MaxStepsRead {
+		limit = MaxStepsRead
+	}
+	rows, err := s.query(ctx, s.d.q(`SELECT `+stepCols+` FROM journal WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+		threadID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: journal of thread %q: %w", threadID, err)
+	}
+	out, err := collectSteps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: journal of thread %q: %w", threadID, unavailable(err))
+	}
+	return out, nil
+}
+
+func (s *sqlStore) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, s.d.q(`SELECT `+stepCols+` FROM journal WHERE thread_id = $1 AND run_id = $2 AND outcome = 'pending'
+		ORDER BY seq LIMIT $3`), threadID, runID, MaxStepsRead)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending steps of run %q: %w", runID, err)
+	}
+	out, err := collectSteps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending steps of run %q: %w", runID, unavailable(err))
+	}
+	return out, nil
+}
+
+func (s *sqlStore) MarkInDoubt(ctx context.Context, threadID, runID string, seqs []int64, detail string) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	detail = clip(detail)
+	var n int64
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+		n = 0
+		args := []any{threadID, runID, detail, time.Now().UnixNano()}
+		ph := make([]string, len(seqs))
+		for i, q := range seqs {
+			args = append(args, q)
+			ph[i] = fmt.Sprintf("$%d", len(args))
+		}
+		res, err := tx.ExecContext(ctx, s.d.rewriteNoCache(`UPDATE journal SET outcome = 'in_doubt', in_doubt = 1, ended_at = $4,
+			detail = CASE WHEN $3 = '' THEN detail ELSE $3 END
+			WHERE thread_id = $1 AND run_id = $2 AND outcome = 'pending' AND seq IN (`+strings.Join(ph, ", ")+`)`), args...)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: mark steps of run %q in doubt: %w", runID, err)
+	}
+	return int(n), nil
+}
