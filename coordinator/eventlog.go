@@ -41,6 +41,9 @@ type runLog struct {
 	// on this replica (others poll). Made by the first Changed after an append, so that a
 	// run nobody follows retains none (issue 18).
 	changed chan struct{}
+	// settled is the sequence number up to which the log is as complete as it will be:
+	// every event up to it was appended to the store, or failed to be, or was dropped.
+	settled int64
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
 	input []store.Message
@@ -192,11 +195,13 @@ func (l *runLog) drain() {
 		case l.frozen:
 			// Handed off: what was pending is stored; the new owner writes the rest.
 			l.finished, l.writing = true, false
+			l.signal()
 			l.mu.Unlock()
 			close(l.done)
 			return
 		case l.ended || l.runDone:
 			l.finished, l.writing = true, false
+			l.signal()
 			l.mu.Unlock()
 			l.saveMessages()
 			close(l.done)
@@ -220,11 +225,29 @@ func (l *runLog) append(batch []store.Event) {
 		}
 	}
 	l.mu.Lock()
+	l.settled = max(l.settled, batch[len(batch)-1].Seq)
+	l.signal()
+	l.mu.Unlock()
+}
+
+// signal wakes whoever waits on Changed; l.mu is held.
+func (l *runLog) signal() {
 	if l.changed != nil {
 		close(l.changed)
 		l.changed = nil
 	}
-	l.mu.Unlock()
+}
+
+// state returns the settled sequence number, whether nothing more will be stored (the log
+// is complete, or was handed off and what it had is stored), and a channel closed after the
+// next append or the end of the log.
+func (l *runLog) state() (settled int64, over bool, changed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.settled, l.finished, l.changed
 }
 
 func (l *runLog) saveMessages() {
