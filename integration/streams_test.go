@@ -28,7 +28,7 @@ import (
 
 const (
 	bigBytes = 10 << 20
-	bigChunk = 8 << 10
+	bigPiece = 8 << 10
 	// bigHeapBound is DESIGN §13's bound for this case.
 	bigHeapBound = 64 << 20
 )
@@ -39,7 +39,7 @@ var bigChunkHead = regexp.MustCompile(`(\d{6}):`)
 // assertBigText checks that text is the peer's whole artifact: every chunk once, in order.
 func assertBigText(t *testing.T, text string) {
 	t.Helper()
-	n := bigBytes / bigChunk
+	n := bigBytes / bigPiece
 	require.Equal(t, bigBytes, len(text), "the sub-agent's text that reached the reader")
 	heads := bigChunkHead.FindAllStringSubmatch(text, -1)
 	require.Len(t, heads, n, "chunks")

@@ -211,6 +211,13 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	leave, ok := s.followers.join(th.ID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
+	if !ok {
+		w.Header().Set("Retry-After", retryAfterBusy)
+		writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", "Too many streams follow this run; try again later.")
+		return
+	}
+	defer leave()
 	// Under server.on_disconnect: detach this stream keeps a detached run from being
 	// cancelled while it lasts; its end starts the reconnect grace again. Only a request
 	// that is served attaches: a refused one must not hold the run or restart its grace.

@@ -66,6 +66,10 @@ type Config struct {
 	MaxActiveRuns int
 	// BodyReadTimeout bounds reading a request body; default 30 s.
 	BodyReadTimeout time.Duration
+	// MaxFollowersPerRun caps the reconnect streams that follow one run on this process
+	// (server.max_followers_per_run); beyond it GET …/events answers 429
+	// TOO_MANY_FOLLOWERS. 0 means DefaultMaxFollowersPerRun; negative means no cap.
+	MaxFollowersPerRun int
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
@@ -79,6 +83,8 @@ type server struct {
 	loopback bool
 	starting atomic.Int64
 	ready    *readiness
+	// followers counts the reconnect streams open per run (thread id, run id).
+	followers followerCount
 }
 
 // New returns the HTTP handler of the coordinator.
@@ -97,6 +103,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.MaxActiveRuns == 0 {
 		cfg.MaxActiveRuns = DefaultMaxActiveRuns
+	}
+	if cfg.MaxFollowersPerRun == 0 {
+		cfg.MaxFollowersPerRun = DefaultMaxFollowersPerRun
 	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout

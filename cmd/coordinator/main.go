@@ -321,19 +321,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
 	var draining atomic.Bool
 	handler := telemetry.Extract(server.New(server.Config{
-		Engine:         engine,
-		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
-		AuthTokens:     tokens,
-		AllowedOrigins: cfg.Server.AllowedOrigins,
-		ListenAddr:     cfg.Listen,
-		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
-		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
-		ReadyChecks:    readyChecks(cfg, st, agents, registry, log),
-		Draining:       draining.Load,
-		Metrics:        metricsReg.Handler(),
-		Logger:         log,
-		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
-		SignIn:         signIns.endpoints(registry, agents),
+		Engine:             engine,
+		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
+		AuthTokens:         tokens,
+		AllowedOrigins:     cfg.Server.AllowedOrigins,
+		ListenAddr:         cfg.Listen,
+		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
+		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
+		ReadyChecks:        readyChecks(cfg, st, agents, registry, log),
+		Draining:           draining.Load,
+		Metrics:            metricsReg.Handler(),
+		Logger:             log,
+		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
+		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
+		SignIn:             signIns.endpoints(registry, agents),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
