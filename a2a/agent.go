@@ -45,11 +45,9 @@ type AgentConfig struct {
 
 // Options tunes the client side for all agents.
 type Options struct {
-	// HTTPClient carries every request. Default: a client with its own transport (a
-	// [StreamTransport] over [NewHTTPTransport]) and no Timeout (a client Timeout covers
-	// the whole body and would cut long streams). A client whose Transport is a bare
-	// *http.Transport gets a [StreamTransport] over it, private to the agent; any other
-	// RoundTripper is used as it is (put a StreamTransport at the bottom of it).
+	// HTTPClient carries every request. Default: a client with its own transport
+	// ([NewHTTPTransport]) and no Timeout (a client Timeout covers the whole body and
+	// would cut long streams).
 	HTTPClient *http.Client
 	// Logger receives diagnostics (also those of the SDK). Default: slog.Default().
 	Logger *slog.Logger

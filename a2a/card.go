@@ -267,25 +267,19 @@ func NewHTTPTransport() *http.Transport {
 // newHTTPClient returns the client all requests of one agent go through: a copy of base
 // (so the caller's client is not modified) whose transport adds the configured headers
 // on the configured origins only and records HTTP statuses for the retry logic, and
-// which follows redirects only within the origin of the original request. Streams go
-// direct on HTTP/1.1 when the bottom of the chain is a StreamTransport: the default, or
-// one put over a bare *http.Transport of base. release closes the idle connections the
-// agent owns (nil: none).
+// which follows redirects only within the origin of the original request. Without base
+// the agent gets a transport of its own (NewHTTPTransport); release closes its idle
+// connections (nil: none).
 func newHTTPClient(base *http.Client, headers map[string]string, home originSet, logger *slog.Logger) (hc *http.Client, release func()) {
 	var rt http.RoundTripper
 	if base == nil {
-		rt = NewStreamTransport(NewHTTPTransport())
+		rt = NewHTTPTransport()
 		hc = &http.Client{}
 		release = hc.CloseIdleConnections
 	} else {
 		cp := *base
 		hc = &cp
 		rt = cp.Transport
-		if inner, ok := rt.(*http.Transport); ok {
-			// The caller's transport stays shared; only the direct pool is the agent's.
-			st := NewStreamTransport(inner)
-			rt, release = st, st.closeDirectIdle
-		}
 		if rt == nil {
 			rt = http.DefaultTransport
 		}

@@ -46,14 +46,12 @@
 //
 // # Streams and memory
 //
-// Streams are read by a transport of our own (design/lean-transport.md): the SDK's
+// Streams are read by a thin layer over the SDK's transport (design/streams.md): the SDK's
 // JSON-RPC transport with its own SSE reader for SendStreamingMessage and SubscribeToTask,
 // which starts with a pooled 1 KiB buffer and grows only for large events (bounded at
-// 10 MiB each), where the SDK allocates 64 KiB per stream. [NewHTTPTransport] gives the
-// small connection buffers suited to many open streams, and [StreamTransport] over it
-// reads a stream to an http:// agent in the delegation's goroutine on a connection of its
-// own, without net/http's two goroutines per connection (https and everything but the
-// streams stay on net/http). [Agent.CancelOnce] is one cancel
+// 10 MiB each), where the SDK allocates 64 KiB per stream. Every request goes through
+// net/http; [NewHTTPTransport] gives the small connection buffers suited to many open
+// streams. [Agent.CancelOnce] is one cancel
 // attempt without retries, for a caller that paces and retries cancels itself.
 //
 // # Continuations

@@ -21,7 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 )
 
-// Limits of the lean SSE reader (design/lean-transport.md).
+// Limits of the lean SSE reader (design/streams.md).
 const (
 	// sseReadBuffer is the buffer a stream starts with: most A2A events fit in it, and
 	// an idle stream holds nothing bigger.
@@ -105,8 +105,7 @@ func (t *leanTransport) stream(ctx context.Context, method string, params a2acli
 			yield(nil, fmt.Errorf("failed to marshal request: %w", err))
 			return
 		}
-		// Marked: a StreamTransport at the bottom of the client's chain reads it directly.
-		req, err := http.NewRequestWithContext(withStreamRequest(ctx), http.MethodPost, t.url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 		if err != nil {
 			yield(nil, fmt.Errorf("failed to create HTTP request: %w", err))
 			return

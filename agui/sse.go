@@ -155,14 +155,27 @@ func (s *SSEWriter) send(buf []byte) error {
 		}
 		s.bp = nil
 	}()
-	if err := s.deadline(); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(buf); err != nil {
-		return fmt.Errorf("agui: write events: %w", err)
+	// The deadline is re-armed for each piece, so that it bounds how long the client takes
+	// nothing (server.stream_write_timeout), not how long a large frame takes to a client
+	// that reads it slowly.
+	for rest := buf; len(rest) > 0; {
+		n := len(rest)
+		if s.timeout > 0 {
+			n = min(n, writePiece)
+		}
+		if err := s.deadline(); err != nil {
+			return err
+		}
+		if _, err := s.w.Write(rest[:n]); err != nil {
+			return fmt.Errorf("agui: write events: %w", err)
+		}
+		rest = rest[n:]
 	}
 	return s.flush()
 }
+
+// writePiece is the most written under one write deadline.
+const writePiece = 32 << 10
 
 // Ping writes the keep-alive comment ": ping" and flushes it; clients ignore comments.
 func (s *SSEWriter) Ping() error {

@@ -36,9 +36,9 @@ var (
 var (
 	// ErrClientGone: the streaming client disconnected.
 	ErrClientGone = errors.New("client disconnected")
-	// ErrClientTooSlow: the streaming client fell more than the stream buffer behind and
-	// was dropped; it counts as a disconnect.
-	ErrClientTooSlow = fmt.Errorf("%w: it did not keep up with the stream", ErrClientGone)
+	// ErrClientTooSlow: the streaming client took nothing for the stream's write timeout
+	// and was dropped; it counts as a disconnect.
+	ErrClientTooSlow = fmt.Errorf("%w: it did not read the stream", ErrClientGone)
 	// ErrStopped: a producer-side stop was requested.
 	ErrStopped = errors.New("stop requested")
 	// ErrShutdown: the coordinator is shutting down.

@@ -53,6 +53,9 @@ type runLog struct {
 	// on this replica (others poll). Made by the first Changed after an append, so that a
 	// run nobody follows retains none (issue 18).
 	changed chan struct{}
+	// settled is the sequence number up to which the log is as complete as it will be:
+	// every event up to it was appended to the store, or failed to be, or was dropped.
+	settled int64
 	msgs    messageBuilder
 	// input holds the input's messages, saved to the thread by the writer first.
 	input []store.Message
@@ -232,6 +235,7 @@ func (l *runLog) drain() {
 		case l.frozen:
 			// Handed off: what was pending is stored; the new owner writes the rest.
 			l.finished, l.writing = true, false
+			l.signal()
 			l.mu.Unlock()
 			close(l.done)
 			return
@@ -246,6 +250,7 @@ func (l *runLog) drain() {
 				l.work.Checkpoint, l.work.Results = nil, nil
 				l.workDirty = true
 			}
+			l.signal()
 			l.mu.Unlock()
 			if strip {
 				l.saveWork()
@@ -277,9 +282,9 @@ func (l *runLog) append(batch []store.Event) error {
 		stored += len(part)
 	}
 	l.mu.Lock()
-	if stored > 0 && l.changed != nil {
-		close(l.changed)
-		l.changed = nil
+	if stored > 0 {
+		l.settled = max(l.settled, batch[stored-1].Seq)
+		l.signal()
 	}
 	if err != nil && !errors.Is(err, store.ErrFenced) {
 		rest := batch[stored:]
@@ -342,6 +347,26 @@ func (l *runLog) giveUp() {
 	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
 	l.mu.Unlock()
 	l.log.Error("event log: the store did not take the run's events in time; a reconnect will miss them", "events", n)
+}
+
+// signal wakes whoever waits on Changed; l.mu is held.
+func (l *runLog) signal() {
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// state returns the settled sequence number, whether nothing more will be stored (the log
+// is complete, or was handed off and what it had is stored), and a channel closed after the
+// next append or the end of the log.
+func (l *runLog) state() (settled int64, over bool, changed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.settled, l.finished, l.changed
 }
 
 func (l *runLog) saveMessages() {

@@ -107,14 +107,10 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		stop(cause)
 		r.hooks.fire()
 	}
-	// A client that falls behind is a client gone (server.on_disconnect). The drop is
-	// noticed inside an emit; Cancel only marks the scope, starts the downstream
-	// cancellations on goroutines of their own and cancels the context, so it is called
-	// right there, before the run produces more. Under detach, ClientGone only starts the
-	// grace timer.
+	// A client that falls more than the buffer behind is not dropped: it reads what it
+	// missed from the event log (Run.Backlog) and comes back to the live events.
 	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
-		r.log.Warn("client dropped: it fell more than the stream buffer behind", "limit_bytes", r.q.limit)
-		r.ClientGone(ErrClientTooSlow)
+		r.log.Info("client fell more than the stream buffer behind; it continues from the event log", "limit_bytes", r.q.limit)
 	})
 	// The stream of the starting request is the first watcher.
 	r.watch.n = 1
@@ -150,15 +146,6 @@ func (r *Run) OnWake(f func()) (stop func()) {
 	r.q.notify.Store(&f)
 	return func() { r.q.notify.CompareAndSwap(&f, nil) }
 }
-
-// Dropped is closed when the client has been dropped for falling more than the stream
-// buffer behind (Config.StreamBufferBytes); the run is then cancelled with
-// ErrClientTooSlow, and Next reports the end of the stream without its terminal event.
-func (r *Run) Dropped() <-chan struct{} { return r.q.gone.done() }
-
-// AfterDropped arranges for f to run on its own goroutine once the client is dropped (see
-// Dropped), like context.AfterFunc: no goroutine waits meanwhile. stop unregisters f.
-func (r *Run) AfterDropped(f func()) (stop func() bool) { return r.q.gone.afterFunc(f) }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }

@@ -52,8 +52,7 @@ type inprocBaton struct {
 	failCancels int
 	refused     map[string]int
 
-	// transports are the clients' transports: the agent's holds the direct streams' idle
-	// connections of its own (a2a.StreamTransport), which CloseIdle closes too.
+	// transports are the clients' transports, whose idle connections CloseIdle closes.
 	transports []interface{ CloseIdleConnections() }
 }
 
@@ -192,7 +191,7 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	model := fakellm.Start(cancelModel)
 	t.Cleanup(model.Close)
 
-	a2aTr, llmTr := a2a.NewStreamTransport(&http.Transport{}), &http.Transport{}
+	a2aTr, llmTr := a2a.NewHTTPTransport(), &http.Transport{}
 	ib.transports = []interface{ CloseIdleConnections() }{a2aTr, llmTr}
 	t.Cleanup(ib.CloseIdle)
 	m, err := openai.New(openai.Config{BaseURL: model.URL, Model: "fake", APIKey: "fake-key", HTTPClient: &http.Client{Transport: llmTr}})

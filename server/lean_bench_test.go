@@ -270,8 +270,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 		e, ag := leanEngineWith(b, agentURL, hc)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(b, err)
-		streams := NewStreams()
-		srv := &http.Server{Handler: New(Config{Engine: e, MaxActiveRuns: -1, Streams: streams})}
+		srv := &http.Server{Handler: New(Config{Engine: e, MaxActiveRuns: -1})}
 		go srv.Serve(ln)
 
 		var before, after runtime.MemStats
@@ -282,12 +281,6 @@ func BenchmarkOpenRuns(b *testing.B) {
 		require.Equal(b, "open", open[0])
 		opened, _ := strconv.Atoi(open[1])
 		require.Equal(b, runs, opened, "runs open")
-		// Streams open for longer than Config.TakeOverAfter take over their connections
-		// (design/sse-hijack.md): the runs are measured once they have.
-		for deadline := time.Now().Add(30 * time.Second); streams.Open() < runs && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		b.ReportMetric(float64(streams.Open())/float64(runs), "taken-over-frac")
 		// Stacks shrink by half per GC when a quarter of them is in use: a few GCs show
 		// what the open runs hold, not what they used on their way there.
 		for range 4 {

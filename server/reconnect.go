@@ -211,33 +211,17 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	leave, ok := s.followers.join(th.ID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
+	if !ok {
+		w.Header().Set("Retry-After", retryAfterBusy)
+		writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", "Too many streams follow this run; try again later.")
+		return
+	}
+	defer leave()
 	// Under server.on_disconnect: detach this stream keeps a detached run from being
 	// cancelled while it lasts; its end starts the reconnect grace again. Only a request
 	// that is served attaches: a refused one must not hold the run or restart its grace.
 	detach := s.cfg.Engine.Attach(th.ID, runID)
-	// An HTTP/1.x stream takes over its connection and follows the log on a goroutine of
-	// its own, so that net/http's connection state is freed (design/sse-hijack.md).
-	fctx, cancelFollow := context.WithCancel(context.WithoutCancel(ctx))
-	c, ok := s.takeOver(w, r, cancelFollow, false)
-	if ok {
-		if c == nil {
-			cancelFollow()
-			detach()
-			return
-		}
-		c.gone = cancelFollow
-		c.startReader()
-		s.streams.goTrack(func() {
-			defer detach()
-			defer cancelFollow()
-			s.replay(fctx, c, th.ID, runID, after, restarted, &tr)
-			// Ended as a response through net/http ends (a failed write cuts it),
-			// unless the client went away.
-			c.close(fctx.Err() == nil)
-		})
-		return
-	}
-	cancelFollow()
 	defer detach()
 	sse := agui.NewSSEWriter(w)
 	// A reader that takes nothing does not hold this handler: its write fails at the
@@ -247,8 +231,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	s.replay(ctx, sse, th.ID, runID, after, restarted, &tr)
 }
 
-// frameSink is where a followed stream goes: net/http's response (agui.SSEWriter) or a
-// taken-over connection (sseConn).
+// frameSink is where a followed stream goes (agui.SSEWriter).
 type frameSink interface {
 	Start() error
 	WriteRaw([]agui.RawFrame) error

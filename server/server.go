@@ -9,6 +9,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -65,18 +67,10 @@ type Config struct {
 	MaxActiveRuns int
 	// BodyReadTimeout bounds reading a request body; default 30 s.
 	BodyReadTimeout time.Duration
-	// Streams tracks the event streams that took over their connection (HTTP/1.x), which
-	// http.Server.Shutdown does not wait for: the process waits for them with
-	// Streams.Wait. Nil: a registry of the server's own, that nobody waits for.
-	Streams *Streams
-	// TakeOverAfter is how long an HTTP/1.1 run stream goes through net/http before it
-	// takes over its connection (design/sse-hijack.md). Negative (the default): at once,
-	// before the status line, which then says Connection: close. Positive: a short run
-	// keeps its keep-alive connection, but a stream taken over later closes a connection
-	// whose head did not announce it, and a client that reuses it at once for a POST gets
-	// an error (Go's client does not retry a POST it has written): use it only with
-	// clients that open a connection per stream. 0 means DefaultTakeOverAfter.
-	TakeOverAfter time.Duration
+	// MaxFollowersPerRun caps the reconnect streams that follow one run on this process
+	// (server.max_followers_per_run); beyond it GET …/events answers 429
+	// TOO_MANY_FOLLOWERS. 0 means DefaultMaxFollowersPerRun; negative means no cap.
+	MaxFollowersPerRun int
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
@@ -90,7 +84,8 @@ type server struct {
 	loopback bool
 	starting atomic.Int64
 	ready    *readiness
-	streams  *Streams
+	// followers counts the reconnect streams open per run (thread id, run id).
+	followers followerCount
 }
 
 // New returns the HTTP handler of the coordinator.
@@ -110,16 +105,13 @@ func New(cfg Config) http.Handler {
 	if cfg.MaxActiveRuns == 0 {
 		cfg.MaxActiveRuns = DefaultMaxActiveRuns
 	}
+	if cfg.MaxFollowersPerRun == 0 {
+		cfg.MaxFollowersPerRun = DefaultMaxFollowersPerRun
+	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	if cfg.Streams == nil {
-		cfg.Streams = NewStreams()
-	}
-	if cfg.TakeOverAfter == 0 {
-		cfg.TakeOverAfter = DefaultTakeOverAfter
-	}
-	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr), streams: cfg.Streams}
+	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr)}
 	s.ready = &readiness{s: s, last: map[string]string{}}
 	for _, t := range cfg.AuthTokens {
 		if t = strings.TrimSpace(t); t != "" {
@@ -219,38 +211,27 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	// The browser may have to sign in to an MCP server during this run (oauth.go).
 	s.setSignInCookie(w, r, who)
-	// HTTP/1.1 streams take over their connection (design/sse-hijack.md): at once when
-	// so configured, else once they have run for TakeOverAfter (stream); the others
-	// stream through net/http.
-	if s.cfg.TakeOverAfter < 0 && s.hijackRun(w, r, run, false) {
-		return
-	}
 	s.stream(w, r, run)
 }
-
-// DefaultTakeOverAfter is Config.TakeOverAfter's default: streams take over at once, so
-// that every taken-over response announces its close.
-const DefaultTakeOverAfter = -1
 
 // DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
 const DefaultWriteTimeout = 30 * time.Second
 
-// stream relays the run's events as SSE until the terminal event or a disconnect.
+// stream relays the run's events as SSE until the terminal event or a disconnect
+// (design/streams.md).
 //
-// A client that does not keep up is disconnected two ways (design/stream-backpressure.md):
-// a write it does not take within WriteTimeout fails, and a client that lets more than the
-// run's stream buffer pile up is dropped by the run (run.Dropped), which also aborts a
-// write in progress. Both count as the client gone (Run.ClientGone): the run is cancelled
-// (server.on_disconnect: cancel) or detached for the reconnect grace (detach); other runs
-// are not slowed.
+// A client that falls more than the run's stream buffer behind is not dropped: the run
+// releases what is pending (NextFrom then starts beyond the last event sent) and the stream
+// writes what it missed from the run's event log before the live events. Only a client that
+// takes nothing for WriteTimeout is dropped: the write fails, the connection is closed
+// without the response's end, so the client sees a broken stream and never a complete
+// one, and the run is told (Run.ClientGone: cancelled under server.on_disconnect: cancel,
+// detached for a reconnect under detach).
 func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
 	sse := agui.NewSSEWriter(w)
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
-	clean, handedOver := false, false
+	clean := false
 	defer func() {
-		if handedOver {
-			return
-		}
 		if clean {
 			sse.Close()
 			return
@@ -260,27 +241,17 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		// connection is closed.
 		sse.Abort()
 	}()
-	// A dropped client may hold this goroutine in a write: the drop aborts the writer.
-	stopAbort := run.AfterDropped(sse.Abort)
-	defer func() { stopAbort() }()
+	ctx := r.Context()
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
-	// A stream still open after TakeOverAfter takes over its connection (HTTP/1.1 only):
-	// the events go on in the same chunked response, written by Baton.
-	var late <-chan time.Time
-	if s.cfg.TakeOverAfter > 0 && canTakeOver(r) {
-		t := time.NewTimer(s.cfg.TakeOverAfter)
-		defer t.Stop()
-		late = t.C
-	}
+	var sent int64 // the sequence number of the last event written
 	for {
 		first, events, ended := run.NextFrom()
-		select {
-		case <-run.Dropped():
-			// The run has been told already (ClientGone(ErrClientTooSlow)); the
-			// connection is closed without a terminal event, as for any broken stream.
-			return
-		default:
+		if first-1 > sent {
+			if err := s.catchUp(ctx, sse, run, &sent, first-1); err != nil {
+				s.clientGone(run, err)
+				return
+			}
 		}
 		if ended {
 			// The thread is freed before the client can see the terminal event, so a
@@ -289,36 +260,67 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		}
 		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
 		if err := sse.WriteEventsFrom(first, events); err != nil {
-			run.ClientGone(coordinator.ErrClientGone)
+			s.clientGone(run, err)
 			return
 		}
+		sent = first - 1 + int64(len(events))
 		if ended {
 			clean = true
 			return
 		}
 		select {
 		case <-run.Wake():
-		case <-late:
-			late = nil
-			// Nothing is buffered (every write is flushed); the writer's deadline and
-			// its drop hook are released before the connection changes hands.
-			stopAbort()
-			sse.Close()
-			if s.hijackRun(w, r, run, true) {
-				handedOver = true
-				return
-			}
-			stopAbort = run.AfterDropped(sse.Abort)
 		case <-ping.C:
 			if err := sse.Ping(); err != nil {
-				run.ClientGone(coordinator.ErrClientGone)
+				s.clientGone(run, err)
 				return
 			}
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			run.ClientGone(coordinator.ErrClientGone)
 			return
 		}
 	}
+}
+
+// backlogPage is how many events of the log a stream that fell behind reads at a time.
+const backlogPage = 128
+
+// catchUp writes the run's events after *sent up to upto from its event log: the live
+// stream released them when its client fell more than the stream buffer behind.
+func (s *server) catchUp(ctx context.Context, sse *agui.SSEWriter, run *coordinator.Run, sent *int64, upto int64) error {
+	frames := make([]agui.RawFrame, 0, backlogPage)
+	for *sent < upto {
+		evs, err := run.Backlog(ctx, *sent, upto, backlogPage)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			// The log lost these (its writer logged why); the stream goes on after them.
+			s.log.Warn("event stream: events missing from the event log were skipped", "from", *sent+1, "to", upto)
+			*sent = upto
+			return nil
+		}
+		frames = frames[:0]
+		for _, ev := range evs {
+			frames = append(frames, agui.RawFrame{ID: ev.Seq, Data: ev.Data})
+		}
+		if err := sse.WriteRaw(frames); err != nil {
+			return err
+		}
+		*sent = evs[len(evs)-1].Seq
+	}
+	return nil
+}
+
+// clientGone tells the run that its stream failed with err: a client that took nothing
+// for the write timeout is too slow, anything else is gone.
+func (s *server) clientGone(run *coordinator.Run, err error) {
+	cause := coordinator.ErrClientGone
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		cause = coordinator.ErrClientTooSlow
+		s.log.Info("client dropped: it took nothing for the stream write timeout", "thread_id", run.ThreadID, "run_id", run.RunID, "timeout", s.cfg.WriteTimeout.String())
+	}
+	run.ClientGone(cause)
 }
 
 func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {

@@ -215,10 +215,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mcpStarted := time.Now()
 
 	// The agents get a transport of their own, with small connection buffers (an open
-	// delegation holds its connection for the whole stream; issue 18). Streams to http://
-	// agents are read directly at the bottom of the chain, without net/http's two
-	// goroutines per connection (design/lean-transport.md).
-	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewStreamTransport(a2a.NewHTTPTransport()))}
+	// delegation holds its connection for the whole stream).
+	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewHTTPTransport())}
 	defer agentHTTP.CloseIdleConnections()
 	agents, err := resolveAgents(ctx, cfg, log, agentHTTP)
 	if err != nil {
@@ -322,24 +320,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
 	var draining atomic.Bool
-	// The event streams that take over their connection, which srv.Shutdown does not wait
-	// for (design/sse-hijack.md).
-	streams := server.NewStreams()
 	handler := telemetry.Extract(server.New(server.Config{
-		Streams:        streams,
-		Engine:         engine,
-		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
-		AuthTokens:     tokens,
-		AllowedOrigins: cfg.Server.AllowedOrigins,
-		ListenAddr:     cfg.Listen,
-		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
-		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
-		ReadyChecks:    readyChecks(cfg, st, agents, registry, log),
-		Draining:       draining.Load,
-		Metrics:        metricsReg.Handler(),
-		Logger:         log,
-		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
-		SignIn:         signIns.endpoints(registry, agents),
+		Engine:             engine,
+		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
+		AuthTokens:         tokens,
+		AllowedOrigins:     cfg.Server.AllowedOrigins,
+		ListenAddr:         cfg.Listen,
+		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
+		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
+		ReadyChecks:        readyChecks(cfg, st, agents, registry, log),
+		Draining:           draining.Load,
+		Metrics:            metricsReg.Handler(),
+		Logger:             log,
+		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
+		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
+		SignIn:             signIns.endpoints(registry, agents),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -377,11 +372,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_ = engine.Shutdown(gctx)
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer hcancel()
-	// The streams of the runs that ended carry their terminal events out; what is still
-	// open at the deadline is cut.
-	if err := streams.Wait(hctx); err != nil {
-		log.Warn("event streams still open at shutdown were closed", "err", err)
-	}
+	// The streams of the runs that ended carry their terminal events out (Shutdown waits
+	// for their handlers); what is still open at the deadline is cut.
 	if err := srv.Shutdown(hctx); err != nil {
 		log.Warn("http shutdown", "err", err)
 		_ = srv.Close()

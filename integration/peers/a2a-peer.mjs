@@ -20,6 +20,9 @@
 //   drop     streams 6 artifact chunks 300 ms apart; on a streaming request the peer kills the
 //            connection after the 2nd chunk, but the task keeps running and completes with the
 //            full artifact, so a client has to resubscribe or poll to get it
+//   big      streams BIG_BYTES (default 10 MiB) as one artifact in 8 KiB appended chunks, as
+//            fast as the SDK sends them; chunk i starts with "<i, 6 digits>:" and is padded with
+//            '.', so that a reader can check every chunk arrived once and in order
 //
 // Env: PORT (default 41241); A2A_LEGACY=0 serves A2A v1.0 only (default: v1.0 and v0.3);
 // A2A_ONLY_V03=1 advertises ONLY a v0.3 JSON-RPC interface in the card (the server still
@@ -163,6 +166,19 @@ class ScriptedExecutor {
           }
         } finally {
           dropOnce.delete(taskId); // e.g. a non-streaming request: nothing was cut
+        }
+        return status(TaskState.TASK_STATE_COMPLETED, 'ok');
+      }
+      case 'big': {
+        const total = Number(process.env.BIG_BYTES || 10 * 1024 * 1024);
+        const size = 8 * 1024;
+        const id = randomUUID();
+        const n = Math.ceil(total / size);
+        for (let i = 0; i < n; i++) {
+          if (cancelledNow()) return status(TaskState.TASK_STATE_CANCELED, `cancelled at chunk ${i}`);
+          const head = `${String(i).padStart(6, '0')}:`;
+          chunk(id, 'answer', head + '.'.repeat(size - head.length), i > 0, i === n - 1);
+          if (i % 64 === 63) await new Promise((r) => setImmediate(r)); // let the bus flush
         }
         return status(TaskState.TASK_STATE_COMPLETED, 'ok');
       }

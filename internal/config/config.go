@@ -151,12 +151,25 @@ type Server struct {
 	// ReconnectGrace is how long a detached run waits for a reconnect before it is
 	// cancelled (on_disconnect: detach). Default DefaultReconnectGrace.
 	ReconnectGrace Duration `yaml:"reconnect_grace"`
-	// StreamBufferBytes bounds the events waiting for one client; a client that lets
-	// more pile up is disconnected. 0 means DefaultStreamBufferBytes.
+	// StreamBufferBytes bounds the events held in memory for one client; a client further
+	// behind continues from the run's event log. 0 means DefaultStreamBufferBytes.
 	StreamBufferBytes int64 `yaml:"stream_buffer_bytes"`
-	// StreamWriteTimeout bounds one write to a client; a client that takes longer is
-	// disconnected. 0 means DefaultStreamWriteTimeout.
+	// StreamWriteTimeout is how long a client may take nothing before it is dropped (at an
+	// event boundary). 0 means DefaultStreamWriteTimeout.
 	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
+	// MaxFollowersPerRun caps the reconnect streams following one run on one replica;
+	// beyond it GET …/events answers 429 TOO_MANY_FOLLOWERS. 0 means
+	// DefaultMaxFollowersPerRun.
+	MaxFollowersPerRun int `yaml:"max_followers_per_run"`
+	// MaxEventsPerRun caps the events of one run; beyond it the run's work is cancelled and
+	// it ends with RUN_ERROR EVENT_LIMIT. 0 means DefaultMaxEventsPerRun.
+	MaxEventsPerRun int `yaml:"max_events_per_run"`
+	// ThreadRetention: threads untouched this long are deleted with their messages, event
+	// logs and journal. 0 (the default) keeps them.
+	ThreadRetention Duration `yaml:"thread_retention"`
+	// MaxThreadsPerPrincipal caps the threads of one principal; a new thread beyond it gets
+	// 429 TOO_MANY_THREADS. 0 means DefaultMaxThreadsPerPrincipal.
+	MaxThreadsPerPrincipal int `yaml:"max_threads_per_principal"`
 }
 
 // ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
@@ -186,8 +199,14 @@ func (s Server) AuthTokens(getenv func(string) string) ([]string, error) {
 const (
 	DefaultStreamBufferBytes  = 4 << 20
 	DefaultStreamWriteTimeout = Duration(30 * time.Second)
-	OnDisconnectCancel        = "cancel"
-	OnDisconnectDetach        = "detach"
+	// DefaultMaxFollowersPerRun is server.max_followers_per_run's default.
+	DefaultMaxFollowersPerRun = 100
+	// DefaultMaxEventsPerRun is server.max_events_per_run's default.
+	DefaultMaxEventsPerRun = 100000
+	// DefaultMaxThreadsPerPrincipal is server.max_threads_per_principal's default.
+	DefaultMaxThreadsPerPrincipal = 10000
+	OnDisconnectCancel            = "cancel"
+	OnDisconnectDetach            = "detach"
 )
 
 // Values of Server.OnShutdown.

@@ -78,6 +78,10 @@ var envVars = []envVar{
 		return nil
 	}},
 	{"BATON_SERVER_STREAM_WRITE_TIMEOUT", "server.stream_write_timeout", setDuration(func(c *Config) *Duration { return &c.Server.StreamWriteTimeout })},
+	{"BATON_SERVER_MAX_FOLLOWERS_PER_RUN", "server.max_followers_per_run", setInt(func(c *Config) *int { return &c.Server.MaxFollowersPerRun })},
+	{"BATON_SERVER_MAX_EVENTS_PER_RUN", "server.max_events_per_run", setInt(func(c *Config) *int { return &c.Server.MaxEventsPerRun })},
+	{"BATON_SERVER_THREAD_RETENTION", "server.thread_retention", setDuration(func(c *Config) *Duration { return &c.Server.ThreadRetention })},
+	{"BATON_SERVER_MAX_THREADS_PER_PRINCIPAL", "server.max_threads_per_principal", setInt(func(c *Config) *int { return &c.Server.MaxThreadsPerPrincipal })},
 	{"BATON_LIMITS_MAX_ITERATIONS", "limits.max_iterations", setInt(func(c *Config) *int { return &c.Limits.MaxIterations })},
 	{"BATON_LIMITS_MAX_RUN_SECONDS", "limits.max_run_seconds", setInt(func(c *Config) *int { return &c.Limits.MaxRunSeconds })},
 	{"BATON_LIMITS_TOOL_TIMEOUT", "limits.tool_timeout", setDuration(func(c *Config) *Duration { return &c.Limits.ToolTimeout })},

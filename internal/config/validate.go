@@ -75,6 +75,14 @@ func (c *Config) validateStream() error {
 		return c.fieldErr("server.stream_buffer_bytes", "must not be negative (got %d)", s.StreamBufferBytes)
 	case s.StreamWriteTimeout < 0:
 		return c.fieldErr("server.stream_write_timeout", "must not be negative (got %s)", s.StreamWriteTimeout)
+	case s.MaxFollowersPerRun < 0:
+		return c.fieldErr("server.max_followers_per_run", "must not be negative (got %d)", s.MaxFollowersPerRun)
+	case s.MaxEventsPerRun < 0:
+		return c.fieldErr("server.max_events_per_run", "must not be negative (got %d)", s.MaxEventsPerRun)
+	case s.ThreadRetention < 0:
+		return c.fieldErr("server.thread_retention", "must not be negative (got %s)", s.ThreadRetention)
+	case s.MaxThreadsPerPrincipal < 0:
+		return c.fieldErr("server.max_threads_per_principal", "must not be negative (got %d)", s.MaxThreadsPerPrincipal)
 	}
 	return nil
 }
