@@ -311,6 +311,9 @@ func (l *runLog) fenceOff(err error) {
 	l.frozen = true
 	clear(l.pending)
 	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
+	// Nothing more is stored from here: a client reading the backlog must not wait for it.
+	l.settled = max(l.settled, l.seq)
+	l.signal()
 	l.mu.Unlock()
 	if first {
 		l.log.Warn("the store refused a write of the run: another replica owns it now; stopping it here", "err", err)
@@ -345,6 +348,9 @@ func (l *runLog) giveUp() {
 	n := len(l.pending)
 	clear(l.pending)
 	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
+	// The dropped events will never be stored: a client reading the backlog goes on past them.
+	l.settled = max(l.settled, l.seq)
+	l.signal()
 	l.mu.Unlock()
 	l.log.Error("event log: the store did not take the run's events in time; a reconnect will miss them", "events", n)
 }
