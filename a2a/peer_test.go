@@ -234,6 +234,7 @@ const (
 	cardV10Only                 // 1.0 interface only, plain v1 card
 	cardV03Only                 // 0.3 interface only (a2av0 producer)
 	cardLegacy                  // hand-written 0.3 card: url/preferredTransport, no supportedInterfaces
+	cardRESTOnly                // 1.0 HTTP+JSON interface only (a2a-go's REST handler)
 )
 
 type peerOptions struct {
@@ -298,6 +299,7 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 	h := a2asrv.NewHandler(p.exec, a2asrv.WithLogger(quietLogger()))
 	p.mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
 	p.mux.Handle("/a2a/v0", a2av0.NewJSONRPCHandler(h))
+	p.mux.Handle("/rest/", http.StripPrefix("/rest", a2asrv.NewRESTHandler(h)))
 
 	v1 := &sdk.AgentInterface{URL: p.URL + "/a2a", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: sdk.Version}
 	v0 := &sdk.AgentInterface{URL: p.URL + "/a2a/v0", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version}
@@ -315,6 +317,9 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
 	case cardV10Only:
 		card.SupportedInterfaces = []*sdk.AgentInterface{v1}
+		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	case cardRESTOnly:
+		card.SupportedInterfaces = []*sdk.AgentInterface{{URL: p.URL + "/rest", ProtocolBinding: sdk.TransportProtocolHTTPJSON, ProtocolVersion: sdk.Version}}
 		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	case cardV03Only:
 		card.SupportedInterfaces = []*sdk.AgentInterface{v0}

@@ -383,13 +383,18 @@ func (d *delegation) stream(ctx context.Context) error {
 	}
 }
 
-// blocking sends with SendMessage and polls when the answer is not final yet.
+// blocking sends with SendMessage for an agent that does not stream, asking it to return
+// at once (ReturnImmediately; blocking:false on the 0.3 wire), so that the task id is known
+// while the task runs and a cancel can reach it; then it follows the task by polling until
+// it is terminal or interrupted. An agent that ignores the flag and answers when the task
+// is done is handled the same way: its answer is final.
 func (d *delegation) blocking(ctx context.Context) error {
 	msg := d.message()
+	cfg := &sdk.SendMessageConfig{ReturnImmediately: true}
 	for attempt := 1; ; attempt++ {
 		sctx, release := d.requestContext(ctx)
 		actx, rec := withStatus(sctx)
-		res, err := d.b.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg})
+		res, err := d.b.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg, Config: cfg})
 		release()
 		if err == nil && ctx.Err() != nil {
 			d.apply(res) // the caller learns the task id, to cancel it
@@ -524,19 +529,31 @@ func (d *delegation) resume(ctx context.Context) error {
 	return d.poll(ctx)
 }
 
-// poll reads the task until it is terminal or interrupted.
+// poll reads the task until it is terminal or interrupted. The period starts at
+// Options.PollInterval and grows by half each time the task did not change, up to
+// Options.MaxPollInterval, so that a long task is not read several times a second for its
+// whole life; a change brings it back to PollInterval. The caller's context (the
+// delegation's timeout) bounds the whole.
 func (d *delegation) poll(ctx context.Context) error {
 	failures := 0
+	period := d.a.opts.PollInterval
 	for {
 		actx, rec := withStatus(ctx)
 		task, err := d.b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.taskID)})
-		wait := d.a.opts.PollInterval
+		wait := period
 		switch {
 		case err == nil:
 			failures = 0
+			before := d.status
 			if d.apply(task) {
 				return nil
 			}
+			if sameStatus(before, d.status) {
+				period = min(period+period/2, max(d.a.opts.MaxPollInterval, d.a.opts.PollInterval))
+			} else {
+				period = d.a.opts.PollInterval
+			}
+			wait = period
 		case ctx.Err() != nil:
 			return d.ctxErr(ctx)
 		case !isTransient(err, rec) && !isProtocolError(err, rec):
