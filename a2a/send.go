@@ -307,7 +307,15 @@ func (d *delegation) seed(ctx context.Context) error {
 // message builds the message to send; its id stays the same across retries so that a
 // server that already got it can recognise it.
 func (d *delegation) message() *sdk.Message {
-	m := sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart(d.req.Prompt))
+	parts := []*sdk.Part{sdk.NewTextPart(d.req.Prompt)}
+	if d.continuation() && d.baseline != nil {
+		// An ADK agent asked with long-running function calls: it takes the answer only
+		// as their function responses (adk.go).
+		if calls := adkPendingCalls(d.baseline.Message); len(calls) > 0 {
+			parts = adkAnswerParts(calls, d.req.Prompt)
+		}
+	}
+	m := sdk.NewMessage(sdk.MessageRoleUser, parts...)
 	m.ID = d.msgID
 	m.TaskID = sdk.TaskID(d.req.TaskID)
 	m.ContextID = d.req.ContextID
