@@ -699,6 +699,12 @@ func (d *delegation) applyTask(t *sdk.Task) {
 	for _, m := range d.newHistory(t.History) {
 		d.applyMessage(m)
 	}
+	if st := stateOf(t.Status.State); st == StateWorking || st == StateSubmitted {
+		// The status message of a task still at work came before the artifacts it is
+		// producing (a poll in the middle of a run sees both): report it first, in the
+		// order a stream would have had.
+		d.applyStatus(t.Status)
+	}
 	views := make([]*artifactView, 0, len(t.Artifacts))
 	for _, art := range t.Artifacts {
 		if art == nil {

@@ -1,0 +1,155 @@
+package integration
+
+// Real A2A agents that ask or answer in ways beyond the plain JSON-RPC streaming path:
+// Google ADK's long-running function calls (peers/adk-peer.mjs, written from
+// shared/reference/adk-a2a.md on the @a2a-js/sdk server), and agents whose card does not
+// stream (peers/a2a-peer.mjs with A2A_STREAMING=0), whose tasks a disconnect or a stop
+// must still cancel.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
+)
+
+// startADKPeer starts peers/adk-peer.mjs on a free port and returns its base URL.
+func startADKPeer(t testing.TB) string {
+	t.Helper()
+	dir := requirePeers(t)
+	node, _ := requireNode(t)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var p *proc
+		p, err = startProcErr(t, "adk-peer", []string{node, filepath.Join(dir, "adk-peer.mjs")},
+			[]string{"PORT=" + strconv.Itoa(freePort(t))}, readyOnLine(`adk peer on (http://\S+)`))
+		if err == nil {
+			return p.Match[1]
+		}
+	}
+	t.Fatal(err)
+	return ""
+}
+
+// adkLog is the ADK peer's /test/log.
+type adkLog struct {
+	Answers []struct {
+		TaskID   string         `json:"taskId"`
+		ID       string         `json:"id"`
+		Name     string         `json:"name"`
+		Response map[string]any `json:"response"`
+	} `json:"answers"`
+	Refused int               `json:"refused"`
+	Tasks   map[string]string `json:"tasks"`
+}
+
+func readADKLog(t *testing.T, base string) adkLog {
+	t.Helper()
+	resp, err := http.Get(base + "/test/log")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var l adkLog
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
+	return l
+}
+
+// TestADKConventionPeer: Baton's A2A client against the ADK-convention peer on both wires:
+// the question is shown as text (never the JSON of the parts), one answer goes back as a
+// function_response with the call's id and name and the task completes; a second question
+// in the same task is answered the same way. ADK refused nothing.
+func TestADKConventionPeer(t *testing.T) {
+	peer := startADKPeer(t)
+	for _, proto := range []string{a2a.Protocol10, a2a.Protocol03} {
+		t.Run(proto, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			agent, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "adk", URL: peer, Protocol: proto}, a2a.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = agent.Close() })
+
+			var seen strings.Builder
+			first, err := agent.Send(ctx, a2a.Request{Prompt: "ask me"}, a2a.Observer{Text: func(s string) { seen.WriteString(s) }})
+			require.NoError(t, err)
+			require.Equal(t, a2a.StateInputRequired, first.State)
+			assert.Equal(t, "which colour?", first.Text, "the question as text")
+			assert.NotContains(t, seen.String(), `"adk_type"`, "no part JSON reached the user")
+			assert.NotContains(t, seen.String(), `{"`, "no part JSON reached the user")
+
+			done, err := agent.Send(ctx, a2a.Request{Prompt: "blue", TaskID: first.TaskID, ContextID: first.ContextID}, a2a.Observer{})
+			require.NoError(t, err)
+			assert.Equal(t, a2a.StateCompleted, done.State, done.Text)
+			assert.Contains(t, done.Text, "adk got: blue")
+
+			two, err := agent.Send(ctx, a2a.Request{Prompt: "ask2 me"}, a2a.Observer{})
+			require.NoError(t, err)
+			require.Equal(t, a2a.StateInputRequired, two.State)
+			again, err := agent.Send(ctx, a2a.Request{Prompt: "red", TaskID: two.TaskID, ContextID: two.ContextID}, a2a.Observer{})
+			require.NoError(t, err)
+			require.Equal(t, a2a.StateInputRequired, again.State, again.Text)
+			assert.Equal(t, two.TaskID, again.TaskID, "the second question is in the same task")
+			assert.Equal(t, "which size?", again.Text)
+			end, err := agent.Send(ctx, a2a.Request{Prompt: "large", TaskID: two.TaskID, ContextID: two.ContextID}, a2a.Observer{})
+			require.NoError(t, err)
+			assert.Equal(t, a2a.StateCompleted, end.State, end.Text)
+			assert.Contains(t, end.Text, "adk got: red, large")
+
+			l := readADKLog(t, peer)
+			assert.Zero(t, l.Refused, "ADK refused an answer")
+			var mine []string
+			for _, a := range l.Answers {
+				if a.TaskID == first.TaskID || a.TaskID == two.TaskID {
+					assert.Equal(t, "ask_human", a.Name, "the answer carries the call's name")
+					mine = append(mine, a.ID+"="+a.Response["answer"].(string))
+				}
+			}
+			assert.Equal(t, []string{"call-ask-1=blue", "call-ask-1=red", "call-ask-2=large"}, mine)
+			assert.Equal(t, "TASK_STATE_COMPLETED", l.Tasks[first.TaskID])
+			assert.Equal(t, "TASK_STATE_COMPLETED", l.Tasks[two.TaskID])
+		})
+	}
+}
+
+// TestHITLADKPeer: through the coordinator and the official AG-UI client, the ADK peer's
+// question becomes an interrupt whose message is the question as text; the user's answer
+// completes the original tool call.
+func TestHITLADKPeer(t *testing.T) {
+	requirePeers(t)
+	peer := startADKPeer(t)
+	model := fakellm.Start(hitlModel)
+	t.Cleanup(model.Close)
+	coord := startHITLCoordinator(t, hitlEnv{llmURL: model.URL, agents: []agentEntry{{Name: "adk", URL: peer}}}.yaml())
+	for _, lane := range lanes {
+		t.Run(lane, func(t *testing.T) {
+			job := hitlJobOn(newThreadID("hitl-adk-"+lane), newThreadID("run"), hitlText(hitlCall{Name: "adk", Args: map[string]any{"prompt": "ask please"}}))
+			job["resumeAnswers"] = map[string]any{"*": resolved(map[string]any{"text": "green"})}
+			res := runHITLClient(t, lane, coord.URL, job)
+			require.Len(t, res.Runs, 2, "an interrupted run and its resume run; first: %v", eventTypes(res.Runs[0].Events))
+			first := res.Runs[0]
+			assertRun(t, first, "interrupt")
+			require.Len(t, first.Interrupts, 1)
+			in := first.Interrupts[0]
+			callID := checkInterrupt(t, first, in, wantInterrupt{reason: "input_required", message: "which colour?", tool: "adk", a2aAgent: "adk"})
+			msg, _ := in["message"].(string)
+			assert.NotContains(t, msg, "adk_type", "the interrupt shows the question, not the parts' JSON")
+			assert.NotContains(t, msg, `{"`, "the interrupt shows the question, not the parts' JSON")
+
+			second := res.Runs[1]
+			assertRun(t, second, "success")
+			got := checkResumed(t, second, model, callID)
+			assert.True(t, strings.HasPrefix(got, "[COMPLETED]\n"), "result %q", got)
+			assert.Contains(t, got, "adk got: green")
+			l := readADKLog(t, peer)
+			assert.Equal(t, "TASK_STATE_COMPLETED", l.Tasks[a2aTaskOf(in)])
+		})
+	}
+}
