@@ -153,3 +153,74 @@ func TestHITLADKPeer(t *testing.T) {
 		})
 	}
 }
+
+// nonStreamingWires are JS peers whose card does not stream or offers only HTTP+JSON.
+var nonStreamingWires = []struct {
+	name string
+	env  []string
+}{
+	{"a2a-1.0/no-stream", []string{"A2A_LEGACY=0", "A2A_STREAMING=0"}},
+	{"a2a-0.3/no-stream", []string{"A2A_ONLY_V03=1", "A2A_STREAMING=0"}},
+	{"http+json", []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0"}},
+	{"http+json/no-stream", []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0", "A2A_STREAMING=0"}},
+}
+
+// TestCancelNonStreamingJSPeer: a delegation to an agent whose card does not stream (both
+// wires), or that offers only HTTP+JSON, is cancelled like a streaming one: a disconnect of
+// the AG-UI client and a stop each reach the agent as CancelTask, and the task ends
+// CANCELED. Before, a non-streaming send blocked without a task id and the task ran on.
+func TestCancelNonStreamingJSPeer(t *testing.T) {
+	dir := requirePeers(t)
+	node, _ := requireNode(t)
+	for _, wire := range nonStreamingWires {
+		t.Run(wire.name, func(t *testing.T) {
+			peer := startA2APeerEnv(t, wire.env...)
+			model := startCancelLLM(t)
+			b := startBatonForCancel(t, cancelConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}}})
+
+			t.Run("disconnect", func(t *testing.T) {
+				before, _ := peerTasks(t, peer)
+				job := userJob("abort-nostream", "peer: slow please")
+				job["abortOnEvent"] = "SUBAGENT_STARTED"
+				r := runAGUIClient(t, "v1", b.URL+"/agui", job)
+				assertAborted(t, r)
+				id := assertPeerCancelled(t, peer, before)
+				thread := job["threadId"].(string)
+				assertRunEndedBy(t, b, thread, reasonClientGone)
+				recs := b.logRecords("cancelled downstream", thread)
+				if assert.Len(t, recs, 1, "cancelled downstream lines") {
+					assert.Equal(t, id, recs[0]["task_id"])
+					assert.Equal(t, "confirmed", recs[0]["result"])
+				}
+			})
+			t.Run("stop", func(t *testing.T) {
+				before, _ := peerTasks(t, peer)
+				job := userJob("stop-nostream", "peer: slow until stopped")
+				thread, run := job["threadId"].(string), job["runId"].(string)
+				ctx, cancel := context.WithTimeout(context.Background(), aguiClientTimeout)
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					_, _, err := runAGUIClientCtx(ctx, node, dir, "v1", b.URL+"/agui", job)
+					done <- err
+				}()
+				assert.EventuallyWithT(t, func(c *assert.CollectT) {
+					tasks, _ := peerTasks(c, peer)
+					ids := newKeys(before, tasks)
+					if assert.Len(c, ids, 1, "new tasks at the peer") {
+						assert.Equal(c, "TASK_STATE_WORKING", tasks[ids[0]])
+					}
+				}, eventualWait, 50*time.Millisecond)
+				status, body := postStop(t, b.URL, thread, run)
+				require.Equal(t, http.StatusAccepted, status, "stop: %v", body)
+				require.NoError(t, <-done)
+				assertPeerCancelled(t, peer, before)
+				assertRunEndedBy(t, b, thread, "cancelled: stop requested")
+				recs := b.logRecords("cancelled downstream", thread)
+				if assert.Len(t, recs, 1) {
+					assert.Equal(t, "confirmed", recs[0]["result"])
+				}
+			})
+		})
+	}
+}
