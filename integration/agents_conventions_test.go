@@ -7,10 +7,14 @@ package integration
 // must still cancel.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,6 +181,25 @@ func TestCancelNonStreamingJSPeer(t *testing.T) {
 			peer := startA2APeerEnv(t, wire.env...)
 			model := startCancelLLM(t)
 			b := startBatonForCancel(t, cancelConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}}})
+			// /readyz agrees that the agent is usable (an HTTP+JSON-only card was "down").
+			assert.EventuallyWithT(t, func(c *assert.CollectT) {
+				var rep struct {
+					Checks struct {
+						Agents map[string]struct {
+							Status string `json:"status"`
+							Error  string `json:"error"`
+						} `json:"agents"`
+					} `json:"checks"`
+				}
+				resp, err := http.Get(b.URL + "/readyz")
+				if !assert.NoError(c, err) {
+					return
+				}
+				defer resp.Body.Close()
+				if assert.NoError(c, json.NewDecoder(resp.Body).Decode(&rep)) {
+					assert.Equal(c, "ready", rep.Checks.Agents["peer"].Status, "readyz agent check: %+v", rep.Checks.Agents["peer"])
+				}
+			}, eventualWait, 100*time.Millisecond)
 
 			t.Run("disconnect", func(t *testing.T) {
 				before, _ := peerTasks(t, peer)
@@ -223,4 +246,119 @@ func TestCancelNonStreamingJSPeer(t *testing.T) {
 			})
 		})
 	}
+}
+
+// BenchmarkNonStreamingCancel measures "disconnect → the sub-agent sees CancelTask" for an
+// agent whose card does not stream (the JS peer with A2A_STREAMING=0, A2A 1.0 wire): from
+// the moment the AG-UI client drops its stream (once the peer's task is working, so that
+// the coordinator may know its id) to the arrival of CancelTask at the peer's request
+// handler (its clock: same machine). Each iteration is one run of the coordinator binary
+// delegating to the peer's slow task; the next starts once that task is canceled. p50 and
+// p99 in milliseconds (target: p99 < 100 ms).
+//
+//	go test -run XXX -bench NonStreamingCancel -benchtime 20x ./integration/
+func BenchmarkNonStreamingCancel(b *testing.B) {
+	requirePeers(b)
+	peer := startA2APeerEnv(b, "A2A_LEGACY=0", "A2A_STREAMING=0")
+	model := startCancelLLM(b)
+	coord := startBatonForCancel(b, cancelConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}}})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		d, err := nonStreamingCancelOnce(client, coord.URL, peer, i)
+		if err != nil {
+			b.Fatalf("run %d: %v", i, err)
+		}
+		lat = append(lat, d)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
+
+// peerCancelLog is the part of the JS peer's /test/log the benchmark reads.
+type peerCancelLog struct {
+	Cancels  []string          `json:"cancels"`
+	CancelAt []float64         `json:"cancelAt"`
+	Tasks    map[string]string `json:"tasks"`
+}
+
+func readPeerCancelLog(client *http.Client, peer string) (peerCancelLog, error) {
+	var l peerCancelLog
+	resp, err := client.Get(peer + "/test/log")
+	if err != nil {
+		return l, err
+	}
+	defer resp.Body.Close()
+	return l, json.NewDecoder(resp.Body).Decode(&l)
+}
+
+// nonStreamingCancelOnce starts one run, waits until the peer's new task works, drops the
+// stream and returns the time until the peer received CancelTask for that task.
+func nonStreamingCancelOnce(client *http.Client, base, peer string, i int) (time.Duration, error) {
+	before, err := readPeerCancelLog(client, peer)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body, _ := json.Marshal(runInput(newThreadID("bench-nostream"), newThreadID("run"), fmt.Sprintf("peer: slow bench %d", i)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/agui", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	go func() { _, _ = io.Copy(io.Discard, resp.Body) }()
+	var task string
+	deadline := time.Now().Add(20 * time.Second)
+	for task == "" {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no working task at the peer")
+		}
+		l, err := readPeerCancelLog(client, peer)
+		if err != nil {
+			return 0, err
+		}
+		for id, st := range l.Tasks {
+			if _, old := before.Tasks[id]; !old && st == "TASK_STATE_WORKING" {
+				task = id
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	cancel()
+	for time.Now().Before(deadline.Add(10 * time.Second)) {
+		l, err := readPeerCancelLog(client, peer)
+		if err != nil {
+			return 0, err
+		}
+		for j, id := range l.Cancels {
+			if id == task && j < len(l.CancelAt) {
+				at := time.UnixMicro(int64(l.CancelAt[j] * 1000))
+				for l.Tasks[task] != "TASK_STATE_CANCELED" && time.Now().Before(deadline.Add(10*time.Second)) {
+					time.Sleep(10 * time.Millisecond)
+					if l, err = readPeerCancelLog(client, peer); err != nil {
+						return 0, err
+					}
+				}
+				return at.Sub(start), nil
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("no CancelTask for task %s reached the peer", task)
 }

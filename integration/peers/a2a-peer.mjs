@@ -31,7 +31,7 @@
 // answers 404); A2A_BARE03=1 serves the SDK's 0.3 card stripped of preferredTransport,
 // protocolVersion and the 1.0 interface lists, as older 0.3 servers publish it (the spec
 // defaults, JSONRPC and 0.3, apply).
-// GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
+// GET /test/log returns {cancels:[taskId…], cancelAt:[epoch ms of each cancel, fractional], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
 // CancelTask received (any transport, any protocol version), the last persisted state of every
 // task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3);
 // traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order;
@@ -84,7 +84,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
+const log = { cancels: [], cancelAt: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -238,6 +238,7 @@ const handler = new DefaultRequestHandler(card, new RecordingTaskStore(), new Sc
 const cancelTask = handler.cancelTask.bind(handler);
 handler.cancelTask = (params, context) => {
   log.cancels.push(String(params?.id));
+  log.cancelAt.push(performance.timeOrigin + performance.now());
   return cancelTask(params, context);
 };
 // Sends, subscriptions and reads are recorded the same way, so that a test can tell a task
