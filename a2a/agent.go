@@ -54,6 +54,9 @@ type Options struct {
 	// PollInterval is the GetTask polling period after a stream cannot be resumed.
 	// Default 200ms.
 	PollInterval time.Duration
+	// MaxPollInterval caps the polling period, which grows from PollInterval while the
+	// task does not change. Default 2s.
+	MaxPollInterval time.Duration
 	// MaxResubscribe is how many SubscribeToTask attempts a dropped stream gets before
 	// polling. Default 3; negative means poll at once.
 	MaxResubscribe int
@@ -76,10 +79,11 @@ type Options struct {
 
 // Defaults of [Options].
 const (
-	DefaultPollInterval   = 200 * time.Millisecond
-	DefaultMaxResubscribe = 3
-	DefaultRetryBackoff   = 500 * time.Millisecond
-	DefaultIDGrace        = 5 * time.Second
+	DefaultPollInterval    = 200 * time.Millisecond
+	DefaultMaxPollInterval = 2 * time.Second
+	DefaultMaxResubscribe  = 3
+	DefaultRetryBackoff    = 500 * time.Millisecond
+	DefaultIDGrace         = 5 * time.Second
 
 	// maxAttempts bounds the attempts of an initial send, a cancel and consecutive failed
 	// polls.
@@ -101,6 +105,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.MaxPollInterval <= 0 {
+		o.MaxPollInterval = DefaultMaxPollInterval
 	}
 	if o.MaxResubscribe == 0 {
 		o.MaxResubscribe = DefaultMaxResubscribe
@@ -184,6 +191,8 @@ type Info struct {
 	Skills          []Skill
 	Streaming       bool
 	ProtocolVersion string
+	// Binding is the protocol binding in use: "JSONRPC" or "HTTP+JSON".
+	Binding string
 }
 
 // New validates cfg and returns an agent whose card is not read yet: the first call (or
@@ -425,11 +434,11 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 		close(done)
 		switch {
 		case err == nil:
-			changed := cur == nil || cur.endpoint != b.endpoint || cur.info.ProtocolVersion != b.info.ProtocolVersion
+			changed := cur == nil || cur.endpoint != b.endpoint || cur.info.ProtocolVersion != b.info.ProtocolVersion || cur.info.Binding != b.info.Binding
 			a.cur, a.stale, a.lastErr = b, false, nil
 			a.mu.Unlock()
 			if changed {
-				a.logger.Info("a2a agent card read", "protocol", b.info.ProtocolVersion, "endpoint", redactURL(b.endpoint), "streaming", b.info.Streaming)
+				a.logger.Info("a2a agent card read", "protocol", b.info.ProtocolVersion, "binding", b.info.Binding, "endpoint", redactURL(b.endpoint), "streaming", b.info.Streaming)
 			} else {
 				a.logger.Debug("a2a agent card re-read", "endpoint", redactURL(b.endpoint))
 			}
@@ -450,9 +459,10 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 	}
 }
 
-// read fetches the card and builds a client for it: A2A 1.0 over JSON-RPC when the card
-// offers it, otherwise 0.3 through the a2av0 compat transport (Config.Protocol can force
-// either). Only interfaces on the configured or allowed origins are considered.
+// read fetches the card and builds a client for it: A2A 1.0 over JSON-RPC or HTTP+JSON
+// (whichever the card lists first) when the card offers it, otherwise 0.3 over JSON-RPC
+// through the a2av0 compat transport (Config.Protocol can force either version). Only
+// interfaces on the configured or allowed origins are considered.
 func (a *Agent) read(ctx context.Context) (*binding, error) {
 	cfg := a.Config
 	card, err := a.fetchCard(ctx)
@@ -483,7 +493,12 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 	// cannot pick another one and we know which protocol is in use.
 	clientCard := *card
 	clientCard.SupportedInterfaces = []*sdk.AgentInterface{iface}
-	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), leanTransportOption(a.http, version == Protocol03))
+	transport := leanTransportOption(a.http, version == Protocol03)
+	if iface.ProtocolBinding == sdk.TransportProtocolHTTPJSON {
+		// The SDK's REST transport as it is: the lean SSE reader is JSON-RPC's.
+		transport = a2aclient.WithRESTTransport(a.http)
+	}
+	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), transport)
 	if err != nil {
 		return nil, fmt.Errorf("a2a: agent %q: creating the client: %w: %w", cfg.Name, ErrCapabilityGap, err)
 	}
@@ -505,31 +520,39 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 			Skills:          skills,
 			Streaming:       card.Capabilities.Streaming,
 			ProtocolVersion: version,
+			Binding:         string(iface.ProtocolBinding),
 		},
 	}, nil
 }
 
-// pickInterface chooses the JSON-RPC interface to use: 1.0 first unless forced.
+// pickInterface chooses the interface to use. Bindings this client speaks: A2A 1.0 over
+// JSON-RPC or HTTP+JSON (REST), and 0.3 over JSON-RPC. A 1.0 interface is preferred to a
+// 0.3 one (unless force says otherwise); among those of one version, the card's order is
+// its order of preference, as the spec says.
 func pickInterface(card *sdk.AgentCard, force string) (*sdk.AgentInterface, string, error) {
 	var v1, v0 *sdk.AgentInterface
 	for _, iface := range card.SupportedInterfaces {
-		if iface == nil || !strings.EqualFold(string(iface.ProtocolBinding), string(sdk.TransportProtocolJSONRPC)) {
+		if iface == nil {
+			continue
+		}
+		binding, ok := knownBinding(iface.ProtocolBinding)
+		if !ok {
 			continue
 		}
 		switch majorVersion(string(iface.ProtocolVersion)) {
 		case "1":
 			if v1 == nil {
 				cp := *iface
-				cp.ProtocolBinding = sdk.TransportProtocolJSONRPC
+				cp.ProtocolBinding = binding
 				if cp.ProtocolVersion == "" {
 					cp.ProtocolVersion = sdk.Version
 				}
 				v1 = &cp
 			}
 		case "0":
-			if v0 == nil {
+			if v0 == nil && binding == sdk.TransportProtocolJSONRPC {
 				cp := *iface
-				cp.ProtocolBinding = sdk.TransportProtocolJSONRPC
+				cp.ProtocolBinding = binding
 				v0 = &cp
 			}
 		}
@@ -546,11 +569,24 @@ func pickInterface(card *sdk.AgentCard, force string) (*sdk.AgentInterface, stri
 			offered = append(offered, fmt.Sprintf("%s %s", iface.ProtocolBinding, iface.ProtocolVersion))
 		}
 	}
-	want := "JSON-RPC 1.0 or 0.3"
-	if force != "" {
-		want = "JSON-RPC " + force
+	want := "JSON-RPC 1.0, HTTP+JSON 1.0 or JSON-RPC 0.3"
+	switch force {
+	case Protocol10:
+		want = "JSON-RPC or HTTP+JSON 1.0"
+	case Protocol03:
+		want = "JSON-RPC 0.3"
 	}
 	return nil, "", fmt.Errorf("the card offers no %s interface (offered: [%s])", want, strings.Join(offered, ", "))
+}
+
+// knownBinding returns the canonical name of a protocol binding this client speaks.
+func knownBinding(b sdk.TransportProtocol) (sdk.TransportProtocol, bool) {
+	for _, known := range []sdk.TransportProtocol{sdk.TransportProtocolJSONRPC, sdk.TransportProtocolHTTPJSON} {
+		if strings.EqualFold(string(b), string(known)) {
+			return known, true
+		}
+	}
+	return "", false
 }
 
 // majorVersion returns the major version of "1.0", "v0.3.0", ""… An empty version counts as

@@ -55,7 +55,11 @@ func (a *Agent) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 	}
 	card, err := a.getCard(ctx, where, "")
 	if err == nil && len(card.SupportedInterfaces) > 0 {
-		return card, nil
+		if _, _, perr := pickInterface(card, a.Config.Protocol); perr == nil {
+			return card, nil
+		}
+		// A 0.3 card with no interface this client speaks (say only HTTP+JSON, which is
+		// spoken in 1.0 only): the 1.0 card of the same agent may have one.
 	}
 	if err != nil && !retryCardWithVersion(err) {
 		return nil, err

@@ -114,3 +114,39 @@ func TestCappedText(t *testing.T) {
 	assert.Equal(t, "abcd", c.String())
 	assert.Equal(t, int64(4), c.omitted)
 }
+
+// TestPickInterface: 1.0 before 0.3, and among the 1.0 interfaces the card's order, over
+// JSON-RPC or HTTP+JSON; bindings this client does not speak are passed over.
+func TestPickInterface(t *testing.T) {
+	iface := func(binding, version, url string) *sdk.AgentInterface {
+		return &sdk.AgentInterface{URL: url, ProtocolBinding: sdk.TransportProtocol(binding), ProtocolVersion: sdk.ProtocolVersion(version)}
+	}
+	for _, tc := range []struct {
+		name    string
+		ifaces  []*sdk.AgentInterface
+		force   string
+		wantURL string
+		wantVer string
+		wantErr string
+	}{
+		{"HTTP+JSON only", []*sdk.AgentInterface{iface("HTTP+JSON", "1.0", "http://a/rest")}, "", "http://a/rest", Protocol10, ""},
+		{"card order: REST first", []*sdk.AgentInterface{iface("GRPC", "1.0", "http://a/grpc"), iface("http+json", "1.0", "http://a/rest"), iface("JSONRPC", "1.0", "http://a/rpc")}, "", "http://a/rest", Protocol10, ""},
+		{"card order: JSON-RPC first", []*sdk.AgentInterface{iface("JSONRPC", "1.0", "http://a/rpc"), iface("HTTP+JSON", "1.0", "http://a/rest")}, "", "http://a/rpc", Protocol10, ""},
+		{"1.0 before 0.3", []*sdk.AgentInterface{iface("JSONRPC", "0.3", "http://a/v0"), iface("HTTP+JSON", "1.0", "http://a/rest")}, "", "http://a/rest", Protocol10, ""},
+		{"0.3 forced", []*sdk.AgentInterface{iface("HTTP+JSON", "1.0", "http://a/rest"), iface("JSONRPC", "0.3", "http://a/v0")}, Protocol03, "http://a/v0", Protocol03, ""},
+		{"0.3 REST is not spoken", []*sdk.AgentInterface{iface("HTTP+JSON", "0.3", "http://a/rest")}, "", "", "", "offered: [HTTP+JSON 0.3]"},
+		{"gRPC only", []*sdk.AgentInterface{iface("GRPC", "1.0", "http://a/grpc")}, "", "", "", "no JSON-RPC 1.0, HTTP+JSON 1.0 or JSON-RPC 0.3 interface"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, version, err := pickInterface(&sdk.AgentCard{SupportedInterfaces: tc.ifaces}, tc.force)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantURL, got.URL)
+			assert.Equal(t, tc.wantVer, version)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package a2a is Baton's client side of the A2A protocol: it resolves sub-agents from their
-// agent cards (A2A 1.0, or 0.3 through the SDK's a2av0 compat layer) and delegates messages to
-// them, reporting progress to an [Observer] and returning a protocol-neutral [Result].
+// agent cards (A2A 1.0 over JSON-RPC or HTTP+JSON, or 0.3 over JSON-RPC through the SDK's
+// a2av0 compat layer) and delegates messages to them, reporting progress to an [Observer]
+// and returning a protocol-neutral [Result].
 //
 // # Cards
 //
@@ -15,7 +16,12 @@
 //
 // # Delegation
 //
-// [Agent.Send] streams when the card allows it and uses a blocking SendMessage otherwise.
+// [Agent.Send] streams when the card allows it. Otherwise it sends SendMessage asking the
+// agent to return at once (ReturnImmediately; blocking:false on the 0.3 wire), so that the
+// task id is known while the task runs and a cancel can reach it, and follows the task with
+// GetTask, polling with a period that grows while nothing changes (Options.PollInterval up
+// to MaxPollInterval). An agent that ignores the flag answers when the task is over, which
+// ends the delegation as before. See design/agent-conventions.md.
 // Reading stops as soon as the task is terminal or interrupted (input-required,
 // auth-required): some SDKs keep the stream open after auth-required, waiting for
 // credentials on the same event bus, so waiting for the server to close it would hang.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"log/slog"
@@ -117,6 +118,40 @@ func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext
 			return yield(ev, nil)
 		}
 
+		if ec.StoredTask != nil && len(adkPendingCalls(ec.StoredTask.Status.Message)) > 0 {
+			// ADK's convention (reference adk-a2a.md §3): only function responses answer.
+			calls := adkPendingCalls(ec.StoredTask.Status.Message)
+			answers := map[string]string{}
+			for _, p := range ec.Message.Parts {
+				d, ok := p.Content.(sdk.Data)
+				m, _ := d.Value.(map[string]any)
+				if !ok || adkMeta(p) != adkFunctionResp {
+					continue
+				}
+				id, _ := m["id"].(string)
+				resp, _ := m["response"].(map[string]any)
+				if name, _ := m["name"].(string); resp != nil && name != "" {
+					answers[id], _ = resp["answer"].(string)
+				}
+			}
+			for _, c := range calls {
+				if _, ok := answers[c.ID]; !ok {
+					msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, ec, adkCallPart(c.ID, c.Name, c.Args["question"].(string)),
+						sdk.NewTextPart(fmt.Sprintf("no input provided for function call ID %q", c.ID)))
+					_ = yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateInputRequired, msg), nil)
+					return
+				}
+			}
+			if calls[0].ID == "call-ask-1" && strings.HasPrefix(PartsText(ec.StoredTask.History[0].Parts), "adk2") {
+				_ = status(sdk.TaskStateWorking, "") &&
+					yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateInputRequired, adkAsk(ec, "call-ask-2", "which size?")), nil)
+				return
+			}
+			_ = status(sdk.TaskStateWorking, "") &&
+				artifact("answer", false, true, sdk.NewTextPart("adk got: "+answers[calls[0].ID])) &&
+				status(sdk.TaskStateCompleted, "")
+			return
+		}
 		if ec.StoredTask != nil { // a continuation: no new Task event
 			_ = status(sdk.TaskStateWorking, "") &&
 				artifact("answer", false, true, sdk.NewTextPart("got: "+said)) &&
@@ -186,6 +221,8 @@ func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext
 			status(sdk.TaskStateCanceled, "canceled by the agent")
 		case "input":
 			status(sdk.TaskStateInputRequired, "need more input: what colour?")
+		case "adk", "adk2":
+			yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateInputRequired, adkAsk(ec, "call-ask-1", "which colour?")), nil)
 		case "auth":
 			// The stream stays open meanwhile: a client that waits for its end gets
 			// "failed" after the safety timeout instead of auth-required at once.
@@ -230,10 +267,11 @@ func (e *scriptExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext)
 type cardKind int
 
 const (
-	cardDual    cardKind = iota // 1.0 and 0.3 interfaces, 0.3 union JSON (a2av0 producer)
-	cardV10Only                 // 1.0 interface only, plain v1 card
-	cardV03Only                 // 0.3 interface only (a2av0 producer)
-	cardLegacy                  // hand-written 0.3 card: url/preferredTransport, no supportedInterfaces
+	cardDual     cardKind = iota // 1.0 and 0.3 interfaces, 0.3 union JSON (a2av0 producer)
+	cardV10Only                  // 1.0 interface only, plain v1 card
+	cardV03Only                  // 0.3 interface only (a2av0 producer)
+	cardLegacy                   // hand-written 0.3 card: url/preferredTransport, no supportedInterfaces
+	cardRESTOnly                 // 1.0 HTTP+JSON interface only (a2a-go's REST handler)
 )
 
 type peerOptions struct {
@@ -298,6 +336,7 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 	h := a2asrv.NewHandler(p.exec, a2asrv.WithLogger(quietLogger()))
 	p.mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
 	p.mux.Handle("/a2a/v0", a2av0.NewJSONRPCHandler(h))
+	p.mux.Handle("/rest/", http.StripPrefix("/rest", a2asrv.NewRESTHandler(h)))
 
 	v1 := &sdk.AgentInterface{URL: p.URL + "/a2a", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: sdk.Version}
 	v0 := &sdk.AgentInterface{URL: p.URL + "/a2a/v0", ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version}
@@ -315,6 +354,9 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
 	case cardV10Only:
 		card.SupportedInterfaces = []*sdk.AgentInterface{v1}
+		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	case cardRESTOnly:
+		card.SupportedInterfaces = []*sdk.AgentInterface{{URL: p.URL + "/rest", ProtocolBinding: sdk.TransportProtocolHTTPJSON, ProtocolVersion: sdk.Version}}
 		p.mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	case cardV03Only:
 		card.SupportedInterfaces = []*sdk.AgentInterface{v0}
@@ -543,4 +585,21 @@ func (w *cutWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// adkCallPart is a long-running function call part as ADK sends it (adk-a2a.md §2).
+func adkCallPart(id, name, question string) *sdk.Part {
+	p := sdk.NewDataPart(map[string]any{"id": id, "name": name, "args": map[string]any{"question": question}})
+	p.SetMeta(adkLongRunningKey, true)
+	p.SetMeta(adkTypeKey, adkFunctionCall)
+	return p
+}
+
+// adkAsk is ADK's input-required status message: the call and its pending response,
+// role agent, no task or context id.
+func adkAsk(ec *a2asrv.ExecutorContext, id, question string) *sdk.Message {
+	resp := sdk.NewDataPart(map[string]any{"id": id, "name": "ask_human", "response": map[string]any{"status": "pending"}})
+	resp.SetMeta(adkTypeKey, adkFunctionResp)
+	_ = ec
+	return sdk.NewMessage(sdk.MessageRoleAgent, adkCallPart(id, "ask_human", question), resp)
 }

@@ -307,7 +307,15 @@ func (d *delegation) seed(ctx context.Context) error {
 // message builds the message to send; its id stays the same across retries so that a
 // server that already got it can recognise it.
 func (d *delegation) message() *sdk.Message {
-	m := sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart(d.req.Prompt))
+	parts := []*sdk.Part{sdk.NewTextPart(d.req.Prompt)}
+	if d.continuation() && d.baseline != nil {
+		// An ADK agent asked with long-running function calls: it takes the answer only
+		// as their function responses (adk.go).
+		if calls := adkPendingCalls(d.baseline.Message); len(calls) > 0 {
+			parts = adkAnswerParts(calls, d.req.Prompt)
+		}
+	}
+	m := sdk.NewMessage(sdk.MessageRoleUser, parts...)
 	m.ID = d.msgID
 	m.TaskID = sdk.TaskID(d.req.TaskID)
 	m.ContextID = d.req.ContextID
@@ -383,13 +391,18 @@ func (d *delegation) stream(ctx context.Context) error {
 	}
 }
 
-// blocking sends with SendMessage and polls when the answer is not final yet.
+// blocking sends with SendMessage for an agent that does not stream, asking it to return
+// at once (ReturnImmediately; blocking:false on the 0.3 wire), so that the task id is known
+// while the task runs and a cancel can reach it; then it follows the task by polling until
+// it is terminal or interrupted. An agent that ignores the flag and answers when the task
+// is done is handled the same way: its answer is final.
 func (d *delegation) blocking(ctx context.Context) error {
 	msg := d.message()
+	cfg := &sdk.SendMessageConfig{ReturnImmediately: true}
 	for attempt := 1; ; attempt++ {
 		sctx, release := d.requestContext(ctx)
 		actx, rec := withStatus(sctx)
-		res, err := d.b.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg})
+		res, err := d.b.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg, Config: cfg})
 		release()
 		if err == nil && ctx.Err() != nil {
 			d.apply(res) // the caller learns the task id, to cancel it
@@ -524,19 +537,31 @@ func (d *delegation) resume(ctx context.Context) error {
 	return d.poll(ctx)
 }
 
-// poll reads the task until it is terminal or interrupted.
+// poll reads the task until it is terminal or interrupted. The period starts at
+// Options.PollInterval and grows by half each time the task did not change, up to
+// Options.MaxPollInterval, so that a long task is not read several times a second for its
+// whole life; a change brings it back to PollInterval. The caller's context (the
+// delegation's timeout) bounds the whole.
 func (d *delegation) poll(ctx context.Context) error {
 	failures := 0
+	period := d.a.opts.PollInterval
 	for {
 		actx, rec := withStatus(ctx)
 		task, err := d.b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(d.taskID)})
-		wait := d.a.opts.PollInterval
+		wait := period
 		switch {
 		case err == nil:
 			failures = 0
+			before := d.status
 			if d.apply(task) {
 				return nil
 			}
+			if sameStatus(before, d.status) {
+				period = min(period+period/2, max(d.a.opts.MaxPollInterval, d.a.opts.PollInterval))
+			} else {
+				period = d.a.opts.PollInterval
+			}
+			wait = period
 		case ctx.Err() != nil:
 			return d.ctxErr(ctx)
 		case !isTransient(err, rec) && !isProtocolError(err, rec):
@@ -673,6 +698,12 @@ func (d *delegation) setState(s State) {
 func (d *delegation) applyTask(t *sdk.Task) {
 	for _, m := range d.newHistory(t.History) {
 		d.applyMessage(m)
+	}
+	if st := stateOf(t.Status.State); st == StateWorking || st == StateSubmitted {
+		// The status message of a task still at work came before the artifacts it is
+		// producing (a poll in the middle of a run sees both): report it first, in the
+		// order a stream would have had.
+		d.applyStatus(t.Status)
 	}
 	views := make([]*artifactView, 0, len(t.Artifacts))
 	for _, art := range t.Artifacts {

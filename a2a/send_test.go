@@ -470,9 +470,13 @@ func TestSendErrors(t *testing.T) {
 	}
 }
 
+// TestSendContextDone: the caller's context ends while the task runs. Every variant learns
+// the task id while the task runs, also an agent that does not stream (it is sent
+// ReturnImmediately, blocking:false on the 0.3 wire, and followed), so that the caller can
+// cancel the task with it.
 func TestSendContextDone(t *testing.T) {
 	leakCheck(t)
-	for _, v := range []variant{variants[0], variants[1]} {
+	for _, v := range []variant{variants[0], variants[1], variants[4], variants[6]} {
 		t.Run(v.name, func(t *testing.T) {
 			p := startPeer(t, peerOptions{card: v.card, streaming: v.streaming})
 			opts := testOptions()
@@ -486,17 +490,16 @@ func TestSendContextDone(t *testing.T) {
 				done <- err
 			}()
 			started := <-p.exec.started
-			if v.streaming {
-				assert.Equal(t, started, <-rec.taskCh, "the stream names the task before the work ends")
+			select {
+			case id := <-rec.taskCh:
+				assert.Equal(t, started, id, "the task is named before the work ends")
+			case <-done:
+				t.Fatal("Send returned before the caller's context ended")
 			}
 			cancel()
 			err := <-done
 			require.ErrorIs(t, err, context.Canceled)
-			if v.streaming {
-				assert.Equal(t, started, TaskIDOf(err))
-			} else {
-				assert.Empty(t, TaskIDOf(err), "without IDGrace, a blocking send learns the id only with the answer")
-			}
+			assert.Equal(t, started, TaskIDOf(err))
 			// The server goes on without the client: the caller cancels the task.
 			taskID := started
 			waitStored(t, a, taskID)

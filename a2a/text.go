@@ -100,8 +100,15 @@ func (c *cappedText) write(s string) {
 
 func (c *cappedText) String() string { return c.b.String() }
 
-// partText renders one non-text part.
+// partText renders one non-text part. ADK's long-running function call is the question
+// it asks, and its pending function response says nothing to a reader (adk.go).
 func partText(p *sdk.Part) string {
+	if c, ok := adkCallOf(p); ok {
+		return adkQuestionText(c)
+	}
+	if adkMeta(p) == adkFunctionResp {
+		return ""
+	}
 	switch c := p.Content.(type) {
 	case sdk.Data:
 		var b strings.Builder

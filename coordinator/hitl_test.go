@@ -317,3 +317,20 @@ func gauge(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Fatalf("no %s in the exposition", name)
 	return 0
 }
+
+// TestResumeOnThreadWithNothingSuspended: a resume that names interrupts a thread never had
+// (nothing is suspended there) is refused with INVALID_RESUME naming the ids; it is not run
+// as a plain new turn (the answers would be dropped silently) and the model is not asked.
+func TestResumeOnThreadWithNothingSuspended(t *testing.T) {
+	model := &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}
+	agent := &fakeAgent{send: askingAgent("task-x")}
+	e := newEngine(t, model, agent)
+	evs := startAndCollect(t, e, resumeInput("fresh", "r1", resolved("int-unknown", `{"text":"x"}`), resolved("int-other", `{"text":"y"}`)))
+	assert.Equal(t, "RUN_STARTED", string(evs[0].EventType()))
+	require.Equal(t, "INVALID_RESUME", runErrorCode(t, evs))
+	msg := lastEvent(evs).(*agui.RunError).Message
+	assert.Contains(t, msg, "int-unknown")
+	assert.Contains(t, msg, "int-other")
+	assert.Empty(t, agent.sent, "nothing was delegated")
+	assert.NotContains(t, types(evs), "TEXT_MESSAGE_START", "the message did not run as a new turn")
+}

@@ -112,7 +112,13 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 			r.seq.Fail(hitl.CodeInterruptExpired, fmt.Sprintf("%d interrupt(s) expired and can no longer be answered: %s", len(ids), strings.Join(ids, ", ")))
 			return conv, system, true, ended(OutcomeError, strings.ToLower(hitl.CodeInterruptExpired))
 		}
-		r.log.Warn("resume for unknown interrupts ignored", "entries", len(r.in.Resume))
+		// Answers to interrupts this thread does not have: running the message as a new
+		// turn would drop the answers silently, so the resume is refused, naming them.
+		ids := resumeIDs(r.in.Resume)
+		r.log.Warn("resume for unknown interrupts refused", "interrupt_ids", ids)
+		r.seq.Fail(hitl.CodeInvalidResume, fmt.Sprintf("The resume answers %s %s, but this thread has no open interrupt to answer; send the message without resume to start a new turn.",
+			pluralWord(len(ids), "interrupt", "interrupts"), strings.Join(ids, ", ")))
+		return conv, system, true, ended(OutcomeError, strings.ToLower(hitl.CodeInvalidResume))
 	}
 	return conv, system, false, EndReason{}
 }
@@ -357,4 +363,24 @@ func sameToolError(fails []Failure, f *Failure) bool {
 		}
 	}
 	return false
+}
+
+// resumeIDs returns the interrupt ids a resume names, each once, in order.
+func resumeIDs(entries []agui.ResumeEntry) []string {
+	seen := make(map[string]bool, len(entries))
+	ids := make([]string, 0, len(entries))
+	for _, en := range entries {
+		if !seen[en.InterruptID] {
+			seen[en.InterruptID] = true
+			ids = append(ids, en.InterruptID)
+		}
+	}
+	return ids
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,7 +156,7 @@ func checkPayload(in store.Interrupt, raw json.RawMessage) (map[string]any, stri
 		return payload, ""
 	}
 	if err := rs.Validate(payload); err != nil {
-		return nil, describe(err, in.ResponseSchema)
+		return nil, describe(err, in.ResponseSchema, payload)
 	}
 	return payload, ""
 }
@@ -184,12 +185,20 @@ var (
 // describe turns a jsonschema validation error into a short user-safe sentence naming the
 // field. The library's messages are for developers ("validating /properties/text: type: 5
 // has type \"number\", want \"string\""), so the ones a form can produce are rewritten, and
-// anything else is passed on without the schema-path noise.
-func describe(err error, schema map[string]any) string {
+// any other keyword is told as what the schema expects at that field and what came.
+func describe(err error, schema map[string]any, payload map[string]any) string {
 	msg := err.Error()
 	path, schemaPath := "", ""
 	if locs := reValidating.FindAllStringSubmatchIndex(msg, -1); len(locs) > 0 {
 		last := locs[len(locs)-1]
+		for _, loc := range locs {
+			// A combinator's own failure is what the user can act on; the failures of its
+			// alternatives that follow it (type: want "boolean") would mislead.
+			if rest := msg[loc[1]:]; strings.HasPrefix(rest, "anyOf:") || strings.HasPrefix(rest, "oneOf:") {
+				last = loc
+				break
+			}
+		}
 		schemaPath = msg[last[2]:last[3]]
 		path = fieldPath(schemaPath)
 		msg = msg[last[1]:]
@@ -226,11 +235,115 @@ func describe(err error, schema map[string]any) string {
 			}
 		}
 		return fmt.Sprintf("field %q is not one of the allowed values", path)
-	case path != "":
-		return fmt.Sprintf("field %q is invalid: %s", path, msg)
-	default:
-		return "the payload is invalid: " + msg
 	}
+	// Any other keyword: the validator's words (oneOf: did not validate against any of
+	// [<anonymous schema> …]) mean nothing to a user; say what the schema expects there
+	// and what came instead.
+	keyword, _, _ := strings.Cut(msg, ":")
+	want := expectation(strings.TrimSpace(keyword), lookup(schema, schemaPath))
+	got := gotValue(payload, path)
+	if path == "" {
+		return fmt.Sprintf("the payload must be %s; got %s", want, got)
+	}
+	return fmt.Sprintf("field %q must be %s; got %s", path, want, got)
+}
+
+// expectation says in plain words what sub accepts, from the keyword that refused a value.
+func expectation(keyword string, sub map[string]any) string {
+	num := func(k string) string {
+		if v, ok := sub[k].(float64); ok {
+			return strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		return fmt.Sprint(sub[k])
+	}
+	switch keyword {
+	case "oneOf", "anyOf":
+		alts, _ := sub[keyword].([]any)
+		var consts, kinds []string
+		for _, a := range alts {
+			m, _ := a.(map[string]any)
+			if c, ok := m["const"]; ok {
+				b, _ := json.Marshal(c)
+				consts = append(consts, string(b))
+				continue
+			}
+			if t, ok := m["type"].(string); ok {
+				kinds = append(kinds, article(t))
+			}
+		}
+		switch {
+		case len(consts) == len(alts) && len(consts) > 0:
+			return "one of " + strings.Join(consts, ", ")
+		case len(kinds) == len(alts) && len(kinds) > 0:
+			return strings.Join(kinds, " or ")
+		}
+		return "a value of one of the allowed forms"
+	case "const":
+		b, _ := json.Marshal(sub["const"])
+		return "exactly " + string(b)
+	case "minLength":
+		return "a text of at least " + num("minLength") + " characters"
+	case "maxLength":
+		return "a text of at most " + num("maxLength") + " characters"
+	case "minimum":
+		return "a number of at least " + num("minimum")
+	case "maximum":
+		return "a number of at most " + num("maximum")
+	case "exclusiveMinimum":
+		return "a number greater than " + num("exclusiveMinimum")
+	case "exclusiveMaximum":
+		return "a number less than " + num("exclusiveMaximum")
+	case "multipleOf":
+		return "a multiple of " + num("multipleOf")
+	case "pattern":
+		return fmt.Sprintf("a text matching the pattern %v", sub["pattern"])
+	case "format":
+		return fmt.Sprintf("a text in the %v format", sub["format"])
+	case "minItems":
+		return "a list of at least " + num("minItems") + " items"
+	case "maxItems":
+		return "a list of at most " + num("maxItems") + " items"
+	case "uniqueItems":
+		return "a list without repeated items"
+	case "not":
+		return "a value the form does not exclude"
+	}
+	return "a value the form accepts"
+}
+
+// article names a JSON type with its article: "a string", "an integer".
+func article(t string) string {
+	switch t {
+	case "integer", "array", "object":
+		return "an " + t
+	}
+	return "a " + t
+}
+
+// gotValue shows the value at path (content.env, list[]) of the payload, shortened.
+func gotValue(payload map[string]any, path string) string {
+	var v any = payload
+	if path != "" {
+		for _, name := range strings.Split(path, ".") {
+			if strings.HasSuffix(name, "[]") {
+				return "a list with a value that does not fit"
+			}
+			m, ok := v.(map[string]any)
+			if !ok {
+				return "something else"
+			}
+			v = m[name]
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "something else"
+	}
+	const maxShown = 60
+	if len(b) > maxShown {
+		return string(b[:maxShown]) + "…"
+	}
+	return string(b)
 }
 
 // fieldPath turns a schema path (/properties/content/properties/env) into a payload field

@@ -287,7 +287,34 @@ func TestValidate(t *testing.T) {
 			entries:  []agui.ResumeEntry{resolved("int-min", `{"action":"accept","content":{"n":0}}`)},
 			now:      now0,
 			wantCode: CodeInvalidResume,
-			wantMsg:  []string{`interrupt int-min: field "content.n" is invalid: minimum`},
+			wantMsg:  []string{`interrupt int-min: field "content.n" must be a number of at least 1; got 0`},
+			notMsg:   []string{"minimum:", "0/1"},
+		},
+		{
+			// What a titled MCP enum (oneOf of consts) gives: plain words, never the
+			// validator's "oneOf: did not validate against any of [<anonymous schema> …]".
+			name: "oneOf says the allowed values and what came",
+			open: []store.Interrupt{withID("int-one", MCPForm(opts, "s", "t", "size?", map[string]any{
+				"type": "object", "properties": map[string]any{"size": map[string]any{"type": "string", "oneOf": []any{
+					map[string]any{"const": "s", "title": "Small"}, map[string]any{"const": "l", "title": "Large"}}}},
+			}, ShapeMRTR))},
+			entries:  []agui.ResumeEntry{resolved("int-one", `{"action":"accept","content":{"size":"xl"}}`)},
+			now:      now0,
+			wantCode: CodeInvalidResume,
+			wantMsg:  []string{`interrupt int-one: field "content.size" must be one of "s", "l"; got "xl"`},
+			notMsg:   []string{"oneOf", "anonymous schema", "did not validate"},
+		},
+		{
+			name: "anyOf of types",
+			open: []store.Interrupt{withID("int-any", MCPForm(opts, "s", "t", "n?", map[string]any{
+				"type": "object", "properties": map[string]any{"n": map[string]any{"anyOf": []any{
+					map[string]any{"type": "string", "minLength": float64(2)}, map[string]any{"type": "boolean"}}}},
+			}, ShapeMRTR))},
+			entries:  []agui.ResumeEntry{resolved("int-any", `{"action":"accept","content":{"n":"x"}}`)},
+			now:      now0,
+			wantCode: CodeInvalidResume,
+			wantMsg:  []string{`field "content.n" must be a string or a boolean; got "x"`},
+			notMsg:   []string{"anyOf", "anonymous schema"},
 		},
 		{
 			name:        "unusable schema lets an object through",

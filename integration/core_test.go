@@ -130,6 +130,13 @@ func TestA2AStatesJSPeer(t *testing.T) {
 	}{
 		{name: "a2a-1.0", env: []string{"A2A_LEGACY=0"}},
 		{name: "a2a-0.3", env: []string{"A2A_ONLY_V03=1"}, v03: true},
+		// A card that does not stream: SendMessage without blocking, then the task is
+		// followed; the tags are the same as for a streaming agent.
+		{name: "a2a-1.0/no-stream", env: []string{"A2A_LEGACY=0", "A2A_STREAMING=0"}},
+		{name: "a2a-0.3/no-stream", env: []string{"A2A_ONLY_V03=1", "A2A_STREAMING=0"}, v03: true},
+		// A card whose only interface is A2A 1.0 HTTP+JSON (REST).
+		{name: "http+json", env: []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0"}},
+		{name: "http+json/no-stream", env: []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0", "A2A_STREAMING=0"}},
 	} {
 		t.Run(wire.name, func(t *testing.T) {
 			peer := startA2APeerEnv(t, wire.env...)

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,6 +184,8 @@ type Registry struct {
 	// version counts the changes of catalog (ToolsVersion).
 	version uint64
 	byName  map[string]*entry
+	// collided holds the name collisions already logged.
+	collided map[string]bool
 }
 
 // entry is a catalog entry with what a call needs.
@@ -434,7 +438,8 @@ func (r *Registry) install(s *server, entries []*entry) {
 			raws = append(raws, rawName{srv.cfg.Name, tmpl.ToolName})
 		}
 	}
-	names := catalogNames(raws)
+	names, collisions := catalogNames(raws)
+	r.logCollisions(collisions)
 	i := 0
 	for _, srv := range r.servers {
 		for _, tmpl := range srv.entries {
@@ -450,6 +455,27 @@ func (r *Registry) install(s *server, entries []*entry) {
 	}
 	r.catalog, r.byName = catalog, byName
 	r.version++
+}
+
+// logCollisions logs, once per name and set of raw names, tools whose names sanitise
+// alike and were told apart by a hash. It runs under r.mu.
+func (r *Registry) logCollisions(collisions map[string][]rawName) {
+	for name, raws := range collisions {
+		parts := make([]string, 0, len(raws))
+		for _, raw := range raws {
+			parts = append(parts, fmt.Sprintf("%s/%s", raw.server, raw.tool))
+		}
+		sort.Strings(parts)
+		key := name + "\x00" + strings.Join(parts, "\x00")
+		if r.collided[key] {
+			continue
+		}
+		if r.collided == nil {
+			r.collided = map[string]bool{}
+		}
+		r.collided[key] = true
+		r.log.Warn("mcp tool names collide; each gets a stable hash suffix", "name", name, "tools", strings.Join(parts, ", "))
+	}
 }
 
 func (r *Registry) lookup(name string) (*entry, bool) {

@@ -63,6 +63,11 @@ type server struct {
 	parent    *server
 	oauth     auth.OAuthHandler
 	users     *userSessions
+
+	// taskTools are the tools the server declares as needing MCP tasks (tasksupport.go);
+	// taskLogged, guarded by mu, those already logged as left out.
+	taskTools  taskTools
+	taskLogged map[string]bool
 }
 
 // newServer makes a configured server (child false), or the session of one principal of
@@ -207,7 +212,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 		cmd.Env = s.env()
 		stderr = &lineLogger{log: s.log}
 		cmd.Stderr = stderr
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
+		t = &taskSupportTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}, seen: &s.taskTools}
 	} else {
 		hc := sameOriginClient(s.r.opts.HTTPClient, s.cfg.URL, s.cfg.Headers)
 		if w, ok := s.oauth.(interface {
@@ -241,7 +246,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 		}
 		tools = append(tools, t)
 	}
-	return sess, tools, nil
+	return sess, s.withoutTaskTools(tools), nil
 }
 
 // drop forgets sess after a transport failure, unless it was replaced
@@ -294,7 +299,7 @@ func (s *server) refresh() {
 			}
 			tools = append(tools, t)
 		}
-		s.r.setTools(s.catalogServer(), tools)
+		s.r.setTools(s.catalogServer(), s.withoutTaskTools(tools))
 	})
 }
 

@@ -38,12 +38,31 @@ func TestMCPToolNames(t *testing.T) {
 	// Raw names that sanitise alike: the lossless one keeps the plain name, the others
 	// get a stable hash of their raw name, whatever the order.
 	raws := []rawName{{"caf?", "t"}, {"caf_", "t"}, {"café", "t"}}
-	names := catalogNames(raws)
+	names, _ := catalogNames(raws)
 	assert.Equal(t, "caf___t", names[1])
 	assert.NotEqual(t, names[0], names[2])
 	assert.True(t, strings.HasPrefix(names[0], "caf___t_"), names[0])
-	rev := catalogNames([]rawName{raws[2], raws[1], raws[0]})
+	rev, _ := catalogNames([]rawName{raws[2], raws[1], raws[0]})
 	assert.Equal(t, []string{names[2], names[1], names[0]}, rev, "names do not depend on order")
+}
+
+// TestCatalogNamesTwoLossless: server "a" with tool "_b" and server "a_" with tool "b" both
+// sanitise losslessly to "a___b": neither may keep it (the first in config order used to),
+// both get a stable hash, whatever the order, and the collision is reported.
+func TestCatalogNamesTwoLossless(t *testing.T) {
+	raws := []rawName{{"a", "_b"}, {"a_", "b"}, {"a", "c"}}
+	names, collisions := catalogNames(raws)
+	assert.NotEqual(t, names[0], names[1], "two tools, one name")
+	assert.NotEqual(t, "a___b", names[0])
+	assert.NotEqual(t, "a___b", names[1])
+	assert.True(t, strings.HasPrefix(names[0], "a___b_"), names[0])
+	assert.True(t, strings.HasPrefix(names[1], "a___b_"), names[1])
+	assert.Equal(t, "a__c", names[2], "a name nobody else has stays plain")
+	assert.Equal(t, map[string][]rawName{"a___b": {{"a", "_b"}, {"a_", "b"}}}, collisions)
+	rev, _ := catalogNames([]rawName{raws[2], raws[1], raws[0]})
+	assert.Equal(t, []string{names[2], names[1], names[0]}, rev, "names do not depend on order (stable across restarts)")
+	again, _ := catalogNames(raws)
+	assert.Equal(t, names, again)
 }
 
 func fnv32(s string) uint32 {

@@ -232,3 +232,29 @@ func TestBodyReadTimeoutSparesLongStreams(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
 }
+
+// TestPercentEncodedIDsOnEveryRoute: a threadId (and runId) sent percent-encoded, as the chat
+// page's encodeURIComponent does for ':', reaches every route decoded: GET thread, GET
+// events, stop and DELETE all find the thread that the plain id names.
+func TestPercentEncodedIDsOnEveryRoute(t *testing.T) {
+	srv, e := newTestServer(t, released(), Config{})
+	const thread, run = "enc:thread.1", "run:1"
+	resp := post(t, srv.URL+"/agui", body(thread, run, ""))
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Eventually(t, func() bool { return e.Active() == 0 }, 10*time.Second, 5*time.Millisecond)
+
+	esc := func(s string) string { return strings.ReplaceAll(url.PathEscape(s), ":", "%3A") }
+	base := srv.URL + "/agui/threads/" + esc(thread)
+	st, code, _ := do(t, http.MethodGet, base, "")
+	assert.Equal(t, http.StatusOK, st, "GET thread: %s", code)
+	st, code, _ = do(t, http.MethodGet, base+"/runs/"+esc(run)+"/events", "")
+	assert.Equal(t, http.StatusOK, st, "GET events: %s", code)
+	st, code, _ = do(t, http.MethodPost, base+"/runs/"+esc(run)+"/stop", "", "Content-Type", "application/json")
+	assert.Equal(t, http.StatusConflict, st, "stop of the finished run: %s", code)
+	assert.Equal(t, "RUN_FINISHED", code)
+	st, code, _ = do(t, http.MethodDelete, base, "")
+	assert.Equal(t, http.StatusNoContent, st, "DELETE: %s", code)
+	st, _, _ = do(t, http.MethodGet, srv.URL+"/agui/threads/"+thread, "")
+	assert.Equal(t, http.StatusNotFound, st, "the thread is gone")
+}

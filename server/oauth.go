@@ -108,7 +108,7 @@ func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
 		return
 	}
-	name := chi.URLParam(r, "server")
+	name := pathID(r, "server")
 	key := name
 	switch {
 	case s.cfg.SignIn.Store == nil:

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
@@ -114,7 +113,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	if th == nil {
 		return
 	}
-	runID := chi.URLParam(r, "runId")
+	runID := pathID(r, "runId")
 	if !validID(runID) {
 		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "runId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
 		return

@@ -348,7 +348,9 @@ func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
 }
 
 // pathID returns a path parameter, percent-decoded: chi routes on the raw path when the
-// client escaped a character, and an escaped ':' is still a valid id.
+// client escaped a character, and an escaped ':' is still a valid id. Every handler reads
+// its path parameters through it (never chi.URLParam), so that an id is decoded the same
+// way on every route.
 func pathID(r *http.Request, name string) string {
 	v := chi.URLParam(r, name)
 	if u, err := url.PathUnescape(v); err == nil {

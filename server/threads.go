@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
@@ -53,7 +52,7 @@ func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread
 		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
 		return nil, ""
 	}
-	id := chi.URLParam(r, "threadId")
+	id := pathID(r, "threadId")
 	if !validID(id) {
 		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
 		return nil, ""

@@ -27,11 +27,14 @@
 // Env: PORT (default 41241); A2A_LEGACY=0 serves A2A v1.0 only (default: v1.0 and v0.3);
 // A2A_ONLY_V03=1 advertises ONLY a v0.3 JSON-RPC interface in the card (the server still
 // understands both wires), so a client has to speak the 0.3 wire.
+// A2A_STREAMING=0 publishes capabilities.streaming false (the SDK then refuses streaming
+// requests), so a client has to send SendMessage and follow the task. A2A_ONLY_REST=1 lists
+// ONLY the v1.0 HTTP+JSON (REST) interface in the card (no JSON-RPC, no v0.3).
 // CARD_PATH=<path> serves the card at /<path> instead of the well-known path (which then
 // answers 404); A2A_BARE03=1 serves the SDK's 0.3 card stripped of preferredTransport,
 // protocolVersion and the 1.0 interface lists, as older 0.3 servers publish it (the spec
 // defaults, JSONRPC and 0.3, apply).
-// GET /test/log returns {cancels:[taskId…], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
+// GET /test/log returns {cancels:[taskId…], cancelAt:[epoch ms of each cancel, fractional], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
 // CancelTask received (any transport, any protocol version), the last persisted state of every
 // task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3);
 // traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order;
@@ -53,17 +56,21 @@ const LEGACY = ONLY_V03 || process.env.A2A_LEGACY !== '0';
 const DELAY_MS = Number(process.env.DELAY_MS || 1500);
 const CARD_PATH = (process.env.CARD_PATH || AGENT_CARD_PATH).replace(/^\/+/, '');
 const BARE03 = process.env.A2A_BARE03 === '1';
+const STREAMING = process.env.A2A_STREAMING !== '0';
+const ONLY_REST = process.env.A2A_ONLY_REST === '1';
 const base = `http://127.0.0.1:${PORT}`;
 
 const card = {
   name: 'peer-agent', description: 'Scripted A2A peer for tests', version: '1.0.0',
   supportedInterfaces: ONLY_V03
     ? [{ url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' }]
+    : ONLY_REST
+    ? [{ url: `${base}/a2a/rest`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION }]
     : ((ifs) => (LEGACY ? duplicateInterfacesForLegacy(ifs, ['JSONRPC', 'HTTP+JSON']) : ifs))([
       { url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
       { url: `${base}/a2a/rest`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
     ]),
-  capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+  capabilities: { streaming: STREAMING, pushNotifications: false, extensions: [], extendedAgentCard: false },
   securitySchemes: {}, securityRequirements: [],
   defaultInputModes: ['text'], defaultOutputModes: ['text'],
   skills: [{ id: 'script', name: 'script', description: 'first word picks the outcome', tags: ['test'],
@@ -80,7 +87,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
+const log = { cancels: [], cancelAt: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -247,6 +254,7 @@ const handler = new DefaultRequestHandler(card, new RecordingTaskStore(), new Sc
 const cancelTask = handler.cancelTask.bind(handler);
 handler.cancelTask = (params, context) => {
   log.cancels.push(String(params?.id));
+  log.cancelAt.push(performance.timeOrigin + performance.now());
   return cancelTask(params, context);
 };
 // Sends, subscriptions and reads are recorded the same way, so that a test can tell a task
@@ -300,4 +308,4 @@ app.use('/a2a', cutDropStreams);
 app.use('/a2a/jsonrpc', express.json({ limit: '4mb' }), refuseUnsupported);
 app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
 app.use('/a2a/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: LEGACY } }));
-app.listen(PORT, '127.0.0.1', () => console.log(`a2a peer on ${base} (legacy v0.3 compat: ${LEGACY}, only v0.3: ${ONLY_V03})`));
+app.listen(PORT, '127.0.0.1', () => console.log(`a2a peer on ${base} (legacy v0.3 compat: ${LEGACY}, only v0.3: ${ONLY_V03}, only REST: ${ONLY_REST}, streaming: ${STREAMING})`));
