@@ -197,19 +197,28 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if oerr != "" {
-		// The user refused at the authorization server (or it failed): the pending sign-in
-		// is used up; the chat page's resume asks again.
-		if state != "" {
-			_, _ = s.cfg.SignIn.Store.TakePending(r.Context(), state)
-		}
-		s.log.Info("mcp sign-in refused at the authorization server", "error", safeErrorCode(oerr))
-		s.callbackPage(w, http.StatusOK, "Sign-in not completed", "The authorization server did not grant access ("+safeErrorCode(oerr)+"). You can return to the chat.", nil)
-		return
-	}
+	// Whoever the callback ends a sign-in for must be the principal that started it, on the
+	// error path too: a state is in URLs and browser histories, and without this check
+	// anyone who learned one could cancel another user's sign-in.
 	who, ok := s.callbackPrincipal(r)
 	if !ok {
 		s.callbackPage(w, http.StatusUnauthorized, "Sign-in failed", "This browser is not signed in to the chat. Open the sign-in link from the chat page, in the same browser.", nil)
+		return
+	}
+	if oerr != "" {
+		// The user refused at the authorization server (or it failed): the pending sign-in
+		// is used up; the chat page's resume asks again.
+		if _, err := signin.Cancel(r.Context(), s.cfg.SignIn.Store, state, who); errors.Is(err, signin.ErrWrongPrincipal) {
+			s.log.Warn("mcp sign-in answer carried to another principal's browser; refused")
+			s.callbackPage(w, http.StatusForbidden, "Sign-in refused", "This sign-in was started by another user of the chat.", nil)
+			return
+		} else if err != nil && !errors.Is(err, signin.ErrUnknownState) {
+			s.log.Error("mcp sign-in: reading the pending sign-in failed", "err", err)
+			s.callbackPage(w, http.StatusServiceUnavailable, "Sign-in failed", "The sign-in could not be read; return to the chat and try again.", nil)
+			return
+		}
+		s.log.Info("mcp sign-in refused at the authorization server", "error", safeErrorCode(oerr))
+		s.callbackPage(w, http.StatusOK, "Sign-in not completed", "The authorization server did not grant access ("+safeErrorCode(oerr)+"). You can return to the chat.", nil)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callbackTimeout)

@@ -19,6 +19,23 @@ var ErrIssuerMismatch = errors.New("signin: the authorization response comes fro
 // code at the callback, or a service account's grant).
 var ErrExchange = errors.New("signin: the authorization server refused the token request")
 
+// Cancel ends the principal's pending sign-in of state after the authorization server
+// answered with an error: ErrWrongPrincipal (and nothing changed) when another principal
+// started it, ErrUnknownState when there is none.
+func Cancel(ctx context.Context, st Store, state, principal string) (*Pending, error) {
+	if state == "" {
+		return nil, ErrUnknownState
+	}
+	p, err := st.TakePending(ctx, state, principal)
+	if err != nil {
+		if errors.Is(err, ErrUnknownState) || errors.Is(err, ErrWrongPrincipal) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("signin: reading the sign-in: %w", err)
+	}
+	return p, nil
+}
+
 // Complete finishes a sign-in when the browser comes back to the callback: it takes the
 // pending sign-in for state (single use, so a replayed callback fails with
 // ErrUnknownState), checks that it belongs to principal and that iss matches the issuer,
@@ -33,10 +50,10 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 	if state == "" {
 		return nil, ErrUnknownState
 	}
-	p, err := st.TakePending(ctx, state)
+	p, err := st.TakePending(ctx, state, principal)
 	if err != nil {
-		if errors.Is(err, ErrUnknownState) {
-			return nil, ErrUnknownState
+		if errors.Is(err, ErrUnknownState) || errors.Is(err, ErrWrongPrincipal) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("signin: reading the sign-in: %w", err)
 	}
