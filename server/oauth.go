@@ -29,6 +29,10 @@ type SignIn struct {
 	Store signin.Store
 	// HTTPClient carries the code exchange.
 	HTTPClient *http.Client
+	// ClientFor, when set, chooses the client of the code exchange by the sign-in's server
+	// (an MCP server's name or "a2a:<agent>"), so the token request goes through that
+	// peer's egress policy; HTTPClient is used when it returns nil.
+	ClientFor func(server string) *http.Client
 	// PublicURL returns Baton's public base URL (scheme://host[:port], no trailing slash):
 	// the callback is PublicURL()+"/oauth/callback".
 	PublicURL func() string
@@ -223,7 +227,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callbackTimeout)
 	defer cancel()
-	p, err := signin.Complete(ctx, s.cfg.SignIn.Store, s.cfg.SignIn.HTTPClient, state, code, iss, who)
+	p, err := signin.CompleteFor(ctx, s.cfg.SignIn.Store, s.exchangeClient, state, code, iss, who)
 	switch {
 	case err == nil:
 	case errors.Is(err, signin.ErrUnknownState):
@@ -246,6 +250,16 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	shown := strings.TrimPrefix(p.Server, "a2a:")
 	s.callbackPage(w, http.StatusOK, "Signed in to "+shown, "Signed in to "+shown+", you can return to the chat.",
 		map[string]string{"type": "baton:signed-in", "server": p.Server, "threadId": p.ThreadID, "interruptId": p.InterruptID})
+}
+
+// exchangeClient is the HTTP client of the code exchange for server's sign-in.
+func (s *server) exchangeClient(server string) *http.Client {
+	if f := s.cfg.SignIn.ClientFor; f != nil {
+		if c := f(server); c != nil {
+			return c
+		}
+	}
+	return s.cfg.SignIn.HTTPClient
 }
 
 // safeErrorCode keeps an OAuth error code printable and short: it comes from the URL.

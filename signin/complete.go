@@ -43,10 +43,16 @@ func Cancel(ctx context.Context, st Store, state, principal string) (*Pending, e
 // the pending record so that the caller can find the thread and interrupt to resume.
 // hc carries the token request (nil: a clone of http.DefaultTransport).
 func Complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, principal string) (*Pending, error) {
-	return complete(ctx, st, hc, state, code, iss, principal, time.Now)
+	return complete(ctx, st, func(string) *http.Client { return hc }, state, code, iss, principal, time.Now)
 }
 
-func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, principal string, now func() time.Time) (*Pending, error) {
+// CompleteFor is Complete with the HTTP client chosen by the sign-in's server: the token
+// request goes through the egress policy of the peer it belongs to.
+func CompleteFor(ctx context.Context, st Store, clientFor func(server string) *http.Client, state, code, iss, principal string) (*Pending, error) {
+	return complete(ctx, st, clientFor, state, code, iss, principal, time.Now)
+}
+
+func complete(ctx context.Context, st Store, clientFor func(server string) *http.Client, state, code, iss, principal string, now func() time.Time) (*Pending, error) {
 	if state == "" {
 		return nil, ErrUnknownState
 	}
@@ -73,6 +79,7 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 	if code == "" {
 		return nil, fmt.Errorf("%w: no code in the callback", ErrExchange)
 	}
+	hc := clientFor(p.Server)
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}

@@ -140,6 +140,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	signIns := newSignIn(cfg, signInEnv)
 	defer signIns.hc.CloseIdleConnections()
+	defer signIns.private.CloseIdleConnections()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
