@@ -109,7 +109,7 @@ func (s *server) handleClientMetadata(w http.ResponseWriter, _ *http.Request) {
 func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	name := chi.URLParam(r, "server")
@@ -143,7 +143,7 @@ func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 // that top-level navigation and nothing else cross-site.
 func (s *server) setSignInCookie(w http.ResponseWriter, r *http.Request, principal string) {
 	si := s.cfg.SignIn
-	if si == nil || si.Ring == nil || len(s.tokens) == 0 {
+	if si == nil || si.Ring == nil || !s.authOn() {
 		return
 	}
 	exp := time.Now().Add(si.CookieTTL)
@@ -160,7 +160,7 @@ func (s *server) setSignInCookie(w http.ResponseWriter, r *http.Request, princip
 // auth, the request's bearer token when it has one (a client that follows the redirect
 // itself), else the sign-in cookie.
 func (s *server) callbackPrincipal(r *http.Request) (string, bool) {
-	if len(s.tokens) == 0 {
+	if !s.authOn() {
 		return "", true
 	}
 	if r.Header.Get("Authorization") != "" {

@@ -10,8 +10,6 @@ package server
 import (
 	"bytes"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -76,6 +74,9 @@ type Config struct {
 	// an error (Go's client does not retry a POST it has written): use it only with
 	// clients that open a connection per stream. 0 means DefaultTakeOverAfter.
 	TakeOverAfter time.Duration
+	// OIDC verifies bearer JWTs of users signed in with an OpenID provider (server.oidc),
+	// beside the static AuthTokens; nil: no OIDC.
+	OIDC TokenVerifier
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
@@ -158,31 +159,10 @@ func New(cfg Config) http.Handler {
 	return r
 }
 
-// principal authenticates the request. Without configured tokens everyone is "".
-// The principal is a hash of the token, so that tokens never sit in memory maps or logs.
-func (s *server) principal(r *http.Request) (string, bool) {
-	if len(s.tokens) == 0 {
-		return "", true
-	}
-	// The scheme is case-insensitive (RFC 9110 §11.1).
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	sum := sha256.Sum256([]byte(tok))
-	for _, t := range s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], t[:]) == 1 {
-			return hex.EncodeToString(sum[:8]), true
-		}
-	}
-	return "", false
-}
-
 func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	if !jsonContentType(r) {
@@ -322,7 +302,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	threadID, runID := pathID(r, "threadId"), pathID(r, "runId")

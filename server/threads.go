@@ -50,7 +50,7 @@ func validID(s string) bool {
 func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread, string) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return nil, ""
 	}
 	id := chi.URLParam(r, "threadId")
@@ -84,7 +84,7 @@ type threadSummary struct {
 func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	limit := defaultListedThreads

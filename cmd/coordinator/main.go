@@ -145,6 +145,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	var users server.TokenVerifier
+	if cfg.Server.OIDC != nil {
+		v, err := newOIDC(ctx, *cfg.Server.OIDC)
+		if err != nil {
+			fmt.Fprintf(stderr, "coordinator: server.oidc: %v\n", err)
+			return 1
+		}
+		defer v.Close()
+		users = v
+	}
+
 	// Tracing is off unless an OTLP endpoint is configured; its shutdown runs last, after
 	// the runs have ended, and exports what is still buffered.
 	tel, err := telemetry.Setup(ctx, telemetry.Config{
@@ -331,6 +342,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Engine:         engine,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		AuthTokens:     tokens,
+		OIDC:           users,
 		AllowedOrigins: cfg.Server.AllowedOrigins,
 		ListenAddr:     cfg.Listen,
 		MaxActiveRuns:  cfg.Server.MaxActiveRuns,

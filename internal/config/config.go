@@ -157,6 +157,9 @@ type Server struct {
 	// StreamWriteTimeout bounds one write to a client; a client that takes longer is
 	// disconnected. 0 means DefaultStreamWriteTimeout.
 	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
+	// OIDC, when set, accepts JWTs of users signed in with an OpenID provider beside the
+	// static tokens (see OIDC).
+	OIDC *OIDC `yaml:"oidc"`
 }
 
 // ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable
