@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -178,13 +179,25 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Identity, error) {
 	if t := strings.ToLower(typ); t != "at+jwt" && t != "application/at+jwt" {
 		return nil, invalid("the token is not an access token (typ)")
 	}
+	// A token of another issuer is refused before its signature is checked: its unknown
+	// key would otherwise cost a JWKS fetch. (The claim is unverified here; it only
+	// decides a refusal.)
+	var unverified struct {
+		Iss string `json:"iss"`
+	}
+	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &unverified); err != nil {
+		return nil, invalid("the token's claims are unreadable")
+	}
+	if unverified.Iss != v.cfg.Issuer {
+		return nil, invalid("the token was issued by another issuer")
+	}
 	tok, err := v.v.Verify(ctx, raw)
 	if err != nil {
 		var ie *oidc.TokenExpiredError
 		switch msg := err.Error(); {
 		case errors.As(err, &ie):
 			return nil, invalid("the token has expired")
-		case strings.Contains(msg, "issuer"):
+		case strings.Contains(msg, "different provider"):
 			return nil, invalid("the token was issued by another issuer")
 		case strings.Contains(msg, "audience"):
 			return nil, invalid("the token is meant for another audience")

@@ -373,7 +373,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
 	}
 	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo,
-		"auth", authState(tokens), "loopback_only", server.IsLoopbackListen(cfg.Listen))
+		"auth", authState(tokens, cfg.Server.OIDC), "loopback_only", server.IsLoopbackListen(cfg.Listen))
 
 	select {
 	case <-ctx.Done():
@@ -516,9 +516,12 @@ func newLogger(w io.Writer, format, level string, red *redact.Redactor) (*slog.L
 }
 
 // authState says, for the start-up log, whether bearer-token auth is on.
-func authState(tokens []string) string {
-	if len(tokens) == 0 {
-		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
+func authState(tokens []string, oidc *config.OIDC) string {
+	switch {
+	case oidc != nil:
+		return fmt.Sprintf("on (%d bearer tokens, OpenID provider %s)", len(tokens), oidc.Issuer)
+	case len(tokens) == 0:
+		return "off (no server.auth_tokens_env or server.oidc): POSTs need Content-Type application/json and an allowed Origin"
 	}
 	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
 }
