@@ -125,6 +125,9 @@ type Config struct {
 	ClientMetadataURL func() string
 	// HTTPClient carries registration and refresh (default: a client with a 30 s timeout).
 	HTTPClient *http.Client
+	// ClientFor, when set, chooses the client by agent, so that each agent's sign-in
+	// requests go through that agent's egress policy; HTTPClient when it returns nil.
+	ClientFor func(agent string) *http.Client
 	// PendingTTL is how long a started sign-in is accepted (signin.DefaultPendingTTL).
 	PendingTTL time.Duration
 	Now        func() time.Time
@@ -178,7 +181,7 @@ func (s *Starter) Start(ctx context.Context, principal, agent string, fl *Flow, 
 		clientID = s.clients[key]
 		s.mu.Unlock()
 		if clientID == "" {
-			id, err := s.register(ctx, fl, redirect)
+			id, err := s.register(ctx, s.client(agent), fl, redirect)
 			if err != nil {
 				return "", time.Time{}, err
 			}
@@ -206,14 +209,14 @@ func (s *Starter) Start(ctx context.Context, principal, agent string, fl *Flow, 
 
 // register registers Baton dynamically (RFC 7591) at the registration endpoint of the
 // authorization server metadata the card names, as a public client.
-func (s *Starter) register(ctx context.Context, fl *Flow, redirect string) (string, error) {
+func (s *Starter) register(ctx context.Context, hc *http.Client, fl *Flow, redirect string) (string, error) {
 	if fl.MetadataURL == "" {
 		return "", ErrNoClient
 	}
 	var md struct {
 		RegistrationEndpoint string `json:"registration_endpoint"`
 	}
-	if err := s.getJSON(ctx, http.MethodGet, fl.MetadataURL, nil, &md); err != nil {
+	if err := s.getJSON(ctx, hc, http.MethodGet, fl.MetadataURL, nil, &md); err != nil {
 		return "", err
 	}
 	if !tokenURL(md.RegistrationEndpoint) {
@@ -227,7 +230,7 @@ func (s *Starter) register(ctx context.Context, fl *Flow, redirect string) (stri
 	var reg struct {
 		ClientID string `json:"client_id"`
 	}
-	if err := s.getJSON(ctx, http.MethodPost, md.RegistrationEndpoint, body, &reg); err != nil {
+	if err := s.getJSON(ctx, hc, http.MethodPost, md.RegistrationEndpoint, body, &reg); err != nil {
 		return "", err
 	}
 	if reg.ClientID == "" {
@@ -236,7 +239,17 @@ func (s *Starter) register(ctx context.Context, fl *Flow, redirect string) (stri
 	return reg.ClientID, nil
 }
 
-func (s *Starter) getJSON(ctx context.Context, method, raw string, body []byte, v any) error {
+// client is the HTTP client of agent's sign-in requests.
+func (s *Starter) client(agent string) *http.Client {
+	if s.cfg.ClientFor != nil {
+		if c := s.cfg.ClientFor(agent); c != nil {
+			return c
+		}
+	}
+	return s.cfg.HTTPClient
+}
+
+func (s *Starter) getJSON(ctx context.Context, hc *http.Client, method, raw string, body []byte, v any) error {
 	req, err := http.NewRequestWithContext(ctx, method, raw, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("a2aauth: %w", err)
@@ -245,7 +258,7 @@ func (s *Starter) getJSON(ctx context.Context, method, raw string, body []byte, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := s.cfg.HTTPClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("a2aauth: authorization server unreachable")
 	}
@@ -265,7 +278,7 @@ func (s *Starter) getJSON(ctx context.Context, method, raw string, body []byte, 
 // the principal has not signed in.
 func (s *Starter) Token(ctx context.Context, principal, agent string) (string, bool) {
 	h := signin.NewHandler(signin.HandlerConfig{Store: s.cfg.Store, Principal: principal, Server: ServerName(agent),
-		HTTPClient: s.cfg.HTTPClient, Now: s.cfg.Now})
+		HTTPClient: s.client(agent), Now: s.cfg.Now})
 	ts, err := h.TokenSource(ctx)
 	if err != nil || ts == nil {
 		return "", false

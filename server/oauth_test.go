@@ -139,3 +139,37 @@ func TestCallbackRefusals(t *testing.T) {
 }
 
 func sha256Sum(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
+
+// TestCallbackOnlyOwnerEndsSignIn: a pending sign-in is used up only by the principal that
+// started it, on the error path too; without credentials or with another principal's, the
+// callback refuses and the sign-in stays.
+func TestCallbackOnlyOwnerEndsSignIn(t *testing.T) {
+	st := signin.NewMemory()
+	ctx := context.Background()
+	h, _, _ := signInServer(t, []string{"tok-a", "tok-b"}, st)
+	alice := principalOf("tok-a")
+	require.NoError(t, st.PutPending(ctx, &signin.Pending{State: "st-1", Principal: alice, Server: "files",
+		Verifier: "v", Expires: time.Now().Add(time.Hour)}))
+	get := func(q, token string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/oauth/callback?"+q, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	stillPending := func() bool {
+		p, err := st.PendingFor(ctx, alice, "files")
+		require.NoError(t, err)
+		return p != nil
+	}
+	assert.Equal(t, http.StatusUnauthorized, get("state=st-1&error=access_denied", ""))
+	assert.True(t, stillPending(), "an anonymous error callback used up the sign-in")
+	assert.Equal(t, http.StatusForbidden, get("state=st-1&error=access_denied", "tok-b"))
+	assert.True(t, stillPending(), "another principal's error callback used up the sign-in")
+	assert.Equal(t, http.StatusForbidden, get("state=st-1&code=c", "tok-b"))
+	assert.True(t, stillPending(), "another principal's callback used up the sign-in")
+	assert.Equal(t, http.StatusOK, get("state=st-1&error=access_denied", "tok-a"))
+	assert.False(t, stillPending(), "the owner's error callback left the sign-in pending")
+}

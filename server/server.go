@@ -11,8 +11,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -71,6 +69,9 @@ type Config struct {
 	// (server.max_followers_per_run); beyond it GET …/events answers 429
 	// TOO_MANY_FOLLOWERS. 0 means DefaultMaxFollowersPerRun; negative means no cap.
 	MaxFollowersPerRun int
+	// OIDC verifies bearer JWTs of users signed in with an OpenID provider (server.oidc),
+	// beside the static AuthTokens; nil: no OIDC.
+	OIDC TokenVerifier
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
@@ -152,31 +153,10 @@ func New(cfg Config) http.Handler {
 	return r
 }
 
-// principal authenticates the request. Without configured tokens everyone is "".
-// The principal is a hash of the token, so that tokens never sit in memory maps or logs.
-func (s *server) principal(r *http.Request) (string, bool) {
-	if len(s.tokens) == 0 {
-		return "", true
-	}
-	// The scheme is case-insensitive (RFC 9110 §11.1).
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	sum := sha256.Sum256([]byte(tok))
-	for _, t := range s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], t[:]) == 1 {
-			return hex.EncodeToString(sum[:8]), true
-		}
-	}
-	return "", false
-}
-
 func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	if !jsonContentType(r) {
@@ -326,7 +306,7 @@ func (s *server) clientGone(run *coordinator.Run, err error) {
 func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	threadID, runID := pathID(r, "threadId"), pathID(r, "runId")

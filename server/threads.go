@@ -49,7 +49,7 @@ func validID(s string) bool {
 func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread, string) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return nil, ""
 	}
 	id := pathID(r, "threadId")
@@ -82,7 +82,7 @@ type threadSummary struct {
 func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
+		s.unauthorized(w, r)
 		return
 	}
 	limit := defaultListedThreads

@@ -19,6 +19,23 @@ var ErrIssuerMismatch = errors.New("signin: the authorization response comes fro
 // code at the callback, or a service account's grant).
 var ErrExchange = errors.New("signin: the authorization server refused the token request")
 
+// Cancel ends the principal's pending sign-in of state after the authorization server
+// answered with an error: ErrWrongPrincipal (and nothing changed) when another principal
+// started it, ErrUnknownState when there is none.
+func Cancel(ctx context.Context, st Store, state, principal string) (*Pending, error) {
+	if state == "" {
+		return nil, ErrUnknownState
+	}
+	p, err := st.TakePending(ctx, state, principal)
+	if err != nil {
+		if errors.Is(err, ErrUnknownState) || errors.Is(err, ErrWrongPrincipal) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("signin: reading the sign-in: %w", err)
+	}
+	return p, nil
+}
+
 // Complete finishes a sign-in when the browser comes back to the callback: it takes the
 // pending sign-in for state (single use, so a replayed callback fails with
 // ErrUnknownState), checks that it belongs to principal and that iss matches the issuer,
@@ -26,17 +43,23 @@ var ErrExchange = errors.New("signin: the authorization server refused the token
 // the pending record so that the caller can find the thread and interrupt to resume.
 // hc carries the token request (nil: a clone of http.DefaultTransport).
 func Complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, principal string) (*Pending, error) {
-	return complete(ctx, st, hc, state, code, iss, principal, time.Now)
+	return complete(ctx, st, func(string) *http.Client { return hc }, state, code, iss, principal, time.Now)
 }
 
-func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, principal string, now func() time.Time) (*Pending, error) {
+// CompleteFor is Complete with the HTTP client chosen by the sign-in's server: the token
+// request goes through the egress policy of the peer it belongs to.
+func CompleteFor(ctx context.Context, st Store, clientFor func(server string) *http.Client, state, code, iss, principal string) (*Pending, error) {
+	return complete(ctx, st, clientFor, state, code, iss, principal, time.Now)
+}
+
+func complete(ctx context.Context, st Store, clientFor func(server string) *http.Client, state, code, iss, principal string, now func() time.Time) (*Pending, error) {
 	if state == "" {
 		return nil, ErrUnknownState
 	}
-	p, err := st.TakePending(ctx, state)
+	p, err := st.TakePending(ctx, state, principal)
 	if err != nil {
-		if errors.Is(err, ErrUnknownState) {
-			return nil, ErrUnknownState
+		if errors.Is(err, ErrUnknownState) || errors.Is(err, ErrWrongPrincipal) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("signin: reading the sign-in: %w", err)
 	}
@@ -56,6 +79,7 @@ func complete(ctx context.Context, st Store, hc *http.Client, state, code, iss, 
 	if code == "" {
 		return nil, fmt.Errorf("%w: no code in the callback", ErrExchange)
 	}
+	hc := clientFor(p.Server)
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}

@@ -392,7 +392,7 @@ func TestPKCEAndResourceCheckedByAS(t *testing.T) {
 	}
 	code, state, iss := f.browse(t, ns.URL)
 	// A pending record whose verifier was changed fails at the AS: the verifier is checked.
-	p, err := f.store.TakePending(context.Background(), state)
+	p, err := f.store.TakePending(context.Background(), state, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +564,7 @@ func TestMemoryExpiryAndCopies(t *testing.T) {
 	if got, _ := m.PendingFor(ctx, "a", "x"); got != nil {
 		t.Fatal("expired pending returned")
 	}
-	if _, err := m.TakePending(ctx, "s1"); !errors.Is(err, ErrUnknownState) {
+	if _, err := m.TakePending(ctx, "s1", "a"); !errors.Is(err, ErrUnknownState) {
 		t.Fatalf("TakePending expired = %v", err)
 	}
 	if _, err := m.Grant(ctx, "a", "x"); !errors.Is(err, ErrNoGrant) {

@@ -68,17 +68,21 @@ func (m *Memory) PendingFor(_ context.Context, principal, server string) (*Pendi
 }
 
 // TakePending implements Store.
-func (m *Memory) TakePending(_ context.Context, state string) (*Pending, error) {
+func (m *Memory) TakePending(_ context.Context, state, principal string) (*Pending, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.pending[state]
 	if !ok {
 		return nil, ErrUnknownState
 	}
-	delete(m.pending, state)
 	if !m.now().Before(p.Expires) {
+		delete(m.pending, state)
 		return nil, ErrUnknownState
 	}
+	if p.Principal != principal {
+		return nil, ErrWrongPrincipal
+	}
+	delete(m.pending, state)
 	return p, nil
 }
 

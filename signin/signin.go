@@ -87,9 +87,11 @@ type Store interface {
 	PutPending(ctx context.Context, p *Pending) error
 	// PendingFor returns the unexpired pending sign-in for (principal, server), or nil.
 	PendingFor(ctx context.Context, principal, server string) (*Pending, error)
-	// TakePending removes and returns the pending sign-in with this state: single use.
-	// ErrUnknownState when absent or expired.
-	TakePending(ctx context.Context, state string) (*Pending, error)
+	// TakePending removes and returns the pending sign-in with this state, only when it
+	// belongs to principal: single use. ErrUnknownState when absent or expired;
+	// ErrWrongPrincipal, with the record left in place, when another principal started it
+	// (whoever learns a state must not be able to use it up).
+	TakePending(ctx context.Context, state, principal string) (*Pending, error)
 	// Grant returns the principal's grant for the server, or ErrNoGrant.
 	Grant(ctx context.Context, principal, server string) (*Grant, error)
 	// PutGrant stores (or replaces) the principal's grant for the server.

@@ -125,11 +125,25 @@ func (s *Store) PendingFor(ctx context.Context, principal, server string) (*sign
 	return p, nil
 }
 
-// TakePending removes and returns the pending sign-in of state: single use, across
-// replicas (store.Secrets.TakeSecret).
-func (s *Store) TakePending(ctx context.Context, state string) (*signin.Pending, error) {
+// TakePending removes and returns the pending sign-in of state when principal started it:
+// single use, across replicas (store.Secrets.TakeSecret). Another principal's request gets
+// signin.ErrWrongPrincipal and leaves the record in place: the record is read first, and
+// its principal never changes for a state, so the check cannot race with the take.
+func (s *Store) TakePending(ctx context.Context, state, principal string) (*signin.Pending, error) {
 	if state == "" || len(state) > store.MaxSecretKeyBytes {
 		return nil, signin.ErrUnknownState
+	}
+	peek, err := s.sec.GetSecret(ctx, kindPending, state)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrBadSecret) {
+		return nil, signin.ErrUnknownState
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tokenstore: take pending sign-in: %w", err)
+	}
+	if p, err := s.openPending(peek, state); err != nil {
+		return nil, signin.ErrUnknownState
+	} else if p.Principal != principal {
+		return nil, signin.ErrWrongPrincipal
 	}
 	b, err := s.sec.TakeSecret(ctx, kindPending, state)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrBadSecret) {

@@ -140,9 +140,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	signIns := newSignIn(cfg, signInEnv)
 	defer signIns.hc.CloseIdleConnections()
+	defer signIns.private.CloseIdleConnections()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	var users server.TokenVerifier
+	if cfg.Server.OIDC != nil {
+		v, err := newOIDC(ctx, *cfg.Server.OIDC)
+		if err != nil {
+			fmt.Fprintf(stderr, "coordinator: server.oidc: %v\n", err)
+			return 1
+		}
+		defer v.Close()
+		users = v
+	}
 
 	// Tracing is off unless an OTLP endpoint is configured; its shutdown runs last, after
 	// the runs have ended, and exports what is still buffered.
@@ -324,6 +336,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Engine:             engine,
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
 		AuthTokens:         tokens,
+		OIDC:               users,
 		AllowedOrigins:     cfg.Server.AllowedOrigins,
 		ListenAddr:         cfg.Listen,
 		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
@@ -355,7 +368,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
 	}
 	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo,
-		"auth", authState(tokens), "loopback_only", server.IsLoopbackListen(cfg.Listen))
+		"auth", authState(tokens, cfg.Server.OIDC), "loopback_only", server.IsLoopbackListen(cfg.Listen))
 
 	select {
 	case <-ctx.Done():
@@ -495,9 +508,12 @@ func newLogger(w io.Writer, format, level string, red *redact.Redactor) (*slog.L
 }
 
 // authState says, for the start-up log, whether bearer-token auth is on.
-func authState(tokens []string) string {
-	if len(tokens) == 0 {
-		return "off (no server.auth_tokens_env): POSTs need Content-Type application/json and an allowed Origin"
+func authState(tokens []string, oidc *config.OIDC) string {
+	switch {
+	case oidc != nil:
+		return fmt.Sprintf("on (%d bearer tokens, OpenID provider %s)", len(tokens), oidc.Issuer)
+	case len(tokens) == 0:
+		return "off (no server.auth_tokens_env or server.oidc): POSTs need Content-Type application/json and an allowed Origin"
 	}
 	return fmt.Sprintf("on (%d bearer tokens)", len(tokens))
 }

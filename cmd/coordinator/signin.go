@@ -30,39 +30,54 @@ import (
 type signInWiring struct {
 	cfg *config.Config
 	env *config.SignInEnv
-	hc  *http.Client
-	ts  *tokenstore.Store // set by open, before the server starts
+	// hc is the client of requests that belong to no configured peer: public addresses only.
+	hc *http.Client
+	// private is the client of peers configured on a loopback or private address.
+	private *http.Client
+	ts      *tokenstore.Store // set by open, before the server starts
 	// public is the base URL for the callback; set once the listener is bound.
 	public atomic.Pointer[string]
 }
 
 func newSignIn(cfg *config.Config, env *config.SignInEnv) *signInWiring {
-	// Discovery, registration, exchange and refresh: a client of its own, with a timeout
-	// (metadata and token requests are short). Its endpoints are named by peers, so every
-	// dial is guarded (internal/egress): never link-local (cloud metadata) addresses, and
-	// loopback or private ones only when the operator configured a peer there.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
-		Control: egress.Control(egress.Policy{AllowPrivate: privatePeers(cfg)})}
-	tr.DialContext = d.DialContext
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	return &signInWiring{cfg: cfg, env: env, hc: hc}
+	// Discovery, registration, exchange and refresh: clients of their own, with a timeout
+	// (metadata and token requests are short). Their endpoints are named by peers, so every
+	// dial and every redirect hop is guarded (internal/egress): never link-local (cloud
+	// metadata) addresses, never https to http, and loopback or private ones only for a peer
+	// the operator configured there (per peer: one private peer does not open private
+	// addresses to every other peer's metadata).
+	return &signInWiring{cfg: cfg, env: env,
+		hc:      egress.NewClient(egress.Policy{}, egress.ClientOptions{}),
+		private: egress.NewClient(egress.Policy{AllowPrivate: true}, egress.ClientOptions{})}
 }
 
-// privatePeers reports whether an MCP server or agent is configured on a loopback or
-// private address: then its authorization server may be there too.
-func privatePeers(cfg *config.Config) bool {
-	for _, s := range cfg.MCPServers {
-		if s.URL != "" && egress.IsPrivateHost(s.URL) {
-			return true
+// clientFor returns the client of the peer configured at these URLs.
+func (w *signInWiring) clientFor(urls ...string) *http.Client {
+	if egress.ForPeer(urls...).AllowPrivate {
+		return w.private
+	}
+	return w.hc
+}
+
+// serverClient returns the client of a sign-in's server: an MCP server's name or
+// a2aauth.ServerName(agent). An unknown name gets the public-only client.
+func (w *signInWiring) serverClient(name string) *http.Client {
+	for _, s := range w.cfg.MCPServers {
+		if s.Name == name {
+			return w.clientFor(s.URL)
 		}
 	}
-	for _, a := range cfg.Agents {
-		if egress.IsPrivateHost(a.URL) || (a.CardURL != "" && egress.IsPrivateHost(a.CardURL)) {
-			return true
+	return w.agentClient(strings.TrimPrefix(name, a2aauth.ServerName("")))
+}
+
+// agentClient returns the client of an agent's sign-in requests.
+func (w *signInWiring) agentClient(agent string) *http.Client {
+	for _, a := range w.cfg.Agents {
+		if a.Name == agent {
+			return w.clientFor(a.URL, a.CardURL)
 		}
 	}
-	return false
+	return w.hc
 }
 
 // open makes the sealed token store; nil when no server signs users in.
@@ -111,7 +126,7 @@ func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
 					Store: w.ts, Principal: principal, Server: s.Name, ServerURL: s.URL,
 					RedirectURL: base + server.CallbackPath, ClientMetadataURL: cimd,
 					ClientID: s.Auth.ClientID, ClientSecret: w.env.ClientSecrets[s.Name],
-					Scopes: s.Auth.Scopes, ClientName: "Baton", HTTPClient: w.hc,
+					Scopes: s.Auth.Scopes, ClientName: "Baton", HTTPClient: w.clientFor(s.URL),
 				})
 			},
 			HasGrant: func(ctx context.Context, principal string) bool {
@@ -122,7 +137,7 @@ func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
 	case config.MCPAuthService:
 		h := signin.NewServiceHandler(signin.ServiceConfig{
 			Server: s.Name, ServerURL: s.URL, ClientID: s.Auth.ClientID,
-			ClientSecret: w.env.ClientSecrets[s.Name], Scopes: s.Auth.Scopes, HTTPClient: w.hc,
+			ClientSecret: w.env.ClientSecrets[s.Name], Scopes: s.Auth.Scopes, HTTPClient: w.clientFor(s.URL),
 		})
 		return &mcpclient.Auth{Handler: func(string) auth.OAuthHandler { return h }}
 	}
@@ -142,7 +157,7 @@ func (w *signInWiring) endpoints(registry *mcpclient.Registry, agents []coordina
 			names = append(names, s.Name)
 		}
 	}
-	si := &server.SignIn{Store: w.ts, HTTPClient: w.hc, PublicURL: w.publicURL, Servers: names, Ring: w.env.Ring}
+	si := &server.SignIn{Store: w.ts, HTTPClient: w.hc, ClientFor: w.serverClient, PublicURL: w.publicURL, Servers: names, Ring: w.env.Ring}
 	for _, a := range agents {
 		si.Agents = append(si.Agents, a.Name)
 	}
@@ -183,6 +198,7 @@ func (w *signInWiring) a2a(agents []coordinator.Agent) coordinator.A2ASignIn {
 			return ""
 		},
 		HTTPClient: w.hc,
+		ClientFor:  w.agentClient,
 	})}
 }
 

@@ -170,6 +170,9 @@ type Server struct {
 	// MaxThreadsPerPrincipal caps the threads of one principal; a new thread beyond it gets
 	// 429 TOO_MANY_THREADS. 0 means DefaultMaxThreadsPerPrincipal.
 	MaxThreadsPerPrincipal int `yaml:"max_threads_per_principal"`
+	// OIDC, when set, accepts JWTs of users signed in with an OpenID provider beside the
+	// static tokens (see OIDC).
+	OIDC *OIDC `yaml:"oidc"`
 }
 
 // ErrNoAuthTokens is wrapped by the error of AuthTokens when the configured variable

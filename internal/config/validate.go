@@ -53,6 +53,9 @@ func (c *Config) validateServer() error {
 			return c.fieldErr(fmt.Sprintf("server.allowed_origins[%d]", i), "must be an http(s) origin such as https://app.example.com, without path (got %q)", o)
 		}
 	}
+	if err := c.validateOIDC(); err != nil {
+		return err
+	}
 	return c.validateStream()
 }
 
