@@ -273,7 +273,6 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	r.elog.input = inputMessages(in)
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
