@@ -101,7 +101,7 @@ func TestModelProbe(t *testing.T) {
 			require.Error(t, p.Ready())
 			assert.Contains(t, p.Ready().Error(), tt.want)
 			assert.NotContains(t, p.Ready().Error(), "127.0.0.1", "the URL is for the log, not /readyz")
-			for _, s := range append(tt.logs, "model provider not ready", "url="+strings.TrimSuffix(tt.base, "/v1")) {
+			for _, s := range append(tt.logs, "model provider not ready", strings.TrimSuffix(tt.base, "/v1")+"/v1/models") {
 				assert.Contains(t, logs.String(), s)
 			}
 			for _, s := range tt.notInLogs {

@@ -114,10 +114,10 @@ func TestQuickStartMatchesExamples(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
 	want := map[string]string{} // name in the configs -> URL the README's command serves
-	for _, m := range regexp.MustCompile(`go run ./cmd/demo-agent --agent (\w+) --listen (\S+)`).FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile(`go run ./cmd/demo-agent --agent (\w+) --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(string(b), -1) {
 		want[m[1]] = "http://" + m[2]
 	}
-	for _, m := range regexp.MustCompile(`go run ./cmd/demo-mcp http --listen (\S+)`).FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile(`go run ./cmd/demo-mcp http --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(string(b), -1) {
 		want["demo"] = "http://" + m[1] + "/mcp"
 	}
 	require.Len(t, want, 3, "the README starts travel, research and the demo MCP server")
