@@ -75,8 +75,11 @@ type Limits struct {
 
 // Config configures an Engine.
 type Config struct {
-	Model  llm.Model
-	Agents []Agent
+	Model llm.Model
+	// SystemPrompt is the operator's instructions (llm.system_prompt), appended to
+	// Baton's own system prompt; "" adds nothing.
+	SystemPrompt string
+	Agents       []Agent
 	// Tools is optional: nil when no MCP servers are configured.
 	Tools ToolServer
 	// A2ASignIn is optional: without it an auth-required task's interrupt has no

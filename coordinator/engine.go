@@ -274,7 +274,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	e.active[in.ThreadID] = r
 	e.mu.Unlock()
 
-	if err := e.recordStart(ctx, r, principal); err != nil {
+	if err := e.recordStart(ctx, r, principal, prepended); err != nil {
 		e.mu.Lock()
 		if e.active[in.ThreadID] == r {
 			delete(e.active, in.ThreadID)
@@ -290,9 +290,6 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	// The history prepended from the store is there already: only what the client sent is
-	// saved (saving the whole history again on every run wrote the square of it).
-	r.elog.input = inputMessages(in.Messages[prepended:])
 	r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	e.wg.Add(1)
 	e.running.Add(1)

@@ -57,8 +57,6 @@ type runLog struct {
 	// every event up to it was appended to the store, or failed to be, or was dropped.
 	settled int64
 	msgs    messageBuilder
-	// input holds the input's messages, saved to the thread by the writer first.
-	input []store.Message
 	// work is the run's downstream work, saved by the writer when workDirty (and at once
 	// where a takeover depends on it: saveWork).
 	work      runWork
@@ -180,22 +178,11 @@ func (l *runLog) Changed() <-chan struct{} {
 	return l.changed
 }
 
-// drain is the writer: it saves the input messages (first), then appends pending events
-// and the work document until nothing is pending. It completes the log (thread messages,
+// drain is the writer: it appends pending events and the work document until nothing is
+// pending (the input's messages are stored with the run's start: recordStart). It completes the log (thread messages,
 // done closed) once the terminal event is stored, or once the run has ended and nothing is
 // pending (a run that could not emit its terminal event).
 func (l *runLog) drain() {
-	l.mu.Lock()
-	input := l.input
-	l.input = nil
-	l.mu.Unlock()
-	if len(input) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		if err := l.st.SaveMessages(ctx, l.thread, input); err != nil {
-			l.log.Error("thread messages: save input failed", "err", err)
-		}
-		cancel()
-	}
 	var failing time.Time // when the store began refusing this writer's writes
 	pause := storeRetry
 	for {

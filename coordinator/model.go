@@ -50,6 +50,7 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 			return turnResult{}, err
 		}
 		d := r.decide(*f)
+		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
 		traceModelRetry(span, d)
 		if d.Action != ActionRetry {
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}

@@ -328,20 +328,24 @@ func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *
 // recordStart records the run's start before it streams anything: the thread's claim (for
 // every thread at its first run, so that no restart or eviction frees it for another
 // principal: 403) and the run's record (one active run per thread across replicas: 409),
-// both needed before the response, and the run's first checkpoint (its input, from which a
+// both needed before the response, the run's first checkpoint (its input, from which a
 // replica taking the run over before its setup is done starts it again), so that no run a
-// client has seen starting is without one. A store with RunStarter writes all three in one
-// transaction (design/store-group-commit.md); everything that can wait (the input
-// messages, the events) is the run log's writer's, after RUN_STARTED.
-func (e *Engine) recordStart(ctx context.Context, r *Run, principal string) error {
+// client has seen starting is without one, and the input's messages, so that a client
+// reading the thread as soon as it sees RUN_STARTED finds the message it sent. A store with
+// RunStarter writes all of it in one transaction (design/store-group-commit.md); what can
+// wait (the events, the run's own messages) is the run log's writer's, after RUN_STARTED.
+func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	in := r.in
 	work := r.elog.firstWork(r.checkpointDoc(nil))
+	// The history prepended from the store is there already: only what the client sent is
+	// saved (saving the whole history again on every run wrote the square of it).
+	msgs := inputMessages(in.Messages[prepended:])
 	// The run's lease counts from before the store was asked: the store's clock set its
 	// end no earlier than a lease after this.
 	sent := time.Now()
 	if rs, ok := e.cfg.Store.(store.RunStarter); ok {
 		epoch, err := rs.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
-			Title: threadTitle(in), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work})
+			Title: threadTitle(in), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
 		if err == nil {
 			e.own(r, epoch, sent)
 		}
@@ -362,6 +366,11 @@ func (e *Engine) recordStart(ctx context.Context, r *Run, principal string) erro
 		if err := e.cfg.Store.SaveRunWork(ctx, in.ThreadID, in.RunID, epoch, work); err != nil {
 			r.log.Warn("store: save run work", "err", err)
 		}
+	}
+	if err := e.cfg.Store.SaveMessages(ctx, in.ThreadID, msgs); err != nil {
+		// The run goes on (its events and answer are still logged); a reload before its
+		// end may miss the message, as it would have before the start was recorded.
+		r.log.Error("thread messages: save input failed", "err", err)
 	}
 	return nil
 }

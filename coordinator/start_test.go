@@ -15,7 +15,8 @@ import (
 )
 
 // TestStartRecordsBeforeReturning: when Start returns, the store already has the thread's
-// owner, the running run and its first checkpoint (what a takeover needs), on a store with
+// owner, the running run, its first checkpoint (what a takeover needs) and the input's
+// messages (what a client reads on RUN_STARTED), on a store with
 // RunStarter (SQLite: one transaction) and without (memory: three writes). A refused start
 // by another principal records nothing and leaves the thread's owner as it was.
 func TestStartRecordsBeforeReturning(t *testing.T) {
@@ -52,6 +53,12 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			// The run may have taken its next checkpoint already (after its setup; the
 			// messages are then in its history): either way it is the run's.
 			assert.Contains(t, string(cp.Input), `"runId":"r-t"`)
+			// The input's user message too: a client reading the thread as soon as it sees
+			// RUN_STARTED (sent only after Start returns) finds the message it sent.
+			msgs, err := st.LoadMessages(ctx, "t")
+			require.NoError(t, err)
+			require.Len(t, msgs, len(input("t").Messages), "the input's messages are stored with the start")
+			assert.Equal(t, input("t").Messages[0].ID, msgs[0].ID)
 
 			// Another engine on the same store (a restart, another replica) does not know the
 			// thread: mallory is refused by the store, and that refusal is not remembered as

@@ -151,6 +151,7 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 	for _, c := range in.Context {
 		si.Context = append(si.Context, prompts.ContextItem{Description: c.Description, Value: c.Value})
 	}
+	si.Instructions = e.cfg.SystemPrompt
 	return si
 }
 

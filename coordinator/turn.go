@@ -231,7 +231,7 @@ func (r *Run) modelFailed(ctx context.Context, conv []llm.Message, err error) En
 		// sleeps); its baton.failure event is out already.
 		return r.conclude(ctx, conv, decided.d, decided.f, nil)
 	}
-	r.log.Warn("model turn failed", "err", err)
+	r.log.Warn("model turn failed", append([]any{"err", err}, llm.LogAttrs(err)...)...)
 	r.seq.Fail("MODEL_UNAVAILABLE", userMessage(err))
 	return ended(OutcomeError, "model")
 }

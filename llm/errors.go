@@ -1,13 +1,16 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
-	"github.com/baton-dev/baton/internal/retry"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/baton-dev/baton/internal/retry"
 )
 
 // ErrorKind classifies a provider failure.
@@ -40,6 +43,69 @@ type Error struct {
 	Message string
 	// Err is the underlying error, for logs and errors.Is/As.
 	Err error
+	// URL is the endpoint that failed, for logs: scheme, host and path only (no
+	// userinfo, no query); "" when unknown.
+	URL string
+}
+
+// ErrUnknownModel is wrapped by a probe's error when the provider answers but does not
+// list the configured model.
+var ErrUnknownModel = errors.New("unknown model")
+
+// Cause is the underlying failure for logs: the network error (connection refused, a DNS
+// failure, a TLS error) or the provider's status and message. For an auth failure only the
+// status: providers' messages about a bad key quote part of it. Never shown to users.
+func (e *Error) Cause() string {
+	if e.Kind == ErrAuth {
+		return fmt.Sprintf("HTTP %d %s (the provider's message is not logged: it may quote the key)", e.Status, http.StatusText(e.Status))
+	}
+	if e.Err == nil {
+		return e.Message
+	}
+	var ue *url.Error
+	if errors.As(e.Err, &ue) && ue.Err != nil {
+		return truncate(ue.Err.Error(), 500)
+	}
+	return truncate(e.Err.Error(), 500)
+}
+
+// LogAttrs are the log attributes that say where a model call failed and why (slog
+// key-value pairs): "cause" (Cause), "url" and "status" when known. nil when err is not an
+// *Error. Never the key.
+func LogAttrs(err error) []any {
+	var e *Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	out := []any{"cause", e.Cause()}
+	if e.URL != "" {
+		out = append(out, "url", e.URL)
+	}
+	if e.Status != 0 {
+		out = append(out, "status", e.Status)
+	}
+	return out
+}
+
+// SafeURL is u without userinfo, query or fragment: what may be logged of an endpoint.
+func SafeURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return c.String()
+}
+
+// EndpointOf finds the URL of the request that err is about (an *url.Error from the HTTP
+// client), as SafeURL; "" when err does not say.
+func EndpointOf(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			return SafeURL(u)
+		}
+	}
+	return ""
 }
 
 // Error implements error. It only includes the user-safe parts.

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"strings"
 	"text/template"
 
 	"github.com/baton-dev/baton/bridge"
@@ -55,7 +56,15 @@ type SystemInput struct {
 	Tools         []Tool
 	FrontendTools []Tool
 	Context       []ContextItem
+	// Instructions are the operator's own instructions (llm.system_prompt), appended
+	// after Baton's. They come from the configuration, not from a peer, so they keep
+	// their lines; they are capped at MaxInstructions.
+	Instructions string
 }
+
+// MaxInstructions caps the operator's instructions (llm.system_prompt); the configuration
+// refuses longer ones, and this cap only guards other callers.
+const MaxInstructions = 64 << 10
 
 // System renders the system prompt.
 func System(in SystemInput) (string, error) {
@@ -75,6 +84,10 @@ func System(in SystemInput) (string, error) {
 	}
 	for _, c := range in.Context {
 		clean.Context = append(clean.Context, ContextItem{Description: line(c.Description), Value: line(c.Value)})
+	}
+	clean.Instructions = strings.TrimSpace(strings.ToValidUTF8(in.Instructions, "\uFFFD"))
+	if len(clean.Instructions) > MaxInstructions {
+		clean.Instructions = strings.ToValidUTF8(clean.Instructions[:MaxInstructions], "")
 	}
 	var b bytes.Buffer
 	if err := systemTmpl.Execute(&b, clean); err != nil {

@@ -28,6 +28,11 @@ func TestSystemGolden(t *testing.T) {
 			FrontendTools: []Tool{{Name: "show_map", Description: "Shows a map"}},
 			Context:       []ContextItem{{Description: "user timezone", Value: "Europe/Lisbon"}},
 		}},
+		// The operator's instructions (llm.system_prompt) come last, lines kept.
+		{name: "instructions", in: SystemInput{
+			Tools:        []Tool{{Name: "demo__divide", Description: "Divides a by b"}},
+			Instructions: "  Answer in Portuguese.\nNever call demo__divide with b = 0.\n\n",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,4 +72,21 @@ func TestLineFlattensAndCaps(t *testing.T) {
 	for _, l := range strings.Split(forged, "\n") {
 		assert.False(t, strings.HasPrefix(l, "[COMPLETED] done"), "a card must not add a line: %q", l)
 	}
+}
+
+// TestSystemInstructionsAppended: the operator's instructions follow Baton's own prompt
+// (which stays whole before them), and none means no section at all.
+func TestSystemInstructionsAppended(t *testing.T) {
+	base, err := System(SystemInput{})
+	require.NoError(t, err)
+	assert.NotContains(t, base, "Instructions from the operator")
+
+	got, err := System(SystemInput{Instructions: "Answer in Portuguese.\nSign every answer \"— Baton\"."})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(got, strings.TrimRight(base, "\n")), "Baton's own prompt comes first, unchanged")
+	assert.True(t, strings.HasSuffix(got, "## Instructions from the operator of this service\nAnswer in Portuguese.\nSign every answer \"— Baton\".\n"))
+
+	long, err := System(SystemInput{Instructions: strings.Repeat("x", MaxInstructions+100)})
+	require.NoError(t, err)
+	assert.Less(t, len(long), len(base)+MaxInstructions+100, "capped")
 }

@@ -75,6 +75,11 @@ func TestReconnectBadInputWhileRunning(t *testing.T) {
 	}
 	require.Less(t, int64(len(seen)), otherRunID, "the other run's last id must lie past this run's log")
 	before := decodeJSON(t, get(t, srv.URL+"/agui/threads/bad", alice...))
+	// The run's user message is stored with its start, before RUN_STARTED is sent: the
+	// thread read on RUN_STARTED has it (else "before" and "after" below differ by it).
+	msgs, _ := before["messages"].([]any)
+	require.Len(t, msgs, 3, "the first run's two messages and this run's user message")
+	assert.Equal(t, "m-r1", msgs[2].(map[string]any)["id"])
 
 	events := "/agui/threads/bad/runs/r1/events"
 	tests := []struct {

@@ -147,10 +147,14 @@ type RunStart struct {
 	Lease   time.Duration
 	// Work is the run's first work document (its checkpoint); nil leaves the default.
 	Work json.RawMessage
+	// Messages are the messages the run's input brings to the thread, saved as
+	// SaveMessages saves them: in the store before the run's first event is sent, so that a
+	// client reading the thread on RUN_STARTED finds its own message.
+	Messages []Message
 }
 
 // RunStarter is implemented by a store that records a run's start in one write
-// transaction: ClaimThread, BeginRun and SaveRunWork together, all or nothing. On a store
+// transaction: ClaimThread, BeginRun, SaveRunWork and SaveMessages together, all or nothing. On a store
 // with one writer (SQLite) three transactions per run are three turns in the writer's
 // queue before the run may stream. Callers fall back to the three calls without it.
 type RunStarter interface {

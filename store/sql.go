@@ -554,6 +554,9 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		return 0, fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
 	}
 	var epoch int64
+	if err := checkMessages(rs.Messages); err != nil {
+		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+	}
 	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, time.Now().UnixNano()); err != nil {
@@ -568,7 +571,10 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		}
 		var err error
 		epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
-		return err
+		if err != nil {
+			return err
+		}
+		return s.saveMessages(ctx, tx, rs.ThreadID, rs.Messages)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
@@ -1079,39 +1085,56 @@ func (s *sqlStore) SaveMessages(ctx context.Context, threadID string, msgs []Mes
 	if err := s.check(); err != nil {
 		return err
 	}
-	for _, m := range msgs {
-		if m.ID == "" {
-			return fmt.Errorf("store: save messages of thread %q: a message has no id", threadID)
-		}
-		if !json.Valid(m.Data) {
-			return fmt.Errorf("store: save messages of thread %q: message %q is not JSON", threadID, m.ID)
-		}
+	if err := checkMessages(msgs); err != nil {
+		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
 	}
 	if len(msgs) == 0 {
 		return nil
 	}
 	err := s.txBulk(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		var pos int64
-		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			pos++
-			// A known id keeps its position (ON CONFLICT updates only the data).
-			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
-				return err
-			}
-		}
-		_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
-				SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
-			threadID, MaxMessagesPerThread)
-		return err
+		return s.saveMessages(ctx, tx, threadID, msgs)
 	})
 	if err != nil {
 		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
 	}
 	return nil
+}
+
+// checkMessages refuses messages SaveMessages cannot store: without an id, or not JSON.
+func checkMessages(msgs []Message) error {
+	for _, m := range msgs {
+		if m.ID == "" {
+			return errors.New("a message has no id")
+		}
+		if !json.Valid(m.Data) {
+			return fmt.Errorf("message %q is not JSON", m.ID)
+		}
+	}
+	return nil
+}
+
+// saveMessages is SaveMessages inside tx: new ids are appended in order, a known id keeps
+// its position, and the thread keeps its newest MaxMessagesPerThread.
+func (s *sqlStore) saveMessages(ctx context.Context, tx *sql.Tx, threadID string, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var pos int64
+	if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		pos++
+		// A known id keeps its position (ON CONFLICT updates only the data).
+		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
+			return err
+		}
+	}
+	_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
+			SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
+		threadID, MaxMessagesPerThread)
+	return err
 }
 
 func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Message, err error) {

@@ -25,8 +25,14 @@ func TestStartRun(t *testing.T) {
 			t.Skip("no RunStarter")
 		}
 		start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
-			Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`)}
+			Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`),
+			Messages: []Message{{ID: "u1", Data: json.RawMessage(`{"id":"u1","role":"user","content":"deploy"}`)}}}
 		require.NoError(t, begun(rs.StartRun(ctx, start)))
+		// The input's messages are in the thread with the start, before any event.
+		msgs, err := s.LoadMessages(ctx, "t1")
+		require.NoError(t, err)
+		require.Len(t, msgs, 1)
+		assert.Equal(t, "u1", msgs[0].ID)
 		th, err := s.GetThread(ctx, "t1")
 		require.NoError(t, err)
 		assert.Equal(t, "alice", th.Owner)
@@ -39,7 +45,16 @@ func TestStartRun(t *testing.T) {
 
 		second := start
 		second.RunID = "r2"
+		second.Messages = []Message{{ID: "u2", Data: json.RawMessage(`{"id":"u2","role":"user","content":"again"}`)}}
 		require.ErrorIs(t, begun(rs.StartRun(ctx, second)), ErrThreadBusy)
+		msgs, err = s.LoadMessages(ctx, "t1")
+		require.NoError(t, err)
+		assert.Len(t, msgs, 1, "a refused start stores none of its messages")
+		bad := start
+		bad.ThreadID, bad.Messages = "t9", []Message{{ID: "x", Data: json.RawMessage(`{`)}}
+		require.Error(t, begun(rs.StartRun(ctx, bad)), "a message that is not JSON is refused")
+		_, err = s.GetThread(ctx, "t9")
+		require.ErrorIs(t, err, ErrNotFound, "and nothing is recorded")
 
 		other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
 		require.NoError(t, s.EndRun(ctx, "t1", "r1", 1, "success"))

@@ -350,6 +350,36 @@ func TestPage(t *testing.T) {
 		assert.Equal(t, pageSuggestions, got)
 	})
 
+	t.Run("settings open over the header, examples go once the chat starts, the newest message is in view", func(t *testing.T) {
+		p.t = t
+		p.load()
+		waitExamples := `new Promise((resolve) => {
+			const poll = () => document.querySelectorAll('.welcome .example').length ? resolve(true) : setTimeout(poll, 20);
+			poll();
+		})`
+		require.True(t, eval[bool](p, waitExamples))
+		layout := `JSON.stringify({h: document.querySelector('header.top').getBoundingClientRect().height,
+			status: document.querySelector('#status').getBoundingClientRect().toJSON(),
+			chats: document.querySelector('#threads').getBoundingClientRect().toJSON(),
+			main: document.querySelector('#transcript').getBoundingClientRect().top})`
+		before := eval[string](p, layout)
+		p.do(chromedp.Click(chromedp.CSS("#settings summary")))
+		require.True(t, eval[bool](p, `document.querySelector('#settings').open`))
+		assert.True(t, eval[bool](p, `(() => { const r = document.querySelector('#token').getBoundingClientRect(); return r.width > 0 && r.height > 0; })()`), "the token field shows")
+		assert.Equal(t, before, eval[string](p, layout), "opening Settings does not move the header or the transcript")
+		p.screenshot("settings-open")
+		p.do(chromedp.Click(chromedp.CSS("#settings summary")))
+
+		// A long conversation scrolled to its top: the message sent is brought into view.
+		p.do(chromedp.Evaluate[chromedp.Void](`(() => { const d = document.createElement('div'); d.className = 'filler'; d.style.height = '4000px'; document.querySelector('#transcript').appendChild(d); window.scrollTo(0, 0); })()`))
+		p.send("hello")
+		assert.Equal(t, 0, p.count(".welcome"), "the examples are gone once the chat has started")
+		inView := `(() => { const all = document.querySelectorAll('#transcript .msg'); const r = all[all.length - 1].getBoundingClientRect(); return r.bottom <= window.innerHeight + 1 && r.top >= 0; })()`
+		assert.True(t, eval[bool](p, inView), "the newest message is scrolled into view")
+		assert.Equal(t, "You said: hello.", p.text(".msg.assistant .msg-text"))
+		p.screenshot("newest-in-view")
+	})
+
 	t.Run("streams text and sends the history", func(t *testing.T) {
 		p.t = t
 		p.load()

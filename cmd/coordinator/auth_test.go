@@ -33,3 +33,34 @@ func TestAuthFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthTokensUnnamedWarns: BATON_AUTH_TOKENS set for a coordinator whose config names no
+// server.auth_tokens_env leaves auth off, and the start says so, naming the variable and
+// the key (never the tokens). The store is made to fail right after the warnings, so that
+// the test needs no listener.
+func TestAuthTokensUnnamedWarns(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "baton.yaml")
+	if err := os.WriteFile(cfg, []byte("listen: 127.0.0.1:0\nstore: \"sqlite:"+blocker+"/sub/x.db\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BATON_AUTH_TOKENS", "tok-3f9a")
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, run([]string{"--config", cfg}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "BATON_AUTH_TOKENS is set, but no configuration names it: bearer-token auth is OFF")
+	assert.Contains(t, errOut.String(), "server.auth_tokens_env: BATON_AUTH_TOKENS")
+	assert.NotContains(t, errOut.String(), "tok-3f9a")
+
+	// Named: no warning.
+	if err := os.WriteFile(cfg, []byte("listen: 127.0.0.1:0\nserver: {auth_tokens_env: BATON_AUTH_TOKENS}\nstore: \"sqlite:"+blocker+"/sub/x.db\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	assert.Equal(t, 1, run([]string{"--config", cfg}, &out, &errOut))
+	assert.NotContains(t, errOut.String(), "no configuration names it")
+	assert.Contains(t, errOut.String(), "coordinator: store: ", "the start got as far as the store")
+}

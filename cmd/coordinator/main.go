@@ -106,6 +106,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "coordinator: %v\n", err)
 			return 2
 		}
+		if err := cfg.ResolveSystemPrompt(); err != nil {
+			fmt.Fprintf(stderr, "coordinator: %v\n", err)
+			return 2
+		}
 	} else {
 		cfg, err = config.Load(*configPath)
 		if err != nil {
@@ -118,6 +122,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Warn("unknown environment variable ignored; did you mean "+v.Suggest+"?", "name", v.Name)
 		} else {
 			log.Warn("unknown environment variable ignored", "name", v.Name)
+		}
+	}
+	for _, name := range cfg.UnreadAuthTokens(os.Environ()) {
+		if cfg.Server.AuthTokensEnv == "" {
+			log.Warn(name+" is set, but no configuration names it: bearer-token auth is OFF; set server.auth_tokens_env: "+name+" (or BATON_SERVER_AUTH_TOKENS_ENV="+name+") to turn it on",
+				"name", name)
+		} else {
+			log.Warn(name+" is set, but server.auth_tokens_env names "+cfg.Server.AuthTokensEnv+": its tokens are not accepted",
+				"name", name, "auth_tokens_env", cfg.Server.AuthTokensEnv)
 		}
 	}
 	if err := modelProblem(cfg.LLM); err != nil {
@@ -191,10 +204,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	model, err := newModel(cfg, peerHTTP)
+	model, prober, err := newModel(cfg, peerHTTP)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 2
+	}
+	// The model's readiness is probed in the background (its models endpoint, with the
+	// key), unless the key is missing: that is reported as it is.
+	var probe *modelProbe
+	if prober != nil && modelProblem(cfg.LLM) == nil {
+		probe = newModelProbe(prober, cfg.LLM.Model, log)
+		probe.Start()
+		defer probe.Stop()
 	}
 	// The MCP servers connect while the agents' cards are read: both waits overlap.
 	// In-session MCP elicitations reach the engine through this elicitor.
@@ -279,10 +300,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
 	}
 	engine, err := coordinator.New(coordinator.Config{
-		Metrics: metricsReg,
-		Model:   model,
-		Agents:  agents,
-		Tools:   tools,
+		Metrics:      metricsReg,
+		Model:        model,
+		SystemPrompt: cfg.LLM.SystemPrompt,
+		Agents:       agents,
+		Tools:        tools,
 		// Agents whose card declares an OAuth flow sign users in (cmd/coordinator/signin.go).
 		A2ASignIn: signIns.a2a(agents),
 		// What a tool error of each MCP server does to the run: the engine decides.
@@ -341,7 +363,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ListenAddr:         cfg.Listen,
 		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
 		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
-		ReadyChecks:        readyChecks(cfg, st, agents, registry, log),
+		ReadyChecks:        readyChecks(cfg, st, agents, registry, probe, log),
 		Draining:           draining.Load,
 		Metrics:            metricsReg.Handler(),
 		Logger:             log,
@@ -417,24 +439,40 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 	return nil
 }
 
-func newModel(cfg *config.Config, hc *http.Client) (llm.Model, error) {
+// newModel builds the configured provider, and its prober for readiness (nil for the
+// scripted model). The prober has a plain HTTP client of its own: its periodic GETs are
+// not traced.
+func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, error) {
+	probeHTTP := &http.Client{}
 	switch cfg.LLM.Provider {
 	case "scripted":
-		return scripted.New(scripted.Config{}), nil
+		return scripted.New(scripted.Config{}), nil, nil
 	case "openai":
-		m, err := openai.New(openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		c := openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc}
+		m, err := openai.New(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return withTimeouts(cfg, m), nil
+		c.HTTPClient = probeHTTP
+		p, err := openai.New(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return withTimeouts(cfg, m), p, nil
 	case "anthropic":
-		m, err := anthropic.New(anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc})
+		c := anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc}
+		m, err := anthropic.New(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return withTimeouts(cfg, m), nil
+		c.HTTPClient = probeHTTP
+		p, err := anthropic.New(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return withTimeouts(cfg, m), p, nil
 	default:
-		return nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
+		return nil, nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/config"
 )
 
 // fencedSh finds the ```sh blocks of a Markdown file.
@@ -73,4 +75,108 @@ func TestREADMECurlExamples(t *testing.T) {
 			assert.NotContains(t, string(out), `"outcome":{"type":"interrupt"`, "every question was answered")
 		})
 	}
+}
+
+// TestExampleConfigsLoad: every example config the README points at (examples/*.yaml, the
+// compose stack's deploy/baton.yaml and the replicas stack's) loads and validates with the
+// loader the coordinator uses, with the variables it names set; the compose config asks
+// for the approval the README's approval example answers.
+func TestExampleConfigsLoad(t *testing.T) {
+	root := filepath.Join("..", "..")
+	files, err := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 2, "examples/openai.yaml and examples/anthropic.yaml")
+	files = append(files, filepath.Join(root, "deploy", "baton.yaml"), filepath.Join(root, "deploy", "replicas", "baton.yaml"))
+	for _, f := range files {
+		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`).FindAllStringSubmatch(string(b), -1) {
+				t.Setenv(m[1], "set-for-the-test")
+			}
+			cfg, err := config.Load(f)
+			require.NoError(t, err)
+			if cfg.LLM.Provider != config.ProviderScripted {
+				assert.NotEmpty(t, cfg.LLM.APIKeyEnv, "a real-model example names its key variable")
+			}
+			if strings.HasSuffix(f, filepath.Join("deploy", "baton.yaml")) {
+				assert.Contains(t, cfg.Approvals.Tools, "demo__delete_release", "the README's approval example runs against the compose stack")
+			}
+		})
+	}
+}
+
+// TestQuickStartMatchesExamples: the quick start's standalone demo agents and MCP server
+// listen where examples/openai.yaml and examples/anthropic.yaml look for them, so that the
+// commands and configs work together as written.
+func TestQuickStartMatchesExamples(t *testing.T) {
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	want := map[string]string{} // name in the configs -> URL the README's command serves
+	for _, m := range regexp.MustCompile(`go run ./cmd/demo-agent --agent (\w+) --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(string(b), -1) {
+		want[m[1]] = "http://" + m[2]
+	}
+	for _, m := range regexp.MustCompile(`go run ./cmd/demo-mcp http --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(string(b), -1) {
+		want["demo"] = "http://" + m[1] + "/mcp"
+	}
+	require.Len(t, want, 3, "the README starts travel, research and the demo MCP server")
+	for _, name := range []string{"openai.yaml", "anthropic.yaml"} {
+		cfg, err := config.Load(filepath.Join(root, "examples", name))
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, a := range cfg.Agents {
+			got[a.Name] = a.URL
+		}
+		for _, m := range cfg.MCPServers {
+			got[m.Name] = m.URL
+		}
+		assert.Equal(t, want, got, name)
+	}
+}
+
+// composeImage finds the images a compose file names, dockerFrom a Dockerfile's base
+// images.
+var (
+	composeImage = regexp.MustCompile(`(?m)^\s+image:\s*(\S+)`)
+	dockerFrom   = regexp.MustCompile(`(?m)^FROM\s+(\S+)`)
+)
+
+// TestREADMEDockerImages: the README's Docker prerequisites name every image the stacks
+// pull: the Dockerfile's build stage, the tracing profile's and the replicas stack's.
+func TestREADMEDockerImages(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	var images []string
+	for _, f := range []string{"docker-compose.yml", filepath.Join("deploy", "replicas", "compose.yml")} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		for _, m := range composeImage.FindAllStringSubmatch(string(b), -1) {
+			if !strings.HasPrefix(m[1], "baton:") { // built here
+				images = append(images, m[1])
+			}
+		}
+	}
+	df, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	require.NoError(t, err)
+	goVersion := regexp.MustCompile(`(?m)^ARG GO_VERSION=(\S+)`).FindSubmatch(df)
+	require.NotNil(t, goVersion, "the Dockerfile pins GO_VERSION")
+	for _, m := range dockerFrom.FindAllStringSubmatch(string(df), -1) {
+		if m[1] != "scratch" {
+			images = append(images, strings.ReplaceAll(m[1], "${GO_VERSION}", string(goVersion[1])))
+		}
+	}
+	require.GreaterOrEqual(t, len(images), 4, "golang, jaeger, postgres, nginx")
+	section := string(readme)
+	start := strings.Index(section, "### Prerequisites")
+	require.GreaterOrEqual(t, start, 0, "README: Docker has a Prerequisites section")
+	section = section[start:]
+	if end := strings.Index(section[4:], "\n## "); end >= 0 {
+		section = section[:end+4]
+	}
+	for _, img := range images {
+		assert.Contains(t, section, "`"+img+"`", "README's Docker prerequisites do not list an image a stack pulls")
+	}
+	assert.Contains(t, section, "docker compose", "compose v2")
 }

@@ -22,8 +22,9 @@ var errStoreDown = errors.New("the store does not answer or cannot be written")
 var errStoreMoved = errors.New("the database file was deleted or replaced; restart the coordinator")
 
 // readyChecks registers one readiness check per dependency (DESIGN §3): the store, the
-// model, each agent and each MCP server.
-func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent, registry *mcpclient.Registry, log *slog.Logger) []server.ReadyCheck {
+// model (its configuration, then the background probe's last answer), each agent and each
+// MCP server.
+func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent, registry *mcpclient.Registry, probe *modelProbe, log *slog.Logger) []server.ReadyCheck {
 	checks := []server.ReadyCheck{
 		{Group: server.GroupStore, Check: func(ctx context.Context) error {
 			if err := st.Ping(ctx); err != nil {
@@ -35,7 +36,15 @@ func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent,
 			}
 			return nil
 		}},
-		{Group: server.GroupModel, Check: func(context.Context) error { return modelProblem(cfg.LLM) }},
+		{Group: server.GroupModel, Check: func(context.Context) error {
+			if err := modelProblem(cfg.LLM); err != nil {
+				return err
+			}
+			if probe != nil {
+				return probe.Ready()
+			}
+			return nil
+		}},
 	}
 	for _, a := range agents {
 		// Agents whose client can tell (the a2a client once it resolves cards in the

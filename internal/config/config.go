@@ -20,6 +20,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -260,6 +262,49 @@ type LLM struct {
 	Timeout Duration `yaml:"timeout"`
 	// IdleTimeout bounds the silence inside a streamed response; 0 means 30 s.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// SystemPrompt is the operator's own instructions, appended to Baton's system prompt
+	// (prompts/system.tmpl). After ResolveSystemPrompt it also holds the text of
+	// SystemPromptFile.
+	SystemPrompt string `yaml:"system_prompt"`
+	// SystemPromptFile names a file whose text is SystemPrompt (read at start; relative
+	// paths are relative to the working directory, as the store's path is). Not both.
+	SystemPromptFile string `yaml:"system_prompt_file"`
+}
+
+// MaxSystemPromptBytes caps llm.system_prompt (and the file's text): it is sent with every
+// model call.
+const MaxSystemPromptBytes = 64 << 10
+
+// ResolveSystemPrompt reads llm.system_prompt_file into llm.system_prompt. Load calls it;
+// a configuration built from Default and ApplyEnv calls it itself. Errors name the key.
+func (c *Config) ResolveSystemPrompt() error {
+	l := &c.LLM
+	if l.SystemPromptFile == "" {
+		if len(l.SystemPrompt) > MaxSystemPromptBytes {
+			return c.fieldErr("llm.system_prompt", "longer than %d bytes", MaxSystemPromptBytes)
+		}
+		return nil
+	}
+	if l.SystemPrompt != "" {
+		return c.fieldErr("llm.system_prompt_file", "set llm.system_prompt or llm.system_prompt_file, not both")
+	}
+	f, err := os.Open(l.SystemPromptFile)
+	if err != nil {
+		return c.fieldErr("llm.system_prompt_file", "cannot be read: %v", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSystemPromptBytes+1))
+	if err != nil {
+		return c.fieldErr("llm.system_prompt_file", "cannot be read: %v", err)
+	}
+	if len(data) > MaxSystemPromptBytes {
+		return c.fieldErr("llm.system_prompt_file", "longer than %d bytes", MaxSystemPromptBytes)
+	}
+	if !utf8.Valid(data) {
+		return c.fieldErr("llm.system_prompt_file", "is not UTF-8 text")
+	}
+	l.SystemPrompt = string(data)
+	return nil
 }
 
 // APIKey returns the key from the environment variable named by APIKeyEnv ("" when
@@ -575,6 +620,9 @@ func load(path string, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if err := c.ApplyEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.ResolveSystemPrompt(); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {

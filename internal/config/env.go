@@ -67,6 +67,8 @@ var envVars = []envVar{
 	{"BATON_LLM_API_KEY_ENV", "llm.api_key_env", setString(func(c *Config) *string { return &c.LLM.APIKeyEnv })},
 	{"BATON_LLM_TIMEOUT", "llm.timeout", setDuration(func(c *Config) *Duration { return &c.LLM.Timeout })},
 	{"BATON_LLM_IDLE_TIMEOUT", "llm.idle_timeout", setDuration(func(c *Config) *Duration { return &c.LLM.IdleTimeout })},
+	{"BATON_LLM_SYSTEM_PROMPT", "llm.system_prompt", setString(func(c *Config) *string { return &c.LLM.SystemPrompt })},
+	{"BATON_LLM_SYSTEM_PROMPT_FILE", "llm.system_prompt_file", setString(func(c *Config) *string { return &c.LLM.SystemPromptFile })},
 	{"BATON_SERVER_ON_DISCONNECT", "server.on_disconnect", setString(func(c *Config) *string { return &c.Server.OnDisconnect })},
 	{"BATON_SERVER_RECONNECT_GRACE", "server.reconnect_grace", setDuration(func(c *Config) *Duration { return &c.Server.ReconnectGrace })},
 	{"BATON_SERVER_STREAM_BUFFER_BYTES", "server.stream_buffer_bytes", func(c *Config, v string) error {

@@ -57,3 +57,19 @@ func TestUnknownEnv(t *testing.T) {
 		{Name: "BATON_WHATEVER_THING"},
 	}, got)
 }
+
+// TestUnreadAuthTokens: a bearer-token variable that is set while no configuration names it
+// is reported (auth would be off silently); the one server.auth_tokens_env names, empty
+// ones, the BATON_SERVER_AUTH_TOKENS_ENV override and unrelated variables are not.
+func TestUnreadAuthTokens(t *testing.T) {
+	environ := []string{"BATON_AUTH_TOKENS=s3cret", "BATON_ADMIN_AUTH_TOKENS=x", "BATON_EMPTY_AUTH_TOKENS=",
+		"BATON_SERVER_AUTH_TOKENS_ENV=BATON_AUTH_TOKENS", "BATON_TOKEN=client-side", "AUTH_TOKENS=other", "HOME=/root"}
+	off := Default()
+	assert.Equal(t, []string{"BATON_ADMIN_AUTH_TOKENS", "BATON_AUTH_TOKENS"}, off.UnreadAuthTokens(environ))
+
+	on := Default()
+	on.Server.AuthTokensEnv = "BATON_AUTH_TOKENS"
+	assert.Equal(t, []string{"BATON_ADMIN_AUTH_TOKENS"}, on.UnreadAuthTokens(environ))
+	assert.Empty(t, on.UnreadAuthTokens([]string{"BATON_AUTH_TOKENS=s3cret"}))
+	assert.Empty(t, off.UnreadAuthTokens([]string{"BATON_AUTH_TOKENS= "}), "an empty variable asks for nothing")
+}

@@ -76,3 +76,27 @@ func closest(name string, candidates []string) string {
 	}
 	return best
 }
+
+// UnreadAuthTokens returns the bearer-token variables of environ ("KEY=value" entries) that
+// are set but that no configuration reads: BATON_AUTH_TOKENS, and any BATON_*AUTH_TOKENS*
+// variable (the documented naming of server.auth_tokens_env), other than the one
+// server.auth_tokens_env names. Someone who set one expects auth to be on, and without a
+// config naming it auth is off: the start warns. Values are never returned.
+func (c *Config) UnreadAuthTokens(environ []string) []string {
+	overrides := map[string]bool{}
+	for _, e := range envVars {
+		overrides[e.name] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.TrimSpace(value) == "" || overrides[name] || name == c.Server.AuthTokensEnv {
+			continue
+		}
+		if strings.HasPrefix(name, "BATON_") && strings.Contains(name, "AUTH_TOKENS") {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

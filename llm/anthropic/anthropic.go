@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -58,6 +59,8 @@ type Model struct {
 	client    anthropic.Client
 	model     string
 	maxTokens int64
+	// base is the API root as logged (llm.SafeURL): errors name their endpoint under it.
+	base string
 }
 
 var _ llm.Model = (*Model)(nil)
@@ -88,7 +91,11 @@ func New(cfg Config) (*Model, error) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	return &Model{client: anthropic.NewClient(opts...), model: cfg.Model, maxTokens: maxTokens}, nil
+	safe := base
+	if u, err := url.Parse(base); err == nil {
+		safe = llm.SafeURL(u)
+	}
+	return &Model{client: anthropic.NewClient(opts...), model: cfg.Model, maxTokens: maxTokens, base: strings.TrimSuffix(safe, "/")}, nil
 }
 
 // Stream implements llm.Model.
@@ -182,7 +189,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 			return
 		}
 		if err := stream.Err(); err != nil {
-			yield(llm.Delta{}, classify(err))
+			yield(llm.Delta{}, m.classify(err, "/v1/messages"))
 			return
 		}
 		if !completed || stop == "" {
@@ -190,6 +197,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 				Kind:    llm.ErrNetwork,
 				Message: "the model stream ended before the turn finished",
 				Err:     errors.New("anthropic: stream ended without message_stop"),
+				URL:     m.base + "/v1/messages",
 			})
 			return
 		}
@@ -335,7 +343,40 @@ func inputSchema(s map[string]any) anthropic.ToolInputSchemaParam {
 }
 
 // classify turns an SDK or transport error into an *llm.Error.
-func classify(err error) *llm.Error {
+// classify is classifyError with the endpoint the request went to (the base URL and
+// path, when the error does not say), for the logs.
+func (m *Model) classify(err error, path string) *llm.Error {
+	e := classifyError(err)
+	var apiErr *anthropic.Error
+	switch {
+	case errors.As(err, &apiErr) && apiErr.Request != nil:
+		e.URL = llm.SafeURL(apiErr.Request.URL)
+	default:
+		e.URL = llm.EndpointOf(err)
+	}
+	if e.URL == "" {
+		e.URL = m.base + path
+	}
+	return e
+}
+
+// Probe checks, cheaply and with the key, that the provider answers and serves the
+// configured model: GET /v1/models/{model} (aliases resolve). It returns nil, an
+// *llm.Error (unreachable, unauthorised, ...), or an error wrapping llm.ErrUnknownModel
+// when the provider does not know the model (404).
+func (m *Model) Probe(ctx context.Context) error {
+	_, err := m.client.Models.Get(ctx, m.model, anthropic.ModelGetParams{})
+	if err == nil {
+		return nil
+	}
+	var apiErr *anthropic.Error
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %s/v1/models does not know %q", llm.ErrUnknownModel, m.base, m.model)
+	}
+	return m.classify(err, "/v1/models/"+url.PathEscape(m.model))
+}
+
+func classifyError(err error) *llm.Error {
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -56,6 +57,8 @@ type Model struct {
 	client       openai.Client
 	model        string
 	includeUsage bool
+	// base is the API root as logged (llm.SafeURL): errors name their endpoint under it.
+	base string
 }
 
 var _ llm.Model = (*Model)(nil)
@@ -79,10 +82,15 @@ func New(cfg Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
+	safe := base
+	if u, err := url.Parse(base); err == nil {
+		safe = llm.SafeURL(u)
+	}
 	return &Model{
 		client:       openai.NewClient(opts...),
 		model:        cfg.Model,
 		includeUsage: !cfg.NoStreamUsage,
+		base:         strings.TrimSuffix(safe, "/"),
 	}, nil
 }
 
@@ -141,7 +149,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 			return
 		}
 		if err := stream.Err(); err != nil {
-			yield(llm.Delta{}, classify(err))
+			yield(llm.Delta{}, m.classify(err, "/chat/completions"))
 			return
 		}
 		if finish == "" {
@@ -149,6 +157,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 				Kind:    llm.ErrNetwork,
 				Message: "the model stream ended before the turn finished",
 				Err:     errors.New("openai: stream ended without finish_reason"),
+				URL:     m.base + "/chat/completions",
 			})
 			return
 		}
@@ -231,8 +240,41 @@ func parameters(s map[string]any) shared.FunctionParameters {
 	return shared.FunctionParameters(s)
 }
 
-// classify turns an SDK or transport error into an *llm.Error.
-func classify(err error) *llm.Error {
+// classify is classifyError with the endpoint the request went to (the base URL and
+// path, when the error does not say), for the logs.
+func (m *Model) classify(err error, path string) *llm.Error {
+	e := classifyError(err)
+	var apiErr *openai.Error
+	switch {
+	case errors.As(err, &apiErr) && apiErr.Request != nil:
+		e.URL = llm.SafeURL(apiErr.Request.URL)
+	default:
+		e.URL = llm.EndpointOf(err)
+	}
+	if e.URL == "" {
+		e.URL = m.base + path
+	}
+	return e
+}
+
+// Probe checks, cheaply and with the key, that the provider answers and serves the
+// configured model: GET /models. It returns nil, an *llm.Error (unreachable, unauthorised,
+// ...), or an error wrapping llm.ErrUnknownModel when the list lacks the model.
+func (m *Model) Probe(ctx context.Context) error {
+	page, err := m.client.Models.List(ctx)
+	if err != nil {
+		return m.classify(err, "/models")
+	}
+	for _, md := range page.Data {
+		if md.ID == m.model {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q is not among the %d models %s/models lists", llm.ErrUnknownModel, m.model, len(page.Data), m.base)
+}
+
+// classifyError turns an SDK or transport error into an *llm.Error.
+func classifyError(err error) *llm.Error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header

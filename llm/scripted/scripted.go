@@ -315,6 +315,21 @@ func reportResults(msgs []llm.Message) string {
 
 var tagRE = regexp.MustCompile(`^\[([A-Z_]+)(?::([^\]\s]*))?\]`)
 
+// stripNotes removes the engine's notes for the model from a result's body: the line that
+// records a continued task's question and answer ("(continuation of task …)") is history
+// for the model, not something to read out to people.
+func stripNotes(body string) string {
+	lines := strings.Split(body, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "(continuation of task ") {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return strings.TrimSpace(strings.Join(kept, "\n"))
+}
+
 // describe words one tool result for people: the tag (which the tool card still shows
 // raw) becomes a sentence, and a retry signal's JSON becomes its message.
 func describe(name, result string) string {
@@ -322,7 +337,7 @@ func describe(name, result string) string {
 	if m == nil {
 		return name + " answered: " + trim(result, maxResultRunes)
 	}
-	body := strings.TrimSpace(result[len(m[0]):])
+	body := stripNotes(strings.TrimSpace(result[len(m[0]):]))
 	with := func(s string) string {
 		if body == "" {
 			return s + "."

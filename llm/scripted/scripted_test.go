@@ -347,6 +347,9 @@ func TestDescribeResults(t *testing.T) {
 			"travel could not run that request: division by zero"},
 		{`[RETRY:unknown_action] {"error":"unknown_action","message":"There is no tool named x."}`, "travel could not run that request: There is no tool named x."},
 		{"plain text", "travel answered: plain text"},
+		// A continued task's note is for the model's history, not for people.
+		{"[COMPLETED]\nBooked for 12-19 May.\n\n(continuation of task 3f1c2a9e-0b7d-4c55-9a51-6d2f1e0c8b44: the agent asked \"Which dates?\"; the user answered \"12-19 May\")",
+			"travel finished: Booked for 12-19 May."},
 	}
 	for _, tt := range tests {
 		got := describe("travel", tt.result)

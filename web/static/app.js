@@ -130,8 +130,13 @@ async function sendMessage(text) {
   if (!text || chat.run || chat.interrupts.length) return;
   const msg = { id: uid("user"), role: "user", content: text };
   chat.messages.push(msg);
+  // The examples are for an empty chat: once it has started they would sit above it.
+  for (const w of ui.transcript.querySelectorAll(".welcome")) w.remove();
   const bubble = append(el("div", "msg user"));
   bubble.appendChild(el("div", "msg-text", text));
+  // What the user just sent is shown, wherever they had scrolled to; the answer then
+  // follows it (append sticks to the bottom).
+  bubble.scrollIntoView({ block: "end" });
   ui.input.value = "";
   autoSize();
   await runOnce({}, { userMsg: msg, bubble });

@@ -236,7 +236,10 @@ func (s *Server) track(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
-		"data":   []any{map[string]any{"id": "fake-model", "object": "model", "created": 0, "owned_by": "fakellm"}},
+		"data": []any{
+			map[string]any{"id": "fake-model", "object": "model", "created": 0, "owned_by": "fakellm"},
+			map[string]any{"id": "fake", "object": "model", "created": 0, "owned_by": "fakellm"},
+		},
 	})
 }
 
