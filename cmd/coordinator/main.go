@@ -340,6 +340,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Logger:         log,
 		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
 		SignIn:         signIns.endpoints(registry, agents),
+		A2A:            newA2AServer(cfg, engine, len(tokens) > 0, log),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
