@@ -128,7 +128,9 @@ func (s *Server) Close() {}
 
 // principalInterceptor makes the principal that the HTTP surface authenticated the
 // a2asrv user of the call, so that the task store scopes tasks by it.
-type principalInterceptor struct{ a2asrv.PassthroughCallInterceptor }
+type principalInterceptor struct {
+	a2asrv.PassthroughCallInterceptor
+}
 
 func (principalInterceptor) Before(ctx context.Context, callCtx *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
 	who, ok := principal.From(ctx)
