@@ -205,19 +205,6 @@ func TestA2ANested(t *testing.T) {
 	})
 }
 
-// peerFollowUps returns the peer's count of follow-up messages per parked task.
-func peerFollowUps(t testing.TB, peer string) map[string]int {
-	t.Helper()
-	resp, err := http.Get(peer + "/test/log")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var log struct {
-		FollowUps map[string]int `json:"followUps"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&log))
-	return log.FollowUps
-}
-
 // benchBottom is the bottom agent of the benchmark: an a2a-go server whose task works until
 // it is cancelled, and which notes when each CancelTask arrives.
 type benchBottom struct {
