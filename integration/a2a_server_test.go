@@ -398,6 +398,11 @@ func TestA2AServerJSClient(t *testing.T) {
 			t.Run("resubscribe", func(t *testing.T) {
 				r := runA2AJSClient(t, base, wire, "resubscribe")
 				assert.Equal(t, "TASK_STATE_COMPLETED", r["state"], "%v", r)
+				assert.Nil(t, r["resubscribeError"], "the task runs for ~2 s after the drop: it is live")
+				states, _ := r["resubscribed"].([]any)
+				if assert.NotEmpty(t, states) {
+					assert.Equal(t, "TASK_STATE_COMPLETED", states[len(states)-1])
+				}
 			})
 			t.Run("ListTasks", func(t *testing.T) {
 				r := runA2AJSClient(t, base, wire, "list")
