@@ -421,3 +421,48 @@ func TestA2AServerJSClient(t *testing.T) {
 		})
 	}
 }
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestA2AServerAuth: with bearer tokens configured, the card (public) declares the bearer
+// scheme, an A2A call without a token is 401 with an RFC 6750 challenge, and one with a
+// token runs.
+func TestA2AServerAuth(t *testing.T) {
+	t.Setenv("BATON_TEST_A2A_TOKENS", "outer-secret")
+	model := startFakeLLM(t)
+	base := startCoordinator(t, "server:\n  shutdown_grace: 3s\n  auth_tokens_env: BATON_TEST_A2A_TOKENS\n"+
+		"llm:\n  provider: openai\n  base_url: \""+model.URL+"\"\n  model: fake-model\n  api_key_env: "+llmKeyEnv+"\n"+
+		a2aServerYAML("guarded")+"store: \"memory:\"\n")
+
+	resp, err := http.Get(base + "/.well-known/agent-card.json")
+	require.NoError(t, err)
+	var card map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&card))
+	resp.Body.Close()
+	b, _ := json.Marshal(card["securitySchemes"])
+	assert.Contains(t, string(b), `"Bearer"`)
+
+	resp, err = http.Post(base+"/a2a", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
+
+	hc := &http.Client{Transport: bearerTransport{"outer-secret"}}
+	c, err := a2aclient.NewFromEndpoints(context.Background(),
+		[]*a2a.AgentInterface{a2a.NewAgentInterface(base+"/a2a", a2a.TransportProtocolJSONRPC)}, a2aclient.WithJSONRPCTransport(hc))
+	require.NoError(t, err)
+	defer c.Destroy()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := streamA2A(ctx, c, userMessage("hello"), nil)
+	require.NoError(t, r.Err)
+	assert.Equal(t, a2a.TaskStateCompleted, r.state())
+}
