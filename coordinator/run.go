@@ -352,6 +352,13 @@ func (r *Run) finishCancelled(ctx context.Context) EndReason {
 		cause = context.Canceled
 	}
 	r.log.Info("run cancelled", "cause", cause.Error())
+	if errors.Is(cause, ErrStopped) {
+		// A stop's stream ends only once every downstream cancel has had its first
+		// attempt (confirmed, or followed in the background): a caller that stops a
+		// nested Baton sees its stream end cancelled only after the levels below have
+		// confirmed (design/a2a-server.md). Bounded by the scope's timeout.
+		r.scope.Cancel(cause)
+	}
 	// The sequencer downgrades "cancelled" to RUN_ERROR{CANCELLED} for pre-1.0 clients.
 	// A client that is gone gets the same events; nobody reads them.
 	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeCancelled}, nil)

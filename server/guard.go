@@ -68,7 +68,9 @@ func (s *server) guard(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && !s.authOn() {
-			if !jsonContentType(r) {
+			// A body-less POST of the A2A HTTP+JSON binding (CancelTask, SubscribeToTask)
+			// has no Content-Type; the Origin check below still refuses a cross-site one.
+			if !jsonContentType(r) && !bodylessA2A(r) {
 				writeError(w, http.StatusForbidden, "FORBIDDEN", "A POST must have Content-Type: application/json.")
 				return
 			}
@@ -84,6 +86,11 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodylessA2A reports a POST without a body to the A2A routes.
+func bodylessA2A(r *http.Request) bool {
+	return r.ContentLength == 0 && strings.HasPrefix(r.URL.Path, A2APath+"/")
 }
 
 // bodyRead lifts the body read deadline set by guard once the handler has read the body.

@@ -75,6 +75,10 @@ type Config struct {
 	// SignIn serves the OAuth endpoints for MCP servers in auth mode user; nil (or a nil
 	// Store) leaves them answering that sign-in is not configured.
 	SignIn *SignIn
+	// A2A serves Baton as an A2A agent (a2a_server.enabled): the card at A2ACardPath and
+	// the bindings under A2APath, behind the same auth and limits as /agui (a2a.go). Its
+	// requests carry the principal (internal/principal). Nil: none of those paths exists.
+	A2A http.Handler
 }
 
 type server struct {
@@ -135,6 +139,7 @@ func New(cfg Config) http.Handler {
 	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
 	r.Get("/agui/threads/{threadId}/journal", s.handleJournal)
 	s.routeSignIn(r)
+	s.routeA2A(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

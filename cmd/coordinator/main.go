@@ -370,6 +370,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
 		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
 		SignIn:             signIns.endpoints(registry, agents),
+		A2A:                newA2AServer(cfg, engine, len(tokens) > 0 || cfg.Server.OIDC != nil, log),
 	}))
 
 	ln, err := net.Listen("tcp", cfg.Listen)

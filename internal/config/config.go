@@ -102,6 +102,8 @@ type Config struct {
 	Approvals  Approvals   `yaml:"approvals"`
 	// Replication holds the run leases (replication.heartbeat, replication.lease).
 	Replication Replication `yaml:"replication"`
+	// A2AServer serves Baton itself as an A2A agent (a2a_server.*).
+	A2AServer A2AServer `yaml:"a2a_server"`
 	// Store is "memory:", "sqlite:<path>" or "postgres://…" (the DSN may hold a password:
 	// never log it).
 	Store string `yaml:"store"`
@@ -562,6 +564,20 @@ type Telemetry struct {
 	ServiceName string `yaml:"service_name"`
 }
 
+// A2AServer is the a2a_server section: Baton as an A2A agent (DESIGN §9c).
+type A2AServer struct {
+	// Enabled serves the card at /.well-known/agent-card.json and the A2A bindings under
+	// /a2a; off, none of those paths exists.
+	Enabled bool `yaml:"enabled"`
+	// Name is the card's name.
+	Name string `yaml:"name"`
+	// Description is the card's description; empty: derived from the agents and tools.
+	Description string `yaml:"description"`
+}
+
+// DefaultA2AServerName is a2a_server.name's default.
+const DefaultA2AServerName = "baton"
+
 // Telemetry defaults.
 const (
 	DefaultOTLPProtocol     = "http/protobuf"
@@ -594,6 +610,7 @@ func Default() *Config {
 		},
 		Interrupts: Interrupts{TTL: DefaultInterruptTTL},
 		Telemetry:  Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
+		A2AServer:  A2AServer{Name: DefaultA2AServerName},
 		Store:      DefaultStore,
 	}
 }

@@ -464,6 +464,9 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_REPLICATION_HEARTBEAT":        "1s",
 		"BATON_REPLICATION_LEASE":            "5s",
 		"BATON_REPLICATION_ADVERTISE_URL":    "http://replica-1:8080",
+		"BATON_A2A_SERVER_ENABLED":           "true",
+		"BATON_A2A_SERVER_NAME":              "outer",
+		"BATON_A2A_SERVER_DESCRIPTION":       "Coordinates the team's agents",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
 
@@ -483,6 +486,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},
 		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second), AdvertiseURL: "http://replica-1:8080"},
 		Telemetry:   Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
+		A2AServer:   A2AServer{Enabled: true, Name: "outer", Description: "Coordinates the team's agents"},
 		Store:       "memory:",
 	}
 	c.fromEnv = nil

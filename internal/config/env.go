@@ -61,6 +61,16 @@ var envVars = []envVar{
 	{"BATON_REPLICATION_HEARTBEAT", "replication.heartbeat", setDuration(func(c *Config) *Duration { return &c.Replication.Heartbeat })},
 	{"BATON_REPLICATION_LEASE", "replication.lease", setDuration(func(c *Config) *Duration { return &c.Replication.Lease })},
 	{"BATON_REPLICATION_ADVERTISE_URL", "replication.advertise_url", setString(func(c *Config) *string { return &c.Replication.AdvertiseURL })},
+	{"BATON_A2A_SERVER_ENABLED", "a2a_server.enabled", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("must be true or false (got %q)", v)
+		}
+		c.A2AServer.Enabled = b
+		return nil
+	}},
+	{"BATON_A2A_SERVER_NAME", "a2a_server.name", setString(func(c *Config) *string { return &c.A2AServer.Name })},
+	{"BATON_A2A_SERVER_DESCRIPTION", "a2a_server.description", setString(func(c *Config) *string { return &c.A2AServer.Description })},
 	{"BATON_LLM_PROVIDER", "llm.provider", setString(func(c *Config) *string { return &c.LLM.Provider })},
 	{"BATON_LLM_BASE_URL", "llm.base_url", setString(func(c *Config) *string { return &c.LLM.BaseURL })},
 	{"BATON_LLM_MODEL", "llm.model", setString(func(c *Config) *string { return &c.LLM.Model })},

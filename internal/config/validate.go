@@ -13,7 +13,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateStore, c.validateReplication}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateA2AServer, c.validateStore, c.validateReplication}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -591,6 +591,13 @@ func isHTTPURL(s string) bool {
 // ToolName is the tool name the model sees for a configured name (DESIGN §5); see
 // package toolname, the one sanitiser shared with the catalog and the engine.
 func ToolName(name string) string { return toolname.Sanitize(name) }
+
+func (c *Config) validateA2AServer() error {
+	if c.A2AServer.Enabled && strings.TrimSpace(c.A2AServer.Name) == "" {
+		return c.fieldErr("a2a_server.name", "must not be empty when a2a_server.enabled is true")
+	}
+	return nil
+}
 
 func (c *Config) validateTelemetry() error {
 	t := c.Telemetry

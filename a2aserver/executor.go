@@ -1,0 +1,354 @@
+package a2aserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/cancel"
+)
+
+// executor is a2asrv's AgentExecutor: each execution relays one engine run.
+type executor struct {
+	engine  Engine
+	horizon time.Duration
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	live map[a2a.TaskID]*liveTask
+}
+
+// liveTask is a task whose run is relayed by an execution on this process.
+type liveTask struct {
+	threadID, runID string
+	run             Run
+	// canceling: CancelTask is stopping the run; the execution leaves the terminal
+	// state to Cancel, which sets it once the downstream cancels are settled.
+	canceling atomic.Bool
+}
+
+func newExecutor(engine Engine, horizon time.Duration, log *slog.Logger) *executor {
+	return &executor{engine: engine, horizon: horizon, log: log, live: map[a2a.TaskID]*liveTask{}}
+}
+
+// Keys of the task metadata that Baton keeps on its tasks (under metaKey): the thread and
+// the current run, and the interrupts the task waits on.
+const (
+	metaKey        = "baton"
+	metaThread     = "threadId"
+	metaRun        = "runId"
+	metaInterrupts = "interrupts"
+)
+
+// Execute starts a run for the message (or resumes the run's interrupts with the answer
+// in it, on a task that waits for input) and relays the run's events as A2A events.
+func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		who, ok := principalOf(ec)
+		if !ok {
+			yield(nil, a2a.ErrUnauthenticated)
+			return
+		}
+		if !agui.ValidID(ec.ContextID) {
+			yield(nil, fmt.Errorf("%w: contextId must be 1 to 128 characters of [A-Za-z0-9._:-]", a2a.ErrInvalidParams))
+			return
+		}
+		in := &agui.RunAgentInput{ThreadID: ec.ContextID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion}
+		var open []Question
+		if ec.StoredTask != nil {
+			open = questionsOf(ec.StoredTask)
+			if len(open) == 0 {
+				yield(nil, fmt.Errorf("%w: the task is not waiting for an answer", a2a.ErrInvalidParams))
+				return
+			}
+			resume, why := answer(open, ec.Message)
+			if why != "" {
+				// A bad answer changes nothing: the task keeps waiting, and says why.
+				yield(askAgain(ec, open, why), nil)
+				return
+			}
+			in.Resume = resume
+		} else {
+			text := textOf(ec.Message)
+			if strings.TrimSpace(text) == "" {
+				yield(nil, fmt.Errorf("%w: the message has no text", a2a.ErrInvalidParams))
+				return
+			}
+			content, _ := json.Marshal(text)
+			in.Messages = []agui.Message{{ID: messageID(ec.Message), Role: "user", Content: content}}
+		}
+		run, err := x.engine.Start(ctx, in, who)
+		if err != nil {
+			if ec.StoredTask != nil && errors.Is(err, ErrBusy) {
+				yield(askAgain(ec, open, "Baton is busy with this conversation; send the answer again shortly."), nil)
+				return
+			}
+			yield(nil, startError(err))
+			return
+		}
+		lt := &liveTask{threadID: in.ThreadID, runID: in.RunID, run: run}
+		x.mu.Lock()
+		x.live[ec.TaskID] = lt
+		x.mu.Unlock()
+		defer func() {
+			x.mu.Lock()
+			if x.live[ec.TaskID] == lt {
+				delete(x.live, ec.TaskID)
+			}
+			x.mu.Unlock()
+		}()
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		working := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil)
+		working.Metadata = taskMeta(in.ThreadID, in.RunID, nil)
+		if !yield(working, nil) {
+			return
+		}
+		rel := &relay{ec: ec, lt: lt, open: open}
+		for {
+			_, evs, ended := run.NextFrom()
+			for _, ev := range evs {
+				for _, out := range rel.event(ev) {
+					if !yield(out, nil) {
+						return
+					}
+				}
+			}
+			if ended || rel.ended {
+				break
+			}
+			select {
+			case <-run.Wake():
+			case <-ctx.Done():
+				return
+			}
+		}
+		if rel.final == nil {
+			// Cancelled by CancelTask: Cancel reports the terminal state once the
+			// downstream cancels are settled; this execution ends with it.
+			<-ctx.Done()
+			return
+		}
+		yield(rel.final, nil)
+	}
+}
+
+// Cancel stops the task's run and reports it canceled once every downstream cancel is
+// confirmed or its horizon has passed; the status message names those that were not.
+func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		who, ok := principalOf(ec)
+		if !ok {
+			yield(nil, a2a.ErrUnauthenticated)
+			return
+		}
+		x.mu.Lock()
+		lt := x.live[ec.TaskID]
+		x.mu.Unlock()
+		var run Run
+		switch {
+		case lt != nil:
+			lt.canceling.Store(true)
+			if err := x.engine.Stop(lt.threadID, lt.runID, who); err != nil {
+				x.log.Debug("a2a cancel: stop", "task_id", ec.TaskID, "err", err)
+			}
+			run = lt.run
+		default:
+			// No run of this task is relayed here: the task waits for an answer (its
+			// parked work is cancelled by resuming every question as cancelled), or
+			// its run went on elsewhere (stopped by id, on any replica).
+			run = x.cancelIdle(ctx, ec, who)
+		}
+		msg := ""
+		if run != nil {
+			msg = x.settle(ctx, run)
+		}
+		var m *a2a.Message
+		if msg != "" {
+			m = a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(msg))
+		}
+		ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, m)
+		ev.Metadata = map[string]any{metaKey: map[string]any{metaInterrupts: []any{}}}
+		yield(ev, nil)
+	}
+}
+
+// cancelIdle cancels a task that no execution relays here and returns the run that does
+// the cancelling, if any.
+func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, who string) Run {
+	if ec.StoredTask == nil {
+		return nil
+	}
+	threadID, runID := runOf(ec.StoredTask)
+	open := questionsOf(ec.StoredTask)
+	if len(open) == 0 {
+		if threadID != "" && runID != "" {
+			_ = x.engine.Stop(threadID, runID, who)
+		}
+		return nil
+	}
+	in := &agui.RunAgentInput{ThreadID: threadID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion}
+	for _, q := range open {
+		in.Resume = append(in.Resume, agui.ResumeEntry{InterruptID: q.InterruptID, Status: agui.ResumeCancelled})
+	}
+	run, err := x.engine.Start(ctx, in, who)
+	if err != nil {
+		x.log.Warn("a2a cancel: the waiting task's questions could not be withdrawn", "task_id", ec.TaskID, "err", err)
+		return nil
+	}
+	// The resume cancels the parked work before the model is called again; once the
+	// parked calls have their results, the run is stopped (the caller cancelled the task,
+	// nobody reads the rest).
+	deadline := time.NewTimer(x.horizon)
+	defer deadline.Stop()
+	for {
+		_, evs, ended := run.NextFrom()
+		settled := ended
+		for _, ev := range evs {
+			if ev.EventType() == agui.EventToolCallResult {
+				settled = true
+			}
+		}
+		if settled {
+			break
+		}
+		select {
+		case <-run.Wake():
+			continue
+		case <-ctx.Done():
+		case <-deadline.C:
+		}
+		break
+	}
+	_ = x.engine.Stop(threadID, in.RunID, who)
+	return run
+}
+
+// settle waits for the run's end and for its downstream cancels to be confirmed, at most
+// until the horizon, and returns the status message: empty when everything is confirmed,
+// else the cancels that were not.
+func (x *executor) settle(ctx context.Context, run Run) string {
+	deadline := time.NewTimer(x.horizon)
+	defer deadline.Stop()
+	select {
+	case <-run.Done():
+	case <-ctx.Done():
+		return "The run was stopped; whether its downstream work was cancelled is not known."
+	case <-deadline.C:
+		return "The run was stopped; it did not end within the cancel horizon."
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var pending, failed []string
+		for _, rep := range run.Cancellations() {
+			switch rep.Result {
+			case cancel.ResultPending:
+				pending = append(pending, describeCancel(rep))
+			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, "":
+			default:
+				failed = append(failed, describeCancel(rep)+" ("+rep.Result+")")
+			}
+		}
+		if len(pending) == 0 {
+			if len(failed) == 0 {
+				return ""
+			}
+			return "Canceled; these downstream cancellations were not confirmed: " + strings.Join(failed, "; ") + "."
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		return "Canceled; these downstream cancellations were not confirmed: " + strings.Join(append(failed, pending...), "; ") + "."
+	}
+}
+
+func describeCancel(rep cancel.Report) string {
+	s := string(rep.Kind) + " " + rep.Name
+	if rep.ID != "" {
+		s += " task " + rep.ID
+	}
+	return s
+}
+
+// startError is the A2A error for a run that could not start.
+func startError(err error) error {
+	switch {
+	case errors.Is(err, ErrForbidden):
+		return fmt.Errorf("%w: this conversation belongs to another user", a2a.ErrUnauthorized)
+	case errors.Is(err, ErrBusy):
+		return fmt.Errorf("%w: this conversation already has an active task, or too many runs are active; try again shortly", a2a.ErrInvalidRequest)
+	case errors.Is(err, ErrShuttingDown):
+		return fmt.Errorf("%w: Baton is shutting down; try again shortly", a2a.ErrInternalError)
+	default:
+		return fmt.Errorf("%w: the run could not start", a2a.ErrInternalError)
+	}
+}
+
+// taskMeta is the task metadata naming the thread and run, and the open questions.
+func taskMeta(threadID, runID string, open []Question) map[string]any {
+	qs := make([]any, 0, len(open))
+	for _, q := range open {
+		qs = append(qs, q.data())
+	}
+	return map[string]any{metaKey: map[string]any{metaThread: threadID, metaRun: runID, metaInterrupts: qs}}
+}
+
+// runOf returns the thread and run recorded on a task.
+func runOf(t *a2a.Task) (threadID, runID string) {
+	m, _ := t.Metadata[metaKey].(map[string]any)
+	threadID, _ = m[metaThread].(string)
+	runID, _ = m[metaRun].(string)
+	if threadID == "" {
+		threadID = t.ContextID
+	}
+	return threadID, runID
+}
+
+func newRunID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "a2a-" + hex.EncodeToString(b[:])
+}
+
+// messageID is the AG-UI message id of an A2A message: its own when it is a valid id.
+func messageID(m *a2a.Message) string {
+	if m != nil && agui.ValidID(m.ID) {
+		return m.ID
+	}
+	return newRunID()
+}
+
+// textOf joins the text parts of a message.
+func textOf(m *a2a.Message) string {
+	if m == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range m.Parts {
+		if p == nil {
+			continue
+		}
+		if t := p.Text(); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/baton-dev/baton/a2aserver"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/config"
+)
+
+// newA2AServer returns Baton's A2A surface (a2a_server.enabled), or nil when it is off:
+// then none of its paths exists.
+func newA2AServer(cfg *config.Config, engine *coordinator.Engine, bearer bool, log *slog.Logger) http.Handler {
+	if !cfg.A2AServer.Enabled {
+		return nil
+	}
+	var skills []a2aserver.Skill
+	for _, a := range cfg.Agents {
+		skills = append(skills, a2aserver.Skill{ID: "agent:" + a.Name, Name: a.Name, Description: fmt.Sprintf("Delegates to the A2A agent %q.", a.Name)})
+	}
+	for _, s := range cfg.MCPServers {
+		skills = append(skills, a2aserver.Skill{ID: "tools:" + s.Name, Name: s.Name, Description: fmt.Sprintf("Uses the tools of the MCP server %q.", s.Name)})
+	}
+	return a2aserver.New(a2aserver.Config{
+		Engine: a2aEngine{e: engine, maxActive: cfg.Server.MaxActiveRuns},
+		Card: a2aserver.CardInfo{
+			Name:        cfg.A2AServer.Name,
+			Description: cfg.A2AServer.Description,
+			Version:     version,
+			Skills:      skills,
+			Bearer:      bearer,
+		},
+		CancelHorizon: time.Duration(cfg.Limits.CancelHorizon),
+		Logger:        log.With("component", "a2a_server"),
+	})
+}
+
+// a2aEngine adapts the engine to the A2A surface (a2aserver.Engine).
+type a2aEngine struct {
+	e         *coordinator.Engine
+	maxActive int
+}
+
+func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (a2aserver.Run, error) {
+	if a.maxActive > 0 && a.e.Active() >= a.maxActive {
+		return nil, fmt.Errorf("%w: server.max_active_runs reached", a2aserver.ErrBusy)
+	}
+	r, err := a.e.StartContext(ctx, in, principal)
+	switch {
+	case err == nil:
+		return r, nil
+	case errors.Is(err, coordinator.ErrThreadBusy):
+		return nil, fmt.Errorf("%w: %w", a2aserver.ErrBusy, err)
+	case errors.Is(err, coordinator.ErrForbidden):
+		return nil, fmt.Errorf("%w: %w", a2aserver.ErrForbidden, err)
+	case errors.Is(err, coordinator.ErrShuttingDown):
+		return nil, fmt.Errorf("%w: %w", a2aserver.ErrShuttingDown, err)
+	default:
+		return nil, err
+	}
+}
+
+func (a a2aEngine) Stop(threadID, runID, principal string) error {
+	return a.e.Stop(threadID, runID, principal)
+}

@@ -1,0 +1,113 @@
+// A2A client for Baton's integration tests (@a2a-js/sdk 1.3.0): runs one scenario against
+// an A2A agent (Baton with a2a_server enabled) and prints one JSON line with what it saw.
+//
+//   node a2a-client.mjs '{"base":"http://127.0.0.1:8080","wire":"JSONRPC","scenario":"complete"}'
+//
+// wire: JSONRPC | HTTP+JSON (the transport the client prefers from the card).
+// scenario:
+//   complete     streams "peer: complete": {state, artifact}
+//   fail         streams "refuse: now": {state, text}
+//   input        streams "peer: input" (input-required), answers "blue" on the task:
+//                {asked, question, data, state}
+//   cancel       streams "peer: slow", cancels the task once it exists: {state}
+//   resubscribe  streams "peer: drop", drops the stream after the task event, resubscribes
+//                and reads to the end, then GetTask: {resubscribed, state}
+//   list         two tasks in one context, ListTasks by contextId one per page:
+//                {pages: [[taskId]...], taskIds: [..]}
+import { randomUUID } from 'node:crypto';
+import { Role, TaskState } from '@a2a-js/sdk';
+import { ClientFactory, ClientFactoryOptions } from '@a2a-js/sdk/client';
+
+const job = JSON.parse(process.argv[2]);
+const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [job.wire] }));
+const client = await factory.createFromUrl(job.base);
+
+const textPart = (t) => ({ content: { $case: 'text', value: t }, metadata: undefined, filename: '', mediaType: 'text/plain' });
+const message = (t, task) => ({
+  messageId: randomUUID(), role: Role.ROLE_USER, parts: [textPart(t)],
+  taskId: task?.taskId ?? '', contextId: task?.contextId ?? '', metadata: undefined, extensions: [], referenceTaskIds: [],
+});
+const send = (msg) => ({ tenant: '', message: msg, configuration: undefined, metadata: undefined });
+const stateName = (s) => (typeof s === 'number' ? TaskState[s] : s);
+
+// read follows a stream to its end (or until stop returns true) and folds what it saw.
+async function read(stream, stop) {
+  const seen = { taskId: '', contextId: '', states: [], artifact: '', status: undefined };
+  for await (const ev of stream) {
+    const p = ev.payload;
+    if (!p) continue;
+    if (p.$case === 'task') {
+      seen.taskId = p.value.id; seen.contextId = p.value.contextId;
+      seen.states.push(stateName(p.value.status?.state)); seen.status = p.value.status;
+    } else if (p.$case === 'statusUpdate') {
+      seen.taskId = p.value.taskId; seen.contextId = p.value.contextId;
+      seen.states.push(stateName(p.value.status?.state)); seen.status = p.value.status;
+    } else if (p.$case === 'artifactUpdate') {
+      for (const part of p.value.artifact?.parts ?? []) {
+        if (part.content?.$case === 'text') seen.artifact += part.content.value;
+      }
+    }
+    if (stop && stop(seen)) break;
+  }
+  seen.state = seen.states[seen.states.length - 1];
+  return seen;
+}
+
+const partsOf = (status) => status?.message?.parts ?? [];
+const textOf = (status) => partsOf(status).filter((p) => p.content?.$case === 'text').map((p) => p.content.value).join('\n');
+const dataOf = (status) => partsOf(status).filter((p) => p.content?.$case === 'data').map((p) => p.content.value);
+
+let out;
+switch (job.scenario) {
+  case 'complete': {
+    const r = await read(client.sendMessageStream(send(message('peer: complete'))));
+    out = { state: r.state, artifact: r.artifact, taskId: r.taskId };
+    break;
+  }
+  case 'fail': {
+    const r = await read(client.sendMessageStream(send(message('refuse: now'))));
+    out = { state: r.state, text: textOf(r.status) };
+    break;
+  }
+  case 'input': {
+    const r = await read(client.sendMessageStream(send(message('peer: input'))));
+    const r2 = await read(client.sendMessageStream(send(message('blue', r))));
+    out = { asked: r.state, question: textOf(r.status), data: dataOf(r.status), state: r2.state, artifact: r2.artifact };
+    break;
+  }
+  case 'cancel': {
+    const r = await read(client.sendMessageStream(send(message('peer: slow'))), (s) => s.taskId !== '');
+    await new Promise((res) => setTimeout(res, Number(job.waitMs || 0)));
+    const t = await client.cancelTask({ tenant: '', id: r.taskId, metadata: undefined });
+    out = { state: stateName(t.status?.state), text: textOf(t.status), taskId: r.taskId };
+    break;
+  }
+  case 'resubscribe': {
+    const r = await read(client.sendMessageStream(send(message('peer: drop'))), (s) => s.taskId !== '');
+    let again = { states: [] };
+    try {
+      again = await read(client.resubscribeTask({ tenant: '', id: r.taskId }));
+    } catch (e) {
+      again.error = String(e?.message ?? e);
+    }
+    const t = await client.getTask({ tenant: '', id: r.taskId, historyLength: undefined });
+    out = { resubscribed: again.states, resubscribeError: again.error, state: stateName(t.status?.state) };
+    break;
+  }
+  case 'list': {
+    const a = await read(client.sendMessageStream(send(message('peer: complete'))));
+    const b = await read(client.sendMessageStream(send(message('peer: complete', { contextId: a.contextId }))));
+    const pages = [];
+    let token = '';
+    do {
+      const page = await client.listTasks({ tenant: '', contextId: a.contextId, status: 0, pageSize: 1, pageToken: token, statusTimestampAfter: undefined, includeArtifacts: false });
+      pages.push(page.tasks.map((t) => t.id));
+      token = page.nextPageToken;
+    } while (token && pages.length < 5);
+    out = { pages, taskIds: [a.taskId, b.taskId], contexts: [a.contextId, b.contextId] };
+    break;
+  }
+  default:
+    throw new Error(`unknown scenario ${job.scenario}`);
+}
+process.stdout.write(JSON.stringify(out) + '\n');
