@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
 	"github.com/baton-dev/baton/internal/retry"
 	"math"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"time"
 )
+
+// ErrNoCompletion reports a stream that ended without a Done delta or an error.
+var ErrNoCompletion = errors.New("llm: stream ended without a completion")
 
 // ErrorKind classifies a provider failure.
 type ErrorKind string
