@@ -15,14 +15,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/llmtest"
 	"github.com/baton-dev/baton/llm"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 // fakeAPI is a minimal Messages API server: it records each request and

@@ -14,8 +14,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/internal/testutil/llmtest"
 	"github.com/baton-dev/baton/llm"
@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 // newModel starts a fake server with h and returns a Model pointed at it.
