@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/internal/testutil"
 )
 
 // leakCheck registers a goroutine leak check that runs after every other cleanup of t
@@ -638,7 +640,7 @@ func waitStored(t *testing.T, a *Agent, taskID string) {
 func TestMain(m *testing.M) {
 	// The SDK logs server-side trouble (the cut streams) through slog.Default.
 	slog.SetDefault(quietLogger())
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 func TestStateMethods(t *testing.T) {

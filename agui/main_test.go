@@ -3,9 +3,9 @@ package agui
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/baton-dev/baton/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -89,7 +90,7 @@ func TestRestartContinuesCancelWithoutGrant(t *testing.T) {
 	} {
 		require.NoError(t, st.SavePendingCancel(context.Background(), c))
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	agent := &securedAgent{fakeAgent: &fakeAgent{}}
 	e := newSecuredEngine(t, agent, func(c *Config) {
 		c.Store, c.CancelHorizon = st, time.Hour

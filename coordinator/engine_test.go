@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,11 +13,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -27,7 +26,7 @@ import (
 // TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
 // PostgreSQL server if a benchmark started one.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { pgtest.Stop(); os.Exit(code) }))
+	testutil.VerifyTestMain(m, pgtest.Stop)
 }
 
 // turnFunc scripts the model: it gets the request and returns the deltas of one turn.

@@ -152,14 +152,6 @@ func (r *Run) newGuard(t *toolset) *Guard {
 	return g
 }
 
-// validNext lists the tools the model may call now, for valid_next_actions.
-func (r *Run) validNext(t *toolset) []string {
-	if r.guard != nil {
-		return r.guard.ValidNextActions()
-	}
-	return t.backend
-}
-
 // dispatch runs one turn's backend calls. Each call is checked first, in order: a call
 // that would repeat a loop (the loop detector's prediction) or that the guard refuses is
 // not sent, and its refusal, streamed at once, is its result. The other calls run

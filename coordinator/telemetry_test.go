@@ -1,11 +1,9 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,25 +14,8 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/testutil"
 )
-
-// syncBuffer is a log sink safe for the run's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 	out := map[string]string{}
@@ -52,7 +33,7 @@ func TestRunSpans(t *testing.T) {
 		seen = trace.SpanContextFromContext(ctx)
 		return finalResult(a2a.StateFailed, "the archive is down")(ctx, req, obs)
 	}}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
 		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "gpt-test"}
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -114,7 +95,7 @@ func TestRunSpans(t *testing.T) {
 }
 
 func TestRunWithoutTracingRecordsNothing(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})

@@ -252,52 +252,6 @@ func TestToAGUI(t *testing.T) {
 	}
 }
 
-func TestApplyDefaults(t *testing.T) {
-	nested := map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"tags":  map[string]any{"type": "array", "default": []any{"a"}},
-			"plain": map[string]any{"type": "string"},
-			"odd":   "not a schema",
-		},
-	}
-	tests := []struct {
-		name    string
-		schema  map[string]any
-		content map[string]any
-		want    map[string]any
-	}{
-		{"fills a missing default", envSchema(), map[string]any{"env": "prod"}, map[string]any{"env": "prod", "replicas": float64(1)}},
-		{"keeps a given value", envSchema(), map[string]any{"env": "prod", "replicas": float64(3)}, map[string]any{"env": "prod", "replicas": float64(3)}},
-		{"keeps an explicit zero", envSchema(), map[string]any{"env": "prod", "replicas": float64(0)}, map[string]any{"env": "prod", "replicas": float64(0)}},
-		{"nil content gets the defaults", envSchema(), nil, map[string]any{"replicas": float64(1)}},
-		{"no defaults: nil stays nil", map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}, nil, nil},
-		{"no properties", map[string]any{"type": "object"}, map[string]any{"x": 1}, map[string]any{"x": 1}},
-		{"nil schema", nil, map[string]any{"x": 1}, map[string]any{"x": 1}},
-		{"non-object property schemas are skipped", nested, map[string]any{}, map[string]any{"tags": []any{"a"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var before []byte
-			if tt.content != nil {
-				before, _ = json.Marshal(tt.content)
-			}
-			got := ApplyDefaults(tt.schema, tt.content)
-			assert.Equal(t, tt.want, got)
-			if tt.content != nil {
-				after, _ := json.Marshal(tt.content)
-				assert.JSONEq(t, string(before), string(after), "content is not modified")
-			}
-		})
-	}
-
-	t.Run("the result shares nothing with the schema", func(t *testing.T) {
-		got := ApplyDefaults(nested, nil)
-		got["tags"].([]any)[0] = "changed"
-		assert.Equal(t, []any{"a"}, nested["properties"].(map[string]any)["tags"].(map[string]any)["default"])
-	})
-}
-
 func TestMCPAuthorization(t *testing.T) {
 	exp := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	in := MCPAuthorization(Options{}, "files", "read", "https://as.example/authorize?state=s", exp)

@@ -3,7 +3,7 @@ package hitl
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/baton-dev/baton/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }

@@ -29,6 +29,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/demoagent"
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/metrics"
@@ -43,7 +44,7 @@ type inprocBaton struct {
 	Rec *demoagent.Recorder
 
 	// Log is the engine's log (slog text, info level).
-	Log *syncBuffer
+	Log *logBuffer
 
 	mu       sync.Mutex
 	onCancel func(taskID string, at time.Time)
@@ -183,7 +184,7 @@ type inprocOptions struct {
 func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	ib := &inprocBaton{Rec: &demoagent.Recorder{}, Log: &syncBuffer{}, failCancels: opts.FailCancels, refused: map[string]int{}}
+	ib := &inprocBaton{Rec: &demoagent.Recorder{}, Log: &logBuffer{}, failCancels: opts.FailCancels, refused: map[string]int{}}
 	engineLog := slog.New(slog.NewTextHandler(ib.Log, nil))
 
 	agentURL := serveDemoAgent(t, demoagent.Options{Kind: "research", Recorder: ib.Rec, SlowStep: opts.SlowStep}, ib.watchCancels)
@@ -349,23 +350,12 @@ func settledGoroutines() int {
 	return last
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (a log destination).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// logBuffer is the in-process coordinator's log, read back as records.
+type logBuffer struct{ testutil.SyncBuffer }
 
 // Records returns the log records with message msg.
-func (b *syncBuffer) Records(msg string) []logRecord {
-	b.mu.Lock()
-	text := b.buf.String()
-	b.mu.Unlock()
+func (b *logBuffer) Records(msg string) []logRecord {
+	text := b.String()
 	var out []logRecord
 	for _, line := range strings.Split(text, "\n") {
 		if rec := parseLogLine(line); rec["msg"] == msg {
@@ -377,7 +367,7 @@ func (b *syncBuffer) Records(msg string) []logRecord {
 
 // cancelResults counts the engine's "cancelled downstream" records by kind/result (and
 // error, when there is one).
-func (b *syncBuffer) cancelResults() map[string]int {
+func (b *logBuffer) cancelResults() map[string]int {
 	out := map[string]int{}
 	for _, rec := range b.Records("cancelled downstream") {
 		k := rec["kind"] + "/" + rec["result"]

@@ -13,6 +13,9 @@ import (
 	"github.com/baton-dev/baton/internal/retry"
 )
 
+// ErrNoCompletion reports a stream that ended without a Done delta or an error.
+var ErrNoCompletion = errors.New("llm: stream ended without a completion")
+
 // ErrorKind classifies a provider failure.
 type ErrorKind string
 

@@ -2,14 +2,11 @@ package llm
 
 import (
 	"errors"
-	"io"
-	"iter"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestKindFromStatus(t *testing.T) {
@@ -95,73 +92,4 @@ func TestNewHTTPError(t *testing.T) {
 func TestErrorString(t *testing.T) {
 	assert.Equal(t, "llm: network: unreachable", (&Error{Kind: ErrNetwork, Message: "unreachable"}).Error())
 	assert.Equal(t, "llm: server (HTTP 502)", (&Error{Kind: ErrServer, Status: 502}).Error())
-}
-
-func seq(items ...any) iter.Seq2[Delta, error] {
-	return func(yield func(Delta, error) bool) {
-		for _, it := range items {
-			var ok bool
-			switch v := it.(type) {
-			case Delta:
-				ok = yield(v, nil)
-			case error:
-				ok = yield(Delta{}, v)
-			}
-			if !ok {
-				return
-			}
-		}
-	}
-}
-
-func TestCollect(t *testing.T) {
-	done := &Completion{FinishReason: FinishToolCalls, Usage: Usage{InputTokens: 3, OutputTokens: 4}}
-	tests := []struct {
-		name     string
-		stream   iter.Seq2[Delta, error]
-		wantMsg  Message
-		wantDone *Completion
-		wantErr  error
-	}{
-		{
-			name:     "text and interleaved tool calls",
-			wantDone: done,
-			stream: seq(
-				Delta{Text: "Let me "}, Delta{Text: "check."},
-				Delta{ToolCall: &ToolCallDelta{Index: 1, ID: "b", Name: "research", Arguments: `{"prompt"`}},
-				Delta{ToolCall: &ToolCallDelta{Index: 0, ID: "a", Name: "travel", Arguments: `{`}},
-				Delta{ToolCall: &ToolCallDelta{Index: 1, Arguments: `:"x"}`}},
-				Delta{ToolCall: &ToolCallDelta{Index: 0, Arguments: `}`}},
-				Delta{Done: done},
-			),
-			wantMsg: Message{Role: RoleAssistant, Content: "Let me check.", ToolCalls: []ToolCall{
-				{ID: "a", Name: "travel", Arguments: `{}`},
-				{ID: "b", Name: "research", Arguments: `{"prompt":"x"}`},
-			}},
-		},
-		{
-			name:    "error keeps the partial message",
-			stream:  seq(Delta{Text: "par"}, io.ErrUnexpectedEOF),
-			wantMsg: Message{Role: RoleAssistant, Content: "par"},
-			wantErr: io.ErrUnexpectedEOF,
-		},
-		{
-			name:    "no completion",
-			stream:  seq(Delta{Text: "x"}),
-			wantMsg: Message{Role: RoleAssistant, Content: "x"},
-			wantErr: ErrNoCompletion,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			msg, got, err := Collect(tt.stream)
-			assert.Equal(t, tt.wantMsg, msg)
-			assert.Equal(t, tt.wantDone, got)
-			if tt.wantErr != nil {
-				require.ErrorIs(t, err, tt.wantErr)
-			} else {
-				require.NoError(t, err)
-			}
-		})
-	}
 }

@@ -1,36 +1,18 @@
 package mcpclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A server that never answers initialize does not hold New: with StartWait, New returns
 // while the first attempt is still running, and the server's tools answer [UNREACHABLE].
@@ -53,7 +35,7 @@ func TestMCPStartWaitDoesNotBlock(t *testing.T) {
 // the cause is (here: what npx prints for a package that does not exist).
 func TestMCPStdioStartFailureLogsStderr(t *testing.T) {
 	leakCheck(t)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	script := `echo "npm error 404 Not Found - GET https://registry.npmjs.org/mcp-server-everything" >&2; ` +
 		`echo "npm error 404 'mcp-server-everything@*' is not in this registry." >&2; exit 1`
@@ -68,7 +50,7 @@ func TestMCPStdioStartFailureLogsStderr(t *testing.T) {
 // The env of a stdio server never reaches the log, even at debug level.
 func TestMCPStdioEnvNotLogged(t *testing.T) {
 	leakCheck(t)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	fe := newFaultEnv(t)
 	cfg := fe.server("f")

@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
 )
@@ -28,15 +28,7 @@ func TestMain(m *testing.M) {
 		runLoadPeer()
 		return
 	}
-	code := m.Run()
-	pgtest.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testutil.VerifyTestMain(m, pgtest.Stop)
 }
 
 // blockingModel streams nothing until its context ends, or answers "hi" when release is closed.

@@ -1,24 +1,14 @@
 package store
 
 import (
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind (a database not closed),
 // and stops the throwaway PostgreSQL server if a test started one.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testutil.VerifyTestMain(m, pgtest.Stop)
 }

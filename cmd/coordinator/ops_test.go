@@ -11,32 +11,15 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil"
 )
-
-// syncBuffer collects what run writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"-help"}} {
@@ -136,10 +119,10 @@ func TestStoreErrorNotDoubled(t *testing.T) {
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
 // startRun runs the coordinator in-process and returns its URL once it listens.
-func startRun(t *testing.T, args []string) (url string, stderr *syncBuffer, done chan int) {
+func startRun(t *testing.T, args []string) (url string, stderr *testutil.SyncBuffer, done chan int) {
 	t.Helper()
-	var stdout syncBuffer
-	stderr = &syncBuffer{}
+	var stdout testutil.SyncBuffer
+	stderr = &testutil.SyncBuffer{}
 	done = make(chan int, 1)
 	go func() { done <- run(args, &stdout, stderr) }()
 	require.Eventually(t, func() bool {

@@ -15,13 +15,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/baton-dev/baton/internal/testutil"
+	"github.com/baton-dev/baton/internal/testutil/llmtest"
 	"github.com/baton-dev/baton/llm"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 // fakeAPI is a minimal Messages API server: it records each request and
@@ -185,7 +186,7 @@ func TestStreamTextAndTools(t *testing.T) {
 		{Index: 1, Arguments: "{}"},
 	}, tcs)
 
-	msg, done, err := llm.Collect(m.Stream(context.Background(), userReq("go")))
+	msg, done, err := llmtest.Collect(m.Stream(context.Background(), userReq("go")))
 	require.NoError(t, err)
 	assert.Equal(t, "Let me check.", msg.Content)
 	assert.Equal(t, &llm.Completion{FinishReason: "tool_calls", Usage: llm.Usage{InputTokens: 10, OutputTokens: 42}}, done)
@@ -219,7 +220,7 @@ func TestStopReasons(t *testing.T) {
 				"message_delta", messageDelta(tt.stop, 5, tt.details),
 				"message_stop", messageStop,
 			)})
-			_, done, err := llm.Collect(m.Stream(context.Background(), userReq("x")))
+			_, done, err := llmtest.Collect(m.Stream(context.Background(), userReq("x")))
 			require.NoError(t, err)
 			tt.want.Usage = llm.Usage{InputTokens: 3, OutputTokens: 5}
 			assert.Equal(t, tt.want, *done)
@@ -247,7 +248,7 @@ func TestRequestMapping(t *testing.T) {
 			"required": []any{"prompt"}, "additionalProperties": false,
 		}}},
 	}
-	_, _, err := llm.Collect(m.Stream(context.Background(), req))
+	_, _, err := llmtest.Collect(m.Stream(context.Background(), req))
 	require.NoError(t, err)
 
 	require.Len(t, f.bodies, 1)

@@ -14,15 +14,16 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
+	"github.com/baton-dev/baton/internal/testutil/llmtest"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/scripted"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 // newModel starts a fake server with h and returns a Model pointed at it.
@@ -107,7 +108,7 @@ func TestStreamNoStreamUsage(t *testing.T) {
 	m, err := New(Config{BaseURL: srv.URL, Model: "x", HTTPClient: &http.Client{Transport: tr}, NoStreamUsage: true})
 	require.NoError(t, err)
 
-	_, done, err := llm.Collect(m.Stream(context.Background(), userRequest("hi")))
+	_, done, err := llmtest.Collect(m.Stream(context.Background(), userRequest("hi")))
 	require.NoError(t, err)
 	assert.Equal(t, llm.Usage{}, done.Usage)
 	require.Len(t, srv.Requests(), 1)
@@ -138,7 +139,7 @@ func TestRequestMapping(t *testing.T) {
 			{Name: "ask_user"},
 		},
 	}
-	_, _, err := llm.Collect(m.Stream(context.Background(), req))
+	_, _, err := llmtest.Collect(m.Stream(context.Background(), req))
 	require.NoError(t, err)
 	require.Len(t, srv.Requests(), 1)
 	got := srv.Requests()[0]
@@ -204,7 +205,7 @@ func TestStreamParallelToolCalls(t *testing.T) {
 	}
 	assert.Equal(t, map[int]string{0: calls[0].Arguments, 1: calls[1].Arguments}, args)
 
-	msg, done, err := llm.Collect(m.Stream(context.Background(), userRequest("do both")))
+	msg, done, err := llmtest.Collect(m.Stream(context.Background(), userRequest("do both")))
 	require.NoError(t, err)
 	assert.Equal(t, "tool_calls", done.FinishReason)
 	assert.Equal(t, calls, msg.ToolCalls)
@@ -238,7 +239,7 @@ func TestStreamFinishAndRefusal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, _ := newModel(t, fakellm.Sequence(tt.reply))
-			msg, done, err := llm.Collect(m.Stream(context.Background(), userRequest("x")))
+			msg, done, err := llmtest.Collect(m.Stream(context.Background(), userRequest("x")))
 			require.NoError(t, err)
 			require.NotNil(t, done)
 			assert.Equal(t, tt.want, *done)
@@ -449,7 +450,7 @@ func TestStreamBrokenShapes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := modelFor(t, rawServer(t, tt.body))
-			msg, done, err := llm.Collect(m.Stream(context.Background(), userRequest("x")))
+			msg, done, err := llmtest.Collect(m.Stream(context.Background(), userRequest("x")))
 			assert.Nil(t, done)
 			assert.Equal(t, "partial", msg.Content)
 			var le *llm.Error
@@ -499,7 +500,7 @@ func TestScriptedDemoOverHTTP(t *testing.T) {
 		Tools:    []llm.Tool{{Name: "travel", Parameters: map[string]any{"type": "object"}}, {Name: "research"}},
 	}
 
-	msg, done, err := llm.Collect(m.Stream(context.Background(), req))
+	msg, done, err := llmtest.Collect(m.Stream(context.Background(), req))
 	require.NoError(t, err)
 	assert.Equal(t, "tool_calls", done.FinishReason)
 	require.Len(t, msg.ToolCalls, 1)
@@ -508,13 +509,13 @@ func TestScriptedDemoOverHTTP(t *testing.T) {
 
 	req.Messages = append(req.Messages, msg,
 		llm.Message{Role: llm.RoleTool, ToolCallID: msg.ToolCalls[0].ID, Content: "[INPUT_REQUIRED:task_id=t-9]\nWhich dates?"})
-	msg, done, err = llm.Collect(m.Stream(context.Background(), req))
+	msg, done, err = llmtest.Collect(m.Stream(context.Background(), req))
 	require.NoError(t, err)
 	assert.Equal(t, "stop", done.FinishReason)
 	assert.Equal(t, scripted.Prefix+"travel needs more information: Which dates?", msg.Content)
 
 	req.Messages = append(req.Messages, msg, llm.Message{Role: llm.RoleUser, Content: "May 3 to 7"})
-	msg, _, err = llm.Collect(m.Stream(context.Background(), req))
+	msg, _, err = llmtest.Collect(m.Stream(context.Background(), req))
 	require.NoError(t, err)
 	require.Len(t, msg.ToolCalls, 1)
 	assert.Equal(t, "travel", msg.ToolCalls[0].Name)

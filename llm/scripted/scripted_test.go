@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/internal/testutil/llmtest"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -188,7 +189,7 @@ func TestRouting(t *testing.T) {
 	m := New(Config{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msg, done, err := llm.Collect(m.Stream(context.Background(), &llm.Request{Messages: tt.msgs, Tools: tt.tools}))
+			msg, done, err := llmtest.Collect(m.Stream(context.Background(), &llm.Request{Messages: tt.msgs, Tools: tt.tools}))
 			require.NoError(t, err)
 			require.NotNil(t, done)
 			if tt.wantCall != nil {
@@ -211,7 +212,7 @@ func TestRouting(t *testing.T) {
 func TestCustomRules(t *testing.T) {
 	m := New(Config{Rules: []Rule{{Keywords: []string{"Weather"}, Tool: "forecast",
 		Args: func(text string) map[string]any { return map[string]any{"q": strings.ToUpper(text)} }}}})
-	msg, _, err := llm.Collect(m.Stream(context.Background(), &llm.Request{
+	msg, _, err := llmtest.Collect(m.Stream(context.Background(), &llm.Request{
 		Messages: []llm.Message{user("weather in Oslo")},
 		Tools:    tools("forecast", "travel"),
 	}))
@@ -221,7 +222,7 @@ func TestCustomRules(t *testing.T) {
 	assert.JSONEq(t, `{"q":"WEATHER IN OSLO"}`, msg.ToolCalls[0].Arguments)
 
 	// The default rules are replaced, not extended.
-	msg, _, err = llm.Collect(m.Stream(context.Background(), &llm.Request{
+	msg, _, err = llmtest.Collect(m.Stream(context.Background(), &llm.Request{
 		Messages: []llm.Message{user("plan a trip")},
 		Tools:    tools("forecast", "travel"),
 	}))

@@ -15,13 +15,13 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/llm"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 func client(t *testing.T, srv *Server) openai.Client {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/baton-dev/baton/internal/testutil/llmtest"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -66,7 +67,7 @@ func ToolThenEcho(tool string, args any) Handler {
 // through the real openai provider. A model error becomes a 500 reply.
 func FromModel(m llm.Model) Handler {
 	return func(req Request) Reply {
-		msg, done, err := llm.Collect(m.Stream(context.Background(), req.LLMRequest()))
+		msg, done, err := llmtest.Collect(m.Stream(context.Background(), req.LLMRequest()))
 		if err != nil {
 			return Reply{Status: http.StatusInternalServerError, Text: err.Error()}
 		}

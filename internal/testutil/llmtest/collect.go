@@ -1,29 +1,29 @@
-package llm
+// Package llmtest holds what tests of the model providers and of the engine share about
+// llm.Model streams.
+package llmtest
 
 import (
-	"errors"
 	"iter"
 	"slices"
 	"strings"
-)
 
-// ErrNoCompletion reports a stream that ended without a Done delta or an error.
-var ErrNoCompletion = errors.New("llm: stream ended without a completion")
+	"github.com/baton-dev/baton/llm"
+)
 
 // Collect drains a turn and assembles the assistant message it produced.
 // Tool calls are ordered by their delta Index. On error, the partial message
 // is returned with the error.
-func Collect(stream iter.Seq2[Delta, error]) (Message, *Completion, error) {
+func Collect(stream iter.Seq2[llm.Delta, error]) (llm.Message, *llm.Completion, error) {
 	var (
 		text  strings.Builder
-		calls []ToolCall
+		calls []llm.ToolCall
 		byIdx = map[int]int{} // delta Index -> position in calls
 		order []int
 	)
-	build := func() Message {
-		m := Message{Role: RoleAssistant, Content: text.String()}
+	build := func() llm.Message {
+		m := llm.Message{Role: llm.RoleAssistant, Content: text.String()}
 		if len(calls) > 0 {
-			m.ToolCalls = make([]ToolCall, 0, len(calls))
+			m.ToolCalls = make([]llm.ToolCall, 0, len(calls))
 			// Indices are normally 0..n-1 in order of appearance; sort to be safe.
 			for _, idx := range slices.Sorted(slices.Values(order)) {
 				m.ToolCalls = append(m.ToolCalls, calls[byIdx[idx]])
@@ -45,12 +45,12 @@ func Collect(stream iter.Seq2[Delta, error]) (Message, *Completion, error) {
 				pos = len(calls)
 				byIdx[tc.Index] = pos
 				order = append(order, tc.Index)
-				calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Name})
+				calls = append(calls, llm.ToolCall{ID: tc.ID, Name: tc.Name})
 			}
 			calls[pos].Arguments += tc.Arguments
 		default:
 			text.WriteString(d.Text)
 		}
 	}
-	return build(), nil, ErrNoCompletion
+	return build(), nil, llm.ErrNoCompletion
 }
