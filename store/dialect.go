@@ -68,3 +68,12 @@ func (d *dialect) q(query string) string {
 	d.cache.Store(query, r)
 	return r
 }
+
+// rewriteNoCache is q for queries built at run time (their text varies with the batch size,
+// so caching them would grow without bound).
+func (d *dialect) rewriteNoCache(query string) string {
+	if d.rewrite == nil {
+		return query
+	}
+	return d.rewrite(query)
+}

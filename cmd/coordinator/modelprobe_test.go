@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/baton-dev/baton/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -88,7 +89,7 @@ func TestModelProbe(t *testing.T) {
 			t.Parallel()
 			m, err := openai.New(openai.Config{BaseURL: tt.base, Model: "gpt-4.1-mini", APIKey: tt.key})
 			require.NoError(t, err)
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			p := newModelProbe(m, "gpt-4.1-mini", slog.New(slog.NewTextHandler(&logs, nil)))
 			require.ErrorIs(t, p.Ready(), errModelChecking, "nothing is claimed before the first probe")
 
