@@ -205,6 +205,48 @@ func TestA2ANested(t *testing.T) {
 	})
 }
 
+// TestA2ANestedCancelBeforeTaskID: a stop at A while the bottom peer has not yet named its
+// task (its first event comes after DELAY_MS): B holds the CancelTask until the id is known,
+// the bottom task ends canceled, and both levels end cancelled.
+func TestA2ANestedCancelBeforeTaskID(t *testing.T) {
+	s := startNested(t, 2, "")
+	bc := newA2AClient(t, s.b[0], "jsonrpc")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	peerBefore, _ := peerTasks(t, s.peer)
+	bBefore := bTasks(ctx, t, bc)
+	thread := newThreadID("nested-early")
+	done := make(chan []map[string]any, 1)
+	go func() {
+		b, _ := json.Marshal(runInput(thread, "e1", s.prompt("delay")))
+		resp, err := postAGUI(ctx, s.a, b)
+		if err != nil {
+			done <- nil
+			return
+		}
+		defer resp.Body.Close()
+		evs, _ := readSSE(resp.Body, nil)
+		done <- evs
+	}()
+	// B's task is working (its run delegates to the peer), the peer has no task yet.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		ids := newTaskIDs(bBefore, bTasks(ctx, t, bc))
+		assert.Len(c, ids, 1)
+	}, eventualWait, 10*time.Millisecond)
+	tasks, _ := peerTasks(t, s.peer)
+	require.Empty(t, newKeys(peerBefore, tasks), "the peer named its task before the stop: the test proves nothing")
+	status, body := postStop(t, s.a, thread, "e1")
+	require.Equal(t, http.StatusAccepted, status, "stop: %v", body)
+	evs := <-done
+	outcome, _ := finished(evs)
+	require.Equal(t, "cancelled", outcome, "events: %v", eventTypes(evs))
+	assertPeerCancelled(t, s.peer, peerBefore)
+	bNow := bTasks(ctx, t, bc)
+	if ids := newTaskIDs(bBefore, bNow); assert.Len(t, ids, 1) {
+		assert.Equal(t, a2a.TaskStateCanceled, bNow[ids[0]])
+	}
+}
+
 // benchBottom is the bottom agent of the benchmark: an a2a-go server whose task works until
 // it is cancelled, and which notes when each CancelTask arrives.
 type benchBottom struct {
