@@ -228,10 +228,11 @@ func TestA2ANestedCancelBeforeTaskID(t *testing.T) {
 		evs, _ := readSSE(resp.Body, nil)
 		done <- evs
 	}()
-	// B's task is working (its run delegates to the peer), the peer has no task yet.
-	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		ids := newTaskIDs(bBefore, bTasks(ctx, t, bc))
-		assert.Len(c, ids, 1)
+	// B's run has sent the message to the peer, which has no task yet (it names it only
+	// after DELAY_MS).
+	sendsBefore := peerSends(t, s.peer)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Greater(c, peerSends(t, s.peer), sendsBefore)
 	}, eventualWait, 10*time.Millisecond)
 	tasks, _ := peerTasks(t, s.peer)
 	require.Empty(t, newKeys(peerBefore, tasks), "the peer named its task before the stop: the test proves nothing")
@@ -245,6 +246,19 @@ func TestA2ANestedCancelBeforeTaskID(t *testing.T) {
 	if ids := newTaskIDs(bBefore, bNow); assert.Len(t, ids, 1) {
 		assert.Equal(t, a2a.TaskStateCanceled, bNow[ids[0]])
 	}
+}
+
+// peerSends counts the messages the peer has received (its log's sends).
+func peerSends(t testing.TB, peer string) int {
+	t.Helper()
+	resp, err := http.Get(peer + "/test/log")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var log struct {
+		Sends []string `json:"sends"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&log))
+	return len(log.Sends)
 }
 
 // benchBottom is the bottom agent of the benchmark: an a2a-go server whose task works until
