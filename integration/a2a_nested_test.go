@@ -205,6 +205,62 @@ func TestA2ANested(t *testing.T) {
 	})
 }
 
+// TestA2ANestedCancelBeforeTaskID: a stop at A while the bottom peer has not yet named its
+// task (its first event comes after DELAY_MS): B holds the CancelTask until the id is known,
+// the bottom task ends canceled, and both levels end cancelled.
+func TestA2ANestedCancelBeforeTaskID(t *testing.T) {
+	s := startNested(t, 2, "")
+	bc := newA2AClient(t, s.b[0], "jsonrpc")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	peerBefore, _ := peerTasks(t, s.peer)
+	bBefore := bTasks(ctx, t, bc)
+	thread := newThreadID("nested-early")
+	done := make(chan []map[string]any, 1)
+	go func() {
+		b, _ := json.Marshal(runInput(thread, "e1", s.prompt("delay")))
+		resp, err := postAGUI(ctx, s.a, b)
+		if err != nil {
+			done <- nil
+			return
+		}
+		defer resp.Body.Close()
+		evs, _ := readSSE(resp.Body, nil)
+		done <- evs
+	}()
+	// B's run has sent the message to the peer, which has no task yet (it names it only
+	// after DELAY_MS).
+	sendsBefore := peerSends(t, s.peer)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Greater(c, peerSends(t, s.peer), sendsBefore)
+	}, eventualWait, 10*time.Millisecond)
+	tasks, _ := peerTasks(t, s.peer)
+	require.Empty(t, newKeys(peerBefore, tasks), "the peer named its task before the stop: the test proves nothing")
+	status, body := postStop(t, s.a, thread, "e1")
+	require.Equal(t, http.StatusAccepted, status, "stop: %v", body)
+	evs := <-done
+	outcome, _ := finished(evs)
+	require.Equal(t, "cancelled", outcome, "events: %v", eventTypes(evs))
+	assertPeerCancelled(t, s.peer, peerBefore)
+	bNow := bTasks(ctx, t, bc)
+	if ids := newTaskIDs(bBefore, bNow); assert.Len(t, ids, 1) {
+		assert.Equal(t, a2a.TaskStateCanceled, bNow[ids[0]])
+	}
+}
+
+// peerSends counts the messages the peer has received (its log's sends).
+func peerSends(t testing.TB, peer string) int {
+	t.Helper()
+	resp, err := http.Get(peer + "/test/log")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var log struct {
+		Sends []string `json:"sends"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&log))
+	return len(log.Sends)
+}
+
 // benchBottom is the bottom agent of the benchmark: an a2a-go server whose task works until
 // it is cancelled, and which notes when each CancelTask arrives.
 type benchBottom struct {
