@@ -197,7 +197,7 @@ func TestCancelNonStreamingJSPeer(t *testing.T) {
 				}
 				defer resp.Body.Close()
 				if assert.NoError(c, json.NewDecoder(resp.Body).Decode(&rep)) {
-					assert.Equal(c, "ready", rep.Checks.Agents["peer"].Status, "readyz agent check: %+v", rep.Checks.Agents["peer"])
+					assert.Equal(c, "up", rep.Checks.Agents["peer"].Status, "readyz agent check: %+v", rep.Checks.Agents["peer"])
 				}
 			}, eventualWait, 100*time.Millisecond)
 

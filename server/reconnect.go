@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
 )

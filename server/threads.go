@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/hitl"
