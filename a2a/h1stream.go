@@ -68,8 +68,10 @@ func NewStreamTransport(inner *http.Transport) *StreamTransport {
 	switch {
 	case inner.DialContext != nil:
 		t.dial = inner.DialContext
-	case inner.Dial != nil: //nolint:staticcheck // honoured as net/http does
-		t.dial = func(_ context.Context, network, addr string) (net.Conn, error) { return inner.Dial(network, addr) } //nolint:staticcheck
+	//lint:ignore SA1019 a caller's deprecated Dial is honoured, as net/http honours it
+	case inner.Dial != nil:
+		//lint:ignore SA1019 a caller's deprecated Dial is honoured, as net/http honours it
+		t.dial = func(_ context.Context, network, addr string) (net.Conn, error) { return inner.Dial(network, addr) }
 	default:
 		t.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
