@@ -109,8 +109,10 @@ func (c *call) invalidAnswer(err error) Result {
 
 func inputKind(r mcp.InputRequest) string {
 	switch r.(type) {
+	//lint:ignore SA1019 servers may still ask for sampling in the deprecation window; they are classified here
 	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
 		return "sampling"
+	//lint:ignore SA1019 servers may still ask for roots in the deprecation window; they are classified here
 	case *mcp.ListRootsParams:
 		return "roots"
 	default:
