@@ -143,18 +143,24 @@ func TestFastAgentReaders(t *testing.T) {
 	requirePeers(t)
 	peer := startA2APeerEnv(t, "A2A_LEGACY=0")
 	model := startFakeLLM(t)
-	coord := startCoordinator(t, coordinatorYAML(model.URL, agentEntry{Name: "peer", URL: peer}))
+	// The peer needs a while for 10 MiB on a loaded machine: the delegation's timeout is
+	// not what is tested here.
+	coord := startCoordinator(t, coordinatorYAML(model.URL, agentEntry{Name: "peer", URL: peer, Timeout: "600s"}))
 	heap := sampleHeap(t, coord)
 
 	t.Run("agui-client", func(t *testing.T) {
-		r := runAGUIClient(t, "v1", coord+"/agui", userJob("big-fast", "peer: big"))
+		node, _ := requireNode(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		r, stderr, err := runAGUIClientCtx(ctx, node, requirePeers(t), "v1", coord+"/agui", userJob("big-fast", "peer: big"))
+		require.NoError(t, err, "agui-client stderr:\n%s", stderr)
 		assertCleanClientRun(t, r)
 		ds := delegationsOf(t, r.Events)
 		require.Len(t, ds, 1, "tool calls; events: %d", len(r.Events))
 		assertBigText(t, ds[0].Text)
 	})
 	t.Run("slow-reader", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		ids, evs, err := slowRead(ctx, coord, runInput(newThreadID("big-slow"), newThreadID("run"), "peer: big"), 5*time.Millisecond)
 		require.NoError(t, err, "the stream ended cleanly")
