@@ -145,12 +145,14 @@ func TestFastAgentReaders(t *testing.T) {
 	model := startFakeLLM(t)
 	// The peer needs a while for 10 MiB on a loaded machine: the delegation's timeout is
 	// not what is tested here.
-	coord := startCoordinator(t, coordinatorYAML(model.URL, agentEntry{Name: "peer", URL: peer, Timeout: "600s"}))
+	cfg := strings.Replace(coordinatorYAML(model.URL, agentEntry{Name: "peer", URL: peer, Timeout: "900s"}),
+		"max_run_seconds: 120", "max_run_seconds: 900", 1)
+	coord := startCoordinator(t, cfg)
 	heap := sampleHeap(t, coord)
 
 	t.Run("agui-client", func(t *testing.T) {
 		node, _ := requireNode(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		r, stderr, err := runAGUIClientCtx(ctx, node, requirePeers(t), "v1", coord+"/agui", userJob("big-fast", "peer: big"))
 		require.NoError(t, err, "agui-client stderr:\n%s", stderr)
@@ -160,7 +162,7 @@ func TestFastAgentReaders(t *testing.T) {
 		assertBigText(t, ds[0].Text)
 	})
 	t.Run("slow-reader", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		ids, evs, err := slowRead(ctx, coord, runInput(newThreadID("big-slow"), newThreadID("run"), "peer: big"), 5*time.Millisecond)
 		require.NoError(t, err, "the stream ended cleanly")
