@@ -126,10 +126,14 @@ type Config struct {
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop LoopConfig
-	// StreamBufferBytes bounds the events waiting for a run's client (server.
-	// stream_buffer_bytes); a client that falls further behind is dropped and the run
-	// cancelled. 0 means DefaultStreamBufferBytes.
+	// StreamBufferBytes bounds the events held in memory for a run's live client (server.
+	// stream_buffer_bytes); a client that falls further behind reads from the event log.
+	// 0 means DefaultStreamBufferBytes.
 	StreamBufferBytes int
+	// MaxEventsPerRun caps a run's events (server.max_events_per_run): beyond it the run's
+	// work is cancelled and it ends with RUN_ERROR EVENT_LIMIT. 0 means
+	// DefaultMaxEventsPerRun.
+	MaxEventsPerRun int
 	// OnDisconnect is what a run does when its client goes away (server.on_disconnect);
 	// the zero value is DisconnectCancel. ReconnectGrace is how long a detached run waits
 	// for a reconnect (server.reconnect_grace); 0 means DefaultReconnectGrace.

@@ -38,7 +38,7 @@ var (
 	ErrClientGone = errors.New("client disconnected")
 	// ErrClientTooSlow: the streaming client took nothing for the stream's write timeout
 	// and was dropped; it counts as a disconnect.
-	ErrClientTooSlow = fmt.Errorf("%w: it did not read the stream", ErrClientGone)
+	ErrClientTooSlow = fmt.Errorf("%w: it did not keep up with the stream", ErrClientGone)
 	// ErrStopped: a producer-side stop was requested.
 	ErrStopped = errors.New("stop requested")
 	// ErrShutdown: the coordinator is shutting down.

@@ -89,6 +89,8 @@ type Run struct {
 	holdText bool
 	// hooks run when ctx is cancelled (r.cancel fires them): see withRunCancel.
 	hooks cancelHooks
+	// limit counts the run's events against server.max_events_per_run.
+	limit eventLimit
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -116,9 +118,20 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	r.watch.n = 1
 	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg)
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
+		if !r.limit.admit(ev) {
+			return nil
+		}
 		r.elog.add(ev)
 		return r.q.push(ev)
 	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
+	r.limit.max = e.cfg.MaxEventsPerRun
+	if r.limit.max <= 0 {
+		r.limit.max = DefaultMaxEventsPerRun
+	}
+	r.limit.reached = func() {
+		r.log.Warn("the run reached its event limit; cancelling it", "max_events", r.limit.max)
+		r.Cancel(ErrEventLimit)
+	}
 	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.confirm})
 	return r
 }
@@ -352,6 +365,10 @@ func (r *Run) finishCancelled(ctx context.Context) EndReason {
 		cause = context.Canceled
 	}
 	r.log.Info("run cancelled", "cause", cause.Error())
+	if errors.Is(cause, ErrEventLimit) {
+		r.seq.Fail(CodeEventLimit, "This run produced more events than the coordinator keeps for one run, and was stopped.")
+		return ended(OutcomeError, cause.Error())
+	}
 	if errors.Is(cause, ErrStopped) {
 		// A stop's stream ends only once every downstream cancel has had its first
 		// attempt (confirmed, or followed in the background): a caller that stops a

@@ -212,15 +212,33 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 
 	// What a stuck client can still read: a response whose body breaks off (no end of the
 	// chunked body), and whose complete events are whole frames, none of them terminal.
+	// All read at once, each for up to 5 s.
+	type got struct {
+		data   []byte
+		err    error
+		header error
+	}
+	results := make([]got, len(conns))
+	var readers sync.WaitGroup
 	for i, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err, "client %d", i)
-		data, err := io.ReadAll(resp.Body)
+		readers.Go(func() {
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				results[i].header = err
+				return
+			}
+			results[i].data, results[i].err = io.ReadAll(resp.Body)
+		})
+	}
+	readers.Wait()
+	for i, r := range results {
+		require.NoError(t, r.header, "client %d", i)
 		// The body breaks off (unexpected EOF, a reset, or nothing more from a connection
 		// the kernel gave up on): it never ends like a complete response.
-		require.Error(t, err, "client %d: the stream broke off, it did not end", i)
-		frames := strings.Split(string(data), "\n\n")
+		require.Error(t, r.err, "client %d: the stream broke off, it did not end", i)
+		frames := strings.Split(string(r.data), "\n\n")
 		whole := frames[:len(frames)-1] // the last one may be cut: an SSE client discards it
 		require.NotEmpty(t, whole, "client %d got events before it stopped reading", i)
 		for _, f := range whole {
@@ -233,7 +251,6 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(payload), &ev), "client %d: a complete frame is a whole event", i)
 			assert.NotEqual(t, "RUN_FINISHED", ev["type"])
 		}
-		_ = c.Close()
 	}
 }
 

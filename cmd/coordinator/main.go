@@ -342,6 +342,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			StallTurns:    cfg.Loop.StallTurns,
 		},
 		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
+		MaxEventsPerRun:   cfg.Server.MaxEventsPerRun,
 		OnDisconnect:      disconnectPolicy(cfg.Server.OnDisconnect),
 		ReconnectGrace:    time.Duration(cfg.Server.ReconnectGrace),
 		Handoff:           cfg.ShutdownMode() == config.OnShutdownHandoff,
