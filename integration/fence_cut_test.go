@@ -7,7 +7,9 @@ package integration
 // again.
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -225,4 +228,92 @@ func TestFenceCutOwner(t *testing.T) {
 	assert.Len(t, results, chargeCalls, "results: %v", results)
 	assert.Equal(t, atCut, counts.get("/a"), "the old owner charged after the cut")
 	assert.Equal(t, int64(chargeCalls), pay.charges.Load(), "each charge is made once (the one in flight at the cut is reported in doubt)")
+}
+
+// TestFenceEndDuringCut: the run's last charge and its end happen while its owner is cut
+// from PostgreSQL for less than the lease. Once the store is back the run is recorded as
+// ended, and a replica started later does not take it over and charge again.
+func TestFenceEndDuringCut(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	aDSN, proxy := viaProxy(t, dsn)
+	pay := startCountingMCP(t)
+	// The store is cut off as the model is asked for the run's last turn: the run's
+	// final events and its end are written while the store is unreachable.
+	var cutOnce sync.Once
+	cutAt := make(chan time.Time, 1)
+	model := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		reply := chargingModel(req)
+		if len(reply.ToolCalls) == 0 {
+			cutOnce.Do(func() { proxy.cut(); cutAt <- time.Now() })
+		}
+		return reply
+	})
+	t.Cleanup(model.Close)
+	// A lease longer than the cut: the owner keeps the run and finishes it.
+	const lease = 6 * time.Second
+	cfg := func(dsn string) string {
+		return testConfig{LLMURL: model.URL, MCP: []mcpServerEntry{{Name: "pay", URL: pay.URL}}, Store: dsn, Grace: "1s"}.yaml() +
+			"replication:\n  heartbeat: 500ms\n  lease: 6s\n"
+	}
+	a := startHITLCoordinator(t, cfg(aDSN))
+	waitMCPSettled(t, a.URL)
+
+	thread := newThreadID("fence-end-cut")
+	live := postJSON(t, a.URL+"/agui", `{"threadId":"`+thread+`","runId":"r1","protocolVersion":"1.0","messages":[{"id":"u1","role":"user","content":"charge four orders"}]}`)
+	require.Equal(t, http.StatusOK, live.StatusCode)
+	defer live.Body.Close()
+	finished := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(live.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"RUN_FINISHED"`) {
+				finished <- true
+				return
+			}
+		}
+		finished <- false
+	}()
+
+	// The run's last turn is answered during the cut; its end waits for the store.
+	select {
+	case at := <-cutAt:
+		time.Sleep(3*time.Second - time.Since(at)) // a cut of about 3 s, less than the lease
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run never reached its last turn")
+	}
+	proxy.mend()
+	select {
+	case ok := <-finished:
+		require.True(t, ok, "the live stream ended without RUN_FINISHED")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not finish once the store was back")
+	}
+
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	state := func() string {
+		var s string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT state FROM runs WHERE thread_id = $1 AND run_id = 'r1'`, thread).Scan(&s))
+		return s
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for state() == "running" {
+		require.True(t, time.Now().Before(deadline), "the run's end was never recorded after the store came back")
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A replica started later claims lapsed runs after a lease of contact; by two leases
+	// it would have taken this run over had it still been "running".
+	b := startHITLCoordinator(t, cfg(dsn))
+	waitMCPSettled(t, b.URL)
+	time.Sleep(2*lease + time.Second)
+	frames := followRun(t, b.URL, thread, 0, 30*time.Second)
+	results, terminals := resultsPerCall(frames)
+	assert.Equal(t, 1, terminals, "one terminal event: %v", frameTypes(frames))
+	assert.Len(t, results, chargeCalls, "results: %v", results)
+	assert.NotEqual(t, "running", state())
+	assert.Equal(t, int64(chargeCalls), pay.charges.Load(), "the ended run was not run again")
 }
