@@ -41,6 +41,9 @@ type runLog struct {
 	fenced   bool
 	// quit, when closed, ends the writer's retries (the engine has stopped).
 	quit <-chan struct{}
+	// stored is the highest seq the store has taken (or that was given up): flush waits
+	// for it.
+	stored int64
 
 	mu      sync.Mutex
 	seq     int64
@@ -272,6 +275,7 @@ func (l *runLog) append(batch []store.Event) error {
 	if stored > 0 {
 		l.settled = max(l.settled, batch[stored-1].Seq)
 		l.signal()
+		l.stored = max(l.stored, batch[stored-1].Seq)
 	}
 	if err != nil && !errors.Is(err, store.ErrFenced) {
 		rest := batch[stored:]
@@ -338,6 +342,7 @@ func (l *runLog) giveUp() {
 	// The dropped events will never be stored: a client reading the backlog goes on past them.
 	l.settled = max(l.settled, l.seq)
 	l.signal()
+	l.stored = l.seq // lost, not to be waited for
 	l.mu.Unlock()
 	l.log.Error("event log: the store did not take the run's events in time; a reconnect will miss them", "events", n)
 }
@@ -491,4 +496,32 @@ func (b *messageBuilder) build() []store.Message {
 		out = append(out, store.Message{ID: id, Data: data})
 	}
 	return out
+}
+
+// flush waits until every event added so far is in the store (or was given up), or ctx
+// ends. A run calls it before it sends a turn's calls: a replica that takes the run over
+// from that turn's checkpoint then finds the log complete up to it, with no hole where the
+// events this replica streamed but had not stored were.
+func (l *runLog) flush(ctx context.Context) error {
+	l.mu.Lock()
+	target := l.seq
+	l.mu.Unlock()
+	for {
+		l.mu.Lock()
+		if l.stored >= target || l.frozen {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.wake()
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -288,11 +289,16 @@ func jsonRoundTrip(in, out any) error {
 // waiting call. It returns "" when the resume can run here: no such elicitation, one held
 // here, one recorded without an address, or a store that cannot be read (the resume run then
 // reports what it finds).
-func (e *Engine) SessionHome(ctx context.Context, threadID string) string {
+//
+// Before it names a holder it authorises principal against the thread's owner as stored
+// (ErrForbidden): a stranger's resume is refused here, so that it costs no replica any work
+// and its answer's timing does not tell where the thread is held.
+func (e *Engine) SessionHome(ctx context.Context, threadID, principal string) (string, error) {
 	susp, err := e.loadSuspension(ctx, threadID)
 	if err != nil || susp == nil {
-		return ""
+		return "", nil
 	}
+	home := ""
 	for _, in := range susp.Interrupts {
 		h := decodeHandle(in)
 		if h.Session == "" || h.Home == "" || h.Home == e.cfg.AdvertiseURL {
@@ -301,7 +307,24 @@ func (e *Engine) SessionHome(ctx context.Context, threadID string) string {
 		if e.cfg.Sessions != nil && e.cfg.Sessions.get(h.Session) != nil {
 			continue // held here after all (an advertised URL that changed)
 		}
-		return h.Home
+		home = h.Home
+		break
 	}
-	return ""
+	if home == "" {
+		return "", nil
+	}
+	owner := susp.Owner
+	th, err := e.cfg.Store.GetThread(ctx, threadID)
+	switch {
+	case err == nil:
+		owner = th.Owner
+	case !errors.Is(err, store.ErrNotFound):
+		// The owner cannot be read: the request is not forwarded, and the start here
+		// authorises it (or fails) as any other.
+		return "", nil
+	}
+	if owner != principal {
+		return "", ErrForbidden
+	}
+	return home, nil
 }

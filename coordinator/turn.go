@@ -217,6 +217,10 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, 
 	if err := r.saveWorkNow(ctx); err != nil {
 		return conv, nil, true, r.finishCancelled(ctx)
 	}
+	// The turn's events are in the log before its calls go out (design/fencing.md).
+	if err := r.elog.flush(ctx); err != nil {
+		return conv, nil, true, r.finishCancelled(ctx)
+	}
 	return conv, turn.message.ToolCalls, false, EndReason{}
 }
 

@@ -5,16 +5,20 @@ import (
 	"time"
 )
 
-// Contact tracks this replica's unbroken contact with the store, for the claim rule: a
-// lapsed lease means that its owner could not renew it only if the store was reachable
+// Contact tracks this replica's contact with the store, for the claim rule: a lapsed
+// lease means that its owner could not renew it only if the store was reachable
 // meanwhile. After an outage longer than a lease every lease looks lapsed though their
 // owners are alive (and paused by Lease.Wait); a replica that claimed them at once would
-// swap runs with the others. So a replica claims lapsed runs only after a lease of unbroken
-// contact, by which time every live owner has renewed its own.
+// swap runs with the others. So a replica that lost contact claims lapsed runs again only
+// after a lease of unbroken contact, by which time every live owner has renewed its own. A
+// replica that never lost contact (since it started) claims at once: a hand-off's released
+// runs are taken over without waiting.
 type Contact struct {
 	mu sync.Mutex
-	// since is when the current unbroken contact began (zero: none yet, or it broke);
-	// last is when the last acknowledged renewal was sent.
+	// broken: the last heartbeat failed. since is when contact came back after the last
+	// failure (zero: it never failed); last is when the last acknowledged heartbeat was
+	// sent.
+	broken      bool
 	since, last time.Time
 }
 
@@ -22,8 +26,8 @@ type Contact struct {
 func (c *Contact) Renewed(sent time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.since.IsZero() {
-		c.since = sent
+	if c.broken {
+		c.broken, c.since = false, sent
 	}
 	if sent.After(c.last) {
 		c.last = sent
@@ -34,7 +38,7 @@ func (c *Contact) Renewed(sent time.Time) {
 func (c *Contact) Failed() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.since = time.Time{}
+	c.broken = true
 }
 
 // Last returns when the last acknowledged heartbeat was sent (zero: none).
@@ -44,9 +48,13 @@ func (c *Contact) Last() time.Time {
 	return c.last
 }
 
-// MayClaim reports whether the contact has been unbroken for at least lease.
+// MayClaim reports whether this replica may claim lapsed runs: its contact with the store
+// never broke, or has been unbroken for at least lease since it last did.
 func (c *Contact) MayClaim(lease time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.since.IsZero() && time.Since(c.since) >= lease
+	if c.broken {
+		return false
+	}
+	return c.since.IsZero() || time.Since(c.since) >= lease
 }

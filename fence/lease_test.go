@@ -84,8 +84,12 @@ func TestNilLease(t *testing.T) {
 func TestContactClaimRule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var c Contact
+		if !c.MayClaim(time.Second) {
+			t.Fatal("may not claim although the contact never broke")
+		}
+		c.Failed()
 		if c.MayClaim(time.Second) {
-			t.Fatal("may claim without any contact")
+			t.Fatal("may claim while the store is unreachable")
 		}
 		c.Renewed(time.Now())
 		time.Sleep(500 * time.Millisecond)

@@ -42,14 +42,19 @@ var forwardTransport = &http.Transport{
 // forwardResume sends a resume to the replica that holds one of its thread's in-session
 // elicitations and relays that replica's response. It reports false when nothing was
 // forwarded (not a resume, already forwarded, nothing held elsewhere, or the holder could
-// not be reached): the caller then runs the request here, from body.
-func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, body []byte) bool {
+// not be reached): the caller then runs the request here, from body. A resume from a
+// principal who does not own the thread is refused here, never forwarded.
+func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, who string, body []byte) bool {
 	if len(in.Resume) == 0 || r.Header.Get(forwardedHeader) != "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	home := s.cfg.Engine.SessionHome(ctx, in.ThreadID)
+	home, err := s.cfg.Engine.SessionHome(ctx, in.ThreadID, who)
 	cancel()
+	if err != nil {
+		s.writeEngineError(w, err)
+		return true
+	}
 	if home == "" {
 		return false
 	}

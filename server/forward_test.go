@@ -35,6 +35,14 @@ func forwardFixture(t *testing.T, home string) (base string) {
 		_ = e.Shutdown(ctx)
 		srv.Close()
 	})
+	saveHeldSuspension(t, st, home)
+	return srv.URL
+}
+
+// saveHeldSuspension parks thread t1 (the owner is token "tok") on an in-session
+// elicitation held by the replica at home.
+func saveHeldSuspension(t *testing.T, st store.Store, home string) {
+	t.Helper()
 	handle, _ := json.Marshal(map[string]string{"session": "sess-1", "home": home})
 	require.NoError(t, st.SaveSuspension(context.Background(), &store.Suspension{
 		ThreadID: "t1", RunID: "r1", Owner: principalOf("tok"),
@@ -47,7 +55,6 @@ func forwardFixture(t *testing.T, home string) (base string) {
 			Handle:         handle,
 		}},
 	}))
-	return srv.URL
 }
 
 const forwardResumeBody = `{"threadId":"t1","runId":"r2","protocolVersion":"1.0","messages":[],"resume":[{"interruptId":"int-1","status":"resolved","payload":{"action":"decline"}}]}`
@@ -137,4 +144,57 @@ func principalOf(tok string) string {
 	r.Header.Set("Authorization", "Bearer "+tok)
 	p, _ := s.principal(r)
 	return p
+}
+
+// A resume from a principal who does not own the thread is refused by the replica it reached
+// (403, as a start would be) and never reaches the holder: a stranger costs no other replica
+// any work, and the answer's timing does not tell where the thread is held.
+func TestForwardResumeAuthorisedFirst(t *testing.T) {
+	var mu sync.Mutex
+	var hits int
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "id: 1\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t1\",\"runId\":\"r2\"}\n\n")
+	}))
+	defer holder.Close()
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	e, err := coordinator.New(coordinator.Config{Model: manyDeltas(1), Store: st})
+	require.NoError(t, err)
+	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok", "other"}}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	saveHeldSuspension(t, st, holder.URL)
+
+	for _, claimed := range []bool{false, true} {
+		if claimed {
+			// The thread's stored owner decides, when there is one.
+			_, err := st.ClaimThread(context.Background(), "t1", principalOf("tok"), "deploy")
+			require.NoError(t, err)
+		}
+		resp := post(t, srv.URL+"/agui", forwardResumeBody, "Authorization", "Bearer other")
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "claimed=%v: %s", claimed, body)
+		assert.Contains(t, string(body), "FORBIDDEN")
+	}
+	mu.Lock()
+	assert.Zero(t, hits, "the stranger's resume never reached the holder")
+	mu.Unlock()
+
+	// The owner's resume still goes to the holder.
+	resp := post(t, srv.URL+"/agui", forwardResumeBody, "Authorization", "Bearer tok")
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	mu.Lock()
+	assert.Equal(t, 1, hits, "the owner's resume is forwarded")
+	mu.Unlock()
 }
