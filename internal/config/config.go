@@ -339,7 +339,26 @@ type Agent struct {
 	// InputRequired is ask_user (default: raise an interrupt at once) or model (the model
 	// sees the tag and decides).
 	InputRequired string `yaml:"input_required"`
+	// Auth is how Baton authenticates to the agent as the user: none (the default) or
+	// exchange (RFC 8693). This version accepts only none: exchange is refused at load
+	// time with a clear error rather than silently calling the agent without the user.
+	Auth AgentAuth `yaml:"auth"`
 }
+
+// AgentAuth is an agent's auth block (contract section 4).
+type AgentAuth struct {
+	// Mode is none (the default) or exchange (not supported by this version).
+	Mode            string   `yaml:"mode"`
+	TokenURL        string   `yaml:"token_url"`
+	Audience        string   `yaml:"audience"`
+	Scopes          []string `yaml:"scopes"`
+	ClientID        string   `yaml:"client_id"`
+	ClientSecretEnv string   `yaml:"client_secret_env"`
+}
+
+// AuthExchange is the RFC 8693 token-exchange mode of the contract, which this version
+// refuses at load time (see AgentAuth).
+const AuthExchange = "exchange"
 
 // LogValue implements slog.LogValuer: header values are secrets and are left out, and so
 // is any userinfo in the URLs.

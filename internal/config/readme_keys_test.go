@@ -15,7 +15,7 @@ import (
 )
 
 // keyRow is one row of the README's key table: | `key` | default | what |.
-var keyRow = regexp.MustCompile("(?m)^\\| `([a-z_.\\[\\]]+)` \\| ([^|]*) \\|")
+var keyRow = regexp.MustCompile("(?m)^\\| `([a-z0-9_.\\[\\]]+)` \\| ([^|]*) \\|")
 
 // configKeys lists every key of t (the Config type) as the README writes it: nested keys
 // joined with ".", the entries of a list of mappings as "name[].key". Maps (headers, env)

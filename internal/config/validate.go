@@ -167,6 +167,16 @@ func (c *Config) validateAgents() error {
 		default:
 			return c.fieldErr(key+".input_required", "must be one of %s, %s (got %q)", InputRequiredAskUser, InputRequiredModel, a.InputRequired)
 		}
+		switch a.Auth.Mode {
+		case "", MCPAuthNone:
+			if a.Auth.TokenURL != "" || a.Auth.Audience != "" || a.Auth.ClientID != "" || a.Auth.ClientSecretEnv != "" || len(a.Auth.Scopes) > 0 {
+				return c.fieldErr(key+".auth", "token_url, audience, scopes, client_id and client_secret_env need mode %s", AuthExchange)
+			}
+		case AuthExchange:
+			return c.fieldErr(key+".auth.mode", "%s (RFC 8693 token exchange) is not supported by this version of Baton yet; use mode %s", AuthExchange, MCPAuthNone)
+		default:
+			return c.fieldErr(key+".auth.mode", "must be %s (got %q)", MCPAuthNone, a.Auth.Mode)
+		}
 	}
 	return nil
 }
@@ -269,6 +279,8 @@ func (c *Config) validateMCPAuth(key string, m MCPServer) error {
 		}
 		return nil
 	case MCPAuthUser, MCPAuthService:
+	case AuthExchange:
+		return c.fieldErr(key+".mode", "%s (RFC 8693 token exchange) is not supported by this version of Baton yet; use %s, %s or %s", AuthExchange, MCPAuthNone, MCPAuthUser, MCPAuthService)
 	default:
 		return c.fieldErr(key+".mode", "must be one of %s, %s, %s (got %q)", MCPAuthNone, MCPAuthUser, MCPAuthService, a.Mode)
 	}
