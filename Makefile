@@ -57,6 +57,9 @@ postgres:
 test: peers browser postgres
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
+	# Tests that move tens of MiB through JSON are too slow under the race detector (their
+	# files say //go:build !race): they run here, without it.
+	$(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 10s ./agui/
 	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 10s ./bridge/
 

@@ -1,3 +1,8 @@
+// The race detector makes encoding this conversation's 25 MiB checkpoints slower than the
+// store's write timeout: this test runs in make test's separate step without -race.
+
+//go:build !race
+
 package coordinator
 
 import (
