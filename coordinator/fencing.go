@@ -96,7 +96,15 @@ func (e *Engine) applyRenewal(sent time.Time, renewed []store.RunRef) {
 		case r.terminated():
 			// Ended: its record is being ended.
 		case r.lease.Sent().Before(sent):
-			r.moved("the heartbeat did not renew its lease: another replica took it over")
+			// Not renewed: either another replica holds the run now, or the run's own start
+			// committed after the heartbeat's update ran (sent before it, stored after). Only
+			// the store can tell the two apart.
+			ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+			mine, err := e.ownsRun(ctx, r)
+			cancel()
+			if err == nil && !mine && !r.terminated() {
+				r.moved("the heartbeat did not renew its lease: another replica took it over")
+			}
 		}
 	}
 }
