@@ -113,7 +113,6 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 // Kept out of delegate (never inlined): its locals would otherwise be on the run's stack
 // while the sub-agent works (issue 18: shallow parked stacks).
 //
-//go:noinline
 func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
 	refuse := func(sig bridge.Signal) (a2a.Request, *toolOutcome) {
 		o := signalOutcome(sig)

@@ -234,7 +234,6 @@ func attemptErr(ctx context.Context, streamErr error, streamOK bool) error {
 // call has no effect outside the run, so it is made even when its intent cannot be
 // recorded.
 //
-//go:noinline
 func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[string]bool, attempt int) (turnResult, error) {
 	s, _ := r.intent(store.StepModelCall, "model", "", attempt, "")
 	res, err := r.streamTurn(ctx, req, avoid)

@@ -190,7 +190,6 @@ type toolCallSpan struct {
 	start        time.Time
 }
 
-//go:noinline
 func (r *Run) startToolSpan(ctx context.Context, t *toolset, c llm.ToolCall) *toolCallSpan {
 	tc := &toolCallSpan{}
 	if a, ok := t.agents[c.Name]; ok {
@@ -208,7 +207,6 @@ func (r *Run) startToolSpan(ctx context.Context, t *toolset, c llm.ToolCall) *to
 	return tc
 }
 
-//go:noinline
 func (r *Run) endToolSpan(tc *toolCallSpan, c llm.ToolCall, out *toolOutcome, sent bool) {
 	d := time.Since(tc.start)
 	span := tc.span

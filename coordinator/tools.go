@@ -175,7 +175,6 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 // are kept out of runTool (never inlined): their locals would otherwise be on the run's
 // stack while a call is in flight (issue 18: shallow parked stacks).
 //
-//go:noinline
 func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,
@@ -188,7 +187,6 @@ func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 // otherTool runs a call that is neither a sub-agent's nor a connected MCP server's: the
 // user's question, a tool of a server that is down, or an unknown tool.
 //
-//go:noinline
 func (r *Run) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)

@@ -157,7 +157,6 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 // to be asked again). Kept out of turn (never inlined): its locals would otherwise be on
 // the run's stack while the calls are in flight (issue 18: shallow parked stacks).
 //
-//go:noinline
 func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, []llm.ToolCall, bool, EndReason) {
 	// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
 	// turn (a turn with tool calls has them refused by the guard instead).
