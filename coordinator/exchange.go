@@ -32,7 +32,6 @@ func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID 
 
 // startExchange announces the sub-agent and starts its A2A exchange on a goroutine of its
 // own, which delivers the end on d.out.
-//
 func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string, req a2a.Request, follow bool) *subagentCall {
 	if subID == "" {
 		subID = newID("sa")
@@ -81,7 +80,6 @@ func (d *subagentCall) finish() {
 }
 
 // exchangeCancelled ends an exchange whose run is cancelled or handed off.
-//
 func (r *Run) exchangeCancelled(ctx context.Context, d *subagentCall) toolOutcome {
 	if errors.Is(context.Cause(ctx), ErrHandoff) {
 		// Handed to another replica, which follows the task: it is not cancelled, only

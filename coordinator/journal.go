@@ -44,7 +44,6 @@ func (r *Run) journalEpoch() int64 { return 0 }
 // intent records that the run is about to take a step, before it is taken. The error is
 // the store's: a caller whose step must not be taken unrecorded (a call that could not
 // be re-issued safely) does not take it.
-//
 func (r *Run) intent(kind, target, ref string, attempt int, detail string) (stepRef, error) {
 	return r.e.intent(r.ThreadID, r.RunID, r.journalEpoch(), kind, target, ref, attempt, detail)
 }
@@ -63,7 +62,6 @@ func (e *Engine) intent(threadID, runID string, epoch int64, kind, target, ref s
 }
 
 // end records the step's outcome.
-//
 func (s stepRef) end(end store.StepEnd) {
 	if s.seq == 0 {
 		return
@@ -85,7 +83,6 @@ func cancelEnd(err error) store.StepEnd {
 }
 
 // step records a step of the run that has no before and after, with its outcome.
-//
 func (r *Run) step(kind, target, ref string, end store.StepEnd) {
 	r.e.step(r.ThreadID, r.RunID, r.journalEpoch(), kind, target, ref, end)
 }

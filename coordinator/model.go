@@ -233,7 +233,6 @@ func attemptErr(ctx context.Context, streamErr error, streamOK bool) error {
 // journaledTurn is streamTurn between its intent and its outcome in the journal. A model
 // call has no effect outside the run, so it is made even when its intent cannot be
 // recorded.
-//
 func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[string]bool, attempt int) (turnResult, error) {
 	s, _ := r.intent(store.StepModelCall, "model", "", attempt, "")
 	res, err := r.streamTurn(ctx, req, avoid)

@@ -319,7 +319,6 @@ func (r *Run) resetHardStop() {
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
 // Never inlined: its locals would otherwise sit in the frame of execCall, which is on the
 // run's stack while a call is in flight (issue 18: shallow parked stacks).
-//
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return

@@ -174,7 +174,6 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 // badArguments refuses a call whose arguments are not a JSON object. This and otherTool
 // are kept out of runTool (never inlined): their locals would otherwise be on the run's
 // stack while a call is in flight (issue 18: shallow parked stacks).
-//
 func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,
@@ -186,7 +185,6 @@ func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 
 // otherTool runs a call that is neither a sub-agent's nor a connected MCP server's: the
 // user's question, a tool of a server that is down, or an unknown tool.
-//
 func (r *Run) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
 	if c.Name == askUserTool {
 		return r.askUser(t, c, args)

@@ -156,7 +156,6 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 // checks of its reply. It returns the calls to run (none when the turn ends the run or is
 // to be asked again). Kept out of turn (never inlined): its locals would otherwise be on
 // the run's stack while the calls are in flight (issue 18: shallow parked stacks).
-//
 func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, []llm.ToolCall, bool, EndReason) {
 	// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
 	// turn (a turn with tool calls has them refused by the guard instead).
