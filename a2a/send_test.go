@@ -272,7 +272,11 @@ func TestSendContinuation(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			p := startPeer(t, peerOptions{card: v.card, streaming: v.streaming})
-			a := resolve(t, p, v.force)
+			// The a2a-go server answers "task execution is already in progress" while the parked
+			// execution winds down; a 1 ms backoff can spend every retry inside that window.
+			opts := testOptions()
+			opts.RetryBackoff = 100 * time.Millisecond
+			a := resolveWith(t, p, v.force, opts)
 			for _, tc := range []struct {
 				prompt, answer string
 				parked         State

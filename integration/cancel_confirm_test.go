@@ -21,7 +21,7 @@ import (
 func TestDisconnectConfirmedInProcess(t *testing.T) {
 	const n = 200
 	m := metrics.New()
-	ib := startInProcess(t, inprocOptions{CancelTimeout: 30 * time.Second, SlowStep: 2 * time.Second, FailCancels: 3, Metrics: m})
+	ib := startInProcess(t, inprocOptions{CancelTimeout: 120 * time.Second, SlowStep: 15 * time.Second, FailCancels: 3, Metrics: m})
 	slow := func(i int) string { return fmt.Sprintf("research: slow survey %d", i) }
 
 	s := startStorm(t, ib.URL, n, slow, "SUBAGENT_STARTED")
