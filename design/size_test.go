@@ -38,7 +38,6 @@ var oversizeTypes = map[string]int{
 // their lengths then; same rule as oversizeTypes. Keys are "<package dir>.<func>" or
 // "<package dir>.<Type>.<method>".
 var oversizeFuncs = map[string]int{
-	"cmd/coordinator.run":                362, // all of the wiring, from flags to shutdown
 	"agui.appendEvent":                   207, // the hand encoder of every event type
 	"server.server.handleRunEvents":      136,
 	"mcpclient.call.run":                 126,
