@@ -4,7 +4,7 @@
 GO    ?= go
 PEERS := integration/peers
 
-.PHONY: all peers browser postgres test bench build demo compose-smoke
+.PHONY: all peers browser postgres lint test bench build demo compose-smoke
 
 all: build
 
@@ -54,8 +54,14 @@ postgres:
 		echo "postgres: PostgreSQL binaries not found (install postgresql, or set BATON_TEST_POSTGRES_URL); the PostgreSQL tests will skip (and fail when CI is set)"; \
 	fi
 
-test: peers browser postgres
+# gofmt, go vet and staticcheck (pinned in go.mod as a tool): all three must be clean.
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './integration/peers/*')); \
+	if [ -n "$$unformatted" ]; then echo "lint: not gofmt'd (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+test: peers browser postgres lint
 	$(GO) test -race -count=1 -timeout 40m ./...
 	# Tests that move tens of MiB through JSON are too slow under the race detector (their
 	# files say //go:build !race): they run here, without it.

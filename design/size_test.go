@@ -22,11 +22,13 @@ const (
 	maxFuncLines   = 80
 )
 
-// oversizeTypes are the types over maxTypeMethods when the check was introduced, with their
-// method counts then (raised once, when fencing, the journal, the net/http streams and the A2A
-// server were merged into the engine before its split: the growth is real and recorded). The engine's types are being split by concern; until they are, an
-// entry here may only shrink: the check fails when one grows, and when one is back under the
-// limit (delete its entry, so it cannot grow back). Keys are "<package dir>.<Type>".
+// oversizeTypes are the types over maxTypeMethods, with their method counts: a ratchet, not
+// a permission. The split of the engine's types by concern (the run's loop, tool dispatch,
+// suspension and resume, stream delivery; the engine's background jobs as services) is NOT
+// done yet: these entries record how far from the limit the code is today. The check fails
+// when an entry grows, when a type not listed goes over the limit, and when an entry shrinks
+// (lower the number to what it is now, so the gain cannot be given back); an entry back
+// under the limit is deleted. Keys are "<package dir>.<Type>".
 var oversizeTypes = map[string]int{
 	"coordinator.Run":    129, // the run: loop, dispatch, suspension, resume, delivery
 	"coordinator.Engine": 73,  // the engine and its background jobs
@@ -34,13 +36,11 @@ var oversizeTypes = map[string]int{
 	"store.memory":       54,  // the in-memory store, every store capability
 }
 
-// oversizeFuncs are the functions over maxFuncLines lines when the check was introduced, with
-// their lengths then; same rule as oversizeTypes. Keys are "<package dir>.<func>" or
-// "<package dir>.<Type>.<method>".
+// oversizeFuncs are the functions over maxFuncLines lines, with their lengths; the same
+// ratchet as oversizeTypes. Keys are "<package dir>.<func>" or "<package dir>.<Type>.<method>".
 var oversizeFuncs = map[string]int{
-	"cmd/coordinator.run":                362, // all of the wiring, from flags to shutdown
 	"agui.appendEvent":                   207, // the hand encoder of every event type
-	"server.server.handleRunEvents":      136,
+	"server.server.handleRunEvents":      120,
 	"mcpclient.call.run":                 126,
 	"llm/anthropic.Model.Stream":         111,
 	"signin.serviceHandler.Authorize":    105,
@@ -67,8 +67,8 @@ func TestTypesAndFunctionsStaySmall(t *testing.T) {
 }
 
 // TestSizeCheckCanFail runs the check over a package with a type and a function over the
-// limits, with and without allowlists: a new offender, an allowlisted one that grew and a
-// stale entry each fail it.
+// limits, with and without allowlists: a new offender, an allowlisted one that grew, one that
+// shrank and a stale entry each fail it.
 func TestSizeCheckCanFail(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
@@ -106,7 +106,9 @@ func TestSizeCheckCanFail(t *testing.T) {
 		{"no allowlist", nil, nil, []string{"big.T has 42 methods", "big.long is 81 lines"}},
 		{"grown and stale", map[string]int{"big.T": 41, "big.U": 45}, map[string]int{"big.long": 81},
 			[]string{"big.T has 42 methods (at most 40): split it by concern; it is allowlisted at 41", "big.U is allowlisted at 45 but is now 3"}},
-		{"allowlisted as they are", map[string]int{"big.T": 42}, map[string]int{"big.long": 90}, nil},
+		{"shrunk", map[string]int{"big.T": 50}, map[string]int{"big.long": 90},
+			[]string{"big.T is allowlisted at 50 but is now 42: lower its entry to 42", "big.long is allowlisted at 90 but is now 81: lower its entry to 81"}},
+		{"allowlisted as they are", map[string]int{"big.T": 42}, map[string]int{"big.long": 81}, nil},
 	} {
 		problems := got.check(tt.types, tt.funcs)
 		if len(problems) != len(tt.want) {
@@ -197,7 +199,8 @@ func receiverType(e ast.Expr) string {
 }
 
 // check returns, sorted, what breaks the limits given the allowlists: a new offender, an
-// allowlisted one that grew, and an allowlisted one back under the limit (its entry is stale).
+// allowlisted one that grew, an allowlisted one that shrank (its entry must be lowered), and
+// an allowlisted one back under the limit (its entry is stale).
 func (s sizes) check(types, funcs map[string]int) []string {
 	var out []string
 	out = append(out, over(s.methods, types, maxTypeMethods, "has %d methods (at most %d): split it by concern")...)
@@ -216,6 +219,9 @@ func over(measured, allowed map[string]int, limit int, format string) []string {
 		case listed && n > limit && n > was:
 			out = append(out, fmt.Sprintf("%s %s; it is allowlisted at %d and may only shrink",
 				name, fmt.Sprintf(format, n, limit), was))
+		case listed && n > limit && n < was:
+			out = append(out, fmt.Sprintf("%s is allowlisted at %d but is now %d: lower its entry to %d so the gain is kept",
+				name, was, n, n))
 		}
 	}
 	for name, was := range allowed {

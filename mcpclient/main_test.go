@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -61,9 +60,10 @@ func testMain(m *testing.M) (int, error) {
 }
 
 func goBuild(out, pkg string) error {
+	// go test puts its own GOROOT/bin first on the PATH of the test binary.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return err
 	}
 	cmd := exec.Command(goBin, "build", "-o", out, pkg)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -222,6 +222,9 @@ func runFaultServer() {
 		}}, RequestState: "s1"}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "sample"}, func(_ context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
+		// A server may still ask for sampling during the deprecation window: the client must
+		// refuse it cleanly.
+		//lint:ignore SA1019 the test plays a server that uses the deprecated sampling request
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"llm": &mcp.CreateMessageParams{MaxTokens: 10}}}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "rpc_error"}, func(context.Context, *mcp.CallToolRequest, emptyIn) (*mcp.CallToolResult, any, error) {

@@ -34,7 +34,6 @@ type testAS struct {
 	ecKey          *ecdsa.PublicKey
 	ecClient       string
 	dpopAlgs       []string // dpop_signing_alg_values_supported
-	wifJWT         string   // the workload JWT accepted by the jwt-bearer grant
 	// tokenHook runs first at the token endpoint; true when it answered.
 	tokenHook func(w http.ResponseWriter, r *http.Request) bool
 	boundKey  string // DPoP key x of the last bound token (set by tests' hooks)
@@ -290,15 +289,6 @@ func (a *testAS) token(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
 	}
-}
-
-func (a *testAS) lastAuth() url.Values {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.authParams) == 0 {
-		return nil
-	}
-	return a.authParams[len(a.authParams)-1]
 }
 
 func (a *testAS) count(prefix string) int {

@@ -35,7 +35,10 @@ func checkDPoP(proof, method, target, token, nonce string) (string, error) {
 	}
 	x, _ := enc.DecodeString(h.JWK.X)
 	y, _ := enc.DecodeString(h.JWK.Y)
-	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	if err != nil {
+		return "", errors.New("bad jwk")
+	}
 	sig, _ := enc.DecodeString(parts[2])
 	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if len(sig) != 64 || !ecdsa.Verify(pub, sum[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
@@ -100,17 +103,17 @@ func TestDPoP(t *testing.T) {
 		defer mu.Unlock()
 		switch {
 		case scheme != "DPoP":
-			http.Error(w, "scheme "+scheme, 401)
+			http.Error(w, "scheme "+scheme, http.StatusUnauthorized)
 		case err != nil && err.Error() == "use_dpop_nonce":
 			w.Header().Set("DPoP-Nonce", "rs-nonce")
 			w.Header().Set("WWW-Authenticate", `DPoP error="use_dpop_nonce"`)
-			w.WriteHeader(401)
+			w.WriteHeader(http.StatusUnauthorized)
 		case err != nil:
-			http.Error(w, err.Error(), 401)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 		case bound[tok] != x:
-			http.Error(w, "key not bound to token", 401)
+			http.Error(w, "key not bound to token", http.StatusUnauthorized)
 		case jtis[r.Header.Get("DPoP")]:
-			http.Error(w, "replayed proof", 401)
+			http.Error(w, "replayed proof", http.StatusUnauthorized)
 		default:
 			jtis[r.Header.Get("DPoP")] = true
 			w.Write(body)

@@ -282,7 +282,7 @@ func TestMCPMiddleware(t *testing.T) {
 	assert.Equal(t, parent.SpanContext().SpanID(), call.Parent.SpanID())
 	attrs := map[string]string{}
 	for _, a := range call.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	assert.Equal(t, "tools/call", attrs["mcp.method.name"])
 	assert.Equal(t, "fail", attrs["gen_ai.tool.name"])
@@ -292,7 +292,7 @@ func TestMCPMiddleware(t *testing.T) {
 
 	attrs = map[string]string{}
 	for _, a := range spans[1].Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	assert.Equal(t, "tools/call missing", spans[1].Name)
 	assert.Equal(t, "-32602", attrs["error.type"], "the JSON-RPC error code")

@@ -55,68 +55,195 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run starts the coordinator and serves until SIGINT or SIGTERM, then drains. It returns the
+// exit code: 2 for a bad command line or configuration, 1 for a start that failed.
 func run(args []string, stdout, stderr io.Writer) int {
+	fl, code, done := parseFlags(args, stdout, stderr)
+	if done {
+		return code
+	}
+	a := &app{flags: fl, stdout: stdout, stderr: stderr}
+	defer a.cleanup()
+	for _, step := range []func() error{
+		a.setupLogging,
+		a.loadConfig,
+		a.setupAuth,
+		a.setupSignals,
+		a.setupOIDC,
+		a.setupTelemetry,
+		a.startDemo,
+		a.setupModel,
+		a.startMCP,
+		a.startAgents,
+		a.openStore,
+		a.buildEngine,
+		a.startServer,
+	} {
+		if err := step(); err != nil {
+			fmt.Fprintf(a.stderr, "coordinator: %v\n", err)
+			var ee *exitError
+			if errors.As(err, &ee) {
+				return ee.code
+			}
+			return 1
+		}
+	}
+	return a.serveUntilSignal()
+}
+
+// exitError is a start-up failure and the exit code it ends the process with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput is a failure of the command line or configuration (exit code 2).
+func badInput(err error) error { return &exitError{code: 2, err: err} }
+
+// startFailed is a failure to start with a valid configuration (exit code 1).
+func startFailed(err error) error { return &exitError{code: 1, err: err} }
+
+// cliFlags are the command line's settings.
+type cliFlags struct {
+	configPath, logFormat, logLevel string
+}
+
+// parseFlags reads the command line. done says the process ends now with code (help,
+// --version, or a bad flag or argument).
+func parseFlags(args []string, stdout, stderr io.Writer) (fl cliFlags, code int, done bool) {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", os.Getenv("BATON_CONFIG"), "path to the YAML config; none starts the demo stack")
+	fs.StringVar(&fl.configPath, "config", os.Getenv("BATON_CONFIG"), "path to the YAML config; none starts the demo stack")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	logFormat := fs.String("log-format", envOr("BATON_LOG_FORMAT", "text"), "log format: text or json")
-	logLevel := fs.String("log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	fs.StringVar(&fl.logFormat, "log-format", envOr("BATON_LOG_FORMAT", "text"), "log format: text or json")
+	fs.StringVar(&fl.logLevel, "log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	if wantsHelp(args) {
 		printUsage(stdout, fs)
-		return 0
+		return fl, 0, true
 	}
 	// After a bad flag the flag package prints the problem, then this hint.
 	fs.Usage = func() { fmt.Fprintln(stderr, "Run coordinator --help for usage.") }
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return fl, 2, true
 	}
 	switch rest := fs.Args(); {
 	case len(rest) == 1 && rest[0] == "help":
 		printUsage(stdout, fs)
-		return 0
+		return fl, 0, true
 	case len(rest) > 0:
 		fmt.Fprintf(stderr, "coordinator: unexpected argument %q (see coordinator --help)\n", rest[0])
-		return 2
+		return fl, 2, true
 	}
 	if *showVersion {
 		bi, ok := debug.ReadBuildInfo()
 		fmt.Fprintf(stdout, "coordinator %s\n", versionString(version, bi, ok))
-		return 0
+		return fl, 0, true
 	}
-	// Every log record goes through the redactor; the configured secrets are added to it
-	// as soon as the configuration is read.
-	redactor := redact.New()
-	// Start-up errors printed directly (an agent's URL, say) are masked too.
-	stderr = redact.Writer(stderr, redactor)
-	log, err := newLogger(stderr, *logFormat, *logLevel, redactor)
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 2
-	}
-	slog.SetDefault(log)
+	return fl, 0, false
+}
 
-	demo := *configPath == ""
-	var cfg *config.Config
-	if demo {
-		cfg = config.Default()
-		cfg.LLM.Provider = "scripted"
-		cfg.Store = "memory:"
-		if err := cfg.ApplyEnv(os.Getenv); err != nil {
-			fmt.Fprintf(stderr, "coordinator: %v\n", err)
-			return 2
+// app is the process being wired: each start-up step fills in its part, and registers
+// what must be undone at exit. Cleanups run in reverse order of registration, as the
+// defers of one function would.
+type app struct {
+	flags          cliFlags
+	stdout, stderr io.Writer
+	cleanups       []func()
+
+	log      *slog.Logger
+	redactor *redact.Redactor
+	cfg      *config.Config
+	demo     bool
+	tokens   []string
+	signIns  *signInWiring
+	users    server.TokenVerifier
+
+	// ctx ends on SIGINT or SIGTERM; stop releases the signal handler.
+	ctx  context.Context
+	stop context.CancelFunc
+	// peersCtx ends at exit: demo peers and MCP sessions live until after the drain.
+	peersCtx context.Context
+	tel      *telemetry.Provider
+	peerHTTP *http.Client
+
+	model       llm.Model
+	probe       *modelProbe
+	sessions    *coordinator.SessionElicitor
+	tools       coordinator.ToolServer
+	registry    *mcpclient.Registry
+	onToolError map[string]string
+	mcpStarted  time.Time
+	agents      []coordinator.Agent
+	st          store.Store
+	metrics     *metrics.Metrics
+	engine      *coordinator.Engine
+
+	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
+	draining atomic.Bool
+	srv      *http.Server
+	serveErr chan error
+}
+
+// onExit registers f to run at exit, before everything registered earlier.
+func (a *app) onExit(f func()) { a.cleanups = append(a.cleanups, f) }
+
+func (a *app) cleanup() {
+	for i := len(a.cleanups) - 1; i >= 0; i-- {
+		a.cleanups[i]()
+	}
+}
+
+// setupLogging builds the logger. Every log record goes through the redactor; the
+// configured secrets are added to it as soon as the configuration is read.
+func (a *app) setupLogging() error {
+	a.redactor = redact.New()
+	// Start-up errors printed directly (an agent's URL, say) are masked too.
+	a.stderr = redact.Writer(a.stderr, a.redactor)
+	log, err := newLogger(a.stderr, a.flags.logFormat, a.flags.logLevel, a.redactor)
+	if err != nil {
+		return badInput(err)
+	}
+	a.log = log
+	slog.SetDefault(log)
+	return nil
+}
+
+// loadConfig reads the configuration (the demo stack's without --config), warns about
+// what it ignores, and adds its secrets to the redactor.
+func (a *app) loadConfig() error {
+	a.demo = a.flags.configPath == ""
+	if a.demo {
+		a.cfg = config.Default()
+		a.cfg.LLM.Provider = "scripted"
+		a.cfg.Store = "memory:"
+		if err := a.cfg.ApplyEnv(os.Getenv); err != nil {
+			return badInput(err)
 		}
-		if err := cfg.ResolveSystemPrompt(); err != nil {
-			fmt.Fprintf(stderr, "coordinator: %v\n", err)
-			return 2
+		if err := a.cfg.ResolveSystemPrompt(); err != nil {
+			return badInput(err)
 		}
 	} else {
-		cfg, err = config.Load(*configPath)
+		cfg, err := config.Load(a.flags.configPath)
 		if err != nil {
-			fmt.Fprintf(stderr, "coordinator: %v\n", err)
-			return 2
+			return badInput(err)
 		}
+		a.cfg = cfg
 	}
+	a.warnIgnoredEnv()
+	if err := modelProblem(a.cfg.LLM); err != nil {
+		a.log.Warn("the model cannot be called until this is fixed; /readyz reports it", "problem", err.Error())
+	}
+	a.redactor.Add(a.cfg.Secrets(os.Getenv)...)
+	return nil
+}
+
+// warnIgnoredEnv warns about BATON_ variables no key reads, and about token variables no
+// configuration names.
+func (a *app) warnIgnoredEnv() {
+	cfg, log := a.cfg, a.log
 	for _, v := range cfg.UnknownEnv(os.Environ()) {
 		if v.Suggest != "" {
 			log.Warn("unknown environment variable ignored; did you mean "+v.Suggest+"?", "name", v.Name)
@@ -133,204 +260,244 @@ func run(args []string, stdout, stderr io.Writer) int {
 				"name", name, "auth_tokens_env", cfg.Server.AuthTokensEnv)
 		}
 	}
-	if err := modelProblem(cfg.LLM); err != nil {
-		log.Warn("the model cannot be called until this is fixed; /readyz reports it", "problem", err.Error())
-	}
+}
 
-	redactor.Add(cfg.Secrets(os.Getenv)...)
-
-	// Auth fails closed: a named token variable that holds nothing stops the start.
-	tokens, err := cfg.Server.AuthTokens(os.Getenv)
+// setupAuth reads the bearer tokens and the sign-in settings. Both fail closed: a named
+// token variable that holds nothing, or mode user without a usable secrets key, stops
+// the start.
+func (a *app) setupAuth() error {
+	tokens, err := a.cfg.Server.AuthTokens(os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 2
+		return badInput(err)
 	}
-	// OAuth fails closed too: mode user without a usable secrets key stops the start.
-	signInEnv, err := cfg.SignIn(os.Getenv)
+	a.tokens = tokens
+	signInEnv, err := a.cfg.SignIn(os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 2
+		return badInput(err)
 	}
-	signIns := newSignIn(cfg, signInEnv)
-	defer signIns.hc.CloseIdleConnections()
-	defer signIns.private.CloseIdleConnections()
+	a.signIns = newSignIn(a.cfg, signInEnv)
+	a.onExit(a.signIns.hc.CloseIdleConnections)
+	a.onExit(a.signIns.private.CloseIdleConnections)
+	return nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+// setupSignals makes a.ctx end on SIGINT or SIGTERM.
+func (a *app) setupSignals() error {
+	a.ctx, a.stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	a.onExit(a.stop)
+	return nil
+}
 
-	var users server.TokenVerifier
-	if cfg.Server.OIDC != nil {
-		v, err := newOIDC(ctx, *cfg.Server.OIDC)
-		if err != nil {
-			fmt.Fprintf(stderr, "coordinator: server.oidc: %v\n", err)
-			return 1
-		}
-		defer v.Close()
-		users = v
+// setupOIDC discovers the OpenID provider that signs users' tokens, when one is configured.
+func (a *app) setupOIDC() error {
+	if a.cfg.Server.OIDC == nil {
+		return nil
 	}
+	v, err := newOIDC(a.ctx, *a.cfg.Server.OIDC)
+	if err != nil {
+		return startFailed(fmt.Errorf("server.oidc: %w", err))
+	}
+	a.onExit(v.Close)
+	a.users = v
+	return nil
+}
 
-	// Tracing is off unless an OTLP endpoint is configured; its shutdown runs last, after
-	// the runs have ended, and exports what is still buffered.
-	tel, err := telemetry.Setup(ctx, telemetry.Config{
-		Endpoint:       cfg.Telemetry.OTLPEndpoint,
-		Protocol:       cfg.Telemetry.OTLPProtocol,
-		ServiceName:    cfg.Telemetry.ServiceName,
+// setupTelemetry starts tracing (off unless an OTLP endpoint is configured) and the HTTP
+// client of the peers and the model.
+func (a *app) setupTelemetry() error {
+	tel, err := telemetry.Setup(a.ctx, telemetry.Config{
+		Endpoint:       a.cfg.Telemetry.OTLPEndpoint,
+		Protocol:       a.cfg.Telemetry.OTLPProtocol,
+		ServiceName:    a.cfg.Telemetry.ServiceName,
 		ServiceVersion: version,
-		Logger:         log,
+		Logger:         a.log,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: telemetry: %v\n", err)
-		return 2
+		return badInput(fmt.Errorf("telemetry: %w", err))
 	}
-	defer func() {
+	a.tel = tel
+	// Its shutdown runs last, after the runs have ended, and exports what is still
+	// buffered. The signal context has ended by then: the export gets a context of its own.
+	a.onExit(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := tel.Shutdown(sctx); err != nil {
-			log.Warn("telemetry shutdown", "err", err)
+			a.log.Warn("telemetry shutdown", "err", err)
 		}
-	}()
+	})
 	// One HTTP client for the peers and the model: it sends the W3C trace context of each
 	// request's span (A2A, MCP streamable HTTP, the model provider).
-	peerHTTP := telemetry.Client()
-	defer peerHTTP.CloseIdleConnections()
-	// Demo peers and MCP sessions live until the process is done, after the graceful drain.
+	a.peerHTTP = telemetry.Client()
+	a.onExit(a.peerHTTP.CloseIdleConnections)
+	// Demo peers and MCP sessions live until the process is done, after the graceful
+	// drain, so their context is not the signal's.
 	peersCtx, stopPeers := context.WithCancel(context.Background())
-	defer stopPeers()
+	a.peersCtx = peersCtx
+	a.onExit(stopPeers)
+	return nil
+}
 
-	if demo {
-		if err := startDemoStack(peersCtx, cfg, log); err != nil {
-			fmt.Fprintf(stderr, "coordinator: demo stack: %v\n", err)
-			return 1
-		}
+// startDemo starts the demo agents and MCP server when no configuration was given.
+func (a *app) startDemo() error {
+	if !a.demo {
+		return nil
 	}
+	if err := startDemoStack(a.peersCtx, a.cfg, a.log); err != nil {
+		return startFailed(fmt.Errorf("demo stack: %w", err))
+	}
+	return nil
+}
 
-	model, prober, err := newModel(cfg, peerHTTP)
+// setupModel builds the model and, unless its key is missing (reported as it is), probes
+// its readiness in the background (its models endpoint, with the key).
+func (a *app) setupModel() error {
+	model, prober, err := newModel(a.cfg, a.peerHTTP)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 2
+		return badInput(err)
 	}
-	// The model's readiness is probed in the background (its models endpoint, with the
-	// key), unless the key is missing: that is reported as it is.
-	var probe *modelProbe
-	if prober != nil && modelProblem(cfg.LLM) == nil {
-		probe = newModelProbe(prober, cfg.LLM.Model, log)
-		probe.Start()
-		defer probe.Stop()
+	a.model = model
+	if prober != nil && modelProblem(a.cfg.LLM) == nil {
+		a.probe = newModelProbe(prober, a.cfg.LLM.Model, a.log)
+		a.probe.Start()
+		a.onExit(a.probe.Stop)
 	}
-	// The MCP servers connect while the agents' cards are read: both waits overlap.
-	// In-session MCP elicitations reach the engine through this elicitor.
-	sessions := coordinator.NewSessionElicitor()
-	var tools coordinator.ToolServer
-	var registry *mcpclient.Registry
-	onToolError := map[string]string{}
-	if len(cfg.MCPServers) > 0 {
-		var servers []mcpclient.ServerConfig
-		for _, s := range cfg.MCPServers {
-			servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env, Auth: signIns.auth(s)})
-			onToolError[s.Name] = s.OnToolError
-		}
-		registry, err = mcpclient.New(peersCtx, servers, mcpclient.Options{
-			Logger: log, Elicitor: sessions, StartWait: time.Nanosecond, HTTPClient: peerHTTP,
-			SendingMiddleware: func(server, transport string) mcp.Middleware {
-				return telemetry.MCPMiddleware(tel.Tracer(), server, transport)
-			},
-		})
-		if err != nil {
-			fmt.Fprintf(stderr, "coordinator: %v\n", err)
-			return 1
-		}
-		defer registry.Close()
-		// Runs first: questions still waiting in-session are answered "cancel", so the
-		// registry's sessions can close.
-		defer sessions.Close()
-		tools = registry
-	}
-	mcpStarted := time.Now()
+	return nil
+}
 
+// startMCP connects the MCP servers without waiting: they connect while the agents' cards
+// are read, so both waits overlap. In-session MCP elicitations reach the engine through
+// a.sessions.
+func (a *app) startMCP() error {
+	a.sessions = coordinator.NewSessionElicitor()
+	a.onToolError = map[string]string{}
+	defer func() { a.mcpStarted = time.Now() }()
+	if len(a.cfg.MCPServers) == 0 {
+		return nil
+	}
+	var servers []mcpclient.ServerConfig
+	for _, s := range a.cfg.MCPServers {
+		servers = append(servers, mcpclient.ServerConfig{Name: s.Name, Command: s.Command, URL: s.URL, Headers: s.Headers, Env: s.Env, Auth: a.signIns.auth(s)})
+		a.onToolError[s.Name] = s.OnToolError
+	}
+	registry, err := mcpclient.New(a.peersCtx, servers, mcpclient.Options{
+		Logger: a.log, Elicitor: a.sessions, StartWait: time.Nanosecond, HTTPClient: a.peerHTTP,
+		SendingMiddleware: func(server, transport string) mcp.Middleware {
+			return telemetry.MCPMiddleware(a.tel.Tracer(), server, transport)
+		},
+	})
+	if err != nil {
+		return startFailed(err)
+	}
+	a.registry = registry
+	a.onExit(a.closeSessions)
+	a.tools = registry
+	return nil
+}
+
+// closeSessions closes the MCP sessions: questions still waiting in-session are answered
+// "cancel" first, so the registry's sessions can close. Both closes are idempotent.
+func (a *app) closeSessions() {
+	a.sessions.Close()
+	a.registry.Close()
+}
+
+// startAgents builds the A2A agents (their cards are read in the background), then waits
+// what is left of the MCP servers' start.
+func (a *app) startAgents() error {
 	// The agents get a transport of their own, with small connection buffers (an open
 	// delegation holds its connection for the whole stream).
 	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewHTTPTransport())}
-	defer agentHTTP.CloseIdleConnections()
-	agents, err := resolveAgents(ctx, cfg, log, agentHTTP)
+	a.onExit(agentHTTP.CloseIdleConnections)
+	agents, err := resolveAgents(a.ctx, a.cfg, a.log, agentHTTP)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
+		return startFailed(err)
 	}
-	for _, a := range agents {
-		if c, ok := a.Client.(io.Closer); ok {
-			defer c.Close()
+	a.agents = agents
+	for _, ag := range agents {
+		if c, ok := ag.Client.(io.Closer); ok {
+			a.onExit(func() { _ = c.Close() })
 		}
 	}
-	if registry != nil {
-		wctx, cancel := context.WithDeadline(ctx, mcpStarted.Add(mcpStartWait))
-		registry.WaitStarted(wctx)
+	if a.registry != nil {
+		wctx, cancel := context.WithDeadline(a.ctx, a.mcpStarted.Add(mcpStartWait))
+		a.registry.WaitStarted(wctx)
 		cancel()
 	}
-	st, err := store.Open(ctx, cfg.Store)
+	return nil
+}
+
+// openStore opens the store and the sign-in token store kept in it.
+func (a *app) openStore() error {
+	st, err := store.Open(a.ctx, a.cfg.Store)
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), "store") {
 			err = fmt.Errorf("store: %w", err)
 		}
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
+		return startFailed(err)
 	}
-	defer st.Close()
-	if registry != nil {
+	a.st = st
+	a.onExit(func() { _ = st.Close() })
+	if a.registry != nil {
 		// Sessions close before the store: an OAuth session reads its token from the store
-		// to say goodbye (Close is idempotent; the earlier defers find nothing left).
-		defer registry.Close()
-		defer sessions.Close()
+		// to say goodbye (Close is idempotent; the earlier cleanup finds nothing left).
+		a.onExit(a.closeSessions)
 	}
-	if err := signIns.open(st); err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
+	if err := a.signIns.open(st); err != nil {
+		return startFailed(err)
 	}
-	metricsReg := metrics.New()
-	// The tool-call metrics are labelled with configured names only.
+	return nil
+}
+
+// buildEngine builds the engine, with the tool-call metrics labelled with configured
+// names only.
+func (a *app) buildEngine() error {
+	a.metrics = metrics.New()
 	var agentNames, serverNames []string
-	for _, a := range agents {
-		agentNames = append(agentNames, a.Name)
+	for _, ag := range a.agents {
+		agentNames = append(agentNames, ag.Name)
 	}
-	for _, s := range cfg.MCPServers {
+	for _, s := range a.cfg.MCPServers {
 		serverNames = append(serverNames, s.Name)
 	}
-	metricsReg.SetToolTargets(agentNames, serverNames)
-	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
-	for _, rl := range cfg.Policy.RateLimits {
-		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
+	a.metrics.SetToolTargets(agentNames, serverNames)
+	engine, err := coordinator.New(a.engineConfig())
+	if err != nil {
+		return startFailed(err)
 	}
-	engine, err := coordinator.New(coordinator.Config{
-		Metrics:      metricsReg,
-		Model:        model,
+	a.engine = engine
+	return nil
+}
+
+// engineConfig is the engine's configuration, from the file's and the wiring's.
+func (a *app) engineConfig() coordinator.Config {
+	cfg := a.cfg
+	return coordinator.Config{
+		Metrics:      a.metrics,
+		Model:        a.model,
 		SystemPrompt: cfg.LLM.SystemPrompt,
-		Agents:       agents,
-		Tools:        tools,
+		Agents:       a.agents,
+		Tools:        a.tools,
 		// Agents whose card declares an OAuth flow sign users in (cmd/coordinator/signin.go).
-		A2ASignIn: signIns.a2a(agents),
+		A2ASignIn: a.signIns.a2a(a.agents),
 		// What a tool error of each MCP server does to the run: the engine decides.
-		OnToolError: onToolError,
+		OnToolError: a.onToolError,
 		Limits: coordinator.Limits{
 			MaxIterations: cfg.Limits.MaxIterations,
 			MaxRunTime:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
 			ToolTimeout:   time.Duration(cfg.Limits.ToolTimeout),
 		},
 		CancelHorizon:  time.Duration(cfg.Limits.CancelHorizon),
-		Logger:         log,
-		Tracing:        coordinator.Tracing{Tracer: tel.Tracer(), Provider: cfg.LLM.Provider, Model: modelName(cfg)},
-		Store:          st,
-		Sessions:       sessions,
+		Logger:         a.log,
+		Tracing:        coordinator.Tracing{Tracer: a.tel.Tracer(), Provider: cfg.LLM.Provider, Model: modelName(cfg)},
+		Store:          a.st,
+		Sessions:       a.sessions,
 		InterruptTTL:   time.Duration(cfg.Interrupts.TTL),
 		ExpiryInterval: expiryInterval(time.Duration(cfg.Interrupts.TTL)),
 		Heartbeat:      time.Duration(cfg.Replication.Heartbeat),
 		Lease:          time.Duration(cfg.Replication.Lease),
 		AdvertiseURL:   cfg.Replication.AdvertiseURL,
 		EventRetention: time.Duration(cfg.Server.EventRetention),
-		Guard: coordinator.GuardPolicy{
-			Agents:     coordinator.AccessList(cfg.Policy.Agents),
-			Tools:      coordinator.AccessList(cfg.Policy.Tools),
-			RateLimits: rateLimits,
-			Budget:     coordinator.Budget(cfg.Policy.Budget),
-		},
+		Guard:          guardPolicy(cfg),
 		Approvals: coordinator.ApprovalPolicy{
 			Tools:       cfg.Approvals.Tools,
 			Agents:      cfg.Approvals.Agents,
@@ -348,74 +515,97 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Handoff:           cfg.ShutdownMode() == config.OnShutdownHandoff,
 		// Not shared (SQLite): the runs a previous process left running are this one's.
 		TakeOverAtStart: !cfg.SharedStore(),
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: %v\n", err)
-		return 1
 	}
-	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
-	var draining atomic.Bool
-	handler := telemetry.Extract(server.New(server.Config{
-		Engine:             engine,
+}
+
+// guardPolicy is the engine's access lists, rate limits and budget from policy.
+func guardPolicy(cfg *config.Config) coordinator.GuardPolicy {
+	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
+	for _, rl := range cfg.Policy.RateLimits {
+		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
+	}
+	return coordinator.GuardPolicy{
+		Agents:     coordinator.AccessList(cfg.Policy.Agents),
+		Tools:      coordinator.AccessList(cfg.Policy.Tools),
+		RateLimits: rateLimits,
+		Budget:     coordinator.Budget(cfg.Policy.Budget),
+	}
+}
+
+// serverConfig is the HTTP server's configuration.
+func (a *app) serverConfig() server.Config {
+	cfg := a.cfg
+	return server.Config{
+		Engine:             a.engine,
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
-		AuthTokens:         tokens,
-		OIDC:               users,
+		AuthTokens:         a.tokens,
+		OIDC:               a.users,
 		AllowedOrigins:     cfg.Server.AllowedOrigins,
 		ListenAddr:         cfg.Listen,
 		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
-		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, agents, registry) }}),
-		ReadyChecks:        readyChecks(cfg, st, agents, registry, probe, log),
-		Draining:           draining.Load,
-		Metrics:            metricsReg.Handler(),
-		Logger:             log,
+		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }}),
+		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.log),
+		Draining:           a.draining.Load,
+		Metrics:            a.metrics.Handler(),
+		Logger:             a.log,
 		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
 		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
-		SignIn:             signIns.endpoints(registry, agents),
-		A2A:                newA2AServer(cfg, engine, len(tokens) > 0 || cfg.Server.OIDC != nil, log),
-	}))
-
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "coordinator: listen %s: %v\n", cfg.Listen, err)
-		return 1
+		SignIn:             a.signIns.endpoints(a.registry, a.agents),
+		A2A:                newA2AServer(cfg, a.engine, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.log),
 	}
+}
+
+// startServer binds the listener and serves in the background.
+func (a *app) startServer() error {
+	handler := telemetry.Extract(server.New(a.serverConfig()))
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return startFailed(fmt.Errorf("listen %s: %w", a.cfg.Listen, err))
+	}
+	a.signIns.bound(ln.Addr())
 	// Body reads are bounded per request by the server package (a run's stream outlives
 	// any whole-request ReadTimeout); idle keep-alive connections are closed.
-	signIns.bound(ln.Addr())
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	a.srv = &http.Server{Handler: handler, ReadHeaderTimeout: server.ReadHeaderTimeout, IdleTimeout: server.IdleTimeout}
+	a.serveErr = make(chan error, 1)
+	go func() { a.serveErr <- a.srv.Serve(ln) }()
 	url := displayURL(ln.Addr())
-	if demo {
-		fmt.Fprintf(stdout, "Baton demo stack (offline demo model) listening on %s\n", url)
+	if a.demo {
+		fmt.Fprintf(a.stdout, "Baton demo stack (offline demo model) listening on %s\n", url)
 	} else {
-		fmt.Fprintf(stdout, "Baton coordinator listening on %s\n", url)
+		fmt.Fprintf(a.stdout, "Baton coordinator listening on %s\n", url)
 	}
-	log.Info("listening", "url", url, "version", version, "agents", len(agents), "demo", demo,
-		"auth", authState(tokens, cfg.Server.OIDC), "loopback_only", server.IsLoopbackListen(cfg.Listen))
+	a.log.Info("listening", "url", url, "version", version, "agents", len(a.agents), "demo", a.demo,
+		"auth", authState(a.tokens, a.cfg.Server.OIDC), "loopback_only", server.IsLoopbackListen(a.cfg.Listen))
+	return nil
+}
 
+// serveUntilSignal serves until a shutdown signal, then drains: /readyz turns 503, the
+// runs get server.shutdown_grace to end (or are handed off), and the streams of the runs
+// that ended carry their terminal events out.
+func (a *app) serveUntilSignal() int {
 	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		log.Error("http server failed", "err", err)
+	case <-a.ctx.Done():
+	case err := <-a.serveErr:
+		a.log.Error("http server failed", "err", err)
 		return 1
 	}
-	draining.Store(true)
-	stop()
-	grace := time.Duration(cfg.Server.ShutdownGrace)
-	log.Info("shutting down", "grace", grace.String(), "active_runs", engine.Active())
+	a.draining.Store(true)
+	a.stop()
+	grace := time.Duration(a.cfg.Server.ShutdownGrace)
+	a.log.Info("shutting down", "grace", grace.String(), "active_runs", a.engine.Active())
+	// The signal context has ended: the drain's deadlines are measured from now.
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	_ = engine.Shutdown(gctx)
+	_ = a.engine.Shutdown(gctx)
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer hcancel()
-	// The streams of the runs that ended carry their terminal events out (Shutdown waits
-	// for their handlers); what is still open at the deadline is cut.
-	if err := srv.Shutdown(hctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-		_ = srv.Close()
+	// Shutdown waits for the handlers of the streams still open; what is open at the
+	// deadline is cut.
+	if err := a.srv.Shutdown(hctx); err != nil {
+		a.log.Warn("http shutdown", "err", err)
+		_ = a.srv.Close()
 	}
-	log.Info("stopped")
+	a.log.Info("stopped")
 	return 0
 }
 
