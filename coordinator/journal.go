@@ -132,13 +132,50 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 	if kind == "" {
 		return run(ctx)
 	}
-	s, err := r.intent(kind, target, c.ID, 1, detail)
-	if err != nil && !safe {
+	var s stepRef
+	var err error
+	if safe {
+		// A call that may be re-issued goes out even unrecorded.
+		s, _ = r.intent(kind, target, c.ID, 1, detail)
+	} else {
+		s, err = r.durableIntent(ctx, kind, target, c.ID, detail)
+	}
+	if err != nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))
 	}
 	out := run(ctx)
 	s.end(stepEnd(ctx, out))
 	return out
+}
+
+// durableIntent records the intent of a step that must not be taken unrecorded (a call a
+// replica taking the run over could not safely re-issue), asking the store again until it
+// takes it: a store that is away for a moment delays the call, it does not drop it. It
+// fails when ctx ends, or when the store refused the intent as fenced or the lease was
+// lost (the run moved): the step is then not taken.
+func (r *Run) durableIntent(ctx context.Context, kind, target, ref, detail string) (stepRef, error) {
+	pause := storeRetry
+	for {
+		s, err := r.intent(kind, target, ref, 1, detail)
+		if err == nil {
+			return s, nil
+		}
+		if errors.Is(err, store.ErrFenced) {
+			r.moved("the store refused a journal step of the run")
+			return s, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s, ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, maxStoreRetryPause)
+		if err := r.mayAct(ctx); err != nil {
+			return s, err
+		}
+	}
 }
 
 // stepEnd is the journal's outcome of a call's result.

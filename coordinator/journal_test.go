@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -85,4 +88,54 @@ func TestJournalAfterTakeover(t *testing.T) {
 	assert.Contains(t, kinds, store.StepTakeover)
 	assert.Contains(t, kinds, store.StepModelCall)
 	assert.Equal(t, store.StepRunEnd, kinds[len(kinds)-1])
+}
+
+// awayJournal is a memory store whose journal refuses the first `away` intents of tool
+// calls (a store that is away for a moment) and counts them.
+type awayJournal struct {
+	store.Store
+	away    atomic.Int32
+	refused atomic.Int32
+}
+
+func (s *awayJournal) RecordStep(ctx context.Context, st *store.Step) error {
+	if st.Kind == store.StepToolCall && s.away.Add(-1) >= 0 {
+		s.refused.Add(1)
+		return fmt.Errorf("journal: %w", store.ErrUnavailable)
+	}
+	return s.Store.RecordStep(ctx, st)
+}
+
+// TestIntentRetriedUntilStored: the intent of a non-idempotent call cannot be written at
+// first (the store is away). The call waits and is sent once, after its intent is stored;
+// it is neither dropped nor sent unrecorded.
+func TestIntentRetriedUntilStored(t *testing.T) {
+	ctx := context.Background()
+	mem, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	st := &awayJournal{Store: mem}
+	st.away.Store(3)
+	var sentRecorded []bool
+	tools := &fakeTools{
+		tools: []mcpclient.Tool{{Name: "pay__charge", Server: "pay", ToolName: "charge", InputSchema: map[string]any{"type": "object"}}},
+		status: func(name string, _ json.RawMessage) mcpclient.Result {
+			steps, err := mem.Steps(ctx, "intent-away", 0, 0)
+			require.NoError(t, err)
+			recorded := false
+			for _, s := range steps {
+				recorded = recorded || (s.Kind == store.StepToolCall && s.Outcome == store.StepPending)
+			}
+			sentRecorded = append(sentRecorded, recorded)
+			return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name, Server: "pay", Content: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "charged"}}}}
+		},
+	}
+	e := newEngine(t, &fakeModel{turn: callThenReport("pay__charge", `{}`)}, &fakeAgent{}, func(c *Config) {
+		c.Tools = tools
+		c.Store = st
+	})
+	evs := startAndCollect(t, e, input("intent-away"))
+	require.IsType(t, &agui.RunFinished{}, lastEvent(evs), "%v", types(evs))
+	assert.Equal(t, int32(3), st.refused.Load(), "the intent was asked again until stored")
+	assert.Equal(t, []bool{true}, sentRecorded, "the call is sent once, after its intent is stored")
 }

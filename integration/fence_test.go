@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -34,17 +35,30 @@ const chargeCalls = 4
 type countingMCP struct {
 	URL     string
 	charges atomic.Int64
+
+	mu    sync.Mutex
+	items map[string]int // charges per item
+}
+
+// chargesOf is how many times item was charged.
+func (m *countingMCP) chargesOf(item string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.items[item]
 }
 
 const chargeTime = 1500 * time.Millisecond
 
 func startCountingMCP(t *testing.T) *countingMCP {
 	t.Helper()
-	m := &countingMCP{}
+	m := &countingMCP{items: map[string]int{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "pay", Version: "0.1.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "charge", Description: "Charge the card (not idempotent)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, slowOut, error) {
 			n := m.charges.Add(1)
+			m.mu.Lock()
+			m.items[in.Item]++
+			m.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return nil, slowOut{}, ctx.Err()

@@ -42,3 +42,37 @@ func TestFreshDatabases(t *testing.T) {
 		t.Fatalf("database b sees a's table")
 	}
 }
+
+// TestPrivateStopStart checks that a private server stops (connections fail) and starts
+// again on the same address with its data intact.
+func TestPrivateStopStart(t *testing.T) {
+	ctx := context.Background()
+	s := Private(t)
+	c, err := pgx.Connect(ctx, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close(ctx)
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := pgx.Connect(ctx, s.DSN); err == nil {
+		_ = c.Close(ctx)
+		t.Fatal("connected to a stopped server")
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = pgx.Connect(ctx, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var v int
+	if err := c.QueryRow(ctx, `SELECT v FROM kept`).Scan(&v); err != nil || v != 7 {
+		t.Fatalf("after a restart: v=%d err=%v", v, err)
+	}
+}
