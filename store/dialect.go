@@ -17,6 +17,14 @@ type dialect struct {
 	// (PostgreSQL's transaction-scoped advisory lock; SQLite's immediate transactions
 	// already serialise every writer).
 	lockThread string
+	// lockOwner, when not empty, serialises the creation of one owner's threads inside a
+	// transaction, so that the count checked against server.max_threads_per_principal is
+	// exact (PostgreSQL; SQLite's single writer already serialises them). Its keys are the
+	// two-int4 form, a space apart from lockThread's.
+	lockOwner string
+	// trySweep, when not empty, takes the thread sweep's lock for the transaction or
+	// answers false when another replica holds it (PostgreSQL).
+	trySweep string
 
 	// notifyStop, when not empty, announces a stop request to the listening replicas,
 	// inside the transaction that records it (delivered at COMMIT).
@@ -48,6 +56,8 @@ var postgresDialect = &dialect{
 	name:       "postgres",
 	nowNS:      `CAST(extract(epoch FROM clock_timestamp()) * 1000000000 AS BIGINT)`,
 	lockThread: `SELECT pg_advisory_xact_lock(hashtext($1))`,
+	lockOwner:  `SELECT pg_advisory_xact_lock(1, hashtext($1))`,
+	trySweep:   `SELECT pg_try_advisory_xact_lock(2, 0)`,
 	notifyStop: `SELECT pg_notify('` + stopChannel + `', $1)`,
 	skipLocked: `FOR UPDATE SKIP LOCKED`,
 	forShare:   ` FOR SHARE`,

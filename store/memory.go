@@ -18,7 +18,9 @@ type memory struct {
 	suspensions map[string]memRow
 	resolved    map[string]*resolvedIDs
 	threads     map[string]*memThread
-	secrets     map[secretKey]memSecret
+	// perOwner counts the claimed threads of each owner (ClaimThreadCapped's cap).
+	perOwner map[string]int
+	secrets  map[secretKey]memSecret
 	// eventAt lists appended events oldest first, for the retention sweep.
 	eventAt []memEventRef
 	// cancels are the pending cancels, with their Since and Owner.
@@ -38,7 +40,7 @@ type resolvedIDs struct {
 }
 
 func newMemory() *memory {
-	return &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}}
+	return &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}, perOwner: map[string]int{}}
 }
 
 func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {

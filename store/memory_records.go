@@ -125,16 +125,24 @@ func (m *memory) view(th *memThread, now time.Time) Thread {
 }
 
 func (m *memory) ClaimThread(ctx context.Context, threadID, owner, title string) (*Thread, error) {
+	return m.ClaimThreadCapped(ctx, threadID, owner, title, 0)
+}
+
+func (m *memory) ClaimThreadCapped(ctx context.Context, threadID, owner, title string, max int) (*Thread, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
 	th := m.thread(threadID)
 	if th == nil || !th.claimed() {
+		if max > 0 && m.perOwner[owner] >= max {
+			return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrTooManyThreads)
+		}
 		now := time.Now().UTC()
 		th = m.ensure(threadID)
 		th.t = Thread{ID: threadID, Owner: owner, Title: title, CreatedAt: now, UpdatedAt: now,
 			LastRunID: th.t.LastRunID, LastRunAt: th.t.LastRunAt}
+		m.perOwner[owner]++
 	}
 	if th.t.Owner != owner {
 		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrThreadOwned)
@@ -195,15 +203,25 @@ func (m *memory) DeleteThread(ctx context.Context, threadID string) error {
 			return fmt.Errorf("store: delete thread %q: %w", threadID, ErrThreadBusy)
 		}
 	}
+	m.deleteThread(threadID)
+	return nil
+}
+
+// deleteThread removes everything of a thread. m.mu is held.
+func (m *memory) deleteThread(threadID string) {
 	if th := m.thread(threadID); th != nil {
 		for _, r := range th.runs {
 			r.events = nil // the sweep's references to them find nothing
+		}
+		if th.claimed() {
+			if m.perOwner[th.t.Owner]--; m.perOwner[th.t.Owner] <= 0 {
+				delete(m.perOwner, th.t.Owner)
+			}
 		}
 	}
 	delete(m.threads, threadID)
 	delete(m.suspensions, threadID)
 	delete(m.resolved, threadID)
-	return nil
 }
 
 func (m *memory) BeginRun(ctx context.Context, threadID, runID, replica string, lease time.Duration) (int64, error) {

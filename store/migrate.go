@@ -101,6 +101,11 @@ const schemaSecrets = `CREATE TABLE secrets (
 	);
 	CREATE INDEX secrets_expires ON secrets (expires_at) WHERE expires_at > 0;`
 
+// schemaThreadsUpdated indexes threads by their last update, for the sweep of threads
+// untouched past server.thread_retention (SweepThreads): the owner's index leads with the
+// owner.
+const schemaThreadsUpdated = `CREATE INDEX threads_updated ON threads (updated_at);`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -141,6 +146,8 @@ var migrations = []string{
 	schemaEpoch,
 	// 10: the step journal.
 	schemaJournal,
+	// 11: threads by last update (the thread retention sweep).
+	schemaThreadsUpdated,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -182,6 +189,8 @@ var pgMigrations = []string{
 	schemaEpoch,
 	// 10: the step journal.
 	schemaJournal,
+	// 11: threads by last update (the thread retention sweep).
+	schemaThreadsUpdated,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

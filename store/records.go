@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"time"
 )
@@ -39,7 +40,23 @@ type Threads interface {
 	// suspension and resolved ids. It fails with ErrThreadBusy while a run holds the thread
 	// (stop it first); deleting an absent thread is no error.
 	DeleteThread(ctx context.Context, threadID string) error
+	// ClaimThreadCapped is ClaimThread that refuses to create a thread for an owner who
+	// has max threads already (ErrTooManyThreads, nothing recorded); max <= 0 is no cap.
+	// Exact when replicas create threads of one owner at once: the count and the insert
+	// are serialised per owner.
+	ClaimThreadCapped(ctx context.Context, threadID, owner, title string, max int) (*Thread, error)
+	// SweepThreads deletes at most limit threads untouched since cutoff (server.
+	// thread_retention), as DeleteThread does, and returns how many. Kept whatever their
+	// age: a thread with a running run, a run ended since cutoff, a lost run whose
+	// leftovers are not cleaned up yet, or a suspension (its parked work is cancelled by
+	// the expiry sweep or an explicit delete, never dropped). Of replicas sweeping at once
+	// only one does (the others return 0).
+	SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
+
+// ErrTooManyThreads is returned by ClaimThreadCapped and StartRun when the owner has the
+// most threads allowed already.
+var ErrTooManyThreads = errors.New("store: too many threads for this principal")
 
 // Run states kept in the runs table. A run is RunRunning until EndRun records how it ended.
 const (
@@ -142,6 +159,9 @@ type RunStart struct {
 	ThreadID, RunID string
 	// Owner and Title are ClaimThread's owner and title.
 	Owner, Title string
+	// MaxThreads is ClaimThreadCapped's max: a new thread beyond it fails the start with
+	// ErrTooManyThreads. 0: no cap.
+	MaxThreads int
 	// Replica and Lease are BeginRun's.
 	Replica string
 	Lease   time.Duration
@@ -160,8 +180,8 @@ type RunStart struct {
 type RunStarter interface {
 	// StartRun claims rs.ThreadID for rs.Owner and begins the run as BeginRun does, with
 	// rs.Work as its work document, and returns the run's epoch. It fails with
-	// ErrThreadOwned (the thread is another owner's) or ErrThreadBusy (another run holds the
-	// thread), and then records nothing.
+	// ErrThreadOwned (the thread is another owner's), ErrThreadBusy (another run holds the
+	// thread) or ErrTooManyThreads (rs.MaxThreads), and then records nothing.
 	StartRun(ctx context.Context, rs RunStart) (epoch int64, err error)
 }
 

@@ -516,12 +516,7 @@ func (s *sqlStore) DeleteThread(ctx context.Context, threadID string) error {
 		if busy {
 			return ErrThreadBusy
 		}
-		for _, table := range []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "threads"} {
-			if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.deleteThreadRows(ctx, tx, threadID)
 	})
 	if err != nil {
 		return fmt.Errorf("store: delete thread %q: %w", threadID, err)
@@ -558,8 +553,7 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, time.Now().UnixNano()); err != nil {
+		if err := s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
 			return err
 		}
 		var owner string
