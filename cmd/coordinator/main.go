@@ -166,7 +166,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer v.Close()
-		users = v
+		users = signIns.recordSubjects(v)
 	}
 
 	// Tracing is off unless an OTLP endpoint is configured; its shutdown runs last, after
@@ -261,6 +261,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			defer c.Close()
 		}
 	}
+	signIns.guardAgents(agents) // agents in auth mode exchange: no call without the user's token
 	if registry != nil {
 		wctx, cancel := context.WithDeadline(ctx, mcpStarted.Add(mcpStartWait))
 		registry.WaitStarted(wctx)
