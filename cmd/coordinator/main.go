@@ -298,7 +298,7 @@ func (a *app) setupOIDC() error {
 		return startFailed(fmt.Errorf("server.oidc: %w", err))
 	}
 	a.onExit(v.Close)
-	a.users = v
+	a.users = a.signIns.recordSubjects(v)
 	return nil
 }
 
@@ -418,6 +418,7 @@ func (a *app) startAgents() error {
 			a.onExit(func() { _ = c.Close() })
 		}
 	}
+	a.signIns.guardAgents(a.agents) // agents in auth mode exchange: no call without the user's token
 	if a.registry != nil {
 		wctx, cancel := context.WithDeadline(a.ctx, a.mcpStarted.Add(mcpStartWait))
 		a.registry.WaitStarted(wctx)

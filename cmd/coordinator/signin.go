@@ -37,6 +37,8 @@ type signInWiring struct {
 	ts      *tokenstore.Store // set by open, before the server starts
 	// public is the base URL for the callback; set once the listener is bound.
 	public atomic.Pointer[string]
+	// ex is the token-exchange wiring (exchange.go), made on first use.
+	ex *exchangeWiring
 }
 
 func newSignIn(cfg *config.Config, env *config.SignInEnv) *signInWiring {
@@ -90,6 +92,7 @@ func (w *signInWiring) open(st store.Store) error {
 		return err
 	}
 	w.ts = ts
+	w.exchange().open()
 	return nil
 }
 
@@ -140,6 +143,8 @@ func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
 			ClientSecret: w.env.ClientSecrets[s.Name], Scopes: s.Auth.Scopes, HTTPClient: w.clientFor(s.URL),
 		})
 		return &mcpclient.Auth{Handler: func(string) auth.OAuthHandler { return h }}
+	case config.AuthExchange:
+		return w.exchange().mcpAuth(s)
 	}
 	return nil
 }
@@ -172,6 +177,8 @@ func (w *signInWiring) endpoints(registry *mcpclient.Registry, agents []coordina
 type a2aSignIn struct {
 	starter *a2aauth.Starter
 	cards   map[string]func() *sdk.AgentCard
+	// ex authorises the agents in auth mode exchange; nil when there are none.
+	ex *a2aauth.Exchange
 }
 
 // a2a returns the engine's A2A sign-in; nil without a token store (no secrets key).
@@ -185,10 +192,11 @@ func (w *signInWiring) a2a(agents []coordinator.Agent) coordinator.A2ASignIn {
 			cards[a.Name] = c.Card
 		}
 	}
-	if len(cards) == 0 {
+	ex := w.exchange().agentExchange()
+	if len(cards) == 0 && ex == nil {
 		return nil
 	}
-	return &a2aSignIn{cards: cards, starter: a2aauth.New(a2aauth.Config{
+	return &a2aSignIn{ex: ex, cards: cards, starter: a2aauth.New(a2aauth.Config{
 		Store:       w.ts,
 		RedirectURL: func() string { return w.publicURL() + server.CallbackPath },
 		ClientMetadataURL: func() string {
@@ -210,6 +218,11 @@ func (s *a2aSignIn) flow(agent string) *a2aauth.Flow {
 }
 
 func (s *a2aSignIn) Start(ctx context.Context, principal, agent, threadID, interruptID string) (string, time.Time, error) {
+	if s.ex.Has(agent) {
+		// The user's identity comes from their OIDC sign-in to Baton, not from a sign-in
+		// to the agent.
+		return "", time.Time{}, nil
+	}
 	fl := s.flow(agent)
 	if fl == nil {
 		return "", time.Time{}, nil
@@ -220,6 +233,9 @@ func (s *a2aSignIn) Start(ctx context.Context, principal, agent, threadID, inter
 // Authorize attaches the principal's bearer token as a service parameter: the A2A client
 // sends it as an HTTP header to the agent's endpoint only.
 func (s *a2aSignIn) Authorize(ctx context.Context, principal, agent string) context.Context {
+	if s.ex.Has(agent) {
+		return s.ex.Authorize(ctx, principal, agent)
+	}
 	if s.flow(agent) == nil {
 		return ctx
 	}

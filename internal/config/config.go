@@ -340,14 +340,14 @@ type Agent struct {
 	// sees the tag and decides).
 	InputRequired string `yaml:"input_required"`
 	// Auth is how Baton authenticates to the agent as the user: none (the default) or
-	// exchange (RFC 8693). This version accepts only none: exchange is refused at load
-	// time with a clear error rather than silently calling the agent without the user.
+	// exchange (RFC 8693: the caller's OIDC token exchanged per call for one with the
+	// agent's audience).
 	Auth AgentAuth `yaml:"auth"`
 }
 
 // AgentAuth is an agent's auth block (contract section 4).
 type AgentAuth struct {
-	// Mode is none (the default) or exchange (not supported by this version).
+	// Mode is none (the default) or exchange.
 	Mode            string   `yaml:"mode"`
 	TokenURL        string   `yaml:"token_url"`
 	Audience        string   `yaml:"audience"`
@@ -356,8 +356,8 @@ type AgentAuth struct {
 	ClientSecretEnv string   `yaml:"client_secret_env"`
 }
 
-// AuthExchange is the RFC 8693 token-exchange mode of the contract, which this version
-// refuses at load time (see AgentAuth).
+// AuthExchange is the RFC 8693 token-exchange mode of agents and MCP servers: the
+// caller's OIDC access token is exchanged at token_url for one with audience.
 const AuthExchange = "exchange"
 
 // LogValue implements slog.LogValuer: header values are secrets and are left out, and so
@@ -410,12 +410,16 @@ type MCPServer struct {
 
 // MCPAuth is an MCP server's authorization settings.
 type MCPAuth struct {
-	// Mode is none (the default), user (OAuth per principal) or service (client
-	// credentials).
+	// Mode is none (the default), user (OAuth per principal), service (client
+	// credentials) or exchange (RFC 8693, as for agents).
 	Mode            string   `yaml:"mode"`
 	ClientID        string   `yaml:"client_id"`
 	ClientSecretEnv string   `yaml:"client_secret_env"`
 	Scopes          []string `yaml:"scopes"`
+	// TokenURL and Audience are mode exchange's: the authorization server's token
+	// endpoint and the audience the server's tokens must carry.
+	TokenURL string `yaml:"token_url"`
+	Audience string `yaml:"audience"`
 }
 
 // Values of MCPAuth.Mode.

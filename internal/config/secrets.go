@@ -37,6 +37,11 @@ func (c *Config) Secrets(getenv func(string) string) []string {
 			add(getenv(m.Auth.ClientSecretEnv))
 		}
 	}
+	for _, a := range c.Agents {
+		if a.Auth.ClientSecretEnv != "" {
+			add(getenv(a.Auth.ClientSecretEnv))
+		}
+	}
 	urls := []string{c.LLM.BaseURL}
 	for _, a := range c.Agents {
 		urls = append(urls, a.URL, a.CardURL)

@@ -19,6 +19,9 @@ type SignInEnv struct {
 	Ring *seal.Ring
 	// ClientSecrets holds the client secret of each server (by name) that names one.
 	ClientSecrets map[string]string
+	// AgentClientSecrets holds the client secret of each agent (by name) in auth mode
+	// exchange.
+	AgentClientSecrets map[string]string
 }
 
 // UsesSignIn reports whether any MCP server signs users in (mode user).
@@ -36,12 +39,14 @@ func (c *Config) UsesSignIn() bool {
 // (a stored token must never be written in clear); every client_secret_env must name a
 // set variable. Errors name the key and the variable, never a value.
 func (c *Config) SignIn(getenv func(string) string) (*SignInEnv, error) {
-	out := &SignInEnv{ClientSecrets: map[string]string{}}
+	out := &SignInEnv{ClientSecrets: map[string]string{}, AgentClientSecrets: map[string]string{}}
 	if name := c.Server.SecretsKeyEnv; name != "" {
 		spec := strings.TrimSpace(getenv(name))
 		switch {
 		case spec == "" && c.UsesSignIn():
 			return nil, fmt.Errorf("%w: server.secrets_key_env names %s, but that environment variable is unset or empty; mcp servers in mode user store OAuth tokens encrypted with it: set it to a key (32 random bytes, base64; e.g. openssl rand -base64 32)", ErrSignInEnv, name)
+		case spec == "" && c.UsesExchange():
+			return nil, fmt.Errorf("%w: server.secrets_key_env names %s, but that environment variable is unset or empty; auth mode exchange keeps the users' tokens encrypted with it: set it to a key (32 random bytes, base64; e.g. openssl rand -base64 32)", ErrSignInEnv, name)
 		case spec != "":
 			ring, err := seal.New(spec)
 			if err != nil {
@@ -49,8 +54,19 @@ func (c *Config) SignIn(getenv func(string) string) (*SignInEnv, error) {
 			}
 			out.Ring = ring
 		}
-	} else if c.UsesSignIn() {
-		return nil, fmt.Errorf("%w: server.secrets_key_env is required with mcp servers in mode user", ErrSignInEnv)
+	} else if c.UsesSignIn() || c.UsesExchange() {
+		return nil, fmt.Errorf("%w: server.secrets_key_env is required with mcp servers in mode user and with auth mode exchange", ErrSignInEnv)
+	}
+	for i, a := range c.Agents {
+		name := a.Auth.ClientSecretEnv
+		if name == "" {
+			continue
+		}
+		v := getenv(name)
+		if strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("%w: agents[%d].auth.client_secret_env names %s, but that environment variable is unset or empty", ErrSignInEnv, i, name)
+		}
+		out.AgentClientSecrets[a.Name] = v
 	}
 	for i, m := range c.MCPServers {
 		name := m.Auth.ClientSecretEnv

@@ -63,6 +63,9 @@ func (c *Config) referencedVars() []string {
 	for _, m := range c.MCPServers {
 		out = append(out, m.Auth.ClientSecretEnv)
 	}
+	for _, a := range c.Agents {
+		out = append(out, a.Auth.ClientSecretEnv)
+	}
 	return out
 }
 

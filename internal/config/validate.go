@@ -173,9 +173,11 @@ func (c *Config) validateAgents() error {
 				return c.fieldErr(key+".auth", "token_url, audience, scopes, client_id and client_secret_env need mode %s", AuthExchange)
 			}
 		case AuthExchange:
-			return c.fieldErr(key+".auth.mode", "%s (RFC 8693 token exchange) is not supported by this version of Baton yet; use mode %s", AuthExchange, MCPAuthNone)
+			if err := c.validateExchange(key+".auth", a.URL, a.Headers, exchangeAuth{a.Auth.TokenURL, a.Auth.Audience, a.Auth.ClientID, a.Auth.ClientSecretEnv, a.Auth.Scopes}); err != nil {
+				return err
+			}
 		default:
-			return c.fieldErr(key+".auth.mode", "must be %s (got %q)", MCPAuthNone, a.Auth.Mode)
+			return c.fieldErr(key+".auth.mode", "must be %s or %s (got %q)", MCPAuthNone, AuthExchange, a.Auth.Mode)
 		}
 	}
 	return nil
@@ -277,12 +279,18 @@ func (c *Config) validateMCPAuth(key string, m MCPServer) error {
 		if a.ClientID != "" || len(a.Scopes) > 0 {
 			return c.fieldErr(key, "client_id, client_secret_env and scopes need mode %s or %s", MCPAuthUser, MCPAuthService)
 		}
+		if a.TokenURL != "" || a.Audience != "" {
+			return c.fieldErr(key, "token_url and audience need mode %s", AuthExchange)
+		}
 		return nil
 	case MCPAuthUser, MCPAuthService:
+		if a.TokenURL != "" || a.Audience != "" {
+			return c.fieldErr(key, "token_url and audience need mode %s", AuthExchange)
+		}
 	case AuthExchange:
-		return c.fieldErr(key+".mode", "%s (RFC 8693 token exchange) is not supported by this version of Baton yet; use %s, %s or %s", AuthExchange, MCPAuthNone, MCPAuthUser, MCPAuthService)
+		return c.validateExchange(key, m.URL, m.Headers, exchangeAuth{a.TokenURL, a.Audience, a.ClientID, a.ClientSecretEnv, a.Scopes})
 	default:
-		return c.fieldErr(key+".mode", "must be one of %s, %s, %s (got %q)", MCPAuthNone, MCPAuthUser, MCPAuthService, a.Mode)
+		return c.fieldErr(key+".mode", "must be one of %s, %s, %s, %s (got %q)", MCPAuthNone, MCPAuthUser, MCPAuthService, AuthExchange, a.Mode)
 	}
 	switch {
 	case m.URL == "":
