@@ -141,6 +141,8 @@ var migrations = []string{
 	schemaEpoch,
 	// 10: the step journal.
 	schemaJournal,
+	// 11: the A2A tasks Baton serves.
+	schemaTasks,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -182,6 +184,8 @@ var pgMigrations = []string{
 	schemaEpoch,
 	// 10: the step journal.
 	schemaJournal,
+	// 11: the A2A tasks Baton serves.
+	schemaTasks,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas
