@@ -19,11 +19,13 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/store"
 )
 
 // executor is a2asrv's AgentExecutor: each execution relays one engine run.
 type executor struct {
 	engine  Engine
+	runs    Log // nil: runs are followed only where they run
 	horizon time.Duration
 	log     *slog.Logger
 
@@ -40,8 +42,8 @@ type liveTask struct {
 	canceling atomic.Bool
 }
 
-func newExecutor(engine Engine, horizon time.Duration, log *slog.Logger) *executor {
-	return &executor{engine: engine, horizon: horizon, log: log, live: map[a2a.TaskID]*liveTask{}}
+func newExecutor(engine Engine, runs Log, horizon time.Duration, log *slog.Logger) *executor {
+	return &executor{engine: engine, runs: runs, horizon: horizon, log: log, live: map[a2a.TaskID]*liveTask{}}
 }
 
 // Keys of the task metadata that Baton keeps on its tasks (under metaKey): the thread and
@@ -197,7 +199,9 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 	open := questionsOf(ec.StoredTask)
 	if len(open) == 0 {
 		if threadID != "" && runID != "" {
-			_ = x.engine.Stop(threadID, runID, who)
+			if err := x.engine.Stop(threadID, runID, who); err == nil {
+				x.awaitEnd(ctx, threadID, runID)
+			}
 		}
 		return nil
 	}
@@ -236,6 +240,33 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 	}
 	_ = x.engine.Stop(threadID, in.RunID, who)
 	return run
+}
+
+// awaitEnd waits until a run stopped on another replica has ended there (the owner ends
+// it once its downstream cancels are confirmed or their horizon has passed), at most
+// until the horizon, so that CancelTask answers after the cancel took effect wherever it
+// arrived.
+func (x *executor) awaitEnd(ctx context.Context, threadID, runID string) {
+	if x.runs == nil {
+		return
+	}
+	deadline := time.NewTimer(x.horizon)
+	defer deadline.Stop()
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		run, err := x.runs.GetRun(ctx, threadID, runID)
+		if err != nil || run.State != store.RunRunning {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // settle waits for the run's end and for its downstream cancels to be confirmed, at most

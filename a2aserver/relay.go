@@ -83,7 +83,9 @@ func (r *relay) event(ev agui.Event) []a2a.Event {
 		}
 		if r.answer == "" {
 			a := a2a.NewArtifactEvent(r.ec, a2a.NewTextPart(delta))
-			a.Artifact.Name = "answer"
+			// One answer per run, named after it: a replica that reads the task back
+			// from the event log (follow.go) names it the same.
+			a.Artifact.ID, a.Artifact.Name = a2a.ArtifactID("answer-"+r.lt.runID), "answer"
 			r.answer = a.Artifact.ID
 			return []a2a.Event{a}
 		}

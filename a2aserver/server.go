@@ -11,11 +11,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/internal/principal"
+	"github.com/baton-dev/baton/store"
 )
 
 // Engine is what the A2A surface needs of Baton's run engine.
@@ -61,6 +61,14 @@ const (
 // Config configures the A2A surface.
 type Config struct {
 	Engine Engine
+	// Tasks keeps the tasks (store.Store; nil: in this process only).
+	Tasks Tasks
+	// Log reads runs' event logs and records (store.Store), for tasks whose execution is
+	// not on this replica; nil: none.
+	Log Log
+	// Retention is how long a task is kept after its last change (server.event_retention:
+	// its runs' event logs go too); 0: 24 h.
+	Retention time.Duration
 	// Card describes Baton in its agent card.
 	Card CardInfo
 	// CancelHorizon bounds how long a CancelTask waits for downstream cancels that were
@@ -78,7 +86,8 @@ type Server struct {
 	cfg   Config
 	exec  *executor
 	mux   *http.ServeMux
-	store *taskstore.InMemory
+	store *taskStore
+	own   store.Store // the store made when Config.Tasks is nil
 }
 
 // New returns the A2A surface.
@@ -89,21 +98,29 @@ func New(cfg Config) *Server {
 	if cfg.CancelHorizon <= 0 {
 		cfg.CancelHorizon = 2 * time.Minute
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 24 * time.Hour
+	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
 	s := &Server{cfg: cfg}
-	s.exec = newExecutor(cfg.Engine, cfg.CancelHorizon, cfg.Logger)
-	// Tasks are scoped by the caller: a2asrv's store keeps each task's user and answers
-	// another user's task as unknown, and ListTasks lists only the caller's.
-	s.store = taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	if cfg.Tasks == nil {
+		s.own, _ = store.Open(context.Background(), "memory:")
+		cfg.Tasks = s.own
+	}
+	s.exec = newExecutor(cfg.Engine, cfg.Log, cfg.CancelHorizon, cfg.Logger)
+	// Tasks are scoped by the caller: the store keeps each task's principal, answers
+	// another principal's task as unknown, and ListTasks lists only the caller's.
+	s.store = newTaskStore(cfg.Tasks, cfg.Log, cfg.Retention)
 	caps := capabilities()
-	h := a2asrv.NewHandler(s.exec,
+	var h a2asrv.RequestHandler = a2asrv.NewHandler(s.exec,
 		a2asrv.WithTaskStore(s.store),
 		a2asrv.WithCapabilityChecks(&caps),
 		a2asrv.WithCallInterceptors(principalInterceptor{}),
 		a2asrv.WithLogger(cfg.Logger),
 	)
+	h = &handler{RequestHandler: h, tasks: s.store}
 	panics := a2asrv.WithTransportPanicHandler(func(r any) error {
 		cfg.Logger.Error("a2a server: panic in a streaming call", "panic", r)
 		return a2a.ErrInternalError
@@ -123,8 +140,12 @@ func New(cfg Config) *Server {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Close waits for nothing: runs belong to the engine, which ends them at shutdown; the
-// executions relaying them end with their runs.
-func (s *Server) Close() {}
+// executions relaying them end with their runs. It closes the store New made, if any.
+func (s *Server) Close() {
+	if s.own != nil {
+		_ = s.own.Close()
+	}
+}
 
 // principalInterceptor makes the principal that the HTTP surface authenticated the
 // a2asrv user of the call, so that the task store scopes tasks by it.

@@ -18,6 +18,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/internal/principal"
+	"github.com/baton-dev/baton/store"
 )
 
 // fakeRun is a run whose events the test pushes.
@@ -29,6 +30,8 @@ type fakeRun struct {
 	wake    chan struct{}
 	done    chan struct{}
 	reports []cancel.Report
+	// sink, when set, also gets every event pushed (the store's event log).
+	sink func(seq int, ev agui.Event)
 }
 
 func newFakeRun() *fakeRun {
@@ -40,6 +43,9 @@ func (r *fakeRun) push(evs ...agui.Event) {
 	defer r.mu.Unlock()
 	for _, ev := range evs {
 		r.evs = append(r.evs, ev)
+		if r.sink != nil {
+			r.sink(len(r.evs), ev)
+		}
 		switch ev.(type) {
 		case *agui.RunFinished, *agui.RunError:
 			r.ended = true
@@ -75,6 +81,8 @@ type fakeEngine struct {
 	runs    map[string]*fakeRun // by run id
 	resumes [][]agui.ResumeEntry
 	owners  map[string]string // thread → principal
+	// st, when set, gets the runs' records and event logs, as the engine's store does.
+	st store.Store
 }
 
 func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string) (Run, error) {
@@ -85,6 +93,9 @@ func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string
 	}
 	e.owners[in.ThreadID] = who
 	r := newFakeRun()
+	if e.st != nil {
+		r.sink = logTo(e.st, in.ThreadID, in.RunID, who)
+	}
 	e.runs[in.RunID] = r
 	started := &agui.RunStarted{ThreadID: in.ThreadID, RunID: in.RunID}
 	if len(in.Resume) > 0 {

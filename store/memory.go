@@ -25,6 +25,8 @@ type memory struct {
 	eventAt []memEventRef
 	// cancels are the pending cancels, with their Since and Owner.
 	cancels map[cancelKey]cancelRecord
+	// tasks are the A2A tasks, by id.
+	tasks map[string]TaskRecord
 }
 
 type memRow struct {

@@ -148,6 +148,8 @@ var migrations = []string{
 	schemaJournal,
 	// 11: threads by last update (the thread retention sweep).
 	schemaThreadsUpdated,
+	// 12: the A2A tasks Baton serves.
+	schemaTasks,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -191,6 +193,8 @@ var pgMigrations = []string{
 	schemaJournal,
 	// 11: threads by last update (the thread retention sweep).
 	schemaThreadsUpdated,
+	// 12: the A2A tasks Baton serves.
+	schemaTasks,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -142,6 +142,7 @@ type Store interface {
 	Secrets
 	Cancels
 	Journal
+	Tasks
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

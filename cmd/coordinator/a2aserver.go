@@ -29,6 +29,11 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, bearer bool, l
 	}
 	return a2aserver.New(a2aserver.Config{
 		Engine: a2aEngine{e: engine, maxActive: cfg.Server.MaxActiveRuns},
+		// Tasks live in the store with the runs whose event logs hold their answers, and
+		// expire with them.
+		Tasks:     engine.Store(),
+		Log:       engine.Store(),
+		Retention: time.Duration(cfg.Server.EventRetention),
 		Card: a2aserver.CardInfo{
 			Name:        cfg.A2AServer.Name,
 			Description: cfg.A2AServer.Description,

@@ -1,0 +1,261 @@
+package a2aserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
+)
+
+// Log reads runs' event logs and records on any replica (store.Store fits).
+type Log interface {
+	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]store.Event, error)
+	GetRun(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
+}
+
+// followPoll is how often a task followed on a replica other than its execution's reads
+// the run's event log.
+const followPoll = 100 * time.Millisecond
+
+// replay is a task's runs read back from their event logs.
+type replay struct {
+	rel   *relay // the current run's relay, to go on with
+	after int64  // the current run's last event read
+	// artifacts are the answers of the runs, in order.
+	artifacts []*a2a.Artifact
+}
+
+// replay reads the task's runs from their event logs: their answers (when withArtifacts)
+// and, when the stored task still says its current run is going on, the run's end if
+// its log has one, which then is the task's state. The stored state is not changed: the
+// execution relaying the run (on a replica that may be alive) writes it.
+func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, withArtifacts bool) (*replay, error) {
+	threadID, current := runOf(t)
+	rp := &replay{}
+	if s.log == nil {
+		return rp, nil
+	}
+	for _, runID := range runs {
+		if runID != current && !withArtifacts {
+			continue
+		}
+		rel := newReplayRelay(t, threadID, runID)
+		after, err := s.readLog(ctx, rel, rp, threadID, runID, 0)
+		if err != nil {
+			return nil, err
+		}
+		if runID == current {
+			rp.rel, rp.after = rel, after
+		}
+	}
+	if withArtifacts {
+		t.Artifacts = rp.artifacts
+	}
+	if current != "" && !ended(t.Status.State) && t.Status.State != a2a.TaskStateAuthRequired && rp.rel != nil {
+		if ev := s.endOf(ctx, rp.rel, threadID, current); ev != nil {
+			apply(t, ev)
+		}
+	}
+	return rp, nil
+}
+
+// newReplayRelay is a relay of one run of t, as the execution had it.
+func newReplayRelay(t *a2a.Task, threadID, runID string) *relay {
+	ec := &a2asrv.ExecutorContext{TaskID: t.ID, ContextID: t.ContextID}
+	return &relay{ec: ec, lt: &liveTask{threadID: threadID, runID: runID}}
+}
+
+// readLog feeds the run's logged events after `after` to rel, collecting the artifact
+// events in rp, and returns the last event read.
+func (s *taskStore) readLog(ctx context.Context, rel *relay, rp *replay, threadID, runID string, after int64) (int64, error) {
+	for {
+		evs, err := s.log.Events(ctx, threadID, runID, after, store.MaxEventsRead)
+		if err != nil {
+			return after, fmt.Errorf("%w: the event log is unavailable", a2a.ErrInternalError)
+		}
+		for _, e := range evs {
+			after = e.Seq
+			ev, err := agui.DecodeEvent(e.Data)
+			if err != nil {
+				continue
+			}
+			for _, out := range rel.event(ev) {
+				if a, ok := out.(*a2a.TaskArtifactUpdateEvent); ok {
+					rp.addArtifact(a)
+				}
+			}
+		}
+		if len(evs) < store.MaxEventsRead {
+			return after, nil
+		}
+	}
+}
+
+func (rp *replay) addArtifact(ev *a2a.TaskArtifactUpdateEvent) {
+	for _, a := range rp.artifacts {
+		if a.ID == ev.Artifact.ID {
+			a.Parts = append(a.Parts, ev.Artifact.Parts...)
+			return
+		}
+	}
+	c := *ev.Artifact
+	c.Parts = append([]*a2a.Part(nil), ev.Artifact.Parts...)
+	rp.artifacts = append(rp.artifacts, &c)
+}
+
+// endOf returns the terminal event of a run whose log the relay has read, or nil while it
+// goes on: its logged end, or a failure when its record says it ended without one (its
+// replica died and nobody took it over).
+func (s *taskStore) endOf(ctx context.Context, rel *relay, threadID, runID string) *a2a.TaskStatusUpdateEvent {
+	if rel.ended {
+		if ev, ok := rel.final.(*a2a.TaskStatusUpdateEvent); ok {
+			return ev
+		}
+		return status(rel.ec, a2a.TaskStateCanceled, "The run was stopped.")
+	}
+	run, err := s.log.GetRun(ctx, threadID, runID)
+	if err != nil || run.State == store.RunRunning || run.State == store.RunLost {
+		// Still running (here, elsewhere, or about to be taken over); or unknown.
+		return nil
+	}
+	return status(rel.ec, a2a.TaskStateFailed, "The run ended without a result.")
+}
+
+// apply sets a status update on a task as a2asrv would.
+func apply(t *a2a.Task, ev *a2a.TaskStatusUpdateEvent) {
+	if t.Status.Message != nil {
+		t.History = append(t.History, t.Status.Message)
+	}
+	for k, v := range ev.Metadata {
+		if t.Metadata == nil {
+			t.Metadata = map[string]any{}
+		}
+		t.Metadata[k] = v
+	}
+	t.Status = ev.Status
+}
+
+// handler is a2asrv's request handler with SubscribeToTask extended to tasks whose
+// execution is not on this replica (elsewhere, or gone with a restart): it follows the
+// task's run in the event log.
+type handler struct {
+	a2asrv.RequestHandler
+	tasks *taskStore
+}
+
+func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		first := true
+		for ev, err := range h.RequestHandler.SubscribeToTask(ctx, req) {
+			if first && err != nil && errors.Is(err, a2a.ErrTaskNotFound) && req != nil {
+				// No execution of the task here.
+				h.tasks.follow(ctx, req.ID, yield)
+				return
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// follow streams a task from the store: the task as it is, then its current run's
+// answer and end from the event log, until the task reaches a state in which nothing
+// runs for it.
+func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) {
+	who, ok := callerOf(ctx)
+	if !ok {
+		yield(nil, a2a.ErrUnauthenticated)
+		return
+	}
+	rec, err := s.db.GetTask(ctx, string(id))
+	if err == nil && rec.Principal != who {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		yield(nil, storeError(err))
+		return
+	}
+	t, rp, err := s.load(ctx, rec, true)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
+	if !yield(t, nil) || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired || rp.rel == nil {
+		return
+	}
+	threadID, runID := runOf(t)
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	waited := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n := len(rp.artifacts)
+		parts := make([]int, n)
+		for i, a := range rp.artifacts {
+			parts[i] = len(a.Parts)
+		}
+		after, err := s.readLog(ctx, rp.rel, rp, threadID, runID, rp.after)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		rp.after = after
+		for i, a := range rp.artifacts {
+			var ev *a2a.TaskArtifactUpdateEvent
+			switch {
+			case i >= n:
+				ev = a2a.NewArtifactEvent(rp.rel.ec, a.Parts...)
+				ev.Artifact.ID, ev.Artifact.Name = a.ID, a.Name
+			case len(a.Parts) > parts[i]:
+				ev = a2a.NewArtifactUpdateEvent(rp.rel.ec, a.ID, a.Parts[parts[i]:]...)
+			default:
+				continue
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		// The stored state: a cancel, or the execution's own end, is there.
+		if now, err := s.db.GetTask(ctx, string(id)); err == nil && now.Version != rec.Version {
+			rec = now
+			if st, _, err := s.load(ctx, now, false); err == nil && (ended(st.Status.State) || st.Status.State == a2a.TaskStateAuthRequired) {
+				yield(statusOf(st), nil)
+				return
+			}
+		}
+		if ev := s.endOf(ctx, rp.rel, threadID, runID); ev != nil {
+			// The execution relaying the run, if it is alive, stores the task's end (its
+			// status message may say more, e.g. which cancels were not confirmed): it is
+			// given a moment before the end read from the log is reported.
+			if waited++; waited < endWait {
+				continue
+			}
+			yield(ev, nil)
+			return
+		}
+	}
+}
+
+// endWait is how many polls a follower waits for the stored end of a run whose log has
+// ended.
+const endWait = 20
+
+// statusOf is a task's status as a final status update.
+func statusOf(t *a2a.Task) *a2a.TaskStatusUpdateEvent {
+	ev := a2a.NewStatusUpdateEvent(t, t.Status.State, t.Status.Message)
+	ev.Metadata = t.Metadata
+	return ev
+}

@@ -1,0 +1,150 @@
+package a2aserver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/principal"
+	"github.com/baton-dev/baton/store"
+)
+
+// logTo records a fake run in st as the engine does: the thread's owner, the run, its
+// events in the log, and its end.
+func logTo(st store.Store, threadID, runID, who string) func(int, agui.Event) {
+	ctx := context.Background()
+	_, _ = st.ClaimThread(ctx, threadID, who, "")
+	epoch, _ := st.BeginRun(ctx, threadID, runID, "rep", time.Minute)
+	return func(seq int, ev agui.Event) {
+		b, err := agui.MarshalEvent(ev)
+		if err != nil {
+			panic(err)
+		}
+		_ = st.AppendEvents(ctx, threadID, runID, epoch, []store.Event{{Seq: int64(seq), Data: b}})
+		switch ev.(type) {
+		case *agui.RunFinished, *agui.RunError:
+			_ = st.EndRun(ctx, threadID, runID, epoch, "completed")
+		}
+	}
+}
+
+// replicas serves two A2A surfaces (two replicas: each its own a2asrv handler, executions
+// and task cache) on one engine and one store.
+func replicas(t *testing.T) (*fakeEngine, string, string) {
+	t.Helper()
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}, st: st}
+	var urls []string
+	for range 2 {
+		s := New(Config{Engine: e, Tasks: st, Log: st, Card: CardInfo{Name: "baton"}, CancelHorizon: 5 * time.Second})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
+		}))
+		t.Cleanup(srv.Close)
+		t.Cleanup(s.Close)
+		urls = append(urls, srv.URL)
+	}
+	return e, urls[0], urls[1]
+}
+
+// TestTasksAcrossReplicas: a task run on one replica is read (GetTask with its answer,
+// ListTasks by context), followed (SubscribeToTask: the answer as it grows, then the end)
+// and cancelled (CancelTask answers once the run has ended) on another, which has no
+// execution of it and reads it from the store and the run's event log; another principal
+// sees none of it.
+func TestTasksAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	e, a, b := replicas(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	onA, onB := client(t, a, "alice", "jsonrpc"), client(t, b, "alice", "rest")
+
+	done := stream(t, onA, msg("hello"))
+	require.Equal(t, a2a.TaskStateCompleted, done.last.State)
+	got, err := onB.GetTask(ctx, &a2a.GetTaskRequest{ID: done.task.ID})
+	require.NoError(t, err)
+	assert.Equal(t, a2a.TaskStateCompleted, got.Status.State)
+	require.Len(t, got.Artifacts, 1, "the answer, from the run's event log")
+	assert.Equal(t, "hi there", got.Artifacts[0].Parts[0].Text()+got.Artifacts[0].Parts[1].Text())
+	list, err := onB.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: done.task.ContextID, IncludeArtifacts: true})
+	require.NoError(t, err)
+	require.Len(t, list.Tasks, 1)
+	assert.Equal(t, done.task.ID, list.Tasks[0].ID)
+	_, err = client(t, b, "bob", "jsonrpc").GetTask(ctx, &a2a.GetTaskRequest{ID: done.task.ID})
+	assert.ErrorIs(t, err, a2a.ErrTaskNotFound)
+
+	res, err := onA.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg("slow"), Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	require.NoError(t, err)
+	task := res.(*a2a.Task)
+	var run *fakeRun
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := onB.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		if assert.NoError(c, err) {
+			assert.Equal(c, a2a.TaskStateWorking, got.Status.State)
+			_, runID := runOf(got)
+			e.mu.Lock()
+			run = e.runs[runID]
+			e.mu.Unlock()
+			assert.NotNil(c, run)
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+
+	type followed struct {
+		text  string
+		state a2a.TaskState
+		err   error
+	}
+	out := make(chan followed, 1)
+	subscribed := make(chan struct{})
+	go func() {
+		var f followed
+		for ev, err := range onB.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+			if err != nil {
+				f.err = err
+				break
+			}
+			switch v := ev.(type) {
+			case *a2a.Task:
+				close(subscribed)
+			case *a2a.TaskArtifactUpdateEvent:
+				for _, p := range v.Artifact.Parts {
+					f.text += p.Text()
+				}
+			case *a2a.TaskStatusUpdateEvent:
+				f.state = v.Status.State
+			}
+		}
+		out <- f
+	}()
+	<-subscribed
+	run.push(say("m9", "more")...)
+	require.Eventually(t, func() bool {
+		got, err := onB.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		return err == nil && len(got.Artifacts) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	canceled, err := onB.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+	require.NoError(t, err)
+	assert.Equal(t, a2a.TaskStateCanceled, canceled.Status.State)
+	select {
+	case <-run.Done():
+	default:
+		t.Fatal("CancelTask on the other replica answered before the run ended")
+	}
+	f := <-out
+	require.NoError(t, f.err)
+	assert.Equal(t, "more", f.text, "the follower streamed the answer from the event log")
+	assert.Equal(t, a2a.TaskStateCanceled, f.state)
+	got, err = onA.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+	require.NoError(t, err)
+	assert.Equal(t, a2a.TaskStateCanceled, got.Status.State)
+}
