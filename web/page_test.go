@@ -235,6 +235,24 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_c", "toolCallName": "research"})
 		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_c"})
 		finish(map[string]any{"type": "cancelled"})
+	case "wording":
+		send(ev{"type": "CUSTOM", "name": "baton.failure", "value": map[string]any{"kind": "ambiguous_input", "action": "narrow_scope", "attempt": 1}})
+		send(ev{"type": "CUSTOM", "name": "baton.failure", "value": map[string]any{"kind": "tool_error", "action": "retry", "explanation": "Research reported an error.", "attempt": 2}})
+		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_w", "toolCallName": "travel"})
+		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_w"})
+		send(ev{"type": "SUBAGENT_STARTED", "subagentRunId": "sa-call_w", "name": "travel", "parentToolCallId": "call_w"})
+		send(ev{"type": "SUBAGENT_ERROR", "subagentRunId": "sa-call_w", "code": "A2A_UNREACHABLE", "message": "The travel agent could not be reached."})
+		send(ev{"type": "TOOL_CALL_RESULT", "messageId": "tr-w", "toolCallId": "call_w", "role": "tool",
+			"content": "[COMPLETED]\nBooked for 12-19 May.\n\n(continuation of task 3f1c2a9e-0b7d-4c55-9a51-6d2f1e0c8b44: the agent asked \"Which dates?\"; the user answered \"12-19 May\")"})
+		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "mw", "role": "assistant"})
+		for _, d := range []string{"[COMPL", "ETED]\nBooked for 12-19 May.\n", "\n(continuation of task 3f1c2a9e-0b7d-4c55-9a51-6d2f1e0c8b44: ", "the agent asked \"Which dates?\"; the user answered \"12-19 May\")"} {
+			send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "mw", "delta": d})
+		}
+		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "mw"})
+		finish(map[string]any{"type": "interrupt", "interrupts": []any{
+			map[string]any{"id": "int-odd", "reason": "some_future_reason", "message": "Go on?",
+				"responseSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
+		}})
 	case "truncated":
 		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "mt", "role": "assistant"})
 		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "mt", "delta": "half an ans"})
@@ -417,7 +435,8 @@ func TestPage(t *testing.T) {
 		assert.Equal(t, "4", p.attr(card+" .activity progress", "value"))
 		assert.Equal(t, "5", p.attr(card+" .activity progress", "max"))
 		assert.Equal(t, 1, p.count(card+" .activity"), "a snapshot replaces the previous one")
-		assert.Contains(t, p.text(".notice.failure"), "transient_provider: The model is busy; retrying. (attempt 1)")
+		assert.Equal(t, "The model is busy; retrying. Trying again.", p.text(".notice.failure"))
+		assert.Equal(t, "transient_provider", p.attr(".notice.failure", "data-kind"))
 		assert.Equal(t, "Asking research.", p.text(`.msg.assistant[data-message-id="m1"]`))
 		assert.Equal(t, 2, p.count(".msg.assistant"), "sub-agent text is not an assistant bubble")
 

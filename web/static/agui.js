@@ -64,6 +64,25 @@ export function parseTag(content) {
   return { tag: m[1], arg: m[2] || "", body: text.slice(m[0].length) };
 }
 
+// RESULT_TAGS are the tags that start a tool result (DESIGN §5). They belong in the tool
+// card; a model that repeats one in its answer has not said anything to the user by it.
+const RESULT_TAGS = "COMPLETED|FAILED|REJECTED|CANCELED|INPUT_REQUIRED|AUTH_REQUIRED|TIMEOUT|UNREACHABLE|OK|ERROR|RETRY|ANSWERED|DECLINED";
+const TAG_AT_LINE_START = new RegExp(`^[ \\t]*\\[(?:${RESULT_TAGS})(?::[^\\]\\n]*)?\\][ \\t]*`, "gm");
+// A continued task's note, (continuation of task <id>: the agent asked …; the user
+// answered …), is history for the model, not something to say to the user.
+const CONTINUATION_NOTE = /^[ \t]*\(continuation of task [^\n]*\)[ \t]*$/gm;
+
+// visibleText is the text of a model's answer as the user reads it: without result tags at
+// the start of a line and without continuation notes. The history keeps the text as it came.
+export function visibleText(text) {
+  if (typeof text !== "string" || !text) return "";
+  return text
+    .replace(CONTINUATION_NOTE, "")
+    .replace(TAG_AT_LINE_START, "")
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
+}
+
 // contentText flattens AG-UI content (a string or ContentPart[]) to text.
 export function contentText(content) {
   if (typeof content === "string") return content;

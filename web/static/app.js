@@ -8,7 +8,7 @@
 // receives the sub-agent's outcome as the tool result. Everything that comes from the
 // coordinator is inserted as text, never as HTML.
 
-import { streamRun, followRun, getJSON, uid, parseTag, tagClass, contentText, applyPatch, HTTPError } from "./agui.js";
+import { streamRun, followRun, getJSON, uid, parseTag, tagClass, contentText, visibleText, applyPatch, HTTPError } from "./agui.js";
 import { buildFields, renderFields, readPayload, isElicitation, FormError } from "./forms.js";
 import { isApproval, approvalCard } from "./approval.js";
 
@@ -475,8 +475,13 @@ function appendText(id, delta, subagentRunId) {
   }
   if (!delta) return;
   const stick = nearBottom();
-  t.node.textContent += delta;
-  if (t.msg) t.msg.content += delta;
+  if (t.msg) {
+    // The history keeps what the model said; the user reads it without tags and notes.
+    t.msg.content += delta;
+    t.node.textContent = visibleText(t.msg.content);
+  } else {
+    t.node.textContent += delta;
+  }
   if (stick) t.node.scrollIntoView({ block: "end" });
 }
 
@@ -634,7 +639,7 @@ function subagentError(ev) {
   const block = subagentBlock(ev.subagentRunId);
   block.dataset.state = "error";
   block.dataset.code = ev.code || "";
-  block.querySelector(".sub-state").textContent = ev.code ? "error: " + ev.code : "error";
+  block.querySelector(".sub-state").textContent = "failed"; // the code is in data-code
   block.appendChild(el("div", "sub-error", ev.message || "The sub-agent failed."));
 }
 
@@ -696,10 +701,12 @@ function custom(name, value) {
   const v = value && typeof value === "object" ? value : {};
   switch (name) {
     case "baton.failure": {
-      const attempt = v.attempt ? ` (attempt ${v.attempt})` : "";
-      const n = notice("failure", `${v.kind || "failure"}: ${v.explanation || ""}${attempt}`);
-      n.dataset.kind = v.kind || "";
-      n.dataset.action = v.action || "";
+      // The kind and action are for tools and tests (data attributes); the user reads
+      // what happened and what Baton does about it.
+      const n = notice("failure", failureText(v));
+      n.dataset.kind = typeof v.kind === "string" ? v.kind : "";
+      n.dataset.action = typeof v.action === "string" ? v.action : "";
+      if (Number.isInteger(v.attempt)) n.dataset.attempt = String(v.attempt);
       break;
     }
     case "baton.handoff":
@@ -721,6 +728,48 @@ function custom(name, value) {
     default:
       notice("custom", name, JSON.stringify(value));
   }
+}
+
+// FAILURE_TEXT says, per failure kind (DESIGN §6), what happened in the user's words; used
+// when the event carries no explanation of its own.
+const FAILURE_TEXT = {
+  transient_provider: "The language model did not answer.",
+  output_truncated: "The language model's reply was cut off.",
+  output_refused: "The language model declined to answer.",
+  tool_error: "A tool or agent reported a problem.",
+  no_progress: "The work is not moving forward.",
+  loop_detected: "The same step keeps repeating.",
+  capability_gap: "None of the available agents or tools can do this.",
+  policy_violation: "This is not allowed here.",
+  ambiguous_input: "The request is not clear enough to act on.",
+  iteration_limit: "The run reached its step limit.",
+  time_limit: "The run reached its time limit.",
+};
+
+// failureText is a baton.failure event as the user reads it: what happened, then what
+// Baton does about it.
+function failureText(v) {
+  const what = (typeof v.explanation === "string" && v.explanation.trim()) || FAILURE_TEXT[v.kind] || "Something went wrong.";
+  const n = Number.isInteger(v.attempt) ? v.attempt : 0;
+  let next = "";
+  switch (v.action) {
+    case "retry":
+      next = n > 1 ? `Trying again (retry ${n}).` : "Trying again.";
+      break;
+    case "narrow_scope":
+      next = "Asking the model to take a smaller step.";
+      break;
+    case "ask_user":
+      next = "Baton needs your answer to go on.";
+      break;
+    case "handoff":
+      next = "Handing this back to you.";
+      break;
+    case "stop":
+      next = "Stopping here.";
+      break;
+  }
+  return next ? `${what} ${next}` : what;
 }
 
 // ---- run end ----
@@ -971,7 +1020,7 @@ function reasonLabel(reason) {
     case "confirmation":
       return "asks to confirm";
     default:
-      return reason || "asks";
+      return "asks"; // the reason code is kept in data-reason, not shown
   }
 }
 
@@ -980,16 +1029,33 @@ function answer(intr, box, entry) {
   chat.answers.set(intr.id, entry);
   box.dataset.state = "answered";
   for (const c of box.querySelectorAll("input, select, textarea, button")) c.disabled = true;
-  const shown = entry.status === "cancelled" ? "(cancelled)" : box.classList.contains("signin") ? "Signed in" : answerText(entry.payload);
+  let shown;
+  if (entry.status === "cancelled") shown = "(cancelled)";
+  else if (box.classList.contains("signin")) shown = "Signed in";
+  else if (box.classList.contains("approval")) shown = approvalText(entry.payload, box.dataset.inDoubt === "true");
+  else shown = answerText(entry.payload);
   const bubble = append(el("div", "msg user answer"));
   bubble.appendChild(el("div", "msg-text", shown));
   const pending = chat.interrupts.filter((i) => !chat.answers.has(i.id));
   if (pending.length) {
-    setStatus("input", `waiting for ${pending.length} more answer(s)`);
+    setStatus("input", pending.length === 1 ? "waiting for one more answer" : `waiting for ${pending.length} more answers`);
     return;
   }
   const resume = chat.interrupts.map((i) => chat.answers.get(i.id));
   runOnce({ resume });
+}
+
+// approvalText is an approval answer in words: what the user decided, with the changed
+// arguments or the reason given.
+function approvalText(payload, inDoubt) {
+  const p = payload && typeof payload === "object" ? payload : {};
+  if (p.approved === true) {
+    const head = inDoubt ? "Run it again" : "Approved";
+    const edits = p.editedArgs && typeof p.editedArgs === "object" ? pairs(p.editedArgs) : "";
+    return edits ? `${head}, with changes: ${edits}` : head;
+  }
+  const head = inDoubt ? "Not run again" : "Denied";
+  return typeof p.reason === "string" && p.reason ? `${head}: ${p.reason}` : head;
 }
 
 // answerText shows an answer the way the user gave it, not as JSON.
@@ -1128,7 +1194,7 @@ function restoreMessages(messages) {
         if (text) {
           const bubble = append(el("div", "msg assistant"));
           bubble.dataset.messageId = m.id || "";
-          const node = bubble.appendChild(el("div", "msg-text", text));
+          const node = bubble.appendChild(el("div", "msg-text", visibleText(text)));
           if (m.id) chat.texts.set(m.id, { node, msg, bubble });
         }
         chat.turn = msg;
