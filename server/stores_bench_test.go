@@ -98,6 +98,7 @@ func storesEngine(tb testing.TB, st store.Store, url string) (baseURL string, st
 //
 // Everything (clients, agent, Baton) is in this process, so the CPU figure includes the
 // clients and the agent; they are the same for each store, which makes the ratios the point.
+// BATON_BENCH_STORES (e.g. "postgres") keeps only the stores it names, for a CPU profile.
 // PostgreSQL is the throwaway server of pgtest (or BATON_TEST_POSTGRES_URL); without one it
 // is left out with a printed reason (and fails when CI is set).
 //
@@ -236,6 +237,10 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 		b.Logf("%-8s ramp: first event p50 %.1f ms, p99 %.1f ms", s.name, ms(pct(sorted, 0.5)), ms(pct(sorted, 0.99)))
 	}
 
+	// BATON_BENCH_STORES keeps the named stores only (a profile of one).
+	if only := os.Getenv("BATON_BENCH_STORES"); only != "" {
+		stores = slices.DeleteFunc(stores, func(s *benchStore) bool { return !slices.Contains(strings.Split(only, ","), s.name) })
+	}
 	for b.Loop() {
 		for r := range rounds {
 			for k := range stores {
@@ -247,6 +252,9 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 	}
 	b.StopTimer()
 	mem := stores[0]
+	if mem.name != "memory" || mem.satRuns == 0 {
+		return
+	}
 	memRate := float64(mem.satRuns) / mem.satTime.Seconds()
 	memCPU := float64(mem.satCPU.Microseconds()) / 1000 / float64(mem.satRuns)
 	for _, s := range stores {
