@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,24 +74,58 @@ func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
 	if st.Outcome != StepPending {
 		ended = st.At.UnixNano()
 	}
+	args := []any{st.ThreadID, st.RunID, st.At.UnixNano(), st.Kind, st.Target, st.Ref, st.Attempt, st.Outcome, st.Tag,
+		st.FailureKind, inDoubt, st.Replica, st.Epoch, st.Detail, ended}
 	var seq int64
-	err := s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-		// The thread's writers are serialised (the thread lock; SQLite's one writer), so
-		// the next number is free.
-		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1`), st.ThreadID).Scan(&seq); err != nil {
+	var err error
+	if s.w == nil {
+		seq, err = s.recordStepPG(ctx, args)
+	} else {
+		err = s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+			// The thread's writers are serialised (the thread lock; SQLite's one writer), so
+			// the next number is free.
+			if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1`), st.ThreadID).Scan(&seq); err != nil {
+				return err
+			}
+			_, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`), append([]any{seq}, args...)...)
 			return err
-		}
-		_, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`),
-			seq, st.ThreadID, st.RunID, st.At.UnixNano(), st.Kind, st.Target, st.Ref, st.Attempt, st.Outcome, st.Tag,
-			st.FailureKind, inDoubt, st.Replica, st.Epoch, st.Detail, ended)
-		return err
-	})
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("store: record %s step of run %q: %w", st.Kind, st.RunID, err)
 	}
 	st.Seq = seq
 	return nil
+}
+
+// recordStepPG writes a step on PostgreSQL in one statement, one round trip instead of
+// five (BEGIN, the thread lock, the next number, the insert, COMMIT): the statement takes
+// the next number itself, and a concurrent writer of the same thread that took the same
+// number first makes it insert nothing (ON CONFLICT waits for that writer's commit), so it
+// tries again with a fresh snapshot, which sees that step. args are the step's columns
+// after seq, in stepCols order, then ended_at.
+func (s *sqlStore) recordStepPG(ctx context.Context, args []any) (int64, error) {
+	for {
+		var seq int64
+		err := s.queryRow(ctx, `INSERT INTO journal (`+stepCols+`, ended_at)
+			SELECT COALESCE(MAX(seq), 0) + 1, $1::TEXT, $2::TEXT, $3::BIGINT, $4::TEXT, $5::TEXT, $6::TEXT, $7::INTEGER, $8::TEXT,
+				$9::TEXT, $10::TEXT, $11::INTEGER, $12::TEXT, $13::BIGINT, $14::TEXT, $15::BIGINT
+			FROM journal WHERE thread_id = $1
+			ON CONFLICT (thread_id, seq) DO NOTHING RETURNING seq`, args...).Scan(&seq)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			continue
+		case err != nil:
+			s.health.note(err)
+			return 0, err
+		}
+		s.health.note(nil)
+		return seq, nil
+	}
 }
 
 func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
