@@ -1,17 +1,13 @@
 package a2a
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	a2alegacy "github.com/a2aproject/a2a-go/a2a"
@@ -19,19 +15,13 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
+
+	"github.com/baton-dev/baton/internal/sse"
 )
 
-// Limits of the lean SSE reader (design/streams.md).
-const (
-	// sseReadBuffer is the buffer a stream starts with: most A2A events fit in it, and
-	// an idle stream holds nothing bigger.
-	sseReadBuffer = 1024
-	// maxSSEEvent bounds one event (all its data lines), as a2a-go bounds one line.
-	maxSSEEvent = 10 << 20
-)
-
-// errEventTooLarge reports an SSE event over maxSSEEvent.
-var errEventTooLarge = errors.New("an SSE event of the agent is larger than the limit")
+// maxSSEEvent bounds one event of the lean SSE reader (all its data lines), as a2a-go
+// bounds one line (design/lean-transport.md).
+const maxSSEEvent = 10 << 20
 
 // leanTransport is a2a-go's JSON-RPC transport (1.0, or 0.3 through a2av0) with its own
 // reader for the two streaming methods: a2a-go's reader allocates a 64 KiB scanner
@@ -131,7 +121,7 @@ func (t *leanTransport) stream(ctx context.Context, method string, params a2acli
 			yield(nil, fmt.Errorf("unexpected HTTP status: %s", resp.Status))
 			return
 		}
-		for data, err := range readSSE(resp.Body, maxSSEEvent) {
+		for data, err := range sse.Read(resp.Body, maxSSEEvent) {
 			if err != nil {
 				yield(nil, fmt.Errorf("SSE stream error: %w", err))
 				return
@@ -216,82 +206,4 @@ func fromRPCError(e *rpcError) error {
 		out.TypedDetails = append(out.TypedDetails, d)
 	}
 	return out
-}
-
-// readerPool recycles the small line readers of ended streams.
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseReadBuffer) }}
-
-// readSSE yields the data of each event of an SSE stream (data lines joined by "\n", as
-// WHATWG says; other fields ignored). Lines are read with a small buffer; an event that
-// does not fit grows a buffer of its own, up to max bytes, which is dropped once the
-// event is delivered, so that a stream idle after a large event holds nothing large.
-// The yielded slice is valid until the next iteration.
-func readSSE(body io.Reader, max int) iter.Seq2[[]byte, error] {
-	return func(yield func([]byte, error) bool) {
-		br := readerPool.Get().(*bufio.Reader)
-		br.Reset(body)
-		defer func() { br.Reset(nil); readerPool.Put(br) }()
-		var event []byte
-		// As in a2a-go's reader: an event with no data (or only empty data lines) is not
-		// delivered, and empty data lines before the first non-empty one add nothing.
-		flush := func() bool {
-			if len(event) == 0 {
-				return true
-			}
-			ok := yield(event, nil)
-			if cap(event) > 4*sseReadBuffer {
-				event = nil
-			} else {
-				event = event[:0]
-			}
-			return ok
-		}
-		var line []byte // a line longer than br's buffer, assembled
-		for {
-			chunk, err := br.ReadSlice('\n')
-			if errors.Is(err, bufio.ErrBufferFull) {
-				if len(line)+len(chunk) > max {
-					yield(nil, errEventTooLarge)
-					return
-				}
-				line = append(line, chunk...)
-				continue
-			}
-			if err != nil && !(errors.Is(err, io.EOF) && len(chunk)+len(line) > 0) {
-				if errors.Is(err, io.EOF) {
-					flush()
-					return
-				}
-				yield(nil, err)
-				return
-			}
-			full := chunk
-			if line != nil {
-				line = append(line, chunk...)
-				full = line
-			}
-			full = bytes.TrimSuffix(full, []byte("\n"))
-			full = bytes.TrimSuffix(full, []byte("\r"))
-			if len(full) == 0 {
-				if !flush() {
-					return
-				}
-			} else if data, ok := bytes.CutPrefix(full, []byte("data:")); ok {
-				data = bytes.TrimPrefix(data, []byte(" "))
-				if len(event)+len(data)+1 > max {
-					yield(nil, errEventTooLarge)
-					return
-				}
-				if len(event) > 0 {
-					event = append(event, '\n')
-				}
-				event = append(event, data...)
-			}
-			line = nil
-			if err != nil { // EOF after a last line without its newline
-				flush()
-				return
-			}
-		}
-	}
 }

@@ -248,20 +248,40 @@ func TestCancelNonStreamingJSPeer(t *testing.T) {
 	}
 }
 
-// BenchmarkNonStreamingCancel measures "disconnect → the sub-agent sees CancelTask" for an
-// agent whose card does not stream (the JS peer with A2A_STREAMING=0, A2A 1.0 wire): from
-// the moment the AG-UI client drops its stream (once the peer's task is working, so that
-// the coordinator may know its id) to the arrival of CancelTask at the peer's request
-// handler (its clock: same machine). Each iteration is one run of the coordinator binary
-// delegating to the peer's slow task; the next starts once that task is canceled. p50 and
-// p99 in milliseconds (target: p99 < 100 ms).
+// BenchmarkNonStreamingCancel measures "disconnect → the sub-agent sees CancelTask" and
+// "stop → the sub-agent sees CancelTask" for an agent whose card does not stream (the JS peer
+// with A2A_STREAMING=0), on the A2A 1.0 JSON-RPC wire, the 0.3 wire and the HTTP+JSON
+// binding: from the moment the AG-UI client drops its stream, or the stop request is sent
+// (once the peer's task is working, so that the coordinator may know its id), to the arrival
+// of CancelTask at the peer's request handler (its clock: same machine). Each iteration is
+// one run of the coordinator binary delegating to the peer's slow task; the next starts once
+// that task is canceled. p50 and p99 in milliseconds (target: p99 < 100 ms).
 //
 //	go test -run XXX -bench NonStreamingCancel -benchtime 20x ./integration/
 func BenchmarkNonStreamingCancel(b *testing.B) {
 	requirePeers(b)
-	peer := startA2APeerEnv(b, "A2A_LEGACY=0", "A2A_STREAMING=0")
-	model := startCancelLLM(b)
-	coord := startBatonForCancel(b, cancelConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}}})
+	for _, wire := range []struct {
+		name string
+		env  []string
+	}{
+		{"a2a-1.0", []string{"A2A_LEGACY=0", "A2A_STREAMING=0"}},
+		{"a2a-0.3", []string{"A2A_ONLY_V03=1", "A2A_STREAMING=0"}},
+		{"http+json", []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0", "A2A_STREAMING=0"}},
+	} {
+		b.Run(wire.name, func(b *testing.B) {
+			peer := startA2APeerEnv(b, wire.env...)
+			model := startCancelLLM(b)
+			coord := startBatonForCancel(b, cancelConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}}})
+			for _, way := range []string{"disconnect", "stop"} {
+				b.Run(way, func(b *testing.B) {
+					benchNonStreamingCancel(b, coord.URL, peer, way == "stop")
+				})
+			}
+		})
+	}
+}
+
+func benchNonStreamingCancel(b *testing.B, coord, peer string, stop bool) {
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -269,7 +289,7 @@ func BenchmarkNonStreamingCancel(b *testing.B) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
-		d, err := nonStreamingCancelOnce(client, coord.URL, peer, i)
+		d, err := nonStreamingCancelOnce(client, coord, peer, i, stop)
 		if err != nil {
 			b.Fatalf("run %d: %v", i, err)
 		}
@@ -301,15 +321,17 @@ func readPeerCancelLog(client *http.Client, peer string) (peerCancelLog, error) 
 }
 
 // nonStreamingCancelOnce starts one run, waits until the peer's new task works, drops the
-// stream and returns the time until the peer received CancelTask for that task.
-func nonStreamingCancelOnce(client *http.Client, base, peer string, i int) (time.Duration, error) {
+// stream (or, with stop, asks the stop endpoint to stop the run) and returns the time until
+// the peer received CancelTask for that task.
+func nonStreamingCancelOnce(client *http.Client, base, peer string, i int, stop bool) (time.Duration, error) {
 	before, err := readPeerCancelLog(client, peer)
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	body, _ := json.Marshal(runInput(newThreadID("bench-nostream"), newThreadID("run"), fmt.Sprintf("peer: slow bench %d", i)))
+	thread, run := newThreadID("bench-nostream"), newThreadID("run")
+	body, _ := json.Marshal(runInput(thread, run, fmt.Sprintf("peer: slow bench %d", i)))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/agui", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -340,7 +362,19 @@ func nonStreamingCancelOnce(client *http.Client, base, peer string, i int) (time
 		time.Sleep(5 * time.Millisecond)
 	}
 	start := time.Now()
-	cancel()
+	if stop {
+		resp, err := client.Post(fmt.Sprintf("%s/agui/threads/%s/runs/%s/stop", base, thread, run), "application/json", nil)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return 0, fmt.Errorf("stop: status %d", resp.StatusCode)
+		}
+	} else {
+		cancel()
+	}
 	for time.Now().Before(deadline.Add(10 * time.Second)) {
 		l, err := readPeerCancelLog(client, peer)
 		if err != nil {
