@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -75,6 +76,11 @@ func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
 	}
 	var seq int64
 	err := s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+		if st.Epoch != 0 {
+			if err := s.checkEpoch(ctx, tx, st.ThreadID, st.RunID, st.Epoch); err != nil {
+				return err
+			}
+		}
 		// The thread's writers are serialised (the thread lock; SQLite's one writer), so
 		// the next number is free.
 		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1`), st.ThreadID).Scan(&seq); err != nil {
@@ -102,13 +108,34 @@ func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end 
 	if end.InDoubt {
 		inDoubt = 1
 	}
-	res, err := s.exec(ctx, `UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5, detail = CASE WHEN $6 = '' THEN detail ELSE $6 END,
-		in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending'`,
-		threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano())
+	var n int64
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+		if end.Epoch != 0 {
+			var runID string
+			err := s.txQueryRow(ctx, tx, s.d.q(`SELECT run_id FROM journal WHERE thread_id = $1 AND seq = $2`), threadID, seq).Scan(&runID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.checkEpoch(ctx, tx, threadID, runID, end.Epoch); err != nil {
+				return err
+			}
+		}
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5, detail = CASE WHEN $6 = '' THEN detail ELSE $6 END,
+			in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending'`),
+			threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrNotFound)
 	}
 	return nil
