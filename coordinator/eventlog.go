@@ -38,6 +38,9 @@ type runLog struct {
 	epoch int64
 	// onFenced is called once when the store refuses a write of the run as fenced.
 	onFenced func(error)
+	// onStored, when set, is called (outside mu) with the highest seq the store has taken
+	// (or that was given up), after each change of it.
+	onStored func(seq int64)
 	fenced   bool
 	// quit, when closed, ends the writer's retries (the engine has stopped).
 	quit <-chan struct{}
@@ -276,6 +279,7 @@ func (l *runLog) append(batch []store.Event) error {
 		l.settled = max(l.settled, batch[stored-1].Seq)
 		l.signal()
 		l.stored = max(l.stored, batch[stored-1].Seq)
+		defer l.tellStored(l.stored)
 	}
 	if err != nil && !errors.Is(err, store.ErrFenced) {
 		rest := batch[stored:]
@@ -343,8 +347,17 @@ func (l *runLog) giveUp() {
 	l.settled = max(l.settled, l.seq)
 	l.signal()
 	l.stored = l.seq // lost, not to be waited for
+	seq := l.stored
 	l.mu.Unlock()
+	l.tellStored(seq)
 	l.log.Error("event log: the store did not take the run's events in time; a reconnect will miss them", "events", n)
+}
+
+// tellStored passes the highest stored seq on (onStored).
+func (l *runLog) tellStored(seq int64) {
+	if l.onStored != nil {
+		l.onStored(seq)
+	}
 }
 
 // signal wakes whoever waits on Changed; l.mu is held.

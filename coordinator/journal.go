@@ -34,18 +34,23 @@ type stepRef struct {
 	e        *Engine
 	threadID string
 	seq      int64
+	epoch    int64
 }
 
-// journalEpoch is the run's ownership epoch that its steps are recorded under: 0 while
-// runs carry none. A fenced store refuses a step whose epoch is not the run's current one;
-// that refusal is where the run stops (the error of intent).
-func (r *Run) journalEpoch() int64 { return 0 }
+// journalEpoch is the run's ownership epoch that its steps are recorded under (0 before the
+// store made this replica its owner: unfenced). The store refuses a step whose epoch is
+// not the run's current one; that refusal stops the run here (moved).
+func (r *Run) journalEpoch() int64 { return r.elog.epoch }
 
 // intent records that the run is about to take a step, before it is taken. The error is
 // the store's: a caller whose step must not be taken unrecorded (a call that could not
-// be re-issued safely) does not take it.
+// be re-issued safely) does not take it. A fenced refusal stops the run here.
 func (r *Run) intent(kind, target, ref string, attempt int, detail string) (stepRef, error) {
-	return r.e.intent(r.ThreadID, r.RunID, r.journalEpoch(), kind, target, ref, attempt, detail)
+	s, err := r.e.intent(r.ThreadID, r.RunID, r.journalEpoch(), kind, target, ref, attempt, detail)
+	if errors.Is(err, store.ErrFenced) {
+		r.moved("the store refused a journal step of the run")
+	}
+	return s, err
 }
 
 // intent records a step of run (threadID, runID) about to be taken.
@@ -58,7 +63,7 @@ func (e *Engine) intent(threadID, runID string, epoch int64, kind, target, ref s
 		e.log.Warn("journal: record intent", "kind", kind, "target", target, "thread_id", threadID, "run_id", runID, "err", err)
 		return stepRef{e: e, threadID: threadID}, err
 	}
-	return stepRef{e: e, threadID: threadID, seq: s.Seq}, nil
+	return stepRef{e: e, threadID: threadID, seq: s.Seq, epoch: epoch}, nil
 }
 
 // end records the step's outcome.
@@ -68,6 +73,7 @@ func (s stepRef) end(end store.StepEnd) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
 	defer cancel()
+	end.Epoch = s.epoch
 	err := s.e.journal().EndStep(ctx, s.threadID, s.seq, end)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.e.log.Warn("journal: record outcome", "thread_id", s.threadID, "seq", s.seq, "err", err)
@@ -161,8 +167,7 @@ func (r *Run) durableIntent(ctx context.Context, kind, target, ref, detail strin
 			return s, nil
 		}
 		if errors.Is(err, store.ErrFenced) {
-			r.moved("the store refused a journal step of the run")
-			return s, err
+			return s, err // the run moved (intent stopped it)
 		}
 		t := time.NewTimer(pause)
 		select {

@@ -40,6 +40,11 @@ type eventQueue struct {
 	// notify, when set (Run.OnWake), is called wherever wake is signalled: a consumer
 	// that keeps no goroutine waiting on wake is told this way.
 	notify atomic.Pointer[func()]
+	// gated: take returns only events whose sequence number is at most stored (the run's
+	// event log has them), so that a client is never shown an event that a replica taking
+	// the run over would not find in the log: its numbering can then go on densely.
+	gated  bool
+	stored int64
 }
 
 // newEventQueue returns a queue bounded by limit bytes (0: DefaultStreamBufferBytes).
@@ -76,10 +81,21 @@ func (q *eventQueue) push(ev agui.Event) error {
 	case agui.EventRunFinished, agui.EventRunError:
 		q.closed = true
 	}
+	// Gated, the event may be shown now only when the log stored it before it got here
+	// (the log is written first, by another goroutine); else storedUpTo wakes the consumer.
+	visible := !q.gated || q.taken+int64(len(q.events)) <= q.stored
 	q.mu.Unlock()
 	if first && q.onOverflow != nil {
 		q.onOverflow()
 	}
+	if visible {
+		q.signal()
+	}
+	return nil
+}
+
+// signal wakes the consumer.
+func (q *eventQueue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -87,7 +103,18 @@ func (q *eventQueue) push(ev agui.Event) error {
 	if f := q.notify.Load(); f != nil {
 		(*f)()
 	}
-	return nil
+}
+
+// storedUpTo says that the run's event log holds every event up to seq: a gated queue
+// may show them now.
+func (q *eventQueue) storedUpTo(seq int64) {
+	q.mu.Lock()
+	more := seq > q.stored
+	q.stored = max(q.stored, seq)
+	q.mu.Unlock()
+	if more {
+		q.signal()
+	}
 }
 
 // take returns every pending event, the sequence number of the first (when it is beyond
@@ -98,9 +125,18 @@ func (q *eventQueue) take() (int64, []agui.Event, bool) {
 	defer q.mu.Unlock()
 	evs := q.events
 	q.events, q.bytes = nil, 0
+	if n := int(max(0, q.stored-q.taken)); q.gated && n < len(evs) {
+		// The rest is not in the log yet: it stays for a later take.
+		rest := evs[n:]
+		evs = evs[:n:n]
+		q.events = append(make([]agui.Event, 0, len(rest)), rest...)
+		for _, ev := range rest {
+			q.bytes += agui.SizeHint(ev)
+		}
+	}
 	first := q.taken + 1
 	q.taken += int64(len(evs))
-	return first, evs, q.closed
+	return first, evs, q.closed && len(q.events) == 0
 }
 
 // abandon closes the queue: its consumer has gone (a detached run), so what is pending is

@@ -117,6 +117,9 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	// The stream of the starting request is the first watcher.
 	r.watch.n = 1
 	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg)
+	// The live stream shows an event once the log has it (design/fencing.md).
+	r.q.gated = true
+	r.elog.onStored = r.q.storedUpTo
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		if !r.limit.admit(ev) {
 			return nil

@@ -29,10 +29,6 @@ import (
 // task is followed by id and never sent again, an idempotent or read-only MCP call is sent
 // again, any other call that may have run is reported to the model as such; then the loop
 // goes on with the next model turn. A model turn cut mid-stream is simply asked again.
-// takeoverSeqGap is how far a run taken over skips ahead in its event numbering: the most
-// events a replica holds before they are stored (maxPendingEvents).
-const takeoverSeqGap = maxPendingEvents
-
 // takenOver is what a run taken over starts from (Run.resumed).
 type takenOver struct {
 	cp   checkpoint
@@ -177,10 +173,10 @@ func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work runWork
 			r.elog.msgs.add(ae)
 		}
 	}
-	// The numbering goes on after a gap: events the dead replica had streamed to a client
-	// but not stored yet keep ids that no later event reuses, so that the client,
-	// reconnecting with one of them, misses nothing that follows.
-	r.elog.seq = lastSeq(evs) + takeoverSeqGap
+	// The numbering goes on densely from the log: a live stream shows only events the log
+	// has (eventQueue.gated), and the previous owner can store nothing more once the claim
+	// moved the epoch on, so no client holds an id past the log's last.
+	r.elog.seq = lastSeq(evs)
 	r.begun.Store(true)
 	return r
 }

@@ -163,8 +163,8 @@ func (e *Engine) reapLapsed() {
 const reapBatch = 50
 
 // endLostLog ends a lapsed run's event log with RUN_ERROR{code:"RUN_LOST", message}, unless
-// it already ends with a terminal event. Like a takeover it numbers after a gap (events the
-// dead replica streamed but did not store keep their ids), and a log with nothing stored
+// it already ends with a terminal event. Like a takeover it numbers on from the log's last
+// event (a live stream shows only stored events), and a log with nothing stored
 // gets its RUN_STARTED first, so that a client reconnecting anywhere sees a whole stream.
 func (e *Engine) endLostLog(ctx context.Context, threadID, runID string, epoch int64, message string) {
 	evs, err := e.readLog(ctx, threadID, runID)
@@ -176,7 +176,7 @@ func (e *Engine) endLostLog(ctx context.Context, threadID, runID string, epoch i
 		return
 	}
 	now := e.cfg.Now().UnixMilli()
-	seq := lastSeq(evs) + takeoverSeqGap
+	seq := lastSeq(evs)
 	var out []store.Event
 	if len(evs) == 0 {
 		data, err := agui.MarshalEvent(&agui.RunStarted{ThreadID: threadID, RunID: runID, Base: agui.Base{Timestamp: now}})

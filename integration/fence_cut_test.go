@@ -228,6 +228,7 @@ func TestFenceCutOwner(t *testing.T) {
 	assert.Len(t, results, chargeCalls, "results: %v", results)
 	assert.Equal(t, atCut, counts.get("/a"), "the old owner charged after the cut")
 	assert.Equal(t, int64(chargeCalls), pay.charges.Load(), "each charge is made once (the one in flight at the cut is reported in doubt)")
+	assertDense(t, after)
 }
 
 // TestFenceEndDuringCut: the run's last charge and its end happen while its owner is cut

@@ -179,4 +179,5 @@ func TestFencePausedOwner(t *testing.T) {
 	}
 	assert.Len(t, results, chargeCalls, "results: %v", results)
 	assert.Equal(t, int64(chargeCalls), pay.charges.Load(), "each charge is made once")
+	assertDense(t, after)
 }

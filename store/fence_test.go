@@ -128,3 +128,40 @@ func TestFencedWriteRacingTakeover(t *testing.T) {
 		require.ErrorIs(t, a.AppendEvents(ctx, "t1", "r1", epoch, []Event{{Seq: 2, Data: json.RawMessage(`{}`)}}), ErrFenced)
 	})
 }
+
+// TestFencedJournal: once another replica took a run over, the old owner can neither record
+// a step of the run nor the outcome of one it began (ErrFenced, nothing changes); the new
+// owner, under the new epoch, can. A step recorded without an epoch is not fenced.
+func TestFencedJournal(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		old, err := s.BeginRun(ctx, "tj", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		begun := &Step{ThreadID: "tj", RunID: "r1", Kind: StepToolCall, Target: "pay__charge", Ref: "c1", Replica: "rep-a", Epoch: old}
+		require.NoError(t, s.RecordStep(ctx, begun))
+
+		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		cur := taken[0].Epoch
+
+		stale := &Step{ThreadID: "tj", RunID: "r1", Kind: StepToolCall, Target: "pay__charge", Ref: "c2", Replica: "rep-a", Epoch: old}
+		require.ErrorIs(t, s.RecordStep(ctx, stale), ErrFenced)
+		require.ErrorIs(t, s.EndStep(ctx, "tj", begun.Seq, StepEnd{Outcome: StepOK, Epoch: old}), ErrFenced)
+		none := &Step{ThreadID: "tj", RunID: "nope", Kind: StepToolCall, Replica: "rep-a", Epoch: 1}
+		require.ErrorIs(t, s.RecordStep(ctx, none), ErrFenced, "a run that does not exist has no owner to write for")
+		steps, err := s.Steps(ctx, "tj", 0, 0)
+		require.NoError(t, err)
+		require.Len(t, steps, 1, "the stale owner's step was not recorded")
+		assert.Equal(t, StepPending, steps[0].Outcome, "the stale owner's outcome was not recorded")
+
+		// The new owner records under its epoch; an unfenced step is recorded too.
+		require.NoError(t, s.EndStep(ctx, "tj", begun.Seq, StepEnd{Outcome: StepInDoubt, Epoch: cur}))
+		require.NoError(t, s.RecordStep(ctx, &Step{ThreadID: "tj", RunID: "r1", Kind: StepTakeover, Outcome: StepOK, Replica: "rep-b", Epoch: cur}))
+		require.NoError(t, s.RecordStep(ctx, &Step{ThreadID: "tj", RunID: "r1", Kind: StepCancel, Outcome: StepOK, Replica: "rep-b"}))
+		steps, err = s.Steps(ctx, "tj", 0, 0)
+		require.NoError(t, err)
+		require.Len(t, steps, 3)
+		assert.Equal(t, StepInDoubt, steps[0].Outcome)
+	})
+}

@@ -62,8 +62,10 @@ type Step struct {
 	InDoubt     bool
 	// Replica is the process that recorded the step.
 	Replica string
-	// Epoch is the run's ownership epoch the step was recorded under; 0 while runs carry
-	// none. It is where a fenced store checks that the writer still owns the run.
+	// Epoch is the run's ownership epoch the step was recorded under. When it is not 0 the
+	// store records the step only while the run has that epoch (ErrFenced otherwise), in
+	// the same transaction: a replica that lost the run cannot write its journal. 0 records
+	// unconditionally (a step of no owner: the engine's own, after a run lapsed).
 	Epoch  int64
 	Detail string
 }
@@ -72,16 +74,21 @@ type Step struct {
 type StepEnd struct {
 	Outcome, Tag, FailureKind, Detail string
 	InDoubt                           bool
+	// Epoch, when not 0, fences the write as Step.Epoch does: the outcome is recorded only
+	// while the step's run has this epoch (ErrFenced otherwise).
+	Epoch int64
 }
 
 // Journal is the step journal of every thread (design/journal.md).
 type Journal interface {
 	// RecordStep appends s to its thread's journal and sets s.Seq and s.At. An intent has
 	// Outcome StepPending (the default when empty); a step without a before and after
-	// (a refusal, a takeover) is recorded with its outcome at once.
+	// (a refusal, a takeover) is recorded with its outcome at once. With s.Epoch set, a
+	// run whose epoch moved on (or that does not exist) refuses it: ErrFenced.
 	RecordStep(ctx context.Context, s *Step) error
 	// EndStep records the outcome of a pending step. A step that is no longer pending
-	// (marked in doubt by a takeover) keeps what it has: ErrNotFound.
+	// (marked in doubt by a takeover) keeps what it has: ErrNotFound. With end.Epoch set,
+	// a run whose epoch moved on refuses it: ErrFenced.
 	EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error
 	// Steps returns the thread's steps with Seq > after, oldest first, at most limit
 	// (capped at MaxStepsRead).

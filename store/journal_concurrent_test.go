@@ -5,18 +5,21 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 // TestJournalConcurrentSteps: writers recording steps of one thread at once (parallel tool
-// calls, a takeover beside a stale owner) each get a number of their own, with no gap and
-// no error. On every backend.
+// calls of the run's owner, fenced by its epoch, beside unfenced writers) each get a number
+// of their own, with no gap and no error. On every backend.
 func TestJournalConcurrentSteps(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			s := b.open(t)
+			epoch, err := s.BeginRun(ctx, "c", "r1", "rep", -time.Second)
+			require.NoError(t, err)
 			const writers, each = 8, 25
 			seqs := make(chan int64, writers*each)
 			errs := make(chan error, writers*each)
@@ -24,7 +27,10 @@ func TestJournalConcurrentSteps(t *testing.T) {
 			for w := range writers {
 				wg.Go(func() {
 					for range each {
-						st := &Step{ThreadID: "c", RunID: "r1", Kind: StepToolCall, Target: "t", Ref: "x", Replica: "rep", Epoch: int64(w)}
+						st := &Step{ThreadID: "c", RunID: "r1", Kind: StepToolCall, Target: "t", Ref: "x", Replica: "rep"}
+						if w%2 == 0 {
+							st.Epoch = epoch
+						}
 						if err := s.RecordStep(ctx, st); err != nil {
 							errs <- err
 							return

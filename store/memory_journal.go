@@ -16,6 +16,11 @@ func (m *memory) RecordStep(ctx context.Context, s *Step) error {
 		return err
 	}
 	defer m.mu.Unlock()
+	if s.Epoch != 0 {
+		if _, err := m.owned(s.ThreadID, s.RunID, s.Epoch); err != nil {
+			return fmt.Errorf("store: record %s step of run %q: %w", s.Kind, s.RunID, ErrFenced)
+		}
+	}
 	s.normalize(time.Now())
 	th := m.ensure(s.ThreadID)
 	th.seq++
@@ -47,6 +52,11 @@ func (m *memory) EndStep(ctx context.Context, threadID string, seq int64, end St
 	defer m.mu.Unlock()
 	end.normalize()
 	s := m.step(threadID, seq)
+	if s != nil && end.Epoch != 0 {
+		if _, err := m.owned(threadID, s.RunID, end.Epoch); err != nil {
+			return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrFenced)
+		}
+	}
 	if s == nil || s.Outcome != StepPending {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrNotFound)
 	}

@@ -79,9 +79,14 @@ func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
 	var seq int64
 	var err error
 	if s.w == nil {
-		seq, err = s.recordStepPG(ctx, args)
+		seq, err = s.recordStepPG(ctx, args, st.Epoch != 0)
 	} else {
 		err = s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+			if st.Epoch != 0 {
+				if err := s.checkEpoch(ctx, tx, st.ThreadID, st.RunID, st.Epoch); err != nil {
+					return err
+				}
+			}
 			// The thread's writers are serialised (the thread lock; SQLite's one writer), so
 			// the next number is free.
 			if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1`), st.ThreadID).Scan(&seq); err != nil {
@@ -105,18 +110,39 @@ func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
 // number first makes it insert nothing (ON CONFLICT waits for that writer's commit), so it
 // tries again with a fresh snapshot, which sees that step. args are the step's columns
 // after seq, in stepCols order, then ended_at.
-func (s *sqlStore) recordStepPG(ctx context.Context, args []any) (int64, error) {
+//
+// fenced guards the insert by the step's epoch ($13) in the same statement: the HAVING
+// clause share-locks the run's row while the statement runs, so a takeover's UPDATE of
+// that row waits for it, and a step of an owner whose epoch moved on inserts nothing and
+// fails with ErrFenced (as checkEpoch does for SQLite's transaction).
+func (s *sqlStore) recordStepPG(ctx context.Context, args []any, fenced bool) (int64, error) {
+	guard := ""
+	if fenced {
+		guard = `
+			HAVING EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $13 FOR SHARE)`
+	}
 	for {
 		var seq int64
 		err := s.queryRow(ctx, `INSERT INTO journal (`+stepCols+`, ended_at)
 			SELECT COALESCE(MAX(seq), 0) + 1, $1::TEXT, $2::TEXT, $3::BIGINT, $4::TEXT, $5::TEXT, $6::TEXT, $7::INTEGER, $8::TEXT,
 				$9::TEXT, $10::TEXT, $11::INTEGER, $12::TEXT, $13::BIGINT, $14::TEXT, $15::BIGINT
-			FROM journal WHERE thread_id = $1
+			FROM journal WHERE thread_id = $1`+guard+`
 			ON CONFLICT (thread_id, seq) DO NOTHING RETURNING seq`, args...).Scan(&seq)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if err := ctx.Err(); err != nil {
 				return 0, err
+			}
+			if fenced {
+				var one int
+				err := s.queryRow(ctx, `SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $3`, args[0], args[1], args[12]).Scan(&one)
+				switch {
+				case errors.Is(err, sql.ErrNoRows):
+					return 0, ErrFenced
+				case err != nil:
+					s.health.note(err)
+					return 0, err
+				}
 			}
 			continue
 		case err != nil:
@@ -137,13 +163,34 @@ func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end 
 	if end.InDoubt {
 		inDoubt = 1
 	}
-	res, err := s.exec(ctx, `UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5, detail = CASE WHEN $6 = '' THEN detail ELSE $6 END,
-		in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending'`,
-		threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano())
+	var n int64
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+		if end.Epoch != 0 {
+			var runID string
+			err := s.txQueryRow(ctx, tx, s.d.q(`SELECT run_id FROM journal WHERE thread_id = $1 AND seq = $2`), threadID, seq).Scan(&runID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.checkEpoch(ctx, tx, threadID, runID, end.Epoch); err != nil {
+				return err
+			}
+		}
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5, detail = CASE WHEN $6 = '' THEN detail ELSE $6 END,
+			in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending'`),
+			threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrNotFound)
 	}
 	return nil
