@@ -341,11 +341,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
 		},
-		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
-		MaxEventsPerRun:   cfg.Server.MaxEventsPerRun,
-		OnDisconnect:      disconnectPolicy(cfg.Server.OnDisconnect),
-		ReconnectGrace:    time.Duration(cfg.Server.ReconnectGrace),
-		Handoff:           cfg.ShutdownMode() == config.OnShutdownHandoff,
+		StreamBufferBytes:      int(cfg.Server.StreamBufferBytes),
+		MaxEventsPerRun:        cfg.Server.MaxEventsPerRun,
+		MaxThreadsPerPrincipal: cfg.Server.MaxThreadsPerPrincipal,
+		OnDisconnect:           disconnectPolicy(cfg.Server.OnDisconnect),
+		ReconnectGrace:         time.Duration(cfg.Server.ReconnectGrace),
+		Handoff:                cfg.ShutdownMode() == config.OnShutdownHandoff,
 		// Not shared (SQLite): the runs a previous process left running are this one's.
 		TakeOverAtStart: !cfg.SharedStore(),
 	})
