@@ -354,6 +354,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordinator: %v\n", err)
 		return 1
 	}
+	// Threads untouched past server.thread_retention go (0: kept); stopped before the
+	// store closes.
+	if ret := time.Duration(cfg.Server.ThreadRetention); ret > 0 {
+		sweeper := server.NewThreadSweeper(st, ret, log)
+		sweeper.Start()
+		defer sweeper.Stop()
+	}
 	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
 	var draining atomic.Bool
 	handler := telemetry.Extract(server.New(server.Config{
