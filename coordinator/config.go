@@ -134,6 +134,10 @@ type Config struct {
 	// work is cancelled and it ends with RUN_ERROR EVENT_LIMIT. 0 means
 	// DefaultMaxEventsPerRun.
 	MaxEventsPerRun int
+	// MaxThreadsPerPrincipal caps the threads of one principal (server.
+	// max_threads_per_principal): a run that would create one more fails with
+	// ErrTooManyThreads. 0 means DefaultMaxThreadsPerPrincipal; negative means no cap.
+	MaxThreadsPerPrincipal int
 	// OnDisconnect is what a run does when its client goes away (server.on_disconnect);
 	// the zero value is DisconnectCancel. ReconnectGrace is how long a detached run waits
 	// for a reconnect (server.reconnect_grace); 0 means DefaultReconnectGrace.

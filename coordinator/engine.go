@@ -30,7 +30,13 @@ var (
 	ErrThreadNotFound = errors.New("thread not found")
 	// ErrForbidden means the thread belongs to another principal (HTTP 403).
 	ErrForbidden = errors.New("thread belongs to another principal")
+	// ErrTooManyThreads means the run would create a thread beyond the principal's cap
+	// (HTTP 429).
+	ErrTooManyThreads = errors.New("too many threads for this principal")
 )
+
+// DefaultMaxThreadsPerPrincipal is Config.MaxThreadsPerPrincipal's default.
+const DefaultMaxThreadsPerPrincipal = 10000
 
 // Causes with which a run is cancelled; they decide how the stream ends and are recorded.
 var (

@@ -345,15 +345,18 @@ func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prep
 	sent := time.Now()
 	if rs, ok := e.cfg.Store.(store.RunStarter); ok {
 		epoch, err := rs.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
-			Title: threadTitle(in), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
+			Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
 		if err == nil {
 			e.own(r, epoch, sent)
 		}
 		return startError(err)
 	}
-	if _, err := e.cfg.Store.ClaimThread(ctx, in.ThreadID, principal, threadTitle(in)); err != nil {
-		if errors.Is(err, store.ErrThreadOwned) {
+	if _, err := e.cfg.Store.ClaimThreadCapped(ctx, in.ThreadID, principal, threadTitle(in), e.cfg.maxThreads()); err != nil {
+		switch {
+		case errors.Is(err, store.ErrThreadOwned):
 			return ErrForbidden
+		case errors.Is(err, store.ErrTooManyThreads):
+			return ErrTooManyThreads
 		}
 		return fmt.Errorf("coordinator: claim thread: %w", err)
 	}
@@ -384,8 +387,22 @@ func startError(err error) error {
 		return ErrForbidden
 	case errors.Is(err, store.ErrThreadBusy):
 		return ErrThreadBusy
+	case errors.Is(err, store.ErrTooManyThreads):
+		return ErrTooManyThreads
 	}
 	return fmt.Errorf("coordinator: begin run: %w", err)
+}
+
+// maxThreads is the store's cap on a principal's threads (0: none).
+func (c *Config) maxThreads() int {
+	switch n := c.MaxThreadsPerPrincipal; {
+	case n == 0:
+		return DefaultMaxThreadsPerPrincipal
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
 }
 
 // firstWork sets the run's first checkpoint and returns the work document to store with

@@ -184,10 +184,11 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 	// it (signInID), for the callback.
 	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
-	opts := r.mcpOptions(t, callID)
+	opts, progress := r.mcpOptions(t, callID)
 	opts.Key = w
 	go func() {
 		res, err := call(callCtx, opts)
+		progress.flush()
 		w.result <- sessionResult{res, err}
 		// A call that ended while parked (its question expired or was cancelled) has
 		// nobody to take its result: forget the waiter after a while. A resume takes the

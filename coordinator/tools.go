@@ -243,19 +243,15 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 	return toolOutcome{interrupts: []store.Interrupt{in}}
 }
 
-func (r *Run) mcpOptions(t *toolset, toolCallID string) mcpclient.CallOptions {
-	progressID := "progress-" + toolCallID
+// mcpOptions are the options of an MCP call of the run, with its progress coalesced; the
+// caller flushes the coalescer when the call returns.
+func (r *Run) mcpOptions(t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
+	progress := newProgressCoalescer(func(p mcpclient.Progress) { r.emit(progressEvent(toolCallID, p)) })
 	return mcpclient.CallOptions{
 		Park:      true,
 		Principal: r.owner,
-		Progress: func(p mcpclient.Progress) {
-			content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}
-			if p.Total > 0 {
-				content["total"] = p.Total
-			}
-			r.emit(&agui.ActivitySnapshot{MessageID: progressID, ActivityType: "progress", Content: content})
-		},
-	}
+		Progress:  progress.note,
+	}, progress
 }
 
 // ToolName sanitises a configured name into a tool name: [A-Za-z0-9_-], at most 64

@@ -466,6 +466,13 @@ func (a *app) buildEngine() error {
 		return startFailed(err)
 	}
 	a.engine = engine
+	// Threads untouched past server.thread_retention go (0: kept); stopped before the
+	// store closes (cleanups run last first).
+	if ret := time.Duration(a.cfg.Server.ThreadRetention); ret > 0 {
+		sweeper := server.NewThreadSweeper(a.st, ret, a.log)
+		sweeper.Start()
+		a.onExit(sweeper.Stop)
+	}
 	return nil
 }
 
@@ -509,11 +516,12 @@ func (a *app) engineConfig() coordinator.Config {
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
 		},
-		StreamBufferBytes: int(cfg.Server.StreamBufferBytes),
-		MaxEventsPerRun:   cfg.Server.MaxEventsPerRun,
-		OnDisconnect:      disconnectPolicy(cfg.Server.OnDisconnect),
-		ReconnectGrace:    time.Duration(cfg.Server.ReconnectGrace),
-		Handoff:           cfg.ShutdownMode() == config.OnShutdownHandoff,
+		StreamBufferBytes:      int(cfg.Server.StreamBufferBytes),
+		MaxEventsPerRun:        cfg.Server.MaxEventsPerRun,
+		MaxThreadsPerPrincipal: cfg.Server.MaxThreadsPerPrincipal,
+		OnDisconnect:           disconnectPolicy(cfg.Server.OnDisconnect),
+		ReconnectGrace:         time.Duration(cfg.Server.ReconnectGrace),
+		Handoff:                cfg.ShutdownMode() == config.OnShutdownHandoff,
 		// Not shared (SQLite): the runs a previous process left running are this one's.
 		TakeOverAtStart: !cfg.SharedStore(),
 	}

@@ -1,0 +1,114 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/mcpclient"
+)
+
+// progressInterval is the least time between two progress events of one call: a server
+// may send progress as fast as it can (100,000 notifications of one call were 99,950
+// stored events), and a snapshot nobody could read before the next replaces it is worth
+// nothing. Zero passes every notification through (the comparison in the benchmarks).
+var progressInterval = 100 * time.Millisecond
+
+// progressCoalescer turns one call's progress notifications into at most one
+// ACTIVITY_SNAPSHOT per progressInterval: the first goes out at once, those that follow
+// within the interval replace each other, and the latest goes out when the interval is
+// over (or when the call ends: flush), so the last value the server sent is always shown.
+type progressCoalescer struct {
+	send func(mcpclient.Progress)
+
+	mu      sync.Mutex
+	last    time.Time // when the last event went out
+	pending mcpclient.Progress
+	has     bool // pending holds a value not sent yet
+	timer   *time.Timer
+	armed   bool
+	noted   time.Time // when the last notification came
+}
+
+// progressSettle and progressSettleMax bound flush's wait for the notifications still on
+// their way when a call returns: the SDK hands a call its result as soon as it is read,
+// while the notifications read before it are still being handled one by one.
+const (
+	progressSettle    = 20 * time.Millisecond
+	progressSettleMax = time.Second
+)
+
+func newProgressCoalescer(send func(mcpclient.Progress)) *progressCoalescer {
+	return &progressCoalescer{send: send}
+}
+
+// note takes one notification. Events go out under the lock, so that they leave in the
+// order their values arrived.
+func (c *progressCoalescer) note(p mcpclient.Progress) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	c.noted = now
+	if !c.armed && now.Sub(c.last) >= progressInterval {
+		c.last, c.has = now, false
+		c.send(p)
+		return
+	}
+	c.pending, c.has = p, true
+	if c.armed {
+		return
+	}
+	c.armed = true
+	wait := c.last.Add(progressInterval).Sub(now)
+	if c.timer == nil {
+		c.timer = time.AfterFunc(wait, c.fire)
+	} else {
+		c.timer.Reset(wait)
+	}
+}
+
+// fire sends the latest value held back, once the interval since the last event is over.
+func (c *progressCoalescer) fire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed = false
+	if c.has {
+		c.last, c.has = time.Now(), false
+		c.send(c.pending)
+	}
+}
+
+// flush sends the value held back now: the call has ended, and its last progress goes out
+// before its result. A call that had progress waits first until no notification came for
+// progressSettle (at most progressSettleMax), so that the last one the server sent is the
+// one that goes out.
+func (c *progressCoalescer) flush() {
+	for deadline := time.Now().Add(progressSettleMax); ; {
+		c.mu.Lock()
+		quiet := time.Since(c.noted)
+		c.mu.Unlock()
+		if quiet >= progressSettle || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(progressSettle - quiet)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.armed = false
+	if c.has {
+		c.last, c.has = time.Now(), false
+		c.send(c.pending)
+	}
+}
+
+// progressEvent is the ACTIVITY_SNAPSHOT of one call's progress.
+func progressEvent(toolCallID string, p mcpclient.Progress) *agui.ActivitySnapshot {
+	content := map[string]any{"toolCallId": toolCallID, "progress": p.Progress, "message": p.Message}
+	if p.Total > 0 {
+		content["total"] = p.Total
+	}
+	return &agui.ActivitySnapshot{MessageID: "progress-" + toolCallID, ActivityType: "progress", Content: content}
+}

@@ -1,0 +1,217 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/store"
+)
+
+// floodIn is the argument of the flood tool: how many progress notifications to send.
+type floodIn struct {
+	N int `json:"n"`
+}
+
+// startFloodServer serves a go-sdk MCP server over streamable HTTP whose "flood" tool sends
+// n progress notifications (progress 1..n of n) as fast as it can, then answers.
+func startFloodServer(t testing.TB) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "flood", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Sends progress."}, func(ctx context.Context, req *mcp.CallToolRequest, in floodIn) (*mcp.CallToolResult, any, error) {
+		tok := req.Params.GetProgressToken()
+		for i := 1; i <= in.N && tok != nil; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
+				Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf("step %d", i)}); err != nil {
+				return nil, nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "flooded"}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// floodStats is what one flood run produced.
+type floodStats struct {
+	live, stored           int
+	liveBytes, storedBytes int
+	lastLive, lastStored   float64
+	cpu, took              time.Duration
+}
+
+// floodRun runs one call of the flood tool with n notifications on a new engine with a
+// SQLite store and counts the progress events streamed and stored.
+func floodRun(tb testing.TB, n int) floodStats {
+	ctx := context.Background()
+	url := startFloodServer(tb)
+	reg, err := mcpclient.New(ctx, []mcpclient.ServerConfig{{Name: "f", URL: url}}, mcpclient.Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(tb, err)
+	defer func() { _ = reg.Close() }()
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(tb.TempDir(), "baton.db"))
+	require.NoError(tb, err)
+	defer func() { _ = st.Close() }()
+	e, err := New(Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: reg, Store: st,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(tb, err)
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_ = e.Shutdown(sctx)
+	}()
+
+	var s floodStats
+	cpu, began := cpuTime(), time.Now()
+	r, err := e.Start(input("flood"), "")
+	require.NoError(tb, err)
+	var evs []agui.Event
+	timeout := time.After(5 * time.Minute)
+	for {
+		batch, ended := r.Next()
+		evs = append(evs, batch...)
+		if ended {
+			break
+		}
+		select {
+		case <-r.Wake():
+		case <-timeout:
+			tb.Fatalf("the run did not end; %d events so far", len(evs))
+		}
+	}
+	<-r.Done()
+	r.elog.waitEnded()
+	s.cpu, s.took = cpuTime()-cpu, time.Since(began)
+	require.Equal(tb, agui.EventRunFinished, evs[len(evs)-1].EventType())
+
+	for _, ev := range evs {
+		if a, ok := ev.(*agui.ActivitySnapshot); ok && a.ActivityType == "progress" {
+			s.live++
+			b, err := json.Marshal(a)
+			require.NoError(tb, err)
+			s.liveBytes += len(b)
+			s.lastLive, _ = a.Content["progress"].(float64)
+		}
+	}
+	for after := int64(0); ; {
+		page, err := st.Events(ctx, r.ThreadID, r.RunID, after, store.MaxEventsRead)
+		require.NoError(tb, err)
+		if len(page) == 0 {
+			break
+		}
+		for _, ev := range page {
+			after = ev.Seq
+			var v struct {
+				Type    string
+				Content json.RawMessage
+			}
+			require.NoError(tb, json.Unmarshal(ev.Data, &v))
+			if v.Type == string(agui.EventActivitySnapshot) {
+				var c struct{ Progress float64 }
+				require.NoError(tb, json.Unmarshal(v.Content, &c))
+				s.stored++
+				s.storedBytes += len(ev.Data)
+				s.lastStored = c.Progress
+			}
+		}
+	}
+	return s
+}
+
+// 100,000 progress notifications of one MCP call become a bounded number of stored and
+// streamed events (one per call per progressInterval at most, the latest winning), and the
+// last value the server sent is delivered.
+func TestProgressFloodIsCoalesced(t *testing.T) {
+	const n = 100000
+	s := floodRun(t, n)
+	t.Logf("%d notifications: %d live / %d stored progress events, %.2f MB live / %.2f MB stored, CPU %.1f s in %.1f s",
+		n, s.live, s.stored, float64(s.liveBytes)/1e6, float64(s.storedBytes)/1e6, s.cpu.Seconds(), s.took.Seconds())
+	assert.Positive(t, s.live)
+	assert.Less(t, s.live, 1000, "live progress events")
+	assert.Less(t, s.stored, 1000, "stored progress events")
+	assert.Equal(t, float64(n), s.lastLive, "the last progress value is streamed")
+	assert.Equal(t, float64(n), s.lastStored, "and stored")
+}
+
+// BenchmarkProgressFlood compares one call's 100,000 progress notifications with and
+// without coalescing, interleaved: progress events streamed and stored, their bytes, and
+// the process's CPU time per run.
+func BenchmarkProgressFlood(b *testing.B) {
+	const n = 100000
+	for _, mode := range []struct {
+		name     string
+		interval time.Duration
+	}{{"coalesced", progressInterval}, {"every", 0}} {
+		b.Run(mode.name, func(b *testing.B) {
+			defer func(was time.Duration) { progressInterval = was }(progressInterval)
+			progressInterval = mode.interval
+			var s floodStats
+			for b.Loop() {
+				s = floodRun(b, n)
+			}
+			b.ReportMetric(float64(s.live), "live-events")
+			b.ReportMetric(float64(s.stored), "stored-events")
+			b.ReportMetric(float64(s.liveBytes)/1e6, "live-MB")
+			b.ReportMetric(float64(s.storedBytes)/1e6, "stored-MB")
+			b.ReportMetric(s.cpu.Seconds(), "cpu-s")
+		})
+	}
+}
+
+// The coalescer sends the first value at once, then at most one per progressInterval, the
+// latest winning, and flush sends what is held back once the notifications have settled.
+func TestProgressCoalescer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var all []float64
+		c := newProgressCoalescer(func(p mcpclient.Progress) { mu.Lock(); all = append(all, p.Progress); mu.Unlock() })
+		sentNow := func() []float64 { mu.Lock(); defer mu.Unlock(); return slices.Clone(all) }
+		for i := 1; i <= 1000; i++ {
+			c.note(mcpclient.Progress{Progress: float64(i)})
+		}
+		assert.Equal(t, []float64{1}, sentNow(), "the first at once, the rest held back")
+		time.Sleep(progressInterval)
+		synctest.Wait()
+		assert.Equal(t, []float64{1, 1000}, sentNow(), "the latest when the interval is over")
+		for i := 1001; i <= 1500; i++ {
+			c.note(mcpclient.Progress{Progress: float64(i)})
+			time.Sleep(time.Millisecond)
+		}
+		synctest.Wait()
+		// 500 ms of notifications: about one event per interval.
+		assert.LessOrEqual(t, len(sentNow()), 2+6)
+		c.note(mcpclient.Progress{Progress: 1501})
+		c.flush()
+		synctest.Wait()
+		sent := sentNow()
+		assert.Equal(t, float64(1501), sent[len(sent)-1], "flush sends the last value")
+		n := len(sent)
+		c.flush()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Len(t, sentNow(), n, "nothing more after a flush without news")
+	})
+}
