@@ -220,7 +220,8 @@ func TestTokenExchange(t *testing.T) {
 	// The provider refuses mallory's exchanges: the model sees [AUTH_REQUIRED] with what to
 	// do, and the agent is never called without the user's identity.
 	out := toolResult(t, base, mallory, "research: hello")
-	assert.True(t, strings.HasPrefix(out, "[AUTH_REQUIRED"), out)
+	assert.True(t, strings.HasPrefix(out, "[AUTH_REQUIRED:task_id=none]"), out)
+	assert.Contains(t, out, "refused to issue a token for this user (invalid_target)", "the reason the user can act on")
 	assert.Len(t, agent.subjects(), 3, "the agent was not called for mallory")
 	assert.NotContains(t, toolResult(t, base, mallory, "who__whoami: hello"), "sub=mallory")
 	assert.Zero(t, mcpRefused.Load(), "the MCP server never received a call without a valid token")

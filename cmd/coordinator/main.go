@@ -261,7 +261,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 			defer c.Close()
 		}
 	}
-	signIns.guardAgents(agents) // agents in auth mode exchange: no call without the user's token
 	if registry != nil {
 		wctx, cancel := context.WithDeadline(ctx, mcpStarted.Add(mcpStartWait))
 		registry.WaitStarted(wctx)
@@ -526,7 +525,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc
 			Name:          coordinator.ToolName(ac.Name),
 			Timeout:       time.Duration(ac.Timeout),
 			InputRequired: ac.InputRequired,
-			Client:        ag,
+			Client:        agentClient(ac, ag), // mode exchange: no call without the user's token
 		})
 	}
 	return out, nil
