@@ -122,8 +122,8 @@ func startHeldAgent(t *testing.T, v *oidc.IDTokenVerifier) (string, *heldAgent) 
 		Name: "research", Description: "Works for the user.", Version: "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(ts.URL+"/a2a", a2a.TransportProtocolJSONRPC)},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
-		Skills:              []a2a.AgentSkill{{ID: "work", Name: "Work", Description: "Works.", Tags: []string{"work"}}},
+		Capabilities: a2a.AgentCapabilities{Streaming: true},
+		Skills:       []a2a.AgentSkill{{ID: "work", Name: "Work", Description: "Works.", Tags: []string{"work"}}},
 	}
 	h := &heldAgent{v: v, release: make(chan struct{})}
 	t.Cleanup(func() { h.once.Do(func() { close(h.release) }) })
