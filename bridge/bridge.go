@@ -166,6 +166,12 @@ func FromA2AError(agent string, req a2a.Request, err error, validNext []string) 
 			ValidNextActions: validNext,
 		})
 	case errors.Is(err, a2a.ErrAuth):
+		// A call that was not sent because the user's credentials could not be obtained
+		// (token exchange) says why, in Baton's own words.
+		var r interface{ Reason() string }
+		if errors.As(err, &r) {
+			return fmt.Sprintf("[%s:%s]\nagent %s was not called: %s", TagAuthRequired, TaskArg(taskID), name, r.Reason())
+		}
 		return fmt.Sprintf("[%s:%s]\nagent %s refused the request: it requires authentication or a permission the coordinator does not have.",
 			TagAuthRequired, TaskArg(taskID), name)
 	case errors.Is(err, a2a.ErrCapabilityGap):

@@ -30,7 +30,7 @@ type as struct {
 	last     atomic.Value // url.Values of the last request, for inspection
 }
 
-func newAS(t *testing.T) *as {
+func newAS(t testing.TB) *as {
 	a := &as{}
 	a.ttl.Store(120)
 	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

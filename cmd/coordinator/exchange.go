@@ -49,7 +49,7 @@ func (s subjectStore) Subject(ctx context.Context, principal string) (string, er
 
 // exchange returns the exchange wiring, nil when no peer uses mode exchange.
 func (w *signInWiring) exchange() *exchangeWiring {
-	if !w.cfg.UsesExchange() {
+	if !config.UsesExchange(w.cfg) {
 		return nil
 	}
 	if w.ex == nil {
@@ -95,18 +95,13 @@ func (e *exchangeWiring) open() {
 	}
 }
 
-// guardAgents makes the clients of agents in mode exchange stop a call whose exchange
-// failed before anything is sent (a2aauth.Guarded). agents are resolveAgents' result, in
-// the order of cfg.Agents.
-func (w *signInWiring) guardAgents(agents []coordinator.Agent) {
-	for i, ac := range w.cfg.Agents {
-		if ac.Auth.Mode != config.AuthExchange || i >= len(agents) {
-			continue
-		}
-		if ag, ok := agents[i].Client.(*a2a.Agent); ok {
-			agents[i].Client = a2aauth.Guarded{Agent: ag}
-		}
+// agentClient is the engine's client of a configured agent: for mode exchange, one that
+// stops a call whose exchange failed before anything is sent (a2aauth.Guarded).
+func agentClient(ac config.Agent, ag *a2a.Agent) coordinator.Delegate {
+	if ac.Auth.Mode == config.AuthExchange {
+		return a2aauth.Guarded{Agent: ag}
 	}
+	return ag
 }
 
 // agentExchange returns the a2aauth.Exchange of the agents in mode exchange, nil if none.

@@ -418,7 +418,6 @@ func (a *app) startAgents() error {
 			a.onExit(func() { _ = c.Close() })
 		}
 	}
-	a.signIns.guardAgents(a.agents) // agents in auth mode exchange: no call without the user's token
 	if a.registry != nil {
 		wctx, cancel := context.WithDeadline(a.ctx, a.mcpStarted.Add(mcpStartWait))
 		a.registry.WaitStarted(wctx)
@@ -724,7 +723,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc
 			Name:          coordinator.ToolName(ac.Name),
 			Timeout:       time.Duration(ac.Timeout),
 			InputRequired: ac.InputRequired,
-			Client:        ag,
+			Client:        agentClient(ac, ag), // mode exchange: no call without the user's token
 		})
 	}
 	return out, nil

@@ -4,9 +4,10 @@ import (
 	"fmt"
 )
 
-// UsesExchange reports whether any agent or MCP server is called with the user's
-// exchanged token (auth mode exchange).
-func (c *Config) UsesExchange() bool {
+// UsesExchange reports whether any agent or MCP server of c is called with the user's
+// exchanged token (auth mode exchange). A function, not a method: Config's method set is
+// kept small.
+func UsesExchange(c *Config) bool {
 	for _, a := range c.Agents {
 		if a.Auth.Mode == AuthExchange {
 			return true
@@ -30,7 +31,7 @@ type exchangeAuth struct {
 // (key is its auth key, such as agents[0].auth). The user's identity comes from
 // server.oidc, the subject tokens are kept sealed with server.secrets_key_env, and every
 // URL that carries a token must be https (http only on loopback).
-func (c *Config) validateExchange(key, peerURL string, headers map[string]string, a exchangeAuth) error {
+func validateExchange(c *Config, key, peerURL string, headers map[string]string, a exchangeAuth) error {
 	switch {
 	case c.Server.OIDC == nil:
 		return c.fieldErr(key+".mode", "%s exchanges the user's OpenID Connect token: it needs server.oidc (users signed in with an identity provider)", AuthExchange)

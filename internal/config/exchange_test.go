@@ -59,7 +59,7 @@ func TestExchangeEnv(t *testing.T) {
 		`agents: [{name: a, url: "https://a.example.com", auth: {mode: exchange, token_url: "https://idp.example.com/token", audience: tools, client_id: baton, client_secret_env: S}}]` + "\n"
 	c, err := loadYAML(t, text, env{"S": "x", "K": "y"})
 	require.NoError(t, err)
-	require.True(t, c.UsesExchange())
+	require.True(t, UsesExchange(c))
 	key := "1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("A", 32)))
 	_, err = c.SignIn(env{"S": "agent-secret"}.get)
 	require.ErrorIs(t, err, ErrSignInEnv)

@@ -45,7 +45,7 @@ func (c *Config) SignIn(getenv func(string) string) (*SignInEnv, error) {
 		switch {
 		case spec == "" && c.UsesSignIn():
 			return nil, fmt.Errorf("%w: server.secrets_key_env names %s, but that environment variable is unset or empty; mcp servers in mode user store OAuth tokens encrypted with it: set it to a key (32 random bytes, base64; e.g. openssl rand -base64 32)", ErrSignInEnv, name)
-		case spec == "" && c.UsesExchange():
+		case spec == "" && UsesExchange(c):
 			return nil, fmt.Errorf("%w: server.secrets_key_env names %s, but that environment variable is unset or empty; auth mode exchange keeps the users' tokens encrypted with it: set it to a key (32 random bytes, base64; e.g. openssl rand -base64 32)", ErrSignInEnv, name)
 		case spec != "":
 			ring, err := seal.New(spec)
@@ -54,7 +54,7 @@ func (c *Config) SignIn(getenv func(string) string) (*SignInEnv, error) {
 			}
 			out.Ring = ring
 		}
-	} else if c.UsesSignIn() || c.UsesExchange() {
+	} else if c.UsesSignIn() || UsesExchange(c) {
 		return nil, fmt.Errorf("%w: server.secrets_key_env is required with mcp servers in mode user and with auth mode exchange", ErrSignInEnv)
 	}
 	for i, a := range c.Agents {

@@ -173,7 +173,7 @@ func (c *Config) validateAgents() error {
 				return c.fieldErr(key+".auth", "token_url, audience, scopes, client_id and client_secret_env need mode %s", AuthExchange)
 			}
 		case AuthExchange:
-			if err := c.validateExchange(key+".auth", a.URL, a.Headers, exchangeAuth{a.Auth.TokenURL, a.Auth.Audience, a.Auth.ClientID, a.Auth.ClientSecretEnv, a.Auth.Scopes}); err != nil {
+			if err := validateExchange(c, key+".auth", a.URL, a.Headers, exchangeAuth{a.Auth.TokenURL, a.Auth.Audience, a.Auth.ClientID, a.Auth.ClientSecretEnv, a.Auth.Scopes}); err != nil {
 				return err
 			}
 		default:
@@ -288,7 +288,7 @@ func (c *Config) validateMCPAuth(key string, m MCPServer) error {
 			return c.fieldErr(key, "token_url and audience need mode %s", AuthExchange)
 		}
 	case AuthExchange:
-		return c.validateExchange(key, m.URL, m.Headers, exchangeAuth{a.TokenURL, a.Audience, a.ClientID, a.ClientSecretEnv, a.Scopes})
+		return validateExchange(c, key, m.URL, m.Headers, exchangeAuth{a.TokenURL, a.Audience, a.ClientID, a.ClientSecretEnv, a.Scopes})
 	default:
 		return c.fieldErr(key+".mode", "must be one of %s, %s, %s, %s (got %q)", MCPAuthNone, MCPAuthUser, MCPAuthService, AuthExchange, a.Mode)
 	}
