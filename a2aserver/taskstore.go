@@ -149,7 +149,6 @@ func (s *taskStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (t
 	if err != nil {
 		return 0, err
 	}
-	rec.Principal = "-" // kept by the store
 	if err := s.db.UpdateTask(ctx, rec, c.stored); err != nil {
 		s.drop(id)
 		return 0, storeError(err)

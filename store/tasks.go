@@ -23,7 +23,7 @@ type TaskRecord struct {
 	TaskID    string
 	ContextID string // the thread
 	RunID     string // the task's current run
-	Principal string // whose task it is; no other principal sees it
+	Principal string // whose task it is (empty: the anonymous principal); no other sees it
 	State     string
 	// Version grows with every write; UpdateTask is conditional on it.
 	Version   int64
@@ -64,8 +64,8 @@ type Tasks interface {
 }
 
 func checkTask(t *TaskRecord) error {
-	if t == nil || t.TaskID == "" || t.Principal == "" {
-		return errors.New("store: task: the task id and the principal are required")
+	if t == nil || t.TaskID == "" {
+		return errors.New("store: task: the task id is required")
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestTasks(t *testing.T) {
 			assert.Equal(t, int64(1), first.Version)
 			assert.False(t, first.CreatedAt.IsZero())
 			require.ErrorIs(t, s.CreateTask(ctx, &TaskRecord{TaskID: "task-1", ContextID: "x", Principal: "bob", State: "submitted"}), ErrTaskExists)
-			require.Error(t, s.CreateTask(ctx, &TaskRecord{TaskID: "no-principal", State: "submitted"}))
+			require.Error(t, s.CreateTask(ctx, &TaskRecord{ContextID: "no-id", Principal: "alice", State: "submitted"}))
 
 			up := &TaskRecord{TaskID: "task-1", ContextID: "ctx-a", RunID: "r2", Principal: "mallory", State: "working", Body: []byte(`{"a":2}`)}
 			require.NoError(t, s.UpdateTask(ctx, up, 1))
