@@ -33,10 +33,6 @@ const (
 	DisconnectDetach
 )
 
-// DefaultReconnectGrace is how long a detached run waits for a reconnect when
-// Config.ReconnectGrace is 0.
-const DefaultReconnectGrace = 30 * time.Second
-
 // watchers counts the streams watching a run and owns its grace timer.
 type watchers struct {
 	mu    sync.Mutex

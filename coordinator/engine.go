@@ -154,13 +154,13 @@ func (c *Config) withDefaults() error {
 		c.Logger = slog.Default()
 	}
 	if c.Limits.MaxIterations <= 0 {
-		c.Limits.MaxIterations = 25
+		c.Limits.MaxIterations = DefaultMaxIterations
 	}
 	if c.Limits.MaxRunTime <= 0 {
-		c.Limits.MaxRunTime = 600 * time.Second
+		c.Limits.MaxRunTime = DefaultMaxRunTime
 	}
 	if c.Limits.ToolTimeout <= 0 {
-		c.Limits.ToolTimeout = 120 * time.Second
+		c.Limits.ToolTimeout = DefaultToolTimeout
 	}
 	if c.CancelTimeout <= 0 {
 		c.CancelTimeout = 5 * time.Second
@@ -185,13 +185,13 @@ func (c *Config) withDefaults() error {
 		c.Replica = newReplicaID()
 	}
 	if c.Lease <= 0 {
-		c.Lease = 10 * time.Second
+		c.Lease = DefaultLease
 	}
 	if c.Heartbeat <= 0 {
 		c.Lease = max(c.Lease, time.Hour)
 	}
 	if c.EventRetention <= 0 {
-		c.EventRetention = 24 * time.Hour
+		c.EventRetention = DefaultEventRetention
 	}
 	if c.ReconnectGrace <= 0 {
 		c.ReconnectGrace = DefaultReconnectGrace
@@ -210,7 +210,7 @@ func (e *Engine) addAgents() error {
 			return fmt.Errorf("coordinator: agent %q has no client", a.Name)
 		}
 		if a.Timeout <= 0 {
-			a.Timeout = 120 * time.Second
+			a.Timeout = DefaultAgentTimeout
 		}
 		if _, dup := e.agents[a.Name]; dup {
 			return fmt.Errorf("coordinator: duplicate agent %q", a.Name)

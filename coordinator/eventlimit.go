@@ -7,9 +7,6 @@ import (
 	"github.com/baton-dev/baton/agui"
 )
 
-// DefaultMaxEventsPerRun is Config.MaxEventsPerRun's default.
-const DefaultMaxEventsPerRun = 100000
-
 // CodeEventLimit is the RUN_ERROR code of a run that reached its event limit.
 const CodeEventLimit = "EVENT_LIMIT"
 

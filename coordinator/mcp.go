@@ -17,13 +17,6 @@ import (
 // The MCP tool kind: the registry reports a typed result; here the engine decides what the
 // model reads (on_tool_error, the run's retry budget for the tool) and renders it once.
 
-// Values of Config.OnToolError (config mcp_servers[].on_tool_error, DESIGN §6).
-const (
-	OnToolErrorRetry = "retry" // a tool error is [RETRY:tool_error] while the run's budget for the tool lasts (default)
-	OnToolErrorFail  = "fail"  // a tool error is [ERROR]
-	OnToolErrorError = "error" // a tool error ends the run
-)
-
 // ErrToolFailed ends a run whose MCP tool failed on a server configured with
 // on_tool_error: error.
 var ErrToolFailed = errors.New("a tool failed and its server is configured to stop the run on tool errors")

@@ -7,9 +7,6 @@ import (
 	"github.com/baton-dev/baton/agui"
 )
 
-// DefaultStreamBufferBytes is the default bound of the events waiting for one client.
-const DefaultStreamBufferBytes = 4 << 20
-
 // eventQueue carries a run's events to whoever streams them live.
 //
 // Design note (design/streams.md): a run is detached from the HTTP request that started it,

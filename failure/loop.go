@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -29,11 +30,11 @@ import (
 // Counts live in State.Signatures so that they survive suspension.
 
 // Default loop thresholds (config loop.soft_threshold, loop.hard_threshold,
-// loop.stall_turns).
+// loop.stall_turns): internal/config's, the one place they are defined.
 const (
-	DefaultLoopSoft   = 2
-	DefaultLoopHard   = 3
-	DefaultStallTurns = 3
+	DefaultLoopSoft   = config.DefaultLoopSoft
+	DefaultLoopHard   = config.DefaultLoopHard
+	DefaultStallTurns = config.DefaultStallTurns
 )
 
 // LoopConfig sets the thresholds of the loop detector.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -67,8 +68,9 @@ const (
 	ActionDecline = "decline"
 )
 
-// DefaultTTL is how long an interrupt stays answerable when Options.TTL is zero.
-const DefaultTTL = 30 * time.Minute
+// DefaultTTL is how long an interrupt stays answerable when Options.TTL is zero: the
+// default of interrupts.ttl, defined in internal/config.
+const DefaultTTL = time.Duration(config.DefaultInterruptTTL)
 
 // Options configure the builders. The zero value uses time.Now and DefaultTTL.
 type Options struct {

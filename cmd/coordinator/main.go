@@ -625,13 +625,13 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 		if err != nil {
 			return fmt.Errorf("agent %s: %w", kind, err)
 		}
-		cfg.Agents = append(cfg.Agents, config.Agent{Name: kind, URL: url, Timeout: config.Duration(120 * time.Second), InputRequired: "ask_user"})
+		cfg.Agents = append(cfg.Agents, config.Agent{Name: kind, URL: url, Timeout: config.DefaultAgentTimeout, InputRequired: config.InputRequiredAskUser})
 	}
 	url, err := demomcp.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
-	cfg.MCPServers = append(cfg.MCPServers, config.MCPServer{Name: "demo", URL: url, OnToolError: "retry"})
+	cfg.MCPServers = append(cfg.MCPServers, config.MCPServer{Name: "demo", URL: url, OnToolError: config.OnToolErrorRetry})
 	if cfg.Approvals.Empty() {
 		// The demo asks before its destructive tool (DESIGN §11).
 		cfg.Approvals.Tools = []string{"demo__" + demomcp.ToolDelete}
