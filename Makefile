@@ -4,7 +4,7 @@
 GO    ?= go
 PEERS := integration/peers
 
-.PHONY: all peers browser postgres lint test bench build demo compose-smoke
+.PHONY: all peers browser postgres proxies lint test bench build demo compose-smoke
 
 all: build
 
@@ -54,6 +54,25 @@ postgres:
 		echo "postgres: PostgreSQL binaries not found (install postgresql, or set BATON_TEST_POSTGRES_URL); the PostgreSQL tests will skip (and fail when CI is set)"; \
 	fi
 
+# Installs Debian's nginx, haproxy and caddy for the proxy tests (integration/TestBehindProxies
+# runs the configs of deploy/proxies) when one is missing and this is a root shell with
+# apt-get (CI containers). Only the binaries are used: the packages' own services are not
+# started by the tests. Otherwise it only reports: the proxy tests skip a missing proxy, and
+# fail when CI is set.
+proxies:
+	@missing=""; for p in nginx haproxy caddy; do \
+		command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then \
+		echo "proxies: found"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "proxies: installing Debian's$$missing"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; } \
+			|| echo "proxies: installing$$missing failed; their proxy tests will skip (and fail when CI is set)"; \
+	else \
+		echo "proxies:$$missing not found (install Debian's packages); their proxy tests will skip (and fail when CI is set)"; \
+	fi
+
 # gofmt, go vet and staticcheck (pinned in go.mod as a tool): all three must be clean.
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './integration/peers/*')); \
@@ -61,7 +80,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-test: peers browser postgres lint
+test: peers browser postgres proxies lint
 	$(GO) test -race -count=1 -timeout 40m ./...
 	# Tests that move tens of MiB through JSON are too slow under the race detector (their
 	# files say //go:build !race): they run here, without it.

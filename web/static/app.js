@@ -207,8 +207,8 @@ function endRun(run) {
 // attach follows a run of this thread that is going on without this page (after a reload
 // or a switch): the reconnect stream replays it from its start (?after=0), then streams it
 // live until its terminal event.
-async function attach(runId) {
-  const run = { runId, controller: new AbortController(), stopped: false, terminal: null, resume: false, attached: true };
+async function attach(runId, left) {
+  const run = { runId, controller: new AbortController(), stopped: false, terminal: null, resume: false, attached: true, left: !!left };
   chat.run = run;
   chat.turn = null;
   setBusy(true);
@@ -781,10 +781,14 @@ function runFinished(ev, run) {
     case "interrupt":
       showInterrupts(Array.isArray(outcome.interrupts) ? outcome.interrupts : []);
       break;
-    case "cancelled":
-      notice("stopped", "The run was cancelled.");
-      markUnfinished("cancelled");
+    case "cancelled": {
+      // A run this tab left running (a reload) ends cancelled because the page went away.
+      const left = run.left && !run.stopped; // not when Stop was pressed after the reload
+      const n = notice("stopped", left ? "Stopped. " + LEFT_WHY : "The run was cancelled.");
+      if (left) n.dataset.left = "true";
+      markUnfinished(left ? "stopped" : "cancelled");
       break;
+    }
     default:
       if (Array.isArray(outcome.pendingToolCallIds) && outcome.pendingToolCallIds.length) {
         notice("custom", "The model called tools that this page does not provide.", outcome.pendingToolCallIds.join(", "));
@@ -1164,13 +1168,98 @@ async function openThread(id) {
   if (!messages.length) welcome();
   restoreMessages(messages);
   setBusy(false);
+  const left = takeLeftRun(id);
   if (doc && doc.run && typeof doc.run.runId === "string") {
-    attach(doc.run.runId);
-  } else if (doc && Array.isArray(doc.interrupts) && doc.interrupts.length) {
-    showInterrupts(doc.interrupts);
-    setBusy(false);
+    attach(doc.run.runId, left === doc.run.runId);
+  } else {
+    if (doc && Array.isArray(doc.interrupts) && doc.interrupts.length) {
+      showInterrupts(doc.interrupts);
+      setBusy(false);
+    }
+    if (doc && (left || unfinishedShown())) explainEnd(id, left);
   }
   markCurrentThread();
+}
+
+// LEFT_RUN is the sessionStorage key under which the page notes its own run when the page
+// goes away while the run streams (a reload, closing the tab): closing that request ends
+// the run under the default server.on_disconnect: cancel, and the page that comes back says so.
+const LEFT_RUN = "baton.left-run";
+
+window.addEventListener("pagehide", () => {
+  const run = chat.run;
+  if (!run || run.attached || !run.started || run.terminal) return;
+  try {
+    sessionStorage.setItem(LEFT_RUN, JSON.stringify({ threadId: chat.threadId, runId: run.runId }));
+  } catch (_) {
+    // storage full or disabled: the page then explains the end from the journal alone
+  }
+});
+
+// takeLeftRun returns (and forgets) the run of thread id that this tab left running; "".
+function takeLeftRun(id) {
+  let v = null;
+  try {
+    v = JSON.parse(sessionStorage.getItem(LEFT_RUN) || "null");
+    sessionStorage.removeItem(LEFT_RUN);
+  } catch (_) {
+    return "";
+  }
+  return v && v.threadId === id && typeof v.runId === "string" ? v.runId : "";
+}
+
+// unfinishedShown reports whether a restored tool call has no result.
+function unfinishedShown() {
+  for (const card of chat.tools.values()) if (card.dataset.state === "running") return true;
+  return false;
+}
+
+// LEFT_WHY is what the page says about a run it left running and that was then cancelled.
+const LEFT_WHY = "The page was reloaded or closed while Baton was working, and leaving the page cancels the run in progress.";
+
+// explainEnd shows how the thread's last run ended when the thread is shown after it (a
+// reload, another tab): the run's end from the thread's step journal, with the calls that
+// got no result marked. leftRun is the run this tab left running ("" when none).
+async function explainEnd(id, leftRun) {
+  let end = null;
+  try {
+    for (let after = 0, pages = 0; pages < 20; pages++) {
+      const body = await getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}/journal?after=${after}&limit=5000`, { token: token() });
+      const steps = Array.isArray(body.steps) ? body.steps : [];
+      for (const s of steps) {
+        if (s && s.kind === "run_end" && (!leftRun || s.runId === leftRun)) end = s;
+      }
+      if (steps.length < 5000) break;
+      after = steps[steps.length - 1].seq;
+    }
+  } catch (_) {
+    end = null; // the journal is a help: without it the page says less
+  }
+  if (chat.threadId !== id || chat.run) return; // the page moved on meanwhile
+  const outcome = end ? end.outcome : "";
+  let n = null;
+  switch (outcome) {
+    case "cancelled":
+      n = notice("stopped", "Stopped. " + (leftRun ? LEFT_WHY : "The run was cancelled before it finished."));
+      markUnfinished("stopped");
+      break;
+    case "error":
+      n = notice("error", "The run ended with an error before it finished.");
+      markUnfinished("failed");
+      break;
+    case "":
+      if (leftRun || unfinishedShown()) {
+        n = notice("stopped", leftRun ? "Stopped. " + LEFT_WHY : "This run ended before these calls had a result.");
+        markUnfinished("stopped");
+      }
+      break;
+    default:
+      if (unfinishedShown()) markUnfinished("unfinished");
+  }
+  if (n) {
+    n.dataset.outcome = outcome;
+    if (leftRun) n.dataset.left = "true";
+  }
 }
 
 // restoreMessages renders a thread's stored AG-UI messages: user and assistant text, tool
