@@ -1119,6 +1119,25 @@ func (s *sqlStore) saveMessages(ctx context.Context, tx *sql.Tx, threadID string
 	if len(msgs) == 0 {
 		return nil
 	}
+	if s.w == nil && distinctIDs(msgs) {
+		// PostgreSQL: all messages in one statement (one round trip instead of one per
+		// message and one for the last position), numbered after the thread's last in
+		// their order. The transaction holds the thread's lock, taken by an earlier
+		// statement, so this statement's snapshot sees every committed message of the
+		// thread. Ids repeated in one call take the loop below (ON CONFLICT cannot update
+		// a row twice in one statement).
+		ids, data := make([]string, len(msgs)), make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i], data[i] = m.ID, string(m.Data)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages (thread_id, message_id, pos, data)
+			SELECT $1, m.id, (SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1) + m.n, m.data
+			FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS m(id, data, n)
+			ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`, threadID, ids, data); err != nil {
+			return err
+		}
+		return s.trimMessages(ctx, tx, threadID)
+	}
 	var pos int64
 	if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 		return err
@@ -1131,10 +1150,27 @@ func (s *sqlStore) saveMessages(ctx context.Context, tx *sql.Tx, threadID string
 			return err
 		}
 	}
+	return s.trimMessages(ctx, tx, threadID)
+}
+
+// trimMessages keeps the thread's newest MaxMessagesPerThread messages (inside tx).
+func (s *sqlStore) trimMessages(ctx context.Context, tx *sql.Tx, threadID string) error {
 	_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
 			SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
 		threadID, MaxMessagesPerThread)
 	return err
+}
+
+// distinctIDs reports whether no two of msgs have the same id.
+func distinctIDs(msgs []Message) bool {
+	seen := make(map[string]struct{}, len(msgs))
+	for _, m := range msgs {
+		if _, dup := seen[m.ID]; dup {
+			return false
+		}
+		seen[m.ID] = struct{}{}
+	}
+	return true
 }
 
 func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Message, err error) {
