@@ -224,6 +224,9 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 				for {
 					line, err := br.ReadString('\n')
 					if err != nil {
+						if ok {
+							return // released: the run ended
+						}
 						failure(fmt.Sprintf("stream ended (%v) after %q", err, strings.TrimSpace(line)))
 						return
 					}
