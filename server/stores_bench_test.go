@@ -189,6 +189,15 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 		first := make([]time.Duration, rampRuns)
 		opened := make(chan bool, rampRuns)
 		var wg sync.WaitGroup
+		var whyMu sync.Mutex
+		why := "" // the first failure, for the log
+		failure := func(w string) {
+			whyMu.Lock()
+			defer whyMu.Unlock()
+			if why == "" {
+				why = w
+			}
+		}
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		for i := range rampRuns {
 			<-tick.C
@@ -202,14 +211,23 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 				t0 := time.Now()
 				resp, err := client.Post(base+"/agui", "application/json", body(s.name))
 				if err != nil {
+					failure(err.Error())
 					return
 				}
 				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failure(resp.Status)
+					return
+				}
 				br := bufio.NewReaderSize(resp.Body, 4096)
 				started := false
 				for {
 					line, err := br.ReadString('\n')
 					if err != nil {
+						if ok {
+							return // released: the run ended
+						}
+						failure(fmt.Sprintf("stream ended (%v) after %q", err, strings.TrimSpace(line)))
 						return
 					}
 					if !started && strings.Contains(line, `"RUN_STARTED"`) {
@@ -231,6 +249,9 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 		}
 		agent.Release()
 		wg.Wait()
+		if why != "" {
+			b.Logf("%-8s ramp: first failure: %s", s.name, why)
+		}
 		s.first = append(s.first, first...)
 		sorted := slices.Clone(first)
 		slices.Sort(sorted)

@@ -553,17 +553,13 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-		if err := s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
-			return err
-		}
-		var owner string
-		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner); err != nil {
+		owner, err := s.claimInTx(ctx, tx, rs)
+		if err != nil {
 			return err
 		}
 		if owner != rs.Owner {
 			return ErrThreadOwned
 		}
-		var err error
 		epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
 		if err != nil {
 			return err
@@ -576,17 +572,58 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 	return epoch, nil
 }
 
+// claimInTx inserts the thread of rs unless it exists and returns its owner, inside a run
+// start's transaction. On PostgreSQL it is one statement (the inserted row, or the stored
+// one), one round trip fewer; a row that a concurrent ClaimThread committed while the
+// statement waited on it is not in the statement's snapshot, and is read again.
+func (s *sqlStore) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (string, error) {
+	var owner string
+	if rs.MaxThreads > 0 {
+		// A capped owner's new thread is counted under the owner's lock first (claimNew).
+		if err := s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
+			return "", err
+		}
+		err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
+		return owner, err
+	}
+	now := time.Now().UnixNano()
+	if s.w == nil {
+		err := tx.QueryRowContext(ctx, `WITH ins AS (INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING RETURNING owner)
+			SELECT owner FROM ins UNION ALL SELECT owner FROM threads WHERE thread_id = $1 LIMIT 1`,
+			rs.ThreadID, rs.Owner, rs.Title, now).Scan(&owner)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return owner, err
+		}
+	} else if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, now); err != nil {
+		return "", err
+	}
+	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
+	return owner, err
+}
+
 // beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
 func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) (int64, error) {
-	// A running run whose replica stopped heartbeating no longer holds the thread.
-	if _, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET state = 'lost'
-		WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
-		return 0, err
-	}
-	// A reused run id starts over: its old record and events go, and its epoch moves on,
-	// so that whoever still writes for the old run is fenced.
+	// A running run whose replica stopped heartbeating no longer holds the thread. A
+	// reused run id starts over: its old record and events go, and its epoch moves on, so
+	// that whoever still writes for the old run is fenced.
 	var old int64
-	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT epoch FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID).Scan(&old)
+	var err error
+	if s.w == nil {
+		// PostgreSQL: both in one statement. The SELECT sees the rows as they were before
+		// the UPDATE (one snapshot), so a run the UPDATE just marked lost counts as ended.
+		err = tx.QueryRowContext(ctx, `WITH lost AS (UPDATE runs SET state = 'lost'
+				WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS+` RETURNING run_id)
+			SELECT epoch FROM runs WHERE thread_id = $1 AND run_id = $2
+				AND (state <> 'running' OR run_id IN (SELECT run_id FROM lost))`, threadID, runID).Scan(&old)
+	} else {
+		if _, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET state = 'lost'
+			WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+s.d.nowNS), threadID); err != nil {
+			return 0, err
+		}
+		err = s.txQueryRow(ctx, tx, s.d.q(`SELECT epoch FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID).Scan(&old)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -607,6 +644,21 @@ func (s *sqlStore) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, re
 	now := time.Now().UnixNano()
 	// The partial unique index runs_one_active makes a second running run of the thread
 	// conflict, whichever replica inserts it.
+	if s.w == nil {
+		// PostgreSQL: the run and the thread's last run in one statement.
+		var n int
+		if err := tx.QueryRowContext(ctx, `WITH r AS (INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, epoch)
+				VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1),
+			t AS (UPDATE threads SET last_run_id = $2, last_run_at = $4, updated_at = $4
+				WHERE thread_id = $1 AND EXISTS (SELECT 1 FROM r))
+			SELECT COUNT(*) FROM r`, threadID, runID, replica, now, lease.Nanoseconds(), doc, epoch).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, ErrThreadBusy
+		}
+		return epoch, nil
+	}
 	res, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, epoch)
 		VALUES ($1, $2, $3, 'running', $4, $4, `+s.d.nowNS+` + $5, $6, $7) ON CONFLICT DO NOTHING`),
 		threadID, runID, replica, now, lease.Nanoseconds(), doc, epoch)
@@ -1113,6 +1165,25 @@ func (s *sqlStore) saveMessages(ctx context.Context, tx *sql.Tx, threadID string
 	if len(msgs) == 0 {
 		return nil
 	}
+	if s.w == nil && distinctIDs(msgs) {
+		// PostgreSQL: all messages in one statement (one round trip instead of one per
+		// message and one for the last position), numbered after the thread's last in
+		// their order. The transaction holds the thread's lock, taken by an earlier
+		// statement, so this statement's snapshot sees every committed message of the
+		// thread. Ids repeated in one call take the loop below (ON CONFLICT cannot update
+		// a row twice in one statement).
+		ids, data := make([]string, len(msgs)), make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i], data[i] = m.ID, string(m.Data)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages (thread_id, message_id, pos, data)
+			SELECT $1, m.id, (SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1) + m.n, m.data
+			FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS m(id, data, n)
+			ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`, threadID, ids, data); err != nil {
+			return err
+		}
+		return s.trimMessages(ctx, tx, threadID)
+	}
 	var pos int64
 	if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 		return err
@@ -1125,10 +1196,27 @@ func (s *sqlStore) saveMessages(ctx context.Context, tx *sql.Tx, threadID string
 			return err
 		}
 	}
+	return s.trimMessages(ctx, tx, threadID)
+}
+
+// trimMessages keeps the thread's newest MaxMessagesPerThread messages (inside tx).
+func (s *sqlStore) trimMessages(ctx context.Context, tx *sql.Tx, threadID string) error {
 	_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
 			SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
 		threadID, MaxMessagesPerThread)
 	return err
+}
+
+// distinctIDs reports whether no two of msgs have the same id.
+func distinctIDs(msgs []Message) bool {
+	seen := make(map[string]struct{}, len(msgs))
+	for _, m := range msgs {
+		if _, dup := seen[m.ID]; dup {
+			return false
+		}
+		seen[m.ID] = struct{}{}
+	}
+	return true
 }
 
 func (s *sqlStore) LoadMessages(ctx context.Context, threadID string) (_ []Message, err error) {
