@@ -255,7 +255,8 @@ func TestCancelNonStreamingJSPeer(t *testing.T) {
 // (once the peer's task is working, so that the coordinator may know its id), to the arrival
 // of CancelTask at the peer's request handler (its clock: same machine). Each iteration is
 // one run of the coordinator binary delegating to the peer's slow task; the next starts once
-// that task is canceled. p50 and p99 in milliseconds (target: p99 < 100 ms).
+// that task is canceled. p50 and p99 in milliseconds (target: p99 < 100 ms). The last wire
+// is a baseline: the same peer whose card streams.
 //
 //	go test -run XXX -bench NonStreamingCancel -benchtime 20x ./integration/
 func BenchmarkNonStreamingCancel(b *testing.B) {
@@ -267,6 +268,8 @@ func BenchmarkNonStreamingCancel(b *testing.B) {
 		{"a2a-1.0", []string{"A2A_LEGACY=0", "A2A_STREAMING=0"}},
 		{"a2a-0.3", []string{"A2A_ONLY_V03=1", "A2A_STREAMING=0"}},
 		{"http+json", []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0", "A2A_STREAMING=0"}},
+		// Baseline: the same peer and harness with a card that streams.
+		{"a2a-1.0-streaming-baseline", []string{"A2A_LEGACY=0"}},
 	} {
 		b.Run(wire.name, func(b *testing.B) {
 			peer := startA2APeerEnv(b, wire.env...)

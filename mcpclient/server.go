@@ -225,6 +225,11 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, 
 			}
 			hc.Transport = w.Transport(base)
 		}
+		base := hc.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc.Transport = &taskSupportRoundTripper{base: base, seen: &s.taskTools}
 		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, OAuthHandler: s.oauth}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)

@@ -4,18 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/internal/sse"
 )
 
 // Tools that declare execution.taskSupport "required" can only be called as MCP tasks
 // (task-augmented tools/call), which Baton does not do: every call fails ("requires task
 // augmentation"). go-sdk v1.8.0's Tool has no execution field and drops it when it decodes
 // tools/list, so the declaration is read from the tools/list response as it passes through
-// the connection (untouched). Only stdio connections are observed: wrapping the streamable
-// HTTP connection would hide the SDK's own session-state hook from it.
+// the connection (untouched) on stdio, and from the HTTP answer to tools/list on streamable
+// HTTP, where wrapping the connection would hide the SDK's own session-state hook from it.
 
 // taskTools records, per tool name, whether the server requires task augmentation.
 type taskTools struct {
@@ -79,6 +84,83 @@ func (c *taskSupportConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		c.seen.note(resp.Result)
 	}
 	return msg, err
+}
+
+// maxListAnswer bounds what is read of an HTTP answer to tools/list before the SDK gets it;
+// an answer beyond it reaches the SDK unobserved.
+const maxListAnswer = 8 << 20
+
+// taskSupportRoundTripper observes, for taskTools, the HTTP answers to tools/list of a
+// streamable HTTP connection. The answer (JSON, or an SSE stream) is read up to its JSON-RPC
+// response before the SDK gets it, so that the declarations are noted when the SDK's
+// ListTools returns; the SDK then reads the same bytes, and the rest of the stream, as they
+// came.
+type taskSupportRoundTripper struct {
+	base http.RoundTripper
+	seen *taskTools
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *taskSupportRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !isToolsList(req) {
+		return t.base.RoundTrip(req)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Body == nil {
+		return resp, err
+	}
+	var read bytes.Buffer
+	src := io.TeeReader(io.LimitReader(resp.Body, maxListAnswer), &read)
+	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if media == "text/event-stream" {
+		for data, err := range sse.Read(src, maxListAnswer) {
+			if err != nil || t.noteAnswer(data) {
+				break
+			}
+		}
+	} else if data, err := io.ReadAll(src); err == nil {
+		t.noteAnswer(data)
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(&read, resp.Body), resp.Body}
+	return resp, nil
+}
+
+// noteAnswer notes the result of a JSON-RPC response; it reports whether msg was one
+// (rather than a request or a notification the server sent first).
+func (t *taskSupportRoundTripper) noteAnswer(msg []byte) bool {
+	var resp struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(msg, &resp) != nil || len(resp.ID) == 0 || (resp.Result == nil && resp.Error == nil) {
+		return false
+	}
+	if resp.Result != nil {
+		t.seen.note(resp.Result)
+	}
+	return true
+}
+
+// isToolsList reports whether req is a POST of a tools/list request.
+func isToolsList(req *http.Request) bool {
+	// A tools/list request is small (a cursor at most); larger bodies are not read twice.
+	if req.Method != http.MethodPost || req.GetBody == nil || req.ContentLength > 64<<10 {
+		return false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	head, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	var msg struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(head, &msg) == nil && msg.Method == "tools/list"
 }
 
 // withoutTaskTools drops the tools that need MCP tasks, logging each once per server.

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -245,4 +248,50 @@ func TestMCPRedactURL(t *testing.T) {
 		assert.Equal(t, "connecting: "+tt.want, err.Error())
 		assert.ErrorIs(t, err, base)
 	}
+}
+
+// TestCollidingToolNamesThroughRegistry: server "a" with tool "_b" and server "a_" with tool
+// "b" (real MCP servers over HTTP) both reach the catalog under two different, stable names,
+// each call reaches its own server, and the collision is logged once. Before, both were
+// "a___b" and the second server's tool was invisible.
+func TestCollidingToolNamesThroughRegistry(t *testing.T) {
+	leakCheck(t)
+	serve := func(tool, reply string) string {
+		s := mcp.NewServer(&mcp.Implementation{Name: "collide", Version: "1"}, nil)
+		s.AddTool(&mcp.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: reply}}}, nil
+			})
+		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	first, second := serve("_b", "from a"), serve("b", "from a_")
+	cfg := []ServerConfig{{Name: "a", URL: first}, {Name: "a_", URL: second}}
+	var logs lockedBuffer
+	catalog := func(r *Registry) map[string]string {
+		out := map[string]string{}
+		for _, tool := range r.Tools() {
+			res := mustCall(t, r, tool.Name, `{}`)
+			assert.Equal(t, "OK", tagOf(t, res), res)
+			_, text, _ := strings.Cut(res, "\n")
+			out[tool.Name] = strings.TrimSpace(text)
+		}
+		return out
+	}
+	r := newRegistry(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	got := catalog(r)
+	require.Len(t, got, 2, "both tools are in the catalog: %v", got)
+	var replies []string
+	for name, out := range got {
+		assert.True(t, strings.HasPrefix(name, "a___b_"), "a hashed name: %s", name)
+		replies = append(replies, out)
+	}
+	assert.ElementsMatch(t, []string{"from a", "from a_"}, replies, "each name calls its own server")
+	assert.Equal(t, 1, strings.Count(logs.String(), "mcp tool names collide"), logs.String())
+	assert.Contains(t, logs.String(), "a/_b, a_/b")
+
+	// A restart (a new registry, the servers in the other order) gives the same names.
+	again := newRegistry(t, []ServerConfig{cfg[1], cfg[0]}, Options{})
+	assert.Equal(t, got, catalog(again), "the names are stable across restarts")
 }
