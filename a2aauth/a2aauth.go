@@ -4,6 +4,9 @@
 // a pending record in the signin.Store, nothing held in memory), so that Baton's one
 // callback completes both; the grant is kept under the server name "a2a:<agent>", and
 // Token reads it (refreshing it) for the agent's calls. See design/signin-engine.md.
+//
+// Agents in auth mode exchange are authorised by Exchange instead (exchange.go): the
+// caller's OIDC token exchanged per call (RFC 8693); see design/token-exchange.md.
 package a2aauth
 
 import (
