@@ -3,14 +3,17 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
 )
 
 // Forwarding of resumes to the replica that holds an in-session MCP elicitation
@@ -26,15 +29,23 @@ import (
 // where it landed.
 const forwardedHeader = "Baton-Forwarded"
 
-// forwardDialTimeout bounds reaching the holder: a replica that is gone is noticed quickly,
-// and the resume then runs here (where the lost call becomes a tool error for the model).
-const forwardDialTimeout = 2 * time.Second
+// forwardedEpochHeader carries the epoch that the resume's run had in the store when the
+// request was forwarded (0: no such run yet). The holder refuses the request (409
+// RUN_MOVED) when the run's epoch is another by the time it gets it: a holder that was
+// paused past forwardTimeout must not run a resume that the forwarding replica has run
+// meanwhile (its BeginRun would take over, and rewrite, that run).
+const forwardedEpochHeader = "Baton-Forwarded-Epoch"
+
+// forwardTimeout bounds reaching the holder and its answer (the response's headers): a
+// replica that is gone or paused is noticed quickly, and the resume then runs here (where
+// the lost call becomes a tool error for the model).
+const forwardTimeout = 2 * time.Second
 
 // forwardTransport reaches other replicas. It is not http.DefaultTransport, so that no
 // proxy from the environment sees the client's token on its way between replicas.
 var forwardTransport = &http.Transport{
-	DialContext:           (&net.Dialer{Timeout: forwardDialTimeout}).DialContext,
-	ResponseHeaderTimeout: 30 * time.Second,
+	DialContext:           (&net.Dialer{Timeout: forwardTimeout}).DialContext,
+	ResponseHeaderTimeout: forwardTimeout,
 	MaxIdleConnsPerHost:   4,
 	IdleConnTimeout:       90 * time.Second,
 }
@@ -63,6 +74,11 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 		s.log.Warn("a stored replica address is not usable; the resume runs here", "thread_id", in.ThreadID)
 		return false
 	}
+	epoch, err := s.runEpoch(r.Context(), in.ThreadID, in.RunID)
+	if err != nil {
+		s.writeEngineError(w, err)
+		return true
+	}
 	var responded, unreachable bool
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -73,6 +89,7 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 			// replica did.
 			pr.Out.Host = r.Host
 			pr.Out.Header.Set(forwardedHeader, "1")
+			pr.Out.Header.Set(forwardedEpochHeader, strconv.FormatInt(epoch, 10))
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 			pr.Out.ContentLength = int64(len(body))
 		},
@@ -96,6 +113,56 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 	s.log.Info("resume forwarded to the replica that holds the elicitation", "thread_id", in.ThreadID, "to", target.Host)
 	proxy.ServeHTTP(w, r)
 	return !unreachable
+}
+
+// runEpoch reads the epoch of run runID of threadID from the store: 0 when there is no
+// such run.
+func (s *server) runEpoch(ctx context.Context, threadID, runID string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rec, err := s.cfg.Engine.Store().GetRun(ctx, threadID, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return rec.Epoch, nil
+}
+
+// staleForward refuses a forwarded request whose run's epoch moved on since it was
+// forwarded (the forwarding replica gave up waiting and ran it, or another replica took it
+// over): 409 RUN_MOVED, and nothing of the run is touched. It reports whether it refused.
+// Only the thread's owner is told: anyone else's request goes on to be refused as a start
+// would be (the answer does not tell a stranger that a run exists).
+func (s *server) staleForward(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, who string) bool {
+	v := r.Header.Get(forwardedEpochHeader)
+	if v == "" || r.Header.Get(forwardedHeader) == "" {
+		return false
+	}
+	sent, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || sent < 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "The "+forwardedEpochHeader+" header must be a non-negative integer.")
+		return true
+	}
+	now, err := s.runEpoch(r.Context(), in.ThreadID, in.RunID)
+	if err != nil {
+		s.writeEngineError(w, err)
+		return true
+	}
+	if now == sent {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	th, err := s.cfg.Engine.Store().GetThread(ctx, in.ThreadID)
+	cancel()
+	if err != nil || th.Owner != who {
+		return false
+	}
+	s.log.Warn("a forwarded request arrived after its run moved on; refused", "thread_id", in.ThreadID, "run_id", in.RunID,
+		"sent_epoch", sent, "epoch", now)
+	writeError(w, http.StatusConflict, "RUN_MOVED", "The run was started or taken over elsewhere meanwhile; follow it with GET /agui/threads/{threadId}/runs/{runId}/events.")
+	return true
 }
 
 // singleJoin joins a base path and "/agui" with one slash.

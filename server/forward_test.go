@@ -198,3 +198,84 @@ func TestForwardResumeAuthorisedFirst(t *testing.T) {
 	assert.Equal(t, 1, hits, "the owner's resume is forwarded")
 	mu.Unlock()
 }
+
+// A holder that is paused (it accepts the request and answers nothing) is given up on after
+// forwardTimeout: the resume runs on the replica it reached. The forwarded request carried
+// the run's epoch (0: the run did not exist yet).
+func TestForwardToPausedHolderRunsHere(t *testing.T) {
+	var mu sync.Mutex
+	var epochSent string
+	wake := make(chan struct{})
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		epochSent = r.Header.Get(forwardedEpochHeader)
+		mu.Unlock()
+		select { // paused: nothing is answered
+		case <-wake:
+		case <-r.Context().Done():
+		}
+	}))
+	defer holder.Close()
+	defer close(wake)
+	base := forwardFixture(t, holder.URL)
+	start := time.Now()
+	evs := readEvents(t, post(t, base+"/agui", forwardResumeBody, "Authorization", "Bearer tok"))
+	took := time.Since(start)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "RUN_STARTED", evs[0]["type"], "run here")
+	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
+	assert.GreaterOrEqual(t, took, forwardTimeout, "the holder was waited for")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, "0", epochSent, "the forward carried the run's epoch")
+}
+
+// A forwarded request whose run's epoch moved on since it was forwarded (the forwarding
+// replica ran it meanwhile) is refused with 409 RUN_MOVED, and the run's log is untouched;
+// a request forwarded under the current epoch runs.
+func TestStaleForwardRefused(t *testing.T) {
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	e, err := coordinator.New(coordinator.Config{Model: manyDeltas(1), Store: st})
+	require.NoError(t, err)
+	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok", "other"}}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		srv.Close()
+	})
+	ctx := context.Background()
+	const body = `{"threadId":"t1","runId":"r2","protocolVersion":"1.0","messages":[{"id":"u1","role":"user","content":"hi"}]}`
+	evs := readEvents(t, post(t, srv.URL+"/agui", body, "Authorization", "Bearer tok"))
+	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
+	logged, err := st.Events(ctx, "t1", "r2", 0, 0)
+	require.NoError(t, err)
+	rec, err := st.GetRun(ctx, "t1", "r2")
+	require.NoError(t, err)
+
+	// Forwarded when r2 did not exist yet (epoch 0), delivered after it ran here.
+	resp := post(t, srv.URL+"/agui", body, "Authorization", "Bearer tok", forwardedHeader, "1", forwardedEpochHeader, "0")
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode, "%s", out)
+	assert.Contains(t, string(out), "RUN_MOVED")
+	after, err := st.Events(ctx, "t1", "r2", 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, logged, after, "the run's log is untouched")
+	now, err := st.GetRun(ctx, "t1", "r2")
+	require.NoError(t, err)
+	assert.Equal(t, rec.Epoch, now.Epoch, "the run was not begun again")
+
+	// Another principal is not told that the run exists: refused as any start of theirs.
+	resp = post(t, srv.URL+"/agui", body, "Authorization", "Bearer other", forwardedHeader, "1", forwardedEpochHeader, "0")
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	// Forwarded under the run's current epoch: it is not refused as stale.
+	resp = post(t, srv.URL+"/agui", strings.Replace(body, "r2", "r3", 1), "Authorization", "Bearer tok", forwardedHeader, "1", forwardedEpochHeader, "0")
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

@@ -177,7 +177,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bodyRead(w)
-	if s.forwardResume(w, r, in, who, raw.Bytes()) {
+	if s.staleForward(w, r, in, who) || s.forwardResume(w, r, in, who, raw.Bytes()) {
 		return
 	}
 	release, ok := s.reserveRun()
