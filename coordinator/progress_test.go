@@ -142,16 +142,20 @@ func floodRun(tb testing.TB, n int) floodStats {
 }
 
 // 100,000 progress notifications of one MCP call become a bounded number of stored and
-// streamed events (one per call per progressInterval at most, the latest winning), and the
-// last value the server sent is delivered.
+// streamed events (one per call per progressInterval at most, the latest winning: about 150
+// in 15 s on an idle machine), and the last value the server sent is delivered.
 func TestProgressFloodIsCoalesced(t *testing.T) {
 	const n = 100000
 	s := floodRun(t, n)
 	t.Logf("%d notifications: %d live / %d stored progress events, %.2f MB live / %.2f MB stored, CPU %.1f s in %.1f s",
 		n, s.live, s.stored, float64(s.liveBytes)/1e6, float64(s.storedBytes)/1e6, s.cpu.Seconds(), s.took.Seconds())
+	// At most one event per interval, plus the first and the last: on a loaded machine the
+	// flood takes longer, and the bound with it; on any machine it is far below n.
+	bound := int(s.took/progressInterval) + 2
 	assert.Positive(t, s.live)
-	assert.Less(t, s.live, 1000, "live progress events")
-	assert.Less(t, s.stored, 1000, "stored progress events")
+	assert.LessOrEqual(t, s.live, bound, "live progress events")
+	assert.LessOrEqual(t, s.stored, bound, "stored progress events")
+	assert.Less(t, s.stored, n/20, "stored progress events")
 	assert.Equal(t, float64(n), s.lastLive, "the last progress value is streamed")
 	assert.Equal(t, float64(n), s.lastStored, "and stored")
 }
