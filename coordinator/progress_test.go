@@ -142,8 +142,8 @@ func floodRun(tb testing.TB, n int) floodStats {
 }
 
 // 100,000 progress notifications of one MCP call become a bounded number of stored and
-// streamed events (one per call per progressInterval at most, the latest winning: about 150
-// in 15 s on an idle machine), and the last value the server sent is delivered.
+// streamed events (one per call per progressInterval at most, the latest winning), and the
+// last value the server sent is delivered.
 func TestProgressFloodIsCoalesced(t *testing.T) {
 	const n = 100000
 	s := floodRun(t, n)
