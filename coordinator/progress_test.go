@@ -149,9 +149,13 @@ func TestProgressFloodIsCoalesced(t *testing.T) {
 	s := floodRun(t, n)
 	t.Logf("%d notifications: %d live / %d stored progress events, %.2f MB live / %.2f MB stored, CPU %.1f s in %.1f s",
 		n, s.live, s.stored, float64(s.liveBytes)/1e6, float64(s.storedBytes)/1e6, s.cpu.Seconds(), s.took.Seconds())
+	// At most one event per interval, plus the first and the last: on a loaded machine the
+	// flood takes longer, and the bound with it; on any machine it is far below n.
+	bound := int(s.took/progressInterval) + 2
 	assert.Positive(t, s.live)
-	assert.Less(t, s.live, 1000, "live progress events")
-	assert.Less(t, s.stored, 1000, "stored progress events")
+	assert.LessOrEqual(t, s.live, bound, "live progress events")
+	assert.LessOrEqual(t, s.stored, bound, "stored progress events")
+	assert.Less(t, s.stored, n/20, "stored progress events")
 	assert.Equal(t, float64(n), s.lastLive, "the last progress value is streamed")
 	assert.Equal(t, float64(n), s.lastStored, "and stored")
 }

@@ -307,22 +307,29 @@ func (s *server) ownerAlive(ctx context.Context, threadID, runID string, first *
 	return s.cfg.Engine.LogChanged(threadID, runID) != nil || run.LeaseUntil.After((*first).LeaseUntil)
 }
 
-// follow streams the run's logged events after `after` until its terminal event.
+// follow streams the run's logged events after `after` until its terminal event. It reads
+// them from the run's shared tail (tails), and reads the store itself only while it is
+// further behind than the tail keeps.
 func (s *server) follow(ctx context.Context, sse frameSink, threadID, runID string, after int64, tr *openTracker) {
 	st := s.cfg.Engine.Store()
+	tl := s.tails.acquire(threadID+"\x00"+runID, tailSource{st: st, threadID: threadID, runID: runID,
+		goingOn: func(ctx context.Context) bool { return s.runGoingOn(ctx, threadID, runID) },
+		changed: func() <-chan struct{} { return s.cfg.Engine.LogChanged(threadID, runID) },
+	}, after)
+	defer tl.release()
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
-	poll := time.NewTicker(followPoll)
-	defer poll.Stop()
-	var endedSince time.Time
 	for {
-		changed := s.cfg.Engine.LogChanged(threadID, runID)
-		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		evs, err := st.Events(rctx, threadID, runID, after, store.MaxEventsRead)
-		cancel()
-		if err != nil {
-			s.log.Warn("reconnect: read events", "err", err)
-			return // the client reconnects with its Last-Event-ID
+		evs, wake, state, covered := tl.since(after)
+		if !covered {
+			rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			var err error
+			evs, err = st.Events(rctx, threadID, runID, after, store.MaxEventsRead)
+			cancel()
+			if err != nil {
+				s.log.Warn("reconnect: read events", "err", err)
+				return // the client reconnects with its Last-Event-ID
+			}
 		}
 		frames := make([]agui.RawFrame, 0, len(evs))
 		done := false
@@ -337,25 +344,21 @@ func (s *server) follow(ctx context.Context, sse frameSink, threadID, runID stri
 		if err := sse.WriteRaw(frames); err != nil || done {
 			return
 		}
-		if len(evs) == store.MaxEventsRead {
-			continue
+		if len(evs) > 0 {
+			continue // the tail may hold more, or the store more pages
 		}
-		if len(evs) == 0 {
-			if s.runGoingOn(ctx, threadID, runID) {
-				endedSince = time.Time{}
-			} else if endedSince.IsZero() {
-				endedSince = time.Now()
-			} else if time.Since(endedSince) > lostGrace {
-				// The run ended without a terminal event in its log (its replica died).
-				_ = sse.WriteRaw([]agui.RawFrame{{ID: after, Data: lostRunError}})
-				return
-			}
+		switch state {
+		case tailLost:
+			_ = sse.WriteRaw([]agui.RawFrame{{ID: after, Data: lostRunError}})
+			return
+		case tailFailed:
+			s.log.Warn("reconnect: the run's tail could not read its events")
+			return // the client reconnects with its Last-Event-ID
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed: // nil when the run is not on this replica: never fires
-		case <-poll.C:
+		case <-wake:
 		case <-ping.C:
 			if err := sse.Ping(); err != nil {
 				return

@@ -91,6 +91,8 @@ type server struct {
 	ready    *readiness
 	// followers counts the reconnect streams open per run (thread id, run id).
 	followers followerCount
+	// tails are the shared readers of the followed runs' event logs.
+	tails tails
 }
 
 // New returns the HTTP handler of the coordinator.
