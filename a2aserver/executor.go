@@ -112,8 +112,14 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			}
 			x.mu.Unlock()
 		}()
-		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
-			return
+		if ec.StoredTask == nil {
+			// The task names its run from its first write: a replica that gets a
+			// CancelTask or SubscribeToTask for it before the next one finds the run.
+			task := a2a.NewSubmittedTask(ec, ec.Message)
+			task.Metadata = taskMeta(in.ThreadID, in.RunID, nil)
+			if !yield(task, nil) {
+				return
+			}
 		}
 		working := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil)
 		working.Metadata = taskMeta(in.ThreadID, in.RunID, nil)

@@ -39,7 +39,8 @@ type replay struct {
 func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, withArtifacts bool) (*replay, error) {
 	threadID, current := runOf(t)
 	rp := &replay{}
-	if s.log == nil {
+	if s.log == nil || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired {
+		// Nothing runs for the task: its answers were stored with its state.
 		return rp, nil
 	}
 	for _, runID := range runs {
@@ -189,7 +190,7 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 		yield(nil, err)
 		return
 	}
-	if !yield(t, nil) || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired || rp.rel == nil {
+	if !yield(t, nil) || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired {
 		return
 	}
 	threadID, runID := runOf(t)
@@ -201,6 +202,33 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if rp.rel == nil {
+			// Submitted, its run not recorded yet: wait for the execution to record it.
+			now, err := s.db.GetTask(ctx, string(id))
+			if err != nil {
+				yield(nil, storeError(err))
+				return
+			}
+			if now.Version == rec.Version {
+				continue
+			}
+			rec = now
+			nt, nrp, err := s.load(ctx, now, true)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if ended(nt.Status.State) || nt.Status.State == a2a.TaskStateAuthRequired {
+				yield(statusOf(nt), nil)
+				return
+			}
+			if nrp.rel == nil {
+				continue
+			}
+			// The run's log is read from its start below: its answer so far is new here.
+			threadID, runID = runOf(nt)
+			rp = &replay{rel: newReplayRelay(nt, threadID, runID)}
 		}
 		n := len(rp.artifacts)
 		parts := make([]int, n)

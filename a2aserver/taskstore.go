@@ -313,11 +313,15 @@ func ended(st a2a.TaskState) bool {
 	return st.Terminal() || st == a2a.TaskStateInputRequired
 }
 
-// record is the store's record of a task: its artifacts are left out (they are in the
-// runs' event logs), its history bounded.
+// record is the store's record of a task, its history bounded. Its artifacts are kept
+// once nothing runs for it (one write, when its execution ends); until then they are left
+// out, being in the runs' event logs, which another replica reads them from (a write per
+// chunk would rewrite the task for every token of its answer).
 func record(t *a2a.Task, runs []string) (*store.TaskRecord, error) {
 	c := *t
-	c.Artifacts = nil
+	if !ended(t.Status.State) {
+		c.Artifacts = nil
+	}
 	if len(c.History) > maxHistory {
 		c.History = c.History[len(c.History)-maxHistory:]
 	}

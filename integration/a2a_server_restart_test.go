@@ -42,7 +42,7 @@ func TestA2ATasksSurviveRestart(t *testing.T) {
 	got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: done.TaskID})
 	require.NoError(t, err)
 	assert.Equal(t, a2a.TaskStateCompleted, got.Status.State)
-	assert.Equal(t, modelDoneText, taskArtifactText(got), "the answer, rebuilt from the event log")
+	assert.Equal(t, modelDoneText, taskArtifactText(got), "the answer, stored with the end")
 	var again a2aRun
 	for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: done.TaskID}) {
 		require.NoError(t, err)
