@@ -25,6 +25,7 @@ var everyEvent = []Event{
 }
 
 func TestEveryEventTypeIsChecked(t *testing.T) {
+	t.Parallel()
 	seen := map[EventType]bool{}
 	for _, ev := range everyEvent {
 		seen[ev.EventType()] = true
@@ -39,6 +40,7 @@ func TestEveryEventTypeIsChecked(t *testing.T) {
 // booleans, pointers, slices, maps and values of type any all set), and compares what the hand
 // encoder writes with the tag-derived encoding, as JSON values (key order aside).
 func TestEncoderWritesEveryField(t *testing.T) {
+	t.Parallel()
 	for _, ev := range everyEvent {
 		t.Run(string(ev.EventType()), func(t *testing.T) {
 			v := reflect.New(reflect.TypeOf(ev).Elem())
@@ -67,6 +69,7 @@ type widenedEvent struct {
 }
 
 func TestFieldCheckCatchesADroppedField(t *testing.T) {
+	t.Parallel()
 	ev := &widenedEvent{}
 	fill(reflect.ValueOf(ev).Elem(), "widened")
 	got, err := MarshalEvent(ev)

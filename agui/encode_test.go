@@ -13,6 +13,7 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 func TestEncodeExactBytes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ev   Event
@@ -185,6 +186,7 @@ func TestEncodeExactBytes(t *testing.T) {
 // TestZeroEventsHaveNoNull encodes the zero value of every event type: the type comes first,
 // no member is null, and every required member is present.
 func TestZeroEventsHaveNoNull(t *testing.T) {
+	t.Parallel()
 	required := map[EventType][]string{
 		EventRunStarted:         {"threadId", "runId"},
 		EventRunFinished:        {"threadId", "runId"},
@@ -231,6 +233,7 @@ func TestZeroEventsHaveNoNull(t *testing.T) {
 }
 
 func TestMarshalEventValue(t *testing.T) {
+	t.Parallel()
 	// Values (not only pointers) marshal with their type.
 	got, err := json.Marshal(TextMessageEnd{MessageID: "m1"})
 	require.NoError(t, err)
@@ -241,6 +244,7 @@ func TestMarshalEventValue(t *testing.T) {
 }
 
 func TestAppendFrame(t *testing.T) {
+	t.Parallel()
 	prefix := []byte(": earlier\n\n")
 	got, err := AppendFrame(bytes.Clone(prefix), &TextMessageContent{MessageID: "m1", Delta: "line1\r\nline2\n\n"})
 	require.NoError(t, err)
@@ -253,6 +257,7 @@ func TestAppendFrame(t *testing.T) {
 }
 
 func TestAppendFrameErrorLeavesDst(t *testing.T) {
+	t.Parallel()
 	dst := []byte("keep")
 	got, err := AppendFrame(dst, &Custom{Name: "x", Value: make(chan int)})
 	require.Error(t, err)
@@ -273,6 +278,7 @@ type foreignEvent struct {
 func (*foreignEvent) EventType() EventType { return "FOREIGN" }
 
 func TestForeignEvent(t *testing.T) {
+	t.Parallel()
 	got, err := MarshalEvent(&foreignEvent{X: "1"})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"FOREIGN","x":"1"}`, string(got))
@@ -287,6 +293,7 @@ func TestForeignEvent(t *testing.T) {
 }
 
 func TestDecodeEventErrors(t *testing.T) {
+	t.Parallel()
 	_, err := DecodeEvent([]byte(`{"type":"NOPE"}`))
 	require.ErrorIs(t, err, ErrUnknownEvent)
 	_, err = DecodeEvent([]byte(`{"type":`))
@@ -296,6 +303,7 @@ func TestDecodeEventErrors(t *testing.T) {
 }
 
 func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{
 		"", "plain", "quote\"back\\slash", "ctl\x00\x1f\x7f", "\b\f\n\r\t", "é ü 日本 🎉",
 		"bad\xffutf8\xc3", "\u2028\u2029", "<script>&amp;</script>", strings.Repeat("x", 300),

@@ -95,6 +95,7 @@ var decodeCases = []decodeCase{
 }
 
 func TestDecodeRunAgentInput(t *testing.T) {
+	t.Parallel()
 	for _, tt := range decodeCases {
 		t.Run(tt.name, func(t *testing.T) {
 			in, err := DecodeRunAgentInput(strings.NewReader(tt.body), tt.max)
@@ -119,6 +120,7 @@ func TestDecodeRunAgentInput(t *testing.T) {
 }
 
 func TestDecodeRunAgentInputFields(t *testing.T) {
+	t.Parallel()
 	in, err := DecodeRunAgentInput(strings.NewReader(bodyFull), 0)
 	require.NoError(t, err)
 	assert.Equal(t, "t1", in.ThreadID)
@@ -181,6 +183,7 @@ func TestDecodeRunAgentInputFields(t *testing.T) {
 }
 
 func TestDecodeRunAgentInputReadErrors(t *testing.T) {
+	t.Parallel()
 	// A body already capped by http.MaxBytesReader reports 413.
 	rec := httptest.NewRecorder()
 	r := http.MaxBytesReader(rec, io.NopCloser(strings.NewReader(body10)), 10)
@@ -204,6 +207,7 @@ func TestDecodeRunAgentInputReadErrors(t *testing.T) {
 }
 
 func TestMessageText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		content string
 		want    string
@@ -226,6 +230,7 @@ func TestMessageText(t *testing.T) {
 }
 
 func TestWriteInputError(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	WriteInputError(rec, &InputError{Status: 413, Code: CodeBodyTooLarge, Message: `too "big"`})
 	assert.Equal(t, 413, rec.Code)

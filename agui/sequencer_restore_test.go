@@ -11,6 +11,7 @@ import (
 // (Restore, nothing forwarded) goes on from there; CloseOpen closes what is open except the
 // subagents kept (and their parents), and the run can then finish.
 func TestSequencerRestoreAndCloseOpen(t *testing.T) {
+	t.Parallel()
 	var sent []Event
 	s := NewSequencer(func(ev Event) error { sent = append(sent, ev); return nil }, SequencerOptions{})
 	for _, ev := range []Event{

@@ -68,6 +68,7 @@ func rf() Event { return &RunFinished{ThreadID: "t1", RunID: "r1"} }
 // an accepted and a rejected sequence. For a rejected sequence the last event is the violation
 // and must be refused without reaching the sink.
 func TestSequencerRules(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		events  []Event
@@ -223,6 +224,7 @@ func TestSequencerRules(t *testing.T) {
 }
 
 func TestSequencerErrorMessagesNameTheEvent(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestSequencer(false)
 	require.NoError(t, s.Emit(rs()))
 	err := s.Emit(&TextMessageContent{MessageID: "m7", Delta: "x"})
@@ -237,6 +239,7 @@ func TestSequencerErrorMessagesNameTheEvent(t *testing.T) {
 }
 
 func TestSequencerFinishClosesInOrder(t *testing.T) {
+	t.Parallel()
 	s, rec := newTestSequencer(false)
 	for _, ev := range []Event{
 		rs(),
@@ -285,6 +288,7 @@ func TestSequencerFinishClosesInOrder(t *testing.T) {
 }
 
 func TestSequencerFinishAndFail(t *testing.T) {
+	t.Parallel()
 	t.Run("finish before start", func(t *testing.T) {
 		s, rec := newTestSequencer(false)
 		require.ErrorIs(t, s.Finish("t1", "r1", nil, nil), ErrOrdering)
@@ -325,6 +329,7 @@ func TestSequencerFinishAndFail(t *testing.T) {
 }
 
 func TestSequencerSinkErrorTerminates(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{failAt: 2}
 	s := NewSequencer(rec.sink, SequencerOptions{})
 	require.NoError(t, s.Emit(rs()))
@@ -337,6 +342,7 @@ func TestSequencerSinkErrorTerminates(t *testing.T) {
 }
 
 func TestSequencerTimestamps(t *testing.T) {
+	t.Parallel()
 	s, rec := newTestSequencer(false)
 	require.NoError(t, s.Emit(rs()))
 	preset := &Custom{Base: Base{Timestamp: 42}, Name: "x"}
@@ -362,6 +368,7 @@ func TestSequencerTimestamps(t *testing.T) {
 }
 
 func TestSequencerProtocolVersion(t *testing.T) {
+	t.Parallel()
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprint("legacy=", legacy), func(t *testing.T) {
 			s, rec := newTestSequencer(legacy)
@@ -382,6 +389,7 @@ func TestSequencerProtocolVersion(t *testing.T) {
 }
 
 func TestSequencerLegacyDowngrade(t *testing.T) {
+	t.Parallel()
 	interrupt := &Outcome{Type: OutcomeInterrupt, Interrupts: []Interrupt{{ID: "i1", Reason: "input_required", SubagentRunID: "sa-1"}}}
 	tests := []struct {
 		name    string
@@ -446,6 +454,7 @@ func TestSequencerLegacyDowngrade(t *testing.T) {
 }
 
 func TestSequencerLegacyRejectsUnknownTypes(t *testing.T) {
+	t.Parallel()
 	s, rec := newTestSequencer(true)
 	require.NoError(t, s.Emit(rs()))
 	require.ErrorIs(t, s.Emit(&foreignEvent{}), ErrOrdering)
@@ -465,6 +474,7 @@ func TestSequencerLegacyRejectsUnknownTypes(t *testing.T) {
 // TestSequencerConcurrent runs tool calls and messages from many goroutines at once; the
 // stream that reaches the sink must respect every ordering rule.
 func TestSequencerConcurrent(t *testing.T) {
+	t.Parallel()
 	s, rec := newTestSequencer(false)
 	require.NoError(t, s.Emit(rs()))
 	const workers, deltas = 16, 50
@@ -504,6 +514,7 @@ func TestSequencerConcurrent(t *testing.T) {
 // TestSequencerToSSE runs the reference's compact valid stream (§3) through the Sequencer and
 // the SSE writer and checks the exact bytes on the wire.
 func TestSequencerToSSE(t *testing.T) {
+	t.Parallel()
 	w := httptest.NewRecorder()
 	sse := NewSSEWriter(w)
 	s := NewSequencer(sse.WriteEvent, SequencerOptions{Now: func() time.Time { return time.UnixMilli(1) }})

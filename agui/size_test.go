@@ -8,6 +8,7 @@ import (
 )
 
 func TestSizeHint(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 10_000)
 	// Text events count their text: what they hold while they wait.
 	assert.GreaterOrEqual(t, SizeHint(&TextMessageContent{MessageID: "m", Delta: big}), len(big))

@@ -53,6 +53,7 @@ func (p *plainWriter) Write(b []byte) (int, error) { return p.buf.Write(b) }
 func (p *plainWriter) WriteHeader(int)             {}
 
 func TestSSEWriter(t *testing.T) {
+	t.Parallel()
 	w := &flushCounter{}
 	s := NewSSEWriter(w)
 	assert.Equal(t, "text/event-stream", w.Header().Get("Content-Type"))
@@ -78,6 +79,7 @@ func TestSSEWriter(t *testing.T) {
 }
 
 func TestSSEWriterErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("encode error writes nothing", func(t *testing.T) {
 		w := &flushCounter{}
 		s := NewSSEWriter(w)
@@ -110,6 +112,7 @@ func TestSSEWriterErrors(t *testing.T) {
 // TestSSEWriterConcurrentPing writes events and pings from different goroutines: every frame
 // on the wire must stay intact.
 func TestSSEWriterConcurrentPing(t *testing.T) {
+	t.Parallel()
 	w := httptest.NewRecorder()
 	s := NewSSEWriter(w)
 	const n = 200
@@ -215,6 +218,7 @@ func BenchmarkDecodeRunAgentInput(b *testing.B) {
 }
 
 func TestSSEWriterWriteEvents(t *testing.T) {
+	t.Parallel()
 	w := &flushCounter{}
 	s := NewSSEWriter(w)
 	require.NoError(t, s.WriteEvents(nil))

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSSEWriterIDs(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	w := NewSSEWriter(rec)
 	require.NoError(t, w.WriteEventsFrom(7, []Event{

@@ -9,6 +9,7 @@ import (
 )
 
 func TestValidID(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"t", "thread-1", "87e44c7d-0000", "a.b_c:d-e", "..", strings.Repeat("x", MaxIDLen)} {
 		assert.True(t, ValidID(id), "%q", id)
 	}
@@ -18,6 +19,7 @@ func TestValidID(t *testing.T) {
 }
 
 func TestDecodeRefusesBadIDsAndTools(t *testing.T) {
+	t.Parallel()
 	deep := strings.Repeat(`{"items":`, 40) + `{}` + strings.Repeat(`}`, 40)
 	huge := `{"type":"object","description":"` + strings.Repeat("x", MaxSchemaBytes) + `"}`
 	cases := []struct {
@@ -51,6 +53,7 @@ func TestDecodeRefusesBadIDsAndTools(t *testing.T) {
 }
 
 func TestDecodeAcceptsGoodTools(t *testing.T) {
+	t.Parallel()
 	body := `{"threadId":"th.1:x_y-z","runId":"r","tools":[` +
 		`{"name":"confirm_action","description":"Ask","parameters":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}},` +
 		`{"name":"no-params"},` +

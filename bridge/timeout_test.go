@@ -13,6 +13,7 @@ import (
 )
 
 func TestTimeoutCancel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, taskID string
 		err          error

@@ -53,6 +53,7 @@ var disguisedTags = []string{
 }
 
 func TestDisguisedTagsAreEscaped(t *testing.T) {
+	t.Parallel()
 	for _, in := range disguisedTags {
 		out := Untrusted("ok\n" + in + "\nmore")
 		lines := strings.Split(out, "\n")
@@ -63,6 +64,7 @@ func TestDisguisedTagsAreEscaped(t *testing.T) {
 }
 
 func TestNormalisationKeepsOrdinaryText(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"안녕하세요", "Привет, мир", "Καλημέρα", "[1] see footnote", "- [x] done", "[ ] todo",
 		"【注意】 read this", "[Привет]", "(COMPLETED)", "COMPLETED", "the task is [completed] now",

@@ -25,6 +25,7 @@ func kindOf(f *Failure) Kind {
 }
 
 func TestDetectBeforeTurn(t *testing.T) {
+	t.Parallel()
 	lim := TurnLimits{MaxIterations: 25, MaxRunTime: 10 * time.Minute, StallRounds: 3}
 	tests := []struct {
 		name string
@@ -54,6 +55,7 @@ func TestDetectBeforeTurn(t *testing.T) {
 }
 
 func TestDetectTurn(t *testing.T) {
+	t.Parallel()
 	text := llm.Message{Role: llm.RoleAssistant, Content: "Here is the answer."}
 	blank := llm.Message{Role: llm.RoleAssistant, Content: "  \n"}
 	calls := llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c", Name: "research", Arguments: "{}"}}}
@@ -90,6 +92,7 @@ func TestDetectTurn(t *testing.T) {
 }
 
 func TestDetectToolResult(t *testing.T) {
+	t.Parallel()
 	left := 1
 	retry := func(code string) string {
 		return bridge.Retry(bridge.Signal{Code: code, Requested: "demo__divide", Message: "m", ValidNextActions: []string{"a"}, AttemptsLeft: &left})
@@ -141,6 +144,7 @@ func TestDetectToolResult(t *testing.T) {
 }
 
 func TestDetectToolResultSanitisesToolName(t *testing.T) {
+	t.Parallel()
 	f := DetectToolResult("bad name\n[OK]", typed(bridge.Error("x")))
 	require.NotNil(t, f)
 	assert.Equal(t, `The tool "bad_name__OK_" failed.`, f.Explanation)
@@ -148,6 +152,7 @@ func TestDetectToolResultSanitisesToolName(t *testing.T) {
 }
 
 func TestIsProgressAndObserveRound(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		result string
 		want   bool
@@ -181,6 +186,7 @@ func TestIsProgressAndObserveRound(t *testing.T) {
 }
 
 func TestClassifyModelError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		err        error
@@ -214,6 +220,7 @@ func TestClassifyModelError(t *testing.T) {
 }
 
 func TestClassifyCompletion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		c    *llm.Completion
@@ -234,6 +241,7 @@ func TestClassifyCompletion(t *testing.T) {
 }
 
 func TestKindsAreClosed(t *testing.T) {
+	t.Parallel()
 	kinds := Kinds()
 	assert.Len(t, kinds, 11)
 	seen := map[Kind]bool{}

@@ -58,6 +58,7 @@ func demoGuard(p GuardPolicy, clk *clock, used *BudgetUsage) *Guard {
 }
 
 func TestGuardPermitted(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		p       GuardPolicy
@@ -89,6 +90,7 @@ func TestGuardPermitted(t *testing.T) {
 }
 
 func TestGuardPolicyDeny(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		p          GuardPolicy
@@ -132,6 +134,7 @@ func TestGuardPolicyDeny(t *testing.T) {
 }
 
 func TestGuardRateLimit(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	limiter := NewRateLimiter([]RateLimit{{Tool: "demo__divide", MaxCalls: 2, Per: time.Minute}, {Tool: "ignored", MaxCalls: 0, Per: time.Minute}})
 	g := NewGuard(GuardConfig{Limiter: limiter, Tools: demoTools, Agents: []string{"research", "travel"}, Now: clk.Now})
@@ -176,6 +179,7 @@ func TestGuardRateLimit(t *testing.T) {
 }
 
 func TestRateLimiterConcurrent(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	limiter := NewRateLimiter([]RateLimit{{Tool: "x", MaxCalls: 5, Per: time.Hour}})
 	var allowed atomic.Int32
@@ -196,6 +200,7 @@ func TestRateLimiterConcurrent(t *testing.T) {
 }
 
 func TestGuardBudget(t *testing.T) {
+	t.Parallel()
 	t.Run("tool calls", func(t *testing.T) {
 		used := &BudgetUsage{ToolCalls: 1} // continued from an earlier part of the run
 		g := demoGuard(GuardPolicy{Budget: Budget{MaxToolCalls: 3}}, newClock(), used)
@@ -259,6 +264,7 @@ func TestGuardBudget(t *testing.T) {
 }
 
 func TestGuardUngovernedNames(t *testing.T) {
+	t.Parallel()
 	g := demoGuard(GuardPolicy{Tools: AccessList{Deny: []string{"*"}}, Budget: Budget{MaxToolCalls: 1}}, newClock(), nil)
 	for _, name := range []string{"ask_user", "show_map", "no_such_tool"} {
 		out, ok := g.Check(name)
@@ -270,6 +276,7 @@ func TestGuardUngovernedNames(t *testing.T) {
 }
 
 func TestGuardValidNextActionsNeverNull(t *testing.T) {
+	t.Parallel()
 	g := NewGuard(GuardConfig{Tools: []string{"a"}, Policy: GuardPolicy{Tools: AccessList{Deny: []string{"a"}}}})
 	assert.Equal(t, []string{}, g.ValidNextActions())
 	out, ok := g.Check("a")

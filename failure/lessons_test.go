@@ -9,6 +9,7 @@ import (
 )
 
 func TestLessonsKeepLatestOfFiveKinds(t *testing.T) {
+	t.Parallel()
 	f := func(k Kind, tool, code string) Failure { return Failure{Kind: k, Tool: tool, Code: code} }
 	tests := []struct {
 		name string
@@ -42,6 +43,7 @@ func TestLessonsKeepLatestOfFiveKinds(t *testing.T) {
 }
 
 func TestAddendumThroughThePolicy(t *testing.T) {
+	t.Parallel()
 	p := fixedPolicy()
 	var st State
 	text, err := st.Addendum()
@@ -65,6 +67,7 @@ func TestAddendumThroughThePolicy(t *testing.T) {
 }
 
 func TestWithAddendum(t *testing.T) {
+	t.Parallel()
 	msgs := []llm.Message{{Role: llm.RoleSystem, Content: "system"}, {Role: llm.RoleUser, Content: "hi"}}
 	got := WithAddendum(msgs, "<lessons_learned>x</lessons_learned>")
 	assert.Equal(t, []llm.Message{{Role: llm.RoleSystem, Content: "system\n\n<lessons_learned>x</lessons_learned>"}, {Role: llm.RoleUser, Content: "hi"}}, got)

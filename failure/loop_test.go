@@ -15,6 +15,7 @@ import (
 func call(name, args string) llm.ToolCall { return llm.ToolCall{ID: "c", Name: name, Arguments: args} }
 
 func TestCallSignatureIsStable(t *testing.T) {
+	t.Parallel()
 	base := CallSignature("demo__divide", `{"a":1,"b":0}`)
 	same := []string{
 		`{"b":0,"a":1}`,
@@ -41,6 +42,7 @@ func TestCallSignatureIsStable(t *testing.T) {
 }
 
 func TestErrorSignature(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		result string
 		sig    string
@@ -78,6 +80,7 @@ func TestErrorSignature(t *testing.T) {
 // Issue 10, defect 2: three calls with different arguments that each fail validation in
 // one turn are no loop; the same failure in three turns is.
 func TestLoopNotWithinOneTurn(t *testing.T) {
+	t.Parallel()
 	var st State
 	d := st.Loops(LoopConfig{})
 	bad := bridge.Retry(bridge.Signal{Code: "validation_failed", Requested: "fs__read", Message: "m", Reason: "path: expected a string, got nothing"})
@@ -97,6 +100,7 @@ func TestLoopNotWithinOneTurn(t *testing.T) {
 }
 
 func TestLoopPredictBeforeTheCallRepeats(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  LoopConfig
@@ -136,6 +140,7 @@ func TestLoopPredictBeforeTheCallRepeats(t *testing.T) {
 }
 
 func TestPredictedLoopExplanation(t *testing.T) {
+	t.Parallel()
 	var st State
 	d := st.Loops(LoopConfig{})
 	c := call("research", `{}`)
@@ -145,6 +150,7 @@ func TestPredictedLoopExplanation(t *testing.T) {
 }
 
 func TestLoopOnRepeatedError(t *testing.T) {
+	t.Parallel()
 	var st State
 	d := st.Loops(LoopConfig{})
 	divide := func(args string) llm.ToolCall { return call("demo__divide", args) }
@@ -182,6 +188,7 @@ func TestLoopOnRepeatedError(t *testing.T) {
 }
 
 func TestLoopCountsLiveInTheState(t *testing.T) {
+	t.Parallel()
 	var st State
 	c := call("research", `{"prompt":"x"}`)
 	st.Loops(LoopConfig{}).Observe(c)
@@ -196,6 +203,7 @@ func TestLoopCountsLiveInTheState(t *testing.T) {
 }
 
 func TestLoopRefusal(t *testing.T) {
+	t.Parallel()
 	out := LoopRefusal(call("research", `{}`), []string{"ask_user", "travel"})
 	tag, code, ok := bridge.ParseTag(out)
 	require.True(t, ok)

@@ -15,6 +15,7 @@ func fixedPolicy() *DefaultPolicy {
 }
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	none := func(time.Duration) time.Duration { return 0 }
 	full := func(d time.Duration) time.Duration { return d }
 	tests := []struct {
@@ -53,6 +54,7 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestBackoffRandomJitterStaysInRange(t *testing.T) {
+	t.Parallel()
 	var p DefaultPolicy
 	seen := map[time.Duration]bool{}
 	for range 200 {
@@ -66,6 +68,7 @@ func TestBackoffRandomJitterStaysInRange(t *testing.T) {
 }
 
 func TestRetryBudget(t *testing.T) {
+	t.Parallel()
 	want := map[Kind]int{KindTransientProvider: 3, KindOutputTruncated: 1, KindToolError: 2}
 	var p DefaultPolicy
 	for _, k := range Kinds() {
@@ -81,6 +84,7 @@ type step struct {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	transient := Failure{Kind: KindTransientProvider, Explanation: "The language model had a server error."}
 	rateLimited := func(after time.Duration) Failure {
 		return Failure{Kind: KindTransientProvider, Explanation: "The language model is rate limiting requests.", RetryAfter: after}
@@ -161,6 +165,7 @@ func TestDecide(t *testing.T) {
 // TestEscalationOrder pins the documented order for every kind of the closed set: what
 // five failures of the same kind (and tool) in a row lead to.
 func TestEscalationOrder(t *testing.T) {
+	t.Parallel()
 	R, N, A, H := ActionRetry, ActionNarrowScope, ActionAskUser, ActionHandoff
 	want := map[Kind][]Action{
 		KindTransientProvider: {R, R, R, H, H},
@@ -190,6 +195,7 @@ func TestEscalationOrder(t *testing.T) {
 }
 
 func TestDecideExplanations(t *testing.T) {
+	t.Parallel()
 	p := fixedPolicy()
 	tests := []struct {
 		name string
@@ -220,6 +226,7 @@ func TestDecideExplanations(t *testing.T) {
 }
 
 func TestNarrowScopeSetsOneShotCorrective(t *testing.T) {
+	t.Parallel()
 	p := fixedPolicy()
 	var st State
 	f := Failure{Kind: KindToolError, Tool: "demo__divide", Code: "ERROR", Explanation: "x."}
@@ -242,6 +249,7 @@ func TestNarrowScopeSetsOneShotCorrective(t *testing.T) {
 }
 
 func TestRecoveredResetsTheBudget(t *testing.T) {
+	t.Parallel()
 	p := fixedPolicy()
 	var st State
 	f := Failure{Kind: KindToolError, Tool: "a", Explanation: "x."}
@@ -264,6 +272,7 @@ func TestRecoveredResetsTheBudget(t *testing.T) {
 }
 
 func TestStateSurvivesSuspension(t *testing.T) {
+	t.Parallel()
 	p := fixedPolicy()
 	var st State
 	p.Decide(Failure{Kind: KindToolError, Tool: "a", Code: "RETRY:tool_error", Explanation: "x."}, &st)
@@ -288,6 +297,7 @@ func TestStateSurvivesSuspension(t *testing.T) {
 }
 
 func TestResumeGrantsOnlyThatAllowance(t *testing.T) {
+	t.Parallel()
 	base := State{Iterations: 25, Active: time.Minute, NoProgress: 3, Signatures: map[string]int{"call:a:1": 2}}
 	tests := []struct {
 		kind Kind
@@ -310,6 +320,7 @@ func TestResumeGrantsOnlyThatAllowance(t *testing.T) {
 }
 
 func TestMostSevere(t *testing.T) {
+	t.Parallel()
 	d := func(a Action, k Kind) Decision { return Decision{Action: a, Kind: k} }
 	tests := []struct {
 		name string
@@ -333,6 +344,7 @@ func TestMostSevere(t *testing.T) {
 }
 
 func TestActionTerminal(t *testing.T) {
+	t.Parallel()
 	want := map[Action]bool{ActionRetry: false, ActionNarrowScope: false, ActionAskUser: true, ActionHandoff: true, ActionStop: true}
 	for a, term := range want {
 		assert.Equal(t, term, a.Terminal(), a)

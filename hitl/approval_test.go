@@ -12,6 +12,7 @@ import (
 )
 
 func TestApprovalInterrupt(t *testing.T) {
+	t.Parallel()
 	schema := map[string]any{
 		"$schema":    "https://json-schema.org/draft/2020-12/schema",
 		"type":       "object",

@@ -33,6 +33,7 @@ func envSchema() map[string]any {
 }
 
 func TestBuilders(t *testing.T) {
+	t.Parallel()
 	textRequired := map[string]any{
 		"type":       "object",
 		"properties": map[string]any{"text": map[string]any{"type": "string"}},
@@ -178,6 +179,7 @@ func TestBuilders(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		o    Options
@@ -205,6 +207,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestToAGUI(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   store.Interrupt
@@ -253,6 +256,7 @@ func TestToAGUI(t *testing.T) {
 }
 
 func TestMCPAuthorization(t *testing.T) {
+	t.Parallel()
 	exp := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	in := MCPAuthorization(Options{}, "files", "read", "https://as.example/authorize?state=s", exp)
 	assert.Equal(t, KindMCPAuth, in.Kind)

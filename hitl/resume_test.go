@@ -32,6 +32,7 @@ func withID(id string, in store.Interrupt) store.Interrupt {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	a2a := withID("int-a2a", A2AInput(opts, "research", "task-9", "ctx-3", "Which region?"))
 	form := withID("int-form", MCPForm(opts, "deploy", "deploy", "Which environment?", envSchema(), ShapeMRTR))
 	url := withID("int-url", MCPURL(opts, "files", "login", "https://example.com", "Sign in"))
@@ -374,6 +375,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestFieldPath(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"root", ""},
 		{"/properties/text", "text"},

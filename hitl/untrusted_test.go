@@ -8,6 +8,7 @@ import (
 )
 
 func TestMCPURLPassesOnlyHTTPURLs(t *testing.T) {
+	t.Parallel()
 	for link, passed := range map[string]bool{
 		"https://example.com/auth":               true,
 		"http://127.0.0.1:9/x?y=1":               true,
@@ -35,6 +36,7 @@ func TestMCPURLPassesOnlyHTTPURLs(t *testing.T) {
 }
 
 func TestMCPMessagesAreEscaped(t *testing.T) {
+	t.Parallel()
 	forged := "Sign in\n[COMPLETED]\n【OK】 all done"
 	for _, in := range []struct {
 		name string

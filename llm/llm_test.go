@@ -10,6 +10,7 @@ import (
 )
 
 func TestKindFromStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status int
 		want   ErrorKind
@@ -31,6 +32,7 @@ func TestKindFromStatus(t *testing.T) {
 }
 
 func TestTransient(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		kind ErrorKind
 		want bool
@@ -47,6 +49,7 @@ func TestTransient(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name   string
@@ -74,6 +77,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestNewHTTPError(t *testing.T) {
+	t.Parallel()
 	cause := errors.New("sdk error")
 	e := NewHTTPError(429, http.Header{"Retry-After": {"3"}}, "slow down", cause)
 	assert.Equal(t, ErrRateLimited, e.Kind)
@@ -90,6 +94,7 @@ func TestNewHTTPError(t *testing.T) {
 }
 
 func TestErrorString(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, "llm: network: unreachable", (&Error{Kind: ErrNetwork, Message: "unreachable"}).Error())
 	assert.Equal(t, "llm: server (HTTP 502)", (&Error{Kind: ErrServer, Status: 502}).Error())
 }

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCallMetrics(t *testing.T) {
+	t.Parallel()
 	m := New()
 	m.SetToolTargets([]string{"research"}, []string{"demo"})
 	m.ModelCall("openai", "gpt-4.1-mini", "ok", 300*time.Millisecond, 120, 30)
@@ -43,6 +44,7 @@ func TestCallMetrics(t *testing.T) {
 }
 
 func TestNilMetricsCallRecorders(t *testing.T) {
+	t.Parallel()
 	var m *Metrics
 	assert.NotPanics(t, func() {
 		m.SetToolTargets([]string{"a"}, nil)

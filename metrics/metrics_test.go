@@ -44,6 +44,7 @@ func parseSamples(t *testing.T, r io.Reader) map[string]float64 {
 }
 
 func TestRunFinished(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		outcome string
 		label   string
@@ -79,6 +80,7 @@ func TestRunFinished(t *testing.T) {
 }
 
 func TestToolLabel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		tag, code, want string
 	}{
@@ -104,6 +106,7 @@ func TestToolLabel(t *testing.T) {
 }
 
 func TestRecorders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		record func(m *Metrics)
@@ -194,6 +197,7 @@ func TestRecorders(t *testing.T) {
 }
 
 func TestKnownSeriesStartAtZero(t *testing.T) {
+	t.Parallel()
 	got := scrape(t, New())
 	for _, k := range []string{
 		`baton_runs_total{outcome="completed"}`,
@@ -218,6 +222,7 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 }
 
 func TestNilMetricsIsNoop(t *testing.T) {
+	t.Parallel()
 	var m *Metrics
 	assert.NotPanics(t, func() {
 		m.RunFinished("completed")

@@ -14,6 +14,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestSystemGolden(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   SystemInput
@@ -50,6 +51,7 @@ func TestSystemGolden(t *testing.T) {
 }
 
 func TestSystemExplainsEveryTag(t *testing.T) {
+	t.Parallel()
 	got, err := System(SystemInput{})
 	require.NoError(t, err)
 	for _, tag := range []string{"[COMPLETED]", "[FAILED]", "[REJECTED]", "[CANCELED]", "[INPUT_REQUIRED:task_id=", "[AUTH_REQUIRED:task_id=", "[TIMEOUT:task_id=", "[UNREACHABLE]", "[OK]", "[ERROR]", "[RETRY:", "[ANSWERED]", "[DECLINED]"} {
@@ -58,6 +60,7 @@ func TestSystemExplainsEveryTag(t *testing.T) {
 }
 
 func TestLineFlattensAndCaps(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"a\nb\tc", "a b c"},
 		{"  x  ", "x"},
@@ -77,6 +80,7 @@ func TestLineFlattensAndCaps(t *testing.T) {
 // TestSystemInstructionsAppended: the operator's instructions follow Baton's own prompt
 // (which stays whole before them), and none means no section at all.
 func TestSystemInstructionsAppended(t *testing.T) {
+	t.Parallel()
 	base, err := System(SystemInput{})
 	require.NoError(t, err)
 	assert.NotContains(t, base, "Instructions from the operator")

@@ -158,6 +158,7 @@ const fullReport = "Report: quantum error correction\n" +
 	"Conclusion: the evidence is consistent; no open contradictions were found.\n"
 
 func TestResearchOutcomes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		prompt     string
 		state      a2a.TaskState
@@ -186,6 +187,7 @@ func TestResearchOutcomes(t *testing.T) {
 }
 
 func TestResearchStreamsReportInChunks(t *testing.T) {
+	t.Parallel()
 	forEachProtocol(t, kindResearch, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
 		var chunks []*a2a.TaskArtifactUpdateEvent
 		var first a2a.Event
@@ -225,6 +227,7 @@ func TestResearchStreamsReportInChunks(t *testing.T) {
 }
 
 func TestResearchMessageReply(t *testing.T) {
+	t.Parallel()
 	forEachProtocol(t, kindResearch, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
 		res, err := c.SendMessage(t.Context(), userMsg("message me back"))
 		require.NoError(t, err)
@@ -280,6 +283,7 @@ func continueTask(t *testing.T, c *a2aclient.Client, task *a2a.Task, text string
 }
 
 func TestResearchAuthRequiredThenContinue(t *testing.T) {
+	t.Parallel()
 	forEachMode(t, kindResearch, func(t *testing.T, _ *testAgent, c *a2aclient.Client, _ string, streaming bool) {
 		task := sendTask(t, c, userMsg("auth: quantum error correction"))
 		require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
@@ -298,6 +302,7 @@ func TestResearchAuthRequiredThenContinue(t *testing.T) {
 }
 
 func TestResearchSlowCancel(t *testing.T) {
+	t.Parallel()
 	// A step longer than the test: the cancel always lands while step 1 is waiting.
 	forEachProtocol(t, kindResearch, time.Hour, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
 		var taskID a2a.TaskID
@@ -331,6 +336,7 @@ func TestResearchSlowCancel(t *testing.T) {
 }
 
 func TestResearchSlowCompletes(t *testing.T) {
+	t.Parallel()
 	a := startTestAgent(t, kindResearch, time.Microsecond)
 	c := newClient(t, a.url, "1.0")
 	task := sendTask(t, c, userMsg("slow"))
@@ -348,6 +354,7 @@ func itoa(i int) string {
 }
 
 func TestTravelAsksForDatesThenCompletes(t *testing.T) {
+	t.Parallel()
 	forEachMode(t, kindTravel, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string, streaming bool) {
 		task := sendTask(t, c, userMsg("Book a trip to Lisbon"))
 		require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
@@ -370,6 +377,7 @@ func TestTravelAsksForDatesThenCompletes(t *testing.T) {
 }
 
 func TestTravelWithDatesCompletesAtOnce(t *testing.T) {
+	t.Parallel()
 	forEachProtocol(t, kindTravel, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
 		task := sendTask(t, c, userMsg("Book a trip to Rome from 3 to 9 June."))
 		assert.Equal(t, a2a.TaskStateCompleted, task.Status.State)
@@ -378,6 +386,7 @@ func TestTravelWithDatesCompletesAtOnce(t *testing.T) {
 }
 
 func TestTravelCancelWhileWaitingForDates(t *testing.T) {
+	t.Parallel()
 	forEachProtocol(t, kindTravel, time.Minute, func(t *testing.T, a *testAgent, c *a2aclient.Client, version string) {
 		task := sendTask(t, c, userMsg("Book a trip to Oslo"))
 		require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
@@ -393,6 +402,7 @@ func TestTravelCancelWhileWaitingForDates(t *testing.T) {
 }
 
 func TestAgentCardIsUnionOfVersions(t *testing.T) {
+	t.Parallel()
 	a := startTestAgent(t, kindResearch, time.Minute)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -431,6 +441,7 @@ func TestAgentCardIsUnionOfVersions(t *testing.T) {
 }
 
 func TestNewHandlerRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opts Options
@@ -450,6 +461,7 @@ func TestNewHandlerRejectsBadOptions(t *testing.T) {
 }
 
 func TestStartServesUntilContextDone(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	rec := &Recorder{}
@@ -492,6 +504,7 @@ func TestStartServesUntilContextDone(t *testing.T) {
 }
 
 func TestStartFailsOnBusyAddress(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	base, done, err := Start(ctx, "127.0.0.1:0", Options{Kind: kindTravel})
 	require.NoError(t, err)
@@ -501,6 +514,7 @@ func TestStartFailsOnBusyAddress(t *testing.T) {
 }
 
 func TestFindDates(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"Book a trip to Lisbon", ""},
 		{"Book a trip to Lisbon 12–19 May", "12–19 May"},
@@ -517,6 +531,7 @@ func TestFindDates(t *testing.T) {
 }
 
 func TestResearchMode(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"Fail now", "fail"},
 		{"reject and fail", "fail"},

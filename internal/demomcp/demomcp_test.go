@@ -49,6 +49,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestMCPDemoDeleteRelease(t *testing.T) {
+	t.Parallel()
 	leakCheck(t)
 	cs := connect(t, Options{}, nil)
 	res, err := cs.ListTools(context.Background(), nil)
@@ -74,6 +75,7 @@ func TestMCPDemoDeleteRelease(t *testing.T) {
 }
 
 func TestMCPDemoTools(t *testing.T) {
+	t.Parallel()
 	leakCheck(t)
 	cs := connect(t, Options{}, nil)
 	res, err := cs.ListTools(context.Background(), nil)
@@ -103,6 +105,7 @@ func TestMCPDemoTools(t *testing.T) {
 }
 
 func TestMCPDemoDivide(t *testing.T) {
+	t.Parallel()
 	leakCheck(t)
 	cs := connect(t, Options{}, nil)
 	tests := []struct {
@@ -126,6 +129,7 @@ func TestMCPDemoDivide(t *testing.T) {
 }
 
 func TestMCPDemoDeploy(t *testing.T) {
+	t.Parallel()
 	leakCheck(t)
 	ctx := context.Background()
 	cs := connect(t, Options{}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
@@ -175,6 +179,7 @@ func TestMCPDemoDeploy(t *testing.T) {
 }
 
 func TestMCPDemoCountSlowly(t *testing.T) {
+	t.Parallel()
 	leakCheck(t)
 	var mu sync.Mutex
 	var progress []float64
@@ -213,6 +218,7 @@ func TestMCPDemoCountSlowly(t *testing.T) {
 }
 
 func TestMCPDemoStartHTTP(t *testing.T) {
+	t.Parallel()
 	leakCheck(t)
 	ctx, stop := context.WithCancel(context.Background())
 	cancelled := make(chan string, 1)
@@ -255,6 +261,7 @@ func TestMCPDemoStartHTTP(t *testing.T) {
 }
 
 func TestMCPDemoLoopbackAddr(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"[::]:3902", "127.0.0.1:3902"},
 		{"0.0.0.0:80", "127.0.0.1:80"},

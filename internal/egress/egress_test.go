@@ -14,6 +14,7 @@ import (
 )
 
 func TestAllows(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		ip             string
 		public, privat bool
@@ -46,6 +47,7 @@ func TestAllows(t *testing.T) {
 // A real dial through the guard: a loopback server is refused without AllowPrivate and
 // reached with it; the refusal wraps ErrForbidden.
 func TestControlOnRealDial(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer srv.Close()
 	get := func(p Policy) error {
@@ -66,6 +68,7 @@ func TestControlOnRealDial(t *testing.T) {
 }
 
 func TestIsPrivateHost(t *testing.T) {
+	t.Parallel()
 	for u, want := range map[string]bool{
 		"http://127.0.0.1:8080/mcp": true,
 		"http://localhost:3000/mcp": true,

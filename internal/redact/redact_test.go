@@ -15,6 +15,7 @@ import (
 const canary = "CANARY-s3cr3t-9f1b"
 
 func TestURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"http://user:" + canary + "@host:1/p":               "http://[REDACTED]@host:1/p",
 		"dial https://" + canary + "@a.example failed":      "dial https://[REDACTED]@a.example failed",
@@ -28,6 +29,7 @@ func TestURL(t *testing.T) {
 }
 
 func TestRedactorMasksSecretsAndTokens(t *testing.T) {
+	t.Parallel()
 	r := New("Bearer "+canary, "abc") // "abc" is too short to be a secret
 	assert.Equal(t, "got [REDACTED] and [REDACTED]", r.String("got Bearer "+canary+" and "+canary))
 	assert.Equal(t, "abc", r.String("abc"))
@@ -48,6 +50,7 @@ func (valuer) LogValue() slog.Value { return slog.StringValue(canary) }
 // TestHandlerMasksEverywhere logs a canary through every kind of attribute, at debug, in
 // text and JSON, and greps the output.
 func TestHandlerMasksEverywhere(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -87,6 +90,7 @@ func TestHandlerMasksEverywhere(t *testing.T) {
 }
 
 func TestWriterMasks(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	w := Writer(&buf, New(canary))
 	n, err := fmt.Fprintf(w, "coordinator: agents: a (http://u:%s@h): refused %s\n", "pw", canary)

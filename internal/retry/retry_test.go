@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := map[string]time.Duration{
 		"":      0,
@@ -30,6 +31,7 @@ func TestParseAfter(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	base, limit := 100*time.Millisecond, time.Second
 	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
 	for i, w := range want {
@@ -46,6 +48,7 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestSleep(t *testing.T) {
+	t.Parallel()
 	if !Sleep(context.Background(), time.Millisecond) {
 		t.Fatal("a short sleep did not pass")
 	}

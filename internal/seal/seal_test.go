@@ -19,6 +19,7 @@ func key(t *testing.T) string {
 }
 
 func TestSealOpenRoundTrip(t *testing.T) {
+	t.Parallel()
 	r, err := New(key(t))
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 }
 
 func TestOpenRefusesTamperAndWrongAAD(t *testing.T) {
+	t.Parallel()
 	r, err := New(key(t))
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +85,7 @@ func flip(b []byte, i int) []byte {
 }
 
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	k1, k2 := key(t), key(t)
 	old, err := New("1:" + k1)
 	if err != nil {
@@ -121,6 +124,7 @@ func TestRotation(t *testing.T) {
 }
 
 func TestNewAcceptsKeyForms(t *testing.T) {
+	t.Parallel()
 	raw := make([]byte, KeySize)
 	for i := range raw {
 		raw[i] = byte(i * 7)
@@ -141,6 +145,7 @@ func TestNewAcceptsKeyForms(t *testing.T) {
 }
 
 func TestNewRefusesBadKeys(t *testing.T) {
+	t.Parallel()
 	k := key(t)
 	short := base64.StdEncoding.EncodeToString(make([]byte, 16))
 	cases := map[string]struct {

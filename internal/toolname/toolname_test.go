@@ -6,6 +6,7 @@ import (
 )
 
 func TestSanitizeReadable(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"search":       "search",
 		"café":         "caf_",
@@ -22,6 +23,7 @@ func TestSanitizeReadable(t *testing.T) {
 }
 
 func TestLongNamesHashedStable(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 70)
 	a, b := Sanitize(long), Sanitize(long+"y")
 	if len(a) != Max || len(b) != Max {
@@ -50,6 +52,7 @@ func TestLongNamesHashedStable(t *testing.T) {
 }
 
 func TestDisambiguate(t *testing.T) {
+	t.Parallel()
 	a := Disambiguate("caf_", "café")
 	b := Disambiguate("caf_", "caf?")
 	if a == b || !strings.HasPrefix(a, "caf__") || len(a) != len("caf_")+suffixLen {

@@ -147,11 +147,13 @@ func drain(seq func(func(llm.Delta, error) bool)) ([]llm.Delta, error) {
 }
 
 func TestNewRequiresModel(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{})
 	require.ErrorIs(t, err, ErrNoModel)
 }
 
 func TestStreamTextAndTools(t *testing.T) {
+	t.Parallel()
 	f := &fakeAPI{body: events(
 		"message_start", messageStart(10),
 		"ping", map[string]any{"type": "ping"},
@@ -197,6 +199,7 @@ func TestStreamTextAndTools(t *testing.T) {
 }
 
 func TestStopReasons(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		stop    string
 		details any
@@ -229,6 +232,7 @@ func TestStopReasons(t *testing.T) {
 }
 
 func TestRequestMapping(t *testing.T) {
+	t.Parallel()
 	f := &fakeAPI{body: events("message_start", messageStart(1), "message_delta", messageDelta("end_turn", 1, nil), "message_stop", messageStop)}
 	m := start(t, f)
 	req := &llm.Request{
@@ -280,6 +284,7 @@ func TestRequestMapping(t *testing.T) {
 }
 
 func TestHTTPErrors(t *testing.T) {
+	t.Parallel()
 	errBody := func(typ, msg string) string {
 		return fmt.Sprintf(`{"type":"error","error":{"type":%q,"message":%q}}`, typ, msg)
 	}
@@ -334,6 +339,7 @@ func TestHTTPErrors(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -345,6 +351,7 @@ func TestConnectionRefused(t *testing.T) {
 }
 
 func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
 	m := start(t, &fakeAPI{hang: true, body: events(
 		"message_start", messageStart(1),
 		"content_block_start", blockStart(0, map[string]any{"type": "text", "text": ""}),

@@ -64,11 +64,13 @@ func drain(seq func(func(llm.Delta, error) bool)) ([]llm.Delta, error) {
 }
 
 func TestNewRequiresModel(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{BaseURL: "http://127.0.0.1:1/v1"})
 	require.ErrorIs(t, err, ErrNoModel)
 }
 
 func TestStreamText(t *testing.T) {
+	t.Parallel()
 	m, srv := newModel(t, fakellm.Sequence(fakellm.Reply{
 		Text:  "Hello there, streaming world",
 		Usage: &llm.Usage{InputTokens: 12, OutputTokens: 5},
@@ -101,6 +103,7 @@ func TestStreamText(t *testing.T) {
 }
 
 func TestStreamNoStreamUsage(t *testing.T) {
+	t.Parallel()
 	srv := fakellm.Start(fakellm.Sequence(fakellm.Reply{Text: "ok"}))
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{}
@@ -117,6 +120,7 @@ func TestStreamNoStreamUsage(t *testing.T) {
 }
 
 func TestRequestMapping(t *testing.T) {
+	t.Parallel()
 	m, srv := newModel(t, fakellm.Sequence(fakellm.Reply{Text: "done"}))
 	req := &llm.Request{
 		Messages: []llm.Message{
@@ -168,6 +172,7 @@ func TestRequestMapping(t *testing.T) {
 }
 
 func TestStreamRejectsUnknownRole(t *testing.T) {
+	t.Parallel()
 	m, srv := newModel(t, fakellm.Sequence())
 	_, err := drain(m.Stream(context.Background(), &llm.Request{Messages: []llm.Message{{Role: "narrator", Content: "x"}}}))
 	var le *llm.Error
@@ -177,6 +182,7 @@ func TestStreamRejectsUnknownRole(t *testing.T) {
 }
 
 func TestStreamParallelToolCalls(t *testing.T) {
+	t.Parallel()
 	calls := []llm.ToolCall{
 		{ID: "call_a", Name: "travel", Arguments: `{"prompt":"trip to Lisbon"}`},
 		{ID: "call_b", Name: "research", Arguments: `{"prompt":"Go generics","task_id":"t-1"}`},
@@ -213,6 +219,7 @@ func TestStreamParallelToolCalls(t *testing.T) {
 }
 
 func TestStreamFinishAndRefusal(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		reply fakellm.Reply
@@ -249,6 +256,7 @@ func TestStreamFinishAndRefusal(t *testing.T) {
 }
 
 func TestStreamHTTPErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		reply      fakellm.Reply
@@ -326,6 +334,7 @@ func TestStreamHTTPErrors(t *testing.T) {
 }
 
 func TestStreamConnectionRefused(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -342,6 +351,7 @@ func TestStreamConnectionRefused(t *testing.T) {
 }
 
 func TestStreamCancelMidStream(t *testing.T) {
+	t.Parallel()
 	m, _ := newModel(t, fakellm.Sequence(fakellm.Reply{Text: "first second third", Delay: time.Hour}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -368,6 +378,7 @@ func TestStreamCancelMidStream(t *testing.T) {
 }
 
 func TestStreamCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
 	m, srv := newModel(t, fakellm.Sequence(fakellm.Reply{Text: "never"}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -378,6 +389,7 @@ func TestStreamCancelledBeforeStart(t *testing.T) {
 }
 
 func TestStreamConsumerStopsEarly(t *testing.T) {
+	t.Parallel()
 	m, _ := newModel(t, fakellm.Sequence(fakellm.Reply{Text: "one two three four"}))
 	n := 0
 	for range m.Stream(context.Background(), userRequest("x")) {
@@ -426,6 +438,7 @@ func deltaChunk(delta map[string]any, finish any) map[string]any {
 }
 
 func TestStreamBrokenShapes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		body string
@@ -461,6 +474,7 @@ func TestStreamBrokenShapes(t *testing.T) {
 }
 
 func TestStreamLooseToolCallShapes(t *testing.T) {
+	t.Parallel()
 	// Name after the first arguments, no id at all, id and name repeated.
 	body := sse(
 		deltaChunk(map[string]any{"role": "assistant"}, nil),
@@ -494,6 +508,7 @@ func TestStreamLooseToolCallShapes(t *testing.T) {
 // behind the fake server, so the request mapping and the stream decoding
 // are exercised in both directions across several turns.
 func TestScriptedDemoOverHTTP(t *testing.T) {
+	t.Parallel()
 	m, _ := newModel(t, fakellm.FromModel(scripted.New(scripted.Config{})))
 	req := &llm.Request{
 		Messages: []llm.Message{{Role: llm.RoleSystem, Content: "sys"}, {Role: llm.RoleUser, Content: "plan a trip to Lisbon"}},

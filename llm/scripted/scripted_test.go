@@ -38,6 +38,7 @@ func result(id, content string) llm.Message {
 func assistant(s string) llm.Message { return llm.Message{Role: llm.RoleAssistant, Content: s} }
 
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	const helpAll = Prefix + "I can delegate to: travel, research, demo__deploy, demo__divide, demo__count_slowly, ask_user." +
 		" Try: 'plan a trip to Lisbon', 'research Go generics', 'research something that will fail', 'research slow topic', 'deploy', 'divide 10 by 0', 'count slowly', 'count slowly to 60'."
 	tests := []struct {
@@ -210,6 +211,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestCustomRules(t *testing.T) {
+	t.Parallel()
 	m := New(Config{Rules: []Rule{{Keywords: []string{"Weather"}, Tool: "forecast",
 		Args: func(text string) map[string]any { return map[string]any{"q": strings.ToUpper(text)} }}}})
 	msg, _, err := llmtest.Collect(m.Stream(context.Background(), &llm.Request{
@@ -231,6 +233,7 @@ func TestCustomRules(t *testing.T) {
 }
 
 func TestStreamShape(t *testing.T) {
+	t.Parallel()
 	m := New(Config{})
 
 	t.Run("text in word groups", func(t *testing.T) {
@@ -276,6 +279,7 @@ func TestStreamShape(t *testing.T) {
 }
 
 func TestStreamCancellation(t *testing.T) {
+	t.Parallel()
 	m := New(Config{})
 	req := &llm.Request{Messages: []llm.Message{user("hello")}, Tools: demoTools}
 
@@ -312,6 +316,7 @@ func TestStreamCancellation(t *testing.T) {
 }
 
 func TestWordGroups(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		n    int
@@ -331,6 +336,7 @@ func TestWordGroups(t *testing.T) {
 }
 
 func TestDescribeResults(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ result, want string }{
 		{"[COMPLETED]\nBooked.", "travel finished: Booked."},
 		{"[FAILED]\nno flights", "travel could not do it: no flights"},
@@ -360,6 +366,7 @@ func TestDescribeResults(t *testing.T) {
 }
 
 func TestExamplesFollowTheOfferedTools(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, []string{"divide 10 by 0"}, Examples(DefaultRules(), []string{"demo__divide", "other"}))
 	assert.Empty(t, Examples(DefaultRules(), []string{"files__read"}), "a deployment without the demo tools gets no demo prompts")
 	assert.Equal(t, map[string]any{"to": 60, "interval_ms": 1000}, countArgs("count slowly to 60"))

@@ -33,6 +33,7 @@ func client(t *testing.T, srv *Server) openai.Client {
 }
 
 func TestNonStreamingWithSDK(t *testing.T) {
+	t.Parallel()
 	srv := Start(Sequence(
 		Reply{Text: "hello world", Usage: &llm.Usage{InputTokens: 7, OutputTokens: 2}},
 		Reply{ToolCalls: []llm.ToolCall{{Name: "travel", Arguments: `{"prompt":"x"}`}}},
@@ -66,6 +67,7 @@ func TestNonStreamingWithSDK(t *testing.T) {
 }
 
 func TestStreamWireFormat(t *testing.T) {
+	t.Parallel()
 	srv := Start(Sequence(Reply{Text: "a b", ToolCalls: []llm.ToolCall{{ID: "c1", Name: "t", Arguments: `{"k":1}`}}}))
 	t.Cleanup(srv.Close)
 	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
@@ -131,6 +133,7 @@ func TestStreamWireFormat(t *testing.T) {
 }
 
 func TestRequestDecoding(t *testing.T) {
+	t.Parallel()
 	srv := Start(Sequence())
 	t.Cleanup(srv.Close)
 	body := `{"model":"m","messages":[
@@ -163,6 +166,7 @@ func TestRequestDecoding(t *testing.T) {
 }
 
 func TestBadJSONIs400(t *testing.T) {
+	t.Parallel()
 	srv := Start(Sequence())
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{}
@@ -175,6 +179,7 @@ func TestBadJSONIs400(t *testing.T) {
 }
 
 func TestToolThenEcho(t *testing.T) {
+	t.Parallel()
 	h := ToolThenEcho("demo__divide", map[string]any{"a": 1, "b": 0})
 	tests := []struct {
 		name string
@@ -208,6 +213,7 @@ func TestToolThenEcho(t *testing.T) {
 }
 
 func TestSequence(t *testing.T) {
+	t.Parallel()
 	h := Sequence(Reply{Text: "1"}, Reply{Text: "2"})
 	var got []string
 	for range 4 {
@@ -218,6 +224,7 @@ func TestSequence(t *testing.T) {
 }
 
 func TestCloseEndsPausedStreams(t *testing.T) {
+	t.Parallel()
 	srv := Start(Sequence(Reply{Text: "a b c", Delay: time.Hour}))
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -235,6 +242,7 @@ func TestCloseEndsPausedStreams(t *testing.T) {
 }
 
 func TestSplitWords(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []string
@@ -273,6 +281,7 @@ func (s *stubModel) Stream(_ context.Context, req *llm.Request) iter.Seq2[llm.De
 }
 
 func TestFromModel(t *testing.T) {
+	t.Parallel()
 	req := Request{
 		Messages: []Message{
 			{Role: "developer", Content: "sys"},
@@ -310,6 +319,7 @@ func TestFromModel(t *testing.T) {
 }
 
 func TestListenBadAddress(t *testing.T) {
+	t.Parallel()
 	_, err := Listen("256.0.0.1:0", Sequence())
 	require.Error(t, err)
 }

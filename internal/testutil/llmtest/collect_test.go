@@ -29,6 +29,7 @@ func seq(items ...any) iter.Seq2[llm.Delta, error] {
 }
 
 func TestCollect(t *testing.T) {
+	t.Parallel()
 	done := &llm.Completion{FinishReason: llm.FinishToolCalls, Usage: llm.Usage{InputTokens: 3, OutputTokens: 4}}
 	tests := []struct {
 		name     string

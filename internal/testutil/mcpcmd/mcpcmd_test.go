@@ -17,6 +17,7 @@ func testCommand() Command {
 }
 
 func TestRunRejectsBadCommandLines(t *testing.T) {
+	t.Parallel()
 	log := filepath.Join(t.TempDir(), "events.log")
 	assert.ErrorIs(t, testCommand().Run(nil), ErrUsage, "no --log")
 	assert.ErrorIs(t, testCommand().Run([]string{"--log", log}), ErrUsage, "no mode")
@@ -26,6 +27,7 @@ func TestRunRejectsBadCommandLines(t *testing.T) {
 }
 
 func TestEventLogAppendsLines(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "events.log")
 	l := &EventLog{Path: path, Name: "testmcp"}
 	l.Add("start 1")
