@@ -56,11 +56,36 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// progressWatch passes calls to a ToolServer and notes the highest progress value the SDK
+// had delivered to Baton when the call returned.
+type progressWatch struct {
+	ToolServer
+	mu       sync.Mutex
+	seen     float64 // highest value delivered so far
+	atReturn float64 // seen when the call returned
+}
+
+func (w *progressWatch) Call(ctx context.Context, name string, args json.RawMessage, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	inner := opts.Progress
+	opts.Progress = func(p mcpclient.Progress) {
+		w.mu.Lock()
+		w.seen = max(w.seen, p.Progress)
+		w.mu.Unlock()
+		inner(p)
+	}
+	res, err := w.ToolServer.Call(ctx, name, args, opts)
+	w.mu.Lock()
+	w.atReturn = w.seen
+	w.mu.Unlock()
+	return res, err
+}
+
 // floodStats is what one flood run produced.
 type floodStats struct {
 	live, stored           int
 	liveBytes, storedBytes int
 	lastLive, lastStored   float64
+	atReturn               float64
 	cpu, took              time.Duration
 }
 
@@ -75,7 +100,8 @@ func floodRun(tb testing.TB, n int) floodStats {
 	st, err := store.Open(ctx, "sqlite:"+filepath.Join(tb.TempDir(), "baton.db"))
 	require.NoError(tb, err)
 	defer func() { _ = st.Close() }()
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: reg, Store: st,
+	watch := &progressWatch{ToolServer: reg}
+	e, err := New(Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: watch, Store: st,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(tb, err)
 	defer func() {
@@ -105,6 +131,9 @@ func floodRun(tb testing.TB, n int) floodStats {
 	<-r.Done()
 	r.elog.waitEnded()
 	s.cpu, s.took = cpuTime()-cpu, time.Since(began)
+	watch.mu.Lock()
+	s.atReturn = watch.atReturn
+	watch.mu.Unlock()
 	require.Equal(tb, agui.EventRunFinished, evs[len(evs)-1].EventType())
 
 	for _, ev := range evs {
@@ -156,8 +185,14 @@ func TestProgressFloodIsCoalesced(t *testing.T) {
 	assert.LessOrEqual(t, s.live, bound, "live progress events")
 	assert.LessOrEqual(t, s.stored, bound, "stored progress events")
 	assert.Less(t, s.stored, n/20, "stored progress events")
-	assert.Equal(t, float64(n), s.lastLive, "the last progress value is streamed")
-	assert.Equal(t, float64(n), s.lastStored, "and stored")
+	// The SDK hands the call its result as soon as it is read, while the notifications
+	// read before it are still being handled: on a loaded machine (or under the race
+	// detector) tens of thousands may still be queued then. What had been delivered when
+	// the call returned is never held back: its last value, or a later one, is the last
+	// event; on an idle machine that is the server's last (n).
+	t.Logf("last value: delivered when the call returned %.0f, streamed %.0f, stored %.0f", s.atReturn, s.lastLive, s.lastStored)
+	assert.GreaterOrEqual(t, s.lastLive, s.atReturn, "the last progress value delivered is streamed")
+	assert.Equal(t, s.lastLive, s.lastStored, "and stored")
 }
 
 // BenchmarkProgressFlood compares one call's 100,000 progress notifications with and
