@@ -30,6 +30,9 @@ const (
 	DefaultStreamBufferBytes = config.DefaultStreamBufferBytes
 	// DefaultMaxEventsPerRun is Config.MaxEventsPerRun's default (server.max_events_per_run).
 	DefaultMaxEventsPerRun = config.DefaultMaxEventsPerRun
+	// DefaultMaxThreadsPerPrincipal is Config.MaxThreadsPerPrincipal's default
+	// (server.max_threads_per_principal).
+	DefaultMaxThreadsPerPrincipal = config.DefaultMaxThreadsPerPrincipal
 )
 
 // Values of Config.OnToolError (config mcp_servers[].on_tool_error, DESIGN §6).

@@ -35,9 +35,6 @@ var (
 	ErrTooManyThreads = errors.New("too many threads for this principal")
 )
 
-// DefaultMaxThreadsPerPrincipal is Config.MaxThreadsPerPrincipal's default.
-const DefaultMaxThreadsPerPrincipal = 10000
-
 // Causes with which a run is cancelled; they decide how the stream ends and are recorded.
 var (
 	// ErrClientGone: the streaming client disconnected.
