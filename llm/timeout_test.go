@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -125,21 +126,24 @@ func (f fakeModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Del
 
 // A consumer that takes longer than the idle timeout over each delta is not the
 // provider's silence: the turn completes.
+// The bubble's fake clock makes the consumer's 60 ms per delta take no real time.
 func TestSlowConsumerIsNotIdle(t *testing.T) {
-	m := llm.WithTimeouts(fakeModel{n: 3}, llm.Timeouts{FirstByte: 20 * time.Millisecond, Idle: 20 * time.Millisecond})
-	var got int
-	var done bool
-	for d, err := range m.Stream(context.Background(), request()) {
-		require.NoError(t, err)
-		if d.Done != nil {
-			done = true
-			continue
+	synctest.Test(t, func(t *testing.T) {
+		m := llm.WithTimeouts(fakeModel{n: 3}, llm.Timeouts{FirstByte: 20 * time.Millisecond, Idle: 20 * time.Millisecond})
+		var got int
+		var done bool
+		for d, err := range m.Stream(context.Background(), request()) {
+			require.NoError(t, err)
+			if d.Done != nil {
+				done = true
+				continue
+			}
+			got++
+			time.Sleep(60 * time.Millisecond)
 		}
-		got++
-		time.Sleep(60 * time.Millisecond)
-	}
-	assert.Equal(t, 3, got)
-	assert.True(t, done)
+		assert.Equal(t, 3, got)
+		assert.True(t, done)
+	})
 }
 
 // The caller's own cancellation stays a cancellation, never a timeout.
