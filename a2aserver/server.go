@@ -107,7 +107,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg}
 	if cfg.Tasks == nil {
 		s.own, _ = store.Open(context.Background(), "memory:")
-		cfg.Tasks = s.own
+		cfg.Tasks = s.own.Tasks()
 	}
 	s.exec = newExecutor(cfg.Engine, cfg.Log, cfg.CancelHorizon, cfg.Logger)
 	// Tasks are scoped by the caller: the store keeps each task's principal, answers

@@ -45,7 +45,7 @@ func replicas(t *testing.T) (*fakeEngine, string, string) {
 	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}, st: st}
 	var urls []string
 	for range 2 {
-		s := New(Config{Engine: e, Tasks: st, Log: st, Card: CardInfo{Name: "baton"}, CancelHorizon: 5 * time.Second})
+		s := New(Config{Engine: e, Tasks: st.Tasks(), Log: st, Card: CardInfo{Name: "baton"}, CancelHorizon: 5 * time.Second})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
 		}))

@@ -25,8 +25,8 @@ type memory struct {
 	eventAt []memEventRef
 	// cancels are the pending cancels, with their Since and Owner.
 	cancels map[cancelKey]cancelRecord
-	// tasks are the A2A tasks, by id.
-	tasks map[string]TaskRecord
+	// tasks are the A2A tasks.
+	tasks memTasks
 }
 
 type memRow struct {
@@ -42,7 +42,9 @@ type resolvedIDs struct {
 }
 
 func newMemory() *memory {
-	return &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}, perOwner: map[string]int{}}
+	m := &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}, perOwner: map[string]int{}}
+	m.tasks = memTasks{m: m, byID: map[string]TaskRecord{}}
+	return m
 }
 
 func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {

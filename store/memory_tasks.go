@@ -8,37 +8,45 @@ import (
 	"time"
 )
 
-func (m *memory) CreateTask(ctx context.Context, t *TaskRecord) error {
+// memTasks is the memory store's A2A tasks (Tasks). It holds the store's lock while it
+// works, as every other capability of the store does, so that Close ends it too.
+type memTasks struct {
+	m *memory
+	// byID are the tasks, by id; guarded by m.mu.
+	byID map[string]TaskRecord
+}
+
+// Tasks returns the store's A2A tasks.
+func (m *memory) Tasks() Tasks { return &m.tasks }
+
+func (ts *memTasks) CreateTask(ctx context.Context, t *TaskRecord) error {
 	if err := checkTask(t); err != nil {
 		return err
 	}
-	if err := m.begin(ctx); err != nil {
+	if err := ts.m.begin(ctx); err != nil {
 		return err
 	}
-	defer m.mu.Unlock()
-	if _, ok := m.tasks[t.TaskID]; ok {
+	defer ts.m.mu.Unlock()
+	if _, ok := ts.byID[t.TaskID]; ok {
 		return fmt.Errorf("store: create task %q: %w", t.TaskID, ErrTaskExists)
 	}
 	now := time.Unix(0, time.Now().UnixNano()).UTC()
 	t.Version, t.CreatedAt, t.UpdatedAt = 1, now, now
-	if m.tasks == nil {
-		m.tasks = map[string]TaskRecord{}
-	}
 	c := *t
 	c.Body = slices.Clone(t.Body)
-	m.tasks[t.TaskID] = c
+	ts.byID[t.TaskID] = c
 	return nil
 }
 
-func (m *memory) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) error {
+func (ts *memTasks) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) error {
 	if err := checkTask(t); err != nil {
 		return err
 	}
-	if err := m.begin(ctx); err != nil {
+	if err := ts.m.begin(ctx); err != nil {
 		return err
 	}
-	defer m.mu.Unlock()
-	old, ok := m.tasks[t.TaskID]
+	defer ts.m.mu.Unlock()
+	old, ok := ts.byID[t.TaskID]
 	if !ok {
 		return fmt.Errorf("store: update task %q: %w", t.TaskID, ErrNotFound)
 	}
@@ -49,16 +57,16 @@ func (m *memory) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) erro
 	t.UpdatedAt = time.Unix(0, time.Now().UnixNano()).UTC()
 	c := *t
 	c.Body = slices.Clone(t.Body)
-	m.tasks[t.TaskID] = c
+	ts.byID[t.TaskID] = c
 	return nil
 }
 
-func (m *memory) GetTask(ctx context.Context, taskID string) (*TaskRecord, error) {
-	if err := m.begin(ctx); err != nil {
+func (ts *memTasks) GetTask(ctx context.Context, taskID string) (*TaskRecord, error) {
+	if err := ts.m.begin(ctx); err != nil {
 		return nil, err
 	}
-	defer m.mu.Unlock()
-	t, ok := m.tasks[taskID]
+	defer ts.m.mu.Unlock()
+	t, ok := ts.byID[taskID]
 	if !ok {
 		return nil, fmt.Errorf("store: task %q: %w", taskID, ErrNotFound)
 	}
@@ -66,14 +74,14 @@ func (m *memory) GetTask(ctx context.Context, taskID string) (*TaskRecord, error
 	return &t, nil
 }
 
-func (m *memory) ListTasks(ctx context.Context, q TaskQuery) ([]TaskRecord, int, error) {
-	if err := m.begin(ctx); err != nil {
+func (ts *memTasks) ListTasks(ctx context.Context, q TaskQuery) ([]TaskRecord, int, error) {
+	if err := ts.m.begin(ctx); err != nil {
 		return nil, 0, err
 	}
-	defer m.mu.Unlock()
+	defer ts.m.mu.Unlock()
 	q.normalize()
 	var all []TaskRecord
-	for _, t := range m.tasks {
+	for _, t := range ts.byID {
 		if t.Principal != q.Principal || q.ContextID != "" && t.ContextID != q.ContextID ||
 			q.State != "" && t.State != q.State || !q.UpdatedAfter.IsZero() && !t.UpdatedAt.After(q.UpdatedAfter) {
 			continue
@@ -100,15 +108,15 @@ func compareTasks(a, b TaskRecord) int {
 	return strings.Compare(a.TaskID, b.TaskID)
 }
 
-func (m *memory) SweepTasks(ctx context.Context, cutoff time.Time) (int64, error) {
-	if err := m.begin(ctx); err != nil {
+func (ts *memTasks) SweepTasks(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := ts.m.begin(ctx); err != nil {
 		return 0, err
 	}
-	defer m.mu.Unlock()
+	defer ts.m.mu.Unlock()
 	var n int64
-	for id, t := range m.tasks {
+	for id, t := range ts.byID {
 		if t.UpdatedAt.Before(cutoff) {
-			delete(m.tasks, id)
+			delete(ts.byID, id)
 			n++
 		}
 	}

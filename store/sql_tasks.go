@@ -28,6 +28,12 @@ const schemaTasks = `CREATE TABLE a2a_tasks (
 
 const taskCols = `task_id, context_id, run_id, principal, state, version, created_at, updated_at, body`
 
+// sqlTasks is the SQL stores' A2A tasks (Tasks), in the a2a_tasks table.
+type sqlTasks struct{ s *sqlStore }
+
+// Tasks returns the store's A2A tasks.
+func (s *sqlStore) Tasks() Tasks { return sqlTasks{s} }
+
 func scanTask(sc scanner) (TaskRecord, error) {
 	var t TaskRecord
 	var created, updated int64
@@ -37,15 +43,15 @@ func scanTask(sc scanner) (TaskRecord, error) {
 	return t, err
 }
 
-func (s *sqlStore) CreateTask(ctx context.Context, t *TaskRecord) error {
+func (ts sqlTasks) CreateTask(ctx context.Context, t *TaskRecord) error {
 	if err := checkTask(t); err != nil {
 		return err
 	}
-	if err := s.check(); err != nil {
+	if err := ts.s.check(); err != nil {
 		return err
 	}
 	now := fromNS(time.Now().UnixNano())
-	res, err := s.exec(ctx, `INSERT INTO a2a_tasks (`+taskCols+`) VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
+	res, err := ts.s.exec(ctx, `INSERT INTO a2a_tasks (`+taskCols+`) VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
 		ON CONFLICT (task_id) DO NOTHING`, t.TaskID, t.ContextID, t.RunID, t.Principal, t.State, now.UnixNano(), string(t.Body))
 	if err != nil {
 		return fmt.Errorf("store: create task %q: %w", t.TaskID, err)
@@ -57,25 +63,25 @@ func (s *sqlStore) CreateTask(ctx context.Context, t *TaskRecord) error {
 	return nil
 }
 
-func (s *sqlStore) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) error {
+func (ts sqlTasks) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) error {
 	if err := checkTask(t); err != nil {
 		return err
 	}
-	if err := s.check(); err != nil {
+	if err := ts.s.check(); err != nil {
 		return err
 	}
 	now := fromNS(time.Now().UnixNano())
 	var principal string
 	var created int64
-	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-		err := s.txQueryRow(ctx, tx, s.d.q(`UPDATE a2a_tasks SET context_id = $2, run_id = $3, state = $4, version = $5 + 1,
+	err := ts.s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		err := ts.s.txQueryRow(ctx, tx, ts.s.d.q(`UPDATE a2a_tasks SET context_id = $2, run_id = $3, state = $4, version = $5 + 1,
 			updated_at = $6, body = $7 WHERE task_id = $1 AND version = $5 RETURNING principal, created_at`),
 			t.TaskID, t.ContextID, t.RunID, t.State, prev, now.UnixNano(), string(t.Body)).Scan(&principal, &created)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		var v int64
-		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT version FROM a2a_tasks WHERE task_id = $1`), t.TaskID).Scan(&v); err != nil {
+		if err := ts.s.txQueryRow(ctx, tx, ts.s.d.q(`SELECT version FROM a2a_tasks WHERE task_id = $1`), t.TaskID).Scan(&v); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
 			}
@@ -90,11 +96,11 @@ func (s *sqlStore) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) er
 	return nil
 }
 
-func (s *sqlStore) GetTask(ctx context.Context, taskID string) (*TaskRecord, error) {
-	if err := s.check(); err != nil {
+func (ts sqlTasks) GetTask(ctx context.Context, taskID string) (*TaskRecord, error) {
+	if err := ts.s.check(); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.queryRow(ctx, s.d.q(`SELECT `+taskCols+` FROM a2a_tasks WHERE task_id = $1`), taskID))
+	t, err := scanTask(ts.s.queryRow(ctx, ts.s.d.q(`SELECT `+taskCols+` FROM a2a_tasks WHERE task_id = $1`), taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: task %q: %w", taskID, ErrNotFound)
 	}
@@ -104,8 +110,8 @@ func (s *sqlStore) GetTask(ctx context.Context, taskID string) (*TaskRecord, err
 	return &t, nil
 }
 
-func (s *sqlStore) ListTasks(ctx context.Context, q TaskQuery) (_ []TaskRecord, total int, err error) {
-	if err := s.check(); err != nil {
+func (ts sqlTasks) ListTasks(ctx context.Context, q TaskQuery) (_ []TaskRecord, total int, err error) {
+	if err := ts.s.check(); err != nil {
 		return nil, 0, err
 	}
 	q.normalize()
@@ -124,11 +130,11 @@ func (s *sqlStore) ListTasks(ctx context.Context, q TaskQuery) (_ []TaskRecord, 
 		where = append(where, fmt.Sprintf("updated_at > $%d", len(args)))
 	}
 	cond := strings.Join(where, " AND ")
-	if err := s.queryRow(ctx, s.d.q(`SELECT COUNT(*) FROM a2a_tasks WHERE `+cond), args...).Scan(&total); err != nil {
+	if err := ts.s.queryRow(ctx, ts.s.d.q(`SELECT COUNT(*) FROM a2a_tasks WHERE `+cond), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("store: list tasks: %w", err)
 	}
 	args = append(args, q.Limit, q.Offset)
-	rows, err := s.query(ctx, s.d.q(fmt.Sprintf(`SELECT `+taskCols+` FROM a2a_tasks WHERE `+cond+
+	rows, err := ts.s.query(ctx, ts.s.d.q(fmt.Sprintf(`SELECT `+taskCols+` FROM a2a_tasks WHERE `+cond+
 		` ORDER BY updated_at DESC, task_id LIMIT $%d OFFSET $%d`, len(args)-1, len(args))), args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list tasks: %w", err)
@@ -152,11 +158,11 @@ func (s *sqlStore) ListTasks(ctx context.Context, q TaskQuery) (_ []TaskRecord, 
 	return out, total, nil
 }
 
-func (s *sqlStore) SweepTasks(ctx context.Context, cutoff time.Time) (int64, error) {
-	if err := s.check(); err != nil {
+func (ts sqlTasks) SweepTasks(ctx context.Context, cutoff time.Time) (int64, error) {
+	if err := ts.s.check(); err != nil {
 		return 0, err
 	}
-	res, err := s.exec(ctx, `DELETE FROM a2a_tasks WHERE updated_at < $1`, cutoff.UnixNano())
+	res, err := ts.s.exec(ctx, `DELETE FROM a2a_tasks WHERE updated_at < $1`, cutoff.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep tasks: %w", err)
 	}

@@ -142,7 +142,10 @@ type Store interface {
 	Secrets
 	Cancels
 	Journal
-	Tasks
+
+	// Tasks returns the A2A tasks Baton serves, kept with the runs whose event logs hold
+	// their answers.
+	Tasks() Tasks
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

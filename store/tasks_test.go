@@ -19,7 +19,7 @@ func TestTasks(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			s := b.open(t)
+			s := b.open(t).Tasks()
 			first := &TaskRecord{TaskID: "task-1", ContextID: "ctx-a", RunID: "r1", Principal: "alice", State: "submitted", Body: []byte(`{"a":1}`)}
 			require.NoError(t, s.CreateTask(ctx, first))
 			assert.Equal(t, int64(1), first.Version)

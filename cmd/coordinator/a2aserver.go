@@ -31,7 +31,7 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, bearer bool, l
 		Engine: a2aEngine{e: engine, maxActive: cfg.Server.MaxActiveRuns},
 		// Tasks live in the store with the runs whose event logs hold their answers, and
 		// expire with them.
-		Tasks:     engine.Store(),
+		Tasks:     engine.Store().Tasks(),
 		Log:       engine.Store(),
 		Retention: time.Duration(cfg.Server.EventRetention),
 		Card: a2aserver.CardInfo{
