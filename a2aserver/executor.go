@@ -64,33 +64,14 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			yield(nil, a2a.ErrUnauthenticated)
 			return
 		}
-		if !agui.ValidID(ec.ContextID) {
-			yield(nil, fmt.Errorf("%w: contextId must be 1 to 128 characters of [A-Za-z0-9._:-]", a2a.ErrInvalidParams))
+		in, open, reply, err := runInput(ec)
+		if err != nil {
+			yield(nil, err)
 			return
 		}
-		in := &agui.RunAgentInput{ThreadID: ec.ContextID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion}
-		var open []Question
-		if ec.StoredTask != nil {
-			open = questionsOf(ec.StoredTask)
-			if len(open) == 0 {
-				yield(nil, fmt.Errorf("%w: the task is not waiting for an answer", a2a.ErrInvalidParams))
-				return
-			}
-			resume, why := answer(open, ec.Message)
-			if why != "" {
-				// A bad answer changes nothing: the task keeps waiting, and says why.
-				yield(askAgain(ec, open, why), nil)
-				return
-			}
-			in.Resume = resume
-		} else {
-			text := textOf(ec.Message)
-			if strings.TrimSpace(text) == "" {
-				yield(nil, fmt.Errorf("%w: the message has no text", a2a.ErrInvalidParams))
-				return
-			}
-			content, _ := json.Marshal(text)
-			in.Messages = []agui.Message{{ID: messageID(ec.Message), Role: "user", Content: content}}
+		if reply != nil {
+			yield(reply, nil)
+			return
 		}
 		run, err := x.engine.Start(ctx, in, who)
 		if err != nil {
@@ -102,16 +83,7 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			return
 		}
 		lt := &liveTask{threadID: in.ThreadID, runID: in.RunID, run: run}
-		x.mu.Lock()
-		x.live[ec.TaskID] = lt
-		x.mu.Unlock()
-		defer func() {
-			x.mu.Lock()
-			if x.live[ec.TaskID] == lt {
-				delete(x.live, ec.TaskID)
-			}
-			x.mu.Unlock()
-		}()
+		defer x.track(ec.TaskID, lt)()
 		if ec.StoredTask == nil {
 			// The task names its run from its first write: a replica that gets a
 			// CancelTask or SubscribeToTask for it before the next one finds the run.
@@ -126,33 +98,82 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		if !yield(working, nil) {
 			return
 		}
-		rel := &relay{ec: ec, lt: lt, open: open}
-		for {
-			_, evs, ended := run.NextFrom()
-			for _, ev := range evs {
-				for _, out := range rel.event(ev) {
-					if !yield(out, nil) {
-						return
-					}
+		relayRun(ctx, run, &relay{ec: ec, lt: lt, open: open}, yield)
+	}
+}
+
+// runInput is the run an execution starts: a new message for a new task, or the answer to
+// the open questions of a task that waits for input. An error is an invalid request; a
+// reply (the questions asked again, saying why) is a bad answer, which changes nothing.
+func runInput(ec *a2asrv.ExecutorContext) (_ *agui.RunAgentInput, open []Question, reply *a2a.TaskStatusUpdateEvent, _ error) {
+	if !agui.ValidID(ec.ContextID) {
+		return nil, nil, nil, fmt.Errorf("%w: contextId must be 1 to 128 characters of [A-Za-z0-9._:-]", a2a.ErrInvalidParams)
+	}
+	in := &agui.RunAgentInput{ThreadID: ec.ContextID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion}
+	if ec.StoredTask != nil {
+		open = questionsOf(ec.StoredTask)
+		if len(open) == 0 {
+			return nil, nil, nil, fmt.Errorf("%w: the task is not waiting for an answer", a2a.ErrInvalidParams)
+		}
+		resume, why := answer(open, ec.Message)
+		if why != "" {
+			return nil, open, askAgain(ec, open, why), nil
+		}
+		in.Resume = resume
+		return in, open, nil, nil
+	}
+	text := textOf(ec.Message)
+	if strings.TrimSpace(text) == "" {
+		return nil, nil, nil, fmt.Errorf("%w: the message has no text", a2a.ErrInvalidParams)
+	}
+	content, _ := json.Marshal(text)
+	in.Messages = []agui.Message{{ID: messageID(ec.Message), Role: "user", Content: content}}
+	return in, nil, nil, nil
+}
+
+// track records the task's run as relayed here (for Cancel) until the returned func is
+// called, unless another execution of the task has replaced it by then.
+func (x *executor) track(id a2a.TaskID, lt *liveTask) (untrack func()) {
+	x.mu.Lock()
+	x.live[id] = lt
+	x.mu.Unlock()
+	return func() {
+		x.mu.Lock()
+		if x.live[id] == lt {
+			delete(x.live, id)
+		}
+		x.mu.Unlock()
+	}
+}
+
+// relayRun yields the run's events as A2A events until it ends, then the task's final
+// status; until ctx ends instead when CancelTask stopped the run (Cancel reports its end).
+func relayRun(ctx context.Context, run Run, rel *relay, yield func(a2a.Event, error) bool) {
+	for {
+		_, evs, ended := run.NextFrom()
+		for _, ev := range evs {
+			for _, out := range rel.event(ev) {
+				if !yield(out, nil) {
+					return
 				}
 			}
-			if ended || rel.ended {
-				break
-			}
-			select {
-			case <-run.Wake():
-			case <-ctx.Done():
-				return
-			}
 		}
-		if rel.final == nil {
-			// Cancelled by CancelTask: Cancel reports the terminal state once the
-			// downstream cancels are settled; this execution ends with it.
-			<-ctx.Done()
+		if ended || rel.ended {
+			break
+		}
+		select {
+		case <-run.Wake():
+		case <-ctx.Done():
 			return
 		}
-		yield(rel.final, nil)
 	}
+	if rel.final == nil {
+		// Cancelled by CancelTask: Cancel reports the terminal state once the
+		// downstream cancels are settled; this execution ends with it.
+		<-ctx.Done()
+		return
+	}
+	yield(rel.final, nil)
 }
 
 // Cancel stops the task's run and reports it canceled once every downstream cancel is

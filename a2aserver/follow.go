@@ -172,25 +172,8 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 // answer and end from the event log, until the task reaches a state in which nothing
 // runs for it.
 func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) {
-	who, ok := callerOf(ctx)
+	rec, t, rp, ok := s.startFollow(ctx, id, yield)
 	if !ok {
-		yield(nil, a2a.ErrUnauthenticated)
-		return
-	}
-	rec, err := s.db.GetTask(ctx, string(id))
-	if err == nil && rec.Principal != who {
-		err = store.ErrNotFound
-	}
-	if err != nil {
-		yield(nil, storeError(err))
-		return
-	}
-	t, rp, err := s.load(ctx, rec, true)
-	if err != nil {
-		yield(nil, err)
-		return
-	}
-	if !yield(t, nil) || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired {
 		return
 	}
 	threadID, runID := runOf(t)
@@ -230,31 +213,8 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 			threadID, runID = runOf(nt)
 			rp = &replay{rel: newReplayRelay(nt, threadID, runID)}
 		}
-		n := len(rp.artifacts)
-		parts := make([]int, n)
-		for i, a := range rp.artifacts {
-			parts[i] = len(a.Parts)
-		}
-		after, err := s.readLog(ctx, rp.rel, rp, threadID, runID, rp.after)
-		if err != nil {
-			yield(nil, err)
+		if !s.relayLog(ctx, rp, threadID, runID, yield) {
 			return
-		}
-		rp.after = after
-		for i, a := range rp.artifacts {
-			var ev *a2a.TaskArtifactUpdateEvent
-			switch {
-			case i >= n:
-				ev = a2a.NewArtifactEvent(rp.rel.ec, a.Parts...)
-				ev.Artifact.ID, ev.Artifact.Name = a.ID, a.Name
-			case len(a.Parts) > parts[i]:
-				ev = a2a.NewArtifactUpdateEvent(rp.rel.ec, a.ID, a.Parts[parts[i]:]...)
-			default:
-				continue
-			}
-			if !yield(ev, nil) {
-				return
-			}
 		}
 		// The stored state: a cancel, or the execution's own end, is there.
 		if now, err := s.db.GetTask(ctx, string(id)); err == nil && now.Version != rec.Version {
@@ -275,6 +235,66 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 			return
 		}
 	}
+}
+
+// startFollow reads the caller's task and yields it as it is; ok is false when following
+// ends there (an error, the caller gone, or a task in which nothing runs).
+func (s *taskStore) startFollow(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) (*store.TaskRecord, *a2a.Task, *replay, bool) {
+	who, ok := callerOf(ctx)
+	if !ok {
+		yield(nil, a2a.ErrUnauthenticated)
+		return nil, nil, nil, false
+	}
+	rec, err := s.db.GetTask(ctx, string(id))
+	if err == nil && rec.Principal != who {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		yield(nil, storeError(err))
+		return nil, nil, nil, false
+	}
+	t, rp, err := s.load(ctx, rec, true)
+	if err != nil {
+		yield(nil, err)
+		return nil, nil, nil, false
+	}
+	if !yield(t, nil) || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired {
+		return nil, nil, nil, false
+	}
+	return rec, t, rp, true
+}
+
+// relayLog reads the run's event log past rp.after into rp and yields what it added to
+// the answer: new artifacts, and new parts of those already sent. False when following
+// ends (an error, or the caller gone).
+func (s *taskStore) relayLog(ctx context.Context, rp *replay, threadID, runID string, yield func(a2a.Event, error) bool) bool {
+	n := len(rp.artifacts)
+	parts := make([]int, n)
+	for i, a := range rp.artifacts {
+		parts[i] = len(a.Parts)
+	}
+	after, err := s.readLog(ctx, rp.rel, rp, threadID, runID, rp.after)
+	if err != nil {
+		yield(nil, err)
+		return false
+	}
+	rp.after = after
+	for i, a := range rp.artifacts {
+		var ev *a2a.TaskArtifactUpdateEvent
+		switch {
+		case i >= n:
+			ev = a2a.NewArtifactEvent(rp.rel.ec, a.Parts...)
+			ev.Artifact.ID, ev.Artifact.Name = a.ID, a.Name
+		case len(a.Parts) > parts[i]:
+			ev = a2a.NewArtifactUpdateEvent(rp.rel.ec, a.ID, a.Parts[parts[i]:]...)
+		default:
+			continue
+		}
+		if !yield(ev, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // endWait is how many polls a follower waits for the stored end of a run whose log has

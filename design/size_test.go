@@ -49,8 +49,6 @@ var oversizeFuncs = map[string]int{
 	"internal/config.Config.walk":        86,
 	"agui.Sequencer.apply":               85,
 	"hitl.Validate":                      82,
-	"a2aserver.executor.Execute":         96,
-	"a2aserver.taskStore.follow":         104, // a task rebuilt from its runs' event logs
 	"coordinator.Run.streamTurn":         82,
 }
 
