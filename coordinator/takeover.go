@@ -47,6 +47,7 @@ type takenOver struct {
 // tick goes on), and the runs of a batch are resumed several at a time, so that the runs
 // past the first few do not wait for the next tick or for the others' store reads.
 func (e *Engine) takeOverLapsed(anyLease bool) {
+	began := time.Now()
 	for round := range takeoverRounds {
 		e.mu.Lock()
 		closing := e.closing
@@ -75,7 +76,9 @@ func (e *Engine) takeOverLapsed(anyLease bool) {
 		// own rows and its thread's entry (under e.mu): no order among them is needed.
 		inParallel(len(runs), takeoverWorkers, func(i int) { e.takeOver(ctx, runs[i], sent) })
 		cancel()
-		if len(runs) < reapBatch {
+		// The heartbeat waits for this look (same goroutine): no further batch once the
+		// look has taken half a heartbeat, so this replica's own leases are renewed in time.
+		if len(runs) < reapBatch || (e.cfg.Heartbeat > 0 && time.Since(began) >= e.cfg.Heartbeat/2) {
 			return
 		}
 	}
