@@ -77,8 +77,9 @@ func (e *Engine) takeOverLapsed(anyLease bool) {
 		inParallel(len(runs), takeoverWorkers, func(i int) { e.takeOver(ctx, runs[i], sent) })
 		cancel()
 		// The heartbeat waits for this look (same goroutine): no further batch once the
-		// look has taken half a heartbeat, so this replica's own leases are renewed in time.
-		if len(runs) < reapBatch || (e.cfg.Heartbeat > 0 && time.Since(began) >= e.cfg.Heartbeat/2) {
+		// look has taken half a heartbeat, so this replica's own leases are renewed in time
+		// (at the start of a single process, anyLease, there are none yet).
+		if len(runs) < reapBatch || (!anyLease && e.cfg.Heartbeat > 0 && time.Since(began) >= e.cfg.Heartbeat/2) {
 			return
 		}
 	}
