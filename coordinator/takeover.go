@@ -41,30 +41,69 @@ type takenOver struct {
 
 // takeOverLapsed takes over the runs of other replicas whose lease lapsed (all of them
 // with anyLease, at the start of a single process) and continues them here.
+//
+// A dead replica leaves all its runs lapsing at about the same time: batches are claimed
+// one after another while they come back full (up to takeoverRounds per tick; the next
+// tick goes on), and the runs of a batch are resumed several at a time, so that the runs
+// past the first few do not wait for the next tick or for the others' store reads.
 func (e *Engine) takeOverLapsed(anyLease bool) {
-	e.mu.Lock()
-	closing := e.closing
-	e.mu.Unlock()
-	if closing {
-		return
+	began := time.Now()
+	for round := range takeoverRounds {
+		e.mu.Lock()
+		closing := e.closing
+		e.mu.Unlock()
+		if closing {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		if round == 0 {
+			e.retryTakeovers(ctx)
+		}
+		if !anyLease && !e.leases.MayClaim(e.cfg.Lease) {
+			// Not a lease of unbroken contact with the store yet: a lapsed lease may be one
+			// that its live owner could not renew during an outage (fencing.go).
+			cancel()
+			return
+		}
+		sent := time.Now()
+		runs, err := e.cfg.Store.TakeOverRuns(ctx, e.cfg.Replica, e.cfg.Lease, reapBatch, anyLease)
+		if err != nil {
+			cancel()
+			e.log.Warn("store: take over lapsed runs", "err", err)
+			return
+		}
+		// Each run was claimed under its own epoch, and its resumption touches only its
+		// own rows and its thread's entry (under e.mu): no order among them is needed.
+		inParallel(len(runs), takeoverWorkers, func(i int) { e.takeOver(ctx, runs[i], sent) })
+		cancel()
+		// The heartbeat waits for this look (same goroutine): no further batch once the
+		// look has taken half a heartbeat, so this replica's own leases are renewed in time
+		// (at the start of a single process, anyLease, there are none yet).
+		if len(runs) < reapBatch || (!anyLease && e.cfg.Heartbeat > 0 && time.Since(began) >= e.cfg.Heartbeat/2) {
+			return
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	e.retryTakeovers(ctx)
-	if !anyLease && !e.leases.MayClaim(e.cfg.Lease) {
-		// Not a lease of unbroken contact with the store yet: a lapsed lease may be one
-		// that its live owner could not renew during an outage (fencing.go).
-		return
+}
+
+// takeoverRounds bounds the batches of lapsed runs claimed per tick; takeoverWorkers, the
+// runs of a batch resumed at once (each reads its log and writes journal steps).
+const (
+	takeoverRounds  = 8
+	takeoverWorkers = 8
+)
+
+// inParallel calls f(0) to f(n-1), at most limit at a time, and returns when all returned.
+func inParallel(n, limit int, f func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
 	}
-	sent := time.Now()
-	runs, err := e.cfg.Store.TakeOverRuns(ctx, e.cfg.Replica, e.cfg.Lease, reapBatch, anyLease)
-	if err != nil {
-		e.log.Warn("store: take over lapsed runs", "err", err)
-		return
-	}
-	for _, rec := range runs {
-		e.takeOver(ctx, rec, sent)
-	}
+	wg.Wait()
 }
 
 // retryTakeovers tries again the runs this replica took over but could not start (its
