@@ -215,3 +215,48 @@ func TestFencedMarkInDoubt(t *testing.T) {
 		}
 	})
 }
+
+// TestFencedSuspension: a resumed run records its approvals in the suspension it answers,
+// which another run (the one that suspended) wrote: the save is fenced by the resumed
+// run's epoch (WriterRunID), not the suspended run's. Once another replica took the
+// resumed run over, the stale owner's save is refused with ErrFenced and changes nothing;
+// the new owner's lands.
+func TestFencedSuspension(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		// The run that asked the question, suspended and ended.
+		first, err := s.BeginRun(ctx, "ts", "r0", "rep-a", time.Minute)
+		require.NoError(t, err)
+		sus := sampleSuspension("ts", time.Now().Add(time.Hour))
+		sus.RunID, sus.Epoch = "r0", first
+		require.NoError(t, s.SaveSuspension(ctx, sus))
+		require.NoError(t, s.EndRun(ctx, "ts", "r0", first, "interrupted"))
+
+		// The run that answers it, taken over while its approved call is recorded.
+		old, err := s.BeginRun(ctx, "ts", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		require.Equal(t, "r1", taken[0].RunID)
+		cur := taken[0].Epoch
+
+		stale := *sus
+		stale.State = json.RawMessage(`{"stale":true}`)
+		stale.WriterRunID, stale.Epoch = "r1", old
+		require.ErrorIs(t, s.SaveSuspension(ctx, &stale), ErrFenced)
+		got, err := s.LoadSuspension(ctx, "ts")
+		require.NoError(t, err)
+		assert.NotContains(t, string(got.State), "stale", "the stale owner's save changed nothing")
+		assert.Equal(t, "r0", got.RunID)
+
+		fresh := *sus
+		fresh.State = json.RawMessage(`{"fresh":true}`)
+		fresh.WriterRunID, fresh.Epoch = "r1", cur
+		require.NoError(t, s.SaveSuspension(ctx, &fresh))
+		got, err = s.LoadSuspension(ctx, "ts")
+		require.NoError(t, err)
+		assert.Contains(t, string(got.State), "fresh")
+		assert.Equal(t, "r0", got.RunID, "the suspension stays the suspended run's")
+	})
+}
