@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -245,9 +246,16 @@ func (r *Run) recordApproval(ctx context.Context, interruptID string, update fun
 	if !found {
 		return fmt.Errorf("coordinator: approval %s not in the suspension", interruptID)
 	}
+	// Saved only while this replica owns the run that answers the suspension (fencing.go):
+	// a replica that lost it records nothing, so it sends no approved call either.
+	r.susp.WriterRunID, r.susp.Epoch = r.RunID, r.elog.epoch
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return r.e.cfg.Store.SaveSuspension(sctx, r.susp)
+	err := r.e.cfg.Store.SaveSuspension(sctx, r.susp)
+	if errors.Is(err, store.ErrFenced) {
+		r.moved("the store refused its approval record")
+	}
+	return err
 }
 
 // approvalsInFlight reports whether a suspension holds an approval that was answered
@@ -333,7 +341,11 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 	}
 	next := *susp
 	next.History, next.Interrupts = mustJSON(conv), open
+	next.WriterRunID, next.Epoch = r.RunID, r.elog.epoch
 	if err := r.e.cfg.Store.SaveSuspension(sctx, &next); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.moved("the store refused its recovered suspension")
+		}
 		r.log.Error("save recovered suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
 		return conv, true, ended(OutcomeError, "store")

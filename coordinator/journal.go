@@ -19,7 +19,7 @@ type stepRecorder interface {
 	RecordStep(ctx context.Context, s *store.Step) error
 	EndStep(ctx context.Context, threadID string, seq int64, end store.StepEnd) error
 	PendingSteps(ctx context.Context, threadID, runID string) ([]store.Step, error)
-	MarkInDoubt(ctx context.Context, threadID, runID string, seqs []int64, detail string) (int, error)
+	MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error)
 }
 
 // journal is the engine's step recorder: the store's journal.
@@ -198,19 +198,23 @@ func stepEnd(ctx context.Context, out toolOutcome) store.StepEnd {
 }
 
 // markInDoubtAfterTakeover reports, in the journal, the steps of a run taken over that
-// its previous owner began and never finished: their outcome is unknown.
-func (e *Engine) markInDoubtAfterTakeover(ctx context.Context, rec store.RunRecord) {
+// its previous owner began and never finished: their outcome is unknown. It marks them
+// under the epoch the takeover gave this replica: an error wrapping store.ErrFenced means
+// another replica took the run over since, and this one must leave the run to it.
+func (e *Engine) markInDoubtAfterTakeover(ctx context.Context, rec store.RunRecord) error {
 	pending, err := e.journal().PendingSteps(ctx, rec.ThreadID, rec.RunID)
 	if err != nil {
 		e.log.Warn("journal: pending steps of a run taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
-		return
+		return err
 	}
 	seqs := make([]int64, 0, len(pending))
 	for _, s := range pending {
 		seqs = append(seqs, s.Seq)
 	}
-	if _, err := e.journal().MarkInDoubt(ctx, rec.ThreadID, rec.RunID, seqs,
+	if _, err := e.journal().MarkInDoubt(ctx, rec.ThreadID, rec.RunID, rec.Epoch, seqs,
 		"the replica that began this step stopped before recording its outcome; it may or may not have happened"); err != nil {
 		e.log.Warn("journal: mark steps in doubt", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
+		return err
 	}
+	return nil
 }

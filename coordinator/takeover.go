@@ -253,7 +253,11 @@ func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work r
 	e.mu.Unlock()
 	log.Info("run taken over; continuing it here", "from_seq", r.elog.seq, "turn_calls", len(work.Results))
 	// The previous owner's unfinished steps first, then the takeover itself.
-	e.markInDoubtAfterTakeover(ctx, rec)
+	if err := e.markInDoubtAfterTakeover(ctx, rec); errors.Is(err, store.ErrFenced) {
+		// Taken over again since: the run stops here as soon as it starts, cancelling
+		// nothing.
+		r.moved("the store refused to mark its steps in doubt")
+	}
 	r.step(store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepOK, Detail: "run taken over from its checkpoint; continued here"})
 	e.wg.Add(1)
 	e.running.Add(1)
@@ -299,7 +303,12 @@ func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
 // its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
 // which would hand it out for cleanup once more).
 func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work runWork, why string) {
-	e.markInDoubtAfterTakeover(ctx, rec)
+	if err := e.markInDoubtAfterTakeover(ctx, rec); errors.Is(err, store.ErrFenced) {
+		// Another replica took the run over since: its work is that replica's to follow,
+		// not to be cancelled from here.
+		e.log.Warn("takeover: the run has a newer owner; leaving it", "thread_id", rec.ThreadID, "run_id", rec.RunID)
+		return
+	}
 	e.step(rec.ThreadID, rec.RunID, 0, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
 	e.cancelWork(rec, work)
 	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")

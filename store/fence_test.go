@@ -165,3 +165,98 @@ func TestFencedJournal(t *testing.T) {
 		assert.Equal(t, StepInDoubt, steps[0].Outcome)
 	})
 }
+
+// TestFencedMarkInDoubt: a replica that took a run over marks its previous owner's pending
+// steps in doubt under its epoch; once a third replica took the run over from it, that
+// stale replica's mark is refused with ErrFenced and marks nothing, and the current
+// owner's mark lands. Epoch 0 marks unconditionally.
+func TestFencedMarkInDoubt(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		_, err := s.BeginRun(ctx, "tm", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		one := &Step{ThreadID: "tm", RunID: "r1", Kind: StepToolCall, Target: "pay__charge", Ref: "c1", Replica: "rep-a"}
+		two := &Step{ThreadID: "tm", RunID: "r1", Kind: StepToolCall, Target: "pay__charge", Ref: "c2", Replica: "rep-a"}
+		require.NoError(t, s.RecordStep(ctx, one))
+		require.NoError(t, s.RecordStep(ctx, two))
+
+		// rep-b takes the run over, and then (paused past its lease) rep-c does.
+		taken, err := s.TakeOverRuns(ctx, "rep-b", -time.Second, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		stale := taken[0].Epoch
+		taken, err = s.TakeOverRuns(ctx, "rep-c", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		cur := taken[0].Epoch
+		require.Greater(t, cur, stale)
+
+		n, err := s.MarkInDoubt(ctx, "tm", "r1", stale, []int64{one.Seq, two.Seq}, "stale owner")
+		require.ErrorIs(t, err, ErrFenced)
+		assert.Zero(t, n)
+		_, err = s.MarkInDoubt(ctx, "tm", "nope", 1, []int64{one.Seq}, "no such run")
+		require.ErrorIs(t, err, ErrFenced, "a run that does not exist has no owner to write for")
+		pending, err := s.PendingSteps(ctx, "tm", "r1")
+		require.NoError(t, err)
+		require.Len(t, pending, 2, "the stale owner marked nothing")
+
+		n, err = s.MarkInDoubt(ctx, "tm", "r1", cur, []int64{one.Seq}, "owner stopped")
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		n, err = s.MarkInDoubt(ctx, "tm", "r1", 0, []int64{two.Seq}, "unfenced")
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		steps, err := s.Steps(ctx, "tm", 0, 0)
+		require.NoError(t, err)
+		require.Len(t, steps, 2)
+		for _, st := range steps {
+			assert.Equal(t, StepInDoubt, st.Outcome)
+			assert.True(t, st.InDoubt)
+		}
+	})
+}
+
+// TestFencedSuspension: a resumed run records its approvals in the suspension it answers,
+// which another run (the one that suspended) wrote: the save is fenced by the resumed
+// run's epoch (WriterRunID), not the suspended run's. Once another replica took the
+// resumed run over, the stale owner's save is refused with ErrFenced and changes nothing;
+// the new owner's lands.
+func TestFencedSuspension(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		// The run that asked the question, suspended and ended.
+		first, err := s.BeginRun(ctx, "ts", "r0", "rep-a", time.Minute)
+		require.NoError(t, err)
+		sus := sampleSuspension("ts", time.Now().Add(time.Hour))
+		sus.RunID, sus.Epoch = "r0", first
+		require.NoError(t, s.SaveSuspension(ctx, sus))
+		require.NoError(t, s.EndRun(ctx, "ts", "r0", first, "interrupted"))
+
+		// The run that answers it, taken over while its approved call is recorded.
+		old, err := s.BeginRun(ctx, "ts", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		require.Equal(t, "r1", taken[0].RunID)
+		cur := taken[0].Epoch
+
+		stale := *sus
+		stale.State = json.RawMessage(`{"stale":true}`)
+		stale.WriterRunID, stale.Epoch = "r1", old
+		require.ErrorIs(t, s.SaveSuspension(ctx, &stale), ErrFenced)
+		got, err := s.LoadSuspension(ctx, "ts")
+		require.NoError(t, err)
+		assert.NotContains(t, string(got.State), "stale", "the stale owner's save changed nothing")
+		assert.Equal(t, "r0", got.RunID)
+
+		fresh := *sus
+		fresh.State = json.RawMessage(`{"fresh":true}`)
+		fresh.WriterRunID, fresh.Epoch = "r1", cur
+		require.NoError(t, s.SaveSuspension(ctx, &fresh))
+		got, err = s.LoadSuspension(ctx, "ts")
+		require.NoError(t, err)
+		assert.Contains(t, string(got.State), "fresh")
+		assert.Equal(t, "r0", got.RunID, "the suspension stays the suspended run's")
+	})
+}

@@ -97,8 +97,10 @@ type Journal interface {
 	// first, at most MaxStepsRead.
 	PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error)
 	// MarkInDoubt records the outcome StepInDoubt (and InDoubt) on the run's pending steps
-	// with the given seqs, with detail, and returns how many it marked.
-	MarkInDoubt(ctx context.Context, threadID, runID string, seqs []int64, detail string) (int, error)
+	// with the given seqs, with detail, and returns how many it marked. With epoch set
+	// (the epoch its caller owns the run under), a run whose epoch moved on (or that does
+	// not exist) refuses it: ErrFenced, nothing marked; 0 marks unconditionally.
+	MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error)
 }
 
 // clip cuts s to maxStepText bytes on a rune boundary.

@@ -42,7 +42,7 @@ func TestJournal(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, pending, 1)
 			assert.Equal(t, "c1", pending[0].Ref)
-			n, err := s.MarkInDoubt(ctx, "j", "r1", []int64{pending[0].Seq, read.Seq}, "owner stopped")
+			n, err := s.MarkInDoubt(ctx, "j", "r1", 0, []int64{pending[0].Seq, read.Seq}, "owner stopped")
 			require.NoError(t, err)
 			assert.Equal(t, 1, n, "only a pending step is marked")
 			require.ErrorIs(t, s.EndStep(ctx, "j", write.Seq, StepEnd{Outcome: StepOK}), ErrNotFound,

@@ -60,7 +60,7 @@ func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {
 		return ErrClosed
 	}
 	if s.Epoch != 0 {
-		if _, err := m.owned(s.ThreadID, s.RunID, s.Epoch); err != nil {
+		if _, err := m.owned(s.ThreadID, s.writer(), s.Epoch); err != nil {
 			return fmt.Errorf("store: save suspension of thread %q: %w", s.ThreadID, ErrFenced)
 		}
 	}

@@ -102,11 +102,16 @@ func (m *memory) PendingSteps(ctx context.Context, threadID, runID string) ([]St
 	return out, nil
 }
 
-func (m *memory) MarkInDoubt(ctx context.Context, threadID, runID string, seqs []int64, detail string) (int, error) {
+func (m *memory) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}
 	defer m.mu.Unlock()
+	if epoch != 0 {
+		if _, err := m.owned(threadID, runID, epoch); err != nil {
+			return 0, fmt.Errorf("store: mark steps of run %q in doubt: %w", runID, ErrFenced)
+		}
+	}
 	n := 0
 	for _, q := range seqs {
 		if s := m.step(threadID, q); s != nil && s.RunID == runID && s.Outcome == StepPending {

@@ -286,7 +286,7 @@ func (s *sqlStore) SaveSuspension(ctx context.Context, sus *Suspension) error {
 	}
 	err = s.tx(ctx, sus.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
 		if sus.Epoch != 0 {
-			if err := s.checkEpoch(ctx, tx, sus.ThreadID, sus.RunID, sus.Epoch); err != nil {
+			if err := s.checkEpoch(ctx, tx, sus.ThreadID, sus.writer(), sus.Epoch); err != nil {
 				return err
 			}
 		}

@@ -231,7 +231,7 @@ func (s *sqlStore) PendingSteps(ctx context.Context, threadID, runID string) ([]
 	return out, nil
 }
 
-func (s *sqlStore) MarkInDoubt(ctx context.Context, threadID, runID string, seqs []int64, detail string) (int, error) {
+func (s *sqlStore) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -242,6 +242,11 @@ func (s *sqlStore) MarkInDoubt(ctx context.Context, threadID, runID string, seqs
 	var n int64
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		n = 0
+		if epoch != 0 {
+			if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+				return err
+			}
+		}
 		args := []any{threadID, runID, detail, time.Now().UnixNano()}
 		ph := make([]string, len(seqs))
 		for i, q := range seqs {

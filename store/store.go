@@ -103,9 +103,13 @@ type Suspension struct {
 	// Resolved lists the interrupt ids already answered (idempotency).
 	Resolved []string `json:"resolved,omitempty"`
 	// Epoch, when not zero, fences SaveSuspension: the suspension is saved only while run
-	// RunID of the thread has this epoch (ErrFenced otherwise). Zero saves unconditionally
-	// (a suspension that no running run writes).
+	// RunID of the thread (WriterRunID when set) has this epoch (ErrFenced otherwise). Zero
+	// saves unconditionally (a suspension that no running run writes).
 	Epoch int64 `json:"-"`
+	// WriterRunID, when set, is the run that writes the suspension when that is not the
+	// run that suspended (a resumed run recording its approvals in the suspension it
+	// answers): Epoch is that run's. Not stored.
+	WriterRunID string `json:"-"`
 	// CreatedAt is set by SaveSuspension when zero; UpdatedAt on every save.
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -242,6 +246,14 @@ func checkSave(s *Suspension) error {
 		return errors.New("store: save: the suspension has no thread id")
 	}
 	return nil
+}
+
+// writer is the run whose epoch fences a save of s.
+func (s *Suspension) writer() string {
+	if s.WriterRunID != "" {
+		return s.WriterRunID
+	}
+	return s.RunID
 }
 
 // stamp sets the timestamps SaveSuspension promises.
