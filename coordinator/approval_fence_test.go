@@ -77,4 +77,9 @@ func TestApprovalFencedAfterTakeover(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "replica-other", rec.Replica)
 	assert.Equal(t, store.RunRunning, rec.State, "the run is its new owner's to end")
+	// The new owner resumes from the suspension: the stale owner must not settle it.
+	susp, err := st.LoadSuspension(ctx, "fa")
+	require.NoError(t, err, "the suspension the new owner resumes from is kept")
+	require.NotNil(t, susp)
+	assert.Len(t, susp.Interrupts, 1)
 }

@@ -197,6 +197,12 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		// here would leave it a "duplicate resume" and lose the tasks' outcomes.
 		return conv, true, r.finishCancelled(ctx)
 	}
+	if errors.Is(context.Cause(ctx), ErrRunMoved) {
+		// Another replica owns the run now (the store refused one of this replica's
+		// writes): it resumes from the suspension, so settling it here would delete what
+		// the new owner works from.
+		return conv, true, r.finishCancelled(ctx)
+	}
 	if err := r.settleResume(ctx, susp); err != nil {
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
