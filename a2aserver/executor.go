@@ -353,7 +353,7 @@ func (x *executor) settle(ctx context.Context, run Run) string {
 			switch rep.Result {
 			case cancel.ResultPending:
 				pending = append(pending, describeCancel(rep))
-			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, "":
+			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, cancel.ResultMoved, "":
 			default:
 				failed = append(failed, describeCancel(rep)+" ("+rep.Result+")")
 			}

@@ -3,13 +3,16 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/store"
 )
@@ -50,7 +53,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.ArmFor(d.r.owner, taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
+		d.item.ArmFor(d.r.owner, taskID, d.r.whileOwned(d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client))))
 	}
 	d.mu.Unlock()
 	if !first {
@@ -62,6 +65,31 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	// call as in doubt; nothing is left running without an owner.
 	d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking), d.callID, d.subID)
 	d.r.elog.saveWork()
+}
+
+// whileOwned sends a task's cancel only while this replica holds the run. A replica that
+// was paused past its lease, or cut off from the store, may learn of its client's
+// disconnect before it learns that another replica took the run over and now follows the
+// task: its cancel would end the new owner's work. Like any side effect (mayAct), the
+// cancel waits while the lease is in doubt, and is not sent (cancel.ErrMoved) once the
+// lease is known lost. The check is made until it passes once: the cancel's later attempts
+// may come after the run ended here, when its lease is no longer renewed.
+func (r *Run) whileOwned(fn cancel.Func) cancel.Func {
+	if r.lease == nil {
+		return fn
+	}
+	var held atomic.Bool
+	return func(ctx context.Context, id string) error {
+		if !held.Load() {
+			if err := r.lease.Wait(ctx); errors.Is(err, fence.ErrLost) {
+				return fmt.Errorf("%w: %w", cancel.ErrMoved, err)
+			} else if err != nil {
+				return err
+			}
+			held.Store(true)
+		}
+		return fn(ctx, id)
+	}
 }
 
 func (d *subagentCall) onText(delta string) {

@@ -137,6 +137,7 @@ func countingProxy(t *testing.T, target string) (string, *atomic.Int64) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
+		bufferBody(r)
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
