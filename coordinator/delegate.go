@@ -53,7 +53,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.ArmFor(d.r.owner, taskID, d.r.whileOwned(d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client))))
+		d.item.ArmFor(d.r.owner, taskID, whileOwned(d.r.lease, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client))))
 	}
 	d.mu.Unlock()
 	if !first {
@@ -74,14 +74,14 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 // cancel waits while the lease is in doubt, and is not sent (cancel.ErrMoved) once the
 // lease is known lost. The check is made until it passes once: the cancel's later attempts
 // may come after the run ended here, when its lease is no longer renewed.
-func (r *Run) whileOwned(fn cancel.Func) cancel.Func {
-	if r.lease == nil {
+func whileOwned(lease *fence.Lease, fn cancel.Func) cancel.Func {
+	if lease == nil {
 		return fn
 	}
 	var held atomic.Bool
 	return func(ctx context.Context, id string) error {
 		if !held.Load() {
-			if err := r.lease.Wait(ctx); errors.Is(err, fence.ErrLost) {
+			if err := lease.Wait(ctx); errors.Is(err, fence.ErrLost) {
 				return fmt.Errorf("%w: %w", cancel.ErrMoved, err)
 			} else if err != nil {
 				return err
