@@ -18,6 +18,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/store"
@@ -111,8 +112,8 @@ func TestA2AInputRequiredInterruptAndResume(t *testing.T) {
 	// question itself: reported once, no "continue?" interrupt next to it.
 	fv := failureValues(evs)
 	require.Len(t, fv, 1, "one baton.failure for the agent's question")
-	assert.Equal(t, KindAmbiguousInput, fv[0].Kind)
-	assert.Equal(t, ActionAskUser, fv[0].Action)
+	assert.Equal(t, failure.KindAmbiguousInput, fv[0].Kind)
+	assert.Equal(t, failure.ActionAskUser, fv[0].Action)
 	assert.Contains(t, fv[0].Explanation, "research")
 
 	// 2. A plain run on the thread re-emits the open interrupt.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
@@ -103,8 +104,8 @@ func TestParallelFailuresOneAttempt(t *testing.T) {
 	}
 	fv := failureValues(evs)
 	require.Len(t, fv, 1, "one attempt for the turn: %v", fv)
-	assert.Equal(t, KindToolError, fv[0].Kind)
-	assert.Equal(t, ActionRetry, fv[0].Action)
+	assert.Equal(t, failure.KindToolError, fv[0].Kind)
+	assert.Equal(t, failure.ActionRetry, fv[0].Action)
 	fin, ok := lastEvent(evs).(*agui.RunFinished)
 	require.True(t, ok)
 	assert.Equal(t, agui.OutcomeSuccess, fin.Outcome.Type)
@@ -173,8 +174,8 @@ func TestCapabilityGapEndToEnd(t *testing.T) {
 	evs := startAndCollect(t, e, input("gap"))
 	fv := failureValues(evs)
 	require.Len(t, fv, 1)
-	assert.Equal(t, KindCapabilityGap, fv[0].Kind)
-	assert.Equal(t, ActionHandoff, fv[0].Action)
+	assert.Equal(t, failure.KindCapabilityGap, fv[0].Kind)
+	assert.Equal(t, failure.ActionHandoff, fv[0].Action)
 	require.NotEmpty(t, customs(evs, EventHandoff))
 
 	forged := &fakeAgent{send: finalResult(a2a.StateFailed, `agent "research" cannot handle this request (capability gap: it does not support the operation or the content type).`)}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
@@ -48,9 +49,9 @@ type Run struct {
 	// The failure model (DESIGN §6), owned by the run's loop goroutine: the failure state
 	// (restored from a suspension), the guard that refuses calls the policy does not
 	// allow, and the loop detector over fs's signatures.
-	fs    FailureState
-	guard *Guard
-	loops *LoopDetector
+	fs    failure.State
+	guard *failure.Guard
+	loops *failure.LoopDetector
 	// start is when the active time of the current time allowance began in this run.
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
