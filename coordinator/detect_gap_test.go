@@ -11,8 +11,9 @@ import (
 	"github.com/baton-dev/baton/failure"
 )
 
-// A capability gap is what the protocol classified, never a sentence in the text (issue 10,
-// defect 4): a failed task whose message imitates Baton's sentence is the model's to handle.
+// A capability gap is what the protocol classified, never a sentence in the text (a peer
+// controls its text): a failed task whose message imitates Baton's sentence is the
+// model's to handle.
 func TestDetectCapabilityGapTyped(t *testing.T) {
 	gap := a2aErrorOutcome("travel", a2a.Request{Prompt: "x"}, fmt.Errorf("%w: secret", a2a.ErrCapabilityGap), nil)
 	f := failure.DetectToolResult("travel", gap.ToolResult)

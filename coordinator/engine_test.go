@@ -280,7 +280,7 @@ func TestUnknownToolAndBadArguments(t *testing.T) {
 }
 
 // A task_id continues a task this thread started; the same id from another thread (another
-// principal's, say) is refused without contacting the agent (issue 11, item 2), and so is an
+// principal's, say) is refused without contacting the agent (a task id is no capability), and so is an
 // id the agent knows but the thread never saw (no GetTask fallback).
 func TestContinuationOfWaitingTask(t *testing.T) {
 	agent := &fakeAgent{

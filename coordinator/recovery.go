@@ -179,7 +179,7 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 // screen refuses the calls that must not be sent (a predicted loop, a declined call, the
 // guard) and holds the ones that need approval; it returns the indexes of the calls to
 // run. Kept out of dispatch (never inlined) so that its locals are not on the run's stack
-// while a call is in flight: an open run's parked stack stays shallow (issue 18).
+// while a call is in flight: an open run's parked stack stays shallow.
 func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
 	for i, c := range calls {
 		if r.loops.Predict(c) {

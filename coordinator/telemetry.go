@@ -183,7 +183,7 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 
 // toolCallSpan is a tool call's span while the call runs. startToolSpan and endToolSpan
 // are kept out of traceToolCall (never inlined): their locals would otherwise be on the
-// run's stack for as long as the call is in flight (issue 18: shallow parked stacks).
+// run's stack for as long as the call is in flight (parked stacks stay shallow).
 type toolCallSpan struct {
 	ctx          context.Context
 	span         trace.Span

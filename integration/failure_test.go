@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of the failure model (issue 6, DESIGN §6–§9): every failure kind produced
+// End-to-end tests of the failure model (DESIGN §6–§9): every failure kind produced
 // through the coordinator binary with the real openai provider (scripted by fakellm), the
 // scripted A2A peer (peers/a2a-peer.mjs) and the demo MCP server (cmd/demo-mcp over stdio),
 // each stream consumed by the official AG-UI client 1.0.0. For each case the baton.failure
