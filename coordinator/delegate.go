@@ -139,7 +139,7 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 
 // delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
 // Kept out of delegate (never inlined): its locals would otherwise be on the run's stack
-// while the sub-agent works (issue 18: shallow parked stacks).
+// while the sub-agent works (parked stacks stay shallow).
 func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
 	refuse := func(sig bridge.Signal) (a2a.Request, *toolOutcome) {
 		o := signalOutcome(sig)

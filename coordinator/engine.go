@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
@@ -75,7 +76,7 @@ type Engine struct {
 	keepDone chan struct{}
 	keepOnce sync.Once
 	// limiter holds the rate-limit windows, shared by every run.
-	limiter *RateLimiter
+	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
 	// shared by runs (toolcache.go).
 	toolsMu sync.Mutex
@@ -115,7 +116,7 @@ func New(cfg Config) (*Engine, error) {
 		finished: make(map[string]string),
 		threads:  make(map[string]*thread),
 		sessions: cfg.Sessions,
-		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
+		limiter:  failure.NewRateLimiter(cfg.Guard.RateLimits),
 		quit:     make(chan struct{}),
 	}
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
@@ -176,7 +177,7 @@ func (c *Config) withDefaults() error {
 		c.Sessions = NewSessionElicitor()
 	}
 	if c.Policy == nil {
-		c.Policy = &DefaultPolicy{}
+		c.Policy = &failure.DefaultPolicy{}
 	}
 	if c.Replica == "" {
 		c.Replica = newReplicaID()
@@ -193,8 +194,8 @@ func (c *Config) withDefaults() error {
 	if c.ReconnectGrace <= 0 {
 		c.ReconnectGrace = DefaultReconnectGrace
 	}
-	if c.Loop == (LoopConfig{}) {
-		c.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
+	if c.Loop == (failure.LoopConfig{}) {
+		c.Loop = failure.LoopConfig{SoftThreshold: failure.DefaultLoopSoft, HardThreshold: failure.DefaultLoopHard, StallTurns: failure.DefaultStallTurns}
 	}
 	return nil
 }
