@@ -62,6 +62,15 @@ func (l *runLog) noteTask(agent, taskID, contextID, state, toolCallID, subID str
 			if contextID != "" {
 				w.ContextID = contextID
 			}
+			// A continuation (the model's answer to input-required, the user's on resume)
+			// is a new call on the same task: a replica that takes the run over follows
+			// the task for that call, not for the one that started it (whose result is in).
+			if toolCallID != "" {
+				w.ToolCallID = toolCallID
+				if subID != "" {
+					w.SubagentRunID = subID
+				}
+			}
 			l.workDirty = true
 			l.wake()
 			return
