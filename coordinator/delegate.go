@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/store"
 )
@@ -60,8 +61,9 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	// stream waits one write): if this replica dies, the one that takes the run over
 	// follows the task (or, when the run cannot go on, cancels it) instead of taking the
 	// call as in doubt; nothing is left running without an owner.
-	d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking), d.callID, d.subID)
-	d.r.elog.saveWork()
+	d.r.elog.NoteTask(durable.Task{Agent: d.agent.Name, TaskID: taskID, ContextID: contextID, State: string(a2a.StateWorking),
+		ToolCallID: d.callID, SubagentRunID: d.subID})
+	d.r.elog.SaveWork()
 }
 
 func (d *subagentCall) onText(delta string) {

@@ -299,7 +299,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
-		defer r.elog.runEnded() // before wg.Done: the log's writer joins e.wg first
+		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
 	return r, nil
@@ -310,7 +310,7 @@ func (e *Engine) release(r *Run) {
 	// The event log and the thread's messages are stored before the client can see the
 	// terminal event, so that a reload right after it finds everything; the wait is
 	// bounded by the writer's own store timeout.
-	r.elog.waitEnded()
+	r.elog.WaitEnded()
 	// The store's record goes first: a client that posts its next run on the terminal
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
@@ -366,7 +366,7 @@ func (e *Engine) endRun(r *Run) {
 	pause := storeRetry
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.epoch, state)
+		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
 		cancel()
 		switch {
 		case err == nil:
@@ -378,7 +378,7 @@ func (e *Engine) endRun(r *Run) {
 		if failing.IsZero() {
 			failing = time.Now()
 		}
-		if time.Since(failing) > maxStoreRetry || !r.elog.sleep(pause) {
+		if time.Since(failing) > maxStoreRetry || !r.elog.Sleep(pause) {
 			r.log.Error("store: end run failed; the run is left to the takeover, which finds its terminal event", "err", err)
 			return
 		}

@@ -26,9 +26,7 @@ var ErrRunMoved = fmt.Errorf("%w: another replica owns the run now", ErrHandoff)
 // own records that the store made this replica the owner of r under epoch, with its lease
 // counted from sent (when the claim was sent).
 func (e *Engine) own(r *Run, epoch int64, sent time.Time) {
-	r.elog.epoch = epoch
-	r.elog.quit = e.quit
-	r.elog.onFenced = func(error) { r.moved("the store refused a write of the run") }
+	r.elog.Own(epoch, e.quit, func(error) { r.moved("the store refused a write of the run") })
 	if e.cfg.Heartbeat > 0 {
 		r.lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.leaseLapsed)
 	}
@@ -43,7 +41,7 @@ func (r *Run) moved(why string) {
 	}
 	r.log.Warn("the run is owned by another replica now; stopping it here without cancelling its work", "why", why)
 	r.lease.Lose()
-	r.elog.freeze()
+	r.elog.Freeze()
 	r.q.abandon()
 	r.cancel(ErrRunMoved)
 }
@@ -91,7 +89,7 @@ func (e *Engine) applyRenewal(sent time.Time, renewed []store.RunRef) {
 		}
 		epoch, ok := held[runKey(r.ThreadID, r.RunID)]
 		switch {
-		case ok && epoch == r.elog.epoch:
+		case ok && epoch == r.elog.Epoch():
 			r.lease.Renew(sent)
 		case r.terminated():
 			// Ended: its record is being ended.
@@ -119,7 +117,7 @@ func (e *Engine) ownsRun(ctx context.Context, r *Run) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return rec.Replica == e.cfg.Replica && rec.Epoch == r.elog.epoch && rec.State == store.RunRunning, nil
+	return rec.Replica == e.cfg.Replica && rec.Epoch == r.elog.Epoch() && rec.State == store.RunRunning, nil
 }
 
 // saveWorkNow stores the run's work document before the run goes on (the checkpoint of a
@@ -129,7 +127,7 @@ func (e *Engine) ownsRun(ctx context.Context, r *Run) (bool, error) {
 func (r *Run) saveWorkNow(ctx context.Context) error {
 	pause := storeRetry
 	for {
-		err := r.elog.saveWork()
+		err := r.elog.SaveWork()
 		switch {
 		case err == nil:
 			return nil

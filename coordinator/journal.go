@@ -40,7 +40,7 @@ type stepRef struct {
 // journalEpoch is the run's ownership epoch that its steps are recorded under (0 before the
 // store made this replica its owner: unfenced). The store refuses a step whose epoch is
 // not the run's current one; that refusal stops the run here (moved).
-func (r *Run) journalEpoch() int64 { return r.elog.epoch }
+func (r *Run) journalEpoch() int64 { return r.elog.Epoch() }
 
 // intent records that the run is about to take a step, before it is taken. The error is
 // the store's: a caller whose step must not be taken unrecorded (a call that could not

@@ -336,7 +336,7 @@ func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *
 // wait (the events, the run's own messages) is the run log's writer's, after RUN_STARTED.
 func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	in := r.in
-	work := r.elog.firstWork(r.checkpointDoc(nil))
+	work := r.elog.FirstWork(r.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).
 	msgs := inputMessages(in.Messages[prepended:])
@@ -403,21 +403,4 @@ func (c *Config) maxThreads() int {
 	default:
 		return n
 	}
-}
-
-// firstWork sets the run's first checkpoint and returns the work document to store with
-// the run's start (nil when there is none to store). The document is not marked dirty:
-// the start stores it, and the log's writer must not write it before the run exists.
-func (l *runLog) firstWork(checkpoint json.RawMessage) json.RawMessage {
-	if checkpoint == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.work.Checkpoint, l.work.Results = checkpoint, nil
-	doc, err := json.Marshal(&l.work)
-	if err != nil {
-		return nil
-	}
-	return doc
 }

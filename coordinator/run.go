@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
@@ -29,7 +30,7 @@ type Run struct {
 	seq *agui.Sequencer
 	q   *eventQueue
 	// elog writes the run's events to the store's event log.
-	elog   *runLog
+	elog   *durable.EventLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -116,15 +117,14 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	})
 	// The stream of the starting request is the first watcher.
 	r.watch.n = 1
-	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg)
 	// The live stream shows an event once the log has it (design/fencing.md).
+	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, r.q.storedUpTo)
 	r.q.gated = true
-	r.elog.onStored = r.q.storedUpTo
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		if !r.limit.admit(ev) {
 			return nil
 		}
-		r.elog.add(ev)
+		r.elog.Add(ev)
 		return r.q.push(ev)
 	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.limit.max = e.cfg.MaxEventsPerRun

@@ -216,7 +216,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, 
 		return conv, nil, true, r.finishCancelled(ctx)
 	}
 	// The turn's events are in the log before its calls go out (design/fencing.md).
-	if err := r.elog.flush(ctx); err != nil {
+	if err := r.elog.Flush(ctx); err != nil {
 		return conv, nil, true, r.finishCancelled(ctx)
 	}
 	return conv, turn.message.ToolCalls, false, EndReason{}
