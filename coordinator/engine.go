@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
@@ -89,6 +90,8 @@ type Engine struct {
 	// retrying.
 	quit     chan struct{}
 	quitOnce sync.Once
+	// journal records the runs' steps (design/journal.md).
+	journal *durable.Journal
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -117,6 +120,7 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
 		quit:     make(chan struct{}),
+		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
 	}
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,

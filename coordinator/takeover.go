@@ -254,7 +254,7 @@ func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work d
 	e.mu.Unlock()
 	log.Info("run taken over; continuing it here", "from_seq", r.elog.Seq(), "turn_calls", len(work.Results))
 	// The previous owner's unfinished steps first, then the takeover itself.
-	if err := e.markInDoubtAfterTakeover(ctx, rec); errors.Is(err, store.ErrFenced) {
+	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
 		// Taken over again since: the run stops here as soon as it starts, cancelling
 		// nothing.
 		r.moved("the store refused to mark its steps in doubt")
@@ -304,13 +304,13 @@ func (e *Engine) decodeTakeover(work durable.Work) (to *takenOver, why string) {
 // its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
 // which would hand it out for cleanup once more).
 func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, why string) {
-	if err := e.markInDoubtAfterTakeover(ctx, rec); errors.Is(err, store.ErrFenced) {
+	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
 		// Another replica took the run over since: its work is that replica's to follow,
 		// not to be cancelled from here.
 		e.log.Warn("takeover: the run has a newer owner; leaving it", "thread_id", rec.ThreadID, "run_id", rec.RunID)
 		return
 	}
-	e.step(rec.ThreadID, rec.RunID, 0, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
+	e.journal.Record(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID}, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
 	e.cancelWork(rec, work)
 	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")
 	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
@@ -337,9 +337,10 @@ func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 		wg.Go(func() {
 			// Confirmed like a run's cancels: retried in the background until the
 			// agent confirms (cancels.go).
-			st, _ := e.intent(rec.ThreadID, rec.RunID, 0, store.StepCancel, a.Name, t.TaskID, 1, "lapsed run: its task is cancelled")
+			st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
+				durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: t.TaskID, Attempt: 1, Detail: "lapsed run: its task is cancelled"})
 			err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled")
-			st.end(cancelEnd(err))
+			st.End(cancelEnd(err))
 			if err != nil {
 				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
 			}
@@ -353,4 +354,9 @@ func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 			}
 		}
 	}
+}
+
+// recRef is the journal's reference to a run record, under the record's epoch.
+func recRef(rec store.RunRecord) durable.RunRef {
+	return durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID, Epoch: rec.Epoch}
 }
