@@ -70,11 +70,9 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	stopJan  chan struct{}
-	janDone  chan struct{}
-	stopKeep chan struct{}
-	keepDone chan struct{}
-	keepOnce sync.Once
+	// expiry expires interrupts (janitor); heartbeat renews this replica's leases, takes
+	// over lapsed runs, applies stop requests and sweeps (keeper). Nil when not configured.
+	expiry, heartbeat *durable.Service
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
@@ -138,13 +136,14 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.resumeCancels()
 	e.loadInterruptsOpen()
+	// The services outlive New's caller: Shutdown stops them.
 	if cfg.ExpiryInterval > 0 {
-		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
-		go func() { defer close(e.janDone); e.janitor(e.stopJan, cfg.ExpiryInterval) }()
+		e.expiry = durable.NewService("expiry", func(ctx context.Context) { e.janitor(ctx, cfg.ExpiryInterval) })
+		e.expiry.Start(context.Background())
 	}
 	if cfg.Heartbeat > 0 {
-		e.stopKeep, e.keepDone = make(chan struct{}), make(chan struct{})
-		go func() { defer close(e.keepDone); e.keeper(e.stopKeep, cfg.Heartbeat) }()
+		e.heartbeat = durable.NewService("heartbeat", func(ctx context.Context) { e.keeper(ctx, cfg.Heartbeat) })
+		e.heartbeat.Start(context.Background())
 	}
 	return e, nil
 }
