@@ -14,7 +14,6 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/durable"
-	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -74,9 +73,9 @@ type Run struct {
 	handedOff atomic.Bool
 	// begun: the store records the run as this replica's (BeginRun, or a takeover).
 	begun atomic.Bool
-	// lease holds back the run's side effects while its lease is not known to hold (nil
-	// without a heartbeat: fencing.go). Set before begun.
-	lease *fence.Lease
+	// own is this replica's ownership of the run: its epoch, and the lease that holds back
+	// its side effects while the lease is not known to hold (fencing.go). Set before begun.
+	own *durable.Owner
 	// releaseOnce closes released (the run's end, or its lease lapsing: fencing.go).
 	releaseOnce sync.Once
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).

@@ -620,3 +620,33 @@ func (l *EventLog) SaveWork() error {
 	}
 	return err
 }
+
+// SaveWorkNow stores the work document before the run goes on (the checkpoint of a turn
+// whose calls are about to be sent): a store that does not take it is asked again, once
+// mayAct allows (the run's lease: Owner.MayAct), until it does. It fails only when the run
+// stops: the store refused it as fenced (the run moved: the onFenced of Own stops it, and
+// this waits for ctx to end), mayAct failed, or ctx ended.
+func (l *EventLog) SaveWorkNow(ctx context.Context, mayAct func(context.Context) error) error {
+	pause := StoreRetry
+	for {
+		err := l.SaveWork()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, store.ErrFenced):
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, MaxStoreRetryPause)
+		if err := mayAct(ctx); err != nil {
+			return err
+		}
+	}
+}
