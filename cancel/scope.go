@@ -78,7 +78,7 @@ type Scope struct {
 
 	mu sync.Mutex
 	// items are the pieces in flight: a few at a time, so a slice (an open run retains
-	// less than with a map, issue 18).
+	// less than with a map).
 	items     []*Item
 	cancelled bool
 	cause     error
@@ -357,7 +357,7 @@ func (s *Scope) Len() int {
 
 // signal is a one-shot event whose channel is made only when someone waits for it: a
 // piece armed and settled without a waiter (the usual case) never allocates one, and an
-// open run retains none (issue 18). Guarded by its Item's mu.
+// open run retains none. Guarded by its Item's mu.
 type signal struct {
 	ch    chan struct{}
 	fired bool

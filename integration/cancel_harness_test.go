@@ -1,6 +1,6 @@
 package integration
 
-// Harness of the cancellation tests (issue 4): a coordinator process whose log the tests
+// Harness of the cancellation tests: a coordinator process whose log the tests
 // read, a fake model that also calls MCP tools, a recorder for what an MCP server receives,
 // the A2A peer's task log, and a Go client for the demo agent.
 //

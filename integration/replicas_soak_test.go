@@ -1,6 +1,6 @@
 package integration
 
-// Soak of two coordinator replicas on one PostgreSQL database (issue 14): 300 runs whose
+// Soak of two coordinator replicas on one PostgreSQL database: 300 runs whose
 // starts, stops and resumes each go to replica A, replica B or a round-robin reverse proxy
 // in front of both, picked at random (math/rand with a printed seed; BATON_SOAK_SEED
 // replays each worker's choices). Afterwards: every interrupt raised was answered and
