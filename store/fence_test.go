@@ -260,3 +260,50 @@ func TestFencedSuspension(t *testing.T) {
 		assert.Equal(t, "r0", got.RunID, "the suspension stays the suspended run's")
 	})
 }
+
+// TestFencedSettle: the stale owner of a resumed run, taken over before it settles the
+// resume, has its settle refused; the suspension its new owner resumes from is kept and its
+// ids stay unanswered. The new owner's settle goes through.
+func TestFencedSettle(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		first, err := s.BeginRun(ctx, "tz", "r0", "rep-a", time.Minute)
+		require.NoError(t, err)
+		sus := sampleSuspension("tz", time.Now().Add(time.Hour))
+		sus.RunID, sus.Epoch = "r0", first
+		require.NoError(t, s.SaveSuspension(ctx, sus))
+		require.NoError(t, s.EndRun(ctx, "tz", "r0", first, "interrupted"))
+		id := sus.Interrupts[0].ID
+
+		// The run that answers it, taken over before it settles the resume.
+		old, err := s.BeginRun(ctx, "tz", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		require.Equal(t, "r1", taken[0].RunID)
+		cur := taken[0].Epoch
+		require.NotEqual(t, old, cur)
+
+		err = s.SettleSuspension(ctx, "tz", "r1", old, []string{id})
+		require.ErrorIs(t, err, ErrFenced)
+		assert.Contains(t, err.Error(), `"tz"`, "the refusal names the thread")
+		_, err = s.LoadSuspension(ctx, "tz")
+		require.NoError(t, err, "the stale settle keeps the suspension")
+		done, err := s.IsResolved(ctx, "tz", id)
+		require.NoError(t, err)
+		assert.False(t, done, "the stale settle marks nothing resolved")
+
+		// A run that does not exist settles nothing either.
+		require.ErrorIs(t, s.SettleSuspension(ctx, "tz", "nope", cur, []string{id}), ErrFenced)
+		_, err = s.LoadSuspension(ctx, "tz")
+		require.NoError(t, err)
+
+		require.NoError(t, s.SettleSuspension(ctx, "tz", "r1", cur, []string{id}))
+		_, err = s.LoadSuspension(ctx, "tz")
+		require.ErrorIs(t, err, ErrNotFound, "the owner's settle deletes the suspension")
+		done, err = s.IsResolved(ctx, "tz", id)
+		require.NoError(t, err)
+		assert.True(t, done, "the owner's settle marks the ids resolved")
+	})
+}

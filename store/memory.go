@@ -27,6 +27,8 @@ type memory struct {
 	cancels map[cancelKey]cancelRecord
 	// tasks are the A2A tasks.
 	tasks memTasks
+	// memSettler settles resumes (memory_settler.go).
+	memSettler
 }
 
 type memRow struct {
@@ -44,6 +46,7 @@ type resolvedIDs struct {
 func newMemory() *memory {
 	m := &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}, perOwner: map[string]int{}}
 	m.tasks = memTasks{m: m, byID: map[string]TaskRecord{}}
+	m.memSettler = memSettler{m}
 	return m
 }
 
@@ -112,25 +115,7 @@ func (m *memory) MarkResolved(ctx context.Context, threadID string, ids []string
 	if m.closed {
 		return ErrClosed
 	}
-	r := m.resolved[threadID]
-	if r == nil {
-		r = &resolvedIDs{set: map[string]struct{}{}}
-		m.resolved[threadID] = r
-	}
-	for _, id := range ids {
-		if _, ok := r.set[id]; ok {
-			// Marking again makes the id the most recent one, as in SQLite.
-			r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
-		}
-		r.order = append(r.order, id)
-		r.set[id] = struct{}{}
-	}
-	if n := len(r.order) - MaxResolvedPerThread; n > 0 {
-		for _, id := range r.order[:n] {
-			delete(r.set, id)
-		}
-		r.order = slices.Clone(r.order[n:])
-	}
+	m.markResolved(threadID, ids)
 	return nil
 }
 

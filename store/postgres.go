@@ -47,5 +47,5 @@ func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
 		return fail(err)
 	}
 	l := startListener(pool)
-	return &sqlStore{db: db, d: postgresDialect, signals: l.sig, onClose: func() { l.close(); pool.Close() }}, nil
+	return withSettler(&sqlStore{db: db, d: postgresDialect, signals: l.sig, onClose: func() { l.close(); pool.Close() }}), nil
 }

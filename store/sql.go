@@ -56,6 +56,8 @@ type sqlStore struct {
 	file *fileWatch
 	// lock is SQLite's one-process lock on the database (lockfile.go); nil for PostgreSQL.
 	lock *processLock
+	// sqlSettler settles resumes (sql_settler.go); set by withSettler.
+	sqlSettler
 }
 
 // readStmt returns the prepared statement of a read query (SQLite), preparing it at its
@@ -165,8 +167,8 @@ func openSQLite(ctx context.Context, path string) (_ *sqlStore, err error) {
 	rdb.SetMaxIdleConns(sqliteReaders)
 	w := newGroupWriter(wdb)
 	w.check = fw.check
-	return &sqlStore{db: rdb, d: sqliteDialect, w: w, file: fw, lock: lock,
-		onClose: func() { w.close(); _ = wdb.Close(); fw.close(); lock.release() }}, nil
+	return withSettler(&sqlStore{db: rdb, d: sqliteDialect, w: w, file: fw, lock: lock,
+		onClose: func() { w.close(); _ = wdb.Close(); fw.close(); lock.release() }}), nil
 }
 
 func (s *sqlStore) check() error {
@@ -340,24 +342,7 @@ func (s *sqlStore) MarkResolved(ctx context.Context, threadID string, ids []stri
 		return nil
 	}
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		var seq int64
-		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) FROM resolved WHERE thread_id = $1`), threadID).Scan(&seq); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			seq++
-			// Marking again makes the id the most recent one.
-			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO resolved (thread_id, interrupt_id, seq) VALUES ($1, $2, $3)
-				ON CONFLICT (thread_id, interrupt_id) DO UPDATE SET seq = excluded.seq`), threadID, id, seq); err != nil {
-				return err
-			}
-		}
-		// Keep the newest MaxResolvedPerThread: drop everything at or below the seq of the
-		// first one past the bound (no row there means nothing to drop).
-		_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM resolved WHERE thread_id = $1 AND seq <= (
-				SELECT seq FROM resolved WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)`),
-			threadID, MaxResolvedPerThread)
-		return err
+		return s.markResolved(ctx, tx, threadID, ids)
 	})
 	if err != nil {
 		return fmt.Errorf("store: mark resolved on thread %q: %w", threadID, err)
