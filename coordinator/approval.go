@@ -323,15 +323,18 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, settled); err != nil {
-		r.log.Error("mark settled approvals resolved", "err", err)
-	}
 	r.suspMu.Lock()
 	r.susp = nil
 	r.suspMu.Unlock()
 	if len(open) == 0 {
-		if err := r.e.cfg.Store.DeleteSuspension(sctx, r.ThreadID); err != nil {
-			r.log.Error("delete suspension", "err", err)
+		// Settled in one write that the store makes only while this replica owns the run
+		// (fencing.go): a replica that lost it deletes nothing its new owner resumes from.
+		if err := r.e.cfg.Store.SettleSuspension(sctx, r.ThreadID, r.RunID, r.elog.Epoch(), settled); err != nil {
+			if errors.Is(err, store.ErrFenced) {
+				r.moved("the store refused to settle its recovered approvals")
+				return conv, true, r.finishCancelled(ctx)
+			}
+			r.log.Error("settle recovered approvals", "err", err)
 		}
 		if m := r.e.cfg.Metrics; m != nil {
 			m.InterruptsOpen(-len(susp.Interrupts))
@@ -348,6 +351,10 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 		r.log.Error("save recovered suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
 		return conv, true, ended(OutcomeError, "store")
+	}
+	// Marked after the fenced save, so that a replica that lost the run marks nothing.
+	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, settled); err != nil {
+		r.log.Error("mark settled approvals resolved", "err", err)
 	}
 	r.finishInterrupted(open)
 	return conv, true, ended(OutcomeInterrupt, "approvals recovered")

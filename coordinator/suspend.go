@@ -169,7 +169,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, calls)
 		}
 		if err := r.settleResume(ctx, susp); err != nil {
-			return conv, true, r.failUnrecorded(err)
+			return conv, true, r.failUnrecorded(ctx, err)
 		}
 		return conv, true, r.finishDecision(stop.stopDecision())
 	}
@@ -208,7 +208,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
 		// suspension still open and recovers the outcomes from the agents (recoverTask).
-		return conv, true, r.failUnrecorded(err)
+		return conv, true, r.failUnrecorded(ctx, err)
 	}
 
 	resumed := make([]llm.ToolCall, len(groups))
@@ -260,8 +260,10 @@ func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Ans
 }
 
 // settleResume records that the suspension's answers went out, so that a repeated resume
-// sends nothing twice, and removes the suspension. It reports a failure of either write:
-// the resume is then not recorded.
+// sends nothing twice, and removes the suspension, in one write that the store makes only
+// while this replica owns the run (fencing.go). It reports a failure of the write: the
+// resume is then not recorded. A refusal (store.ErrFenced) stops the run here as moved:
+// its new owner resumes from the suspension, which is kept.
 func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 	var ids []string
 	for _, in := range susp.Interrupts {
@@ -269,11 +271,11 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, ids); err != nil {
-		return fmt.Errorf("mark interrupts resolved: %w", err)
-	}
-	if err := r.e.cfg.Store.DeleteSuspension(sctx, r.ThreadID); err != nil {
-		return fmt.Errorf("delete suspension: %w", err)
+	if err := r.e.cfg.Store.SettleSuspension(sctx, r.ThreadID, r.RunID, r.elog.Epoch(), ids); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.moved("the store refused to settle its resume")
+		}
+		return fmt.Errorf("settle the resume: %w", err)
 	}
 	if m := r.e.cfg.Metrics; m != nil {
 		m.InterruptsOpen(-len(susp.Interrupts))
@@ -281,8 +283,13 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 	return nil
 }
 
-// failUnrecorded ends a resume whose answers were delivered but could not be recorded.
-func (r *Run) failUnrecorded(err error) EndReason {
+// failUnrecorded ends a resume whose answers were delivered but could not be recorded. A
+// refused record means another replica owns the run now: the run stops here as moved,
+// without an error of its own, and its new owner goes on.
+func (r *Run) failUnrecorded(ctx context.Context, err error) EndReason {
+	if errors.Is(err, store.ErrFenced) {
+		return r.finishCancelled(ctx)
+	}
 	r.log.Error("resume delivered but not recorded", "err", err)
 	r.seq.Fail("STORE_UNAVAILABLE", "Your answer was delivered, but the coordinator could not record it. Send the same answer again to pick up the result.")
 	return ended(OutcomeError, "store")
