@@ -327,17 +327,13 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 	r.susp = nil
 	r.suspMu.Unlock()
 	if len(open) == 0 {
-		// Settled in one write that the store makes only while this replica owns the run
-		// (fencing.go): a replica that lost it deletes nothing its new owner resumes from.
-		if err := r.e.cfg.Store.SettleSuspension(sctx, r.ThreadID, r.RunID, r.elog.Epoch(), settled); err != nil {
+		// Every interrupt is settled: fenced as a resume's settle is, a replica that lost
+		// the run deletes nothing its new owner resumes from, and stops here.
+		if err := r.settleResume(ctx, susp); err != nil {
 			if errors.Is(err, store.ErrFenced) {
-				r.moved("the store refused to settle its recovered approvals")
 				return conv, true, r.finishCancelled(ctx)
 			}
 			r.log.Error("settle recovered approvals", "err", err)
-		}
-		if m := r.e.cfg.Metrics; m != nil {
-			m.InterruptsOpen(-len(susp.Interrupts))
 		}
 		return conv, false, EndReason{}
 	}
