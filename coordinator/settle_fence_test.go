@@ -82,3 +82,59 @@ func TestSettleFencedAfterTakeover(t *testing.T) {
 	assert.False(t, done, "the stale owner marks nothing resolved")
 	assert.Len(t, tools.recorded(), 1, "the approved call was sent once, before the takeover")
 }
+
+// TestRecoveredApprovalsSettleFenced: a run recovering approvals whose outcomes were all
+// recorded, taken over before it settles them, has the settle refused: the suspension its
+// new owner recovers from is kept, nothing is marked resolved, nothing is sent, and the run
+// stops here without ending.
+func TestRecoveredApprovalsSettleFenced(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	tools := approvalTools()
+	model := &fakeModel{turn: callThenReport("demo__delete_release", `{"release":"v1"}`)}
+	e := approvalEngine(t, model, tools, st, nil)
+	interruptsOf(t, startAndCollect(t, e, input("fr")))
+	// The outcome was recorded by a coordinator that stopped before it settled the resume.
+	s, err := st.LoadSuspension(ctx, "fr")
+	require.NoError(t, err)
+	h := decodeHandle(s.Interrupts[0])
+	h.Approval.State, h.Approval.Result = approvalDone, "[OK]\nit ran"
+	s.Interrupts[0].Handle = mustJSON(h)
+	require.NoError(t, st.SaveSuspension(ctx, s))
+
+	model.mu.Lock()
+	before := model.calls
+	model.mu.Unlock()
+	fst := &takeoverBeforeSettle{Store: st}
+	e2 := approvalEngine(t, model, tools, fst, nil)
+	r, err := e2.Start(resumeInput("fr", "r2", resolved(s.Interrupts[0].ID, `{"approved":true}`)), "")
+	require.NoError(t, err)
+	select {
+	case <-r.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stale owner's run did not stop")
+	}
+	evs, _ := r.Next()
+	require.EqualValues(t, 1, fst.took.Load(), "the recovered approvals were to be settled once")
+	saved := fst.after.Load()
+	require.NotNil(t, saved)
+	require.ErrorIs(t, *saved, store.ErrFenced)
+	for _, ev := range evs {
+		_, finished := ev.(*agui.RunFinished)
+		_, failed := ev.(*agui.RunError)
+		assert.False(t, finished || failed, "the stale owner ends nothing: %T", ev)
+	}
+	assert.Empty(t, tools.recorded(), "the recorded outcome is not sent again")
+	model.mu.Lock()
+	assert.Equal(t, before, model.calls, "the stale owner asks the model nothing")
+	model.mu.Unlock()
+	_, err = st.LoadSuspension(ctx, "fr")
+	require.NoError(t, err, "the suspension the new owner recovers from is kept")
+	done, err := st.IsResolved(ctx, "fr", s.Interrupts[0].ID)
+	require.NoError(t, err)
+	assert.False(t, done, "the stale owner marks nothing resolved")
+	rec, err := st.GetRun(ctx, "fr", "r2")
+	require.NoError(t, err)
+	assert.Equal(t, store.RunRunning, rec.State, "the run is its new owner's to end")
+}
