@@ -13,7 +13,8 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
-	"github.com/baton-dev/baton/fence"
+	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -29,7 +30,7 @@ type Run struct {
 	seq *agui.Sequencer
 	q   *eventQueue
 	// elog writes the run's events to the store's event log.
-	elog   *runLog
+	elog   *durable.EventLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -48,9 +49,9 @@ type Run struct {
 	// The failure model (DESIGN §6), owned by the run's loop goroutine: the failure state
 	// (restored from a suspension), the guard that refuses calls the policy does not
 	// allow, and the loop detector over fs's signatures.
-	fs    FailureState
-	guard *Guard
-	loops *LoopDetector
+	fs    failure.State
+	guard *failure.Guard
+	loops *failure.LoopDetector
 	// start is when the active time of the current time allowance began in this run.
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
@@ -73,9 +74,9 @@ type Run struct {
 	handedOff atomic.Bool
 	// begun: the store records the run as this replica's (BeginRun, or a takeover).
 	begun atomic.Bool
-	// lease holds back the run's side effects while its lease is not known to hold (nil
-	// without a heartbeat: fencing.go). Set before begun.
-	lease *fence.Lease
+	// own is this replica's ownership of the run: its epoch, and the lease that holds back
+	// its side effects while the lease is not known to hold (fencing.go). Set before begun.
+	own *durable.Owner
 	// releaseOnce closes released (the run's end, or its lease lapsing: fencing.go).
 	releaseOnce sync.Once
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
@@ -116,15 +117,14 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	})
 	// The stream of the starting request is the first watcher.
 	r.watch.n = 1
-	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg)
 	// The live stream shows an event once the log has it (design/fencing.md).
+	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, r.q.storedUpTo)
 	r.q.gated = true
-	r.elog.onStored = r.q.storedUpTo
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		if !r.limit.admit(ev) {
 			return nil
 		}
-		r.elog.add(ev)
+		r.elog.Add(ev)
 		return r.q.push(ev)
 	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.limit.max = e.cfg.MaxEventsPerRun
@@ -273,7 +273,7 @@ func (r *Run) execute() {
 	// once it knows the active time its earlier parts used.
 	//
 	// The run's own context is the loop's: a child per run and a context.AfterFunc to
-	// watch it would be two more contexts retained by every open run (issue 18), so what
+	// watch it would be two more contexts retained by every open run, so what
 	// cancels it (Cancel, the hard stop) starts the downstream cancellation itself
 	// (fireWatch) while execute watches.
 	ctx := r.traced(r.ctx)
@@ -321,7 +321,7 @@ func (r *Run) resetHardStop() {
 
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
 // Never inlined: its locals would otherwise sit in the frame of execCall, which is on the
-// run's stack while a call is in flight (issue 18: shallow parked stacks).
+// run's stack while a call is in flight (parked stacks stay shallow).
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return

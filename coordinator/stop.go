@@ -42,7 +42,7 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		return ErrRunFinished
 	}
 	if r.begun.Load() && !r.handedOff.Load() {
-		mine, err := e.ownsRun(ctx, r)
+		mine, err := r.own.Holds(ctx, e.cfg.Store)
 		if err != nil {
 			return fmt.Errorf("coordinator: stop: %w", err)
 		}

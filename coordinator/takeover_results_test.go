@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -33,8 +34,8 @@ func TestTakeOverStreamsResultsMissingFromLog(t *testing.T) {
 		return []agui.Event{&agui.ToolCallStart{ToolCallID: id, ToolCallName: "fs__write"},
 			&agui.ToolCallArgs{ToolCallID: id, Delta: args}, &agui.ToolCallEnd{ToolCallID: id}}
 	}
-	deadRun(t, st, "lost-results", conv, runWork{
-		MCP:     []workCall{{ToolCallID: "c-2", Tool: "fs__write", State: "done"}},
+	deadRun(t, st, "lost-results", conv, durable.Work{
+		MCP:     []durable.Call{{ToolCallID: "c-2", Tool: "fs__write", State: "done"}},
 		Results: map[string]ToolResult{"c-2": {Text: "[OK]\nwritten 2", Tag: "OK"}},
 	}, append(call("c-1", `{"n":1}`), call("c-2", `{"n":2}`)...)...)
 	var cmu sync.Mutex

@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
 )
@@ -190,7 +191,7 @@ func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID stri
 // taskID in the run's work: a resume records its task before sending the answer, so that
 // replica may have delivered it.
 func (r *Run) answerMaySent(taskID string) bool {
-	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w workTask) bool { return w.TaskID == taskID })
+	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w durable.Task) bool { return w.TaskID == taskID })
 }
 
 // subIDAfterTakeover is the sub-agent id for a delegation of a run taken over: a stored
@@ -203,10 +204,10 @@ func (r *Run) subIDAfterTakeover(subID string) string {
 	return ""
 }
 
-// owner is the principal of the run whose work this is, from its checkpoint; "" (the
+// workOwner is the principal of the run whose work this is, from its checkpoint; "" (the
 // anonymous principal) when it has none or it cannot be read. The cancels of a lost run's
 // tasks carry that principal's credentials for agents that require them.
-func (w runWork) owner() string {
+func workOwner(w durable.Work) string {
 	var cp struct {
 		Owner string `json:"owner"`
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -23,18 +25,18 @@ func TestContinuedTaskFollowedForItsCall(t *testing.T) {
 	defer st.Close()
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
 	var wg sync.WaitGroup
-	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
-	l.epoch = 1
-	l.noteTask("research", "task-1", "ctx-1", "TASK_STATE_WORKING", "c-start", "sa-1")
-	l.noteTask("research", "task-1", "", "TASK_STATE_INPUT_REQUIRED", "", "") // a state change alone
-	l.noteTask("research", "task-1", "", "TASK_STATE_WORKING", "c-answer", "sa-2")
+	l := durable.NewEventLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg, nil)
+	l.Own(1, nil, nil)
+	l.NoteTask(durable.Task{Agent: "research", TaskID: "task-1", ContextID: "ctx-1", State: "TASK_STATE_WORKING", ToolCallID: "c-start", SubagentRunID: "sa-1"})
+	l.NoteTask(durable.Task{Agent: "research", TaskID: "task-1", State: "TASK_STATE_INPUT_REQUIRED"}) // a state change alone
+	l.NoteTask(durable.Task{Agent: "research", TaskID: "task-1", State: "TASK_STATE_WORKING", ToolCallID: "c-answer", SubagentRunID: "sa-2"})
+	require.NoError(t, l.SaveWork())
 
-	wg.Wait() // the writer stored the work document and ended
-	l.mu.Lock()
-	work := l.work
-	l.mu.Unlock()
-	require.Len(t, work.A2A, 1, "one task")
-	assert.Equal(t, "ctx-1", work.A2A[0].ContextID, "the context is kept")
+	wg.Wait() // the writer ended
+	rec, err := st.GetRun(ctx, "t", "r")
+	require.NoError(t, err)
+	var work durable.Work
+	require.NoError(t, json.Unmarshal(rec.Work, &work))
 	tools := &toolset{agents: map[string]*Agent{"research": {Name: "research"}}}
 	got, task := resumeDecision(tools, llm.ToolCall{ID: "c-answer", Name: "research"}, &work, false)
 	assert.Equal(t, resumeFollow.String(), got.String(), "the continuation's task is followed")
