@@ -5,7 +5,7 @@ import "slices"
 // openSet is what a run has open of one kind (text messages, tool calls, steps, subagents),
 // in opening order. A run has a handful open at a time, so a slice scanned linearly is both
 // smaller and faster than a map: a run held open for minutes keeps only these few entries
-// (issue 18 counts the bytes an open run retains).
+// (BenchmarkParkedRuns counts the bytes an open run retains).
 type openSet[K comparable] []openEntry[K]
 
 type openEntry[K comparable] struct {

@@ -32,7 +32,7 @@ var ErrAborted = errors.New("agui: stream aborted")
 const maxKeptBuffer = 16 << 10
 
 // framePool holds the frame buffers of the streams between their writes: an open stream
-// that waits for its run (most of its life) retains none (issue 18).
+// that waits for its run (most of its life) retains none.
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 var pingFrame = []byte(": ping\n\n")

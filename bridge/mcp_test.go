@@ -25,7 +25,7 @@ func TestMCPContent(t *testing.T) {
 			Content:           []mcp.Content{&mcp.TextContent{Text: `{"q": 2}`}},
 			StructuredContent: map[string]any{"q": 2},
 		}, `{"q": 2}`},
-		// Issue 10, defect 7: server-filesystem sends its text and the same data as
+		// server-filesystem sends its text and the same data as
 		// structuredContent in another shape; the model gets it once (the text).
 		{"structured in another shape than the text is shown once", &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: "hello\nworld"}},

@@ -32,7 +32,15 @@ const (
 	ResultCancelled = "cancelled"
 	ResultNoID      = "no_task_id" // the id never arrived before the deadline
 	ResultFailed    = "failed"
+	// ResultMoved: the piece belongs to another replica now (the run moved there, and
+	// that replica follows it); nothing was sent. See ErrMoved.
+	ResultMoved = "moved"
 )
+
+// ErrMoved, returned (wrapped) by a Func, says that the piece is not this process's to
+// cancel any more: the run it belongs to was taken over by another replica, which follows
+// it. Nothing was sent, and nothing is retried: it is a final result, not a failure.
+var ErrMoved = errors.New("cancel: the piece belongs to another replica now")
 
 // Func cancels one piece identified by id; it must honour ctx.
 type Func func(ctx context.Context, id string) error
@@ -70,7 +78,7 @@ type Scope struct {
 
 	mu sync.Mutex
 	// items are the pieces in flight: a few at a time, so a slice (an open run retains
-	// less than with a map, issue 18).
+	// less than with a map).
 	items     []*Item
 	cancelled bool
 	cause     error
@@ -237,6 +245,8 @@ func (it *Item) cancel(ctx context.Context, start time.Time) Report {
 	switch {
 	case err == nil, errors.Is(err, ErrAlreadyTerminal):
 		r.Result = ResultCancelled
+	case errors.Is(err, ErrMoved):
+		r.Result = ResultMoved
 	default:
 		r.Result, r.Err = ResultFailed, err
 	}
@@ -347,7 +357,7 @@ func (s *Scope) Len() int {
 
 // signal is a one-shot event whose channel is made only when someone waits for it: a
 // piece armed and settled without a waiter (the usual case) never allocates one, and an
-// open run retains none (issue 18). Guarded by its Item's mu.
+// open run retains none. Guarded by its Item's mu.
 type signal struct {
 	ch    chan struct{}
 	fired bool

@@ -1,8 +1,6 @@
 package coordinator
 
 import (
-	"github.com/baton-dev/baton/failure"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -137,14 +136,14 @@ func toolSchema(t *toolset, tool string) map[string]any {
 // (tool and arguments) is not asked about again. The refusal is a policy_deny signal, so
 // the failure model treats it as a policy_violation.
 func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
-	if !slices.Contains(r.fs.Declined, CallSignature(c.Name, c.Arguments)) {
+	if !slices.Contains(r.fs.Declined, failure.CallSignature(c.Name, c.Arguments)) {
 		return bridge.Signal{}, false
 	}
 	return bridge.Signal{
 		Code: "policy_deny", Requested: c.Name,
 		Message:          fmt.Sprintf("The user declined this call of %q earlier in this run; it is not sent again. Do something else, or tell the user what you need.", c.Name),
 		ValidNextActions: r.nextActions(t, c.Name),
-		Resolution:       &bridge.Resolution{Type: ResolutionHandoff},
+		Resolution:       &bridge.Resolution{Type: failure.ResolutionHandoff},
 	}, true
 }
 
@@ -166,7 +165,7 @@ func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in
 	r.step(store.StepApproval, h.Tool, callID, decision)
 	if ans.Cancelled || !approved {
 		r.suspMu.Lock() // answers are delivered in parallel
-		r.fs.Declined = append(r.fs.Declined, CallSignature(h.Tool, string(h.Args)))
+		r.fs.Declined = append(r.fs.Declined, failure.CallSignature(h.Tool, string(h.Args)))
 		r.suspMu.Unlock()
 		reason, _ := ans.Payload["reason"].(string)
 		msg := "The user declined this call; it was not sent."
@@ -315,7 +314,7 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 		switch h.State {
 		case approvalDone:
 			conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: in.ToolCallID, Content: h.Result})
-			r.emitResult(ctx, in.ToolCallID, toolOutcome{ToolResult: ToolResult{Text: h.Result, Tag: h.ResultTag, Code: h.ResultCode}})
+			r.emitResult(ctx, in.ToolCallID, toolOutcome{ToolResult: failure.ToolResult{Text: h.Result, Tag: h.ResultTag, Code: h.ResultCode}})
 		default: // started, not idempotent: ask again
 			r.log.Warn("approved call in doubt after a restart: asking the user", "tool", h.Tool, "tool_call_id", in.ToolCallID)
 			again := r.askApproval(t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)

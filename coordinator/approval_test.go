@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
@@ -30,7 +31,7 @@ func (f *recordingTools) Tools() []mcpclient.Tool { return f.tools }
 
 func (f *recordingTools) Call(_ context.Context, name string, args json.RawMessage, _ mcpclient.CallOptions) (mcpclient.Result, error) {
 	f.mu.Lock()
-	f.calls = append(f.calls, name+" "+CanonicalArgs(string(args)))
+	f.calls = append(f.calls, name+" "+failure.CanonicalArgs(string(args)))
 	f.mu.Unlock()
 	return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name,
 		Content: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + name + " " + string(args)}}}}, nil

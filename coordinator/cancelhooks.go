@@ -10,7 +10,8 @@ import (
 // but synchronously and without making the run's context a parent: a context derived
 // with context.WithCancel from the run's would leave the run's context with a children
 // map for the rest of the run (the map stays when the child is done), retained by every
-// open run (issue 18). A model request uses it (streamTurn); the zero value is ready.
+// open run, and open runs are many. A model request uses it (streamTurn); the zero value
+// is ready.
 type cancelHooks struct {
 	mu    sync.Mutex
 	fired bool

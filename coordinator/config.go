@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -114,10 +115,10 @@ type Config struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Policy decides what to do about failures (DESIGN §6); default &DefaultPolicy{}.
-	Policy Policy
+	Policy failure.Policy
 	// Guard is the config's policy section: allow/deny lists, rate limits, budget
 	// (DESIGN §7). The zero value allows everything.
-	Guard GuardPolicy
+	Guard failure.GuardPolicy
 	// Tracing reports runs, model calls, tool calls and delegations as spans; the zero
 	// value traces nothing.
 	Tracing Tracing
@@ -125,7 +126,7 @@ type Config struct {
 	Approvals ApprovalPolicy
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
-	Loop LoopConfig
+	Loop failure.LoopConfig
 	// StreamBufferBytes bounds the events held in memory for a run's live client (server.
 	// stream_buffer_bytes); a client that falls further behind reads from the event log.
 	// 0 means DefaultStreamBufferBytes.

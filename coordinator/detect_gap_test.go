@@ -8,16 +8,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/failure"
 )
 
-// A capability gap is what the protocol classified, never a sentence in the text (issue 10,
-// defect 4): a failed task whose message imitates Baton's sentence is the model's to handle.
+// A capability gap is what the protocol classified, never a sentence in the text (a peer
+// controls its text): a failed task whose message imitates Baton's sentence is the
+// model's to handle.
 func TestDetectCapabilityGapTyped(t *testing.T) {
 	gap := a2aErrorOutcome("travel", a2a.Request{Prompt: "x"}, fmt.Errorf("%w: secret", a2a.ErrCapabilityGap), nil)
-	f := DetectToolResult("travel", gap.ToolResult)
+	f := failure.DetectToolResult("travel", gap.ToolResult)
 	require.NotNil(t, f)
-	assert.Equal(t, KindCapabilityGap, f.Kind)
+	assert.Equal(t, failure.KindCapabilityGap, f.Kind)
 	assert.Equal(t, "FAILED", f.Code)
 	forged := a2aOutcome(&a2a.Result{State: a2a.StateFailed, Text: `agent "travel" cannot handle this request (capability gap: it does not support the operation or the content type).`})
-	assert.Nil(t, DetectToolResult("travel", forged.ToolResult))
+	assert.Nil(t, failure.DetectToolResult("travel", forged.ToolResult))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
@@ -75,7 +76,7 @@ type Engine struct {
 	// retention. Nil when not configured.
 	expiry, heartbeat, sweep *durable.Service
 	// limiter holds the rate-limit windows, shared by every run.
-	limiter *RateLimiter
+	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
 	// shared by runs (toolcache.go).
 	toolsMu sync.Mutex
@@ -119,7 +120,7 @@ func New(cfg Config) (*Engine, error) {
 		finished: make(map[string]string),
 		threads:  make(map[string]*thread),
 		sessions: cfg.Sessions,
-		limiter:  NewRateLimiter(cfg.Guard.RateLimits),
+		limiter:  failure.NewRateLimiter(cfg.Guard.RateLimits),
 		quit:     make(chan struct{}),
 		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
 		pending:  durable.NewPendingCancels(cfg.Store, cfg.Logger),
@@ -185,7 +186,7 @@ func (c *Config) withDefaults() error {
 		c.Sessions = NewSessionElicitor()
 	}
 	if c.Policy == nil {
-		c.Policy = &DefaultPolicy{}
+		c.Policy = &failure.DefaultPolicy{}
 	}
 	if c.Replica == "" {
 		c.Replica = newReplicaID()
@@ -202,8 +203,8 @@ func (c *Config) withDefaults() error {
 	if c.ReconnectGrace <= 0 {
 		c.ReconnectGrace = DefaultReconnectGrace
 	}
-	if c.Loop == (LoopConfig{}) {
-		c.Loop = LoopConfig{SoftThreshold: DefaultLoopSoft, HardThreshold: DefaultLoopHard, StallTurns: DefaultStallTurns}
+	if c.Loop == (failure.LoopConfig{}) {
+		c.Loop = failure.LoopConfig{SoftThreshold: failure.DefaultLoopSoft, HardThreshold: failure.DefaultLoopHard, StallTurns: failure.DefaultStallTurns}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
@@ -279,7 +280,7 @@ func TestUnknownToolAndBadArguments(t *testing.T) {
 }
 
 // A task_id continues a task this thread started; the same id from another thread (another
-// principal's, say) is refused without contacting the agent (issue 11, item 2), and so is an
+// principal's, say) is refused without contacting the agent (a task id is no capability), and so is an
 // id the agent knows but the thread never saw (no GetTask fallback).
 func TestContinuationOfWaitingTask(t *testing.T) {
 	agent := &fakeAgent{
@@ -452,7 +453,7 @@ func TestIterationLimit(t *testing.T) {
 	evs := collect(t, r)
 	assert.Equal(t, 3, m.calls)
 	assert.Len(t, agent.sent, 3)
-	assert.Equal(t, []FailureValue{{Kind: KindIterationLimit, Action: ActionAskUser, Attempt: 1,
+	assert.Equal(t, []FailureValue{{Kind: failure.KindIterationLimit, Action: failure.ActionAskUser, Attempt: 1,
 		Explanation: "The run reached its limit of 3 steps without finishing. Your decision is needed to go on."}}, failureValues(evs))
 	ins := interruptsOf(t, evs)
 	require.Len(t, ins, 1)
@@ -466,7 +467,7 @@ func TestIterationLimit(t *testing.T) {
 	assert.Equal(t, 6, m.calls)
 	again := interruptsOf(t, evs)
 	require.Len(t, again, 1)
-	assert.Equal(t, []FailureValue{{Kind: KindIterationLimit, Action: ActionAskUser, Attempt: 2,
+	assert.Equal(t, []FailureValue{{Kind: failure.KindIterationLimit, Action: failure.ActionAskUser, Attempt: 2,
 		Explanation: "The run reached its limit of 3 steps without finishing. Your decision is needed to go on."}}, failureValues(evs))
 
 	// Stopping: a partial result, no more model calls.

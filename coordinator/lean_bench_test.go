@@ -14,7 +14,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 )
 
-// BenchmarkParkedRuns is what the engine itself retains per open streaming run (issue 18):
+// BenchmarkParkedRuns is what the engine itself retains per open streaming run:
 // each of b.N runs delegates to an in-process agent that names its task, streams one chunk
 // and then holds the request open, and the events are taken as a stream would take them.
 // With every run parked there, heap and stack are runtime.MemStats (after GCs, so that

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -57,6 +58,11 @@ func (r *Run) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
 			res.Server, res.ToolName), ""))
 	case mcpclient.StatusNotCompleted:
 		return taggedOutcome(bridge.TagError, bridge.MCPError(res.Message, res.Detail))
+	case mcpclient.StatusAuthRequired:
+		// The same tag as an agent whose user's token could not be obtained: nothing was
+		// sent, and the reason (Baton's own words) says what the user can do.
+		return taggedOutcome(bridge.TagAuthRequired, fmt.Sprintf("[%s:%s]\nMCP server %q was not called (tool %q): %s",
+			bridge.TagAuthRequired, bridge.TaskArg(""), res.Server, res.ToolName, res.Message))
 	}
 	return taggedOutcome(bridge.TagError, bridge.MCPError(fmt.Sprintf("The tool %q ended in a way the coordinator does not know.", res.ToolName), ""))
 }
@@ -71,11 +77,11 @@ func (r *Run) mcpToolError(res mcpclient.Result) toolOutcome {
 		r.setFatal(ErrToolFailed)
 		return taggedOutcome(bridge.TagError, bridge.MCPError(fmt.Sprintf("The tool %q reported an error; the run stops.", res.ToolName), res.Detail))
 	}
-	budget := r.e.cfg.Policy.RetryBudget(KindToolError)
+	budget := r.e.cfg.Policy.RetryBudget(failure.KindToolError)
 	// This failure's attempt number: the failures the policy has already counted for the
 	// tool in this run, plus this one. Calls of one turn read the same count, so parallel
 	// calls of one tool share one attempt (see afterTools).
-	n := r.fs.AttemptsOf(KindToolError, res.Tool) + 1
+	n := r.fs.AttemptsOf(failure.KindToolError, res.Tool) + 1
 	if n > budget {
 		return taggedOutcome(bridge.TagError, bridge.MCPError(fmt.Sprintf("The tool %q failed again; its retry budget is spent. Do not call it again for this request.", res.ToolName), res.Detail))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -39,20 +40,20 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 			}
 		}
 		if err == nil {
-			r.fs.Recovered(KindTransientProvider, "")
+			r.fs.Recovered(failure.KindTransientProvider, "")
 			return res, nil
 		}
 		if r.cancelling(ctx) {
 			return turnResult{}, err
 		}
-		f := ClassifyModelError(err)
+		f := failure.ClassifyModelError(err)
 		if f == nil {
 			return turnResult{}, err
 		}
 		d := r.decide(*f)
 		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
 		traceModelRetry(span, d)
-		if d.Action != ActionRetry {
+		if d.Action != failure.ActionRetry {
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}
 		t := time.NewTimer(d.Wait)
@@ -242,7 +243,7 @@ func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[str
 		end.Outcome = "cancelled"
 	case err != nil:
 		end.Outcome = store.StepError
-		if f := ClassifyModelError(err); f != nil {
+		if f := failure.ClassifyModelError(err); f != nil {
 			end.FailureKind = string(f.Kind)
 		}
 	}

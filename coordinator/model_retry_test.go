@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -52,7 +53,7 @@ func (m *cutModel) Stream(_ context.Context, _ *llm.Request) iter.Seq2[llm.Delta
 // an id the failed attempt did not use, with the retry's arguments only, closed.
 func TestRetriedTurnStreamsOnlyTheGoodAttemptsCalls(t *testing.T) {
 	m := &cutModel{}
-	e, err := New(Config{Model: m, Policy: &DefaultPolicy{BackoffBase: time.Millisecond, Jitter: func(time.Duration) time.Duration { return 0 }}})
+	e, err := New(Config{Model: m, Policy: &failure.DefaultPolicy{BackoffBase: time.Millisecond, Jitter: func(time.Duration) time.Duration { return 0 }}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
 	in := input("cut")

@@ -1,12 +1,11 @@
 package coordinator
 
 import (
-	"github.com/baton-dev/baton/failure"
-
 	"fmt"
 	"strings"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 )
 
 // Terminal outcomes on the AG-UI stream (DESIGN §8): a baton.failure event for every
@@ -22,14 +21,14 @@ const (
 
 // FailureValue is the value of a baton.failure event.
 type FailureValue struct {
-	Kind        FailureKind `json:"kind"`
-	Action      Action      `json:"action"`
-	Explanation string      `json:"explanation"`
-	Attempt     int         `json:"attempt"`
+	Kind        failure.Kind   `json:"kind"`
+	Action      failure.Action `json:"action"`
+	Explanation string         `json:"explanation"`
+	Attempt     int            `json:"attempt"`
 }
 
 // FailureEvent is CUSTOM{name:"baton.failure", value:{kind, action, explanation, attempt}}.
-func FailureEvent(d Decision) *agui.Custom {
+func FailureEvent(d failure.Decision) *agui.Custom {
 	return &agui.Custom{Name: EventFailure, Value: FailureValue{Kind: d.Kind, Action: d.Action, Explanation: d.Explanation, Attempt: d.Attempt}}
 }
 
@@ -42,7 +41,7 @@ type Handoff struct {
 }
 
 // HandoffFor describes, for the user, a run that ends on decision d.
-func HandoffFor(d Decision) Handoff {
+func HandoffFor(d failure.Decision) Handoff {
 	tool := ToolName(d.Tool)
 	h := Handoff{Rationale: d.Explanation, Blockers: []string{}, NextSteps: []string{}}
 	add := func(blocker string, next ...string) {
@@ -50,31 +49,31 @@ func HandoffFor(d Decision) Handoff {
 		h.NextSteps = append(h.NextSteps, next...)
 	}
 	switch d.Kind {
-	case KindTransientProvider:
+	case failure.KindTransientProvider:
 		if d.Wait > 0 {
 			add(fmt.Sprintf("the language model provider asked to wait %s", failure.RoundWait(d.Wait)), fmt.Sprintf("try again in %s", failure.RoundWait(d.Wait)))
 		} else {
 			add("the language model provider is unavailable", "try again in a few minutes")
 		}
-	case KindOutputTruncated:
+	case failure.KindOutputTruncated:
 		add("the language model's replies keep getting cut off", "ask for a shorter answer, or split the request into smaller parts")
-	case KindOutputRefused:
+	case failure.KindOutputRefused:
 		add("the language model declined the request", "rephrase the request")
-	case KindToolError:
+	case failure.KindToolError:
 		add(fmt.Sprintf("the tool %q keeps failing", tool), "try again later", fmt.Sprintf("ask an operator to check the tool %q", tool))
-	case KindNoProgress:
+	case failure.KindNoProgress:
 		add("the work was not making progress", "ask again with a narrower, more specific request")
-	case KindLoopDetected:
+	case failure.KindLoopDetected:
 		add("the same step kept repeating", "say whether to continue", "ask again with more detail")
-	case KindCapabilityGap:
+	case failure.KindCapabilityGap:
 		add(fmt.Sprintf("no available agent or tool can handle this (%s)", orUnknown(tool)), "ask an operator to add an agent or tool that can do this")
-	case KindPolicyViolation:
+	case failure.KindPolicyViolation:
 		add(fmt.Sprintf("the coordinator's policy does not allow this (%s)", orUnknown(tool)), "ask an operator to review the coordinator's policy")
-	case KindAmbiguousInput:
+	case failure.KindAmbiguousInput:
 		add("the request is underspecified", "say more precisely what you need")
-	case KindIterationLimit:
+	case failure.KindIterationLimit:
 		add("the step limit was reached", "continue the run", "ask again with a narrower request", "raise limits.max_iterations")
-	case KindTimeLimit:
+	case failure.KindTimeLimit:
 		add("the time limit was reached", "continue the run", "ask again with a narrower request", "raise limits.max_run_seconds")
 	default:
 		add("an unexpected failure", "try again")
@@ -130,21 +129,21 @@ func TerminalEvents(name string, h Handoff, messageID string) []agui.Event {
 
 // TerminalName is the CUSTOM event that ends a run on action a: baton.partial for stop
 // (and for ask_user while the run cannot raise interrupts), baton.handoff otherwise.
-func TerminalName(a Action) string {
-	if a == ActionHandoff {
+func TerminalName(a failure.Action) string {
+	if a == failure.ActionHandoff {
 		return EventHandoff
 	}
 	return EventPartial
 }
 
 // RunResult is the RUN_FINISHED result of a run that ended on decision d.
-func RunResult(d Decision) map[string]any {
+func RunResult(d failure.Decision) map[string]any {
 	return map[string]any{"stopped": string(d.Kind), "action": string(d.Action)}
 }
 
 // ContinueQuestion is the question of the interrupt that an ask_user decision raises
 // (loop_detected, limits): hitl.Continue(opts, ContinueQuestion(d), string(d.Kind)). On a
-// resume that continues, call FailureState.Resume(d.Kind).
-func ContinueQuestion(d Decision) string {
+// resume that continues, call failure.State.Resume(d.Kind).
+func ContinueQuestion(d failure.Decision) string {
 	return d.Explanation + " Continue?"
 }

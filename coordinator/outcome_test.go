@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestFailureEventJSON(t *testing.T) {
-	d := Decision{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 1, Wait: 2 * time.Second,
+	d := failure.Decision{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 1, Wait: 2 * time.Second,
 		Explanation: "The language model is rate limiting requests. Retrying in 2s (retry 1 of 3)."}
 	raw, err := agui.MarshalEvent(FailureEvent(d))
 	require.NoError(t, err)
@@ -20,21 +21,21 @@ func TestFailureEventJSON(t *testing.T) {
 
 func TestHandoffFor(t *testing.T) {
 	tests := []struct {
-		d        Decision
+		d        failure.Decision
 		blockers []string
 		next     []string
 	}{
-		{Decision{Kind: KindTransientProvider, Action: ActionHandoff, Wait: time.Hour, Explanation: "r."},
+		{failure.Decision{Kind: failure.KindTransientProvider, Action: failure.ActionHandoff, Wait: time.Hour, Explanation: "r."},
 			[]string{"the language model provider asked to wait 1h0m0s"}, []string{"try again in 1h0m0s"}},
-		{Decision{Kind: KindTransientProvider, Action: ActionHandoff, Explanation: "r."},
+		{failure.Decision{Kind: failure.KindTransientProvider, Action: failure.ActionHandoff, Explanation: "r."},
 			[]string{"the language model provider is unavailable"}, []string{"try again in a few minutes"}},
-		{Decision{Kind: KindToolError, Tool: "demo__divide", Action: ActionHandoff, Explanation: "r."},
+		{failure.Decision{Kind: failure.KindToolError, Tool: "demo__divide", Action: failure.ActionHandoff, Explanation: "r."},
 			[]string{`the tool "demo__divide" keeps failing`}, []string{"try again later", `ask an operator to check the tool "demo__divide"`}},
-		{Decision{Kind: KindPolicyViolation, Tool: "demo__deploy", Action: ActionHandoff, Explanation: "r."},
+		{failure.Decision{Kind: failure.KindPolicyViolation, Tool: "demo__deploy", Action: failure.ActionHandoff, Explanation: "r."},
 			[]string{`the coordinator's policy does not allow this (demo__deploy)`}, []string{"ask an operator to review the coordinator's policy"}},
-		{Decision{Kind: KindCapabilityGap, Action: ActionHandoff, Explanation: "r."},
+		{failure.Decision{Kind: failure.KindCapabilityGap, Action: failure.ActionHandoff, Explanation: "r."},
 			[]string{"no available agent or tool can handle this (unknown tool)"}, []string{"ask an operator to add an agent or tool that can do this"}},
-		{Decision{Kind: KindIterationLimit, Action: ActionAskUser, Explanation: "r."},
+		{failure.Decision{Kind: failure.KindIterationLimit, Action: failure.ActionAskUser, Explanation: "r."},
 			[]string{"the step limit was reached"}, []string{"continue the run", "ask again with a narrower request", "raise limits.max_iterations"}},
 	}
 	for _, tt := range tests {
@@ -43,8 +44,8 @@ func TestHandoffFor(t *testing.T) {
 			assert.Equal(t, Handoff{Rationale: "r.", Blockers: tt.blockers, NextSteps: tt.next}, h)
 		})
 	}
-	for _, k := range append(FailureKinds(), "mystery") {
-		h := HandoffFor(Decision{Kind: k, Explanation: "r."})
+	for _, k := range append(failure.Kinds(), "mystery") {
+		h := HandoffFor(failure.Decision{Kind: k, Explanation: "r."})
 		assert.NotEmpty(t, h.Blockers, k)
 		assert.NotEmpty(t, h.NextSteps, k)
 	}
@@ -74,15 +75,15 @@ func TestTerminalEvents(t *testing.T) {
 }
 
 func TestTerminalNameAndResult(t *testing.T) {
-	assert.Equal(t, EventHandoff, TerminalName(ActionHandoff))
-	assert.Equal(t, EventPartial, TerminalName(ActionStop))
-	assert.Equal(t, EventPartial, TerminalName(ActionAskUser))
-	raw, err := json.Marshal(RunResult(Decision{Kind: KindIterationLimit, Action: ActionAskUser}))
+	assert.Equal(t, EventHandoff, TerminalName(failure.ActionHandoff))
+	assert.Equal(t, EventPartial, TerminalName(failure.ActionStop))
+	assert.Equal(t, EventPartial, TerminalName(failure.ActionAskUser))
+	raw, err := json.Marshal(RunResult(failure.Decision{Kind: failure.KindIterationLimit, Action: failure.ActionAskUser}))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"stopped":"iteration_limit","action":"ask_user"}`, string(raw))
 }
 
 func TestContinueQuestion(t *testing.T) {
-	d := Decision{Kind: KindLoopDetected, Action: ActionAskUser, Explanation: "The same call was repeated. Your decision is needed to go on."}
+	d := failure.Decision{Kind: failure.KindLoopDetected, Action: failure.ActionAskUser, Explanation: "The same call was repeated. Your decision is needed to go on."}
 	assert.Equal(t, "The same call was repeated. Your decision is needed to go on. Continue?", ContinueQuestion(d))
 }

@@ -10,28 +10,29 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 )
 
 func TestPendingWork(t *testing.T) {
-	retry := func(code string) ToolResult { return ToolResult{Tag: bridge.TagRetry, Code: code} }
+	retry := func(code string) failure.ToolResult { return failure.ToolResult{Tag: bridge.TagRetry, Code: code} }
 	tests := []struct {
 		name    string
-		results []ToolResult
+		results []failure.ToolResult
 		want    bool
 	}{
 		{"no round", nil, false},
-		{"bad arguments", []ToolResult{retry("validation_failed")}, true},
-		{"all refused", []ToolResult{retry("unknown_action"), retry("invalid_transition"), retry("validation_failed")}, true},
-		{"one ran", []ToolResult{retry("validation_failed"), {Tag: bridge.TagOK}}, false},
-		{"tool error the model may report", []ToolResult{retry("tool_error")}, false},
-		{"policy refusal", []ToolResult{retry("policy_deny")}, false},
-		{"a sub-agent's question to relay", []ToolResult{{Tag: bridge.TagInputRequired}}, false},
-		{"failed task", []ToolResult{{Tag: bridge.TagFailed}}, false},
+		{"bad arguments", []failure.ToolResult{retry("validation_failed")}, true},
+		{"all refused", []failure.ToolResult{retry("unknown_action"), retry("invalid_transition"), retry("validation_failed")}, true},
+		{"one ran", []failure.ToolResult{retry("validation_failed"), {Tag: bridge.TagOK}}, false},
+		{"tool error the model may report", []failure.ToolResult{retry("tool_error")}, false},
+		{"policy refusal", []failure.ToolResult{retry("policy_deny")}, false},
+		{"a sub-agent's question to relay", []failure.ToolResult{{Tag: bridge.TagInputRequired}}, false},
+		{"failed task", []failure.ToolResult{{Tag: bridge.TagFailed}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, PendingWork(tt.results))
+			assert.Equal(t, tt.want, failure.PendingWork(tt.results))
 		})
 	}
 }
@@ -50,8 +51,8 @@ func TestTextAfterRefusedRoundIsNoProgress(t *testing.T) {
 
 	fv := failureValues(evs)
 	require.Len(t, fv, 1, "%v", fv)
-	assert.Equal(t, KindNoProgress, fv[0].Kind)
-	assert.Equal(t, ActionNarrowScope, fv[0].Action)
+	assert.Equal(t, failure.KindNoProgress, fv[0].Kind)
+	assert.Equal(t, failure.ActionNarrowScope, fv[0].Action)
 	assert.Equal(t, agui.OutcomeSuccess, lastEvent(evs).(*agui.RunFinished).Outcome.Type)
 	assert.Equal(t, "The research tool needs a prompt; here is what I know.", texts(evs), "the reply that ignored the signal was held back, never shown")
 	reqs := m.requests()

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -29,8 +30,8 @@ import (
 // decidedError ends a model turn with the policy's terminal decision about a provider
 // failure (its baton.failure event is already out).
 type decidedError struct {
-	d   Decision
-	f   Failure
+	d   failure.Decision
+	f   failure.Failure
 	err error
 }
 
@@ -39,13 +40,13 @@ func (e *decidedError) Unwrap() error { return e.err }
 
 // decide asks the policy about f and reports the decision: a baton.failure event, a log
 // line, and the retry metric.
-func (r *Run) decide(f Failure) Decision {
+func (r *Run) decide(f failure.Failure) failure.Decision {
 	d := r.e.cfg.Policy.Decide(f, &r.fs)
 	r.traceDecision(d)
 	r.emit(FailureEvent(d))
 	r.log.Warn("failure handled", "kind", d.Kind, "action", d.Action, "attempt", d.Attempt,
 		"tool", d.Tool, "code", f.Code, "wait_ms", d.Wait.Milliseconds(), "err", errString(f.Err))
-	if m := r.e.cfg.Metrics; m != nil && d.Action == ActionRetry {
+	if m := r.e.cfg.Metrics; m != nil && d.Action == failure.ActionRetry {
 		m.Retry(string(d.Kind))
 	}
 	return d
@@ -55,15 +56,15 @@ func (r *Run) decide(f Failure) Decision {
 // decision (see conclude). done is false when the run goes on: no failure, or retry or
 // narrow_scope at most. open are the interrupts of calls that wait for the user; the
 // caller still raises them when the run goes on.
-func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, open []store.Interrupt) (done bool, reason EndReason) {
+func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []failure.Failure, open []store.Interrupt) (done bool, reason EndReason) {
 	if len(fails) == 0 {
 		return false, EndReason{}
 	}
-	ds := make([]Decision, len(fails))
+	ds := make([]failure.Decision, len(fails))
 	for i, f := range fails {
 		ds[i] = r.decide(f)
 	}
-	d, _ := MostSevere(ds)
+	d, _ := failure.MostSevere(ds)
 	if !d.Action.Terminal() {
 		return false, EndReason{}
 	}
@@ -74,8 +75,8 @@ func (r *Run) handle(ctx context.Context, conv []llm.Message, fails []Failure, o
 // (conv, counters and lessons) with a "continue?" interrupt next to open (DESIGN §9);
 // handoff and stop end it with a final assistant message, baton.handoff or baton.partial,
 // and RUN_FINISHED with a result (DESIGN §8), abandoning the work parked on open.
-func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Failure, open []store.Interrupt) EndReason {
-	if d.Action != ActionAskUser {
+func (r *Run) conclude(ctx context.Context, conv []llm.Message, d failure.Decision, f failure.Failure, open []store.Interrupt) EndReason {
+	if d.Action != failure.ActionAskUser {
 		if len(open) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, open)
 		}
@@ -98,12 +99,12 @@ func (r *Run) conclude(ctx context.Context, conv []llm.Message, d Decision, f Fa
 }
 
 // finishDecision ends the run on a handoff or a stop.
-func (r *Run) finishDecision(d Decision) EndReason {
+func (r *Run) finishDecision(d failure.Decision) EndReason {
 	for _, ev := range TerminalEvents(TerminalName(d.Action), HandoffFor(d), newID("msg")) {
 		r.emit(ev)
 	}
 	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, RunResult(d))
-	if d.Action == ActionHandoff {
+	if d.Action == failure.ActionHandoff {
 		return ended(OutcomeHandoff, string(d.Kind))
 	}
 	return ended(OutcomeStopped, string(d.Kind))
@@ -112,22 +113,22 @@ func (r *Run) finishDecision(d Decision) EndReason {
 // failureRef is the failure a "continue?" interrupt asks about, kept in its handle: on a
 // resume that stops, it describes the partial result.
 type failureRef struct {
-	Kind        FailureKind `json:"kind"`
-	Tool        string      `json:"tool,omitempty"`
-	Attempt     int         `json:"attempt"`
-	Explanation string      `json:"explanation"`
+	Kind        failure.Kind `json:"kind"`
+	Tool        string       `json:"tool,omitempty"`
+	Attempt     int          `json:"attempt"`
+	Explanation string       `json:"explanation"`
 }
 
 // stopDecision is the decision of a user who answered "continue?" with no.
-func (f *failureRef) stopDecision() Decision {
-	return Decision{Kind: f.Kind, Tool: f.Tool, Action: ActionStop, Attempt: f.Attempt,
+func (f *failureRef) stopDecision() failure.Decision {
+	return failure.Decision{Kind: f.Kind, Tool: f.Tool, Action: failure.ActionStop, Attempt: f.Attempt,
 		Explanation: f.Explanation + " You chose to stop here."}
 }
 
 // newGuard builds the run's guard and hides from the model the tools the policy denies.
 // Denied tools stay governed, so that a call to one is refused as policy_deny rather than
 // as an unknown action.
-func (r *Run) newGuard(t *toolset) *Guard {
+func (r *Run) newGuard(t *toolset) *failure.Guard {
 	var agents, governed, always []string
 	for _, name := range t.backend {
 		switch {
@@ -143,7 +144,7 @@ func (r *Run) newGuard(t *toolset) *Guard {
 	for name := range t.frontend {
 		always = append(always, name)
 	}
-	g := NewGuard(GuardConfig{
+	g := failure.NewGuard(failure.GuardConfig{
 		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
 		Agents: agents, Tools: governed, Always: always,
 		Used: &r.fs.Budget, Now: r.e.cfg.Now,
@@ -157,7 +158,7 @@ func (r *Run) newGuard(t *toolset) *Guard {
 // not sent, and its refusal, streamed at once, is its result. The other calls run
 // concurrently; each result is streamed as TOOL_CALL_RESULT as soon as its call ends.
 // sent tells which calls went out; predicted holds the loop_detected failures.
-func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []Failure) {
+func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []failure.Failure) {
 	outcomes = make([]toolOutcome, len(calls))
 	sent = make([]bool, len(calls))
 	run, predicted := r.screen(ctx, t, calls, outcomes, sent)
@@ -178,12 +179,12 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 // screen refuses the calls that must not be sent (a predicted loop, a declined call, the
 // guard) and holds the ones that need approval; it returns the indexes of the calls to
 // run. Kept out of dispatch (never inlined) so that its locals are not on the run's stack
-// while a call is in flight: an open run's parked stack stays shallow (issue 18).
-func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []Failure) {
+// while a call is in flight: an open run's parked stack stays shallow.
+func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(LoopSignal(c, r.nextActions(t, c.Name))))
+			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, r.nextActions(t, c.Name))))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -78,7 +79,7 @@ func (m *scriptModel) requests() []*llm.Request {
 
 // fastPolicy retries at once (2 ms backoff, no jitter).
 func fastPolicy(c *Config) {
-	c.Policy = &DefaultPolicy{BackoffBase: 2 * time.Millisecond, Jitter: func(d time.Duration) time.Duration { return d }}
+	c.Policy = &failure.DefaultPolicy{BackoffBase: 2 * time.Millisecond, Jitter: func(d time.Duration) time.Duration { return d }}
 }
 
 // customs returns the CUSTOM events of a run by name.
@@ -133,7 +134,7 @@ func TestProviderFailures(t *testing.T) {
 			name:  "429 with Retry-After is waited exactly, then succeeds",
 			steps: []turnStep{failStep(llm.ErrRateLimited, 429, 30*time.Millisecond), textStep("hi")},
 			calls: 2,
-			failures: []FailureValue{{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 1,
+			failures: []FailureValue{{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 1,
 				Explanation: "The language model is rate limiting requests. Retrying in 30ms (retry 1 of 3)."}},
 			reason: "completed",
 		},
@@ -142,8 +143,8 @@ func TestProviderFailures(t *testing.T) {
 			steps: []turnStep{failStep(llm.ErrServer, 503, 0), failStep(llm.ErrServer, 503, 0), textStep("hi")},
 			calls: 3,
 			failures: []FailureValue{
-				{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 1, Explanation: "The language model had a server error. Retrying in 2ms (retry 1 of 3)."},
-				{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 2, Explanation: "The language model had a server error. Retrying in 4ms (retry 2 of 3)."},
+				{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 1, Explanation: "The language model had a server error. Retrying in 2ms (retry 1 of 3)."},
+				{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 2, Explanation: "The language model had a server error. Retrying in 4ms (retry 2 of 3)."},
 			},
 			reason: "completed",
 		},
@@ -152,10 +153,10 @@ func TestProviderFailures(t *testing.T) {
 			steps: []turnStep{failStep(llm.ErrNetwork, 0, 0)},
 			calls: 4,
 			failures: []FailureValue{
-				{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 1, Explanation: "The language model could not be reached. Retrying in 2ms (retry 1 of 3)."},
-				{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 2, Explanation: "The language model could not be reached. Retrying in 4ms (retry 2 of 3)."},
-				{Kind: KindTransientProvider, Action: ActionRetry, Attempt: 3, Explanation: "The language model could not be reached. Retrying in 8ms (retry 3 of 3)."},
-				{Kind: KindTransientProvider, Action: ActionHandoff, Attempt: 4, Explanation: "The language model could not be reached. It is still failing after 3 retries."},
+				{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 1, Explanation: "The language model could not be reached. Retrying in 2ms (retry 1 of 3)."},
+				{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 2, Explanation: "The language model could not be reached. Retrying in 4ms (retry 2 of 3)."},
+				{Kind: failure.KindTransientProvider, Action: failure.ActionRetry, Attempt: 3, Explanation: "The language model could not be reached. Retrying in 8ms (retry 3 of 3)."},
+				{Kind: failure.KindTransientProvider, Action: failure.ActionHandoff, Attempt: 4, Explanation: "The language model could not be reached. It is still failing after 3 retries."},
 			},
 			reason: "handoff: transient_provider",
 			handoff: &Handoff{Rationale: "The language model could not be reached. It is still failing after 3 retries.",
@@ -165,7 +166,7 @@ func TestProviderFailures(t *testing.T) {
 			name:  "Retry-After longer than the cap is reported, not slept",
 			steps: []turnStep{failStep(llm.ErrRateLimited, 429, time.Hour), textStep("never")},
 			calls: 1,
-			failures: []FailureValue{{Kind: KindTransientProvider, Action: ActionHandoff, Attempt: 1,
+			failures: []FailureValue{{Kind: failure.KindTransientProvider, Action: failure.ActionHandoff, Attempt: 1,
 				Explanation: "The language model is rate limiting requests. It asked to wait 1h0m0s before trying again, which is longer than this coordinator waits (30s)."}},
 			reason: "handoff: transient_provider",
 			handoff: &Handoff{Rationale: "The language model is rate limiting requests. It asked to wait 1h0m0s before trying again, which is longer than this coordinator waits (30s).",
@@ -178,7 +179,7 @@ func TestProviderFailures(t *testing.T) {
 				textStep("short"),
 			},
 			calls: 2,
-			failures: []FailureValue{{Kind: KindOutputTruncated, Action: ActionRetry, Attempt: 1,
+			failures: []FailureValue{{Kind: failure.KindOutputTruncated, Action: failure.ActionRetry, Attempt: 1,
 				Explanation: "The language model's reply was cut off at its output length limit. Asking again (retry 1 of 1)."}},
 			reason: "completed",
 		},
@@ -187,9 +188,9 @@ func TestProviderFailures(t *testing.T) {
 			steps: []turnStep{doneStep(llm.Completion{FinishReason: llm.FinishLength})},
 			calls: 3,
 			failures: []FailureValue{
-				{Kind: KindOutputTruncated, Action: ActionRetry, Attempt: 1, Explanation: "The language model's reply was cut off at its output length limit. Asking again (retry 1 of 1)."},
-				{Kind: KindOutputTruncated, Action: ActionNarrowScope, Attempt: 2, Explanation: "The language model's reply was cut off at its output length limit. The model is asked to change its approach."},
-				{Kind: KindOutputTruncated, Action: ActionHandoff, Attempt: 3, Explanation: "The language model's reply was cut off at its output length limit. It happened again after a corrective instruction."},
+				{Kind: failure.KindOutputTruncated, Action: failure.ActionRetry, Attempt: 1, Explanation: "The language model's reply was cut off at its output length limit. Asking again (retry 1 of 1)."},
+				{Kind: failure.KindOutputTruncated, Action: failure.ActionNarrowScope, Attempt: 2, Explanation: "The language model's reply was cut off at its output length limit. The model is asked to change its approach."},
+				{Kind: failure.KindOutputTruncated, Action: failure.ActionHandoff, Attempt: 3, Explanation: "The language model's reply was cut off at its output length limit. It happened again after a corrective instruction."},
 			},
 			reason: "handoff: output_truncated",
 			handoff: &Handoff{Rationale: "The language model's reply was cut off at its output length limit. It happened again after a corrective instruction.",
@@ -200,7 +201,7 @@ func TestProviderFailures(t *testing.T) {
 			name:  "refusal hands off",
 			steps: []turnStep{doneStep(llm.Completion{FinishReason: llm.FinishStop, Refusal: "I can't help with that."})},
 			calls: 1,
-			failures: []FailureValue{{Kind: KindOutputRefused, Action: ActionHandoff, Attempt: 1,
+			failures: []FailureValue{{Kind: failure.KindOutputRefused, Action: failure.ActionHandoff, Attempt: 1,
 				Explanation: "The language model declined to answer this request."}},
 			reason: "handoff: output_refused",
 			handoff: &Handoff{Rationale: "The language model declined to answer this request.",
@@ -210,7 +211,7 @@ func TestProviderFailures(t *testing.T) {
 			name:  "an empty turn gets a corrective instruction",
 			steps: []turnStep{doneStep(llm.Completion{FinishReason: llm.FinishStop}), textStep("ok")},
 			calls: 2,
-			failures: []FailureValue{{Kind: KindNoProgress, Action: ActionNarrowScope, Attempt: 1,
+			failures: []FailureValue{{Kind: failure.KindNoProgress, Action: failure.ActionNarrowScope, Attempt: 1,
 				Explanation: "The language model replied with neither an answer nor a tool call. The model is asked to change its approach."}},
 			reason: "completed",
 		},
@@ -219,8 +220,8 @@ func TestProviderFailures(t *testing.T) {
 			steps: []turnStep{{deltas: []llm.Delta{{Text: "Calling it now."}, {Done: &llm.Completion{FinishReason: llm.FinishToolCalls}}}}},
 			calls: 2,
 			failures: []FailureValue{
-				{Kind: KindNoProgress, Action: ActionNarrowScope, Attempt: 1, Explanation: "The language model announced a tool call but made none. The model is asked to change its approach."},
-				{Kind: KindNoProgress, Action: ActionHandoff, Attempt: 2, Explanation: "The language model announced a tool call but made none. It happened again after a corrective instruction."},
+				{Kind: failure.KindNoProgress, Action: failure.ActionNarrowScope, Attempt: 1, Explanation: "The language model announced a tool call but made none. The model is asked to change its approach."},
+				{Kind: failure.KindNoProgress, Action: failure.ActionHandoff, Attempt: 2, Explanation: "The language model announced a tool call but made none. It happened again after a corrective instruction."},
 			},
 			reason: "handoff: no_progress",
 			handoff: &Handoff{Rationale: "The language model announced a tool call but made none. It happened again after a corrective instruction.",
@@ -306,7 +307,7 @@ func TestLoopDetectedAsksUser(t *testing.T) {
 	sig := retrySignal(t, res[2], "loop_detected")
 	assert.Equal(t, "research", sig["requested"])
 	assert.Equal(t, []any{"research", "ask_user"}, sig["valid_next_actions"])
-	assert.Equal(t, []FailureValue{{Kind: KindLoopDetected, Action: ActionAskUser, Attempt: 1,
+	assert.Equal(t, []FailureValue{{Kind: failure.KindLoopDetected, Action: failure.ActionAskUser, Attempt: 1,
 		Explanation: `The same call to the tool "research" with the same arguments was about to be made for the third time. Your decision is needed to go on.`}}, failureValues(evs))
 	ins := interruptsOf(t, evs)
 	require.Len(t, ins, 1)
@@ -329,7 +330,7 @@ func TestPolicyRefusals(t *testing.T) {
 	clk := &hitlClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	tests := []struct {
 		name   string
-		guard  GuardPolicy
+		guard  failure.GuardPolicy
 		steps  []turnStep
 		sent   int
 		code   string
@@ -338,7 +339,7 @@ func TestPolicyRefusals(t *testing.T) {
 	}{
 		{
 			name:  "denied agent",
-			guard: GuardPolicy{Agents: AccessList{Deny: []string{"research"}}},
+			guard: failure.GuardPolicy{Agents: failure.AccessList{Deny: []string{"research"}}},
 			steps: []turnStep{callStep("c1", "research", `{"prompt":"go"}`)},
 			code:  "policy_deny",
 			signal: map[string]any{"error": "policy_deny", "requested": "research",
@@ -348,7 +349,7 @@ func TestPolicyRefusals(t *testing.T) {
 		},
 		{
 			name:  "rate limit",
-			guard: GuardPolicy{RateLimits: []RateLimit{{Tool: "research", MaxCalls: 1, Per: time.Hour}}},
+			guard: failure.GuardPolicy{RateLimits: []failure.RateLimit{{Tool: "research", MaxCalls: 1, Per: time.Hour}}},
 			steps: []turnStep{callStep("c1", "research", `{"prompt":"one"}`), callStep("c2", "research", `{"prompt":"two"}`)},
 			sent:  1,
 			code:  "rate_exceeded",
@@ -360,7 +361,7 @@ func TestPolicyRefusals(t *testing.T) {
 		},
 		{
 			name:  "tool-call budget",
-			guard: GuardPolicy{Budget: Budget{MaxToolCalls: 1}},
+			guard: failure.GuardPolicy{Budget: failure.Budget{MaxToolCalls: 1}},
 			steps: []turnStep{callStep("c1", "research", `{"prompt":"one"}`), callStep("c2", "research", `{"prompt":"two"}`)},
 			sent:  1,
 			code:  "budget_exceeded",
@@ -371,7 +372,7 @@ func TestPolicyRefusals(t *testing.T) {
 		},
 		{
 			name:  "token budget",
-			guard: GuardPolicy{Budget: Budget{MaxTokens: 15}},
+			guard: failure.GuardPolicy{Budget: failure.Budget{MaxTokens: 15}},
 			steps: []turnStep{callStep("c1", "research", `{"prompt":"one"}`)},
 			code:  "budget_exceeded",
 			signal: map[string]any{"error": "budget_exceeded", "requested": "research",
@@ -391,7 +392,7 @@ func TestPolicyRefusals(t *testing.T) {
 			res := toolResults(evs)
 			require.Len(t, res, tt.sent+1)
 			assert.Equal(t, tt.signal, retrySignal(t, res[tt.sent], tt.code))
-			assert.Equal(t, []FailureValue{{Kind: KindPolicyViolation, Action: ActionHandoff, Attempt: 1, Explanation: tt.expl}}, failureValues(evs))
+			assert.Equal(t, []FailureValue{{Kind: failure.KindPolicyViolation, Action: failure.ActionHandoff, Attempt: 1, Explanation: tt.expl}}, failureValues(evs))
 			// The refusal is streamed before the failure is handled.
 			ty := types(evs)
 			assert.Equal(t, []string{"TOOL_CALL_RESULT", "CUSTOM"}, ty[len(ty)-7:len(ty)-5])
@@ -425,13 +426,13 @@ func TestStall(t *testing.T) {
 		m.steps = append(m.steps, callStep(fmt.Sprintf("c%d", i), "research", fmt.Sprintf(`{"prompt":"try %d"}`, i)))
 	}
 	agent := &fakeAgent{send: finalResult(a2a.StateFailed, "no")}
-	e := newEngine(t, m, agent, func(c *Config) { c.Loop = LoopConfig{HardThreshold: 10, StallTurns: 2} })
+	e := newEngine(t, m, agent, func(c *Config) { c.Loop = failure.LoopConfig{HardThreshold: 10, StallTurns: 2} })
 	r := mustStart(t, e, input("stall"))
 	evs := collect(t, r)
 	assert.Len(t, agent.sent, 3)
 	assert.Equal(t, []FailureValue{
-		{Kind: KindNoProgress, Action: ActionNarrowScope, Attempt: 1, Explanation: "No tool call has succeeded in the last 2 steps. The model is asked to change its approach."},
-		{Kind: KindNoProgress, Action: ActionHandoff, Attempt: 2, Explanation: "No tool call has succeeded in the last 3 steps. It happened again after a corrective instruction."},
+		{Kind: failure.KindNoProgress, Action: failure.ActionNarrowScope, Attempt: 1, Explanation: "No tool call has succeeded in the last 2 steps. The model is asked to change its approach."},
+		{Kind: failure.KindNoProgress, Action: failure.ActionHandoff, Attempt: 2, Explanation: "No tool call has succeeded in the last 3 steps. It happened again after a corrective instruction."},
 	}, failureValues(evs))
 	assert.Equal(t, "handoff: no_progress", r.EndReason())
 }
@@ -456,10 +457,10 @@ func TestRepeatedToolErrorIsALoop(t *testing.T) {
 		assert.True(t, strings.HasPrefix(r, "[UNREACHABLE]\n"), r)
 	}
 	assert.Equal(t, []FailureValue{
-		{Kind: KindToolError, Action: ActionRetry, Attempt: 1, Explanation: `The tool "research" could not be reached. The model may correct the call (retry 1 of 2).`},
-		{Kind: KindToolError, Action: ActionRetry, Attempt: 2, Explanation: `The tool "research" could not be reached. The model may correct the call (retry 2 of 2).`},
-		{Kind: KindToolError, Action: ActionNarrowScope, Attempt: 3, Explanation: `The tool "research" could not be reached. The model is asked to change its approach.`},
-		{Kind: KindLoopDetected, Action: ActionAskUser, Attempt: 1, Explanation: `The tool "research" returned the same error 3 times in a row. Your decision is needed to go on.`},
+		{Kind: failure.KindToolError, Action: failure.ActionRetry, Attempt: 1, Explanation: `The tool "research" could not be reached. The model may correct the call (retry 1 of 2).`},
+		{Kind: failure.KindToolError, Action: failure.ActionRetry, Attempt: 2, Explanation: `The tool "research" could not be reached. The model may correct the call (retry 2 of 2).`},
+		{Kind: failure.KindToolError, Action: failure.ActionNarrowScope, Attempt: 3, Explanation: `The tool "research" could not be reached. The model is asked to change its approach.`},
+		{Kind: failure.KindLoopDetected, Action: failure.ActionAskUser, Attempt: 1, Explanation: `The tool "research" returned the same error 3 times in a row. Your decision is needed to go on.`},
 	}, failureValues(evs))
 	assert.Equal(t, "interrupt: loop_detected", r.EndReason())
 }
@@ -476,7 +477,7 @@ func TestTimeLimitAsksUser(t *testing.T) {
 	r := mustStart(t, e, input("tl"))
 	evs := collect(t, r)
 	assert.Equal(t, []string{"[COMPLETED]\nok"}, toolResults(evs))
-	assert.Equal(t, []FailureValue{{Kind: KindTimeLimit, Action: ActionAskUser, Attempt: 1,
+	assert.Equal(t, []FailureValue{{Kind: failure.KindTimeLimit, Action: failure.ActionAskUser, Attempt: 1,
 		Explanation: "The run reached its time limit of 100ms. Your decision is needed to go on."}}, failureValues(evs))
 	ins := interruptsOf(t, evs)
 	require.Len(t, ins, 1)
@@ -527,11 +528,11 @@ func TestLoopStopAndStateInStore(t *testing.T) {
 	require.Len(t, ins, 1)
 	susp, err := e.cfg.Store.LoadSuspension(context.Background(), "ls")
 	require.NoError(t, err)
-	var st FailureState
+	var st failure.State
 	require.NoError(t, json.Unmarshal(susp.State, &st))
 	assert.Equal(t, 3, st.Iterations)
 	assert.Equal(t, 2, st.Budget.ToolCalls)
-	assert.Equal(t, []Lesson{{Kind: KindLoopDetected, Tool: "research", Code: "repeated_call"}}, st.Lessons)
+	assert.Equal(t, []failure.Lesson{{Kind: failure.KindLoopDetected, Tool: "research", Code: "repeated_call"}}, st.Lessons)
 	assert.Positive(t, st.Active)
 
 	evs := startAndCollect(t, e, resumeInput("ls", "r2", resolved(ins[0].ID, `{"continue":false}`)))
@@ -563,7 +564,7 @@ func TestValidNextActionsFollowThePolicy(t *testing.T) {
 	// (no_progress, see TestTextAfterRefusedRoundIsNoProgress).
 	fv := failureValues(evs)
 	require.Len(t, fv, 1, "%v", fv)
-	assert.Equal(t, KindNoProgress, fv[0].Kind)
+	assert.Equal(t, failure.KindNoProgress, fv[0].Kind)
 }
 
 // A "continue?" question raised in the same step as a tool's question: one run ends with

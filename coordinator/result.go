@@ -5,6 +5,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 )
 
 // a2aOutcome renders the outcome of a delegation.
@@ -19,7 +20,7 @@ func a2aOutcome(res *a2a.Result) toolOutcome {
 // a2aErrorOutcome renders an error of a delegation, classified by its sentinel.
 func a2aErrorOutcome(agent string, req a2a.Request, err error, validNext []string) toolOutcome {
 	tag, code := bridge.A2AErrorTag(err)
-	o := toolOutcome{ToolResult: ToolResult{Text: bridge.FromA2AError(agent, req, err, validNext), Tag: tag, Code: code}}
+	o := toolOutcome{ToolResult: failure.ToolResult{Text: bridge.FromA2AError(agent, req, err, validNext), Tag: tag, Code: code}}
 	o.Gap = errors.Is(err, a2a.ErrCapabilityGap)
 	return o
 }

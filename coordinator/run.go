@@ -14,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -48,9 +49,9 @@ type Run struct {
 	// The failure model (DESIGN §6), owned by the run's loop goroutine: the failure state
 	// (restored from a suspension), the guard that refuses calls the policy does not
 	// allow, and the loop detector over fs's signatures.
-	fs    FailureState
-	guard *Guard
-	loops *LoopDetector
+	fs    failure.State
+	guard *failure.Guard
+	loops *failure.LoopDetector
 	// start is when the active time of the current time allowance began in this run.
 	start time.Time
 	// hardStop cancels the run once the time allowance and its grace are spent.
@@ -272,7 +273,7 @@ func (r *Run) execute() {
 	// once it knows the active time its earlier parts used.
 	//
 	// The run's own context is the loop's: a child per run and a context.AfterFunc to
-	// watch it would be two more contexts retained by every open run (issue 18), so what
+	// watch it would be two more contexts retained by every open run, so what
 	// cancels it (Cancel, the hard stop) starts the downstream cancellation itself
 	// (fireWatch) while execute watches.
 	ctx := r.traced(r.ctx)
@@ -320,7 +321,7 @@ func (r *Run) resetHardStop() {
 
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
 // Never inlined: its locals would otherwise sit in the frame of execCall, which is on the
-// run's stack while a call is in flight (issue 18: shallow parked stacks).
+// run's stack while a call is in flight (parked stacks stay shallow).
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return

@@ -8,8 +8,8 @@ import (
 	"github.com/baton-dev/baton/bridge"
 )
 
-// BenchmarkRetrySignalBytes reports what a retry signal costs the model with 64 tools
-// (issue 10, defect 7): "before" lists every tool in valid_next_actions (and in
+// BenchmarkRetrySignalBytes reports what a retry signal costs the model with 64 tools:
+// "before" lists every tool in valid_next_actions (and in
 // known_actions for unknown_action), as the engine did; "after" is what it sends now.
 func BenchmarkRetrySignalBytes(b *testing.B) {
 	var names []string

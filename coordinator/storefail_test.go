@@ -52,7 +52,7 @@ func (p *parkingTools) Abandon(_ context.Context, in *mcpclient.InputRequired) e
 	return nil
 }
 
-// Issue 12: when the suspension cannot be saved, the work parked on it is cancelled at once:
+// When the suspension cannot be saved, the work parked on it is cancelled at once:
 // the A2A task gets CancelTask (see integration TestStoreFailureOnSuspendCancelsParkedTask)
 // and the parked MCP call is abandoned; the run ends with STORE_UNAVAILABLE.
 func TestUnsavedSuspensionAbandonsParkedMCPCall(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
@@ -45,7 +46,7 @@ type handle struct {
 // (its fields at the top level, as before) and the tasks the thread started, so that a
 // continuation is checked against them after a restart or on another replica.
 type runState struct {
-	FailureState
+	failure.State
 	Tasks map[string]TaskRecord `json:"tasks,omitempty"`
 }
 
@@ -97,7 +98,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	r.fs.TraceParent = r.traceParent()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
-		History: mustJSON(conv), State: mustJSON(&runState{FailureState: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
+		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 		// Saved only while this replica owns the run (fencing.go).
 		Epoch: r.elog.Epoch(),
@@ -241,7 +242,7 @@ func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Ans
 		}
 		ref := decodeHandle(in).Failure
 		if ref == nil {
-			ref = &failureRef{Kind: FailureKind(metaKind(in)), Explanation: in.Message}
+			ref = &failureRef{Kind: failure.Kind(metaKind(in)), Explanation: in.Message}
 		}
 		ans := answers[in.ID]
 		if yes, _ := ans.Payload["continue"].(bool); !yes || ans.Cancelled {
@@ -249,7 +250,7 @@ func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Ans
 			continue
 		}
 		r.fs.Resume(ref.Kind)
-		if ref.Kind == KindTimeLimit {
+		if ref.Kind == failure.KindTimeLimit {
 			r.start = time.Now()
 			r.resetHardStop()
 		}

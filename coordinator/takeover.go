@@ -38,6 +38,10 @@ type takenOver struct {
 	work durable.Work
 	// fresh: not even RUN_STARTED reached the log; the stream starts here.
 	fresh bool
+	// started and resulted: the tool calls whose TOOL_CALL_START and TOOL_CALL_RESULT
+	// reached the log. The work document is stored ahead of the events, so a result the
+	// checkpoint holds may be missing from the log; the new owner streams it (logResults).
+	started, resulted map[string]bool
 }
 
 // takeOverLapsed takes over the runs of other replicas whose lease lapsed (all of them
@@ -198,6 +202,7 @@ func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable
 	r.resumed = to
 	// Not even RUN_STARTED was stored: the run starts its stream here.
 	r.resumed.fresh = len(evs) == 0
+	to.started, to.resulted = map[string]bool{}, map[string]bool{}
 	// Nobody streams this run live: its events go to the log, where reconnecting clients
 	// follow it (on this replica they are woken at each append).
 	r.watch.n, r.watch.liveGone = 0, true
@@ -211,6 +216,12 @@ func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable
 				log.Debug("takeover: stored event not restored", "seq", ev.Seq, "err", err)
 			}
 			restored = append(restored, ae)
+			switch v := ae.(type) {
+			case *agui.ToolCallStart:
+				to.started[v.ToolCallID] = true
+			case *agui.ToolCallResult:
+				to.resulted[v.ToolCallID] = true
+			}
 		}
 	}
 	// The numbering goes on densely from the log: a live stream shows only events the log

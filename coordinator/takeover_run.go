@@ -48,10 +48,27 @@ func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Me
 		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
 	conv = to.conv
+	r.logResults(conv)
 	if calls := pendingCalls(conv); len(calls) > 0 {
 		conv, done, reason = r.settleTurn(ctx, tools, conv, calls)
 	}
 	return conv, system, done, reason
+}
+
+// logResults streams the results that the checkpoint's conversation holds for calls of
+// this run whose TOOL_CALL_START is in the log but whose TOOL_CALL_RESULT is not: the
+// previous owner stored the checkpoint and died before the result's event was stored.
+// Without them a reconnecting client would never see those calls end.
+func (r *Run) logResults(conv []llm.Message) {
+	to := r.resumed
+	for _, m := range conv {
+		if m.Role != llm.RoleTool || !to.started[m.ToolCallID] || to.resulted[m.ToolCallID] {
+			continue
+		}
+		to.resulted[m.ToolCallID] = true
+		r.log.Info("takeover: streaming a tool result the log was missing", "tool_call_id", m.ToolCallID)
+		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
+	}
 }
 
 // pendingCalls returns the tool calls of the last assistant message of conv when the
@@ -88,6 +105,10 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 		case resumeResult:
 			outcomes[i] = toolOutcome{ToolResult: work.Results[c.ID]}
 			sent[i] = true
+			if r.resumed.started[c.ID] && !r.resumed.resulted[c.ID] {
+				// Recorded in the work document, not yet in the log: streamed now, once.
+				r.emitResult(ctx, c.ID, outcomes[i])
+			}
 		case resumeInDoubt:
 			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 			sent[i] = true

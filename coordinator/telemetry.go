@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/telemetry"
@@ -139,7 +140,7 @@ func (r *Run) endTrace(reason EndReason, d time.Duration) {
 
 // traceDecision records a policy decision: an event on the run span, the kind and action
 // on the run span when the decision ends the run, and on the spans of the tool it is about.
-func (r *Run) traceDecision(d Decision) {
+func (r *Run) traceDecision(d failure.Decision) {
 	if r.trace == nil {
 		return
 	}
@@ -182,7 +183,7 @@ func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run
 
 // toolCallSpan is a tool call's span while the call runs. startToolSpan and endToolSpan
 // are kept out of traceToolCall (never inlined): their locals would otherwise be on the
-// run's stack for as long as the call is in flight (issue 18: shallow parked stacks).
+// run's stack for as long as the call is in flight (parked stacks stay shallow).
 type toolCallSpan struct {
 	ctx          context.Context
 	span         trace.Span
@@ -220,7 +221,7 @@ func (r *Run) endToolSpan(tc *toolCallSpan, c llm.ToolCall, out *toolOutcome, se
 			tag += ":" + out.Code
 		}
 		span.SetAttributes(attrTag.String(tag))
-		if f := DetectToolResult(c.Name, out.ToolResult); f != nil {
+		if f := failure.DetectToolResult(c.Name, out.ToolResult); f != nil {
 			span.SetAttributes(attrFailureKind.String(string(f.Kind)), attribute.String("error.type", tag))
 		}
 		r.tagChildSpans(span.SpanContext().SpanID(), tag)
@@ -358,14 +359,14 @@ func (r *Run) endModelSpan(span trace.Span, start time.Time, res turnResult, err
 }
 
 // traceModelRetry records a failed attempt of a model turn and what the policy decided.
-func traceModelRetry(span trace.Span, d Decision) {
+func traceModelRetry(span trace.Span, d failure.Decision) {
 	span.AddEvent("baton.retry", trace.WithAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)),
 		attribute.Int("baton.failure.attempt", d.Attempt), attribute.Int64("baton.retry.wait_ms", d.Wait.Milliseconds())))
 	span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
 }
 
 func modelErrorType(err error) string {
-	if f := ClassifyModelError(err); f != nil {
+	if f := failure.ClassifyModelError(err); f != nil {
 		return string(f.Kind)
 	}
 	var d *decidedError

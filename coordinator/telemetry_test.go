@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/testutil"
 )
 
@@ -134,12 +135,12 @@ func TestFailureOnSpans(t *testing.T) {
 	require.NotNil(t, del)
 	ta := spanAttrs(tool)
 	assert.Equal(t, "UNREACHABLE", ta["baton.tag"])
-	assert.Equal(t, string(KindToolError), ta["baton.failure.kind"])
-	assert.Equal(t, string(ActionRetry), ta["baton.policy.action"], "the policy's decision about the failure")
+	assert.Equal(t, string(failure.KindToolError), ta["baton.failure.kind"])
+	assert.Equal(t, string(failure.ActionRetry), ta["baton.policy.action"], "the policy's decision about the failure")
 	assert.Equal(t, "unreachable", spanAttrs(del)["error.type"])
 	da := spanAttrs(del)
-	assert.Equal(t, string(KindToolError), da["baton.failure.kind"], "the A2A client span of a failure carries the kind")
-	assert.Equal(t, string(ActionRetry), da["baton.policy.action"], "and the policy's action")
+	assert.Equal(t, string(failure.KindToolError), da["baton.failure.kind"], "the A2A client span of a failure carries the kind")
+	assert.Equal(t, string(failure.ActionRetry), da["baton.policy.action"], "and the policy's action")
 	assert.Equal(t, "UNREACHABLE", da["baton.tag"], "and the tag")
 	var failureEvent bool
 	for _, ev := range run.Events() {
@@ -189,7 +190,7 @@ func TestRefusedCallOnSpans(t *testing.T) {
 	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "never")}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
 		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "m"}
-		c.Guard = GuardPolicy{Agents: AccessList{Deny: []string{"research"}}}
+		c.Guard = failure.GuardPolicy{Agents: failure.AccessList{Deny: []string{"research"}}}
 	})
 	startAndCollect(t, e, input("t-deny"))
 	assert.Empty(t, agent.sent, "the refused call is not sent")
@@ -202,6 +203,6 @@ func TestRefusedCallOnSpans(t *testing.T) {
 	require.NotNil(t, tool, "a refused call has its execute_tool span")
 	ta := spanAttrs(tool)
 	assert.Equal(t, "RETRY:policy_deny", ta["baton.tag"])
-	assert.Equal(t, string(KindPolicyViolation), ta["baton.failure.kind"])
+	assert.Equal(t, string(failure.KindPolicyViolation), ta["baton.failure.kind"])
 	assert.NotEmpty(t, ta["baton.policy.action"])
 }

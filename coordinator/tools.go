@@ -173,7 +173,7 @@ func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutco
 
 // badArguments refuses a call whose arguments are not a JSON object. This and otherTool
 // are kept out of runTool (never inlined): their locals would otherwise be on the run's
-// stack while a call is in flight (issue 18: shallow parked stacks).
+// stack while a call is in flight (parked stacks stay shallow).
 func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -40,11 +41,11 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	r.noteCheckpoint(conv)
 	// The input's messages (with the thread's history) are in conv and the checkpoint
 	// now: the run keeps the rest of its input, so that an open run does not retain the
-	// conversation twice (issue 18). A copy: the caller's input is not changed.
+	// conversation twice. A copy: the caller's input is not changed.
 	in := *r.in
 	in.Messages = nil
 	r.in = &in
-	limits := TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
+	limits := failure.TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {
 			return r.finishCancelled(ctx)
@@ -137,14 +138,14 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 	}
 	r.e.restoreTasks(r.ThreadID, st.Tasks)
 	if len(r.in.Resume) > 0 || inFlight {
-		r.fs = st.FailureState
+		r.fs = st.State
 		r.resetHardStop()
 		r.traceResume(r.fs.TraceParent, len(r.in.Resume))
 	}
 }
 
 // turn runs one LLM turn and its tool round. done is true when the run has ended.
-func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, bool, EndReason) {
+func (r *Run) turn(ctx context.Context, tools *toolset, limits failure.TurnLimits, system string, conv []llm.Message) ([]llm.Message, bool, EndReason) {
 	conv, calls, done, reason := r.modelPart(ctx, tools, limits, system, conv)
 	if done || len(calls) == 0 {
 		return conv, done, reason
@@ -155,12 +156,12 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits TurnLimits, syste
 // modelPart is the model's side of a turn: the checks before it, the LLM call, and the
 // checks of its reply. It returns the calls to run (none when the turn ends the run or is
 // to be asked again). Kept out of turn (never inlined): its locals would otherwise be on
-// the run's stack while the calls are in flight (issue 18: shallow parked stacks).
-func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, system string, conv []llm.Message) ([]llm.Message, []llm.ToolCall, bool, EndReason) {
+// the run's stack while the calls are in flight (parked stacks stay shallow).
+func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.TurnLimits, system string, conv []llm.Message) ([]llm.Message, []llm.ToolCall, bool, EndReason) {
 	// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
 	// turn (a turn with tool calls has them refused by the guard instead).
-	var before []Failure
-	if f := DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
+	var before []failure.Failure
+	if f := failure.DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
 		before = append(before, *f)
 	}
 	if f := r.guard.AddTokens(0); f != nil {
@@ -177,7 +178,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, 
 		r.log.Error("render lessons", "err", err)
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
-	req := &llm.Request{Messages: WithAddendum(msgs, addendum), Tools: tools.llm}
+	req := &llm.Request{Messages: failure.WithAddendum(msgs, addendum), Tools: tools.llm}
 	r.fs.Iterations++
 	// Tool work is pending only for the turn right after a round of refused calls, whose
 	// text is held back until the turn is complete: a text-only reply is then no_progress
@@ -196,13 +197,13 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits TurnLimits, 
 		// refusals of this turn's calls.
 		r.guard.AddTokens(turn.completion.Usage.InputTokens + turn.completion.Usage.OutputTokens)
 	}
-	if f := DetectTurn(turn.message, turn.completion, pending); f != nil {
+	if f := failure.DetectTurn(turn.message, turn.completion, pending); f != nil {
 		// Asked again (truncation) or with a corrective instruction (no progress): the
 		// unusable turn stays out of the history and its calls are not run.
-		done, reason := r.handle(ctx, conv, []Failure{*f}, nil)
+		done, reason := r.handle(ctx, conv, []failure.Failure{*f}, nil)
 		return conv, nil, done, reason
 	}
-	r.fs.Recovered(KindOutputTruncated, "")
+	r.fs.Recovered(failure.KindOutputTruncated, "")
 	conv = append(conv, turn.message)
 	if len(turn.message.ToolCalls) == 0 {
 		r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
@@ -266,7 +267,7 @@ func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message,
 // toolOutcome is what one tool call produced: a typed result (rendered once, into its
 // Text), or interrupts to raise.
 type toolOutcome struct {
-	ToolResult
+	failure.ToolResult
 	interrupts []store.Interrupt
 	// asks: the interrupts are a sub-agent's question about the request (A2A
 	// input-required raised to the user), an ambiguous_input failure.
@@ -275,12 +276,12 @@ type toolOutcome struct {
 
 // signalOutcome is a retry signal or refusal (DESIGN §7), rendered.
 func signalOutcome(sig bridge.Signal) toolOutcome {
-	return toolOutcome{ToolResult: ToolResult{Text: bridge.Retry(sig), Tag: bridge.TagRetry, Code: sig.Code, Message: sig.Message}}
+	return toolOutcome{ToolResult: failure.ToolResult{Text: bridge.Retry(sig), Tag: bridge.TagRetry, Code: sig.Code, Message: sig.Message}}
 }
 
 // taggedOutcome is a result with tag whose text bridge rendered.
 func taggedOutcome(tag, text string) toolOutcome {
-	return toolOutcome{ToolResult: ToolResult{Text: text, Tag: tag}}
+	return toolOutcome{ToolResult: failure.ToolResult{Text: text, Tag: tag}}
 }
 
 // afterTools records the tool outcomes in the conversation and runs the detectors over
@@ -290,7 +291,7 @@ func taggedOutcome(tag, text string) toolOutcome {
 // pending frontend tools. Otherwise, when some calls wait for the user, the run is
 // suspended (persisted) and ends with the interrupt outcome. sent tells which calls were
 // sent (not refused beforehand); pending are the frontend calls of the turn.
-func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []Failure, pending []string) ([]llm.Message, bool, EndReason) {
+func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []failure.Failure, pending []string) ([]llm.Message, bool, EndReason) {
 	// The turn's tool spans end once the policy has decided about their results.
 	defer r.endToolSpans()
 	if r.cancelling(ctx) {
@@ -301,7 +302,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		return conv, true, ended(OutcomeError, "tool failed")
 	}
 	var open []store.Interrupt
-	var results []ToolResult
+	var results []failure.ToolResult
 	r.loops.NextTurn()
 	for i, c := range calls {
 		if len(outcomes[i].interrupts) > 0 {
@@ -309,14 +310,14 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 			if outcomes[i].asks {
 				// Reported, not handled: the agent's question is already the ask_user
 				// action the policy would take.
-				r.decide(*DetectAgentQuestion(c.Name))
+				r.decide(*failure.DetectAgentQuestion(c.Name))
 			}
 			continue
 		}
 		res := outcomes[i].ToolResult
 		results = append(results, res)
 		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res.Text})
-		if f := DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
+		if f := failure.DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}
 		if sent[i] {
@@ -324,12 +325,12 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 				fails = append(fails, *f)
 			}
 		}
-		if IsProgress(res) {
-			r.fs.Recovered(KindToolError, c.Name)
+		if failure.IsProgress(res) {
+			r.fs.Recovered(failure.KindToolError, c.Name)
 		}
 	}
 	r.fs.ObserveRound(results)
-	r.workRefused = len(open) == 0 && PendingWork(results)
+	r.workRefused = len(open) == 0 && failure.PendingWork(results)
 	if len(pending) > 0 && (len(open) > 0 || len(fails) > 0) {
 		// The run may end here without the frontend's results, and a resumed run continues
 		// from the stored history, which must answer every call.
@@ -355,12 +356,12 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 // sameToolError reports whether fails already holds a tool_error of f's tool: parallel
 // calls of one tool in one turn spend one attempt of its retry budget, as they read one
 // attempt count when their signals were rendered.
-func sameToolError(fails []Failure, f *Failure) bool {
-	if f.Kind != KindToolError {
+func sameToolError(fails []failure.Failure, f *failure.Failure) bool {
+	if f.Kind != failure.KindToolError {
 		return false
 	}
 	for _, g := range fails {
-		if g.Kind == KindToolError && g.Tool == f.Tool {
+		if g.Kind == failure.KindToolError && g.Tool == f.Tool {
 			return true
 		}
 	}

@@ -505,6 +505,15 @@ func (l *EventLog) NoteTask(t Task) {
 			if t.ContextID != "" {
 				w.ContextID = t.ContextID
 			}
+			// A continuation (the model's answer to input-required, the user's on resume)
+			// is a new call on the same task: a replica that takes the run over follows
+			// the task for that call, not for the one that started it (whose result is in).
+			if t.ToolCallID != "" {
+				w.ToolCallID = t.ToolCallID
+				if t.SubagentRunID != "" {
+					w.SubagentRunID = t.SubagentRunID
+				}
+			}
 			l.workDirty = true
 			l.wake()
 			return

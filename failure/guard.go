@@ -164,7 +164,7 @@ type GuardConfig struct {
 	Policy GuardPolicy
 	// SharedPolicy, when set, is used instead of Policy and must not change while the
 	// guard is in use: an engine's runs share its policy rather than each retaining a
-	// copy (issue 18).
+	// copy.
 	SharedPolicy *GuardPolicy
 	// Limiter is shared by the engine's runs; nil builds one from Policy.RateLimits for
 	// this guard alone.
@@ -190,7 +190,7 @@ type Guard struct {
 	mu      sync.Mutex
 	policy  *GuardPolicy
 	limiter *RateLimiter
-	agents  []string // sorted: a run's guard retains a slice, not a map (issue 18)
+	agents  []string // sorted: a run's guard retains a slice, smaller than a map
 	tools   []string
 	always  []string
 	used    *BudgetUsage

@@ -77,7 +77,7 @@ func TestErrorSignature(t *testing.T) {
 	assert.NotEqual(t, a, c)
 }
 
-// Issue 10, defect 2: three calls with different arguments that each fail validation in
+// Three calls with different arguments that each fail validation in
 // one turn are no loop; the same failure in three turns is.
 func TestLoopNotWithinOneTurn(t *testing.T) {
 	t.Parallel()

@@ -216,7 +216,7 @@ type State struct {
 
 // init makes the maps that are shared or written on every run. Attempts and Strikes are
 // made by their first failure (bump, escalate): most runs have none, and an open run
-// should not retain empty maps (issue 18).
+// should not retain empty maps.
 func (st *State) init() {
 	if st.Signatures == nil {
 		st.Signatures = map[string]int{}

@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of approvals (issue 16, DESIGN §9): a call that config approvals names is
+// End-to-end tests of approvals (DESIGN §9): a call that config approvals names is
 // not sent; the run ends with a tool_call interrupt, and the resume runs it once (with
 // edits), or declines it. Through the coordinator binary with the fake model, the demo MCP
 // server (delete_release), server-everything (echo), the @a2a-js/sdk peer, both official

@@ -1,6 +1,6 @@
 package integration
 
-// The chat page against a coordinator in `server.on_disconnect: detach` (issue 15), in
+// The chat page against a coordinator in `server.on_disconnect: detach`, in
 // headless Chromium, with the @a2a-js/sdk peer streaming a slow task:
 //   - Stop during a streaming delegation is immediate: the page calls the stop endpoint for
 //     its own run (closing its request would only detach it, until the grace, here 10 min),

@@ -1,7 +1,7 @@
 package integration
 
-// The chat page keeps its thread across reloads (DESIGN §3, §9a; issue 15 "The chat page
-// uses it"), in headless Chromium against the demo stack: a reload with an open interrupt
+// The chat page keeps its thread across reloads (DESIGN §3,
+// §9a), in headless Chromium against the demo stack: a reload with an open interrupt
 // shows its form, which still resumes the same thread; a page that opens a thread whose
 // run is going on re-attaches to it through the reconnect stream, sees it continue live,
 // and Stop cancels it; the thread list switches conversations.

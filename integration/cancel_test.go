@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of cancellation (issue 4, DESIGN §10): a frontend disconnect becomes A2A
+// End-to-end tests of cancellation (DESIGN §10): a frontend disconnect becomes A2A
 // CancelTask and MCP cancellation, the producer-side stop endpoint, and graceful shutdown,
 // with the coordinator binary, the official AG-UI clients and real sub-agents and MCP
 // servers. What was cancelled is always checked on the far side.

@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of the core (issue 2): the coordinator binary with the real openai
+// End-to-end tests of the core: the coordinator binary with the real openai
 // provider (scripted by fakellm) delegating to real A2A sub-agents, its streams consumed by
 // the official AG-UI clients 1.0.0 and 0.0.59.
 

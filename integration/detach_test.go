@@ -1,6 +1,6 @@
 package integration
 
-// server.on_disconnect: detach (issue 15, DESIGN §4, §10) through the coordinator binary and
+// server.on_disconnect: detach (DESIGN §4, §10) through the coordinator binary and
 // the @a2a-js/sdk peer: a client that drops and reconnects within reconnect_grace loses
 // nothing and cancels nothing; one that stays away longer gets its run cancelled exactly as a
 // cancel-mode disconnect, and the peer records CancelTask.

@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of the failure model (issue 6, DESIGN §6–§9): every failure kind produced
+// End-to-end tests of the failure model (DESIGN §6–§9): every failure kind produced
 // through the coordinator binary with the real openai provider (scripted by fakellm), the
 // scripted A2A peer (peers/a2a-peer.mjs) and the demo MCP server (cmd/demo-mcp over stdio),
 // each stream consumed by the official AG-UI client 1.0.0. For each case the baton.failure
@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm"
 )
@@ -161,8 +162,8 @@ func failureValues(evs []map[string]any) []map[string]any {
 	return out
 }
 
-// failure is the value of one baton.failure event as the client sees it.
-func failure(kind coordinator.FailureKind, action coordinator.Action, attempt int, explanation string) map[string]any {
+// wantFailure is the value of one baton.failure event as the client sees it.
+func wantFailure(kind failure.Kind, action failure.Action, attempt int, explanation string) map[string]any {
 	return map[string]any{"kind": string(kind), "action": string(action), "attempt": float64(attempt), "explanation": explanation}
 }
 
@@ -203,7 +204,7 @@ func assertAccepted(t *testing.T, r aguiResult) {
 // assertEndsWith asserts the terminal events of a run that ends on a handoff or a partial
 // stop (DESIGN §8): the final assistant message, CUSTOM{name, h}, RUN_FINISHED with the
 // success outcome and result {stopped: kind, action}.
-func assertEndsWith(t *testing.T, r aguiResult, name string, h coordinator.Handoff, kind coordinator.FailureKind, action coordinator.Action) {
+func assertEndsWith(t *testing.T, r aguiResult, name string, h coordinator.Handoff, kind failure.Kind, action failure.Action) {
 	t.Helper()
 	evs := r.Events
 	require.GreaterOrEqual(t, len(evs), 5, "events: %v", eventTypes(evs))
@@ -221,7 +222,7 @@ func assertEndsWith(t *testing.T, r aguiResult, name string, h coordinator.Hando
 }
 
 // assertContinueInterrupt asserts that r ended with one "continue?" interrupt for kind.
-func assertContinueInterrupt(t *testing.T, r aguiResult, kind coordinator.FailureKind, question string) {
+func assertContinueInterrupt(t *testing.T, r aguiResult, kind failure.Kind, question string) {
 	t.Helper()
 	require.NotNil(t, r.Outcome)
 	require.Equal(t, "interrupt", *r.Outcome, "events: %v", eventTypes(r.Events))
@@ -239,18 +240,18 @@ func assertContinueInterrupt(t *testing.T, r aguiResult, kind coordinator.Failur
 // assertHandedOff asserts a run handed off after one failure of kind: its one
 // baton.failure event, and the handoff it ends with (the failure's explanation is the
 // rationale).
-func assertHandedOff(t *testing.T, r aguiResult, kind coordinator.FailureKind, expl string, blockers, nextSteps []string) {
+func assertHandedOff(t *testing.T, r aguiResult, kind failure.Kind, expl string, blockers, nextSteps []string) {
 	t.Helper()
-	assert.Equal(t, []map[string]any{failure(kind, coordinator.ActionHandoff, 1, expl)}, failureValues(r.Events))
+	assert.Equal(t, []map[string]any{wantFailure(kind, failure.ActionHandoff, 1, expl)}, failureValues(r.Events))
 	assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{Rationale: expl, Blockers: blockers, NextSteps: nextSteps},
-		kind, coordinator.ActionHandoff)
+		kind, failure.ActionHandoff)
 }
 
 // assertPolicyHandoff asserts a run handed off because the policy refused a call of tool
 // with msg.
 func assertPolicyHandoff(t *testing.T, r aguiResult, tool, msg string) {
 	t.Helper()
-	assertHandedOff(t, r, coordinator.KindPolicyViolation, msg,
+	assertHandedOff(t, r, failure.KindPolicyViolation, msg,
 		[]string{"the coordinator's policy does not allow this (" + tool + ")"},
 		[]string{"ask an operator to review the coordinator's policy"})
 }
@@ -258,9 +259,9 @@ func assertPolicyHandoff(t *testing.T, r aguiResult, tool, msg string) {
 // assertAskedThenContinued asserts a job whose first run stopped at a limit of kind and
 // asked the user (expl), who continued: the resume run has no failure and the model's
 // answer.
-func assertAskedThenContinued(t *testing.T, r aguiResult, first aguiResult, kind coordinator.FailureKind, expl string) {
+func assertAskedThenContinued(t *testing.T, r aguiResult, first aguiResult, kind failure.Kind, expl string) {
 	t.Helper()
-	assert.Equal(t, []map[string]any{failure(kind, coordinator.ActionAskUser, 1, expl)}, failureValues(first.Events))
+	assert.Equal(t, []map[string]any{wantFailure(kind, failure.ActionAskUser, 1, expl)}, failureValues(first.Events))
 	assertContinueInterrupt(t, first, kind, expl+" Continue?")
 	assert.Empty(t, failureValues(r.Events))
 	assert.Equal(t, modelDoneText, plainText(r.Events))
@@ -338,7 +339,7 @@ func TestFailureModel(t *testing.T) {
 
 	t.Run("429 with Retry-After 2 is waited, then succeeds", func(t *testing.T) {
 		r := run(t, primary, "retry-after", nil)
-		assert.Equal(t, []map[string]any{failure(coordinator.KindTransientProvider, coordinator.ActionRetry, 1,
+		assert.Equal(t, []map[string]any{wantFailure(failure.KindTransientProvider, failure.ActionRetry, 1,
 			"The language model is rate limiting requests. Retrying in 2s (retry 1 of 3).")}, failureValues(r.Events))
 		assert.Equal(t, modelDoneText, plainText(r.Events))
 		assert.Equal(t, "success", *r.Outcome)
@@ -351,7 +352,7 @@ func TestFailureModel(t *testing.T) {
 	t.Run("429 with Retry-After 3600 is reported, not slept", func(t *testing.T) {
 		r := run(t, primary, "retry-after-long", nil)
 		expl := "The language model is rate limiting requests. It asked to wait 1h0m0s before trying again, which is longer than this coordinator waits (30s)."
-		assertHandedOff(t, r, coordinator.KindTransientProvider, expl,
+		assertHandedOff(t, r, failure.KindTransientProvider, expl,
 			[]string{"the language model provider asked to wait 1h0m0s"}, []string{"try again in 1h0m0s"})
 		reqs, _ := script.requests("retry-after-long")
 		assert.Len(t, reqs, 1, "the coordinator did not wait to ask again")
@@ -366,7 +367,7 @@ func TestFailureModel(t *testing.T) {
 		wait, _ := strconv.Atoi(m[1])
 		assert.GreaterOrEqual(t, wait, 250, "first backoff: 500 ms with jitter over its upper half")
 		assert.LessOrEqual(t, wait, 500)
-		assert.Equal(t, failure(coordinator.KindTransientProvider, coordinator.ActionRetry, 1, m[0]), fs[0])
+		assert.Equal(t, wantFailure(failure.KindTransientProvider, failure.ActionRetry, 1, m[0]), fs[0])
 		assert.Equal(t, modelDoneText, plainText(r.Events))
 		reqs, times := script.requests("server-error")
 		require.Len(t, reqs, 2)
@@ -375,7 +376,7 @@ func TestFailureModel(t *testing.T) {
 
 	t.Run("truncation is asked again", func(t *testing.T) {
 		r := run(t, primary, "truncated", nil)
-		assert.Equal(t, []map[string]any{failure(coordinator.KindOutputTruncated, coordinator.ActionRetry, 1,
+		assert.Equal(t, []map[string]any{wantFailure(failure.KindOutputTruncated, failure.ActionRetry, 1,
 			"The language model's reply was cut off at its output length limit. Asking again (retry 1 of 1).")}, failureValues(r.Events))
 		assert.Equal(t, "a long answer that"+modelDoneText, plainText(r.Events), "the cut-off text was streamed, then the full answer")
 		assert.Equal(t, "success", *r.Outcome)
@@ -389,20 +390,20 @@ func TestFailureModel(t *testing.T) {
 		r := run(t, primary, "refusal", nil)
 		expl := "The language model declined to answer this request."
 		assert.True(t, strings.HasPrefix(plainText(r.Events), "I can't help with that."), "the refusal is shown: %q", plainText(r.Events))
-		assertHandedOff(t, r, coordinator.KindOutputRefused, expl,
+		assertHandedOff(t, r, failure.KindOutputRefused, expl,
 			[]string{"the language model declined the request"}, []string{"rephrase the request"})
 	})
 
 	t.Run("blank turns: corrective instruction, then handoff", func(t *testing.T) {
 		r := run(t, primary, "blank", nil)
 		assert.Equal(t, []map[string]any{
-			failure(coordinator.KindNoProgress, coordinator.ActionNarrowScope, 1, "The language model replied with neither an answer nor a tool call. The model is asked to change its approach."),
-			failure(coordinator.KindNoProgress, coordinator.ActionHandoff, 2, "The language model replied with neither an answer nor a tool call. It happened again after a corrective instruction."),
+			wantFailure(failure.KindNoProgress, failure.ActionNarrowScope, 1, "The language model replied with neither an answer nor a tool call. The model is asked to change its approach."),
+			wantFailure(failure.KindNoProgress, failure.ActionHandoff, 2, "The language model replied with neither an answer nor a tool call. It happened again after a corrective instruction."),
 		}, failureValues(r.Events))
 		assertEndsWith(t, r, coordinator.EventHandoff, coordinator.Handoff{
 			Rationale: "The language model replied with neither an answer nor a tool call. It happened again after a corrective instruction.",
 			Blockers:  []string{"the work was not making progress"}, NextSteps: []string{"ask again with a narrower, more specific request"}},
-			coordinator.KindNoProgress, coordinator.ActionHandoff)
+			failure.KindNoProgress, failure.ActionHandoff)
 		reqs, _ := script.requests("blank")
 		require.Len(t, reqs, 2)
 		assert.Contains(t, lastRequestSystem(t, script, "blank"), "<corrective_instruction>")
@@ -429,17 +430,17 @@ func TestFailureModel(t *testing.T) {
 			"valid_next_actions": valid}, sig)
 		loopExpl := `The same call to the tool "demo__divide" with the same arguments was about to be made for the third time.`
 		assert.Equal(t, []map[string]any{
-			failure(coordinator.KindToolError, coordinator.ActionRetry, 1, `The tool "demo__divide" reported an error. The model may correct the call (retry 1 of 2).`),
-			failure(coordinator.KindToolError, coordinator.ActionRetry, 2, `The tool "demo__divide" reported an error. The model may correct the call (retry 2 of 2).`),
-			failure(coordinator.KindLoopDetected, coordinator.ActionAskUser, 1, loopExpl+" Your decision is needed to go on."),
+			wantFailure(failure.KindToolError, failure.ActionRetry, 1, `The tool "demo__divide" reported an error. The model may correct the call (retry 1 of 2).`),
+			wantFailure(failure.KindToolError, failure.ActionRetry, 2, `The tool "demo__divide" reported an error. The model may correct the call (retry 2 of 2).`),
+			wantFailure(failure.KindLoopDetected, failure.ActionAskUser, 1, loopExpl+" Your decision is needed to go on."),
 		}, failureValues(first.Events))
-		assertContinueInterrupt(t, first, coordinator.KindLoopDetected, loopExpl+" Your decision is needed to go on. Continue?")
+		assertContinueInterrupt(t, first, failure.KindLoopDetected, loopExpl+" Your decision is needed to go on. Continue?")
 
 		// The user stops: a partial result, and the model is not called again.
 		assert.Empty(t, failureValues(r.Events))
 		assertEndsWith(t, r, coordinator.EventPartial, coordinator.Handoff{Rationale: loopExpl + " You chose to stop here.",
 			Blockers: []string{"the same step kept repeating"}, NextSteps: []string{"say whether to continue", "ask again with more detail"}},
-			coordinator.KindLoopDetected, coordinator.ActionStop)
+			failure.KindLoopDetected, failure.ActionStop)
 		reqs, _ := script.requests("loop")
 		assert.Len(t, reqs, 3)
 	})
@@ -473,14 +474,14 @@ func TestFailureModel(t *testing.T) {
 		require.Len(t, res, 1)
 		fv := failureValues(r.Events)
 		require.Len(t, fv, 1, "failures: %v", fv)
-		assert.Equal(t, string(coordinator.KindCapabilityGap), fv[0]["kind"])
-		assert.Equal(t, string(coordinator.ActionHandoff), fv[0]["action"])
+		assert.Equal(t, string(failure.KindCapabilityGap), fv[0]["kind"])
+		assert.Equal(t, string(failure.ActionHandoff), fv[0]["action"])
 		assert.Equal(t, `The tool "peer" cannot handle this kind of request.`, fv[0]["explanation"])
 		errs := eventsOfType(r.Events, "SUBAGENT_ERROR")
 		require.Len(t, errs, 1)
 		assert.Equal(t, "capability_gap", errs[0]["code"])
 		tail := r.Events[len(r.Events)-1]
-		assert.Equal(t, map[string]any{"stopped": string(coordinator.KindCapabilityGap), "action": string(coordinator.ActionHandoff)}, tail["result"])
+		assert.Equal(t, map[string]any{"stopped": string(failure.KindCapabilityGap), "action": string(failure.ActionHandoff)}, tail["result"])
 	})
 
 	t.Run("a rate limit is refused with retry_after_seconds", func(t *testing.T) {
@@ -527,7 +528,7 @@ func TestFailureModel(t *testing.T) {
 			assert.Contains(t, s, fmt.Sprintf("done: complete i%d", i))
 		}
 		// Continued: a fresh allowance of steps, and the model answers.
-		assertAskedThenContinued(t, r, first, coordinator.KindIterationLimit,
+		assertAskedThenContinued(t, r, first, failure.KindIterationLimit,
 			"The run reached its limit of 2 steps without finishing. Your decision is needed to go on.")
 		reqs, _ := script.requests("iteration")
 		require.Len(t, reqs, 3)
@@ -539,7 +540,7 @@ func TestFailureModel(t *testing.T) {
 		r := run(t, timed, "time", &cont)
 		first, res := resumedJob(t, r, 1)
 		assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
-		assertAskedThenContinued(t, r, first, coordinator.KindTimeLimit,
+		assertAskedThenContinued(t, r, first, failure.KindTimeLimit,
 			"The run reached its time limit of 1s. Your decision is needed to go on.")
 	})
 }

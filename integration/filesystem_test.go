@@ -1,6 +1,7 @@
 package integration
 
-// Issue 10 defects 1, 2 and 7 through the processes where they were found: the coordinator
+// The per-run retry budget, loops within one turn and duplicated structured content,
+// through the processes where their defects were found: the coordinator
 // binary with @modelcontextprotocol/server-filesystem (pinned in peers/) over stdio, the
 // model scripted by fakellm.
 
@@ -105,7 +106,7 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 		mcpServerEntry{Name: "fs", Command: []string{node, entry, root}}))
 	waitStrictReady(t, coord)
 
-	// Defect 7: the text and the structuredContent carry the same file; it is sent once.
+	// The text and the structuredContent carry the same file; it is sent once.
 	t.Run("structured content once", func(t *testing.T) {
 		r := runFS(t, coord, fsCall("fs__read_text_file", fmt.Sprintf(`{"path":%q}`, hello)))
 		require.Len(t, r.results, 1)
@@ -113,7 +114,7 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(r.results[0], "hello from the filesystem"), r.results[0])
 	})
 
-	// Defect 1: every fresh thread's first failure gets the full budget; with the old
+	// Every fresh thread's first failure gets the full budget; with the old
 	// process-wide count every third thread's first call was "its retry budget is spent".
 	t.Run("retry budget per run", func(t *testing.T) {
 		missing := fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "missing.txt"))
@@ -127,7 +128,7 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 		}
 	})
 
-	// Defect 1: three parallel reads of missing files in one turn are one attempt, not
+	// Three parallel reads of missing files in one turn are one attempt, not
 	// "do not call it again".
 	t.Run("parallel failures in one turn", func(t *testing.T) {
 		var calls []string
@@ -144,7 +145,7 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 		assert.Equal(t, "RUN_FINISHED", r.last)
 	})
 
-	// Defect 2: three different calls with bad arguments in one turn are no loop.
+	// Three different calls with bad arguments in one turn are no loop.
 	t.Run("parallel bad arguments are no loop", func(t *testing.T) {
 		r := runFS(t, coord,
 			fsCall("fs__read_text_file", `{"path":1}`),
@@ -154,14 +155,14 @@ func TestServerFilesystemThroughCoordinator(t *testing.T) {
 		for _, res := range r.results {
 			sig := retrySignal(t, res, "validation_failed", "fs__read_text_file")
 			reason, _ := sig["reason"].(string)
-			assert.NotContains(t, reason, "reflect", "plain words (defect 8)")
+			assert.NotContains(t, reason, "reflect", "plain words")
 			assert.Contains(t, reason, "path")
 		}
 		for _, f := range r.failures {
 			assert.NotEqual(t, "loop_detected", f["kind"], "%v", r.failures)
 		}
-		// Nothing the model asked for ran: its text reply is no_progress (issue 10, a text
-		// turn while tool work is pending), nudged once; the reply after the nudge stands.
+		// Nothing the model asked for ran: its text reply is no_progress (a text turn
+		// while tool work is pending), nudged once; the reply after the nudge stands.
 		require.Len(t, r.failures, 1, "%v", r.failures)
 		assert.Equal(t, "no_progress", r.failures[0]["kind"])
 		assert.Equal(t, "narrow_scope", r.failures[0]["action"])

@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of the human in the loop (issue 5, DESIGN §9): A2A input-required and
+// End-to-end tests of the human in the loop (DESIGN §9): A2A input-required and
 // auth-required of the @a2a-js/sdk peer, in-session (2025-11-25) MCP elicitation of
 // server-everything over stdio, MRTR (2026-07-28) elicitation of the demo deploy tool over
 // stateless HTTP, all as AG-UI interrupts resumed through the official clients 1.0.0
@@ -872,7 +872,7 @@ func TestHITLRestart(t *testing.T) {
 	assert.Equal(t, 3.0, metricSamples(t, coord.URL)["baton_interrupts_open"], "open interrupts before the restart")
 	coord.kill(t)
 	coord.restart(t)
-	// Issue 10, defect 9: the gauge is loaded from the store at start.
+	// The gauge is loaded from the store at start.
 	assert.Equal(t, 3.0, metricSamples(t, coord.URL)["baton_interrupts_open"], "open interrupts after the restart")
 
 	// A plain run re-emits thread A's interrupts from the store, with the same ids.

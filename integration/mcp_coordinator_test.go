@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of MCP tools through the coordinator (issue 3): the coordinator binary
+// End-to-end tests of MCP tools through the coordinator: the coordinator binary
 // with the real openai provider (scripted by fakellm) calling MCP tools of
 // @modelcontextprotocol/server-everything (pinned in peers/) over stdio and streamable HTTP,
 // and of testdata/faultmcp, a server that crashes or hangs on purpose. Streams are consumed

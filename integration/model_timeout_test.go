@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 )
 
@@ -34,11 +34,11 @@ func TestModelIdleTimeoutThroughConfig(t *testing.T) {
 	fs := failureValues(r.Events)
 	require.Len(t, fs, 4, "three retries, then the handoff: %v", fs)
 	for i, f := range fs[:3] {
-		assert.Equal(t, string(coordinator.KindTransientProvider), f["kind"])
-		assert.Equal(t, string(coordinator.ActionRetry), f["action"], "attempt %d", i+1)
+		assert.Equal(t, string(failure.KindTransientProvider), f["kind"])
+		assert.Equal(t, string(failure.ActionRetry), f["action"], "attempt %d", i+1)
 		assert.Contains(t, f["explanation"], "The language model did not answer in time.")
 	}
-	assert.Equal(t, failure(coordinator.KindTransientProvider, coordinator.ActionHandoff, 4,
+	assert.Equal(t, wantFailure(failure.KindTransientProvider, failure.ActionHandoff, 4,
 		"The language model did not answer in time. It is still failing after 3 retries."), fs[3])
 	assert.Len(t, model.Requests(), 4, "one call and three retries")
 	assert.Contains(t, plainText(r.Events), "did not answer in time", "the user is told why")

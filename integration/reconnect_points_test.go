@@ -1,6 +1,6 @@
 package integration
 
-// Reconnect mid-run at every kind of point (issue 15), through both official AG-UI clients,
+// Reconnect mid-run at every kind of point, through both official AG-UI clients,
 // against the coordinator binary, the @a2a-js/sdk peer and the fake model.
 //
 // A connection is cut at a point: right after RUN_STARTED, inside a tool call (after

@@ -1,6 +1,6 @@
 package integration
 
-// Benchmarks of replicas on one database (issue 14, BENCHMARKS.md), in process so that the
+// Benchmarks of replicas on one database (BENCHMARKS.md), in process so that the
 // arrival of a request at the sub-agent can be timestamped: engines and HTTP surfaces on
 // httptest, each replica with a store connection pool of its own, the real openai provider
 // against the fake model, internal/demoagent's travel and research agents.

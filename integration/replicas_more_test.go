@@ -1,6 +1,6 @@
 package integration
 
-// Two coordinator processes on one PostgreSQL database (issue 14, DESIGN §9, §9b), with the
+// Two coordinator processes on one PostgreSQL database (DESIGN §9, §9b), with the
 // @a2a-js/sdk peer and the demo MCP server over stateless HTTP: an A2A input-required
 // interrupt and an MRTR (2026-07-28) elicitation raised on one replica are resumed through
 // the other, and the answer reaches the sub-agent once; the same resume sent to both

@@ -1,6 +1,6 @@
 package integration
 
-// Soak of two coordinator replicas on one PostgreSQL database (issue 14): 300 runs whose
+// Soak of two coordinator replicas on one PostgreSQL database: 300 runs whose
 // starts, stops and resumes each go to replica A, replica B or a round-robin reverse proxy
 // in front of both, picked at random (math/rand with a printed seed; BATON_SOAK_SEED
 // replays each worker's choices). Afterwards: every interrupt raised was answered and
@@ -125,6 +125,7 @@ func startRoundRobin(t *testing.T, targets ...string) string {
 	}
 	var next atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bufferBody(r)
 		proxies[int(next.Add(1))%len(proxies)].ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)

@@ -1,6 +1,6 @@
 package integration
 
-// Two coordinator processes on one PostgreSQL database (issue 14): a busy thread is busy on
+// Two coordinator processes on one PostgreSQL database: a busy thread is busy on
 // both, a stop through the replica that does not stream the run reaches the one that does
 // (and the JS peer records CancelTask), and the run's events replay through either. A
 // replica killed mid-delegation: takeover_test.go.

@@ -1,6 +1,6 @@
 package integration
 
-// Three coordinator processes on one PostgreSQL database (issue 14) behind a round-robin
+// Three coordinator processes on one PostgreSQL database behind a round-robin
 // reverse proxy without stickiness: the client never picks a replica. A run with a slow
 // delegation makes a second POST on its thread 409 (on each replica), is followed mid-run
 // by a reconnect (exactly the log), and is stopped (the stream ends cancelled, the JS peer

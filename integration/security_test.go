@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end security tests (issue 11): the coordinator binary, with the real openai
+// End-to-end security tests: the coordinator binary, with the real openai
 // provider scripted by a hostile fake model, in front of a hostile MCP server
 // (testdata/hostilemcp, over stdio and HTTP). Each test asserts on what the model receives
 // (the fake model's request log), what the client sees (HTTP status, AG-UI events), and

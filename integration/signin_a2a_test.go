@@ -1,6 +1,6 @@
 package integration
 
-// Sign-in for an A2A agent whose card declares an OAuth 2 authorization-code flow (issue 19):
+// Sign-in for an A2A agent whose card declares an OAuth 2 authorization-code flow:
 // an in-process a2a-go agent answers auth-required without a valid bearer token and
 // "user=<who>" with one; its card points to internal/testutil/oauthmcp's authorization
 // server (dynamic registration through the card's metadata URL). The coordinator raises

@@ -1,6 +1,6 @@
 package integration
 
-// The chat page signs the user in to an MCP server (issue 19): headless Chromium opens
+// The chat page signs the user in to an MCP server: headless Chromium opens
 // the page of a coordinator whose MCP server is in auth mode user (internal/testutil/
 // oauthmcp on loopback, which approves its configured user at once). The tool call ends in
 // a "Sign in to sec" card; its button opens the authorization URL in a new window, the

@@ -1,6 +1,6 @@
 package integration
 
-// End to end sign-in (OAuth) for an MCP server in auth mode user (issue 19): the
+// End to end sign-in (OAuth) for an MCP server in auth mode user: the
 // coordinator binary with bearer auth for two principals and a SQLite store, against
 // internal/testutil/oauthmcp (a go-sdk MCP server behind RequireBearerToken with its own
 // authorization server, on loopback). One coordinator topology serves the subtests in

@@ -1,6 +1,6 @@
 package integration
 
-// The store failing is a failure of the step (issue 12): a real coordinator engine and HTTP
+// The store failing is a failure of the step: a real coordinator engine and HTTP
 // surface, internal/demoagent's travel agent (which asks for dates on a new task), the real
 // openai provider against the fake model, and a store whose writes fail on demand.
 

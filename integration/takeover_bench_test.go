@@ -21,7 +21,7 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// BenchmarkTakeoverAfterKill measures issue 14's "takeover time after kill -9" (target
+// BenchmarkTakeoverAfterKill measures the takeover time after kill -9 (target
 // < lease + 2 s): replica A streams a delegation to the JS peer and is killed with SIGKILL;
 // the time is from the kill to the first event that replica B, having taken the run over,
 // adds to the run's log, as a client reconnected through B sees it. Two lease settings.

@@ -1,6 +1,6 @@
 package integration
 
-// Takeover (issue 14): a run whose replica dies, or hands it off at shutdown, is continued
+// Takeover: a run whose replica dies, or hands it off at shutdown, is continued
 // by another replica from its checkpoint; the sub-agent's task is followed by id
 // (SubscribeToTask, GetTask), never sent again, and a client that reconnects to the run
 // follows it to its end. A run that cannot continue is ended and its tasks are cancelled.

@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tracing (issue 17): the coordinator binary exports its spans over OTLP/HTTP
+// End-to-end tracing: the coordinator binary exports its spans over OTLP/HTTP
 // (protobuf) to a receiver in the test, for a run that delegates to an A2A agent and calls
 // an MCP tool over streamable HTTP that fails once (isError) and is retried. The agent, the
 // MCP server and the fake model record the trace context they receive.

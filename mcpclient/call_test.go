@@ -152,8 +152,8 @@ func TestMCPCallResults(t *testing.T) {
 }
 
 // TestMCPToolErrorsReported: the registry reports every tool error the same way, however
-// many came before: no budget is kept per process (issue 10, defect 1: one user's failures
-// spent another user's retries). What a failure costs is the run's business (package
+// many came before: no budget is kept per process (a per-process budget let one user's
+// failures spend another user's retries). What a failure costs is the run's business (package
 // coordinator).
 func TestMCPToolErrorsReported(t *testing.T) {
 	leakCheck(t)

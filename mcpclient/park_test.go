@@ -424,7 +424,7 @@ func TestMCPInputRequiredJSON(t *testing.T) {
 	}
 }
 
-// Issue 10, defect 3: a 70-character and a non-ASCII server name. The parked call names the
+// A 70-character and a non-ASCII server name. The parked call names the
 // tool as the catalog does (hashed where cut, one "_" per character), and after a restart
 // the new registry resumes it under the same name.
 func TestMCPParkOddServerNames(t *testing.T) {

@@ -35,7 +35,7 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// The lean benchmarks (issue 18) measure Baton's own cost: the sub-agent is
+// The parked-run benchmarks measure Baton's own cost: the sub-agent is
 // internal/testutil/benchagent (frames encoded once, no SDK server) and the model is
 // internal/testutil/stubmodel (pre-split chunks, no tokenising).
 

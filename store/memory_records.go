@@ -14,7 +14,7 @@ import (
 //
 // A thread has a few runs and, usually, a few messages, so runs are a slice and the index
 // of messages by id is made only once they are many (memIndexFrom): every open run's
-// thread is here, and small maps would be most of what it retains (issue 18).
+// thread is here, and small maps would be most of what it retains.
 type memThread struct {
 	t        Thread
 	msgs     []Message

@@ -1,6 +1,6 @@
 package web
 
-// The chat page restores a thread from the coordinator (issue 15): against fake thread
+// The chat page restores a thread from the coordinator: against fake thread
 // endpoints it renders the stored messages with their tagged results, shows an open
 // interrupt whose answer resumes the same thread with the whole history, follows a running
 // run through the reconnect stream without showing a replayed message twice, and lists the

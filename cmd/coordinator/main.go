@@ -26,6 +26,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
@@ -510,7 +511,7 @@ func (a *app) engineConfig() coordinator.Config {
 			Agents:      cfg.Approvals.Agents,
 			Destructive: cfg.Approvals.Destructive,
 		},
-		Loop: coordinator.LoopConfig{
+		Loop: failure.LoopConfig{
 			SoftThreshold: cfg.Loop.SoftThreshold,
 			HardThreshold: cfg.Loop.HardThreshold,
 			StallTurns:    cfg.Loop.StallTurns,
@@ -527,16 +528,16 @@ func (a *app) engineConfig() coordinator.Config {
 }
 
 // guardPolicy is the engine's access lists, rate limits and budget from policy.
-func guardPolicy(cfg *config.Config) coordinator.GuardPolicy {
-	rateLimits := make([]coordinator.RateLimit, 0, len(cfg.Policy.RateLimits))
+func guardPolicy(cfg *config.Config) failure.GuardPolicy {
+	rateLimits := make([]failure.RateLimit, 0, len(cfg.Policy.RateLimits))
 	for _, rl := range cfg.Policy.RateLimits {
-		rateLimits = append(rateLimits, coordinator.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
+		rateLimits = append(rateLimits, failure.RateLimit{Tool: rl.Tool, MaxCalls: rl.MaxCalls, Per: time.Duration(rl.Per)})
 	}
-	return coordinator.GuardPolicy{
-		Agents:     coordinator.AccessList(cfg.Policy.Agents),
-		Tools:      coordinator.AccessList(cfg.Policy.Tools),
+	return failure.GuardPolicy{
+		Agents:     failure.AccessList(cfg.Policy.Agents),
+		Tools:      failure.AccessList(cfg.Policy.Tools),
 		RateLimits: rateLimits,
-		Budget:     coordinator.Budget(cfg.Policy.Budget),
+		Budget:     failure.Budget(cfg.Policy.Budget),
 	}
 }
 
@@ -559,7 +560,7 @@ func (a *app) serverConfig() server.Config {
 		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
 		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
 		SignIn:             a.signIns.endpoints(a.registry, a.agents),
-		A2A:                newA2AServer(cfg, a.engine, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.log),
+		A2A:                newA2AServer(cfg, a.engine, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.log),
 	}
 }
 

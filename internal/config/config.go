@@ -146,7 +146,7 @@ type Server struct {
 	// EventRetention is how long a run's event log is kept for reconnects.
 	EventRetention Duration `yaml:"event_retention"`
 
-	// Stream settings (issue 12): what a client that does not keep up may cost.
+	// Stream settings: what a client that does not keep up may cost.
 
 	// OnDisconnect is what a run does when its client goes away or is dropped for not
 	// reading: OnDisconnectCancel ("" means the same) cancels the run, OnDisconnectDetach
