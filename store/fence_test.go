@@ -307,3 +307,74 @@ func TestFencedSettle(t *testing.T) {
 		assert.True(t, done, "the owner's settle marks the ids resolved")
 	})
 }
+
+// TestFencedSettleRacingTakeover: a takeover that starts while the owner's settle is open,
+// past its guard, cannot commit before the settle does: the settle goes through whole (the
+// suspension deleted, its ids resolved) and the takeover after it; the old owner's next
+// settle is refused.
+func TestFencedSettleRacingTakeover(t *testing.T) {
+	ctx := context.Background()
+	forEachShared(t, func(t *testing.T, hs [2]Store) {
+		a, b := hs[0].(*sqlStore), hs[1]
+		epoch, err := a.BeginRun(ctx, "t1", "r1", "rep-a", -time.Second)
+		require.NoError(t, err)
+		sus := sampleSuspension("t1", time.Now().Add(time.Hour))
+		require.NoError(t, a.SaveSuspension(ctx, sus))
+		id := sus.Interrupts[0].ID
+
+		inside, release := make(chan struct{}), make(chan struct{})
+		a.afterGuard = func() {
+			close(inside)
+			<-release
+		}
+		settled := make(chan error, 1)
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			settled <- a.SettleSuspension(sctx, "t1", "r1", epoch, []string{id})
+		}()
+		<-inside
+		a.afterGuard = nil
+
+		type claim struct {
+			runs []RunRecord
+			err  error
+		}
+		claimed := make(chan claim, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			runs, err := b.TakeOverRuns(cctx, "rep-b", time.Minute, 10, false)
+			claimed <- claim{runs, err}
+		}()
+		var first *claim
+		select {
+		case c := <-claimed:
+			first = &c
+			require.NoError(t, c.err)
+			require.Empty(t, c.runs, "the run was taken over while its owner's settle was open")
+		case <-time.After(300 * time.Millisecond):
+		}
+		close(release)
+		require.NoError(t, <-settled, "the settle under the current epoch commits")
+		if first == nil {
+			c := <-claimed
+			require.NoError(t, c.err)
+			require.Len(t, c.runs, 1, "the waiting takeover goes through after the settle")
+		} else {
+			runs, err := b.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+		}
+		_, err = b.LoadSuspension(ctx, "t1")
+		require.ErrorIs(t, err, ErrNotFound, "the settle committed whole")
+		done, err := b.IsResolved(ctx, "t1", id)
+		require.NoError(t, err)
+		assert.True(t, done)
+
+		require.NoError(t, b.SaveSuspension(ctx, sus))
+		require.ErrorIs(t, a.SettleSuspension(ctx, "t1", "r1", epoch, []string{"other"}), ErrFenced)
+		_, err = b.LoadSuspension(ctx, "t1")
+		require.NoError(t, err, "the old owner's settle after the takeover deletes nothing")
+	})
+}

@@ -46,8 +46,8 @@ type sqlStore struct {
 	// number.
 	reads  sync.Map
 	nreads atomic.Int32
-	// afterGuard, when set (tests only), runs inside AppendEvents' transaction right after
-	// its fencing guard, to hold the transaction open.
+	// afterGuard, when set (tests only), runs inside AppendEvents' and SettleSuspension's
+	// transactions right after their fencing guard, to hold the transaction open.
 	afterGuard func()
 	// health remembers the last writes' outcomes, for Ping (unavailable.go).
 	health writeHealth

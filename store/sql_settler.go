@@ -30,6 +30,9 @@ func (st sqlSettler) SettleSuspension(ctx context.Context, threadID, runID strin
 				return err
 			}
 		}
+		if s.afterGuard != nil {
+			s.afterGuard()
+		}
 		if err := st.markResolved(ctx, tx, threadID, ids); err != nil {
 			return err
 		}
