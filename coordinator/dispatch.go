@@ -13,6 +13,34 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
+// newGuard builds the run's guard and hides from the model the tools the policy denies.
+// Denied tools stay governed, so that a call to one is refused as policy_deny rather than
+// as an unknown action.
+func (r *Run) newGuard(t *toolset) *failure.Guard {
+	var agents, governed, always []string
+	for _, name := range t.backend {
+		switch {
+		case t.agents[name] != nil:
+			agents = append(agents, name)
+			governed = append(governed, name)
+		case name == askUserTool && !t.hasMCP(name):
+			always = append(always, name)
+		default:
+			governed = append(governed, name)
+		}
+	}
+	for name := range t.frontend {
+		always = append(always, name)
+	}
+	g := failure.NewGuard(failure.GuardConfig{
+		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
+		Agents: agents, Tools: governed, Always: always,
+		Used: &r.fs.Budget, Now: r.e.cfg.Now,
+	})
+	t.restrict(g.Permitted)
+	return g
+}
+
 // dispatch runs one turn's backend calls. Each call is checked first, in order: a call
 // that would repeat a loop (the loop detector's prediction) or that the guard refuses is
 // not sent, and its refusal, streamed at once, is its result. The other calls run

@@ -123,31 +123,3 @@ func (f *failureRef) stopDecision() failure.Decision {
 	return failure.Decision{Kind: f.Kind, Tool: f.Tool, Action: failure.ActionStop, Attempt: f.Attempt,
 		Explanation: f.Explanation + " You chose to stop here."}
 }
-
-// newGuard builds the run's guard and hides from the model the tools the policy denies.
-// Denied tools stay governed, so that a call to one is refused as policy_deny rather than
-// as an unknown action.
-func (r *Run) newGuard(t *toolset) *failure.Guard {
-	var agents, governed, always []string
-	for _, name := range t.backend {
-		switch {
-		case t.agents[name] != nil:
-			agents = append(agents, name)
-			governed = append(governed, name)
-		case name == askUserTool && !t.hasMCP(name):
-			always = append(always, name)
-		default:
-			governed = append(governed, name)
-		}
-	}
-	for name := range t.frontend {
-		always = append(always, name)
-	}
-	g := failure.NewGuard(failure.GuardConfig{
-		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
-		Agents: agents, Tools: governed, Always: always,
-		Used: &r.fs.Budget, Now: r.e.cfg.Now,
-	})
-	t.restrict(g.Permitted)
-	return g
-}
