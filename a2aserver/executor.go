@@ -25,7 +25,8 @@ import (
 // executor is a2asrv's AgentExecutor: each execution relays one engine run.
 type executor struct {
 	engine  Engine
-	runs    Log // nil: runs are followed only where they run
+	runs    Log     // nil: runs are followed only where they run
+	signIns SignIns // nil: a sign-in is input-required (answered by a message)
 	horizon time.Duration
 	log     *slog.Logger
 
@@ -40,6 +41,10 @@ type liveTask struct {
 	// canceling: CancelTask is stopping the run; the execution leaves the terminal
 	// state to Cancel, which sets it once the downstream cancels are settled.
 	canceling atomic.Bool
+	// awaitingSignIn: the run ended with the task in auth-required, and the execution
+	// waits for the sign-ins; a CancelTask withdraws the questions as for a task waiting
+	// for input.
+	awaitingSignIn atomic.Bool
 }
 
 func newExecutor(engine Engine, runs Log, horizon time.Duration, log *slog.Logger) *executor {
@@ -83,7 +88,8 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			return
 		}
 		lt := &liveTask{threadID: in.ThreadID, runID: in.RunID, run: run}
-		defer x.track(ec.TaskID, lt)()
+		untrack := x.track(ec.TaskID, lt)
+		defer func() { untrack() }()
 		if ec.StoredTask == nil {
 			// The task names its run from its first write: a replica that gets a
 			// CancelTask or SubscribeToTask for it before the next one finds the run.
@@ -98,7 +104,34 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		if !yield(working, nil) {
 			return
 		}
-		relayRun(ctx, run, &relay{ec: ec, lt: lt, open: open}, yield)
+		rel := &relay{ec: ec, lt: lt, open: open, signIns: x.signIns != nil}
+		relayRun(ctx, run, rel, yield)
+		// auth-required is not final: the execution stays open while the user signs in
+		// (a2asrv refuses messages to the task meanwhile), then resumes the run itself.
+		for rel.waitingSignIn() {
+			lt.awaitingSignIn.Store(true)
+			resume, ok := x.awaitSignIns(ctx, who, rel.asked)
+			if !ok {
+				return // CancelTask withdraws the questions and reports the end
+			}
+			in := &agui.RunAgentInput{ThreadID: lt.threadID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion, Resume: resume}
+			run, err := x.engine.Start(ctx, in, who)
+			if err != nil {
+				x.log.Warn("a2a: the run could not go on after the sign-in", "task_id", ec.TaskID, "err", err)
+				yield(status(ec, a2a.TaskStateFailed, "The run could not go on after the sign-in; send the request again."), nil)
+				return
+			}
+			lt = &liveTask{threadID: in.ThreadID, runID: in.RunID, run: run}
+			untrack()
+			untrack = x.track(ec.TaskID, lt)
+			working := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil)
+			working.Metadata = taskMeta(in.ThreadID, in.RunID, nil)
+			if !yield(working, nil) {
+				return
+			}
+			rel = &relay{ec: ec, lt: lt, open: rel.asked, signIns: true}
+			relayRun(ctx, run, rel, yield)
+		}
 	}
 }
 
@@ -190,6 +223,9 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		x.mu.Unlock()
 		var run Run
 		switch {
+		case lt != nil && lt.awaitingSignIn.Load():
+			// Waiting for sign-ins: nothing runs; the questions are withdrawn.
+			run = x.cancelIdle(ctx, ec, who)
 		case lt != nil:
 			lt.canceling.Store(true)
 			if err := x.engine.Stop(lt.threadID, lt.runID, who); err != nil {
@@ -317,7 +353,7 @@ func (x *executor) settle(ctx context.Context, run Run) string {
 			switch rep.Result {
 			case cancel.ResultPending:
 				pending = append(pending, describeCancel(rep))
-			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, "":
+			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, cancel.ResultMoved, "":
 			default:
 				failed = append(failed, describeCancel(rep)+" ("+rep.Result+")")
 			}

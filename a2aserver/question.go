@@ -21,12 +21,17 @@ type Question struct {
 	Message          string         `json:"message,omitempty"`
 	ExpiresAt        string         `json:"expiresAt,omitempty"`
 	AuthorizationURL string         `json:"authorizationUrl,omitempty"`
+	// Server is the downstream server an MCP sign-in is for.
+	Server string `json:"server,omitempty"`
 }
 
 func questionFrom(in agui.Interrupt) Question {
 	q := Question{InterruptID: in.ID, Reason: in.Reason, ResponseSchema: in.ResponseSchema, Message: in.Message, ExpiresAt: in.ExpiresAt}
 	if u, ok := in.Metadata["authorizationUrl"].(string); ok {
 		q.AuthorizationURL = u
+	}
+	if in.Reason == reasonMCPAuthorization {
+		q.Server, _ = in.Metadata["server"].(string)
 	}
 	return q
 }
@@ -59,10 +64,16 @@ func (q Question) takesText() bool {
 }
 
 // ask is the input-required status that puts questions to the caller: their text, one
-// DataPart per question, and the questions in the task's metadata for the answer. A sign-in
-// is input-required too (with its reason and URL in the DataPart): a2asrv treats
-// auth-required as non-final, so a task in it could not take the caller's next message.
+// DataPart per question, and the questions in the task's metadata for the answer.
 func ask(ec *a2asrv.ExecutorContext, threadID, runID string, qs []Question, why string) *a2a.TaskStatusUpdateEvent {
+	return askIn(a2a.TaskStateInputRequired, ec, threadID, runID, qs, why)
+}
+
+// askIn is ask in state: input-required, or auth-required for questions that only wait
+// for sign-ins (signin.go). A sign-in that needs a message to go on (no URL, or no
+// SignIns to see it done) stays input-required: a2asrv keeps an auth-required execution
+// open and refuses every message to the task meanwhile.
+func askIn(state a2a.TaskState, ec *a2asrv.ExecutorContext, threadID, runID string, qs []Question, why string) *a2a.TaskStatusUpdateEvent {
 	texts := make([]string, 0, len(qs)+1)
 	if why != "" {
 		texts = append(texts, why)
@@ -74,7 +85,7 @@ func ask(ec *a2asrv.ExecutorContext, threadID, runID string, qs []Question, why 
 	for _, q := range qs {
 		parts = append(parts, a2a.NewDataPart(q.data()))
 	}
-	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, parts...))
+	ev := a2a.NewStatusUpdateEvent(ec, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, parts...))
 	ev.Metadata = taskMeta(threadID, runID, qs)
 	return ev
 }
@@ -90,7 +101,9 @@ func askAgain(ec *a2asrv.ExecutorContext, qs []Question, why string) *a2a.TaskSt
 
 // questionsOf returns the questions a task waits on (from its metadata).
 func questionsOf(t *a2a.Task) []Question {
-	if t == nil || t.Status.State != a2a.TaskStateInputRequired {
+	// An auth-required task whose execution is gone (a restart) takes the answer as a
+	// message, as an input-required one does.
+	if t == nil || (t.Status.State != a2a.TaskStateInputRequired && t.Status.State != a2a.TaskStateAuthRequired) {
 		return nil
 	}
 	m, _ := t.Metadata[metaKey].(map[string]any)

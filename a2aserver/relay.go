@@ -25,6 +25,8 @@ type relay struct {
 	ec   *a2asrv.ExecutorContext
 	lt   *liveTask
 	open []Question // the questions a resume answered, asked again after a bad answer
+	// signIns: questions that only wait for sign-ins put the task in auth-required.
+	signIns bool
 
 	// answer is the artifact that carries the run's own text (not its sub-agents').
 	answer   a2a.ArtifactID
@@ -38,6 +40,8 @@ type relay struct {
 	// CancelTask reports it).
 	ended bool
 	final a2a.Event
+	// asked are the questions of an auth-required end.
+	asked []Question
 }
 
 type handoff struct {
@@ -124,7 +128,12 @@ func (r *relay) finish(e *agui.RunFinished) {
 		for _, in := range out.Interrupts {
 			qs = append(qs, questionFrom(in))
 		}
-		r.final = ask(r.ec, r.lt.threadID, r.lt.runID, qs, "")
+		state := a2a.TaskStateInputRequired
+		if r.signIns && onlySignIns(qs) {
+			state = a2a.TaskStateAuthRequired
+			r.asked = qs
+		}
+		r.final = askIn(state, r.ec, r.lt.threadID, r.lt.runID, qs, "")
 	case out != nil && out.Type == "cancelled":
 		if r.lt.canceling.Load() {
 			return // Cancel sets the state once the downstream cancels are settled

@@ -74,6 +74,10 @@ type Config struct {
 	// CancelHorizon bounds how long a CancelTask waits for downstream cancels that were
 	// not confirmed at once (limits.cancel_horizon); default 2 min.
 	CancelHorizon time.Duration
+	// SignIns, when set, puts a task whose run waits only for sign-ins in auth-required
+	// and resumes the run once they are done (signin.go); nil: such a task is
+	// input-required and the caller says when the sign-in is done.
+	SignIns SignIns
 	// KeepAlive is the SSE keep-alive period of streaming calls; default 15 s.
 	KeepAlive time.Duration
 	Logger    *slog.Logger
@@ -110,6 +114,7 @@ func New(cfg Config) *Server {
 		cfg.Tasks = s.own.Tasks()
 	}
 	s.exec = newExecutor(cfg.Engine, cfg.Log, cfg.CancelHorizon, cfg.Logger)
+	s.exec.signIns = cfg.SignIns
 	// Tasks are scoped by the caller: the store keeps each task's principal, answers
 	// another principal's task as unknown, and ListTasks lists only the caller's.
 	s.store = newTaskStore(cfg.Tasks, cfg.Log, cfg.Retention)

@@ -48,8 +48,10 @@ func (r *fakeRun) push(evs ...agui.Event) {
 		}
 		switch ev.(type) {
 		case *agui.RunFinished, *agui.RunError:
-			r.ended = true
-			close(r.done)
+			if !r.ended { // a stop after the end, as the engine allows
+				r.ended = true
+				close(r.done)
+			}
 		}
 	}
 	select {
@@ -134,6 +136,12 @@ func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string
 			ID: "int-1", Reason: "input_required", Message: "which colour?",
 			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
 		}}}})
+	case "signin":
+		r.push(&agui.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &agui.Outcome{Type: "interrupt", Interrupts: []agui.Interrupt{{
+			ID: "int-s", Reason: reasonMCPAuthorization, Message: "Sign in to sec",
+			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{"action": map[string]any{"type": "string"}}},
+			Metadata:       map[string]any{"server": "sec", "authorizationUrl": "https://as.example/authorize?state=s"},
+		}}}})
 	case "slow":
 		// runs until stopped
 	}
@@ -165,9 +173,14 @@ func (e *fakeEngine) Stop(threadID, runID, who string) error {
 // serve runs the A2A surface behind a stand-in for the server's auth: the principal is the
 // X-Principal header.
 func serve(t *testing.T) (*fakeEngine, string) {
+	return serveWith(t, nil)
+}
+
+// serveWith is serve with the sign-ins the executor watches.
+func serveWith(t *testing.T, signIns SignIns) (*fakeEngine, string) {
 	t.Helper()
 	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}}
-	s := New(Config{Engine: e, Card: CardInfo{Name: "baton", Bearer: true, Skills: []Skill{{ID: "agent:research", Name: "research", Description: "d"}}}, CancelHorizon: 2 * time.Second})
+	s := New(Config{Engine: e, Card: CardInfo{Name: "baton", Bearer: true, Skills: []Skill{{ID: "agent:research", Name: "research", Description: "d"}}}, CancelHorizon: 2 * time.Second, SignIns: signIns})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
 	}))

@@ -131,6 +131,8 @@ func (c *Confirmer) classify(err error) string {
 		return ResultConfirmed
 	case errors.Is(err, ErrAlreadyTerminal):
 		return ResultAlreadyTerminal
+	case errors.Is(err, ErrMoved):
+		return ResultMoved
 	case c.cfg.Permanent(err):
 		return ResultFailed
 	default:
@@ -180,6 +182,8 @@ func (c *Confirmer) Cancel(ctx context.Context, name, id, owner string, fn Func,
 		switch {
 		case errors.Is(err, ErrAlreadyTerminal):
 			r.Result, r.Err = ResultAlreadyTerminal, nil
+		case errors.Is(err, ErrMoved):
+			r.Result, r.Err = ResultMoved, nil
 		case err != nil:
 			r.Result = ResultFailed
 		}

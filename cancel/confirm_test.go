@@ -132,11 +132,24 @@ func TestConfirmerFinalResults(t *testing.T) {
 		calls.Add(1)
 		return fmt.Errorf("no: %w", errAuth)
 	})
+	s.Track(KindA2ATask, "c").Arm("moved", func(context.Context, string) error {
+		calls.Add(1)
+		return fmt.Errorf("not ours: %w", ErrMoved)
+	})
 	s.Track(KindMCPCall, "tool").Arm("", func(context.Context, string) error { calls.Add(1); return nil })
+	s.Track(KindMCPCall, "moved-tool").Arm("", func(context.Context, string) error {
+		calls.Add(1)
+		return fmt.Errorf("not ours: %w", ErrMoved)
+	})
 	s.Cancel(errors.New("stop"))
 	require.NoError(t, c.Wait(context.Background()))
-	assert.Equal(t, map[string]int{ResultAlreadyTerminal: 1, ResultFailed: 1, ResultCancelled: 1}, col.results())
-	assert.Equal(t, int32(3), calls.Load(), "one call each")
+	assert.Equal(t, map[string]int{ResultAlreadyTerminal: 1, ResultFailed: 1, ResultCancelled: 1, ResultMoved: 2}, col.results())
+	assert.Equal(t, int32(5), calls.Load(), "one call each: a moved piece is not retried")
+	for _, r := range s.Reports() {
+		if r.Result == ResultMoved {
+			assert.NoError(t, r.Err, "a moved piece is no failure")
+		}
+	}
 }
 
 // Many cancellations at once reach one agent at most PerAgent at a time, and all confirm.

@@ -32,7 +32,15 @@ const (
 	ResultCancelled = "cancelled"
 	ResultNoID      = "no_task_id" // the id never arrived before the deadline
 	ResultFailed    = "failed"
+	// ResultMoved: the piece belongs to another replica now (the run moved there, and
+	// that replica follows it); nothing was sent. See ErrMoved.
+	ResultMoved = "moved"
 )
+
+// ErrMoved, returned (wrapped) by a Func, says that the piece is not this process's to
+// cancel any more: the run it belongs to was taken over by another replica, which follows
+// it. Nothing was sent, and nothing is retried: it is a final result, not a failure.
+var ErrMoved = errors.New("cancel: the piece belongs to another replica now")
 
 // Func cancels one piece identified by id; it must honour ctx.
 type Func func(ctx context.Context, id string) error
@@ -237,6 +245,8 @@ func (it *Item) cancel(ctx context.Context, start time.Time) Report {
 	switch {
 	case err == nil, errors.Is(err, ErrAlreadyTerminal):
 		r.Result = ResultCancelled
+	case errors.Is(err, ErrMoved):
+		r.Result = ResultMoved
 	default:
 		r.Result, r.Err = ResultFailed, err
 	}

@@ -247,7 +247,7 @@ func (r *Run) recordApproval(ctx context.Context, interruptID string, update fun
 	}
 	// Saved only while this replica owns the run that answers the suspension (fencing.go):
 	// a replica that lost it records nothing, so it sends no approved call either.
-	r.susp.WriterRunID, r.susp.Epoch = r.RunID, r.elog.epoch
+	r.susp.WriterRunID, r.susp.Epoch = r.RunID, r.elog.Epoch()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := r.e.cfg.Store.SaveSuspension(sctx, r.susp)
@@ -340,7 +340,7 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 	}
 	next := *susp
 	next.History, next.Interrupts = mustJSON(conv), open
-	next.WriterRunID, next.Epoch = r.RunID, r.elog.epoch
+	next.WriterRunID, next.Epoch = r.RunID, r.elog.Epoch()
 	if err := r.e.cfg.Store.SaveSuspension(sctx, &next); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.moved("the store refused its recovered suspension")

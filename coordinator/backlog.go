@@ -20,7 +20,7 @@ const backlogReadTimeout = 10 * time.Second
 // caller goes on after upto.
 func (r *Run) Backlog(ctx context.Context, after, upto int64, limit int) ([]store.Event, error) {
 	for {
-		settled, over, changed := r.elog.state()
+		settled, over, changed := r.elog.State()
 		rctx, cancel := context.WithTimeout(ctx, backlogReadTimeout)
 		evs, err := r.e.cfg.Store.Events(rctx, r.ThreadID, r.RunID, after, limit)
 		cancel()

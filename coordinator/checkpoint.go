@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -13,7 +14,7 @@ import (
 // ends) a run whose checkpoint it does not know.
 const checkpointVersion = 1
 
-// checkpoint is what a replica needs to continue a run (runWork.Checkpoint).
+// checkpoint is what a replica needs to continue a run (durable.Work.Checkpoint).
 type checkpoint struct {
 	V     int    `json:"v"`
 	Owner string `json:"owner,omitempty"`
@@ -34,7 +35,7 @@ type checkpoint struct {
 // the previous one and the results of its calls.
 func (r *Run) noteCheckpoint(conv []llm.Message) {
 	if doc := r.checkpointDoc(conv); doc != nil {
-		r.elog.noteCheckpoint(doc)
+		r.elog.NoteCheckpoint(doc)
 	}
 }
 
@@ -64,37 +65,8 @@ func (r *Run) noteResult(toolCallID string, o toolOutcome) {
 	if len(o.interrupts) > 0 || toolCallID == "" {
 		return
 	}
-	r.elog.noteResult(toolCallID, o.ToolResult)
+	r.elog.NoteResult(toolCallID, o.ToolResult)
 }
-
-func (l *runLog) noteCheckpoint(doc json.RawMessage) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.frozen {
-		return
-	}
-	l.work.Checkpoint, l.work.Results = doc, nil
-	l.workDirty = true
-	l.kickLocked()
-}
-
-func (l *runLog) noteResult(toolCallID string, res ToolResult) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.frozen {
-		return
-	}
-	if l.work.Results == nil {
-		l.work.Results = map[string]ToolResult{}
-	}
-	if len(l.work.Results) < maxWorkItems {
-		l.work.Results[toolCallID] = res
-		l.workDirty = true
-	}
-	l.kickLocked()
-}
-
-func (l *runLog) kickLocked() { l.wake() }
 
 // resumeAction is what a run taken over does with a call of its last turn.
 type resumeAction int
@@ -119,7 +91,7 @@ func (a resumeAction) String() string {
 // resumeDecision decides what a run taken over does with call c of its last turn, from
 // what the work document recorded; needsApproval: the call needs the user's approval
 // (approvals), so the turn only asked for it.
-func resumeDecision(t *toolset, c llm.ToolCall, w *runWork, needsApproval bool) (resumeAction, *workTask) {
+func resumeDecision(t *toolset, c llm.ToolCall, w *durable.Work, needsApproval bool) (resumeAction, *durable.Task) {
 	if _, ok := w.Results[c.ID]; ok {
 		return resumeResult, nil
 	}

@@ -3,13 +3,16 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/store"
 )
@@ -50,7 +53,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.ArmFor(d.r.owner, taskID, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client)))
+		d.item.ArmFor(d.r.owner, taskID, whileOwned(d.r.own, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client))))
 	}
 	d.mu.Unlock()
 	if !first {
@@ -60,8 +63,34 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	// stream waits one write): if this replica dies, the one that takes the run over
 	// follows the task (or, when the run cannot go on, cancels it) instead of taking the
 	// call as in doubt; nothing is left running without an owner.
-	d.r.elog.noteTask(d.agent.Name, taskID, contextID, string(a2a.StateWorking), d.callID, d.subID)
-	d.r.elog.saveWork()
+	d.r.elog.NoteTask(durable.Task{Agent: d.agent.Name, TaskID: taskID, ContextID: contextID, State: string(a2a.StateWorking),
+		ToolCallID: d.callID, SubagentRunID: d.subID})
+	d.r.elog.SaveWork()
+}
+
+// whileOwned sends a task's cancel only while this replica holds the run. A replica that
+// was paused past its lease, or cut off from the store, may learn of its client's
+// disconnect before it learns that another replica took the run over and now follows the
+// task: its cancel would end the new owner's work. Like any side effect (mayAct), the
+// cancel waits while the lease is in doubt, and is not sent (cancel.ErrMoved) once the
+// lease is known lost. The check is made until it passes once: the cancel's later attempts
+// may come after the run ended here, when its lease is no longer renewed.
+func whileOwned(own *durable.Owner, fn cancel.Func) cancel.Func {
+	if !own.Leased() {
+		return fn
+	}
+	var held atomic.Bool
+	return func(ctx context.Context, id string) error {
+		if !held.Load() {
+			if err := own.MayAct(ctx); errors.Is(err, durable.ErrMoved) {
+				return fmt.Errorf("%w: %w", cancel.ErrMoved, err)
+			} else if err != nil {
+				return err
+			}
+			held.Store(true)
+		}
+		return fn(ctx, id)
+	}
 }
 
 func (d *subagentCall) onText(delta string) {

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
@@ -70,11 +71,9 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	stopJan  chan struct{}
-	janDone  chan struct{}
-	stopKeep chan struct{}
-	keepDone chan struct{}
-	keepOnce sync.Once
+	// expiry expires interrupts (janitor); heartbeat renews this replica's leases, takes
+	// over lapsed runs, applies stop requests and sweeps (keeper). Nil when not configured.
+	expiry, heartbeat *durable.Service
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
@@ -90,6 +89,8 @@ type Engine struct {
 	// retrying.
 	quit     chan struct{}
 	quitOnce sync.Once
+	// journal records the runs' steps (design/journal.md).
+	journal *durable.Journal
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -118,6 +119,7 @@ func New(cfg Config) (*Engine, error) {
 		sessions: cfg.Sessions,
 		limiter:  failure.NewRateLimiter(cfg.Guard.RateLimits),
 		quit:     make(chan struct{}),
+		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
 	}
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,
@@ -135,13 +137,14 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.resumeCancels()
 	e.loadInterruptsOpen()
+	// The services outlive New's caller: Shutdown stops them.
 	if cfg.ExpiryInterval > 0 {
-		e.stopJan, e.janDone = make(chan struct{}), make(chan struct{})
-		go func() { defer close(e.janDone); e.janitor(e.stopJan, cfg.ExpiryInterval) }()
+		e.expiry = durable.NewService("expiry", func(ctx context.Context) { e.janitor(ctx, cfg.ExpiryInterval) })
+		e.expiry.Start(context.Background())
 	}
 	if cfg.Heartbeat > 0 {
-		e.stopKeep, e.keepDone = make(chan struct{}), make(chan struct{})
-		go func() { defer close(e.keepDone); e.keeper(e.stopKeep, cfg.Heartbeat) }()
+		e.heartbeat = durable.NewService("heartbeat", func(ctx context.Context) { e.keeper(ctx, cfg.Heartbeat) })
+		e.heartbeat.Start(context.Background())
 	}
 	return e, nil
 }
@@ -300,7 +303,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
-		defer r.elog.runEnded() // before wg.Done: the log's writer joins e.wg first
+		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
 	return r, nil
@@ -311,7 +314,7 @@ func (e *Engine) release(r *Run) {
 	// The event log and the thread's messages are stored before the client can see the
 	// terminal event, so that a reload right after it finds everything; the wait is
 	// bounded by the writer's own store timeout.
-	r.elog.waitEnded()
+	r.elog.WaitEnded()
 	// The store's record goes first: a client that posts its next run on the terminal
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
@@ -367,7 +370,7 @@ func (e *Engine) endRun(r *Run) {
 	pause := storeRetry
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.epoch, state)
+		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
 		cancel()
 		switch {
 		case err == nil:
@@ -379,7 +382,7 @@ func (e *Engine) endRun(r *Run) {
 		if failing.IsZero() {
 			failing = time.Now()
 		}
-		if time.Since(failing) > maxStoreRetry || !r.elog.sleep(pause) {
+		if time.Since(failing) > maxStoreRetry || !r.elog.Sleep(pause) {
 			r.log.Error("store: end run failed; the run is left to the takeover, which finds its terminal event", "err", err)
 			return
 		}

@@ -56,7 +56,7 @@ func TestEventLimitEndsTheRun(t *testing.T) {
 	assert.Less(t, sent.Load(), int64(100000), "the model's stream was cancelled")
 	assert.Equal(t, agui.EventTextMessageEnd, evs[len(evs)-2].EventType(), "the open message is closed first")
 
-	r.elog.waitEnded()
+	r.elog.WaitEnded()
 	stored, err := e.Store().Events(context.Background(), r.ThreadID, r.RunID, 0, store.MaxEventsRead)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(stored), limit, "stored events")

@@ -74,17 +74,17 @@ const expiryClaimBatch = 50
 // however many replicas sweep. A suspension is claimed before its work is cancelled: a
 // replica that dies in between leaves a parked task uncancelled (the agent's own expiry
 // ends it), never one cancelled twice or a suspension that keeps coming back.
-func (e *Engine) janitor(stop <-chan struct{}, every time.Duration) {
+func (e *Engine) janitor(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		expired, err := e.cfg.Store.ClaimExpired(ctx, e.cfg.Now(), expiryClaimBatch)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+		expired, err := e.cfg.Store.ClaimExpired(sctx, e.cfg.Now(), expiryClaimBatch)
 		if err != nil {
 			e.log.Warn("expiry scan", "err", err)
 		}

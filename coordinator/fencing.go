@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
@@ -26,12 +27,12 @@ var ErrRunMoved = fmt.Errorf("%w: another replica owns the run now", ErrHandoff)
 // own records that the store made this replica the owner of r under epoch, with its lease
 // counted from sent (when the claim was sent).
 func (e *Engine) own(r *Run, epoch int64, sent time.Time) {
-	r.elog.epoch = epoch
-	r.elog.quit = e.quit
-	r.elog.onFenced = func(error) { r.moved("the store refused a write of the run") }
+	r.elog.Own(epoch, e.quit, func(error) { r.moved("the store refused a write of the run") })
+	var lease *fence.Lease
 	if e.cfg.Heartbeat > 0 {
-		r.lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.leaseLapsed)
+		lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.leaseLapsed)
 	}
+	r.own = durable.NewOwner(durable.RunRef{ThreadID: r.ThreadID, RunID: r.RunID, Epoch: epoch}, e.cfg.Replica, lease)
 }
 
 // moved stops the run here, as a hand-off does: nothing more of it is written, its live
@@ -42,8 +43,8 @@ func (r *Run) moved(why string) {
 		return
 	}
 	r.log.Warn("the run is owned by another replica now; stopping it here without cancelling its work", "why", why)
-	r.lease.Lose()
-	r.elog.freeze()
+	r.own.Lose()
+	r.elog.Freeze()
 	r.q.abandon()
 	r.cancel(ErrRunMoved)
 }
@@ -60,11 +61,11 @@ func (r *Run) leaseLapsed() {
 
 // mayAct waits until this replica may start a side effect for the run (a model call, a
 // tool call, an A2A send): at once while its lease holds by more than the margin, else
-// once a heartbeat has renewed it. A lease lost stops the run (moved) and returns
-// ErrRunMoved; ctx ending returns its error.
+// once a heartbeat has renewed it (durable.Owner.MayAct). A lease lost stops the run
+// (moved) and returns ErrRunMoved; ctx ending returns its error.
 func (r *Run) mayAct(ctx context.Context) error {
-	err := r.lease.Wait(ctx)
-	if errors.Is(err, fence.ErrLost) {
+	err := r.own.MayAct(ctx)
+	if errors.Is(err, durable.ErrMoved) {
 		r.moved("its lease was lost")
 		return ErrRunMoved
 	}
@@ -75,10 +76,7 @@ func (r *Run) mayAct(ctx context.Context) error {
 // here renewed under its epoch may go on; one that was not (and was claimed before the
 // heartbeat was sent) is another replica's now and stops here.
 func (e *Engine) applyRenewal(sent time.Time, renewed []store.RunRef) {
-	held := make(map[string]int64, len(renewed))
-	for _, ref := range renewed {
-		held[runKey(ref.ThreadID, ref.RunID)] = ref.Epoch
-	}
+	ren := durable.NewRenewal(sent, renewed)
 	e.mu.Lock()
 	runs := make([]*Run, 0, len(e.active))
 	for _, r := range e.active {
@@ -86,67 +84,20 @@ func (e *Engine) applyRenewal(sent time.Time, renewed []store.RunRef) {
 	}
 	e.mu.Unlock()
 	for _, r := range runs {
-		if !r.begun.Load() || r.handedOff.Load() || r.lease == nil {
+		if !r.begun.Load() || r.handedOff.Load() || !r.own.Leased() {
 			continue
 		}
-		epoch, ok := held[runKey(r.ThreadID, r.RunID)]
-		switch {
-		case ok && epoch == r.elog.epoch:
-			r.lease.Renew(sent)
-		case r.terminated():
-			// Ended: its record is being ended.
-		case r.lease.Sent().Before(sent):
-			// Not renewed: either another replica holds the run now, or the run's own start
-			// committed after the heartbeat's update ran (sent before it, stored after). Only
-			// the store can tell the two apart.
-			ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-			mine, err := e.ownsRun(ctx, r)
-			cancel()
-			if err == nil && !mine && !r.terminated() {
-				r.moved("the heartbeat did not renew its lease: another replica took it over")
-			}
+		// A run that ended is having its record ended; a NotRenewed one may be another
+		// replica's, or its own claim committed after the heartbeat's update: only the
+		// store can tell.
+		if r.own.Apply(ren) != durable.NotRenewed || r.terminated() {
+			continue
 		}
-	}
-}
-
-// ownsRun reads from the store whether this replica owns run r under its epoch now. The
-// store is asked, never this replica's memory: another replica may have taken the run over.
-func (e *Engine) ownsRun(ctx context.Context, r *Run) (bool, error) {
-	rec, err := e.cfg.Store.GetRun(ctx, r.ThreadID, r.RunID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return rec.Replica == e.cfg.Replica && rec.Epoch == r.elog.epoch && rec.State == store.RunRunning, nil
-}
-
-// saveWorkNow stores the run's work document before the run goes on (the checkpoint of a
-// turn whose calls are about to be sent): a store that does not take it is asked again,
-// after the lease allows, until it does. It fails only when the run stops: the store
-// refused it as fenced (the run moved) or ctx ended.
-func (r *Run) saveWorkNow(ctx context.Context) error {
-	pause := storeRetry
-	for {
-		err := r.elog.saveWork()
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, store.ErrFenced):
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		pause = min(2*pause, maxStoreRetryPause)
-		if err := r.mayAct(ctx); err != nil {
-			return err
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		mine, err := r.own.Holds(ctx, e.cfg.Store)
+		cancel()
+		if err == nil && !mine && !r.terminated() {
+			r.moved("the heartbeat did not renew its lease: another replica took it over")
 		}
 	}
 }

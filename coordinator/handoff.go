@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"github.com/baton-dev/baton/durable"
 	"time"
 )
 
@@ -27,17 +28,17 @@ var ErrHandoff = errors.New("run handed off to another replica")
 func (e *Engine) handOff(runs []*Run) {
 	for _, r := range runs {
 		r.handedOff.Store(true)
-		r.elog.freeze()
+		r.elog.Freeze()
 		// The live stream ends without a terminal event (the run is not over): its client
 		// reconnects (GET …/events) and follows the run on the replica that takes it.
 		r.q.abandon()
 		r.cancel(ErrHandoff)
 	}
-	deadline := time.NewTimer(storeWriteTimeout)
+	deadline := time.NewTimer(durable.StoreWriteTimeout)
 	defer deadline.Stop()
 	for _, r := range runs {
 		select {
-		case <-r.elog.done:
+		case <-r.elog.Done():
 		case <-deadline.C:
 			e.log.Warn("handoff: a run's last events were not all stored in time", "thread_id", r.ThreadID, "run_id", r.RunID)
 		}
@@ -52,13 +53,4 @@ func (e *Engine) handOff(runs []*Run) {
 		return
 	}
 	e.log.Info("runs handed off", "runs", n)
-}
-
-// freeze stops recording the run: later events and work are ignored, and the writer
-// stores what is pending and stops.
-func (l *runLog) freeze() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.frozen = true
-	l.kickLocked()
 }

@@ -102,7 +102,7 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		// confirms (cancels.go), every attempt with the user's agent credentials.
 		st, _ := r.intent(store.StepCancel, a.Name, h.TaskID, 1, "the user cancelled a waiting task")
 		err := r.e.cancelTask(ctx, r.owner, a, h.TaskID, r.log, "user cancelled a waiting task")
-		st.end(cancelEnd(err))
+		st.End(cancelEnd(err))
 		if err != nil {
 			r.log.Warn("user cancelled a waiting task; the cancel failed", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		}

@@ -7,77 +7,30 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
 
-// stepRecorder is what the engine needs of the step journal (design/journal.md): every
-// step with a side effect is recorded as an intent before it is taken and completed with
-// its outcome after; steps without a before and after (a refusal, a takeover, an approval
-// decision, a run's start and end) are recorded once, with their outcome.
-type stepRecorder interface {
-	RecordStep(ctx context.Context, s *store.Step) error
-	EndStep(ctx context.Context, threadID string, seq int64, end store.StepEnd) error
-	PendingSteps(ctx context.Context, threadID, runID string) ([]store.Step, error)
-	MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error)
+// The step journal (design/journal.md) is package durable's Journal; here is what the run
+// records in it, and when.
+
+// journalRef names the run in the journal, with the ownership epoch its steps are recorded
+// under (0 before the store made this replica its owner: unfenced). The store refuses a
+// step whose epoch is not the run's current one; that refusal stops the run here (moved).
+func (r *Run) journalRef() durable.RunRef {
+	return durable.RunRef{ThreadID: r.ThreadID, RunID: r.RunID, Epoch: r.elog.Epoch()}
 }
-
-// journal is the engine's step recorder: the store's journal.
-func (e *Engine) journal() stepRecorder { return e.cfg.Store }
-
-// journalTimeout bounds one journal write: an intent is written before its step is taken,
-// so a slow store delays the step by at most this.
-const journalTimeout = 5 * time.Second
-
-// stepRef is a recorded intent; seq 0 when it could not be recorded.
-type stepRef struct {
-	e        *Engine
-	threadID string
-	seq      int64
-	epoch    int64
-}
-
-// journalEpoch is the run's ownership epoch that its steps are recorded under (0 before the
-// store made this replica its owner: unfenced). The store refuses a step whose epoch is
-// not the run's current one; that refusal stops the run here (moved).
-func (r *Run) journalEpoch() int64 { return r.elog.epoch }
 
 // intent records that the run is about to take a step, before it is taken. The error is
 // the store's: a caller whose step must not be taken unrecorded (a call that could not
 // be re-issued safely) does not take it. A fenced refusal stops the run here.
-func (r *Run) intent(kind, target, ref string, attempt int, detail string) (stepRef, error) {
-	s, err := r.e.intent(r.ThreadID, r.RunID, r.journalEpoch(), kind, target, ref, attempt, detail)
+func (r *Run) intent(kind, target, ref string, attempt int, detail string) (durable.Step, error) {
+	s, err := r.e.journal.Intent(r.journalRef(), durable.StepIntent{Kind: kind, Target: target, Ref: ref, Attempt: attempt, Detail: detail})
 	if errors.Is(err, store.ErrFenced) {
 		r.moved("the store refused a journal step of the run")
 	}
 	return s, err
-}
-
-// intent records a step of run (threadID, runID) about to be taken.
-func (e *Engine) intent(threadID, runID string, epoch int64, kind, target, ref string, attempt int, detail string) (stepRef, error) {
-	s := &store.Step{ThreadID: threadID, RunID: runID, Kind: kind, Target: target, Ref: ref, Attempt: attempt,
-		Replica: e.cfg.Replica, Epoch: epoch, Detail: detail}
-	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
-	defer cancel()
-	if err := e.journal().RecordStep(ctx, s); err != nil {
-		e.log.Warn("journal: record intent", "kind", kind, "target", target, "thread_id", threadID, "run_id", runID, "err", err)
-		return stepRef{e: e, threadID: threadID}, err
-	}
-	return stepRef{e: e, threadID: threadID, seq: s.Seq, epoch: epoch}, nil
-}
-
-// end records the step's outcome.
-func (s stepRef) end(end store.StepEnd) {
-	if s.seq == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
-	defer cancel()
-	end.Epoch = s.epoch
-	err := s.e.journal().EndStep(ctx, s.threadID, s.seq, end)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.e.log.Warn("journal: record outcome", "thread_id", s.threadID, "seq", s.seq, "err", err)
-	}
 }
 
 // cancelEnd is the journal's outcome of a cancel.
@@ -90,23 +43,7 @@ func cancelEnd(err error) store.StepEnd {
 
 // step records a step of the run that has no before and after, with its outcome.
 func (r *Run) step(kind, target, ref string, end store.StepEnd) {
-	r.e.step(r.ThreadID, r.RunID, r.journalEpoch(), kind, target, ref, end)
-}
-
-// step records a step of run (threadID, runID) that has no before and after, with its
-// outcome (the engine's own steps: a takeover, the cancel of a lapsed run's task).
-func (e *Engine) step(threadID, runID string, epoch int64, kind, target, ref string, end store.StepEnd) {
-	s := &store.Step{ThreadID: threadID, RunID: runID, Kind: kind, Target: target, Ref: ref,
-		Outcome: end.Outcome, Tag: end.Tag, FailureKind: end.FailureKind, InDoubt: end.InDoubt, Detail: end.Detail,
-		Replica: e.cfg.Replica, Epoch: epoch}
-	if s.Outcome == "" {
-		s.Outcome = store.StepOK
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
-	defer cancel()
-	if err := e.journal().RecordStep(ctx, s); err != nil {
-		e.log.Warn("journal: record step", "kind", kind, "target", target, "thread_id", threadID, "run_id", runID, "err", err)
-	}
+	r.e.journal.Record(r.journalRef(), kind, target, ref, end)
 }
 
 // toolStep is the journal's kind and target of a backend call, and whether it may be sent
@@ -138,7 +75,7 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 	if kind == "" {
 		return run(ctx)
 	}
-	var s stepRef
+	var s durable.Step
 	var err error
 	if safe {
 		// A call that may be re-issued goes out even unrecorded.
@@ -150,7 +87,7 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 		return taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))
 	}
 	out := run(ctx)
-	s.end(stepEnd(ctx, out))
+	s.End(stepEnd(ctx, out))
 	return out
 }
 
@@ -159,7 +96,7 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 // takes it: a store that is away for a moment delays the call, it does not drop it. It
 // fails when ctx ends, or when the store refused the intent as fenced or the lease was
 // lost (the run moved): the step is then not taken.
-func (r *Run) durableIntent(ctx context.Context, kind, target, ref, detail string) (stepRef, error) {
+func (r *Run) durableIntent(ctx context.Context, kind, target, ref, detail string) (durable.Step, error) {
 	pause := storeRetry
 	for {
 		s, err := r.intent(kind, target, ref, 1, detail)
@@ -195,26 +132,4 @@ func stepEnd(ctx context.Context, out toolOutcome) store.StepEnd {
 		end.Outcome = store.StepError
 	}
 	return end
-}
-
-// markInDoubtAfterTakeover reports, in the journal, the steps of a run taken over that
-// its previous owner began and never finished: their outcome is unknown. It marks them
-// under the epoch the takeover gave this replica: an error wrapping store.ErrFenced means
-// another replica took the run over since, and this one must leave the run to it.
-func (e *Engine) markInDoubtAfterTakeover(ctx context.Context, rec store.RunRecord) error {
-	pending, err := e.journal().PendingSteps(ctx, rec.ThreadID, rec.RunID)
-	if err != nil {
-		e.log.Warn("journal: pending steps of a run taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
-		return err
-	}
-	seqs := make([]int64, 0, len(pending))
-	for _, s := range pending {
-		seqs = append(seqs, s.Seq)
-	}
-	if _, err := e.journal().MarkInDoubt(ctx, rec.ThreadID, rec.RunID, rec.Epoch, seqs,
-		"the replica that began this step stopped before recording its outcome; it may or may not have happened"); err != nil {
-		e.log.Warn("journal: mark steps in doubt", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
-		return err
-	}
-	return nil
 }

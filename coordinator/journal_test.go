@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -32,7 +33,7 @@ func TestJournalAfterTakeover(t *testing.T) {
 		{ID: "c-read", Name: "fs__read", Arguments: `{}`},
 		{ID: "c-write", Name: "fs__write", Arguments: `{}`},
 	}}}
-	deadRun(t, st, "jt", conv, runWork{MCP: []workCall{
+	deadRun(t, st, "jt", conv, durable.Work{MCP: []durable.Call{
 		{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"},
 		{ToolCallID: "c-write", Tool: "fs__write", State: "started"}}})
 	runID := input("jt").RunID

@@ -58,6 +58,11 @@ func (r *Run) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
 			res.Server, res.ToolName), ""))
 	case mcpclient.StatusNotCompleted:
 		return taggedOutcome(bridge.TagError, bridge.MCPError(res.Message, res.Detail))
+	case mcpclient.StatusAuthRequired:
+		// The same tag as an agent whose user's token could not be obtained: nothing was
+		// sent, and the reason (Baton's own words) says what the user can do.
+		return taggedOutcome(bridge.TagAuthRequired, fmt.Sprintf("[%s:%s]\nMCP server %q was not called (tool %q): %s",
+			bridge.TagAuthRequired, bridge.TaskArg(""), res.Server, res.ToolName, res.Message))
 	}
 	return taggedOutcome(bridge.TagError, bridge.MCPError(fmt.Sprintf("The tool %q ended in a way the coordinator does not know.", res.ToolName), ""))
 }

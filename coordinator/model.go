@@ -247,6 +247,6 @@ func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[str
 			end.FailureKind = string(f.Kind)
 		}
 	}
-	s.end(end)
+	s.End(end)
 	return res, err
 }

@@ -83,9 +83,10 @@ func inputMessages(msgs []agui.Message) []store.Message {
 }
 
 // keeper renews the leases of this replica's runs, applies stop requests made through other
-// replicas and sweeps the event logs and finished runs past their retention, until stop is
-// closed.
-func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
+// replicas and sweeps the event logs and finished runs past their retention, until ctx ends
+// (the heartbeat service stops). A round once begun is finished: its store calls are not
+// cut by the stop.
+func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var signals <-chan struct{}
@@ -104,7 +105,7 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 	defer lapse.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-lapse.C:
 			e.takeOverLapsed(false)
@@ -117,9 +118,9 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 			continue
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
 		sent := time.Now()
-		renewed, err := e.cfg.Store.HeartbeatRuns(ctx, e.cfg.Replica, e.cfg.Lease)
+		renewed, err := e.cfg.Store.HeartbeatRuns(hctx, e.cfg.Replica, e.cfg.Lease)
 		cancel()
 		if err != nil {
 			e.log.Warn("store: heartbeat", "err", err)
@@ -141,21 +142,21 @@ func (e *Engine) keeper(stop <-chan struct{}, every time.Duration) {
 		// period when that is shorter, so no log outlives about twice its retention.
 		if now := time.Now(); now.Sub(lastSweep) >= min(time.Minute, e.cfg.EventRetention) {
 			lastSweep = now
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			if n, err := e.cfg.Store.SweepEvents(ctx, now.Add(-e.cfg.EventRetention)); err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			if n, err := e.cfg.Store.SweepEvents(sctx, now.Add(-e.cfg.EventRetention)); err != nil {
 				e.log.Warn("store: sweep event logs", "err", err)
 			} else if n > 0 {
 				e.log.Info("swept event logs", "events", n)
 			}
 			// Finished runs go too, with what is left of their logs: without this the runs
 			// table grows by one row per run forever.
-			if n, err := e.cfg.Store.SweepRuns(ctx, now.Add(-e.cfg.EventRetention)); err != nil {
+			if n, err := e.cfg.Store.SweepRuns(sctx, now.Add(-e.cfg.EventRetention)); err != nil {
 				e.log.Warn("store: sweep finished runs", "err", err)
 			} else if n > 0 {
 				e.log.Info("swept finished runs", "runs", n)
 			}
 			// Expired pending sign-ins (started, never completed) are removed too.
-			if n, err := e.cfg.Store.SweepSecrets(ctx, now); err != nil {
+			if n, err := e.cfg.Store.SweepSecrets(sctx, now); err != nil {
 				e.log.Warn("store: sweep expired secrets", "err", err)
 			} else if n > 0 {
 				e.log.Debug("swept expired secrets", "count", n)
@@ -336,7 +337,7 @@ func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *
 // wait (the events, the run's own messages) is the run log's writer's, after RUN_STARTED.
 func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	in := r.in
-	work := r.elog.firstWork(r.checkpointDoc(nil))
+	work := r.elog.FirstWork(r.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).
 	msgs := inputMessages(in.Messages[prepended:])
@@ -403,21 +404,4 @@ func (c *Config) maxThreads() int {
 	default:
 		return n
 	}
-}
-
-// firstWork sets the run's first checkpoint and returns the work document to store with
-// the run's start (nil when there is none to store). The document is not marked dirty:
-// the start stores it, and the log's writer must not write it before the run exists.
-func (l *runLog) firstWork(checkpoint json.RawMessage) json.RawMessage {
-	if checkpoint == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.work.Checkpoint, l.work.Results = checkpoint, nil
-	doc, err := json.Marshal(&l.work)
-	if err != nil {
-		return nil
-	}
-	return doc
 }

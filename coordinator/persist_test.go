@@ -12,6 +12,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -36,7 +37,7 @@ func TestRunRecordedInStore(t *testing.T) {
 	run, err := st.GetRun(ctx, "t", "r-t")
 	require.NoError(t, err)
 	assert.Equal(t, "completed", run.State)
-	var work runWork
+	var work durable.Work
 	require.NoError(t, json.Unmarshal(run.Work, &work))
 	require.Len(t, work.A2A, 1)
 	assert.Equal(t, "research", work.A2A[0].Agent)
@@ -181,14 +182,14 @@ func TestWorkRecordedWhileRunning(t *testing.T) {
 	for {
 		run, err := e.Store().GetRun(ctx, "w", "r-w")
 		require.NoError(t, err)
-		var work runWork
+		var work durable.Work
 		require.NoError(t, json.Unmarshal(run.Work, &work))
 		if len(work.A2A) == 1 {
 			got := work.A2A[0]
 			assert.NotEmpty(t, got.ToolCallID, "tied to its call, for a takeover")
 			assert.NotEmpty(t, got.SubagentRunID, "tied to its attribution, for a takeover")
 			got.ToolCallID, got.SubagentRunID = "", ""
-			assert.Equal(t, workTask{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, got)
+			assert.Equal(t, durable.Task{Agent: "research", TaskID: "task-live", ContextID: "ctx-1", State: "working"}, got)
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the task never reached the store: %s", run.Work)

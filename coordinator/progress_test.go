@@ -129,7 +129,7 @@ func floodRun(tb testing.TB, n int) floodStats {
 		}
 	}
 	<-r.Done()
-	r.elog.waitEnded()
+	r.elog.WaitEnded()
 	s.cpu, s.took = cpuTime()-cpu, time.Since(began)
 	watch.mu.Lock()
 	s.atReturn = watch.atReturn

@@ -13,8 +13,8 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
-	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -30,7 +30,7 @@ type Run struct {
 	seq *agui.Sequencer
 	q   *eventQueue
 	// elog writes the run's events to the store's event log.
-	elog   *runLog
+	elog   *durable.EventLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -74,9 +74,9 @@ type Run struct {
 	handedOff atomic.Bool
 	// begun: the store records the run as this replica's (BeginRun, or a takeover).
 	begun atomic.Bool
-	// lease holds back the run's side effects while its lease is not known to hold (nil
-	// without a heartbeat: fencing.go). Set before begun.
-	lease *fence.Lease
+	// own is this replica's ownership of the run: its epoch, and the lease that holds back
+	// its side effects while the lease is not known to hold (fencing.go). Set before begun.
+	own *durable.Owner
 	// releaseOnce closes released (the run's end, or its lease lapsing: fencing.go).
 	releaseOnce sync.Once
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
@@ -117,15 +117,14 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	})
 	// The stream of the starting request is the first watcher.
 	r.watch.n = 1
-	r.elog = newRunLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg)
 	// The live stream shows an event once the log has it (design/fencing.md).
+	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, r.q.storedUpTo)
 	r.q.gated = true
-	r.elog.onStored = r.q.storedUpTo
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		if !r.limit.admit(ev) {
 			return nil
 		}
-		r.elog.add(ev)
+		r.elog.Add(ev)
 		return r.q.push(ev)
 	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
 	r.limit.max = e.cfg.MaxEventsPerRun

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/bridge"
 	cancelpkg "github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
@@ -167,8 +168,8 @@ func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, ar
 	return r.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		// Recorded in the run's work document: a call that may have run is never re-issued
 		// silently unless its tool is idempotent.
-		r.elog.noteCall(c.ID, c.Name, idem, "started")
-		defer r.elog.noteCall(c.ID, c.Name, idem, "done")
+		r.elog.NoteCall(durable.Call{ToolCallID: c.ID, Tool: c.Name, Idempotent: idem, State: durable.CallStarted})
+		defer r.elog.NoteCall(durable.Call{ToolCallID: c.ID, Tool: c.Name, Idempotent: idem, State: durable.CallDone})
 		return r.e.cfg.Tools.Call(cctx, c.Name, args, opts)
 	})
 }

@@ -16,9 +16,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	wasClosing := e.closing
 	e.closing = true
 	e.mu.Unlock()
-	if e.stopJan != nil && !wasClosing {
-		close(e.stopJan)
-		<-e.janDone
+	if !wasClosing {
+		_ = e.expiry.Stop(context.WithoutCancel(ctx)) // waits for the sweep in progress
 	}
 	// The heartbeat outlives the runs: their leases hold until they have ended.
 	defer e.stopKeeper()
@@ -54,15 +53,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// stopKeeper stops the heartbeat (once).
+// stopKeeper stops the heartbeat, waiting for the round in progress.
 func (e *Engine) stopKeeper() {
-	if e.stopKeep == nil {
-		return
-	}
-	e.keepOnce.Do(func() {
-		close(e.stopKeep)
-		<-e.keepDone
-	})
+	_ = e.heartbeat.Stop(context.Background())
 }
 
 // settleCancels waits for the CancelTask calls still being confirmed in the background:

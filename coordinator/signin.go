@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -57,8 +58,8 @@ func (signInHome) deliver(ctx context.Context, r *Run, t *toolset, callID string
 	// Sent again as a fresh call: with the stored token now, or, when the user did not
 	// finish signing in, ending in a new sign-in interrupt.
 	return r.runSessionCall(ctx, t, callID, sign.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
-		r.elog.noteCall(callID, sign.Tool, false, "started")
-		defer r.elog.noteCall(callID, sign.Tool, false, "done")
+		r.elog.NoteCall(durable.Call{ToolCallID: callID, Tool: sign.Tool, State: durable.CallStarted})
+		defer r.elog.NoteCall(durable.Call{ToolCallID: callID, Tool: sign.Tool, State: durable.CallDone})
 		return r.e.cfg.Tools.Call(cctx, sign.Tool, sign.Args, opts)
 	})
 }

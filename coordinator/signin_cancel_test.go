@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -176,7 +177,7 @@ func TestLostRunCancelCarriesOwnersCredentials(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	deadRun(t, st, "gone", deadDelegationConv(), runWork{A2A: []workTask{
+	deadRun(t, st, "gone", deadDelegationConv(), durable.Work{A2A: []durable.Task{
 		{Agent: "research", TaskID: "task-a", State: string(a2a.StateWorking), ToolCallID: "call_1"},
 		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
 	}}, deadDelegationEvents()...)

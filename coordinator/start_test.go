@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -45,7 +46,7 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			run, err := st.GetRun(ctx, "t", "r-t")
 			require.NoError(t, err)
 			assert.Equal(t, store.RunRunning, run.State)
-			var work runWork
+			var work durable.Work
 			require.NoError(t, json.Unmarshal(run.Work, &work))
 			var cp checkpoint
 			require.NoError(t, json.Unmarshal(work.Checkpoint, &cp), "the first checkpoint is stored with the start")

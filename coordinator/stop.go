@@ -42,7 +42,7 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		return ErrRunFinished
 	}
 	if r.begun.Load() && !r.handedOff.Load() {
-		mine, err := e.ownsRun(ctx, r)
+		mine, err := r.own.Holds(ctx, e.cfg.Store)
 		if err != nil {
 			return fmt.Errorf("coordinator: stop: %w", err)
 		}
@@ -55,6 +55,14 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 	}
 	if r.handedOff.Load() {
 		return e.stopElsewhere(ctx, threadID, runID)
+	}
+	if r.begun.Load() {
+		// The stop is recorded with the run before it is carried out here: if this replica
+		// dies while it cancels the run's downstream work, the replica that takes the run
+		// over stops it too (applyStops) instead of driving it on.
+		if _, err := e.cfg.Store.RequestStop(ctx, threadID, runID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			r.log.Warn("store: record the stop; it is carried out here only", "err", err)
+		}
 	}
 	r.Cancel(ErrStopped)
 	return nil

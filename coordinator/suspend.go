@@ -101,7 +101,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 		// Saved only while this replica owns the run (fencing.go).
-		Epoch: r.elog.epoch,
+		Epoch: r.elog.Epoch(),
 	}
 	// Persist on a context of its own: a client that disconnects right now must not lose
 	// the question.

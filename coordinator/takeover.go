@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -34,9 +35,13 @@ type takenOver struct {
 	cp   checkpoint
 	conv []llm.Message // nil: the run starts over from its input
 	fs   FailureState
-	work runWork
+	work durable.Work
 	// fresh: not even RUN_STARTED reached the log; the stream starts here.
 	fresh bool
+	// started and resulted: the tool calls whose TOOL_CALL_START and TOOL_CALL_RESULT
+	// reached the log. The work document is stored ahead of the events, so a result the
+	// checkpoint holds may be missing from the log; the new owner streams it (logResults).
+	started, resulted map[string]bool
 }
 
 // takeOverLapsed takes over the runs of other replicas whose lease lapsed (all of them
@@ -139,7 +144,7 @@ func (e *Engine) retryTakeovers(ctx context.Context) {
 // when the claim that renewed its lease was sent.
 func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord, claimed time.Time) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID, "takeover", true)
-	var work runWork
+	var work durable.Work
 	if len(rec.Work) > 0 {
 		if err := json.Unmarshal(rec.Work, &work); err != nil {
 			log.Warn("takeover: unreadable work document")
@@ -191,31 +196,38 @@ func (e *Engine) adoptLater(rec store.RunRecord) {
 
 // restoredRun is the Run of a run taken over, its stream state as the dead replica left
 // it: numbering, what is open, and the messages its part of the run adds to the thread.
-func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work runWork, evs []store.Event, log *slog.Logger) *Run {
+func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable.Work, evs []store.Event, log *slog.Logger) *Run {
 	r := newRun(e, in)
 	r.owner = to.cp.Owner
 	r.resumed = to
 	// Not even RUN_STARTED was stored: the run starts its stream here.
 	r.resumed.fresh = len(evs) == 0
-	r.elog.work = work
+	to.started, to.resulted = map[string]bool{}, map[string]bool{}
 	// Nobody streams this run live: its events go to the log, where reconnecting clients
 	// follow it (on this replica they are woken at each append).
 	r.watch.n, r.watch.liveGone = 0, true
 	r.q.abandon()
 	// The stream's state as the dead replica left it: numbering, what is open, and the
 	// messages its part of the run adds to the thread (stored when the run ends).
+	restored := make([]agui.Event, 0, len(evs))
 	for _, ev := range evs {
 		if ae := storedEvent(ev.Data); ae != nil {
 			if err := r.seq.Restore(ae); err != nil {
 				log.Debug("takeover: stored event not restored", "seq", ev.Seq, "err", err)
 			}
-			r.elog.msgs.add(ae)
+			restored = append(restored, ae)
+			switch v := ae.(type) {
+			case *agui.ToolCallStart:
+				to.started[v.ToolCallID] = true
+			case *agui.ToolCallResult:
+				to.resulted[v.ToolCallID] = true
+			}
 		}
 	}
 	// The numbering goes on densely from the log: a live stream shows only events the log
 	// has (eventQueue.gated), and the previous owner can store nothing more once the claim
 	// moved the epoch on, so no client holds an id past the log's last.
-	r.elog.seq = lastSeq(evs)
+	r.elog.Restore(work, restored, lastSeq(evs))
 	r.begun.Store(true)
 	return r
 }
@@ -223,7 +235,7 @@ func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work runWork
 // startTakenOver registers a restored run as the thread's active run and executes it,
 // unless this replica is closing (the lease or the hand-off passes it on) or the thread is
 // busy here.
-func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work runWork, r *Run, to *takenOver, log *slog.Logger) {
+func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, r *Run, to *takenOver, log *slog.Logger) {
 	e.mu.Lock()
 	if e.closing {
 		// Left to the lease (or to the hand-off's release): another replica continues it.
@@ -251,9 +263,9 @@ func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work r
 	r.startTrace(context.Background())
 	e.active[rec.ThreadID] = r
 	e.mu.Unlock()
-	log.Info("run taken over; continuing it here", "from_seq", r.elog.seq, "turn_calls", len(work.Results))
+	log.Info("run taken over; continuing it here", "from_seq", r.elog.Seq(), "turn_calls", len(work.Results))
 	// The previous owner's unfinished steps first, then the takeover itself.
-	if err := e.markInDoubtAfterTakeover(ctx, rec); errors.Is(err, store.ErrFenced) {
+	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
 		// Taken over again since: the run stops here as soon as it starts, cancelling
 		// nothing.
 		r.moved("the store refused to mark its steps in doubt")
@@ -264,13 +276,13 @@ func (e *Engine) startTakenOver(ctx context.Context, rec store.RunRecord, work r
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
-		defer r.elog.runEnded() // before wg.Done: the log's writer joins e.wg first
+		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
 }
 
 // decodeTakeover reads the checkpoint; why is not empty when the run cannot continue.
-func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
+func (e *Engine) decodeTakeover(work durable.Work) (to *takenOver, why string) {
 	if len(work.Checkpoint) == 0 {
 		return nil, "it has no checkpoint"
 	}
@@ -302,14 +314,14 @@ func (e *Engine) decodeTakeover(work runWork) (to *takenOver, why string) {
 // endTakenOver ends a run taken over that cannot continue: its remote tasks are cancelled,
 // its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
 // which would hand it out for cleanup once more).
-func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work runWork, why string) {
-	if err := e.markInDoubtAfterTakeover(ctx, rec); errors.Is(err, store.ErrFenced) {
+func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, why string) {
+	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
 		// Another replica took the run over since: its work is that replica's to follow,
 		// not to be cancelled from here.
 		e.log.Warn("takeover: the run has a newer owner; leaving it", "thread_id", rec.ThreadID, "run_id", rec.RunID)
 		return
 	}
-	e.step(rec.ThreadID, rec.RunID, 0, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
+	e.journal.Record(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID}, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
 	e.cancelWork(rec, work)
 	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")
 	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
@@ -319,9 +331,9 @@ func (e *Engine) endTakenOver(ctx context.Context, rec store.RunRecord, work run
 
 // cancelWork cancels, in parallel, the run's A2A tasks its work document lists as not
 // terminal, and records them as canceled so that nobody cancels them again.
-func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
+func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
-	owner := work.owner()
+	owner := workOwner(work)
 	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -336,9 +348,10 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 		wg.Go(func() {
 			// Confirmed like a run's cancels: retried in the background until the
 			// agent confirms (cancels.go).
-			st, _ := e.intent(rec.ThreadID, rec.RunID, 0, store.StepCancel, a.Name, t.TaskID, 1, "lapsed run: its task is cancelled")
+			st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
+				durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: t.TaskID, Attempt: 1, Detail: "lapsed run: its task is cancelled"})
 			err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled")
-			st.end(cancelEnd(err))
+			st.End(cancelEnd(err))
 			if err != nil {
 				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
 			}
@@ -352,4 +365,9 @@ func (e *Engine) cancelWork(rec store.RunRecord, work runWork) {
 			}
 		}
 	}
+}
+
+// recRef is the journal's reference to a run record, under the record's epoch.
+func recRef(rec store.RunRecord) durable.RunRef {
+	return durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID, Epoch: rec.Epoch}
 }

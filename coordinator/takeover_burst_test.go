@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -20,7 +21,7 @@ func burstThreads(t *testing.T, st store.Store, n int) []string {
 	threads := make([]string, n)
 	for i := range threads {
 		threads[i] = fmt.Sprintf("burst-%03d", i)
-		deadRun(t, st, threads[i], []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, runWork{})
+		deadRun(t, st, threads[i], []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
 	}
 	return threads
 }

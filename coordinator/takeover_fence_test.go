@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -54,7 +55,7 @@ func TestTakeOverFencedInDoubt(t *testing.T) {
 	conv := []llm.Message{{Role: llm.RoleUser, Content: "hello"}, {Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
 		{ID: "c-read", Name: "fs__read", Arguments: `{}`},
 	}}}
-	deadRun(t, st, "jf", conv, runWork{MCP: []workCall{{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"}}})
+	deadRun(t, st, "jf", conv, durable.Work{MCP: []durable.Call{{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"}}})
 	runID := input("jf").RunID
 	require.NoError(t, st.RecordStep(ctx, &store.Step{ThreadID: "jf", RunID: runID, Kind: store.StepToolCall,
 		Target: "fs__read", Ref: "c-read", Replica: "replica-dead"}))

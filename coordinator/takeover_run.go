@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
 )
@@ -47,10 +48,27 @@ func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Me
 		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
 	conv = to.conv
+	r.logResults(conv)
 	if calls := pendingCalls(conv); len(calls) > 0 {
 		conv, done, reason = r.settleTurn(ctx, tools, conv, calls)
 	}
 	return conv, system, done, reason
+}
+
+// logResults streams the results that the checkpoint's conversation holds for calls of
+// this run whose TOOL_CALL_START is in the log but whose TOOL_CALL_RESULT is not: the
+// previous owner stored the checkpoint and died before the result's event was stored.
+// Without them a reconnecting client would never see those calls end.
+func (r *Run) logResults(conv []llm.Message) {
+	to := r.resumed
+	for _, m := range conv {
+		if m.Role != llm.RoleTool || !to.started[m.ToolCallID] || to.resulted[m.ToolCallID] {
+			continue
+		}
+		to.resulted[m.ToolCallID] = true
+		r.log.Info("takeover: streaming a tool result the log was missing", "tool_call_id", m.ToolCallID)
+		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
+	}
 }
 
 // pendingCalls returns the tool calls of the last assistant message of conv when the
@@ -87,6 +105,10 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 		case resumeResult:
 			outcomes[i] = toolOutcome{ToolResult: work.Results[c.ID]}
 			sent[i] = true
+			if r.resumed.started[c.ID] && !r.resumed.resulted[c.ID] {
+				// Recorded in the work document, not yet in the log: streamed now, once.
+				r.emitResult(ctx, c.ID, outcomes[i])
+			}
 		case resumeInDoubt:
 			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 			sent[i] = true
@@ -165,7 +187,7 @@ func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID stri
 // taskID in the run's work: a resume records its task before sending the answer, so that
 // replica may have delivered it.
 func (r *Run) answerMaySent(taskID string) bool {
-	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w workTask) bool { return w.TaskID == taskID })
+	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w durable.Task) bool { return w.TaskID == taskID })
 }
 
 // subIDAfterTakeover is the sub-agent id for a delegation of a run taken over: a stored
@@ -178,10 +200,10 @@ func (r *Run) subIDAfterTakeover(subID string) string {
 	return ""
 }
 
-// owner is the principal of the run whose work this is, from its checkpoint; "" (the
+// workOwner is the principal of the run whose work this is, from its checkpoint; "" (the
 // anonymous principal) when it has none or it cannot be read. The cancels of a lost run's
 // tasks carry that principal's credentials for agents that require them.
-func (w runWork) owner() string {
+func workOwner(w durable.Work) string {
 	var cp struct {
 		Owner string `json:"owner"`
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -73,7 +74,7 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 	for {
 		run, err := e.Store().GetRun(ctx, "cp", "r-cp")
 		require.NoError(t, err)
-		var work runWork
+		var work durable.Work
 		require.NoError(t, json.Unmarshal(run.Work, &work))
 		var why string
 		if to, why = e.decodeTakeover(work); why == "" && len(pendingCalls(to.conv)) == 1 && len(work.A2A) == 1 {
@@ -108,23 +109,23 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 func TestCheckpointRefusals(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{}`)}, &fakeAgent{})
 	in := mustJSON(input("x"))
-	good := func() runWork {
-		return runWork{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hi"}})})}
+	good := func() durable.Work {
+		return durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hi"}})})}
 	}
 	_, why := e.decodeTakeover(good())
 	require.Empty(t, why)
-	for name, w := range map[string]runWork{
+	for name, w := range map[string]durable.Work{
 		"none":     {},
 		"garbage":  {Checkpoint: json.RawMessage(`{"v":1,"input":`)},
 		"version":  {Checkpoint: mustJSON(checkpoint{V: 99, Input: in})},
 		"no input": {Checkpoint: mustJSON(checkpoint{V: checkpointVersion})},
 		"bad conv": {Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Input: in, Conv: json.RawMessage(`{"x":1}`)})},
-		"agent gone": func() runWork {
+		"agent gone": func() durable.Work {
 			w := good()
-			w.A2A = []workTask{{Agent: "gone", TaskID: "t", State: "working"}}
+			w.A2A = []durable.Task{{Agent: "gone", TaskID: "t", State: "working"}}
 			return w
 		}(),
-		"time passed": func() runWork {
+		"time passed": func() durable.Work {
 			w := good()
 			cp := checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{}), State: mustJSON(FailureState{Active: time.Hour})}
 			w.Checkpoint = mustJSON(cp)
@@ -143,8 +144,8 @@ func TestResumeDecision(t *testing.T) {
 		mcp:      map[string]mcpclient.Tool{"fs__read": {Name: "fs__read", Idempotent: true}, "fs__write": {Name: "fs__write"}},
 		frontend: map[string]agui.Tool{"ui_confirm": {Name: "ui_confirm"}},
 	}
-	work := &runWork{
-		A2A:     []workTask{{Agent: "research", TaskID: "task-1", ToolCallID: "c-followed", State: "TASK_STATE_WORKING"}},
+	work := &durable.Work{
+		A2A:     []durable.Task{{Agent: "research", TaskID: "task-1", ToolCallID: "c-followed", State: "TASK_STATE_WORKING"}},
 		Results: map[string]ToolResult{"c-done": {Text: "[OK]\nfine", Tag: "OK"}},
 	}
 	for _, tc := range []struct {
@@ -175,7 +176,7 @@ func TestResumeDecision(t *testing.T) {
 
 // deadRun records in st a run of a replica that died mid-turn: its checkpoint (conv ends
 // with the assistant's calls), its work and the events it had logged.
-func deadRun(t *testing.T, st store.Store, thread string, conv []llm.Message, work runWork, evs ...agui.Event) {
+func deadRun(t *testing.T, st store.Store, thread string, conv []llm.Message, work durable.Work, evs ...agui.Event) {
 	t.Helper()
 	ctx := context.Background()
 	in := input(thread)
@@ -263,7 +264,7 @@ func TestTakeOverFollowsTask(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	deadRun(t, st, "tk", deadDelegationConv(), runWork{A2A: []workTask{{Agent: "research", TaskID: "task-9", ContextID: "ctx-1",
+	deadRun(t, st, "tk", deadDelegationConv(), durable.Work{A2A: []durable.Task{{Agent: "research", TaskID: "task-9", ContextID: "ctx-1",
 		State: string(a2a.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
 
 	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, obs a2a.Observer) (*a2a.Result, error) {
@@ -320,7 +321,7 @@ func TestTakeOverCannotContinue(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	deadRun(t, st, "gone", deadDelegationConv(), runWork{A2A: []workTask{
+	deadRun(t, st, "gone", deadDelegationConv(), durable.Work{A2A: []durable.Task{
 		{Agent: "research", TaskID: "task-a", State: string(a2a.StateWorking), ToolCallID: "call_1"},
 		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
 	}}, deadDelegationEvents()...)
@@ -353,8 +354,8 @@ func TestTakeOverMCPCalls(t *testing.T) {
 		{ID: "c-write", Name: "fs__write", Arguments: `{}`},
 		{ID: "c-done", Name: "fs__write", Arguments: `{"n":2}`},
 	}}}
-	deadRun(t, st, "mcp", conv, runWork{
-		MCP:     []workCall{{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"}, {ToolCallID: "c-write", Tool: "fs__write", State: "started"}},
+	deadRun(t, st, "mcp", conv, durable.Work{
+		MCP:     []durable.Call{{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"}, {ToolCallID: "c-write", Tool: "fs__write", State: "started"}},
 		Results: map[string]ToolResult{"c-done": {Text: "[OK]\nwritten 2", Tag: "OK"}},
 	})
 	var cmu sync.Mutex
@@ -427,7 +428,7 @@ func TestHandoffAtShutdown(t *testing.T) {
 	for {
 		rec, err := st.GetRun(context.Background(), "h", "r-h")
 		require.NoError(t, err)
-		var w runWork
+		var w durable.Work
 		require.NoError(t, json.Unmarshal(rec.Work, &w))
 		if len(w.A2A) == 1 && len(pendingCallsOf(t, w)) == 1 {
 			break
@@ -457,7 +458,7 @@ func TestHandoffAtShutdown(t *testing.T) {
 	assert.Equal(t, "RUN_FINISHED", typs[len(typs)-1])
 }
 
-func pendingCallsOf(t *testing.T, w runWork) []llm.ToolCall {
+func pendingCallsOf(t *testing.T, w durable.Work) []llm.ToolCall {
 	t.Helper()
 	if len(w.Checkpoint) == 0 {
 		return nil
@@ -528,7 +529,7 @@ func TestTakeOverRetriedAfterStoreFailure(t *testing.T) {
 	mem, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = mem.Close() })
-	deadRun(t, mem, "flaky", deadDelegationConv(), runWork{A2A: []workTask{{Agent: "research", TaskID: "task-f", ContextID: "ctx-1",
+	deadRun(t, mem, "flaky", deadDelegationConv(), durable.Work{A2A: []durable.Task{{Agent: "research", TaskID: "task-f", ContextID: "ctx-1",
 		State: string(a2a.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
 	st := &flakyEventsStore{Store: mem}
 	st.fails.Store(2)

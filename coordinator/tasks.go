@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/durable"
 )
 
 // Tasks belong to threads: the A2A tasks a thread started are recorded with the thread in
@@ -31,7 +32,7 @@ func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
 	}
 	// The run's work document in the store follows every task and state it sees.
 	if r := e.active[threadID]; r != nil {
-		r.elog.noteTask(ref.agent, taskID, ref.contextID, string(ref.state), "", "")
+		r.elog.NoteTask(durable.Task{Agent: ref.agent, TaskID: taskID, ContextID: ref.contextID, State: string(ref.state)})
 	}
 }
 
@@ -104,7 +105,7 @@ func (e *Engine) loadStoredTasks(ctx context.Context, threadID string) {
 	}
 	tasks := map[string]TaskRecord{}
 	for i := len(runs) - 1; i >= 0; i-- { // oldest first, so a newer state wins
-		var w runWork
+		var w durable.Work
 		if len(runs[i].Work) == 0 || json.Unmarshal(runs[i].Work, &w) != nil {
 			continue
 		}

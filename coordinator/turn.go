@@ -213,11 +213,11 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	// the run over settles them (takeover.go) rather than asking the model again, which
 	// would send them a second time.
 	r.noteCheckpoint(conv)
-	if err := r.saveWorkNow(ctx); err != nil {
+	if err := r.elog.SaveWorkNow(ctx, r.mayAct); err != nil {
 		return conv, nil, true, r.finishCancelled(ctx)
 	}
 	// The turn's events are in the log before its calls go out (design/fencing.md).
-	if err := r.elog.flush(ctx); err != nil {
+	if err := r.elog.Flush(ctx); err != nil {
 		return conv, nil, true, r.finishCancelled(ctx)
 	}
 	return conv, turn.message.ToolCalls, false, EndReason{}

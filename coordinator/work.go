@@ -3,134 +3,19 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
-// runWork is a run's downstream work as the store keeps it (runs.work): the A2A tasks it
-// delegated to and the MCP calls it made, with what a replica taking the run over needs to
-// know (task ids to resubscribe or cancel; whether a call may be sent again). It is one JSON
-// document: nothing queries inside it.
-type runWork struct {
-	A2A []workTask `json:"a2a"`
-	MCP []workCall `json:"mcp"`
-	// Checkpoint is where a replica taking the run over continues it from (takeover.go),
-	// encoded when it was taken; Results are the results of the current turn's tool
-	// calls that have ended since (by tool call id).
-	Checkpoint json.RawMessage       `json:"checkpoint,omitempty"`
-	Results    map[string]ToolResult `json:"results,omitempty"`
-}
-
-type workTask struct {
-	Agent     string `json:"agent"`
-	TaskID    string `json:"taskId"`
-	ContextID string `json:"contextId,omitempty"`
-	State     string `json:"state"`
-	// ToolCallID and SubagentRunID tie the task to the call that started it and to its
-	// attribution in the run's stream, for a replica that takes the run over.
-	ToolCallID    string `json:"toolCallId,omitempty"`
-	SubagentRunID string `json:"subagentRunId,omitempty"`
-}
-
-type workCall struct {
-	ToolCallID string `json:"toolCallId"`
-	Tool       string `json:"tool"`
-	// Idempotent: the tool is annotated idempotent or read-only, so it may be re-issued.
-	Idempotent bool `json:"idempotent"`
-	// State is "started" until the call returns, then "done".
-	State string `json:"state"`
-}
-
-// maxWorkItems bounds the entries of each list (a run is bounded by max_iterations anyway).
-const maxWorkItems = 1000
-
-// noteTask records an A2A task of the run and its latest state.
-func (l *runLog) noteTask(agent, taskID, contextID, state, toolCallID, subID string) {
-	if taskID == "" {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.frozen {
-		return
-	}
-	for i := range l.work.A2A {
-		if w := &l.work.A2A[i]; w.TaskID == taskID {
-			w.State = state
-			if contextID != "" {
-				w.ContextID = contextID
-			}
-			l.workDirty = true
-			l.wake()
-			return
-		}
-	}
-	if len(l.work.A2A) < maxWorkItems {
-		l.work.A2A = append(l.work.A2A, workTask{Agent: agent, TaskID: taskID, ContextID: contextID, State: state,
-			ToolCallID: toolCallID, SubagentRunID: subID})
-		l.workDirty = true
-		l.wake()
-	}
-}
-
-// noteCall records an MCP call of the run and whether it has returned.
-func (l *runLog) noteCall(toolCallID, tool string, idempotent bool, state string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.frozen {
-		return
-	}
-	for i := range l.work.MCP {
-		if w := &l.work.MCP[i]; w.ToolCallID == toolCallID {
-			w.State = state
-			l.workDirty = true
-			l.wake()
-			return
-		}
-	}
-	if len(l.work.MCP) < maxWorkItems {
-		l.work.MCP = append(l.work.MCP, workCall{ToolCallID: toolCallID, Tool: tool, Idempotent: idempotent, State: state})
-		l.workDirty = true
-		l.wake()
-	}
-}
-
-// saveWork writes the work document when it changed since the last write. Writes are
-// serialised (saveMu), so that an older document never lands after a newer one. A write the
-// store did not take leaves the document to write again (the writer retries it); one the
-// store refused as fenced stops the run here (fenceOff).
-func (l *runLog) saveWork() error {
-	l.saveMu.Lock()
-	defer l.saveMu.Unlock()
-	l.mu.Lock()
-	if !l.workDirty || l.fenced {
-		l.mu.Unlock()
-		return nil
-	}
-	l.workDirty = false
-	doc, err := json.Marshal(&l.work)
-	l.mu.Unlock()
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	err = l.st.SaveRunWork(ctx, l.thread, l.run, l.epoch, doc)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrFenced):
-		l.fenceOff(err)
-	default:
-		l.log.Warn("store: save run work; trying again", "err", err)
-		l.mu.Lock()
-		l.workDirty = true
-		l.mu.Unlock()
-	}
-	return err
-}
+// The store's write bounds, as the event log (package durable) applies them.
+const (
+	storeWriteTimeout  = durable.StoreWriteTimeout
+	maxStoreRetry      = durable.MaxStoreRetry
+	storeRetry         = durable.StoreRetry
+	maxStoreRetryPause = durable.MaxStoreRetryPause
+)
 
 // reapLapsed looks after the runs of replicas that stopped heartbeating: a running run
 // whose lease lapsed is taken over and continued here (takeover.go); a run that BeginRun
@@ -147,7 +32,7 @@ func (e *Engine) reapLapsed() {
 		return
 	}
 	for _, run := range runs {
-		var work runWork
+		var work durable.Work
 		if len(run.Work) > 0 {
 			if err := json.Unmarshal(run.Work, &work); err != nil {
 				e.log.Warn("lost run: unreadable work document", "thread_id", run.ThreadID, "run_id", run.RunID)

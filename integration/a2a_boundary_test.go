@@ -358,6 +358,7 @@ func TestA2ABoundaryHeadersNotLogged(t *testing.T) {
 		mu.Lock()
 		seen = append(seen, r.Header.Clone())
 		mu.Unlock()
+		bufferBody(r)
 		rp.ServeHTTP(w, r)
 	})
 	proxy.Start()

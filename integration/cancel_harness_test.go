@@ -386,6 +386,7 @@ func startDropWatch(t testing.TB, target string) *dropWatch {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// ReverseProxy panics with http.ErrAbortHandler when the response cannot be copied
 		// to a client that went away.
+		bufferBody(r)
 		defer func() {
 			p := recover()
 			if p != nil || r.Context().Err() != nil {
@@ -404,6 +405,23 @@ func startDropWatch(t testing.TB, target string) *dropWatch {
 	})
 	dw.URL = srv.URL
 	return dw
+}
+
+// bufferBody reads r's body into memory before it is proxied. ReverseProxy copies the
+// body to the upstream while it already relays the upstream's response, and net/http's
+// HTTP/1 server ends a request body once the response has begun: the transport's last
+// read of it then fails, and it closes the upstream connection mid-response (the client
+// sees an unexpected EOF that no component under test caused).
+func bufferBody(r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	b, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		b = nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
 }
 
 // Dropped returns how many requests lost their client before the response was complete.

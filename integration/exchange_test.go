@@ -137,6 +137,7 @@ func countingProxy(t *testing.T, target string) (string, *atomic.Int64) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
+		bufferBody(r)
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
@@ -188,8 +189,9 @@ func toolResult(t *testing.T, base, token, text string) string {
 
 // TestTokenExchange: the agent and the MCP server each receive a token whose sub is the
 // user and whose aud is theirs; a second call is served from the cache (no new exchange);
-// two users never get each other's token; a refused exchange is [AUTH_REQUIRED] and the
-// agent is not called; no token reaches the logs.
+// two users never get each other's token; a refused exchange is [AUTH_REQUIRED] for the
+// agent and for the MCP server, and neither is called; the provider accepts only a
+// subject_token_type of JWT (idp.mjs); no token reaches the logs.
 func TestTokenExchange(t *testing.T) {
 	p := startIDP(t)
 	tokenURL, exchanges := countingProxy(t, p.issuer)
@@ -223,7 +225,9 @@ func TestTokenExchange(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out, "[AUTH_REQUIRED:task_id=none]"), out)
 	assert.Contains(t, out, "refused to issue a token for this user (invalid_target)", "the reason the user can act on")
 	assert.Len(t, agent.subjects(), 3, "the agent was not called for mallory")
-	assert.NotContains(t, toolResult(t, base, mallory, "who__whoami: hello"), "sub=mallory")
+	out = toolResult(t, base, mallory, "who__whoami: hello")
+	assert.True(t, strings.HasPrefix(out, "[AUTH_REQUIRED:task_id=none]\nMCP server \"who\" was not called"), out)
+	assert.Contains(t, out, "refused to issue a token for this user (invalid_target)", "the reason the user can act on")
 	assert.Zero(t, mcpRefused.Load(), "the MCP server never received a call without a valid token")
 
 	stdout, stderr := coord.Logs()

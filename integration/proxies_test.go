@@ -13,14 +13,13 @@ package integration
 // A proxy that is not installed skips its subtest (fails when CI is set); `make proxies`
 // installs Debian's packages.
 //
-// Caddy (Debian's 2.6.2, deploy/proxies/Caddyfile) is not in the list unless BATON_TEST_CADDY
-// is set: it cuts a stream now and then. Its log then says "reading from backend … use of
-// closed network connection" and "aborting with incomplete response": Caddy closed its own
-// connection to the coordinator mid-stream, and the client saw a clean end without a terminal
-// event. Measured with this test: -count=10 -run TestBehindProxies/caddy failed 7 of 10
-// iterations (one cut among the 50 streams, 0.3 to 1.5 s after they opened; once the reconnect
-// stream); -race -count=3 of all three proxies: caddy 2 of 3, nginx and HAProxy 0. The same
-// with the transport timeouts removed, and after waiting 3 s past Caddy's start.
+// Caddy (Debian's 2.6.2) runs with buffer_requests (deploy/proxies/Caddyfile): without it, it
+// cut a stream now and then ("reading from backend … use of closed network connection",
+// "aborting with incomplete response"). Its transport was still sending the request body to
+// the coordinator when the coordinator's response began; net/http's server then ends the
+// client's request body, the transport's last read of it fails, and the transport closes the
+// backend connection mid-response. Measured with -count=10 -run TestBehindProxies/caddy: 3 of
+// 10 iterations failed without buffer_requests, 0 of 30 with it.
 
 import (
 	"bufio"
@@ -192,13 +191,10 @@ var proxyKinds = []proxyKind{
 		return []string{bin, "-p", dir, "-c", path, "-g", "daemon off; pid " + filepath.Join(dir, "nginx.pid") + "; error_log stderr warn;"}
 	}},
 	{name: "haproxy", file: "haproxy.cfg", argv: func(bin, path, _ string) []string { return []string{bin, "-db", "-f", path} }},
+	{name: "caddy", file: "Caddyfile", argv: func(bin, path, _ string) []string {
+		return []string{bin, "run", "--adapter", "caddyfile", "--config", path}
+	}},
 }
-
-// caddyKind runs deploy/proxies/Caddyfile; see the note at the top of the file for why it is
-// not in proxyKinds (BATON_TEST_CADDY=1 adds it).
-var caddyKind = proxyKind{name: "caddy", file: "Caddyfile", argv: func(bin, path, _ string) []string {
-	return []string{bin, "run", "--adapter", "caddyfile", "--config", path}
-}}
 
 // proxyBinary finds the proxy's binary on PATH or in /usr/sbin (Debian's nginx and haproxy).
 func proxyBinary(name string) (string, error) {
@@ -432,11 +428,7 @@ func TestBehindProxies(t *testing.T) {
 	cancelling := startBatonForCancel(t, cancelConfig{LLMURL: model.URL, Agents: agents})
 	detaching := startBatonForCancel(t, cancelConfig{LLMURL: model.URL, Agents: agents, OnDisconnect: "detach", ReconnectGrace: "10m"})
 
-	kinds := proxyKinds
-	if os.Getenv("BATON_TEST_CADDY") != "" { // to reproduce the cut streams behind Caddy
-		kinds = append(kinds, caddyKind)
-	}
-	for _, k := range kinds {
+	for _, k := range proxyKinds {
 		t.Run(k.name, func(t *testing.T) {
 			bin, err := proxyBinary(k.name)
 			if err != nil {

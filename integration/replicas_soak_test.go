@@ -125,6 +125,7 @@ func startRoundRobin(t *testing.T, targets ...string) string {
 	}
 	var next atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bufferBody(r)
 		proxies[int(next.Add(1))%len(proxies)].ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)

@@ -35,6 +35,9 @@ const (
 	// (a declined link, an unsupported request, a server that kept asking); Detail may
 	// hold the server's text.
 	StatusNotCompleted Status = "not_completed"
+	// StatusAuthRequired: the call was not sent because the user's own credentials for the
+	// server could not be obtained (ErrAuthRequired); Message says why in plain words.
+	StatusAuthRequired Status = "auth_required"
 )
 
 // Result is the typed outcome of Call and Resume. Text fields named Detail, Note and

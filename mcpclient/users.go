@@ -40,6 +40,21 @@ type Auth struct {
 	HasGrant func(ctx context.Context, principal string) bool
 }
 
+// ErrAuthRequired is wrapped by an OAuth handler's error when the user's own credentials for
+// the server could not be obtained (a refused token exchange, no identity-provider token of
+// the user): the call is not sent, and its result says so (StatusAuthRequired) instead of
+// reading as a refusal by the server. Use *AuthRequiredError to carry a reason.
+var ErrAuthRequired = errors.New("the user's credentials for the server could not be obtained")
+
+// AuthRequiredError is an ErrAuthRequired with a plain reason for the model and the user
+// (what happened, what can be done); it must hold no token material.
+type AuthRequiredError struct{ Reason string }
+
+func (e *AuthRequiredError) Error() string { return ErrAuthRequired.Error() + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrAuthRequired) true.
+func (e *AuthRequiredError) Is(target error) bool { return target == ErrAuthRequired }
+
 // SignInTool is the server's own name of the tool offered by a PerPrincipal server whose
 // tools are not known yet.
 const SignInTool = "sign_in"
@@ -311,6 +326,17 @@ func (c *call) signInError(err error) (Result, error, bool) {
 			return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, merr), true
 		}
 		return Result{}, &SignInRequired{Server: c.e.Server, Tool: c.e.Name, ToolName: c.e.ToolName, Args: args, NeedsSignIn: ns}, true
+	}
+	if errors.Is(err, ErrAuthRequired) {
+		reason := "Baton could not obtain the user's credentials for it."
+		var are *AuthRequiredError
+		if errors.As(err, &are) && are.Reason != "" {
+			reason = are.Reason
+		}
+		c.r.log.InfoContext(c.logCtx, "mcp call not sent: the user's credentials could not be obtained", "server", c.e.Server, "tool", c.e.ToolName)
+		r := c.result(StatusAuthRequired)
+		r.Message = reason
+		return r, nil, true
 	}
 	switch {
 	case errors.Is(err, signin.ErrForbidden):

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 
 	"github.com/baton-dev/baton/internal/testutil/oauthmcp"
 	"github.com/baton-dev/baton/signin"
@@ -289,4 +290,48 @@ func TestReSignInAsAnotherUserResends(t *testing.T) {
 	second := child.sess
 	child.mu.Unlock()
 	assert.NotSame(t, first, second, "the refused session was replaced")
+}
+
+// refusingHandler is an OAuth handler whose tokens cannot be obtained (a refused token
+// exchange): every token read fails with an AuthRequiredError.
+type refusingHandler struct{ reads *int }
+
+func (h refusingHandler) TokenSource(context.Context) (oauth2.TokenSource, error) {
+	return refusingSource(h), nil
+}
+
+func (refusingHandler) Authorize(_ context.Context, _ *http.Request, resp *http.Response) error {
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	return signin.ErrForbidden
+}
+
+type refusingSource refusingHandler
+
+func (s refusingSource) Token() (*oauth2.Token, error) {
+	*s.reads++
+	return nil, &AuthRequiredError{Reason: "the identity provider refused (invalid_target)"}
+}
+
+// TestAuthRequiredNotSent: when the user's credentials for a server cannot be obtained,
+// the call ends StatusAuthRequired with the handler's reason, and nothing reaches the
+// server (not even unauthenticated).
+func TestAuthRequiredNotSent(t *testing.T) {
+	srv := oauthmcp.New(oauthmcp.Config{})
+	defer srv.Close()
+	reads := 0
+	r, err := New(context.Background(), []ServerConfig{{Name: "sec", URL: srv.URL(), Auth: &Auth{
+		PerPrincipal: true,
+		Handler:      func(string) auth.OAuthHandler { return refusingHandler{reads: &reads} },
+	}}}, Options{MaxReconnects: 1, ReconnectBackoff: time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+
+	res, err := r.Call(context.Background(), "sec__sign_in", nil, CallOptions{Principal: "mallory"})
+	require.NoError(t, err)
+	assert.Equal(t, StatusAuthRequired, res.Status, "result: %+v", res)
+	assert.Equal(t, "the identity provider refused (invalid_target)", res.Message)
+	assert.Positive(t, reads, "the handler was asked for the token")
+	assert.Zero(t, srv.Stats().Unauthorized, "no request reached the server without the user's token")
 }

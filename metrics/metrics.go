@@ -47,8 +47,9 @@ var (
 	// arrived before the deadline, so nothing could be cancelled); and for A2A tasks whose
 	// cancellation is followed until the agent confirms it, the final outcome only:
 	// "confirmed", "already_terminal" (the task had ended on its own) or "abandoned" (not
-	// confirmed within limits.cancel_horizon).
-	CancelResults = []string{"cancelled", "failed", "no_task_id", "confirmed", "already_terminal", "abandoned"}
+	// confirmed within limits.cancel_horizon); "moved": not sent, because the run was taken
+	// over by another replica, which follows the piece.
+	CancelResults = []string{"cancelled", "failed", "no_task_id", "confirmed", "already_terminal", "abandoned", "moved"}
 	// FailureKinds are the values of baton_retries_total{kind} (DESIGN §6).
 	FailureKinds = []string{"transient_provider", "output_truncated", "output_refused", "tool_error",
 		"no_progress", "loop_detected", "capability_gap", "policy_violation", "ambiguous_input",

@@ -21,6 +21,9 @@ import (
 const (
 	GrantType            = "urn:ietf:params:oauth:grant-type:token-exchange"
 	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	// TokenTypeJWT (RFC 8693 §3) is the subject token's type: the inbound token Baton
+	// verified is a JWT, and that is the claim the authorization server can check.
+	TokenTypeJWT = "urn:ietf:params:oauth:token-type:jwt"
 )
 
 // Defaults.
@@ -164,7 +167,7 @@ func (x *Exchanger) exchange(ctx context.Context, subject string, t *Target) (*o
 	params := url.Values{
 		"grant_type":           {GrantType},
 		"subject_token":        {subject},
-		"subject_token_type":   {TokenTypeAccessToken},
+		"subject_token_type":   {TokenTypeJWT},
 		"requested_token_type": {TokenTypeAccessToken},
 	}
 	if t.Audience != "" {

@@ -47,7 +47,7 @@ func newAS(t testing.TB) *as {
 		case !ok || id != "baton" || secret != "baton-secret":
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client"})
-		case r.PostForm.Get("grant_type") != GrantType || r.PostForm.Get("subject_token_type") != TokenTypeAccessToken:
+		case r.PostForm.Get("grant_type") != GrantType || r.PostForm.Get("subject_token_type") != TokenTypeJWT:
 			fail("invalid_request")
 		case r.PostForm.Get("subject_token") == "mallory":
 			fail("invalid_target")
@@ -106,6 +106,7 @@ func TestToken(t *testing.T) {
 	form := a.last.Load().(interface{ Get(string) string })
 	assert.Equal(t, "b a", form.Get("scope"))
 	assert.Equal(t, TokenTypeAccessToken, form.Get("requested_token_type"))
+	assert.Equal(t, TokenTypeJWT, form.Get("subject_token_type"), "the inbound token is sent as a JWT")
 
 	// The cache answers the second call; another principal gets their own token.
 	tok, err = x.Token(ctx, "p-alice", tools)

@@ -16,7 +16,7 @@ import (
 
 // newA2AServer returns Baton's A2A surface (a2a_server.enabled), or nil when it is off:
 // then none of its paths exists.
-func newA2AServer(cfg *config.Config, engine *coordinator.Engine, bearer bool, log *slog.Logger) http.Handler {
+func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aserver.SignIns, bearer bool, log *slog.Logger) http.Handler {
 	if !cfg.A2AServer.Enabled {
 		return nil
 	}
@@ -42,6 +42,7 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, bearer bool, l
 			Bearer:      bearer,
 		},
 		CancelHorizon: time.Duration(cfg.Limits.CancelHorizon),
+		SignIns:       signIns,
 		Logger:        log.With("component", "a2a_server"),
 	})
 }
@@ -73,4 +74,20 @@ func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 
 func (a a2aEngine) Stop(threadID, runID, principal string) error {
 	return a.e.Stop(threadID, runID, principal)
+}
+
+// grantSignIns tells the A2A surface when a principal's sign-in to an MCP server is done:
+// the callback used up the pending sign-in and stored a grant. A grant alone is not
+// enough: an older one may be the very one the server refused.
+type grantSignIns struct{ w *signInWiring }
+
+func (g grantSignIns) SignedIn(ctx context.Context, principal, server string) bool {
+	if g.w == nil || g.w.ts == nil {
+		return false
+	}
+	if p, err := g.w.ts.PendingFor(ctx, principal, server); err != nil || p != nil {
+		return false
+	}
+	_, err := g.w.ts.Grant(ctx, principal, server)
+	return err == nil
 }

@@ -147,8 +147,8 @@ type exchangeHandler struct {
 }
 
 // TokenSource hands out the principal's exchanged token. A failed exchange ends the call
-// (nothing is sent without the user's identity) with an error the MCP client reports as a
-// refusal for this user.
+// (nothing is sent without the user's identity) with an mcpclient.AuthRequiredError: the
+// model sees [AUTH_REQUIRED] and the reason.
 func (h *exchangeHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	return exchangeSource{ctx: ctx, h: h}, nil
 }
@@ -171,7 +171,7 @@ type exchangeSource struct {
 func (s exchangeSource) Token() (*oauth2.Token, error) {
 	tok, err := s.h.x.Token(s.ctx, s.h.principal, s.h.t)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", signin.ErrForbidden, tokenexchange.Reason(err))
+		return nil, &mcpclient.AuthRequiredError{Reason: tokenexchange.Reason(err)}
 	}
 	return &oauth2.Token{AccessToken: tok, TokenType: "Bearer"}, nil
 }

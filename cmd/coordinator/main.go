@@ -560,7 +560,7 @@ func (a *app) serverConfig() server.Config {
 		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
 		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
 		SignIn:             a.signIns.endpoints(a.registry, a.agents),
-		A2A:                newA2AServer(cfg, a.engine, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.log),
+		A2A:                newA2AServer(cfg, a.engine, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.log),
 	}
 }
 

@@ -56,7 +56,9 @@ function build() {
   });
   p.registerGrantType(TE, async (ctx) => { // RFC 8693: same sub, act = caller
     const { subject_token: st, subject_token_type: stt, resource, audience } = ctx.oidc.params;
-    if (stt !== AT && stt !== JWT) throw new errors.InvalidRequest('unsupported subject_token_type');
+    // Baton sends the user's inbound JWT as a JWT (RFC 8693 §3); anything else is refused here,
+    // so a change of type fails the exchange tests.
+    if (stt !== JWT) throw new errors.InvalidRequest('unsupported subject_token_type');
     const key = resource || Object.keys(servers).find((k) => servers[k].audience === audience);
     const srv = servers[key];
     if (!srv) throw new errors.InvalidTarget();

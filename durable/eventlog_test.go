@@ -1,4 +1,4 @@
-package coordinator
+package durable
 
 import (
 	"context"
@@ -16,15 +16,16 @@ import (
 
 // The log's writer goroutine exists only while something is pending: it ends when the log
 // is idle, comes back for the next event, and completes the log at the terminal event.
-func TestRunLogWriterOnDemand(t *testing.T) {
+func TestEventLogWriterOnDemand(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, "memory:")
 	require.NoError(t, err)
 	defer st.Close()
-	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
+	epoch, err := st.BeginRun(ctx, "t", "r", "replica", time.Minute)
+	require.NoError(t, err)
 	var wg sync.WaitGroup
-	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
-	l.epoch = 1
+	l := NewEventLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg, nil)
+	l.Own(epoch, nil, nil)
 
 	idle := func() {
 		wg.Wait() // no writer goroutine left
@@ -39,20 +40,20 @@ func TestRunLogWriterOnDemand(t *testing.T) {
 		return len(evs)
 	}
 
-	l.add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
+	l.Add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
 	idle()
 	assert.Equal(t, 1, stored())
-	l.noteTask("bench", "task-1", "ctx-1", "working", "call-1", "sub-1")
+	l.NoteTask(Task{Agent: "bench", TaskID: "task-1", ContextID: "ctx-1", State: "working", ToolCallID: "call-1", SubagentRunID: "sub-1"})
 	idle()
 	rec, err := st.GetRun(ctx, "t", "r")
 	require.NoError(t, err)
 	assert.Contains(t, string(rec.Work), "task-1", "the work document is written by a writer started for it")
 
-	l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
-	l.waitEnded()
+	l.Add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
+	l.WaitEnded()
 	idle()
 	assert.Equal(t, 2, stored())
-	l.runEnded() // after the end: nothing more to do, no goroutine
+	l.RunEnded() // after the end: nothing more to do, no goroutine
 	idle()
 	select {
 	case <-l.done:
@@ -62,17 +63,18 @@ func TestRunLogWriterOnDemand(t *testing.T) {
 }
 
 // A run that ends without its terminal event still completes its log.
-func TestRunLogCompletesWithoutTerminalEvent(t *testing.T) {
+func TestEventLogCompletesWithoutTerminalEvent(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, "memory:")
 	require.NoError(t, err)
 	defer st.Close()
-	require.NoError(t, begun(st.BeginRun(ctx, "t", "r", "replica", time.Minute)))
+	epoch, err := st.BeginRun(ctx, "t", "r", "replica", time.Minute)
+	require.NoError(t, err)
 	var wg sync.WaitGroup
-	l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg)
-	l.epoch = 1
-	l.add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
-	l.runEnded()
+	l := NewEventLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg, nil)
+	l.Own(epoch, nil, nil)
+	l.Add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
+	l.RunEnded()
 	<-l.done
 	wg.Wait()
 	evs, err := st.Events(ctx, "t", "r", 0, 100)

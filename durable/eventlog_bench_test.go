@@ -1,4 +1,4 @@
-package coordinator
+package durable
 
 import (
 	"context"
@@ -42,16 +42,18 @@ func BenchmarkEventLog(b *testing.B) {
 				n := min(b.N-done, 100000)
 				runs++
 				thread := fmt.Sprintf("t%d", runs)
-				l := newRunLog(st, thread, "r", slog.New(slog.DiscardHandler), nil)
-				if l.epoch, err = st.BeginRun(context.Background(), thread, "r", "bench", time.Hour); err != nil {
+				l := NewEventLog(st, thread, "r", slog.New(slog.DiscardHandler), nil, nil)
+				epoch, err := st.BeginRun(context.Background(), thread, "r", "bench", time.Hour)
+				if err != nil {
 					b.Fatal(err)
 				}
+				l.Own(epoch, nil, nil)
 				for range n {
-					l.add(ev)
+					l.Add(ev)
 				}
-				l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
-				l.waitEnded()
-				l.runEnded()
+				l.Add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
+				l.WaitEnded()
+				l.RunEnded()
 				done += n
 			}
 			b.StopTimer()
@@ -83,20 +85,22 @@ func BenchmarkEventLogAdd(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			l := newRunLog(st, "t", "r", slog.New(slog.DiscardHandler), nil)
-			if l.epoch, err = st.BeginRun(context.Background(), "t", "r", "bench", time.Hour); err != nil {
+			l := NewEventLog(st, "t", "r", slog.New(slog.DiscardHandler), nil, nil)
+			epoch, err := st.BeginRun(context.Background(), "t", "r", "bench", time.Hour)
+			if err != nil {
 				b.Fatal(err)
 			}
+			l.Own(epoch, nil, nil)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				l.add(ev)
+				l.Add(ev)
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-			l.add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
-			l.waitEnded()
-			l.runEnded()
+			l.Add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
+			l.WaitEnded()
+			l.RunEnded()
 			l.mu.Lock()
 			b.ReportMetric(float64(l.dropped), "dropped-events")
 			l.mu.Unlock()

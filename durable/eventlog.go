@@ -1,0 +1,661 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/store"
+)
+
+// EventStore is what an EventLog writes: the run's events, its work document and, when the
+// run ends, the messages it added to its thread. Every write of a run carries its epoch and
+// is refused with store.ErrFenced once another replica owns the run.
+type EventStore interface {
+	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []store.Event) error
+	SaveRunWork(ctx context.Context, threadID, runID string, epoch int64, work json.RawMessage) error
+	SaveMessages(ctx context.Context, threadID string, msgs []store.Message) error
+}
+
+// EventLog appends a run's events to the store's event log (DESIGN §9a), keeps its work
+// document (Work) in the store, and collects the messages the run adds to its thread.
+//
+// Design note: the run never waits for the store. Each event is numbered and encoded as the
+// sequencer accepts it (the number is the SSE id the stream sends), and a writer goroutine
+// appends whatever is pending in one batch per round trip, so that a slow store costs a
+// burst a few round trips rather than one per event. The writer goroutine exists only while
+// there is something to write (it is started by the event or work note that finds it idle
+// and ends when nothing is pending), so an open run that waits for a sub-agent holds no
+// goroutine for its log. A reconnecting client reads the store, so it may see an event a
+// little after the live stream did, never out of order. A batch the store does not take is
+// kept and tried again (StoreRetry) until it does, for at most MaxStoreRetry; pending events
+// are bounded (maxPendingEvents): if the store stalls that long, the oldest pending events
+// are dropped from the log (the live stream is unaffected) and the loss is logged. Every
+// write carries the run's epoch: one the store refuses as fenced (another replica owns the
+// run now) freezes the log and stops the run here (the onFenced of Own), and is never
+// retried.
+type EventLog struct {
+	st          EventStore
+	thread, run string
+	log         *slog.Logger
+	// epoch is the run's fencing token, set (Own) before anything of the run is written.
+	epoch int64
+	// onFenced is called once when the store refuses a write of the run as fenced.
+	onFenced func(error)
+	// onStored, when set, is called (outside mu) with the highest seq the store has taken
+	// (or that was given up), after each change of it.
+	onStored func(seq int64)
+	fenced   bool
+	// quit, when closed, ends the writer's retries (the engine has stopped).
+	quit <-chan struct{}
+	// stored is the highest seq the store has taken (or that was given up): Flush waits
+	// for it.
+	stored int64
+
+	mu      sync.Mutex
+	seq     int64
+	pending []store.Event
+	// pendingBytes is the encoded size of pending, bounded by maxPendingBytes.
+	pendingBytes int
+	ended        bool // the terminal event was added
+	dropped      int
+	// changed is closed after each append to the store: it wakes followers of this run
+	// on this replica (others poll). Made by the first Changed after an append, so that a
+	// run nobody follows retains none.
+	changed chan struct{}
+	// settled is the sequence number up to which the log is as complete as it will be:
+	// every event up to it was appended to the store, or failed to be, or was dropped.
+	settled int64
+	msgs    messageBuilder
+	// work is the run's downstream work, saved by the writer when workDirty (and at once
+	// where a takeover depends on it: SaveWork).
+	work      Work
+	workDirty bool
+	saveMu    sync.Mutex
+
+	// wg counts writer goroutines (the engine's, so that its shutdown waits for them).
+	wg *sync.WaitGroup
+	// writing: a writer goroutine is running; runDone: the run's goroutine has ended;
+	// finished: the log is complete (done is closed or about to be).
+	writing, runDone, finished bool
+	done                       chan struct{}
+	// frozen: the run was handed off to another replica, or another one owns it now;
+	// nothing more of it is recorded, and the writer stops once it has stored what was
+	// pending.
+	frozen bool
+}
+
+// maxPendingEvents bounds the events waiting for the store per run, and maxPendingBytes
+// their encoded size: a run relaying megabytes of text faster than the store takes them
+// would otherwise hold all of it (bounded memory per run).
+const (
+	maxPendingEvents = 20000
+	maxPendingBytes  = 4 << 20
+)
+
+// StoreWriteTimeout bounds one write to the store.
+const StoreWriteTimeout = 10 * time.Second
+
+// MaxStoreRetry bounds how long a write the store does not take (an outage) is tried
+// again: the run's events are kept meanwhile (bounded by maxPendingEvents) and stored when
+// the store is back, so that a reconnect finds no hole.
+const MaxStoreRetry = 5 * time.Minute
+
+// StoreRetry is the first pause before a failed store write is tried again; it doubles up
+// to MaxStoreRetryPause.
+const (
+	StoreRetry         = 100 * time.Millisecond
+	MaxStoreRetryPause = 2 * time.Second
+)
+
+// NewEventLog returns a run's log; wg (nil: a private one) counts its writer goroutines,
+// and onStored (nil: none) is told the highest seq the store has taken after each change
+// of it. Nothing is written before Own.
+func NewEventLog(st EventStore, threadID, runID string, log *slog.Logger, wg *sync.WaitGroup, onStored func(seq int64)) *EventLog {
+	if wg == nil {
+		wg = &sync.WaitGroup{}
+	}
+	return &EventLog{st: st, thread: threadID, run: runID, log: log, wg: wg, onStored: onStored, done: make(chan struct{})}
+}
+
+// Own sets the epoch under which this replica owns the run (every write carries it), the
+// channel whose closing ends the writer's retries, and onFenced, called once when the
+// store refuses a write of the run as fenced. It is called before the run emits anything.
+func (l *EventLog) Own(epoch int64, quit <-chan struct{}, onFenced func(error)) {
+	l.epoch, l.quit, l.onFenced = epoch, quit, onFenced
+}
+
+// Epoch is the epoch under which this replica owns the run.
+func (l *EventLog) Epoch() int64 { return l.epoch }
+
+// Done is closed once the log is complete.
+func (l *EventLog) Done() <-chan struct{} { return l.done }
+
+// Restore sets the log's state as a replica that takes the run over finds it: the run's
+// work document and the events already stored (events, numbered up to lastSeq). Numbering
+// goes on densely after lastSeq, and the stored events' messages count towards what the
+// run adds to its thread. It is called before the run emits anything here.
+func (l *EventLog) Restore(work Work, events []agui.Event, lastSeq int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.work = work
+	for _, ev := range events {
+		l.msgs.add(ev)
+	}
+	l.seq = lastSeq
+}
+
+// Seq is the number of the last event added.
+func (l *EventLog) Seq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
+}
+
+// wake starts the writer goroutine unless it runs or the log is complete; l.mu is held.
+func (l *EventLog) wake() {
+	if l.writing || l.finished {
+		return
+	}
+	l.writing = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.drain()
+	}()
+}
+
+// RunEnded says that the run's goroutine has ended: the log is completed once nothing is
+// pending, also for a run that could not emit its terminal event.
+func (l *EventLog) RunEnded() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runDone = true
+	l.wake()
+}
+
+// Add numbers and records ev; it is called by the sequencer's sink, in emission order.
+func (l *EventLog) Add(ev agui.Event) {
+	data, err := agui.MarshalEvent(ev)
+	l.mu.Lock()
+	if l.frozen {
+		l.mu.Unlock()
+		return
+	}
+	l.seq++
+	if err != nil {
+		// The stream itself will fail on the same event; the log keeps its place.
+		data = []byte(`{"type":"CUSTOM","name":"baton.unencodable"}`)
+	}
+	for len(l.pending) > 0 && (len(l.pending) >= maxPendingEvents || l.pendingBytes+len(data) > maxPendingBytes) {
+		l.pendingBytes -= len(l.pending[0].Data)
+		l.pending[0] = store.Event{}
+		l.pending = l.pending[1:]
+		l.dropped++
+	}
+	l.pending = append(l.pending, store.Event{Seq: l.seq, Data: data})
+	l.pendingBytes += len(data)
+	l.msgs.add(ev)
+	switch ev.EventType() {
+	case agui.EventRunFinished, agui.EventRunError:
+		l.ended = true
+	}
+	l.wake()
+	l.mu.Unlock()
+}
+
+// WaitEnded waits until the writer has stored everything, when the terminal event has been
+// added (otherwise the writer waits for the run to end, and so must not be waited for).
+func (l *EventLog) WaitEnded() {
+	l.mu.Lock()
+	ended := l.ended
+	l.mu.Unlock()
+	if ended {
+		<-l.done
+	}
+}
+
+// Changed returns a channel closed after the next append to the store.
+func (l *EventLog) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
+}
+
+// drain is the writer: it appends pending events, then the work document, until nothing is
+// pending (the input's messages are stored with the run's start). It completes the log
+// (thread messages, done closed) once the terminal event is stored, or once the run has
+// ended and nothing is pending (a run that could not emit its terminal event).
+//
+// The events go first: the live stream shows an event only once it is stored, so a slow
+// work document (it holds the checkpoint, the whole conversation) must not hold up what the
+// client sees; a work document that must be in the store before the run goes on is saved
+// by the run itself (SaveWork).
+func (l *EventLog) drain() {
+	var failing time.Time // when the store began refusing this writer's writes
+	pause := StoreRetry
+	for {
+		l.mu.Lock()
+		batch, dropped := l.pending, l.dropped
+		l.pending, l.dropped, l.pendingBytes = nil, 0, 0
+		l.mu.Unlock()
+		if dropped > 0 {
+			l.log.Error("event log fell behind; events dropped from the log", "dropped", dropped)
+		}
+		var aerr error
+		if len(batch) > 0 {
+			aerr = l.append(batch)
+		}
+		werr := l.SaveWork()
+		if failed := (werr != nil || aerr != nil) && !l.isFenced(); failed {
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) > MaxStoreRetry || !l.Sleep(pause) {
+				l.giveUp()
+			}
+			pause = min(2*pause, MaxStoreRetryPause)
+			continue
+		}
+		failing, pause = time.Time{}, StoreRetry
+		if len(batch) > 0 {
+			continue
+		}
+		if l.settle() {
+			return
+		}
+	}
+}
+
+// settle ends the writer when nothing is pending, completing the log when the run is over
+// or frozen; false: more came in meanwhile, the writer goes on.
+func (l *EventLog) settle() bool {
+	l.mu.Lock()
+	switch {
+	case len(l.pending) > 0 || l.workDirty:
+		l.mu.Unlock()
+		return false
+	case l.frozen:
+		// Handed off: what was pending is stored; the new owner writes the rest.
+		l.finished, l.writing = true, false
+		l.signal()
+		l.mu.Unlock()
+		close(l.done)
+		return true
+	case l.ended || l.runDone:
+		l.finished, l.writing = true, false
+		// A run whose terminal event is stored is never continued from its checkpoint (a
+		// takeover finds the end in the log): the checkpoint, which holds the whole
+		// conversation again, goes, so that a thread's storage grows with its messages
+		// (kept once, in the thread) and not with their square.
+		strip := l.ended && l.work.Checkpoint != nil
+		if strip {
+			l.work.Checkpoint, l.work.Results = nil, nil
+			l.workDirty = true
+		}
+		l.signal()
+		l.mu.Unlock()
+		if strip {
+			_ = l.SaveWork() // best effort: the log is complete either way
+		}
+		l.saveMessages()
+		close(l.done)
+		return true
+	default:
+		l.writing = false
+		l.mu.Unlock()
+		return true
+	}
+}
+
+// append stores batch. What the store did not take goes back in front of the pending
+// events, to be tried again; a fenced refusal stops the run (fenceOff) and drops it.
+func (l *EventLog) append(batch []store.Event) error {
+	var err error
+	stored := 0
+	for stored < len(batch) {
+		part := batch[stored:min(stored+store.MaxEventsRead, len(batch))]
+		ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
+		err = l.st.AppendEvents(ctx, l.thread, l.run, l.epoch, part)
+		cancel()
+		if err != nil {
+			break
+		}
+		stored += len(part)
+	}
+	l.mu.Lock()
+	if stored > 0 {
+		l.settled = max(l.settled, batch[stored-1].Seq)
+		l.signal()
+		l.stored = max(l.stored, batch[stored-1].Seq)
+		defer l.tellStored(l.stored)
+	}
+	if err != nil && !errors.Is(err, store.ErrFenced) {
+		rest := batch[stored:]
+		l.log.Warn("event log: the store did not take events; trying again", "from", rest[0].Seq, "to", rest[len(rest)-1].Seq, "err", err)
+		for _, ev := range rest {
+			l.pendingBytes += len(ev.Data)
+		}
+		l.pending = append(rest[:len(rest):len(rest)], l.pending...)
+	}
+	l.mu.Unlock()
+	if errors.Is(err, store.ErrFenced) {
+		l.fenceOff(err)
+	}
+	return err
+}
+
+// fenceOff stops recording the run after the store refused one of its writes as fenced:
+// another replica owns it now and writes the rest. The run is stopped here (onFenced),
+// without cancelling anything downstream.
+func (l *EventLog) fenceOff(err error) {
+	l.mu.Lock()
+	first := !l.fenced
+	l.fenced = true
+	l.frozen = true
+	clear(l.pending)
+	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
+	// Nothing more is stored from here: a client reading the backlog must not wait for it.
+	l.settled = max(l.settled, l.seq)
+	l.signal()
+	l.mu.Unlock()
+	if first {
+		l.log.Warn("the store refused a write of the run: another replica owns it now; stopping it here", "err", err)
+		if l.onFenced != nil {
+			l.onFenced(err)
+		}
+	}
+}
+
+func (l *EventLog) isFenced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fenced
+}
+
+// Sleep pauses for d before a store write is tried again; false when the quit channel of
+// Own closes meanwhile (the engine stops).
+func (l *EventLog) Sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.quit:
+		return false
+	}
+}
+
+// giveUp drops what the store would not take for MaxStoreRetry (or when the engine
+// stops): the loss is logged, and the log completes without it.
+func (l *EventLog) giveUp() {
+	l.mu.Lock()
+	n := len(l.pending)
+	clear(l.pending)
+	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
+	// The dropped events will never be stored: a client reading the backlog goes on past them.
+	l.settled = max(l.settled, l.seq)
+	l.signal()
+	l.stored = l.seq // lost, not to be waited for
+	seq := l.stored
+	l.mu.Unlock()
+	l.tellStored(seq)
+	l.log.Error("event log: the store did not take the run's events in time; a reconnect will miss them", "events", n)
+}
+
+// tellStored passes the highest stored seq on (onStored).
+func (l *EventLog) tellStored(seq int64) {
+	if l.onStored != nil {
+		l.onStored(seq)
+	}
+}
+
+// signal wakes whoever waits on Changed; l.mu is held.
+func (l *EventLog) signal() {
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// State returns the settled sequence number (every event up to it was stored, or will never
+// be), whether nothing more will be stored (the log is complete, or was handed off and what
+// it had is stored), and a channel closed after the next append or the end of the log.
+func (l *EventLog) State() (settled int64, over bool, changed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.settled, l.finished, l.changed
+}
+
+func (l *EventLog) saveMessages() {
+	l.mu.Lock()
+	msgs := l.msgs.build()
+	l.mu.Unlock()
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
+	defer cancel()
+	if err := l.st.SaveMessages(ctx, l.thread, msgs); err != nil {
+		l.log.Error("thread messages: save failed", "err", err)
+	}
+}
+
+// Flush waits until every event added so far is in the store (or was given up), or ctx
+// ends. A run calls it before it sends a turn's calls: a replica that takes the run over
+// from that turn's checkpoint then finds the log complete up to it, with no hole where the
+// events this replica streamed but had not stored were.
+func (l *EventLog) Flush(ctx context.Context) error {
+	l.mu.Lock()
+	target := l.seq
+	l.mu.Unlock()
+	for {
+		l.mu.Lock()
+		if l.stored >= target || l.frozen {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.wake()
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Freeze stops recording the run: later events and work are ignored, and the writer
+// stores what is pending and stops.
+func (l *EventLog) Freeze() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.frozen = true
+	l.wake()
+}
+
+// NoteTask records an A2A task of the run and its latest state.
+func (l *EventLog) NoteTask(t Task) {
+	if t.TaskID == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen {
+		return
+	}
+	for i := range l.work.A2A {
+		if w := &l.work.A2A[i]; w.TaskID == t.TaskID {
+			w.State = t.State
+			if t.ContextID != "" {
+				w.ContextID = t.ContextID
+			}
+			// A continuation (the model's answer to input-required, the user's on resume)
+			// is a new call on the same task: a replica that takes the run over follows
+			// the task for that call, not for the one that started it (whose result is in).
+			if t.ToolCallID != "" {
+				w.ToolCallID = t.ToolCallID
+				if t.SubagentRunID != "" {
+					w.SubagentRunID = t.SubagentRunID
+				}
+			}
+			l.workDirty = true
+			l.wake()
+			return
+		}
+	}
+	if len(l.work.A2A) < MaxWorkItems {
+		l.work.A2A = append(l.work.A2A, t)
+		l.workDirty = true
+		l.wake()
+	}
+}
+
+// NoteCall records an MCP call of the run and its state (CallStarted, CallDone).
+func (l *EventLog) NoteCall(c Call) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen {
+		return
+	}
+	for i := range l.work.MCP {
+		if w := &l.work.MCP[i]; w.ToolCallID == c.ToolCallID {
+			w.State = c.State
+			l.workDirty = true
+			l.wake()
+			return
+		}
+	}
+	if len(l.work.MCP) < MaxWorkItems {
+		l.work.MCP = append(l.work.MCP, c)
+		l.workDirty = true
+		l.wake()
+	}
+}
+
+// NoteCheckpoint records a checkpoint of the run (where a replica taking it over continues
+// from), replacing the previous one and the results of its calls.
+func (l *EventLog) NoteCheckpoint(doc json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen {
+		return
+	}
+	l.work.Checkpoint, l.work.Results = doc, nil
+	l.workDirty = true
+	l.wake()
+}
+
+// NoteResult records the result of one of the current turn's tool calls.
+func (l *EventLog) NoteResult(toolCallID string, res failure.ToolResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen {
+		return
+	}
+	if l.work.Results == nil {
+		l.work.Results = map[string]failure.ToolResult{}
+	}
+	if len(l.work.Results) < MaxWorkItems {
+		l.work.Results[toolCallID] = res
+		l.workDirty = true
+	}
+	l.wake()
+}
+
+// FirstWork sets the run's first checkpoint and returns the work document to store with
+// the run's start (nil when there is none to store). The document is not marked dirty:
+// the start stores it, and the writer must not write it before the run exists.
+func (l *EventLog) FirstWork(checkpoint json.RawMessage) json.RawMessage {
+	if checkpoint == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.work.Checkpoint, l.work.Results = checkpoint, nil
+	doc, err := json.Marshal(&l.work)
+	if err != nil {
+		return nil
+	}
+	return doc
+}
+
+// SaveWork writes the work document when it changed since the last write. Writes are
+// serialised (saveMu), so that an older document never lands after a newer one. A write the
+// store did not take leaves the document to write again (the writer retries it); one the
+// store refused as fenced stops the run here (fenceOff) and returns store.ErrFenced.
+func (l *EventLog) SaveWork() error {
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
+	l.mu.Lock()
+	if !l.workDirty || l.fenced {
+		l.mu.Unlock()
+		return nil
+	}
+	l.workDirty = false
+	doc, err := json.Marshal(&l.work)
+	l.mu.Unlock()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
+	defer cancel()
+	err = l.st.SaveRunWork(ctx, l.thread, l.run, l.epoch, doc)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrFenced):
+		l.fenceOff(err)
+	default:
+		l.log.Warn("store: save run work; trying again", "err", err)
+		l.mu.Lock()
+		l.workDirty = true
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// SaveWorkNow stores the work document before the run goes on (the checkpoint of a turn
+// whose calls are about to be sent): a store that does not take it is asked again, once
+// mayAct allows (the run's lease: Owner.MayAct), until it does. It fails only when the run
+// stops: the store refused it as fenced (the run moved: the onFenced of Own stops it, and
+// this waits for ctx to end), mayAct failed, or ctx ended.
+func (l *EventLog) SaveWorkNow(ctx context.Context, mayAct func(context.Context) error) error {
+	pause := StoreRetry
+	for {
+		err := l.SaveWork()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, store.ErrFenced):
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, MaxStoreRetryPause)
+		if err := mayAct(ctx); err != nil {
+			return err
+		}
+	}
+}
