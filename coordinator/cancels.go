@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/cancel"
@@ -14,28 +13,9 @@ import (
 
 // Pending cancels in the store (design/cancel-confirm.md): a CancelTask that the agent has
 // not confirmed is recorded when the Confirmer starts following it and forgotten when it
-// has its final result, so that a restart continues it (resumeCancels) within the same
-// horizon. Cancels outside a run (parked tasks on expiry or a cancelled answer, tasks of a
+// has its final result (durable.PendingCancels, the Confirmer's OnFollow and OnSettle), so
+// that a restart continues it (resumeCancels) within the same horizon. Cancels outside a run (parked tasks on expiry or a cancelled answer, tasks of a
 // lapsed run) go through the same path (cancelTask).
-
-// recordCancel is the Confirmer's OnFollow. The owner (the principal id, never a token) is
-// kept so that a restart sends the cancel with the owner's credentials for the agent.
-func (e *Engine) recordCancel(agent, taskID, owner string, since time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	if err := e.cfg.Store.SavePendingCancel(ctx, store.PendingCancel{Agent: agent, TaskID: taskID, Since: since, Owner: owner}); err != nil {
-		e.log.Warn("store: record pending cancel; a restart would not continue it", "agent", agent, "task_id", taskID, "err", err)
-	}
-}
-
-// forgetCancel is the Confirmer's OnSettle.
-func (e *Engine) forgetCancel(agent, taskID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	if err := e.cfg.Store.DeletePendingCancel(ctx, agent, taskID); err != nil {
-		e.log.Warn("store: forget settled cancel", "agent", agent, "task_id", taskID, "err", err)
-	}
-}
 
 // reportCancel logs and counts the final result of a cancel made outside a run.
 func (e *Engine) reportCancel(log *slog.Logger, what string) func(cancel.Report) {
@@ -65,7 +45,7 @@ func (e *Engine) cancelTask(ctx context.Context, owner string, a *Agent, taskID 
 // every attempt carries the owner's credentials for the agent, as the live run's did.
 func (e *Engine) resumeCancels() {
 	ctx, cancelRead := context.WithTimeout(context.Background(), storeWriteTimeout)
-	pending, err := e.cfg.Store.PendingCancels(ctx, store.MaxPendingCancelsRead)
+	pending, err := e.pending.List(ctx)
 	cancelRead()
 	if err != nil {
 		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
@@ -75,7 +55,7 @@ func (e *Engine) resumeCancels() {
 		a := e.agents[p.Agent]
 		if a == nil {
 			e.log.Warn("pending cancel of an agent no longer configured: dropped", "agent", p.Agent, "task_id", p.TaskID)
-			e.forgetCancel(p.Agent, p.TaskID)
+			e.pending.Forget(p.Agent, p.TaskID)
 			continue
 		}
 		fn, done := e.resumedCancel(p, a)

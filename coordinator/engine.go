@@ -72,8 +72,9 @@ type Engine struct {
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
 	// expiry expires interrupts (janitor); heartbeat renews this replica's leases, takes
-	// over lapsed runs, applies stop requests and sweeps (keeper). Nil when not configured.
-	expiry, heartbeat *durable.Service
+	// over lapsed runs and applies stop requests (keeper); sweep deletes what is past its
+	// retention. Nil when not configured.
+	expiry, heartbeat, sweep *durable.Service
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
@@ -91,6 +92,8 @@ type Engine struct {
 	quitOnce sync.Once
 	// journal records the runs' steps (design/journal.md).
 	journal *durable.Journal
+	// pending keeps the cancels not confirmed yet in the store, for a restart.
+	pending *durable.PendingCancels
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -120,6 +123,7 @@ func New(cfg Config) (*Engine, error) {
 		limiter:  failure.NewRateLimiter(cfg.Guard.RateLimits),
 		quit:     make(chan struct{}),
 		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
+		pending:  durable.NewPendingCancels(cfg.Store, cfg.Logger),
 	}
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,
@@ -128,8 +132,8 @@ func New(cfg Config) (*Engine, error) {
 		Permanent:  permanentCancelError,
 		RetryAfter: a2a.RetryAfterOf,
 		Logger:     cfg.Logger,
-		OnFollow:   e.recordCancel,
-		OnSettle:   e.forgetCancel,
+		OnFollow:   e.pending.Record,
+		OnSettle:   e.pending.Forget,
 	})
 	// Agents first: a bad one fails New before any background goroutine starts.
 	if err := e.addAgents(); err != nil {
@@ -145,6 +149,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Heartbeat > 0 {
 		e.heartbeat = durable.NewService("heartbeat", func(ctx context.Context) { e.keeper(ctx, cfg.Heartbeat) })
 		e.heartbeat.Start(context.Background())
+		e.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
+		e.sweep.Start(context.Background())
 	}
 	return e, nil
 }

@@ -82,9 +82,8 @@ func inputMessages(msgs []agui.Message) []store.Message {
 	return out
 }
 
-// keeper renews the leases of this replica's runs, applies stop requests made through other
-// replicas and sweeps the event logs and finished runs past their retention, until ctx ends
-// (the heartbeat service stops). A round once begun is finished: its store calls are not
+// keeper renews the leases of this replica's runs, takes over lapsed runs and applies stop
+// requests made through other replicas, until ctx ends (the heartbeat service stops). A round once begun is finished: its store calls are not
 // cut by the stop.
 func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
@@ -93,7 +92,6 @@ func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 	if sg, ok := e.cfg.Store.(store.Signaler); ok {
 		signals = sg.StopSignals()
 	}
-	var lastSweep time.Time
 	if e.cfg.TakeOverAtStart {
 		// One replica by definition (SQLite): whatever a previous process left running is
 		// this process's to continue.
@@ -137,31 +135,6 @@ func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 		// renewed, so a lapsed run is never one of its own live runs.
 		if err == nil {
 			e.reapLapsed()
-		}
-		// Sweeping is cheap but needs no precision: once a minute, or once per retention
-		// period when that is shorter, so no log outlives about twice its retention.
-		if now := time.Now(); now.Sub(lastSweep) >= min(time.Minute, e.cfg.EventRetention) {
-			lastSweep = now
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			if n, err := e.cfg.Store.SweepEvents(sctx, now.Add(-e.cfg.EventRetention)); err != nil {
-				e.log.Warn("store: sweep event logs", "err", err)
-			} else if n > 0 {
-				e.log.Info("swept event logs", "events", n)
-			}
-			// Finished runs go too, with what is left of their logs: without this the runs
-			// table grows by one row per run forever.
-			if n, err := e.cfg.Store.SweepRuns(sctx, now.Add(-e.cfg.EventRetention)); err != nil {
-				e.log.Warn("store: sweep finished runs", "err", err)
-			} else if n > 0 {
-				e.log.Info("swept finished runs", "runs", n)
-			}
-			// Expired pending sign-ins (started, never completed) are removed too.
-			if n, err := e.cfg.Store.SweepSecrets(sctx, now); err != nil {
-				e.log.Warn("store: sweep expired secrets", "err", err)
-			} else if n > 0 {
-				e.log.Debug("swept expired secrets", "count", n)
-			}
-			cancel()
 		}
 	}
 }

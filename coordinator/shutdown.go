@@ -17,7 +17,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closing = true
 	e.mu.Unlock()
 	if !wasClosing {
-		_ = e.expiry.Stop(context.WithoutCancel(ctx)) // waits for the sweep in progress
+		_ = e.expiry.Stop(context.WithoutCancel(ctx)) // waits for the expiry in progress
+		_ = e.sweep.Stop(context.WithoutCancel(ctx))
 	}
 	// The heartbeat outlives the runs: their leases hold until they have ended.
 	defer e.stopKeeper()

@@ -40,7 +40,7 @@ type takenOver struct {
 	fresh bool
 	// started and resulted: the tool calls whose TOOL_CALL_START and TOOL_CALL_RESULT
 	// reached the log. The work document is stored ahead of the events, so a result the
-	// checkpoint holds may be missing from the log; the new owner streams it (logResults).
+	// checkpoint holds may be missing from the log; the new owner streams it (missingResults).
 	started, resulted map[string]bool
 }
 

@@ -48,27 +48,31 @@ func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Me
 		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
 	conv = to.conv
-	r.logResults(conv)
+	for _, m := range to.missingResults(conv) {
+		r.log.Info("takeover: streaming a tool result the log was missing", "tool_call_id", m.ToolCallID)
+		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
+	}
 	if calls := pendingCalls(conv); len(calls) > 0 {
 		conv, done, reason = r.settleTurn(ctx, tools, conv, calls)
 	}
 	return conv, system, done, reason
 }
 
-// logResults streams the results that the checkpoint's conversation holds for calls of
-// this run whose TOOL_CALL_START is in the log but whose TOOL_CALL_RESULT is not: the
-// previous owner stored the checkpoint and died before the result's event was stored.
-// Without them a reconnecting client would never see those calls end.
-func (r *Run) logResults(conv []llm.Message) {
-	to := r.resumed
+// missingResults returns the results that the checkpoint's conversation holds for calls of
+// this run whose TOOL_CALL_START is in the log but whose TOOL_CALL_RESULT is not (the
+// previous owner stored the checkpoint and died before the result's event was stored), and
+// counts them as logged: the new owner streams each once, or a reconnecting client would
+// never see those calls end.
+func (to *takenOver) missingResults(conv []llm.Message) []llm.Message {
+	var out []llm.Message
 	for _, m := range conv {
 		if m.Role != llm.RoleTool || !to.started[m.ToolCallID] || to.resulted[m.ToolCallID] {
 			continue
 		}
 		to.resulted[m.ToolCallID] = true
-		r.log.Info("takeover: streaming a tool result the log was missing", "tool_call_id", m.ToolCallID)
-		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
+		out = append(out, m)
 	}
+	return out
 }
 
 // pendingCalls returns the tool calls of the last assistant message of conv when the

@@ -9,14 +9,28 @@
 //     an outage (bounded in time and memory; a loss is logged, never silent). A live stream
 //     shows an event only once the log has it (EventLog's stored-up-to callback), so a
 //     reconnect never replays a run with holes.
+//
 //   - Every write of a run carries the epoch under which this replica owns it. A write the
 //     store refuses as fenced (store.ErrFenced: another replica took the run over) freezes
 //     the run's record here at once and reports it (the owner stops the run locally,
 //     cancelling nothing downstream); it is never retried.
+//
 //   - The run's work document (its remote tasks, its MCP calls, the checkpoint a replica
 //     taking it over continues from, and the results of the current turn) is written after
 //     the events it follows, so a takeover finds a log at least as far as the checkpoint.
 //
-// The package needs only the part of the store it writes (EventStore, defined here); the
-// run loop stays in package coordinator.
+//   - A replica starts a side effect for a run only while it owns it: Owner holds the epoch
+//     and the run's lease (fence.Lease); MayAct holds new side effects back once the lease
+//     may lapse for the others, and fails with ErrMoved once it is lost; a heartbeat that
+//     did not renew the run (Owner.Apply) is checked against the store (Owner.Holds).
+//
+//   - Every step with a side effect is recorded before it is taken and its outcome after
+//     (Journal, Step), under the run's epoch; after a takeover the steps the previous owner
+//     began and never finished are reported in doubt (Journal.MarkInDoubtAfterTakeover).
+//
+// The pieces: EventLog (append events, follow a run, checkpoint, end a run), Journal
+// (record a step), Owner (own a run), PendingCancels (cancels not confirmed yet, for a
+// restart), and Service, the start and stop of background work (the engine's heartbeat,
+// sweep and expiry). Each defines the part of the store it needs (EventStore, StepStore,
+// RunReader, CancelStore, SweepStore); the run loop stays in package coordinator.
 package durable

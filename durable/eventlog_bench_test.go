@@ -2,9 +2,12 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +107,51 @@ func BenchmarkEventLogAdd(b *testing.B) {
 			l.mu.Lock()
 			b.ReportMetric(float64(l.dropped), "dropped-events")
 			l.mu.Unlock()
+		})
+	}
+}
+
+// BenchmarkEventBehindCheckpoint is how long an event waits for the store when it follows a
+// new checkpoint (a turn boundary: the work document, with the whole conversation, is dirty
+// when the turn's first events come), on SQLite: ms-to-store is the time from the event's Add
+// until the store has it (Flush), averaged; the writer is let go idle between iterations. The
+// writer stores pending events before the work document, so the event does not wait for it.
+func BenchmarkEventBehindCheckpoint(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("checkpoint=%dKiB", size>>10), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "baton.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			var wg sync.WaitGroup
+			l := NewEventLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg, nil)
+			epoch, err := st.BeginRun(ctx, "t", "r", "bench", time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Own(epoch, nil, nil)
+			doc := json.RawMessage(`{"v":1,"conv":"` + strings.Repeat("x", size) + `"}`)
+			ev := &agui.TextMessageContent{MessageID: "msg-0123456789abcdef", Delta: "a token or two ", Base: agui.Base{Timestamp: 1795411628061}}
+			var waited time.Duration
+			b.ResetTimer()
+			for range b.N {
+				l.NoteCheckpoint(doc)
+				l.Add(ev)
+				start := time.Now()
+				if err := l.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				waited += time.Since(start)
+				wg.Wait()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(waited.Microseconds())/1000/float64(b.N), "ms-to-store")
+			l.Add(&agui.RunFinished{ThreadID: "t", RunID: "r"})
+			l.WaitEnded()
+			l.RunEnded()
+			wg.Wait()
 		})
 	}
 }
