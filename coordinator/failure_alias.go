@@ -1,8 +1,8 @@
 package coordinator
 
 // The failure model lives in package failure and the engine's code imports it directly. These
-// three aliases remain only for the durability files (checkpoint, work, takeover), which are
-// moving to a package of their own; they go when those files import failure themselves.
+// three aliases remain only for the takeover files (takeover.go, takeover_run.go and their
+// tests), which other work owns this session; they go when those files import failure.
 
 import "github.com/baton-dev/baton/failure"
 
