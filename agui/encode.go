@@ -12,10 +12,10 @@ import (
 // ErrUnknownEvent is returned by DecodeEvent for a type this package does not define.
 var ErrUnknownEvent = errors.New("agui: unknown event type")
 
-// AppendFrame appends one SSE frame, "data: <json>\n\n", to dst. Framing is LF only (the
+// appendFrame appends one SSE frame, "data: <json>\n\n", to dst. Framing is LF only (the
 // official client splits on "\n\n" and dies on CRLF) and the JSON never contains a raw newline.
 // On error dst is returned unchanged.
-func AppendFrame(dst []byte, ev Event) ([]byte, error) {
+func appendFrame(dst []byte, ev Event) ([]byte, error) {
 	n := len(dst)
 	dst = append(dst, "data: "...)
 	dst, err := appendEvent(dst, ev)

@@ -246,7 +246,7 @@ func TestMarshalEventValue(t *testing.T) {
 func TestAppendFrame(t *testing.T) {
 	t.Parallel()
 	prefix := []byte(": earlier\n\n")
-	got, err := AppendFrame(bytes.Clone(prefix), &TextMessageContent{MessageID: "m1", Delta: "line1\r\nline2\n\n"})
+	got, err := appendFrame(bytes.Clone(prefix), &TextMessageContent{MessageID: "m1", Delta: "line1\r\nline2\n\n"})
 	require.NoError(t, err)
 	assert.Equal(t, ": earlier\n\n"+`data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"line1\r\nline2\n\n"}`+"\n\n", string(got))
 
@@ -259,13 +259,13 @@ func TestAppendFrame(t *testing.T) {
 func TestAppendFrameErrorLeavesDst(t *testing.T) {
 	t.Parallel()
 	dst := []byte("keep")
-	got, err := AppendFrame(dst, &Custom{Name: "x", Value: make(chan int)})
+	got, err := appendFrame(dst, &Custom{Name: "x", Value: make(chan int)})
 	require.Error(t, err)
 	assert.Equal(t, "keep", string(got))
 
-	_, err = AppendFrame(nil, nil)
+	_, err = appendFrame(nil, nil)
 	require.Error(t, err)
-	_, err = AppendFrame(nil, (*RunStarted)(nil))
+	_, err = appendFrame(nil, (*RunStarted)(nil))
 	require.Error(t, err)
 }
 

@@ -13,16 +13,16 @@ import (
 	"strings"
 )
 
-// DefaultMaxBodyBytes caps a RunAgentInput body when DecodeRunAgentInput gets no limit.
-const DefaultMaxBodyBytes = 1 << 20
+// defaultMaxBodyBytes caps a RunAgentInput body when DecodeRunAgentInput gets no limit.
+const defaultMaxBodyBytes = 1 << 20
 
 // Error codes of InputError, sent as the "error" member of the JSON error body.
 const (
-	CodeInvalidJSON  = "INVALID_JSON"
-	CodeInvalidInput = "INVALID_INPUT"
-	CodeBodyTooLarge = "BODY_TOO_LARGE"
-	// CodeBodyTimeout: the body did not arrive within the server's body read timeout.
-	CodeBodyTimeout = "BODY_TIMEOUT"
+	codeInvalidJSON  = "INVALID_JSON"
+	codeInvalidInput = "INVALID_INPUT"
+	codeBodyTooLarge = "BODY_TOO_LARGE"
+	// codeBodyTimeout: the body did not arrive within the server's body read timeout.
+	codeBodyTimeout = "BODY_TIMEOUT"
 )
 
 // Message roles.
@@ -185,16 +185,16 @@ type InputError struct {
 func (e *InputError) Error() string { return "agui: " + e.Code + ": " + e.Message }
 
 func invalid(format string, args ...any) *InputError {
-	return &InputError{Status: http.StatusBadRequest, Code: CodeInvalidInput, Message: fmt.Sprintf(format, args...)}
+	return &InputError{Status: http.StatusBadRequest, Code: codeInvalidInput, Message: fmt.Sprintf(format, args...)}
 }
 
 // DecodeRunAgentInput reads and validates a RunAgentInput body of at most maxBytes (0 means
-// DefaultMaxBodyBytes). Unknown members are ignored, absent lists read as empty and JSON null
+// 1 MiB). Unknown members are ignored, absent lists read as empty and JSON null
 // reads as absent. Every error is an *InputError: 413 BODY_TOO_LARGE, 400 INVALID_JSON for a
 // body that does not parse, and 400 INVALID_INPUT, naming the field, for everything else.
 func DecodeRunAgentInput(r io.Reader, maxBytes int64) (*RunAgentInput, error) {
 	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBodyBytes
+		maxBytes = defaultMaxBodyBytes
 	}
 	body, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
 	if err != nil {
@@ -202,7 +202,7 @@ func DecodeRunAgentInput(r io.Reader, maxBytes int64) (*RunAgentInput, error) {
 			return nil, tooLarge(mbe.Limit)
 		}
 		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &InputError{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout, Message: "the request body did not arrive in time"}
+			return nil, &InputError{Status: http.StatusRequestTimeout, Code: codeBodyTimeout, Message: "the request body did not arrive in time"}
 		}
 		return nil, invalid("the request body could not be read")
 	}
@@ -234,7 +234,7 @@ func DecodeRunAgentInput(r io.Reader, maxBytes int64) (*RunAgentInput, error) {
 func tooLarge(limit int64) *InputError {
 	return &InputError{
 		Status:  http.StatusRequestEntityTooLarge,
-		Code:    CodeBodyTooLarge,
+		Code:    codeBodyTooLarge,
 		Message: fmt.Sprintf("the request body exceeds %d bytes", limit),
 	}
 }
@@ -242,7 +242,7 @@ func tooLarge(limit int64) *InputError {
 // jsonError turns an encoding/json error into an InputError that names the offending field.
 func jsonError(err error) *InputError {
 	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return &InputError{Status: http.StatusBadRequest, Code: CodeInvalidJSON,
+		return &InputError{Status: http.StatusBadRequest, Code: codeInvalidJSON,
 			Message: fmt.Sprintf("the request body is not valid JSON (%s at offset %d)", se.Error(), se.Offset)}
 	}
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
@@ -253,7 +253,7 @@ func jsonError(err error) *InputError {
 		field := strings.TrimPrefix(te.Field, "RunAgentInput.")
 		return invalid("%s must be %s, got %s", field, jsonKind(te.Type), te.Value)
 	}
-	return &InputError{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "the request body is not valid JSON"}
+	return &InputError{Status: http.StatusBadRequest, Code: codeInvalidJSON, Message: "the request body is not valid JSON"}
 }
 
 // jsonKind names the JSON type a Go type decodes from.
@@ -297,13 +297,13 @@ func (in *RunAgentInput) validate() *InputError {
 		return invalid("threadId is required and must be a non-empty string")
 	}
 	if !ValidID(in.ThreadID) {
-		return invalid("threadId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", MaxIDLen)
+		return invalid("threadId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", maxIDLen)
 	}
 	if in.RunID == "" {
 		return invalid("runId is required and must be a non-empty string")
 	}
 	if !ValidID(in.RunID) {
-		return invalid("runId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", MaxIDLen)
+		return invalid("runId must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", maxIDLen)
 	}
 	in.State = nullToNil(in.State)
 	in.ForwardedProps = nullToNil(in.ForwardedProps)

@@ -56,41 +56,41 @@ var decodeCases = []decodeCase{
 	{name: "unknown fields tolerated", body: `{"threadId":"t","runId":"r","x":1,"messages":[{"id":"m","role":"user","content":"hi","y":[{}]}],"tools":[{"name":"n","z":true}]}`},
 	{name: "any protocol version string", body: `{"threadId":"t","runId":"r","protocolVersion":"2.7"}`},
 
-	{name: "malformed JSON", body: `{"threadId":"t",`, status: 400, code: CodeInvalidJSON},
-	{name: "empty body", body: ``, status: 400, code: CodeInvalidJSON},
-	{name: "trailing garbage", body: `{"threadId":"t","runId":"r"} x`, status: 400, code: CodeInvalidJSON},
-	{name: "not JSON at all", body: `hello`, status: 400, code: CodeInvalidJSON},
-	{name: "top-level array", body: `[]`, status: 400, code: CodeInvalidInput, contains: "JSON object"},
-	{name: "top-level null", body: `null`, status: 400, code: CodeInvalidInput, contains: "threadId"},
-	{name: "missing threadId", body: `{"runId":"r"}`, status: 400, code: CodeInvalidInput, contains: "threadId"},
-	{name: "empty threadId", body: `{"threadId":"","runId":"r"}`, status: 400, code: CodeInvalidInput, contains: "threadId"},
-	{name: "missing runId", body: `{"threadId":"t"}`, status: 400, code: CodeInvalidInput, contains: "runId"},
-	{name: "threadId as number", body: `{"threadId":5,"runId":"r"}`, status: 400, code: CodeInvalidInput, contains: "threadId must be a string, got number"},
-	{name: "messages as object", body: `{"threadId":"t","runId":"r","messages":{}}`, status: 400, code: CodeInvalidInput, contains: "messages must be an array, got object"},
-	{name: "tools as string", body: `{"threadId":"t","runId":"r","tools":"x"}`, status: 400, code: CodeInvalidInput, contains: "tools must be an array, got string"},
-	{name: "context item as string", body: `{"threadId":"t","runId":"r","context":["x"]}`, status: 400, code: CodeInvalidInput, contains: "context"},
-	{name: "role as number", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":1}]}`, status: 400, code: CodeInvalidInput, contains: "messages.role"},
-	{name: "resume as object", body: `{"threadId":"t","runId":"r","resume":{}}`, status: 400, code: CodeInvalidInput, contains: "resume"},
-	{name: "protocolVersion as number", body: `{"threadId":"t","runId":"r","protocolVersion":1}`, status: 400, code: CodeInvalidInput, contains: "protocolVersion"},
-	{name: "protocolVersion empty", body: `{"threadId":"t","runId":"r","protocolVersion":""}`, status: 400, code: CodeInvalidInput, contains: "protocolVersion"},
-	{name: "unknown role", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"robot","content":"x"}]}`, status: 400, code: CodeInvalidInput, contains: "messages[0].role"},
-	{name: "missing role", body: `{"threadId":"t","runId":"r","messages":[{"id":"m"}]}`, status: 400, code: CodeInvalidInput, contains: "messages[0].role"},
-	{name: "missing message id", body: `{"threadId":"t","runId":"r","messages":[{"role":"user","content":"x"}]}`, status: 400, code: CodeInvalidInput, contains: "messages[0].id"},
-	{name: "tool message without toolCallId", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"tool","content":"x"}]}`, status: 400, code: CodeInvalidInput, contains: "toolCallId"},
-	{name: "content as number", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":5}]}`, status: 400, code: CodeInvalidInput, contains: "messages[0].content"},
-	{name: "content parts as strings", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":["x"]}]}`, status: 400, code: CodeInvalidInput, contains: "messages[0].content"},
-	{name: "content part without type", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":[{"text":"x"}]}]}`, status: 400, code: CodeInvalidInput, contains: "content[0].type"},
-	{name: "object content outside activity", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":{"a":1}}]}`, status: 400, code: CodeInvalidInput, contains: "messages[0].content"},
-	{name: "string content for activity", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"activity","content":"x"}]}`, status: 400, code: CodeInvalidInput, contains: "activity"},
-	{name: "tool call without id", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"assistant","toolCalls":[{"function":{"name":"f","arguments":"{}"}}]}]}`, status: 400, code: CodeInvalidInput, contains: "toolCalls[0].id"},
-	{name: "tool call arguments as object", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"assistant","toolCalls":[{"id":"x","function":{"name":"f","arguments":{}}}]}]}`, status: 400, code: CodeInvalidInput, contains: "arguments"},
-	{name: "tool without name", body: `{"threadId":"t","runId":"r","tools":[{"description":"d"}]}`, status: 400, code: CodeInvalidInput, contains: "tools[0].name"},
-	{name: "tool parameters not an object", body: `{"threadId":"t","runId":"r","tools":[{"name":"n","parameters":"x"}]}`, status: 400, code: CodeInvalidInput, contains: "tools[0].parameters"},
-	{name: "resume without interruptId", body: `{"threadId":"t","runId":"r","resume":[{"status":"resolved"}]}`, status: 400, code: CodeInvalidInput, contains: "resume[0].interruptId"},
-	{name: "resume bad status", body: `{"threadId":"t","runId":"r","resume":[{"interruptId":"i","status":"done"}]}`, status: 400, code: CodeInvalidInput, contains: "resume[0].status"},
-	{name: "resume metadata not object", body: `{"threadId":"t","runId":"r","resume":[{"interruptId":"i","status":"resolved","metadata":[]}]}`, status: 400, code: CodeInvalidInput, contains: "metadata"},
+	{name: "malformed JSON", body: `{"threadId":"t",`, status: 400, code: codeInvalidJSON},
+	{name: "empty body", body: ``, status: 400, code: codeInvalidJSON},
+	{name: "trailing garbage", body: `{"threadId":"t","runId":"r"} x`, status: 400, code: codeInvalidJSON},
+	{name: "not JSON at all", body: `hello`, status: 400, code: codeInvalidJSON},
+	{name: "top-level array", body: `[]`, status: 400, code: codeInvalidInput, contains: "JSON object"},
+	{name: "top-level null", body: `null`, status: 400, code: codeInvalidInput, contains: "threadId"},
+	{name: "missing threadId", body: `{"runId":"r"}`, status: 400, code: codeInvalidInput, contains: "threadId"},
+	{name: "empty threadId", body: `{"threadId":"","runId":"r"}`, status: 400, code: codeInvalidInput, contains: "threadId"},
+	{name: "missing runId", body: `{"threadId":"t"}`, status: 400, code: codeInvalidInput, contains: "runId"},
+	{name: "threadId as number", body: `{"threadId":5,"runId":"r"}`, status: 400, code: codeInvalidInput, contains: "threadId must be a string, got number"},
+	{name: "messages as object", body: `{"threadId":"t","runId":"r","messages":{}}`, status: 400, code: codeInvalidInput, contains: "messages must be an array, got object"},
+	{name: "tools as string", body: `{"threadId":"t","runId":"r","tools":"x"}`, status: 400, code: codeInvalidInput, contains: "tools must be an array, got string"},
+	{name: "context item as string", body: `{"threadId":"t","runId":"r","context":["x"]}`, status: 400, code: codeInvalidInput, contains: "context"},
+	{name: "role as number", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":1}]}`, status: 400, code: codeInvalidInput, contains: "messages.role"},
+	{name: "resume as object", body: `{"threadId":"t","runId":"r","resume":{}}`, status: 400, code: codeInvalidInput, contains: "resume"},
+	{name: "protocolVersion as number", body: `{"threadId":"t","runId":"r","protocolVersion":1}`, status: 400, code: codeInvalidInput, contains: "protocolVersion"},
+	{name: "protocolVersion empty", body: `{"threadId":"t","runId":"r","protocolVersion":""}`, status: 400, code: codeInvalidInput, contains: "protocolVersion"},
+	{name: "unknown role", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"robot","content":"x"}]}`, status: 400, code: codeInvalidInput, contains: "messages[0].role"},
+	{name: "missing role", body: `{"threadId":"t","runId":"r","messages":[{"id":"m"}]}`, status: 400, code: codeInvalidInput, contains: "messages[0].role"},
+	{name: "missing message id", body: `{"threadId":"t","runId":"r","messages":[{"role":"user","content":"x"}]}`, status: 400, code: codeInvalidInput, contains: "messages[0].id"},
+	{name: "tool message without toolCallId", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"tool","content":"x"}]}`, status: 400, code: codeInvalidInput, contains: "toolCallId"},
+	{name: "content as number", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":5}]}`, status: 400, code: codeInvalidInput, contains: "messages[0].content"},
+	{name: "content parts as strings", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":["x"]}]}`, status: 400, code: codeInvalidInput, contains: "messages[0].content"},
+	{name: "content part without type", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":[{"text":"x"}]}]}`, status: 400, code: codeInvalidInput, contains: "content[0].type"},
+	{name: "object content outside activity", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":{"a":1}}]}`, status: 400, code: codeInvalidInput, contains: "messages[0].content"},
+	{name: "string content for activity", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"activity","content":"x"}]}`, status: 400, code: codeInvalidInput, contains: "activity"},
+	{name: "tool call without id", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"assistant","toolCalls":[{"function":{"name":"f","arguments":"{}"}}]}]}`, status: 400, code: codeInvalidInput, contains: "toolCalls[0].id"},
+	{name: "tool call arguments as object", body: `{"threadId":"t","runId":"r","messages":[{"id":"m","role":"assistant","toolCalls":[{"id":"x","function":{"name":"f","arguments":{}}}]}]}`, status: 400, code: codeInvalidInput, contains: "arguments"},
+	{name: "tool without name", body: `{"threadId":"t","runId":"r","tools":[{"description":"d"}]}`, status: 400, code: codeInvalidInput, contains: "tools[0].name"},
+	{name: "tool parameters not an object", body: `{"threadId":"t","runId":"r","tools":[{"name":"n","parameters":"x"}]}`, status: 400, code: codeInvalidInput, contains: "tools[0].parameters"},
+	{name: "resume without interruptId", body: `{"threadId":"t","runId":"r","resume":[{"status":"resolved"}]}`, status: 400, code: codeInvalidInput, contains: "resume[0].interruptId"},
+	{name: "resume bad status", body: `{"threadId":"t","runId":"r","resume":[{"interruptId":"i","status":"done"}]}`, status: 400, code: codeInvalidInput, contains: "resume[0].status"},
+	{name: "resume metadata not object", body: `{"threadId":"t","runId":"r","resume":[{"interruptId":"i","status":"resolved","metadata":[]}]}`, status: 400, code: codeInvalidInput, contains: "metadata"},
 
-	{name: "oversized", body: `{"threadId":"t","runId":"r","pad":"` + strings.Repeat("x", 200) + `"}`, max: 100, status: 413, code: CodeBodyTooLarge},
+	{name: "oversized", body: `{"threadId":"t","runId":"r","pad":"` + strings.Repeat("x", 200) + `"}`, max: 100, status: 413, code: codeBodyTooLarge},
 	{name: "exactly at the limit", body: `{"threadId":"t","runId":"r"}`, max: int64(len(`{"threadId":"t","runId":"r"}`))},
 }
 
@@ -191,7 +191,7 @@ func TestDecodeRunAgentInputReadErrors(t *testing.T) {
 	var ie *InputError
 	require.ErrorAs(t, err, &ie)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, ie.Status)
-	assert.Equal(t, CodeBodyTooLarge, ie.Code)
+	assert.Equal(t, codeBodyTooLarge, ie.Code)
 
 	// Any other read failure is a 400 without internal detail.
 	_, err = DecodeRunAgentInput(iotest.ErrReader(errors.New("secret internal detail")), 0)
@@ -200,7 +200,7 @@ func TestDecodeRunAgentInputReadErrors(t *testing.T) {
 	assert.NotContains(t, ie.Message, "secret")
 
 	// The default cap is 1 MiB.
-	big := `{"threadId":"t","runId":"r","pad":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`
+	big := `{"threadId":"t","runId":"r","pad":"` + strings.Repeat("x", defaultMaxBodyBytes) + `"}`
 	_, err = DecodeRunAgentInput(strings.NewReader(big), 0)
 	require.ErrorAs(t, err, &ie)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, ie.Status)
@@ -232,7 +232,7 @@ func TestMessageText(t *testing.T) {
 func TestWriteInputError(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
-	WriteInputError(rec, &InputError{Status: 413, Code: CodeBodyTooLarge, Message: `too "big"`})
+	WriteInputError(rec, &InputError{Status: 413, Code: codeBodyTooLarge, Message: `too "big"`})
 	assert.Equal(t, 413, rec.Code)
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	assert.JSONEq(t, `{"error":"BODY_TOO_LARGE","message":"too \"big\""}`, rec.Body.String())
@@ -244,7 +244,7 @@ func TestWriteInputError(t *testing.T) {
 	assert.Equal(t, 400, rec.Code)
 	var body map[string]string
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
-	assert.Equal(t, CodeInvalidJSON, body["error"])
+	assert.Equal(t, codeInvalidJSON, body["error"])
 	assert.NotEmpty(t, body["message"])
 
 	// Anything else is a 500 that shows nothing internal.

@@ -20,14 +20,14 @@ var (
 
 // Legacy downgrade of the cancelled outcome, which 0.0.59 clients cannot parse.
 const (
-	LegacyCancelledCode    = "CANCELLED"
-	LegacyCancelledMessage = "The run was cancelled."
+	legacyCancelledCode    = "CANCELLED"
+	legacyCancelledMessage = "The run was cancelled."
 )
 
 // Closing of subagents still open when the run ends.
 const (
-	SubagentCancelledCode    = "cancelled"
-	SubagentCancelledMessage = "The sub-agent was stopped because the run ended."
+	subagentCancelledCode    = "cancelled"
+	subagentCancelledMessage = "The sub-agent was stopped because the run ended."
 )
 
 // SequencerOptions configures a Sequencer.
@@ -211,7 +211,7 @@ func (s *Sequencer) closeAllLocked() error {
 	subs := s.subagents.keys()
 	slices.Reverse(subs)
 	for _, id := range subs {
-		ev := &SubagentError{SubagentRunID: id, Code: SubagentCancelledCode, Message: SubagentCancelledMessage}
+		ev := &SubagentError{SubagentRunID: id, Code: subagentCancelledCode, Message: subagentCancelledMessage}
 		if err := s.emitLocked(ev); err != nil {
 			return err
 		}
@@ -502,7 +502,7 @@ func (s *Sequencer) downgrade(ev Event) Event {
 		if s.legacy && c.Outcome != nil {
 			switch c.Outcome.Type {
 			case OutcomeCancelled:
-				return &RunError{Base: c.Base, Code: LegacyCancelledCode, Message: LegacyCancelledMessage}
+				return &RunError{Base: c.Base, Code: legacyCancelledCode, Message: legacyCancelledMessage}
 			case OutcomeSuccess:
 				// pendingToolCallIds is fatal to 0.0.59, and a bare success is the default.
 				c.Outcome = nil
@@ -575,7 +575,7 @@ func (s *Sequencer) CloseOpen(keep func(subagentRunID string) bool) error {
 		if kept[id] {
 			continue
 		}
-		if err := s.emitLocked(&SubagentError{SubagentRunID: id, Code: SubagentCancelledCode, Message: SubagentCancelledMessage}); err != nil {
+		if err := s.emitLocked(&SubagentError{SubagentRunID: id, Code: subagentCancelledCode, Message: subagentCancelledMessage}); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,7 @@ func SizeHint(ev Event) int {
 }
 
 func encodedSize(ev Event) int {
-	b, err := AppendFrame(nil, ev)
+	b, err := appendFrame(nil, ev)
 	if err != nil {
 		return eventOverhead
 	}

@@ -17,7 +17,7 @@ func TestSizeHint(t *testing.T) {
 	assert.Equal(t, eventOverhead, SizeHint(&ToolCallEnd{ToolCallID: "c"}))
 	// Free-form payloads and metadata are measured by encoding them.
 	snap := &StateSnapshot{Snapshot: map[string]any{"k": big}}
-	frame, err := AppendFrame(nil, snap)
+	frame, err := appendFrame(nil, snap)
 	assert.NoError(t, err)
 	assert.Equal(t, len(frame), SizeHint(snap))
 	withMeta := &ToolCallEnd{Base: Base{Metadata: map[string]any{"k": big}}, ToolCallID: "c"}

@@ -112,7 +112,7 @@ func (s *SSEWriter) Start() error {
 func (s *SSEWriter) WriteEvent(ev Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf, err := AppendFrame(s.frame(), ev)
+	buf, err := appendFrame(s.frame(), ev)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *SSEWriter) WriteEvents(evs []Event) error {
 	buf := s.frame()
 	for _, ev := range evs {
 		var err error
-		if buf, err = AppendFrame(buf, ev); err != nil {
+		if buf, err = appendFrame(buf, ev); err != nil {
 			return err
 		}
 	}

@@ -166,7 +166,7 @@ func BenchmarkAppendFrame(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		buf, err = AppendFrame(buf[:0], benchEvent)
+		buf, err = appendFrame(buf[:0], benchEvent)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,13 +6,13 @@ import (
 	"strconv"
 )
 
-// AppendFrameID appends one SSE frame with an id line, "id: <id>\ndata: <json>\n\n". The id
+// appendFrameID appends one SSE frame with an id line, "id: <id>\ndata: <json>\n\n". The id
 // is the event's sequence number in its run (DESIGN §3): a client that reconnects sends the
 // last one it saw as Last-Event-ID.
-func AppendFrameID(dst []byte, id int64, ev Event) ([]byte, error) {
+func appendFrameID(dst []byte, id int64, ev Event) ([]byte, error) {
 	n := len(dst)
 	dst = appendID(dst, id)
-	dst, err := AppendFrame(dst, ev)
+	dst, err := appendFrame(dst, ev)
 	if err != nil {
 		return dst[:n], err
 	}
@@ -36,7 +36,7 @@ func (s *SSEWriter) WriteEventsFrom(first int64, evs []Event) error {
 	buf := s.frame()
 	for i, ev := range evs {
 		var err error
-		if buf, err = AppendFrameID(buf, first+int64(i), ev); err != nil {
+		if buf, err = appendFrameID(buf, first+int64(i), ev); err != nil {
 			return err
 		}
 	}
@@ -58,16 +58,16 @@ func (s *SSEWriter) WriteRaw(frames []RawFrame) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf, err := AppendRawFrames(s.frame(), frames)
+	buf, err := appendRawFrames(s.frame(), frames)
 	if err != nil {
 		return err
 	}
 	return s.send(buf)
 }
 
-// AppendRawFrames appends already-encoded events as frames to dst, with WriteRaw's checks:
+// appendRawFrames appends already-encoded events as frames to dst, with WriteRaw's checks:
 // on an error dst is returned as it was.
-func AppendRawFrames(dst []byte, frames []RawFrame) ([]byte, error) {
+func appendRawFrames(dst []byte, frames []RawFrame) ([]byte, error) {
 	n := len(dst)
 	for _, f := range frames {
 		if len(f.Data) == 0 || f.Data[0] != '{' || bytes.ContainsAny(f.Data, "\r\n") {
@@ -77,19 +77,6 @@ func AppendRawFrames(dst []byte, frames []RawFrame) ([]byte, error) {
 		dst = append(dst, "data: "...)
 		dst = append(dst, f.Data...)
 		dst = append(dst, '\n', '\n')
-	}
-	return dst, nil
-}
-
-// AppendFramesFrom appends evs as frames numbered first, first+1, ... to dst, as
-// WriteEventsFrom writes them: on an error dst is returned as it was.
-func AppendFramesFrom(dst []byte, first int64, evs []Event) ([]byte, error) {
-	n := len(dst)
-	for i, ev := range evs {
-		var err error
-		if dst, err = AppendFrameID(dst, first+int64(i), ev); err != nil {
-			return dst[:n], err
-		}
 	}
 	return dst, nil
 }

@@ -14,25 +14,25 @@ import (
 // schema must be small and shallow enough that neither the provider nor Baton's own schema
 // handling can be made to do unbounded work.
 const (
-	// MaxIDLen is the longest threadId or runId (DESIGN §3).
-	MaxIDLen = 128
-	// MaxTools is the most frontend tools one run may offer.
-	MaxTools = 128
-	// MaxToolNameLen is the longest frontend tool name (the providers' own limit).
-	MaxToolNameLen = 64
-	// MaxToolDescriptionBytes caps a frontend tool's description.
-	MaxToolDescriptionBytes = 8 << 10
-	// MaxSchemaBytes caps one frontend tool's parameters schema.
-	MaxSchemaBytes = 64 << 10
-	// MaxSchemaDepth caps the nesting of objects and arrays in a parameters schema.
-	MaxSchemaDepth = 32
+	// maxIDLen is the longest threadId or runId (DESIGN §3).
+	maxIDLen = 128
+	// maxTools is the most frontend tools one run may offer.
+	maxTools = 128
+	// maxToolNameLen is the longest frontend tool name (the providers' own limit).
+	maxToolNameLen = 64
+	// maxToolDescriptionBytes caps a frontend tool's description.
+	maxToolDescriptionBytes = 8 << 10
+	// maxSchemaBytes caps one frontend tool's parameters schema.
+	maxSchemaBytes = 64 << 10
+	// maxSchemaDepth caps the nesting of objects and arrays in a parameters schema.
+	maxSchemaDepth = 32
 )
 
-// ValidID reports whether s is a valid threadId or runId: 1 to MaxIDLen characters of
+// ValidID reports whether s is a valid threadId or runId: 1 to maxIDLen characters of
 // [A-Za-z0-9._:-]. Such ids are safe in URL paths, log lines and store keys, so every run
 // that could start can also be stopped and reconnected to.
 func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > MaxIDLen {
+	if len(s) == 0 || len(s) > maxIDLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -47,10 +47,10 @@ func ValidID(s string) bool {
 	return true
 }
 
-// validToolName reports whether s is 1 to MaxToolNameLen characters of [A-Za-z0-9_-], the
+// validToolName reports whether s is 1 to maxToolNameLen characters of [A-Za-z0-9_-], the
 // function names every supported provider accepts.
 func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > MaxToolNameLen {
+	if len(s) == 0 || len(s) > maxToolNameLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -65,8 +65,8 @@ func validToolName(s string) bool {
 // validateTools checks the frontend tools: names, uniqueness, and parameters that are a
 // bounded JSON Schema for an object.
 func validateTools(tools []Tool) *InputError {
-	if len(tools) > MaxTools {
-		return invalid("tools has %d entries; at most %d are allowed", len(tools), MaxTools)
+	if len(tools) > maxTools {
+		return invalid("tools has %d entries; at most %d are allowed", len(tools), maxTools)
 	}
 	seen := make(map[string]int, len(tools))
 	for i := range tools {
@@ -75,14 +75,14 @@ func validateTools(tools []Tool) *InputError {
 			return invalid("tools[%d].name is required", i)
 		}
 		if !validToolName(t.Name) {
-			return invalid("tools[%d].name must be 1 to %d characters of A-Z, a-z, 0-9, '_' and '-'", i, MaxToolNameLen)
+			return invalid("tools[%d].name must be 1 to %d characters of A-Z, a-z, 0-9, '_' and '-'", i, maxToolNameLen)
 		}
 		if j, dup := seen[t.Name]; dup {
 			return invalid("tools[%d].name %q repeats tools[%d].name", i, t.Name, j)
 		}
 		seen[t.Name] = i
-		if len(t.Description) > MaxToolDescriptionBytes {
-			return invalid("tools[%d].description exceeds %d bytes", i, MaxToolDescriptionBytes)
+		if len(t.Description) > maxToolDescriptionBytes {
+			return invalid("tools[%d].description exceeds %d bytes", i, maxToolDescriptionBytes)
 		}
 		t.Parameters = nullToNil(t.Parameters)
 		if t.Parameters == nil {
@@ -104,18 +104,18 @@ var (
 	errSchemaInvalid   = errors.New("is not a valid JSON Schema")
 )
 
-// validateSchema checks a parameters schema: an object of at most MaxSchemaBytes, nested at
-// most MaxSchemaDepth deep, that decodes as a JSON Schema whose type, when given, is
+// validateSchema checks a parameters schema: an object of at most maxSchemaBytes, nested at
+// most maxSchemaDepth deep, that decodes as a JSON Schema whose type, when given, is
 // "object". The depth is checked on the tokens first, so that a hostile schema is refused
 // before any recursive decoding.
 func validateSchema(raw json.RawMessage) error {
 	if raw[0] != '{' {
 		return errSchemaNotObject
 	}
-	if len(raw) > MaxSchemaBytes {
+	if len(raw) > maxSchemaBytes {
 		return errSchemaTooLarge
 	}
-	if jsonDepth(raw) > MaxSchemaDepth {
+	if jsonDepth(raw) > maxSchemaDepth {
 		return errSchemaTooDeep
 	}
 	var s jsonschema.Schema
@@ -129,7 +129,7 @@ func validateSchema(raw json.RawMessage) error {
 }
 
 // jsonDepth returns the deepest nesting of objects and arrays in raw, reading tokens only,
-// and stops reading once MaxSchemaDepth is passed. raw is already known to be valid JSON.
+// and stops reading once maxSchemaDepth is passed. raw is already known to be valid JSON.
 func jsonDepth(raw []byte) int {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	depth, deepest := 0, 0
@@ -143,7 +143,7 @@ func jsonDepth(raw []byte) int {
 			case '{', '[':
 				depth++
 				deepest = max(deepest, depth)
-				if deepest > MaxSchemaDepth {
+				if deepest > maxSchemaDepth {
 					return deepest
 				}
 			default:

@@ -10,10 +10,10 @@ import (
 
 func TestValidID(t *testing.T) {
 	t.Parallel()
-	for _, id := range []string{"t", "thread-1", "87e44c7d-0000", "a.b_c:d-e", "..", strings.Repeat("x", MaxIDLen)} {
+	for _, id := range []string{"t", "thread-1", "87e44c7d-0000", "a.b_c:d-e", "..", strings.Repeat("x", maxIDLen)} {
 		assert.True(t, ValidID(id), "%q", id)
 	}
-	for _, id := range []string{"", "a/b", "a b", "a%2Fb", "ä", "a\nb", "a?b", "a#b", strings.Repeat("x", MaxIDLen+1)} {
+	for _, id := range []string{"", "a/b", "a b", "a%2Fb", "ä", "a\nb", "a?b", "a#b", strings.Repeat("x", maxIDLen+1)} {
 		assert.False(t, ValidID(id), "%q", id)
 	}
 }
@@ -21,7 +21,7 @@ func TestValidID(t *testing.T) {
 func TestDecodeRefusesBadIDsAndTools(t *testing.T) {
 	t.Parallel()
 	deep := strings.Repeat(`{"items":`, 40) + `{}` + strings.Repeat(`}`, 40)
-	huge := `{"type":"object","description":"` + strings.Repeat("x", MaxSchemaBytes) + `"}`
+	huge := `{"type":"object","description":"` + strings.Repeat("x", maxSchemaBytes) + `"}`
 	cases := []struct {
 		name, body, contains string
 	}{
@@ -37,7 +37,7 @@ func TestDecodeRefusesBadIDsAndTools(t *testing.T) {
 		{"parameters too large", `{"threadId":"t","runId":"r","tools":[{"name":"a","parameters":` + huge + `}]}`, "tools[0].parameters is too large"},
 		{"parameters not a schema", `{"threadId":"t","runId":"r","tools":[{"name":"a","parameters":{"type":5}}]}`, "tools[0].parameters is not a valid JSON Schema"},
 		{"parameters of a string", `{"threadId":"t","runId":"r","tools":[{"name":"a","parameters":{"type":"string"}}]}`, "tools[0].parameters must describe an object"},
-		{"too many tools", `{"threadId":"t","runId":"r","tools":[` + manyTools(MaxTools+1) + `]}`, "at most"},
+		{"too many tools", `{"threadId":"t","runId":"r","tools":[` + manyTools(maxTools+1) + `]}`, "at most"},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestDecodeRefusesBadIDsAndTools(t *testing.T) {
 			ie, ok := err.(*InputError)
 			require.True(t, ok, "%T", err)
 			assert.Equal(t, 400, ie.Status)
-			assert.Equal(t, CodeInvalidInput, ie.Code)
+			assert.Equal(t, codeInvalidInput, ie.Code)
 			assert.Contains(t, ie.Message, tt.contains)
 		})
 	}

@@ -21,7 +21,7 @@
 //
 // # Failure state
 //
-// Budgets, strikes, lessons and loop signatures belong to the run (FailureState): never to
+// Budgets, strikes, lessons and loop signatures belong to the run (failure.State): never to
 // the process, never shared between runs or principals. They are saved with a suspension
 // and restored on resume, with the A2A tasks the thread started (a task_id continues only
 // one of those).

@@ -10,7 +10,7 @@ package coordinator
 // the run follows the most severe decision (MostSevere): retry and narrow_scope let it go
 // on, ask_user suspends it with a "continue?" interrupt (hitl.Continue, next to any tool
 // interrupts of the same step), handoff and stop end it with a final message. Calls are
-// checked before they are sent, in order: the loop detector's prediction first, then the
+// checked before they are sent (dispatch.go), in order: the loop detector's prediction first, then the
 // guard (policy lists, budget, rate limits); a refused call's result is its structured
 // refusal, streamed like any result, and the failure it reveals is found by the same
 // result detector as the others.
@@ -18,7 +18,6 @@ package coordinator
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
@@ -123,106 +122,4 @@ type failureRef struct {
 func (f *failureRef) stopDecision() failure.Decision {
 	return failure.Decision{Kind: f.Kind, Tool: f.Tool, Action: failure.ActionStop, Attempt: f.Attempt,
 		Explanation: f.Explanation + " You chose to stop here."}
-}
-
-// newGuard builds the run's guard and hides from the model the tools the policy denies.
-// Denied tools stay governed, so that a call to one is refused as policy_deny rather than
-// as an unknown action.
-func (r *Run) newGuard(t *toolset) *failure.Guard {
-	var agents, governed, always []string
-	for _, name := range t.backend {
-		switch {
-		case t.agents[name] != nil:
-			agents = append(agents, name)
-			governed = append(governed, name)
-		case name == askUserTool && !t.hasMCP(name):
-			always = append(always, name)
-		default:
-			governed = append(governed, name)
-		}
-	}
-	for name := range t.frontend {
-		always = append(always, name)
-	}
-	g := failure.NewGuard(failure.GuardConfig{
-		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
-		Agents: agents, Tools: governed, Always: always,
-		Used: &r.fs.Budget, Now: r.e.cfg.Now,
-	})
-	t.restrict(g.Permitted)
-	return g
-}
-
-// dispatch runs one turn's backend calls. Each call is checked first, in order: a call
-// that would repeat a loop (the loop detector's prediction) or that the guard refuses is
-// not sent, and its refusal, streamed at once, is its result. The other calls run
-// concurrently; each result is streamed as TOOL_CALL_RESULT as soon as its call ends.
-// sent tells which calls went out; predicted holds the loop_detected failures.
-func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []failure.Failure) {
-	outcomes = make([]toolOutcome, len(calls))
-	sent = make([]bool, len(calls))
-	run, predicted := r.screen(ctx, t, calls, outcomes, sent)
-	if len(run) == 1 {
-		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
-		// only when calls run in parallel.
-		r.execCall(ctx, t, calls, outcomes, run[0])
-		return outcomes, sent, predicted
-	}
-	var wg sync.WaitGroup
-	for _, i := range run {
-		wg.Go(func() { r.execCall(ctx, t, calls, outcomes, i) })
-	}
-	wg.Wait()
-	return outcomes, sent, predicted
-}
-
-// screen refuses the calls that must not be sent (a predicted loop, a declined call, the
-// guard) and holds the ones that need approval; it returns the indexes of the calls to
-// run. Kept out of dispatch (never inlined) so that its locals are not on the run's stack
-// while a call is in flight: an open run's parked stack stays shallow.
-func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
-	for i, c := range calls {
-		if r.loops.Predict(c) {
-			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, r.nextActions(t, c.Name))))
-			r.emitResult(ctx, c.ID, outcomes[i])
-			continue
-		}
-		if refusal, declined := r.declinedRefusal(t, c); declined {
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
-			r.emitResult(ctx, c.ID, outcomes[i])
-			continue
-		}
-		if refusal, ok := r.guard.CheckSignal(c.Name); !ok {
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
-			r.emitResult(ctx, c.ID, outcomes[i])
-			continue
-		}
-		if n, soft := r.loops.Observe(c); soft {
-			r.log.Warn("the same tool call repeats", "tool", c.Name, "count", n)
-		}
-		if r.e.cfg.Approvals.needsApproval(t, c) {
-			// Not sent: the run ends with the question once the calls that need no
-			// approval have run (afterTools).
-			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.askApproval(t, c, false)}}
-			continue
-		}
-		sent[i] = true
-		run = append(run, i)
-	}
-	return run, predicted
-}
-
-// execCall runs calls[i] and streams its result.
-func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
-	c := &calls[i]
-	// No tool call (MCP, A2A) while this replica cannot be sure it still owns the run:
-	// it waits for the lease, or stops (the run moved, or was cancelled).
-	if err := r.mayAct(ctx); err != nil {
-		return
-	}
-	outcomes[i] = r.traceTool(ctx, t, *c, func(ctx context.Context) toolOutcome {
-		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
-	})
-	r.emitResult(ctx, c.ID, outcomes[i])
 }

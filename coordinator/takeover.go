@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -34,7 +35,7 @@ import (
 type takenOver struct {
 	cp   checkpoint
 	conv []llm.Message // nil: the run starts over from its input
-	fs   FailureState
+	fs   failure.State
 	work durable.Work
 	// fresh: not even RUN_STARTED reached the log; the stream starts here.
 	fresh bool

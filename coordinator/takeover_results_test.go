@@ -12,6 +12,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -36,7 +37,7 @@ func TestTakeOverStreamsResultsMissingFromLog(t *testing.T) {
 	}
 	deadRun(t, st, "lost-results", conv, durable.Work{
 		MCP:     []durable.Call{{ToolCallID: "c-2", Tool: "fs__write", State: "done"}},
-		Results: map[string]ToolResult{"c-2": {Text: "[OK]\nwritten 2", Tag: "OK"}},
+		Results: map[string]failure.ToolResult{"c-2": {Text: "[OK]\nwritten 2", Tag: "OK"}},
 	}, append(call("c-1", `{"n":1}`), call("c-2", `{"n":2}`)...)...)
 	var cmu sync.Mutex
 	var called []string

@@ -11,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
 )
@@ -100,7 +101,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 	outcomes := make([]toolOutcome, len(backend))
 	sent := make([]bool, len(backend))
 	var again []int
-	var predicted []Failure
+	var predicted []failure.Failure
 	var wg sync.WaitGroup
 	for i, c := range backend {
 		act, task := resumeDecision(tools, c, work, r.e.cfg.Approvals.needsApproval(tools, c))

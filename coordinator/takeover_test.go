@@ -18,6 +18,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
@@ -127,7 +128,7 @@ func TestCheckpointRefusals(t *testing.T) {
 		}(),
 		"time passed": func() durable.Work {
 			w := good()
-			cp := checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{}), State: mustJSON(FailureState{Active: time.Hour})}
+			cp := checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{}), State: mustJSON(failure.State{Active: time.Hour})}
 			w.Checkpoint = mustJSON(cp)
 			return w
 		}(),
@@ -146,7 +147,7 @@ func TestResumeDecision(t *testing.T) {
 	}
 	work := &durable.Work{
 		A2A:     []durable.Task{{Agent: "research", TaskID: "task-1", ToolCallID: "c-followed", State: "TASK_STATE_WORKING"}},
-		Results: map[string]ToolResult{"c-done": {Text: "[OK]\nfine", Tag: "OK"}},
+		Results: map[string]failure.ToolResult{"c-done": {Text: "[OK]\nfine", Tag: "OK"}},
 	}
 	for _, tc := range []struct {
 		name, id, tool string
@@ -181,7 +182,7 @@ func deadRun(t *testing.T, st store.Store, thread string, conv []llm.Message, wo
 	ctx := context.Background()
 	in := input(thread)
 	in.Messages = nil
-	work.Checkpoint = mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(in), Conv: mustJSON(conv), State: mustJSON(FailureState{Iterations: 1})})
+	work.Checkpoint = mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(in), Conv: mustJSON(conv), State: mustJSON(failure.State{Iterations: 1})})
 	_, err := st.ClaimThread(ctx, thread, "alice", "")
 	require.NoError(t, err)
 	require.NoError(t, begun(st.BeginRun(ctx, thread, in.RunID, "replica-dead", -time.Second)))
@@ -356,7 +357,7 @@ func TestTakeOverMCPCalls(t *testing.T) {
 	}}}
 	deadRun(t, st, "mcp", conv, durable.Work{
 		MCP:     []durable.Call{{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"}, {ToolCallID: "c-write", Tool: "fs__write", State: "started"}},
-		Results: map[string]ToolResult{"c-done": {Text: "[OK]\nwritten 2", Tag: "OK"}},
+		Results: map[string]failure.ToolResult{"c-done": {Text: "[OK]\nwritten 2", Tag: "OK"}},
 	})
 	var cmu sync.Mutex
 	var called []string

@@ -23,8 +23,6 @@ var defaultsPackages = []string{"coordinator", "server", "failure", "hitl"}
 // when it lands and delete their lines). Keys are "<package dir>.<Name>".
 var ownDefaults = map[string]string{
 	"coordinator.DefaultWatchRenewal":  "no configuration key",
-	"failure.DefaultBackoffBase":       "no configuration key",
-	"failure.DefaultBackoffCap":        "no configuration key",
 	"server.DefaultBodyReadTimeout":    "no configuration key",
 	"server.DefaultMaxFollowersPerRun": "restates config.DefaultMaxFollowersPerRun",
 	"server.DefaultWriteTimeout":       "restates config.DefaultStreamWriteTimeout",

@@ -55,7 +55,7 @@ func DetectBeforeTurn(lim TurnLimits, s TurnState) *Failure {
 // or a text-only turn while tool work is pending (pending; see PendingWork). A text-only
 // turn with text is otherwise the answer, not a failure.
 func DetectTurn(msg llm.Message, c *llm.Completion, pending bool) *Failure {
-	if f := ClassifyCompletion(c); f != nil {
+	if f := classifyCompletion(c); f != nil {
 		return f
 	}
 	if len(msg.ToolCalls) > 0 {

@@ -235,7 +235,7 @@ func TestClassifyCompletion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, kindOf(ClassifyCompletion(tt.c)))
+			assert.Equal(t, tt.want, kindOf(classifyCompletion(tt.c)))
 		})
 	}
 }

@@ -172,10 +172,10 @@ func ClassifyModelError(err error) *Failure {
 	return nil
 }
 
-// ClassifyCompletion classifies how a successful LLM turn ended: a refusal or a content
+// classifyCompletion classifies how a successful LLM turn ended: a refusal or a content
 // filter is output_refused; finish_reason=length is output_truncated; anything else is
 // nil.
-func ClassifyCompletion(c *llm.Completion) *Failure {
+func classifyCompletion(c *llm.Completion) *Failure {
 	if c == nil {
 		return nil
 	}

@@ -88,12 +88,12 @@ func CallSignature(tool, args string) string {
 	return "call:" + tool + ":" + hex.EncodeToString(sum[:12])
 }
 
-// ErrorSignature is the stable signature of an error result of tool: the tag and retry
+// errorSignature is the stable signature of an error result of tool: the tag and retry
 // code of its first line, and a hash of the error's detail (the rest of the result, less
 // the attempts left), so that the same failure repeated is one signature and two different
 // failures of a tool are two. ok is false when the result is not an error: only
 // [RETRY:…], [ERROR], [FAILED], [REJECTED], [TIMEOUT…] and [UNREACHABLE] are.
-func ErrorSignature(tool string, res ToolResult) (sig string, ok bool) {
+func errorSignature(tool string, res ToolResult) (sig string, ok bool) {
 	code, ok := errorCode(res)
 	if !ok {
 		return "", false
@@ -149,7 +149,7 @@ func CanonicalArgs(args string) string {
 }
 
 // Predict reports whether sending c would reach the hard threshold: the caller must not
-// send it (it gets LoopRefusal as its result and a loop_detected failure).
+// send it (it gets loopRefusal as its result and a loop_detected failure).
 func (d *LoopDetector) Predict(c llm.ToolCall) bool {
 	return d.counts[CallSignature(c.Name, c.Arguments)]+1 >= d.hard
 }
@@ -168,7 +168,7 @@ func (d *LoopDetector) Observe(c llm.ToolCall) (count int, soft bool) {
 // the hard threshold across turns; a result that makes progress clears the error counts of
 // the tool.
 func (d *LoopDetector) ObserveResult(c llm.ToolCall, result ToolResult) *Failure {
-	sig, isErr := ErrorSignature(c.Name, result)
+	sig, isErr := errorSignature(c.Name, result)
 	if !isErr {
 		if IsProgress(result) {
 			prefix := "error:" + c.Name + ":"
@@ -206,13 +206,13 @@ func (d *LoopDetector) PredictedLoop(c llm.ToolCall) *Failure {
 // Reset forgets every signature (after the user chose to continue).
 func (d *LoopDetector) Reset() { clear(d.counts) }
 
-// LoopRefusal is the tool result of a call that was not sent because it would repeat a
+// loopRefusal is the tool result of a call that was not sent because it would repeat a
 // loop: a [RETRY:loop_detected] signal (DESIGN §7) listing validNext.
-func LoopRefusal(c llm.ToolCall, validNext []string) string {
+func loopRefusal(c llm.ToolCall, validNext []string) string {
 	return bridge.Retry(LoopSignal(c, validNext))
 }
 
-// LoopSignal is the signal LoopRefusal renders.
+// LoopSignal is the signal loopRefusal renders.
 func LoopSignal(c llm.ToolCall, validNext []string) bridge.Signal {
 	return bridge.Signal{
 		Code:      "loop_detected",

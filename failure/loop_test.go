@@ -61,7 +61,7 @@ func TestErrorSignature(t *testing.T) {
 		{"no tag", "", false},
 	}
 	for _, tt := range tests {
-		sig, ok := ErrorSignature("t", typed(tt.result))
+		sig, ok := errorSignature("t", typed(tt.result))
 		assert.Equal(t, tt.ok, ok, tt.result)
 		if tt.ok {
 			assert.True(t, strings.HasPrefix(sig, tt.sig), "%s: %s", tt.result, sig)
@@ -70,9 +70,9 @@ func TestErrorSignature(t *testing.T) {
 		}
 	}
 	// The detail is part of the signature, the attempts left are not.
-	a, _ := ErrorSignature("t", typed(`[RETRY:validation_failed] {"reason":"a is missing","attempts_left":2}`))
-	b, _ := ErrorSignature("t", typed(`[RETRY:validation_failed] {"reason":"a is missing","attempts_left":1}`))
-	c, _ := ErrorSignature("t", typed(`[RETRY:validation_failed] {"reason":"b is missing"}`))
+	a, _ := errorSignature("t", typed(`[RETRY:validation_failed] {"reason":"a is missing","attempts_left":2}`))
+	b, _ := errorSignature("t", typed(`[RETRY:validation_failed] {"reason":"a is missing","attempts_left":1}`))
+	c, _ := errorSignature("t", typed(`[RETRY:validation_failed] {"reason":"b is missing"}`))
 	assert.Equal(t, a, b)
 	assert.NotEqual(t, a, c)
 }
@@ -204,7 +204,7 @@ func TestLoopCountsLiveInTheState(t *testing.T) {
 
 func TestLoopRefusal(t *testing.T) {
 	t.Parallel()
-	out := LoopRefusal(call("research", `{}`), []string{"ask_user", "travel"})
+	out := loopRefusal(call("research", `{}`), []string{"ask_user", "travel"})
 	tag, code, ok := bridge.ParseTag(out)
 	require.True(t, ok)
 	assert.Equal(t, bridge.TagRetry, tag)

@@ -23,8 +23,8 @@ type Policy interface {
 
 // Default retry settings of DESIGN §6.
 const (
-	DefaultBackoffBase = 500 * time.Millisecond
-	DefaultBackoffCap  = 30 * time.Second
+	defaultBackoffBase = 500 * time.Millisecond
+	defaultBackoffCap  = 30 * time.Second
 )
 
 // DefaultPolicy is the table of DESIGN §6. The zero value is ready to use.
@@ -75,7 +75,7 @@ func (p *DefaultPolicy) Backoff(kind Kind, attempt int, retryAfter time.Duration
 	}
 	base := p.BackoffBase
 	if base <= 0 {
-		base = DefaultBackoffBase
+		base = defaultBackoffBase
 	}
 	d := retry.Backoff(base, limit, attempt)
 	half := d / 2
@@ -86,7 +86,7 @@ func (p *DefaultPolicy) cap() time.Duration {
 	if p.BackoffCap > 0 {
 		return p.BackoffCap
 	}
-	return DefaultBackoffCap
+	return defaultBackoffCap
 }
 
 func (p *DefaultPolicy) jitter(d time.Duration) time.Duration {

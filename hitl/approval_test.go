@@ -23,7 +23,7 @@ func TestApprovalInterrupt(t *testing.T) {
 	assert.Regexp(t, idRegex, in.ID)
 	assert.Equal(t, KindApproval, in.Kind)
 	assert.Equal(t, ReasonToolCall, in.Reason)
-	assert.Equal(t, now0.Add(DefaultTTL), in.ExpiresAt)
+	assert.Equal(t, now0.Add(defaultTTL), in.ExpiresAt)
 	props := in.ResponseSchema["properties"].(map[string]any)
 	edited := props["editedArgs"].(map[string]any)
 	assert.NotContains(t, edited, "$schema", "a dialect only at the root")

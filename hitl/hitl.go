@@ -68,15 +68,16 @@ const (
 	ActionDecline = "decline"
 )
 
-// DefaultTTL is how long an interrupt stays answerable when Options.TTL is zero: the
+// defaultTTL is how long an interrupt stays answerable when Options.TTL is zero: the
 // default of interrupts.ttl, defined in internal/config.
-const DefaultTTL = time.Duration(config.DefaultInterruptTTL)
+const defaultTTL = time.Duration(config.DefaultInterruptTTL)
 
-// Options configure the builders. The zero value uses time.Now and DefaultTTL.
+// Options configure the builders. The zero value uses time.Now and the interrupts.ttl default.
 type Options struct {
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
-	// TTL is the lifetime of an interrupt; zero or negative means DefaultTTL.
+	// TTL is the lifetime of an interrupt; zero or negative means the interrupts.ttl
+	// default (internal/config).
 	TTL time.Duration
 }
 
@@ -87,7 +88,7 @@ func (o Options) newInterrupt(kind, reason, message string, schema, metadata map
 	}
 	ttl := o.TTL
 	if ttl <= 0 {
-		ttl = DefaultTTL
+		ttl = defaultTTL
 	}
 	return store.Interrupt{
 		ID:             NewID(),
@@ -162,11 +163,11 @@ func MCPForm(o Options, server, tool, message string, requested map[string]any, 
 	}
 	schema := object(map[string]any{"action": actionProperty(), "content": content}, "action")
 	md := map[string]any{"mcp": map[string]any{"server": server, "tool": tool, "mode": "form"}}
-	return o.newInterrupt(kind, ReasonInputRequired, bridge.UntrustedN(message, MaxPeerMessageBytes), schema, md)
+	return o.newInterrupt(kind, ReasonInputRequired, bridge.UntrustedN(message, maxPeerMessageBytes), schema, md)
 }
 
-// MaxPeerMessageBytes caps a peer's elicitation message shown in an interrupt.
-const MaxPeerMessageBytes = 4000
+// maxPeerMessageBytes caps a peer's elicitation message shown in an interrupt.
+const maxPeerMessageBytes = 4000
 
 // maxURLBytes caps a URL passed on to the client in metadata.mcp.url.
 const maxURLBytes = 4096
@@ -199,7 +200,7 @@ func MCPURL(o Options, server, tool, link, message string) store.Interrupt {
 	if SafeURL(link) {
 		mcpMD["url"] = link
 	}
-	return o.newInterrupt(KindMCPURL, ReasonMCPURLElicitation, bridge.UntrustedN(message, MaxPeerMessageBytes), schema, map[string]any{"mcp": mcpMD})
+	return o.newInterrupt(KindMCPURL, ReasonMCPURLElicitation, bridge.UntrustedN(message, maxPeerMessageBytes), schema, map[string]any{"mcp": mcpMD})
 }
 
 // MCPAuthorization is the interrupt of a call that needs the user to sign in to an MCP

@@ -156,7 +156,7 @@ func TestBuilders(t *testing.T) {
 			assert.Equal(t, tt.message, got.Message)
 			assert.Equal(t, tt.schema, got.ResponseSchema)
 			assert.Equal(t, tt.metadata, got.Metadata)
-			assert.Equal(t, now0.Add(DefaultTTL), got.ExpiresAt)
+			assert.Equal(t, now0.Add(defaultTTL), got.ExpiresAt)
 			assert.Empty(t, got.ToolCallID, "the engine sets the tool call id")
 			assert.Nil(t, got.Handle, "the engine sets the handle")
 
@@ -186,9 +186,9 @@ func TestOptions(t *testing.T) {
 		want func(built time.Time) time.Time
 	}{
 		{"custom TTL", Options{Now: clock, TTL: 5 * time.Minute}, func(time.Time) time.Time { return now0.Add(5 * time.Minute) }},
-		{"negative TTL is the default", Options{Now: clock, TTL: -time.Second}, func(time.Time) time.Time { return now0.Add(DefaultTTL) }},
-		{"non-UTC clock", Options{Now: func() time.Time { return now0.In(time.FixedZone("X", 3600)) }}, func(time.Time) time.Time { return now0.Add(DefaultTTL) }},
-		{"zero options use the wall clock", Options{}, func(built time.Time) time.Time { return built.Add(DefaultTTL) }},
+		{"negative TTL is the default", Options{Now: clock, TTL: -time.Second}, func(time.Time) time.Time { return now0.Add(defaultTTL) }},
+		{"non-UTC clock", Options{Now: func() time.Time { return now0.In(time.FixedZone("X", 3600)) }}, func(time.Time) time.Time { return now0.Add(defaultTTL) }},
+		{"zero options use the wall clock", Options{}, func(built time.Time) time.Time { return built.Add(defaultTTL) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,8 +196,8 @@ func TestOptions(t *testing.T) {
 			got := AskUser(tt.o, "q", nil)
 			after := time.Now()
 			if tt.o.Now == nil {
-				assert.False(t, got.ExpiresAt.Before(before.Add(DefaultTTL)))
-				assert.False(t, got.ExpiresAt.After(after.Add(DefaultTTL)))
+				assert.False(t, got.ExpiresAt.Before(before.Add(defaultTTL)))
+				assert.False(t, got.ExpiresAt.After(after.Add(defaultTTL)))
 				return
 			}
 			assert.True(t, tt.want(before).Equal(got.ExpiresAt), "%v", got.ExpiresAt)

@@ -46,8 +46,8 @@ func TestValidate(t *testing.T) {
 	noSchema := withID("int-no-schema", AskUser(opts, "q", nil))
 	noSchema.ResponseSchema = nil
 
-	beforeExpiry := now0.Add(DefaultTTL - time.Millisecond)
-	atExpiry := now0.Add(DefaultTTL)
+	beforeExpiry := now0.Add(defaultTTL - time.Millisecond)
+	atExpiry := now0.Add(defaultTTL)
 
 	tests := []struct {
 		name        string

@@ -139,9 +139,9 @@ func (e *Error) Transient() bool {
 	return false
 }
 
-// KindFromStatus classifies an HTTP status code. 408 counts as a server error
+// kindFromStatus classifies an HTTP status code. 408 counts as a server error
 // because, like 5xx, it says nothing about the request being wrong.
-func KindFromStatus(status int) ErrorKind {
+func kindFromStatus(status int) ErrorKind {
 	switch {
 	case status == http.StatusTooManyRequests:
 		return ErrRateLimited
@@ -159,7 +159,7 @@ func KindFromStatus(status int) ErrorKind {
 // only provider text that is safe to show (never for auth failures, whose
 // provider messages echo parts of the key).
 func NewHTTPError(status int, header http.Header, detail string, err error) *Error {
-	kind := KindFromStatus(status)
+	kind := kindFromStatus(status)
 	msg := kindMessage(kind)
 	if detail != "" && kind != ErrAuth {
 		msg += ": " + truncate(detail, 300)
@@ -167,7 +167,7 @@ func NewHTTPError(status int, header http.Header, detail string, err error) *Err
 	return &Error{
 		Kind:       kind,
 		Status:     status,
-		RetryAfter: ParseRetryAfter(header, time.Now()),
+		RetryAfter: parseRetryAfter(header, time.Now()),
 		Message:    msg,
 		Err:        err,
 	}
@@ -190,10 +190,10 @@ func kindMessage(k ErrorKind) string {
 	}
 }
 
-// ParseRetryAfter reads the wait a provider asked for: retry-after-ms
+// parseRetryAfter reads the wait a provider asked for: retry-after-ms
 // (milliseconds, sent by OpenAI) or Retry-After as delay-seconds or an HTTP
 // date relative to now. It returns 0 when absent, unparsable or in the past.
-func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if h == nil {
 		return 0
 	}

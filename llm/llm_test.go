@@ -27,7 +27,7 @@ func TestKindFromStatus(t *testing.T) {
 		{422, ErrBadRequest},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, KindFromStatus(tt.status), "status %d", tt.status)
+		assert.Equal(t, tt.want, kindFromStatus(tt.status), "status %d", tt.status)
 	}
 }
 
@@ -71,7 +71,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, ParseRetryAfter(tt.header, now))
+			assert.Equal(t, tt.want, parseRetryAfter(tt.header, now))
 		})
 	}
 }

@@ -15,8 +15,8 @@ const ErrTimeout ErrorKind = "timeout"
 
 // Default timeouts of WithTimeouts (DESIGN §4, llm.timeout and llm.idle_timeout).
 const (
-	DefaultTimeout     = 60 * time.Second
-	DefaultIdleTimeout = 30 * time.Second
+	defaultTimeout     = 60 * time.Second
+	defaultIdleTimeout = 30 * time.Second
 )
 
 // errFirstByte and errIdle are the causes with which WithTimeouts cancels a silent call.
@@ -28,9 +28,9 @@ var (
 // Timeouts configures WithTimeouts.
 type Timeouts struct {
 	// FirstByte bounds the wait from the request until the first delta of the turn;
-	// DefaultTimeout when 0.
+	// 60 s when 0.
 	FirstByte time.Duration
-	// Idle bounds the silence between two deltas of a streamed turn; DefaultIdleTimeout
+	// Idle bounds the silence between two deltas of a streamed turn; 30 s
 	// when 0.
 	Idle time.Duration
 }
@@ -45,10 +45,10 @@ type Timeouts struct {
 // consumer spends handling a delta (inside yield) is not counted as provider silence.
 func WithTimeouts(m Model, t Timeouts) Model {
 	if t.FirstByte <= 0 {
-		t.FirstByte = DefaultTimeout
+		t.FirstByte = defaultTimeout
 	}
 	if t.Idle <= 0 {
-		t.Idle = DefaultIdleTimeout
+		t.Idle = defaultIdleTimeout
 	}
 	return &timeoutModel{m: m, t: t}
 }

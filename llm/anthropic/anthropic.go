@@ -29,18 +29,18 @@ import (
 	"github.com/baton-dev/baton/llm"
 )
 
-// DefaultBaseURL is used when Config.BaseURL is empty.
-const DefaultBaseURL = "https://api.anthropic.com"
+// defaultBaseURL is used when Config.BaseURL is empty.
+const defaultBaseURL = "https://api.anthropic.com"
 
-// DefaultMaxTokens is used when Config.MaxTokens is zero.
-const DefaultMaxTokens = 4096
+// defaultMaxTokens is used when Config.MaxTokens is zero.
+const defaultMaxTokens = 4096
 
 // ErrNoModel is returned by New when Config.Model is empty.
 var ErrNoModel = errors.New("anthropic: model is required")
 
 // Config configures a Model.
 type Config struct {
-	// BaseURL is the API root without /v1; DefaultBaseURL when empty. A
+	// BaseURL is the API root without /v1; https://api.anthropic.com when empty. A
 	// trailing /v1 is tolerated and removed, since the SDK adds it.
 	BaseURL string
 	// Model is the model name sent with every request.
@@ -48,7 +48,7 @@ type Config struct {
 	// APIKey is sent both as a bearer token and as X-Api-Key, so that
 	// gateways accepting only one of them work; none is sent when empty.
 	APIKey string
-	// MaxTokens caps each turn's output; DefaultMaxTokens when zero.
+	// MaxTokens caps each turn's output; 4096 when zero.
 	MaxTokens int
 	// HTTPClient replaces the default client (e.g. for tests or proxies).
 	HTTPClient *http.Client
@@ -72,7 +72,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	base := strings.TrimSuffix(strings.TrimSuffix(cfg.BaseURL, "/"), "/v1")
 	if base == "" {
-		base = DefaultBaseURL
+		base = defaultBaseURL
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -89,7 +89,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	maxTokens := int64(cfg.MaxTokens)
 	if maxTokens <= 0 {
-		maxTokens = DefaultMaxTokens
+		maxTokens = defaultMaxTokens
 	}
 	safe := base
 	if u, err := url.Parse(base); err == nil {

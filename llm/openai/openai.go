@@ -31,15 +31,15 @@ import (
 	"github.com/baton-dev/baton/llm"
 )
 
-// DefaultBaseURL is used when Config.BaseURL is empty.
-const DefaultBaseURL = "https://api.openai.com/v1"
+// defaultBaseURL is used when Config.BaseURL is empty.
+const defaultBaseURL = "https://api.openai.com/v1"
 
 // ErrNoModel is returned by New when Config.Model is empty.
 var ErrNoModel = errors.New("openai: model is required")
 
 // Config configures a Model.
 type Config struct {
-	// BaseURL is the API root including /v1; DefaultBaseURL when empty.
+	// BaseURL is the API root including /v1; https://api.openai.com/v1 when empty.
 	BaseURL string
 	// Model is the model name sent with every request.
 	Model string
@@ -70,7 +70,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	base := cfg.BaseURL
 	if base == "" {
-		base = DefaultBaseURL
+		base = defaultBaseURL
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),

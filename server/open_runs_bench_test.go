@@ -39,13 +39,13 @@ import (
 // internal/testutil/benchagent (frames encoded once, no SDK server) and the model is
 // internal/testutil/stubmodel (pre-split chunks, no tokenising).
 
-// leanEngine returns an engine with the stub model delegating to one bench agent at url.
-func leanEngine(tb testing.TB, url string) (*coordinator.Engine, *a2a.Agent) {
-	return leanEngineWith(tb, url, nil)
+// benchEngine returns an engine with the stub model delegating to one bench agent at url.
+func benchEngine(tb testing.TB, url string) (*coordinator.Engine, *a2a.Agent) {
+	return benchEngineWith(tb, url, nil)
 }
 
-// leanEngineWith is leanEngine with the A2A client's HTTP client (nil: the default).
-func leanEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
+// benchEngineWith is benchEngine with the A2A client's HTTP client (nil: the default).
+func benchEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
 	tb.Helper()
 	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour},
 		a2a.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
@@ -67,7 +67,7 @@ func leanEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.En
 	return e, ag
 }
 
-const leanBody = `{"threadId":"lean-%d","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"go"}]}`
+const benchRunBody = `{"threadId":"bench-%d","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"go"}]}`
 
 // readRun reads an AG-UI stream to its end and returns its last frame.
 func readRun(tb testing.TB, body io.Reader) string {
@@ -93,7 +93,7 @@ func BenchmarkLeanDelegationOverhead(b *testing.B) {
 	agentSrv.Start()
 	defer agentSrv.Close()
 	agentSrv.Config.Handler = benchagent.New(agentSrv.URL, benchagent.Options{Chunks: []string{"one ", "two ", "three"}})
-	e, ag := leanEngine(b, agentSrv.URL)
+	e, ag := benchEngine(b, agentSrv.URL)
 	defer ag.Close()
 	baton := httptest.NewServer(New(Config{Engine: e}))
 	defer baton.Close()
@@ -119,7 +119,7 @@ func BenchmarkLeanDelegationOverhead(b *testing.B) {
 	viaBaton := func() time.Duration {
 		n++
 		start := time.Now()
-		resp, err := http.Post(baton.URL+"/agui", "application/json", strings.NewReader(fmt.Sprintf(leanBody, n)))
+		resp, err := http.Post(baton.URL+"/agui", "application/json", strings.NewReader(fmt.Sprintf(benchRunBody, n)))
 		require.NoError(b, err)
 		last := readRun(b, resp.Body)
 		resp.Body.Close()
@@ -163,7 +163,7 @@ func BenchmarkLeanThroughput(b *testing.B) {
 	agentSrv.Start()
 	defer agentSrv.Close()
 	agentSrv.Config.Handler = benchagent.New(agentSrv.URL, benchagent.Options{Chunks: []string{"one ", "two ", "three"}})
-	e, ag := leanEngine(b, agentSrv.URL)
+	e, ag := benchEngine(b, agentSrv.URL)
 	defer ag.Close()
 	baton := httptest.NewServer(New(Config{Engine: e, MaxActiveRuns: -1}))
 	defer baton.Close()
@@ -180,7 +180,7 @@ func BenchmarkLeanThroughput(b *testing.B) {
 			n++
 			i := n
 			mu.Unlock()
-			resp, err := client.Post(baton.URL+"/agui", "application/json", strings.NewReader(fmt.Sprintf(leanBody, i)))
+			resp, err := client.Post(baton.URL+"/agui", "application/json", strings.NewReader(fmt.Sprintf(benchRunBody, i)))
 			if err != nil {
 				b.Error(err)
 				return
@@ -267,7 +267,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 			t.TLSClientConfig = &tls.Config{RootCAs: pool}
 			hc = &http.Client{Transport: t}
 		}
-		e, ag := leanEngineWith(b, agentURL, hc)
+		e, ag := benchEngineWith(b, agentURL, hc)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(b, err)
 		srv := &http.Server{Handler: New(Config{Engine: e, MaxActiveRuns: -1})}
@@ -386,7 +386,7 @@ func runLoadPeer() {
 						}
 					}()
 					start := time.Now()
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f[1]+"/agui", strings.NewReader(fmt.Sprintf(leanBody, i)))
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f[1]+"/agui", strings.NewReader(fmt.Sprintf(benchRunBody, i)))
 					req.Header.Set("Content-Type", "application/json")
 					resp, err := client.Do(req)
 					if err != nil {
@@ -446,7 +446,7 @@ func runLoadPeer() {
 // BenchmarkOpenStreamsFloor is the floor for BenchmarkOpenRuns: BATON_BENCH_RUNS (default
 // 1,000) A2A streams held open by a bare client in this process, against the same agent in
 // the load peer, without Baton: "sdk" is a2a-go's own client and JSON-RPC transport,
-// "baton-a2a" is package a2a (the lean transport) alone. Per stream: the client side's
+// "baton-a2a" is package a2a (its own SSE transport) alone. Per stream: the client side's
 // heap, stack and goroutines (the goroutine that reads the stream included).
 func BenchmarkOpenStreamsFloor(b *testing.B) {
 	runs := 1000

@@ -89,7 +89,7 @@ func (tp *cancelTopology) openRuns(t *testing.T, n int) (disconnect func()) {
 	opened := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, tp.baton.URL+"/agui", strings.NewReader(fmt.Sprintf(leanBody, i)))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, tp.baton.URL+"/agui", strings.NewReader(fmt.Sprintf(benchRunBody, i)))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			if err != nil {
