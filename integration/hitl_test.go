@@ -143,6 +143,9 @@ func (c *hitlCoord) start(t *testing.T) error {
 			t.Errorf("coordinator exited with code %d on SIGTERM, want 0", code)
 		}
 	})
+	// A test scripts calls of the MCP tools: they must not race the servers' first
+	// connection (a stdio server started through node takes seconds under load).
+	waitMCPSettled(t, p.Match[1])
 	c.URL, c.p, c.killed = p.Match[1], p, killed
 	return nil
 }
