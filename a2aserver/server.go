@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/internal/a2aqueue"
 	"github.com/baton-dev/baton/internal/principal"
 	"github.com/baton-dev/baton/store"
 )
@@ -121,6 +122,7 @@ func New(cfg Config) *Server {
 	caps := capabilities()
 	var h a2asrv.RequestHandler = a2asrv.NewHandler(s.exec,
 		a2asrv.WithTaskStore(s.store),
+		a2asrv.WithEventQueueManager(a2aqueue.New()),
 		a2asrv.WithCapabilityChecks(&caps),
 		a2asrv.WithCallInterceptors(principalInterceptor{}),
 		a2asrv.WithLogger(cfg.Logger),

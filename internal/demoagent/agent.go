@@ -15,6 +15,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/log"
+
+	"github.com/baton-dev/baton/internal/a2aqueue"
 )
 
 // Agent kinds accepted in Options.Kind.
@@ -103,7 +105,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 	sdkLogger := slog.New(demoteHandler{logger.Handler()})
 
 	exec := newExecutor(opts.Kind, opts.ChunkDelay, opts.SlowStep, opts.Recorder, logger)
-	sdkHandler := a2asrv.NewHandler(exec, a2asrv.WithLogger(sdkLogger))
+	sdkHandler := a2asrv.NewHandler(exec, a2asrv.WithLogger(sdkLogger), a2asrv.WithEventQueueManager(a2aqueue.New()))
 	// The recorder wraps the resumer, so it sees the calls exactly as clients made them.
 	var h a2asrv.RequestHandler = &a2asrv.InterceptedHandler{
 		Handler:      &resumer{RequestHandler: sdkHandler, exec: exec},
