@@ -153,7 +153,7 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord, claimed time
 			return
 		}
 	}
-	evs, err := e.readLog(ctx, rec.ThreadID, rec.RunID)
+	evs, err := durable.ReadLog(ctx, e.cfg.Store, rec.ThreadID, rec.RunID)
 	if err != nil {
 		// Not continued now, not ended either: this replica owns the run and renews its
 		// lease, so it tries again at its next heartbeat (retryTakeovers).
@@ -161,7 +161,7 @@ func (e *Engine) takeOver(ctx context.Context, rec store.RunRecord, claimed time
 		e.adoptLater(rec)
 		return
 	}
-	if terminal := terminalOf(evs); terminal != "" {
+	if terminal := durable.TerminalState(evs); terminal != "" {
 		// The run had ended; only its record was not updated.
 		if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, terminal); err != nil {
 			log.Warn("store: end a finished run taken over", "err", err)
@@ -228,7 +228,7 @@ func (e *Engine) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable
 	// The numbering goes on densely from the log: a live stream shows only events the log
 	// has (eventQueue.gated), and the previous owner can store nothing more once the claim
 	// moved the epoch on, so no client holds an id past the log's last.
-	r.elog.Restore(work, restored, lastSeq(evs))
+	r.elog.Restore(work, restored, durable.LastSeq(evs))
 	r.begun.Store(true)
 	return r
 }

@@ -613,3 +613,13 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 	assert.Contains(t, typs, "SUBAGENT_FINISHED")
 	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\nbooked for June"), "the task's outcome: %q", result)
 }
+
+// The end states durable.TerminalState gives a run whose log had ended are the outcomes the
+// engine records for a run that ends here.
+func TestTerminalStatesAreOutcomes(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, string(OutcomeCompleted), durable.EndCompleted)
+	assert.Equal(t, string(OutcomeInterrupt), durable.EndInterrupt)
+	assert.Equal(t, string(OutcomeCancelled), durable.EndCancelled)
+	assert.Equal(t, string(OutcomeError), durable.EndError)
+}

@@ -52,16 +52,16 @@ const reapBatch = 50
 // event (a live stream shows only stored events), and a log with nothing stored
 // gets its RUN_STARTED first, so that a client reconnecting anywhere sees a whole stream.
 func (e *Engine) endLostLog(ctx context.Context, threadID, runID string, epoch int64, message string) {
-	evs, err := e.readLog(ctx, threadID, runID)
+	evs, err := durable.ReadLog(ctx, e.cfg.Store, threadID, runID)
 	if err != nil {
 		e.log.Warn("store: read lapsed run's events", "err", err)
 		return
 	}
-	if terminalOf(evs) != "" {
+	if durable.TerminalState(evs) != "" {
 		return
 	}
 	now := e.cfg.Now().UnixMilli()
-	seq := lastSeq(evs)
+	seq := durable.LastSeq(evs)
 	var out []store.Event
 	if len(evs) == 0 {
 		data, err := agui.MarshalEvent(&agui.RunStarted{ThreadID: threadID, RunID: runID, Base: agui.Base{Timestamp: now}})
