@@ -17,13 +17,12 @@ const (
 	maxStoreRetryPause = durable.MaxStoreRetryPause
 )
 
-// reapLapsed looks after the runs of replicas that stopped heartbeating: a running run
-// whose lease lapsed is taken over and continued here (takeover.go); a run that BeginRun
-// marked lost to free its thread (a new run started on it) has its remote tasks cancelled
-// and its event log ended with RUN_ERROR{RUN_LOST}, so that nothing is left running at a
-// peer without an owner.
+// reapLapsed looks after the runs of replicas that stopped heartbeating that BeginRun
+// marked lost to free their thread (a new run started on it): each has its remote tasks
+// cancelled and its event log ended with RUN_ERROR{RUN_LOST}, so that nothing is left
+// running at a peer without an owner. A running run whose lease lapsed is the takeover's
+// (durable.Takeover, adopter.go): it is continued here.
 func (e *Engine) reapLapsed() {
-	e.takeOverLapsed(false)
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	runs, err := e.cfg.Store.ClaimLapsedRuns(ctx, e.cfg.Replica, reapBatch)
