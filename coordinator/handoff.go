@@ -1,10 +1,9 @@
 package coordinator
 
 import (
-	"context"
 	"errors"
+
 	"github.com/baton-dev/baton/durable"
-	"time"
 )
 
 // Graceful hand-off (server.on_shutdown: handoff; design/takeover.md).
@@ -14,9 +13,9 @@ import (
 // reaches the store (events, checkpoint, work, end state), and its writer stores what was
 // pending. Its execution is then stopped with ErrHandoff, which, unlike every other cause,
 // cancels nothing downstream: its A2A tasks keep running at their agents. Only then are
-// the runs' leases ended (Store.ReleaseRuns, with a notification on PostgreSQL), so that
-// another replica takes them over at once from their checkpoints, exactly as after a
-// crash but without waiting for the lease. With no other replica alive the runs wait in
+// the runs' leases ended (durable.HandOff: Store.ReleaseRuns, with a notification on
+// PostgreSQL), so that another replica takes them over at once from their checkpoints,
+// exactly as after a crash but without waiting for the lease. With no other replica alive the runs wait in
 // the store until one starts (or, on PostgreSQL, until a replica's heartbeat finds them).
 
 // ErrHandoff: the run was handed to another replica at shutdown. Its downstream work is
@@ -24,8 +23,10 @@ import (
 var ErrHandoff = errors.New("run handed off to another replica")
 
 // handOff freezes the runs and stops them without cancelling their downstream work, then
-// ends their leases so that another replica takes them over.
+// hands them to durable.HandOff, which stores what their logs had pending, stops the
+// heartbeat and ends their leases so that another replica takes them over.
 func (e *Engine) handOff(runs []*Run) {
+	logs := make([]*durable.EventLog, 0, len(runs))
 	for _, r := range runs {
 		r.handedOff.Store(true)
 		r.elog.Freeze()
@@ -33,21 +34,9 @@ func (e *Engine) handOff(runs []*Run) {
 		// reconnects (GET …/events) and follows the run on the replica that takes it.
 		r.q.abandon()
 		r.cancel(ErrHandoff)
+		logs = append(logs, r.elog)
 	}
-	deadline := time.NewTimer(durable.StoreWriteTimeout)
-	defer deadline.Stop()
-	for _, r := range runs {
-		select {
-		case <-r.elog.Done():
-		case <-deadline.C:
-			e.log.Warn("handoff: a run's last events were not all stored in time", "thread_id", r.ThreadID, "run_id", r.RunID)
-		}
-	}
-	// The heartbeat would renew the leases released below.
-	e.stopKeeper()
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	n, err := e.cfg.Store.ReleaseRuns(ctx, e.cfg.Replica)
+	n, err := durable.HandOff(e.cfg.Store, e.cfg.Replica, logs, e.heartbeat, e.log)
 	if err != nil {
 		e.log.Error("handoff: releasing the runs failed; they are taken over once their lease lapses", "err", err)
 		return
