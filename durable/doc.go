@@ -28,9 +28,15 @@
 //     (Journal, Step), under the run's epoch; after a takeover the steps the previous owner
 //     began and never finished are reported in doubt (Journal.MarkInDoubtAfterTakeover).
 //
+//   - A run whose owner's lease lapsed is claimed by one replica (Takeover), under a new
+//     epoch, and handed to the run loop's Adopter with its log; a run that could not be
+//     adopted stays this replica's and is tried again at the next look.
+//
 // The pieces: EventLog (append events, follow a run, checkpoint, end a run), Journal
-// (record a step), Owner (own a run), PendingCancels (cancels not confirmed yet, for a
-// restart), and Service, the start and stop of background work (the engine's heartbeat,
-// sweep and expiry). Each defines the part of the store it needs (EventStore, StepStore,
-// RunReader, CancelStore, SweepStore); the run loop stays in package coordinator.
+// (record a step), Owner (own a run), Takeover (claim lapsed runs; Adopter continues them),
+// HandOff (release a replica's runs at shutdown), PendingCancels (cancels not confirmed
+// yet, for a restart), and Service, the start and stop of background work (the engine's
+// heartbeat, takeover, sweep and expiry). Each defines the part of the store it needs
+// (EventStore, StepStore, RunReader, EventReader, TakeoverStore, ReleaseStore, CancelStore,
+// SweepStore); the run loop stays in package coordinator.
 package durable
