@@ -114,6 +114,22 @@ func directCall(b *testing.B, url, prompt string) func() time.Duration {
 	}
 }
 
+// alternate times first and second alternately, b.N times each, after warm untimed calls
+// of each (connections, pools), and returns their durations.
+func alternate(b *testing.B, warm int, first, second func() time.Duration) (firsts, seconds []time.Duration) {
+	for range warm {
+		first()
+		second()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		firsts = append(firsts, first())
+		seconds = append(seconds, second())
+	}
+	b.StopTimer()
+	return firsts, seconds
+}
+
 func pct(s []time.Duration, p float64) time.Duration {
 	if len(s) == 0 {
 		return 0

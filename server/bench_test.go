@@ -26,14 +26,7 @@ func BenchmarkDelegationOverhead(b *testing.B) {
 		return researchRun(b, baton.URL, fmt.Sprintf("bench-%d", n))
 	}
 
-	viaDirect() // warm connections
-	viaBaton()
-	var d, t []time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		d = append(d, viaDirect())
-		t = append(t, viaBaton())
-	}
-	b.StopTimer()
+	// One call of each warms the connections.
+	d, t := alternate(b, 1, viaDirect, viaBaton)
 	reportOverhead(b, d, t)
 }

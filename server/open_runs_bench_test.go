@@ -111,17 +111,8 @@ func BenchmarkLeanDelegationOverhead(b *testing.B) {
 		require.Contains(b, last, "RUN_FINISHED")
 		return time.Since(start)
 	}
-	for range 20 { // warm connections and pools
-		viaDirect()
-		viaBaton()
-	}
-	var d, t []time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		d = append(d, viaDirect())
-		t = append(t, viaBaton())
-	}
-	b.StopTimer()
+	// 20 calls of each warm the connections and pools.
+	d, t := alternate(b, 20, viaDirect, viaBaton)
 	reportOverhead(b, d, t)
 }
 

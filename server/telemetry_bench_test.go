@@ -51,15 +51,8 @@ func BenchmarkDelegationTracing(b *testing.B) {
 		return researchRun(b, base, fmt.Sprintf("trace-bench-%d", n))
 	}
 
-	run(off.URL) // warm connections
-	run(on.URL)
-	var tOff, tOn []time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		tOff = append(tOff, run(off.URL))
-		tOn = append(tOn, run(on.URL))
-	}
-	b.StopTimer()
+	// One run of each warms the connections.
+	tOff, tOn := alternate(b, 1, func() time.Duration { return run(off.URL) }, func() time.Duration { return run(on.URL) })
 	require.NoError(b, tel.Shutdown(ctx))
 	require.Positive(b, exported.Load(), "the traced runs were exported")
 	reportPair(b, "off", tOff, "on", tOn, "tracing")
