@@ -209,30 +209,32 @@ func TestKillSteps(t *testing.T) {
 		checkJournal(t, b.URL, k.thread, "r1", "model_call")
 	})
 
-	t.Run("MCP call not idempotent", func(t *testing.T) {
-		item := newThreadID("c")
-		pay.hold("charge", item)
-		k := killStep(t, "charge", item, 30*time.Second, func(string, *http.Response) {
-			pay.awaitCall(t, "charge", item, 20*time.Second)
+	// An MCP call out at the kill: one that is not idempotent is in doubt and never sent
+	// again; a read-only one is sent again by the survivor, once.
+	for _, c := range []struct {
+		name, tool string
+		calls      int    // how many times the call reaches the MCP server in all
+		result     string // how the model's result starts
+		says       string // what the result says, when it matters
+	}{
+		{name: "MCP call not idempotent", tool: "charge", calls: 1, result: "[ERROR]", says: "may or may not have run"},
+		{name: "MCP call read-only", tool: "lookup", calls: 2, result: "[OK]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			item := newThreadID(c.tool[:1])
+			pay.hold(c.tool, item)
+			k := killStep(t, c.tool, item, 30*time.Second, func(string, *http.Response) {
+				pay.awaitCall(t, c.tool, item, 20*time.Second)
+			})
+			assert.Equal(t, c.calls, pay.count(c.tool, item), "times the %s reached the server", c.tool)
+			res := k.result(t, item, 1)
+			assert.True(t, strings.HasPrefix(res, c.result), "the model's result: %q", res)
+			if c.says != "" {
+				assert.Contains(t, res, c.says)
+			}
+			checkJournal(t, b.URL, k.thread, "r1", "tool_call")
 		})
-		assert.Equal(t, 1, pay.count("charge", item), "the charge is never sent again")
-		res := k.result(t, item, 1)
-		assert.True(t, strings.HasPrefix(res, "[ERROR]"), "the model is told the call is in doubt: %q", res)
-		assert.Contains(t, res, "may or may not have run")
-		checkJournal(t, b.URL, k.thread, "r1", "tool_call")
-	})
-
-	t.Run("MCP call read-only", func(t *testing.T) {
-		item := newThreadID("l")
-		pay.hold("lookup", item)
-		k := killStep(t, "lookup", item, 30*time.Second, func(string, *http.Response) {
-			pay.awaitCall(t, "lookup", item, 20*time.Second)
-		})
-		assert.Equal(t, 2, pay.count("lookup", item), "the read-only call is sent again, once")
-		res := k.result(t, item, 1)
-		assert.True(t, strings.HasPrefix(res, "[OK]"), "the survivor's answer: %q", res)
-		checkJournal(t, b.URL, k.thread, "r1", "tool_call")
-	})
+	}
 
 	t.Run("A2A send", func(t *testing.T) {
 		item := newThreadID("s")
