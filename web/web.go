@@ -7,6 +7,13 @@
 // Content-Security-Policy makes the browser itself refuse any script, style or connection
 // that does not come from the coordinator.
 //
+// When Baton trusts an OpenID provider and names the page's public client
+// (server.oidc.client_id), the page signs its user in by itself (static/oidc.js:
+// authorization code with PKCE). The contract gives the page no route to learn the
+// provider, so the page Baton serves carries it: a <meta name="baton-oidc"> element with
+// the issuer and the client id, and the Content-Security-Policy lets the page connect to
+// the issuer's origin (discovery and the token endpoint), and to nothing else outside.
+//
 // Design note: embedded files have no modification time, so each file gets a strong ETag
 // (a hash of its content) and "Cache-Control: no-cache": browsers revalidate on every load
 // and get 304 until a new binary ships different files.
@@ -53,6 +60,10 @@ type Options struct {
 	// start): the demo stack's are the demo's. It is asked on every GET
 	// /suggestions.json; nil offers none.
 	Suggestions func() []string
+	// SignIn, when set, makes the page sign its user in with an OpenID provider (see
+	// NewSignIn); nil: the page asks for nothing and sends the bearer token typed in its
+	// settings, if any.
+	SignIn *SignIn
 }
 
 // maxSuggestions caps the example prompts the page shows.
@@ -88,6 +99,18 @@ func New(opts Options) http.Handler {
 	if err != nil {
 		panic(err) // embedded files are always readable
 	}
+	csp := ContentSecurityPolicy
+	if s := opts.SignIn; s != nil {
+		if s.origin == "" {
+			panic("web: a SignIn must come from NewSignIn")
+		}
+		index := files["/index.html"]
+		index.body = s.inject(index.body)
+		sum := sha256.Sum256(index.body)
+		index.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
+		files["/index.html"] = index
+		csp = s.policy()
+	}
 	files["/"] = files["/index.html"]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -108,7 +131,7 @@ func New(opts Options) http.Handler {
 		h.Set("Content-Type", f.ctype)
 		h.Set("ETag", f.etag)
 		h.Set("Cache-Control", "no-cache")
-		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))

@@ -98,7 +98,7 @@ func TestNothingFromOutside(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, 6, n, "embedded files")
+	assert.Equal(t, 7, n, "embedded files")
 	// The pattern itself must be able to fail.
 	assert.NotEmpty(t, external.FindString(`<script src="https://cdn.example/x.js">`))
 	assert.NotEmpty(t, external.FindString(`import x from "//cdn.example/x.js"`))
@@ -120,7 +120,7 @@ func TestContentSecurityPolicyIsSelfOnly(t *testing.T) {
 func TestHandlerServesWholeFiles(t *testing.T) {
 	srv := httptest.NewServer(Handler())
 	defer srv.Close()
-	for _, name := range []string{"index.html", "app.js", "agui.js", "forms.js", "approval.js", "style.css"} {
+	for _, name := range []string{"index.html", "app.js", "agui.js", "forms.js", "approval.js", "oidc.js", "style.css"} {
 		want, err := fs.ReadFile(static, "static/"+name)
 		require.NoError(t, err)
 		resp, err := http.Get(srv.URL + "/" + name)

@@ -161,6 +161,8 @@ type app struct {
 	tokens   []string
 	signIns  *signInWiring
 	users    server.TokenVerifier
+	// pageSignIn makes the chat page sign its user in (server.oidc.client_id); nil: it does not.
+	pageSignIn *web.SignIn
 
 	// ctx ends on SIGINT or SIGTERM; stop releases the signal handler.
 	ctx  context.Context
@@ -300,6 +302,11 @@ func (a *app) setupOIDC() error {
 	}
 	a.onExit(v.Close)
 	a.users = a.signIns.recordSubjects(v)
+	if id := a.cfg.Server.OIDC.ClientID; id != "" {
+		if a.pageSignIn, err = web.NewSignIn(a.cfg.Server.OIDC.Issuer, id); err != nil {
+			return startFailed(fmt.Errorf("server.oidc.client_id: %w", err))
+		}
+	}
 	return nil
 }
 
@@ -552,7 +559,7 @@ func (a *app) serverConfig() server.Config {
 		AllowedOrigins:     cfg.Server.AllowedOrigins,
 		ListenAddr:         cfg.Listen,
 		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
-		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }}),
+		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn}),
 		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.log),
 		Draining:           a.draining.Load,
 		Metrics:            a.metrics.Handler(),

@@ -11,6 +11,7 @@
 import { streamRun, followRun, getJSON, uid, parseTag, tagClass, contentText, visibleText, applyPatch, HTTPError } from "./agui.js";
 import { buildFields, renderFields, readPayload, isElicitation, FormError } from "./forms.js";
 import { isApproval, approvalCard } from "./approval.js";
+import { signInConfig, startSignIn, SignInError } from "./oidc.js";
 
 const AGUI_URL = "agui";
 // A stopped run may take a few seconds to cancel its downstream work; until then the
@@ -172,7 +173,7 @@ async function runOnce(extra, { userMsg, bubble } = {}) {
       markUnfinished("stopped");
     } else if (e instanceof HTTPError) {
       notice("error", e.message, e.code);
-      if (e.status === 401) {
+      if (e.status === 401 && !session) {
         $("#settings").open = true;
         ui.token.focus();
       }
@@ -214,7 +215,7 @@ async function attach(runId, left) {
   setBusy(true);
   const url = `${AGUI_URL}/threads/${encodeURIComponent(chat.threadId)}/runs/${encodeURIComponent(runId)}/events?after=0`;
   try {
-    await followRun(url, { signal: run.controller.signal, token: token(), onEvent: (ev) => handle(ev, run) });
+    await authed((tok) => followRun(url, { signal: run.controller.signal, token: tok, onEvent: (ev) => handle(ev, run) }));
     if (chat.run === run && !run.terminal) {
       notice("error", "The connection ended before the run finished; reload to follow it again.");
       markUnfinished("interrupted");
@@ -231,10 +232,16 @@ async function attach(runId, left) {
 
 async function postWithBusyRetry(input, run) {
   const deadline = Date.now() + BUSY_RETRY_MS;
+  let renewed = false;
   for (let wait = 250; ; wait = Math.min(wait * 2, 1000)) {
     try {
-      return await streamRun(AGUI_URL, input, { signal: run.controller.signal, token: token(), onEvent: (ev) => handle(ev, run) });
+      return await streamRun(AGUI_URL, input, { signal: run.controller.signal, token: await token(), onEvent: (ev) => handle(ev, run) });
     } catch (e) {
+      // A refused sign-in token is renewed once; the run had not started, so it is sent again.
+      if (refusedSignIn(e) && !renewed) {
+        renewed = true;
+        if (await session.refused()) continue;
+      }
       if (!(e instanceof HTTPError) || e.code !== "THREAD_BUSY" || Date.now() + wait > deadline) throw e;
       setStatus("running", "waiting for the previous run to end…");
       await new Promise((resolve, reject) => {
@@ -284,7 +291,8 @@ function stopRun() {
 async function requestStop(run) {
   // The coordinator accepts a POST only as JSON (DESIGN §3), the stop included.
   const headers = { "Content-Type": "application/json" };
-  if (token()) headers.Authorization = "Bearer " + token();
+  const tok = await token();
+  if (tok) headers.Authorization = "Bearer " + tok;
   const url = `${AGUI_URL}/threads/${encodeURIComponent(chat.threadId)}/runs/${encodeURIComponent(run.runId)}/stop`;
   let resp;
   try {
@@ -1107,8 +1115,31 @@ function reopenInterrupts() {
 
 // ---- settings and wiring ----
 
-function token() {
+// session is the page's sign-in with the OpenID provider (oidc.js); null when Baton serves
+// the page without one, and the token typed in the settings is sent instead.
+let session = null;
+
+// token returns the bearer token for Baton: the signed-in user's (renewed when it is about
+// to expire), else the one typed in the settings.
+async function token() {
+  if (session) return session.token();
   return ui.token.value.trim();
+}
+
+// refusedSignIn reports whether e is Baton refusing the signed-in user's token.
+function refusedSignIn(e) {
+  return !!session && e instanceof HTTPError && e.status === 401;
+}
+
+// authed calls fn with the bearer token. When Baton refuses the signed-in user's token,
+// the token is renewed (refreshed, or the user signs in again) and fn is called once more.
+async function authed(fn) {
+  try {
+    return await fn(await token());
+  } catch (e) {
+    if (!refusedSignIn(e) || !(await session.refused())) throw e;
+  }
+  return fn(await token());
 }
 
 function autoSize() {
@@ -1155,12 +1186,12 @@ async function openThread(id) {
   setStatus("loading", "loading…");
   let doc = null;
   try {
-    doc = await getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}`, { token: token() });
+    doc = await authed((tok) => getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}`, { token: tok }));
   } catch (e) {
     if (chat.threadId !== id) return;
     if (!(e instanceof HTTPError && e.code === "THREAD_NOT_FOUND")) {
       notice("error", e instanceof HTTPError ? e.message : "Cannot reach the coordinator.", e instanceof HTTPError ? e.code : String((e && e.message) || e));
-      if (e instanceof HTTPError && e.status === 401) $("#settings").open = true;
+      if (e instanceof HTTPError && e.status === 401 && !session) $("#settings").open = true;
     }
   }
   if (chat.threadId !== id) return; // another thread was opened meanwhile
@@ -1224,7 +1255,7 @@ async function explainEnd(id, leftRun) {
   let end = null;
   try {
     for (let after = 0, pages = 0; pages < 20; pages++) {
-      const body = await getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}/journal?after=${after}&limit=5000`, { token: token() });
+      const body = await authed((tok) => getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}/journal?after=${after}&limit=5000`, { token: tok }));
       const steps = Array.isArray(body.steps) ? body.steps : [];
       for (const s of steps) {
         if (s && s.kind === "run_end" && (!leftRun || s.runId === leftRun)) end = s;
@@ -1314,7 +1345,7 @@ let shownThreads = "";
 async function loadThreads() {
   let list = [];
   try {
-    const body = await getJSON(`${AGUI_URL}/threads`, { token: token() });
+    const body = await authed((tok) => getJSON(`${AGUI_URL}/threads`, { token: tok }));
     list = Array.isArray(body.threads) ? body.threads : [];
   } catch (_) {
     return; // the list is a convenience: the chat works without it
@@ -1413,8 +1444,38 @@ ui.transcript.addEventListener("click", (e) => {
   if (summary) summary.parentElement._userToggled = true;
 });
 ui.token.value = sessionStorage.getItem("baton.token") || "";
-ui.token.addEventListener("change", () => sessionStorage.setItem("baton.token", token()));
+ui.token.addEventListener("change", () => sessionStorage.setItem("baton.token", ui.token.value.trim()));
 
+// signInFirst signs the user in when Baton serves the page with its OpenID provider
+// (oidc.js); without one it does nothing. A sign-in that did not succeed is shown, with a
+// button to try again; the page then works without a token (Baton refuses what needs one).
+async function signInFirst() {
+  const cfg = signInConfig();
+  if (!cfg) return;
+  setStatus("loading", "signing in…");
+  let error = null;
+  try {
+    const r = await startSignIn(cfg);
+    session = r.session;
+    error = r.error || null;
+  } catch (e) {
+    error = e instanceof SignInError ? e : new SignInError("Signing in failed.", String((e && e.message) || e));
+  }
+  const panel = ui.token.closest(".panel");
+  for (const c of panel.children) c.hidden = true;
+  const who = panel.appendChild(el("p", "signed-in", session && session.signedIn ? "Signed in with " + new URL(cfg.issuer).host + "." : "Not signed in."));
+  who.id = "signed-in";
+  if (error) {
+    const n = notice("error signin-error", error.message, error.detail);
+    if (session) {
+      const b = n.appendChild(el("button", "primary", "Sign in"));
+      b.type = "button";
+      b.addEventListener("click", () => session.signIn());
+    }
+  }
+}
+
+await signInFirst();
 {
   const id = threadFromURL();
   if (id) {
