@@ -183,3 +183,47 @@ func TestEndStepRefusals(t *testing.T) {
 		assert.Equal(t, "done", all[0].Detail)
 	})
 }
+
+// TestStartRunCancelledInside cancels a PostgreSQL run start while its first batch waits
+// for the thread's lock (held by another session): the start fails, records nothing, and
+// leaves no connection inside its transaction; once the lock is free the same start goes
+// through.
+func TestStartRunCancelledInside(t *testing.T) {
+	s := openCountedPostgres(t)
+	ctx := context.Background()
+	holder, err := s.pg.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, s.d.lockThread, "t")
+	require.NoError(t, err)
+
+	start := RunStart{ThreadID: "t", RunID: "r", Owner: "alice", Replica: "a", Lease: time.Minute,
+		Messages: []Message{{ID: "u", Data: json.RawMessage(`{"id":"u"}`)}}}
+	waiting, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.StartRun(waiting, start)
+		done <- err
+	}()
+	// The start is inside its transaction once its session waits for the advisory lock.
+	require.Eventually(t, func() bool {
+		var n int
+		err := s.pg.pool.QueryRow(ctx, `SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.Error(t, <-done)
+	require.NoError(t, holder.Rollback(ctx))
+
+	_, err = s.GetThread(ctx, "t")
+	require.ErrorIs(t, err, ErrNotFound, "a cancelled start records nothing")
+	var inTx int
+	require.NoError(t, s.pg.pool.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&inTx))
+	assert.Zero(t, inTx, "no session is left inside the cancelled start's transaction")
+	epoch, err := s.StartRun(ctx, start)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, epoch)
+	msgs, err := s.LoadMessages(ctx, "t")
+	require.NoError(t, err)
+	assert.Len(t, msgs, 1)
+}
