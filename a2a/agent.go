@@ -75,6 +75,11 @@ type Options struct {
 	// RetryStart is the first delay between background attempts to read a card that
 	// could not be read ([Agent.Start]); it doubles up to RetryMax. Defaults 1s and 30s.
 	RetryStart, RetryMax time.Duration
+	// StatusInterval is the least time between two status messages of a task at work
+	// reported through [Observer.Text]: those that come faster replace each other, the
+	// latest winning, and the one held back is reported before any other text of the
+	// task and before Send returns. Default 100ms; negative reports every one.
+	StatusInterval time.Duration
 }
 
 // Defaults of [Options].
@@ -84,6 +89,7 @@ const (
 	DefaultMaxResubscribe  = 3
 	DefaultRetryBackoff    = 500 * time.Millisecond
 	DefaultIDGrace         = 5 * time.Second
+	DefaultStatusInterval  = 100 * time.Millisecond
 
 	// maxAttempts bounds the attempts of an initial send, a cancel and consecutive failed
 	// polls.
@@ -120,6 +126,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxResultText <= 0 {
 		o.MaxResultText = DefaultMaxResultText
+	}
+	if o.StatusInterval == 0 {
+		o.StatusInterval = DefaultStatusInterval
 	}
 	if o.RetryStart <= 0 {
 		o.RetryStart = time.Second

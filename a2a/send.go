@@ -23,7 +23,9 @@ type Request struct {
 }
 
 // Observer receives progress while a delegation runs. Every func may be nil. Calls are
-// sequential, on the goroutine that called Send.
+// never concurrent and none comes after Send returns; they are made on the goroutine that
+// called Send, except Text for a status message held back by Options.StatusInterval,
+// which a timer may report.
 type Observer struct {
 	// Task is called once, as soon as the task id is known.
 	Task func(taskID, contextID string)
@@ -68,6 +70,7 @@ func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, e
 	}
 	d := a.newDelegation(b, req, obs)
 	err = d.run(ctx)
+	d.pace.stop()
 	if errors.Is(err, ErrUnreachable) {
 		a.invalidate() // the agent may have moved or changed: read its card again
 	}
@@ -213,6 +216,7 @@ type delegation struct {
 	obs   Observer
 	msgID string
 	tr    *transcript
+	pace  *pacer // holds back status messages that come too fast; its mu guards tr
 
 	taskID    string
 	contextID string
@@ -253,13 +257,15 @@ func (v *artifactView) add(parts []*sdk.Part, emit func(string)) {
 }
 
 func (a *Agent) newDelegation(b *binding, req Request, obs Observer) *delegation {
+	tr := newTranscript(obs.Text)
 	return &delegation{
 		a:     a,
 		b:     b,
 		req:   req,
 		obs:   obs,
 		msgID: sdk.NewMessageID(),
-		tr:    newTranscript(obs.Text),
+		tr:    tr,
+		pace:  newPacer(a.opts.StatusInterval, tr),
 	}
 }
 
@@ -596,6 +602,8 @@ func (d *delegation) silently(f func()) {
 
 // apply integrates one event or result and reports whether reading can stop.
 func (d *delegation) apply(ev sdk.Event) bool {
+	d.pace.mu.Lock()
+	defer d.pace.mu.Unlock()
 	first := d.events == 0
 	d.events++
 	switch e := ev.(type) {
@@ -606,6 +614,7 @@ func (d *delegation) apply(ev sdk.Event) bool {
 			if e.ContextID != "" {
 				d.contextID = e.ContextID
 			}
+			d.pace.release()
 			d.tr.set(messageKey(e), PartsText(e.Parts))
 			d.setState(StateMessage)
 			return true
@@ -714,6 +723,7 @@ func (d *delegation) applyTask(t *sdk.Task) {
 		var full strings.Builder
 		v.add(art.Parts, func(s string) { full.WriteString(s) })
 		views = append(views, v)
+		d.pace.release()
 		d.tr.set(artifactKey(v.id), full.String())
 	}
 	d.artifacts = views
@@ -749,6 +759,7 @@ func (d *delegation) applyMessage(m *sdk.Message) {
 	if m == nil || m.Role == sdk.MessageRoleUser {
 		return
 	}
+	d.pace.release()
 	d.tr.set(messageKey(m), PartsText(m.Parts))
 }
 
@@ -757,8 +768,18 @@ func (d *delegation) applyStatus(st sdk.TaskStatus) {
 		st.State = d.status.State
 	}
 	d.status = st
-	if st.Message != nil {
+	atWork := st.State == sdk.TaskStateWorking || st.State == sdk.TaskStateSubmitted
+	switch {
+	case st.Message != nil && atWork:
+		// A status of a task at work is replaced by the next: paced (pace.go).
+		d.pace.status(messageKey(st.Message), PartsText(st.Message.Parts))
+	case st.Message != nil:
+		d.pace.release()
 		d.tr.set(messageKey(st.Message), PartsText(st.Message.Parts))
+	default:
+		if !atWork {
+			d.pace.release()
+		}
 	}
 	d.setState(stateOf(st.State))
 }
@@ -767,6 +788,7 @@ func (d *delegation) applyArtifact(e *sdk.TaskArtifactUpdateEvent) {
 	if e.Artifact == nil {
 		return
 	}
+	d.pace.release()
 	var v *artifactView
 	for _, a := range d.artifacts {
 		if a.id == e.Artifact.ID {
@@ -867,6 +889,7 @@ func (a *Agent) Follow(ctx context.Context, taskID, contextID string, obs Observ
 		return fail(err)
 	}
 	d := a.newDelegation(b, Request{}, obs)
+	defer d.pace.stop()
 	d.noteTask(taskID, contextID)
 	actx, rec := withStatus(ctx)
 	task, err := b.client.GetTask(actx, &sdk.GetTaskRequest{ID: sdk.TaskID(taskID)})

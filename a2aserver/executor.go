@@ -104,7 +104,8 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		if !yield(working, nil) {
 			return
 		}
-		rel := &relay{ec: ec, lt: lt, open: open, signIns: x.signIns != nil}
+		settle := func(r Run) string { return x.settle(ctx, r) }
+		rel := &relay{ec: ec, lt: lt, open: open, signIns: x.signIns != nil, settle: settle}
 		relayRun(ctx, run, rel, yield)
 		// auth-required is not final: the execution stays open while the user signs in
 		// (a2asrv refuses messages to the task meanwhile), then resumes the run itself.
@@ -129,7 +130,7 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			if !yield(working, nil) {
 				return
 			}
-			rel = &relay{ec: ec, lt: lt, open: rel.asked, signIns: true}
+			rel = &relay{ec: ec, lt: lt, open: rel.asked, signIns: true, settle: settle}
 			relayRun(ctx, run, rel, yield)
 		}
 	}
@@ -206,6 +207,11 @@ func relayRun(ctx context.Context, run Run, rel *relay, yield func(a2a.Event, er
 		<-ctx.Done()
 		return
 	}
+	if rel.stopped && rel.settle != nil {
+		if msg := rel.settle(run); msg != "" {
+			rel.final = status(rel.ec, a2a.TaskStateCanceled, msg)
+		}
+	}
 	yield(rel.final, nil)
 }
 
@@ -222,10 +228,11 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		lt := x.live[ec.TaskID]
 		x.mu.Unlock()
 		var run Run
+		msg := ""
 		switch {
 		case lt != nil && lt.awaitingSignIn.Load():
 			// Waiting for sign-ins: nothing runs; the questions are withdrawn.
-			run = x.cancelIdle(ctx, ec, who)
+			run, msg = x.cancelIdle(ctx, ec, who)
 		case lt != nil:
 			lt.canceling.Store(true)
 			if err := x.engine.Stop(lt.threadID, lt.runID, who); err != nil {
@@ -236,9 +243,8 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			// No run of this task is relayed here: the task waits for an answer (its
 			// parked work is cancelled by resuming every question as cancelled), or
 			// its run went on elsewhere (stopped by id, on any replica).
-			run = x.cancelIdle(ctx, ec, who)
+			run, msg = x.cancelIdle(ctx, ec, who)
 		}
-		msg := ""
 		if run != nil {
 			msg = x.settle(ctx, run)
 		}
@@ -253,20 +259,26 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 }
 
 // cancelIdle cancels a task that no execution relays here and returns the run that does
-// the cancelling, if any.
-func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, who string) Run {
+// the cancelling, if any; or, when the task's run went on on another replica, the status
+// message naming the downstream cancels that were not confirmed there (elsewhere.go).
+func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, who string) (Run, string) {
 	if ec.StoredTask == nil {
-		return nil
+		return nil, ""
 	}
 	threadID, runID := runOf(ec.StoredTask)
 	open := questionsOf(ec.StoredTask)
 	if len(open) == 0 {
+		msg := ""
 		if threadID != "" && runID != "" {
+			deadline := time.Now().Add(x.horizon)
 			if err := x.engine.Stop(threadID, runID, who); err == nil {
 				x.awaitEnd(ctx, threadID, runID)
+				if x.runs != nil {
+					msg = x.unconfirmedElsewhere(ctx, threadID, runID, deadline)
+				}
 			}
 		}
-		return nil
+		return nil, msg
 	}
 	in := &agui.RunAgentInput{ThreadID: threadID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion}
 	for _, q := range open {
@@ -275,7 +287,7 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 	run, err := x.engine.Start(ctx, in, who)
 	if err != nil {
 		x.log.Warn("a2a cancel: the waiting task's questions could not be withdrawn", "task_id", ec.TaskID, "err", err)
-		return nil
+		return nil, ""
 	}
 	// The resume cancels the parked work before the model is called again; once the
 	// parked calls have their results, the run is stopped (the caller cancelled the task,
@@ -302,7 +314,7 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 		break
 	}
 	_ = x.engine.Stop(threadID, in.RunID, who)
-	return run
+	return run, ""
 }
 
 // awaitEnd waits until a run stopped on another replica has ended there (the owner ends

@@ -42,6 +42,11 @@ type relay struct {
 	final a2a.Event
 	// asked are the questions of an auth-required end.
 	asked []Question
+	// stopped: the run was stopped, not by a CancelTask here (a stop on another replica,
+	// or on the AG-UI side); settle, when set, then names the downstream cancels that were
+	// not confirmed, for the task's status message (as Cancel's).
+	stopped bool
+	settle  func(Run) string
 }
 
 type handoff struct {
@@ -139,6 +144,7 @@ func (r *relay) finish(e *agui.RunFinished) {
 			return // Cancel sets the state once the downstream cancels are settled
 		}
 		r.final = status(r.ec, a2a.TaskStateCanceled, "The run was stopped.")
+		r.stopped = true
 	case r.handoff != nil:
 		state := a2a.TaskStateFailed
 		if r.lastKind == kindPolicy {
@@ -165,6 +171,7 @@ func (r *relay) fail(e *agui.RunError) {
 			return
 		}
 		r.final = status(r.ec, a2a.TaskStateCanceled, msg)
+		r.stopped = true
 	default:
 		r.final = status(r.ec, a2a.TaskStateFailed, msg)
 	}

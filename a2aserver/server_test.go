@@ -85,6 +85,9 @@ type fakeEngine struct {
 	owners  map[string]string // thread → principal
 	// st, when set, gets the runs' records and event logs, as the engine's store does.
 	st store.Store
+	// onStop, when set, is called by Stop before the run ends (what the owner records); it
+	// returns more cancellation reports of the run.
+	onStop func(threadID, runID string) []cancel.Report
 }
 
 func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string) (Run, error) {
@@ -166,6 +169,12 @@ func (e *fakeEngine) Stop(threadID, runID, who string) error {
 	r.mu.Lock()
 	r.reports = []cancel.Report{{Kind: "a2a", Name: "research", ID: "t-ok", Result: cancel.ResultConfirmed}, {Kind: "a2a", Name: "travel", ID: "t-bad", Result: cancel.ResultFailed}}
 	r.mu.Unlock()
+	if e.onStop != nil {
+		more := e.onStop(threadID, runID)
+		r.mu.Lock()
+		r.reports = append(r.reports, more...)
+		r.mu.Unlock()
+	}
 	r.push(&agui.RunFinished{ThreadID: threadID, RunID: runID, Outcome: &agui.Outcome{Type: "cancelled"}})
 	return nil
 }

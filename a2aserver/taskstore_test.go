@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/internal/principal"
 	"github.com/baton-dev/baton/store"
 )
@@ -147,4 +148,48 @@ func TestTasksAcrossReplicas(t *testing.T) {
 	got, err = onA.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
 	require.NoError(t, err)
 	assert.Equal(t, a2a.TaskStateCanceled, got.Status.State)
+}
+
+// CancelTask answered by a replica that does not run the task names the downstream cancels
+// that were not confirmed, as the running replica's answer does: one the owner journaled as
+// failed, and one still pending in the store when the horizon passes; a confirmed one is
+// not named.
+func TestCancelElsewhereNamesUnconfirmed(t *testing.T) {
+	t.Parallel()
+	e, a, b := replicas(t)
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	e.onStop = func(threadID, runID string) []cancel.Report {
+		// What the owner's engine records: its run's tasks, the cancel still retried, and
+		// the one that failed.
+		work := `{"a2a":[{"agent":"research","taskId":"t-ok","state":"working"},{"agent":"travel","taskId":"t-bad","state":"working"},{"agent":"maps","taskId":"t-stuck","state":"working"}]}`
+		rec, err := e.st.GetRun(ctx, threadID, runID)
+		require.NoError(t, err)
+		require.NoError(t, e.st.SaveRunWork(ctx, threadID, runID, rec.Epoch, []byte(work)))
+		require.NoError(t, e.st.SavePendingCancel(ctx, store.PendingCancel{Agent: "maps", TaskID: "t-stuck", Since: time.Now()}))
+		require.NoError(t, e.st.RecordStep(ctx, &store.Step{ThreadID: threadID, RunID: runID, Kind: store.StepCancel, Target: "travel",
+			Ref: "t-bad", Outcome: store.StepError, Detail: "a2a failed"}))
+		return []cancel.Report{{Kind: cancel.KindA2ATask, Name: "maps", ID: "t-stuck", Result: cancel.ResultPending}}
+	}
+	onA, onB := client(t, a, "alice", "jsonrpc"), client(t, b, "alice", "rest")
+	res, err := onA.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg("slow"), Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	require.NoError(t, err)
+	task := res.(*a2a.Task)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := onB.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		if assert.NoError(c, err) {
+			assert.Equal(c, a2a.TaskStateWorking, got.Status.State)
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+
+	canceled, err := onB.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+	require.NoError(t, err)
+	assert.Equal(t, a2a.TaskStateCanceled, canceled.Status.State)
+	got := text(canceled.Status)
+	assert.Contains(t, got, "not confirmed")
+	// The answer is the one of whichever replica stores the task's end first: the running
+	// one's (from its run's reports) or this one's (from the store); both name the same.
+	assert.Contains(t, got, "a2a travel task t-bad (failed)")
+	assert.Contains(t, got, "a2a_task maps task t-stuck")
+	assert.NotContains(t, got, "t-ok")
 }

@@ -91,3 +91,15 @@ func (e *Engine) resumedCancel(p store.PendingCancel, a *Agent) (cancel.Func, fu
 	}
 	return fn, done
 }
+
+// unconfirmedStep is the journal's record of a downstream cancel of a run that was not
+// confirmed (failed, abandoned, or never sent for want of an id): a replica that answers
+// the run's CancelTask without running it names these as the owner's answer does
+// (a2aserver). Detail is "<kind> <result>", with no error text.
+func unconfirmedStep(rep cancel.Report) (store.StepEnd, bool) {
+	switch rep.Result {
+	case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, cancel.ResultMoved, cancel.ResultPending, "":
+		return store.StepEnd{}, false
+	}
+	return store.StepEnd{Outcome: store.StepError, Detail: string(rep.Kind) + " " + rep.Result}, true
+}

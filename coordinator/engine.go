@@ -71,18 +71,19 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	// expiry expires interrupts (janitor); heartbeat renews this replica's leases, takes
-	// over lapsed runs and applies stop requests (keeper); sweep deletes what is past its
-	// retention. Nil when not configured.
+	// expiry expires interrupts (janitor); heartbeat renews this replica's leases and
+	// applies stop requests (keeper); sweep deletes what is past its retention. Nil when not
+	// configured.
 	expiry, heartbeat, sweep *durable.Service
+	// takeover claims the runs of replicas whose lease lapsed and continues them here
+	// (adopter); its service runs with the heartbeat.
+	takeover *durable.Takeover
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
 	// shared by runs (toolcache.go).
 	toolsMu sync.Mutex
 	tools   *backendTools
-	// adopting holds runs taken over that could not be started yet (takeover.go).
-	adopting map[string]store.RunRecord
 	// leases is this replica's contact with the store (its heartbeats), for the claim
 	// rule (fencing.go).
 	leases fence.Contact
@@ -125,6 +126,13 @@ func New(cfg Config) (*Engine, error) {
 		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
 		pending:  durable.NewPendingCancels(cfg.Store, cfg.Logger),
 	}
+	e.takeover = durable.NewTakeover(durable.TakeoverConfig{
+		Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease,
+		// Lapsed leases are looked for twice per heartbeat (one indexed query): a dead
+		// replica's runs are taken over within half a heartbeat of their lease's end.
+		Every:   max(cfg.Heartbeat/2, 50*time.Millisecond),
+		AtStart: cfg.TakeOverAtStart, Contact: &e.leases, Adopter: adopter{e}, Logger: cfg.Logger,
+	})
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,
 		PerAgent:   cfg.CancelPerAgent,
@@ -149,6 +157,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Heartbeat > 0 {
 		e.heartbeat = durable.NewService("heartbeat", func(ctx context.Context) { e.keeper(ctx, cfg.Heartbeat) })
 		e.heartbeat.Start(context.Background())
+		e.takeover.Start(context.Background())
 		e.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
 		e.sweep.Start(context.Background())
 	}

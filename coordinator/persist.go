@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -82,9 +83,10 @@ func inputMessages(msgs []agui.Message) []store.Message {
 	return out
 }
 
-// keeper renews the leases of this replica's runs, takes over lapsed runs and applies stop
-// requests made through other replicas, until ctx ends (the heartbeat service stops). A round once begun is finished: its store calls are not
-// cut by the stop.
+// keeper renews the leases of this replica's runs and applies stop requests made through
+// other replicas, until ctx ends (the heartbeat service stops); lapsed runs are the
+// takeover service's (durable.Takeover), which it wakes when another replica hands its runs
+// off. A round once begun is finished: its store calls are not cut by the stop.
 func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -92,26 +94,15 @@ func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 	if sg, ok := e.cfg.Store.(store.Signaler); ok {
 		signals = sg.StopSignals()
 	}
-	if e.cfg.TakeOverAtStart {
-		// One replica by definition (SQLite): whatever a previous process left running is
-		// this process's to continue.
-		e.takeOverLapsed(true)
-	}
-	// Lapsed leases are looked for twice per heartbeat (one indexed query): a dead
-	// replica's runs are taken over within half a heartbeat of their lease's end.
-	lapse := time.NewTicker(max(every/2, 50*time.Millisecond))
-	defer lapse.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-lapse.C:
-			e.takeOverLapsed(false)
-			continue
 		case <-signals:
 			e.applyStops()
 			// Also a hand-off's signal: runs whose lease was ended are taken over now.
 			// Never one of this replica's own runs (TakeOverRuns skips them).
+			e.takeover.Wake()
 			e.reapLapsed()
 			continue
 		case <-t.C:
@@ -128,6 +119,8 @@ func (e *Engine) keeper(ctx context.Context, every time.Duration) {
 			// The runs here renewed under their epoch may go on; one that was not was
 			// taken over while this replica was stalled or cut off, and stops here.
 			e.applyRenewal(sent, renewed)
+			// Runs claimed here and not adopted yet count their lease from it too.
+			e.takeover.Renewed(durable.NewRenewal(sent, renewed))
 		}
 		// Stop requests are rows: polling finds those whose signal was lost.
 		e.applyStops()

@@ -227,6 +227,9 @@ func (r *Run) logCancel(rep cancel.Report) {
 	}
 	r.log.Info("cancelled downstream", "kind", rep.Kind, "name", rep.Name, "task_id", rep.ID,
 		"result", rep.Result, "latency_ms", rep.Latency.Milliseconds(), "err", errString(rep.Err))
+	if step, ok := unconfirmedStep(rep); ok {
+		r.step(store.StepCancel, rep.Name, rep.ID, step)
+	}
 	if r.e.cfg.Metrics != nil {
 		r.e.cfg.Metrics.Cancellation(rep.Result, rep.Latency)
 	}

@@ -2,38 +2,13 @@ package coordinator
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
 )
-
-// takeoverBeforeSettle is a store on which another replica takes every running run over
-// inside the first settle of a resume, before the settle reaches the store: the resumed
-// run checked its ownership, then lost the run, as one paused past its lease does.
-type takeoverBeforeSettle struct {
-	store.Store
-	took atomic.Int32
-	// after is the store's answer to that settle.
-	after atomic.Pointer[error]
-}
-
-func (s *takeoverBeforeSettle) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
-	if s.took.Add(1) != 1 {
-		return s.Store.SettleSuspension(ctx, threadID, runID, epoch, ids)
-	}
-	if _, err := s.Store.TakeOverRuns(ctx, "replica-other", time.Minute, 10, true); err != nil {
-		return err
-	}
-	err := s.Store.SettleSuspension(ctx, threadID, runID, epoch, ids)
-	s.after.Store(&err)
-	return err
-}
 
 // TestSettleFencedAfterTakeover: a resumed run taken over between its ownership check and
 // the settle of its resume has the settle refused, keeps the suspension its new owner
@@ -44,32 +19,12 @@ func TestSettleFencedAfterTakeover(t *testing.T) {
 	st, err := store.Open(ctx, "memory:")
 	require.NoError(t, err)
 	tools := approvalTools()
-	fst := &takeoverBeforeSettle{Store: st}
+	fst := &takeoverInside{Store: st, at: atSettle}
 	e := approvalEngine(t, &fakeModel{turn: callThenReport("demo__delete_release", `{"release":"v1"}`)}, tools, fst, nil)
 
 	in := interruptsOf(t, startAndCollect(t, e, input("fs")))[0]
-	r, err := e.Start(resumeInput("fs", "r2", resolved(in.ID, `{"approved":true}`)), "")
-	require.NoError(t, err)
-	select {
-	case <-r.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the stale owner's run did not stop")
-	}
-	evs, _ := r.Next()
-	require.EqualValues(t, 1, fst.took.Load(), "the resume was to be settled once")
-
-	saved := fst.after.Load()
-	require.NotNil(t, saved)
-	require.ErrorIs(t, *saved, store.ErrFenced, "the stale owner's settle is refused")
-	for _, ev := range evs {
-		_, finished := ev.(*agui.RunFinished)
-		_, failed := ev.(*agui.RunError)
-		assert.False(t, finished || failed, "the stale owner ends nothing: %T", ev)
-	}
-	rec, err := st.GetRun(ctx, "fs", "r2")
-	require.NoError(t, err)
-	assert.Equal(t, "replica-other", rec.Replica)
-	assert.Equal(t, store.RunRunning, rec.State, "the run is its new owner's to end")
+	staleOwnerStops(t, e, st, resumeInput("fs", "r2", resolved(in.ID, `{"approved":true}`)))
+	fst.fencedCall(t, "the resume was to be settled once")
 
 	susp, err := st.LoadSuspension(ctx, "fs")
 	require.NoError(t, err, "the suspension the new owner resumes from is kept")
@@ -106,25 +61,10 @@ func TestRecoveredApprovalsSettleFenced(t *testing.T) {
 	model.mu.Lock()
 	before := model.calls
 	model.mu.Unlock()
-	fst := &takeoverBeforeSettle{Store: st}
+	fst := &takeoverInside{Store: st, at: atSettle}
 	e2 := approvalEngine(t, model, tools, fst, nil)
-	r, err := e2.Start(resumeInput("fr", "r2", resolved(s.Interrupts[0].ID, `{"approved":true}`)), "")
-	require.NoError(t, err)
-	select {
-	case <-r.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the stale owner's run did not stop")
-	}
-	evs, _ := r.Next()
-	require.EqualValues(t, 1, fst.took.Load(), "the recovered approvals were to be settled once")
-	saved := fst.after.Load()
-	require.NotNil(t, saved)
-	require.ErrorIs(t, *saved, store.ErrFenced)
-	for _, ev := range evs {
-		_, finished := ev.(*agui.RunFinished)
-		_, failed := ev.(*agui.RunError)
-		assert.False(t, finished || failed, "the stale owner ends nothing: %T", ev)
-	}
+	staleOwnerStops(t, e2, st, resumeInput("fr", "r2", resolved(s.Interrupts[0].ID, `{"approved":true}`)))
+	fst.fencedCall(t, "the recovered approvals were to be settled once")
 	assert.Empty(t, tools.recorded(), "the recorded outcome is not sent again")
 	model.mu.Lock()
 	assert.Equal(t, before, model.calls, "the stale owner asks the model nothing")
@@ -134,7 +74,4 @@ func TestRecoveredApprovalsSettleFenced(t *testing.T) {
 	done, err := st.IsResolved(ctx, "fr", s.Interrupts[0].ID)
 	require.NoError(t, err)
 	assert.False(t, done, "the stale owner marks nothing resolved")
-	rec, err := st.GetRun(ctx, "fr", "r2")
-	require.NoError(t, err)
-	assert.Equal(t, store.RunRunning, rec.State, "the run is its new owner's to end")
 }

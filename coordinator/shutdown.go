@@ -17,6 +17,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closing = true
 	e.mu.Unlock()
 	if !wasClosing {
+		// No run is taken over from here on: the look in progress ends first (a run it
+		// claims is left to its lease, or to the hand-off's release).
+		_ = e.takeover.Stop(context.WithoutCancel(ctx))
 		_ = e.expiry.Stop(context.WithoutCancel(ctx)) // waits for the expiry in progress
 		_ = e.sweep.Stop(context.WithoutCancel(ctx))
 	}

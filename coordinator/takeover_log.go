@@ -1,67 +1,10 @@
 package coordinator
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/store"
 )
-
-// readLog reads a run's whole event log.
-func (e *Engine) readLog(ctx context.Context, threadID, runID string) ([]store.Event, error) {
-	var out []store.Event
-	var last int64
-	for {
-		evs, err := e.cfg.Store.Events(ctx, threadID, runID, last, store.MaxEventsRead)
-		if err != nil {
-			return nil, err
-		}
-		if len(evs) == 0 {
-			return out, nil
-		}
-		out = append(out, evs...)
-		last = evs[len(evs)-1].Seq
-	}
-}
-
-// lastSeq is the number of the last of evs (0 for none).
-func lastSeq(evs []store.Event) int64 {
-	if n := len(evs); n > 0 {
-		return evs[n-1].Seq
-	}
-	return 0
-}
-
-// terminalOf returns the store's end state of a run whose log ends with its terminal
-// event, or "".
-func terminalOf(evs []store.Event) string {
-	if len(evs) == 0 {
-		return ""
-	}
-	var head struct {
-		Type    string `json:"type"`
-		Outcome *struct {
-			Type string `json:"type"`
-		} `json:"outcome"`
-	}
-	if json.Unmarshal(evs[len(evs)-1].Data, &head) != nil {
-		return ""
-	}
-	switch agui.EventType(head.Type) {
-	case agui.EventRunFinished:
-		if head.Outcome != nil && head.Outcome.Type == agui.OutcomeInterrupt {
-			return string(OutcomeInterrupt)
-		}
-		if head.Outcome != nil && head.Outcome.Type == agui.OutcomeCancelled {
-			return string(OutcomeCancelled)
-		}
-		return string(OutcomeCompleted)
-	case agui.EventRunError:
-		return string(OutcomeError)
-	}
-	return ""
-}
 
 // storedEvent rebuilds, from a stored event, what the sequencer needs to know of it (what
 // it opens and closes) and what the thread's messages are built from (text, tool calls and

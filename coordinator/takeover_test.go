@@ -78,7 +78,7 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 		var work durable.Work
 		require.NoError(t, json.Unmarshal(run.Work, &work))
 		var why string
-		if to, why = e.decodeTakeover(work); why == "" && len(pendingCalls(to.conv)) == 1 && len(work.A2A) == 1 {
+		if to, why = (adopter{e}).decodeTakeover(work); why == "" && len(pendingCalls(to.conv)) == 1 && len(work.A2A) == 1 {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "no checkpoint with the turn's call: %s (%s)", run.Work, why)
@@ -113,7 +113,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	good := func() durable.Work {
 		return durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hi"}})})}
 	}
-	_, why := e.decodeTakeover(good())
+	_, why := adopter{e}.decodeTakeover(good())
 	require.Empty(t, why)
 	for name, w := range map[string]durable.Work{
 		"none":     {},
@@ -133,7 +133,7 @@ func TestCheckpointRefusals(t *testing.T) {
 			return w
 		}(),
 	} {
-		_, why := e.decodeTakeover(w)
+		_, why := adopter{e}.decodeTakeover(w)
 		assert.NotEmpty(t, why, name)
 	}
 }
@@ -612,4 +612,14 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 	assert.NotEqual(t, subIDs[0], subIDs[1], "a closed sub-agent id is not started again")
 	assert.Contains(t, typs, "SUBAGENT_FINISHED")
 	assert.True(t, strings.HasPrefix(result, "[COMPLETED]\nbooked for June"), "the task's outcome: %q", result)
+}
+
+// The end states durable.TerminalState gives a run whose log had ended are the outcomes the
+// engine records for a run that ends here.
+func TestTerminalStatesAreOutcomes(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, string(OutcomeCompleted), durable.EndCompleted)
+	assert.Equal(t, string(OutcomeInterrupt), durable.EndInterrupt)
+	assert.Equal(t, string(OutcomeCancelled), durable.EndCancelled)
+	assert.Equal(t, string(OutcomeError), durable.EndError)
 }

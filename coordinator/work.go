@@ -17,13 +17,12 @@ const (
 	maxStoreRetryPause = durable.MaxStoreRetryPause
 )
 
-// reapLapsed looks after the runs of replicas that stopped heartbeating: a running run
-// whose lease lapsed is taken over and continued here (takeover.go); a run that BeginRun
-// marked lost to free its thread (a new run started on it) has its remote tasks cancelled
-// and its event log ended with RUN_ERROR{RUN_LOST}, so that nothing is left running at a
-// peer without an owner.
+// reapLapsed looks after the runs of replicas that stopped heartbeating that BeginRun
+// marked lost to free their thread (a new run started on it): each has its remote tasks
+// cancelled and its event log ended with RUN_ERROR{RUN_LOST}, so that nothing is left
+// running at a peer without an owner. A running run whose lease lapsed is the takeover's
+// (durable.Takeover, adopter.go): it is continued here.
 func (e *Engine) reapLapsed() {
-	e.takeOverLapsed(false)
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	runs, err := e.cfg.Store.ClaimLapsedRuns(ctx, e.cfg.Replica, reapBatch)
@@ -52,16 +51,16 @@ const reapBatch = 50
 // event (a live stream shows only stored events), and a log with nothing stored
 // gets its RUN_STARTED first, so that a client reconnecting anywhere sees a whole stream.
 func (e *Engine) endLostLog(ctx context.Context, threadID, runID string, epoch int64, message string) {
-	evs, err := e.readLog(ctx, threadID, runID)
+	evs, err := durable.ReadLog(ctx, e.cfg.Store, threadID, runID)
 	if err != nil {
 		e.log.Warn("store: read lapsed run's events", "err", err)
 		return
 	}
-	if terminalOf(evs) != "" {
+	if durable.TerminalState(evs) != "" {
 		return
 	}
 	now := e.cfg.Now().UnixMilli()
-	seq := lastSeq(evs)
+	seq := durable.LastSeq(evs)
 	var out []store.Event
 	if len(evs) == 0 {
 		data, err := agui.MarshalEvent(&agui.RunStarted{ThreadID: threadID, RunID: runID, Base: agui.Base{Timestamp: now}})

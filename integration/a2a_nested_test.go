@@ -41,6 +41,24 @@ func aguiRun(ctx context.Context, t testing.TB, base string, body map[string]any
 	return evs
 }
 
+// streamRun posts one AG-UI run (body) to base and reads its stream in the background: the
+// channel gets the run's events once the stream ends (nil when the post failed).
+func streamRun(ctx context.Context, base string, body map[string]any) <-chan []map[string]any {
+	done := make(chan []map[string]any, 1)
+	b, _ := json.Marshal(body)
+	go func() {
+		resp, err := postAGUI(ctx, base, b)
+		if err != nil {
+			done <- nil
+			return
+		}
+		defer resp.Body.Close()
+		evs, _ := readSSE(resp.Body, nil)
+		done <- evs
+	}()
+	return done
+}
+
 // finished returns the run's RUN_FINISHED outcome type and interrupts.
 func finished(evs []map[string]any) (outcome string, interrupts []map[string]any) {
 	for _, e := range eventsOfType(evs, "RUN_FINISHED") {
@@ -166,18 +184,7 @@ func TestA2ANested(t *testing.T) {
 		peerBefore, _ := peerTasks(t, s.peer)
 		bBefore := bTasks(ctx, t, bc)
 		thread := newThreadID("nested-stop")
-		done := make(chan []map[string]any, 1)
-		go func() {
-			b, _ := json.Marshal(runInput(thread, "s1", s.prompt("slow")))
-			resp, err := postAGUI(ctx, s.a, b)
-			if err != nil {
-				done <- nil
-				return
-			}
-			defer resp.Body.Close()
-			evs, _ := readSSE(resp.Body, nil)
-			done <- evs
-		}()
+		done := streamRun(ctx, s.a, runInput(thread, "s1", s.prompt("slow")))
 		assert.EventuallyWithT(t, func(c *assert.CollectT) {
 			tasks, _ := peerTasks(c, s.peer)
 			ids := newKeys(peerBefore, tasks)
@@ -216,18 +223,7 @@ func TestA2ANestedCancelBeforeTaskID(t *testing.T) {
 	peerBefore, _ := peerTasks(t, s.peer)
 	bBefore := bTasks(ctx, t, bc)
 	thread := newThreadID("nested-early")
-	done := make(chan []map[string]any, 1)
-	go func() {
-		b, _ := json.Marshal(runInput(thread, "e1", s.prompt("delay")))
-		resp, err := postAGUI(ctx, s.a, b)
-		if err != nil {
-			done <- nil
-			return
-		}
-		defer resp.Body.Close()
-		evs, _ := readSSE(resp.Body, nil)
-		done <- evs
-	}()
+	done := streamRun(ctx, s.a, runInput(thread, "e1", s.prompt("delay")))
 	// B's run has sent the message to the peer, which has no task yet (it names it only
 	// after DELAY_MS).
 	sendsBefore := peerSends(t, s.peer)

@@ -180,133 +180,120 @@ func TestKillSteps(t *testing.T) {
 		})
 	}
 
+	// killStep starts "ks <kind> <item>" as run r1 on the owner, waits with reached (given
+	// the thread and the live stream) until the step is where the case kills it, kills the
+	// owner and reads the run back from the survivor within replay: its log is dense with
+	// one result per call, and it ended finished.
+	killStep := func(t *testing.T, kind, item string, replay time.Duration, reached func(thread string, live *http.Response)) killedRun {
+		t.Helper()
+		thread, live := startRun(t, a.URL, kind, item)
+		defer live.Body.Close()
+		reached(thread, live)
+		kill(t)
+
+		k := killedRun{thread: thread, frames: replayRun(t, b.URL, thread, "r1", replay)}
+		k.results, k.end = checkLog(t, k.frames)
+		assert.Equal(t, "RUN_FINISHED", k.end["type"], "%v", frameTypes(k.frames))
+		return k
+	}
+
 	t.Run("model call", func(t *testing.T) {
 		item := newThreadID("m")
 		held := script.holdTurn(item)
-		thread, live := startRun(t, a.URL, "model", item)
-		defer live.Body.Close()
-		awaitClosed(t, held, 20*time.Second, "the model call after the charge")
-		kill(t)
-
-		frames := replayRun(t, b.URL, thread, "r1", 30*time.Second)
-		results, end := checkLog(t, frames)
-		assert.Equal(t, "RUN_FINISHED", end["type"], "%v", frameTypes(frames))
+		k := killStep(t, "model", item, 30*time.Second, func(string, *http.Response) {
+			awaitClosed(t, held, 20*time.Second, "the model call after the charge")
+		})
 		assert.Equal(t, 1, pay.count("charge", item), "the charge before the cut turn is not made again")
-		assert.Len(t, results, 1, "one call, one result: %v in %v", results, frameTypes(frames))
+		assert.Len(t, k.results, 1, "one call, one result: %v in %v", k.results, frameTypes(k.frames))
 		assert.GreaterOrEqual(t, script.askedAgain(item), 2, "the survivor asked the model again")
-		checkJournal(t, b.URL, thread, "r1", "model_call")
+		checkJournal(t, b.URL, k.thread, "r1", "model_call")
 	})
 
-	t.Run("MCP call not idempotent", func(t *testing.T) {
-		item := newThreadID("c")
-		pay.hold("charge", item)
-		thread, live := startRun(t, a.URL, "charge", item)
-		defer live.Body.Close()
-		pay.awaitCall(t, "charge", item, 20*time.Second)
-		kill(t)
-
-		frames := replayRun(t, b.URL, thread, "r1", 30*time.Second)
-		results, end := checkLog(t, frames)
-		assert.Equal(t, "RUN_FINISHED", end["type"], "%v", frameTypes(frames))
-		assert.Equal(t, 1, pay.count("charge", item), "the charge is never sent again")
-		res := results["ks_"+item+"_1"]
-		require.Len(t, res, 1, "results: %v", results)
-		assert.True(t, strings.HasPrefix(res[0], "[ERROR]"), "the model is told the call is in doubt: %q", res[0])
-		assert.Contains(t, res[0], "may or may not have run")
-		checkJournal(t, b.URL, thread, "r1", "tool_call")
-	})
-
-	t.Run("MCP call read-only", func(t *testing.T) {
-		item := newThreadID("l")
-		pay.hold("lookup", item)
-		thread, live := startRun(t, a.URL, "lookup", item)
-		defer live.Body.Close()
-		pay.awaitCall(t, "lookup", item, 20*time.Second)
-		kill(t)
-
-		frames := replayRun(t, b.URL, thread, "r1", 30*time.Second)
-		results, end := checkLog(t, frames)
-		assert.Equal(t, "RUN_FINISHED", end["type"], "%v", frameTypes(frames))
-		assert.Equal(t, 2, pay.count("lookup", item), "the read-only call is sent again, once")
-		res := results["ks_"+item+"_1"]
-		require.Len(t, res, 1, "results: %v", results)
-		assert.True(t, strings.HasPrefix(res[0], "[OK]"), "the survivor's answer: %q", res[0])
-		checkJournal(t, b.URL, thread, "r1", "tool_call")
-	})
+	// An MCP call out at the kill: one that is not idempotent is in doubt and never sent
+	// again; a read-only one is sent again by the survivor, once.
+	for _, c := range []struct {
+		name, tool string
+		calls      int    // how many times the call reaches the MCP server in all
+		result     string // how the model's result starts
+		says       string // what the result says, when it matters
+	}{
+		{name: "MCP call not idempotent", tool: "charge", calls: 1, result: "[ERROR]", says: "may or may not have run"},
+		{name: "MCP call read-only", tool: "lookup", calls: 2, result: "[OK]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			item := newThreadID(c.tool[:1])
+			pay.hold(c.tool, item)
+			k := killStep(t, c.tool, item, 30*time.Second, func(string, *http.Response) {
+				pay.awaitCall(t, c.tool, item, 20*time.Second)
+			})
+			assert.Equal(t, c.calls, pay.count(c.tool, item), "times the %s reached the server", c.tool)
+			res := k.result(t, item, 1)
+			assert.True(t, strings.HasPrefix(res, c.result), "the model's result: %q", res)
+			if c.says != "" {
+				assert.Contains(t, res, c.says)
+			}
+			checkJournal(t, b.URL, k.thread, "r1", "tool_call")
+		})
+	}
 
 	t.Run("A2A send", func(t *testing.T) {
 		item := newThreadID("s")
 		before := stepsPeer(t, peer)
-		thread, live := startRun(t, a.URL, "send", item)
-		defer live.Body.Close()
-		awaitSubagentText(t, live, 1)
-		kill(t)
-
-		frames := replayRun(t, b.URL, thread, "r1", 45*time.Second)
-		results, end := checkLog(t, frames)
-		assert.Equal(t, "RUN_FINISHED", end["type"], "%v", frameTypes(frames))
+		k := killStep(t, "send", item, 45*time.Second, func(_ string, live *http.Response) {
+			awaitSubagentText(t, live, 1)
+		})
 		after := stepsPeer(t, peer)
 		tasks := newTasks(before.peerCalls, after.peerCalls)
 		require.Len(t, tasks, 1, "one task at the peer")
 		assert.Equal(t, 1, countOf(after.Sends[len(before.Sends):], "slow"), "the task was sent once: %v", after.Sends)
 		assert.Contains(t, after.Subscribes, tasks[0], "the survivor followed the task by id")
 		awaitTasksEnded(t, peer, tasks, 10*time.Second)
-		res := results["ks_"+item+"_1"]
-		require.Len(t, res, 1, "results: %v", results)
-		assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]"), "the task's result: %q", res[0])
-		checkJournal(t, b.URL, thread, "r1", "a2a_send")
+		res := k.result(t, item, 1)
+		assert.True(t, strings.HasPrefix(res, "[COMPLETED]"), "the task's result: %q", res)
+		checkJournal(t, b.URL, k.thread, "r1", "a2a_send")
 	})
 
 	t.Run("A2A continuation", func(t *testing.T) {
 		item := newThreadID("k")
 		before := stepsPeer(t, peer)
-		thread, live := startRun(t, a.URL, "continue", item)
-		defer live.Body.Close()
-		awaitSubagentText(t, live, 2)
-		task := awaitPeerTask(t, peer, before, func(l stepsPeerLog, task string) bool {
-			return l.FollowUps[task] == 1 && l.Tasks[task] == "TASK_STATE_WORKING"
+		var task string
+		k := killStep(t, "continue", item, 45*time.Second, func(_ string, live *http.Response) {
+			awaitSubagentText(t, live, 2)
+			task = awaitPeerTask(t, peer, before, func(l stepsPeerLog, task string) bool {
+				return l.FollowUps[task] == 1 && l.Tasks[task] == "TASK_STATE_WORKING"
+			})
 		})
-		kill(t)
-
-		frames := replayRun(t, b.URL, thread, "r1", 45*time.Second)
-		results, end := checkLog(t, frames)
-		assert.Equal(t, "RUN_FINISHED", end["type"], "%v", frameTypes(frames))
 		after := awaitTasksEnded(t, peer, []string{task}, 10*time.Second)
 		assert.Equal(t, 1, after.FollowUps[task], "the answer reached the task once")
 		assert.Equal(t, 1, countOf(after.Sends[len(before.Sends):], task+":slowly"), "the continuation was sent once: %v", after.Sends)
 		assert.Len(t, newTasks(before.peerCalls, after.peerCalls), 1, "no other task was started")
 		assert.Equal(t, "TASK_STATE_COMPLETED", after.Tasks[task])
 		assert.Contains(t, after.Subscribes, task, "the survivor followed the task by id")
-		assert.Len(t, results, 2, "two calls, one result each: %v", results)
-		res := results["ks_"+item+"_2"]
-		require.Len(t, res, 1, "results: %v", results)
-		assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]"), "the continued task's result: %q", res[0])
-		checkJournal(t, b.URL, thread, "r1", "a2a_continue")
+		assert.Len(t, k.results, 2, "two calls, one result each: %v", k.results)
+		res := k.result(t, item, 2)
+		assert.True(t, strings.HasPrefix(res, "[COMPLETED]"), "the continued task's result: %q", res)
+		checkJournal(t, b.URL, k.thread, "r1", "a2a_continue")
 	})
 
 	t.Run("downstream cancel after a stop", func(t *testing.T) {
 		item := newThreadID("x")
 		before := stepsPeer(t, peer)
-		thread, live := startRun(t, a.URL, "send", item)
-		defer live.Body.Close()
-		awaitSubagentText(t, live, 1)
-		task := awaitPeerTask(t, peer, before, func(l stepsPeerLog, task string) bool { return l.Tasks[task] == "TASK_STATE_WORKING" })
-		stop := postJSON(t, a.URL+"/agui/threads/"+thread+"/runs/r1/stop", `{}`)
-		stop.Body.Close()
-		require.Equal(t, http.StatusAccepted, stop.StatusCode)
-		awaitClosed(t, holder.seen, 10*time.Second, "the owner's CancelTask")
-		kill(t)
-
-		frames := replayRun(t, b.URL, thread, "r1", 45*time.Second)
-		results, end := checkLog(t, frames)
-		assert.Equal(t, "RUN_FINISHED", end["type"], "%v", frameTypes(frames))
-		assert.Equal(t, map[string]any{"type": "cancelled"}, end["outcome"], "the run ends stopped, not driven on by the survivor")
+		var task string
+		k := killStep(t, "send", item, 45*time.Second, func(thread string, live *http.Response) {
+			awaitSubagentText(t, live, 1)
+			task = awaitPeerTask(t, peer, before, func(l stepsPeerLog, task string) bool { return l.Tasks[task] == "TASK_STATE_WORKING" })
+			stop := postJSON(t, a.URL+"/agui/threads/"+thread+"/runs/r1/stop", `{}`)
+			stop.Body.Close()
+			require.Equal(t, http.StatusAccepted, stop.StatusCode)
+			awaitClosed(t, holder.seen, 10*time.Second, "the owner's CancelTask")
+		})
+		assert.Equal(t, map[string]any{"type": "cancelled"}, k.end["outcome"], "the run ends stopped, not driven on by the survivor")
 		after := awaitTasksEnded(t, peer, []string{task}, 15*time.Second)
 		assert.Equal(t, "TASK_STATE_CANCELED", after.Tasks[task], "the stop holds across the takeover: the survivor cancels the task")
 		assert.Contains(t, after.Cancels, task, "the survivor sent CancelTask")
 		assert.Equal(t, 1, countOf(after.Sends[len(before.Sends):], "slow"), "the task was sent once: %v", after.Sends)
-		assert.LessOrEqual(t, len(results["ks_"+item+"_1"]), 1, "results: %v", results)
-		checkJournal(t, b.URL, thread, "r1", "a2a_send")
+		assert.LessOrEqual(t, len(k.results["ks_"+item+"_1"]), 1, "results: %v", k.results)
+		checkJournal(t, b.URL, k.thread, "r1", "a2a_send")
 	})
 
 	// An approval's resume: the owner is killed as soon as the resume is accepted (the
@@ -375,6 +362,22 @@ func TestKillSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killedRun is a run whose owner was killed during one step, as the survivor's log shows it.
+type killedRun struct {
+	thread  string
+	frames  []takeoverFrame
+	results map[string][]string // by tool call id
+	end     map[string]any      // the terminal event
+}
+
+// result is the one result of the n-th call the model made for item.
+func (k killedRun) result(t *testing.T, item string, n int) string {
+	t.Helper()
+	res := k.results[fmt.Sprintf("ks_%s_%d", item, n)]
+	require.Len(t, res, 1, "results: %v", k.results)
+	return res[0]
 }
 
 // awaitSubagentText reads the live stream until the sub-agent of the calls-th tool call

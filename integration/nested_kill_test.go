@@ -15,7 +15,6 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"net"
@@ -223,24 +222,6 @@ func waitTaskRecorded(t *testing.T, dsn string, taskID a2a.TaskID) {
 	}, eventualWait, 10*time.Millisecond, "the inner Baton never recorded the bottom task")
 }
 
-// startOuterRun starts a run at the outer Baton and returns a channel with its events.
-func startOuterRun(ctx context.Context, t *testing.T, outer, thread string) <-chan []map[string]any {
-	t.Helper()
-	done := make(chan []map[string]any, 1)
-	b, _ := json.Marshal(runInput(thread, "r1", "inner: go"))
-	go func() {
-		resp, err := postAGUI(ctx, outer, b)
-		if err != nil {
-			done <- nil
-			return
-		}
-		defer resp.Body.Close()
-		evs, _ := readSSE(resp.Body, nil)
-		done <- evs
-	}()
-	return done
-}
-
 // innerResult is the tool result the outer model got for its call of the inner Baton.
 func innerResult(t *testing.T, evs []map[string]any) string {
 	t.Helper()
@@ -254,34 +235,73 @@ func terminalEvents(evs []map[string]any) int {
 	return len(eventsOfType(evs, "RUN_FINISHED")) + len(eventsOfType(evs, "RUN_ERROR"))
 }
 
-// TestNestedKillInnerTakeover: B's owner replica is killed while A follows B's task; the
-// other replica takes B's run over and A sees it complete; one charge, one bottom task.
-func TestNestedKillInnerTakeover(t *testing.T) {
-	dsn := pgtest.DSN(t)
+// nestedKill is the set-up of the nested kill tests: the outer Baton A delegates to the
+// inner Baton B (one or more replicas of it on one PostgreSQL store), which charges a
+// counting MCP server once and then follows a task of the held bottom agent; one fake model
+// scripts both levels.
+type nestedKill struct {
+	dsn    string
+	bottom *holdBottom
+	pay    *countingMCP
+	// cfg and env start a replica of B.
+	cfg string
+	env []string
+	// kills holds the kill of each replica of B, in the order started.
+	kills []func()
+	outer string
+}
+
+// startNestedKill starts B as replicas replicas and A delegating to it: to the one replica
+// directly, or to several through a failoverProxy that sends to the first while it lives.
+func startNestedKill(t *testing.T, replicas int) nestedKill {
+	t.Helper()
+	n := nestedKill{dsn: pgtest.DSN(t), env: []string{llmKeyEnv + "=fake-key"}}
 	model := fakellm.Start(nestedKillModel)
 	t.Cleanup(model.Close)
-	bottom, bottomURL := startHoldBottom(t)
-	pay := startCountingMCP(t)
-	env := []string{llmKeyEnv + "=fake-key"}
-	cfg := nestedKillInner(model.URL, bottomURL, pay.URL, dsn)
-	b1, killB1 := startKillableCoordinator(t, cfg, env)
-	b2, _ := startKillableCoordinator(t, cfg, env)
-	inner := failoverProxy(t, b1, b2)
-	outer := startCoordinator(t, testConfig{LLMURL: model.URL, Grace: "1s",
+	var bottomURL string
+	n.bottom, bottomURL = startHoldBottom(t)
+	n.pay = startCountingMCP(t)
+	n.cfg = nestedKillInner(model.URL, bottomURL, n.pay.URL, n.dsn)
+	var urls []string
+	for range replicas {
+		u, kill := startKillableCoordinator(t, n.cfg, n.env)
+		urls, n.kills = append(urls, u), append(n.kills, kill)
+	}
+	inner := urls[0]
+	if replicas > 1 {
+		inner = failoverProxy(t, urls...)
+	}
+	n.outer = startCoordinator(t, testConfig{LLMURL: model.URL, Grace: "1s",
 		Agents: []agentEntry{{Name: "inner", URL: inner, InputRequired: "ask_user", Timeout: "90s"}}}.yaml())
+	return n
+}
 
+// startUntilBottom starts a run on a new thread at A and waits until B has started the
+// bottom task and recorded it in its run. It returns the test's deadline (two minutes from
+// the start) and a channel that gets A's events once A's run has ended.
+func (n nestedKill) startUntilBottom(t *testing.T, threadPrefix string) (context.Context, <-chan []map[string]any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	done := startOuterRun(ctx, t, outer, newThreadID("nested-kill"))
+	t.Cleanup(cancel)
+	done := streamRun(ctx, n.outer, runInput(newThreadID(threadPrefix), "r1", "inner: go"))
 	select {
-	case id := <-bottom.started:
-		waitTaskRecorded(t, dsn, id)
+	case id := <-n.bottom.started:
+		waitTaskRecorded(t, n.dsn, id)
 	case <-ctx.Done():
 		t.Fatal("the bottom task never started")
 	}
+	return ctx, done
+}
+
+// TestNestedKillInnerTakeover: B's owner replica is killed while A follows B's task; the
+// other replica takes B's run over and A sees it complete; one charge, one bottom task.
+func TestNestedKillInnerTakeover(t *testing.T) {
+	n := startNestedKill(t, 2)
+	bottom, pay := n.bottom, n.pay
+	ctx, done := n.startUntilBottom(t, "nested-kill")
 	require.EqualValues(t, 1, pay.charges.Load(), "B charged before delegating")
 	followsBefore := bottom.follows.Load()
-	killB1()
+	n.kills[0]()
 
 	// The survivor takes B's run over and follows the bottom task by id; then the bottom
 	// completes.
@@ -312,27 +332,10 @@ func TestNestedKillInnerTakeover(t *testing.T) {
 // takes its run over: the bottom task is followed to its end, nothing is left working
 // there, and the charge is not repeated.
 func TestNestedKillInnerAlone(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	model := fakellm.Start(nestedKillModel)
-	t.Cleanup(model.Close)
-	bottom, bottomURL := startHoldBottom(t)
-	pay := startCountingMCP(t)
-	cfg := nestedKillInner(model.URL, bottomURL, pay.URL, dsn)
-	env := []string{llmKeyEnv + "=fake-key"}
-	b, killB := startKillableCoordinator(t, cfg, env)
-	outer := startCoordinator(t, testConfig{LLMURL: model.URL, Grace: "1s",
-		Agents: []agentEntry{{Name: "inner", URL: b, InputRequired: "ask_user", Timeout: "90s"}}}.yaml())
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	done := startOuterRun(ctx, t, outer, newThreadID("nested-kill-alone"))
-	select {
-	case id := <-bottom.started:
-		waitTaskRecorded(t, dsn, id)
-	case <-ctx.Done():
-		t.Fatal("the bottom task never started")
-	}
-	killB()
+	n := startNestedKill(t, 1)
+	bottom, pay := n.bottom, n.pay
+	ctx, done := n.startUntilBottom(t, "nested-kill-alone")
+	n.kills[0]()
 
 	var evs []map[string]any
 	select {
@@ -347,7 +350,7 @@ func TestNestedKillInnerAlone(t *testing.T) {
 	// B again, on its store: its run goes on from its checkpoint and follows the bottom
 	// task; released, the bottom completes and nothing is left working.
 	followsBefore := bottom.follows.Load()
-	startKillableCoordinator(t, cfg, env)
+	startKillableCoordinator(t, n.cfg, n.env)
 	require.Eventually(t, func() bool { return bottom.follows.Load() > followsBefore }, 30*time.Second, 20*time.Millisecond,
 		"the restarted inner Baton never followed the bottom task")
 	bottom.once.Do(func() { close(bottom.release) })

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -47,24 +46,27 @@ func benchEngine(tb testing.TB, url string) (*coordinator.Engine, *a2a.Agent) {
 // benchEngineWith is benchEngine with the A2A client's HTTP client (nil: the default).
 func benchEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
 	tb.Helper()
-	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour},
-		a2a.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
-	require.NoError(tb, err)
 	var st store.Store // BATON_BENCH_STORE: a store DSN ("sqlite:/tmp/x.db"); default memory
 	if dsn := os.Getenv("BATON_BENCH_STORE"); dsn != "" {
+		var err error
 		st, err = store.Open(context.Background(), dsn)
 		require.NoError(tb, err)
 		tb.Cleanup(func() { _ = st.Close() })
 	}
-	e, err := coordinator.New(coordinator.Config{
-		Store: st,
-		// Log lines are formatted (a real cost per run) but not printed.
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Model:  stubmodel.New(stubmodel.Config{Tool: "bench", Arguments: `{"prompt":"go"}`, Text: []string{"Done: ", "the agent answered."}}),
-		Agents: []coordinator.Agent{{Name: "bench", Description: ag.Description, Client: ag, Timeout: time.Hour}},
-	})
-	require.NoError(tb, err)
-	return e, ag
+	return stubEngine(tb, st, url, hc)
+}
+
+// stubEngine returns an engine over st (nil: memory) with the stub model delegating to one
+// bench agent at url, reached with hc (nil: the default client).
+func stubEngine(tb testing.TB, st store.Store, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
+	// Log lines are formatted (a real cost per run) but not printed.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return delegatingEngine(tb, a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour}, a2a.Options{Logger: quiet, HTTPClient: hc},
+		coordinator.Config{
+			Store:  st,
+			Logger: quiet,
+			Model:  stubmodel.New(stubmodel.Config{Tool: "bench", Arguments: `{"prompt":"go"}`, Text: []string{"Done: ", "the agent answered."}}),
+		})
 }
 
 const benchRunBody = `{"threadId":"bench-%d","runId":"r","protocolVersion":"1.0","messages":[{"id":"u","role":"user","content":"go"}]}`
@@ -88,7 +90,6 @@ func readRun(tb testing.TB, body io.Reader) string {
 // and the stub model: one delegation through Baton (POST /agui, SSE read to RUN_FINISHED)
 // against a direct a2a-go streaming call to the same agent, alternated.
 func BenchmarkLeanDelegationOverhead(b *testing.B) {
-	ctx := context.Background()
 	agentSrv := httptest.NewUnstartedServer(nil)
 	agentSrv.Start()
 	defer agentSrv.Close()
@@ -97,24 +98,8 @@ func BenchmarkLeanDelegationOverhead(b *testing.B) {
 	defer ag.Close()
 	baton := httptest.NewServer(New(Config{Engine: e}))
 	defer baton.Close()
-	card, err := agentcard.DefaultResolver.Resolve(ctx, agentSrv.URL)
-	require.NoError(b, err)
-	direct, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(&http.Client{}))
-	require.NoError(b, err)
-	defer direct.Destroy()
+	viaDirect := directCall(b, agentSrv.URL, "go")
 
-	viaDirect := func() time.Duration {
-		start := time.Now()
-		var last sdk.TaskState
-		for ev, err := range direct.SendStreamingMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("go"))}) {
-			require.NoError(b, err)
-			if su, ok := ev.(*sdk.TaskStatusUpdateEvent); ok {
-				last = su.Status.State
-			}
-		}
-		require.Equal(b, sdk.TaskStateCompleted, last)
-		return time.Since(start)
-	}
 	n := 0
 	viaBaton := func() time.Duration {
 		n++
@@ -126,34 +111,9 @@ func BenchmarkLeanDelegationOverhead(b *testing.B) {
 		require.Contains(b, last, "RUN_FINISHED")
 		return time.Since(start)
 	}
-	for range 20 { // warm connections and pools
-		viaDirect()
-		viaBaton()
-	}
-	var d, t []time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		d = append(d, viaDirect())
-		t = append(t, viaBaton())
-	}
-	b.StopTimer()
+	// 20 calls of each warm the connections and pools.
+	d, t := alternate(b, 20, viaDirect, viaBaton)
 	reportOverhead(b, d, t)
-}
-
-func pct(s []time.Duration, p float64) time.Duration {
-	if len(s) == 0 {
-		return 0
-	}
-	return s[int(float64(len(s)-1)*p)]
-}
-
-func reportOverhead(b *testing.B, d, t []time.Duration) {
-	slices.Sort(d)
-	slices.Sort(t)
-	b.ReportMetric(float64(pct(d, 0.5).Microseconds()), "direct-p50-µs")
-	b.ReportMetric(float64(pct(t, 0.5).Microseconds()), "baton-p50-µs")
-	b.ReportMetric(float64((pct(t, 0.5) - pct(d, 0.5)).Microseconds()), "overhead-p50-µs")
-	b.ReportMetric(float64((pct(t, 0.99) - pct(d, 0.99)).Microseconds()), "overhead-p99-µs")
 }
 
 // BenchmarkLeanThroughput runs complete delegations from parallel clients as fast as Baton
@@ -226,33 +186,14 @@ func raiseFDLimit() uint64 {
 // cancelled at the agent and the time to the last cancellation. BATON_BENCH_FAIL_CANCELS
 // makes the agent refuse the first n CancelTask calls of each task.
 func BenchmarkOpenRuns(b *testing.B) {
-	runs := 1000
-	if v, err := strconv.Atoi(os.Getenv("BATON_BENCH_RUNS")); err == nil && v > 0 {
-		runs = v
-	}
+	runs := benchRuns()
 	fds := raiseFDLimit()
 	b.Logf("open-file limit %d", fds)
 	if os.Getenv("BATON_BENCH_HEAPPROFILE") != "" {
 		runtime.MemProfileRate = 512 // fine-grained: the profile is the point of this run
 	}
 	for b.Loop() {
-		peer := exec.Command(os.Args[0], "-test.run=^$")
-		peer.Env = append(os.Environ(), loadPeerEnv+"=1")
-		peer.Stderr = os.Stderr
-		in, err := peer.StdinPipe()
-		require.NoError(b, err)
-		outPipe, err := peer.StdoutPipe()
-		require.NoError(b, err)
-		require.NoError(b, peer.Start())
-		out := bufio.NewScanner(outPipe)
-		ask := func(cmd string) []string {
-			_, err := fmt.Fprintln(in, cmd)
-			require.NoError(b, err)
-			require.True(b, out.Scan(), "load peer ended")
-			return strings.Fields(out.Text())
-		}
-		require.True(b, out.Scan())
-		agentURL := strings.TrimPrefix(out.Text(), "agent ")
+		peer := startLoadPeer(b)
 
 		var hc *http.Client
 		if os.Getenv("BATON_BENCH_AGENT_H2") != "" {
@@ -267,7 +208,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 			t.TLSClientConfig = &tls.Config{RootCAs: pool}
 			hc = &http.Client{Transport: t}
 		}
-		e, ag := benchEngineWith(b, agentURL, hc)
+		e, ag := benchEngineWith(b, peer.agentURL, hc)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(b, err)
 		srv := &http.Server{Handler: New(Config{Engine: e, MaxActiveRuns: -1})}
@@ -277,7 +218,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		g0 := runtime.NumGoroutine()
-		open := ask(fmt.Sprintf("open http://%s %d", ln.Addr(), runs))
+		open := peer.ask(b, fmt.Sprintf("open http://%s %d", ln.Addr(), runs))
 		require.Equal(b, "open", open[0])
 		opened, _ := strconv.Atoi(open[1])
 		require.Equal(b, runs, opened, "runs open")
@@ -300,15 +241,14 @@ func BenchmarkOpenRuns(b *testing.B) {
 		b.ReportMetric(p50, "first-event-p50-ms")
 		b.ReportMetric(p99, "first-event-p99-ms")
 
-		gone := ask("disconnect")
+		gone := peer.ask(b, "disconnect")
 		require.Equal(b, "canceled", gone[0])
 		tasks, _ := strconv.Atoi(gone[1])
 		canceled, _ := strconv.Atoi(gone[2])
 		last, _ := strconv.ParseFloat(gone[3], 64)
 		b.ReportMetric(float64(canceled)/float64(max(tasks, 1)), "canceled-frac")
 		b.ReportMetric(last, "last-cancel-ms")
-		_, _ = fmt.Fprintln(in, "quit")
-		_ = peer.Wait()
+		peer.quit()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = srv.Shutdown(ctx)
@@ -449,25 +389,13 @@ func runLoadPeer() {
 // "baton-a2a" is package a2a (its own SSE transport) alone. Per stream: the client side's
 // heap, stack and goroutines (the goroutine that reads the stream included).
 func BenchmarkOpenStreamsFloor(b *testing.B) {
-	runs := 1000
-	if v, err := strconv.Atoi(os.Getenv("BATON_BENCH_RUNS")); err == nil && v > 0 {
-		runs = v
-	}
+	runs := benchRuns()
 	raiseFDLimit()
 	for _, client := range []string{"sdk", "baton-a2a"} {
 		b.Run(client, func(b *testing.B) {
 			for b.Loop() {
-				peer := exec.Command(os.Args[0], "-test.run=^$")
-				peer.Env = append(os.Environ(), loadPeerEnv+"=1")
-				peer.Stderr = os.Stderr
-				in, err := peer.StdinPipe()
-				require.NoError(b, err)
-				outPipe, err := peer.StdoutPipe()
-				require.NoError(b, err)
-				require.NoError(b, peer.Start())
-				out := bufio.NewScanner(outPipe)
-				require.True(b, out.Scan())
-				agentURL := strings.TrimPrefix(out.Text(), "agent ")
+				peer := startLoadPeer(b)
+				agentURL := peer.agentURL
 				ctx, cancel := context.WithCancel(context.Background())
 				hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 
@@ -527,8 +455,7 @@ func BenchmarkOpenStreamsFloor(b *testing.B) {
 				cancel()
 				wg.Wait()
 				hc.CloseIdleConnections()
-				_, _ = fmt.Fprintln(in, "quit")
-				_ = peer.Wait()
+				peer.quit()
 			}
 		})
 	}

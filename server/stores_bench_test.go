@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,11 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
-	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/testutil/benchagent"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
-	"github.com/baton-dev/baton/internal/testutil/stubmodel"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -64,16 +60,7 @@ func processCPU() time.Duration {
 // for it; stop ends both (the store stays open: the next phase uses it again).
 func storesEngine(tb testing.TB, st store.Store, url string) (baseURL string, stop func()) {
 	tb.Helper()
-	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour},
-		a2a.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(tb, err)
-	e, err := coordinator.New(coordinator.Config{
-		Store:  st,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Model:  stubmodel.New(stubmodel.Config{Tool: "bench", Arguments: `{"prompt":"go"}`, Text: []string{"Done: ", "the agent answered."}}),
-		Agents: []coordinator.Agent{{Name: "bench", Description: ag.Description, Client: ag, Timeout: time.Hour}},
-	})
-	require.NoError(tb, err)
+	e, ag := stubEngine(tb, st, url, nil)
 	srv := httptest.NewServer(New(Config{Engine: e, MaxActiveRuns: -1}))
 	return srv.URL, func() {
 		srv.CloseClientConnections()

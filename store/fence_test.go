@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,10 +25,7 @@ func TestFencedWrites(t *testing.T) {
 		require.Equal(t, int64(1), old)
 		require.NoError(t, s.AppendEvents(ctx, "t1", "r1", old, ev(1)))
 
-		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
-		require.NoError(t, err)
-		require.Len(t, taken, 1)
-		cur := taken[0].Epoch
+		cur := takeOverOne(t, s, "rep-b", time.Minute).Epoch
 		require.Equal(t, old+1, cur, "a takeover moves the epoch on")
 
 		// The stale owner: nothing it writes lands.
@@ -79,49 +77,9 @@ func TestFencedWriteRacingTakeover(t *testing.T) {
 		epoch, err := a.BeginRun(ctx, "t1", "r1", "rep-a", -time.Second)
 		require.NoError(t, err)
 
-		inside, release := make(chan struct{}), make(chan struct{})
-		a.afterGuard = func() {
-			close(inside)
-			<-release
-		}
-		wrote := make(chan error, 1)
-		go func() {
-			wrote <- a.AppendEvents(ctx, "t1", "r1", epoch, []Event{{Seq: 1, Data: json.RawMessage(`{}`)}})
-		}()
-		<-inside
-		a.afterGuard = nil
-
-		type claim struct {
-			runs []RunRecord
-			err  error
-		}
-		claimed := make(chan claim, 1)
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			runs, err := b.TakeOverRuns(cctx, "rep-b", time.Minute, 10, false)
-			claimed <- claim{runs, err}
-		}()
-		// A takeover that returns while the write is open must not have taken the run.
-		var first *claim
-		select {
-		case c := <-claimed:
-			first = &c
-			require.NoError(t, c.err)
-			require.Empty(t, c.runs, "the run was taken over while its owner's guarded write was open")
-		case <-time.After(300 * time.Millisecond):
-		}
-		close(release)
-		require.NoError(t, <-wrote, "the write under the current epoch commits")
-		if first == nil {
-			c := <-claimed
-			require.NoError(t, c.err)
-			require.Len(t, c.runs, 1, "the waiting takeover goes through after the write")
-		} else {
-			runs, err := b.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
-			require.NoError(t, err)
-			require.Len(t, runs, 1)
-		}
+		takeOverDuringGuard(t, a, b, "guarded write", func(ctx context.Context) error {
+			return a.AppendEvents(ctx, "t1", "r1", epoch, []Event{{Seq: 1, Data: json.RawMessage(`{}`)}})
+		})
 		evs, err := b.Events(ctx, "t1", "r1", 0, 0)
 		require.NoError(t, err)
 		assert.Len(t, evs, 1, "the owner's write committed before the takeover")
@@ -140,10 +98,7 @@ func TestFencedJournal(t *testing.T) {
 		begun := &Step{ThreadID: "tj", RunID: "r1", Kind: StepToolCall, Target: "pay__charge", Ref: "c1", Replica: "rep-a", Epoch: old}
 		require.NoError(t, s.RecordStep(ctx, begun))
 
-		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
-		require.NoError(t, err)
-		require.Len(t, taken, 1)
-		cur := taken[0].Epoch
+		cur := takeOverOne(t, s, "rep-b", time.Minute).Epoch
 
 		stale := &Step{ThreadID: "tj", RunID: "r1", Kind: StepToolCall, Target: "pay__charge", Ref: "c2", Replica: "rep-a", Epoch: old}
 		require.ErrorIs(t, s.RecordStep(ctx, stale), ErrFenced)
@@ -181,14 +136,8 @@ func TestFencedMarkInDoubt(t *testing.T) {
 		require.NoError(t, s.RecordStep(ctx, two))
 
 		// rep-b takes the run over, and then (paused past its lease) rep-c does.
-		taken, err := s.TakeOverRuns(ctx, "rep-b", -time.Second, 10, false)
-		require.NoError(t, err)
-		require.Len(t, taken, 1)
-		stale := taken[0].Epoch
-		taken, err = s.TakeOverRuns(ctx, "rep-c", time.Minute, 10, false)
-		require.NoError(t, err)
-		require.Len(t, taken, 1)
-		cur := taken[0].Epoch
+		stale := takeOverOne(t, s, "rep-b", -time.Second).Epoch
+		cur := takeOverOne(t, s, "rep-c", time.Minute).Epoch
 		require.Greater(t, cur, stale)
 
 		n, err := s.MarkInDoubt(ctx, "tm", "r1", stale, []int64{one.Seq, two.Seq}, "stale owner")
@@ -224,22 +173,10 @@ func TestFencedMarkInDoubt(t *testing.T) {
 func TestFencedSuspension(t *testing.T) {
 	ctx := context.Background()
 	forEachBackend(t, func(t *testing.T, s Store) {
-		// The run that asked the question, suspended and ended.
-		first, err := s.BeginRun(ctx, "ts", "r0", "rep-a", time.Minute)
-		require.NoError(t, err)
-		sus := sampleSuspension("ts", time.Now().Add(time.Hour))
-		sus.RunID, sus.Epoch = "r0", first
-		require.NoError(t, s.SaveSuspension(ctx, sus))
-		require.NoError(t, s.EndRun(ctx, "ts", "r0", first, "interrupted"))
+		sus := suspendedRun(t, s, "ts")
 
 		// The run that answers it, taken over while its approved call is recorded.
-		old, err := s.BeginRun(ctx, "ts", "r1", "rep-a", -time.Second)
-		require.NoError(t, err)
-		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
-		require.NoError(t, err)
-		require.Len(t, taken, 1)
-		require.Equal(t, "r1", taken[0].RunID)
-		cur := taken[0].Epoch
+		old, cur := answeringRunTakenOver(t, s, "ts")
 
 		stale := *sus
 		stale.State = json.RawMessage(`{"stale":true}`)
@@ -267,25 +204,13 @@ func TestFencedSuspension(t *testing.T) {
 func TestFencedSettle(t *testing.T) {
 	ctx := context.Background()
 	forEachBackend(t, func(t *testing.T, s Store) {
-		first, err := s.BeginRun(ctx, "tz", "r0", "rep-a", time.Minute)
-		require.NoError(t, err)
-		sus := sampleSuspension("tz", time.Now().Add(time.Hour))
-		sus.RunID, sus.Epoch = "r0", first
-		require.NoError(t, s.SaveSuspension(ctx, sus))
-		require.NoError(t, s.EndRun(ctx, "tz", "r0", first, "interrupted"))
-		id := sus.Interrupts[0].ID
+		id := suspendedRun(t, s, "tz").Interrupts[0].ID
 
 		// The run that answers it, taken over before it settles the resume.
-		old, err := s.BeginRun(ctx, "tz", "r1", "rep-a", -time.Second)
-		require.NoError(t, err)
-		taken, err := s.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
-		require.NoError(t, err)
-		require.Len(t, taken, 1)
-		require.Equal(t, "r1", taken[0].RunID)
-		cur := taken[0].Epoch
+		old, cur := answeringRunTakenOver(t, s, "tz")
 		require.NotEqual(t, old, cur)
 
-		err = s.SettleSuspension(ctx, "tz", "r1", old, []string{id})
+		err := s.SettleSuspension(ctx, "tz", "r1", old, []string{id})
 		require.ErrorIs(t, err, ErrFenced)
 		assert.Contains(t, err.Error(), `"tz"`, "the refusal names the thread")
 		_, err = s.LoadSuspension(ctx, "tz")
@@ -322,50 +247,9 @@ func TestFencedSettleRacingTakeover(t *testing.T) {
 		require.NoError(t, a.SaveSuspension(ctx, sus))
 		id := sus.Interrupts[0].ID
 
-		inside, release := make(chan struct{}), make(chan struct{})
-		a.afterGuard = func() {
-			close(inside)
-			<-release
-		}
-		settled := make(chan error, 1)
-		go func() {
-			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			settled <- a.SettleSuspension(sctx, "t1", "r1", epoch, []string{id})
-		}()
-		<-inside
-		a.afterGuard = nil
-
-		type claim struct {
-			runs []RunRecord
-			err  error
-		}
-		claimed := make(chan claim, 1)
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			runs, err := b.TakeOverRuns(cctx, "rep-b", time.Minute, 10, false)
-			claimed <- claim{runs, err}
-		}()
-		var first *claim
-		select {
-		case c := <-claimed:
-			first = &c
-			require.NoError(t, c.err)
-			require.Empty(t, c.runs, "the run was taken over while its owner's settle was open")
-		case <-time.After(300 * time.Millisecond):
-		}
-		close(release)
-		require.NoError(t, <-settled, "the settle under the current epoch commits")
-		if first == nil {
-			c := <-claimed
-			require.NoError(t, c.err)
-			require.Len(t, c.runs, 1, "the waiting takeover goes through after the settle")
-		} else {
-			runs, err := b.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
-			require.NoError(t, err)
-			require.Len(t, runs, 1)
-		}
+		takeOverDuringGuard(t, a, b, "settle", func(ctx context.Context) error {
+			return a.SettleSuspension(ctx, "t1", "r1", epoch, []string{id})
+		})
 		_, err = b.LoadSuspension(ctx, "t1")
 		require.ErrorIs(t, err, ErrNotFound, "the settle committed whole")
 		done, err := b.IsResolved(ctx, "t1", id)
@@ -377,4 +261,88 @@ func TestFencedSettleRacingTakeover(t *testing.T) {
 		_, err = b.LoadSuspension(ctx, "t1")
 		require.NoError(t, err, "the old owner's settle after the takeover deletes nothing")
 	})
+}
+
+// takeOverOne has replica take over the one lapsed run there is, with the given lease, and
+// returns it.
+func takeOverOne(t *testing.T, s Store, replica string, lease time.Duration) RunRecord {
+	t.Helper()
+	taken, err := s.TakeOverRuns(context.Background(), replica, lease, 10, false)
+	require.NoError(t, err)
+	require.Len(t, taken, 1)
+	return taken[0]
+}
+
+// suspendedRun records the run r0 of thread on rep-a that asked a question: its suspension
+// saved (one interrupt, expiring in an hour) and the run ended as interrupted.
+func suspendedRun(t *testing.T, s Store, thread string) *Suspension {
+	t.Helper()
+	ctx := context.Background()
+	first, err := s.BeginRun(ctx, thread, "r0", "rep-a", time.Minute)
+	require.NoError(t, err)
+	sus := sampleSuspension(thread, time.Now().Add(time.Hour))
+	sus.RunID, sus.Epoch = "r0", first
+	require.NoError(t, s.SaveSuspension(ctx, sus))
+	require.NoError(t, s.EndRun(ctx, thread, "r0", first, "interrupted"))
+	return sus
+}
+
+// answeringRunTakenOver begins the run r1 of thread on rep-a with a lapsed lease and has rep-b
+// take it over; it returns the stale owner's epoch and the new owner's.
+func answeringRunTakenOver(t *testing.T, s Store, thread string) (old, cur int64) {
+	t.Helper()
+	old, err := s.BeginRun(context.Background(), thread, "r1", "rep-a", -time.Second)
+	require.NoError(t, err)
+	taken := takeOverOne(t, s, "rep-b", time.Minute)
+	require.Equal(t, "r1", taken.RunID)
+	return old, taken.Epoch
+}
+
+// takeOverDuringGuard holds write, run by the run's owner on a, just past its fencing guard
+// (executed, not committed) and meanwhile has rep-b take the run over on b. A takeover that
+// returns while write is open must not have taken the run; write must commit, and the
+// takeover go through after it. what names the write in failure messages.
+func takeOverDuringGuard(t *testing.T, a *sqlStore, b Store, what string, write func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inside, release := make(chan struct{}), make(chan struct{})
+	// A failed assertion below must not leave write parked in the hook.
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce()
+	a.afterGuard = func() {
+		close(inside)
+		<-release
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- write(ctx) }()
+	<-inside
+	a.afterGuard = nil
+
+	type claim struct {
+		runs []RunRecord
+		err  error
+	}
+	claimed := make(chan claim, 1)
+	go func() {
+		runs, err := b.TakeOverRuns(ctx, "rep-b", time.Minute, 10, false)
+		claimed <- claim{runs, err}
+	}()
+	var first *claim
+	select {
+	case c := <-claimed:
+		first = &c
+		require.NoError(t, c.err)
+		require.Empty(t, c.runs, "the run was taken over while its owner's "+what+" was open")
+	case <-time.After(300 * time.Millisecond):
+	}
+	releaseOnce()
+	require.NoError(t, <-wrote, "the "+what+" under the current epoch commits")
+	if first == nil {
+		c := <-claimed
+		require.NoError(t, c.err)
+		require.Len(t, c.runs, 1, "the waiting takeover goes through after the "+what)
+	} else {
+		takeOverOne(t, b, "rep-b", time.Minute)
+	}
 }

@@ -15,8 +15,9 @@ const idleInTxTimeout = "2000"
 // openPostgres connects a pgx pool to dsn and migrates the schema. The queries go through
 // database/sql over the pool (stdlib.OpenDBFromPool), so that the SQLite and PostgreSQL
 // backends share one implementation; the pool itself stays available for what only
-// PostgreSQL has (LISTEN/NOTIFY, session locks).
-func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
+// PostgreSQL has (LISTEN/NOTIFY, session locks, the pipelined writes of pgWriter). tune,
+// when given, adjusts the pool's configuration before it connects (tests: a tracer).
+func openPostgres(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) (*sqlStore, error) {
 	shown := redactDSN(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -29,6 +30,9 @@ func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
 	// on (design/fencing.md).
 	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
+	}
+	for _, f := range tune {
+		f(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -47,5 +51,5 @@ func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
 		return fail(err)
 	}
 	l := startListener(pool)
-	return withSettler(&sqlStore{db: db, d: postgresDialect, signals: l.sig, onClose: func() { l.close(); pool.Close() }}), nil
+	return withSettler(&sqlStore{db: db, d: postgresDialect, pg: &pgWriter{pool: pool, d: postgresDialect}, signals: l.sig, onClose: func() { l.close(); pool.Close() }}), nil
 }

@@ -42,6 +42,9 @@ type sqlStore struct {
 	// w is SQLite's single writer with group commit (sqlite_writer.go): every write goes
 	// through it. Nil for PostgreSQL, whose writers run concurrently.
 	w *groupWriter
+	// pg runs a run's hot writes as pipelined batches on the pgx pool (pgwriter.go); nil
+	// for SQLite.
+	pg *pgWriter
 	// reads are SQLite's prepared read statements by query text (readStmt), nreads their
 	// number.
 	reads  sync.Map
@@ -537,6 +540,15 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 	if err := checkMessages(rs.Messages); err != nil {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
+	if s.pg != nil && distinctIDs(rs.Messages) {
+		epoch, err := s.pg.startRun(ctx, rs)
+		err = unavailable(err)
+		s.health.note(err)
+		if err != nil {
+			return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		}
+		return epoch, nil
+	}
 	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
 		owner, err := s.claimInTx(ctx, tx, rs)
 		if err != nil {
@@ -988,6 +1000,14 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, epo
 	if len(evs) == 0 {
 		return nil
 	}
+	if s.pg != nil {
+		err := unavailable(s.pg.appendEvents(ctx, threadID, runID, epoch, evs, s.afterGuard))
+		s.health.note(err)
+		if err != nil {
+			return fmt.Errorf("store: append events of run %q: %w", runID, err)
+		}
+		return nil
+	}
 	now := time.Now().UnixNano()
 	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
@@ -1122,9 +1142,15 @@ func (s *sqlStore) SaveMessages(ctx context.Context, threadID string, msgs []Mes
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := s.txBulk(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		return s.saveMessages(ctx, tx, threadID, msgs)
-	})
+	var err error
+	if s.pg != nil && distinctIDs(msgs) {
+		err = unavailable(s.pg.saveMessages(ctx, threadID, msgs))
+		s.health.note(err)
+	} else {
+		err = s.txBulk(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+			return s.saveMessages(ctx, tx, threadID, msgs)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
 	}

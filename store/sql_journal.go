@@ -163,6 +163,14 @@ func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end 
 	if end.InDoubt {
 		inDoubt = 1
 	}
+	if s.pg != nil {
+		err := unavailable(s.pg.endStep(ctx, threadID, seq, end, inDoubt))
+		s.health.note(err)
+		if err != nil {
+			return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, err)
+		}
+		return nil
+	}
 	var n int64
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		if end.Epoch != 0 {

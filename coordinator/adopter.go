@@ -1,0 +1,190 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/store"
+)
+
+// adopter continues on its engine the runs that the engine's takeover (durable.Takeover)
+// claims from replicas whose lease lapsed: how to continue a run from its checkpoint is the
+// run loop's, the claim, its batches and its retries are durable's.
+type adopter struct{ e *Engine }
+
+// Adopt continues c's run here, from the checkpoint its work document holds and the stream
+// state its log (which has not ended) leaves; a run that cannot continue is ended with
+// RUN_ERROR and its remote tasks are cancelled. It returns nil either way: the run is
+// settled.
+func (a adopter) Adopt(ctx context.Context, c durable.Claim) error {
+	e, rec := a.e, c.Run
+	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID, "takeover", true)
+	var work durable.Work
+	if len(rec.Work) > 0 {
+		if err := json.Unmarshal(rec.Work, &work); err != nil {
+			log.Warn("takeover: unreadable work document")
+			a.endTakenOver(ctx, rec, work, "its saved state is unreadable")
+			return nil
+		}
+	}
+	to, why := a.decodeTakeover(work)
+	if why != "" {
+		log.Warn("takeover: the run cannot continue", "why", why)
+		a.endTakenOver(ctx, rec, work, why)
+		return nil
+	}
+	var in agui.RunAgentInput
+	if err := json.Unmarshal(to.cp.Input, &in); err != nil || in.ThreadID != rec.ThreadID || in.RunID != rec.RunID {
+		a.endTakenOver(ctx, rec, work, "its saved input is unreadable")
+		return nil
+	}
+	r := a.restoredRun(&in, to, work, c.Log, log)
+	e.own(r, rec.Epoch, c.Sent)
+	a.startTakenOver(ctx, rec, work, r, to, log)
+	return nil
+}
+
+// restoredRun is the Run of a run taken over, its stream state as the dead replica left
+// it: numbering, what is open, and the messages its part of the run adds to the thread.
+func (a adopter) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable.Work, evs []store.Event, log *slog.Logger) *Run {
+	e := a.e
+	r := newRun(e, in)
+	r.owner = to.cp.Owner
+	r.resumed = to
+	// Not even RUN_STARTED was stored: the run starts its stream here.
+	r.resumed.fresh = len(evs) == 0
+	to.started, to.resulted = map[string]bool{}, map[string]bool{}
+	// Nobody streams this run live: its events go to the log, where reconnecting clients
+	// follow it (on this replica they are woken at each append).
+	r.watch.n, r.watch.liveGone = 0, true
+	r.q.abandon()
+	// The stream's state as the dead replica left it: numbering, what is open, and the
+	// messages its part of the run adds to the thread (stored when the run ends).
+	restored := make([]agui.Event, 0, len(evs))
+	for _, ev := range evs {
+		if ae := storedEvent(ev.Data); ae != nil {
+			if err := r.seq.Restore(ae); err != nil {
+				log.Debug("takeover: stored event not restored", "seq", ev.Seq, "err", err)
+			}
+			restored = append(restored, ae)
+			switch v := ae.(type) {
+			case *agui.ToolCallStart:
+				to.started[v.ToolCallID] = true
+			case *agui.ToolCallResult:
+				to.resulted[v.ToolCallID] = true
+			}
+		}
+	}
+	// The numbering goes on densely from the log: a live stream shows only events the log
+	// has (eventQueue.gated), and the previous owner can store nothing more once the claim
+	// moved the epoch on, so no client holds an id past the log's last.
+	r.elog.Restore(work, restored, durable.LastSeq(evs))
+	r.begun.Store(true)
+	return r
+}
+
+// startTakenOver registers a restored run as the thread's active run and executes it,
+// unless this replica is closing (the lease or the hand-off passes it on) or the thread is
+// busy here.
+func (a adopter) startTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, r *Run, to *takenOver, log *slog.Logger) {
+	e := a.e
+	e.mu.Lock()
+	if e.closing {
+		// Left to the lease (or to the hand-off's release): another replica continues it.
+		e.mu.Unlock()
+		r.cancel(nil)
+		return
+	}
+	if cur := e.active[rec.ThreadID]; cur != nil {
+		e.mu.Unlock()
+		r.cancel(nil)
+		log.Warn("takeover: the thread has another run on this replica")
+		a.endTakenOver(ctx, rec, work, "its thread is busy here")
+		return
+	}
+	th := e.threads[rec.ThreadID]
+	if th == nil {
+		th = &thread{owner: to.cp.Owner, tasks: make(map[string]taskRef)}
+		e.threads[rec.ThreadID] = th
+	}
+	for _, t := range work.A2A {
+		if _, known := th.tasks[t.TaskID]; !known && len(th.tasks) < maxTasksPerThread {
+			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: a2a.State(t.State)}
+		}
+	}
+	r.startTrace(context.Background())
+	e.active[rec.ThreadID] = r
+	e.mu.Unlock()
+	log.Info("run taken over; continuing it here", "from_seq", r.elog.Seq(), "turn_calls", len(work.Results))
+	// The previous owner's unfinished steps first, then the takeover itself.
+	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
+		// Taken over again since: the run stops here as soon as it starts, cancelling
+		// nothing.
+		r.moved("the store refused to mark its steps in doubt")
+	}
+	r.step(store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepOK, Detail: "run taken over from its checkpoint; continued here"})
+	e.wg.Add(1)
+	e.running.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer e.running.Add(-1)
+		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
+		r.execute()
+	}()
+}
+
+// decodeTakeover reads the checkpoint; why is not empty when the run cannot continue.
+func (a adopter) decodeTakeover(work durable.Work) (to *takenOver, why string) {
+	e := a.e
+	if len(work.Checkpoint) == 0 {
+		return nil, "it has no checkpoint"
+	}
+	to = &takenOver{work: work}
+	if err := json.Unmarshal(work.Checkpoint, &to.cp); err != nil || to.cp.V != checkpointVersion || len(to.cp.Input) == 0 || string(to.cp.Input) == "null" {
+		return nil, "its checkpoint is unreadable"
+	}
+	if len(to.cp.Conv) > 0 {
+		if err := json.Unmarshal(to.cp.Conv, &to.conv); err != nil || to.conv == nil {
+			return nil, "its checkpoint is unreadable"
+		}
+		if len(to.cp.State) > 0 {
+			if err := json.Unmarshal(to.cp.State, &to.fs); err != nil {
+				return nil, "its checkpoint is unreadable"
+			}
+		}
+	}
+	for _, t := range work.A2A {
+		if !a2a.State(t.State).Terminal() && e.agents[t.Agent] == nil {
+			return nil, fmt.Sprintf("its sub-agent %q is not configured here", t.Agent)
+		}
+	}
+	if to.fs.Active >= hardStopAfter(e.cfg.Limits.MaxRunTime) {
+		return nil, "its time limit has passed"
+	}
+	return to, ""
+}
+
+// endTakenOver ends a run taken over that cannot continue: its remote tasks are cancelled,
+// its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
+// which would hand it out for cleanup once more).
+func (a adopter) endTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, why string) {
+	e := a.e
+	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
+		// Another replica took the run over since: its work is that replica's to follow,
+		// not to be cancelled from here.
+		e.log.Warn("takeover: the run has a newer owner; leaving it", "thread_id", rec.ThreadID, "run_id", rec.RunID)
+		return
+	}
+	e.journal.Record(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID}, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
+	e.cancelWork(rec, work)
+	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")
+	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
+		e.log.Warn("store: end a run that could not be taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
+	}
+}

@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgWriter runs the hot writes of a run on PostgreSQL straight on the pgx pool, as
+// pipelined batches: the statements of a batch go out together and their answers come
+// back together, one round trip where database/sql takes one per statement plus BEGIN and
+// COMMIT. The statements, their order, the locks and the transactions are the ones the
+// database/sql path uses (design/store-write-path.md); only the waiting between them goes.
+type pgWriter struct {
+	pool *pgxpool.Pool
+	d    *dialect
+}
+
+// rollbackTimeout bounds the ROLLBACK sent after a failed batch; a connection that cannot
+// roll back is not returned to the pool (pgxpool destroys a connection left inside a
+// transaction), so this only bounds the wait.
+const rollbackTimeout = 5 * time.Second
+
+// rollback ends conn's open transaction after a failure.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK")
+}
+
+// isRunConflict reports whether err is the insert of a run refused by one of the runs
+// table's unique indexes: another run holds the thread (runs_one_active) or this run id is
+// running (the primary key).
+func isRunConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && (pe.ConstraintName == "runs_one_active" || pe.ConstraintName == "runs_pkey")
+}
+
+// startRun is sqlStore.StartRun in two round trips of one transaction. The first takes the
+// thread's lock (and, for a capped owner's new thread, the owner's), claims the thread,
+// reads its owner, marks a lapsed run of the thread lost and reads the old epoch of a
+// reused run id; the second, sent only when the owner and the cap allow the start,
+// replaces the reused run, inserts the run with the next epoch, saves the input's messages
+// and commits. The run's insert has no ON CONFLICT: a conflict fails the statement, the
+// server skips the rest of the batch (COMMIT included) and the transaction is rolled
+// back, so a refused start records nothing, as before.
+func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err error) {
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	open := false // a transaction may be open on conn
+	defer func() {
+		if err != nil && open {
+			rollback(ctx, conn)
+		}
+	}()
+	now := time.Now().UnixNano()
+	var (
+		existed bool
+		count   int
+		owner   string
+		old     int64
+	)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(w.d.lockThread, rs.ThreadID)
+	capped := rs.MaxThreads > 0
+	if capped {
+		// The owner's lock only for a new thread; the count in a later statement, whose
+		// snapshot is taken once the lock is held, so that it sees every thread the
+		// owner's other starts committed. While this transaction holds the thread's lock
+		// the thread cannot go, so a thread missing below was missing here too and the
+		// lock was taken.
+		b.Queue(`SELECT pg_advisory_xact_lock(1, hashtext($2::TEXT)) WHERE NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = $1)`,
+			rs.ThreadID, rs.Owner)
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM threads WHERE thread_id = $1), (SELECT COUNT(*) FROM threads WHERE owner = $2)`,
+			rs.ThreadID, rs.Owner).QueryRow(func(r pgx.Row) error { return r.Scan(&existed, &count) })
+	}
+	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts; the
+	// owner is read by a statement of its own, whose snapshot sees the winner's row.
+	b.Queue(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, rs.ThreadID, rs.Owner, rs.Title, now)
+	b.Queue(`SELECT owner FROM threads WHERE thread_id = $1`, rs.ThreadID).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&owner) })
+	// A running run whose replica stopped heartbeating no longer holds the thread; a
+	// reused run id starts over with the next epoch (the read sees the update above).
+	b.Queue(`UPDATE runs SET state = 'lost' WHERE thread_id = $1 AND state = 'running' AND lease_until <= `+w.d.nowNS, rs.ThreadID)
+	reused := false
+	b.Queue(`SELECT epoch FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`, rs.ThreadID, rs.RunID).
+		QueryRow(func(r pgx.Row) error {
+			err := r.Scan(&old)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			reused = err == nil
+			return err
+		})
+	open = true
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	if capped && !existed && count >= rs.MaxThreads {
+		return 0, ErrTooManyThreads
+	}
+	if owner != rs.Owner {
+		return 0, ErrThreadOwned
+	}
+
+	b = &pgx.Batch{}
+	if reused {
+		b.Queue(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`, rs.ThreadID, rs.RunID)
+		b.Queue(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`, rs.ThreadID, rs.RunID)
+	}
+	doc := "{}"
+	if rs.Work != nil {
+		doc = string(rs.Work)
+	}
+	epoch = old + 1
+	b.Queue(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, epoch)
+		VALUES ($1, $2, $3, 'running', $4, $4, `+w.d.nowNS+` + $5, $6, $7)`,
+		rs.ThreadID, rs.RunID, rs.Replica, now, rs.Lease.Nanoseconds(), doc, epoch)
+	b.Queue(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`, rs.ThreadID, rs.RunID, now)
+	queueMessages(b, rs.ThreadID, rs.Messages)
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if isRunConflict(err) {
+			return 0, ErrThreadBusy
+		}
+		return 0, err
+	}
+	open = false
+	return epoch, nil
+}
+
+// insertMessages numbers a thread's new messages after its last and keeps a known id's
+// position, in one statement ($1 the thread, $2 the ids, $3 the documents; the ids
+// distinct). Its snapshot must be taken after the thread's lock is held.
+const insertMessages = `INSERT INTO messages (thread_id, message_id, pos, data)
+	SELECT $1, m.id, (SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1) + m.n, m.data
+	FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS m(id, data, n)
+	ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`
+
+// trimMessagesPG keeps a thread's newest MaxMessagesPerThread ($2) messages.
+const trimMessagesPG = `DELETE FROM messages WHERE thread_id = $1 AND pos <= (
+	SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`
+
+// queueMessages queues the statements that save msgs (distinct ids) to threadID; none
+// when there are none.
+func queueMessages(b *pgx.Batch, threadID string, msgs []Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	ids, data := make([]string, len(msgs)), make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i], data[i] = m.ID, string(m.Data)
+	}
+	b.Queue(insertMessages, threadID, ids, data)
+	b.Queue(trimMessagesPG, threadID, MaxMessagesPerThread)
+}
+
+// saveMessages is sqlStore.SaveMessages (distinct ids) in one round trip: the thread's
+// lock, the insert and the trim in one batch, which the server runs as one implicit
+// transaction (all or nothing, the lock held to its end).
+func (w *pgWriter) saveMessages(ctx context.Context, threadID string, msgs []Message) error {
+	b := &pgx.Batch{}
+	b.Queue(w.d.lockThread, threadID)
+	queueMessages(b, threadID, msgs)
+	return w.pool.SendBatch(ctx, b).Close()
+}
+
+// appendEventsSQL inserts a run's events guarded by its epoch in one statement: the CTE
+// share-locks the run's row while the statement runs (so a takeover's UPDATE of the row
+// waits for it, and a statement that waited for a takeover re-reads the row and finds the
+// epoch moved on), and the insert takes its rows from it, so a stale owner inserts none.
+const appendEventsSQL = `WITH g AS MATERIALIZED (
+		SELECT 1 FROM runs WHERE thread_id = $1::TEXT AND run_id = $2::TEXT AND epoch = $3::BIGINT FOR SHARE)
+	INSERT INTO events (thread_id, run_id, seq, at, data)
+	SELECT $1::TEXT, $2::TEXT, e.seq, $4::BIGINT, e.data FROM g, unnest($5::BIGINT[], $6::TEXT[]) AS e(seq, data)`
+
+// appendEvents is sqlStore.AppendEvents in one round trip (it was four: BEGIN, the guard,
+// the insert, COMMIT), all events in one statement. afterGuard, when set (tests), runs
+// with the statement executed and its transaction still open.
+func (w *pgWriter) appendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []Event, afterGuard func()) error {
+	seqs, data := make([]int64, len(evs)), make([]string, len(evs))
+	for i, ev := range evs {
+		seqs[i], data[i] = ev.Seq, string(ev.Data)
+	}
+	args := []any{threadID, runID, epoch, time.Now().UnixNano(), seqs, data}
+	var tag pgconn.CommandTag
+	if afterGuard == nil {
+		var err error
+		if tag, err = w.pool.Exec(ctx, appendEventsSQL, args...); err != nil {
+			return err
+		}
+	} else {
+		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			var err error
+			tag, err = tx.Exec(ctx, appendEventsSQL, args...)
+			if err == nil {
+				afterGuard()
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+// endStepSQL completes a pending step, guarded (when $9 is not 0) by its run's epoch in the
+// same statement, as appendEventsSQL is.
+const endStepSQL = `UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5,
+		detail = CASE WHEN $6::TEXT = '' THEN detail ELSE $6::TEXT END, in_doubt = $7, ended_at = $8
+	WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending' AND ($9::BIGINT = 0 OR EXISTS (
+		SELECT 1 FROM runs WHERE runs.thread_id = $1 AND runs.run_id = journal.run_id AND runs.epoch = $9::BIGINT FOR SHARE))`
+
+// endStep is sqlStore.EndStep in one round trip (it was five: BEGIN, the thread's lock,
+// the step's run, the guard, the update, COMMIT). When it changes no row, a read says why:
+// ErrNotFound (no such step, or not pending) or ErrFenced (the run's epoch moved on).
+func (w *pgWriter) endStep(ctx context.Context, threadID string, seq int64, end StepEnd, inDoubt int) error {
+	tag, err := w.pool.Exec(ctx, endStepSQL, threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt,
+		time.Now().UnixNano(), end.Epoch)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var current int64
+	err = w.pool.QueryRow(ctx, `SELECT COALESCE((SELECT r.epoch FROM runs r WHERE r.thread_id = j.thread_id AND r.run_id = j.run_id), -1)
+		FROM journal j WHERE j.thread_id = $1 AND j.seq = $2`, threadID, seq).Scan(&current)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	case end.Epoch != 0 && current != end.Epoch:
+		return ErrFenced
+	}
+	return ErrNotFound
+}
