@@ -16,7 +16,7 @@ func TestADKConvention(t *testing.T) {
 	for _, v := range []variant{variants[0], variants[1], variants[3], variants[4]} {
 		t.Run(v.name, func(t *testing.T) {
 			p := startPeer(t, peerOptions{card: v.card, streaming: v.streaming})
-			a := resolve(t, p, v.force)
+			a := resolveWith(t, p, v.force, continuationOptions())
 
 			t.Run("one question", func(t *testing.T) {
 				rec := newRecorder()

@@ -50,6 +50,15 @@
 // missed while disconnected reports exactly that. Missed intermediate status messages are
 // recovered from the snapshot's history (agent messages after our own message).
 //
+// # Status messages are paced
+//
+// A status message of a task at work is replaced by the next, and an agent may send them
+// as fast as it can. Those that come within Options.StatusInterval (default 100 ms) of the
+// last one reported replace each other, the latest winning (pace.go); the one held back
+// is reported when the interval is over, before any other text of the task, and before
+// Send or Follow returns, so the last status before the task's end is never lost and text
+// keeps its order. Artifact text and messages are content: never held back.
+//
 // # Streams and memory
 //
 // Streams are read by a thin layer over the SDK's transport (design/streams.md): the SDK's

@@ -17,7 +17,7 @@ func TestRESTBinding(t *testing.T) {
 	for _, streaming := range []bool{true, false} {
 		t.Run(map[bool]string{true: "stream", false: "no-stream"}[streaming], func(t *testing.T) {
 			p := startPeer(t, peerOptions{card: cardRESTOnly, streaming: streaming})
-			a := resolve(t, p, "")
+			a := resolveWith(t, p, "", continuationOptions())
 			assert.Equal(t, p.URL+"/rest", a.Endpoint())
 			info, ok := a.Info()
 			require.True(t, ok)

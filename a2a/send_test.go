@@ -31,6 +31,15 @@ func testOptions() Options {
 	return Options{Logger: quietLogger(), PollInterval: 10 * time.Millisecond, RetryBackoff: time.Millisecond}
 }
 
+// continuationOptions are testOptions for tests that answer a parked task: the a2a-go
+// server answers "task execution is already in progress" while the parked execution
+// winds down, and under load a 1 ms backoff can spend every retry inside that window.
+func continuationOptions() Options {
+	opts := testOptions()
+	opts.RetryBackoff = 100 * time.Millisecond
+	return opts
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -272,11 +281,7 @@ func TestSendContinuation(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			p := startPeer(t, peerOptions{card: v.card, streaming: v.streaming})
-			// The a2a-go server answers "task execution is already in progress" while the parked
-			// execution winds down; a 1 ms backoff can spend every retry inside that window.
-			opts := testOptions()
-			opts.RetryBackoff = 100 * time.Millisecond
-			a := resolveWith(t, p, v.force, opts)
+			a := resolveWith(t, p, v.force, continuationOptions())
 			for _, tc := range []struct {
 				prompt, answer string
 				parked         State

@@ -78,6 +78,7 @@ func (a adopter) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable
 				to.started[v.ToolCallID] = true
 			case *agui.ToolCallResult:
 				to.resulted[v.ToolCallID] = true
+				to.loggedResult(v.ToolCallID, v.Content)
 			}
 		}
 	}

@@ -76,6 +76,26 @@ func (to *takenOver) missingResults(conv []llm.Message) []llm.Message {
 	return out
 }
 
+// loggedResult keeps a result that reached the log while the checkpoint, stored after
+// the events of its round, did not get it: the call ended, and what the model is given is
+// what the stream already showed, not a report that the call may or may not have run.
+func (to *takenOver) loggedResult(toolCallID, content string) {
+	if _, ok := to.work.Results[toolCallID]; ok {
+		return
+	}
+	res := failure.ToolResult{Text: content}
+	if tag, arg, ok := bridge.ParseTag(content); ok {
+		res.Tag = tag
+		if tag == bridge.TagRetry {
+			res.Code = arg
+		}
+	}
+	if to.work.Results == nil {
+		to.work.Results = map[string]failure.ToolResult{}
+	}
+	to.work.Results[toolCallID] = res
+}
+
 // pendingCalls returns the tool calls of the last assistant message of conv when the
 // conversation ends with that turn (its calls then have no result in conv yet).
 func pendingCalls(conv []llm.Message) []llm.ToolCall {

@@ -8,7 +8,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -172,27 +171,8 @@ func TestTokenExchangeTakeover(t *testing.T) {
 	tokenURL, exchanges := countingProxy(t, p.issuer)
 	agentURL, agent := startHeldAgent(t, audienceVerifier(t, p.issuer, "research-agent"))
 	llm := startFakeLLM(t)
-	cfg := fmt.Sprintf(`server:
-  shutdown_grace: 1s
-  secrets_key_env: EX_KEY
-  oidc:
-    issuer: %q
-    audience: baton
-    allowed_algs: [ES256]
-llm:
-  provider: openai
-  base_url: %q
-  model: fake-model
-  api_key_env: %s
-agents:
-  - name: research
-    url: %q
-    auth: {mode: exchange, token_url: %q, audience: research-agent, client_id: baton, client_secret_env: EX_SECRET}
-store: %q
-replication:
-  heartbeat: 200ms
-  lease: 1s
-`, p.issuer, llm.URL, llmKeyEnv, agentURL, tokenURL+"/token", dsn)
+	cfg := exchangeConfig{LLMURL: llm.URL, Issuer: p.issuer, TokenURL: tokenURL + "/token", AgentURL: agentURL,
+		Store: dsn, Grace: "1s", Replication: "  heartbeat: 200ms\n  lease: 1s\n"}.yaml()
 	a, killA := startKillableCoordinator(t, cfg, exchangeEnv())
 	b, _ := startKillableCoordinator(t, cfg, exchangeEnv())
 	alice := p.token(t, "alice", "urn:baton")

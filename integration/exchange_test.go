@@ -144,9 +144,24 @@ func countingProxy(t *testing.T, target string) (string, *atomic.Int64) {
 	return ts.URL, &n
 }
 
-func exchangeConfig(llmURL, issuer, tokenURL, agentURL, mcpURL, store string) string {
-	return fmt.Sprintf(`server:
-  shutdown_grace: 3s
+// exchangeConfig is the config of a coordinator whose users sign in with the provider's
+// JWTs and whose calls to the research agent (and the MCP server "who", when MCPURL is set)
+// carry the user's token exchanged at TokenURL.
+type exchangeConfig struct {
+	LLMURL, Issuer, TokenURL, AgentURL string
+	// MCPURL is the "who" MCP server's; none when empty.
+	MCPURL string
+	Store  string
+	// Grace is server.shutdown_grace.
+	Grace string
+	// Replication is the replication section's body (indented); none when empty.
+	Replication string
+}
+
+func (c exchangeConfig) yaml() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `server:
+  shutdown_grace: %s
   secrets_key_env: EX_KEY
   oidc:
     issuer: %q
@@ -161,12 +176,19 @@ agents:
   - name: research
     url: %q
     auth: {mode: exchange, token_url: %q, audience: research-agent, client_id: baton, client_secret_env: EX_SECRET}
-mcp_servers:
+`, c.Grace, c.Issuer, c.LLMURL, llmKeyEnv, c.AgentURL, c.TokenURL)
+	if c.MCPURL != "" {
+		fmt.Fprintf(&b, `mcp_servers:
   - name: who
     url: %q
     auth: {mode: exchange, token_url: %q, audience: tools, scopes: [tools:call], client_id: baton, client_secret_env: EX_SECRET}
-store: %q
-`, issuer, llmURL, llmKeyEnv, agentURL, tokenURL, mcpURL, tokenURL, store)
+`, c.MCPURL, c.TokenURL)
+	}
+	fmt.Fprintf(&b, "store: %q\n", c.Store)
+	if c.Replication != "" {
+		b.WriteString("replication:\n" + c.Replication)
+	}
+	return b.String()
 }
 
 func exchangeEnv() []string {
@@ -198,7 +220,8 @@ func TestTokenExchange(t *testing.T) {
 	agentURL, agent := startWhoAgent(t, audienceVerifier(t, p.issuer, "research-agent"))
 	mcpURL, mcpRefused := startWhoMCP(t, audienceVerifier(t, p.issuer, "tools"))
 	llm := startFakeLLM(t)
-	base, coord := startSecCoordinator(t, exchangeConfig(llm.URL, p.issuer, tokenURL+"/token", agentURL, mcpURL, "memory:"),
+	base, coord := startSecCoordinator(t, exchangeConfig{LLMURL: llm.URL, Issuer: p.issuer,
+		TokenURL: tokenURL + "/token", AgentURL: agentURL, MCPURL: mcpURL, Store: "memory:", Grace: "3s"}.yaml(),
 		exchangeEnv(), "json")
 
 	alice, bob, mallory := p.token(t, "alice", "urn:baton"), p.token(t, "bob", "urn:baton"), p.token(t, "mallory", "urn:baton")

@@ -23,7 +23,6 @@ import (
 
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/internal/testutil/oauthmcp"
-	"github.com/baton-dev/baton/llm"
 )
 
 // nestedAuthToken is the bearer token A uses at B (B's principal for A's calls).
@@ -33,29 +32,17 @@ const nestedAuthToken = "OUTER-BATON-na-4b1d"
 // MCP server's sign-in tool (nobody has signed in yet, so its tools are not listed), then,
 // signed in, its whoami, then says it is done.
 func nestedAuthModel(req fakellm.Request) fakellm.Reply {
-	tools := map[string]bool{}
-	for _, n := range req.ToolNames() {
-		tools[n] = true
-	}
-	results := 0
-	for _, m := range req.Messages {
-		if m.Role == "tool" {
-			results++
-		}
-	}
-	call := func(name, args string) fakellm.Reply {
-		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call_%d", callSeq.Add(1)), Name: name, Arguments: args}}}
-	}
+	tools, results := offeredTools(req), resultsSoFar(req)
 	switch {
 	case results > 0 && tools["sec__whoami"] && strings.Contains(req.Last().Content, "Signed in to sec"):
-		return call("sec__whoami", `{}`)
+		return callTool("sec__whoami", `{}`)
 	case results > 0:
 	case tools["inner"]:
-		return call("inner", `{"prompt":"who am I at sec?"}`)
+		return callTool("inner", `{"prompt":"who am I at sec?"}`)
 	case tools["sec__whoami"]:
-		return call("sec__whoami", `{}`)
+		return callTool("sec__whoami", `{}`)
 	case tools["sec__sign_in"]:
-		return call("sec__sign_in", `{}`)
+		return callTool("sec__sign_in", `{}`)
 	}
 	return fakellm.Reply{Text: modelDoneText}
 }

@@ -15,7 +15,6 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"iter"
 	"net"
 	"net/http"
@@ -35,7 +34,6 @@ import (
 
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
-	"github.com/baton-dev/baton/llm"
 )
 
 // holdBottom is the bottom agent: each new task streams one working update and is held
@@ -174,26 +172,14 @@ func failoverProxy(t *testing.T, backends ...string) string {
 // user's text to it; the inner one (offered "pay__charge") charges once, then delegates to
 // "bottom", then says it is done.
 func nestedKillModel(req fakellm.Request) fakellm.Reply {
-	tools := map[string]bool{}
-	for _, n := range req.ToolNames() {
-		tools[n] = true
-	}
-	results := 0
-	for _, m := range req.Messages {
-		if m.Role == "tool" {
-			results++
-		}
-	}
-	call := func(name, args string) fakellm.Reply {
-		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call_%d", callSeq.Add(1)), Name: name, Arguments: args}}}
-	}
+	tools, results := offeredTools(req), resultsSoFar(req)
 	switch {
 	case tools["inner"] && results == 0:
-		return call("inner", `{"prompt":"charge, then ask the bottom"}`)
+		return callTool("inner", `{"prompt":"charge, then ask the bottom"}`)
 	case tools["pay__charge"] && results == 0:
-		return call("pay__charge", `{"item":"nested"}`)
+		return callTool("pay__charge", `{"item":"nested"}`)
 	case tools["pay__charge"] && results == 1:
-		return call("bottom", `{"prompt":"work"}`)
+		return callTool("bottom", `{"prompt":"work"}`)
 	}
 	return fakellm.Reply{Text: modelDoneText}
 }

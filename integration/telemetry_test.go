@@ -39,7 +39,6 @@ import (
 
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
-	"github.com/baton-dev/baton/llm"
 )
 
 // otlpSpan is a received span, flattened for assertions.
@@ -260,22 +259,13 @@ func traceMCPLog(t *testing.T, path string) []string {
 // tracedModel scripts the model: delegate to research, call files__flaky (it fails once and
 // is called again), call pipe__echo (stdio), then answer.
 func tracedModel(req fakellm.Request) fakellm.Reply {
-	results := 0
-	for _, m := range req.Messages {
-		if m.Role == "tool" {
-			results++
-		}
-	}
-	call := func(name, args string) fakellm.Reply {
-		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call_%d", callSeq.Add(1)), Name: name, Arguments: args}}}
-	}
-	switch results {
+	switch resultsSoFar(req) {
 	case 0:
-		return call("research", `{"prompt":"quantum batteries"}`)
+		return callTool("research", `{"prompt":"quantum batteries"}`)
 	case 1, 2:
-		return call("files__flaky", `{}`)
+		return callTool("files__flaky", `{}`)
 	case 3:
-		return call("pipe__echo", `{"text":"hi"}`)
+		return callTool("pipe__echo", `{"text":"hi"}`)
 	default:
 		return fakellm.Reply{Text: modelDoneText}
 	}

@@ -112,7 +112,19 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 		return 0, ErrThreadOwned
 	}
 
-	b = &pgx.Batch{}
+	epoch, err = w.insertRun(ctx, conn, rs, old+1, reused, now)
+	if err != nil {
+		return 0, err
+	}
+	open = false
+	return epoch, nil
+}
+
+// insertRun is the second batch of a run's start: the run recorded under epoch (a reused
+// run id's old record and events replaced), the thread's last run, its new messages, and
+// the commit of the transaction startRun opened on conn.
+func (w *pgWriter) insertRun(ctx context.Context, conn *pgxpool.Conn, rs RunStart, epoch int64, reused bool, now int64) (int64, error) {
+	b := &pgx.Batch{}
 	if reused {
 		b.Queue(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`, rs.ThreadID, rs.RunID)
 		b.Queue(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`, rs.ThreadID, rs.RunID)
@@ -121,7 +133,6 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 	if rs.Work != nil {
 		doc = string(rs.Work)
 	}
-	epoch = old + 1
 	b.Queue(`INSERT INTO runs (thread_id, run_id, replica, state, started_at, updated_at, lease_until, work, epoch)
 		VALUES ($1, $2, $3, 'running', $4, $4, `+w.d.nowNS+` + $5, $6, $7)`,
 		rs.ThreadID, rs.RunID, rs.Replica, now, rs.Lease.Nanoseconds(), doc, epoch)
@@ -134,7 +145,6 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 		}
 		return 0, err
 	}
-	open = false
 	return epoch, nil
 }
 

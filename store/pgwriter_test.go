@@ -183,3 +183,52 @@ func TestEndStepRefusals(t *testing.T) {
 		assert.Equal(t, "done", all[0].Detail)
 	})
 }
+
+// TestStartRunCancelledInside cancels a PostgreSQL run start while its first batch waits
+// for the thread's lock (held by another session): the start fails and records nothing,
+// also after its session has run what it had been sent; the same start then goes through.
+func TestStartRunCancelledInside(t *testing.T) {
+	s := openCountedPostgres(t)
+	ctx := context.Background()
+	holder, err := s.pg.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, s.d.lockThread, "t")
+	require.NoError(t, err)
+
+	start := RunStart{ThreadID: "t", RunID: "r", Owner: "alice", Replica: "a", Lease: time.Minute,
+		Messages: []Message{{ID: "u", Data: json.RawMessage(`{"id":"u"}`)}}}
+	waiting, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.StartRun(waiting, start)
+		done <- err
+	}()
+	// The start is inside its transaction once its session waits for the advisory lock.
+	require.Eventually(t, func() bool {
+		var n int
+		err := s.pg.pool.QueryRow(ctx, `SELECT COUNT(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.Error(t, <-done)
+	require.NoError(t, holder.Rollback(ctx))
+
+	// The cancelled start's session may still get the lock and run the rest of its first
+	// batch before it finds its connection closed; it never commits. Once no session of
+	// the database is inside a transaction any more, nothing of the start is stored.
+	require.Eventually(t, func() bool {
+		var inTx int
+		err := s.pg.pool.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&inTx)
+		return err == nil && inTx == 0
+	}, 30*time.Second, 10*time.Millisecond)
+	_, err = s.GetThread(ctx, "t")
+	require.ErrorIs(t, err, ErrNotFound, "a cancelled start records nothing")
+	epoch, err := s.StartRun(ctx, start)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, epoch)
+	msgs, err := s.LoadMessages(ctx, "t")
+	require.NoError(t, err)
+	assert.Len(t, msgs, 1)
+}

@@ -33,7 +33,8 @@ func (e *unavailableError) Is(target error) bool { return target == ErrUnavailab
 
 // unavailable classifies err, an error out of the database driver or of a write
 // function: the store's own answers about the data (not found, owned, busy, closed) and
-// sql.ErrNoRows pass as they are; anything else means the store could not do its work and
+// sql.ErrNoRows pass as they are (so do a fenced write and the thread cap: the store
+// answered); anything else means the store could not do its work and
 // is marked with ErrUnavailable. Nil stays nil.
 func unavailable(err error) error {
 	switch {
@@ -42,6 +43,8 @@ func unavailable(err error) error {
 		errors.Is(err, ErrNotFound),
 		errors.Is(err, ErrThreadOwned),
 		errors.Is(err, ErrThreadBusy),
+		errors.Is(err, ErrFenced),
+		errors.Is(err, ErrTooManyThreads),
 		errors.Is(err, ErrClosed),
 		errors.Is(err, sql.ErrNoRows),
 		errors.Is(err, errInvalid):

@@ -14,6 +14,12 @@ import { jwtVerify, createLocalJWKSet } from 'jose';
 const PORT = Number(process.env.PORT || 9400);
 const ISSUER = `http://127.0.0.1:${PORT}`;
 const REDIRECTS = (process.env.CHAT_REDIRECTS || '').split(',').filter(Boolean);
+// The chat page's client ('chat'): its tokens are for CHAT_RESOURCE (urn:baton-short makes
+// the page renew them), and it gets a refresh token (rotated on use, as for any public
+// client, and ending with the provider session) without asking for offline_access, unless
+// CHAT_REFRESH=0.
+const CHAT_RESOURCE = process.env.CHAT_RESOURCE || 'urn:baton';
+const CHAT_REFRESH = process.env.CHAT_REFRESH !== '0';
 const TE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const AT = 'urn:ietf:params:oauth:token-type:access_token';
 const JWT = 'urn:ietf:params:oauth:token-type:jwt';
@@ -25,6 +31,7 @@ const rs = (audience, scope, accessTokenTTL) => ({ audience, scope, accessTokenT
 const servers = {
   'urn:baton': rs('baton', 'runs:read runs:write', 300),
   'urn:baton-short': rs('baton', 'runs:read runs:write', 2),
+  'urn:baton-15s': rs('baton', 'runs:read runs:write', 15),
   'urn:other': rs('other', 'runs:read', 300),
   'urn:tools': rs('tools', 'tools:call', 120),
   'urn:agent': rs('research-agent', 'agent:call', 120),
@@ -42,13 +49,15 @@ function build() {
       { client_id: 'chat', token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'], redirect_uris: REDIRECTS.length ? REDIRECTS : ['http://127.0.0.1:8080/'] }],
     extraTokenClaims: (ctx, t) => (t.gty === 'token-exchange' ? { act: { sub: t.clientId } } : undefined), // RFC 8693 §4.1
+    issueRefreshToken: async (ctx, client, code) => client.grantTypeAllowed('refresh_token')
+      && (code.scopes.has('offline_access') || (client.clientId === 'chat' && CHAT_REFRESH)),
     findAccount: (ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }), // any login name
     features: {
       devInteractions: { enabled: true }, // test-only login pages
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
-        defaultResource: () => 'urn:baton',
+        defaultResource: (ctx, client) => (client?.clientId === 'chat' ? CHAT_RESOURCE : 'urn:baton'),
         useGrantedResource: () => true,
         getResourceServerInfo: (ctx, resource) => { if (servers[resource]) return servers[resource]; throw new errors.InvalidTarget(); },
       },

@@ -129,6 +129,9 @@ function lockComposer() {
 async function sendMessage(text) {
   text = text.trim();
   if (!text || chat.run || chat.interrupts.length) return;
+  // An expired sign-in is renewed before the message leaves the composer: signing in again
+  // leaves the page, and the text comes back with it.
+  if (session) await session.token();
   const msg = { id: uid("user"), role: "user", content: text };
   chat.messages.push(msg);
   // The examples are for an empty chat: once it has started they would sit above it.
@@ -1457,7 +1460,12 @@ async function signInFirst() {
   try {
     const r = await startSignIn(cfg);
     session = r.session;
+    session.draft = () => ui.input.value;
     error = r.error || null;
+    if (r.draft) {
+      ui.input.value = r.draft;
+      autoSize();
+    }
   } catch (e) {
     error = e instanceof SignInError ? e : new SignInError("Signing in failed.", String((e && e.message) || e));
   }

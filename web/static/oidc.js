@@ -109,6 +109,8 @@ export class Session {
     // auto: renewal may navigate to the provider by itself. Off after a failed sign-in,
     // so that a provider that keeps refusing does not make the page loop.
     this.auto = true;
+    // draft returns what the user was typing, kept across a sign-in's redirect.
+    this.draft = () => "";
   }
 
   get signedIn() {
@@ -203,7 +205,13 @@ export class Session {
     const verifier = randomString(32);
     const state = randomString(16);
     const challenge = await codeChallenge(verifier);
-    const pending = { state, verifier, hash: location.hash, at: Date.now(), issuer: this.cfg.issuer, clientId: this.cfg.clientId };
+    let draft = "";
+    try {
+      draft = String(this.draft() || "").slice(0, 100000);
+    } catch (_) {
+      draft = "";
+    }
+    const pending = { state, verifier, hash: location.hash, draft, at: Date.now(), issuer: this.cfg.issuer, clientId: this.cfg.clientId };
     sessionStorage.setItem(PENDING, JSON.stringify(pending));
     const u = new URL(this.meta.authorization_endpoint);
     u.searchParams.set("response_type", "code");
@@ -234,8 +242,9 @@ function takePending() {
   return p && typeof p === "object" ? p : null;
 }
 
-// startSignIn signs the page in. It resolves with {session} once the page holds a token,
-// with {session, error} when the provider's answer was refused (the page then shows the
+// startSignIn signs the page in. It resolves with {session, draft} once the page holds a
+// token (draft: what the user was typing when the page left for the provider), with
+// {session, draft, error} when the provider's answer was refused (the page then shows the
 // error and offers to sign in again: session.signIn()), and never when it has sent the
 // browser to the provider. A provider that cannot be used at all rejects with SignInError.
 export async function startSignIn(cfg) {
@@ -253,6 +262,7 @@ export async function startSignIn(cfg) {
   const pending = takePending();
   history.replaceState(null, "", location.pathname + ((pending && pending.hash) || ""));
   session.auto = false;
+  const draft = pending && typeof pending.draft === "string" ? pending.draft : "";
   try {
     if (!pending || typeof pending.state !== "string" || pending.state !== q.get("state")) {
       throw new SignInError("This sign-in answer was not asked for by this page (its state does not match).", "state mismatch");
@@ -271,8 +281,8 @@ export async function startSignIn(cfg) {
     await session.grant({ grant_type: "authorization_code", code: q.get("code"), redirect_uri: session.redirectURI(), code_verifier: pending.verifier });
   } catch (e) {
     if (!(e instanceof SignInError)) throw e;
-    return { session, error: e };
+    return { session, draft, error: e };
   }
   session.auto = true;
-  return { session };
+  return { session, draft };
 }
