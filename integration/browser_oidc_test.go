@@ -65,6 +65,7 @@ func (p *authProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"error":"UNAUTHORIZED","message":"A valid bearer token is required."}`))
 		return
 	}
+	bufferBody(r)
 	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }}).ServeHTTP(w, r)
 }
 

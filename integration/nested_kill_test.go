@@ -163,7 +163,10 @@ func failoverProxy(t *testing.T, backends ...string) string {
 		pr.SetURL(first)
 		pr.Out.Host = pr.In.Host
 	}}
-	ts := httptest.NewServer(rp)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bufferBody(r)
+		rp.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() { ts.Close(); tr.CloseIdleConnections() })
 	return ts.URL
 }
