@@ -78,7 +78,7 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			yield(reply, nil)
 			return
 		}
-		run, err := x.engine.Start(ctx, in, who)
+		run, err := x.startWhenFree(ctx, in, who)
 		if err != nil {
 			if ec.StoredTask != nil && errors.Is(err, ErrBusy) {
 				yield(askAgain(ec, open, "Baton is busy with this conversation; send the answer again shortly."), nil)
@@ -392,6 +392,33 @@ func describeCancel(rep cancel.Report) string {
 		s += " task " + rep.ID
 	}
 	return s
+}
+
+// busyWait bounds how long a new message waits for its conversation's previous run to
+// let go of the thread: a task's terminal event reaches the caller while its run is still
+// storing its end, and a caller that sends the next message on the same context at once
+// would otherwise be refused.
+const busyWait = 2 * time.Second
+
+// startWhenFree starts the run, trying again with a short backoff while the engine
+// answers ErrBusy, for at most busyWait.
+func (x *executor) startWhenFree(ctx context.Context, in *agui.RunAgentInput, who string) (Run, error) {
+	deadline := time.Now().Add(busyWait)
+	delay := 20 * time.Millisecond
+	for {
+		run, err := x.engine.Start(ctx, in, who)
+		if err == nil || !errors.Is(err, ErrBusy) || time.Now().Add(delay).After(deadline) {
+			return run, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		delay *= 2
+	}
 }
 
 // startError is the A2A error for a run that could not start.
