@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -19,8 +20,9 @@ type writeFunc func(ctx context.Context, tx *sql.Tx) error
 // one BEGIN/COMMIT (and one WAL append) between them instead of queueing for SQLite's write
 // lock in its busy handler, which sleeps in steps of up to 100 ms.
 //
-// Each job gets its own error: a job that fails is rolled back to its savepoint and the
-// others commit. If the transaction itself fails (BEGIN, a savepoint, COMMIT), nothing of
+// Each job gets its own error: a batch runs first without savepoints; if a job fails, the
+// transaction is rolled back and the batch runs again with each job inside a savepoint, so
+// that a job that fails is rolled back to its savepoint and the others commit. If the transaction itself fails (BEGIN, a savepoint, COMMIT), nothing of
 // it was stored and every job of the batch is run again in a transaction of its own. A
 // caller returns only once its job is committed (or failed), so nothing is acknowledged
 // before it is in the WAL.
@@ -228,7 +230,14 @@ func (w *groupWriter) commit(batch []*writeJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	if len(batch) > 1 {
-		if errs, err := w.together(ctx, batch); err == nil {
+		// First without savepoints: almost every batch has no failing job, and a SAVEPOINT
+		// and a RELEASE around each job were two statements for every one a job ran. When a
+		// job fails, nothing of the transaction is kept and the batch runs again with them.
+		errs, err := w.together(ctx, batch, false)
+		if errors.Is(err, errJobFailed) {
+			errs, err = w.together(ctx, batch, true)
+		}
+		if err == nil {
 			for i, j := range batch {
 				j.done <- errs[i]
 			}
@@ -255,16 +264,28 @@ func (w *groupWriter) alone(ctx context.Context, fn writeFunc) error {
 	return tx.Commit()
 }
 
-// together runs the jobs of batch in one transaction, each in a savepoint that is rolled
-// back when its job fails. It returns each job's error, or an error of the transaction
-// itself (then nothing was committed).
-func (w *groupWriter) together(ctx context.Context, batch []*writeJob) ([]error, error) {
+// errJobFailed is together's answer, without savepoints, when a job failed: the whole
+// transaction was rolled back.
+var errJobFailed = errors.New("store: a job of the batch failed")
+
+// together runs the jobs of batch in one transaction. With savepoints, each job runs in a
+// savepoint that is rolled back when it fails; without, the first job that fails rolls
+// back the whole transaction and together returns errJobFailed. It returns each job's
+// error, or an error of the transaction itself (then nothing was committed).
+func (w *groupWriter) together(ctx context.Context, batch []*writeJob, savepoints bool) ([]error, error) {
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	errs := make([]error, len(batch))
 	for i, j := range batch {
+		if !savepoints {
+			if err := j.fn(ctx, tx); err != nil {
+				_ = tx.Rollback()
+				return nil, errJobFailed
+			}
+			continue
+		}
 		if _, err := w.exec(ctx, tx, `SAVEPOINT job`); err != nil {
 			_ = tx.Rollback()
 			return nil, err
