@@ -33,7 +33,12 @@ type groupWriter struct {
 	// first before queue, so that a run's start never waits behind a backlog of event logs,
 	// only behind the batch being committed.
 	first, queue chan *writeJob
-	stop         chan struct{}
+	// starts holds the run starts: a run's first event waits for its start to commit, and
+	// nothing else a run writes can come before it, so a batch takes up to half of its
+	// jobs from starts first, then from first. Half, so that the runs already going (their
+	// journal steps and ends, on first) still move while runs ramp up.
+	starts chan *writeJob
+	stop   chan struct{}
 	// exited is closed when the writer goroutine has ended; jobs still queued then fail
 	// with ErrClosed.
 	exited chan struct{}
@@ -85,7 +90,8 @@ const (
 // newGroupWriter starts the writer on db, which must allow a single open connection.
 func newGroupWriter(db *sql.DB) *groupWriter {
 	w := &groupWriter{db: db, first: make(chan *writeJob, writeQueueLen), queue: make(chan *writeJob, writeQueueLen),
-		stop: make(chan struct{}), exited: make(chan struct{}), stmts: make(map[string]*sql.Stmt)}
+		starts: make(chan *writeJob, writeQueueLen),
+		stop:   make(chan struct{}), exited: make(chan struct{}), stmts: make(map[string]*sql.Stmt)}
 	go w.loop()
 	return w
 }
@@ -95,6 +101,11 @@ func newGroupWriter(db *sql.DB) *groupWriter {
 // run; once the writer has taken the job, the caller waits for its outcome (bounded by
 // batchTimeout), so that an error never hides a committed write.
 func (w *groupWriter) do(ctx context.Context, fn writeFunc) error { return w.run(ctx, w.first, fn) }
+
+// doStart is do for a run's start: it goes before the jobs of do (see starts).
+func (w *groupWriter) doStart(ctx context.Context, fn writeFunc) error {
+	return w.run(ctx, w.starts, fn)
+}
 
 // doBulk is do for a write that nobody's response waits for: it goes after the jobs of do.
 func (w *groupWriter) doBulk(ctx context.Context, fn writeFunc) error {
@@ -178,14 +189,18 @@ func (w *groupWriter) loop() {
 		select {
 		case <-w.stop:
 			return
+		case j := <-w.starts:
+			batch = take(batch, j)
 		case j := <-w.first:
 			batch = take(batch, j)
 		case j := <-w.queue:
 			batch = take(batch, j)
 		}
+		batch = fill(batch, w.starts, maxBatch/2)
 		batch = fill(batch, w.first, maxBatch-minBulk)
 		batch = fill(batch, w.queue, maxBatch)
 		batch = fill(batch, w.first, maxBatch)
+		batch = fill(batch, w.starts, maxBatch)
 		if len(batch) > 0 {
 			w.commit(batch)
 		}
