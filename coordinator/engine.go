@@ -71,10 +71,13 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	// expiry expires interrupts (janitor); heartbeat renews this replica's leases and
-	// applies stop requests (keeper); sweep deletes what is past its retention. Nil when not
-	// configured.
-	expiry, heartbeat, sweep *durable.Service
+	// expiry expires interrupts (janitor); sweep deletes what is past its retention. Nil
+	// when not configured.
+	expiry, sweep *durable.Service
+	// heartbeat renews this replica's leases, applies stop requests made through other
+	// replicas and reaps lost runs (durable.Heartbeat, acting on the runs through
+	// runsHere). Nil when not configured.
+	heartbeat *durable.Heartbeat
 	// takeover claims the runs of replicas whose lease lapsed and continues them here
 	// (adopter); its service runs with the heartbeat.
 	takeover *durable.Takeover
@@ -155,7 +158,15 @@ func New(cfg Config) (*Engine, error) {
 		e.expiry.Start(context.Background())
 	}
 	if cfg.Heartbeat > 0 {
-		e.heartbeat = durable.NewService("heartbeat", func(ctx context.Context) { e.keeper(ctx, cfg.Heartbeat) })
+		var signals <-chan struct{}
+		if sg, ok := cfg.Store.(store.Signaler); ok {
+			signals = sg.StopSignals()
+		}
+		e.heartbeat = durable.NewHeartbeat(durable.HeartbeatConfig{
+			Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Every: cfg.Heartbeat,
+			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.takeover, Signals: signals,
+			Now: cfg.Now, Logger: cfg.Logger,
+		})
 		e.heartbeat.Start(context.Background())
 		e.takeover.Start(context.Background())
 		e.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
