@@ -150,7 +150,10 @@ func New(cfg Config) (*Engine, error) {
 	if err := e.addAgents(); err != nil {
 		return nil, err
 	}
-	e.resumeCancels()
+	// The cancels an earlier process left pending go on, each as its owner.
+	if _, err := e.pending.Resume(context.Background(), cancelResumer{e}); err != nil {
+		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
+	}
 	e.loadInterruptsOpen()
 	// The services outlive New's caller: Shutdown stops them.
 	if cfg.ExpiryInterval > 0 {
