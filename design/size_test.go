@@ -31,7 +31,7 @@ const (
 // under the limit is deleted. Keys are "<package dir>.<Type>".
 var oversizeTypes = map[string]int{
 	"coordinator.Run":    113, // the run: loop, dispatch, suspension, resume, delivery (its telemetry is runTrace)
-	"coordinator.Engine": 57,  // the engine and its background jobs
+	"coordinator.Engine": 50,  // the engine
 	"store.sqlStore":     75,  // SQLite and PostgreSQL, every store capability
 	"store.memory":       58,  // the in-memory store, every store capability
 }
