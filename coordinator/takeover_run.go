@@ -135,8 +135,19 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 				r.emitResult(ctx, c.ID, outcomes[i])
 			}
 		case resumeInDoubt:
-			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 			sent[i] = true
+			if a, ok := tools.agents[c.Name]; ok {
+				// A new task whose id the previous owner never learned: found by the ids
+				// its intent recorded, and followed (or cancelled), when the agent can.
+				wg.Go(func() {
+					outcomes[i] = r.traceTool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+						return r.recoverSend(ctx, tools, a, c)
+					})
+					r.emitResult(ctx, c.ID, outcomes[i])
+				})
+				continue
+			}
+			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 			r.emitResult(ctx, c.ID, outcomes[i])
 		case resumeFollow:
 			sent[i] = true
