@@ -326,13 +326,15 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
+		// The run's start step is an audit record, written before anything the run does
+		// but not on the way to its first event: that waits for the start's own write only.
+		r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 		r.execute()
 	}()
 	return r, nil
