@@ -140,7 +140,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 				// A new task whose id the previous owner never learned: found by the ids
 				// its intent recorded, and followed (or cancelled), when the agent can.
 				wg.Go(func() {
-					outcomes[i] = r.traceTool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
 						return r.recoverSend(ctx, tools, a, c)
 					})
 					r.emitResult(ctx, c.ID, outcomes[i])
