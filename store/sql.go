@@ -1025,7 +1025,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, epo
 		// WHERE, in the same transaction as before (it was a SELECT and the INSERT).
 		args := append(s.eventArgs(threadID, runID, now, evs), threadID, runID, epoch)
 		err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-			res, err := s.txExec(ctx, tx, s.insertEventsGuarded(len(evs)), args...)
+			res, err := s.txExec(ctx, tx, insertEventsGuarded(len(evs)), args...)
 			if err != nil {
 				return err
 			}
@@ -1102,7 +1102,7 @@ func (s *sqlStore) insertEvents(n int) string {
 
 // insertEventsGuarded is SQLite's INSERT of n events that inserts nothing unless the run
 // (the three arguments after the events': thread, run, epoch) has the writer's epoch.
-func (s *sqlStore) insertEventsGuarded(n int) string {
+func insertEventsGuarded(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO events (thread_id, run_id, seq, at, data) SELECT * FROM (VALUES `)
 	for i := range n {
