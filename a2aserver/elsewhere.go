@@ -3,6 +3,7 @@ package a2aserver
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -41,16 +42,29 @@ type runWork struct {
 // pending record (design/cancel-confirm.md), so its outcome can never be known here.
 const noAgent = " (cannot be confirmed: the agent is no longer configured)"
 
-// unconfirmedElsewhere waits, until deadline, for the cancels of a run that ended on
+// downstream reads, for a run that this process does not relay, what became of its
+// downstream cancels: the executor's CancelTask on another replica than the run's, and
+// the task store's end of a stopped run whose execution is gone.
+type downstream struct {
+	runs Log // nil: nothing can be read
+	// configured reports whether an A2A sub-agent is configured here; nil: every one is.
+	configured func(name string) bool
+	log        *slog.Logger
+}
+
+// unconfirmed waits, until deadline (not at all when it has passed), for the cancels of a run that ended on
 // another replica to be settled, and returns the status message naming those that were
 // not confirmed ("" when all were, or when the store cannot tell). A cancel of an agent
 // that is not configured here is not waited for: it is named at once as one that cannot
 // be confirmed, as is a task of such an agent that the run left neither terminal, pending
 // nor journaled (its pending record was dropped by a restart without the agent).
-func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID string, deadline time.Time) string {
-	work := x.workOf(ctx, threadID, runID)
-	pending, gone := x.pendingOf(ctx, work)
-	if len(pending) > 0 {
+func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, deadline time.Time) string {
+	if d.runs == nil {
+		return ""
+	}
+	work := d.workOf(ctx, threadID, runID)
+	pending, gone := d.pendingOf(ctx, work)
+	if len(pending) > 0 && time.Now().Before(deadline) {
 		tick := time.NewTicker(followPoll)
 		defer tick.Stop()
 		wait := time.NewTimer(time.Until(deadline))
@@ -60,7 +74,7 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 			select {
 			case <-tick.C:
 				var more []store.PendingCancel
-				pending, more = x.pendingOf(ctx, work)
+				pending, more = d.pendingOf(ctx, work)
 				gone = mergeCancels(gone, more)
 			case <-wait.C:
 				break loop
@@ -69,9 +83,13 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 			}
 		}
 	}
-	failed, journaled := x.failedCancels(ctx, threadID, runID)
+	failed, journaled := d.failedCancels(ctx, threadID, runID)
+	retrying := ""
+	if deadline.IsZero() {
+		retrying = " (not confirmed yet: still being retried)"
+	}
 	for _, p := range pending {
-		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID}))
+		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID})+retrying)
 	}
 	named := map[string]bool{}
 	for k := range journaled {
@@ -86,7 +104,7 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 	}
 	if work != nil {
 		for _, t := range work.A2A {
-			if x.configured(t.Agent) || named[t.Agent+" "+t.TaskID] || batona2a.State(t.State).Terminal() {
+			if d.isConfigured(t.Agent) || named[t.Agent+" "+t.TaskID] || batona2a.State(t.State).Terminal() {
 				continue
 			}
 			named[t.Agent+" "+t.TaskID] = true
@@ -100,8 +118,8 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 }
 
 // configured reports whether agent is one of this process's A2A sub-agents.
-func (x *executor) configured(agent string) bool {
-	return x.agentConfigured == nil || x.agentConfigured(agent)
+func (d downstream) isConfigured(agent string) bool {
+	return d.configured == nil || d.configured(agent)
 }
 
 // mergeCancels adds to gone the cancels of more it does not have yet.
@@ -119,8 +137,8 @@ func mergeCancels(gone, more []store.PendingCancel) []store.PendingCancel {
 }
 
 // workOf reads the run's work record (nil when there is none, or it names no A2A task).
-func (x *executor) workOf(ctx context.Context, threadID, runID string) *runWork {
-	rec, err := x.runs.GetRun(ctx, threadID, runID)
+func (d downstream) workOf(ctx context.Context, threadID, runID string) *runWork {
+	rec, err := d.runs.GetRun(ctx, threadID, runID)
 	if err != nil || len(rec.Work) == 0 {
 		return nil
 	}
@@ -134,20 +152,20 @@ func (x *executor) workOf(ctx context.Context, threadID, runID string) *runWork 
 // pendingOf returns the store's pending cancels of the run's A2A tasks: those of agents
 // configured here, which their retries may still confirm, and those of agents that are
 // not (gone), which nothing here retries.
-func (x *executor) pendingOf(ctx context.Context, w *runWork) (pending, gone []store.PendingCancel) {
-	pc, ok := x.runs.(cancelsPending)
+func (d downstream) pendingOf(ctx context.Context, w *runWork) (pending, gone []store.PendingCancel) {
+	pc, ok := d.runs.(cancelsPending)
 	if !ok || w == nil {
 		return nil, nil
 	}
 	all, err := pc.PendingCancels(ctx, store.MaxPendingCancelsRead)
 	if err != nil {
-		x.log.Debug("a2a cancel: pending cancels", "err", err)
+		d.log.Debug("a2a cancel: pending cancels", "err", err)
 		return nil, nil
 	}
 	for _, p := range all {
 		for _, t := range w.A2A {
 			if p.Agent == t.Agent && p.TaskID == t.TaskID {
-				if x.configured(p.Agent) {
+				if d.isConfigured(p.Agent) {
 					pending = append(pending, p)
 				} else {
 					gone = append(gone, p)
@@ -161,8 +179,8 @@ func (x *executor) pendingOf(ctx context.Context, w *runWork) (pending, gone []s
 
 // failedCancels names the run's cancels that the journal records as failed or abandoned;
 // keys holds their "<agent> <task id>".
-func (x *executor) failedCancels(ctx context.Context, threadID, runID string) (out []string, keys map[string]bool) {
-	j, ok := x.runs.(cancelJournal)
+func (d downstream) failedCancels(ctx context.Context, threadID, runID string) (out []string, keys map[string]bool) {
+	j, ok := d.runs.(cancelJournal)
 	if !ok {
 		return nil, nil
 	}
@@ -170,7 +188,7 @@ func (x *executor) failedCancels(ctx context.Context, threadID, runID string) (o
 	for after := int64(0); ; {
 		steps, err := j.Steps(ctx, threadID, after, store.MaxStepsRead)
 		if err != nil {
-			x.log.Debug("a2a cancel: journal", "thread_id", threadID, "run_id", runID, "err", err)
+			d.log.Debug("a2a cancel: journal", "thread_id", threadID, "run_id", runID, "err", err)
 			return out, keys
 		}
 		for _, s := range steps {

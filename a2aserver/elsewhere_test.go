@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/principal"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -50,7 +52,7 @@ func TestCancelNamesCancelsOfAgentsGone(t *testing.T) {
 	// The horizon is far beyond the test's deadline: a cancel that cannot be confirmed is
 	// not waited for.
 	x := newExecutor(e, st, 10*time.Minute, slog.Default())
-	x.agentConfigured = func(name string) bool { return name == "research" || name == "travel" }
+	x.down = downstream{runs: st, log: slog.Default(), configured: func(name string) bool { return name == "research" || name == "travel" }}
 	task := &a2a.Task{ID: "task-gone", ContextID: thread, Status: a2a.TaskStatus{State: a2a.TaskStateWorking},
 		Metadata: taskMeta(thread, run, nil)}
 	ec := &a2asrv.ExecutorContext{TaskID: task.ID, ContextID: thread, StoredTask: task,
@@ -71,4 +73,42 @@ func TestCancelNamesCancelsOfAgentsGone(t *testing.T) {
 	assert.Contains(t, got, "a2a_task travel task t-bad (failed)")
 	assert.NotContains(t, got, "t-ok")
 	assert.NotContains(t, got, "t-fin")
+}
+
+// TestStoppedRunEndNamesCancelsOfAgentsGone: a task whose run was stopped and whose
+// execution is gone (the process restarted without one of the run's agents) reads as
+// canceled, naming the downstream cancel that cannot be confirmed (its agent is no longer
+// configured) and the one still being retried, instead of a bare "stopped".
+func TestStoppedRunEndNamesCancelsOfAgentsGone(t *testing.T) {
+	t.Parallel()
+	ctx, stop := context.WithTimeout(principal.With(context.Background(), "alice"), 30*time.Second)
+	defer stop()
+	st, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	const thread, run = "th-stopped", "a2a-stopped"
+	logged := logTo(st, thread, run, "alice")
+	rec, err := st.GetRun(ctx, thread, run)
+	require.NoError(t, err)
+	work := `{"a2a":[{"agent":"maps","taskId":"t-gone","state":"working"},{"agent":"research","taskId":"t-retried","state":"working"}]}`
+	require.NoError(t, st.SaveRunWork(ctx, thread, run, rec.Epoch, []byte(work)))
+	require.NoError(t, st.SavePendingCancel(ctx, store.PendingCancel{Agent: "research", TaskID: "t-retried", Since: time.Now()}))
+	logged(1, &agui.RunStarted{ThreadID: thread, RunID: run})
+	logged(2, &agui.RunFinished{ThreadID: thread, RunID: run, Outcome: &agui.Outcome{Type: "cancelled"}})
+
+	// The task as its execution last stored it: working.
+	before := newTaskStore(st.Tasks(), st, time.Hour)
+	task := &a2a.Task{ID: "task-stopped", ContextID: thread, Status: a2a.TaskStatus{State: a2a.TaskStateWorking},
+		Metadata: taskMeta(thread, run, nil)}
+	_, err = before.Create(ctx, task)
+	require.NoError(t, err)
+
+	after := newTaskStore(st.Tasks(), st, time.Hour)
+	after.down = downstream{runs: st, log: slog.Default(), configured: func(name string) bool { return name == "research" }}
+	got, err := after.Get(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, a2a.TaskStateCanceled, got.Task.Status.State)
+	msg := text(got.Task.Status)
+	assert.Contains(t, msg, "a2a_task maps task t-gone (cannot be confirmed: the agent is no longer configured)")
+	assert.Contains(t, msg, "a2a_task research task t-retried (not confirmed yet: still being retried)")
 }

@@ -27,11 +27,10 @@ type executor struct {
 	engine  Engine
 	runs    Log     // nil: runs are followed only where they run
 	signIns SignIns // nil: a sign-in is input-required (answered by a message)
-	// agentConfigured reports whether an A2A sub-agent is configured here; nil: every
-	// agent is.
-	agentConfigured func(name string) bool
-	horizon         time.Duration
-	log             *slog.Logger
+	// down reads the downstream cancels of runs relayed elsewhere.
+	down    downstream
+	horizon time.Duration
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	live map[a2a.TaskID]*liveTask
@@ -281,7 +280,7 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 			// A run that had ended already (stopped before a restart, say) may still have
 			// downstream cancels that were not confirmed: they are named as well.
 			if x.runs != nil && !errors.Is(err, ErrForbidden) {
-				msg = x.unconfirmedElsewhere(ctx, threadID, runID, deadline)
+				msg = x.down.unconfirmed(ctx, threadID, runID, deadline)
 			}
 		}
 		return nil, msg

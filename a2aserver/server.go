@@ -120,10 +120,12 @@ func New(cfg Config) *Server {
 	}
 	s.exec = newExecutor(cfg.Engine, cfg.Log, cfg.CancelHorizon, cfg.Logger)
 	s.exec.signIns = cfg.SignIns
-	s.exec.agentConfigured = cfg.AgentConfigured
+	down := downstream{runs: cfg.Log, configured: cfg.AgentConfigured, log: cfg.Logger}
+	s.exec.down = down
 	// Tasks are scoped by the caller: the store keeps each task's principal, answers
 	// another principal's task as unknown, and ListTasks lists only the caller's.
 	s.store = newTaskStore(cfg.Tasks, cfg.Log, cfg.Retention)
+	s.store.down = down
 	caps := capabilities()
 	var h a2asrv.RequestHandler = a2asrv.NewHandler(s.exec,
 		a2asrv.WithTaskStore(s.store),
