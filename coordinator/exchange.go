@@ -24,7 +24,7 @@ func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID 
 	case s := <-d.out:
 		return r.settle(d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
-		return r.exchangeCancelled(ctx, d)
+		return d.cancelled(ctx)
 	case <-timer.C:
 		return r.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
 	}
@@ -48,7 +48,7 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 		r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 	}
 
-	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
+	spanCtx, span, spanParent := r.trace.delegationSpan(sendCtx, a)
 	go func() {
 		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
 		actx := r.agentCtx(spanCtx, a)
@@ -59,7 +59,7 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 		} else {
 			res, err = a.Client.Send(actx, req, obs)
 		}
-		r.endDelegationSpan(span, spanParent, a, res, err)
+		r.trace.endDelegationSpan(span, spanParent, a, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
 			d.item.Release()
@@ -79,8 +79,8 @@ func (d *subagentCall) finish() {
 	}
 }
 
-// exchangeCancelled ends an exchange whose run is cancelled or handed off.
-func (r *Run) exchangeCancelled(ctx context.Context, d *subagentCall) toolOutcome {
+// cancelled ends the exchange of a run that is cancelled or handed off.
+func (d *subagentCall) cancelled(ctx context.Context) toolOutcome {
 	if errors.Is(context.Cause(ctx), ErrHandoff) {
 		// Handed to another replica, which follows the task: it is not cancelled, only
 		// no longer followed from here.

@@ -140,7 +140,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 				// A new task whose id the previous owner never learned: found by the ids
 				// its intent recorded, and followed (or cancelled), when the agent can.
 				wg.Go(func() {
-					outcomes[i] = r.traceTool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
 						return r.recoverSend(ctx, tools, a, c)
 					})
 					r.emitResult(ctx, c.ID, outcomes[i])
@@ -154,7 +154,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 			a := tools.agents[c.Name]
 			wg.Go(func() {
 				req := a2a.Request{TaskID: task.TaskID, ContextID: task.ContextID}
-				outcomes[i] = r.traceTool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
 					return r.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
 				})
 				r.emitResult(ctx, c.ID, outcomes[i])
