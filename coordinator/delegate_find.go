@@ -4,9 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"slices"
+	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/baton-dev/baton/a2a"
@@ -150,21 +149,21 @@ func (r *Run) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutc
 // sentAs reads from the journal the ids the previous owner recorded for the send of call
 // callID of this run.
 func (r *Run) sentAs(ctx context.Context, callID string) (sentIDs, bool) {
-	ids, ok := r.e.sentByRun(ctx, r.ThreadID, r.RunID)[callID]
+	ids, ok := sentByRun(ctx, r.e.cfg.Store, r.log, r.ThreadID, r.RunID)[callID]
 	return ids, ok
 }
 
-// sentByRun reads from the journal the ids recorded for the new-task sends of a run, by
+// sentByRun reads from st's journal the ids recorded for the new-task sends of a run, by
 // tool call id, with the agent each was sent to.
-func (e *Engine) sentByRun(ctx context.Context, threadID, runID string) map[string]sentIDs {
+func sentByRun(ctx context.Context, st store.Store, log *slog.Logger, threadID, runID string) map[string]sentIDs {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	out := map[string]sentIDs{}
 	var after int64
 	for {
-		steps, err := e.cfg.Store.Steps(rctx, threadID, after, store.MaxStepsRead)
+		steps, err := st.Steps(rctx, threadID, after, store.MaxStepsRead)
 		if err != nil {
-			e.log.Warn("takeover: reading the journal for sends in doubt", "thread_id", threadID, "run_id", runID, "err", err)
+			log.Warn("takeover: reading the journal for sends in doubt", "thread_id", threadID, "run_id", runID, "err", err)
 			return out
 		}
 		for _, s := range steps {
@@ -182,38 +181,26 @@ func (e *Engine) sentByRun(ctx context.Context, threadID, runID string) map[stri
 	}
 }
 
-// cancelUnnamed cancels, for a run taken over that cannot continue, the tasks of its new-task
-// sends that its work does not list (their agent never named them to the previous owner):
-// found by the ids their intents recorded, as a run that goes on would follow them.
-func (e *Engine) cancelUnnamed(rec store.RunRecord, work durable.Work) {
-	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
-	owner := workOwner(work)
-	var wg sync.WaitGroup
-	for callID, ids := range e.sentByRun(context.Background(), rec.ThreadID, rec.RunID) {
-		a := e.agents[ids.agent]
-		if a == nil || slices.ContainsFunc(work.A2A, func(t durable.Task) bool { return t.ToolCallID == callID }) {
-			continue
-		}
-		f, ok := a.Client.(taskFinder)
-		if !ok {
-			continue
-		}
-		wg.Go(func() {
-			fctx, cancel := context.WithTimeout(context.Background(), findWait)
-			defer cancel()
-			got, err := f.FindTask(e.agentCtx(fctx, owner, a), ids.contextID, ids.messageID)
-			if err != nil || got == nil || got.TaskID == "" || got.State.Terminal() {
-				return
-			}
-			cctx, cancelC := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
-			defer cancelC()
-			st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
-				durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: got.TaskID, Attempt: 1, Detail: "lapsed run: the task of its send in doubt is cancelled"})
-			err = e.cancelTask(cctx, owner, a, got.TaskID, log, "lapsed run: the task of its send in doubt cancelled")
-			st.End(cancelEnd(err))
-		})
+// cancelUnnamed cancels, for a run that will not go on, the task of one of its new-task
+// sends that its work does not list (the agent never named it to the previous owner):
+// found by the ids its intent recorded, as a run that goes on would follow it.
+func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner string, a *Agent, ids sentIDs) {
+	f, ok := a.Client.(taskFinder)
+	if !ok {
+		return
 	}
-	wg.Wait()
+	fctx, cancel := context.WithTimeout(context.Background(), findWait)
+	defer cancel()
+	got, err := f.FindTask(e.agentCtx(fctx, owner, a), ids.contextID, ids.messageID)
+	if err != nil || got == nil || got.TaskID == "" || got.State.Terminal() {
+		return
+	}
+	cctx, cancelC := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
+	defer cancelC()
+	st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
+		durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: got.TaskID, Attempt: 1, Detail: "lapsed run: the task of its send in doubt is cancelled"})
+	err = e.cancelTask(cctx, owner, a, got.TaskID, log, "lapsed run: the task of its send in doubt cancelled")
+	st.End(cancelEnd(err))
 }
 
 // findSent looks for the task that the message ids started, asking again while the agent
