@@ -151,7 +151,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	// The cancels an earlier process left pending go on, each as its owner.
-	if _, err := e.pending.Resume(context.Background(), cancelResumer{e}); err != nil {
+	if _, err := e.pending.Resume(context.Background(), cancelResumer{e}, cfg.CancelHorizon); err != nil {
 		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
 	}
 	e.loadInterruptsOpen()

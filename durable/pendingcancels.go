@@ -62,16 +62,18 @@ func (p *PendingCancels) List(ctx context.Context) ([]store.PendingCancel, error
 type CancelResumer interface {
 	// ResumeCancel continues c's cancel: its retries and its final result are the
 	// resumer's (which forgets it here once settled, as every cancel it follows). It
-	// returns false when it cannot (c's agent is not configured any more): the cancel is
-	// then forgotten.
+	// returns false when it cannot (c's agent is not configured here): the cancel is then
+	// left to another replica until its horizon, then forgotten.
 	ResumeCancel(c store.PendingCancel) bool
 }
 
 // Resume hands every cancel an earlier process left pending to r, at start, so that a
-// restart continues them within the same horizon; those r cannot continue are forgotten
-// (and logged). It returns how many r continues; an error is the store's (nothing is
-// continued).
-func (p *PendingCancels) Resume(ctx context.Context, r CancelResumer) (int, error) {
+// restart continues them within the same horizon. One that r cannot continue (its agent is
+// not configured here) is kept for the replicas that still have the agent (a rolling
+// configuration change on a shared store) until horizon has passed since it was decided,
+// then forgotten (and logged); horizon 0 forgets it at once. It returns how many r
+// continues; an error is the store's (nothing is continued).
+func (p *PendingCancels) Resume(ctx context.Context, r CancelResumer, horizon time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, StoreWriteTimeout)
 	pending, err := p.List(ctx)
 	cancel()
@@ -81,7 +83,11 @@ func (p *PendingCancels) Resume(ctx context.Context, r CancelResumer) (int, erro
 	n := 0
 	for _, c := range pending {
 		if !r.ResumeCancel(c) {
-			p.log.Warn("pending cancel of an agent no longer configured: dropped", "agent", c.Agent, "task_id", c.TaskID)
+			if time.Since(c.Since) < horizon {
+				p.log.Warn("pending cancel of an agent no longer configured here: left to a replica that still has it until its horizon", "agent", c.Agent, "task_id", c.TaskID)
+				continue
+			}
+			p.log.Warn("pending cancel of an agent no longer configured, past its horizon: dropped", "agent", c.Agent, "task_id", c.TaskID)
 			p.Forget(c.Agent, c.TaskID)
 			continue
 		}

@@ -55,9 +55,9 @@ func (listFails) PendingCancels(context.Context, int) ([]store.PendingCancel, er
 }
 
 // TestPendingCancelsResume: at start, every cancel left pending is handed to the resumer
-// with its owner; one whose agent it does not know any more is forgotten in the store,
-// the others stay recorded until they settle; a store that cannot be read continues
-// nothing and says so.
+// with its owner; one whose agent it does not know is left in the store for a replica that
+// has the agent while its horizon lasts and forgotten after it; the others stay recorded
+// until they settle; a store that cannot be read continues nothing and says so.
 func TestPendingCancelsResume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -67,9 +67,10 @@ func TestPendingCancelsResume(t *testing.T) {
 	p.Record("research", "task-1", "alice", since)
 	p.Record("gone", "task-2", "bob", since)
 	p.Record("research", "task-3", "", since)
+	p.Record("gone", "task-4", "carol", since.Add(-time.Hour))
 
 	r := &resumerOf{known: map[string]bool{"research": true}}
-	n, err := p.Resume(ctx, r)
+	n, err := p.Resume(ctx, r, 2*time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	got := map[string]string{}
@@ -83,10 +84,11 @@ func TestPendingCancelsResume(t *testing.T) {
 	for _, c := range left {
 		ids = append(ids, c.TaskID)
 	}
-	assert.ElementsMatch(t, []string{"task-1", "task-3"}, ids, "the unknown agent's cancel is forgotten; the others stay until settled")
+	assert.ElementsMatch(t, []string{"task-1", "task-2", "task-3"}, ids,
+		"the unknown agent's cancel within its horizon is left to another replica, the one past it forgotten; the others stay until settled")
 
 	r = &resumerOf{known: map[string]bool{"research": true}}
-	n, err = NewPendingCancels(listFails{st}, slog.New(slog.DiscardHandler)).Resume(ctx, r)
+	n, err = NewPendingCancels(listFails{st}, slog.New(slog.DiscardHandler)).Resume(ctx, r, 2*time.Minute)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	assert.Zero(t, n)
 	assert.Empty(t, r.got)

@@ -84,7 +84,7 @@ func TestNestedCancelOfRemovedAgent(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, stderr := coord.p.Logs()
 		return strings.Contains(out+stderr, "no longer configured")
-	}, eventualWait, 20*time.Millisecond, "the restart dropped the pending cancel of the removed agent")
+	}, eventualWait, 20*time.Millisecond, "the restart read the pending cancel of the removed agent")
 	c = newA2AClient(t, coord.URL, "rest")
 
 	got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
