@@ -1,11 +1,7 @@
 package a2a
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,55 +10,23 @@ import (
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/baton-dev/baton/internal/testutil/streampeer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// startChunkPeer serves A2A 1.0 over JSON-RPC for one method, SendStreamingMessage, whose
-// prompt "<chunks> <size>" asks for one artifact of that many appended chunks of size bytes
-// each, then completion. The frames are the SDK's own wire encoding (a2a.StreamResponse),
-// written as they are produced. (a2a-go's server is not used here: it deep-copies the whole
-// task for every chunk, so its own cost grows quadratically with the artifact and would
-// hide the client's.)
+// startChunkPeer serves an A2A agent whose prompt "<chunks> <size>" asks for one artifact of
+// that many appended chunks of size bytes each, then completion, written as they are
+// produced (streampeer says why a2a-go's server is not used).
 func startChunkPeer(t testing.TB) string {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	base := "http://" + srv.Listener.Addr().String()
-	card := &sdk.AgentCard{
-		Name: "chunks", Description: "streams large artifacts", Version: "1.0.0",
-		Capabilities: sdk.AgentCapabilities{Streaming: true},
-		SupportedInterfaces: []*sdk.AgentInterface{{URL: base + "/a2a", ProtocolBinding: sdk.TransportProtocolJSONRPC,
-			ProtocolVersion: sdk.Version}},
-		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-	}
-	mux := http.NewServeMux()
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.HandleFunc("/a2a", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			ID     json.RawMessage        `json:"id"`
-			Method string                 `json:"method"`
-			Params sdk.SendMessageRequest `json:"params"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Method != "SendStreamingMessage" || req.Params.Message == nil {
-			http.Error(w, "only SendStreamingMessage", http.StatusBadRequest)
+	return streampeer.Serve(t, "chunks", func(prompt string, send streampeer.Send) {
+		f := strings.Fields(prompt)
+		if len(f) < 2 {
 			return
 		}
-		f := strings.Fields(PartsText(req.Params.Message.Parts))
 		chunks, _ := strconv.Atoi(f[0])
 		size, _ := strconv.Atoi(f[1])
-		w.Header().Set("Content-Type", "text/event-stream")
-		bw := bufio.NewWriterSize(w, 256<<10)
-		send := func(ev sdk.Event) bool {
-			b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": sdk.StreamResponse{Event: ev}})
-			if err != nil {
-				return false
-			}
-			_, _ = bw.WriteString("data: ")
-			_, _ = bw.Write(b)
-			_, err = bw.WriteString("\n\n")
-			return err == nil
-		}
 		task := &sdk.Task{ID: "t-big", ContextID: "c-big", Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted}}
 		if !send(task) {
 			return
@@ -76,12 +40,7 @@ func startChunkPeer(t testing.TB) string {
 			}
 		}
 		send(&sdk.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateCompleted}})
-		_ = bw.Flush()
 	})
-	srv.Config.Handler = mux
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return base
 }
 
 // TestLargeArtifactLinear streams a 50 MiB artifact in 64 KiB chunks through a real A2A

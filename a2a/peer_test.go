@@ -282,7 +282,20 @@ type peerOptions struct {
 	cardNeedsVersion int
 	// addr, when set, is the address to listen on.
 	addr string
+	// user, when set, is the authenticated user every call is made as (a2a-go refuses
+	// ListTasks to anonymous callers).
+	user string
 }
+
+// asUser is a call interceptor that authenticates every call as one user.
+type asUser string
+
+func (u asUser) Before(ctx context.Context, callCtx *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
+	callCtx.User = a2asrv.NewAuthenticatedUser(string(u), nil)
+	return ctx, nil, nil
+}
+
+func (asUser) After(context.Context, *a2asrv.CallContext, *a2asrv.Response) error { return nil }
 
 // testPeer is the server plus its fault injection. Counters are guarded by mu.
 type testPeer struct {
@@ -333,7 +346,11 @@ func startPeer(t *testing.T, opt peerOptions) *testPeer {
 	}
 	p.URL = "http://" + p.srv.Listener.Addr().String()
 
-	h := a2asrv.NewHandler(p.exec, a2asrv.WithLogger(quietLogger()))
+	hopts := []a2asrv.RequestHandlerOption{a2asrv.WithLogger(quietLogger())}
+	if opt.user != "" {
+		hopts = append(hopts, a2asrv.WithCallInterceptors(asUser(opt.user)))
+	}
+	h := a2asrv.NewHandler(p.exec, hopts...)
 	p.mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
 	p.mux.Handle("/a2a/v0", a2av0.NewJSONRPCHandler(h))
 	p.mux.Handle("/rest/", http.StripPrefix("/rest", a2asrv.NewRESTHandler(h)))

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,11 @@ type Request struct {
 	// TaskID and ContextID, when set, continue an input-required or auth-required task.
 	TaskID    string
 	ContextID string
+	// MessageID, when set, is the id of the message sent (A2A message ids are chosen by the
+	// client); a new one is made otherwise. A caller that records it before sending can
+	// later tell, with ContextID, which task its message started ([Agent.FindTask]) when
+	// it never learned the task's id.
+	MessageID string
 }
 
 // Observer receives progress while a delegation runs. Every func may be nil. Calls are
@@ -263,7 +269,7 @@ func (a *Agent) newDelegation(b *binding, req Request, obs Observer) *delegation
 		b:     b,
 		req:   req,
 		obs:   obs,
-		msgID: sdk.NewMessageID(),
+		msgID: cmp.Or(req.MessageID, sdk.NewMessageID()),
 		tr:    tr,
 		pace:  newPacer(a.opts.StatusInterval, tr),
 	}

@@ -23,6 +23,9 @@ type Question struct {
 	AuthorizationURL string         `json:"authorizationUrl,omitempty"`
 	// Server is the downstream server an MCP sign-in is for.
 	Server string `json:"server,omitempty"`
+	// Agent is the A2A sub-agent a sign-in of Baton's own (a2a:auth_required with an
+	// authorization URL: the agent's card declares an OAuth flow) is for.
+	Agent string `json:"agent,omitempty"`
 }
 
 func questionFrom(in agui.Interrupt) Question {
@@ -30,8 +33,14 @@ func questionFrom(in agui.Interrupt) Question {
 	if u, ok := in.Metadata["authorizationUrl"].(string); ok {
 		q.AuthorizationURL = u
 	}
-	if in.Reason == reasonMCPAuthorization {
+	switch in.Reason {
+	case reasonMCPAuthorization:
 		q.Server, _ = in.Metadata["server"].(string)
+	case reasonA2AAuthRequired:
+		if q.AuthorizationURL != "" {
+			a2aMD, _ := in.Metadata["a2a"].(map[string]any)
+			q.Agent, _ = a2aMD["agent"].(string)
+		}
 	}
 	return q
 }

@@ -145,6 +145,8 @@ func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string
 			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{"action": map[string]any{"type": "string"}}},
 			Metadata:       map[string]any{"server": "sec", "authorizationUrl": "https://as.example/authorize?state=s"},
 		}}}})
+	case "agentsignin", "agentauth", "mixed":
+		r.push(&agui.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &agui.Outcome{Type: "interrupt", Interrupts: scriptedQuestions[strings.Fields(text)[0]]}})
 	case "slow":
 		// runs until stopped
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/internal/testutil/statusflood"
-	"github.com/baton-dev/baton/store"
 )
 
 // statusFloodStats is what one status flood run produced: the sub-agent's text events
@@ -33,48 +31,14 @@ type statusFloodStats struct {
 // agent's status messages paced by interval (negative: every one), and counts the
 // sub-agent's text events.
 func statusFloodRun(tb testing.TB, base string, n int, interval time.Duration) statusFloodStats {
-	ctx := context.Background()
-	agent, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "statusflood", URL: base},
+	agent, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "statusflood", URL: base},
 		a2a.Options{Logger: slog.New(slog.DiscardHandler), StatusInterval: interval})
 	require.NoError(tb, err)
 	defer func() { _ = agent.Close() }()
-	st, err := store.Open(ctx, "sqlite:"+filepath.Join(tb.TempDir(), "baton.db"))
-	require.NoError(tb, err)
-	defer func() { _ = st.Close() }()
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("statusflood", fmt.Sprintf(`{"prompt":"%d"}`, n))},
-		Agents: []Agent{{Name: "statusflood", Description: "Floods.", Client: agent, Timeout: 5 * time.Minute}},
-		Store:  st, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(tb, err)
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		_ = e.Shutdown(sctx)
-	}()
-
-	var s statusFloodStats
-	cpu, began := cpuTime(), time.Now()
-	r, err := e.Start(input("flood"), "")
-	require.NoError(tb, err)
-	var evs []agui.Event
-	timeout := time.After(5 * time.Minute)
-	for {
-		batch, ended := r.Next()
-		evs = append(evs, batch...)
-		if ended {
-			break
-		}
-		select {
-		case <-r.Wake():
-		case <-timeout:
-			tb.Fatalf("the run did not end; %d events so far", len(evs))
-		}
-	}
-	<-r.Done()
-	r.elog.WaitEnded()
-	s.cpu, s.took = cpuTime()-cpu, time.Since(began)
-	require.Equal(tb, agui.EventRunFinished, evs[len(evs)-1].EventType())
-
-	for _, ev := range evs {
+	out := runFlood(tb, Config{Model: &fakeModel{turn: callThenReport("statusflood", fmt.Sprintf(`{"prompt":"%d"}`, n))},
+		Agents: []Agent{{Name: "statusflood", Description: "Floods.", Client: agent, Timeout: 5 * time.Minute}}})
+	s := statusFloodStats{cpu: out.cpu, took: out.took}
+	for _, ev := range out.live {
 		if c, ok := ev.(*agui.TextMessageContent); ok && c.SubagentRunID != "" {
 			s.live++
 			b, err := json.Marshal(c)
@@ -83,25 +47,17 @@ func statusFloodRun(tb testing.TB, base string, n int, interval time.Duration) s
 			s.lastLive = c.Delta
 		}
 	}
-	for after := int64(0); ; {
-		page, err := st.Events(ctx, r.ThreadID, r.RunID, after, store.MaxEventsRead)
-		require.NoError(tb, err)
-		if len(page) == 0 {
-			break
+	for _, ev := range out.stored {
+		var v struct {
+			Type          string
+			Delta         string
+			SubagentRunID string
 		}
-		for _, ev := range page {
-			after = ev.Seq
-			var v struct {
-				Type          string
-				Delta         string
-				SubagentRunID string
-			}
-			require.NoError(tb, json.Unmarshal(ev.Data, &v))
-			if v.Type == string(agui.EventTextMessageContent) && v.SubagentRunID != "" {
-				s.stored++
-				s.storedBytes += len(ev.Data)
-				s.lastStored = v.Delta
-			}
+		require.NoError(tb, json.Unmarshal(ev.Data, &v))
+		if v.Type == string(agui.EventTextMessageContent) && v.SubagentRunID != "" {
+			s.stored++
+			s.storedBytes += len(ev.Data)
+			s.lastStored = v.Delta
 		}
 	}
 	return s

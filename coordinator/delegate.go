@@ -135,6 +135,10 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 	if refusal != nil {
 		return *refusal
 	}
+	if ids, ok := sentIDsFrom(ctx); ok && req.TaskID == "" {
+		// A new task: sent with the ids its journal intent recorded.
+		req.MessageID, req.ContextID = ids.messageID, ids.contextID
+	}
 	return r.exchange(ctx, t, a, callID, "", req, false)
 }
 

@@ -109,7 +109,7 @@ func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, ou
 	if err := r.mayAct(ctx); err != nil {
 		return
 	}
-	outcomes[i] = r.traceTool(ctx, t, *c, func(ctx context.Context) toolOutcome {
+	outcomes[i] = r.trace.tool(ctx, t, *c, func(ctx context.Context) toolOutcome {
 		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
 	})
 	r.emitResult(ctx, c.ID, outcomes[i])

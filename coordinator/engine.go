@@ -71,10 +71,13 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	// expiry expires interrupts (janitor); heartbeat renews this replica's leases and
-	// applies stop requests (keeper); sweep deletes what is past its retention. Nil when not
-	// configured.
-	expiry, heartbeat, sweep *durable.Service
+	// expiry expires interrupts (janitor); sweep deletes what is past its retention. Nil
+	// when not configured.
+	expiry, sweep *durable.Service
+	// heartbeat renews this replica's leases, applies stop requests made through other
+	// replicas and reaps lost runs (durable.Heartbeat, acting on the runs through
+	// runsHere). Nil when not configured.
+	heartbeat *durable.Heartbeat
 	// takeover claims the runs of replicas whose lease lapsed and continues them here
 	// (adopter); its service runs with the heartbeat.
 	takeover *durable.Takeover
@@ -147,7 +150,10 @@ func New(cfg Config) (*Engine, error) {
 	if err := e.addAgents(); err != nil {
 		return nil, err
 	}
-	e.resumeCancels()
+	// The cancels an earlier process left pending go on, each as its owner.
+	if _, err := e.pending.Resume(context.Background(), cancelResumer{e}); err != nil {
+		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
+	}
 	e.loadInterruptsOpen()
 	// The services outlive New's caller: Shutdown stops them.
 	if cfg.ExpiryInterval > 0 {
@@ -155,7 +161,15 @@ func New(cfg Config) (*Engine, error) {
 		e.expiry.Start(context.Background())
 	}
 	if cfg.Heartbeat > 0 {
-		e.heartbeat = durable.NewService("heartbeat", func(ctx context.Context) { e.keeper(ctx, cfg.Heartbeat) })
+		var signals <-chan struct{}
+		if sg, ok := cfg.Store.(store.Signaler); ok {
+			signals = sg.StopSignals()
+		}
+		e.heartbeat = durable.NewHeartbeat(durable.HeartbeatConfig{
+			Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Every: cfg.Heartbeat,
+			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.takeover, Signals: signals,
+			Now: cfg.Now, Logger: cfg.Logger,
+		})
 		e.heartbeat.Start(context.Background())
 		e.takeover.Start(context.Background())
 		e.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
@@ -312,13 +326,15 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
+		// The run's start step is an audit record, written before anything the run does
+		// but not on the way to its first event: that waits for the start's own write only.
+		r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 		r.execute()
 	}()
 	return r, nil

@@ -48,7 +48,7 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 		r.emit(&agui.SubagentStarted{SubagentRunID: d.subID, Name: a.Name, Description: description, ParentToolCallID: callID})
 	}
 
-	spanCtx, span, spanParent := r.delegationSpan(sendCtx, a)
+	spanCtx, span, spanParent := r.trace.delegationSpan(sendCtx, a)
 	go func() {
 		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
 		actx := r.agentCtx(spanCtx, a)
@@ -59,7 +59,7 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 		} else {
 			res, err = a.Client.Send(actx, req, obs)
 		}
-		r.endDelegationSpan(span, spanParent, a, res, err)
+		r.trace.endDelegationSpan(span, spanParent, a, res, err)
 		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
 			d.item.Release()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/fence"
-	"github.com/baton-dev/baton/store"
 )
 
 // Fencing (design/fencing.md): every write of a run carries the epoch under which this
@@ -70,36 +69,6 @@ func (r *Run) mayAct(ctx context.Context) error {
 		return ErrRunMoved
 	}
 	return err
-}
-
-// applyRenewal applies a heartbeat sent at sent that renewed the runs in renewed: a run
-// here renewed under its epoch may go on; one that was not (and was claimed before the
-// heartbeat was sent) is another replica's now and stops here.
-func (e *Engine) applyRenewal(sent time.Time, renewed []store.RunRef) {
-	ren := durable.NewRenewal(sent, renewed)
-	e.mu.Lock()
-	runs := make([]*Run, 0, len(e.active))
-	for _, r := range e.active {
-		runs = append(runs, r)
-	}
-	e.mu.Unlock()
-	for _, r := range runs {
-		if !r.begun.Load() || r.handedOff.Load() || !r.own.Leased() {
-			continue
-		}
-		// A run that ended is having its record ended; a NotRenewed one may be another
-		// replica's, or its own claim committed after the heartbeat's update: only the
-		// store can tell.
-		if r.own.Apply(ren) != durable.NotRenewed || r.terminated() {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		mine, err := r.own.Holds(ctx, e.cfg.Store)
-		cancel()
-		if err == nil && !mine && !r.terminated() {
-			r.moved("the heartbeat did not renew its lease: another replica took it over")
-		}
-	}
 }
 
 // forgetThread drops what this replica remembers of a thread (th) when the store says it

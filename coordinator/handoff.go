@@ -22,21 +22,23 @@ import (
 // not cancelled.
 var ErrHandoff = errors.New("run handed off to another replica")
 
-// handOff freezes the runs and stops them without cancelling their downstream work, then
-// hands them to durable.HandOff, which stores what their logs had pending, stops the
+// handOff hands the runs to durable.HandOff, which freezes their logs, stops them here
+// without cancelling their downstream work, stores what their logs had pending, stops the
 // heartbeat and ends their leases so that another replica takes them over.
 func (e *Engine) handOff(runs []*Run) {
-	logs := make([]*durable.EventLog, 0, len(runs))
+	leaving := make([]durable.Leaving, 0, len(runs))
 	for _, r := range runs {
+		// Before its log is frozen: a run handed off never ends its record here.
 		r.handedOff.Store(true)
-		r.elog.Freeze()
-		// The live stream ends without a terminal event (the run is not over): its client
-		// reconnects (GET …/events) and follows the run on the replica that takes it.
-		r.q.abandon()
-		r.cancel(ErrHandoff)
-		logs = append(logs, r.elog)
+		leaving = append(leaving, durable.Leaving{Log: r.elog, Stop: func() {
+			// The live stream ends without a terminal event (the run is not over): its
+			// client reconnects (GET …/events) and follows the run on the replica that
+			// takes it.
+			r.q.abandon()
+			r.cancel(ErrHandoff)
+		}})
 	}
-	n, err := durable.HandOff(e.cfg.Store, e.cfg.Replica, logs, e.heartbeat, e.log)
+	n, err := durable.HandOff(e.cfg.Store, e.cfg.Replica, leaving, e.heartbeat, e.log)
 	if err != nil {
 		e.log.Error("handoff: releasing the runs failed; they are taken over once their lease lapses", "err", err)
 		return

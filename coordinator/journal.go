@@ -75,6 +75,13 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 	if kind == "" {
 		return run(ctx)
 	}
+	if kind == store.StepA2ASend {
+		// What identifies the message goes into its intent, so that a replica taking the
+		// run over finds its task even if the agent never named it here (delegate_find.go).
+		ids := newSentIDs()
+		detail = withDetail(detail, ids.detail())
+		ctx = withSentIDs(ctx, ids)
+	}
 	var s durable.Step
 	var err error
 	if safe {

@@ -24,8 +24,8 @@ type turnResult struct {
 // turn again; any other decision is returned as a *decidedError. Errors the policy does
 // not handle (bad request, auth, cancellation) are returned as they are.
 func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
-	ctx, span := r.modelSpan(ctx)
-	defer func(start time.Time) { r.endModelSpan(span, start, res, err) }(time.Now())
+	ctx, span := r.trace.modelSpan(ctx)
+	defer func(start time.Time) { r.trace.endModelSpan(span, start, res, err) }(time.Now())
 	// The tool call ids of failed attempts are never used again in this turn
 	// (design/model-retries.md).
 	var failed map[string]bool

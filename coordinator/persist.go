@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -81,55 +80,6 @@ func inputMessages(msgs []agui.Message) []store.Message {
 		out = append(out, store.Message{ID: m.ID, Data: data})
 	}
 	return out
-}
-
-// keeper renews the leases of this replica's runs and applies stop requests made through
-// other replicas, until ctx ends (the heartbeat service stops); lapsed runs are the
-// takeover service's (durable.Takeover), which it wakes when another replica hands its runs
-// off. A round once begun is finished: its store calls are not cut by the stop.
-func (e *Engine) keeper(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var signals <-chan struct{}
-	if sg, ok := e.cfg.Store.(store.Signaler); ok {
-		signals = sg.StopSignals()
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-signals:
-			e.applyStops()
-			// Also a hand-off's signal: runs whose lease was ended are taken over now.
-			// Never one of this replica's own runs (TakeOverRuns skips them).
-			e.takeover.Wake()
-			e.reapLapsed()
-			continue
-		case <-t.C:
-		}
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-		sent := time.Now()
-		renewed, err := e.cfg.Store.HeartbeatRuns(hctx, e.cfg.Replica, e.cfg.Lease)
-		cancel()
-		if err != nil {
-			e.log.Warn("store: heartbeat", "err", err)
-			e.leases.Failed()
-		} else {
-			e.leases.Renewed(sent)
-			// The runs here renewed under their epoch may go on; one that was not was
-			// taken over while this replica was stalled or cut off, and stops here.
-			e.applyRenewal(sent, renewed)
-			// Runs claimed here and not adopted yet count their lease from it too.
-			e.takeover.Renewed(durable.NewRenewal(sent, renewed))
-		}
-		// Stop requests are rows: polling finds those whose signal was lost.
-		e.applyStops()
-		// Only right after a successful heartbeat: this replica's own leases have just been
-		// renewed, so a lapsed run is never one of its own live runs.
-		if err == nil {
-			e.reapLapsed()
-		}
-	}
 }
 
 // LogChanged returns a channel closed when more of the run's events are in the store's
@@ -205,26 +155,6 @@ func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) erro
 		return ErrRunNotFound
 	}
 	return nil
-}
-
-// applyStops cancels this replica's runs that another replica was asked to stop.
-func (e *Engine) applyStops() {
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	reqs, err := e.cfg.Store.StopRequests(ctx, e.cfg.Replica)
-	if err != nil {
-		e.log.Warn("store: stop requests", "err", err)
-		return
-	}
-	for _, req := range reqs {
-		e.mu.Lock()
-		r := e.active[req.ThreadID]
-		e.mu.Unlock()
-		if r != nil && r.RunID == req.RunID {
-			r.log.Info("stop requested through another replica")
-			r.Cancel(ErrStopped)
-		}
-	}
 }
 
 // prependHistory gives a client that sends only its new messages the thread's stored

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/mcpclient"
-	"github.com/baton-dev/baton/store"
 )
 
 // floodIn is the argument of the flood tool: how many progress notifications to send.
@@ -97,46 +95,13 @@ func floodRun(tb testing.TB, n int) floodStats {
 	reg, err := mcpclient.New(ctx, []mcpclient.ServerConfig{{Name: "f", URL: url}}, mcpclient.Options{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(tb, err)
 	defer func() { _ = reg.Close() }()
-	st, err := store.Open(ctx, "sqlite:"+filepath.Join(tb.TempDir(), "baton.db"))
-	require.NoError(tb, err)
-	defer func() { _ = st.Close() }()
 	watch := &progressWatch{ToolServer: reg}
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: watch, Store: st,
-		Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(tb, err)
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		_ = e.Shutdown(sctx)
-	}()
-
-	var s floodStats
-	cpu, began := cpuTime(), time.Now()
-	r, err := e.Start(input("flood"), "")
-	require.NoError(tb, err)
-	var evs []agui.Event
-	timeout := time.After(5 * time.Minute)
-	for {
-		batch, ended := r.Next()
-		evs = append(evs, batch...)
-		if ended {
-			break
-		}
-		select {
-		case <-r.Wake():
-		case <-timeout:
-			tb.Fatalf("the run did not end; %d events so far", len(evs))
-		}
-	}
-	<-r.Done()
-	r.elog.WaitEnded()
-	s.cpu, s.took = cpuTime()-cpu, time.Since(began)
+	out := runFlood(tb, Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: watch})
+	s := floodStats{cpu: out.cpu, took: out.took}
 	watch.mu.Lock()
 	s.atReturn = watch.atReturn
 	watch.mu.Unlock()
-	require.Equal(tb, agui.EventRunFinished, evs[len(evs)-1].EventType())
-
-	for _, ev := range evs {
+	for _, ev := range out.live {
 		if a, ok := ev.(*agui.ActivitySnapshot); ok && a.ActivityType == "progress" {
 			s.live++
 			b, err := json.Marshal(a)
@@ -145,26 +110,18 @@ func floodRun(tb testing.TB, n int) floodStats {
 			s.lastLive, _ = a.Content["progress"].(float64)
 		}
 	}
-	for after := int64(0); ; {
-		page, err := st.Events(ctx, r.ThreadID, r.RunID, after, store.MaxEventsRead)
-		require.NoError(tb, err)
-		if len(page) == 0 {
-			break
+	for _, ev := range out.stored {
+		var v struct {
+			Type    string
+			Content json.RawMessage
 		}
-		for _, ev := range page {
-			after = ev.Seq
-			var v struct {
-				Type    string
-				Content json.RawMessage
-			}
-			require.NoError(tb, json.Unmarshal(ev.Data, &v))
-			if v.Type == string(agui.EventActivitySnapshot) {
-				var c struct{ Progress float64 }
-				require.NoError(tb, json.Unmarshal(v.Content, &c))
-				s.stored++
-				s.storedBytes += len(ev.Data)
-				s.lastStored = c.Progress
-			}
+		require.NoError(tb, json.Unmarshal(ev.Data, &v))
+		if v.Type == string(agui.EventActivitySnapshot) {
+			var c struct{ Progress float64 }
+			require.NoError(tb, json.Unmarshal(v.Content, &c))
+			s.stored++
+			s.storedBytes += len(ev.Data)
+			s.lastStored = c.Progress
 		}
 	}
 	return s

@@ -41,7 +41,7 @@ func (e *decidedError) Unwrap() error { return e.err }
 // line, and the retry metric.
 func (r *Run) decide(f failure.Failure) failure.Decision {
 	d := r.e.cfg.Policy.Decide(f, &r.fs)
-	r.traceDecision(d)
+	r.trace.decision(d)
 	r.emit(FailureEvent(d))
 	r.log.Warn("failure handled", "kind", d.Kind, "action", d.Action, "attempt", d.Attempt,
 		"tool", d.Tool, "code", f.Code, "wait_ms", d.Wait.Milliseconds(), "err", errString(f.Err))

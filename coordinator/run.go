@@ -279,7 +279,7 @@ func (r *Run) execute() {
 	// watch it would be two more contexts retained by every open run, so what
 	// cancels it (Cancel, the hard stop) starts the downstream cancellation itself
 	// (fireWatch) while execute watches.
-	ctx := r.traced(r.ctx)
+	ctx := r.trace.traced(r.ctx)
 	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() {
 		r.cancel(ErrRunTimeLimit)
 		r.fireWatch()
@@ -297,7 +297,7 @@ func (r *Run) execute() {
 	if m := r.e.cfg.Metrics; m != nil {
 		m.RunFinished(string(reason.Outcome))
 	}
-	r.endTrace(reason, time.Since(begun))
+	r.trace.end(reason, time.Since(begun))
 	r.endWatch()
 	r.e.release(r)
 	r.stopWatch()

@@ -24,7 +24,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		_ = e.sweep.Stop(context.WithoutCancel(ctx))
 	}
 	// The heartbeat outlives the runs: their leases hold until they have ended.
-	defer e.stopKeeper()
+	defer func() { _ = e.heartbeat.Stop(context.Background()) }()
 	idle := make(chan struct{})
 	go func() { e.wg.Wait(); close(idle) }()
 	select {
@@ -55,11 +55,6 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	<-idle
 	e.settleCancels(ctx)
 	return nil
-}
-
-// stopKeeper stops the heartbeat, waiting for the round in progress.
-func (e *Engine) stopKeeper() {
-	_ = e.heartbeat.Stop(context.Background())
 }
 
 // settleCancels waits for the CancelTask calls still being confirmed in the background:

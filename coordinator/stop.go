@@ -59,7 +59,7 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 	if r.begun.Load() {
 		// The stop is recorded with the run before it is carried out here: if this replica
 		// dies while it cancels the run's downstream work, the replica that takes the run
-		// over stops it too (applyStops) instead of driving it on.
+		// over stops it too (durable.Heartbeat.ApplyStops) instead of driving it on.
 		if _, err := e.cfg.Store.RequestStop(ctx, threadID, runID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			r.log.Warn("store: record the stop; it is carried out here only", "err", err)
 		}

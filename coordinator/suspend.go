@@ -95,7 +95,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 	now := r.e.cfg.Now()
 	r.fs.Active += time.Since(r.start)
 	r.start = time.Now()
-	r.fs.TraceParent = r.traceParent()
+	r.fs.TraceParent = r.trace.parent()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
 		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
@@ -127,7 +127,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 
 // finishInterrupted ends the run with the interrupt outcome.
 func (r *Run) finishInterrupted(open []store.Interrupt) {
-	r.traceInterrupts(open)
+	r.trace.interrupts(open)
 	out := &agui.Outcome{Type: agui.OutcomeInterrupt}
 	for _, in := range open {
 		out.Interrupts = append(out.Interrupts, hitl.ToAGUI(in))

@@ -2,10 +2,7 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,37 +36,10 @@ func TestTakeOverStreamsResultsMissingFromLog(t *testing.T) {
 		MCP:     []durable.Call{{ToolCallID: "c-2", Tool: "fs__write", State: "done"}},
 		Results: map[string]failure.ToolResult{"c-2": {Text: "[OK]\nwritten 2", Tag: "OK"}},
 	}, append(call("c-1", `{"n":1}`), call("c-2", `{"n":2}`)...)...)
-	var cmu sync.Mutex
-	var called []string
-	tools := &fakeTools{
-		tools: []mcpclient.Tool{{Name: "fs__write", Server: "fs", ToolName: "write", InputSchema: map[string]any{"type": "object"}}},
-		status: func(name string, _ json.RawMessage) mcpclient.Result {
-			cmu.Lock()
-			called = append(called, name)
-			cmu.Unlock()
-			return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name, Server: "fs"}
-		},
-	}
-	model := &fakeModel{turn: func(*llm.Request) []llm.Delta {
-		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
-	}}
-	e, err := New(Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-
-	run, evs := waitEnded(t, st, "lost-results", "r-lost-results")
-	assert.Equal(t, string(OutcomeCompleted), run.State)
-	checkStream(t, evs)
-	results := map[string][]string{}
-	for _, ev := range evs {
-		if r, ok := storedEvent(ev.Data).(*agui.ToolCallResult); ok {
-			results[r.ToolCallID] = append(results[r.ToolCallID], r.Content)
-		}
-	}
-	assert.Equal(t, map[string][]string{"c-1": {"[OK]\nwritten 1"}, "c-2": {"[OK]\nwritten 2"}}, results, "one result per call, as recorded")
-	cmu.Lock()
-	defer cmu.Unlock()
-	assert.Empty(t, called, "nothing is sent again")
+	rig := &takeoverRig{tools: []mcpclient.Tool{writeTool}}
+	evs := rig.takeOver(t, st, "lost-results", "r-lost-results")
+	assert.Equal(t, map[string][]string{"c-1": {"[OK]\nwritten 1"}, "c-2": {"[OK]\nwritten 2"}}, loggedResults(evs), "one result per call, as recorded")
+	assert.Empty(t, rig.sent(), "nothing is sent again")
 }
 
 // TestTakeOverUsesResultInLogMissingFromCheckpoint: the other way round. The dead replica
@@ -89,49 +59,9 @@ func TestTakeOverUsesResultInLogMissingFromCheckpoint(t *testing.T) {
 	}, &agui.ToolCallStart{ToolCallID: "c-1", ToolCallName: "fs__write"},
 		&agui.ToolCallArgs{ToolCallID: "c-1", Delta: `{"n":1}`}, &agui.ToolCallEnd{ToolCallID: "c-1"},
 		&agui.ToolCallResult{MessageID: "tr-1", ToolCallID: "c-1", Content: "[OK]\nwritten 1", Role: "tool"})
-	var cmu sync.Mutex
-	var called []string
-	tools := &fakeTools{
-		tools: []mcpclient.Tool{{Name: "fs__write", Server: "fs", ToolName: "write", InputSchema: map[string]any{"type": "object"}}},
-		status: func(name string, _ json.RawMessage) mcpclient.Result {
-			cmu.Lock()
-			called = append(called, name)
-			cmu.Unlock()
-			return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name, Server: "fs"}
-		},
-	}
-	var mu sync.Mutex
-	var seen []llm.Message
-	model := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
-		mu.Lock()
-		seen = req.Messages
-		mu.Unlock()
-		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
-	}}
-	e, err := New(Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-
-	run, evs := waitEnded(t, st, "logged-result", "r-logged-result")
-	assert.Equal(t, string(OutcomeCompleted), run.State)
-	checkStream(t, evs)
-	results := map[string][]string{}
-	for _, ev := range evs {
-		if r, ok := storedEvent(ev.Data).(*agui.ToolCallResult); ok {
-			results[r.ToolCallID] = append(results[r.ToolCallID], r.Content)
-		}
-	}
-	assert.Equal(t, map[string][]string{"c-1": {"[OK]\nwritten 1"}}, results, "the logged result, once")
-	mu.Lock()
-	var toModel []string
-	for _, m := range seen {
-		if m.Role == llm.RoleTool && m.ToolCallID == "c-1" {
-			toModel = append(toModel, m.Content)
-		}
-	}
-	mu.Unlock()
-	assert.Equal(t, []string{"[OK]\nwritten 1"}, toModel, "the model is given the result the stream showed")
-	cmu.Lock()
-	defer cmu.Unlock()
-	assert.Empty(t, called, "nothing is sent again")
+	rig := &takeoverRig{tools: []mcpclient.Tool{writeTool}}
+	evs := rig.takeOver(t, st, "logged-result", "r-logged-result")
+	assert.Equal(t, map[string][]string{"c-1": {"[OK]\nwritten 1"}}, loggedResults(evs), "the logged result, once")
+	assert.Equal(t, []string{"[OK]\nwritten 1"}, rig.toolMessages()["c-1"], "the model is given the result the stream showed")
+	assert.Empty(t, rig.sent(), "nothing is sent again")
 }

@@ -135,15 +135,26 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 				r.emitResult(ctx, c.ID, outcomes[i])
 			}
 		case resumeInDoubt:
-			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 			sent[i] = true
+			if a, ok := tools.agents[c.Name]; ok {
+				// A new task whose id the previous owner never learned: found by the ids
+				// its intent recorded, and followed (or cancelled), when the agent can.
+				wg.Go(func() {
+					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+						return r.recoverSend(ctx, tools, a, c)
+					})
+					r.emitResult(ctx, c.ID, outcomes[i])
+				})
+				continue
+			}
+			outcomes[i] = taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 			r.emitResult(ctx, c.ID, outcomes[i])
 		case resumeFollow:
 			sent[i] = true
 			a := tools.agents[c.Name]
 			wg.Go(func() {
 				req := a2a.Request{TaskID: task.TaskID, ContextID: task.ContextID}
-				outcomes[i] = r.traceTool(ctx, tools, c, func(ctx context.Context) toolOutcome {
+				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
 					return r.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
 				})
 				r.emitResult(ctx, c.ID, outcomes[i])

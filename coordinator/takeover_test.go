@@ -359,48 +359,17 @@ func TestTakeOverMCPCalls(t *testing.T) {
 		MCP:     []durable.Call{{ToolCallID: "c-read", Tool: "fs__read", Idempotent: true, State: "started"}, {ToolCallID: "c-write", Tool: "fs__write", State: "started"}},
 		Results: map[string]failure.ToolResult{"c-done": {Text: "[OK]\nwritten 2", Tag: "OK"}},
 	})
-	var cmu sync.Mutex
-	var called []string
-	tools := &fakeTools{
-		tools: []mcpclient.Tool{{Name: "fs__read", Server: "fs", ToolName: "read", Idempotent: true, InputSchema: map[string]any{"type": "object"}},
-			{Name: "fs__write", Server: "fs", ToolName: "write", InputSchema: map[string]any{"type": "object"}}},
-		status: func(name string, _ json.RawMessage) mcpclient.Result {
-			cmu.Lock()
-			called = append(called, name)
-			cmu.Unlock()
-			return mcpclient.Result{Status: mcpclient.StatusOK, Tool: name, Server: "fs", Content: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents"}}}}
-		},
-	}
-	var mu sync.Mutex
-	var seen []llm.Message
-	model := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
-		mu.Lock()
-		seen = req.Messages
-		mu.Unlock()
-		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
-	}}
-	e, err := New(Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-
-	run, evs := waitEnded(t, st, "mcp", "r-mcp")
-	assert.Equal(t, string(OutcomeCompleted), run.State)
-	checkStream(t, evs)
-	cmu.Lock()
-	assert.Equal(t, []string{"fs__read"}, called, "only the idempotent call is sent again")
-	cmu.Unlock()
-	mu.Lock()
-	defer mu.Unlock()
-	results := map[string]string{}
-	for _, m := range seen {
-		if m.Role == llm.RoleTool {
-			results[m.ToolCallID] = m.Content
-		}
-	}
-	assert.Contains(t, results["c-read"], "contents")
-	assert.True(t, strings.HasPrefix(results["c-write"], "[ERROR]"), results["c-write"])
-	assert.Contains(t, results["c-write"], "may or may not have run")
-	assert.Equal(t, "[OK]\nwritten 2", results["c-done"])
+	rig := &takeoverRig{content: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents"}}},
+		tools: []mcpclient.Tool{{Name: "fs__read", Server: "fs", ToolName: "read", Idempotent: true, InputSchema: map[string]any{"type": "object"}}, writeTool}}
+	rig.takeOver(t, st, "mcp", "r-mcp")
+	assert.Equal(t, []string{"fs__read"}, rig.sent(), "only the idempotent call is sent again")
+	results := rig.toolMessages()
+	require.Len(t, results["c-read"], 1)
+	require.Len(t, results["c-write"], 1)
+	assert.Contains(t, results["c-read"][0], "contents")
+	assert.True(t, strings.HasPrefix(results["c-write"][0], "[ERROR]"), results["c-write"])
+	assert.Contains(t, results["c-write"][0], "may or may not have run")
+	assert.Equal(t, []string{"[OK]\nwritten 2"}, results["c-done"])
 }
 
 // TestHandoffAtShutdown: a replica that shuts down with handoff hands its run over without

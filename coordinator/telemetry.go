@@ -67,10 +67,15 @@ func (e *Engine) tracer() trace.Tracer {
 	return e.cfg.Tracing.Tracer
 }
 
-// runTrace is a run's tracing state: its span and the spans of the current turn's tool
-// calls, which stay open until the policy has decided about their results.
+// runTrace is a run's telemetry: its span, the spans of the current turn's tool calls
+// (which stay open until the policy has decided about their results), and the metrics it
+// reports. Its methods do nothing on a nil runTrace (a run built without startTrace).
 type runTrace struct {
-	span trace.Span
+	span            trace.Span
+	tracer          trace.Tracer
+	tracing         Tracing
+	metrics         Metrics
+	threadID, runID string
 
 	mu    sync.Mutex
 	tools []toolSpan
@@ -92,44 +97,45 @@ type toolSpan struct {
 // request's, carried without its cancellation), before the run's goroutine starts, and
 // gives the run's log lines the trace ids.
 func (r *Run) startTrace(parent context.Context) {
-	_, span := r.e.tracer().Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	t := &runTrace{tracer: r.e.tracer(), tracing: r.e.cfg.Tracing, metrics: r.e.cfg.Metrics, threadID: r.ThreadID, runID: r.RunID}
+	_, t.span = t.tracer.Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.provider.name", r.e.cfg.Tracing.Provider),
+		attribute.String("gen_ai.provider.name", t.tracing.Provider),
 		attribute.String("gen_ai.agent.name", "baton"),
 		attribute.String("gen_ai.conversation.id", r.ThreadID),
 		attrRunID.String(r.RunID),
 	))
-	r.trace = &runTrace{span: span}
-	if sc := span.SpanContext(); sc.IsValid() {
+	r.trace = t
+	if sc := t.span.SpanContext(); sc.IsValid() {
 		r.log = r.log.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
 	}
 }
 
 // traced returns ctx with the run's span and ids (the run's own context descends from
 // context.Background, not from the request).
-func (r *Run) traced(ctx context.Context) context.Context {
-	if r.trace == nil {
+func (t *runTrace) traced(ctx context.Context) context.Context {
+	if t == nil {
 		return ctx
 	}
-	ctx = trace.ContextWithSpan(ctx, r.trace.span)
-	return telemetry.WithRun(ctx, r.ThreadID, r.RunID)
+	ctx = trace.ContextWithSpan(ctx, t.span)
+	return telemetry.WithRun(ctx, t.threadID, t.runID)
 }
 
-// endTrace ends the run span with the run's typed end reason: the outcome is the span's
+// end ends the run span with the run's typed end reason: the outcome is the span's
 // outcome, and an error's detail its error.type.
-func (r *Run) endTrace(reason EndReason, d time.Duration) {
-	outcome := string(reason.Outcome)
-	if m, ok := r.e.cfg.Metrics.(RunDurationMetrics); ok {
-		m.RunDuration(outcome, d)
-	}
-	if r.trace == nil {
+func (t *runTrace) end(reason EndReason, d time.Duration) {
+	if t == nil {
 		return
 	}
-	r.trace.mu.Lock()
-	r.trace.ended = true
-	r.trace.mu.Unlock()
-	r.endToolSpans()
-	span := r.trace.span
+	outcome := string(reason.Outcome)
+	if m, ok := t.metrics.(RunDurationMetrics); ok {
+		m.RunDuration(outcome, d)
+	}
+	t.mu.Lock()
+	t.ended = true
+	t.mu.Unlock()
+	t.endToolSpans()
+	span := t.span
 	span.SetAttributes(attrOutcome.String(outcome))
 	if reason.Outcome == OutcomeError {
 		span.SetAttributes(attribute.String("error.type", reason.Detail))
@@ -138,26 +144,26 @@ func (r *Run) endTrace(reason EndReason, d time.Duration) {
 	span.End()
 }
 
-// traceDecision records a policy decision: an event on the run span, the kind and action
+// decision records a policy decision: an event on the run span, the kind and action
 // on the run span when the decision ends the run, and on the spans of the tool it is about.
-func (r *Run) traceDecision(d failure.Decision) {
-	if r.trace == nil {
+func (t *runTrace) decision(d failure.Decision) {
+	if t == nil {
 		return
 	}
 	attrs := []attribute.KeyValue{attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)), attribute.Int("baton.failure.attempt", d.Attempt)}
 	if d.Tool != "" {
 		attrs = append(attrs, attribute.String("gen_ai.tool.name", d.Tool))
 	}
-	r.trace.span.AddEvent("baton.failure", trace.WithAttributes(attrs...))
+	t.span.AddEvent("baton.failure", trace.WithAttributes(attrs...))
 	if d.Action.Terminal() {
-		r.trace.span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
+		t.span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
 	}
 	if d.Tool == "" {
 		return
 	}
-	r.trace.mu.Lock()
-	defer r.trace.mu.Unlock()
-	for _, ts := range r.trace.tools {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ts := range t.tools {
 		if ts.name == d.Tool {
 			ts.span.SetAttributes(attrFailureKind.String(string(d.Kind)), attrPolicyAction.String(string(d.Action)))
 			ts.span.SetStatus(codes.Error, string(d.Kind))
@@ -165,24 +171,24 @@ func (r *Run) traceDecision(d failure.Decision) {
 	}
 }
 
-// traceTool runs one tool call in an execute_tool span. The span is ended (with the time
+// tool runs one tool call in an execute_tool span. The span is ended (with the time
 // the call ended) once the policy has seen the turn's results, so that it carries the
 // decision about its failure; see endToolSpans.
-func (r *Run) traceTool(ctx context.Context, t *toolset, c llm.ToolCall, run func(context.Context) toolOutcome) toolOutcome {
-	return r.traceToolCall(ctx, t, c, run, true)
+func (t *runTrace) tool(ctx context.Context, ts *toolset, c llm.ToolCall, run func(context.Context) toolOutcome) toolOutcome {
+	return t.toolCall(ctx, ts, c, run, true)
 }
 
-// traceToolCall is traceTool; sent tells whether the call went out (only those are counted
+// toolCall is tool; sent tells whether the call went out (only those are counted
 // in the tool-call metrics).
-func (r *Run) traceToolCall(ctx context.Context, t *toolset, c llm.ToolCall, run func(context.Context) toolOutcome, sent bool) toolOutcome {
-	tc := r.startToolSpan(ctx, t, c)
+func (t *runTrace) toolCall(ctx context.Context, ts *toolset, c llm.ToolCall, run func(context.Context) toolOutcome, sent bool) toolOutcome {
+	tc := t.startToolSpan(ctx, ts, c)
 	out := run(tc.ctx)
-	r.endToolSpan(tc, c, &out, sent)
+	t.endToolSpan(tc, c, &out, sent)
 	return out
 }
 
 // toolCallSpan is a tool call's span while the call runs. startToolSpan and endToolSpan
-// are kept out of traceToolCall (never inlined): their locals would otherwise be on the
+// are kept out of toolCall (never inlined): their locals would otherwise be on the
 // run's stack for as long as the call is in flight (parked stacks stay shallow).
 type toolCallSpan struct {
 	ctx          context.Context
@@ -191,14 +197,14 @@ type toolCallSpan struct {
 	start        time.Time
 }
 
-func (r *Run) startToolSpan(ctx context.Context, t *toolset, c llm.ToolCall) *toolCallSpan {
+func (t *runTrace) startToolSpan(ctx context.Context, ts *toolset, c llm.ToolCall) *toolCallSpan {
 	tc := &toolCallSpan{}
-	if a, ok := t.agents[c.Name]; ok {
+	if a, ok := ts.agents[c.Name]; ok {
 		tc.kind, tc.target = "agent", a.Name
-	} else if mt, ok := t.mcp[c.Name]; ok {
+	} else if mt, ok := ts.mcp[c.Name]; ok {
 		tc.kind, tc.target = "mcp", mt.Server
 	}
-	tc.ctx, tc.span = r.e.tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	tc.ctx, tc.span = t.spanTracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.Name),
 		attribute.String("gen_ai.tool.call.id", c.ID),
@@ -208,7 +214,7 @@ func (r *Run) startToolSpan(ctx context.Context, t *toolset, c llm.ToolCall) *to
 	return tc
 }
 
-func (r *Run) endToolSpan(tc *toolCallSpan, c llm.ToolCall, out *toolOutcome, sent bool) {
+func (t *runTrace) endToolSpan(tc *toolCallSpan, c llm.ToolCall, out *toolOutcome, sent bool) {
 	d := time.Since(tc.start)
 	span := tc.span
 	tag, metricTag := "", ""
@@ -224,29 +230,33 @@ func (r *Run) endToolSpan(tc *toolCallSpan, c llm.ToolCall, out *toolOutcome, se
 		if f := failure.DetectToolResult(c.Name, out.ToolResult); f != nil {
 			span.SetAttributes(attrFailureKind.String(string(f.Kind)), attribute.String("error.type", tag))
 		}
-		r.tagChildSpans(span.SpanContext().SpanID(), tag)
+		t.tagChildSpans(span.SpanContext().SpanID(), tag)
 	}
-	if m, ok := r.e.cfg.Metrics.(ToolCallMetrics); ok && tc.kind != "" && sent {
-		m.ToolCall(tc.kind, tc.target, metricTag, out.Code, d)
-	}
-	if r.trace == nil || !span.IsRecording() {
+	if t == nil {
 		span.End()
 		return
 	}
-	r.trace.mu.Lock()
-	r.trace.tools = append(r.trace.tools, toolSpan{name: c.Name, span: span, end: time.Now()})
-	r.trace.mu.Unlock()
+	if m, ok := t.metrics.(ToolCallMetrics); ok && tc.kind != "" && sent {
+		m.ToolCall(tc.kind, tc.target, metricTag, out.Code, d)
+	}
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	t.mu.Lock()
+	t.tools = append(t.tools, toolSpan{name: c.Name, span: span, end: time.Now()})
+	t.mu.Unlock()
 }
 
 // tagChildSpans copies a tool call's tag to the delegation spans that ran under its
 // execute_tool span (a failure's spans all carry baton.tag).
-func (r *Run) tagChildSpans(parent trace.SpanID, tag string) {
-	if r.trace == nil || !parent.IsValid() {
+func (t *runTrace) tagChildSpans(parent trace.SpanID, tag string) {
+	if t == nil || !parent.IsValid() {
 		return
 	}
-	r.trace.mu.Lock()
-	defer r.trace.mu.Unlock()
-	for _, ts := range r.trace.tools {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ts := range t.tools {
 		if ts.parent == parent {
 			ts.span.SetAttributes(attrTag.String(tag))
 		}
@@ -257,7 +267,7 @@ func (r *Run) tagChildSpans(parent trace.SpanID, tag string) {
 // a policy refusal): its execute_tool span carries the refusal's tag and the decision.
 func (r *Run) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
 	r.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
-	return r.traceToolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
+	return r.trace.toolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
 }
 
 func toolType(kind string) string {
@@ -268,76 +278,78 @@ func toolType(kind string) string {
 }
 
 // endToolSpans ends the turn's tool spans at the times their calls ended.
-func (r *Run) endToolSpans() {
-	if r.trace == nil {
+func (t *runTrace) endToolSpans() {
+	if t == nil {
 		return
 	}
-	r.trace.mu.Lock()
-	spans := r.trace.tools
-	r.trace.tools = nil
-	r.trace.mu.Unlock()
+	t.mu.Lock()
+	spans := t.tools
+	t.tools = nil
+	t.mu.Unlock()
 	for _, ts := range spans {
 		ts.span.End(trace.WithTimestamp(ts.end))
 	}
 }
 
-// traceInterrupts records the interrupts a run ends with, as an event of the run span.
-func (r *Run) traceInterrupts(open []store.Interrupt) {
-	if r.trace == nil || len(open) == 0 {
+// interrupts records the interrupts a run ends with, as an event of the run span.
+func (t *runTrace) interrupts(open []store.Interrupt) {
+	if t == nil || len(open) == 0 {
 		return
 	}
 	reasons := make([]string, 0, len(open))
 	for _, in := range open {
 		reasons = append(reasons, string(in.Kind))
 	}
-	r.trace.span.AddEvent("baton.interrupt", trace.WithAttributes(attribute.Int("baton.interrupts", len(open)), attribute.StringSlice("baton.interrupt.kinds", reasons)))
+	t.span.AddEvent("baton.interrupt", trace.WithAttributes(attribute.Int("baton.interrupts", len(open)), attribute.StringSlice("baton.interrupt.kinds", reasons)))
 }
 
-// traceParent is the W3C traceparent of the run span, saved with a suspension so that the
+// parent is the W3C traceparent of the run span, saved with a suspension so that the
 // run that resumes it can link to it.
-func (r *Run) traceParent() string {
-	if r.trace == nil {
+func (t *runTrace) parent() string {
+	if t == nil {
 		return ""
 	}
 	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(trace.ContextWithSpan(context.Background(), r.trace.span), c)
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(context.Background(), t.span), c)
 	return c["traceparent"]
 }
 
-// traceResume records that this run resumes a suspended one: an event, and a link to the
+// resume records that this run resumes a suspended one: an event, and a link to the
 // run that was suspended (traceparent from its saved state).
-func (r *Run) traceResume(traceparent string, answers int) {
-	if r.trace == nil {
+func (t *runTrace) resume(traceparent string, answers int) {
+	if t == nil {
 		return
 	}
-	r.trace.span.AddEvent("baton.resume", trace.WithAttributes(attribute.Int("baton.resume.entries", answers)))
+	t.span.AddEvent("baton.resume", trace.WithAttributes(attribute.Int("baton.resume.entries", answers)))
 	if traceparent == "" {
 		return
 	}
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent})
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		r.trace.span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("baton.link", "resumes")}})
+		t.span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("baton.link", "resumes")}})
 	}
 }
 
 // modelSpan starts the chat span of one model turn (all its attempts).
-func (r *Run) modelSpan(ctx context.Context) (context.Context, trace.Span) {
-	tc := r.e.cfg.Tracing
+func (t *runTrace) modelSpan(ctx context.Context) (context.Context, trace.Span) {
+	var tc Tracing
+	if t != nil {
+		tc = t.tracing
+	}
 	name := "chat"
 	if tc.Model != "" {
 		name += " " + tc.Model
 	}
-	return r.e.tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	return t.spanTracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", tc.Provider),
 		attribute.String("gen_ai.request.model", tc.Model),
-		attribute.String("gen_ai.conversation.id", r.ThreadID),
+		attribute.String("gen_ai.conversation.id", t.thread()),
 	))
 }
 
 // endModelSpan ends a chat span with the turn's completion, or its error.
-func (r *Run) endModelSpan(span trace.Span, start time.Time, res turnResult, err error) {
-	tc := r.e.cfg.Tracing
+func (t *runTrace) endModelSpan(span trace.Span, start time.Time, res turnResult, err error) {
 	outcome := "ok"
 	in, out := 0, 0
 	if err != nil {
@@ -352,8 +364,10 @@ func (r *Run) endModelSpan(span trace.Span, start time.Time, res turnResult, err
 			attribute.Int("gen_ai.usage.output_tokens", out),
 		)
 	}
-	if m, ok := r.e.cfg.Metrics.(ModelMetrics); ok {
-		m.ModelCall(tc.Provider, tc.Model, outcome, time.Since(start), in, out)
+	if t != nil {
+		if m, ok := t.metrics.(ModelMetrics); ok {
+			m.ModelCall(t.tracing.Provider, t.tracing.Model, outcome, time.Since(start), in, out)
+		}
 	}
 	span.End()
 }
@@ -374,4 +388,20 @@ func modelErrorType(err error) string {
 		return string(d.f.Kind)
 	}
 	return "_OTHER"
+}
+
+// spanTracer is the tracer of the run's spans (a no-op one for a run without telemetry).
+func (t *runTrace) spanTracer() trace.Tracer {
+	if t == nil {
+		return noopTracer
+	}
+	return t.tracer
+}
+
+// thread is the run's thread id, as its spans name the conversation.
+func (t *runTrace) thread() string {
+	if t == nil {
+		return ""
+	}
+	return t.threadID
 }

@@ -12,9 +12,9 @@ import (
 )
 
 // delegationSpan starts the client invoke_agent span of one A2A delegation.
-func (r *Run) delegationSpan(ctx context.Context, a *Agent) (context.Context, trace.Span, trace.SpanID) {
+func (t *runTrace) delegationSpan(ctx context.Context, a *Agent) (context.Context, trace.Span, trace.SpanID) {
 	parent := trace.SpanContextFromContext(ctx).SpanID()
-	ctx, span := r.e.tracer().Start(ctx, "invoke_agent "+a.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := t.spanTracer().Start(ctx, "invoke_agent "+a.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.provider.name", "a2a"),
 		attribute.String("gen_ai.agent.name", a.Name),
@@ -25,20 +25,20 @@ func (r *Run) delegationSpan(ctx context.Context, a *Agent) (context.Context, tr
 // endDelegationSpan records an A2A delegation span's task id and final state. Like the
 // execute_tool spans, the span is ended (at the time the call ended) once the policy has
 // decided about the turn's results, so that a failure's baton.failure.kind and the action
-// taken are on this client span too (traceDecision matches it by the agent's tool name).
-func (r *Run) endDelegationSpan(span trace.Span, parent trace.SpanID, a *Agent, res *a2a.Result, err error) {
+// taken are on this client span too (decision matches it by the agent's tool name).
+func (t *runTrace) endDelegationSpan(span trace.Span, parent trace.SpanID, a *Agent, res *a2a.Result, err error) {
 	defer func() {
-		if r.trace == nil || !span.IsRecording() {
+		if t == nil || !span.IsRecording() {
 			span.End()
 			return
 		}
-		r.trace.mu.Lock()
-		defer r.trace.mu.Unlock()
-		if r.trace.ended {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.ended {
 			span.End()
 			return
 		}
-		r.trace.tools = append(r.trace.tools, toolSpan{name: a.Name, span: span, end: time.Now(), parent: parent})
+		t.tools = append(t.tools, toolSpan{name: a.Name, span: span, end: time.Now(), parent: parent})
 	}()
 	switch {
 	case res != nil:

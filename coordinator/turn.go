@@ -140,7 +140,7 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 	if len(r.in.Resume) > 0 || inFlight {
 		r.fs = st.State
 		r.resetHardStop()
-		r.traceResume(r.fs.TraceParent, len(r.in.Resume))
+		r.trace.resume(r.fs.TraceParent, len(r.in.Resume))
 	}
 }
 
@@ -293,7 +293,7 @@ func taggedOutcome(tag, text string) toolOutcome {
 // sent (not refused beforehand); pending are the frontend calls of the turn.
 func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool, fails []failure.Failure, pending []string) ([]llm.Message, bool, EndReason) {
 	// The turn's tool spans end once the policy has decided about their results.
-	defer r.endToolSpans()
+	defer r.trace.endToolSpans()
 	if r.cancelling(ctx) {
 		return conv, true, r.finishCancelled(ctx)
 	}

@@ -34,9 +34,11 @@
 //
 // The pieces: EventLog (append events, follow a run, checkpoint, end a run), Journal
 // (record a step), Owner (own a run), Takeover (claim lapsed runs; Adopter continues them),
-// HandOff (release a replica's runs at shutdown), PendingCancels (cancels not confirmed
-// yet, for a restart), and Service, the start and stop of background work (the engine's
-// heartbeat, takeover, sweep and expiry). Each defines the part of the store it needs
-// (EventStore, StepStore, RunReader, EventReader, TakeoverStore, ReleaseStore, CancelStore,
+// Heartbeat (renew the leases, apply stop requests, reap lost runs; RunsHere acts on the
+// runs), HandOff (freeze, stop and release a replica's runs at shutdown), PendingCancels
+// (cancels not confirmed yet, continued after a restart through a CancelResumer), and
+// Service, the start and stop of background work (the engine's heartbeat, takeover, sweep
+// and expiry). Each defines the part of the store it needs (EventStore, StepStore,
+// RunReader, EventReader, TakeoverStore, HeartbeatStore, ReleaseStore, CancelStore,
 // SweepStore); the run loop stays in package coordinator.
 package durable

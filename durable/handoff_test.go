@@ -30,7 +30,7 @@ func (s *heldAppends) AppendEvents(ctx context.Context, threadID, runID string, 
 	return s.Store.AppendEvents(ctx, threadID, runID, epoch, evs)
 }
 
-// TestHandOff: the store side of a hand-off waits for the frozen run's log to store what it
+// TestHandOff: a hand-off freezes the run's log before it stops the run, waits for the frozen run's log to store what it
 // had pending, stops the heartbeat, and only then ends the replica's leases, so that
 // another replica claims the run at once although its lease (an hour) has not lapsed; the
 // events the run emitted before the hand-off are all in the log.
@@ -67,19 +67,26 @@ func TestHandOff(t *testing.T) {
 	l.Add(&agui.RunStarted{ThreadID: "t", RunID: "r"})
 	l.Add(&agui.TextMessageStart{MessageID: "m1", Role: agui.RoleAssistant})
 	<-st.entered
-	l.Freeze()
-	l.Add(&agui.TextMessageContent{MessageID: "m1", Delta: "after the freeze"})
-	l.RunEnded()
 
 	type result struct {
 		n   int
 		err error
 	}
 	done := make(chan result, 1)
+	stopped := make(chan struct{})
+	leaving := Leaving{Log: l, Stop: func() {
+		// The run loop stops the run after its log is frozen: what it emits then is not
+		// stored.
+		l.Add(&agui.TextMessageContent{MessageID: "m1", Delta: "after the freeze"})
+		l.RunEnded()
+		close(stopped)
+	}}
 	go func() {
-		n, err := HandOff(st, "replica-a", []*EventLog{l}, heartbeat, slog.New(slog.DiscardHandler))
+		n, err := HandOff(st, "replica-a", []Leaving{leaving}, heartbeat, slog.New(slog.DiscardHandler))
 		done <- result{n, err}
 	}()
+	<-stopped
+
 	// While the append is held HandOff must not return (a correct HandOff cannot, however
 	// slow the machine; a wrong one is caught unless it takes longer than the window).
 	select {
@@ -94,8 +101,8 @@ func TestHandOff(t *testing.T) {
 	res := <-done
 	require.NoError(t, res.err)
 	assert.Equal(t, 1, res.n)
-	stopped := beats.Load()
-	assert.Positive(t, stopped)
+	beatsAtStop := beats.Load()
+	assert.Positive(t, beatsAtStop)
 
 	recs, err = mem.TakeOverRuns(ctx, "replica-b", time.Minute, 10, false)
 	require.NoError(t, err)
@@ -104,5 +111,5 @@ func TestHandOff(t *testing.T) {
 	evs, err := mem.Events(ctx, "t", "r", 0, 10)
 	require.NoError(t, err)
 	assert.Len(t, evs, 2, "what was pending is stored, nothing after the freeze")
-	assert.Equal(t, stopped, beats.Load(), "the heartbeat is stopped")
+	assert.Equal(t, beatsAtStop, beats.Load(), "the heartbeat is stopped")
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -54,4 +55,40 @@ func (p *PendingCancels) Forget(agent, taskID string) {
 // store.MaxPendingCancelsRead).
 func (p *PendingCancels) List(ctx context.Context) ([]store.PendingCancel, error) {
 	return p.st.PendingCancels(ctx, store.MaxPendingCancelsRead)
+}
+
+// CancelResumer continues one cancel an earlier process left pending; it is defined here
+// and implemented by the run loop's package, which knows the agents and their credentials.
+type CancelResumer interface {
+	// ResumeCancel continues c's cancel: its retries and its final result are the
+	// resumer's (which forgets it here once settled, as every cancel it follows). It
+	// returns false when it cannot (c's agent is not configured any more): the cancel is
+	// then forgotten.
+	ResumeCancel(c store.PendingCancel) bool
+}
+
+// Resume hands every cancel an earlier process left pending to r, at start, so that a
+// restart continues them within the same horizon; those r cannot continue are forgotten
+// (and logged). It returns how many r continues; an error is the store's (nothing is
+// continued).
+func (p *PendingCancels) Resume(ctx context.Context, r CancelResumer) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, StoreWriteTimeout)
+	pending, err := p.List(ctx)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("durable: resume pending cancels: %w", err)
+	}
+	n := 0
+	for _, c := range pending {
+		if !r.ResumeCancel(c) {
+			p.log.Warn("pending cancel of an agent no longer configured: dropped", "agent", c.Agent, "task_id", c.TaskID)
+			p.Forget(c.Agent, c.TaskID)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		p.log.Info("continuing cancels left pending by an earlier process", "count", n)
+	}
+	return n, nil
 }

@@ -97,10 +97,24 @@ type Journal interface {
 	// first, at most MaxStepsRead.
 	PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error)
 	// MarkInDoubt records the outcome StepInDoubt (and InDoubt) on the run's pending steps
-	// with the given seqs, with detail, and returns how many it marked. With epoch set
+	// with the given seqs, with detail added to the intent's own (which may say what the
+	// step was sent as: a replica that takes the run over reads it back), and returns how
+	// many it marked. With epoch set
 	// (the epoch its caller owns the run under), a run whose epoch moved on (or that does
 	// not exist) refuses it: ErrFenced, nothing marked; 0 marks unconditionally.
 	MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error)
+}
+
+// inDoubtDetail is the detail of an intent marked in doubt with why: the intent's own
+// first, then why.
+func inDoubtDetail(intent, why string) string {
+	switch {
+	case why == "":
+		return intent
+	case intent == "":
+		return clip(why)
+	}
+	return intent + "; " + why
 }
 
 // clip cuts s to maxStepText bytes on a rune boundary.

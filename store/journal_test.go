@@ -27,7 +27,7 @@ func TestJournal(t *testing.T) {
 			assert.Equal(t, int64(1), start.Seq)
 			model := &Step{ThreadID: "j", RunID: "r1", Kind: StepModelCall, Target: "model", Replica: "rep-a"}
 			require.NoError(t, s.RecordStep(ctx, model))
-			write := &Step{ThreadID: "j", RunID: "r1", Kind: StepToolCall, Target: "fs__write", Ref: "c1", Replica: "rep-a", Epoch: epoch}
+			write := &Step{ThreadID: "j", RunID: "r1", Kind: StepToolCall, Target: "fs__write", Ref: "c1", Replica: "rep-a", Epoch: epoch, Detail: "sent as m1"}
 			require.NoError(t, s.RecordStep(ctx, write))
 			read := &Step{ThreadID: "j", RunID: "r1", Kind: StepToolCall, Target: "fs__read", Ref: "c2", Replica: "rep-a"}
 			require.NoError(t, s.RecordStep(ctx, read))
@@ -61,7 +61,7 @@ func TestJournal(t *testing.T) {
 			assert.Equal(t, StepOK, all[1].Outcome)
 			assert.Equal(t, StepInDoubt, all[2].Outcome)
 			assert.True(t, all[2].InDoubt)
-			assert.Equal(t, "owner stopped", all[2].Detail)
+			assert.Equal(t, "sent as m1; owner stopped", all[2].Detail, "the intent's detail is kept: a replica taking the run over reads it")
 			assert.Equal(t, epoch, all[2].Epoch)
 			assert.Equal(t, StepError, all[3].Outcome)
 			assert.Equal(t, "RETRY", all[3].Tag)

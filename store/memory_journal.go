@@ -116,9 +116,7 @@ func (m *memory) MarkInDoubt(ctx context.Context, threadID, runID string, epoch 
 	for _, q := range seqs {
 		if s := m.step(threadID, q); s != nil && s.RunID == runID && s.Outcome == StepPending {
 			s.Outcome, s.InDoubt = StepInDoubt, true
-			if detail != "" {
-				s.Detail = clip(detail)
-			}
+			s.Detail = inDoubtDetail(s.Detail, detail)
 			n++
 		}
 	}

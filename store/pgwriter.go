@@ -206,6 +206,9 @@ func (w *pgWriter) appendEvents(ctx context.Context, threadID, runID string, epo
 	if afterGuard == nil {
 		var err error
 		if tag, err = w.pool.Exec(ctx, appendEventsSQL, args...); err != nil {
+			if isEventsConflict(err) {
+				return w.appendRest(ctx, threadID, runID, epoch, evs)
+			}
 			return err
 		}
 	} else {
@@ -222,6 +225,67 @@ func (w *pgWriter) appendEvents(ctx context.Context, threadID, runID string, epo
 		}
 	}
 	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+// isEventsConflict reports an append refused because an event of it is stored already.
+func isEventsConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "events_pkey"
+}
+
+// appendRest is an append retried after its earlier attempt may have committed: a COMMIT
+// whose reply was lost (a cut connection) leaves the outcome unknown, and the retry then
+// meets the events it stored itself. Those that are stored exactly as given are dropped
+// and the rest appended under the same guard; an event stored with other data at one of
+// these numbers was written by someone else, so this writer no longer owns the log.
+func (w *pgWriter) appendRest(ctx context.Context, threadID, runID string, epoch int64, evs []Event) error {
+	seqs := make([]int64, len(evs))
+	for i, ev := range evs {
+		seqs[i] = ev.Seq
+	}
+	rows, err := w.pool.Query(ctx, `SELECT seq, data FROM events WHERE thread_id = $1 AND run_id = $2 AND seq = ANY($3::BIGINT[])`,
+		threadID, runID, seqs)
+	if err != nil {
+		return err
+	}
+	stored := make(map[int64]string, len(evs))
+	var seq int64
+	var data string
+	_, err = pgx.ForEachRow(rows, []any{&seq, &data}, func() error {
+		stored[seq] = data
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rest := make([]Event, 0, len(evs))
+	for _, ev := range evs {
+		got, ok := stored[ev.Seq]
+		switch {
+		case !ok:
+			rest = append(rest, ev)
+		case got != string(ev.Data):
+			return ErrFenced
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	seqs, texts := make([]int64, len(rest)), make([]string, len(rest))
+	for i, ev := range rest {
+		seqs[i], texts[i] = ev.Seq, string(ev.Data)
+	}
+	tag, err := w.pool.Exec(ctx, appendEventsSQL, threadID, runID, epoch, time.Now().UnixNano(), seqs, texts)
+	switch {
+	case isEventsConflict(err):
+		// Another writer took one of the remaining numbers between the read and now.
+		return ErrFenced
+	case err != nil:
+		return err
+	case tag.RowsAffected() == 0:
 		return ErrFenced
 	}
 	return nil

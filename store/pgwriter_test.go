@@ -232,3 +232,39 @@ func TestStartRunCancelledInside(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, msgs, 1)
 }
+
+// TestAppendRetriedAfterLostReply: an append whose COMMIT reply was lost may have been
+// stored; its retry (the same events, maybe with more after them) must store the rest and
+// succeed, not fail on its own earlier rows for ever. An event stored with other data is
+// another writer's, and refused as fenced.
+func TestAppendRetriedAfterLostReply(t *testing.T) {
+	s := openCountedPostgres(t)
+	ctx := context.Background()
+	thread := "lost-reply-" + time.Now().Format("150405.000000000")
+	epoch, err := s.StartRun(ctx, RunStart{ThreadID: thread, RunID: "r", Owner: "alice", Title: "go", MaxThreads: 100,
+		Replica: "a", Lease: time.Minute})
+	require.NoError(t, err)
+	ev := func(seq int64, typ string) Event {
+		return Event{Seq: seq, Data: json.RawMessage(`{"type":"` + typ + `"}`)}
+	}
+	// The first attempt was stored; its answer never came back.
+	require.NoError(t, s.AppendEvents(ctx, thread, "r", epoch, []Event{ev(1, "RUN_STARTED"), ev(2, "TEXT")}))
+	// The retry holds the same events and the next ones.
+	require.NoError(t, s.AppendEvents(ctx, thread, "r", epoch, []Event{ev(1, "RUN_STARTED"), ev(2, "TEXT"), ev(3, "TEXT"), ev(4, "RUN_FINISHED")}))
+	// A retry that was stored whole changes nothing and succeeds.
+	require.NoError(t, s.AppendEvents(ctx, thread, "r", epoch, []Event{ev(3, "TEXT"), ev(4, "RUN_FINISHED")}))
+	got, err := s.Events(ctx, thread, "r", 0, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	for i, e := range got {
+		assert.Equal(t, int64(i+1), e.Seq)
+	}
+	assert.JSONEq(t, `{"type":"RUN_FINISHED"}`, string(got[3].Data))
+
+	// Other data at a stored number: not this writer's log any more; nothing is stored.
+	err = s.AppendEvents(ctx, thread, "r", epoch, []Event{ev(4, "RUN_ERROR"), ev(5, "TEXT")})
+	require.ErrorIs(t, err, ErrFenced)
+	got, err = s.Events(ctx, thread, "r", 0, 100)
+	require.NoError(t, err)
+	assert.Len(t, got, 4)
+}

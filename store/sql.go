@@ -231,6 +231,17 @@ func (s *sqlStore) txQueryRow(ctx context.Context, tx *sql.Tx, query string, arg
 	return tx.QueryRowContext(ctx, query, args...)
 }
 
+// txStart is tx for a run's start: SQLite's writer runs it before the other writes (its
+// first event waits for it).
+func (s *sqlStore) txStart(ctx context.Context, threadID string, fn writeFunc) error {
+	if s.w != nil {
+		err := unavailable(s.w.doStart(ctx, fn))
+		s.health.note(err)
+		return err
+	}
+	return s.tx(ctx, threadID, fn)
+}
+
 // txBulk is tx for a write that no response waits for (event logs, messages, work
 // documents): SQLite's writer runs it after the writes that one does.
 func (s *sqlStore) txBulk(ctx context.Context, threadID string, fn writeFunc) error {
@@ -549,7 +560,7 @@ func (s *sqlStore) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		}
 		return epoch, nil
 	}
-	err := s.tx(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.txStart(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
 		owner, err := s.claimInTx(ctx, tx, rs)
 		if err != nil {
 			return err

@@ -262,7 +262,7 @@ func (s *sqlStore) MarkInDoubt(ctx context.Context, threadID, runID string, epoc
 			ph[i] = fmt.Sprintf("$%d", len(args))
 		}
 		res, err := tx.ExecContext(ctx, s.d.rewriteNoCache(`UPDATE journal SET outcome = 'in_doubt', in_doubt = 1, ended_at = $4,
-			detail = CASE WHEN $3 = '' THEN detail ELSE $3 END
+			detail = CASE WHEN $3 = '' THEN detail WHEN detail = '' THEN $3 ELSE detail || '; ' || $3 END
 			WHERE thread_id = $1 AND run_id = $2 AND outcome = 'pending' AND seq IN (`+strings.Join(ph, ", ")+`)`), args...)
 		if err != nil {
 			return err

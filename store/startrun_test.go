@@ -168,6 +168,33 @@ func TestGroupWriterSavepoints(t *testing.T) {
 	assert.Equal(t, []string{"a", "c"}, keys(t, w.db))
 }
 
+// TestGroupWriterFastPath: a batch whose jobs all succeed runs each job once, in one
+// transaction without savepoints; a batch with a failing job runs again with them, and the
+// jobs that succeeded are stored once although they ran twice.
+func TestGroupWriterFastPath(t *testing.T) {
+	w := idleWriter(t)
+	var runs [3]int
+	counted := func(i int, fn writeFunc) writeFunc {
+		return func(ctx context.Context, tx *sql.Tx) error { runs[i]++; return fn(ctx, tx) }
+	}
+	batch := jobs(counted(0, insertKV("a")), counted(1, insertKV("b")), counted(2, insertKV("c")))
+	w.commit(batch)
+	for _, j := range batch {
+		require.NoError(t, <-j.done)
+	}
+	assert.Equal(t, [3]int{1, 1, 1}, runs, "no failure: every job runs once")
+	assert.Empty(t, w.want, "no savepoint statement was asked for")
+
+	runs = [3]int{}
+	batch = jobs(counted(0, insertKV("d")), counted(1, insertKV("a")), counted(2, insertKV("e")))
+	w.commit(batch)
+	require.NoError(t, <-batch[0].done)
+	require.ErrorContains(t, <-batch[1].done, "UNIQUE")
+	require.NoError(t, <-batch[2].done)
+	assert.Equal(t, [3]int{2, 2, 1}, runs, "the failure stops the first pass; the second runs all")
+	assert.Equal(t, []string{"a", "b", "c", "d", "e"}, keys(t, w.db))
+}
+
 // TestGroupWriterBrokenBatch: a job that ends the shared transaction makes the batch fail as
 // a whole; every job is then run on its own, so the others still commit once each.
 func TestGroupWriterBrokenBatch(t *testing.T) {

@@ -34,12 +34,17 @@
 // answers 404); A2A_BARE03=1 serves the SDK's 0.3 card stripped of preferredTransport,
 // protocolVersion and the 1.0 interface lists, as older 0.3 servers publish it (the spec
 // defaults, JSONRPC and 0.3, apply).
+// OAUTH_ISSUER=<url> declares, in the card, an OAuth 2 authorization-code flow at that
+// authorization server (RFC 8414 metadata at <url>/.well-known/oauth-authorization-server,
+// scope vault:read), as an agent whose users sign in to it does; the peer itself checks no
+// token (a client's sign-in is seen in the log's authorizations).
 // GET /test/log returns {cancels:[taskId…], cancelAt:[epoch ms of each cancel, fractional], tasks:{taskId: "TASK_STATE_…"}, versions:[…]}: every
 // CancelTask received (any transport, any protocol version), the last persisted state of every
 // task, and the A2A-Version header of every request to /a2a/* in order ("" when absent: v0.3);
 // traceparents: the W3C traceparent header of every request to /a2a/* that had one, in order;
 // followUps: {taskId: n}, how many follow-up messages reached a parked (input- or
 // auth-required) task: an answer delivered once is 1;
+// authorizations: the Authorization header of every request to /a2a/*, in order ("" when absent);
 // sends: the first word of every message sent (SendMessage and SendStreamingMessage, with
 // "<taskId>:" in front for a message to an existing task); subscribes and gets: the task id
 // of every SubscribeToTask and GetTask.
@@ -58,6 +63,7 @@ const CARD_PATH = (process.env.CARD_PATH || AGENT_CARD_PATH).replace(/^\/+/, '')
 const BARE03 = process.env.A2A_BARE03 === '1';
 const STREAMING = process.env.A2A_STREAMING !== '0';
 const ONLY_REST = process.env.A2A_ONLY_REST === '1';
+const OAUTH_ISSUER = (process.env.OAUTH_ISSUER || '').replace(/\/+$/, '');
 const base = `http://127.0.0.1:${PORT}`;
 
 const card = {
@@ -71,7 +77,12 @@ const card = {
       { url: `${base}/a2a/rest`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
     ]),
   capabilities: { streaming: STREAMING, pushNotifications: false, extensions: [], extendedAgentCard: false },
-  securitySchemes: {}, securityRequirements: [],
+  securitySchemes: OAUTH_ISSUER ? { oauth: { scheme: { $case: 'oauth2SecurityScheme', value: {
+    description: 'sign in to the peer', oauth2MetadataUrl: `${OAUTH_ISSUER}/.well-known/oauth-authorization-server`,
+    flows: { flow: { $case: 'authorizationCode', value: { authorizationUrl: `${OAUTH_ISSUER}/authorize`,
+      tokenUrl: `${OAUTH_ISSUER}/token`, refreshUrl: '', scopes: { 'vault:read': 'read the vault' }, pkceRequired: true } } },
+  } } } } : {},
+  securityRequirements: OAUTH_ISSUER ? [{ schemes: { oauth: { list: ['vault:read'] } } }] : [],
   defaultInputModes: ['text'], defaultOutputModes: ['text'],
   skills: [{ id: 'script', name: 'script', description: 'first word picks the outcome', tags: ['test'],
     examples: ['complete', 'fail', 'input', 'slow'], inputModes: ['text'], outputModes: ['text'], securityRequirements: [] }],
@@ -87,7 +98,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The test log. The task states come from the store, so they include the states the SDK
 // writes by itself (e.g. FAILED when execute() throws), not just what the executor published.
-const log = { cancels: [], cancelAt: [], tasks: {}, versions: [], traceparents: [], followUps: {}, sends: [], subscribes: [], gets: [] };
+const log = { cancels: [], cancelAt: [], tasks: {}, versions: [], traceparents: [], authorizations: [], followUps: {}, sends: [], subscribes: [], gets: [] };
 
 class RecordingTaskStore extends InMemoryTaskStore {
   async save(task, context) {
@@ -302,6 +313,7 @@ app.use(`/${CARD_PATH}`, bare03, agentCardHandler({ agentCardProvider: handler, 
 app.use('/a2a', (req, _res, next) => {
   log.versions.push(req.get('A2A-Version') ?? '');
   if (req.get('traceparent')) log.traceparents.push(req.get('traceparent'));
+  log.authorizations.push(req.get('authorization') ?? '');
   next();
 });
 app.use('/a2a', cutDropStreams);

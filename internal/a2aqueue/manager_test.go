@@ -14,16 +14,7 @@ import (
 func TestReaderAfterDestroyLeavesNothing(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	ctx := context.Background()
-	m := New()
-	id := a2a.NewTaskID()
-	w, err := m.CreateWriter(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := m.CreateReader(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, id, w, first := openQueue(t)
 	if err := m.Destroy(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +37,7 @@ func TestReaderAfterDestroyLeavesNothing(t *testing.T) {
 func TestReadersOfALiveQueueDoNotEndIt(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	ctx := context.Background()
-	m := New()
-	id := a2a.NewTaskID()
-	w, err := m.CreateWriter(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1, _ := m.CreateReader(ctx, id)
+	m, id, w, r1 := openQueue(t)
 	_ = r1.Close()
 	r2, err := m.CreateReader(ctx, id)
 	if err != nil {
@@ -73,4 +58,21 @@ func TestReadersOfALiveQueueDoNotEndIt(t *testing.T) {
 	if err := m.Destroy(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openQueue makes a manager and a task's queue with its writer and a first reader.
+func openQueue(t *testing.T) (*Manager, a2a.TaskID, eventqueue.Writer, eventqueue.Reader) {
+	t.Helper()
+	ctx := context.Background()
+	m := New()
+	id := a2a.NewTaskID()
+	w, err := m.CreateWriter(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.CreateReader(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, id, w, r
 }

@@ -1,0 +1,197 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// A new A2A task is sent with a message id and a context id that Baton chooses (A2A lets the
+// client choose both; a2a-go, @a2a-js/sdk and ADK keep a client's contextId for the new
+// task), recorded in the send's journal intent before the message goes out. A replica that
+// takes the run over from one that died before the agent named its task can then find the
+// task (ListTasks filtered by that context: it holds this one message's task) and follow it
+// or cancel it, instead of leaving it running with nobody following it (design/fencing.md).
+
+// sentIDs identifies a new task's first message.
+type sentIDs struct {
+	messageID, contextID string
+}
+
+// newSentIDs chooses the ids of a new task's first message: 128 random bits each, so that
+// the context is this message's alone.
+func newSentIDs() sentIDs {
+	return sentIDs{messageID: "baton-msg-" + rand.Text(), contextID: "baton-ctx-" + rand.Text()}
+}
+
+// Field names of the ids in a send's journal detail.
+const (
+	detailMessageID = "messageId="
+	detailContextID = "contextId="
+)
+
+// detail is how the ids are written in the journal intent's detail.
+func (s sentIDs) detail() string {
+	return detailMessageID + s.messageID + " " + detailContextID + s.contextID
+}
+
+// sentIDsIn reads the ids back from a journal detail (what MarkInDoubt adds after it is
+// ignored); ok is false when it holds none.
+func sentIDsIn(detail string) (s sentIDs, ok bool) {
+	for _, f := range strings.Fields(detail) {
+		f = strings.TrimRight(f, ";,")
+		if v, found := strings.CutPrefix(f, detailMessageID); found {
+			s.messageID = v
+		} else if v, found := strings.CutPrefix(f, detailContextID); found {
+			s.contextID = v
+		}
+	}
+	return s, s.contextID != ""
+}
+
+// withDetail joins a step's own detail and what identifies its message.
+func withDetail(detail, ids string) string {
+	if detail == "" {
+		return ids
+	}
+	return detail + "; " + ids
+}
+
+type sentIDsKey struct{}
+
+// withSentIDs hands the ids recorded in a send's intent down to the send (delegate), which
+// runs inside the journaled call.
+func withSentIDs(ctx context.Context, s sentIDs) context.Context {
+	return context.WithValue(ctx, sentIDsKey{}, s)
+}
+
+// sentIDsFrom is the ids withSentIDs put in ctx.
+func sentIDsFrom(ctx context.Context) (sentIDs, bool) {
+	s, ok := ctx.Value(sentIDsKey{}).(sentIDs)
+	return s, ok
+}
+
+// taskFinder is a Delegate that can find the task a message started by the ids its sender
+// chose (a2a.Agent.FindTask).
+type taskFinder interface {
+	FindTask(ctx context.Context, contextID, messageID string) (*a2a.Result, error)
+}
+
+// Bounds of the search for a task whose id the previous owner never learned: the message
+// may still be on its way, or the agent may not have made its task yet (it makes it with
+// its first event), so an empty answer is asked again for a while.
+const (
+	findWait  = 5 * time.Second
+	findPause = 250 * time.Millisecond
+)
+
+// recoverSend settles, after a takeover, a new-task send whose intent is in the journal
+// but whose task the previous owner never learned: the task is found by the ids recorded
+// with the intent and followed by id as a continued task is (exchange with follow, which
+// cancels it when the run is stopped), so the call gets its real result. Without ids, or at
+// an agent that does not list tasks, or when no task turns up, the call is in doubt.
+func (r *Run) recoverSend(ctx context.Context, t *toolset, a *Agent, c llm.ToolCall) toolOutcome {
+	inDoubt := taggedOutcome(bridge.TagError, inDoubtText(c.Name))
+	f, ok := a.Client.(taskFinder)
+	if !ok {
+		return inDoubt
+	}
+	ids, ok := r.sentAs(ctx, c.ID)
+	if !ok {
+		return inDoubt
+	}
+	got := r.findSent(ctx, a, f, ids)
+	if got == nil {
+		r.log.Warn("takeover: the task of a send in doubt was not found; it stays in doubt", "agent", a.Name, "tool_call_id", c.ID, "context_id", ids.contextID)
+		return inDoubt
+	}
+	if ctx.Err() != nil {
+		// The run was stopped (or its client left) while the task was looked for.
+		return r.cancelFound(ctx, a, got.TaskID)
+	}
+	r.log.Info("takeover: found the task of a send in doubt; following it", "agent", a.Name, "tool_call_id", c.ID, "task_id", got.TaskID, "state", got.State)
+	req := a2a.Request{TaskID: got.TaskID, ContextID: got.ContextID}
+	return r.exchange(ctx, t, a, c.ID, "", req, true)
+}
+
+// cancelFound cancels a task found after the run ended here: a stopped run's task is
+// cancelled, with the same confirmation and retries as the run's own cancels, unless the
+// run was handed to another replica (which finds the task in turn) or this replica no
+// longer owns it.
+func (r *Run) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutcome {
+	if errors.Is(context.Cause(ctx), ErrHandoff) {
+		return toolOutcome{}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
+	defer cancel()
+	if err := r.own.MayAct(cctx); err != nil {
+		r.log.Info("takeover: the task of a send in doubt is not cancelled from here: the run moved", "agent", a.Name, "task_id", taskID, "err", err)
+		return toolOutcome{}
+	}
+	r.log.Info("takeover: the run ended while the task of a send in doubt was looked for; cancelling it", "agent", a.Name, "task_id", taskID)
+	st, _ := r.intent(store.StepCancel, a.Name, taskID, 1, "the run ended while its task was looked for")
+	err := r.e.cancelTask(cctx, r.owner, a, taskID, r.log, "stopped run: the task of its send in doubt cancelled")
+	st.End(cancelEnd(err))
+	return toolOutcome{}
+}
+
+// sentAs reads from the journal the ids the previous owner recorded for the send of call
+// callID of this run.
+func (r *Run) sentAs(ctx context.Context, callID string) (sentIDs, bool) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var found sentIDs
+	ok := false
+	var after int64
+	for {
+		steps, err := r.e.cfg.Store.Steps(rctx, r.ThreadID, after, store.MaxStepsRead)
+		if err != nil {
+			r.log.Warn("takeover: reading the journal for a send in doubt", "tool_call_id", callID, "err", err)
+			return found, ok
+		}
+		for _, s := range steps {
+			if s.RunID == r.RunID && s.Kind == store.StepA2ASend && s.Ref == callID {
+				if ids, has := sentIDsIn(s.Detail); has {
+					found, ok = ids, true
+				}
+			}
+			after = s.Seq
+		}
+		if len(steps) < store.MaxStepsRead {
+			return found, ok
+		}
+	}
+}
+
+// findSent looks for the task that the message ids started, asking again while the agent
+// lists nothing, within findWait. It goes on when ctx (the run) ends meanwhile: a task
+// found then is cancelled by exchange, and one that is not stays in doubt. nil: not found.
+func (r *Run) findSent(ctx context.Context, a *Agent, f taskFinder, ids sentIDs) *a2a.Result {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), findWait)
+	defer cancel()
+	for {
+		got, err := f.FindTask(r.agentCtx(fctx, a), ids.contextID, ids.messageID)
+		if err == nil && got != nil && got.TaskID != "" {
+			return got
+		}
+		if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
+			// The agent does not list tasks (A2A 0.3, or refused): asking again does not help.
+			r.log.Warn("takeover: the agent could not list the tasks of a send in doubt", "agent", a.Name, "err", err)
+			return nil
+		}
+		t := time.NewTimer(findPause)
+		select {
+		case <-fctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}

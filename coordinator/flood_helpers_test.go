@@ -1,0 +1,73 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/store"
+)
+
+// floodOutcome is what one flood run left: the events streamed, the events stored, and the
+// process's CPU time and the wall time it took.
+type floodOutcome struct {
+	live      []agui.Event
+	stored    []store.Event
+	cpu, took time.Duration
+}
+
+// runFlood runs one "flood" run to its end on a new engine built from cfg with a SQLite
+// store of its own (cfg.Store and cfg.Logger are set here), and reads back its stored log.
+func runFlood(tb testing.TB, cfg Config) floodOutcome {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(tb.TempDir(), "baton.db"))
+	require.NoError(tb, err)
+	defer func() { _ = st.Close() }()
+	cfg.Store, cfg.Logger = st, slog.New(slog.DiscardHandler)
+	e, err := New(cfg)
+	require.NoError(tb, err)
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_ = e.Shutdown(sctx)
+	}()
+
+	var out floodOutcome
+	cpu, began := cpuTime(), time.Now()
+	r, err := e.Start(input("flood"), "")
+	require.NoError(tb, err)
+	timeout := time.After(5 * time.Minute)
+	for {
+		batch, ended := r.Next()
+		out.live = append(out.live, batch...)
+		if ended {
+			break
+		}
+		select {
+		case <-r.Wake():
+		case <-timeout:
+			tb.Fatalf("the run did not end; %d events so far", len(out.live))
+		}
+	}
+	<-r.Done()
+	r.elog.WaitEnded()
+	out.cpu, out.took = cpuTime()-cpu, time.Since(began)
+	require.Equal(tb, agui.EventRunFinished, out.live[len(out.live)-1].EventType())
+
+	for after := int64(0); ; {
+		page, err := st.Events(ctx, r.ThreadID, r.RunID, after, store.MaxEventsRead)
+		require.NoError(tb, err)
+		if len(page) == 0 {
+			break
+		}
+		out.stored = append(out.stored, page...)
+		after = page[len(page)-1].Seq
+	}
+	return out
+}
