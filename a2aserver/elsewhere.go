@@ -3,9 +3,11 @@ package a2aserver
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"time"
 
+	batona2a "github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
 )
@@ -31,15 +33,38 @@ type runWork struct {
 	A2A []struct {
 		Agent  string `json:"agent"`
 		TaskID string `json:"taskId"`
+		State  string `json:"state"`
 	} `json:"a2a"`
 }
 
-// unconfirmedElsewhere waits, until deadline, for the cancels of a run that ended on
+// noAgent is how a downstream cancel of an agent this process is not configured with is
+// named: nothing here retries it, and a process started without the agent drops its
+// pending record (design/cancel-confirm.md), so its outcome can never be known here.
+const noAgent = " (cannot be confirmed: the agent is no longer configured)"
+
+// downstream reads, for a run that this process does not relay, what became of its
+// downstream cancels: the executor's CancelTask on another replica than the run's, and
+// the task store's end of a stopped run whose execution is gone.
+type downstream struct {
+	runs Log // nil: nothing can be read
+	// configured reports whether an A2A sub-agent is configured here; nil: every one is.
+	configured func(name string) bool
+	log        *slog.Logger
+}
+
+// unconfirmed waits, until deadline (not at all when it has passed), for the cancels of a run that ended on
 // another replica to be settled, and returns the status message naming those that were
-// not confirmed ("" when all were, or when the store cannot tell).
-func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID string, deadline time.Time) string {
-	pending := x.pendingOf(ctx, threadID, runID)
-	if len(pending) > 0 {
+// not confirmed ("" when all were, or when the store cannot tell). A cancel of an agent
+// that is not configured here is not waited for: it is named at once as one that cannot
+// be confirmed, as is a task of such an agent that the run left neither terminal, pending
+// nor journaled (its pending record was dropped by a restart without the agent).
+func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, deadline time.Time) string {
+	if d.runs == nil {
+		return ""
+	}
+	work := d.workOf(ctx, threadID, runID)
+	pending, gone := d.pendingOf(ctx, work)
+	if len(pending) > 0 && time.Now().Before(deadline) {
 		tick := time.NewTicker(followPoll)
 		defer tick.Stop()
 		wait := time.NewTimer(time.Until(deadline))
@@ -48,7 +73,9 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 		for len(pending) > 0 {
 			select {
 			case <-tick.C:
-				pending = x.pendingOf(ctx, threadID, runID)
+				var more []store.PendingCancel
+				pending, more = d.pendingOf(ctx, work)
+				gone = mergeCancels(gone, more)
 			case <-wait.C:
 				break loop
 			case <-ctx.Done():
@@ -56,9 +83,33 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 			}
 		}
 	}
-	failed := x.failedCancels(ctx, threadID, runID)
+	failed, journaled := d.failedCancels(ctx, threadID, runID)
+	retrying := ""
+	if deadline.IsZero() {
+		retrying = " (not confirmed yet: still being retried)"
+	}
 	for _, p := range pending {
-		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID}))
+		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID})+retrying)
+	}
+	named := map[string]bool{}
+	for k := range journaled {
+		named[k] = true
+	}
+	for _, p := range pending {
+		named[p.Agent+" "+p.TaskID] = true
+	}
+	for _, p := range gone {
+		named[p.Agent+" "+p.TaskID] = true
+		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID})+noAgent)
+	}
+	if work != nil {
+		for _, t := range work.A2A {
+			if d.isConfigured(t.Agent) || named[t.Agent+" "+t.TaskID] || batona2a.State(t.State).Terminal() {
+				continue
+			}
+			named[t.Agent+" "+t.TaskID] = true
+			failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: t.Agent, ID: t.TaskID})+noAgent)
+		}
 	}
 	if len(failed) == 0 {
 		return ""
@@ -66,13 +117,28 @@ func (x *executor) unconfirmedElsewhere(ctx context.Context, threadID, runID str
 	return "Canceled; these downstream cancellations were not confirmed: " + strings.Join(failed, "; ") + "."
 }
 
-// pendingOf returns the store's pending cancels of the run's A2A tasks.
-func (x *executor) pendingOf(ctx context.Context, threadID, runID string) []store.PendingCancel {
-	pc, ok := x.runs.(cancelsPending)
-	if !ok {
-		return nil
+// configured reports whether agent is one of this process's A2A sub-agents.
+func (d downstream) isConfigured(agent string) bool {
+	return d.configured == nil || d.configured(agent)
+}
+
+// mergeCancels adds to gone the cancels of more it does not have yet.
+func mergeCancels(gone, more []store.PendingCancel) []store.PendingCancel {
+	for _, p := range more {
+		dup := false
+		for _, g := range gone {
+			dup = dup || (g.Agent == p.Agent && g.TaskID == p.TaskID)
+		}
+		if !dup {
+			gone = append(gone, p)
+		}
 	}
-	rec, err := x.runs.GetRun(ctx, threadID, runID)
+	return gone
+}
+
+// workOf reads the run's work record (nil when there is none, or it names no A2A task).
+func (d downstream) workOf(ctx context.Context, threadID, runID string) *runWork {
+	rec, err := d.runs.GetRun(ctx, threadID, runID)
 	if err != nil || len(rec.Work) == 0 {
 		return nil
 	}
@@ -80,35 +146,50 @@ func (x *executor) pendingOf(ctx context.Context, threadID, runID string) []stor
 	if json.Unmarshal(rec.Work, &w) != nil || len(w.A2A) == 0 {
 		return nil
 	}
+	return &w
+}
+
+// pendingOf returns the store's pending cancels of the run's A2A tasks: those of agents
+// configured here, which their retries may still confirm, and those of agents that are
+// not (gone), which nothing here retries.
+func (d downstream) pendingOf(ctx context.Context, w *runWork) (pending, gone []store.PendingCancel) {
+	pc, ok := d.runs.(cancelsPending)
+	if !ok || w == nil {
+		return nil, nil
+	}
 	all, err := pc.PendingCancels(ctx, store.MaxPendingCancelsRead)
 	if err != nil {
-		x.log.Debug("a2a cancel: pending cancels", "thread_id", threadID, "run_id", runID, "err", err)
-		return nil
+		d.log.Debug("a2a cancel: pending cancels", "err", err)
+		return nil, nil
 	}
-	var out []store.PendingCancel
 	for _, p := range all {
 		for _, t := range w.A2A {
 			if p.Agent == t.Agent && p.TaskID == t.TaskID {
-				out = append(out, p)
+				if d.isConfigured(p.Agent) {
+					pending = append(pending, p)
+				} else {
+					gone = append(gone, p)
+				}
 				break
 			}
 		}
 	}
-	return out
+	return pending, gone
 }
 
-// failedCancels names the run's cancels that the journal records as failed or abandoned.
-func (x *executor) failedCancels(ctx context.Context, threadID, runID string) []string {
-	j, ok := x.runs.(cancelJournal)
+// failedCancels names the run's cancels that the journal records as failed or abandoned;
+// keys holds their "<agent> <task id>".
+func (d downstream) failedCancels(ctx context.Context, threadID, runID string) (out []string, keys map[string]bool) {
+	j, ok := d.runs.(cancelJournal)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	var out []string
+	keys = map[string]bool{}
 	for after := int64(0); ; {
 		steps, err := j.Steps(ctx, threadID, after, store.MaxStepsRead)
 		if err != nil {
-			x.log.Debug("a2a cancel: journal", "thread_id", threadID, "run_id", runID, "err", err)
-			return out
+			d.log.Debug("a2a cancel: journal", "thread_id", threadID, "run_id", runID, "err", err)
+			return out, keys
 		}
 		for _, s := range steps {
 			after = s.Seq
@@ -118,9 +199,10 @@ func (x *executor) failedCancels(ctx context.Context, threadID, runID string) []
 			// Detail is "<kind> <result>" (coordinator's cancelStep).
 			kind, result, _ := strings.Cut(s.Detail, " ")
 			out = append(out, describeCancel(cancel.Report{Kind: cancel.Kind(kind), Name: s.Target, ID: s.Ref})+" ("+result+")")
+			keys[s.Target+" "+s.Ref] = true
 		}
 		if len(steps) < store.MaxStepsRead {
-			return out
+			return out, keys
 		}
 	}
 }

@@ -27,6 +27,8 @@ type executor struct {
 	engine  Engine
 	runs    Log     // nil: runs are followed only where they run
 	signIns SignIns // nil: a sign-in is input-required (answered by a message)
+	// down reads the downstream cancels of runs relayed elsewhere.
+	down    downstream
 	horizon time.Duration
 	log     *slog.Logger
 
@@ -271,11 +273,14 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 		msg := ""
 		if threadID != "" && runID != "" {
 			deadline := time.Now().Add(x.horizon)
-			if err := x.engine.Stop(threadID, runID, who); err == nil {
+			err := x.engine.Stop(threadID, runID, who)
+			if err == nil {
 				x.awaitEnd(ctx, threadID, runID)
-				if x.runs != nil {
-					msg = x.unconfirmedElsewhere(ctx, threadID, runID, deadline)
-				}
+			}
+			// A run that had ended already (stopped before a restart, say) may still have
+			// downstream cancels that were not confirmed: they are named as well.
+			if x.runs != nil && !errors.Is(err, ErrForbidden) {
+				msg = x.down.unconfirmed(ctx, threadID, runID, deadline)
 			}
 		}
 		return nil, msg

@@ -113,10 +113,17 @@ func (rp *replay) addArtifact(ev *a2a.TaskArtifactUpdateEvent) {
 
 // endOf returns the terminal event of a run whose log the relay has read, or nil while it
 // goes on: its logged end, or a failure when its record says it ended without one (its
-// replica died and nobody took it over).
+// replica died and nobody took it over). The end of a run that was stopped names the
+// downstream cancels that were not confirmed, as CancelTask's answer does, as far as the
+// store tells now (no wait: this is a read).
 func (s *taskStore) endOf(ctx context.Context, rel *relay, threadID, runID string) *a2a.TaskStatusUpdateEvent {
 	if rel.ended {
 		if ev, ok := rel.final.(*a2a.TaskStatusUpdateEvent); ok {
+			if rel.stopped {
+				if msg := s.down.unconfirmed(ctx, threadID, runID, time.Time{}); msg != "" {
+					return status(rel.ec, a2a.TaskStateCanceled, msg)
+				}
+			}
 			return ev
 		}
 		return status(rel.ec, a2a.TaskStateCanceled, "The run was stopped.")

@@ -79,6 +79,10 @@ type Config struct {
 	// and resumes the run once they are done (signin.go); nil: such a task is
 	// input-required and the caller says when the sign-in is done.
 	SignIns SignIns
+	// AgentConfigured reports whether an A2A sub-agent (by its tool name) is configured
+	// here; a downstream cancel of another agent cannot be confirmed from here, and a
+	// CancelTask names it so at once. nil: every agent is.
+	AgentConfigured func(name string) bool
 	// KeepAlive is the SSE keep-alive period of streaming calls; default 15 s.
 	KeepAlive time.Duration
 	Logger    *slog.Logger
@@ -116,9 +120,12 @@ func New(cfg Config) *Server {
 	}
 	s.exec = newExecutor(cfg.Engine, cfg.Log, cfg.CancelHorizon, cfg.Logger)
 	s.exec.signIns = cfg.SignIns
+	down := downstream{runs: cfg.Log, configured: cfg.AgentConfigured, log: cfg.Logger}
+	s.exec.down = down
 	// Tasks are scoped by the caller: the store keeps each task's principal, answers
 	// another principal's task as unknown, and ListTasks lists only the caller's.
 	s.store = newTaskStore(cfg.Tasks, cfg.Log, cfg.Retention)
+	s.store.down = down
 	caps := capabilities()
 	var h a2asrv.RequestHandler = a2asrv.NewHandler(s.exec,
 		a2asrv.WithTaskStore(s.store),

@@ -88,6 +88,9 @@ type fakeEngine struct {
 	// onStop, when set, is called by Stop before the run ends (what the owner records); it
 	// returns more cancellation reports of the run.
 	onStop func(threadID, runID string) []cancel.Report
+	// stopErr, when set, is Stop's answer for a run it does not know (one that ended
+	// before a restart).
+	stopErr error
 }
 
 func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string) (Run, error) {
@@ -166,7 +169,7 @@ func (e *fakeEngine) Stop(threadID, runID, who string) error {
 	r := e.runs[runID]
 	e.mu.Unlock()
 	if r == nil {
-		return nil
+		return e.stopErr
 	}
 	r.mu.Lock()
 	r.reports = []cancel.Report{{Kind: "a2a", Name: "research", ID: "t-ok", Result: cancel.ResultConfirmed}, {Kind: "a2a", Name: "travel", ID: "t-bad", Result: cancel.ResultFailed}}

@@ -67,6 +67,9 @@ type taskStore struct {
 	db        Tasks
 	log       Log
 	retention time.Duration
+	// down names the unconfirmed downstream cancels of a stopped run whose end is read
+	// from its log (follow.go).
+	down downstream
 
 	// sweptAt is when the tasks past their retention were last deleted (Unix ns).
 	sweptAt atomic.Int64

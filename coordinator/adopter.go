@@ -184,7 +184,7 @@ func (a adopter) endTakenOver(ctx context.Context, rec store.RunRecord, work dur
 	}
 	e.journal.Record(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID}, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
 	e.cancelWork(rec, work)
-	e.endLostLog(ctx, rec.ThreadID, rec.RunID, rec.Epoch, "The run was interrupted and could not be continued: "+why+".")
+	durable.EndLostLog(ctx, e.cfg.Store, rec, e.cfg.Now(), "The run was interrupted and could not be continued: "+why+".", e.log)
 	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
 		e.log.Warn("store: end a run that could not be taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
 	}

@@ -142,7 +142,7 @@ func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) 
 	return bridge.Signal{
 		Code: "policy_deny", Requested: c.Name,
 		Message:          fmt.Sprintf("The user declined this call of %q earlier in this run; it is not sent again. Do something else, or tell the user what you need.", c.Name),
-		ValidNextActions: r.nextActions(t, c.Name),
+		ValidNextActions: nextActions(r.guard, t, c.Name),
 		Resolution:       &bridge.Resolution{Type: failure.ResolutionHandoff},
 	}, true
 }

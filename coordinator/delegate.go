@@ -155,7 +155,7 @@ func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args 
 		return refuse(bridge.Signal{
 			Code: "validation_failed", Requested: a.Name,
 			Message:          `A sub-agent call needs a non-empty "prompt" string.`,
-			ValidNextActions: r.nextActions(t, a.Name), Reason: "prompt is missing or not a non-empty string",
+			ValidNextActions: nextActions(r.guard, t, a.Name), Reason: "prompt is missing or not a non-empty string",
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
 		})
 	}
@@ -166,7 +166,7 @@ func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args 
 			return refuse(bridge.Signal{
 				Code: "validation_failed", Requested: a.Name,
 				Message:          `"task_id" must be a string taken from an [INPUT_REQUIRED:task_id=…] tag.`,
-				ValidNextActions: r.nextActions(t, a.Name), Reason: "task_id is not a string",
+				ValidNextActions: nextActions(r.guard, t, a.Name), Reason: "task_id is not a string",
 				Details: &bridge.Details{Field: "task_id", Got: raw},
 			})
 		}
@@ -238,7 +238,7 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
-		return a2aErrorOutcome(d.agent.Name, req, err, r.nextActions(t, d.agent.Name))
+		return a2aErrorOutcome(d.agent.Name, req, err, nextActions(r.guard, t, d.agent.Name))
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	if m := r.e.cfg.Metrics; m != nil {
@@ -330,7 +330,7 @@ func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskI
 		return &bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,
 			Message:          msg,
-			ValidNextActions: r.nextActions(t, a.Name),
+			ValidNextActions: nextActions(r.guard, t, a.Name),
 		}
 	}
 	ref, known := r.e.lookupTask(r.ThreadID, taskID)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -23,6 +25,8 @@ import (
 // sentIDs identifies a new task's first message.
 type sentIDs struct {
 	messageID, contextID string
+	// agent is the agent it was sent to (as read back from the journal).
+	agent string
 }
 
 // newSentIDs chooses the ids of a new task's first message: 128 random bits each, so that
@@ -145,29 +149,58 @@ func (r *Run) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutc
 // sentAs reads from the journal the ids the previous owner recorded for the send of call
 // callID of this run.
 func (r *Run) sentAs(ctx context.Context, callID string) (sentIDs, bool) {
+	ids, ok := sentByRun(ctx, r.e.cfg.Store, r.log, r.ThreadID, r.RunID)[callID]
+	return ids, ok
+}
+
+// sentByRun reads from st's journal the ids recorded for the new-task sends of a run, by
+// tool call id, with the agent each was sent to.
+func sentByRun(ctx context.Context, st store.Store, log *slog.Logger, threadID, runID string) map[string]sentIDs {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var found sentIDs
-	ok := false
+	out := map[string]sentIDs{}
 	var after int64
 	for {
-		steps, err := r.e.cfg.Store.Steps(rctx, r.ThreadID, after, store.MaxStepsRead)
+		steps, err := st.Steps(rctx, threadID, after, store.MaxStepsRead)
 		if err != nil {
-			r.log.Warn("takeover: reading the journal for a send in doubt", "tool_call_id", callID, "err", err)
-			return found, ok
+			log.Warn("takeover: reading the journal for sends in doubt", "thread_id", threadID, "run_id", runID, "err", err)
+			return out
 		}
 		for _, s := range steps {
-			if s.RunID == r.RunID && s.Kind == store.StepA2ASend && s.Ref == callID {
+			if s.RunID == runID && s.Kind == store.StepA2ASend && s.Ref != "" {
 				if ids, has := sentIDsIn(s.Detail); has {
-					found, ok = ids, true
+					ids.agent = s.Target
+					out[s.Ref] = ids
 				}
 			}
 			after = s.Seq
 		}
 		if len(steps) < store.MaxStepsRead {
-			return found, ok
+			return out
 		}
 	}
+}
+
+// cancelUnnamed cancels, for a run that will not go on, the task of one of its new-task
+// sends that its work does not list (the agent never named it to the previous owner):
+// found by the ids its intent recorded, as a run that goes on would follow it.
+func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner string, a *Agent, ids sentIDs) {
+	f, ok := a.Client.(taskFinder)
+	if !ok {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), findWait)
+	defer cancel()
+	got, err := f.FindTask(e.agentCtx(fctx, owner, a), ids.contextID, ids.messageID)
+	if err != nil || got == nil || got.TaskID == "" || got.State.Terminal() {
+		return
+	}
+	cctx, cancelC := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
+	defer cancelC()
+	st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
+		durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: got.TaskID, Attempt: 1, Detail: "lapsed run: the task of its send in doubt is cancelled"})
+	err = e.cancelTask(cctx, owner, a, got.TaskID, log, "lapsed run: the task of its send in doubt cancelled")
+	st.End(cancelEnd(err))
 }
 
 // findSent looks for the task that the message ids started, asking again while the agent

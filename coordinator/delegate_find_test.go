@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
@@ -265,4 +266,38 @@ func countType(typs []string, typ string) int {
 		}
 	}
 	return n
+}
+
+// TestTakeOverCannotContinueCancelsUnnamed: a run taken over that cannot continue has its
+// tasks cancelled, also the one its previous owner never learned the id of: it is found by
+// the ids the send's journal intent recorded.
+func TestTakeOverCannotContinueCancelsUnnamed(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	// A task of an agent this replica does not have: the run cannot continue here.
+	deadRun(t, st, "unnamed", deadDelegationConv(), durable.Work{A2A: []durable.Task{
+		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
+	}}, deadDelegationEvents()...)
+	require.NoError(t, st.RecordStep(ctx, &store.Step{ThreadID: "unnamed", RunID: "r-unnamed", Kind: store.StepA2ASend, Target: "research",
+		Ref: "call_1", Attempt: 1, Replica: "replica-dead", Detail: "messageId=m-1 contextId=c-1"}))
+	agent := newSlowStartAgent()
+	agent.task = &a2a.Result{TaskID: "task-o", ContextID: "c-1", State: a2a.StateWorking}
+	agent.messages["task-o"] = "m-1"
+	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
+		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Shutdown(ctx) })
+
+	run, _ := waitEnded(t, st, "unnamed", "r-unnamed")
+	assert.Equal(t, string(OutcomeError), run.State)
+	require.Eventually(t, func() bool {
+		_, _, _, cancels := agent.counts()
+		return len(cancels) > 0
+	}, 10*time.Second, 5*time.Millisecond, "the unnamed task is cancelled")
+	sends, _, follows, cancels := agent.counts()
+	assert.Equal(t, []string{"task-o"}, cancels)
+	assert.Empty(t, sends)
+	assert.Empty(t, follows)
 }

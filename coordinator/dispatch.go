@@ -72,7 +72,7 @@ func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outc
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, r.nextActions(t, c.Name))))
+			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, nextActions(r.guard, t, c.Name))))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}

@@ -24,7 +24,7 @@ func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID 
 	case s := <-d.out:
 		return r.settle(d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
-		return r.exchangeCancelled(ctx, d)
+		return d.cancelled(ctx)
 	case <-timer.C:
 		return r.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
 	}
@@ -79,8 +79,8 @@ func (d *subagentCall) finish() {
 	}
 }
 
-// exchangeCancelled ends an exchange whose run is cancelled or handed off.
-func (r *Run) exchangeCancelled(ctx context.Context, d *subagentCall) toolOutcome {
+// cancelled ends the exchange of a run that is cancelled or handed off.
+func (d *subagentCall) cancelled(ctx context.Context) toolOutcome {
 	if errors.Is(context.Cause(ctx), ErrHandoff) {
 		// Handed to another replica, which follows the task: it is not cancelled, only
 		// no longer followed from here.

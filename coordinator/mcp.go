@@ -39,7 +39,7 @@ func (r *Run) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
 		return signalOutcome(bridge.Signal{
 			Code: "unknown_action", Requested: bridge.UntrustedN(res.Tool, 64),
 			Message:          msg + " Call one of known_actions.",
-			ValidNextActions: without(r.unknownNext(t, res.Tool), res.Tool),
+			ValidNextActions: without(unknownNext(r.guard, t, res.Tool), res.Tool),
 			KnownActions:     without(knownActions(t, res.Tool), res.Tool),
 		})
 	case mcpclient.StatusTimeout:
@@ -47,7 +47,7 @@ func (r *Run) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
 		return signalOutcome(bridge.Signal{
 			Code: "action_timeout", Requested: res.Tool,
 			Message:          fmt.Sprintf("The tool did not answer within %gs and was cancelled. Call it again with a smaller request, or use another way.", secs),
-			ValidNextActions: r.nextActions(t, res.Tool),
+			ValidNextActions: nextActions(r.guard, t, res.Tool),
 			TimeoutSeconds:   secs,
 		})
 	case mcpclient.StatusUnreachable:
@@ -89,7 +89,7 @@ func (r *Run) mcpToolError(res mcpclient.Result) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "tool_error", Requested: res.Tool,
 		Message:          "The tool reported an error. Fix the cause (arguments, order of calls) and call again, or use another way.",
-		ValidNextActions: r.nextActions(nil, res.Tool),
+		ValidNextActions: nextActions(r.guard, nil, res.Tool),
 		ErrorMessage:     bridge.Untrusted(res.Detail),
 		AttemptsLeft:     &left,
 	})
@@ -101,7 +101,7 @@ func (r *Run) mcpInvalid(t *toolset, res mcpclient.Result) bridge.Signal {
 	if inv == nil {
 		inv = &mcpclient.InvalidArgs{Reason: "the arguments do not match the tool's input schema"}
 	}
-	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: r.nextActions(t, res.Tool)}
+	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: nextActions(r.guard, t, res.Tool)}
 	if inv.ByServer {
 		s.Message = "The server rejected the arguments. Fix them and call again."
 		s.Reason = bridge.Untrusted(inv.Reason)

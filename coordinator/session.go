@@ -232,7 +232,7 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 		return signalOutcome(bridge.Signal{
 			Code: "action_timeout", Requested: name,
 			Message:          "The tool did not answer in time; the call was cancelled.",
-			ValidNextActions: r.nextActions(t, name), TimeoutSeconds: r.e.cfg.Limits.ToolTimeout.Seconds(),
+			ValidNextActions: nextActions(r.guard, t, name), TimeoutSeconds: r.e.cfg.Limits.ToolTimeout.Seconds(),
 		})
 	}
 }

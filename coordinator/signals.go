@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/editdist"
 )
 
@@ -13,15 +14,10 @@ import (
 // signal names only what is useful now.
 
 // nextActions lists what the model can usefully call after a refused or failed call of
-// tool: the tool itself (a fixed call can succeed) when the run may still call it, and
-// ask_user.
-func (r *Run) nextActions(t *toolset, tool string) []string {
-	var allowed []string
-	if r.guard != nil {
-		allowed = r.guard.ValidNextActions()
-	} else if t != nil {
-		allowed = t.backend
-	}
+// tool: the tool itself (a fixed call can succeed) when the run may still call it (its
+// guard says so; without one, every tool of t), and ask_user.
+func nextActions(g *failure.Guard, t *toolset, tool string) []string {
+	allowed := allowedNow(g, t)
 	out := []string{}
 	if tool != "" && tool != askUserTool && slices.Contains(allowed, tool) {
 		out = append(out, tool)
@@ -35,18 +31,25 @@ func (r *Run) nextActions(t *toolset, tool string) []string {
 // unknownNext is valid_next_actions for unknown_action: the known names closest to the
 // one requested that the run may call now, then ask_user; at most
 // bridge.MaxValidNextActions.
-func (r *Run) unknownNext(t *toolset, requested string) []string {
-	var allowed []string
-	if r.guard != nil {
-		allowed = r.guard.ValidNextActions()
-	} else if t != nil {
-		allowed = t.backend
-	}
+func unknownNext(g *failure.Guard, t *toolset, requested string) []string {
+	allowed := allowedNow(g, t)
 	out := closestNames(without(allowed, askUserTool), requested, bridge.MaxValidNextActions-1)
 	if slices.Contains(allowed, askUserTool) {
 		out = append(out, askUserTool)
 	}
 	return out
+}
+
+// allowedNow is what the run may call now: its guard's valid next actions, or without a
+// guard every backend tool of t.
+func allowedNow(g *failure.Guard, t *toolset) []string {
+	switch {
+	case g != nil:
+		return g.ValidNextActions()
+	case t != nil:
+		return t.backend
+	}
+	return nil
 }
 
 // knownActions is known_actions for unknown_action: the backend tools closest to the one

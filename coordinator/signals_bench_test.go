@@ -35,11 +35,11 @@ func BenchmarkRetrySignalBytes(b *testing.B) {
 		sig  func() bridge.Signal
 	}{
 		{"tool_error/before", func() bridge.Signal { return errSig(names) }},
-		{"tool_error/after", func() bridge.Signal { return errSig(r.nextActions(t, tool)) }},
+		{"tool_error/after", func() bridge.Signal { return errSig(nextActions(r.guard, t, tool)) }},
 		{"unknown_action/before", func() bridge.Signal { return unknown(names, names) }},
 		{"unknown_action/after", func() bridge.Signal {
 			req := "server01__tool_with_a_usual_nam_10"
-			return unknown(r.unknownNext(t, req), knownActions(t, req))
+			return unknown(unknownNext(r.guard, t, req), knownActions(t, req))
 		}},
 	}
 	for _, c := range cases {

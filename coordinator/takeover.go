@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 
 	"github.com/baton-dev/baton/a2a"
@@ -41,7 +42,8 @@ type takenOver struct {
 }
 
 // cancelWork cancels, in parallel, the run's A2A tasks its work document lists as not
-// terminal, and records them as canceled so that nobody cancels them again.
+// terminal, and records them as canceled so that nobody cancels them again, and the tasks
+// of its sends that the agent never named (cancelUnnamed).
 func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
 	owner := workOwner(work)
@@ -67,6 +69,15 @@ func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
 			}
 		})
+	}
+	// The tasks of its new-task sends that its work does not list: the agent never named
+	// them to the previous owner; found by the ids their intents recorded.
+	for callID, ids := range sentByRun(cctx, e.cfg.Store, log, rec.ThreadID, rec.RunID) {
+		a := e.agents[ids.agent]
+		if a == nil || slices.ContainsFunc(work.A2A, func(t durable.Task) bool { return t.ToolCallID == callID }) {
+			continue
+		}
+		wg.Go(func() { e.cancelUnnamed(log, rec, owner, a, ids) })
 	}
 	wg.Wait()
 	if changed {

@@ -178,7 +178,7 @@ func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,
 		Message:          "The arguments must be a JSON object.",
-		ValidNextActions: r.nextActions(t, c.Name), Reason: "arguments are not a JSON object",
+		ValidNextActions: nextActions(r.guard, t, c.Name), Reason: "arguments are not a JSON object",
 		Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
 	})
 }
@@ -200,7 +200,7 @@ func (r *Run) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOut
 	return signalOutcome(bridge.Signal{
 		Code: "unknown_action", Requested: bridge.UntrustedN(c.Name, 64),
 		Message:          fmt.Sprintf("There is no tool named %q. Use one of known_actions.", bridge.UntrustedN(c.Name, 64)),
-		ValidNextActions: r.unknownNext(t, c.Name), KnownActions: knownActions(t, c.Name),
+		ValidNextActions: unknownNext(r.guard, t, c.Name), KnownActions: knownActions(t, c.Name),
 	})
 }
 
@@ -225,7 +225,7 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 		return signalOutcome(bridge.Signal{
 			Code: "validation_failed", Requested: askUserTool,
 			Message:          `ask_user needs a non-empty "question" string.`,
-			ValidNextActions: r.nextActions(t, askUserTool), Reason: "question is missing",
+			ValidNextActions: nextActions(r.guard, t, askUserTool), Reason: "question is missing",
 			Details: &bridge.Details{Field: "question", Got: args["question"]},
 		})
 	}

@@ -39,6 +39,7 @@ import (
 //	model    charge item, then a reply that streams slowly the first time it is asked
 //	charge   charge item          lookup  look item up        approve  refund item
 //	send     delegate "slow <item>" to the peer (a ~10 s task)
+//	late     delegate "delay <item>": the peer makes its task, and answers, only DELAY_MS later
 //	continue delegate "input" (input-required), then answer the task "slowly" (~10 s)
 //
 // and "done" once the kind's calls have results.
@@ -98,6 +99,8 @@ func (m *stepsModel) reply(req fakellm.Request) fakellm.Reply {
 		return call("pay__refund", map[string]string{"item": item})
 	case len(results) == 0 && kind == "send":
 		return call("peer", map[string]string{"prompt": "slow " + item})
+	case len(results) == 0 && kind == "late":
+		return call("peer", map[string]string{"prompt": "delay " + item})
 	case len(results) == 0 && kind == "continue":
 		return call("peer", map[string]string{"prompt": "input " + item})
 	case len(results) == 1 && kind == "continue":
@@ -156,7 +159,8 @@ func TestKillSteps(t *testing.T) {
 	top := t
 	dsn := pgtest.DSN(t)
 	pay := startStepsMCP(t)
-	peer := startA2APeerEnv(t)
+	// "delay" tasks are made 3 s after their message arrived (the kill comes before).
+	peer := startA2APeerEnv(t, "DELAY_MS=3000")
 	holder := startCancelHolder(t, peer)
 	script := newStepsModel()
 	model := fakellm.Start(script.reply)
@@ -250,6 +254,33 @@ func TestKillSteps(t *testing.T) {
 		awaitTasksEnded(t, peer, tasks, 10*time.Second)
 		res := k.result(t, item, 1)
 		assert.True(t, strings.HasPrefix(res, "[COMPLETED]"), "the task's result: %q", res)
+		checkJournal(t, b.URL, k.thread, "r1", "a2a_send")
+	})
+
+	// The owner dies after the peer received the message but before the peer made its task
+	// and answered (its first event is DELAY_MS late): the owner never learned the task's
+	// id. The survivor finds the task by the context and message ids the send's journal
+	// intent recorded, and follows it to its end: no task is left running with nobody
+	// following it, and the model gets the task's result rather than an in-doubt report.
+	t.Run("A2A send before its task id", func(t *testing.T) {
+		item := newThreadID("l")
+		before := stepsPeer(t, peer)
+		k := killStep(t, "late", item, 45*time.Second, func(_ string, live *http.Response) {
+			awaitSubagentStarted(t, live)
+			awaitPeerSend(t, peer, before, "delay")
+			l := stepsPeer(t, peer)
+			require.Empty(t, newTasks(before.peerCalls, l.peerCalls), "killed before the peer made its task")
+		})
+		assert.Len(t, k.results, 1, "one call, one result: %v", k.results)
+		res := k.result(t, item, 1)
+		assert.True(t, strings.HasPrefix(res, "[COMPLETED]"), "the task's result, not in doubt: %q", res)
+		task := awaitPeerTask(t, peer, before, func(stepsPeerLog, string) bool { return true })
+		after := awaitTasksEnded(t, peer, []string{task}, 20*time.Second)
+		assert.Equal(t, 1, countOf(after.Sends[len(before.Sends):], "delay"), "the message was sent once: %v", after.Sends)
+		assert.Len(t, newTasks(before.peerCalls, after.peerCalls), 1, "one task at the peer")
+		assert.Equal(t, "TASK_STATE_COMPLETED", after.Tasks[task], "the task ran to its end")
+		assert.NotContains(t, after.Cancels, task)
+		assert.Contains(t, after.Subscribes, task, "the survivor followed the task by id")
 		checkJournal(t, b.URL, k.thread, "r1", "a2a_send")
 	})
 
@@ -397,6 +428,35 @@ func awaitSubagentText(t *testing.T, live *http.Response, calls int) {
 				return
 			}
 		}
+	}
+}
+
+// awaitSubagentStarted reads the live stream until a sub-agent started (its call's intent
+// is recorded, and the checkpoint with the call is stored ahead of the event).
+func awaitSubagentStarted(t *testing.T, live *http.Response) {
+	t.Helper()
+	s := newTakeoverStream(live.Body)
+	for {
+		f, ok := s.next(t)
+		require.True(t, ok, "the live stream ended before the sub-agent started")
+		if f.Event["type"] == "SUBAGENT_STARTED" {
+			return
+		}
+	}
+}
+
+// awaitPeerSend waits until the peer received a message whose first word is word since
+// before (its log records each message as it arrives).
+func awaitPeerSend(t *testing.T, peer string, before stepsPeerLog, word string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l := stepsPeer(t, peer)
+		if countOf(l.Sends[len(before.Sends):], word) > 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the peer never received %q: %v", word, l.Sends)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

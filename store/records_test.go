@@ -207,7 +207,8 @@ func TestEventLog(t *testing.T) {
 		require.NoError(t, s.AppendEvents(ctx, "t1", "r1", 1, batch[:2]))
 		require.NoError(t, s.AppendEvents(ctx, "t1", "r1", 1, batch[2:]))
 		require.NoError(t, s.AppendEvents(ctx, "t1", "r1", 1, nil))
-		require.Error(t, s.AppendEvents(ctx, "t1", "r1", 1, batch[4:]), "a seq is written once")
+		other := []Event{{Seq: 5, Data: json.RawMessage(`{"type":"CUSTOM","n":55}`)}}
+		require.Error(t, s.AppendEvents(ctx, "t1", "r1", 1, other), "a seq is written once")
 		require.NoError(t, s.AppendEvents(ctx, "t2", "other", 1, batch[:1]))
 
 		all, err := s.Events(ctx, "t1", "r1", 0, 0)

@@ -1020,6 +1020,25 @@ func (s *sqlStore) AppendEvents(ctx context.Context, threadID, runID string, epo
 		return nil
 	}
 	now := time.Now().UnixNano()
+	if len(evs) < appendChunk && s.afterGuard == nil {
+		// The usual case on SQLite, in one statement: the epoch's guard in the INSERT's
+		// WHERE, in the same transaction as before (it was a SELECT and the INSERT).
+		args := append(s.eventArgs(threadID, runID, now, evs), threadID, runID, epoch)
+		err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+			res, err := s.txExec(ctx, tx, insertEventsGuarded(len(evs)), args...)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return ErrFenced
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("store: append events of run %q: %w", runID, err)
+		}
+		return nil
+	}
 	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
 			return err
@@ -1078,6 +1097,21 @@ func (s *sqlStore) insertEvents(n int) string {
 			fmt.Fprintf(&b, "($1, $2, $%d, $3, $%d)", 4+2*i, 5+2*i)
 		}
 	}
+	return b.String()
+}
+
+// insertEventsGuarded is SQLite's INSERT of n events that inserts nothing unless the run
+// (the three arguments after the events': thread, run, epoch) has the writer's epoch.
+func insertEventsGuarded(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO events (thread_id, run_id, seq, at, data) SELECT * FROM (VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?, ?, ?)")
+	}
+	b.WriteString(`) WHERE EXISTS (SELECT 1 FROM runs WHERE thread_id = ? AND run_id = ? AND epoch = ?)`)
 	return b.String()
 }
 

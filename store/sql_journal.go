@@ -81,19 +81,19 @@ func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
 	if s.w == nil {
 		seq, err = s.recordStepPG(ctx, args, st.Epoch != 0)
 	} else {
+		// One statement (it was three: the epoch's check, the next number, the insert). The
+		// writes are serialised (SQLite's one writer), so the next number is free; the guard
+		// is in the same statement of the same transaction as the insert, so a step of an
+		// owner whose epoch moved on inserts nothing and fails with ErrFenced, as before.
 		err = s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-			if st.Epoch != 0 {
-				if err := s.checkEpoch(ctx, tx, st.ThreadID, st.RunID, st.Epoch); err != nil {
-					return err
-				}
+			err := s.txQueryRow(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
+			SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1),
+				$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
+			WHERE $13 = 0 OR EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $13)
+			RETURNING seq`), args...).Scan(&seq)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrFenced
 			}
-			// The thread's writers are serialised (the thread lock; SQLite's one writer), so
-			// the next number is free.
-			if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1`), st.ThreadID).Scan(&seq); err != nil {
-				return err
-			}
-			_, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`), append([]any{seq}, args...)...)
 			return err
 		})
 	}
@@ -171,35 +171,35 @@ func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end 
 		}
 		return nil
 	}
-	var n int64
+	// One statement (it was three: the step's run, the epoch's check, the update), the
+	// guard in the UPDATE's WHERE as on PostgreSQL; only when no row changed does a read of
+	// the same transaction tell ErrNotFound (no such step, or not pending) from ErrFenced.
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		if end.Epoch != 0 {
-			var runID string
-			err := s.txQueryRow(ctx, tx, s.d.q(`SELECT run_id FROM journal WHERE thread_id = $1 AND seq = $2`), threadID, seq).Scan(&runID)
-			if errors.Is(err, sql.ErrNoRows) {
-				return ErrNotFound
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.checkEpoch(ctx, tx, threadID, runID, end.Epoch); err != nil {
-				return err
-			}
-		}
 		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE journal SET outcome = $3, tag = $4, failure_kind = $5, detail = CASE WHEN $6 = '' THEN detail ELSE $6 END,
-			in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending'`),
-			threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano())
+			in_doubt = $7, ended_at = $8 WHERE thread_id = $1 AND seq = $2 AND outcome = 'pending' AND ($9 = 0 OR EXISTS (
+			SELECT 1 FROM runs WHERE runs.thread_id = $1 AND runs.run_id = journal.run_id AND runs.epoch = $9))`),
+			threadID, seq, end.Outcome, end.Tag, end.FailureKind, end.Detail, inDoubt, time.Now().UnixNano(), end.Epoch)
 		if err != nil {
 			return err
 		}
-		n, _ = res.RowsAffected()
-		return nil
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+		var current int64
+		err = s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE((SELECT r.epoch FROM runs r WHERE r.thread_id = j.thread_id AND r.run_id = j.run_id), -1)
+			FROM journal j WHERE j.thread_id = $1 AND j.seq = $2`), threadID, seq).Scan(&current)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return ErrNotFound
+		case err != nil:
+			return err
+		case end.Epoch != 0 && current != end.Epoch:
+			return ErrFenced
+		}
+		return ErrNotFound
 	})
 	if err != nil {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, ErrNotFound)
 	}
 	return nil
 }

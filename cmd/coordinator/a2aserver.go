@@ -21,8 +21,10 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aser
 		return nil
 	}
 	var skills []a2aserver.Skill
+	agents := map[string]bool{} // by the engine's name for them, as pending cancels name them
 	for _, a := range cfg.Agents {
 		skills = append(skills, a2aserver.Skill{ID: "agent:" + a.Name, Name: a.Name, Description: fmt.Sprintf("Delegates to the A2A agent %q.", a.Name)})
+		agents[coordinator.ToolName(a.Name)] = true
 	}
 	for _, s := range cfg.MCPServers {
 		skills = append(skills, a2aserver.Skill{ID: "tools:" + s.Name, Name: s.Name, Description: fmt.Sprintf("Uses the tools of the MCP server %q.", s.Name)})
@@ -43,7 +45,10 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aser
 		},
 		CancelHorizon: time.Duration(cfg.Limits.CancelHorizon),
 		SignIns:       signIns,
-		Logger:        log.With("component", "a2a_server"),
+		// A downstream cancel of an agent removed from the configuration cannot be
+		// confirmed from here (its pending record is dropped at start).
+		AgentConfigured: func(name string) bool { return agents[name] },
+		Logger:          log.With("component", "a2a_server"),
 	})
 }
 
