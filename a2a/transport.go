@@ -90,26 +90,10 @@ type rpcError struct {
 // (same request, same errors), reading the SSE body with a small buffer.
 func (t *leanTransport) stream(ctx context.Context, method string, params a2aclient.ServiceParams, payload any) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
-		body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", Method: method, Params: payload, ID: strconv.FormatUint(rpcSeq.Add(1), 36)})
+		req, err := t.newStreamRequest(ctx, method, params, payload)
 		if err != nil {
-			yield(nil, fmt.Errorf("failed to marshal request: %w", err))
+			yield(nil, err)
 			return
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
-		if err != nil {
-			yield(nil, fmt.Errorf("failed to create HTTP request: %w", err))
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "text/event-stream")
-		hdr := map[string][]string(params)
-		if t.v03 {
-			hdr = a2av0.FromServiceParams(params)
-		}
-		for k, vs := range hdr {
-			for _, v := range vs {
-				req.Header.Add(k, v)
-			}
 		}
 		resp, err := t.http.Do(req)
 		if err != nil {
@@ -136,6 +120,32 @@ func (t *leanTransport) stream(ctx context.Context, method string, params a2acli
 			}
 		}
 	}
+}
+
+// newStreamRequest is the HTTP request of a streaming call. Built apart from the reading,
+// so that what building it needs (the encoded body, the header iteration) is not held on the
+// stack of a goroutine that waits on the stream for as long as the task runs.
+func (t *leanTransport) newStreamRequest(ctx context.Context, method string, params a2aclient.ServiceParams, payload any) (*http.Request, error) {
+	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", Method: method, Params: payload, ID: strconv.FormatUint(rpcSeq.Add(1), 36)})
+	if err != nil {
+		return nil, fmt.Errorf("failed to marshal request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("failed to create HTTP request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	hdr := map[string][]string(params)
+	if t.v03 {
+		hdr = a2av0.FromServiceParams(params)
+	}
+	for k, vs := range hdr {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	return req, nil
 }
 
 // decode turns one SSE data payload (a JSON-RPC response) into an event or an error.

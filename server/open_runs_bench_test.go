@@ -233,6 +233,9 @@ func BenchmarkOpenRuns(b *testing.B) {
 			writeProfile(b, "heap", path)
 			writeProfile(b, "goroutine", path+".goroutines")
 		}
+		if path := os.Getenv("BATON_BENCH_HOLD"); path != "" {
+			holdOpen(b, path)
+		}
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(runs)/1024, "heap-KiB/run")
 		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/float64(runs)/1024, "stack-KiB/run")
 		b.ReportMetric(float64(g1-g0)/float64(runs), "goroutines/run")
@@ -255,6 +258,22 @@ func BenchmarkOpenRuns(b *testing.B) {
 		_ = e.Shutdown(ctx)
 		cancel()
 		_ = ag.Close()
+	}
+}
+
+// holdOpen keeps the open runs as they are while a core of this process is taken
+// (BATON_BENCH_HOLD=<file>): it writes the process id to the file and waits until the file
+// is removed, at most ten minutes. pprof tells what each goroutine waits in, not the size
+// of its stack; server/testdata/stacks.py reads the sizes from the core with gdb.
+func holdOpen(b *testing.B, path string) {
+	require.NoError(b, os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o600))
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(10 * time.Minute)
+	for range tick.C {
+		if _, err := os.Stat(path); err != nil || time.Now().After(deadline) {
+			return
+		}
 	}
 }
 
