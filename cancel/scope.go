@@ -84,7 +84,11 @@ type Scope struct {
 	cause     error
 	start     time.Time
 	reports   []Report
-	wg        sync.WaitGroup
+	// firing counts the cancellations in flight; idle is closed when it drops to zero. (A
+	// sync.WaitGroup would race: a piece tracked after the cancel adds to the count while
+	// Cancel may already be waiting at zero.)
+	firing int
+	idle   chan struct{}
 }
 
 // NewScope returns an empty scope.
@@ -117,10 +121,13 @@ func (s *Scope) Track(kind Kind, name string) *Item {
 	s.mu.Lock()
 	s.items = append(s.items, it)
 	cancelled := s.cancelled
+	if cancelled {
+		s.addFiring(1)
+	}
 	s.mu.Unlock()
 	if cancelled {
 		// Registered after the run was cancelled: cancel it as soon as it is armed.
-		s.fire(it)
+		s.fireCounted(it)
 	}
 	return it
 }
@@ -279,8 +286,8 @@ func (s *Scope) Begin(cause error) {
 	s.cancelled, s.cause, s.start = true, cause, time.Now()
 	items := slices.Clone(s.items)
 	// Counted before the lock is released: a concurrent Cancel, which sees the scope
-	// cancelled only after this, must not Wait while the count is still being raised.
-	s.wg.Add(len(items))
+	// cancelled only after this, must not wait while the count is still being raised.
+	s.addFiring(len(items))
 	s.mu.Unlock()
 	for _, it := range items {
 		s.fireCounted(it)
@@ -291,23 +298,51 @@ func (s *Scope) Begin(cause error) {
 // timeout); it returns the reports. It is idempotent.
 func (s *Scope) Cancel(cause error) []Report {
 	s.Begin(cause)
-	s.wg.Wait()
+	s.waitFiring()
 	return s.Reports()
 }
 
-func (s *Scope) fire(it *Item) {
-	s.wg.Add(1)
-	s.fireCounted(it)
+// addFiring counts n more cancellations in flight; s.mu is held.
+func (s *Scope) addFiring(n int) {
+	if n == 0 {
+		return
+	}
+	if s.firing == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.firing += n
 }
 
-// fireCounted is fire for a piece already counted in s.wg.
+// doneFiring counts one cancellation in flight less.
+func (s *Scope) doneFiring() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.firing--
+	if s.firing == 0 {
+		close(s.idle)
+	}
+}
+
+// waitFiring waits until no cancellation is in flight.
+func (s *Scope) waitFiring() {
+	s.mu.Lock()
+	if s.firing == 0 {
+		s.mu.Unlock()
+		return
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	<-idle
+}
+
+// fireCounted cancels a piece already counted in firing.
 func (s *Scope) fireCounted(it *Item) {
 	if !it.claim() {
-		s.wg.Done()
+		s.doneFiring()
 		return
 	}
 	go func() {
-		defer s.wg.Done()
+		defer s.doneFiring()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		defer cancel()
 		s.mu.Lock()

@@ -3,7 +3,9 @@ package cancel
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +157,31 @@ func TestCancelNowAndRelease(t *testing.T) {
 	assert.Empty(t, s.Cancel(nil), "a piece cancelled on its own is not cancelled again")
 	assert.Equal(t, []string{"t1"}, rec.got())
 	assert.Zero(t, s.Len())
+}
+
+// A piece tracked while the scope's cancellation is being waited for (a sub-task whose id
+// arrives as the run stops) is cancelled too, and races nothing: with a sync.WaitGroup
+// counting the cancellations, Track's Add from zero met Cancel's Wait as it returned (a
+// data race, and "WaitGroup is reused before previous Wait has returned").
+func TestTrackRacingCancel(t *testing.T) {
+	for range 2000 {
+		s := NewScope(Options{Timeout: time.Second})
+		var cancelled atomic.Int32
+		fn := func(context.Context, string) error { cancelled.Add(1); return nil }
+		// One piece in flight, whose cancel ends as the late one is tracked.
+		s.Track(KindA2ATask, "agent").Arm("first", fn)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for cancelled.Load() == 0 {
+				runtime.Gosched()
+			}
+			s.Track(KindA2ATask, "agent").Arm("late", fn)
+		}()
+		s.Cancel(errors.New("stopped"))
+		<-done
+		s.Cancel(errors.New("stopped"))
+		require.Eventually(t, func() bool { return cancelled.Load() == 2 }, 5*time.Second, time.Millisecond,
+			"the late piece is cancelled once")
+	}
 }
