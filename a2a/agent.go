@@ -228,6 +228,8 @@ func New(cfg AgentConfig, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("a2a: agent %q: allowed origins: %w", cfg.Name, err)
 	}
 	logger := opts.Logger.With("agent", cfg.Name)
+	// life bounds the agent's background work (card refresh, cancels) and ends with Close,
+	// not with the context of the call that built the agent.
 	life, kill := context.WithCancel(context.Background())
 	hc, release := newHTTPClient(opts.HTTPClient, cfg.Headers, home, logger)
 	a := &Agent{

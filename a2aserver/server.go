@@ -115,6 +115,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg}
 	if cfg.Tasks == nil {
+		// Opening the memory store does no I/O; it lives as long as the server.
 		s.own, _ = store.Open(context.Background(), "memory:")
 		cfg.Tasks = s.own.Tasks()
 	}

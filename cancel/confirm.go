@@ -93,6 +93,8 @@ func NewConfirmer(cfg ConfirmerConfig) *Confirmer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// life bounds the confirmer's background retries and ends with Stop, not with the
+	// context of the run whose cancel it confirms.
 	life, stop := context.WithCancel(context.Background())
 	return &Confirmer{cfg: cfg, life: life, stop: stop, gates: make(map[string]chan struct{})}
 }

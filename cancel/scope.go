@@ -184,6 +184,7 @@ func (it *Item) CancelNow() Report {
 		<-it.Settled()
 		return Report{Kind: it.kind, Name: it.name, Result: resultSettled}
 	}
+	// A cancellation is sent because the caller's context is ending: it gets its own.
 	ctx, cancel := context.WithTimeout(context.Background(), it.s.opts.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -343,6 +344,7 @@ func (s *Scope) fireCounted(it *Item) {
 	}
 	go func() {
 		defer s.doneFiring()
+		// The scope is cancelled because the run's context is ending: each cancel gets its own.
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		defer cancel()
 		s.mu.Lock()

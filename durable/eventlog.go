@@ -323,6 +323,8 @@ func (l *EventLog) append(batch []store.Event) error {
 	stored := 0
 	for stored < len(batch) {
 		part := batch[stored:min(stored+store.MaxEventsRead, len(batch))]
+		// The writer stores on behalf of the whole run, not of one caller: a cancelled run's
+		// last events must still reach the store, so only the write's own timeout bounds it.
 		ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 		err = l.st.AppendEvents(ctx, l.thread, l.run, l.epoch, part)
 		cancel()
@@ -445,6 +447,8 @@ func (l *EventLog) saveMessages() {
 	if len(msgs) == 0 {
 		return
 	}
+	// Called as the log ends, after the run's context has ended: the messages must still
+	// be stored.
 	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 	defer cancel()
 	if err := l.st.SaveMessages(ctx, l.thread, msgs); err != nil {
@@ -613,6 +617,8 @@ func (l *EventLog) SaveWork() error {
 	if err != nil {
 		return nil
 	}
+	// The work document is saved by the writer and at the run's end, when the run's
+	// context may have ended: only the write's own timeout bounds it.
 	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 	defer cancel()
 	err = l.st.SaveRunWork(ctx, l.thread, l.run, l.epoch, doc)

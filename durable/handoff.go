@@ -54,6 +54,7 @@ func HandOff(st ReleaseStore, replica string, runs []Leaving, renewals Stopper, 
 	if renewals != nil {
 		_ = renewals.Stop(context.Background())
 	}
+	// Handing off runs at shutdown, after the process's context has ended.
 	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 	defer cancel()
 	n, err := st.ReleaseRuns(ctx, replica)

@@ -59,6 +59,8 @@ func NewJournal(st StepStore, replica string, log *slog.Logger) *Journal {
 func (j *Journal) Intent(run RunRef, in StepIntent) (Step, error) {
 	s := &store.Step{ThreadID: run.ThreadID, RunID: run.RunID, Kind: in.Kind, Target: in.Target, Ref: in.Ref,
 		Attempt: in.Attempt, Replica: j.replica, Epoch: run.Epoch, Detail: in.Detail}
+	// A journal write must happen even when the run is being cancelled (the cancel is
+	// often what ends the step): only the write's own timeout bounds it.
 	ctx, cancel := context.WithTimeout(context.Background(), JournalTimeout)
 	defer cancel()
 	if err := j.st.RecordStep(ctx, s); err != nil {
@@ -77,6 +79,7 @@ func (j *Journal) Record(run RunRef, kind, target, ref string, end store.StepEnd
 	if s.Outcome == "" {
 		s.Outcome = store.StepOK
 	}
+	// As for Intent: the step's result is recorded even when its run is being cancelled.
 	ctx, cancel := context.WithTimeout(context.Background(), JournalTimeout)
 	defer cancel()
 	if err := j.st.RecordStep(ctx, s); err != nil {

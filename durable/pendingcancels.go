@@ -35,6 +35,7 @@ func NewPendingCancels(st CancelStore, log *slog.Logger) *PendingCancels {
 // id, never a token) is kept so that a restart sends the cancel with the owner's
 // credentials for the agent.
 func (p *PendingCancels) Record(agent, taskID, owner string, since time.Time) {
+	// A cancel is recorded because its run's context ended: the record must outlive it.
 	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 	defer cancel()
 	if err := p.st.SavePendingCancel(ctx, store.PendingCancel{Agent: agent, TaskID: taskID, Since: since, Owner: owner}); err != nil {
@@ -44,6 +45,7 @@ func (p *PendingCancels) Record(agent, taskID, owner string, since time.Time) {
 
 // Forget forgets a cancel that has its final result (confirmed, refused or abandoned).
 func (p *PendingCancels) Forget(agent, taskID string) {
+	// Forgotten after the cancel's final result, often once its run has ended.
 	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 	defer cancel()
 	if err := p.st.DeletePendingCancel(ctx, agent, taskID); err != nil {

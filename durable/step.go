@@ -24,6 +24,7 @@ func (s Step) End(end store.StepEnd) {
 	if s.seq == 0 {
 		return
 	}
+	// A step often ends because its run was cancelled: its outcome must still be recorded.
 	ctx, cancel := context.WithTimeout(context.Background(), JournalTimeout)
 	defer cancel()
 	end.Epoch = s.epoch

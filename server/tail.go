@@ -46,6 +46,8 @@ func (ts *tails) acquire(key string, src tailSource, from int64) *tail {
 	if ts.m == nil {
 		ts.m = map[string]*tail{}
 	}
+	// A tail is shared by every stream following the run: it ends when its last reader
+	// lets go, not with the request that started it.
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tail{owner: ts, key: key, src: src, from: from, last: from, wake: make(chan struct{}),
 		refs: 1, cancel: cancel, stopped: make(chan struct{})}

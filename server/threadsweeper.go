@@ -49,6 +49,7 @@ func (s *ThreadSweeper) Start() {
 	if s.cancel != nil || s.retention <= 0 {
 		return
 	}
+	// The sweeper runs until Stop, not for the caller of Start.
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
 	go s.loop(ctx, s.done)

@@ -83,6 +83,8 @@ func (p *modelProbe) Ready() error {
 
 func (p *modelProbe) loop() {
 	defer close(p.done)
+	// The probe runs until Stop, not for the process's signal context (readiness is
+	// reported during the graceful drain too).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -95,6 +95,8 @@ func (m *Manager) closed(taskID a2a.TaskID, g *generation) {
 		return
 	}
 	delete(m.gens, taskID)
+	// The last reader is closing, possibly because its request's context ended; the
+	// in-memory queue's Destroy does not block.
 	_ = m.inner.Destroy(context.Background(), taskID)
 }
 
