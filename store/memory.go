@@ -21,6 +21,8 @@ type memory struct {
 	tasks memTasks
 }
 
+// memRow is a stored suspension: its encoding, with what the expiry and the threads' view
+// read without decoding it.
 type memRow struct {
 	body       []byte
 	nextExpiry time.Time

@@ -13,6 +13,7 @@ type memCancels struct {
 	cancels map[cancelKey]cancelRecord
 }
 
+// cancelKey is the key of a pending cancel in the memory store.
 type cancelKey struct{ agent, task string }
 
 // cancelRecord is what the memory store keeps of a pending cancel besides its key.

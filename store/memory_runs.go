@@ -17,6 +17,7 @@ type memRuns struct {
 	eventAt []memEventRef
 }
 
+// memRun is a run in the memory backend, with its event log.
 type memRun struct {
 	r      RunRecord
 	events []Event

@@ -18,6 +18,7 @@ type memSecret struct {
 	expires int64 // Unix ns; 0: never
 }
 
+// secretKey is the key of a memory secret.
 type secretKey struct{ kind, key string }
 
 func (m *memSecrets) PutSecret(ctx context.Context, kind, key string, blob []byte, expires time.Time) error {

@@ -47,17 +47,6 @@ func (m *memThreads) SweepThreads(ctx context.Context, cutoff time.Time, limit i
 	return int64(len(due)), nil
 }
 
-// touchedSince reports whether a run of the thread keeps it from the sweep: running, lost
-// with leftovers not cleaned up, or updated since cutoff.
-func (th *memThread) touchedSince(cutoff time.Time) bool {
-	for _, r := range th.runs {
-		if r.r.State == RunRunning || (r.r.State == RunLost && !r.reaped) || !r.r.UpdatedAt.Before(cutoff) {
-			return true
-		}
-	}
-	return false
-}
-
 // memThread is a thread in the memory backend, with its messages and runs.
 //
 // A thread has a few runs and, usually, a few messages, so runs are a slice and the index
@@ -121,6 +110,21 @@ func (th *memThread) reindex() {
 	}
 }
 
+// touchedSince reports whether a run of the thread keeps it from the sweep: running, lost
+// with leftovers not cleaned up, or updated since cutoff.
+func (th *memThread) touchedSince(cutoff time.Time) bool {
+	for _, r := range th.runs {
+		if r.r.State == RunRunning || (r.r.State == RunLost && !r.reaped) || !r.r.UpdatedAt.Before(cutoff) {
+			return true
+		}
+	}
+	return false
+}
+
+// claimed reports whether the thread was claimed (a placeholder of runs and messages
+// written before ClaimThread is not).
+func (th *memThread) claimed() bool { return !th.t.CreatedAt.IsZero() }
+
 // view fills the derived fields of a thread. m.mu is held.
 func (m *memThreads) view(th *memThread, now time.Time) Thread {
 	t := th.t
@@ -161,8 +165,6 @@ func (m *memThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, tit
 	t := m.view(th, time.Now())
 	return &t, nil
 }
-
-func (th *memThread) claimed() bool { return !th.t.CreatedAt.IsZero() }
 
 func (m *memThreads) GetThread(ctx context.Context, threadID string) (*Thread, error) {
 	if err := m.begin(ctx); err != nil {

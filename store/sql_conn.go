@@ -194,6 +194,7 @@ func (s *sqlConn) exec(ctx context.Context, q string, args ...any) (sql.Result, 
 	return res, err
 }
 
+// scanner is a row to scan: a *sql.Row, *sql.Rows, row or pgx.Row.
 type scanner interface{ Scan(...any) error }
 
 func fromNS(ns int64) time.Time { return time.Unix(0, ns).UTC() }
