@@ -32,8 +32,6 @@ const (
 var oversizeTypes = map[string]int{
 	"coordinator.Run":    114, // the run: loop, dispatch, suspension, resume, delivery (its telemetry is runTrace)
 	"coordinator.Engine": 50,  // the engine
-	"store.sqlStore":     76,  // SQLite and PostgreSQL, every store capability
-	"store.memory":       58,  // the in-memory store, every store capability
 }
 
 // oversizeFuncs are the functions over maxFuncLines lines, with their lengths; the same

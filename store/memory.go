@@ -1,36 +1,28 @@
 package store
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"slices"
-	"sync"
 	"time"
 )
 
-// memory is the "memory:" Store. Suspensions are kept encoded, exactly as SQLite keeps them,
-// so that a caller never shares maps or slices with the store and both backends return the
-// same values.
+// memory is the "memory:" Store: its capabilities, each a type of its own over the shared
+// locked state, composed. Suspensions are kept encoded, exactly as SQLite keeps them, so that
+// a caller never shares maps or slices with the store and both backends return the same
+// values.
 type memory struct {
-	mu          sync.Mutex
-	closed      bool
-	suspensions map[string]memRow
-	resolved    map[string]*resolvedIDs
-	threads     map[string]*memThread
-	// perOwner counts the claimed threads of each owner (ClaimThreadCapped's cap).
-	perOwner map[string]int
-	secrets  map[secretKey]memSecret
-	// eventAt lists appended events oldest first, for the retention sweep.
-	eventAt []memEventRef
-	// cancels are the pending cancels, with their Since and Owner.
-	cancels map[cancelKey]cancelRecord
+	*memState
+	memSuspensions
+	memThreads
+	memRuns
+	memJournal
+	memSecrets
+	memCancels
 	// tasks are the A2A tasks.
 	tasks memTasks
-	// memSettler settles resumes (memory_settler.go).
-	memSettler
 }
 
+// memRow is a stored suspension: its encoding, with what the expiry and the threads' view
+// read without decoding it.
 type memRow struct {
 	body       []byte
 	nextExpiry time.Time
@@ -44,134 +36,21 @@ type resolvedIDs struct {
 }
 
 func newMemory() *memory {
-	m := &memory{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}, perOwner: map[string]int{}}
-	m.tasks = memTasks{m: m, byID: map[string]TaskRecord{}}
-	m.memSettler = memSettler{m}
-	return m
+	st := &memState{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}}
+	return &memory{
+		memState:       st,
+		memSuspensions: memSuspensions{st},
+		memThreads:     memThreads{memState: st, perOwner: map[string]int{}},
+		memRuns:        memRuns{memState: st},
+		memJournal:     memJournal{st},
+		memSecrets:     memSecrets{memState: st},
+		memCancels:     memCancels{memState: st},
+		tasks:          memTasks{m: st, byID: map[string]TaskRecord{}},
+	}
 }
 
-func (m *memory) SaveSuspension(ctx context.Context, s *Suspension) error {
-	if err := checkSave(s); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	if s.Epoch != 0 {
-		if _, err := m.owned(s.ThreadID, s.writer(), s.Epoch); err != nil {
-			return fmt.Errorf("store: save suspension of thread %q: %w", s.ThreadID, ErrFenced)
-		}
-	}
-	stamp(s, time.Now().UTC())
-	b, err := encode(s)
-	if err != nil {
-		return err
-	}
-	m.suspensions[s.ThreadID] = memRow{body: b, nextExpiry: nextExpiry(s), open: len(s.Interrupts)}
-	return nil
-}
-
-func (m *memory) LoadSuspension(ctx context.Context, threadID string) (*Suspension, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrClosed
-	}
-	row, ok := m.suspensions[threadID]
-	m.mu.Unlock()
-	if !ok {
-		return nil, notFound(threadID)
-	}
-	return decode(row.body) // body is never modified in place, so decoding unlocked is safe
-}
-
-func (m *memory) DeleteSuspension(ctx context.Context, threadID string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	delete(m.suspensions, threadID)
-	return nil
-}
-
-func (m *memory) MarkResolved(ctx context.Context, threadID string, ids []string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	m.markResolved(threadID, ids)
-	return nil
-}
-
-func (m *memory) IsResolved(ctx context.Context, threadID, interruptID string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return false, ErrClosed
-	}
-	r := m.resolved[threadID]
-	if r == nil {
-		return false, nil
-	}
-	_, ok := r.set[interruptID]
-	return ok, nil
-}
-
-func (m *memory) Expired(ctx context.Context, now time.Time) ([]*Suspension, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	type hit struct {
-		threadID string
-		row      memRow
-	}
-	var hits []hit
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrClosed
-	}
-	for id, row := range m.suspensions {
-		if !row.nextExpiry.IsZero() && !row.nextExpiry.After(now) {
-			hits = append(hits, hit{id, row})
-		}
-	}
-	m.mu.Unlock()
-	slices.SortFunc(hits, func(a, b hit) int {
-		if c := a.row.nextExpiry.Compare(b.row.nextExpiry); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.threadID, b.threadID)
-	})
-	out := make([]*Suspension, 0, len(hits))
-	for _, h := range hits {
-		s, err := decode(h.row.body)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
+// Tasks returns the store's A2A tasks.
+func (m *memory) Tasks() Tasks { return &m.tasks }
 
 func (m *memory) Ping(ctx context.Context) error {
 	m.mu.Lock()

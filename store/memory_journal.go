@@ -11,7 +11,11 @@ import (
 // first.
 const maxMemSteps = 10000
 
-func (m *memory) RecordStep(ctx context.Context, s *Step) error {
+// memJournal is the memory store's journal of a run's effects (Journal), kept in each
+// thread's state.
+type memJournal struct{ *memState }
+
+func (m *memJournal) RecordStep(ctx context.Context, s *Step) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -33,7 +37,7 @@ func (m *memory) RecordStep(ctx context.Context, s *Step) error {
 }
 
 // step returns the thread's step seq, or nil. m.mu is held.
-func (m *memory) step(threadID string, seq int64) *Step {
+func (m *memJournal) step(threadID string, seq int64) *Step {
 	th := m.thread(threadID)
 	if th == nil {
 		return nil
@@ -45,7 +49,7 @@ func (m *memory) step(threadID string, seq int64) *Step {
 	return &th.steps[i]
 }
 
-func (m *memory) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
+func (m *memJournal) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -67,7 +71,7 @@ func (m *memory) EndStep(ctx context.Context, threadID string, seq int64, end St
 	return nil
 }
 
-func (m *memory) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
+func (m *memJournal) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -86,7 +90,7 @@ func (m *memory) Steps(ctx context.Context, threadID string, after int64, limit 
 	return out, nil
 }
 
-func (m *memory) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
+func (m *memJournal) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -102,7 +106,7 @@ func (m *memory) PendingSteps(ctx context.Context, threadID, runID string) ([]St
 	return out, nil
 }
 
-func (m *memory) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
+func (m *memJournal) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}

@@ -6,15 +6,22 @@ import (
 	"time"
 )
 
+// memSecrets are the memory store's secrets (Secrets).
+type memSecrets struct {
+	*memState
+	secrets map[secretKey]memSecret
+}
+
 // memSecret is one value of the memory store's Secrets.
 type memSecret struct {
 	blob    []byte
 	expires int64 // Unix ns; 0: never
 }
 
+// secretKey is the key of a memory secret.
 type secretKey struct{ kind, key string }
 
-func (m *memory) PutSecret(ctx context.Context, kind, key string, blob []byte, expires time.Time) error {
+func (m *memSecrets) PutSecret(ctx context.Context, kind, key string, blob []byte, expires time.Time) error {
 	if err := checkSecret(kind, key, blob); err != nil {
 		return err
 	}
@@ -29,7 +36,7 @@ func (m *memory) PutSecret(ctx context.Context, kind, key string, blob []byte, e
 	return nil
 }
 
-func (m *memory) GetSecret(ctx context.Context, kind, key string) ([]byte, error) {
+func (m *memSecrets) GetSecret(ctx context.Context, kind, key string) ([]byte, error) {
 	if err := checkSecretKey(kind, key); err != nil {
 		return nil, err
 	}
@@ -44,7 +51,7 @@ func (m *memory) GetSecret(ctx context.Context, kind, key string) ([]byte, error
 	return slices.Clone(v.blob), nil
 }
 
-func (m *memory) TakeSecret(ctx context.Context, kind, key string) ([]byte, error) {
+func (m *memSecrets) TakeSecret(ctx context.Context, kind, key string) ([]byte, error) {
 	if err := checkSecretKey(kind, key); err != nil {
 		return nil, err
 	}
@@ -61,7 +68,7 @@ func (m *memory) TakeSecret(ctx context.Context, kind, key string) ([]byte, erro
 	return v.blob, nil
 }
 
-func (m *memory) DeleteSecret(ctx context.Context, kind, key string) error {
+func (m *memSecrets) DeleteSecret(ctx context.Context, kind, key string) error {
 	if err := checkSecretKey(kind, key); err != nil {
 		return err
 	}
@@ -73,7 +80,7 @@ func (m *memory) DeleteSecret(ctx context.Context, kind, key string) error {
 	return nil
 }
 
-func (m *memory) SweepSecrets(ctx context.Context, now time.Time) (int64, error) {
+func (m *memSecrets) SweepSecrets(ctx context.Context, now time.Time) (int64, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}

@@ -11,13 +11,10 @@ import (
 // memTasks is the memory store's A2A tasks (Tasks). It holds the store's lock while it
 // works, as every other capability of the store does, so that Close ends it too.
 type memTasks struct {
-	m *memory
+	m *memState
 	// byID are the tasks, by id; guarded by m.mu.
 	byID map[string]TaskRecord
 }
-
-// Tasks returns the store's A2A tasks.
-func (m *memory) Tasks() Tasks { return &m.tasks }
 
 func (ts *memTasks) CreateTask(ctx context.Context, t *TaskRecord) error {
 	if err := checkTask(t); err != nil {

@@ -3,11 +3,20 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 )
 
-func (m *memory) SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+// memThreads are the memory store's threads and their messages.
+type memThreads struct {
+	*memState
+	// perOwner counts the claimed threads of each owner (ClaimThreadCapped's cap).
+	perOwner map[string]int
+}
+
+func (m *memThreads) SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}
@@ -38,6 +47,69 @@ func (m *memory) SweepThreads(ctx context.Context, cutoff time.Time, limit int) 
 	return int64(len(due)), nil
 }
 
+// memThread is a thread in the memory backend, with its messages and runs.
+//
+// A thread has a few runs and, usually, a few messages, so runs are a slice and the index
+// of messages by id is made only once they are many (memIndexFrom): every open run's
+// thread is here, and small maps would be most of what it retains.
+type memThread struct {
+	t        Thread
+	msgs     []Message
+	msgIndex map[string]int // nil while len(msgs) < memIndexFrom
+	runs     []*memRun
+	// steps is the thread's journal, oldest first (bounded by maxMemSteps), seq the last
+	// number given.
+	steps []Step
+	seq   int64
+}
+
+// memIndexFrom is the number of messages from which a thread indexes them by id.
+const memIndexFrom = 32
+
+// run returns the thread's run runID, or nil.
+func (th *memThread) run(runID string) *memRun {
+	for _, r := range th.runs {
+		if r.r.RunID == runID {
+			return r
+		}
+	}
+	return nil
+}
+
+// putRun records r, replacing the run of the same id.
+func (th *memThread) putRun(r *memRun) {
+	for i, old := range th.runs {
+		if old.r.RunID == r.r.RunID {
+			th.runs[i] = r
+			return
+		}
+	}
+	th.runs = append(th.runs, r)
+}
+
+// msgAt returns the index of message id, or -1.
+func (th *memThread) msgAt(id string) int {
+	if th.msgIndex != nil {
+		if i, ok := th.msgIndex[id]; ok {
+			return i
+		}
+		return -1
+	}
+	return slices.IndexFunc(th.msgs, func(m Message) bool { return m.ID == id })
+}
+
+// reindex rebuilds the index of messages, or drops it while they are few.
+func (th *memThread) reindex() {
+	if len(th.msgs) < memIndexFrom {
+		th.msgIndex = nil
+		return
+	}
+	th.msgIndex = make(map[string]int, len(th.msgs))
+	for i, msg := range th.msgs {
+		th.msgIndex[msg.ID] = i
+	}
+}
+
 // touchedSince reports whether a run of the thread keeps it from the sweep: running, lost
 // with leftovers not cleaned up, or updated since cutoff.
 func (th *memThread) touchedSince(cutoff time.Time) bool {
@@ -47,4 +119,169 @@ func (th *memThread) touchedSince(cutoff time.Time) bool {
 		}
 	}
 	return false
+}
+
+// claimed reports whether the thread was claimed (a placeholder of runs and messages
+// written before ClaimThread is not).
+func (th *memThread) claimed() bool { return !th.t.CreatedAt.IsZero() }
+
+// view fills the derived fields of a thread. m.mu is held.
+func (m *memThreads) view(th *memThread, now time.Time) Thread {
+	t := th.t
+	for _, r := range th.runs {
+		if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
+			t.Running = true
+		}
+	}
+	if row, ok := m.suspensions[t.ID]; ok {
+		t.OpenInterrupts = row.open
+	}
+	return t
+}
+
+func (m *memThreads) ClaimThread(ctx context.Context, threadID, owner, title string) (*Thread, error) {
+	return m.ClaimThreadCapped(ctx, threadID, owner, title, 0)
+}
+
+func (m *memThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, title string, max int) (*Thread, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	th := m.thread(threadID)
+	if th == nil || !th.claimed() {
+		if max > 0 && m.perOwner[owner] >= max {
+			return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrTooManyThreads)
+		}
+		now := time.Now().UTC()
+		th = m.ensure(threadID)
+		th.t = Thread{ID: threadID, Owner: owner, Title: title, CreatedAt: now, UpdatedAt: now,
+			LastRunID: th.t.LastRunID, LastRunAt: th.t.LastRunAt}
+		m.perOwner[owner]++
+	}
+	if th.t.Owner != owner {
+		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrThreadOwned)
+	}
+	t := m.view(th, time.Now())
+	return &t, nil
+}
+
+func (m *memThreads) GetThread(ctx context.Context, threadID string) (*Thread, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	th := m.thread(threadID)
+	if th == nil || !th.claimed() {
+		return nil, fmt.Errorf("store: thread %q: %w", threadID, ErrNotFound)
+	}
+	t := m.view(th, time.Now())
+	return &t, nil
+}
+
+func (m *memThreads) ListThreads(ctx context.Context, owner string, limit int) ([]Thread, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	if limit <= 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	out := []Thread{}
+	for _, th := range m.threads {
+		if th.claimed() && th.t.Owner == owner {
+			out = append(out, m.view(th, now))
+		}
+	}
+	slices.SortFunc(out, func(a, b Thread) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (m *memThreads) DeleteThread(ctx context.Context, threadID string) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if th := m.thread(threadID); th != nil {
+		if m.view(th, time.Now()).Running {
+			return fmt.Errorf("store: delete thread %q: %w", threadID, ErrThreadBusy)
+		}
+	}
+	m.deleteThread(threadID)
+	return nil
+}
+
+// deleteThread removes everything of a thread. m.mu is held.
+func (m *memThreads) deleteThread(threadID string) {
+	if th := m.thread(threadID); th != nil {
+		for _, r := range th.runs {
+			r.events = nil // the sweep's references to them find nothing
+		}
+		if th.claimed() {
+			if m.perOwner[th.t.Owner]--; m.perOwner[th.t.Owner] <= 0 {
+				delete(m.perOwner, th.t.Owner)
+			}
+		}
+	}
+	delete(m.threads, threadID)
+	delete(m.suspensions, threadID)
+	delete(m.resolved, threadID)
+}
+
+func (m *memThreads) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
+	for _, msg := range msgs {
+		if msg.ID == "" {
+			return fmt.Errorf("store: save messages of thread %q: a message has no id", threadID)
+		}
+		if !json.Valid(msg.Data) {
+			return fmt.Errorf("store: save messages of thread %q: message %q is not JSON", threadID, msg.ID)
+		}
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	th := m.ensure(threadID)
+	for _, msg := range msgs {
+		msg.Data = slices.Clone(msg.Data)
+		if i := th.msgAt(msg.ID); i >= 0 {
+			th.msgs[i] = msg
+			continue
+		}
+		if th.msgIndex != nil {
+			th.msgIndex[msg.ID] = len(th.msgs)
+		}
+		th.msgs = append(th.msgs, msg)
+		if th.msgIndex == nil && len(th.msgs) >= memIndexFrom {
+			th.reindex()
+		}
+	}
+	if n := len(th.msgs) - MaxMessagesPerThread; n > 0 {
+		th.msgs = slices.Clone(th.msgs[n:])
+		th.reindex()
+	}
+	return nil
+}
+
+func (m *memThreads) LoadMessages(ctx context.Context, threadID string) ([]Message, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := []Message{}
+	if th := m.thread(threadID); th != nil {
+		for _, msg := range th.msgs {
+			out = append(out, Message{ID: msg.ID, Data: slices.Clone(msg.Data)})
+		}
+	}
+	return out, nil
 }

@@ -310,16 +310,5 @@ func (w *pgWriter) endStep(ctx context.Context, threadID string, seq int64, end 
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	var current int64
-	err = w.pool.QueryRow(ctx, `SELECT COALESCE((SELECT r.epoch FROM runs r WHERE r.thread_id = j.thread_id AND r.run_id = j.run_id), -1)
-		FROM journal j WHERE j.thread_id = $1 AND j.seq = $2`, threadID, seq).Scan(&current)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return ErrNotFound
-	case err != nil:
-		return err
-	case end.Epoch != 0 && current != end.Epoch:
-		return ErrFenced
-	}
-	return ErrNotFound
+	return stepEndRefusal(w.pool.QueryRow(ctx, stepEndRefusalSQL, threadID, seq), end.Epoch)
 }

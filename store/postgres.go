@@ -51,5 +51,8 @@ func openPostgres(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)
 		return fail(err)
 	}
 	l := startListener(pool)
-	return withSettler(&sqlStore{db: db, d: postgresDialect, pg: &pgWriter{pool: pool, d: postgresDialect}, signals: l.sig, onClose: func() { l.close(); pool.Close() }}), nil
+	s := newSQLStore(&sqlConn{db: db, d: postgresDialect, pg: &pgWriter{pool: pool, d: postgresDialect}})
+	s.signals = l.sig
+	s.onClose = func() { l.close(); pool.Close() }
+	return s, nil
 }

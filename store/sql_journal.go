@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // schemaJournal adds the step journal (journal.go, design/journal.md): one row per step,
@@ -61,7 +63,32 @@ func collectSteps(rows *sql.Rows) (_ []Step, err error) {
 	return out, rows.Err()
 }
 
-func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
+// stepEndRefusalSQL reads the current epoch of the run of step $2 of thread $1 (-1 when the
+// run is gone; no row when the step is): why a step's end changed no row.
+const stepEndRefusalSQL = `SELECT COALESCE((SELECT r.epoch FROM runs r WHERE r.thread_id = j.thread_id AND r.run_id = j.run_id), -1)
+	FROM journal j WHERE j.thread_id = $1 AND j.seq = $2`
+
+// stepEndRefusal is the error of a step's end, fenced by epoch, that changed no row, from
+// row, the read of stepEndRefusalSQL in either backend: ErrFenced when the step's run has
+// another epoch, ErrNotFound when there is no such step or it is not pending.
+func stepEndRefusal(row scanner, epoch int64) error {
+	var current int64
+	err := row.Scan(&current)
+	switch {
+	case errors.Is(err, sql.ErrNoRows), errors.Is(err, pgx.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	case epoch != 0 && current != epoch:
+		return ErrFenced
+	}
+	return ErrNotFound
+}
+
+// sqlJournal is a SQL store's journal of a run's effects (Journal).
+type sqlJournal struct{ *sqlConn }
+
+func (s sqlJournal) RecordStep(ctx context.Context, st *Step) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -115,7 +142,7 @@ func (s *sqlStore) RecordStep(ctx context.Context, st *Step) error {
 // clause share-locks the run's row while the statement runs, so a takeover's UPDATE of
 // that row waits for it, and a step of an owner whose epoch moved on inserts nothing and
 // fails with ErrFenced (as checkEpoch does for SQLite's transaction).
-func (s *sqlStore) recordStepPG(ctx context.Context, args []any, fenced bool) (int64, error) {
+func (s sqlJournal) recordStepPG(ctx context.Context, args []any, fenced bool) (int64, error) {
 	guard := ""
 	if fenced {
 		guard = `
@@ -154,7 +181,7 @@ func (s *sqlStore) recordStepPG(ctx context.Context, args []any, fenced bool) (i
 	}
 }
 
-func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
+func (s sqlJournal) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -185,18 +212,7 @@ func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end 
 		if n, _ := res.RowsAffected(); n > 0 {
 			return nil
 		}
-		var current int64
-		err = s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE((SELECT r.epoch FROM runs r WHERE r.thread_id = j.thread_id AND r.run_id = j.run_id), -1)
-			FROM journal j WHERE j.thread_id = $1 AND j.seq = $2`), threadID, seq).Scan(&current)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return ErrNotFound
-		case err != nil:
-			return err
-		case end.Epoch != 0 && current != end.Epoch:
-			return ErrFenced
-		}
-		return ErrNotFound
+		return stepEndRefusal(s.txQueryRow(ctx, tx, s.d.q(stepEndRefusalSQL), threadID, seq), end.Epoch)
 	})
 	if err != nil {
 		return fmt.Errorf("store: end step %d of thread %q: %w", seq, threadID, err)
@@ -204,7 +220,7 @@ func (s *sqlStore) EndStep(ctx context.Context, threadID string, seq int64, end 
 	return nil
 }
 
-func (s *sqlStore) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
+func (s sqlJournal) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -223,7 +239,7 @@ func (s *sqlStore) Steps(ctx context.Context, threadID string, after int64, limi
 	return out, nil
 }
 
-func (s *sqlStore) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
+func (s sqlJournal) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -239,7 +255,7 @@ func (s *sqlStore) PendingSteps(ctx context.Context, threadID, runID string) ([]
 	return out, nil
 }
 
-func (s *sqlStore) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
+func (s sqlJournal) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}

@@ -9,10 +9,12 @@ import (
 	"time"
 )
 
-// Values are kept as base64 text, so that one DDL serves both SQL backends (SQLite's BLOB
-// and PostgreSQL's BYTEA differ); they are small.
+// sqlSecrets are a SQL store's secrets (Secrets). Values are kept as base64 text, so that
+// one DDL serves both SQL backends (SQLite's BLOB and PostgreSQL's BYTEA differ); they are
+// small.
+type sqlSecrets struct{ *sqlConn }
 
-func (s *sqlStore) PutSecret(ctx context.Context, kind, key string, blob []byte, expires time.Time) error {
+func (s sqlSecrets) PutSecret(ctx context.Context, kind, key string, blob []byte, expires time.Time) error {
 	if err := checkSecret(kind, key, blob); err != nil {
 		return err
 	}
@@ -30,7 +32,7 @@ func (s *sqlStore) PutSecret(ctx context.Context, kind, key string, blob []byte,
 	return nil
 }
 
-func (s *sqlStore) GetSecret(ctx context.Context, kind, key string) ([]byte, error) {
+func (s sqlSecrets) GetSecret(ctx context.Context, kind, key string) ([]byte, error) {
 	if err := checkSecretKey(kind, key); err != nil {
 		return nil, err
 	}
@@ -54,7 +56,7 @@ func (s *sqlStore) GetSecret(ctx context.Context, kind, key string) ([]byte, err
 
 // TakeSecret deletes and reads in one statement: of two replicas deleting the same row,
 // only one gets it back (the other's DELETE finds no row).
-func (s *sqlStore) TakeSecret(ctx context.Context, kind, key string) ([]byte, error) {
+func (s sqlSecrets) TakeSecret(ctx context.Context, kind, key string) ([]byte, error) {
 	if err := checkSecretKey(kind, key); err != nil {
 		return nil, err
 	}
@@ -79,7 +81,7 @@ func (s *sqlStore) TakeSecret(ctx context.Context, kind, key string) ([]byte, er
 	return decodeSecret(kind, v)
 }
 
-func (s *sqlStore) DeleteSecret(ctx context.Context, kind, key string) error {
+func (s sqlSecrets) DeleteSecret(ctx context.Context, kind, key string) error {
 	if err := checkSecretKey(kind, key); err != nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func (s *sqlStore) DeleteSecret(ctx context.Context, kind, key string) error {
 	return nil
 }
 
-func (s *sqlStore) SweepSecrets(ctx context.Context, now time.Time) (int64, error) {
+func (s sqlSecrets) SweepSecrets(ctx context.Context, now time.Time) (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}

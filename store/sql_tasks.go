@@ -29,10 +29,7 @@ const schemaTasks = `CREATE TABLE a2a_tasks (
 const taskCols = `task_id, context_id, run_id, principal, state, version, created_at, updated_at, body`
 
 // sqlTasks is the SQL stores' A2A tasks (Tasks), in the a2a_tasks table.
-type sqlTasks struct{ s *sqlStore }
-
-// Tasks returns the store's A2A tasks.
-func (s *sqlStore) Tasks() Tasks { return sqlTasks{s} }
+type sqlTasks struct{ s *sqlConn }
 
 func scanTask(sc scanner) (TaskRecord, error) {
 	var t TaskRecord

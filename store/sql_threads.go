@@ -3,16 +3,20 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 )
 
+// sqlThreads are a SQL store's threads and their messages.
+type sqlThreads struct{ *sqlConn }
+
 // threadTables are the tables that hold a thread's rows, the threads table last.
 var threadTables = []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "threads"}
 
 // deleteThreadRows deletes every row of a thread inside tx.
-func (s *sqlStore) deleteThreadRows(ctx context.Context, tx *sql.Tx, threadID string) error {
+func (s sqlThreads) deleteThreadRows(ctx context.Context, tx *sql.Tx, threadID string) error {
 	for _, table := range threadTables {
 		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM `+table+` WHERE thread_id = $1`), threadID); err != nil {
 			return err
@@ -24,7 +28,7 @@ func (s *sqlStore) deleteThreadRows(ctx context.Context, tx *sql.Tx, threadID st
 // claimNew creates the thread for owner inside tx unless it exists; with max > 0 a new
 // thread beyond the owner's max fails with ErrTooManyThreads. The owner's lock (PostgreSQL)
 // is taken only for a new thread: a thread that exists costs one indexed read more.
-func (s *sqlStore) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, title string, max int) error {
+func (s sqlThreads) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, title string, max int) error {
 	if max > 0 {
 		var one int
 		err := s.txQueryRow(ctx, tx, s.d.q(`SELECT 1 FROM threads WHERE thread_id = $1`), threadID).Scan(&one)
@@ -53,7 +57,7 @@ func (s *sqlStore) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, ti
 	return err
 }
 
-func (s *sqlStore) ClaimThreadCapped(ctx context.Context, threadID, owner, title string, max int) (*Thread, error) {
+func (s sqlThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, title string, max int) (*Thread, error) {
 	if max <= 0 {
 		return s.ClaimThread(ctx, threadID, owner, title)
 	}
@@ -82,7 +86,7 @@ const sweepable = `t.updated_at < $1
 		AND (r.state = 'running' OR (r.state = 'lost' AND r.reaped = 0) OR r.updated_at >= $1))
 	AND NOT EXISTS (SELECT 1 FROM suspensions x WHERE x.thread_id = t.thread_id)`
 
-func (s *sqlStore) SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+func (s sqlThreads) SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -136,7 +140,7 @@ func (s *sqlStore) SweepThreads(ctx context.Context, cutoff time.Time, limit int
 }
 
 // sweepCandidates returns at most limit threads SweepThreads may delete, oldest first.
-func (s *sqlStore) sweepCandidates(ctx context.Context, tx *sql.Tx, cutoff time.Time, limit int) (_ []string, err error) {
+func (s sqlThreads) sweepCandidates(ctx context.Context, tx *sql.Tx, cutoff time.Time, limit int) (_ []string, err error) {
 	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT t.thread_id FROM threads t WHERE `+sweepable+`
 		ORDER BY t.updated_at, t.thread_id LIMIT $2`), cutoff.UnixNano(), limit)
 	if err != nil {
@@ -156,4 +160,269 @@ func (s *sqlStore) sweepCandidates(ctx context.Context, tx *sql.Tx, cutoff time.
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// threadCols are the columns of a Thread, with its running state and open interrupts.
+func (s sqlThreads) threadCols() string {
+	return `t.thread_id, t.owner, t.title, t.created_at, t.updated_at, t.last_run_id, t.last_run_at,
+		EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id AND r.state = 'running' AND r.lease_until > ` + s.d.nowNS + `),
+		COALESCE((SELECT open_interrupts FROM suspensions x WHERE x.thread_id = t.thread_id), 0)`
+}
+
+func scanThread(sc scanner) (*Thread, error) {
+	var t Thread
+	var created, updated, lastRun int64
+	if err := sc.Scan(&t.ID, &t.Owner, &t.Title, &created, &updated, &t.LastRunID, &lastRun, &t.Running, &t.OpenInterrupts); err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.UpdatedAt = fromNS(created), fromNS(updated)
+	if lastRun != 0 {
+		t.LastRunAt = fromNS(lastRun)
+	}
+	return &t, nil
+}
+
+func (s sqlThreads) ClaimThread(ctx context.Context, threadID, owner, title string) (*Thread, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts and
+	// the other reads the winner's owner below.
+	if _, err := s.exec(ctx, `INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, threadID, owner, title, now); err != nil {
+		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, err)
+	}
+	t, err := s.GetThread(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Owner != owner {
+		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrThreadOwned)
+	}
+	return t, nil
+}
+
+func (s sqlThreads) GetThread(ctx context.Context, threadID string) (*Thread, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	t, err := scanThread(s.queryRow(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.thread_id = $1`), threadID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: thread %q: %w", threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: thread %q: %w", threadID, err)
+	}
+	return t, nil
+}
+
+func (s sqlThreads) ListThreads(ctx context.Context, owner string, limit int) (_ []Thread, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.query(ctx, s.d.q(`SELECT `+s.threadCols()+` FROM threads t WHERE t.owner = $1
+		ORDER BY t.updated_at DESC, t.thread_id LIMIT $2`), owner, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list threads: %w", err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: list threads: %w", cerr)
+		}
+	}()
+	out := []Thread{}
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list threads: %w", err)
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list threads: %w", err)
+	}
+	return out, nil
+}
+
+func (s sqlThreads) DeleteThread(ctx context.Context, threadID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+		var busy bool
+		if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1
+			AND state = 'running' AND lease_until > `+s.d.nowNS+`)`), threadID).Scan(&busy); err != nil {
+			return err
+		}
+		if busy {
+			return ErrThreadBusy
+		}
+		return s.deleteThreadRows(ctx, tx, threadID)
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete thread %q: %w", threadID, err)
+	}
+	return nil
+}
+
+// claimInTx inserts the thread of rs unless it exists and returns its owner, inside a run
+// start's transaction. On PostgreSQL it is one statement (the inserted row, or the stored
+// one), one round trip fewer; a row that a concurrent ClaimThread committed while the
+// statement waited on it is not in the statement's snapshot, and is read again.
+func (s sqlThreads) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (string, error) {
+	var owner string
+	if rs.MaxThreads > 0 {
+		// A capped owner's new thread is counted under the owner's lock first (claimNew).
+		if err := s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
+			return "", err
+		}
+		err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
+		return owner, err
+	}
+	now := time.Now().UnixNano()
+	if s.w == nil {
+		err := tx.QueryRowContext(ctx, `WITH ins AS (INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING RETURNING owner)
+			SELECT owner FROM ins UNION ALL SELECT owner FROM threads WHERE thread_id = $1 LIMIT 1`,
+			rs.ThreadID, rs.Owner, rs.Title, now).Scan(&owner)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return owner, err
+		}
+	} else if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, now); err != nil {
+		return "", err
+	}
+	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
+	return owner, err
+}
+
+func (s sqlThreads) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := checkMessages(msgs); err != nil {
+		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	var err error
+	if s.pg != nil && distinctIDs(msgs) {
+		err = unavailable(s.pg.saveMessages(ctx, threadID, msgs))
+		s.health.note(err)
+	} else {
+		err = s.txBulk(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+			return s.saveMessages(ctx, tx, threadID, msgs)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
+	}
+	return nil
+}
+
+// checkMessages refuses messages SaveMessages cannot store: without an id, or not JSON.
+func checkMessages(msgs []Message) error {
+	for _, m := range msgs {
+		if m.ID == "" {
+			return errors.New("a message has no id")
+		}
+		if !json.Valid(m.Data) {
+			return fmt.Errorf("message %q is not JSON", m.ID)
+		}
+	}
+	return nil
+}
+
+// saveMessages is SaveMessages inside tx: new ids are appended in order, a known id keeps
+// its position, and the thread keeps its newest MaxMessagesPerThread.
+func (s sqlThreads) saveMessages(ctx context.Context, tx *sql.Tx, threadID string, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if s.w == nil && distinctIDs(msgs) {
+		// PostgreSQL: all messages in one statement (one round trip instead of one per
+		// message and one for the last position), numbered after the thread's last in
+		// their order. The transaction holds the thread's lock, taken by an earlier
+		// statement, so this statement's snapshot sees every committed message of the
+		// thread. Ids repeated in one call take the loop below (ON CONFLICT cannot update
+		// a row twice in one statement).
+		ids, data := make([]string, len(msgs)), make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i], data[i] = m.ID, string(m.Data)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages (thread_id, message_id, pos, data)
+			SELECT $1, m.id, (SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1) + m.n, m.data
+			FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS m(id, data, n)
+			ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`, threadID, ids, data); err != nil {
+			return err
+		}
+		return s.trimMessages(ctx, tx, threadID)
+	}
+	var pos int64
+	if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		pos++
+		// A known id keeps its position (ON CONFLICT updates only the data).
+		if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO messages (thread_id, message_id, pos, data) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
+			return err
+		}
+	}
+	return s.trimMessages(ctx, tx, threadID)
+}
+
+// trimMessages keeps the thread's newest MaxMessagesPerThread messages (inside tx).
+func (s sqlThreads) trimMessages(ctx context.Context, tx *sql.Tx, threadID string) error {
+	_, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM messages WHERE thread_id = $1 AND pos <= (
+			SELECT pos FROM messages WHERE thread_id = $1 ORDER BY pos DESC LIMIT 1 OFFSET $2)`),
+		threadID, MaxMessagesPerThread)
+	return err
+}
+
+// distinctIDs reports whether no two of msgs have the same id.
+func distinctIDs(msgs []Message) bool {
+	seen := make(map[string]struct{}, len(msgs))
+	for _, m := range msgs {
+		if _, dup := seen[m.ID]; dup {
+			return false
+		}
+		seen[m.ID] = struct{}{}
+	}
+	return true
+}
+
+func (s sqlThreads) LoadMessages(ctx context.Context, threadID string) (_ []Message, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, s.d.q(`SELECT message_id, data FROM messages WHERE thread_id = $1 ORDER BY pos`), threadID)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: messages of thread %q: %w", threadID, cerr)
+		}
+	}()
+	out := []Message{}
+	for rows.Next() {
+		var m Message
+		var data string
+		if err := rows.Scan(&m.ID, &data); err != nil {
+			return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
+		}
+		m.Data = json.RawMessage(data)
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
+	}
+	return out, nil
 }
