@@ -71,22 +71,17 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	// expiry expires interrupts (janitor); sweep deletes what is past its retention. Nil
-	// when not configured.
-	expiry, sweep *durable.Service
-	// heartbeat renews this replica's leases, applies stop requests made through other
-	// replicas and reaps lost runs (durable.Heartbeat, acting on the runs through
-	// runsHere). Nil when not configured.
-	heartbeat *durable.Heartbeat
-	// takeover claims the runs of replicas whose lease lapsed and continues them here
-	// (adopter); its service runs with the heartbeat.
-	takeover *durable.Takeover
+	// jobs are the background services: the interrupt expiry, the heartbeat (acting on
+	// the runs through runsHere), the takeover (continuing runs here through adopter) and
+	// the sweep.
+	jobs jobs
+	// persist keeps the runs' starts and ends in the store.
+	persist *persister
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
-	// shared by runs (toolcache.go).
-	toolsMu sync.Mutex
-	tools   *backendTools
+	// shared by runs.
+	tools *toolCache
 	// leases is this replica's contact with the store (its heartbeats), for the claim
 	// rule (fencing.go).
 	leases fence.Contact
@@ -129,7 +124,9 @@ func New(cfg Config) (*Engine, error) {
 		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
 		pending:  durable.NewPendingCancels(cfg.Store, cfg.Logger),
 	}
-	e.takeover = durable.NewTakeover(durable.TakeoverConfig{
+	e.persist = &persister{e: e}
+	e.jobs.expiry = newExpirer(e, cfg.ExpiryInterval)
+	e.jobs.takeover = durable.NewTakeover(durable.TakeoverConfig{
 		Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease,
 		// Lapsed leases are looked for twice per heartbeat (one indexed query): a dead
 		// replica's runs are taken over within half a heartbeat of their lease's end.
@@ -147,34 +144,32 @@ func New(cfg Config) (*Engine, error) {
 		OnSettle:   e.pending.Forget,
 	})
 	// Agents first: a bad one fails New before any background goroutine starts.
-	if err := e.addAgents(); err != nil {
+	if err := addAgents(e.agents, e.cfg.Agents); err != nil {
 		return nil, err
+	}
+	e.tools = &toolCache{server: cfg.Tools}
+	for _, a := range e.cfg.Agents {
+		e.tools.agents = append(e.tools.agents, e.agents[a.Name])
 	}
 	// The cancels an earlier process left pending go on, each as its owner.
 	if _, err := e.pending.Resume(context.Background(), cancelResumer{e}, cfg.CancelHorizon); err != nil {
 		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
 	}
 	e.loadInterruptsOpen()
-	// The services outlive New's caller: Shutdown stops them.
-	if cfg.ExpiryInterval > 0 {
-		e.expiry = durable.NewService("expiry", func(ctx context.Context) { e.janitor(ctx, cfg.ExpiryInterval) })
-		e.expiry.Start(context.Background())
-	}
 	if cfg.Heartbeat > 0 {
 		var signals <-chan struct{}
 		if sg, ok := cfg.Store.(store.Signaler); ok {
 			signals = sg.StopSignals()
 		}
-		e.heartbeat = durable.NewHeartbeat(durable.HeartbeatConfig{
+		e.jobs.heartbeat = durable.NewHeartbeat(durable.HeartbeatConfig{
 			Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Every: cfg.Heartbeat,
-			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.takeover, Signals: signals,
+			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.jobs.takeover, Signals: signals,
 			Now: cfg.Now, Logger: cfg.Logger,
 		})
-		e.heartbeat.Start(context.Background())
-		e.takeover.Start(context.Background())
-		e.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
-		e.sweep.Start(context.Background())
+		e.jobs.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
 	}
+	// The services outlive New's caller: Shutdown stops them.
+	e.jobs.Start(context.Background())
 	return e, nil
 }
 
@@ -232,20 +227,20 @@ func (c *Config) withDefaults() error {
 	return nil
 }
 
-// addAgents registers the configured sub-agents, with their defaults.
-func (e *Engine) addAgents() error {
-	for i := range e.cfg.Agents {
-		a := &e.cfg.Agents[i]
+// addAgents registers the configured sub-agents in agents by name, with their defaults.
+func addAgents(agents map[string]*Agent, configured []Agent) error {
+	for i := range configured {
+		a := &configured[i]
 		if a.Client == nil {
 			return fmt.Errorf("coordinator: agent %q has no client", a.Name)
 		}
 		if a.Timeout <= 0 {
 			a.Timeout = DefaultAgentTimeout
 		}
-		if _, dup := e.agents[a.Name]; dup {
+		if _, dup := agents[a.Name]; dup {
 			return fmt.Errorf("coordinator: duplicate agent %q", a.Name)
 		}
-		e.agents[a.Name] = a
+		agents[a.Name] = a
 	}
 	return nil
 }
@@ -282,15 +277,15 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		th = nil
 	}
 	if busy {
-		return nil, e.busyError(ctx, in.ThreadID, principal, th)
+		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
 	if th == nil {
-		if err := e.checkSuspendedOwner(ctx, in, principal); err != nil {
+		if err := e.persist.checkSuspendedOwner(ctx, in, principal); err != nil {
 			return nil, err
 		}
 	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	prepended := e.prependHistory(ctx, in)
+	prepended := e.persist.prependHistory(ctx, in)
 
 	e.mu.Lock()
 	if e.closing {
@@ -300,7 +295,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if _, busy := e.active[in.ThreadID]; busy {
 		th := e.threads[in.ThreadID]
 		e.mu.Unlock()
-		return nil, e.busyError(ctx, in.ThreadID, principal, th)
+		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
 	r := newRun(e, in)
 	r.owner = principal
@@ -310,7 +305,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	e.active[in.ThreadID] = r
 	e.mu.Unlock()
 
-	if err := e.recordStart(ctx, r, principal, prepended); err != nil {
+	if err := e.persist.recordStart(ctx, r, principal, prepended); err != nil {
 		e.mu.Lock()
 		if e.active[in.ThreadID] == r {
 			delete(e.active, in.ThreadID)
@@ -351,7 +346,7 @@ func (e *Engine) release(r *Run) {
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
 		r.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
-		e.endRun(r)
+		e.persist.endRun(r)
 	}
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {
@@ -389,35 +384,4 @@ func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
 // refuses the caller, does not support cancelling, or does not know the task.
 func permanentCancelError(err error) bool {
 	return errors.Is(err, a2a.ErrAuth) || errors.Is(err, a2a.ErrCapabilityGap) || errors.Is(err, a2a.ErrInvalidTransition)
-}
-
-// endRun records the run's end in the store, under the run's epoch. A store that does not
-// take it (an outage) is asked again until it does (at most maxStoreRetry): a run left
-// "running" in the store would be taken over by another replica and come back to life. A
-// fenced refusal means another replica owns the run: it records the end, not this one.
-func (e *Engine) endRun(r *Run) {
-	state := storedRunState(r.endOutcome())
-	var failing time.Time
-	pause := storeRetry
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
-		cancel()
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrClosed):
-			r.log.Warn("store: end run refused", "err", err)
-			return
-		}
-		if failing.IsZero() {
-			failing = time.Now()
-		}
-		if time.Since(failing) > maxStoreRetry || !r.elog.Sleep(pause) {
-			r.log.Error("store: end run failed; the run is left to the takeover, which finds its terminal event", "err", err)
-			return
-		}
-		r.log.Warn("store: end run; trying again", "err", err)
-		pause = min(2*pause, maxStoreRetryPause)
-	}
 }

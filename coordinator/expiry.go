@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -42,14 +43,38 @@ func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
 	if err := e.cfg.Store.DeleteSuspension(cctx, susp.ThreadID); err != nil {
 		e.log.Error("delete expired suspension", "thread_id", susp.ThreadID, "err", err)
 	}
-	e.expireClaimed(ctx, susp)
+	e.jobs.expiry.expireClaimed(ctx, susp)
 }
+
+// expirer is the interrupt expiry: a service (Start, Stop) that sweeps the expired
+// suspensions in the background (the janitor) when an interval is configured, and the
+// expiry of a suspension claimed, which a resume that finds its suspension expired uses too.
+type expirer struct {
+	e       *Engine
+	service *durable.Service // nil when no interval is configured
+}
+
+// newExpirer returns e's expiry, sweeping every interval (never when it is not positive).
+func newExpirer(e *Engine, every time.Duration) *expirer {
+	x := &expirer{e: e}
+	if every > 0 {
+		x.service = durable.NewService("expiry", func(ctx context.Context) { x.janitor(ctx, every) })
+	}
+	return x
+}
+
+// Start starts the janitor, when an interval is configured.
+func (x *expirer) Start(ctx context.Context) { x.service.Start(ctx) }
+
+// Stop stops the janitor, waiting for the expiry in progress (see durable.Service.Stop).
+func (x *expirer) Stop(ctx context.Context) error { return x.service.Stop(ctx) }
 
 // expireClaimed cancels the parked work of an expired suspension that is no longer in the
 // store (ClaimExpired removed it, or expire did), after remembering its interrupt ids as
 // expired, so that a resume of them that arrives later still gets INTERRUPT_EXPIRED
 // instead of running as a plain run of a thread with nothing open.
-func (e *Engine) expireClaimed(ctx context.Context, susp *store.Suspension) {
+func (x *expirer) expireClaimed(ctx context.Context, susp *store.Suspension) {
+	e := x.e
 	keys := make([]string, 0, len(susp.Interrupts))
 	for _, in := range susp.Interrupts {
 		keys = append(keys, expiredKey(in.ID))
@@ -74,7 +99,8 @@ const expiryClaimBatch = 50
 // however many replicas sweep. A suspension is claimed before its work is cancelled: a
 // replica that dies in between leaves a parked task uncancelled (the agent's own expiry
 // ends it), never one cancelled twice or a suspension that keeps coming back.
-func (e *Engine) janitor(ctx context.Context, every time.Duration) {
+func (x *expirer) janitor(ctx context.Context, every time.Duration) {
+	e := x.e
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -92,7 +118,7 @@ func (e *Engine) janitor(ctx context.Context, every time.Duration) {
 		for _, s := range expired {
 			// The cancellations get their own time (CancelTimeout inside abandon), not what
 			// is left of the scan's tick.
-			e.expireClaimed(context.Background(), s)
+			x.expireClaimed(context.Background(), s)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (e *Engine) handOff(runs []*Run) {
 			r.cancel(ErrHandoff)
 		}})
 	}
-	n, err := durable.HandOff(e.cfg.Store, e.cfg.Replica, leaving, e.heartbeat, e.log)
+	n, err := durable.HandOff(e.cfg.Store, e.cfg.Replica, leaving, e.jobs.heartbeat, e.log)
 	if err != nil {
 		e.log.Error("handoff: releasing the runs failed; they are taken over once their lease lapses", "err", err)
 		return

@@ -82,6 +82,13 @@ func inputMessages(msgs []agui.Message) []store.Message {
 	return out
 }
 
+// persister keeps a run's start and end in the store, with what the store decides about
+// them (who owns the thread, whether it is busy), the thread's history a run starts from and
+// the stop requests for runs this replica does not hold.
+type persister struct {
+	e *Engine
+}
+
 // LogChanged returns a channel closed when more of the run's events are in the store's
 // event log, or nil when the run is not active on this replica (a follower then polls).
 func (e *Engine) LogChanged(threadID, runID string) <-chan struct{} {
@@ -140,7 +147,8 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) e
 // stopElsewhere stops a run that is not on this replica: the request is recorded on the
 // run's row, where its owner finds it (at once through the store's signal, else at its next
 // heartbeat).
-func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) error {
+func (p *persister) stopElsewhere(ctx context.Context, threadID, runID string) error {
+	e := p.e
 	if _, err := e.cfg.Store.RequestStop(ctx, threadID, runID); err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("coordinator: stop: %w", err)
@@ -163,7 +171,8 @@ func (e *Engine) stopElsewhere(ctx context.Context, threadID, runID string) erro
 // it is: the store deduplicates by id when the run's messages are saved. Resume runs and
 // runs without messages are left alone (their history is the suspension's). It returns
 // how many messages it prepended.
-func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) int {
+func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) int {
+	e := p.e
 	if len(in.Messages) == 0 || len(in.Resume) > 0 {
 		return 0
 	}
@@ -198,7 +207,8 @@ func (e *Engine) prependHistory(ctx context.Context, in *agui.RunAgentInput) int
 
 // checkSuspendedOwner refuses principal a thread this process does not know (after a
 // restart or an eviction from memory) whose stored suspension is another principal's.
-func (e *Engine) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput, principal string) error {
+func (p *persister) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput, principal string) error {
+	e := p.e
 	susp, err := e.loadSuspension(ctx, in.ThreadID)
 	if err == nil && susp != nil && susp.Owner != principal {
 		return ErrForbidden
@@ -212,7 +222,8 @@ func (e *Engine) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput
 // first start is then in flight (the owner is remembered once the store confirmed it), and
 // the store is asked, so that another principal gets 403 as the contract says whatever the
 // timing.
-func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *thread) error {
+func (p *persister) busyError(ctx context.Context, threadID, principal string, th *thread) error {
+	e := p.e
 	if th != nil && th.owner == principal {
 		return ErrThreadBusy
 	}
@@ -231,7 +242,8 @@ func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *
 // reading the thread as soon as it sees RUN_STARTED finds the message it sent. A store with
 // RunStarter writes all of it in one transaction (design/store-group-commit.md); what can
 // wait (the events, the run's own messages) is the run log's writer's, after RUN_STARTED.
-func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
+func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
+	e := p.e
 	in := r.in
 	work := r.elog.FirstWork(r.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
@@ -273,6 +285,38 @@ func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prep
 		r.log.Error("thread messages: save input failed", "err", err)
 	}
 	return nil
+}
+
+// endRun records the run's end in the store, under the run's epoch. A store that does not
+// take it (an outage) is asked again until it does (at most maxStoreRetry): a run left
+// "running" in the store would be taken over by another replica and come back to life. A
+// fenced refusal means another replica owns the run: it records the end, not this one.
+func (p *persister) endRun(r *Run) {
+	e := p.e
+	state := storedRunState(r.endOutcome())
+	var failing time.Time
+	pause := storeRetry
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrClosed):
+			r.log.Warn("store: end run refused", "err", err)
+			return
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		}
+		if time.Since(failing) > maxStoreRetry || !r.elog.Sleep(pause) {
+			r.log.Error("store: end run failed; the run is left to the takeover, which finds its terminal event", "err", err)
+			return
+		}
+		r.log.Warn("store: end run; trying again", "err", err)
+		pause = min(2*pause, maxStoreRetryPause)
+	}
 }
 
 // startError maps the store's refusals of a run's start to the engine's sentinels.

@@ -19,12 +19,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	if !wasClosing {
 		// No run is taken over from here on: the look in progress ends first (a run it
 		// claims is left to its lease, or to the hand-off's release).
-		_ = e.takeover.Stop(context.WithoutCancel(ctx))
-		_ = e.expiry.Stop(context.WithoutCancel(ctx)) // waits for the expiry in progress
-		_ = e.sweep.Stop(context.WithoutCancel(ctx))
+		e.jobs.stopIntake(context.WithoutCancel(ctx))
 	}
 	// The heartbeat outlives the runs: their leases hold until they have ended.
-	defer func() { _ = e.heartbeat.Stop(context.Background()) }()
+	defer func() { _ = e.jobs.Stop(context.Background()) }()
 	idle := make(chan struct{})
 	go func() { e.wg.Wait(); close(idle) }()
 	select {

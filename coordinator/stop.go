@@ -36,7 +36,7 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		if done {
 			return ErrRunFinished
 		}
-		return e.stopElsewhere(ctx, threadID, runID)
+		return e.persist.stopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished
@@ -50,11 +50,11 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 			// Taken over while this replica was stalled: the run stops here without
 			// cancelling anything, and the stop goes to its owner.
 			r.moved("the store names another owner")
-			return e.stopElsewhere(ctx, threadID, runID)
+			return e.persist.stopElsewhere(ctx, threadID, runID)
 		}
 	}
 	if r.handedOff.Load() {
-		return e.stopElsewhere(ctx, threadID, runID)
+		return e.persist.stopElsewhere(ctx, threadID, runID)
 	}
 	if r.begun.Load() {
 		// The stop is recorded with the run before it is carried out here: if this replica

@@ -58,53 +58,64 @@ var (
 	askUserParams = askUserParameters()
 )
 
-// backendTools returns the current backend tools, rebuilding them when an agent's card or
-// the MCP catalogue changed. A ToolServer that does not report versions gets a fresh
-// build on every run, as before.
-func (e *Engine) backendTools() *backendTools {
+// toolCache holds the backend tools of the current configuration, shared by runs: it
+// rebuilds them when an agent's card or the MCP catalogue changed.
+type toolCache struct {
+	server ToolServer // nil when no MCP servers are configured
+	agents []*Agent   // the configured agents, in the configuration's order
+
+	mu  sync.Mutex
+	cur *backendTools
+}
+
+// get returns the current backend tools, rebuilding them when an agent's card or the MCP
+// catalogue changed. A ToolServer that does not report versions gets a fresh build on
+// every run, as before.
+func (c *toolCache) get() *backendTools {
 	var ver uint64
-	cacheable := e.cfg.Tools == nil
-	if vt, ok := e.cfg.Tools.(versionedTools); ok {
+	cacheable := c.server == nil
+	if vt, ok := c.server.(versionedTools); ok {
 		ver, cacheable = vt.ToolsVersion(), true
 	}
-	e.toolsMu.Lock()
-	cur := e.tools
-	e.toolsMu.Unlock()
-	if cacheable && cur != nil && cur.mcpVersion == ver && e.sameAgents(cur.agentKeys) {
+	c.mu.Lock()
+	cur := c.cur
+	c.mu.Unlock()
+	if cacheable && cur != nil && cur.mcpVersion == ver && c.sameAgents(cur.agentKeys) {
 		return cur
 	}
-	b := e.buildBackendTools(ver)
+	b := c.build(ver)
 	if cacheable {
-		e.toolsMu.Lock()
-		e.tools = b
-		e.toolsMu.Unlock()
+		c.mu.Lock()
+		c.cur = b
+		c.mu.Unlock()
 	}
 	return b
 }
 
-func (e *Engine) sameAgents(keys []agentKey) bool {
-	if len(keys) != len(e.cfg.Agents) {
+// sameAgents reports whether keys describe the agents as they are now.
+func (c *toolCache) sameAgents(keys []agentKey) bool {
+	if len(keys) != len(c.agents) {
 		return false
 	}
-	for i, a := range e.cfg.Agents {
-		if keyOf(e.agents[a.Name]) != keys[i] {
+	for i, a := range c.agents {
+		if keyOf(a) != keys[i] {
 			return false
 		}
 	}
 	return true
 }
 
-func (e *Engine) buildBackendTools(ver uint64) *backendTools {
+// build builds the backend tools for the MCP catalogue version ver.
+func (c *toolCache) build(ver uint64) *backendTools {
 	b := &backendTools{agents: map[string]*Agent{}, mcp: map[string]mcpclient.Tool{}, mcpVersion: ver}
-	for _, a := range e.cfg.Agents {
-		a := e.agents[a.Name]
+	for _, a := range c.agents {
 		b.agentKeys = append(b.agentKeys, keyOf(a))
 		b.agents[a.Name] = a
 		b.backend = append(b.backend, a.Name)
 		b.llm = append(b.llm, llm.Tool{Name: a.Name, Description: agentDescription(a), Parameters: agentParams})
 	}
-	if e.cfg.Tools != nil {
-		for _, mt := range e.cfg.Tools.Tools() {
+	if c.server != nil {
+		for _, mt := range c.server.Tools() {
 			if _, clash := b.agents[mt.Name]; clash {
 				continue
 			}

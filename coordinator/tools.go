@@ -72,7 +72,7 @@ func agentParameters() map[string]any {
 // toolset returns the tools of one run: the shared backend tools (built once per
 // configuration and card or catalogue change) plus the run's frontend tools.
 func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
-	b := e.backendTools()
+	b := e.tools.get()
 	t := &toolset{llm: b.llm, agents: b.agents, mcp: b.mcp, backend: b.backend, base: b}
 	for _, ft := range in.Tools {
 		if ft.Name == "" || slices.Contains(t.backend, ft.Name) {
