@@ -204,7 +204,7 @@ func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID,
 		if a, ok := t.agents[tool]; ok {
 			var m map[string]any
 			_ = json.Unmarshal(args, &m)
-			return r.delegate(ctx, t, a, callID, m)
+			return r.toolCalls.delegate(ctx, t, a, callID, m)
 		}
 		if _, ok := t.mcp[tool]; ok {
 			return r.callMCPSession(ctx, t, c, args)

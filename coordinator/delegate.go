@@ -130,8 +130,8 @@ func (d *subagentCall) ids() (string, string) {
 }
 
 // delegate runs one sub-agent tool call and returns its tagged result.
-func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
-	req, refusal := r.delegationRequest(ctx, t, a, args)
+func (tc *toolCalls) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
+	req, refusal := tc.delegationRequest(ctx, t, a, args)
 	if refusal != nil {
 		return *refusal
 	}
@@ -139,13 +139,14 @@ func (r *Run) delegate(ctx context.Context, t *toolset, a *Agent, callID string,
 		// A new task: sent with the ids its journal intent recorded.
 		req.MessageID, req.ContextID = ids.messageID, ids.contextID
 	}
-	return r.exchange(ctx, t, a, callID, "", req, false)
+	return tc.run.exchange(ctx, t, a, callID, "", req, false)
 }
 
 // delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
 // Kept out of delegate (never inlined): its locals would otherwise be on the run's stack
 // while the sub-agent works (parked stacks stay shallow).
-func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
+func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
+	r := tc.run
 	refuse := func(sig bridge.Signal) (a2a.Request, *toolOutcome) {
 		o := signalOutcome(sig)
 		return a2a.Request{}, &o
@@ -175,7 +176,7 @@ func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args 
 		if decoded, ok := bridge.TaskIDFromArg("task_id=" + taskID); ok {
 			taskID = decoded
 		}
-		if refusal := r.checkContinuation(ctx, t, a, taskID, &req); refusal != nil {
+		if refusal := tc.checkContinuation(ctx, t, a, taskID, &req); refusal != nil {
 			return refuse(*refusal)
 		}
 	}
@@ -185,8 +186,8 @@ func (r *Run) delegationRequest(ctx context.Context, t *toolset, a *Agent, args 
 // send runs one A2A message exchange for a tool call: a new task, a continuation chosen by
 // the model, or the delivery of the user's answer on resume (subID reuses the suspended
 // sub-agent's id then).
-func (r *Run) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
-	return r.exchange(ctx, t, a, callID, subID, req, false)
+func (tc *toolCalls) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
+	return tc.run.exchange(ctx, t, a, callID, subID, req, false)
 }
 
 // describer is a Delegate that knows its agent's current description and skills (an
@@ -224,7 +225,8 @@ func (d *subagentCall) taskIDKnown() string {
 
 // settle turns a finished delegation into events and its outcome. In ask_user mode an
 // input-required or auth-required task raises an interrupt at once.
-func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
+func (tc *toolCalls) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
+	r := tc.run
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"
@@ -249,7 +251,7 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})
 	case a2a.StateInputRequired, a2a.StateAuthRequired:
 		if d.agent.InputRequired != "model" {
-			in := r.a2aInterrupt(d, callID, res)
+			in := tc.a2aInterrupt(d, callID, res)
 			d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}})
 			return toolOutcome{interrupts: []store.Interrupt{in}, asks: res.State == a2a.StateInputRequired}
 		}
@@ -266,7 +268,8 @@ func (r *Run) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.R
 
 // agentCtx is ctx with the run's principal's credentials for agent, when they signed in to
 // it (A2ASignIn); the credentials go only to the agent, as HTTP headers of its calls.
-func (r *Run) agentCtx(ctx context.Context, a *Agent) context.Context {
+func (tc *toolCalls) agentCtx(ctx context.Context, a *Agent) context.Context {
+	r := tc.run
 	return r.e.agentCtx(ctx, r.owner, a)
 }
 
@@ -294,7 +297,8 @@ func (e *Engine) ownerCancel(owner string, a *Agent, fn cancel.Func) cancel.Func
 // a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required
 // task of an agent whose card declares an OAuth flow gets a sign-in of its own
 // (metadata.authorizationUrl); the user's resume then continues the task with their token.
-func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
+func (tc *toolCalls) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
+	r := tc.run
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
 	if res.State == a2a.StateAuthRequired {
@@ -325,7 +329,8 @@ func (r *Run) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) stor
 // the task and context ids. Tasks belong to threads (recorded with the thread, and saved
 // with its suspension): an id from another thread, another principal, or the model's
 // imagination is [RETRY:invalid_transition].
-func (r *Run) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
+func (tc *toolCalls) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
+	r := tc.run
 	refuse := func(msg string) *bridge.Signal {
 		return &bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,

@@ -101,24 +101,25 @@ const (
 // with the intent and followed by id as a continued task is (exchange with follow, which
 // cancels it when the run is stopped), so the call gets its real result. Without ids, or at
 // an agent that does not list tasks, or when no task turns up, the call is in doubt.
-func (r *Run) recoverSend(ctx context.Context, t *toolset, a *Agent, c llm.ToolCall) toolOutcome {
+func (tc *toolCalls) recoverSend(ctx context.Context, t *toolset, a *Agent, c llm.ToolCall) toolOutcome {
+	r := tc.run
 	inDoubt := taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 	f, ok := a.Client.(taskFinder)
 	if !ok {
 		return inDoubt
 	}
-	ids, ok := r.sentAs(ctx, c.ID)
+	ids, ok := tc.sentAs(ctx, c.ID)
 	if !ok {
 		return inDoubt
 	}
-	got := r.findSent(ctx, a, f, ids)
+	got := tc.findSent(ctx, a, f, ids)
 	if got == nil {
 		r.log.Warn("takeover: the task of a send in doubt was not found; it stays in doubt", "agent", a.Name, "tool_call_id", c.ID, "context_id", ids.contextID)
 		return inDoubt
 	}
 	if ctx.Err() != nil {
 		// The run was stopped (or its client left) while the task was looked for.
-		return r.cancelFound(ctx, a, got.TaskID)
+		return tc.cancelFound(ctx, a, got.TaskID)
 	}
 	r.log.Info("takeover: found the task of a send in doubt; following it", "agent", a.Name, "tool_call_id", c.ID, "task_id", got.TaskID, "state", got.State)
 	req := a2a.Request{TaskID: got.TaskID, ContextID: got.ContextID}
@@ -129,7 +130,8 @@ func (r *Run) recoverSend(ctx context.Context, t *toolset, a *Agent, c llm.ToolC
 // cancelled, with the same confirmation and retries as the run's own cancels, unless the
 // run was handed to another replica (which finds the task in turn) or this replica no
 // longer owns it.
-func (r *Run) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutcome {
+func (tc *toolCalls) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutcome {
+	r := tc.run
 	if errors.Is(context.Cause(ctx), ErrHandoff) {
 		return toolOutcome{}
 	}
@@ -148,7 +150,8 @@ func (r *Run) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutc
 
 // sentAs reads from the journal the ids the previous owner recorded for the send of call
 // callID of this run.
-func (r *Run) sentAs(ctx context.Context, callID string) (sentIDs, bool) {
+func (tc *toolCalls) sentAs(ctx context.Context, callID string) (sentIDs, bool) {
+	r := tc.run
 	ids, ok := sentByRun(ctx, r.e.cfg.Store, r.log, r.ThreadID, r.RunID)[callID]
 	return ids, ok
 }
@@ -206,17 +209,17 @@ func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner stri
 // findSent looks for the task that the message ids started, asking again while the agent
 // lists nothing, within findWait. It goes on when ctx (the run) ends meanwhile: a task
 // found then is cancelled by exchange, and one that is not stays in doubt. nil: not found.
-func (r *Run) findSent(ctx context.Context, a *Agent, f taskFinder, ids sentIDs) *a2a.Result {
+func (tc *toolCalls) findSent(ctx context.Context, a *Agent, f taskFinder, ids sentIDs) *a2a.Result {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), findWait)
 	defer cancel()
 	for {
-		got, err := f.FindTask(r.agentCtx(fctx, a), ids.contextID, ids.messageID)
+		got, err := f.FindTask(tc.agentCtx(fctx, a), ids.contextID, ids.messageID)
 		if err == nil && got != nil && got.TaskID != "" {
 			return got
 		}
 		if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
 			// The agent does not list tasks (A2A 0.3, or refused): asking again does not help.
-			r.log.Warn("takeover: the agent could not list the tasks of a send in doubt", "agent", a.Name, "err", err)
+			tc.run.log.Warn("takeover: the agent could not list the tasks of a send in doubt", "agent", a.Name, "err", err)
 			return nil
 		}
 		t := time.NewTimer(findPause)

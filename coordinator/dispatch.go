@@ -13,10 +13,20 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
+// toolCalls runs a run's backend tool calls: it screens each turn's calls (loop
+// prediction, declined calls, the guard, approvals), runs them (sub-agent delegations,
+// MCP calls, ask_user) and delivers the user's answers to the calls that were suspended.
+// The guard, failure state, journal and event stream it works with are the run's, shared
+// with the loop and the suspension: it reaches them through run.
+type toolCalls struct {
+	run *Run
+}
+
 // newGuard builds the run's guard and hides from the model the tools the policy denies.
 // Denied tools stay governed, so that a call to one is refused as policy_deny rather than
 // as an unknown action.
-func (r *Run) newGuard(t *toolset) *failure.Guard {
+func (tc *toolCalls) newGuard(t *toolset) *failure.Guard {
+	r := tc.run
 	var agents, governed, always []string
 	for _, name := range t.backend {
 		switch {
@@ -46,19 +56,19 @@ func (r *Run) newGuard(t *toolset) *failure.Guard {
 // not sent, and its refusal, streamed at once, is its result. The other calls run
 // concurrently; each result is streamed as TOOL_CALL_RESULT as soon as its call ends.
 // sent tells which calls went out; predicted holds the loop_detected failures.
-func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []failure.Failure) {
+func (tc *toolCalls) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []failure.Failure) {
 	outcomes = make([]toolOutcome, len(calls))
 	sent = make([]bool, len(calls))
-	run, predicted := r.screen(ctx, t, calls, outcomes, sent)
+	run, predicted := tc.screen(ctx, t, calls, outcomes, sent)
 	if len(run) == 1 {
 		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
 		// only when calls run in parallel.
-		r.execCall(ctx, t, calls, outcomes, run[0])
+		tc.execCall(ctx, t, calls, outcomes, run[0])
 		return outcomes, sent, predicted
 	}
 	var wg sync.WaitGroup
 	for _, i := range run {
-		wg.Go(func() { r.execCall(ctx, t, calls, outcomes, i) })
+		wg.Go(func() { tc.execCall(ctx, t, calls, outcomes, i) })
 	}
 	wg.Wait()
 	return outcomes, sent, predicted
@@ -68,21 +78,22 @@ func (r *Run) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (o
 // guard) and holds the ones that need approval; it returns the indexes of the calls to
 // run. Kept out of dispatch (never inlined) so that its locals are not on the run's stack
 // while a call is in flight: an open run's parked stack stays shallow.
-func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
+func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
+	r := tc.run
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, nextActions(r.guard, t, c.Name))))
+			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, nextActions(r.guard, t, c.Name))))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
 		if refusal, declined := r.declinedRefusal(t, c); declined {
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
+			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
 		if refusal, ok := r.guard.CheckSignal(c.Name); !ok {
-			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
+			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
@@ -102,7 +113,8 @@ func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outc
 }
 
 // execCall runs calls[i] and streams its result.
-func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
+func (tc *toolCalls) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
+	r := tc.run
 	c := &calls[i]
 	// No tool call (MCP, A2A) while this replica cannot be sure it still owns the run:
 	// it waits for the lease, or stops (the run moved, or was cancelled).
@@ -110,7 +122,15 @@ func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, ou
 		return
 	}
 	outcomes[i] = r.trace.tool(ctx, t, *c, func(ctx context.Context) toolOutcome {
-		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
+		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return tc.runTool(ctx, t, *c) })
 	})
 	r.emitResult(ctx, c.ID, outcomes[i])
+}
+
+// traceRefusal records a call the coordinator refused without sending it (a predicted loop,
+// a policy refusal): its execute_tool span carries the refusal's tag and the decision.
+func (tc *toolCalls) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
+	r := tc.run
+	r.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
+	return r.trace.toolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
 }

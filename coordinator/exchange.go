@@ -22,11 +22,11 @@ func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID 
 	defer timer.Stop()
 	select {
 	case s := <-d.out:
-		return r.settle(d, req, callID, s.res, s.err, t)
+		return r.toolCalls.settle(d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
 		return d.cancelled(ctx)
 	case <-timer.C:
-		return r.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
+		return r.toolCalls.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
 	}
 }
 
@@ -51,7 +51,7 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 	spanCtx, span, spanParent := r.trace.delegationSpan(sendCtx, a)
 	go func() {
 		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
-		actx := r.agentCtx(spanCtx, a)
+		actx := r.toolCalls.agentCtx(spanCtx, a)
 		var res *a2a.Result
 		var err error
 		if follow {

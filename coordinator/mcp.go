@@ -23,14 +23,15 @@ import (
 var ErrToolFailed = errors.New("a tool failed and its server is configured to stop the run on tool errors")
 
 // mcpResult renders res for the model, after the engine's decision about failures.
-func (r *Run) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
+func (tc *toolCalls) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
+	r := tc.run
 	switch res.Status {
 	case mcpclient.StatusOK:
 		return taggedOutcome(bridge.TagOK, bridge.MCPOK(res.Content, res.Note))
 	case mcpclient.StatusToolError:
-		return r.mcpToolError(res)
+		return tc.mcpToolError(res)
 	case mcpclient.StatusInvalidArguments:
-		return signalOutcome(r.mcpInvalid(t, res))
+		return signalOutcome(tc.mcpInvalid(t, res))
 	case mcpclient.StatusUnknownTool:
 		msg := res.Message
 		if msg == "" {
@@ -69,7 +70,8 @@ func (r *Run) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
 
 // mcpToolError applies the server's on_tool_error and the run's retry budget for the tool
 // (the policy's; never shared with other runs) to a tool error.
-func (r *Run) mcpToolError(res mcpclient.Result) toolOutcome {
+func (tc *toolCalls) mcpToolError(res mcpclient.Result) toolOutcome {
+	r := tc.run
 	switch r.e.cfg.OnToolError[res.Server] {
 	case OnToolErrorFail:
 		return taggedOutcome(bridge.TagError, bridge.MCPError(fmt.Sprintf("The tool %q reported an error.", res.ToolName), res.Detail))
@@ -96,12 +98,12 @@ func (r *Run) mcpToolError(res mcpclient.Result) toolOutcome {
 }
 
 // mcpInvalid renders arguments that do not fit the tool's schema.
-func (r *Run) mcpInvalid(t *toolset, res mcpclient.Result) bridge.Signal {
+func (tc *toolCalls) mcpInvalid(t *toolset, res mcpclient.Result) bridge.Signal {
 	inv := res.Invalid
 	if inv == nil {
 		inv = &mcpclient.InvalidArgs{Reason: "the arguments do not match the tool's input schema"}
 	}
-	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: nextActions(r.guard, t, res.Tool)}
+	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: nextActions(tc.run.guard, t, res.Tool)}
 	if inv.ByServer {
 		s.Message = "The server rejected the arguments. Fix them and call again."
 		s.Reason = bridge.Untrusted(inv.Reason)
@@ -114,27 +116,28 @@ func (r *Run) mcpInvalid(t *toolset, res mcpclient.Result) bridge.Signal {
 }
 
 // mcpOutcome turns the result of an MCP call (or of its resumption) into a tool outcome.
-func (r *Run) mcpOutcome(ctx context.Context, t *toolset, toolCallID, name string, res mcpclient.Result, err error) toolOutcome {
+func (tc *toolCalls) mcpOutcome(ctx context.Context, t *toolset, toolCallID, name string, res mcpclient.Result, err error) toolOutcome {
 	if err == nil {
-		return r.mcpResult(t, res)
+		return tc.mcpResult(t, res)
 	}
 	var sign *mcpclient.SignInRequired
 	if errors.As(err, &sign) {
-		return toolOutcome{interrupts: []store.Interrupt{r.signInInterrupt(toolCallID, sign)}}
+		return toolOutcome{interrupts: []store.Interrupt{tc.signInInterrupt(toolCallID, sign)}}
 	}
 	var need *mcpclient.InputRequired
 	if errors.As(err, &need) {
-		return toolOutcome{interrupts: r.mcpInterrupts(toolCallID, need)}
+		return toolOutcome{interrupts: tc.mcpInterrupts(toolCallID, need)}
 	}
 	if ctx.Err() != nil {
 		return toolOutcome{}
 	}
-	r.log.Warn("mcp call failed", "tool", name, "err", err)
+	tc.run.log.Warn("mcp call failed", "tool", name, "err", err)
 	return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(name))
 }
 
 // deliverMCP retries a parked MRTR call with the user's answers (or abandons it).
-func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+func (tc *toolCalls) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+	r := tc.run
 	h := decodeHandle(ins[0])
 	if h.MCP == nil || r.e.cfg.Tools == nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("The tool's question can no longer be answered."))
@@ -163,7 +166,8 @@ func (r *Run) deliverMCP(ctx context.Context, t *toolset, callID string, ins []s
 }
 
 // mcpInterrupts builds one interrupt per request of a parked MCP call.
-func (r *Run) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
+func (tc *toolCalls) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
+	r := tc.run
 	var out []store.Interrupt
 	for _, req := range need.Requests {
 		var in store.Interrupt

@@ -58,6 +58,8 @@ type Run struct {
 	hardStop *time.Timer
 	// trace is the run's tracing (its span, set before the run starts).
 	trace *runTrace
+	// toolCalls runs the model's backend tool calls (dispatch.go).
+	toolCalls toolCalls
 
 	// susp is the suspension being resumed, while approved calls record their start and
 	// result in it (approval.go).
@@ -106,6 +108,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		done:     make(chan struct{}),
 		released: make(chan struct{}),
 	}
+	r.toolCalls.run = r
 	r.cancel = func(cause error) {
 		stop(cause)
 		r.hooks.fire()

@@ -185,7 +185,7 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 	// it (signInID), for the callback.
 	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
-	opts, progress := r.mcpOptions(t, callID)
+	opts, progress := r.toolCalls.mcpOptions(t, callID)
 	opts.Key = w
 	go func() {
 		res, err := call(callCtx, opts)
@@ -210,7 +210,7 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 	case sr := <-w.result:
 		r.e.cfg.Sessions.remove(w.id)
 		w.stop()
-		out := r.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		out := r.toolCalls.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
 		for i := range out.interrupts {
 			if out.interrupts[i].Kind == hitl.KindMCPAuth {
 				out.interrupts[i].ID = w.signInID

@@ -20,13 +20,13 @@ import (
 // is sent again, once, as a new call; declined or cancelled, the model gets [DECLINED].
 
 // signInInterrupt is the interrupt of a call parked on sign-in.
-func (r *Run) signInInterrupt(callID string, sign *mcpclient.SignInRequired) store.Interrupt {
+func (tc *toolCalls) signInInterrupt(callID string, sign *mcpclient.SignInRequired) store.Interrupt {
 	var authURL string
 	var expires time.Time
 	if ns := sign.NeedsSignIn; ns != nil {
 		authURL, expires = ns.URL, ns.Expires
 	}
-	in := hitl.MCPAuthorization(r.e.hitlOptions(), sign.Server, sign.ToolName, authURL, expires)
+	in := hitl.MCPAuthorization(tc.run.e.hitlOptions(), sign.Server, sign.ToolName, authURL, expires)
 	in.ToolCallID = callID
 	in.Handle = mustJSON(handle{SignIn: sign})
 	return in

@@ -183,7 +183,7 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
-			outcomes[i] = r.deliver(ctx, t, g.callID, g.ins, answers)
+			outcomes[i] = r.toolCalls.deliver(ctx, t, g.callID, g.ins, answers)
 			r.emitResult(ctx, g.callID, outcomes[i])
 		})
 	}

@@ -40,7 +40,7 @@ func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Me
 	}
 	r.fs = to.fs
 	r.resetHardStop()
-	r.guard = r.newGuard(tools)
+	r.guard = r.toolCalls.newGuard(tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 	system, err := prompts.System(r.e.systemInput(r.in, tools))
 	if err != nil {
@@ -141,7 +141,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 				// its intent recorded, and followed (or cancelled), when the agent can.
 				wg.Go(func() {
 					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-						return r.recoverSend(ctx, tools, a, c)
+						return r.toolCalls.recoverSend(ctx, tools, a, c)
 					})
 					r.emitResult(ctx, c.ID, outcomes[i])
 				})
@@ -168,7 +168,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 		for j, i := range again {
 			sub[j] = backend[i]
 		}
-		outs, snt, pred := r.dispatch(ctx, tools, sub)
+		outs, snt, pred := r.toolCalls.dispatch(ctx, tools, sub)
 		for j, i := range again {
 			outcomes[i], sent[i] = outs[j], snt[j]
 		}

@@ -28,7 +28,7 @@ type toolset struct {
 	// backend lists the names the coordinator executes itself, sorted.
 	backend []string
 	// hidden holds the backend tools the policy denies: they are not offered to the model
-	// (a call to one is refused with policy_deny; see Run.newGuard).
+	// (a call to one is refused with policy_deny; see toolCalls.newGuard).
 	hidden map[string]bool
 }
 
@@ -157,44 +157,45 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 
 // runTool executes one backend tool call and returns its outcome: the tagged string the
 // model reads, or the interrupts that suspend the call until the user answers.
-func (r *Run) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutcome {
+func (tc *toolCalls) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutcome {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args == nil {
-		return r.badArguments(t, c)
+		return tc.badArguments(t, c)
 	}
 	if a, ok := t.agents[c.Name]; ok {
-		return r.delegate(ctx, t, a, c.ID, args)
+		return tc.delegate(ctx, t, a, c.ID, args)
 	}
 	if _, ok := t.mcp[c.Name]; ok {
-		return r.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
+		return tc.run.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
 	}
-	return r.otherTool(t, c, args)
+	return tc.otherTool(t, c, args)
 }
 
 // badArguments refuses a call whose arguments are not a JSON object. This and otherTool
 // are kept out of runTool (never inlined): their locals would otherwise be on the run's
 // stack while a call is in flight (parked stacks stay shallow).
-func (r *Run) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
+func (tc *toolCalls) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,
 		Message:          "The arguments must be a JSON object.",
-		ValidNextActions: nextActions(r.guard, t, c.Name), Reason: "arguments are not a JSON object",
+		ValidNextActions: nextActions(tc.run.guard, t, c.Name), Reason: "arguments are not a JSON object",
 		Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
 	})
 }
 
 // otherTool runs a call that is neither a sub-agent's nor a connected MCP server's: the
 // user's question, a tool of a server that is down, or an unknown tool.
-func (r *Run) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
+func (tc *toolCalls) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
+	r := tc.run
 	if c.Name == askUserTool {
-		return r.askUser(t, c, args)
+		return tc.askUser(t, c, args)
 	}
 	// A tool of an MCP server that is not connected is unreachable, not unknown.
 	if down, ok := r.e.cfg.Tools.(interface {
 		Unreachable(string) (mcpclient.Result, bool)
 	}); ok {
 		if res, isDown := down.Unreachable(c.Name); isDown {
-			return r.mcpResult(t, res)
+			return tc.mcpResult(t, res)
 		}
 	}
 	return signalOutcome(bridge.Signal{
@@ -219,7 +220,8 @@ func askUserParameters() map[string]any {
 	}
 }
 
-func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
+func (tc *toolCalls) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
+	r := tc.run
 	q, _ := args["question"].(string)
 	if strings.TrimSpace(q) == "" {
 		return signalOutcome(bridge.Signal{
@@ -245,7 +247,8 @@ func (r *Run) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutco
 
 // mcpOptions are the options of an MCP call of the run, with its progress coalesced; the
 // caller flushes the coalescer when the call returns.
-func (r *Run) mcpOptions(t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
+func (tc *toolCalls) mcpOptions(t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
+	r := tc.run
 	progress := newProgressCoalescer(func(p mcpclient.Progress) { r.emit(progressEvent(toolCallID, p)) })
 	return mcpclient.CallOptions{
 		Park:      true,

@@ -14,7 +14,7 @@ import (
 
 // toolHome is one kind of tool that can wait for the user (A2A delegation, MCP call,
 // ask_user). Everything about a kind's interrupts lives in its home: no switch on the
-// interrupt kind elsewhere. Calls themselves start in Run.runTool, where the toolset says
+// interrupt kind elsewhere. Calls themselves start in toolCalls.runTool, where the toolset says
 // which kind a name is.
 type toolHome interface {
 	// deliver gives the user's answers to the call suspended on ins (one tool call's
@@ -53,12 +53,12 @@ func interruptTool(in store.Interrupt) string {
 }
 
 // deliver routes the user's answers for one suspended tool call to its home.
-func (r *Run) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+func (tc *toolCalls) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
 	h := homeOf(ins[0].Kind)
 	if h == nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("This question can no longer be answered."))
 	}
-	return h.deliver(ctx, r, t, callID, ins, answers)
+	return h.deliver(ctx, tc.run, t, callID, ins, answers)
 }
 
 // abandon cancels the work parked on interrupts that will not be answered, each through
@@ -121,11 +121,11 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		r.log.Info("resume taken over: the answer may have reached the task; following it", "agent", a.Name, "task_id", h.TaskID)
 		out = r.exchange(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
 	} else {
-		if rec := r.recoverTask(ctx, a, callID, first, h); rec != nil {
+		if rec := r.toolCalls.recoverTask(ctx, a, callID, first, h); rec != nil {
 			return *rec
 		}
 		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-		out = r.send(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		out = r.toolCalls.send(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
 	}
 	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the
@@ -183,7 +183,7 @@ func (mcpHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	if decodeHandle(ins[0]).Session != "" {
 		return r.deliverSession(ctx, t, callID, ins[0], answers[ins[0].ID])
 	}
-	return r.deliverMCP(ctx, t, callID, ins, answers)
+	return r.toolCalls.deliverMCP(ctx, t, callID, ins, answers)
 }
 
 func (mcpHome) abandon(ctx context.Context, e *Engine, _, threadID string, ins []store.Interrupt) {
