@@ -251,7 +251,7 @@ func (e *Engine) addAgents() error {
 }
 
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
-// the background; stream its events with Run.Next.
+// the background; stream its events with Stream.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	return e.StartContext(context.Background(), in, principal)
 }
@@ -374,7 +374,7 @@ func (e *Engine) release(r *Run) {
 		}
 	}
 	e.mu.Unlock()
-	r.releaseStream()
+	r.stream.release()
 }
 
 // maxFinished bounds the memory of finished runs kept for the stop endpoint's 409.

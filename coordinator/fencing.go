@@ -44,7 +44,7 @@ func (r *Run) moved(why string) {
 	r.log.Warn("the run is owned by another replica now; stopping it here without cancelling its work", "why", why)
 	r.own.Lose()
 	r.elog.Freeze()
-	r.q.abandon()
+	r.stream.q.abandon()
 	r.cancel(ErrRunMoved)
 }
 
@@ -54,8 +54,8 @@ func (r *Run) moved(why string) {
 // run itself still waits here, and goes on if this replica renews the lease first.
 func (r *Run) leaseLapsed() {
 	r.log.Warn("the run's lease could not be renewed in time; its client is told to reconnect")
-	r.q.abandon()
-	r.releaseStream()
+	r.stream.q.abandon()
+	r.stream.release()
 }
 
 // mayAct waits until this replica may start a side effect for the run (a model call, a
