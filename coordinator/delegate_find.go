@@ -140,7 +140,7 @@ func (r *Run) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutc
 		return toolOutcome{}
 	}
 	r.log.Info("takeover: the run ended while the task of a send in doubt was looked for; cancelling it", "agent", a.Name, "task_id", taskID)
-	st, _ := r.intent(store.StepCancel, a.Name, taskID, 1, "the run ended while its task was looked for")
+	st, _ := r.dur.intent(store.StepCancel, a.Name, taskID, 1, "the run ended while its task was looked for")
 	err := r.e.cancelTask(cctx, r.owner, a, taskID, r.log, "stopped run: the task of its send in doubt cancelled")
 	st.End(cancelEnd(err))
 	return toolOutcome{}

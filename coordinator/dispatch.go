@@ -76,7 +76,7 @@ func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outc
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
-		if refusal, declined := r.declinedRefusal(t, c); declined {
+		if refusal, declined := r.dur.declinedRefusal(t, c); declined {
 			outcomes[i] = r.traceRefusal(ctx, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
@@ -92,7 +92,7 @@ func (r *Run) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outc
 		if r.e.cfg.Approvals.needsApproval(t, c) {
 			// Not sent: the run ends with the question once the calls that need no
 			// approval have run (afterTools).
-			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.askApproval(t, c, false)}}
+			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.dur.askApproval(t, c, false)}}
 			continue
 		}
 		sent[i] = true
@@ -106,11 +106,11 @@ func (r *Run) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, ou
 	c := &calls[i]
 	// No tool call (MCP, A2A) while this replica cannot be sure it still owns the run:
 	// it waits for the lease, or stops (the run moved, or was cancelled).
-	if err := r.mayAct(ctx); err != nil {
+	if err := r.dur.mayAct(ctx); err != nil {
 		return
 	}
 	outcomes[i] = r.trace.tool(ctx, t, *c, func(ctx context.Context) toolOutcome {
-		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
+		return r.dur.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return r.runTool(ctx, t, *c) })
 	})
 	r.emitResult(ctx, c.ID, outcomes[i])
 }

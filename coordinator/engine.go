@@ -334,7 +334,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
 		// The run's start step is an audit record, written before anything the run does
 		// but not on the way to its first event: that waits for the start's own write only.
-		r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
+		r.dur.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 		r.execute()
 	}()
 	return r, nil
@@ -350,7 +350,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
-		r.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
+		r.dur.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
 		e.endRun(r)
 	}
 	e.mu.Lock()

@@ -55,7 +55,7 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 		var res *a2a.Result
 		var err error
 		if follow {
-			res, err = r.followRemote(actx, a, req.TaskID, req.ContextID, obs)
+			res, err = r.dur.followRemote(actx, a, req.TaskID, req.ContextID, obs)
 		} else {
 			res, err = a.Client.Send(actx, req, obs)
 		}

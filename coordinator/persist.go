@@ -233,7 +233,7 @@ func (e *Engine) busyError(ctx context.Context, threadID, principal string, th *
 // wait (the events, the run's own messages) is the run log's writer's, after RUN_STARTED.
 func (e *Engine) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	in := r.in
-	work := r.elog.FirstWork(r.checkpointDoc(nil))
+	work := r.elog.FirstWork(r.dur.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).
 	msgs := inputMessages(in.Messages[prepended:])

@@ -55,13 +55,9 @@ type Run struct {
 	// trace is the run's tracing (its span, set before the run starts).
 	trace *runTrace
 
-	// susp is the suspension being resumed, while approved calls record their start and
-	// result in it (approval.go).
-	suspMu sync.Mutex
-	susp   *store.Suspension
-
-	// resumed is set on a run this replica took over from another (takeover.go).
-	resumed *takenOver
+	// dur keeps the run across stops and replicas: suspension, resume, checkpoints,
+	// journal, takeover and fencing.
+	dur durability
 	// handedOff: the run was handed to another replica, at shutdown or after it took the
 	// run over while this one was stalled (handoff.go).
 	handedOff atomic.Bool
@@ -97,6 +93,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		done:     make(chan struct{}),
 	}
 	r.stream = Stream{run: r, released: make(chan struct{})}
+	r.dur.run = r
 	s := &r.stream
 	r.cancel = func(cause error) {
 		stop(cause)
@@ -190,7 +187,7 @@ func (r *Run) logCancel(rep cancel.Report) {
 	r.log.Info("cancelled downstream", "kind", rep.Kind, "name", rep.Name, "task_id", rep.ID,
 		"result", rep.Result, "latency_ms", rep.Latency.Milliseconds(), "err", errString(rep.Err))
 	if step, ok := unconfirmedStep(rep); ok {
-		r.step(store.StepCancel, rep.Name, rep.ID, step)
+		r.dur.step(store.StepCancel, rep.Name, rep.ID, step)
 	}
 	if r.e.cfg.Metrics != nil {
 		r.e.cfg.Metrics.Cancellation(rep.Result, rep.Latency)
@@ -224,7 +221,7 @@ func (r *Run) execute() {
 	defer close(r.done)
 	r.start = time.Now()
 	begun := r.start
-	if r.resumed == nil || r.resumed.fresh {
+	if r.dur.resumed == nil || r.dur.resumed.fresh {
 		r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
 	}
 
@@ -291,7 +288,7 @@ func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) 
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return
 	}
-	r.noteResult(toolCallID, o)
+	r.dur.noteResult(toolCallID, o)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.ToolResult(o.Tag, o.Code)
 	}

@@ -266,7 +266,7 @@ func (t *runTrace) tagChildSpans(parent trace.SpanID, tag string) {
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
 // a policy refusal): its execute_tool span carries the refusal's tag and the decision.
 func (r *Run) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
-	r.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
+	r.dur.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
 	return r.trace.toolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
 }
 
