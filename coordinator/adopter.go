@@ -56,14 +56,14 @@ func (a adopter) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable
 	e := a.e
 	r := newRun(e, in)
 	r.owner = to.cp.Owner
-	r.resumed = to
+	r.dur.resumed = to
 	// Not even RUN_STARTED was stored: the run starts its stream here.
-	r.resumed.fresh = len(evs) == 0
+	r.dur.resumed.fresh = len(evs) == 0
 	to.started, to.resulted = map[string]bool{}, map[string]bool{}
 	// Nobody streams this run live: its events go to the log, where reconnecting clients
 	// follow it (on this replica they are woken at each append).
-	r.watch.n, r.watch.liveGone = 0, true
-	r.q.abandon()
+	r.stream.watch.n, r.stream.watch.liveGone = 0, true
+	r.stream.q.abandon()
 	// The stream's state as the dead replica left it: numbering, what is open, and the
 	// messages its part of the run adds to the thread (stored when the run ends).
 	restored := make([]agui.Event, 0, len(evs))
@@ -127,9 +127,9 @@ func (a adopter) startTakenOver(ctx context.Context, rec store.RunRecord, work d
 	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
 		// Taken over again since: the run stops here as soon as it starts, cancelling
 		// nothing.
-		r.moved("the store refused to mark its steps in doubt")
+		r.dur.moved("the store refused to mark its steps in doubt")
 	}
-	r.step(store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepOK, Detail: "run taken over from its checkpoint; continued here"})
+	r.dur.step(store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepOK, Detail: "run taken over from its checkpoint; continued here"})
 	e.wg.Add(1)
 	e.running.Add(1)
 	go func() {

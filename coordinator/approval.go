@@ -87,7 +87,8 @@ func (p ApprovalPolicy) needsApproval(t *toolset, c llm.ToolCall) bool {
 }
 
 // askApproval builds the approval interrupt of call c: the call is kept in its handle.
-func (r *Run) askApproval(t *toolset, c llm.ToolCall, inDoubt bool) store.Interrupt {
+func (d *durability) askApproval(t *toolset, c llm.ToolCall, inDoubt bool) store.Interrupt {
+	r := d.run
 	args := json.RawMessage(failure.CanonicalArgs(c.Arguments))
 	in := hitl.Approval(r.e.hitlOptions(), c.Name, approvalMessage(t, c.Name, args, inDoubt), args, toolSchema(t, c.Name), inDoubt)
 	in.ToolCallID = c.ID
@@ -135,7 +136,8 @@ func toolSchema(t *toolset, tool string) map[string]any {
 // declinedRefusal refuses a call the user has declined earlier in this run: the same call
 // (tool and arguments) is not asked about again. The refusal is a policy_deny signal, so
 // the failure model treats it as a policy_violation.
-func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
+func (d *durability) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
+	r := d.run
 	if !slices.Contains(r.fs.Declined, failure.CallSignature(c.Name, c.Arguments)) {
 		return bridge.Signal{}, false
 	}
@@ -149,7 +151,8 @@ func (r *Run) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) 
 
 // deliverApproval acts on the user's answer to an approval: the call runs once (with the
 // edited arguments when given), or the model is told it was declined.
-func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
+func (d *durability) deliverApproval(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
+	r := d.run
 	h := decodeHandle(in).Approval
 	if h == nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("This approval can no longer be answered."))
@@ -162,11 +165,11 @@ func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in
 	if h.InDoubt {
 		decision.Detail = "asked again: the call may have run before the coordinator stopped"
 	}
-	r.step(store.StepApproval, h.Tool, callID, decision)
+	r.dur.step(store.StepApproval, h.Tool, callID, decision)
 	if ans.Cancelled || !approved {
-		r.suspMu.Lock() // answers are delivered in parallel
+		d.suspMu.Lock() // answers are delivered in parallel
 		r.fs.Declined = append(r.fs.Declined, failure.CallSignature(h.Tool, string(h.Args)))
-		r.suspMu.Unlock()
+		d.suspMu.Unlock()
 		reason, _ := ans.Payload["reason"].(string)
 		msg := "The user declined this call; it was not sent."
 		if h.InDoubt {
@@ -176,7 +179,7 @@ func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in
 			msg += " The user's reason: " + reason
 		}
 		out := taggedOutcome(bridge.TagDeclined, bridge.Declined(msg))
-		if err := r.recordApproval(ctx, in.ID, func(a *approvalHandle) { a.State, a.Result, a.ResultTag = approvalDone, out.Text, out.Tag }); err != nil {
+		if err := r.dur.recordApproval(ctx, in.ID, func(a *approvalHandle) { a.State, a.Result, a.ResultTag = approvalDone, out.Text, out.Tag }); err != nil {
 			r.log.Error("record declined approval", "tool", h.Tool, "err", err)
 		}
 		return out
@@ -185,14 +188,15 @@ func (r *Run) deliverApproval(ctx context.Context, t *toolset, callID string, in
 	if edited, ok := ans.Payload["editedArgs"].(map[string]any); ok {
 		args = mustJSON(edited)
 	}
-	return r.sendApproved(ctx, t, callID, in.ID, h.Tool, args)
+	return r.dur.sendApproved(ctx, t, callID, in.ID, h.Tool, args)
 }
 
 // sendApproved records the start of an approved call, sends it, and records its result.
 // Nothing is sent when the start cannot be recorded: a call that nobody remembers having
 // sent could be sent again.
-func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID, tool string, args json.RawMessage) toolOutcome {
-	if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+func (d *durability) sendApproved(ctx context.Context, t *toolset, callID, interruptID, tool string, args json.RawMessage) toolOutcome {
+	r := d.run
+	if err := r.dur.recordApproval(ctx, interruptID, func(a *approvalHandle) {
 		a.State, a.Approved, a.Sent = approvalStarted, true, args
 	}); err != nil {
 		r.log.Error("record approved call", "tool", tool, "err", err)
@@ -200,19 +204,19 @@ func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID,
 	}
 	r.log.Info("approved call sent", "tool", tool, "tool_call_id", callID)
 	c := llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}
-	out := r.journaled(ctx, t, c, "approved by the user", func(ctx context.Context) toolOutcome {
+	out := r.dur.journaled(ctx, t, c, "approved by the user", func(ctx context.Context) toolOutcome {
 		if a, ok := t.agents[tool]; ok {
 			var m map[string]any
 			_ = json.Unmarshal(args, &m)
 			return r.toolCalls.delegate(ctx, t, a, callID, m)
 		}
 		if _, ok := t.mcp[tool]; ok {
-			return r.callMCPSession(ctx, t, c, args)
+			return r.toolCalls.callMCPSession(ctx, t, c, args)
 		}
 		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
 	})
 	if len(out.interrupts) == 0 && ctx.Err() == nil {
-		if err := r.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+		if err := r.dur.recordApproval(ctx, interruptID, func(a *approvalHandle) {
 			a.State, a.Result, a.ResultTag, a.ResultCode = approvalDone, out.Text, out.Tag, out.Code
 		}); err != nil {
 			r.log.Error("record approved call result", "tool", tool, "err", err)
@@ -223,14 +227,15 @@ func (r *Run) sendApproved(ctx context.Context, t *toolset, callID, interruptID,
 
 // recordApproval updates the approval record of interruptID in the run's suspension and
 // saves it (on a context of its own: a disconnect must not lose the record).
-func (r *Run) recordApproval(ctx context.Context, interruptID string, update func(*approvalHandle)) error {
-	r.suspMu.Lock()
-	defer r.suspMu.Unlock()
-	if r.susp == nil {
+func (d *durability) recordApproval(ctx context.Context, interruptID string, update func(*approvalHandle)) error {
+	r := d.run
+	d.suspMu.Lock()
+	defer d.suspMu.Unlock()
+	if d.susp == nil {
 		return fmt.Errorf("coordinator: no suspension holds approval %s", interruptID)
 	}
 	found := false
-	for i, in := range r.susp.Interrupts {
+	for i, in := range d.susp.Interrupts {
 		if in.ID != interruptID {
 			continue
 		}
@@ -239,7 +244,7 @@ func (r *Run) recordApproval(ctx context.Context, interruptID string, update fun
 			return fmt.Errorf("coordinator: interrupt %s is not an approval", interruptID)
 		}
 		update(h.Approval)
-		r.susp.Interrupts[i].Handle = mustJSON(h)
+		d.susp.Interrupts[i].Handle = mustJSON(h)
 		found = true
 	}
 	if !found {
@@ -247,12 +252,12 @@ func (r *Run) recordApproval(ctx context.Context, interruptID string, update fun
 	}
 	// Saved only while this replica owns the run that answers the suspension (fencing.go):
 	// a replica that lost it records nothing, so it sends no approved call either.
-	r.susp.WriterRunID, r.susp.Epoch = r.RunID, r.elog.Epoch()
+	d.susp.WriterRunID, d.susp.Epoch = r.RunID, r.elog.Epoch()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := r.e.cfg.Store.SaveSuspension(sctx, r.susp)
+	err := r.e.cfg.Store.SaveSuspension(sctx, d.susp)
 	if errors.Is(err, store.ErrFenced) {
-		r.moved("the store refused its approval record")
+		r.dur.moved("the store refused its approval record")
 	}
 	return err
 }
@@ -276,15 +281,16 @@ func approvalsInFlight(s *store.Suspension) bool {
 // idempotent or read-only tool is called again, any other call becomes a second question
 // to the user (metadata.baton.inDoubt). The remaining questions are asked again; when none
 // remain, the run continues with the conversation. done is true when the run has ended.
-func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason EndReason) {
+func (d *durability) recoverApprovals(ctx context.Context, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason EndReason) {
+	r := d.run
 	if err := json.Unmarshal(susp.History, &conv); err != nil {
 		r.log.Error("suspension history unreadable", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "This conversation's saved state could not be read.")
 		return nil, true, ended(OutcomeError, "store")
 	}
-	r.suspMu.Lock()
-	r.susp = susp
-	r.suspMu.Unlock()
+	d.suspMu.Lock()
+	d.susp = susp
+	d.suspMu.Unlock()
 	// Idempotent or read-only calls that were out are sent again, once more recorded.
 	for _, in := range susp.Interrupts {
 		h := decodeHandle(in).Approval
@@ -292,12 +298,12 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 			continue
 		}
 		r.log.Warn("approved call in doubt after a restart: sent again (idempotent)", "tool", h.Tool, "tool_call_id", in.ToolCallID)
-		out := r.sendApproved(ctx, t, in.ToolCallID, in.ID, h.Tool, h.Sent)
+		out := r.dur.sendApproved(ctx, t, in.ToolCallID, in.ID, h.Tool, h.Sent)
 		if len(out.interrupts) > 0 {
 			// It asks the user something now: settled as an error rather than left open
 			// under an interrupt that no longer matches.
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, out.interrupts)
-			_ = r.recordApproval(ctx, in.ID, func(a *approvalHandle) {
+			_ = r.dur.recordApproval(ctx, in.ID, func(a *approvalHandle) {
 				a.State, a.Result = approvalDone, bridge.Error("The call was sent again after a restart and asked a question that can no longer be answered.")
 			})
 		}
@@ -317,19 +323,19 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 			r.emitResult(ctx, in.ToolCallID, toolOutcome{ToolResult: failure.ToolResult{Text: h.Result, Tag: h.ResultTag, Code: h.ResultCode}})
 		default: // started, not idempotent: ask again
 			r.log.Warn("approved call in doubt after a restart: asking the user", "tool", h.Tool, "tool_call_id", in.ToolCallID)
-			again := r.askApproval(t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)
+			again := r.dur.askApproval(t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)
 			open = append(open, again)
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	r.suspMu.Lock()
-	r.susp = nil
-	r.suspMu.Unlock()
+	d.suspMu.Lock()
+	d.susp = nil
+	d.suspMu.Unlock()
 	if len(open) == 0 {
 		// Every interrupt is settled: fenced as a resume's settle is, a replica that lost
 		// the run deletes nothing its new owner resumes from, and stops here.
-		if err := r.settleResume(ctx, susp); err != nil {
+		if err := r.dur.settleResume(ctx, susp); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				return conv, true, r.finishCancelled(ctx)
 			}
@@ -342,7 +348,7 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 	next.WriterRunID, next.Epoch = r.RunID, r.elog.Epoch()
 	if err := r.e.cfg.Store.SaveSuspension(sctx, &next); err != nil {
 		if errors.Is(err, store.ErrFenced) {
-			r.moved("the store refused its recovered suspension")
+			r.dur.moved("the store refused its recovered suspension")
 		}
 		r.log.Error("save recovered suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
@@ -352,7 +358,7 @@ func (r *Run) recoverApprovals(ctx context.Context, t *toolset, susp *store.Susp
 	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, settled); err != nil {
 		r.log.Error("mark settled approvals resolved", "err", err)
 	}
-	r.finishInterrupted(open)
+	r.dur.finishInterrupted(open)
 	return conv, true, ended(OutcomeInterrupt, "approvals recovered")
 }
 

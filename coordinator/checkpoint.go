@@ -33,15 +33,17 @@ type checkpoint struct {
 
 // noteCheckpoint records a checkpoint of the run with conv (nil before setup), replacing
 // the previous one and the results of its calls.
-func (r *Run) noteCheckpoint(conv []llm.Message) {
-	if doc := r.checkpointDoc(conv); doc != nil {
+func (d *durability) noteCheckpoint(conv []llm.Message) {
+	r := d.run
+	if doc := r.dur.checkpointDoc(conv); doc != nil {
 		r.elog.NoteCheckpoint(doc)
 	}
 }
 
 // checkpointDoc encodes a checkpoint of the run with conv (nil before setup); nil when the
 // input cannot be encoded (the run then cannot be taken over).
-func (r *Run) checkpointDoc(conv []llm.Message) json.RawMessage {
+func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
+	r := d.run
 	in := *r.in
 	cp := checkpoint{V: checkpointVersion, Owner: r.owner}
 	if conv != nil {
@@ -61,7 +63,8 @@ func (r *Run) checkpointDoc(conv []llm.Message) json.RawMessage {
 }
 
 // noteResult records the result of one of the current turn's tool calls.
-func (r *Run) noteResult(toolCallID string, o toolOutcome) {
+func (d *durability) noteResult(toolCallID string, o toolOutcome) {
+	r := d.run
 	if len(o.interrupts) > 0 || toolCallID == "" {
 		return
 	}

@@ -139,7 +139,7 @@ func (tc *toolCalls) delegate(ctx context.Context, t *toolset, a *Agent, callID 
 		// A new task: sent with the ids its journal intent recorded.
 		req.MessageID, req.ContextID = ids.messageID, ids.contextID
 	}
-	return tc.run.exchange(ctx, t, a, callID, "", req, false)
+	return tc.exchange(ctx, t, a, callID, "", req, false)
 }
 
 // delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
@@ -187,7 +187,7 @@ func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent
 // the model, or the delivery of the user's answer on resume (subID reuses the suspended
 // sub-agent's id then).
 func (tc *toolCalls) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
-	return tc.run.exchange(ctx, t, a, callID, subID, req, false)
+	return tc.exchange(ctx, t, a, callID, subID, req, false)
 }
 
 // describer is a Delegate that knows its agent's current description and skills (an

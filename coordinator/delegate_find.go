@@ -123,7 +123,7 @@ func (tc *toolCalls) recoverSend(ctx context.Context, t *toolset, a *Agent, c ll
 	}
 	r.log.Info("takeover: found the task of a send in doubt; following it", "agent", a.Name, "tool_call_id", c.ID, "task_id", got.TaskID, "state", got.State)
 	req := a2a.Request{TaskID: got.TaskID, ContextID: got.ContextID}
-	return r.exchange(ctx, t, a, c.ID, "", req, true)
+	return tc.exchange(ctx, t, a, c.ID, "", req, true)
 }
 
 // cancelFound cancels a task found after the run ended here: a stopped run's task is
@@ -142,7 +142,7 @@ func (tc *toolCalls) cancelFound(ctx context.Context, a *Agent, taskID string) t
 		return toolOutcome{}
 	}
 	r.log.Info("takeover: the run ended while the task of a send in doubt was looked for; cancelling it", "agent", a.Name, "task_id", taskID)
-	st, _ := r.intent(store.StepCancel, a.Name, taskID, 1, "the run ended while its task was looked for")
+	st, _ := r.dur.intent(store.StepCancel, a.Name, taskID, 1, "the run ended while its task was looked for")
 	err := r.e.cancelTask(cctx, r.owner, a, taskID, r.log, "stopped run: the task of its send in doubt cancelled")
 	st.End(cancelEnd(err))
 	return toolOutcome{}

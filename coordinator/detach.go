@@ -43,108 +43,6 @@ type watchers struct {
 	liveGone bool
 }
 
-// ClientGone reports that the stream of the request that started the run has gone
-// (disconnected, a write failed, or dropped as too slow) with cause (ErrClientGone or
-// ErrClientTooSlow). Under DisconnectCancel the run is cancelled; under DisconnectDetach it
-// goes on, and is cancelled with cause only when no reconnect stream watches it for
-// Config.ReconnectGrace. Calls after the first are ignored.
-func (r *Run) ClientGone(cause error) {
-	if r.e.cfg.OnDisconnect != DisconnectDetach {
-		r.Cancel(cause)
-		return
-	}
-	w := &r.watch
-	w.mu.Lock()
-	if w.liveGone {
-		w.mu.Unlock()
-		return
-	}
-	w.liveGone = true
-	w.mu.Unlock()
-	// Nobody takes the live queue any more: what waits in it, and what would follow, is
-	// dropped (the event log keeps everything for a reconnect).
-	r.q.abandon()
-	r.unwatch(cause)
-}
-
-// unwatch drops one watcher; the last one starts the grace timer.
-func (r *Run) unwatch(cause error) {
-	w := &r.watch
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.n--
-	if w.n > 0 || w.ended {
-		return
-	}
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	grace := r.e.cfg.ReconnectGrace
-	r.log.Info("client gone; run detached, waiting for a reconnect", "grace_ms", grace.Milliseconds())
-	w.timer = time.AfterFunc(grace, func() { r.graceOver(cause) })
-}
-
-// graceOver runs when the reconnect grace of a run without local watchers ran out. A client
-// may follow the run through another replica, which says so in the store (WatchRun): then
-// the grace starts again from the end of that watch. Otherwise the run is cancelled. When the
-// store cannot answer, the run is cancelled as it was before watchers were shared: a run
-// nobody may be watching must not outlive its grace.
-func (r *Run) graceOver(cause error) {
-	w := &r.watch
-	w.mu.Lock()
-	fire := w.n == 0 && !w.ended
-	w.mu.Unlock()
-	if !fire {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	left, err := r.e.cfg.Store.RunWatchedFor(ctx, r.ThreadID, r.RunID)
-	cancel()
-	if err != nil {
-		r.log.Warn("store: remote watchers of a detached run", "err", err)
-	}
-	w.mu.Lock()
-	if w.n > 0 || w.ended {
-		w.mu.Unlock()
-		return // a local reconnect came meanwhile, or the run ended
-	}
-	if err == nil && left > 0 {
-		r.log.Debug("a client follows the run on another replica; grace restarted", "watched_ms", left.Milliseconds())
-		w.timer = time.AfterFunc(left+r.e.cfg.ReconnectGrace, func() { r.graceOver(cause) })
-		w.mu.Unlock()
-		return
-	}
-	w.mu.Unlock()
-	r.log.Info("no reconnect within the grace period; cancelling the run")
-	r.Cancel(cause)
-}
-
-// attach adds a watcher and stops a pending grace timer. It returns the release of that
-// watcher, safe to call more than once.
-func (r *Run) attach() func() {
-	w := &r.watch
-	w.mu.Lock()
-	w.n++
-	if w.timer != nil {
-		w.timer.Stop()
-		w.timer = nil
-	}
-	w.mu.Unlock()
-	var once sync.Once
-	return func() { once.Do(func() { r.unwatch(ErrClientGone) }) }
-}
-
-// endWatch stops the grace timer once the run has ended.
-func (r *Run) endWatch() {
-	w := &r.watch
-	w.mu.Lock()
-	w.ended = true
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	w.mu.Unlock()
-}
-
 // Attach registers a reconnect stream of run (threadID, runID), so that under
 // DisconnectDetach the run is not cancelled while the stream lasts; the returned function
 // ends the registration (the grace period starts again when it was the last watcher).
@@ -164,7 +62,7 @@ func (e *Engine) Attach(threadID, runID string) (release func()) {
 	if r == nil || r.RunID != runID {
 		return e.watchRemote(threadID, runID)
 	}
-	return r.attach()
+	return r.stream.attach()
 }
 
 // watchRemote records in the store that a stream here follows a run of another replica,

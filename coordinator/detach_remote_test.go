@@ -19,7 +19,7 @@ func TestDetachHeldByRemoteFollower(t *testing.T) {
 		c.Heartbeat = time.Second // the watch holds 3 s: no renewal race on a loaded machine
 	})
 	release := other.Attach(f.r.ThreadID, f.r.RunID)
-	f.r.ClientGone(ErrClientGone)
+	f.r.Stream().ClientGone(ErrClientGone)
 
 	// Many graces pass while the follower streams elsewhere: the run goes on.
 	time.Sleep(500 * time.Millisecond)

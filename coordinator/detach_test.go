@@ -88,7 +88,7 @@ func TestClientGoneCancelMode(t *testing.T) {
 	f := startDetachFixture(t, DisconnectCancel, time.Hour)
 	release := f.e.Attach(f.r.ThreadID, f.r.RunID)
 	release()
-	f.r.ClientGone(ErrClientGone)
+	f.r.Stream().ClientGone(ErrClientGone)
 	assert.Equal(t, "cancelled: client disconnected", f.waitDone(t))
 	assert.Equal(t, []string{"slow-1"}, f.agent.cancelled())
 }
@@ -97,8 +97,8 @@ func TestClientGoneCancelMode(t *testing.T) {
 // and its event log holds the whole stream for a reconnect.
 func TestClientGoneDetachRunCompletes(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, time.Hour)
-	f.r.ClientGone(ErrClientGone)
-	f.r.ClientGone(ErrClientTooSlow) // a second report of the same stream is ignored
+	f.r.Stream().ClientGone(ErrClientGone)
+	f.r.Stream().ClientGone(ErrClientTooSlow) // a second report of the same stream is ignored
 	close(f.finish)
 	reason := f.waitDone(t)
 	assert.False(t, strings.HasPrefix(reason, "cancelled"), "the detached run was cancelled: %s", reason)
@@ -114,7 +114,7 @@ func TestClientGoneDetachRunCompletes(t *testing.T) {
 // cancel-mode disconnect does.
 func TestClientGoneDetachGraceExpires(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, 10*time.Millisecond)
-	f.r.ClientGone(ErrClientTooSlow)
+	f.r.Stream().ClientGone(ErrClientTooSlow)
 	assert.Equal(t, "cancelled: client disconnected: it did not keep up with the stream", f.waitDone(t))
 	assert.Equal(t, []string{"slow-1"}, f.agent.cancelled())
 }
@@ -123,8 +123,8 @@ func TestClientGoneDetachGraceExpires(t *testing.T) {
 // and when it runs out the run is cancelled.
 func TestReconnectHoldsDetachedRun(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, time.Hour)
-	f.r.ClientGone(ErrClientGone)
-	w := &f.r.watch
+	f.r.Stream().ClientGone(ErrClientGone)
+	w := &f.r.stream.watch
 	w.mu.Lock()
 	require.NotNil(t, w.timer, "no grace timer after the client went")
 	w.mu.Unlock()
@@ -155,7 +155,7 @@ func TestReconnectHoldsDetachedRun(t *testing.T) {
 // The stop endpoint cancels a detached run at once, whatever its grace.
 func TestStopCancelsDetachedRun(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, time.Hour)
-	f.r.ClientGone(ErrClientGone)
+	f.r.Stream().ClientGone(ErrClientGone)
 	require.NoError(t, f.e.Stop(f.r.ThreadID, f.r.RunID, ""))
 	assert.Equal(t, "cancelled: stop requested", f.waitDone(t))
 	assert.Equal(t, []string{"slow-1"}, f.agent.cancelled())
@@ -193,11 +193,11 @@ func TestSlowClientContinuesFromTheLog(t *testing.T) {
 	typ := f.loggedTypes(t)
 	assert.Equal(t, "RUN_FINISHED", typ[len(typ)-1])
 
-	first, live, ended := r.NextFrom()
+	first, live, ended := r.Stream().NextFrom()
 	require.True(t, ended)
 	require.Len(t, live, 1, "the live queue holds only the terminal event")
 	require.Greater(t, first, int64(1), "the earlier events were released")
-	back, err := r.Backlog(context.Background(), 0, first-1, 1000)
+	back, err := r.Stream().Backlog(context.Background(), 0, first-1, 1000)
 	require.NoError(t, err)
 	require.Len(t, back, int(first-1), "the log has every released event")
 	for i, ev := range back {

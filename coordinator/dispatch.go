@@ -87,7 +87,7 @@ func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCal
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
-		if refusal, declined := r.declinedRefusal(t, c); declined {
+		if refusal, declined := r.dur.declinedRefusal(t, c); declined {
 			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
@@ -103,7 +103,7 @@ func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCal
 		if r.e.cfg.Approvals.needsApproval(t, c) {
 			// Not sent: the run ends with the question once the calls that need no
 			// approval have run (afterTools).
-			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.askApproval(t, c, false)}}
+			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.dur.askApproval(t, c, false)}}
 			continue
 		}
 		sent[i] = true
@@ -118,11 +118,11 @@ func (tc *toolCalls) execCall(ctx context.Context, t *toolset, calls []llm.ToolC
 	c := &calls[i]
 	// No tool call (MCP, A2A) while this replica cannot be sure it still owns the run:
 	// it waits for the lease, or stops (the run moved, or was cancelled).
-	if err := r.mayAct(ctx); err != nil {
+	if err := r.dur.mayAct(ctx); err != nil {
 		return
 	}
 	outcomes[i] = r.trace.tool(ctx, t, *c, func(ctx context.Context) toolOutcome {
-		return r.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return tc.runTool(ctx, t, *c) })
+		return r.dur.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return tc.runTool(ctx, t, *c) })
 	})
 	r.emitResult(ctx, c.ID, outcomes[i])
 }
@@ -131,6 +131,6 @@ func (tc *toolCalls) execCall(ctx context.Context, t *toolset, calls []llm.ToolC
 // a policy refusal): its execute_tool span carries the refusal's tag and the decision.
 func (tc *toolCalls) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
 	r := tc.run
-	r.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
+	r.dur.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
 	return r.trace.toolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
 }

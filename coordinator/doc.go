@@ -6,7 +6,7 @@
 // # Runs
 //
 // A run's execution is detached from the HTTP request that started it. The request only
-// streams the run's events (see Run.Next); a client that goes away cancels the run through
+// streams the run's events (see Stream.Next); a client that goes away cancels the run through
 // Run.Cancel, and the run then cancels everything it has in flight downstream (A2A
 // CancelTask on a context of its own, MCP calls through their contexts, the LLM stream)
 // before it ends. One run per thread may be active at a time.

@@ -246,7 +246,7 @@ func addAgents(agents map[string]*Agent, configured []Agent) error {
 }
 
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
-// the background; stream its events with Run.Next.
+// the background; stream its events with Stream.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	return e.StartContext(context.Background(), in, principal)
 }
@@ -329,7 +329,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
 		// The run's start step is an audit record, written before anything the run does
 		// but not on the way to its first event: that waits for the start's own write only.
-		r.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
+		r.dur.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 		r.execute()
 	}()
 	return r, nil
@@ -345,7 +345,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
-		r.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
+		r.dur.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
 		e.persist.endRun(r)
 	}
 	e.mu.Lock()
@@ -369,7 +369,7 @@ func (e *Engine) release(r *Run) {
 		}
 	}
 	e.mu.Unlock()
-	r.releaseStream()
+	r.stream.release()
 }
 
 // maxFinished bounds the memory of finished runs kept for the stop endpoint's 409.

@@ -158,14 +158,14 @@ func collect(t *testing.T, r *Run) []agui.Event {
 	var all []agui.Event
 	timeout := time.After(20 * time.Second)
 	for {
-		evs, ended := r.Next()
+		evs, ended := r.Stream().Next()
 		all = append(all, evs...)
 		if ended {
 			<-r.Done()
 			return all
 		}
 		select {
-		case <-r.Wake():
+		case <-r.Stream().Wake():
 		case <-timeout:
 			t.Fatalf("run did not end; events so far: %v", types(all))
 		}

@@ -15,24 +15,25 @@ import (
 // it was taken over (req names the task; nothing is sent to it: takeover.go). The run
 // waits here while the sub-agent works, so the setup and the ends are in functions of
 // their own (never inlined): only this small frame is on its parked stack.
-func (r *Run) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
-	d := r.startExchange(ctx, a, callID, subID, req, follow)
+func (tc *toolCalls) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
+	d := tc.startExchange(ctx, a, callID, subID, req, follow)
 	defer d.finish()
 	timer := time.NewTimer(a.Timeout)
 	defer timer.Stop()
 	select {
 	case s := <-d.out:
-		return r.toolCalls.settle(d, req, callID, s.res, s.err, t)
+		return tc.settle(d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
 		return d.cancelled(ctx)
 	case <-timer.C:
-		return r.toolCalls.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
+		return tc.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
 	}
 }
 
 // startExchange announces the sub-agent and starts its A2A exchange on a goroutine of its
 // own, which delivers the end on d.out.
-func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string, req a2a.Request, follow bool) *subagentCall {
+func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID string, req a2a.Request, follow bool) *subagentCall {
+	r := tc.run
 	if subID == "" {
 		subID = newID("sa")
 	}
@@ -51,11 +52,11 @@ func (r *Run) startExchange(ctx context.Context, a *Agent, callID, subID string,
 	spanCtx, span, spanParent := r.trace.delegationSpan(sendCtx, a)
 	go func() {
 		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
-		actx := r.toolCalls.agentCtx(spanCtx, a)
+		actx := tc.agentCtx(spanCtx, a)
 		var res *a2a.Result
 		var err error
 		if follow {
-			res, err = r.followRemote(actx, a, req.TaskID, req.ContextID, obs)
+			res, err = r.dur.followRemote(actx, a, req.TaskID, req.ContextID, obs)
 		} else {
 			res, err = a.Client.Send(actx, req, obs)
 		}

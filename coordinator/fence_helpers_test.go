@@ -94,7 +94,7 @@ func staleOwnerStops(t *testing.T, e *Engine, st store.Store, resume *agui.RunAg
 	case <-time.After(20 * time.Second):
 		t.Fatal("the stale owner's run did not stop")
 	}
-	evs, _ := r.Next()
+	evs, _ := r.Stream().Next()
 	for _, ev := range evs {
 		_, finished := ev.(*agui.RunFinished)
 		_, failed := ev.(*agui.RunError)

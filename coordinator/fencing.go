@@ -26,10 +26,10 @@ var ErrRunMoved = fmt.Errorf("%w: another replica owns the run now", ErrHandoff)
 // own records that the store made this replica the owner of r under epoch, with its lease
 // counted from sent (when the claim was sent).
 func (e *Engine) own(r *Run, epoch int64, sent time.Time) {
-	r.elog.Own(epoch, e.quit, func(error) { r.moved("the store refused a write of the run") })
+	r.elog.Own(epoch, e.quit, func(error) { r.dur.moved("the store refused a write of the run") })
 	var lease *fence.Lease
 	if e.cfg.Heartbeat > 0 {
-		lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.leaseLapsed)
+		lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.dur.leaseLapsed)
 	}
 	r.own = durable.NewOwner(durable.RunRef{ThreadID: r.ThreadID, RunID: r.RunID, Epoch: epoch}, e.cfg.Replica, lease)
 }
@@ -37,14 +37,15 @@ func (e *Engine) own(r *Run, epoch int64, sent time.Time) {
 // moved stops the run here, as a hand-off does: nothing more of it is written, its live
 // stream ends without a terminal event (the client reconnects and follows the run on the
 // replica that owns it), and its downstream work is left to the new owner.
-func (r *Run) moved(why string) {
+func (d *durability) moved(why string) {
+	r := d.run
 	if r.handedOff.Swap(true) {
 		return
 	}
 	r.log.Warn("the run is owned by another replica now; stopping it here without cancelling its work", "why", why)
 	r.own.Lose()
 	r.elog.Freeze()
-	r.q.abandon()
+	r.stream.q.abandon()
 	r.cancel(ErrRunMoved)
 }
 
@@ -52,20 +53,22 @@ func (r *Run) moved(why string) {
 // another replica may take it over now. The live stream ends without a terminal event, so
 // that the client reconnects (GET …/events) and follows the run wherever it goes on; the
 // run itself still waits here, and goes on if this replica renews the lease first.
-func (r *Run) leaseLapsed() {
+func (d *durability) leaseLapsed() {
+	r := d.run
 	r.log.Warn("the run's lease could not be renewed in time; its client is told to reconnect")
-	r.q.abandon()
-	r.releaseStream()
+	r.stream.q.abandon()
+	r.stream.release()
 }
 
 // mayAct waits until this replica may start a side effect for the run (a model call, a
 // tool call, an A2A send): at once while its lease holds by more than the margin, else
 // once a heartbeat has renewed it (durable.Owner.MayAct). A lease lost stops the run
 // (moved) and returns ErrRunMoved; ctx ending returns its error.
-func (r *Run) mayAct(ctx context.Context) error {
+func (d *durability) mayAct(ctx context.Context) error {
+	r := d.run
 	err := r.own.MayAct(ctx)
 	if errors.Is(err, durable.ErrMoved) {
-		r.moved("its lease was lost")
+		r.dur.moved("its lease was lost")
 		return ErrRunMoved
 	}
 	return err

@@ -44,13 +44,13 @@ func runFlood(tb testing.TB, cfg Config) floodOutcome {
 	require.NoError(tb, err)
 	timeout := time.After(5 * time.Minute)
 	for {
-		batch, ended := r.Next()
+		batch, ended := r.Stream().Next()
 		out.live = append(out.live, batch...)
 		if ended {
 			break
 		}
 		select {
-		case <-r.Wake():
+		case <-r.Stream().Wake():
 		case <-timeout:
 			tb.Fatalf("the run did not end; %d events so far", len(out.live))
 		}

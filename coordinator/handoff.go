@@ -34,7 +34,7 @@ func (e *Engine) handOff(runs []*Run) {
 			// The live stream ends without a terminal event (the run is not over): its
 			// client reconnects (GET …/events) and follows the run on the replica that
 			// takes it.
-			r.q.abandon()
+			r.stream.q.abandon()
 			r.cancel(ErrHandoff)
 		}})
 	}

@@ -100,7 +100,7 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	if ans.Cancelled {
 		// Confirmed like a run's cancels: retried in the background until the agent
 		// confirms (cancels.go), every attempt with the user's agent credentials.
-		st, _ := r.intent(store.StepCancel, a.Name, h.TaskID, 1, "the user cancelled a waiting task")
+		st, _ := r.dur.intent(store.StepCancel, a.Name, h.TaskID, 1, "the user cancelled a waiting task")
 		err := r.e.cancelTask(ctx, r.owner, a, h.TaskID, r.log, "user cancelled a waiting task")
 		st.End(cancelEnd(err))
 		if err != nil {
@@ -113,19 +113,19 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		text = "done" // auth-required: the user says the sign-in is done
 	}
 	var out toolOutcome
-	if r.answerMaySent(h.TaskID) {
+	if r.dur.answerMaySent(h.TaskID) {
 		// Taken over from a replica that had recorded the task before sending the answer
 		// (onTask): the answer may have reached the agent, which may not have moved on yet.
 		// It is never sent twice: the task is followed by id (a task still waiting gets
 		// the question raised again).
 		r.log.Info("resume taken over: the answer may have reached the task; following it", "agent", a.Name, "task_id", h.TaskID)
-		out = r.exchange(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
+		out = r.toolCalls.exchange(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), a2a.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
 	} else {
 		if rec := r.toolCalls.recoverTask(ctx, a, callID, first, h); rec != nil {
 			return *rec
 		}
 		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-		out = r.toolCalls.send(ctx, t, a, callID, r.subIDAfterTakeover(first.SubagentRunID), a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		out = r.toolCalls.send(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
 	}
 	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the
@@ -181,7 +181,7 @@ func (mcpHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	// The handle, not the kind, says where the call waits: a URL question can come
 	// in-session as well as parked.
 	if decodeHandle(ins[0]).Session != "" {
-		return r.deliverSession(ctx, t, callID, ins[0], answers[ins[0].ID])
+		return r.toolCalls.deliverSession(ctx, t, callID, ins[0], answers[ins[0].ID])
 	}
 	return r.toolCalls.deliverMCP(ctx, t, callID, ins, answers)
 }
@@ -214,7 +214,7 @@ func (approvalHome) toolName(in store.Interrupt) string {
 }
 
 func (approvalHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	return r.deliverApproval(ctx, t, callID, ins[0], answers[ins[0].ID])
+	return r.dur.deliverApproval(ctx, t, callID, ins[0], answers[ins[0].ID])
 }
 
 func (approvalHome) abandon(context.Context, *Engine, string, string, []store.Interrupt) {}

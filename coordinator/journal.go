@@ -18,17 +18,19 @@ import (
 // journalRef names the run in the journal, with the ownership epoch its steps are recorded
 // under (0 before the store made this replica its owner: unfenced). The store refuses a
 // step whose epoch is not the run's current one; that refusal stops the run here (moved).
-func (r *Run) journalRef() durable.RunRef {
+func (d *durability) journalRef() durable.RunRef {
+	r := d.run
 	return durable.RunRef{ThreadID: r.ThreadID, RunID: r.RunID, Epoch: r.elog.Epoch()}
 }
 
 // intent records that the run is about to take a step, before it is taken. The error is
 // the store's: a caller whose step must not be taken unrecorded (a call that could not
 // be re-issued safely) does not take it. A fenced refusal stops the run here.
-func (r *Run) intent(kind, target, ref string, attempt int, detail string) (durable.Step, error) {
-	s, err := r.e.journal.Intent(r.journalRef(), durable.StepIntent{Kind: kind, Target: target, Ref: ref, Attempt: attempt, Detail: detail})
+func (d *durability) intent(kind, target, ref string, attempt int, detail string) (durable.Step, error) {
+	r := d.run
+	s, err := r.e.journal.Intent(r.dur.journalRef(), durable.StepIntent{Kind: kind, Target: target, Ref: ref, Attempt: attempt, Detail: detail})
 	if errors.Is(err, store.ErrFenced) {
-		r.moved("the store refused a journal step of the run")
+		r.dur.moved("the store refused a journal step of the run")
 	}
 	return s, err
 }
@@ -42,8 +44,9 @@ func cancelEnd(err error) store.StepEnd {
 }
 
 // step records a step of the run that has no before and after, with its outcome.
-func (r *Run) step(kind, target, ref string, end store.StepEnd) {
-	r.e.journal.Record(r.journalRef(), kind, target, ref, end)
+func (d *durability) step(kind, target, ref string, end store.StepEnd) {
+	r := d.run
+	r.e.journal.Record(r.dur.journalRef(), kind, target, ref, end)
 }
 
 // toolStep is the journal's kind and target of a backend call, and whether it may be sent
@@ -70,7 +73,8 @@ func toolStep(t *toolset, c llm.ToolCall) (kind, target string, safe bool) {
 // journaled runs a backend call between its intent and its outcome in the journal. A call
 // that could not be re-issued safely is not sent when its intent cannot be recorded: a
 // replica taking the run over reads a call without an intent as never sent.
-func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail string, run func(context.Context) toolOutcome) toolOutcome {
+func (d *durability) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail string, run func(context.Context) toolOutcome) toolOutcome {
+	r := d.run
 	kind, target, safe := toolStep(t, c)
 	if kind == "" {
 		return run(ctx)
@@ -86,9 +90,9 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 	var err error
 	if safe {
 		// A call that may be re-issued goes out even unrecorded.
-		s, _ = r.intent(kind, target, c.ID, 1, detail)
+		s, _ = r.dur.intent(kind, target, c.ID, 1, detail)
 	} else {
-		s, err = r.durableIntent(ctx, kind, target, c.ID, detail)
+		s, err = r.dur.durableIntent(ctx, kind, target, c.ID, detail)
 	}
 	if err != nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))
@@ -103,10 +107,11 @@ func (r *Run) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail 
 // takes it: a store that is away for a moment delays the call, it does not drop it. It
 // fails when ctx ends, or when the store refused the intent as fenced or the lease was
 // lost (the run moved): the step is then not taken.
-func (r *Run) durableIntent(ctx context.Context, kind, target, ref, detail string) (durable.Step, error) {
+func (d *durability) durableIntent(ctx context.Context, kind, target, ref, detail string) (durable.Step, error) {
+	r := d.run
 	pause := storeRetry
 	for {
-		s, err := r.intent(kind, target, ref, 1, detail)
+		s, err := r.dur.intent(kind, target, ref, 1, detail)
 		if err == nil {
 			return s, nil
 		}
@@ -121,7 +126,7 @@ func (r *Run) durableIntent(ctx context.Context, kind, target, ref, detail strin
 		case <-t.C:
 		}
 		pause = min(2*pause, maxStoreRetryPause)
-		if err := r.mayAct(ctx); err != nil {
+		if err := r.dur.mayAct(ctx); err != nil {
 			return s, err
 		}
 	}

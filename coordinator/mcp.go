@@ -160,7 +160,7 @@ func (tc *toolCalls) deliverMCP(ctx context.Context, t *toolset, callID string, 
 	}
 	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
 	// it runs like a fresh call that can be parked on a session waiter.
-	return r.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	return tc.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
 	})
 }

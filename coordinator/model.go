@@ -90,7 +90,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 	}
 	var streamErr error
 	// No model call while this replica cannot be sure it still owns the run.
-	if err := r.mayAct(ctx); err != nil {
+	if err := r.dur.mayAct(ctx); err != nil {
 		return turnResult{}, err
 	}
 	ctx, stop := r.withRunCancel(ctx)
@@ -235,7 +235,7 @@ func attemptErr(ctx context.Context, streamErr error, streamOK bool) error {
 // call has no effect outside the run, so it is made even when its intent cannot be
 // recorded.
 func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[string]bool, attempt int) (turnResult, error) {
-	s, _ := r.intent(store.StepModelCall, "model", "", attempt, "")
+	s, _ := r.dur.intent(store.StepModelCall, "model", "", attempt, "")
 	res, err := r.streamTurn(ctx, req, avoid)
 	end := store.StepEnd{Outcome: store.StepOK}
 	switch {

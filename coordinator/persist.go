@@ -245,7 +245,7 @@ func (p *persister) busyError(ctx context.Context, threadID, principal string, t
 func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	e := p.e
 	in := r.in
-	work := r.elog.FirstWork(r.checkpointDoc(nil))
+	work := r.elog.FirstWork(r.dur.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).
 	msgs := inputMessages(in.Messages[prepended:])

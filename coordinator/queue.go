@@ -15,7 +15,7 @@ import (
 // slice is bounded by bytes (agui.SizeHint): a push that would take it past limit releases
 // what is pending instead of growing, and the consumer then sees a gap in the numbering
 // (take's first is beyond what it has sent) which it fills from the run's event log in the
-// store (Run.Backlog) before it goes on with the live events. So a client that falls
+// store (Stream.Backlog) before it goes on with the live events. So a client that falls
 // behind is never dropped while it reads, loses nothing, and costs at most the bound plus
 // one page of the log. An event always fits into an empty queue, so that one large event
 // (a snapshot) never sends a client that keeps up to the log. The queue is closed by the
@@ -34,7 +34,7 @@ type eventQueue struct {
 	overflows int
 	// onOverflow, when set, is called once, outside the lock, on the first release.
 	onOverflow func()
-	// notify, when set (Run.OnWake), is called wherever wake is signalled: a consumer
+	// notify, when set (Stream.OnWake), is called wherever wake is signalled: a consumer
 	// that keeps no goroutine waiting on wake is told this way.
 	notify atomic.Pointer[func()]
 	// gated: take returns only events whose sequence number is at most stored (the run's

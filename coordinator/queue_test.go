@@ -89,19 +89,19 @@ func BenchmarkQueueHandOff(b *testing.B) {
 
 // OnWake's function is called on every push, an overflow included, until it is stopped.
 func TestOnWakeIsToldOfEveryPushUntilStopped(t *testing.T) {
-	r := &Run{q: newEventQueue(2<<10, nil)}
+	r := &Run{stream: Stream{q: newEventQueue(2<<10, nil)}}
 	woken := 0
-	stop := r.OnWake(func() { woken++ })
-	require.NoError(t, r.q.push(text(10)))
-	require.NoError(t, r.q.push(text(10)))
+	stop := r.Stream().OnWake(func() { woken++ })
+	require.NoError(t, r.stream.q.push(text(10)))
+	require.NoError(t, r.stream.q.push(text(10)))
 	assert.Equal(t, 2, woken)
-	require.NoError(t, r.q.push(text(4<<10))) // past the bound: the pending events are released
+	require.NoError(t, r.stream.q.push(text(4<<10))) // past the bound: the pending events are released
 	assert.Equal(t, 3, woken, "the overflow wakes too")
 	stop()
 	q2 := newEventQueue(0, nil)
-	r.q = q2
-	stop = r.OnWake(func() { woken += 100 })
+	r.stream.q = q2
+	stop = r.Stream().OnWake(func() { woken += 100 })
 	stop()
-	require.NoError(t, r.q.push(text(10)))
+	require.NoError(t, r.stream.q.push(text(10)))
 	assert.Equal(t, 3, woken, "a stopped function is not called")
 }

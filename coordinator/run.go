@@ -28,15 +28,11 @@ type Run struct {
 	in  *agui.RunAgentInput
 	log *slog.Logger
 	seq *agui.Sequencer
-	q   *eventQueue
 	// elog writes the run's events to the store's event log.
 	elog   *durable.EventLog
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
-	// released is closed when the thread is free for its next run (right after the
-	// terminal event); done follows once downstream cleanup has finished.
-	released chan struct{}
 
 	// scope holds what the run has in flight downstream, to cancel it all at once.
 	scope *cancel.Scope
@@ -61,16 +57,9 @@ type Run struct {
 	// toolCalls runs the model's backend tool calls (dispatch.go).
 	toolCalls toolCalls
 
-	// susp is the suspension being resumed, while approved calls record their start and
-	// result in it (approval.go).
-	suspMu sync.Mutex
-	susp   *store.Suspension
-
-	// watch counts the streams watching the run (server.on_disconnect: detach).
-	watch watchers
-
-	// resumed is set on a run this replica took over from another (takeover.go).
-	resumed *takenOver
+	// dur keeps the run across stops and replicas: suspension, resume, checkpoints,
+	// journal, takeover and fencing.
+	dur durability
 	// handedOff: the run was handed to another replica, at shutdown or after it took the
 	// run over while this one was stalled (handoff.go).
 	handedOff atomic.Bool
@@ -79,8 +68,6 @@ type Run struct {
 	// own is this replica's ownership of the run: its epoch, and the lease that holds back
 	// its side effects while the lease is not known to hold (fencing.go). Set before begun.
 	own *durable.Owner
-	// releaseOnce closes released (the run's end, or its lease lapsing: fencing.go).
-	releaseOnce sync.Once
 	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
 	watching atomic.Int32
 	// workRefused: every call of the last tool round was refused with a model-fixable
@@ -92,8 +79,8 @@ type Run struct {
 	holdText bool
 	// hooks run when ctx is cancelled (r.cancel fires them): see withRunCancel.
 	hooks cancelHooks
-	// limit counts the run's events against server.max_events_per_run.
-	limit eventLimit
+	// stream delivers the run's events to its clients.
+	stream Stream
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
@@ -106,77 +93,49 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		log:      e.log.With("thread_id", in.ThreadID, "run_id", in.RunID),
 		ctx:      ctx,
 		done:     make(chan struct{}),
-		released: make(chan struct{}),
 	}
 	r.toolCalls.run = r
+	r.stream = Stream{run: r, released: make(chan struct{})}
+	r.dur.run = r
+	s := &r.stream
 	r.cancel = func(cause error) {
 		stop(cause)
 		r.hooks.fire()
 	}
 	// A client that falls more than the buffer behind is not dropped: it reads what it
-	// missed from the event log (Run.Backlog) and comes back to the live events.
-	r.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
-		r.log.Info("client fell more than the stream buffer behind; it continues from the event log", "limit_bytes", r.q.limit)
+	// missed from the event log (Stream.Backlog) and comes back to the live events.
+	s.q = newEventQueue(e.cfg.StreamBufferBytes, func() {
+		r.log.Info("client fell more than the stream buffer behind; it continues from the event log", "limit_bytes", s.q.limit)
 	})
 	// The stream of the starting request is the first watcher.
-	r.watch.n = 1
+	s.watch.n = 1
 	// The live stream shows an event once the log has it (design/fencing.md).
-	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, r.q.storedUpTo)
-	r.q.gated = true
+	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, s.q.storedUpTo)
+	s.q.gated = true
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
-		if !r.limit.admit(ev) {
+		if !s.limit.admit(ev) {
 			return nil
 		}
 		r.elog.Add(ev)
-		return r.q.push(ev)
+		return s.q.push(ev)
 	}, agui.SequencerOptions{Legacy: in.Legacy(), Now: e.cfg.Now})
-	r.limit.max = e.cfg.MaxEventsPerRun
-	if r.limit.max <= 0 {
-		r.limit.max = DefaultMaxEventsPerRun
+	s.limit.max = e.cfg.MaxEventsPerRun
+	if s.limit.max <= 0 {
+		s.limit.max = DefaultMaxEventsPerRun
 	}
-	r.limit.reached = func() {
-		r.log.Warn("the run reached its event limit; cancelling it", "max_events", r.limit.max)
+	s.limit.reached = func() {
+		r.log.Warn("the run reached its event limit; cancelling it", "max_events", s.limit.max)
 		r.Cancel(ErrEventLimit)
 	}
 	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.confirm})
 	return r
 }
 
-// Next returns the events produced since the last call, and whether the stream has ended.
-// wake fires when more events may be available.
-func (r *Run) Next() (events []agui.Event, ended bool) {
-	_, events, ended = r.q.take()
-	return events, ended
-}
-
-// NextFrom is Next with the sequence number of the first event returned (the next ones
-// follow on): the SSE id of each frame, the same number as in the run's event log.
-func (r *Run) NextFrom() (first int64, events []agui.Event, ended bool) { return r.q.take() }
-
-// Wake returns a channel that receives when new events may be available.
-func (r *Run) Wake() <-chan struct{} { return r.q.wake }
-
-// OnWake arranges for f to be called, on the producing goroutine, whenever Wake would fire,
-// so that a stream can be told that events may be available without a goroutine parked
-// on Wake. f must return quickly and never block: it runs inside the run's emit. One f at
-// a time (the run has one live stream); stop unregisters it. Events pending before OnWake
-// are not announced: the caller takes them (NextFrom) after registering.
-func (r *Run) OnWake(f func()) (stop func()) {
-	r.q.notify.Store(&f)
-	return func() { r.q.notify.CompareAndSwap(&f, nil) }
-}
+// Stream is the delivery of the run's events to the client streams that follow it.
+func (r *Run) Stream() *Stream { return &r.stream }
 
 // Done is closed when the run has ended and all its downstream work has been cancelled.
 func (r *Run) Done() <-chan struct{} { return r.done }
-
-// Released is closed when the run's thread accepts a new run (right after its terminal
-// event). A stream should end only then, so that a client's next request never races it.
-// It is also closed when the run's lease lapsed here (the live stream ends; the client
-// reconnects to wherever the run goes on).
-func (r *Run) Released() <-chan struct{} { return r.released }
-
-// releaseStream closes released, once.
-func (r *Run) releaseStream() { r.releaseOnce.Do(func() { close(r.released) }) }
 
 // Cancel cancels the run with cause (ErrClientGone, ErrStopped, ErrShutdown, ...). The
 // downstream cancellation starts before the run's context ends, so that every piece in
@@ -231,7 +190,7 @@ func (r *Run) logCancel(rep cancel.Report) {
 	r.log.Info("cancelled downstream", "kind", rep.Kind, "name", rep.Name, "task_id", rep.ID,
 		"result", rep.Result, "latency_ms", rep.Latency.Milliseconds(), "err", errString(rep.Err))
 	if step, ok := unconfirmedStep(rep); ok {
-		r.step(store.StepCancel, rep.Name, rep.ID, step)
+		r.dur.step(store.StepCancel, rep.Name, rep.ID, step)
 	}
 	if r.e.cfg.Metrics != nil {
 		r.e.cfg.Metrics.Cancellation(rep.Result, rep.Latency)
@@ -265,7 +224,7 @@ func (r *Run) execute() {
 	defer close(r.done)
 	r.start = time.Now()
 	begun := r.start
-	if r.resumed == nil || r.resumed.fresh {
+	if r.dur.resumed == nil || r.dur.resumed.fresh {
 		r.emit(&agui.RunStarted{ThreadID: r.ThreadID, RunID: r.RunID, ParentRunID: r.in.ParentRunID, ProtocolVersion: protocolVersion(r.in)})
 	}
 
@@ -301,7 +260,7 @@ func (r *Run) execute() {
 		m.RunFinished(string(reason.Outcome))
 	}
 	r.trace.end(reason, time.Since(begun))
-	r.endWatch()
+	r.stream.endWatch()
 	r.e.release(r)
 	r.stopWatch()
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandoff) {
@@ -332,7 +291,7 @@ func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) 
 	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
 		return
 	}
-	r.noteResult(toolCallID, o)
+	r.dur.noteResult(toolCallID, o)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.ToolResult(o.Tag, o.Code)
 	}

@@ -42,7 +42,7 @@ func (h runsHere) Renewed(ren durable.Renewal) {
 		mine, err := r.own.Holds(ctx, h.e.cfg.Store)
 		cancel()
 		if err == nil && !mine && !r.terminated() {
-			r.moved("the heartbeat did not renew its lease: another replica took it over")
+			r.dur.moved("the heartbeat did not renew its lease: another replica took it over")
 		}
 	}
 }

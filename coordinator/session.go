@@ -163,9 +163,10 @@ func schemaMap(v any) map[string]any {
 // callMCPSession runs an MCP call that may ask the user in-session. The call runs on a
 // context detached from the run (it may outlive it while the user decides); the tool
 // timeout is enforced here and paused while the user is being asked.
-func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
+func (tc *toolCalls) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
+	r := tc.run
 	idem := t.mcp[c.Name].Idempotent
-	return r.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	return tc.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		// Recorded in the run's work document: a call that may have run is never re-issued
 		// silently unless its tool is idempotent.
 		r.elog.NoteCall(durable.Call{ToolCallID: c.ID, Tool: c.Name, Idempotent: idem, State: durable.CallStarted})
@@ -176,7 +177,8 @@ func (r *Run) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, ar
 
 // runSessionCall runs call (a Call or a Resume) on a session waiter of its own, so that an
 // in-session question from the server can be raised as an interrupt.
-func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
+func (tc *toolCalls) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
+	r := tc.run
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	w := &sessionWaiter{id: newID("sess"), callID: callID, home: r.e.cfg.AdvertiseURL, opts: r.e.hitlOptions(), signInID: hitl.NewID(),
@@ -185,7 +187,7 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 	// it (signInID), for the callback.
 	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
-	opts, progress := r.toolCalls.mcpOptions(t, callID)
+	opts, progress := tc.mcpOptions(t, callID)
 	opts.Key = w
 	go func() {
 		res, err := call(callCtx, opts)
@@ -196,11 +198,12 @@ func (r *Run) runSessionCall(ctx context.Context, t *toolset, callID, name strin
 		// result long before that, since the call only ends once it was answered.
 		time.AfterFunc(time.Minute, func() { s.remove(w.id); stop() })
 	}()
-	return r.awaitSession(ctx, t, w, callID, name)
+	return tc.awaitSession(ctx, t, w, callID, name)
 }
 
 // awaitSession waits for the call to end, to ask the user, to be cancelled or to time out.
-func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, callID, name string) toolOutcome {
+func (tc *toolCalls) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, callID, name string) toolOutcome {
+	r := tc.run
 	item := r.scope.Track(cancelpkg.KindMCPCall, name)
 	item.Arm("", func(context.Context, string) error { w.stop(); return nil })
 	defer item.Release()
@@ -210,7 +213,7 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 	case sr := <-w.result:
 		r.e.cfg.Sessions.remove(w.id)
 		w.stop()
-		out := r.toolCalls.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		out := tc.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
 		for i := range out.interrupts {
 			if out.interrupts[i].Kind == hitl.KindMCPAuth {
 				out.interrupts[i].ID = w.signInID
@@ -238,7 +241,8 @@ func (r *Run) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, ca
 }
 
 // deliverSession hands the answer to a call still waiting in memory and takes its result.
-func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
+func (tc *toolCalls) deliverSession(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
+	r := tc.run
 	h := decodeHandle(in)
 	w := r.e.cfg.Sessions.get(h.Session)
 	if w == nil {
@@ -263,7 +267,7 @@ func (r *Run) deliverSession(ctx context.Context, t *toolset, callID string, in 
 	if !r.e.cfg.Sessions.answer(w.id, res) {
 		return taggedOutcome(bridge.TagError, bridge.Error("The tool's question can no longer be answered."))
 	}
-	return r.awaitSession(ctx, t, w, callID, metaTool(in))
+	return tc.awaitSession(ctx, t, w, callID, metaTool(in))
 }
 
 // metaTool returns "<server>__<tool>" of an MCP interrupt, from its metadata.

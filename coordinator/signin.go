@@ -57,7 +57,7 @@ func (signInHome) deliver(ctx context.Context, r *Run, t *toolset, callID string
 	sign := h.SignIn
 	// Sent again as a fresh call: with the stored token now, or, when the user did not
 	// finish signing in, ending in a new sign-in interrupt.
-	return r.runSessionCall(ctx, t, callID, sign.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	return r.toolCalls.runSessionCall(ctx, t, callID, sign.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		r.elog.NoteCall(durable.Call{ToolCallID: callID, Tool: sign.Tool, State: durable.CallStarted})
 		defer r.elog.NoteCall(durable.Call{ToolCallID: callID, Tool: sign.Tool, State: durable.CallDone})
 		return r.e.cfg.Tools.Call(cctx, sign.Tool, sign.Args, opts)

@@ -38,7 +38,7 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			e := newEngine(t, model, &fakeAgent{}, func(c *Config) { c.Store = st })
 			r, err := e.Start(input("t"), "alice")
 			require.NoError(t, err)
-			t.Cleanup(func() { r.Cancel(ErrStopped); <-r.released })
+			t.Cleanup(func() { r.Cancel(ErrStopped); <-r.stream.released })
 
 			th, err := st.GetThread(ctx, "t")
 			require.NoError(t, err)

@@ -49,7 +49,7 @@ func (e *Engine) Stop(threadID, runID, principal string) error {
 		if !mine {
 			// Taken over while this replica was stalled: the run stops here without
 			// cancelling anything, and the stop goes to its owner.
-			r.moved("the store names another owner")
+			r.dur.moved("the store names another owner")
 			return e.persist.stopElsewhere(ctx, threadID, runID)
 		}
 	}

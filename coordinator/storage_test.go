@@ -48,7 +48,7 @@ func TestConversationStoredOnce(t *testing.T) {
 		r, err := e.Start(in, "")
 		require.NoError(t, err)
 		evs := collect(t, r)
-		<-r.Released()
+		<-r.Stream().Released()
 		require.IsType(t, &agui.RunFinished{}, evs[len(evs)-1], "run %d", i)
 	}
 	msgs, err := st.LoadMessages(context.Background(), "big")

@@ -91,7 +91,8 @@ func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries [
 // suspend persists the run: the conversation so far, the open interrupts, and the failure
 // state (counters, lessons, loop signatures, budget usage, and the active time used so far,
 // which counts against the time limit of the resumed run).
-func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Interrupt) error {
+func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []store.Interrupt) error {
+	r := d.run
 	now := r.e.cfg.Now()
 	r.fs.Active += time.Since(r.start)
 	r.start = time.Now()
@@ -111,7 +112,7 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 		if errors.Is(err, store.ErrFenced) {
 			// Another replica owns the run now and parks (or goes on with) its work:
 			// nothing is cancelled from here.
-			r.moved("the store refused its suspension")
+			r.dur.moved("the store refused its suspension")
 			return err
 		}
 		// Nobody can answer a question that was not saved: the work parked on it is
@@ -126,7 +127,8 @@ func (r *Run) suspend(ctx context.Context, conv []llm.Message, open []store.Inte
 }
 
 // finishInterrupted ends the run with the interrupt outcome.
-func (r *Run) finishInterrupted(open []store.Interrupt) {
+func (d *durability) finishInterrupted(open []store.Interrupt) {
+	r := d.run
 	r.trace.interrupts(open)
 	out := &agui.Outcome{Type: agui.OutcomeInterrupt}
 	for _, in := range open {
@@ -138,7 +140,8 @@ func (r *Run) finishInterrupted(open []store.Interrupt) {
 // resume delivers the answers of a resume run to the parked work, streams the results
 // against the original tool calls and returns the conversation to continue with. done is
 // true when the run has already ended (bad resume, new interrupts, cancellation).
-func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([]llm.Message, bool, EndReason) {
+func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([]llm.Message, bool, EndReason) {
+	r := d.run
 	var conv []llm.Message
 	if err := json.Unmarshal(susp.History, &conv); err != nil {
 		r.log.Error("suspension history unreadable", "err", err)
@@ -162,24 +165,23 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		return nil, true, ended(OutcomeError, strings.ToLower(re.Code))
 	}
 
-	calls, stop := r.answerContinues(susp.Interrupts, answers)
+	calls, stop := r.dur.answerContinues(susp.Interrupts, answers)
 	if stop != nil {
 		// The user stops the run: the work parked on the other interrupts is abandoned.
 		if len(calls) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, calls)
 		}
-		if err := r.settleResume(ctx, susp); err != nil {
-			return conv, true, r.failUnrecorded(ctx, err)
+		if err := r.dur.settleResume(ctx, susp); err != nil {
+			return conv, true, r.dur.failUnrecorded(ctx, err)
 		}
 		return conv, true, r.finishDecision(stop.stopDecision())
 	}
-
 	groups := groupByCall(calls)
 	outcomes := make([]toolOutcome, len(groups))
 	// Approved calls record their start and result in the suspension (approval.go).
-	r.suspMu.Lock()
-	r.susp = susp
-	r.suspMu.Unlock()
+	d.suspMu.Lock()
+	d.susp = susp
+	d.suspMu.Unlock()
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
@@ -188,9 +190,9 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		})
 	}
 	wg.Wait()
-	r.suspMu.Lock()
-	r.susp = nil
-	r.suspMu.Unlock()
+	d.suspMu.Lock()
+	d.susp = nil
+	d.suspMu.Unlock()
 	if errors.Is(context.Cause(ctx), ErrHandoff) && onlyA2A(calls) {
 		// Handed to another replica while the answers were out: the suspension stays, so
 		// that the replica taking the run over runs this resume again. It follows the
@@ -204,11 +206,11 @@ func (r *Run) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([
 		// the new owner works from.
 		return conv, true, r.finishCancelled(ctx)
 	}
-	if err := r.settleResume(ctx, susp); err != nil {
+	if err := r.dur.settleResume(ctx, susp); err != nil {
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
 		// suspension still open and recovers the outcomes from the agents (recoverTask).
-		return conv, true, r.failUnrecorded(ctx, err)
+		return conv, true, r.dur.failUnrecorded(ctx, err)
 	}
 
 	resumed := make([]llm.ToolCall, len(groups))
@@ -234,7 +236,8 @@ func onlyA2A(ins []store.Interrupt) bool {
 // answerContinues applies the answers to "continue?" interrupts (loop_detected, limits),
 // which have no tool call: the run goes on with a fresh allowance of what stopped it, or
 // stops (stop is the failure the user chose to stop on). calls are the other interrupts.
-func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Answer) (calls []store.Interrupt, stop *failureRef) {
+func (d *durability) answerContinues(ins []store.Interrupt, answers map[string]hitl.Answer) (calls []store.Interrupt, stop *failureRef) {
+	r := d.run
 	for _, in := range ins {
 		if in.Kind != hitl.KindContinue {
 			calls = append(calls, in)
@@ -264,7 +267,8 @@ func (r *Run) answerContinues(ins []store.Interrupt, answers map[string]hitl.Ans
 // while this replica owns the run (fencing.go). It reports a failure of the write: the
 // resume is then not recorded. A refusal (store.ErrFenced) stops the run here as moved:
 // its new owner resumes from the suspension, which is kept.
-func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
+func (d *durability) settleResume(ctx context.Context, susp *store.Suspension) error {
+	r := d.run
 	var ids []string
 	for _, in := range susp.Interrupts {
 		ids = append(ids, in.ID)
@@ -273,7 +277,7 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 	defer cancel()
 	if err := r.e.cfg.Store.SettleSuspension(sctx, r.ThreadID, r.RunID, r.elog.Epoch(), ids); err != nil {
 		if errors.Is(err, store.ErrFenced) {
-			r.moved("the store refused to settle its resume")
+			r.dur.moved("the store refused to settle its resume")
 		}
 		return fmt.Errorf("settle the resume: %w", err)
 	}
@@ -286,7 +290,8 @@ func (r *Run) settleResume(ctx context.Context, susp *store.Suspension) error {
 // failUnrecorded ends a resume whose answers were delivered but could not be recorded. A
 // refused record means another replica owns the run now: the run stops here as moved,
 // without an error of its own, and its new owner goes on.
-func (r *Run) failUnrecorded(ctx context.Context, err error) EndReason {
+func (d *durability) failUnrecorded(ctx context.Context, err error) EndReason {
+	r := d.run
 	if errors.Is(err, store.ErrFenced) {
 		return r.finishCancelled(ctx)
 	}

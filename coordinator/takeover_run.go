@@ -20,8 +20,9 @@ import (
 // and system prompt as the checkpoint left them, the stream's open items that cannot go on
 // closed, and the calls of the last turn settled (settleTurn). done is true when the run
 // has already ended.
-func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
-	to := r.resumed
+func (d *durability) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
+	r := d.run
+	to := r.dur.resumed
 	following := map[string]bool{}
 	if to.conv != nil {
 		for _, c := range pendingCalls(to.conv) {
@@ -54,7 +55,7 @@ func (r *Run) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Me
 		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
 	}
 	if calls := pendingCalls(conv); len(calls) > 0 {
-		conv, done, reason = r.settleTurn(ctx, tools, conv, calls)
+		conv, done, reason = r.dur.settleTurn(ctx, tools, conv, calls)
 	}
 	return conv, system, done, reason
 }
@@ -107,8 +108,9 @@ func pendingCalls(conv []llm.Message) []llm.ToolCall {
 
 // settleTurn finishes the tool round of the turn the run was in when it was taken over:
 // each call is settled by resumeDecision, then the round ends as any other (toolRound).
-func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
-	work := &r.resumed.work
+func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
+	r := d.run
+	work := &r.dur.resumed.work
 	var backend []llm.ToolCall
 	var pending []string
 	for _, c := range calls {
@@ -130,7 +132,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 		case resumeResult:
 			outcomes[i] = toolOutcome{ToolResult: work.Results[c.ID]}
 			sent[i] = true
-			if r.resumed.started[c.ID] && !r.resumed.resulted[c.ID] {
+			if r.dur.resumed.started[c.ID] && !r.dur.resumed.resulted[c.ID] {
 				// Recorded in the work document, not yet in the log: streamed now, once.
 				r.emitResult(ctx, c.ID, outcomes[i])
 			}
@@ -155,7 +157,7 @@ func (r *Run) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message
 			wg.Go(func() {
 				req := a2a.Request{TaskID: task.TaskID, ContextID: task.ContextID}
 				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-					return r.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
+					return r.toolCalls.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
 				})
 				r.emitResult(ctx, c.ID, outcomes[i])
 			})
@@ -194,7 +196,7 @@ type taskFollower interface {
 
 // followRemote follows task taskID of agent a to its end: by subscription when the client
 // can, else by reading it every recoverPoll.
-func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
+func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
 	if f, ok := a.Client.(taskFollower); ok {
 		return f.Follow(ctx, taskID, contextID, obs)
 	}
@@ -222,15 +224,17 @@ func (r *Run) followRemote(ctx context.Context, a *Agent, taskID, contextID stri
 // answerMaySent reports whether this run was taken over from a replica that had recorded
 // taskID in the run's work: a resume records its task before sending the answer, so that
 // replica may have delivered it.
-func (r *Run) answerMaySent(taskID string) bool {
-	return r.resumed != nil && slices.ContainsFunc(r.resumed.work.A2A, func(w durable.Task) bool { return w.TaskID == taskID })
+func (d *durability) answerMaySent(taskID string) bool {
+	r := d.run
+	return r.dur.resumed != nil && slices.ContainsFunc(r.dur.resumed.work.A2A, func(w durable.Task) bool { return w.TaskID == taskID })
 }
 
 // subIDAfterTakeover is the sub-agent id for a delegation of a run taken over: a stored
 // id that the log already used and that is no longer open (CloseOpen ended it) cannot
 // start again, so a new one is made.
-func (r *Run) subIDAfterTakeover(subID string) string {
-	if r.resumed == nil || subID == "" || slices.Contains(r.seq.Open().Subagents, subID) {
+func (d *durability) subIDAfterTakeover(subID string) string {
+	r := d.run
+	if r.dur.resumed == nil || subID == "" || slices.Contains(r.seq.Open().Subagents, subID) {
 		return subID
 	}
 	return ""

@@ -166,7 +166,7 @@ func (tc *toolCalls) runTool(ctx context.Context, t *toolset, c llm.ToolCall) to
 		return tc.delegate(ctx, t, a, c.ID, args)
 	}
 	if _, ok := t.mcp[c.Name]; ok {
-		return tc.run.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
+		return tc.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
 	}
 	return tc.otherTool(t, c, args)
 }

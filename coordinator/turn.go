@@ -30,15 +30,15 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	}
 	tools := r.e.toolset(r.in)
 	setup := r.setup
-	if r.resumed != nil {
-		setup = r.setupTakenOver
+	if r.dur.resumed != nil {
+		setup = r.dur.setupTakenOver
 	}
 	conv, system, done, reason := setup(ctx, tools)
 	if done {
 		return reason
 	}
 	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
-	r.noteCheckpoint(conv)
+	r.dur.noteCheckpoint(conv)
 	// The input's messages (with the thread's history) are in conv and the checkpoint
 	// now: the run keeps the rest of its input, so that an open run does not retain the
 	// conversation twice. A copy: the caller's input is not changed.
@@ -54,7 +54,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 		if done {
 			return reason
 		}
-		r.noteCheckpoint(conv)
+		r.dur.noteCheckpoint(conv)
 	}
 }
 
@@ -92,14 +92,14 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		// The run that acted on approvals stopped before it finished: settle what it did,
 		// ask again about calls in doubt (approval.go); the conversation goes on with the
 		// settled results.
-		conv, done, reason = r.recoverApprovals(ctx, tools, susp)
+		conv, done, reason = r.dur.recoverApprovals(ctx, tools, susp)
 		return conv, system, done, reason
 	case susp != nil && len(r.in.Resume) == 0:
 		// A plain run on a thread with open interrupts: ask again, do not continue silently.
-		r.finishInterrupted(susp.Interrupts)
+		r.dur.finishInterrupted(susp.Interrupts)
 		return conv, system, true, ended(OutcomeInterrupt, "re-emitted")
 	case susp != nil:
-		conv, done, reason = r.resume(ctx, tools, susp)
+		conv, done, reason = r.dur.resume(ctx, tools, susp)
 		return conv, system, done, reason
 	case len(r.in.Resume) > 0:
 		if dup, err := r.e.duplicateResume(ctx, r.ThreadID, r.in.Resume); err == nil && dup {
@@ -212,8 +212,8 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	// The completed turn with its calls, stored before any call is sent: a replica taking
 	// the run over settles them (takeover.go) rather than asking the model again, which
 	// would send them a second time.
-	r.noteCheckpoint(conv)
-	if err := r.elog.SaveWorkNow(ctx, r.mayAct); err != nil {
+	r.dur.noteCheckpoint(conv)
+	if err := r.elog.SaveWorkNow(ctx, r.dur.mayAct); err != nil {
 		return conv, nil, true, r.finishCancelled(ctx)
 	}
 	// The turn's events are in the log before its calls go out (design/fencing.md).
@@ -344,12 +344,12 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	if len(open) == 0 {
 		return conv, false, EndReason{}
 	}
-	if err := r.suspend(ctx, conv, open); err != nil {
+	if err := r.dur.suspend(ctx, conv, open); err != nil {
 		r.log.Error("save suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
 		return conv, true, ended(OutcomeError, "store")
 	}
-	r.finishInterrupted(open)
+	r.dur.finishInterrupted(open)
 	return conv, true, ended(OutcomeInterrupt, "")
 }
 

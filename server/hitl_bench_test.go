@@ -139,7 +139,7 @@ func BenchmarkParkedRunHeap(b *testing.B) {
 			r, err := e.Start(in, "")
 			require.NoError(b, err)
 			<-r.Done()
-			evs, _ := r.Next()
+			evs, _ := r.Stream().Next()
 			fin, ok := evs[len(evs)-1].(*agui.RunFinished)
 			require.True(b, ok)
 			require.Equal(b, agui.OutcomeInterrupt, fin.Outcome.Type)

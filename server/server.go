@@ -212,7 +212,7 @@ const DefaultWriteTimeout = 30 * time.Second
 // writes what it missed from the run's event log before the live events. Only a client that
 // takes nothing for WriteTimeout is dropped: the write fails, the connection is closed
 // without the response's end, so the client sees a broken stream and never a complete
-// one, and the run is told (Run.ClientGone: cancelled under server.on_disconnect: cancel,
+// one, and the run is told (Stream.ClientGone: cancelled under server.on_disconnect: cancel,
 // detached for a reconnect under detach).
 func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
 	sse := agui.NewSSEWriter(w)
@@ -233,7 +233,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 	defer ping.Stop()
 	var sent int64 // the sequence number of the last event written
 	for {
-		first, events, ended := run.NextFrom()
+		first, events, ended := run.Stream().NextFrom()
 		if first-1 > sent {
 			if err := s.catchUp(ctx, sse, run, &sent, first-1); err != nil {
 				s.clientGone(run, err)
@@ -243,7 +243,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		if ended {
 			// The thread is freed before the client can see the terminal event, so a
 			// client that posts its next run on RUN_FINISHED is never refused with 409.
-			<-run.Released()
+			<-run.Stream().Released()
 		}
 		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
 		if err := sse.WriteEventsFrom(first, events); err != nil {
@@ -256,14 +256,14 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			return
 		}
 		select {
-		case <-run.Wake():
+		case <-run.Stream().Wake():
 		case <-ping.C:
 			if err := sse.Ping(); err != nil {
 				s.clientGone(run, err)
 				return
 			}
 		case <-ctx.Done():
-			run.ClientGone(coordinator.ErrClientGone)
+			run.Stream().ClientGone(coordinator.ErrClientGone)
 			return
 		}
 	}
@@ -277,7 +277,7 @@ const backlogPage = 128
 func (s *server) catchUp(ctx context.Context, sse *agui.SSEWriter, run *coordinator.Run, sent *int64, upto int64) error {
 	frames := make([]agui.RawFrame, 0, backlogPage)
 	for *sent < upto {
-		evs, err := run.Backlog(ctx, *sent, upto, backlogPage)
+		evs, err := run.Stream().Backlog(ctx, *sent, upto, backlogPage)
 		if err != nil {
 			return err
 		}
@@ -307,7 +307,7 @@ func (s *server) clientGone(run *coordinator.Run, err error) {
 		cause = coordinator.ErrClientTooSlow
 		s.log.Info("client dropped: it took nothing for the stream write timeout", "thread_id", run.ThreadID, "run_id", run.RunID, "timeout", s.cfg.WriteTimeout.String())
 	}
-	run.ClientGone(cause)
+	run.Stream().ClientGone(cause)
 }
 
 func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {

@@ -65,7 +65,7 @@ func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 	r, err := a.e.StartContext(ctx, in, principal)
 	switch {
 	case err == nil:
-		return r, nil
+		return a2aRun{r}, nil
 	case errors.Is(err, coordinator.ErrThreadBusy):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrBusy, err)
 	case errors.Is(err, coordinator.ErrForbidden):
@@ -76,6 +76,16 @@ func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 		return nil, err
 	}
 }
+
+// a2aRun adapts a run to the A2A surface (a2aserver.Run): its events come from the run's
+// stream.
+type a2aRun struct{ *coordinator.Run }
+
+func (r a2aRun) NextFrom() (first int64, events []agui.Event, ended bool) {
+	return r.Stream().NextFrom()
+}
+
+func (r a2aRun) Wake() <-chan struct{} { return r.Stream().Wake() }
 
 func (a a2aEngine) Stop(threadID, runID, principal string) error {
 	return a.e.Stop(threadID, runID, principal)
