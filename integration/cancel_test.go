@@ -147,7 +147,6 @@ func TestCancelAbortRunDemoAgent(t *testing.T) {
 // SSE headers) for 1.5 s, so the coordinator does not know the task id when the client
 // disconnects; the cancel is held until the id arrives, and the task is still cancelled.
 func TestDisconnectBeforeFirstTaskEvent(t *testing.T) {
-	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t, "DELAY_MS=1500")
 	model := startCancelLLM(t)
@@ -538,7 +537,6 @@ func assertPeerCancelledAll(t *testing.T, peer string, before map[string]string,
 // clients drop before their task id is known: those cancels are held.) The goroutine side
 // of this test is TestDisconnect200InProcess, since the binary has no debug endpoint.
 func TestDisconnect200Concurrent(t *testing.T) {
-	t.Parallel()
 	requirePeers(t)
 	const n = 200
 	peer := startA2APeerEnv(t)

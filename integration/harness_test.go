@@ -63,7 +63,8 @@ var (
 
 // TestMain raises -test.parallel to defaultParallel when it was not given (see there). The
 // tests that cannot share the process with others (t.Setenv, counting the test process's
-// goroutines, an upper bound on elapsed time) do not call t.Parallel, so they run alone
+// goroutines, an upper bound on elapsed time, hundreds of runs cancelled within a deadline or
+// a disconnect timed to a moment of the run) do not call t.Parallel, so they run alone
 // before the parallel ones.
 func TestMain(m *testing.M) {
 	flag.Parse()
