@@ -294,6 +294,7 @@ func runTool(t *testing.T, base, threadID, agent, prompt string) ([]map[string]a
 // 11.3: the card or the endpoint pointing or redirecting to another origin: the other
 // origin receives nothing (not the prompt, not the headers), the model reads [UNREACHABLE].
 func TestA2ABoundaryOrigins(t *testing.T) {
+	t.Parallel()
 	model := startFakeLLM(t)
 	evil := startA2ASink(t)
 	elsewhere := startHostileAgent(t, func(h *hostileAgent) { h.cardEndpoint = evil.URL + "/a2a" })
@@ -330,6 +331,7 @@ func TestA2ABoundaryOrigins(t *testing.T) {
 // Headers reach the agent (card and JSON-RPC); neither they nor the URL's password appear
 // in the coordinator's debug logs.
 func TestA2ABoundaryHeadersNotLogged(t *testing.T) {
+	t.Parallel()
 	model := startFakeLLM(t)
 	agentURL := startDemoAgent(t, "research")
 	target, err := url.Parse(agentURL)
@@ -480,6 +482,7 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 // dropped stream, are [UNREACHABLE] (never [FAILED]) after the retry budget, and the card
 // is read again.
 func TestA2ABoundaryProtocolErrors(t *testing.T) {
+	t.Parallel()
 	model := startFakeLLM(t)
 	garbage := startHostileAgent(t, func(h *hostileAgent) {
 		h.rpc = func(w http.ResponseWriter, r *http.Request) {
@@ -517,6 +520,7 @@ func TestA2ABoundaryProtocolErrors(t *testing.T) {
 // 13: a card at a custom path and a bare 0.3 card (no preferredTransport, no
 // protocolVersion), both served by @a2a-js/sdk.
 func TestA2ABoundaryJSCards(t *testing.T) {
+	t.Parallel()
 	model := startFakeLLM(t)
 	custom := startA2APeerEnv(t, "CARD_PATH=.well-known/research/agent-card.json")
 	bare := startA2APeerEnv(t, "A2A_BARE03=1")
@@ -608,6 +612,7 @@ func agentReadiness(t *testing.T, base, agent string) string {
 // client gets every byte of the sub-agent's text, the model gets the capped text, and the
 // coordinator's peak memory stays far below the artifact's size.
 func TestA2ABoundaryLargeArtifact(t *testing.T) {
+	t.Parallel()
 	model := startFakeLLM(t)
 	big := startHostileAgent(t, func(h *hostileAgent) { h.mode = "big" })
 	base, p, _ := startCoordinatorEnv(t, boundaryConfig(model.URL, a2aAgentYAML{Name: "big", URL: big.URL, Timeout: "300s"}))

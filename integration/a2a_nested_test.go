@@ -139,6 +139,7 @@ func (s nestedStack) prompt(word string) string {
 }
 
 func TestA2ANested(t *testing.T) {
+	t.Parallel()
 	s := startNested(t, 2, "")
 	bc := newA2AClient(t, s.b[0], "jsonrpc")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -216,6 +217,7 @@ func TestA2ANested(t *testing.T) {
 // task (its first event comes after DELAY_MS): B holds the CancelTask until the id is known,
 // the bottom task ends canceled, and both levels end cancelled.
 func TestA2ANestedCancelBeforeTaskID(t *testing.T) {
+	t.Parallel()
 	s := startNested(t, 2, "")
 	bc := newA2AClient(t, s.b[0], "jsonrpc")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

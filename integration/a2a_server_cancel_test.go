@@ -21,6 +21,7 @@ import (
 // downstream task whose cancel was not confirmed (as the running replica's answer does),
 // once the cancel horizon has passed; the agent did get the CancelTask calls.
 func TestA2ACancelElsewhereNamesUnconfirmed(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
 	srv := httptest.NewUnstartedServer(nil)

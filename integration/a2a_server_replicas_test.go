@@ -18,6 +18,7 @@ import (
 // canceled only once the peer's task is cancelled (confirmed through the owner), and the
 // follower ends canceled.
 func TestA2ATasksOnReplicas(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
 	peer := startA2APeerEnv(t)

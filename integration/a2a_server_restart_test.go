@@ -17,6 +17,7 @@ import (
 // SubscribeToTask and ListTasks for both, and the waiting task takes its answer and
 // completes.
 func TestA2ATasksSurviveRestart(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startA2AModel(t)

@@ -174,6 +174,7 @@ func userMessage(text string) *a2a.Message {
 // TestA2AServerCard: the card names Baton, its skills (the configured agents), both 1.0
 // bindings and the 0.3 ones, streaming, and no push notifications.
 func TestA2AServerCard(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	model := startFakeLLM(t)
 	base := startA2ABaton(t, model.URL, "inner-baton", agentEntry{Name: "peer", URL: "http://127.0.0.1:9"})
@@ -193,6 +194,7 @@ func TestA2AServerCard(t *testing.T) {
 
 // TestA2AServerOff: without a2a_server.enabled nothing is served.
 func TestA2AServerOff(t *testing.T) {
+	t.Parallel()
 	model := startFakeLLM(t)
 	base := startCoordinator(t, coordinatorYAML(model.URL))
 	for _, p := range []string{"/.well-known/agent-card.json", "/a2a/v1/tasks"} {
@@ -212,6 +214,7 @@ func TestA2AServerOff(t *testing.T) {
 // completed, failed, input-required answered (and a bad answer refused), cancel confirmed at
 // the peer, resubscribe after a dropped stream, and ListTasks by contextId.
 func TestA2AServer(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startA2AModel(t)
@@ -354,6 +357,7 @@ func runA2AJSClient(t *testing.T, base, wire, scenario string) map[string]any {
 // bindings: completed, failed, input-required answered, cancel, resubscribe after a dropped
 // stream, ListTasks.
 func TestA2AServerJSClient(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startA2AModel(t)

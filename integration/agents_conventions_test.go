@@ -72,6 +72,7 @@ func readADKLog(t *testing.T, base string) adkLog {
 // function_response with the call's id and name and the task completes; a second question
 // in the same task is answered the same way. ADK refused nothing.
 func TestADKConventionPeer(t *testing.T) {
+	t.Parallel()
 	peer := startADKPeer(t)
 	for _, proto := range []string{a2a.Protocol10, a2a.Protocol03} {
 		t.Run(proto, func(t *testing.T) {
@@ -127,6 +128,7 @@ func TestADKConventionPeer(t *testing.T) {
 // question becomes an interrupt whose message is the question as text; the user's answer
 // completes the original tool call.
 func TestHITLADKPeer(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startADKPeer(t)
 	model := fakellm.Start(hitlModel)
@@ -174,6 +176,7 @@ var nonStreamingWires = []struct {
 // the AG-UI client and a stop each reach the agent as CancelTask, and the task ends
 // CANCELED. Before, a non-streaming send blocked without a task id and the task ran on.
 func TestCancelNonStreamingJSPeer(t *testing.T) {
+	t.Parallel()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
 	for _, wire := range nonStreamingWires {

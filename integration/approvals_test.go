@@ -100,6 +100,7 @@ func interruptedRuns(t *testing.T, res hitlJob, n int, why string) (first, secon
 // TestApprovalsDemoMCP: the demo delete_release behind approvals, through both official
 // clients: approve, approve with edits, deny with a reason, cancel, invalid edits.
 func TestApprovalsDemoMCP(t *testing.T) {
+	t.Parallel()
 	model, cfg := demoMCPEnv(t)
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"demo__delete_release"}, nil))
 
@@ -143,6 +144,7 @@ func TestApprovalsDemoMCP(t *testing.T) {
 // TestApprovalsEverything: server-everything's echo behind approvals (stdio): nothing runs
 // before the approval; the approved call's result is the echo.
 func TestApprovalsEverything(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	node, entry := everythingEntry(t)
 	model := fakellm.Start(hitlModel)
@@ -163,6 +165,7 @@ func TestApprovalsEverything(t *testing.T) {
 // TestApprovalsThreeCalls: three calls in one turn, two of which need approval: the third
 // runs first, the run ends with both interrupts, and one resume answers both.
 func TestApprovalsThreeCalls(t *testing.T) {
+	t.Parallel()
 	_, cfg := demoMCPEnv(t)
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"demo__delete_release"}, nil))
 	for _, lane := range lanes {
@@ -198,6 +201,7 @@ func TestApprovalsThreeCalls(t *testing.T) {
 // TestApprovalsA2APeer: a delegation to the @a2a-js/sdk peer behind approvals.agents: the
 // peer receives nothing before the approval and exactly one message after it.
 func TestApprovalsA2APeer(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := fakellm.Start(hitlModel)
@@ -392,6 +396,7 @@ func resumeRun(thread string, entries ...map[string]any) map[string]any {
 // TestApprovalsDuplicateResume: the same resume sent twice at once, and again later, runs
 // the approved call once.
 func TestApprovalsDuplicateResume(t *testing.T) {
+	t.Parallel()
 	srv, cfg := payEnv(t, hitlEnv{})
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__charge"}, nil))
 	thread := newThreadID("approve-dup")
@@ -413,6 +418,7 @@ func TestApprovalsDuplicateResume(t *testing.T) {
 // was sent and before it returned. After a restart the user is asked again (inDoubt), the
 // call is not sent by itself, and it runs again only when the user says so.
 func TestApprovalsKillWhileCallOut(t *testing.T) {
+	t.Parallel()
 	for _, again := range []bool{false, true} {
 		name := "deny"
 		if again {
@@ -471,6 +477,7 @@ func TestApprovalsKillWhileCallOut(t *testing.T) {
 // TestApprovalsExpire: with interrupts.ttl 2s, an approval answered after it expired gets
 // INTERRUPT_EXPIRED and the call is never sent.
 func TestApprovalsExpire(t *testing.T) {
+	t.Parallel()
 	srv, cfg := payEnv(t, hitlEnv{ttl: "2s"})
 	coord := startHITLCoordinator(t, approvalsYAML(cfg, []string{"pay__charge"}, nil))
 	thread := newThreadID("approve-expire")
@@ -487,6 +494,7 @@ func TestApprovalsExpire(t *testing.T) {
 // TestApprovalsTwoReplicas: two coordinators on one PostgreSQL store; the same approval's
 // resume is sent to both at once, then again to each: the MCP server gets one call.
 func TestApprovalsTwoReplicas(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	srv, cfg := payEnv(t, hitlEnv{store: dsn})
 	cfg = approvalsYAML(cfg, []string{"pay__charge"}, nil)
@@ -506,6 +514,7 @@ func TestApprovalsTwoReplicas(t *testing.T) {
 // TestApprovalsDestructive: approvals.destructive asks before the demo's delete_release
 // (destructiveHint) and not before divide (readOnlyHint), in one turn.
 func TestApprovalsDestructive(t *testing.T) {
+	t.Parallel()
 	model, cfg := demoMCPEnv(t)
 	coord := startHITLCoordinator(t, cfg+"approvals:\n  destructive: true\n")
 	job := hitlJobOn(newThreadID("approve-destructive"), newThreadID("run"), hitlText(

@@ -36,6 +36,7 @@ const subagentStepJS = `(() => {
 })()`
 
 func TestBrowserDetach(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := fakellm.Start(pointsModel)

@@ -196,6 +196,7 @@ func (o *oidcPage) answers() []string {
 // TestBrowserOIDCSignIn: the page signs in through the provider (code + PKCE), the chat
 // runs as that user, and the tokens stay out of Web Storage and the address bar.
 func TestBrowserOIDCSignIn(t *testing.T) {
+	t.Parallel()
 	o := startOIDCPage(t)
 	o.do(chromedp.Navigate(o.page))
 	o.signInAt("alice")
@@ -244,6 +245,7 @@ func TestBrowserOIDCSignIn(t *testing.T) {
 // without leaving the page, before they expire and when Baton refuses one; the refused run
 // is sent again and answers.
 func TestBrowserOIDCRenewal(t *testing.T) {
+	t.Parallel()
 	o := startOIDCPage(t, "CHAT_RESOURCE=urn:baton-short")
 	o.do(chromedp.Navigate(o.page))
 	o.signInAt("alice")
@@ -287,6 +289,7 @@ func TestBrowserOIDCRenewal(t *testing.T) {
 // in again (the provider's session makes it two redirects) and the typed message comes
 // back; a token Baton refuses right after sign-in is shown, not answered by a sign-in loop.
 func TestBrowserOIDCWithoutRefresh(t *testing.T) {
+	t.Parallel()
 	o := startOIDCPage(t, "CHAT_RESOURCE=urn:baton-15s", "CHAT_REFRESH=0")
 	o.do(chromedp.Navigate(o.page))
 	o.signInAt("alice")
@@ -316,6 +319,7 @@ func TestBrowserOIDCWithoutRefresh(t *testing.T) {
 // TestBrowserOIDCForeignAnswer: a sign-in answer the page did not ask for (its state is
 // not the page's) is refused before any token request, and the page offers to sign in.
 func TestBrowserOIDCForeignAnswer(t *testing.T) {
+	t.Parallel()
 	o := startOIDCPage(t)
 	o.do(chromedp.Navigate(o.page + "?code=stolen-code&state=forged&iss=" + url.QueryEscape(o.idp.issuer)))
 	o.waitJS(`document.querySelector('.notice.signin-error') !== null`, "the refusal")

@@ -17,6 +17,7 @@ import (
 )
 
 func TestPageReloadDuringRun(t *testing.T) {
+	t.Parallel()
 	target := startBrowserTarget(t)
 	if target.proc == nil {
 		t.Skip("needs the coordinator this test starts: its on_disconnect must be the default, cancel")

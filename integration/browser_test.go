@@ -172,6 +172,7 @@ func metricSamples(t *testing.T, baseURL string) map[string]float64 {
 var cancelledTaskLine = regexp.MustCompile(`msg="cancelled (?:remote task|downstream)".*(?:agent|name)=research.*task_id=\S+`)
 
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	target := startBrowserTarget(t)
 	b := browsertest.Start(t, browsertest.Options{Width: 1280, Height: 900})
 	c := &browserChat{t: t, b: b, dir: artifactsDir(t)}

@@ -51,6 +51,7 @@ func (c *browserChat) threadID() string {
 }
 
 func TestBrowserThreads(t *testing.T) {
+	t.Parallel()
 	target := startBrowserTarget(t)
 	if target.proc == nil {
 		t.Log("BATON_URL: the demo prompts below assume the demo stack's scripted model")

@@ -79,6 +79,7 @@ func assertPeerCancelled(t *testing.T, peer string, before map[string]string) st
 // canceled. The abort comes either as soon as the delegation starts (the task id may not be
 // known yet) or once the sub-agent's text streams (the id is known).
 func TestCancelAbortRunJSPeer(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startCancelLLM(t)
@@ -111,6 +112,7 @@ func TestCancelAbortRunJSPeer(t *testing.T) {
 // mode. The demo agent has no test log: the coordinator's log names the task it cancelled,
 // and GetTask on the agent shows that task canceled.
 func TestCancelAbortRunDemoAgent(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	research := startDemoAgent(t, "research")
 	model := startCancelLLM(t)
@@ -186,6 +188,7 @@ func TestDisconnectBeforeFirstTaskEvent(t *testing.T) {
 // trigger-long-running-operation over stdio and over streamable HTTP. The stdio servers run
 // behind a tee that records their stdin; the HTTP server-everything behind a recording proxy.
 func TestCancelMCPCall(t *testing.T) {
+	t.Parallel()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
 	bins := buildBinaries(t)
@@ -299,6 +302,7 @@ func postStop(t testing.TB, base, threadID, runID string) (int, map[string]any) 
 // CancelTask and the task ends canceled. Stopping the finished run is a 409, an unknown run
 // a 404.
 func TestStopEndpoint(t *testing.T) {
+	t.Parallel()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
 	peer := startA2APeerEnv(t)
@@ -572,6 +576,7 @@ func logCancelLatencies(t *testing.T, b *baton, s *storm) {
 // period (2 s); then the runs are cancelled: their streams end with the cancelled outcome,
 // the peer gets CancelTask for every task, and the process exits 0.
 func TestShutdownCancelsRuns(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	const n = 5
 	peer := startA2APeerEnv(t)
@@ -644,6 +649,7 @@ func TestShutdownCancelsRuns(t *testing.T) {
 // cancelled when the client then goes away (DESIGN §10): the peer gets no CancelTask and the
 // task stays input-required, ready for the resume.
 func TestDisconnectAfterInterruptKeepsTask(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startCancelLLM(t)
@@ -673,6 +679,7 @@ func TestDisconnectAfterInterruptKeepsTask(t *testing.T) {
 // request: the model server sees its client go away, and the coordinator logs the
 // cancellation of the llm_request.
 func TestCancelLLMStream(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	model := startCancelLLM(t)
 	watch := startDropWatch(t, strings.TrimSuffix(model.URL, "/v1"))
@@ -696,6 +703,7 @@ func TestCancelLLMStream(t *testing.T) {
 // TestCancelParallelDelegations: one turn delegates to the JS peer and to the demo agent at
 // once; a disconnect while both stream cancels both tasks.
 func TestCancelParallelDelegations(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	research := startDemoAgent(t, "research")

@@ -73,6 +73,7 @@ func conformanceClientBin(t *testing.T) string {
 // against cmd/mcp-conformance-client (signin.Handler with signin.Memory, and the
 // client_credentials handler) and checks each outcome against knownAuthFailures.
 func TestConformanceAuth(t *testing.T) {
+	t.Parallel()
 	node := requireNode22(t)
 	peers := requirePeers(t)
 	bin := conformanceClientBin(t)

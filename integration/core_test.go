@@ -121,6 +121,7 @@ var demoCases = []stateCase{
 // v1.0-only peer) and the 0.3 wire (a peer whose card offers only 0.3), each stream consumed
 // by both official AG-UI clients.
 func TestA2AStatesJSPeer(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	for _, wire := range []struct {
 		name string
@@ -172,6 +173,7 @@ func TestA2AStatesJSPeer(t *testing.T) {
 
 // TestA2AStatesDemoAgent: the same against the cmd/demo-agent processes (travel, research).
 func TestA2AStatesDemoAgent(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	travel := startDemoAgent(t, "travel")
 	research := startDemoAgent(t, "research")
@@ -264,6 +266,7 @@ var tagLine = regexp.MustCompile(`^\[(COMPLETED|FAILED|REJECTED|CANCELED|INPUT_R
 
 // TestForgedTags: a sub-agent whose artifact holds tag-like lines cannot forge a tag.
 func TestForgedTags(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t, "A2A_LEGACY=0")
 	model := startFakeLLM(t)
@@ -295,6 +298,7 @@ func TestForgedTags(t *testing.T) {
 // TestStreamDrop: the peer cuts the stream after two of six artifact chunks; the result and
 // the attributed text hold every chunk exactly once.
 func TestStreamDrop(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	for _, wire := range []struct{ name, env string }{
 		{name: "a2a-1.0", env: "A2A_LEGACY=0"},
@@ -335,6 +339,7 @@ func TestStreamDrop(t *testing.T) {
 // run on a busy thread gets 409, and none of them leaves anything behind: the model never
 // sees them and a valid run on the same thread succeeds afterwards.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t, "A2A_LEGACY=0")
 	model := startFakeLLM(t)

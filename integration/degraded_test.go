@@ -20,6 +20,7 @@ import (
 // coordinator's listener (it serves while the server's first 30 s attempt still runs),
 // /readyz names it, and a call of its tools answers [UNREACHABLE], not unknown_action.
 func TestDegradedStartMCP(t *testing.T) {
+	t.Parallel()
 	model := fakellm.Start(mcpModel)
 	t.Cleanup(model.Close)
 	coord, _ := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s",

@@ -100,6 +100,7 @@ func waitLog(t *testing.T, b *baton, msg, thread string) {
 // live part and the reconnect together are exactly the run's whole stream, the sub-agent's
 // task completes and nobody sent CancelTask.
 func TestDetachReconnectWithinGrace(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startCancelLLM(t)
@@ -158,6 +159,7 @@ func TestDetachReconnectWithinGrace(t *testing.T) {
 // and the peer records CancelTask for the task, which ends canceled. A reconnect stream that
 // comes and goes again restarts the grace, it does not end it.
 func TestDetachGraceExpiresCancels(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startCancelLLM(t)

@@ -166,6 +166,7 @@ func startKillableCoordinator(t *testing.T, cfg string, env []string) (string, f
 }
 
 func TestTokenExchangeTakeover(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	p := startIDP(t)
 	tokenURL, exchanges := countingProxy(t, p.issuer)

@@ -215,6 +215,7 @@ func toolResult(t *testing.T, base, token, text string) string {
 // agent and for the MCP server, and neither is called; the provider accepts only a
 // subject_token_type of JWT (idp.mjs); no token reaches the logs.
 func TestTokenExchange(t *testing.T) {
+	t.Parallel()
 	p := startIDP(t)
 	tokenURL, exchanges := countingProxy(t, p.issuer)
 	agentURL, agent := startWhoAgent(t, audienceVerifier(t, p.issuer, "research-agent"))

@@ -309,6 +309,7 @@ func lastRequestSystem(t *testing.T, s *failureScript, name string) string {
 }
 
 func TestFailureModel(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	bins := buildBinaries(t)
 	demoMCP, ok := bins["demo-mcp"]

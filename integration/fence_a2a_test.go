@@ -18,6 +18,7 @@ import (
 )
 
 func TestFencePausedOwnerA2A(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
 	peer := startA2APeerEnv(t)

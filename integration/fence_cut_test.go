@@ -184,6 +184,7 @@ func perReplicaMCP(t *testing.T, pay *countingMCP) (aURL, bURL string, counts *r
 // the cut-off owner makes no charge after the cut and, once it reaches the store again,
 // writes nothing to the run's log.
 func TestFenceCutOwner(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	aDSN, proxy := viaProxy(t, dsn)
 	pay := startCountingMCP(t)
@@ -235,6 +236,7 @@ func TestFenceCutOwner(t *testing.T) {
 // from PostgreSQL for less than the lease. Once the store is back the run is recorded as
 // ended, and a replica started later does not take it over and charge again.
 func TestFenceEndDuringCut(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	aDSN, proxy := viaProxy(t, dsn)
 	pay := startCountingMCP(t)

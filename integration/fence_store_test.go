@@ -21,10 +21,12 @@ import (
 )
 
 func TestFenceStoreDownPastLease(t *testing.T) {
+	t.Parallel()
 	storeDown(t, 6*time.Second)
 }
 
 func TestFenceStoreDownWithinLease(t *testing.T) {
+	t.Parallel()
 	storeDown(t, 1500*time.Millisecond)
 }
 

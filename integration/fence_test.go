@@ -129,6 +129,7 @@ func resultsPerCall(frames []takeoverFrame) (results map[string]int, terminals i
 }
 
 func TestFencePausedOwner(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	pay := startCountingMCP(t)
 	model := fakellm.Start(chargingModel)

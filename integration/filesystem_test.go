@@ -90,6 +90,7 @@ func fsCall(name, args string) string {
 }
 
 func TestServerFilesystemThroughCoordinator(t *testing.T) {
+	t.Parallel()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
 	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -45,6 +46,11 @@ const (
 	aguiClientTimeout = 60 * time.Second
 	// logDumpLimit is how much of the end of each output file a failed test prints.
 	logDumpLimit = 64 << 10
+	// defaultParallel is how many parallel tests run at once unless -parallel says otherwise.
+	// The tests mostly wait on child processes (Node peers, coordinators, PostgreSQL, leases
+	// and grace periods) rather than burn the test process's CPU, so the default of
+	// GOMAXPROCS (2 on CI machines) would leave the machine idle for most of the run.
+	defaultParallel = 6
 )
 
 // binDir holds the binaries of buildBinaries; TestMain removes it.
@@ -55,7 +61,21 @@ var (
 	buildErr  error
 )
 
+// TestMain raises -test.parallel to defaultParallel when it was not given (see there). The
+// tests that cannot share the process with others (t.Setenv, counting the test process's
+// goroutines, an upper bound on elapsed time, hundreds of runs cancelled within a deadline or
+// a disconnect timed to a moment of the run) do not call t.Parallel, so they run alone
+// before the parallel ones.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(defaultParallel)); err != nil {
+			fmt.Fprintln(os.Stderr, "setting -test.parallel:", err)
+			os.Exit(2)
+		}
+	}
 	code := m.Run()
 	pgtest.Stop() // the throwaway PostgreSQL server, if a test started one
 	if binDir != "" {

@@ -459,6 +459,7 @@ func snapshotPeer(t *testing.T, base string) peerSnapshot {
 // buildResumeArray(agent.pendingInterrupts, answers), the answer goes to the same task, and
 // the original tool call completes with [COMPLETED]. Both client lanes.
 func TestHITLA2AJSPeer(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := fakellm.Start(hitlModel)
@@ -536,6 +537,7 @@ func TestHITLA2AJSPeer(t *testing.T) {
 // coordinator: a form elicitation accepted, declined and cancelled; two of them waiting at
 // once on two threads; a URL elicitation; and a URL elicitation required by error -32042.
 func TestHITLMCPEverything(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	node, entry := everythingEntry(t)
 	model := fakellm.Start(hitlModel)
@@ -740,6 +742,7 @@ func testEverythingURLError(t *testing.T, coord *hitlCoord, model *fakellm.Serve
 // request comes back in the tool result, the call is retried with inputResponses) accepted
 // and declined, and an answer outside the requested schema refused.
 func TestHITLMCPDeployMRTR(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	demo := startDemoMCPHTTP(t)
 	model := fakellm.Start(hitlModel)
@@ -825,6 +828,7 @@ func TestHITLMCPDeployMRTR(t *testing.T) {
 // SQLite store, it completes both from the resume. An in-session (2025-11-25) elicitation
 // cannot survive the restart: its resume gets a tool error saying so, never a hang.
 func TestHITLRestart(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	demo := startDemoMCPHTTP(t)
@@ -925,6 +929,7 @@ func TestHITLRestart(t *testing.T) {
 // interrupt; the resume may repeat the interrupted run's runId; a duplicate resume sends
 // nothing twice; two sub-agents waiting at once make one run with two interrupts.
 func TestHITLResumeRules(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	peer2 := startA2APeerEnv(t)
@@ -1048,6 +1053,7 @@ func TestHITLResumeRules(t *testing.T) {
 // TestHITLExpiry: with interrupts.ttl 2s, a resume after the interrupt expired gets
 // RUN_STARTED then RUN_ERROR{INTERRUPT_EXPIRED}, and the parked task got CancelTask.
 func TestHITLExpiry(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := fakellm.Start(hitlModel)

@@ -155,6 +155,7 @@ func startRun(t *testing.T, base, kind, item string) (thread string, live *http.
 }
 
 func TestKillSteps(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	top := t
 	dsn := pgtest.DSN(t)

@@ -329,6 +329,7 @@ func names(v any) []string {
 // the coordinator: echo, get-sum with bad arguments, an unknown tool, and a long-running
 // operation whose progress reaches the AG-UI stream.
 func TestMCPThroughCoordinatorEverything(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	transports := []struct {
 		name   string
@@ -429,6 +430,7 @@ func assertProgress(t *testing.T, c mcpCall, steps int) {
 // exact tag, and the coordinator must still exit cleanly (code 0, within a bound) on SIGTERM
 // afterwards, having stopped the stdio servers it started.
 func TestMCPThroughCoordinatorFaults(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 
 	t.Run("stdio server exits mid-call", func(t *testing.T) {

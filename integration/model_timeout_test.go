@@ -17,6 +17,7 @@ import (
 // budget is spent the user is told that the model did not answer in time (instead of the run
 // hanging until max_run_seconds and ending with a bare "cancelled").
 func TestModelIdleTimeoutThroughConfig(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	model := fakellm.Start(func(fakellm.Request) fakellm.Reply {
 		return fakellm.Reply{Text: "Thinking about it", Delay: time.Hour}

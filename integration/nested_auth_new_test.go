@@ -50,6 +50,7 @@ func nestedAuthModel(req fakellm.Request) fakellm.Reply {
 var signInAt = regexp.MustCompile(`Sign in at (\S+), then answer`)
 
 func TestNestedSignInAuthRequired(t *testing.T) {
+	t.Parallel()
 	srv := oauthmcp.New(oauthmcp.Config{})
 	t.Cleanup(srv.Close)
 	model := fakellm.Start(nestedAuthModel)

@@ -26,6 +26,7 @@ import (
 )
 
 func TestNestedCancelOfRemovedAgent(t *testing.T) {
+	t.Parallel()
 	srv := startHeldRefusingAgent(t)
 	model := startA2AModel(t)
 	db := filepath.Join(t.TempDir(), "baton.db")

@@ -285,6 +285,7 @@ func (n nestedKill) startUntilBottom(t *testing.T, threadPrefix string) (context
 // TestNestedKillInnerTakeover: B's owner replica is killed while A follows B's task; the
 // other replica takes B's run over and A sees it complete; one charge, one bottom task.
 func TestNestedKillInnerTakeover(t *testing.T) {
+	t.Parallel()
 	n := startNestedKill(t, 2)
 	bottom, pay := n.bottom, n.pay
 	ctx, done := n.startUntilBottom(t, "nested-kill")
@@ -321,6 +322,7 @@ func TestNestedKillInnerTakeover(t *testing.T) {
 // takes its run over: the bottom task is followed to its end, nothing is left working
 // there, and the charge is not repeated.
 func TestNestedKillInnerAlone(t *testing.T) {
+	t.Parallel()
 	n := startNestedKill(t, 1)
 	bottom, pay := n.bottom, n.pay
 	ctx, done := n.startUntilBottom(t, "nested-kill-alone")

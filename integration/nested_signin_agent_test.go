@@ -56,6 +56,7 @@ func bearerA2AClient(t testing.TB, base, token string) *a2aclient.Client {
 }
 
 func TestNestedA2AAgentSignInAuthRequired(t *testing.T) {
+	t.Parallel()
 	as := oauthmcp.New(oauthmcp.Config{})
 	t.Cleanup(as.Close)
 	signed := startA2APeerEnv(t, "OAUTH_ISSUER="+as.Issuer())

@@ -131,6 +131,7 @@ store: "memory:"
 // rotated out; a rotation is picked up without a restart; two users see only their own
 // threads; no token reaches the logs.
 func TestOIDCUsers(t *testing.T) {
+	t.Parallel()
 	p := startIDP(t)
 	other := startIDP(t) // another issuer, same audience names
 	llm := fakellm.Start(func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "hello there"} })

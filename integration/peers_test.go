@@ -22,6 +22,7 @@ import (
 // TestPeersSmoke checks the test infrastructure itself: the scripted A2A peer in both protocol
 // modes, and the AG-UI client harness on both lanes against a valid and an invalid stream.
 func TestPeersSmoke(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 
 	t.Run("a2a", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 // TestStartProc covers the process harness without Node: readiness by line and by URL, exit
 // codes, and early exits reported as errors.
 func TestStartProc(t *testing.T) {
+	t.Parallel()
 	t.Run("ready line and SIGTERM", func(t *testing.T) {
 		p := startProc(t, "sh", []string{"sh", "-c", `echo "listening on http://127.0.0.1:$PORT"; exec sleep 30`},
 			[]string{"PORT=4242"}, readyOnLine(`listening on (http://\S+)`))
@@ -43,6 +44,7 @@ func TestStartProc(t *testing.T) {
 }
 
 func TestLineWriter(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	w := &lineWriter{onLine: func(s string) { lines = append(lines, s) }}
 	for _, chunk := range []string{"a", "b\nc\r\n", "\n", "d"} {

@@ -422,6 +422,7 @@ func randomID() string {
 }
 
 func TestBehindProxies(t *testing.T) {
+	t.Parallel()
 	agent := startGatedAgent(t)
 	model := startCancelLLM(t)
 	agents := []agentEntry{{Name: "held", URL: agent.url}}

@@ -319,6 +319,7 @@ func wholeLog(t *testing.T, base, thread, run string) []sseFrame {
 }
 
 func TestReconnectAtEveryPoint(t *testing.T) {
+	t.Parallel()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
 	peer := startA2APeerEnv(t)

@@ -45,6 +45,7 @@ func (m pausedModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.D
 }
 
 func TestReconnectOfficialClients(t *testing.T) {
+	t.Parallel()
 	for _, lane := range []string{"v1", "legacy"} {
 		t.Run(lane, func(t *testing.T) {
 			requirePeers(t)

@@ -41,6 +41,7 @@ func startAdvertisedCoordinator(t *testing.T, cfg string) *hitlCoord {
 }
 
 func TestReplicasForwardSessionElicitation(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
 	node, entry := everythingEntry(t)

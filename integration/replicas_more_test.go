@@ -189,6 +189,7 @@ func raiseA2AInput(t *testing.T, base, thread string) (in map[string]any, callID
 }
 
 func TestReplicasResumeAndReconnect(t *testing.T) {
+	t.Parallel()
 	p := startReplicaPair(t, testConfig{OnDisconnect: "detach", ReconnectGrace: "1500ms"})
 
 	t.Run("A2A input-required resumed through the other replica", func(t *testing.T) {
@@ -356,6 +357,7 @@ func TestReplicasResumeAndReconnect(t *testing.T) {
 // CancelTask, and a resume that arrives after the sweep, through either replica, gets
 // INTERRUPT_EXPIRED and cancels nothing again.
 func TestReplicasExpiryOnce(t *testing.T) {
+	t.Parallel()
 	p := startReplicaPair(t, testConfig{TTL: "1s"})
 	var tasks, threads []string
 	var ins []map[string]any

@@ -133,6 +133,7 @@ func startRoundRobin(t *testing.T, targets ...string) string {
 }
 
 func TestReplicasSoak(t *testing.T) {
+	t.Parallel()
 	p := startReplicaPair(t, testConfig{})
 	// Each request goes to replica A, replica B, or the round-robin balancer in front of
 	// both, at random.

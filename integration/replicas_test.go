@@ -22,6 +22,7 @@ import (
 )
 
 func TestReplicasOnPostgres(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	dsn := pgtest.DSN(t)
 	peer := startA2APeerEnv(t)

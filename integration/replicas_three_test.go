@@ -142,6 +142,7 @@ func assertSentOnce(t *testing.T, peer, task, answer string) peerCalls {
 }
 
 func TestThreeReplicasBehindProxy(t *testing.T) {
+	t.Parallel()
 	top := t // a replica restarted inside a subtest belongs to the whole test
 	requirePeers(t)
 	dsn := pgtest.DSN(t)

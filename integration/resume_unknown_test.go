@@ -15,6 +15,7 @@ import (
 // run as a new turn (the model is not asked). Before, the answers were dropped and the
 // message ran as a plain turn.
 func TestResumeWithNothingSuspended(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	model := fakellm.Start(hitlModel)
 	t.Cleanup(model.Close)

@@ -48,6 +48,7 @@ func (m *cutOnceModel) attempts(key string) int {
 // one call, under an id the failed attempt did not use, closed, with unmerged arguments, and
 // their message history holds exactly that call.
 func TestCutToolCallRetriedCleanly(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	m := &cutOnceModel{seen: map[string]int{}}
 	model := fakellm.Start(m.handle)

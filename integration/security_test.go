@@ -141,6 +141,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // escaped, and a URL elicitation that points to javascript: gives the client no URL and an
 // escaped message; over stdio and HTTP.
 func TestSecurityHostileMCP(t *testing.T) {
+	t.Parallel()
 	bin := buildHostileMCP(t)
 	for _, transport := range []string{"stdio", "http"} {
 		t.Run(transport, func(t *testing.T) {
@@ -200,6 +201,7 @@ func TestSecurityHostileMCP(t *testing.T) {
 // gets the configured Authorization header (it is its own origin), but the other origin
 // gets neither the header nor any request, and the secret is in no log line.
 func TestSecurityMCPRedirectKeepsSecrets(t *testing.T) {
+	t.Parallel()
 	const canary = "mcp-token-CANARY-7d1e"
 	target, targetLog := startHostileHTTP(t, "")
 	redirector, redirLog := startHostileHTTP(t, target)
@@ -238,6 +240,7 @@ store: "memory:"
 // JSON, debug level), nor does the password of an unreachable agent's URL; the redactor
 // visibly worked.
 func TestSecuritySecretsNeverLogged(t *testing.T) {
+	t.Parallel()
 	const (
 		keyCanary   = "sk-KEY-CANARY-51c2"
 		mcpCanary   = "MCP-TOKEN-CANARY-a9f0"
@@ -309,6 +312,7 @@ store: "memory:"
 // ids and bad frontend tools get 400 INVALID_INPUT, and none of them reaches the model;
 // a valid frontend tool does.
 func TestSecurityHTTPSurface(t *testing.T) {
+	t.Parallel()
 	llm := startFakeLLM(t)
 	base, _ := startSecCoordinator(t, coordinatorYAML(llm.URL), []string{llmKeyEnv + "=fake-key"}, "text")
 	port := base[strings.LastIndexByte(base, ':')+1:]
@@ -372,6 +376,7 @@ func TestSecurityHTTPSurface(t *testing.T) {
 // TestSecurityAuthFailsClosed: a configured token variable that is empty stops the binary
 // with a message naming it.
 func TestSecurityAuthFailsClosed(t *testing.T) {
+	t.Parallel()
 	bin := buildBinaries(t)["coordinator"]
 	path := filepath.Join(t.TempDir(), "baton.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("listen: 127.0.0.1:0\nserver:\n  auth_tokens_env: SEC_EMPTY_TOKENS\nstore: \"memory:\"\n"), 0o600))
@@ -391,6 +396,7 @@ func TestSecurityAuthFailsClosed(t *testing.T) {
 // stop gets the same 404 as an unknown thread, and the owner's stop works with the Bearer
 // scheme in any case.
 func TestSecurityAuthStopAndRunCap(t *testing.T) {
+	t.Parallel()
 	unblock := make(chan struct{})
 	llm := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
 		<-unblock

@@ -15,6 +15,7 @@ import (
 // token, so that an agent that requires auth accepts it: the user's cancelled answer and the
 // expiry of the interrupt (the background sweep) both cancel the waiting task as alice.
 func TestSignInA2ACancels(t *testing.T) {
+	t.Parallel()
 	as := oauthmcp.New(oauthmcp.Config{})
 	defer as.Close()
 	agentURL, agent := startSecuredAgentFor(t, as)

@@ -19,6 +19,7 @@ import (
 // cancels the task. Before the store kept each pending cancel's owner, the continued cancel
 // went without a token and the agent refused it.
 func TestSignInA2ARestartContinuesCancels(t *testing.T) {
+	t.Parallel()
 	as := oauthmcp.New(oauthmcp.Config{})
 	defer as.Close()
 	agentURL, agent := startSecuredAgentFor(t, as)

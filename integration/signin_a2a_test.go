@@ -257,6 +257,7 @@ func firstInterrupt(t *testing.T, evs []map[string]any, reason string) map[strin
 }
 
 func TestSignInA2A(t *testing.T) {
+	t.Parallel()
 	as := oauthmcp.New(oauthmcp.Config{})
 	defer as.Close()
 	agentURL := startSecuredAgent(t, as)

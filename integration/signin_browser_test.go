@@ -25,6 +25,7 @@ import (
 )
 
 func TestBrowserSignIn(t *testing.T) {
+	t.Parallel()
 	srv := oauthmcp.New(oauthmcp.Config{})
 	defer srv.Close()
 	srv.SetUser("browser-user")

@@ -145,6 +145,7 @@ func (c siClient) signInAndResume(thread string, in map[string]any, user string)
 }
 
 func TestSignInEndToEnd(t *testing.T) {
+	t.Parallel()
 	srv := oauthmcp.New(oauthmcp.Config{TokenTTL: 2 * time.Second})
 	defer srv.Close()
 	model := fakellm.Start(mcpModel)

@@ -171,6 +171,7 @@ func countMethod(rec *demoagent.Recorder, method string) int {
 // When the interrupt cannot be saved, the task parked at the agent is cancelled and the
 // run ends with STORE_UNAVAILABLE.
 func TestStoreFailureOnSuspendCancelsParkedTask(t *testing.T) {
+	t.Parallel()
 	rig := startStoreFaultRig(t)
 	rig.store.failSave.Store(true)
 
@@ -189,6 +190,7 @@ func TestStoreFailureOnSuspendCancelsParkedTask(t *testing.T) {
 // the same resume again recovers the task's outcome from the agent instead of sending the
 // answer twice (which the agent would refuse as an invalid transition).
 func TestStoreFailureOnResumeIsHonestAndRecoverable(t *testing.T) {
+	t.Parallel()
 	rig := startStoreFaultRig(t)
 	thread := newThreadID("store-resume")
 

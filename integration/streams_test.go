@@ -143,6 +143,7 @@ func slowRead(ctx context.Context, base string, in map[string]any, delay time.Du
 // by a reader that takes 5 ms per event. Each run completes, every event arrives once and in
 // order, and the coordinator's heap stays under 64 MiB.
 func TestFastAgentReaders(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t, "A2A_LEGACY=0")
 	model := startFakeLLM(t)

@@ -191,6 +191,7 @@ func newTasks(before, after peerCalls) []string {
 }
 
 func TestTakeover(t *testing.T) {
+	t.Parallel()
 	// Replicas restarted inside a subtest belong to the whole test (a subtest's Cleanup
 	// would stop them when it ends).
 	top := t
@@ -347,6 +348,7 @@ func corruptCheckpoint(t *testing.T, dsn, thread string) {
 // delegations and started again on the same file: it takes its runs over at start, they
 // finish, and the peer's tasks complete (followed, not sent again, not orphaned).
 func TestTakeoverSQLiteRestart(t *testing.T) {
+	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t)
 	model := startFakeLLM(t)
@@ -439,6 +441,7 @@ func startSlowMCP(t *testing.T) *slowMCP {
 // read-only one again and tells the model that the other may or may not have run (the fake
 // model sees the [ERROR] text), and the run finishes.
 func TestTakeoverMCPCalls(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	tools := startSlowMCP(t)
 	model := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
