@@ -50,7 +50,7 @@ const (
 	// The tests mostly wait on child processes (Node peers, coordinators, PostgreSQL, leases
 	// and grace periods) rather than burn the test process's CPU, so the default of
 	// GOMAXPROCS (2 on CI machines) would leave the machine idle for most of the run.
-	defaultParallel = 6
+	defaultParallel = 4
 )
 
 // binDir holds the binaries of buildBinaries; TestMain removes it.
