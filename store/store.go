@@ -153,7 +153,6 @@ type Store interface {
 	Cancels
 	Journal
 	Signaler
-	RunStarter
 
 	// Tasks returns the A2A tasks Baton serves, kept with the runs whose event logs hold
 	// their answers.
