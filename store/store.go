@@ -152,7 +152,6 @@ type Store interface {
 	Secrets
 	Cancels
 	Journal
-	Signaler
 
 	// Tasks returns the A2A tasks Baton serves, kept with the runs whose event logs hold
 	// their answers.
