@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -490,20 +491,25 @@ func TestTimeLimitAsksUser(t *testing.T) {
 	assert.Len(t, m.requests(), 2)
 }
 
-// Work still in flight past the time limit and its grace is cancelled (DESIGN §10).
+// Work still in flight past the time limit and its grace is cancelled (DESIGN §10). In a
+// bubble: the run's setup and first turn take no time on its clock, so the limit is always
+// reached while the call is in flight (on the wall clock, a slow start under load reached it
+// before the turn, which asks the user instead).
 func TestTimeLimitHardStop(t *testing.T) {
-	m := &scriptModel{steps: []turnStep{callStep("c1", "research", `{"prompt":"hang"}`)}}
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
-		obs.Task("hang-1", "ctx")
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}}
-	e := newEngine(t, m, agent, func(c *Config) { c.Limits.MaxRunTime = 10 * time.Millisecond })
-	r := mustStart(t, e, input("hs"))
-	evs := collect(t, r)
-	assert.Equal(t, agui.OutcomeCancelled, lastEvent(evs).(*agui.RunFinished).Outcome.Type)
-	assert.Equal(t, "cancelled: run time limit reached", r.EndReason())
-	assert.Equal(t, []string{"hang-1"}, agent.cancelled())
+	synctest.Test(t, func(t *testing.T) {
+		m := &scriptModel{steps: []turnStep{callStep("c1", "research", `{"prompt":"hang"}`)}}
+		agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+			obs.Task("hang-1", "ctx")
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		e := newEngine(t, m, agent, func(c *Config) { c.Limits.MaxRunTime = 10 * time.Millisecond })
+		r := mustStart(t, e, input("hs"))
+		evs := collect(t, r)
+		assert.Equal(t, agui.OutcomeCancelled, lastEvent(evs).(*agui.RunFinished).Outcome.Type)
+		assert.Equal(t, "cancelled: run time limit reached", r.EndReason())
+		assert.Equal(t, []string{"hang-1"}, agent.cancelled())
+	})
 }
 
 func TestHardStopAfter(t *testing.T) {
