@@ -141,9 +141,9 @@ func slowRead(ctx context.Context, base string, in map[string]any, delay time.Du
 
 // TestFastAgentReaders: the 10 MiB fast agent, read by @ag-ui/client as fast as it can and
 // by a reader that takes 5 ms per event. Each run completes, every event arrives once and in
-// order, and the coordinator's heap stays under 64 MiB.
+// order, and the coordinator's heap stays under 64 MiB. It runs alone: beside the parallel
+// tests the 10 MiB stream took minutes and the client's connection was cut (2 of 5 CI runs).
 func TestFastAgentReaders(t *testing.T) {
-	t.Parallel()
 	requirePeers(t)
 	peer := startA2APeerEnv(t, "A2A_LEGACY=0")
 	model := startFakeLLM(t)
