@@ -416,6 +416,9 @@ func delegationsOf(t testing.TB, evs []map[string]any) []*delegationView {
 	byCall := map[string]*delegationView{}
 	bySub := map[string]*delegationView{}
 	args := map[string]*strings.Builder{}
+	// Built up per view and copied into Text at the end: appending to a string once per delta
+	// copies the text so far each time, minutes under the race detector for a 10 MiB artifact.
+	texts := map[*delegationView]*strings.Builder{}
 	for _, e := range evs {
 		s := func(k string) string { v, _ := e[k].(string); return v }
 		switch e["type"] {
@@ -450,9 +453,15 @@ func delegationsOf(t testing.TB, evs []map[string]any) []*delegationView {
 			}
 		case "TEXT_MESSAGE_CONTENT":
 			if d := bySub[s("subagentRunId")]; d != nil {
-				d.Text += s("delta")
+				if texts[d] == nil {
+					texts[d] = &strings.Builder{}
+				}
+				texts[d].WriteString(s("delta"))
 			}
 		}
+	}
+	for d, b := range texts {
+		d.Text = b.String()
 	}
 	for id, b := range args {
 		if b.Len() > 0 {

@@ -16,6 +16,7 @@
 //   resumeAnswers   if the run ends with an interrupt outcome, run again on the same agent with
 //                   buildResumeArray(agent.pendingInterrupts, answers); answers are keyed by
 //                   interrupt id, and the key "*" answers every interrupt not named explicitly
+//   skipContentApply  TEXT_MESSAGE_CONTENT events are not applied to agent.messages (see onEvent)
 //   again           run once more on the same agent after the first run, whatever its outcome
 //                   (a stream cut mid-run, then its reconnection served as a second response)
 //
@@ -91,6 +92,12 @@ async function run(params) {
     onEvent: ({ event }) => {
       r.events.push(event);
       if (job.abortOnEvent && event.type === job.abortOnEvent) setImmediate(abort);
+      // The client's default handling appends each delta to its message, then deep-copies the
+      // whole message list (once per event): for a 10 MiB sub-agent text that is quadratic,
+      // minutes of CPU in the client alone. With skipContentApply the deltas are still parsed,
+      // verified and delivered to this subscriber (and reported in events); only their
+      // assembly into agent.messages is skipped (stopPropagation, the subscriber API's own).
+      if (job.skipContentApply && event.type === 'TEXT_MESSAGE_CONTENT') return { stopPropagation: true };
     },
     onRunErrorEvent: ({ event }) => { r.runError = event; },
     onRunFinishedEvent: (p) => {
