@@ -508,7 +508,7 @@ func (a *app) startServices() error {
 // last answer stays /readyz's), the thread sweeper, then the engine, whose runs get
 // server.shutdown_grace to end (or are handed off) before they are cancelled. Only its
 // first call stops: serveUntilSignal calls it before the HTTP server's shutdown, the exit's
-// cleanup after a start that failed.
+// cleanup otherwise (a start that failed later, an HTTP server that failed).
 func (a *app) stopServices() {
 	if a.servicesStopped {
 		return
