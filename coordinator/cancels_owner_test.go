@@ -42,11 +42,10 @@ func TestRestartContinuesCancelAsOwner(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}}
-	first, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)},
+	first := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)},
 		Agents:        []Agent{{Name: "research", Description: "Researches.", Client: agent, Timeout: time.Minute}},
 		CancelTimeout: 2 * time.Second, CancelHorizon: time.Hour, Store: st,
 		A2ASignIn: bearerSignIn{signedIn: map[string]bool{"alice": true}}})
-	require.NoError(t, err)
 	r, err := first.Start(input("rs"), "alice")
 	require.NoError(t, err)
 	<-started

@@ -125,10 +125,8 @@ func (f *slowStartAgent) counts() (sends []a2a.Request, finds int, follows, canc
 func orphanedSend(t *testing.T, st store.Store, agent *slowStartAgent, thread string) {
 	t.Helper()
 	ctx := context.Background()
-	first, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Replica: "replica-first",
+	first := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Replica: "replica-first",
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = first.Shutdown(ctx) })
 	r, err := first.Start(input(thread), "alice")
 	require.NoError(t, err)
 	select {
@@ -171,7 +169,7 @@ func TestTakeOverFindsUnnamedTask(t *testing.T) {
 
 	var mu sync.Mutex
 	var lastTool string
-	second, err := New(Config{Model: &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+	newStartedEngine(t, Config{Model: &fakeModel{turn: func(req *llm.Request) []llm.Delta {
 		if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
 			mu.Lock()
 			lastTool = last.Content
@@ -180,8 +178,6 @@ func TestTakeOverFindsUnnamedTask(t *testing.T) {
 		return callThenReport("research", `{"prompt":"go"}`)(req)
 	}}, Store: st, Replica: "replica-second",
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = second.Shutdown(ctx) })
 
 	run, evs := waitEnded(t, st, "orph", "r-orph")
 	assert.Equal(t, string(OutcomeCompleted), run.State)
@@ -232,10 +228,8 @@ func TestTakeOverStopWhileFindingTask(t *testing.T) {
 	agent.findGate = gate
 	orphanedSend(t, st, agent, "orphstop")
 
-	second, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Replica: "replica-second",
+	second := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Replica: "replica-second",
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = second.Shutdown(ctx) })
 	require.Eventually(t, func() bool {
 		_, finds, _, _ := agent.counts()
 		return finds > 0
@@ -285,10 +279,8 @@ func TestTakeOverCannotContinueCancelsUnnamed(t *testing.T) {
 	agent := newSlowStartAgent()
 	agent.task = &a2a.Result{TaskID: "task-o", ContextID: "c-1", State: a2a.StateWorking}
 	agent.messages["task-o"] = "m-1"
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
+	newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(ctx) })
 
 	run, _ := waitEnded(t, st, "unnamed", "r-unnamed")
 	assert.Equal(t, string(OutcomeError), run.State)

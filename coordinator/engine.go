@@ -35,6 +35,10 @@ var (
 	// ErrTooManyThreads means the run would create a thread beyond the principal's cap
 	// (HTTP 429).
 	ErrTooManyThreads = errors.New("too many threads for this principal")
+	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
+	// there would have no heartbeat, so its lease would lapse and another replica take it
+	// over.
+	ErrNotStarted = errors.New("coordinator not started")
 )
 
 // Causes with which a run is cancelled; they decide how the stream ends and are recorded.
@@ -93,6 +97,10 @@ type Engine struct {
 	journal *durable.Journal
 	// pending keeps the cancels not confirmed yet in the store, for a restart.
 	pending *durable.PendingCancels
+	// started (under mu) says Launch has started the jobs: runs are accepted from then on.
+	started bool
+	// launching serialises Launch, so that a second call finds the first one's work done.
+	launching sync.Mutex
 }
 
 // thread is what the engine remembers about a thread between runs.
@@ -103,7 +111,8 @@ type thread struct {
 	tasks map[string]taskRef
 }
 
-// New validates cfg and builds an Engine.
+// New validates cfg and builds an Engine. It starts nothing and does no remote work:
+// Launch starts the engine, Shutdown stops it.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Model == nil {
 		return nil, errors.New("coordinator: a model is required")
@@ -151,11 +160,6 @@ func New(cfg Config) (*Engine, error) {
 	for _, a := range e.cfg.Agents {
 		e.tools.agents = append(e.tools.agents, e.agents[a.Name])
 	}
-	// The cancels an earlier process left pending go on, each as its owner.
-	if _, err := e.pending.Resume(context.Background(), cancelResumer{e}, cfg.CancelHorizon); err != nil {
-		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
-	}
-	e.loadInterruptsOpen()
 	if cfg.Heartbeat > 0 {
 		var signals <-chan struct{}
 		if sg, ok := cfg.Store.(store.Signaler); ok {
@@ -168,9 +172,39 @@ func New(cfg Config) (*Engine, error) {
 		})
 		e.jobs.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
 	}
-	// The services outlive New's caller: Shutdown stops them.
-	e.jobs.Start(context.Background())
 	return e, nil
+}
+
+// Launch starts e: the cancels an earlier process left pending go on, the interrupts open
+// in the store are counted, and the background jobs (interrupt expiry, heartbeat, takeover,
+// sweep) start. A run is refused with ErrNotStarted until then. ctx bounds the store reads
+// of the launch; the jobs run until Shutdown. Launching a launched engine does nothing;
+// launching one that has shut down returns ErrShuttingDown.
+func (e *Engine) Launch(ctx context.Context) error {
+	e.launching.Lock()
+	defer e.launching.Unlock()
+	e.mu.Lock()
+	closing, started := e.closing, e.started
+	e.mu.Unlock()
+	switch {
+	case closing:
+		return ErrShuttingDown
+	case started:
+		return nil
+	}
+	// Each cancel goes on as its owner.
+	if _, err := e.pending.Resume(ctx, cancelResumer{e}, e.cfg.CancelHorizon); err != nil {
+		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
+	}
+	e.loadInterruptsOpen(ctx)
+	// The jobs outlive ctx: a heartbeat that ended with its caller's context would let the
+	// leases of the runs still here lapse, and another replica take them over.
+	e.jobs.Start(context.WithoutCancel(ctx))
+	e.mu.Lock()
+	// A Shutdown that came meanwhile has stopped the jobs, and they stay stopped.
+	e.started = true
+	e.mu.Unlock()
+	return nil
 }
 
 // withDefaults fills the zero fields of c with the engine's defaults.
@@ -251,17 +285,28 @@ func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	return e.StartContext(context.Background(), in, principal)
 }
 
+// admission is what e knows of in's thread before a run of it starts (the thread, nil when
+// none is remembered; whether a run of it is active), or why e takes no run.
+func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closing:
+		return nil, false, ErrShuttingDown
+	case !e.started:
+		return nil, false, fmt.Errorf("coordinator: run %q of thread %q refused: %w (Engine.Launch was not called)", in.RunID, in.ThreadID, ErrNotStarted)
+	}
+	_, busy = e.active[in.ThreadID]
+	return e.threads[in.ThreadID], busy, nil
+}
+
 // StartContext is Start for a run whose trace parent is the span context in parent (the
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
 func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
-	e.mu.Lock()
-	closing := e.closing
-	th := e.threads[in.ThreadID]
-	_, busy := e.active[in.ThreadID]
-	e.mu.Unlock()
-	if closing {
-		return nil, ErrShuttingDown
+	th, busy, err := e.admission(in)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()

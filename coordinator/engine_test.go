@@ -135,10 +135,18 @@ func newEngine(t *testing.T, model llm.Model, agent *fakeAgent, mut ...func(*Con
 	for _, m := range mut {
 		m(&cfg)
 	}
+	return newStartedEngine(t, cfg)
+}
+
+// newStartedEngine builds an engine of cfg and launches it; it is shut down when the test
+// ends, after the cleanups registered later (a second Shutdown does no harm).
+func newStartedEngine(tb testing.TB, cfg Config) *Engine {
+	tb.Helper()
 	e, err := New(cfg)
-	require.NoError(t, err)
+	require.NoError(tb, err)
+	require.NoError(tb, e.Launch(context.Background()))
 	// Cancellations still being confirmed in the background end with the engine.
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_ = e.Shutdown(ctx)

@@ -30,8 +30,7 @@ func runFlood(tb testing.TB, cfg Config) floodOutcome {
 	require.NoError(tb, err)
 	defer func() { _ = st.Close() }()
 	cfg.Store, cfg.Logger = st, slog.New(slog.DiscardHandler)
-	e, err := New(cfg)
-	require.NoError(tb, err)
+	e := newStartedEngine(tb, cfg)
 	defer func() {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()

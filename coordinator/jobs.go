@@ -18,7 +18,7 @@ type jobs struct {
 	sweep     *durable.Service
 }
 
-// Start starts the jobs. They outlive the caller of New: Stop ends them.
+// Start starts the jobs (Engine.Launch); they run until Stop, or until ctx ends.
 func (j *jobs) Start(ctx context.Context) {
 	j.expiry.Start(ctx)
 	if j.heartbeat == nil {

@@ -53,9 +53,7 @@ func TestJournalAfterTakeover(t *testing.T) {
 	model := &fakeModel{turn: func(*llm.Request) []llm.Delta {
 		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
 	}}
-	e, err := New(Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second, Replica: "replica-new"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	newStartedEngine(t, Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second, Replica: "replica-new"})
 	run, _ := waitEnded(t, st, "jt", runID)
 	assert.Equal(t, string(OutcomeCompleted), run.State)
 	close(calls)

@@ -53,9 +53,7 @@ func (m *cutModel) Stream(_ context.Context, _ *llm.Request) iter.Seq2[llm.Delta
 // an id the failed attempt did not use, with the retry's arguments only, closed.
 func TestRetriedTurnStreamsOnlyTheGoodAttemptsCalls(t *testing.T) {
 	m := &cutModel{}
-	e, err := New(Config{Model: m, Policy: &failure.DefaultPolicy{BackoffBase: time.Millisecond, Jitter: func(time.Duration) time.Duration { return 0 }}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	e := newStartedEngine(t, Config{Model: m, Policy: &failure.DefaultPolicy{BackoffBase: time.Millisecond, Jitter: func(time.Duration) time.Duration { return 0 }}})
 	in := input("cut")
 	in.Tools = []agui.Tool{{Name: "show", Description: "show a prompt", Parameters: []byte(`{"type":"object"}`)}}
 	r, err := e.Start(in, "")

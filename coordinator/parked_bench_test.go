@@ -43,10 +43,7 @@ func BenchmarkParkedRuns(b *testing.B) {
 	model := &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}
 	cfg := Config{Model: model, Agents: []Agent{{Name: "research", Description: "Researches.", Client: agent, Timeout: time.Hour}},
 		CancelTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)}
-	e, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := newStartedEngine(b, cfg)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -65,8 +65,7 @@ func TestRunRecordedInStore(t *testing.T) {
 	assert.Equal(t, []string{"user", "assistant", "tool", "assistant"}, roles, "the question, the delegation call, its result and the answer")
 
 	// The thread is free for its next run, and is alice's on a restart too.
-	e2, err := New(Config{Model: &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, Store: st})
-	require.NoError(t, err)
+	e2 := newStartedEngine(t, Config{Model: &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, Store: st})
 	in := input("t")
 	in.RunID = "r2"
 	_, err = e2.Start(in, "mallory")

@@ -81,14 +81,7 @@ func newSecuredEngine(t *testing.T, agent *securedAgent, mut ...func(*Config)) *
 	for _, m := range mut {
 		m(&cfg)
 	}
-	e, err := New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		_ = e.Shutdown(ctx)
-	})
-	return e
+	return newStartedEngine(t, cfg)
 }
 
 func startAs(t *testing.T, e *Engine, in *agui.RunAgentInput, owner string) []agui.Event {

@@ -119,11 +119,9 @@ func TestRepeatedResumeFollowsWorkingTask(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	var fail atomic.Bool
 	agent := &movingAgent{fakeAgent: fakeAgent{send: askingAgent("task-7")}}
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"plan a trip"}`)},
+	e := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"plan a trip"}`)},
 		Agents: []Agent{{Name: "research", Description: "Researches.", Client: agent, Timeout: time.Minute}},
 		Store:  noMarkStore{Store: mem, fail: &fail}, CancelTimeout: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
 
 	// The first run parks on the question; reading the task then is not needed.
 	ins := interruptsOf(t, startAndCollect(t, e, input("th")))

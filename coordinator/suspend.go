@@ -317,12 +317,12 @@ type gaugeSetter interface{ SetInterruptsOpen(n int) }
 // loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
 // were open before a restart are counted down when they are resumed or expire, so the
 // gauge must count them up first.
-func (e *Engine) loadInterruptsOpen() {
+func (e *Engine) loadInterruptsOpen(ctx context.Context) {
 	g, ok := e.cfg.Metrics.(gaugeSetter)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
 	// every open one (the store compares Unix nanoseconds, which end in 2262).

@@ -71,8 +71,7 @@ func TestTakeOverFencedInDoubt(t *testing.T) {
 		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
 	}}
 	rs := &retakenJournal{Store: st, marked: make(chan error, 1)}
-	e, err := New(Config{Model: model, Tools: tools, Store: rs, Heartbeat: 20 * time.Millisecond, Lease: time.Second, Replica: "replica-new"})
-	require.NoError(t, err)
+	e := newStartedEngine(t, Config{Model: model, Tools: tools, Store: rs, Heartbeat: 20 * time.Millisecond, Lease: time.Second, Replica: "replica-new"})
 	var marked error
 	select {
 	case marked = <-rs.marked:

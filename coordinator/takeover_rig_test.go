@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/llm"
@@ -49,9 +47,7 @@ func (g *takeoverRig) takeOver(t *testing.T, st store.Store, thread, runID strin
 		g.mu.Unlock()
 		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
 	}}
-	e, err := New(Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	newStartedEngine(t, Config{Model: model, Tools: tools, Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
 	run, evs := waitEnded(t, st, thread, runID)
 	assert.Equal(t, string(OutcomeCompleted), run.State)
 	checkStream(t, evs)

@@ -282,9 +282,7 @@ func TestTakeOverFollowsTask(t *testing.T) {
 	}}
 	cfg := Config{Model: model, Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}},
 		Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second}
-	e, err := New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	e := newStartedEngine(t, cfg)
 
 	run, evs := waitEnded(t, st, "tk", "r-tk")
 	assert.Equal(t, string(OutcomeCompleted), run.State)
@@ -329,9 +327,7 @@ func TestTakeOverCannotContinue(t *testing.T) {
 	agent := &fakeAgent{}
 	cfg := Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}},
 		Store: st, Heartbeat: 20 * time.Millisecond, Lease: time.Second}
-	e, err := New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	newStartedEngine(t, cfg)
 
 	run, evs := waitEnded(t, st, "gone", "r-gone")
 	assert.Equal(t, string(OutcomeError), run.State)
@@ -387,9 +383,8 @@ func TestHandoffAtShutdown(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	a, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Handoff: true,
+	a := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Handoff: true,
 		Agents: []Agent{{Name: "research", Client: agentA, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	require.NoError(t, err)
 	r, err := a.Start(input("h"), "alice")
 	require.NoError(t, err)
 	<-started
@@ -415,10 +410,8 @@ func TestHandoffAtShutdown(t *testing.T) {
 	agentB := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ a2a.Observer) (*a2a.Result, error) {
 		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-1", Text: "handed-off findings"}, nil
 	}}
-	b, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
+	newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agentB, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 	rec, evs := waitEnded(t, st, "h", "r-h")
 	assert.Equal(t, string(OutcomeCompleted), rec.State, "taken over although the lease (1 h) had not lapsed")
 	assert.Equal(t, []string{"task-h"}, agentB.followed())
@@ -457,10 +450,8 @@ func TestStalledReplicaDropsRunTakenOver(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
+	e := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(ctx) })
 	r, err := e.Start(input("s"), "alice")
 	require.NoError(t, err)
 	<-started
@@ -506,10 +497,8 @@ func TestTakeOverRetriedAfterStoreFailure(t *testing.T) {
 	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ a2a.Observer) (*a2a.Result, error) {
 		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, Text: "found"}, nil
 	}}
-	e, err := New(Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
+	newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
 	run, evs := waitEnded(t, mem, "flaky", "r-flaky")
 	assert.Equal(t, string(OutcomeCompleted), run.State)
 	assert.Equal(t, []string{"task-f"}, agent.followed())
@@ -537,9 +526,8 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	model := &fakeModel{turn: callThenReport("research", `{"prompt":"trip"}`)}
-	a, err := New(Config{Model: model, Store: st, Handoff: true,
+	a := newStartedEngine(t, Config{Model: model, Store: st, Handoff: true,
 		Agents: []Agent{{Name: "research", Client: agentA, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	require.NoError(t, err)
 	in := interruptsOf(t, startAndCollect(t, a, input("q")))[0]
 	r, err := a.Start(resumeInput("q", "r-q2", resolved(in.ID, `{"text":"June"}`)), "")
 	require.NoError(t, err)
@@ -556,10 +544,8 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 			obs.Text("booking")
 			return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-q", Text: "booked for June"}, nil
 		}}
-	b, err := New(Config{Model: model, Store: st,
+	newStartedEngine(t, Config{Model: model, Store: st,
 		Agents: []Agent{{Name: "research", Client: agentB, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 	rec, evs := waitEnded(t, st, "q", "r-q2")
 	assert.Equal(t, string(OutcomeCompleted), rec.State)
 	assert.Empty(t, agentB.sends(), "the answer is never sent again")

@@ -41,8 +41,7 @@ func (v *versioned) Tools() []mcpclient.Tool {
 func TestBackendToolsSharedUntilChanged(t *testing.T) {
 	ag := &describedAgent{info: a2a.Info{Description: "first card", Skills: []a2a.Skill{{Name: "s1"}}}}
 	mcp := &versioned{fakeTools: fakeTools{tools: []mcpclient.Tool{{Name: "files__read", Description: "reads"}}}}
-	e, err := New(Config{Model: &fakeModel{}, Tools: mcp, Agents: []Agent{{Name: "research", Client: ag}}})
-	require.NoError(t, err)
+	e := newStartedEngine(t, Config{Model: &fakeModel{}, Tools: mcp, Agents: []Agent{{Name: "research", Client: ag}}})
 	plain := &agui.RunAgentInput{}
 
 	t1, t2 := e.toolset(plain), e.toolset(plain)
@@ -95,8 +94,7 @@ func TestBackendToolsSharedUntilChanged(t *testing.T) {
 
 func TestBackendToolsWithoutVersionsBuiltPerRun(t *testing.T) {
 	mcp := &fakeTools{tools: []mcpclient.Tool{{Name: "files__read"}}}
-	e, err := New(Config{Model: &fakeModel{}, Tools: mcp})
-	require.NoError(t, err)
+	e := newStartedEngine(t, Config{Model: &fakeModel{}, Tools: mcp})
 	t1 := e.toolset(&agui.RunAgentInput{})
 	mcp.tools = []mcpclient.Tool{{Name: "files__write"}}
 	t2 := e.toolset(&agui.RunAgentInput{})

@@ -204,7 +204,7 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ag.Close() })
 
-	ib.Engine, err = coordinator.New(coordinator.Config{
+	ib.Engine = launchedEngine(t, coordinator.Config{
 		Model: m,
 		Agents: []coordinator.Agent{{
 			Name: "research", Description: ag.Description, Skills: ag.Skills,
@@ -214,7 +214,6 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 		CancelTimeout: opts.CancelTimeout,
 		Metrics:       opts.Metrics,
 	})
-	require.NoError(t, err)
 	srv := httptest.NewServer(server.New(server.Config{Engine: ib.Engine, Logger: engineLog}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -225,6 +224,16 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	})
 	ib.URL = srv.URL
 	return ib
+}
+
+// launchedEngine builds an engine of cfg and launches it; the caller shuts it down, after
+// closing the HTTP server in front of it.
+func launchedEngine(tb testing.TB, cfg coordinator.Config) *coordinator.Engine {
+	tb.Helper()
+	e, err := coordinator.New(cfg)
+	require.NoError(tb, err)
+	require.NoError(tb, e.Launch(context.Background()))
+	return e
 }
 
 // waitIdle waits until the engine has no active run.

@@ -50,8 +50,7 @@ func TestReconnectOfficialClients(t *testing.T) {
 		t.Run(lane, func(t *testing.T) {
 			requirePeers(t)
 			model := pausedModel{resume: make(chan struct{})}
-			e, err := coordinator.New(coordinator.Config{Model: model})
-			require.NoError(t, err)
+			e := launchedEngine(t, coordinator.Config{Model: model})
 			baton := httptest.NewServer(server.New(server.Config{Engine: e}))
 			defer baton.Close()
 			defer func() {

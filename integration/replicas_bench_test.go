@@ -115,11 +115,8 @@ func benchReplicas(b *testing.B, dsn string, n int) ([]string, *agentArrivals) {
 			agents = append(agents, coordinator.Agent{Name: kind, Description: ag.Description, Skills: ag.Skills,
 				Timeout: time.Minute, InputRequired: "ask_user", Client: ag})
 		}
-		e, err := coordinator.New(coordinator.Config{Model: m, Agents: agents, Logger: quiet, Store: st,
+		e := launchedEngine(b, coordinator.Config{Model: m, Agents: agents, Logger: quiet, Store: st,
 			Heartbeat: 200 * time.Millisecond, Lease: 5 * time.Second})
-		if err != nil {
-			b.Fatal(err)
-		}
 		srv := httptest.NewServer(server.New(server.Config{Engine: e, Logger: quiet, MaxActiveRuns: 10000}))
 		b.Cleanup(func() {
 			srv.CloseClientConnections()

@@ -114,13 +114,12 @@ func startStoreFaultRig(t *testing.T) *storeFaultRig {
 	inner, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	rig.store = &failingStore{Store: inner}
-	engine, err := coordinator.New(coordinator.Config{
+	engine := launchedEngine(t, coordinator.Config{
 		Model:  m,
 		Agents: []coordinator.Agent{{Name: "travel", Description: ag.Description, Skills: ag.Skills, Timeout: time.Minute, Client: ag}},
 		Store:  rig.store,
 		Logger: quiet,
 	})
-	require.NoError(t, err)
 	srv := httptest.NewServer(server.New(server.Config{Engine: engine, Logger: quiet}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -37,8 +37,7 @@ func delegatingEngine(tb testing.TB, agent a2a.AgentConfig, opts a2a.Options, cf
 	ag, err := a2a.Resolve(context.Background(), agent, opts)
 	require.NoError(tb, err)
 	cfg.Agents = []coordinator.Agent{{Name: agent.Name, Description: ag.Description, Client: ag, Timeout: agent.Timeout}}
-	e, err := coordinator.New(cfg)
-	require.NoError(tb, err)
+	e := newStartedEngine(tb, cfg)
 	return e, ag
 }
 

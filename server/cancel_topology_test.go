@@ -51,7 +51,7 @@ func (tp *cancelTopology) startBaton(t *testing.T, st store.Store, perAgent int,
 	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: tp.agentSrv.URL, Timeout: time.Hour},
 		a2a.Options{Logger: quiet, RetryBackoff: 5 * time.Millisecond, IDGrace: -1})
 	require.NoError(t, err)
-	e, err := coordinator.New(coordinator.Config{
+	e := newStartedEngine(t, coordinator.Config{
 		Logger:         quiet,
 		Store:          st,
 		Model:          stubmodel.New(stubmodel.Config{Tool: "bench", Arguments: `{"prompt":"go"}`, Text: []string{"done"}}),
@@ -59,7 +59,6 @@ func (tp *cancelTopology) startBaton(t *testing.T, st store.Store, perAgent int,
 		CancelTimeout:  cancelTimeout,
 		CancelPerAgent: perAgent,
 	})
-	require.NoError(t, err)
 	tp.ag, tp.e = ag, e
 	tp.baton = httptest.NewServer(New(Config{Engine: e, MaxActiveRuns: -1, Logger: quiet}))
 }

@@ -26,8 +26,7 @@ func forwardFixture(t *testing.T, home string) (base string) {
 	t.Helper()
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
-	e, err := coordinator.New(coordinator.Config{Model: manyDeltas(1), Store: st})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: manyDeltas(1), Store: st})
 	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok"}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -162,8 +161,7 @@ func TestForwardResumeAuthorisedFirst(t *testing.T) {
 	defer holder.Close()
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
-	e, err := coordinator.New(coordinator.Config{Model: manyDeltas(1), Store: st})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: manyDeltas(1), Store: st})
 	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok", "other"}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -236,8 +234,7 @@ func TestForwardToPausedHolderRunsHere(t *testing.T) {
 func TestStaleForwardRefused(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
-	e, err := coordinator.New(coordinator.Config{Model: manyDeltas(1), Store: st})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: manyDeltas(1), Store: st})
 	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok", "other"}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

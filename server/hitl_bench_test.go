@@ -77,9 +77,8 @@ func BenchmarkResumeToAgent(b *testing.B) {
 	ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "travel", URL: agentSrv.URL, Timeout: time.Minute}, a2a.Options{})
 	require.NoError(b, err)
 	defer ag.Close()
-	e, err := coordinator.New(coordinator.Config{Model: scripted.New(scripted.Config{}),
+	e := newStartedEngine(b, coordinator.Config{Model: scripted.New(scripted.Config{}),
 		Agents: []coordinator.Agent{{Name: "travel", Client: ag, Timeout: time.Minute, InputRequired: "ask_user"}}})
-	require.NoError(b, err)
 	baton := httptest.NewServer(New(Config{Engine: e}))
 	defer baton.Close()
 
@@ -128,8 +127,7 @@ func BenchmarkResumeToAgent(b *testing.B) {
 func BenchmarkParkedRunHeap(b *testing.B) {
 	const parked = 10000
 	for b.Loop() {
-		e, err := coordinator.New(coordinator.Config{Model: scripted.New(scripted.Config{})})
-		require.NoError(b, err)
+		e := newStartedEngine(b, coordinator.Config{Model: scripted.New(scripted.Config{})})
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

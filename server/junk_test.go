@@ -53,8 +53,7 @@ func TestJunkAfterARequestIsNotRead(t *testing.T) {
 	const junk = 17_900_000
 	release := make(chan struct{})
 	close(release)
-	e, err := coordinator.New(coordinator.Config{Model: blockingModel{release: release}})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: release}})
 	var read atomic.Int64
 	srv := httptest.NewUnstartedServer(New(Config{Engine: e}))
 	srv.Listener = countingListener{srv.Listener, &read}

@@ -100,8 +100,7 @@ func waitIdle(t *testing.T, e *coordinator.Engine) {
 func TestMetricsReflectRunOutcomes(t *testing.T) {
 	m := metrics.New()
 	blocked := make(chan struct{}, 1)
-	e, err := coordinator.New(coordinator.Config{Model: byTextModel{blocked: blocked}, Metrics: m})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: byTextModel{blocked: blocked}, Metrics: m})
 	srv := newServerFor(t, e, Config{Metrics: m.Handler(), AuthTokens: []string{"secret"}})
 	const (
 		completed = `baton_runs_total{outcome="completed"}`
@@ -148,8 +147,7 @@ func TestMetricsReflectRunOutcomes(t *testing.T) {
 }
 
 func TestMetricsRoute(t *testing.T) {
-	e, err := coordinator.New(coordinator.Config{Model: byTextModel{}})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: byTextModel{}})
 	tests := []struct {
 		name   string
 		cfg    Config

@@ -168,10 +168,9 @@ func (l *lockedBuffer) count(s string) int {
 // no such line, a served one does.
 func TestRefusedReconnectDoesNotAttach(t *testing.T) {
 	var logs lockedBuffer
-	e, err := coordinator.New(coordinator.Config{Model: blockingModel{release: make(chan struct{})},
+	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: make(chan struct{})},
 		OnDisconnect: coordinator.DisconnectDetach, ReconnectGrace: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	require.NoError(t, err)
 	srv := httptest.NewServer(New(Config{Engine: e}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -47,10 +47,25 @@ func (m blockingModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm
 	}
 }
 
+// newStartedEngine builds an engine of cfg and launches it; it is shut down when the test
+// ends, after the cleanups registered later (the servers'), its runs still active
+// cancelled at once.
+func newStartedEngine(tb testing.TB, cfg coordinator.Config) *coordinator.Engine {
+	tb.Helper()
+	e, err := coordinator.New(cfg)
+	require.NoError(tb, err)
+	require.NoError(tb, e.Launch(context.Background()))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
+	return e
+}
+
 func newTestServer(t *testing.T, model llm.Model, cfg Config) (*httptest.Server, *coordinator.Engine) {
 	t.Helper()
-	e, err := coordinator.New(coordinator.Config{Model: model})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: model})
 	cfg.Engine = e
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(func() {

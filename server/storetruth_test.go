@@ -104,8 +104,7 @@ func viaProxy(t *testing.T, dsn string) (string, *tcpProxy) {
 // registers it.
 func storeServer(t *testing.T, st store.Store, model llm.Model) *httptest.Server {
 	t.Helper()
-	e, err := coordinator.New(coordinator.Config{Model: model, Store: st, Heartbeat: time.Hour, Lease: time.Minute})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: model, Store: st, Heartbeat: time.Hour, Lease: time.Minute})
 	srv := httptest.NewServer(New(Config{Engine: e, ReadyChecks: []ReadyCheck{{Group: GroupStore, Check: st.Ping}}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

@@ -135,12 +135,11 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 	mem, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = mem.Close() })
-	e, err := coordinator.New(coordinator.Config{
+	e := newStartedEngine(t, coordinator.Config{
 		Model:             floodModel{total: perRun, chunk: 4 << 10, produced: &produced},
 		StreamBufferBytes: bufBytes,
 		Store:             offHeapLog{mem},
 	})
-	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 2 * time.Second}))
 	var closed atomic.Int64
 	srv.Listener = smallSendBuffer{srv.Listener, &closed}
@@ -264,8 +263,7 @@ func BenchmarkStreamEvents(b *testing.B) {
 	// The model produces as fast as the CPU allows, faster than loopback TCP carries; a
 	// buffer as large as the whole run keeps the client from being dropped, so that the
 	// figure is the write path's throughput.
-	e, err := coordinator.New(coordinator.Config{Model: m, StreamBufferBytes: 1 << 30})
-	require.NoError(b, err)
+	e := newStartedEngine(b, coordinator.Config{Model: m, StreamBufferBytes: 1 << 30})
 	srv := httptest.NewServer(New(Config{Engine: e}))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -308,9 +306,8 @@ func cpuTime() time.Duration {
 // may not, and in cancel mode the close would then cancel it.
 func TestWriteDeadlineClosesStuckConnection(t *testing.T) {
 	var produced atomic.Int64
-	e, err := coordinator.New(coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced},
+	e := newStartedEngine(t, coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced},
 		OnDisconnect: coordinator.DisconnectDetach, ReconnectGrace: time.Minute})
-	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 200 * time.Millisecond}))
 	var closed atomic.Int64
 	srv.Listener = smallSendBuffer{srv.Listener, &closed}

@@ -64,8 +64,7 @@ func TestThousandFollowersShareOneTail(t *testing.T) {
 	defer st.Close()
 	counting := &pageCounting{Store: st}
 	release := make(chan struct{})
-	e, err := coordinator.New(coordinator.Config{Model: blockingModel{release: release}, Store: counting})
-	require.NoError(t, err)
+	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: release}, Store: counting})
 	srv := newServerFor(t, e, Config{MaxFollowersPerRun: -1})
 	live := post(t, srv.URL+"/agui", body("watched", "r1", ""))
 	defer live.Body.Close()

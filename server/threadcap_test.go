@@ -26,8 +26,7 @@ func TestThreadCapAnswers429(t *testing.T) {
 			t.Cleanup(func() { _ = st.Close() })
 			release := make(chan struct{})
 			close(release)
-			e, err := coordinator.New(coordinator.Config{Model: blockingModel{release: release}, Store: st, MaxThreadsPerPrincipal: 2})
-			require.NoError(t, err)
+			e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: release}, Store: st, MaxThreadsPerPrincipal: 2})
 			srv := newServerFor(t, e, Config{})
 
 			finished := func(thread, run string) {

@@ -101,8 +101,7 @@ func replicas(t testing.TB, dsn string, model llm.Model, n int, cfg Config) []*h
 	for range n {
 		st, err := store.Open(context.Background(), dsn)
 		require.NoError(t, err)
-		e, err := coordinator.New(coordinator.Config{Model: model, Store: st, Heartbeat: 50 * time.Millisecond, Lease: 10 * time.Second})
-		require.NoError(t, err)
+		e := newStartedEngine(t, coordinator.Config{Model: model, Store: st, Heartbeat: 50 * time.Millisecond, Lease: 10 * time.Second})
 		c := cfg
 		c.Engine = e
 		srv := httptest.NewServer(New(c))

@@ -41,32 +41,37 @@ func NewThreadSweeper(st threadSweeps, retention time.Duration, log *slog.Logger
 	return &ThreadSweeper{store: st, retention: retention, every: min(time.Minute, retention), log: log}
 }
 
-// Start begins sweeping in the background, at once and then once per period. Starting a
-// started sweeper does nothing.
-func (s *ThreadSweeper) Start() {
+// Start begins sweeping in the background, at once and then once per period, until Stop
+// or until ctx ends. Starting a started sweeper does nothing.
+func (s *ThreadSweeper) Start(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel != nil || s.retention <= 0 {
 		return
 	}
-	// The sweeper runs until Stop, not for the caller of Start.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	s.cancel, s.done = cancel, make(chan struct{})
 	go s.loop(ctx, s.done)
 }
 
 // Stop ends the sweeping and waits for a sweep in progress to end (its store call is
-// cancelled).
-func (s *ThreadSweeper) Stop() {
+// cancelled), or until ctx ends: the error is then ctx's, and the sweep goes on ending by
+// itself. Stopping a sweeper not started does nothing.
+func (s *ThreadSweeper) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.done
 	s.cancel, s.done = nil, nil
 	s.mu.Unlock()
 	if cancel == nil {
-		return
+		return nil
 	}
 	cancel()
-	<-done
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *ThreadSweeper) loop(ctx context.Context, done chan struct{}) {

@@ -31,8 +31,8 @@ func TestThreadSweeper(t *testing.T) {
 		require.NoError(t, err)
 
 		sw := NewThreadSweeper(st, time.Hour, nil)
-		sw.Start()
-		sw.Start() // a second Start does nothing
+		sw.Start(ctx)
+		sw.Start(ctx) // a second Start does nothing
 		time.Sleep(29 * time.Minute)
 		synctest.Wait()
 		_, err = st.GetThread(ctx, "old")
@@ -46,8 +46,8 @@ func TestThreadSweeper(t *testing.T) {
 			_, err := st.GetThread(ctx, id)
 			assert.NoError(t, err, "%s is kept", id)
 		}
-		sw.Stop()
-		sw.Stop()
+		require.NoError(t, sw.Stop(ctx))
+		require.NoError(t, sw.Stop(ctx))
 
 		time.Sleep(2 * time.Hour)
 		synctest.Wait()
@@ -71,4 +71,27 @@ func TestThreadSweeperBacklog(t *testing.T) {
 	list, err := st.ListThreads(ctx, "alice", 10)
 	require.NoError(t, err)
 	assert.Empty(t, list)
+}
+
+// A sweeper stops when the context it was started with ends, as when Stop is called.
+func TestThreadSweeperEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(context.Background(), "memory:")
+		require.NoError(t, err)
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		sw := NewThreadSweeper(st, time.Hour, nil)
+		sw.Start(ctx)
+		synctest.Wait()
+		cancel()
+		synctest.Wait() // its goroutine has returned: the bubble would not end otherwise
+
+		_, err = st.ClaimThread(context.Background(), "old", "alice", "")
+		require.NoError(t, err)
+		time.Sleep(3 * time.Hour)
+		synctest.Wait()
+		_, err = st.GetThread(context.Background(), "old")
+		assert.NoError(t, err, "a sweeper whose context ended deletes nothing")
+		require.NoError(t, sw.Stop(context.Background()))
+	})
 }

@@ -78,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		a.startAgents,
 		a.openStore,
 		a.buildEngine,
+		a.startServices,
 		a.startServer,
 	} {
 		if err := step(); err != nil {
@@ -183,6 +184,9 @@ type app struct {
 	st          store.Store
 	metrics     *metrics.Metrics
 	engine      *coordinator.Engine
+	sweeper     *server.ThreadSweeper // nil: threads are kept
+	// servicesStopped: stopServices has run (it runs once).
+	servicesStopped bool
 
 	// draining turns /readyz to 503 the moment a shutdown signal arrives, before the drain.
 	draining atomic.Bool
@@ -356,8 +360,8 @@ func (a *app) startDemo() error {
 	return nil
 }
 
-// setupModel builds the model and, unless its key is missing (reported as it is), probes
-// its readiness in the background (its models endpoint, with the key).
+// setupModel builds the model and, unless its key is missing (reported as it is), the probe
+// of its readiness (its models endpoint, with the key), started with the other services.
 func (a *app) setupModel() error {
 	model, prober, err := newModel(a.cfg, a.peerHTTP)
 	if err != nil {
@@ -366,8 +370,6 @@ func (a *app) setupModel() error {
 	a.model = model
 	if prober != nil && modelProblem(a.cfg.LLM) == nil {
 		a.probe = newModelProbe(prober, a.cfg.LLM.Model, a.log)
-		a.probe.Start()
-		a.onExit(a.probe.Stop)
 	}
 	return nil
 }
@@ -457,7 +459,7 @@ func (a *app) openStore() error {
 }
 
 // buildEngine builds the engine, with the tool-call metrics labelled with configured
-// names only.
+// names only, and the thread sweeper; startServices starts them.
 func (a *app) buildEngine() error {
 	a.metrics = metrics.New()
 	var agentNames, serverNames []string
@@ -473,14 +475,56 @@ func (a *app) buildEngine() error {
 		return startFailed(err)
 	}
 	a.engine = engine
-	// Threads untouched past server.thread_retention go (0: kept); stopped before the
-	// store closes (cleanups run last first).
+	// Threads untouched past server.thread_retention go (0: kept).
 	if ret := time.Duration(a.cfg.Server.ThreadRetention); ret > 0 {
-		sweeper := server.NewThreadSweeper(a.st, ret, a.log)
-		sweeper.Start()
-		a.onExit(sweeper.Stop)
+		a.sweeper = server.NewThreadSweeper(a.st, ret, a.log)
 	}
 	return nil
+}
+
+// startServices starts the background services, in order: the engine (the cancels an
+// earlier process left pending go on; its jobs start: heartbeat, takeover, sweeps,
+// interrupt expiry), the thread sweeper, the model probe. stopServices stops them.
+func (a *app) startServices() error {
+	// Registered first: a start that fails from here on stops what had started, before the
+	// store closes (cleanups run last first).
+	a.onExit(a.stopServices)
+	// The services outlive the signal context: the drain that follows a signal needs the
+	// engine's heartbeat (the leases of the runs still here) and the probe's readiness.
+	ctx := context.WithoutCancel(a.ctx)
+	if err := a.engine.Launch(ctx); err != nil {
+		return startFailed(err)
+	}
+	if a.sweeper != nil {
+		a.sweeper.Start(ctx)
+	}
+	if a.probe != nil {
+		a.probe.Start(ctx)
+	}
+	return nil
+}
+
+// stopServices stops the services in reverse order of their start: the model probe (its
+// last answer stays /readyz's), the thread sweeper, then the engine, whose runs get
+// server.shutdown_grace to end (or are handed off) before they are cancelled. Only its
+// first call stops: serveUntilSignal calls it before the HTTP server's shutdown, the exit's
+// cleanup otherwise (a start that failed later, an HTTP server that failed).
+func (a *app) stopServices() {
+	if a.servicesStopped {
+		return
+	}
+	a.servicesStopped = true
+	// The signal context has ended: the deadlines are measured from now. The probe and the
+	// sweeper cancel the call in flight, so waiting for them is short.
+	if a.probe != nil {
+		_ = a.probe.Stop(context.Background())
+	}
+	if a.sweeper != nil {
+		_ = a.sweeper.Stop(context.Background())
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), time.Duration(a.cfg.Server.ShutdownGrace))
+	defer cancel()
+	_ = a.engine.Shutdown(gctx)
 }
 
 // engineConfig is the engine's configuration, from the file's and the wiring's.
@@ -609,10 +653,7 @@ func (a *app) serveUntilSignal() int {
 	a.stop()
 	grace := time.Duration(a.cfg.Server.ShutdownGrace)
 	a.log.Info("shutting down", "grace", grace.String(), "active_runs", a.engine.Active())
-	// The signal context has ended: the drain's deadlines are measured from now.
-	gctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	_ = a.engine.Shutdown(gctx)
+	a.stopServices()
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer hcancel()
 	// Shutdown waits for the handlers of the streams still open; what is open at the

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -46,30 +47,23 @@ type modelProbe struct {
 	state   error // nil: up
 	last    string
 
-	stop chan struct{}
-	done chan struct{}
+	service *durable.Service
 }
 
 // newModelProbe returns the probe service for p (not started).
 func newModelProbe(p modelProber, model string, log *slog.Logger) *modelProbe {
-	return &modelProbe{prober: p, model: model, log: log, every: modelProbeEvery, retry: modelProbeRetry,
-		timeout: modelProbeTimeout, stop: make(chan struct{}), done: make(chan struct{})}
+	mp := &modelProbe{prober: p, model: model, log: log, every: modelProbeEvery, retry: modelProbeRetry, timeout: modelProbeTimeout}
+	mp.service = durable.NewService("model probe", mp.loop)
+	return mp
 }
 
-// Start runs the first probe at once and then the periodic ones, until Stop.
-func (p *modelProbe) Start() {
-	go p.loop()
-}
+// Start runs the first probe at once and then the periodic ones, until Stop or until ctx
+// ends. Starting a started probe does nothing.
+func (p *modelProbe) Start(ctx context.Context) { p.service.Start(ctx) }
 
-// Stop ends the service and waits for a probe in flight to return (it is cancelled).
-func (p *modelProbe) Stop() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
-}
+// Stop ends the service and waits for a probe in flight to return (it is cancelled), or
+// until ctx ends. A probe stopped stays stopped; its last result is still Ready's.
+func (p *modelProbe) Stop(ctx context.Context) error { return p.service.Stop(ctx) }
 
 // Ready is the model's readiness: nil when the last probe succeeded, else its reason.
 func (p *modelProbe) Ready() error {
@@ -81,19 +75,7 @@ func (p *modelProbe) Ready() error {
 	return p.state
 }
 
-func (p *modelProbe) loop() {
-	defer close(p.done)
-	// The probe runs until Stop, not for the process's signal context (readiness is
-	// reported during the graceful drain too).
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+func (p *modelProbe) loop(ctx context.Context) {
 	for {
 		wait := p.every
 		if p.check(ctx) != nil {
@@ -101,7 +83,7 @@ func (p *modelProbe) loop() {
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-p.stop:
+		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:

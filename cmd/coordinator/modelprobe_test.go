@@ -132,10 +132,10 @@ func TestModelProbeService(t *testing.T) {
 	require.NoError(t, err)
 	p := newModelProbe(m, "m", slog.New(slog.DiscardHandler))
 	p.timeout = time.Hour
-	p.Start()
-	p.Stop()
+	p.Start(t.Context())
+	require.NoError(t, p.Stop(t.Context()))
 	require.ErrorIs(t, p.Ready(), errModelChecking, "a probe cut short by Stop records nothing")
-	p.Stop() // idempotent
+	require.NoError(t, p.Stop(t.Context()), "idempotent")
 }
 
 // TestReadyzNamesModelReason: a coordinator whose key the provider refuses says so in
