@@ -142,11 +142,21 @@ func (e *securedAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) i
 }
 
 // credentials is the interceptor that hands the valid token of a message for a waiting
-// task to its execution.
+// task to its execution. It hands it over After the request was handled: handed over
+// Before, the execution could complete the task before a2a-go looked at the message, which
+// it then refused as one for a finished task instead of one for a running execution.
 type credentials struct {
 	a2asrv.PassthroughCallInterceptor
 	e *securedAgent
 }
+
+// signedIn is what Before found in a message for a waiting task: its task and user.
+type signedIn struct {
+	task a2a.TaskID
+	user string
+}
+
+type signedInKey struct{}
 
 func (c credentials) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
 	var id a2a.TaskID
@@ -160,15 +170,24 @@ func (c credentials) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2a
 		return ctx, nil, nil
 	}
 	if user := c.e.userOf(ctx); user != "" {
-		c.e.mu.Lock()
-		ch := c.e.waiting[id]
-		delete(c.e.waiting, id)
-		c.e.mu.Unlock()
-		if ch != nil {
-			ch <- user
-		}
+		return context.WithValue(ctx, signedInKey{}, signedIn{task: id, user: user}), nil, nil
 	}
 	return ctx, nil, nil
+}
+
+func (c credentials) After(ctx context.Context, _ *a2asrv.CallContext, _ *a2asrv.Response) error {
+	si, ok := ctx.Value(signedInKey{}).(signedIn)
+	if !ok {
+		return nil
+	}
+	c.e.mu.Lock()
+	ch := c.e.waiting[si.task]
+	delete(c.e.waiting, si.task)
+	c.e.mu.Unlock()
+	if ch != nil {
+		ch <- si.user
+	}
+	return nil
 }
 
 // startSecuredAgent serves the agent on loopback and returns its base URL.
