@@ -52,6 +52,10 @@ func newMemory() *memory {
 // Tasks returns the store's A2A tasks.
 func (m *memory) Tasks() Tasks { return &m.tasks }
 
+// StopSignals implements Signaler: one process holds a memory store, so no stop is
+// recorded elsewhere; nil never receives.
+func (m *memory) StopSignals() <-chan struct{} { return nil }
+
 func (m *memory) Ping(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

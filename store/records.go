@@ -185,12 +185,13 @@ type RunStarter interface {
 	StartRun(ctx context.Context, rs RunStart) (epoch int64, err error)
 }
 
-// Signaler is implemented by a store that can wake replicas when a stop is requested
-// (PostgreSQL's LISTEN/NOTIFY). A signal is only a hint to look at StopRequests now: the
-// request itself is a row, and replicas also poll, since a notification can be lost.
+// Signaler wakes replicas when a stop is requested (PostgreSQL's LISTEN/NOTIFY). A signal
+// is only a hint to look at StopRequests now: the request itself is a row, and replicas also
+// poll, since a notification can be lost.
 type Signaler interface {
 	// StopSignals receives after a stop request was recorded (on any replica), and after
-	// the listening connection was re-established.
+	// the listening connection was re-established. A store that cannot signal (memory, and
+	// SQLite, which one process owns) returns nil, which never receives.
 	StopSignals() <-chan struct{}
 }
 

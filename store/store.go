@@ -152,6 +152,7 @@ type Store interface {
 	Secrets
 	Cancels
 	Journal
+	Signaler
 
 	// Tasks returns the A2A tasks Baton serves, kept with the runs whose event logs hold
 	// their answers.
