@@ -31,8 +31,6 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			st, err := store.Open(ctx, dsn)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })
-			_, starter := st.(store.RunStarter)
-			assert.Equal(t, name == "sqlite", starter)
 
 			model := &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }, block: make(chan struct{})}
 			e := newEngine(t, model, &fakeAgent{}, func(c *Config) { c.Store = st })

@@ -153,6 +153,7 @@ type Store interface {
 	Cancels
 	Journal
 	Signaler
+	RunStarter
 
 	// Tasks returns the A2A tasks Baton serves, kept with the runs whose event logs hold
 	// their answers.
