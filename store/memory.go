@@ -69,9 +69,14 @@ func (m *memory) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	// The busy check comes first: the claim below changes the thread, the run's begin
-	// cannot then be refused (the same lock is held).
+	// The refusals come first, in the SQL stores' order (another owner's thread, then a
+	// run holding it), since the claim below changes the thread; the claim can then only
+	// refuse a new thread over the cap, before it changes anything, and the run's begin
+	// cannot be refused (the same lock is held).
 	if th := m.thread(rs.ThreadID); th != nil {
+		if th.claimed() && th.t.Owner != rs.Owner {
+			return 0, fmt.Errorf("store: start run %q: claim thread %q: %w", rs.RunID, rs.ThreadID, ErrThreadOwned)
+		}
 		now := time.Now()
 		for _, r := range th.runs {
 			if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
