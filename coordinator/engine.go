@@ -161,13 +161,9 @@ func New(cfg Config) (*Engine, error) {
 		e.tools.agents = append(e.tools.agents, e.agents[a.Name])
 	}
 	if cfg.Heartbeat > 0 {
-		var signals <-chan struct{}
-		if sg, ok := cfg.Store.(store.Signaler); ok {
-			signals = sg.StopSignals()
-		}
 		e.jobs.heartbeat = durable.NewHeartbeat(durable.HeartbeatConfig{
 			Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Every: cfg.Heartbeat,
-			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.jobs.takeover, Signals: signals,
+			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.jobs.takeover, Signals: cfg.Store.StopSignals(),
 			Now: cfg.Now, Logger: cfg.Logger,
 		})
 		e.jobs.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)

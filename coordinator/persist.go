@@ -239,9 +239,9 @@ func (p *persister) busyError(ctx context.Context, threadID, principal string, t
 // both needed before the response, the run's first checkpoint (its input, from which a
 // replica taking the run over before its setup is done starts it again), so that no run a
 // client has seen starting is without one, and the input's messages, so that a client
-// reading the thread as soon as it sees RUN_STARTED finds the message it sent. A store with
-// RunStarter writes all of it in one transaction (design/store-group-commit.md); what can
-// wait (the events, the run's own messages) is the run log's writer's, after RUN_STARTED.
+// reading the thread as soon as it sees RUN_STARTED finds the message it sent. The store
+// writes all of it at once (StartRun; design/store-group-commit.md); what can wait (the
+// events, the run's own messages) is the run log's writer's, after RUN_STARTED.
 func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	e := p.e
 	in := r.in
@@ -252,39 +252,12 @@ func (p *persister) recordStart(ctx context.Context, r *Run, principal string, p
 	// The run's lease counts from before the store was asked: the store's clock set its
 	// end no earlier than a lease after this.
 	sent := time.Now()
-	if rs, ok := e.cfg.Store.(store.RunStarter); ok {
-		epoch, err := rs.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
-			Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
-		if err == nil {
-			e.own(r, epoch, sent)
-		}
-		return startError(err)
+	epoch, err := e.cfg.Store.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
+		Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
+	if err == nil {
+		e.own(r, epoch, sent)
 	}
-	if _, err := e.cfg.Store.ClaimThreadCapped(ctx, in.ThreadID, principal, threadTitle(in), e.cfg.maxThreads()); err != nil {
-		switch {
-		case errors.Is(err, store.ErrThreadOwned):
-			return ErrForbidden
-		case errors.Is(err, store.ErrTooManyThreads):
-			return ErrTooManyThreads
-		}
-		return fmt.Errorf("coordinator: claim thread: %w", err)
-	}
-	epoch, err := e.cfg.Store.BeginRun(ctx, in.ThreadID, in.RunID, e.cfg.Replica, e.cfg.Lease)
-	if err != nil {
-		return startError(err)
-	}
-	e.own(r, epoch, sent)
-	if work != nil {
-		if err := e.cfg.Store.SaveRunWork(ctx, in.ThreadID, in.RunID, epoch, work); err != nil {
-			r.log.Warn("store: save run work", "err", err)
-		}
-	}
-	if err := e.cfg.Store.SaveMessages(ctx, in.ThreadID, msgs); err != nil {
-		// The run goes on (its events and answer are still logged); a reload before its
-		// end may miss the message, as it would have before the start was recorded.
-		r.log.Error("thread messages: save input failed", "err", err)
-	}
-	return nil
+	return startError(err)
 }
 
 // endRun records the run's end in the store, under the run's epoch. A store that does not

@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -51,6 +54,54 @@ func newMemory() *memory {
 
 // Tasks returns the store's A2A tasks.
 func (m *memory) Tasks() Tasks { return &m.tasks }
+
+// StartRun implements RunStarter: the claim, the run's record, its work and the input's
+// messages under one lock, as the SQL stores write them in one transaction. A refused start
+// records nothing.
+func (m *memory) StartRun(ctx context.Context, rs RunStart) (int64, error) {
+	if err := checkMessages(rs.Messages); err != nil {
+		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+	}
+	if rs.Work != nil && !json.Valid(rs.Work) {
+		return 0, fmt.Errorf("store: start run %q: its work is not JSON", rs.RunID)
+	}
+	if err := m.begin(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	// The refusals come first, in the SQL stores' order (another owner's thread, then a
+	// run holding it), since the claim below changes the thread; the claim can then only
+	// refuse a new thread over the cap, before it changes anything, and the run's begin
+	// cannot be refused (the same lock is held).
+	if th := m.thread(rs.ThreadID); th != nil {
+		if th.claimed() && th.t.Owner != rs.Owner {
+			return 0, fmt.Errorf("store: start run %q: claim thread %q: %w", rs.RunID, rs.ThreadID, ErrThreadOwned)
+		}
+		now := time.Now()
+		for _, r := range th.runs {
+			if r.r.State == RunRunning && r.r.LeaseUntil.After(now) {
+				return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, ErrThreadBusy)
+			}
+		}
+	}
+	th, err := m.claimLocked(rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads)
+	if err != nil {
+		return 0, err
+	}
+	r, err := m.beginLocked(rs.ThreadID, rs.RunID, rs.Replica, rs.Lease)
+	if err != nil {
+		return 0, err
+	}
+	if rs.Work != nil {
+		r.r.Work = slices.Clone(rs.Work)
+	}
+	m.saveMessagesLocked(th, rs.Messages)
+	return r.r.Epoch, nil
+}
+
+// StopSignals implements Signaler: one process holds a memory store, so no stop is
+// recorded elsewhere; nil never receives.
+func (m *memory) StopSignals() <-chan struct{} { return nil }
 
 func (m *memory) Ping(ctx context.Context) error {
 	m.mu.Lock()

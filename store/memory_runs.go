@@ -32,30 +32,43 @@ func (m *memRuns) BeginRun(ctx context.Context, threadID, runID, replica string,
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	now := time.Now().UTC()
-	th := m.ensure(threadID)
-	for _, r := range th.runs {
-		if r.r.State != RunRunning {
-			continue
-		}
-		if !r.r.LeaseUntil.After(now) {
-			r.r.State = RunLost
-			continue
-		}
-		return 0, fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
+	r, err := m.beginLocked(threadID, runID, replica, lease)
+	if err != nil {
+		return 0, err
 	}
+	return r.r.Epoch, nil
+}
+
+// beginLocked is BeginRun with m.mu held. A refusal changes nothing but marking lost the
+// running runs whose lease lapsed, as BeginRun does.
+func (m *memRuns) beginLocked(threadID, runID, replica string, lease time.Duration) (*memRun, error) {
+	now := time.Now().UTC()
+	if th := m.thread(threadID); th != nil {
+		for _, r := range th.runs {
+			if r.r.State != RunRunning {
+				continue
+			}
+			if !r.r.LeaseUntil.After(now) {
+				r.r.State = RunLost
+				continue
+			}
+			return nil, fmt.Errorf("store: begin run %q of thread %q: %w", runID, threadID, ErrThreadBusy)
+		}
+	}
+	th := m.ensure(threadID)
 	epoch := int64(1)
 	if old := th.run(runID); old != nil {
 		old.events = nil // a reused run id starts over without its old events
 		epoch = old.r.Epoch + 1
 	}
-	th.putRun(&memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
-		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`), Epoch: epoch}})
+	r := &memRun{r: RunRecord{ThreadID: threadID, RunID: runID, Replica: replica, State: RunRunning,
+		StartedAt: now, UpdatedAt: now, LeaseUntil: now.Add(lease), Work: json.RawMessage(`{}`), Epoch: epoch}}
+	th.putRun(r)
 	th.t.LastRunID, th.t.LastRunAt = runID, now
 	if th.claimed() {
 		th.t.UpdatedAt = now
 	}
-	return epoch, nil
+	return r, nil
 }
 
 func (m *memRuns) EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error {

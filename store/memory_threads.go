@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -148,6 +147,16 @@ func (m *memThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, tit
 		return nil, err
 	}
 	defer m.mu.Unlock()
+	th, err := m.claimLocked(threadID, owner, title, max)
+	if err != nil {
+		return nil, err
+	}
+	t := m.view(th, time.Now())
+	return &t, nil
+}
+
+// claimLocked is ClaimThreadCapped with m.mu held; a refusal changes nothing.
+func (m *memThreads) claimLocked(threadID, owner, title string, max int) (*memThread, error) {
 	th := m.thread(threadID)
 	if th == nil || !th.claimed() {
 		if max > 0 && m.perOwner[owner] >= max {
@@ -162,8 +171,7 @@ func (m *memThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, tit
 	if th.t.Owner != owner {
 		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, ErrThreadOwned)
 	}
-	t := m.view(th, time.Now())
-	return &t, nil
+	return th, nil
 }
 
 func (m *memThreads) GetThread(ctx context.Context, threadID string) (*Thread, error) {
@@ -238,19 +246,19 @@ func (m *memThreads) deleteThread(threadID string) {
 }
 
 func (m *memThreads) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
-	for _, msg := range msgs {
-		if msg.ID == "" {
-			return fmt.Errorf("store: save messages of thread %q: a message has no id", threadID)
-		}
-		if !json.Valid(msg.Data) {
-			return fmt.Errorf("store: save messages of thread %q: message %q is not JSON", threadID, msg.ID)
-		}
+	if err := checkMessages(msgs); err != nil {
+		return fmt.Errorf("store: save messages of thread %q: %w", threadID, err)
 	}
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
-	th := m.ensure(threadID)
+	m.saveMessagesLocked(m.ensure(threadID), msgs)
+	return nil
+}
+
+// saveMessagesLocked is SaveMessages with m.mu held and msgs checked.
+func (m *memThreads) saveMessagesLocked(th *memThread, msgs []Message) {
 	for _, msg := range msgs {
 		msg.Data = slices.Clone(msg.Data)
 		if i := th.msgAt(msg.ID); i >= 0 {
@@ -269,7 +277,6 @@ func (m *memThreads) SaveMessages(ctx context.Context, threadID string, msgs []M
 		th.msgs = slices.Clone(th.msgs[n:])
 		th.reindex()
 	}
-	return nil
 }
 
 func (m *memThreads) LoadMessages(ctx context.Context, threadID string) ([]Message, error) {

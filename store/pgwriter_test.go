@@ -107,21 +107,17 @@ func TestPostgresRoundTrips(t *testing.T) {
 
 // TestStartRunReuse starts a run over a lapsed run of the thread and a run id used before:
 // the lapsed run is lost, the reused id starts over with the next epoch and without its
-// old events, and the old epoch's writes are refused. On every backend with RunStarter.
+// old events, and the old epoch's writes are refused.
 func TestStartRunReuse(t *testing.T) {
 	ctx := context.Background()
 	forEachBackend(t, func(t *testing.T, s Store) {
-		rs, ok := s.(RunStarter)
-		if !ok {
-			t.Skip("no RunStarter")
-		}
 		start := RunStart{ThreadID: "t", RunID: "r1", Owner: "alice", Replica: "a", Lease: -time.Second}
-		e1, err := rs.StartRun(ctx, start)
+		e1, err := s.StartRun(ctx, start)
 		require.NoError(t, err)
 		require.NoError(t, s.AppendEvents(ctx, "t", "r1", e1, []Event{{Seq: 1, Data: json.RawMessage(`{"old":true}`)}}))
 
 		// r1's lease has lapsed: a new run of the thread is allowed, r1 is lost.
-		e2, err := rs.StartRun(ctx, RunStart{ThreadID: "t", RunID: "r2", Owner: "alice", Replica: "b", Lease: time.Minute})
+		e2, err := s.StartRun(ctx, RunStart{ThreadID: "t", RunID: "r2", Owner: "alice", Replica: "b", Lease: time.Minute})
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, e2)
 		old, err := s.GetRun(ctx, "t", "r1")
@@ -131,7 +127,7 @@ func TestStartRunReuse(t *testing.T) {
 
 		// r1 again: it starts over with the next epoch and an empty log.
 		start.Lease = time.Minute
-		e3, err := rs.StartRun(ctx, start)
+		e3, err := s.StartRun(ctx, start)
 		require.NoError(t, err)
 		assert.Equal(t, e1+1, e3)
 		evs, err := s.Events(ctx, "t", "r1", 0, 10)
@@ -148,7 +144,7 @@ func TestStartRunReuse(t *testing.T) {
 		assert.Equal(t, "r1", th.LastRunID)
 
 		// A running run id cannot be started again; nothing changes.
-		_, err = rs.StartRun(ctx, start)
+		_, err = s.StartRun(ctx, start)
 		require.ErrorIs(t, err, ErrThreadBusy)
 		run, err := s.GetRun(ctx, "t", "r1")
 		require.NoError(t, err)

@@ -173,10 +173,10 @@ type RunStart struct {
 	Messages []Message
 }
 
-// RunStarter is implemented by a store that records a run's start in one write
-// transaction: ClaimThread, BeginRun, SaveRunWork and SaveMessages together, all or nothing. On a store
-// with one writer (SQLite) three transactions per run are three turns in the writer's
-// queue before the run may stream. Callers fall back to the three calls without it.
+// RunStarter records a run's start in one write: ClaimThread, BeginRun, SaveRunWork and
+// SaveMessages together, all or nothing (one transaction on SQL, one lock in memory). On a
+// store with one writer (SQLite) separate calls would be separate turns in the writer's
+// queue before the run may stream.
 type RunStarter interface {
 	// StartRun claims rs.ThreadID for rs.Owner and begins the run as BeginRun does, with
 	// rs.Work as its work document, and returns the run's epoch. It fails with
@@ -185,12 +185,13 @@ type RunStarter interface {
 	StartRun(ctx context.Context, rs RunStart) (epoch int64, err error)
 }
 
-// Signaler is implemented by a store that can wake replicas when a stop is requested
-// (PostgreSQL's LISTEN/NOTIFY). A signal is only a hint to look at StopRequests now: the
-// request itself is a row, and replicas also poll, since a notification can be lost.
+// Signaler wakes replicas when a stop is requested (PostgreSQL's LISTEN/NOTIFY). A signal
+// is only a hint to look at StopRequests now: the request itself is a row, and replicas also
+// poll, since a notification can be lost.
 type Signaler interface {
 	// StopSignals receives after a stop request was recorded (on any replica), and after
-	// the listening connection was re-established.
+	// the listening connection was re-established. A store that cannot signal (memory, and
+	// SQLite, which one process owns) returns nil, which never receives.
 	StopSignals() <-chan struct{}
 }
 

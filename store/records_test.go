@@ -435,7 +435,7 @@ func TestPostgresStopSignal(t *testing.T) {
 	b, err := Open(ctx, dsn)
 	require.NoError(t, err)
 	defer b.Close()
-	sig := b.(Signaler).StopSignals()
+	sig := b.StopSignals()
 	require.NotNil(t, sig)
 	<-sig // the catch-up signal after LISTEN: the listener is up
 	require.NoError(t, begun(a.BeginRun(ctx, "t1", "r1", "rep-b", time.Minute)))

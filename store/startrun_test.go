@@ -15,19 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestStartRun checks RunStarter on the backends that have it: the claim, the run and its
+// TestStartRun checks StartRun on every backend: the claim, the run and its
 // work in one go, and nothing recorded when it is refused.
 func TestStartRun(t *testing.T) {
 	ctx := context.Background()
 	forEachBackend(t, func(t *testing.T, s Store) {
-		rs, ok := s.(RunStarter)
-		if !ok {
-			t.Skip("no RunStarter")
-		}
 		start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Title: "Deploy", Replica: "a",
 			Lease: time.Minute, Work: json.RawMessage(`{"checkpoint":{"v":1}}`),
 			Messages: []Message{{ID: "u1", Data: json.RawMessage(`{"id":"u1","role":"user","content":"deploy"}`)}}}
-		require.NoError(t, begun(rs.StartRun(ctx, start)))
+		require.NoError(t, begun(s.StartRun(ctx, start)))
 		// The input's messages are in the thread with the start, before any event.
 		msgs, err := s.LoadMessages(ctx, "t1")
 		require.NoError(t, err)
@@ -46,25 +42,25 @@ func TestStartRun(t *testing.T) {
 		second := start
 		second.RunID = "r2"
 		second.Messages = []Message{{ID: "u2", Data: json.RawMessage(`{"id":"u2","role":"user","content":"again"}`)}}
-		require.ErrorIs(t, begun(rs.StartRun(ctx, second)), ErrThreadBusy)
+		require.ErrorIs(t, begun(s.StartRun(ctx, second)), ErrThreadBusy)
 		msgs, err = s.LoadMessages(ctx, "t1")
 		require.NoError(t, err)
 		assert.Len(t, msgs, 1, "a refused start stores none of its messages")
 		bad := start
 		bad.ThreadID, bad.Messages = "t9", []Message{{ID: "x", Data: json.RawMessage(`{`)}}
-		require.Error(t, begun(rs.StartRun(ctx, bad)), "a message that is not JSON is refused")
+		require.Error(t, begun(s.StartRun(ctx, bad)), "a message that is not JSON is refused")
 		_, err = s.GetThread(ctx, "t9")
 		require.ErrorIs(t, err, ErrNotFound, "and nothing is recorded")
 
 		other := RunStart{ThreadID: "t1", RunID: "r3", Owner: "mallory", Replica: "b", Lease: time.Minute}
 		require.NoError(t, s.EndRun(ctx, "t1", "r1", 1, "success"))
-		require.ErrorIs(t, begun(rs.StartRun(ctx, other)), ErrThreadOwned)
+		require.ErrorIs(t, begun(s.StartRun(ctx, other)), ErrThreadOwned)
 		_, err = s.GetRun(ctx, "t1", "r3")
 		require.ErrorIs(t, err, ErrNotFound, "a refused start records no run")
 
 		// Without a work document the run gets the default one.
 		plain := RunStart{ThreadID: "t2", RunID: "r1", Owner: "bob", Replica: "a", Lease: time.Minute}
-		require.NoError(t, begun(rs.StartRun(ctx, plain)))
+		require.NoError(t, begun(s.StartRun(ctx, plain)))
 		run, err = s.GetRun(ctx, "t2", "r1")
 		require.NoError(t, err)
 		assert.JSONEq(t, `{}`, string(run.Work))
@@ -76,15 +72,12 @@ func TestStartRun(t *testing.T) {
 func TestStartRunAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	forEachShared(t, func(t *testing.T, hs [2]Store) {
-		if _, ok := hs[0].(RunStarter); !ok {
-			t.Skip("no RunStarter")
-		}
 		const n = 8
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = begun(hs[i%2].(RunStarter).StartRun(ctx, RunStart{ThreadID: "t", RunID: fmt.Sprintf("r%d", i),
+				errs[i] = begun(hs[i%2].StartRun(ctx, RunStart{ThreadID: "t", RunID: fmt.Sprintf("r%d", i),
 					Owner: "alice", Replica: fmt.Sprintf("replica-%d", i%2), Lease: time.Minute}))
 			})
 		}

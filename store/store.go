@@ -152,6 +152,8 @@ type Store interface {
 	Secrets
 	Cancels
 	Journal
+	Signaler
+	RunStarter
 
 	// Tasks returns the A2A tasks Baton serves, kept with the runs whose event logs hold
 	// their answers.

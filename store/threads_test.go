@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// claimCapped claims a thread with a cap through ClaimThreadCapped, or through StartRun on a
-// store that has it (the path a run's start takes).
+// claimCapped claims a thread with a cap through ClaimThreadCapped, or through StartRun
+// (the path a run's start takes).
 func claimCapped(ctx context.Context, s Store, viaStart bool, id, owner string, max int) error {
-	if rs, ok := s.(RunStarter); ok && viaStart {
-		epoch, err := rs.StartRun(ctx, RunStart{ThreadID: id, RunID: "r-" + id, Owner: owner, Replica: "rep", Lease: time.Minute, MaxThreads: max})
+	if viaStart {
+		epoch, err := s.StartRun(ctx, RunStart{ThreadID: id, RunID: "r-" + id, Owner: owner, Replica: "rep", Lease: time.Minute, MaxThreads: max})
 		if err == nil {
 			return s.EndRun(ctx, id, "r-"+id, epoch, "finished")
 		}

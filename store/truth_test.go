@@ -104,7 +104,7 @@ func TestDeletedSQLiteFile(t *testing.T) {
 			require.Error(t, err, "a write into a deleted file must not be acknowledged")
 			assert.ErrorIs(t, err, ErrUnavailable)
 			assert.ErrorIs(t, err, ErrFileMoved)
-			_, err = s.(RunStarter).StartRun(ctx, RunStart{ThreadID: "t2", RunID: "r", Owner: "alice", Replica: "x", Lease: time.Minute})
+			_, err = s.StartRun(ctx, RunStart{ThreadID: "t2", RunID: "r", Owner: "alice", Replica: "x", Lease: time.Minute})
 			assert.ErrorIs(t, err, ErrUnavailable)
 			perr := s.Ping(ctx)
 			require.ErrorIs(t, perr, ErrUnavailable, "readiness reports the store down")
