@@ -71,7 +71,10 @@ var errSDKPanic = errors.New("the A2A SDK failed on the agent's answer")
 // recoverStream passes seq on, turning a panic of the SDK while it reads the stream into an
 // error (a protocol error for classify): a2a-go v2.4.0 dereferences every entry of a JSON-RPC
 // error's "data" array, so a null entry sent by an agent would otherwise take the whole
-// process down. A panic of the caller's loop body is not the SDK's and goes on.
+// process down. A panic of the caller's loop body is not the SDK's and goes on. Its frame
+// sits on the stack of a goroutine that waits on a stream for as long as the task runs,
+// which costs a run 8 KiB of stack with an HTTP/1.1 agent (BENCHMARKS.md, "SDK streaming
+// transport"); no place for the guard was found that costs less, and a crash costs more.
 func recoverStream(seq iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
 		inBody := false
