@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 )
 
 // Protocol versions an [Agent] can speak.
@@ -504,10 +505,14 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 	// cannot pick another one and we know which protocol is in use.
 	clientCard := *card
 	clientCard.SupportedInterfaces = []*sdk.AgentInterface{iface}
-	transport := leanTransportOption(a.http, version == Protocol03)
-	if iface.ProtocolBinding == sdk.TransportProtocolHTTPJSON {
-		// The SDK's REST transport as it is: the lean SSE reader is JSON-RPC's.
+	var transport a2aclient.FactoryOption
+	switch {
+	case version == Protocol03:
+		transport = a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: a.http})
+	case iface.ProtocolBinding == sdk.TransportProtocolHTTPJSON:
 		transport = a2aclient.WithRESTTransport(a.http)
+	default:
+		transport = a2aclient.WithJSONRPCTransport(a.http)
 	}
 	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), transport)
 	if err != nil {

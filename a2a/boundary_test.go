@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -383,6 +384,27 @@ func TestProtocolErrorsAreUnreachable(t *testing.T) {
 			})
 		}
 	}
+}
+
+// An error event whose "data" array holds a null makes a2a-go v2.4.0's stream reader panic:
+// the delegation reports a protocol error instead, and the process lives on.
+func TestStreamErrorWithNullDetailIsUnreachable(t *testing.T) {
+	leakCheck(t)
+	front := startHostile(t)
+	front.serveCard(a2asrv.WellKnownAgentCardPath, front.URL+"/a2a")
+	front.mux.HandleFunc("/a2a", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID string `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%q,\"error\":{\"code\":-32001,\"message\":\"x\",\"data\":[null]}}\n\n", req.ID)
+	})
+	a := newAgent(t, AgentConfig{URL: front.URL}, testOptions())
+	a.rereadGap = 0
+	_, err := a.Send(testCtx(t), Request{Prompt: "complete"}, Observer{})
+	require.ErrorIs(t, err, ErrUnreachable)
+	require.ErrorIs(t, err, errSDKPanic)
 }
 
 // 12.6: a stream that drops once the task is known, with SubscribeToTask and GetTask

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/baton-dev/baton/internal/retry"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"net/url"
@@ -62,6 +63,37 @@ func withRetryAfter(err error, rec *httpStatus) error {
 		return &RetryAfterError{After: ra, Err: err}
 	}
 	return err
+}
+
+// errSDKPanic marks an agent's answer that made the A2A SDK panic while reading it.
+var errSDKPanic = errors.New("the A2A SDK failed on the agent's answer")
+
+// recoverStream passes seq on, turning a panic of the SDK while it reads the stream into an
+// error (a protocol error for classify): a2a-go v2.4.0 dereferences every entry of a JSON-RPC
+// error's "data" array, so a null entry sent by an agent would otherwise take the whole
+// process down. A panic of the caller's loop body is not the SDK's and goes on. Its frame
+// sits on the stack of a goroutine that waits on a stream for as long as the task runs,
+// which costs a run 8 KiB of stack with an HTTP/1.1 agent (BENCHMARKS.md, "SDK streaming
+// transport"); no place for the guard was found that costs less, and a crash costs more.
+func recoverStream(seq iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		inBody := false
+		defer func() {
+			if inBody {
+				return
+			}
+			if r := recover(); r != nil {
+				yield(nil, fmt.Errorf("%w: %v", errSDKPanic, r))
+			}
+		}()
+		for ev, err := range seq {
+			inBody = true
+			if !yield(ev, err) {
+				return
+			}
+			inBody = false
+		}
+	}
 }
 
 // errEmptyStream marks a stream that ended before its first event.

@@ -351,7 +351,7 @@ func (d *delegation) stream(ctx context.Context) error {
 		var drain *time.Timer
 		var streamErr error
 		got := false
-		for ev, err := range d.b.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg}) {
+		for ev, err := range recoverStream(d.b.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg})) {
 			if err != nil {
 				streamErr = err
 				break
@@ -523,7 +523,7 @@ func (d *delegation) resume(ctx context.Context) error {
 	for i := 0; i < d.a.opts.MaxResubscribe; i++ {
 		actx, rec := withStatus(ctx)
 		var subErr error
-		for ev, err := range d.b.client.SubscribeToTask(actx, &sdk.SubscribeToTaskRequest{ID: sdk.TaskID(d.taskID)}) {
+		for ev, err := range recoverStream(d.b.client.SubscribeToTask(actx, &sdk.SubscribeToTaskRequest{ID: sdk.TaskID(d.taskID)})) {
 			if err != nil {
 				subErr = err
 				break

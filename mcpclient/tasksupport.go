@@ -11,8 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/baton-dev/baton/internal/sse"
+	"github.com/tmaxmax/go-sse"
 )
 
 // Tools that declare execution.taskSupport "required" can only be called as MCP tasks
@@ -113,8 +112,8 @@ func (t *taskSupportRoundTripper) RoundTrip(req *http.Request) (*http.Response, 
 	src := io.TeeReader(io.LimitReader(resp.Body, maxListAnswer), &read)
 	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if media == "text/event-stream" {
-		for data, err := range sse.Read(src, maxListAnswer) {
-			if err != nil || t.noteAnswer(data) {
+		for ev, err := range sse.Read(src, &sse.ReadConfig{MaxEventSize: maxListAnswer}) {
+			if err != nil || t.noteAnswer([]byte(ev.Data)) {
 				break
 			}
 		}
