@@ -158,7 +158,9 @@ func TestDisconnectBeforeFirstTaskEvent(t *testing.T) {
 	}{
 		{name: "v1/on-SUBAGENT_STARTED", lane: "v1", abort: map[string]any{"abortOnEvent": "SUBAGENT_STARTED"}},
 		{name: "legacy/on-SUBAGENT_STARTED", lane: "legacy", abort: map[string]any{"abortOnEvent": "SUBAGENT_STARTED"}},
-		{name: "v1/after-300ms", lane: "v1", abort: map[string]any{"abortAfterMs": 300}},
+		// A timed abort while the coordinator waits for the task id: timed from the
+		// delegation's start, not the run's, which on a loaded machine may come later than 300 ms.
+		{name: "v1/300ms-after-SUBAGENT_STARTED", lane: "v1", abort: map[string]any{"abortOnEvent": "SUBAGENT_STARTED", "abortDelayMs": 300}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, _ := peerTasks(t, peer)

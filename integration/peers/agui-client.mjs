@@ -13,6 +13,7 @@
 //   resume          ResumeEntry[] for the (first) run: runAgent({resume})
 //   abortAfterMs    abortRun() this many ms after the run starts
 //   abortOnEvent    abortRun() as soon as an event of this type is seen (e.g. "SUBAGENT_STARTED")
+//   abortDelayMs    with abortOnEvent: abortRun() this many ms after that event instead of at once
 //   resumeAnswers   if the run ends with an interrupt outcome, run again on the same agent with
 //                   buildResumeArray(agent.pendingInterrupts, answers); answers are keyed by
 //                   interrupt id, and the key "*" answers every interrupt not named explicitly
@@ -91,7 +92,10 @@ async function run(params) {
   const subscriber = {
     onEvent: ({ event }) => {
       r.events.push(event);
-      if (job.abortOnEvent && event.type === job.abortOnEvent) setImmediate(abort);
+      if (job.abortOnEvent && event.type === job.abortOnEvent) {
+        if (job.abortDelayMs !== undefined) setTimeout(abort, job.abortDelayMs);
+        else setImmediate(abort);
+      }
       // The client's default handling appends each delta to its message, then deep-copies the
       // whole message list (once per event): for a 10 MiB sub-agent text that is quadratic,
       // minutes of CPU in the client alone. With skipContentApply the deltas are still parsed,
