@@ -140,6 +140,7 @@ func TestA2AStatesJSPeer(t *testing.T) {
 		{name: "http+json/no-stream", env: []string{"A2A_ONLY_REST=1", "A2A_LEGACY=0", "A2A_STREAMING=0"}},
 	} {
 		t.Run(wire.name, func(t *testing.T) {
+			t.Parallel() // a peer, a model and a coordinator of its own
 			peer := startA2APeerEnv(t, wire.env...)
 			model := startFakeLLM(t)
 			coord := startCoordinator(t, coordinatorYAML(model.URL, agentEntry{Name: "peer", URL: peer}))

@@ -556,6 +556,7 @@ func TestHITLMCPEverything(t *testing.T) {
 	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
 			// start gives a subtest a server and a coordinator of its own, so that a call left
 			// waiting by a failure cannot change what the next subtest sees.
 			start := func(t *testing.T) *hitlCoord {
@@ -563,9 +564,12 @@ func TestHITLMCPEverything(t *testing.T) {
 			}
 			coord := start(t)
 			testEverythingForm(t, coord, model)
-			t.Run("url", func(t *testing.T) { testEverythingURL(t, start(t), model) })
-			t.Run("url required by error -32042", func(t *testing.T) { testEverythingURLError(t, start(t), model) })
+			// The model is stateless and its call ids unique: subtests with a coordinator
+			// of their own run side by side.
+			t.Run("url", func(t *testing.T) { t.Parallel(); testEverythingURL(t, start(t), model) })
+			t.Run("url required by error -32042", func(t *testing.T) { t.Parallel(); testEverythingURLError(t, start(t), model) })
 			t.Run("shutdown while a question waits", func(t *testing.T) {
+				t.Parallel()
 				// DESIGN §10: SIGTERM ends the process within its grace period, also when an
 				// in-session call waits for the user (the question is lost, not the process).
 				c := start(t)

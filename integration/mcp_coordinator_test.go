@@ -346,6 +346,7 @@ func TestMCPThroughCoordinatorEverything(t *testing.T) {
 	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel() // a server, a model and a coordinator of its own
 			model := fakellm.Start(mcpModel)
 			t.Cleanup(model.Close)
 			coord, _ := startMCPCoordinator(t, mcpCoordinatorYAML(model.URL, "30s", tr.server(t)))
