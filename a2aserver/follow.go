@@ -33,10 +33,10 @@ type replay struct {
 }
 
 // replay reads the task's runs from their event logs: their answers (when withArtifacts)
-// and, when the stored task still says its current run is going on, the run's end if
-// its log has one, which then is the task's state. The stored state is not changed: the
-// execution relaying the run (on a replica that may be alive) writes it.
-func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, withArtifacts bool) (*replay, error) {
+// and, when withEnd and the stored task still says its current run is going on, the
+// run's end if its log has one, which then is the task's state. The stored state is not
+// changed: the execution relaying the run (on a replica that may be alive) writes it.
+func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, withArtifacts, withEnd bool) (*replay, error) {
 	threadID, current := runOf(t)
 	rp := &replay{}
 	if s.log == nil || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired {
@@ -59,7 +59,7 @@ func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, with
 	if withArtifacts {
 		t.Artifacts = rp.artifacts
 	}
-	if current != "" && !ended(t.Status.State) && t.Status.State != a2a.TaskStateAuthRequired && rp.rel != nil {
+	if withEnd && current != "" && !ended(t.Status.State) && t.Status.State != a2a.TaskStateAuthRequired && rp.rel != nil {
 		if ev := s.endOf(ctx, rp.rel, threadID, current); ev != nil {
 			apply(t, ev)
 		}

@@ -154,6 +154,9 @@ func (s *taskStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (t
 	}
 	if err := s.db.UpdateTask(ctx, rec, c.stored); err != nil {
 		s.drop(id)
+		if errors.Is(err, store.ErrTaskVersion) {
+			return s.cancelOver(ctx, req)
+		}
 		return 0, storeError(err)
 	}
 	next.stored, next.version = rec.Version, taskstore.TaskVersion(rec.Version<<chunkBits)
@@ -166,7 +169,7 @@ func (s *taskStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (t
 func (s *taskStore) updateStored(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
 	prev := int64(req.PrevVersion)
 	if prev&(1<<chunkBits-1) != 0 {
-		return 0, taskstore.ErrConcurrentModification
+		return s.cancelOver(ctx, req)
 	}
 	old, err := s.db.GetTask(ctx, string(req.Task.ID))
 	if err != nil {
@@ -182,11 +185,69 @@ func (s *taskStore) updateStored(ctx context.Context, req *taskstore.UpdateReque
 	rec.Principal = old.Principal
 	if err := s.db.UpdateTask(ctx, rec, prev>>chunkBits); err != nil {
 		s.drop(req.Task.ID)
+		if errors.Is(err, store.ErrTaskVersion) {
+			return s.cancelOver(ctx, req)
+		}
 		return 0, storeError(err)
 	}
 	c.stored, c.version = rec.Version, taskstore.TaskVersion(rec.Version<<chunkBits)
 	s.put(req.Task.ID, c)
 	return c.version, nil
+}
+
+// cancelWrites bounds how many times a cancel is written over a task that keeps changing.
+const cancelWrites = 5
+
+// cancelOver writes a canceled status over the task as the store has it now, when the
+// task changed since the writer read it (a CancelTask on a replica other than the
+// execution's, which read the task before the execution's last write). a2asrv would read
+// the task back through Get and take a canceled state found there as the stored one, but
+// Get may read that state from the run's event log (follow.go) while the store still says
+// working: CancelTask would answer canceled and the running replica's GetTask working.
+// Any other update, or a task the store has ended already, is a conflict (a2asrv then
+// answers with the stored end).
+func (s *taskStore) cancelOver(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
+	ev, ok := req.Event.(*a2a.TaskStatusUpdateEvent)
+	if !ok || ev.Status.State != a2a.TaskStateCanceled {
+		return 0, taskstore.ErrConcurrentModification
+	}
+	id := req.Task.ID
+	for range cancelWrites {
+		old, err := s.db.GetTask(ctx, string(id))
+		if err != nil {
+			return 0, storeError(err)
+		}
+		var body taskBody
+		if err := json.Unmarshal(old.Body, &body); err != nil || body.Task == nil {
+			return 0, fmt.Errorf("%w: the stored task cannot be read", a2a.ErrInternalError)
+		}
+		t := body.Task
+		if t.Status.State.Terminal() {
+			return 0, taskstore.ErrConcurrentModification
+		}
+		// Its answers so far are in its runs' logs; its state is the stored one.
+		if _, err := s.replay(ctx, t, body.Runs, true, false); err != nil {
+			return 0, err
+		}
+		apply(t, ev)
+		c := &cached{task: t, runs: addRun(body.Runs, t)}
+		rec, err := record(c.task, c.runs)
+		if err != nil {
+			return 0, err
+		}
+		rec.Principal = old.Principal
+		err = s.db.UpdateTask(ctx, rec, old.Version)
+		if errors.Is(err, store.ErrTaskVersion) {
+			continue
+		}
+		if err != nil {
+			return 0, storeError(err)
+		}
+		c.stored, c.version = rec.Version, taskstore.TaskVersion(rec.Version<<chunkBits)
+		s.put(id, c)
+		return c.version, nil
+	}
+	return 0, taskstore.ErrConcurrentModification
 }
 
 func (s *taskStore) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, error) {
@@ -227,7 +288,7 @@ func (s *taskStore) load(ctx context.Context, rec *store.TaskRecord, withArtifac
 		return nil, nil, fmt.Errorf("%w: the stored task cannot be read", a2a.ErrInternalError)
 	}
 	t := body.Task
-	rp, err := s.replay(ctx, t, body.Runs, withArtifacts)
+	rp, err := s.replay(ctx, t, body.Runs, withArtifacts, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,12 +2,15 @@ package a2aserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -192,4 +195,65 @@ func TestCancelElsewhereNamesUnconfirmed(t *testing.T) {
 	assert.Contains(t, got, "a2a travel task t-bad (failed)")
 	assert.Contains(t, got, "a2a_task maps task t-stuck")
 	assert.NotContains(t, got, "t-ok")
+}
+
+// A CancelTask on a replica other than the execution's that read the task before the
+// execution's last write stores the canceled state over that write: the execution's
+// replica then answers canceled as well, though the second replica's Get already read
+// the end of the stopped run from its log (which a2asrv would take for the stored state,
+// writing nothing). A task that the store has ended already is left as it is.
+func TestCancelOverConcurrentWrite(t *testing.T) {
+	t.Parallel()
+	ctx := principal.With(context.Background(), "alice")
+	st, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	const thread, run = "th-cancel", "a2a-cancel"
+	logged := logTo(st, thread, run, "alice")
+	logged(1, &agui.RunStarted{ThreadID: thread, RunID: run})
+	logged(2, &agui.RunFinished{ThreadID: thread, RunID: run, Outcome: &agui.Outcome{Type: "cancelled"}})
+
+	for _, first := range []bool{false, true} {
+		a, b := newTaskStore(st.Tasks(), st, time.Hour), newTaskStore(st.Tasks(), st, time.Hour)
+		id := a2a.TaskID(fmt.Sprintf("task-%v", first))
+		task := &a2a.Task{ID: id, ContextID: thread, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}, Metadata: taskMeta(thread, run, nil)}
+		v, err := a.Create(ctx, task)
+		require.NoError(t, err)
+		read, err := b.Get(ctx, id) // the canceler's read, before the execution's next write
+		require.NoError(t, err)
+		ec := &a2asrv.ExecutorContext{TaskID: id, ContextID: thread}
+		working := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil)
+		task.Status = working.Status
+		_, err = a.Update(ctx, &taskstore.UpdateRequest{Task: task, Event: working, PrevVersion: v})
+		require.NoError(t, err)
+		if first {
+			// The execution stored its own end first.
+			ended, err := a.Get(ctx, id)
+			require.NoError(t, err)
+			end := status(ec, a2a.TaskStateCanceled, "canceled by the execution")
+			ended.Task.Status = end.Status
+			_, err = a.Update(ctx, &taskstore.UpdateRequest{Task: ended.Task, Event: end, PrevVersion: ended.Version})
+			require.NoError(t, err)
+		}
+
+		end := status(ec, a2a.TaskStateCanceled, "canceled elsewhere")
+		read.Task.Status = end.Status
+		_, err = b.Update(ctx, &taskstore.UpdateRequest{Task: read.Task, Event: end, PrevVersion: read.Version})
+		want := "canceled elsewhere"
+		if first {
+			require.ErrorIs(t, err, taskstore.ErrConcurrentModification)
+			want = "canceled by the execution"
+		} else {
+			require.NoError(t, err)
+		}
+		for _, s := range []*taskStore{a, b} {
+			got, err := s.Get(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, a2a.TaskStateCanceled, got.Task.Status.State, "first=%v", first)
+			assert.Equal(t, want, text(got.Task.Status), "first=%v", first)
+		}
+		rec, err := st.Tasks().GetTask(ctx, string(id))
+		require.NoError(t, err)
+		assert.Equal(t, string(a2a.TaskStateCanceled), rec.State, "the store says canceled")
+	}
 }

@@ -46,9 +46,10 @@ type ConfirmerConfig struct {
 	// Logger receives the warning for an abandoned cancellation; default slog.Default().
 	Logger *slog.Logger
 	// OnFollow is called (on the follow-up goroutine) when a cancellation starts being
-	// followed, with its owner (Report.Owner), and OnSettle when it has its final result:
-	// the engine records pending cancels in its store so that a restart continues them
-	// ([Confirmer.Resume]) as their owner. Either may be nil.
+	// followed, with its owner (Report.Owner), and OnSettle when it has its final result,
+	// once that result is reported (done, a scope's OnReport): the engine records pending
+	// cancels in its store so that a restart continues them ([Confirmer.Resume]) as their
+	// owner. Either may be nil.
 	OnFollow func(name, id, owner string, since time.Time)
 	OnSettle func(name, id string)
 }
@@ -155,10 +156,13 @@ func (c *Confirmer) follow(first Report, fn Func, start time.Time, done func(Rep
 		// A cancellation abandoned because the Confirmer is closing (the process stops)
 		// stays recorded: the next start continues it.
 		closing := final.Result == ResultAbandoned && c.life.Err() != nil
+		// The final report first (the engine journals a cancel that was not confirmed),
+		// then the record goes: another replica that reads the run's cancels from the store
+		// never finds one neither pending nor journaled, which would read as confirmed.
+		done(final)
 		if c.cfg.OnSettle != nil && !closing {
 			c.cfg.OnSettle(final.Name, final.ID)
 		}
-		done(final)
 	}()
 }
 

@@ -356,3 +356,25 @@ func TestConfirmerRecordsOwner(t *testing.T) {
 		assert.Equal(t, want, r.Owner, "final report of %s", r.ID)
 	}
 }
+
+// A followed cancellation's final result is reported before its record is forgotten: a
+// reader of the records and the reports (another replica) never finds it in neither.
+func TestConfirmerReportsBeforeForgetting(t *testing.T) {
+	rec := newRecords()
+	c := NewConfirmer(ConfirmerConfig{Horizon: time.Minute, Attempt: time.Second, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+		OnFollow: rec.follow, OnSettle: rec.settle})
+	defer c.Close()
+	var recorded atomic.Bool
+	f := &flaky{n: 2, calls: map[string]int{}}
+	first := c.Cancel(context.Background(), "research", "t1", "", f.cancel, func(Report) {
+		pending, _ := rec.snapshot()
+		_, ok := pending["research/t1"]
+		recorded.Store(ok)
+	})
+	require.Equal(t, ResultPending, first.Result)
+	require.NoError(t, c.Wait(context.Background()))
+	assert.True(t, recorded.Load(), "still recorded when its final result was reported")
+	pending, settled := rec.snapshot()
+	assert.Empty(t, pending)
+	assert.Equal(t, 1, settled)
+}
