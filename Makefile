@@ -80,10 +80,6 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-# -trimpath leaves the checkout's directory out of the build: without it, every package of
-# this module is compiled again in each new clone (the directory is part of the build cache's
-# key), which cost a fresh clone about 60 s of the 2 cores here.
-test: export GOFLAGS += -trimpath
 test: peers browser postgres proxies lint
 	$(GO) test -race -count=1 -timeout 40m ./...
 	# Tests that move tens of MiB through JSON are too slow under the race detector (their
