@@ -45,8 +45,9 @@ type ConfirmerConfig struct {
 	RetryAfter func(error) time.Duration
 	// Logger receives the warning for an abandoned cancellation; default slog.Default().
 	Logger *slog.Logger
-	// OnFollow is called (on the follow-up goroutine) when a cancellation starts being
-	// followed, with its owner (Report.Owner), and OnSettle when it has its final result,
+	// OnFollow is called when a cancellation starts being followed, before the call that
+	// hands it over (Cancel, Resume, a scope's Cancel) returns, with its owner
+	// (Report.Owner); OnSettle when it has its final result,
 	// once that result is reported (done, a scope's OnReport): the engine records pending
 	// cancels in its store so that a restart continues them ([Confirmer.Resume]) as their
 	// owner. Either may be nil.
@@ -146,12 +147,15 @@ func (c *Confirmer) classify(err error) string {
 // follow retries a pending cancellation on a goroutine of its own and calls done once with
 // the final report. first is the report of the failed first attempt.
 func (c *Confirmer) follow(first Report, fn Func, start time.Time, done func(Report)) {
+	// Recorded before follow returns, so before the run that is stopping ends (its stop
+	// waits for the first attempts): another replica that sees the run ended then finds
+	// the cancel pending, not missing, which would read as confirmed.
+	if c.cfg.OnFollow != nil {
+		c.cfg.OnFollow(first.Name, first.ID, first.Owner, start)
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if c.cfg.OnFollow != nil {
-			c.cfg.OnFollow(first.Name, first.ID, first.Owner, start)
-		}
 		final := c.retry(first, fn, start)
 		// A cancellation abandoned because the Confirmer is closing (the process stops)
 		// stays recorded: the next start continues it.

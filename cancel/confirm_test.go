@@ -294,13 +294,8 @@ func TestConfirmerResumeAfterClose(t *testing.T) {
 	c := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Hour, MaxBackoff: time.Hour, OnFollow: rec.follow, OnSettle: rec.settle})
 	first := c.Cancel(context.Background(), "research", "t1", "p-alice", func(context.Context, string) error { return errBusy }, nil)
 	require.Equal(t, ResultPending, first.Result)
-	// Wait for the record: OnFollow runs on the follow-up goroutine.
-	for {
-		if p, _ := rec.snapshot(); len(p) == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	p, _ := rec.snapshot()
+	require.Len(t, p, 1, "recorded before Cancel returns")
 	c.Close()
 	pending, settled := rec.snapshot()
 	require.Len(t, pending, 1, "still recorded after the close")
@@ -377,4 +372,24 @@ func TestConfirmerReportsBeforeForgetting(t *testing.T) {
 	pending, settled := rec.snapshot()
 	assert.Empty(t, pending)
 	assert.Equal(t, 1, settled)
+}
+
+// A stopping run's scope returns from Cancel only once every cancel it hands to the
+// Confirmer is recorded: the run's end, written after that, never precedes the record that
+// tells another replica the cancel is still being followed.
+func TestScopeCancelRecordsBeforeReturning(t *testing.T) {
+	rec := newRecords()
+	c := NewConfirmer(ConfirmerConfig{Horizon: time.Hour, Backoff: time.Hour, MaxBackoff: time.Hour, OnFollow: rec.follow, OnSettle: rec.settle})
+	defer c.Close()
+	s := NewScope(Options{Timeout: time.Second, Confirmer: c})
+	for _, id := range []string{"t1", "t2"} {
+		s.Track(KindA2ATask, "research").Arm(id, func(context.Context, string) error { return errBusy })
+	}
+	reports := s.Cancel(errors.New("stop requested"))
+	require.Len(t, reports, 2)
+	for _, r := range reports {
+		assert.Equal(t, ResultPending, r.Result)
+	}
+	pending, _ := rec.snapshot()
+	assert.Len(t, pending, 2, "both followed cancels recorded when Cancel returns")
 }
