@@ -1,5 +1,6 @@
-// The race detector makes encoding this conversation's 25 MiB checkpoints slower than the
-// store's write timeout: this test runs in make test's separate step without -race.
+// The race detector makes encoding this conversation's model requests (up to 8 MiB of JSON
+// each) slower than the store's write timeout: this test runs in make test's separate step
+// without -race.
 
 //go:build !race
 
@@ -23,15 +24,16 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// TestConversationStoredOnce: a thread of 25 user messages of 1 MiB, one per run, each run
+// TestConversationStoredOnce: a thread of 8 user messages of 1 MiB, one per run, each run
 // sending only its new message (the thread's history is prepended from the store, as for a
 // client under the 1 MiB body cap). What the SQLite store holds afterwards (its pages in
 // use) stays under twice the conversation: each message is kept once, in the thread. Every
 // run's work document used to keep the whole conversation again (its checkpoint), so the
-// store grew with the square of the conversation (814 MB for this thread).
+// store grew with the square of the conversation: for this thread 36 MiB of checkpoints
+// beside its 8 MiB, over the 16 MiB bound (814 MB for 25 messages).
 func TestConversationStoredOnce(t *testing.T) {
 	const (
-		messages = 25
+		messages = 8
 		size     = 1 << 20
 	)
 	path := filepath.Join(t.TempDir(), "baton.db")

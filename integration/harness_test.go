@@ -77,6 +77,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	aguiClients.close()
 	pgtest.Stop() // the throwaway PostgreSQL server, if a test started one
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
@@ -545,25 +546,10 @@ func runAGUIClient(t testing.TB, lane, url string, job map[string]any) aguiResul
 
 // runAGUIClientCtx is runAGUIClient without a testing.TB, for use from several goroutines.
 func runAGUIClientCtx(ctx context.Context, node, peersDir, lane, url string, job map[string]any) (res aguiResult, stderr string, err error) {
-	in, err := json.Marshal(job)
+	line, stderr, err := aguiClients.run(ctx, node, peersDir, lane, url, job)
 	if err != nil {
-		return res, "", fmt.Errorf("agui-client job: %w", err)
+		return res, stderr, err
 	}
-	cmd := exec.CommandContext(ctx, node, filepath.Join(peersDir, "agui-client.mjs"), lane, url)
-	cmd.Dir = peersDir
-	cmd.Stdin = bytes.NewReader(in)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	cmd.WaitDelay = 2 * time.Second
-	runErr := cmd.Run()
-	stderr = errOut.String()
-	if ctx.Err() != nil {
-		return res, stderr, fmt.Errorf("agui-client %s %s: %w", lane, url, ctx.Err())
-	}
-	if runErr != nil {
-		return res, stderr, fmt.Errorf("agui-client %s %s: %w", lane, url, runErr)
-	}
-	line := lastLine(out.Bytes())
 	if err := json.Unmarshal(line, &res); err != nil {
 		return res, stderr, fmt.Errorf("agui-client %s %s: bad report %q: %w", lane, url, line, err)
 	}

@@ -17,12 +17,10 @@ package integration
 // test can kill it (SIGKILL) and start it again on the same store.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -207,28 +205,18 @@ func runHITLClient(t *testing.T, lane, coordURL string, job map[string]any) hitl
 	t.Helper()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
-	in, err := json.Marshal(job)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), aguiClientTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "agui-client.mjs"), lane, coordURL+"/agui")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	cmd.WaitDelay = 2 * time.Second
-	runErr := cmd.Run()
-	if errOut.Len() > 0 {
+	line, stderr, err := aguiClients.run(ctx, node, dir, lane, coordURL+"/agui", job)
+	if stderr != "" {
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("agui-client %s stderr:\n%s", lane, errOut.String())
+				t.Logf("agui-client %s stderr:\n%s", lane, stderr)
 			}
 		})
 	}
-	require.NoError(t, ctx.Err(), "agui-client %s took longer than %v", lane, aguiClientTimeout)
-	require.NoError(t, runErr, "agui-client %s", lane)
+	require.NoError(t, err, "agui-client %s", lane)
 	var res hitlJob
-	line := lastLine(out.Bytes())
 	require.NoError(t, json.Unmarshal(line, &res), "agui-client report %q", line)
 	require.NotEmpty(t, res.Runs, "agui-client reported no run")
 	return res

@@ -223,6 +223,29 @@ func testAGUIClientHarness(t *testing.T) {
 				assert.NotContains(t, in, "protocolVersion", "0.0.59 predates protocolVersion")
 			}
 		})
+		t.Run(lane+"/one-worker-warnings-per-job", func(t *testing.T) {
+			// Two jobs on one worker: the first job's warnings are its own, not the second's.
+			pool := &aguiPool{idle: map[string][]*aguiWorker{}}
+			defer pool.close()
+			node, _ := requireNode(t)
+			bad, _ := aguiServer(t, contentBeforeStart)
+			good, _ := aguiServer(t, valid)
+			var reports []aguiResult
+			for _, url := range []string{bad.URL, good.URL} {
+				ctx, cancel := context.WithTimeout(context.Background(), aguiClientTimeout)
+				line, _, err := pool.run(ctx, node, requirePeers(t), lane, url, job)
+				cancel()
+				require.NoError(t, err)
+				var r aguiResult
+				require.NoError(t, json.Unmarshal(line, &r))
+				reports = append(reports, r)
+			}
+			require.NotNil(t, reports[0].Failed)
+			assert.NotEmpty(t, reports[0].Warnings, "the rejected run's console line")
+			assert.Nil(t, reports[1].Failed)
+			assert.Empty(t, reports[1].Warnings, "the first job's lines stay with it")
+			assert.Equal(t, 1, pool.started, "the second job reuses the worker")
+		})
 		t.Run(lane+"/content-before-start", func(t *testing.T) {
 			srv, _ := aguiServer(t, contentBeforeStart)
 			r := runAGUIClient(t, lane, srv.URL, job)
