@@ -22,7 +22,7 @@ var aguiClients = &aguiPool{idle: map[string][]*aguiWorker{}}
 
 // aguiPool holds the idle workers by node binary, peers directory and lane.
 type aguiPool struct {
-	mu     sync.Mutex
+	mu      sync.Mutex
 	idle    map[string][]*aguiWorker
 	closed  bool
 	started int // workers started, for the pool's own test
