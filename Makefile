@@ -4,23 +4,45 @@
 GO    ?= go
 PEERS := integration/peers
 
+# -trimpath keeps the checkout's directory out of the build: the build cache (and vet's and
+# staticcheck's) then serves a fresh clone in another directory too, instead of compiling
+# and analysing this module's packages again.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
 .PHONY: all peers browser postgres proxies lint test bench build demo compose-smoke
 
 all: build
 
-# Installs the pinned third-party peers from the committed lockfile, when Node is present and
-# the install is missing or older than the lockfile. Without Node the peer tests skip (or fail
+# Installs the pinned third-party peers from the committed lockfile, when Node is present. A
+# fresh checkout links integration/peers/node_modules to an install kept under PEERS_CACHE by
+# the lockfile's hash (made with `npm ci` the first time), so that a new clone does not unpack
+# the same tree again; a node_modules directory of its own (an older checkout) is kept and
+# reinstalled in place when older than the lockfile. Without Node the peer tests skip (or fail
 # when CI is set).
+PEERS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/baton/peers
+
 peers:
-	@if command -v node >/dev/null 2>&1; then \
-		if [ ! -d $(PEERS)/node_modules ] || [ $(PEERS)/package-lock.json -nt $(PEERS)/node_modules/.package-lock.json ]; then \
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "peers: node not found on PATH; the integration peer tests will skip (and fail when CI is set)"; \
+	elif [ -d $(PEERS)/node_modules ] && [ ! -L $(PEERS)/node_modules ]; then \
+		if [ $(PEERS)/package-lock.json -nt $(PEERS)/node_modules/.package-lock.json ]; then \
 			echo "peers: npm ci in $(PEERS)"; \
 			cd $(PEERS) && npm ci --no-audit --no-fund; \
 		else \
 			echo "peers: up to date"; \
 		fi; \
 	else \
-		echo "peers: node not found on PATH; the integration peer tests will skip (and fail when CI is set)"; \
+		key=$$(sha256sum $(PEERS)/package-lock.json | cut -c1-16); dir="$(PEERS_CACHE)/$$key"; \
+		if [ ! -f "$$dir/installed" ]; then \
+			echo "peers: npm ci in $$dir"; \
+			tmp="$$dir.tmp.$$$$"; rm -rf "$$tmp"; mkdir -p "$$tmp"; \
+			cp $(PEERS)/package.json $(PEERS)/package-lock.json "$$tmp"/; \
+			(cd "$$tmp" && npm ci --no-audit --no-fund) || { rm -rf "$$tmp"; exit 1; }; \
+			touch "$$tmp/installed"; rm -rf "$$dir"; mv "$$tmp" "$$dir"; \
+		else \
+			echo "peers: installed in $$dir"; \
+		fi; \
+		ln -sfn "$$dir/node_modules" $(PEERS)/node_modules; \
 	fi
 
 # Installs Debian's chromium for the browser tests (web/, integration/TestBrowser) when no
