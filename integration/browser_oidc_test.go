@@ -29,7 +29,9 @@ import (
 )
 
 // authProxy is a reverse proxy to Baton that records the bearer token of every /agui
-// request and refuses the next refuse of them with Baton's 401.
+// request and refuses the next refuse runs (POST /agui) with Baton's 401. Only runs: the
+// page's other requests (its thread list, a thread's history) come at moments of their own
+// after a sign-in, and a refusal they took would not be the one a test is about.
 type authProxy struct {
 	mu      sync.Mutex
 	target  *url.URL
@@ -47,7 +49,7 @@ func (p *authProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		p.tokens = append(p.tokens, tok)
 		p.paths = append(p.paths, r.Method+" "+r.URL.Path)
-		if p.refuse > 0 && tok != "" {
+		if p.refuse > 0 && tok != "" && r.Method == http.MethodPost && r.URL.Path == "/agui" {
 			p.refuse--
 			p.refused = append(p.refused, tok)
 			refuse = true

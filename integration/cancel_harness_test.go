@@ -95,6 +95,9 @@ func startBatonForCancel(t testing.TB, cfg cancelConfig) *baton {
 				t.Errorf("coordinator exited with code %d on SIGTERM, want 0", code)
 			}
 		})
+		if len(cfg.MCP) > 0 {
+			waitMCPSettled(t, p.Match[1])
+		}
 		return &baton{URL: p.Match[1], P: p}
 	}
 	t.Fatalf("starting the coordinator: %v\nconfig:\n%s", err, cfg.yaml())
