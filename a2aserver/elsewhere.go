@@ -18,12 +18,12 @@ import (
 // error), and keeps the cancels still being retried among the store's pending cancels,
 // which the run's work record ties to the run.
 
-// cancelJournal reads the journal's steps (store.Store).
+// cancelJournal reads the journal's steps (store.Store; part of Log).
 type cancelJournal interface {
 	Steps(ctx context.Context, threadID string, after int64, limit int) ([]store.Step, error)
 }
 
-// cancelsPending reads the cancels not confirmed yet (store.Store).
+// cancelsPending reads the cancels not confirmed yet (store.Store; part of Log).
 type cancelsPending interface {
 	PendingCancels(ctx context.Context, limit int) ([]store.PendingCancel, error)
 }
@@ -153,11 +153,10 @@ func (d downstream) workOf(ctx context.Context, threadID, runID string) *runWork
 // configured here, which their retries may still confirm, and those of agents that are
 // not (gone), which nothing here retries.
 func (d downstream) pendingOf(ctx context.Context, w *runWork) (pending, gone []store.PendingCancel) {
-	pc, ok := d.runs.(cancelsPending)
-	if !ok || w == nil {
+	if w == nil {
 		return nil, nil
 	}
-	all, err := pc.PendingCancels(ctx, store.MaxPendingCancelsRead)
+	all, err := d.runs.PendingCancels(ctx, store.MaxPendingCancelsRead)
 	if err != nil {
 		d.log.Debug("a2a cancel: pending cancels", "err", err)
 		return nil, nil
@@ -180,13 +179,9 @@ func (d downstream) pendingOf(ctx context.Context, w *runWork) (pending, gone []
 // failedCancels names the run's cancels that the journal records as failed or abandoned;
 // keys holds their "<agent> <task id>".
 func (d downstream) failedCancels(ctx context.Context, threadID, runID string) (out []string, keys map[string]bool) {
-	j, ok := d.runs.(cancelJournal)
-	if !ok {
-		return nil, nil
-	}
 	keys = map[string]bool{}
 	for after := int64(0); ; {
-		steps, err := j.Steps(ctx, threadID, after, store.MaxStepsRead)
+		steps, err := d.runs.Steps(ctx, threadID, after, store.MaxStepsRead)
 		if err != nil {
 			d.log.Debug("a2a cancel: journal", "thread_id", threadID, "run_id", runID, "err", err)
 			return out, keys

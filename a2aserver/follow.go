@@ -14,10 +14,13 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// Log reads runs' event logs and records on any replica (store.Store fits).
+// Log reads runs' event logs, records, journal steps and pending cancels on any replica
+// (store.Store fits).
 type Log interface {
 	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]store.Event, error)
 	GetRun(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
+	cancelJournal
+	cancelsPending
 }
 
 // followPoll is how often a task followed on a replica other than its execution's reads
