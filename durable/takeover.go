@@ -17,6 +17,7 @@ type TakeoverStore interface {
 	RunReader
 	EventReader
 	TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]store.RunRecord, error)
+	TakeOverReleasedRuns(ctx context.Context, replica string, lease time.Duration, limit int) ([]store.RunRecord, error)
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
 }
 
@@ -154,14 +155,18 @@ func (t *Takeover) Look(ctx context.Context, anyLease bool) int {
 		if round == 0 {
 			t.retry(rctx)
 		}
+		sent := time.Now()
+		var recs []store.RunRecord
+		var err error
 		if !anyLease && t.cfg.Contact != nil && !t.cfg.Contact.MayClaim(t.cfg.Lease) {
 			// Not a lease of unbroken contact with the store yet: a lapsed lease may be one
-			// that its live owner could not renew during an outage (design/fencing.md).
-			cancel()
-			return claimed
+			// that its live owner could not renew during an outage (design/fencing.md). A
+			// run handed off at its replica's shutdown has no owner left: it is taken over
+			// at once all the same (else one slow heartbeat here would hold it a lease).
+			recs, err = t.cfg.Store.TakeOverReleasedRuns(rctx, t.cfg.Replica, t.cfg.Lease, t.cfg.Batch)
+		} else {
+			recs, err = t.cfg.Store.TakeOverRuns(rctx, t.cfg.Replica, t.cfg.Lease, t.cfg.Batch, anyLease)
 		}
-		sent := time.Now()
-		recs, err := t.cfg.Store.TakeOverRuns(rctx, t.cfg.Replica, t.cfg.Lease, t.cfg.Batch, anyLease)
 		if err != nil {
 			cancel()
 			t.log.Warn("store: take over lapsed runs", "err", err)

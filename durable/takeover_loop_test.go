@@ -245,7 +245,8 @@ func TestTakeoverEndsFinishedRuns(t *testing.T) {
 
 // TestTakeoverClaimRule: a replica whose contact with the store broke claims nothing, nor
 // one whose contact came back less than a lease ago (the lapsed leases may be those of live
-// owners that could not renew them during the outage); a look at start (anyLease) claims
+// owners that could not renew them during the outage), except runs that their replica
+// released at its shutdown; a look at start (anyLease) claims
 // every running run of other replica ids, lapsed or not.
 func TestTakeoverClaimRule(t *testing.T) {
 	t.Parallel()
@@ -263,6 +264,15 @@ func TestTakeoverClaimRule(t *testing.T) {
 	contact.Renewed(time.Now())
 	assert.Zero(t, tk.Look(ctx, false), "contact back for less than a lease")
 	assert.Empty(t, a.claims())
+
+	// A run its replica handed off (released) has no owner left: it is claimed all the same.
+	_, err = st.BeginRun(ctx, "t-leaving", "r-leaving", "replica-leaving", time.Hour)
+	require.NoError(t, err)
+	_, err = st.ReleaseRuns(ctx, "replica-leaving")
+	require.NoError(t, err)
+	contact.Failed()
+	assert.Equal(t, 1, tk.Look(ctx, false), "contact broken: only the released run")
+	assert.Equal(t, map[string]int{"r-leaving": 1}, a.claims())
 
 	require.Equal(t, len(runs)+1, tk.Look(ctx, true), "at start: every run of another replica id")
 	assert.Equal(t, 1, a.claims()["r-live"])

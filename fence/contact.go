@@ -11,8 +11,9 @@ import (
 // owners are alive (and paused by Lease.Wait); a replica that claimed them at once would
 // swap runs with the others. So a replica that lost contact claims lapsed runs again only
 // after a lease of unbroken contact, by which time every live owner has renewed its own. A
-// replica that never lost contact (since it started) claims at once: a hand-off's released
-// runs are taken over without waiting.
+// replica that never lost contact (since it started) claims at once. A hand-off's released
+// runs are not lapsed leases (they have no owner left): the takeover claims them whatever
+// the contact says.
 type Contact struct {
 	mu sync.Mutex
 	// broken: the last heartbeat failed. since is when contact came back after the last

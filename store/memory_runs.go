@@ -185,6 +185,16 @@ func (m *memRuns) ClaimLapsedRuns(ctx context.Context, replica string, limit int
 }
 
 func (m *memRuns) TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]RunRecord, error) {
+	now := time.Now().UTC()
+	return m.takeOver(ctx, replica, lease, limit, func(r *RunRecord) bool { return anyLease || r.LeaseUntil.Before(now) })
+}
+
+func (m *memRuns) TakeOverReleasedRuns(ctx context.Context, replica string, lease time.Duration, limit int) ([]RunRecord, error) {
+	return m.takeOver(ctx, replica, lease, limit, func(r *RunRecord) bool { return r.LeaseUntil.Equal(memReleased) })
+}
+
+// takeOver is TakeOverRuns for the running runs of other replicas that match.
+func (m *memRuns) takeOver(ctx context.Context, replica string, lease time.Duration, limit int, match func(*RunRecord) bool) ([]RunRecord, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -196,7 +206,7 @@ func (m *memRuns) TakeOverRuns(ctx context.Context, replica string, lease time.D
 			if len(out) >= limit {
 				return out, nil
 			}
-			if r.r.State == RunRunning && r.r.Replica != replica && (anyLease || r.r.LeaseUntil.Before(now)) {
+			if r.r.State == RunRunning && r.r.Replica != replica && match(&r.r) {
 				r.r.Replica, r.r.UpdatedAt, r.r.LeaseUntil = replica, now, now.Add(lease)
 				r.r.Epoch++
 				out = append(out, *copyRun(r.r))
@@ -206,17 +216,20 @@ func (m *memRuns) TakeOverRuns(ctx context.Context, replica string, lease time.D
 	return out, nil
 }
 
+// memReleased is the LeaseUntil of a run that its replica released (ReleaseRuns): lapsed
+// for every claimer, and told apart from a lease that lapsed.
+var memReleased = time.Unix(0, 0).UTC()
+
 func (m *memRuns) ReleaseRuns(ctx context.Context, replica string) (int, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	now := time.Now().UTC().Add(-time.Millisecond)
 	n := 0
 	for _, th := range m.threads {
 		for _, r := range th.runs {
 			if r.r.Replica == replica && r.r.State == RunRunning {
-				r.r.LeaseUntil = now
+				r.r.LeaseUntil = memReleased
 				n++
 			}
 		}

@@ -134,8 +134,14 @@ type Runs interface {
 	// the lease is not looked at: a single process that starts (SQLite, one replica by
 	// definition) takes over every run a previous process left running.
 	TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]RunRecord, error)
+	// TakeOverReleasedRuns is TakeOverRuns for only the runs whose replica released them
+	// (ReleaseRuns), not those whose lease lapsed: a replica whose contact with the store
+	// broke may not claim lapsed leases yet (their owners may be alive), but a released run
+	// has no owner left.
+	TakeOverReleasedRuns(ctx context.Context, replica string, lease time.Duration, limit int) ([]RunRecord, error)
 	// ReleaseRuns ends the lease of every running run of replica now, without ending the
-	// runs, so that another replica takes them over at once (a graceful hand-off); it
+	// runs, so that another replica takes them over at once (a graceful hand-off; the lease
+	// is marked released, which TakeOverReleasedRuns tells apart from a lapsed one); it
 	// returns how many. On PostgreSQL the other replicas are woken by a notification.
 	ReleaseRuns(ctx context.Context, replica string) (int, error)
 	// WatchRun records that a client follows the running run through some replica, for ttl

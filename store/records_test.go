@@ -581,3 +581,33 @@ func TestThreadRuns(t *testing.T) {
 
 // begun drops BeginRun's epoch where a test needs only its error.
 func begun(_ int64, err error) error { return err }
+
+// TestTakeOverReleasedRuns: a claimer that may not take lapsed leases yet still takes the
+// runs their replica released, and only those.
+func TestTakeOverReleasedRuns(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		require.NoError(t, begun(s.BeginRun(ctx, "released", "r1", "leaving", time.Hour)))
+		require.NoError(t, begun(s.BeginRun(ctx, "lapsed", "r1", "dead", -time.Second)))
+		require.NoError(t, begun(s.BeginRun(ctx, "held", "r1", "alive", time.Hour)))
+		none, err := s.TakeOverReleasedRuns(ctx, "other", time.Minute, 10)
+		require.NoError(t, err)
+		require.Empty(t, none, "nothing released yet; a lapsed lease is not a release")
+		n, err := s.ReleaseRuns(ctx, "leaving")
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		got, err := s.TakeOverReleasedRuns(ctx, "other", time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, "released", got[0].ThreadID)
+		assert.Equal(t, "other", got[0].Replica)
+		assert.Equal(t, int64(2), got[0].Epoch, "the old owner is fenced")
+		again, err := s.TakeOverReleasedRuns(ctx, "third", time.Minute, 10)
+		require.NoError(t, err)
+		assert.Empty(t, again, "a run taken over holds a lease again")
+		rest, err := s.TakeOverRuns(ctx, "other", time.Minute, 10, false)
+		require.NoError(t, err)
+		require.Len(t, rest, 1, "the lapsed run is still there for a claimer that may take it")
+		assert.Equal(t, "lapsed", rest[0].ThreadID)
+	})
+}

@@ -357,7 +357,21 @@ func (s sqlRuns) ClaimLapsedRuns(ctx context.Context, replica string, limit int)
 	return out, nil
 }
 
-func (s sqlRuns) TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) (_ []RunRecord, err error) {
+func (s sqlRuns) TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]RunRecord, error) {
+	// The lease on the database's clock.
+	lapsed := `(state = 'running' AND replica <> $1 AND lease_until < ` + s.d.nowNS + `)`
+	if anyLease {
+		lapsed = `(state = 'running' AND replica <> $1)`
+	}
+	return s.takeOver(ctx, replica, lease, limit, lapsed)
+}
+
+func (s sqlRuns) TakeOverReleasedRuns(ctx context.Context, replica string, lease time.Duration, limit int) ([]RunRecord, error) {
+	return s.takeOver(ctx, replica, lease, limit, `(state = 'running' AND replica <> $1 AND lease_until = `+releasedLease+`)`)
+}
+
+// takeOver is TakeOverRuns for the runs that match lapsed (a condition on $1, the replica).
+func (s sqlRuns) takeOver(ctx context.Context, replica string, lease time.Duration, limit int, lapsed string) (_ []RunRecord, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -368,11 +382,7 @@ func (s sqlRuns) TakeOverRuns(ctx context.Context, replica string, lease time.Du
 	err = s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		// As in ClaimLapsedRuns: candidates picked once (materialised, SKIP LOCKED), the
 		// condition checked again on the rows updated, since a claimer that waited for a
-		// row lock re-checks only the outer WHERE; the lease on the database's clock.
-		lapsed := `(state = 'running' AND replica <> $1 AND lease_until < ` + s.d.nowNS + `)`
-		if anyLease {
-			lapsed = `(state = 'running' AND replica <> $1)`
-		}
+		// row lock re-checks only the outer WHERE.
 		rows, err := tx.QueryContext(ctx, s.d.q(`WITH picked AS MATERIALIZED (
 				SELECT thread_id, run_id FROM runs WHERE `+lapsed+`
 				ORDER BY lease_until LIMIT $3 `+s.d.skipLocked+`)
@@ -391,14 +401,17 @@ func (s sqlRuns) TakeOverRuns(ctx context.Context, replica string, lease time.Du
 	return out, nil
 }
 
+// releasedLease is the lease_until of a run that its replica released (ReleaseRuns): lapsed
+// for every claimer, and told apart from a lease that lapsed.
+const releasedLease = `0`
+
 func (s sqlRuns) ReleaseRuns(ctx context.Context, replica string) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
 	var n int64
 	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-		// One nanosecond in the past: lapsed for every claimer's "lease_until < now".
-		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET lease_until = `+s.d.nowNS+` - 1
+		res, err := s.txExec(ctx, tx, s.d.q(`UPDATE runs SET lease_until = `+releasedLease+`
 			WHERE replica = $1 AND state = 'running'`), replica)
 		if err != nil {
 			return err
