@@ -107,14 +107,9 @@ lint:
 # long together. Listed in its place, it waited about two minutes for its turn. -vet=off:
 # lint has just run all of go vet, of which go test's own checks are a part. -ldflags=-w:
 # the test binaries are linked without DWARF (a sixth of each link; stack traces and race
-# reports do not use it). TEST_P: one test binary more than there are cores at a time,
-# since the packages' tests spend much of their time waiting on child processes (Node
-# peers, PostgreSQL, browsers); with -p at the number of cores (2 here), the unit packages
-# ran one at a time beside the integration package and ended 85 s after it.
-TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-
+# reports do not use it).
 test: peers browser postgres proxies lint
-	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w -p $(TEST_P) ./integration/ ./...
+	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w ./integration/ ./...
 	# Tests that move tens of MiB through JSON are too slow under the race detector (their
 	# files say //go:build !race): they run here, without it.
 	$(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/

@@ -15,9 +15,14 @@ import (
 )
 
 // forEachBackend runs f as a subtest on a fresh store of every backend.
+// forEachBackend runs f on a fresh store of each backend, the backends side by side (each
+// store is its own: a memory store, a SQLite file, a PostgreSQL database).
 func forEachBackend(t *testing.T, f func(t *testing.T, s Store)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b.open(t)) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, b.open(t))
+		})
 	}
 }
 
