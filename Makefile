@@ -112,12 +112,14 @@ test: peers browser postgres proxies lint
 	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w ./integration/ ./...
 	# Tests that move tens of MiB through JSON are too slow under the race detector (their
 	# files say //go:build !race): they run here, without it.
-	$(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/
+	# Beside the fuzzing, which follows: the machine is otherwise idle by now.
 	# Fuzz budgets are counts, not durations: with a -fuzztime duration, Go 1.26's fuzz
 	# coordinator can report its own stop deadline as a failure ("context deadline exceeded",
 	# no crasher) when a loaded machine starves a worker (go.dev/issue/75804, fixed in 1.27).
-	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 20000x ./agui/
-	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/
+	$(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ & big=$$!; \
+	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 20000x ./agui/ && \
+	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/; fuzz=$$?; \
+	wait $$big && exit $$fuzz
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./...

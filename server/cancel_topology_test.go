@@ -121,14 +121,15 @@ func (tp *cancelTopology) openRuns(t *testing.T, n int) (disconnect func()) {
 	}
 }
 
-// TestMassDisconnectEveryCancelConfirmed drops a few hundred streaming runs at once against
+// TestMassDisconnectEveryCancelConfirmed drops 120 streaming runs at once (15 times the
+// per-agent bound; BenchmarkCancel* go to 10,000) against
 // an agent that is slow to cancel and refuses the first two CancelTask calls of every task
 // (each attempt is one call, so every task needs the background follow-up), and checks that
 // every task ends canceled at the agent, and that the agent never had more cancels in
 // flight than the per-agent bound. The attempt timeout is long: an attempt that timed out
 // would free its slot while the agent still serves the abandoned call.
 func TestMassDisconnectEveryCancelConfirmed(t *testing.T) {
-	const runs, perAgent = 300, 8
+	const runs, perAgent = 120, 8
 	tp := newCancelTopology(t, benchagent.Options{Chunks: []string{"first chunk"}, FailCancels: 2, CancelDelay: 2 * time.Millisecond}, nil, perAgent, 30*time.Second)
 	defer tp.close()
 	disconnect := tp.openRuns(t, runs)
