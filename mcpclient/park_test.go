@@ -334,9 +334,11 @@ func TestMCPParkURLEverything(t *testing.T) {
 		{"accepted", map[string]*mcp.ElicitResult{"0": {Action: "accept"}}, "OK", "User completed the URL elicitation flow", true},
 		{"declined", map[string]*mcp.ElicitResult{"0": {Action: "decline"}}, "ERROR", "the user did not (decline)", false},
 	}
+	// The transports side by side, checked for leaks together once both are done.
+	leakCheck(t)
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			leakCheck(t)
+			t.Parallel()
 			el := &recElicitor{res: &mcp.ElicitResult{Action: "accept"}}
 			r := newRegistry(t, []ServerConfig{tr.cfg(t)}, Options{Elicitor: el})
 			require.True(t, r.Status()[0].Connected, r.Status()[0].LastError)

@@ -99,9 +99,12 @@ func TestMCPEverything(t *testing.T) {
 			return ServerConfig{Name: "everything", URL: startEverythingHTTP(t)}
 		}},
 	}
+	// The transports side by side (each its own server-everything, whose Node start is most
+	// of the time), checked for leaks together once both are done.
+	leakCheck(t)
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			leakCheck(t)
+			t.Parallel()
 			el := &recElicitor{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}}
 			r := newRegistry(t, []ServerConfig{tr.cfg(t)}, Options{Elicitor: el})
 			require.True(t, r.Status()[0].Connected, r.Status()[0].LastError)
