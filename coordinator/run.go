@@ -288,7 +288,10 @@ func (r *Run) resetHardStop() {
 // Never inlined: its locals would otherwise sit in the frame of execCall, which is on the
 // run's stack while a call is in flight (parked stacks stay shallow).
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
-	if len(o.interrupts) > 0 || ctx.Err() != nil || r.fatalErr() != nil {
+	// r.scope.Cause: Run.Cancel cancels the downstream work just before the run's context,
+	// so a call may end on that cancellation (a sub-agent's CANCELED) while ctx is not done
+	// yet; it is the run's cancellation, not a result to stream before its cancelled end.
+	if len(o.interrupts) > 0 || ctx.Err() != nil || r.scope.Cause() != nil || r.fatalErr() != nil {
 		return
 	}
 	r.dur.noteResult(toolCallID, o)
