@@ -32,9 +32,12 @@ type progressCoalescer struct {
 
 // progressSettle and progressSettleMax bound flush's wait for the notifications still on
 // their way when a call returns: the SDK hands a call its result as soon as it is read,
-// while the notifications read before it are still being handled one by one.
+// while the notifications read before it are queued to be handled one by one on another
+// goroutine, so the last one (often sent just before the result) may not have reached note
+// yet. progressSettle is counted from the later of the call's return and the last
+// notification: long enough for a queued handler to be scheduled on a loaded machine.
 const (
-	progressSettle    = 20 * time.Millisecond
+	progressSettle    = 50 * time.Millisecond
 	progressSettleMax = time.Second
 )
 
@@ -80,13 +83,21 @@ func (c *progressCoalescer) fire() {
 
 // flush sends the value held back now: the call has ended, and its last progress goes out
 // before its result. A call that had progress waits first until no notification came for
-// progressSettle (at most progressSettleMax), so that the last one the server sent is the
-// one that goes out.
+// progressSettle since it returned (at most progressSettleMax), so that the last one the
+// server sent is the one that goes out.
 func (c *progressCoalescer) flush() {
-	for deadline := time.Now().Add(progressSettleMax); ; {
+	returned := time.Now()
+	for deadline := returned.Add(progressSettleMax); ; {
 		c.mu.Lock()
-		quiet := time.Since(c.noted)
+		hadProgress, since := !c.noted.IsZero(), c.noted
 		c.mu.Unlock()
+		if !hadProgress {
+			break
+		}
+		if since.Before(returned) {
+			since = returned
+		}
+		quiet := time.Since(since)
 		if quiet >= progressSettle || time.Now().After(deadline) {
 			break
 		}

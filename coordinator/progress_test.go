@@ -212,3 +212,35 @@ func TestProgressCoalescer(t *testing.T) {
 		assert.Len(t, sentNow(), n, "nothing more after a flush without news")
 	})
 }
+
+// A call's last notification can reach the coalescer just after the call returned (the SDK
+// queues notifications to another goroutine but hands the result over at once): flush waits
+// for it, so it goes out before the result, even when the previous one came long before.
+func TestProgressFlushWaitsForQueuedLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		add := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+		c := newProgressCoalescer(func(p mcpclient.Progress) { add(fmt.Sprint(p.Progress)) })
+		c.note(mcpclient.Progress{Progress: 3})
+		time.Sleep(500 * time.Millisecond) // the server's step
+		done := make(chan struct{})
+		go func() { c.flush(); add("result"); close(done) }()
+		time.Sleep(5 * time.Millisecond) // the queued handler runs late
+		c.note(mcpclient.Progress{Progress: 4})
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"3", "4", "result"}, order)
+	})
+}
+
+// A call without progress returns at once: flush does not wait.
+func TestProgressFlushWithoutProgressDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newProgressCoalescer(func(mcpclient.Progress) { t.Error("nothing to send") })
+		start := time.Now()
+		c.flush()
+		assert.Zero(t, time.Since(start))
+	})
+}
