@@ -48,13 +48,9 @@ var conformanceClientOnce struct {
 func conformanceClientBin(t *testing.T) string {
 	t.Helper()
 	root := repoRoot(t)
+	buildBinaries(t) // creates binDir, which TestMain removes
 	conformanceClientOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "baton-conformance-")
-		if err != nil {
-			conformanceClientOnce.err = err
-			return
-		}
-		bin := filepath.Join(dir, "mcp-conformance-client")
+		bin := filepath.Join(binDir, "mcp-conformance-client")
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/mcp-conformance-client")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

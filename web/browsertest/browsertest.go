@@ -90,6 +90,9 @@ func Start(t testing.TB, opts Options) *Browser {
 		chromedp.Flag("metrics-recording-only", true),
 		chromedp.Flag("password-store", "basic"),
 		chromedp.UserDataDir(profile),
+		// Chromium keeps its singleton socket in a directory of its own under TMPDIR, which
+		// a killed browser leaves behind: put it in the profile, which is removed.
+		chromedp.Env("TMPDIR="+profile),
 		chromedp.WindowSize(opts.Width, opts.Height),
 	)
 	ctx, cancel := chromedp.NewContext(allocCtx)
