@@ -102,12 +102,15 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-# ./integration/ is named first so that go test starts it first: it is the longest package by
-# far (about six minutes), and the others, run beside it, take about as long together. Listed
-# in its place, it waited about two minutes for its turn. (Naming the other long packages next
-# started it 28 s later, behind their links, and ended no sooner.) -vet=off: lint has just run
-# all of go vet, of which go test's own checks are a part. -ldflags=-w: the test binaries are
-# linked without DWARF (a sixth of each link; stack traces and race reports do not use it).
+# go test starts packages in the order they are named. ./integration/ first: it is the
+# longest package by far (about six minutes), and the others, run beside it, take about as
+# long together; listed in its place, it waited about two minutes for its turn. Then web and
+# store, the longest of the rest (about 50 s each under load), so that the short packages are
+# what is left when the integration suite ends: alphabetically last, web ran alone for the
+# last 50 s. (Naming six long packages next started the integration suite 28 s later, behind
+# their links.) -vet=off: lint has just run all of go vet, of which go test's own checks are
+# a part. -ldflags=-w: the test binaries are linked without DWARF (a sixth of each link;
+# stack traces and race reports do not use it).
 #
 # Beside it, at low priority (nice), so that they take what the race-detector run leaves idle
 # (about a sixth of the two cores) rather than 15 s after it: the tests that move tens of MiB
@@ -116,6 +119,7 @@ lint:
 # fuzz coordinator can report its own stop deadline as a failure ("context deadline
 # exceeded", no crasher) when a loaded machine starves a worker (go.dev/issue/75804, fixed in
 # 1.27). Their output is shown at the end.
+FIRST := ./integration/ ./web/ ./store/
 BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ && \
 	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/ && \
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 20000x ./agui/
@@ -123,8 +127,8 @@ test: peers browser postgres proxies lint
 	@beside=$$(mktemp); \
 	echo "nice sh -c \"$(BESIDE)\" (in the background)"; \
 	nice -n 15 sh -c "$(BESIDE)" > $$beside 2>&1 & pid=$$!; \
-	echo "$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w ./integration/ ./..."; \
-	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w ./integration/ ./...; rc=$$?; \
+	echo "$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./..."; \
+	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./...; rc=$$?; \
 	wait $$pid || rc=1; \
 	echo "--- beside, at low priority: $(BESIDE)"; cat $$beside; rm -f $$beside; \
 	exit $$rc
