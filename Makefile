@@ -102,15 +102,14 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-# go test starts packages in the order they are named. ./integration/ first: it is the
-# longest package by far (about six minutes), and the others, run beside it, take about as
-# long together; listed in its place, it waited about two minutes for its turn. Then web and
-# store, the longest of the rest (about 50 s each under load), so that the short packages are
-# what is left when the integration suite ends: alphabetically last, web ran alone for the
-# last 50 s. (Naming six long packages next started the integration suite 28 s later, behind
-# their links.) -vet=off: lint has just run all of go vet, of which go test's own checks are
-# a part. -ldflags=-w: the test binaries are linked without DWARF (a sixth of each link;
-# stack traces and race reports do not use it).
+# go test starts packages in the order they are named: ./integration/ first, the longest
+# package by far (about six minutes; listed in its place, it waited two minutes for its
+# turn), then the other long ones, longest first, beside it (FIRST), so that the short
+# packages are what is left when the integration suite ends. Alphabetically, mcpclient and
+# server (about a minute each under load, mostly waiting) came last and kept the machine half
+# idle for the last 50 s. -vet=off: lint has just run all of go vet, of which go test's own
+# checks are a part. -ldflags=-w: the test binaries are linked without DWARF (a sixth of each
+# link; stack traces and race reports do not use it).
 #
 # Beside it, at low priority (nice), so that they take what the race-detector run leaves idle
 # (about a sixth of the two cores) rather than 15 s after it: the tests that move tens of MiB
@@ -119,7 +118,8 @@ lint:
 # fuzz coordinator can report its own stop deadline as a failure ("context deadline
 # exceeded", no crasher) when a loaded machine starves a worker (go.dev/issue/75804, fixed in
 # 1.27). Their output is shown at the end.
-FIRST := ./integration/ ./web/ ./store/
+FIRST := ./integration/ ./mcpclient/ ./store/ ./server/ ./coordinator/ ./web/ ./a2a/ \
+	./internal/testutil/pgtest/ ./cmd/coordinator/
 BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ && \
 	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/ && \
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 20000x ./agui/
