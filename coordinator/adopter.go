@@ -119,6 +119,7 @@ func (a adopter) startTakenOver(ctx context.Context, rec store.RunRecord, work d
 			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: a2a.State(t.State)}
 		}
 	}
+	// A run taken over has no request here: its trace starts without a parent.
 	r.startTrace(context.Background())
 	e.active[rec.ThreadID] = r
 	e.mu.Unlock()

@@ -192,6 +192,8 @@ func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner stri
 	if !ok {
 		return
 	}
+	// The run this task belonged to has lapsed: no context of its lives on, and the look
+	// and the cancel each get their own time.
 	fctx, cancel := context.WithTimeout(context.Background(), findWait)
 	defer cancel()
 	got, err := f.FindTask(e.agentCtx(fctx, owner, a), ids.contextID, ids.messageID)

@@ -77,6 +77,8 @@ func (e *Engine) watchRemote(threadID, runID string) (release func()) {
 	// lapses, and never less than minWatchTTL.
 	ttl := max(3*every, minWatchTTL)
 	watch := func() bool {
+		// Renewed by a timer for as long as the stream follows the run, after the request
+		// that started the watch may have returned.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
 		err := e.cfg.Store.WatchRun(ctx, threadID, runID, ttl)

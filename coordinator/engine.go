@@ -224,6 +224,7 @@ func (c *Config) withDefaults() error {
 		c.Now = time.Now
 	}
 	if c.Store == nil {
+		// Opening the memory store does no I/O, and New has no context to give it.
 		st, err := store.Open(context.Background(), "memory:")
 		if err != nil {
 			return fmt.Errorf("coordinator: memory store: %w", err)
@@ -278,6 +279,7 @@ func addAgents(agents map[string]*Agent, configured []Agent) error {
 // Start begins a run for in on behalf of principal ("" without auth). The run executes in
 // the background; stream its events with Stream.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
+	// No request: the run's trace has no parent.
 	return e.StartContext(context.Background(), in, principal)
 }
 
@@ -304,6 +306,8 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if err != nil {
 		return nil, err
 	}
+	// parent is the request's, and a run is admitted or refused whole: a client that goes
+	// away meanwhile must not leave a thread half written. The store's timeout bounds it.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	if th != nil && th.owner != principal {

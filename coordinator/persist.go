@@ -270,6 +270,8 @@ func (p *persister) endRun(r *Run) {
 	var failing time.Time
 	pause := storeRetry
 	for {
+		// The run's context has ended by now (often its end is a cancel): each attempt gets
+		// the store's write timeout.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
 		cancel()

@@ -84,6 +84,8 @@ type Run struct {
 }
 
 func newRun(e *Engine, in *agui.RunAgentInput) *Run {
+	// A run outlives the request that started it (a client may disconnect and come back):
+	// only its own cancel ends it.
 	ctx, stop := context.WithCancelCause(context.Background())
 	r := &Run{
 		ThreadID: in.ThreadID,

@@ -38,6 +38,8 @@ func (h runsHere) Renewed(ren durable.Renewal) {
 		if r.own.Apply(ren) != durable.NotRenewed || r.terminated() {
 			continue
 		}
+		// The heartbeat calls Renewed without a context of its own; the look is bounded by
+		// the store's write timeout.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		mine, err := r.own.Holds(ctx, h.e.cfg.Store)
 		cancel()

@@ -16,6 +16,8 @@ import (
 // taken the run over, and a stale owner must never stop (or cancel the downstream work of)
 // a run it does not hold.
 func (e *Engine) Stop(threadID, runID, principal string) error {
+	// A stop is carried out whole even when its request goes away: the store's timeout
+	// bounds the reads.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	st, err := e.cfg.Store.GetThread(ctx, threadID)

@@ -118,6 +118,7 @@ func (s *Stream) graceOver(cause error) {
 	if !fire {
 		return
 	}
+	// A timer calls graceOver, after the last client's request has ended.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	left, err := r.e.cfg.Store.RunWatchedFor(ctx, r.ThreadID, r.RunID)
 	cancel()

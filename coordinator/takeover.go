@@ -47,6 +47,8 @@ type takenOver struct {
 func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
 	owner := workOwner(work)
+	// The run's previous owner is gone with its contexts; the takeover's look must not
+	// bound the cancels either (they are slow agents' calls): they get their own time.
 	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

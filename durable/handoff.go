@@ -52,6 +52,8 @@ func HandOff(st ReleaseStore, replica string, runs []Leaving, renewals Stopper, 
 		}
 	}
 	if renewals != nil {
+		// The renewals' last round is waited for whole: a lease renewed after the
+		// release below would keep the runs here.
 		_ = renewals.Stop(context.Background())
 	}
 	// Handing off runs at shutdown, after the process's context has ended.

@@ -21,6 +21,7 @@ type pgListener struct {
 }
 
 func startListener(pool *pgxpool.Pool) *pgListener {
+	// The listener lives as long as the store; its Close cancels it.
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &pgListener{pool: pool, sig: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go l.run(ctx)
@@ -62,6 +63,7 @@ func (l *pgListener) listen(ctx context.Context) error {
 		return err
 	}
 	conn := pc.Hijack()
+	// Closed as ctx ends too: the close must not inherit it.
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{stopChannel}.Sanitize()); err != nil {
 		return err

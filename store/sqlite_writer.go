@@ -162,6 +162,8 @@ func (w *groupWriter) stmt(query string) *sql.Stmt {
 // prepareWanted prepares the statements asked for during the last batch.
 func (w *groupWriter) prepareWanted() {
 	for _, q := range w.want {
+		// The writer goroutine serves every caller: its statements are bounded by the
+		// batch's timeout, not by one caller's context.
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		st, err := w.db.PrepareContext(ctx, q)
 		cancel()
@@ -242,6 +244,8 @@ func (w *groupWriter) commit(batch []*writeJob) {
 			return
 		}
 	}
+	// A batch holds many callers' jobs: one caller going away must not roll back the
+	// others', so only the batch's timeout bounds it.
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	if len(batch) > 1 {
