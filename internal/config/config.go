@@ -104,6 +104,11 @@ type Config struct {
 	Replication Replication `yaml:"replication"`
 	// A2AServer serves Baton itself as an A2A agent (a2a_server.*).
 	A2AServer A2AServer `yaml:"a2a_server"`
+	// History bounds what the model is sent of a long thread (history.*).
+	History History `yaml:"history"`
+	// MCPServe serves Baton itself as an MCP server (mcp_server.*); not to be confused
+	// with MCPServers, the MCP servers Baton calls.
+	MCPServe MCPServe `yaml:"mcp_server"`
 	// Store is "memory:", "sqlite:<path>" or "postgres://…" (the DSN may hold a password:
 	// never log it).
 	Store string `yaml:"store"`
@@ -174,6 +179,14 @@ type Server struct {
 	// MaxThreadsPerPrincipal caps the threads of one principal; a new thread beyond it gets
 	// 429 TOO_MANY_THREADS. 0 means DefaultMaxThreadsPerPrincipal.
 	MaxThreadsPerPrincipal int `yaml:"max_threads_per_principal"`
+	// MaxFollowersPerPrincipal caps the streams one principal follows across its runs;
+	// beyond it a follow answers 429 TOO_MANY_FOLLOWERS. 0 means
+	// DefaultMaxFollowersPerPrincipal.
+	MaxFollowersPerPrincipal int `yaml:"max_followers_per_principal"`
+	// MaxDepth bounds nesting: a run started by another Baton carries its depth, and a call
+	// that would start a run deeper than this is refused ([REFUSED:max_depth]). 0 means
+	// DefaultMaxDepth.
+	MaxDepth int `yaml:"max_depth"`
 	// OIDC, when set, accepts JWTs of users signed in with an OpenID provider beside the
 	// static tokens (see OIDC).
 	OIDC *OIDC `yaml:"oidc"`
@@ -212,8 +225,12 @@ const (
 	DefaultMaxEventsPerRun = 100000
 	// DefaultMaxThreadsPerPrincipal is server.max_threads_per_principal's default.
 	DefaultMaxThreadsPerPrincipal = 10000
-	OnDisconnectCancel            = "cancel"
-	OnDisconnectDetach            = "detach"
+	// DefaultMaxFollowersPerPrincipal is server.max_followers_per_principal's default.
+	DefaultMaxFollowersPerPrincipal = 500
+	// DefaultMaxDepth is server.max_depth's default.
+	DefaultMaxDepth    = 4
+	OnDisconnectCancel = "cancel"
+	OnDisconnectDetach = "detach"
 )
 
 // Values of Server.OnShutdown.
@@ -271,6 +288,118 @@ type LLM struct {
 	// SystemPromptFile names a file whose text is SystemPrompt (read at start; relative
 	// paths are relative to the working directory, as the store's path is). Not both.
 	SystemPromptFile string `yaml:"system_prompt_file"`
+	// ContextWindow is how many tokens the model accepts; 0: from the provider's model
+	// list or a built-in table of well-known models.
+	ContextWindow int `yaml:"context_window"`
+	// Prices are the model's prices, for cost budgets (never fetched).
+	Prices Prices `yaml:"prices"`
+	// Fallback lists the models tried in order when this one fails with
+	// transient_provider after its retries, or refuses a request as too long for its
+	// context (then only models with a larger window).
+	Fallback []FallbackModel `yaml:"fallback"`
+}
+
+// Prices are a model's prices in USD per million tokens.
+type Prices struct {
+	InputPerMTok  float64 `yaml:"input_per_mtok"`
+	OutputPerMTok float64 `yaml:"output_per_mtok"`
+}
+
+// Cost returns the price in USD of in input and out output tokens.
+func (p Prices) Cost(in, out int64) float64 {
+	return (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6
+}
+
+// FallbackModel is one entry of llm.fallback: a model of any provider, with its own key,
+// window and prices.
+type FallbackModel struct {
+	// Provider is openai, anthropic or scripted.
+	Provider string `yaml:"provider"`
+	// BaseURL overrides the provider's API endpoint ("" = the provider's default).
+	BaseURL string `yaml:"base_url"`
+	Model   string `yaml:"model"`
+	// APIKeyEnv is the name of the variable that holds the key, never the key itself.
+	APIKeyEnv     string `yaml:"api_key_env"`
+	ContextWindow int    `yaml:"context_window"`
+	Prices        Prices `yaml:"prices"`
+}
+
+// APIKey returns the key from the environment variable named by APIKeyEnv ("" when
+// unset). Never log it.
+func (f FallbackModel) APIKey() string {
+	if f.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(f.APIKeyEnv)
+}
+
+// History is the history section: what the model is sent of a long thread. The thread
+// itself keeps every message.
+type History struct {
+	// CompactAt is the share of the context window past which older turns are summarised.
+	CompactAt float64 `yaml:"compact_at"`
+	// KeepRecentTurns are the turns never summarised.
+	KeepRecentTurns int `yaml:"keep_recent_turns"`
+	// MaxToolResultBytes: larger tool results reach the model cut, ending with
+	// [TRUNCATED:bytes=N].
+	MaxToolResultBytes int `yaml:"max_tool_result_bytes"`
+}
+
+// History defaults.
+const (
+	DefaultCompactAt          = 0.8
+	DefaultKeepRecentTurns    = 4
+	DefaultMaxToolResultBytes = 65536
+)
+
+// MCPServe is the mcp_server section: Baton as an MCP server (DESIGN §9d).
+type MCPServe struct {
+	// Enabled serves MCP at /mcp.
+	Enabled bool `yaml:"enabled"`
+	// Name is the server's name in its initialize result.
+	Name string `yaml:"name"`
+	// Agents are the configured agents offered as tools (names or * patterns).
+	Agents Patterns `yaml:"agents"`
+	// CoordinatorTool names the tool that runs the whole coordinator; "" for none.
+	CoordinatorTool string `yaml:"coordinator_tool"`
+	// TaskTTL is how long a finished MCP task stays readable.
+	TaskTTL Duration `yaml:"task_ttl"`
+}
+
+// MCP server defaults.
+const (
+	DefaultMCPServeName         = "baton"
+	DefaultMCPCoordinatorTool   = "ask"
+	DefaultMCPTaskTTL           = Duration(24 * time.Hour)
+	DefaultBudgetWarnAt         = 0.8
+	DefaultOIDCMaxTokenLifetime = Duration(24 * time.Hour)
+)
+
+// Patterns is a list of names or * patterns (path.Match syntax), written in YAML as a
+// list or as one string.
+type Patterns []string
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (p *Patterns) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return nil
+		}
+		*p = Patterns{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		out := make(Patterns, 0, len(n.Content))
+		for _, e := range n.Content {
+			if e.Kind != yaml.ScalarNode {
+				return errors.New("must be a name, a pattern or a list of them")
+			}
+			out = append(out, e.Value)
+		}
+		*p = out
+		return nil
+	}
+	return errors.New("must be a name, a pattern or a list of them")
 }
 
 // MaxSystemPromptBytes caps llm.system_prompt (and the file's text): it is sent with every
@@ -473,6 +602,8 @@ type Policy struct {
 	RateLimits []RateLimit `yaml:"rate_limits"`
 	// Budget bounds each run.
 	Budget Budget `yaml:"budget"`
+	// PrincipalBudget bounds each principal per UTC day.
+	PrincipalBudget PrincipalBudget `yaml:"principal_budget"`
 }
 
 // AccessList is an allow/deny list. Entries may be patterns ("files__*", path.Match
@@ -496,6 +627,19 @@ type Budget struct {
 	MaxToolCalls int `yaml:"max_tool_calls"`
 	// MaxTokens bounds the LLM tokens (input and output) of the run.
 	MaxTokens int `yaml:"max_tokens"`
+	// MaxCostUSD bounds the run's model cost, priced with llm.prices.
+	MaxCostUSD float64 `yaml:"max_cost_usd"`
+	// WarnAt is the share of a limit at which the model and the user are warned once.
+	WarnAt float64 `yaml:"warn_at"`
+}
+
+// PrincipalBudget bounds one principal's model use per UTC day, across runs and
+// replicas; 0 means no limit.
+type PrincipalBudget struct {
+	DailyTokens  int64   `yaml:"daily_tokens"`
+	DailyCostUSD float64 `yaml:"daily_cost_usd"`
+	// WarnAt is the share of a limit at which the model and the user are warned once.
+	WarnAt float64 `yaml:"warn_at"`
 }
 
 // Interrupts configures questions to the user (DESIGN §9).
@@ -634,7 +778,22 @@ func Default() *Config {
 		Interrupts: Interrupts{TTL: DefaultInterruptTTL},
 		Telemetry:  Telemetry{OTLPProtocol: DefaultOTLPProtocol, ServiceName: DefaultTelemetryService},
 		A2AServer:  A2AServer{Name: DefaultA2AServerName},
-		Store:      DefaultStore,
+		History: History{
+			CompactAt:          DefaultCompactAt,
+			KeepRecentTurns:    DefaultKeepRecentTurns,
+			MaxToolResultBytes: DefaultMaxToolResultBytes,
+		},
+		Policy: Policy{
+			Budget:          Budget{WarnAt: DefaultBudgetWarnAt},
+			PrincipalBudget: PrincipalBudget{WarnAt: DefaultBudgetWarnAt},
+		},
+		MCPServe: MCPServe{
+			Name:            DefaultMCPServeName,
+			Agents:          Patterns{"*"},
+			CoordinatorTool: DefaultMCPCoordinatorTool,
+			TaskTTL:         DefaultMCPTaskTTL,
+		},
+		Store: DefaultStore,
 	}
 }
 

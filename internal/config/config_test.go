@@ -79,7 +79,7 @@ func TestLoadDesignExample(t *testing.T) {
 		{Name: "deploy", URL: "http://127.0.0.1:3901/mcp", Headers: map[string]string{"Authorization": "Bearer " + secretToken}, OnToolError: "retry"},
 	}, c.MCPServers)
 	assert.Equal(t, Limits{MaxIterations: 25, MaxRunSeconds: 600, ToolTimeout: Duration(120 * time.Second), CancelHorizon: DefaultCancelHorizon}, c.Limits)
-	assert.Equal(t, Policy{}, c.Policy, "no policy: everything is allowed")
+	assert.Equal(t, Default().Policy, c.Policy, "no policy: everything is allowed")
 	assert.Equal(t, Loop{SoftThreshold: 2, HardThreshold: 3, StallTurns: 3}, c.Loop)
 	assert.Equal(t, "sqlite:./data/baton.db", c.Store)
 	assert.Equal(t, "./data/baton.db", c.StorePath())
@@ -381,7 +381,7 @@ loop: {soft_threshold: 1, hard_threshold: 4, stall_turns: 0}
 			{Tool: "demo__divide", MaxCalls: 5, Per: Duration(time.Minute)},
 			{Tool: "research", MaxCalls: 10, Per: Duration(time.Hour)},
 		},
-		Budget: Budget{MaxToolCalls: 50, MaxTokens: 200000},
+		Budget: Budget{MaxToolCalls: 50, MaxTokens: 200000, WarnAt: DefaultBudgetWarnAt}, PrincipalBudget: PrincipalBudget{WarnAt: DefaultBudgetWarnAt},
 	}, c.Policy)
 	assert.Equal(t, Loop{SoftThreshold: 1, HardThreshold: 4, StallTurns: 0}, c.Loop)
 }
@@ -489,7 +489,9 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 			Timeout: Duration(45 * time.Second), IdleTimeout: Duration(20 * time.Second),
 			SystemPrompt: "Be brief.", SystemPromptFile: "prompt.md"},
 		Limits:      Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second), CancelHorizon: Duration(45 * time.Second)},
-		Policy:      Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000}},
+		Policy:      Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000, WarnAt: DefaultBudgetWarnAt}, PrincipalBudget: PrincipalBudget{WarnAt: DefaultBudgetWarnAt}},
+		History:     Default().History,
+		MCPServe:    Default().MCPServe,
 		Loop:        Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},
 		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second), AdvertiseURL: "http://replica-1:8080"},

@@ -42,6 +42,9 @@ type OIDC struct {
 	// ClientID is the public client the chat page signs in with (authorization code with
 	// PKCE); empty: the page does not sign in by itself.
 	ClientID string `yaml:"client_id"`
+	// MaxTokenLifetime refuses tokens that live longer (exp - iat, or exp - now without
+	// iat); default DefaultOIDCMaxTokenLifetime.
+	MaxTokenLifetime Duration `yaml:"max_token_lifetime"`
 }
 
 // WithDefaults returns o with its defaults filled in.
@@ -54,6 +57,9 @@ func (o OIDC) WithDefaults() OIDC {
 	}
 	if o.ClockSkew == 0 {
 		o.ClockSkew = DefaultOIDCClockSkew
+	}
+	if o.MaxTokenLifetime == 0 {
+		o.MaxTokenLifetime = DefaultOIDCMaxTokenLifetime
 	}
 	return o
 }
@@ -73,6 +79,8 @@ func (c *Config) validateOIDC() error {
 		return c.fieldErr("server.oidc.jwks_url", "must be an https URL (http only to loopback) (got %q)", o.JWKSURL)
 	case o.ClockSkew < 0 || o.ClockSkew > MaxOIDCClockSkew:
 		return c.fieldErr("server.oidc.clock_skew", "must be between 0s and %s (got %s)", MaxOIDCClockSkew, o.ClockSkew)
+	case o.MaxTokenLifetime < 0:
+		return c.fieldErr("server.oidc.max_token_lifetime", "must not be negative (got %s); 0 means %s", o.MaxTokenLifetime, DefaultOIDCMaxTokenLifetime)
 	}
 	for _, a := range o.AllowedAlgs {
 		if !slices.Contains(asymmetricAlgs, a) {

@@ -130,6 +130,11 @@ func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
 		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
 			return c.lineErr(path, n, "must be a boolean%s", got(n))
 		}
+	case reflect.Float64:
+		var v float64
+		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
+			return c.lineErr(path, n, "must be a number%s", got(n))
+		}
 	case reflect.Int, reflect.Int64:
 		var v int64
 		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {

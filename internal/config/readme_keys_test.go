@@ -109,6 +109,10 @@ func TestREADMEConfigKeys(t *testing.T) {
 			assert.Equal(t, v.Int(), n, "README: default of %s", key)
 		case bool:
 			assert.Equal(t, strconv.FormatBool(d), m[1], "README: default of %s", key)
+		case float64:
+			f, err := strconv.ParseFloat(m[1], 64)
+			assert.NoError(t, err, key)
+			assert.Equal(t, d, f, "README: default of %s", key)
 		default:
 			assert.Equal(t, v.String(), m[1], "README: default of %s", key)
 		}

@@ -13,7 +13,7 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateA2AServer, c.validateStore, c.validateReplication}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateA2AServer, c.validateStore, c.validateReplication, c.validateSpend, c.validateHistory, c.validateMCPServe}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -86,6 +86,10 @@ func (c *Config) validateStream() error {
 		return c.fieldErr("server.thread_retention", "must not be negative (got %s)", s.ThreadRetention)
 	case s.MaxThreadsPerPrincipal < 0:
 		return c.fieldErr("server.max_threads_per_principal", "must not be negative (got %d)", s.MaxThreadsPerPrincipal)
+	case s.MaxFollowersPerPrincipal < 0:
+		return c.fieldErr("server.max_followers_per_principal", "must not be negative (got %d)", s.MaxFollowersPerPrincipal)
+	case s.MaxDepth < 0:
+		return c.fieldErr("server.max_depth", "must not be negative (got %d); 0 means %d", s.MaxDepth, DefaultMaxDepth)
 	}
 	return nil
 }
