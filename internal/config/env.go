@@ -28,6 +28,28 @@ func setInt(p func(*Config) *int) func(*Config, string) error {
 	}
 }
 
+func setFloat(p func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return fmt.Errorf("must be a number (got %q)", v)
+		}
+		*p(c) = f
+		return nil
+	}
+}
+
+func setBool(p func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("must be true or false (got %q)", v)
+		}
+		*p(c) = b
+		return nil
+	}
+}
+
 func setDuration(p func(*Config) *Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		d, err := parseDuration(v)
@@ -105,6 +127,30 @@ var envVars = []envVar{
 	{"BATON_LOOP_STALL_TURNS", "loop.stall_turns", setInt(func(c *Config) *int { return &c.Loop.StallTurns })},
 	{"BATON_INTERRUPTS_TTL", "interrupts.ttl", setDuration(func(c *Config) *Duration { return &c.Interrupts.TTL })},
 	{"BATON_STORE", "store", setString(func(c *Config) *string { return &c.Store })},
+	{"BATON_SERVER_MAX_FOLLOWERS_PER_PRINCIPAL", "server.max_followers_per_principal", setInt(func(c *Config) *int { return &c.Server.MaxFollowersPerPrincipal })},
+	{"BATON_SERVER_MAX_DEPTH", "server.max_depth", setInt(func(c *Config) *int { return &c.Server.MaxDepth })},
+	{"BATON_LLM_CONTEXT_WINDOW", "llm.context_window", setInt(func(c *Config) *int { return &c.LLM.ContextWindow })},
+	{"BATON_LLM_PRICES_INPUT_PER_MTOK", "llm.prices.input_per_mtok", setFloat(func(c *Config) *float64 { return &c.LLM.Prices.InputPerMTok })},
+	{"BATON_LLM_PRICES_OUTPUT_PER_MTOK", "llm.prices.output_per_mtok", setFloat(func(c *Config) *float64 { return &c.LLM.Prices.OutputPerMTok })},
+	{"BATON_HISTORY_COMPACT_AT", "history.compact_at", setFloat(func(c *Config) *float64 { return &c.History.CompactAt })},
+	{"BATON_HISTORY_KEEP_RECENT_TURNS", "history.keep_recent_turns", setInt(func(c *Config) *int { return &c.History.KeepRecentTurns })},
+	{"BATON_HISTORY_MAX_TOOL_RESULT_BYTES", "history.max_tool_result_bytes", setInt(func(c *Config) *int { return &c.History.MaxToolResultBytes })},
+	{"BATON_POLICY_BUDGET_MAX_COST_USD", "policy.budget.max_cost_usd", setFloat(func(c *Config) *float64 { return &c.Policy.Budget.MaxCostUSD })},
+	{"BATON_POLICY_BUDGET_WARN_AT", "policy.budget.warn_at", setFloat(func(c *Config) *float64 { return &c.Policy.Budget.WarnAt })},
+	{"BATON_POLICY_PRINCIPAL_BUDGET_DAILY_TOKENS", "policy.principal_budget.daily_tokens", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("must be an integer (got %q)", v)
+		}
+		c.Policy.PrincipalBudget.DailyTokens = n
+		return nil
+	}},
+	{"BATON_POLICY_PRINCIPAL_BUDGET_DAILY_COST_USD", "policy.principal_budget.daily_cost_usd", setFloat(func(c *Config) *float64 { return &c.Policy.PrincipalBudget.DailyCostUSD })},
+	{"BATON_POLICY_PRINCIPAL_BUDGET_WARN_AT", "policy.principal_budget.warn_at", setFloat(func(c *Config) *float64 { return &c.Policy.PrincipalBudget.WarnAt })},
+	{"BATON_MCP_SERVER_ENABLED", "mcp_server.enabled", setBool(func(c *Config) *bool { return &c.MCPServe.Enabled })},
+	{"BATON_MCP_SERVER_NAME", "mcp_server.name", setString(func(c *Config) *string { return &c.MCPServe.Name })},
+	{"BATON_MCP_SERVER_COORDINATOR_TOOL", "mcp_server.coordinator_tool", setString(func(c *Config) *string { return &c.MCPServe.CoordinatorTool })},
+	{"BATON_MCP_SERVER_TASK_TTL", "mcp_server.task_ttl", setDuration(func(c *Config) *Duration { return &c.MCPServe.TaskTTL })},
 }
 
 // EnvVarNames returns the names of the environment variables ApplyEnv reads.
