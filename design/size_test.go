@@ -41,7 +41,6 @@ var oversizeFuncs = map[string]int{
 	"signin.serviceHandler.Authorize":    105,
 	"signin.Handler.Authorize":           103,
 	"cmd/mcp-conformance-client.runAuth": 92,
-	"internal/config.Config.walk":        86,
 	"agui.Sequencer.apply":               85,
 	"hitl.Validate":                      82,
 	"coordinator.Run.streamTurn":         82,

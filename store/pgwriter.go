@@ -79,7 +79,7 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 		// lock was taken.
 		b.Queue(`SELECT pg_advisory_xact_lock(1, hashtext($2::TEXT)) WHERE NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = $1)`,
 			rs.ThreadID, rs.Owner)
-		b.Queue(`SELECT EXISTS (SELECT 1 FROM threads WHERE thread_id = $1), (SELECT COUNT(*) FROM threads WHERE owner = $2)`,
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM threads WHERE thread_id = $1), COALESCE((SELECT threads FROM principal_threads WHERE owner = $2), 0)`,
 			rs.ThreadID, rs.Owner).QueryRow(func(r pgx.Row) error { return r.Scan(&existed, &count) })
 	}
 	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts; the

@@ -40,7 +40,7 @@ func (s sqlThreads) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, t
 				}
 			}
 			var n int
-			if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COUNT(*) FROM threads WHERE owner = $1`), owner).Scan(&n); err != nil {
+			if err := s.txQueryRow(ctx, tx, s.d.q(countOwnerThreads), owner).Scan(&n); err != nil {
 				return err
 			}
 			if n >= max {

@@ -121,27 +121,39 @@ func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
 				return err
 			}
 		}
-	case reflect.String:
-		if n.Kind != yaml.ScalarNode {
-			return c.lineErr(path, n, "must be a string")
-		}
-	case reflect.Bool:
-		var v bool
-		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
-			return c.lineErr(path, n, "must be a boolean%s", got(n))
-		}
-	case reflect.Float64:
-		var v float64
-		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
-			return c.lineErr(path, n, "must be a number%s", got(n))
-		}
-	case reflect.Int, reflect.Int64:
-		var v int64
-		if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
-			return c.lineErr(path, n, "must be an integer%s", got(n))
-		}
+	case reflect.String, reflect.Bool, reflect.Float64, reflect.Int, reflect.Int64:
+		return walkScalar(c, n, t.Kind(), path)
 	}
 	return nil
+}
+
+// walkScalar checks that scalar node n decodes as kind.
+func walkScalar(c *Config, n *yaml.Node, kind reflect.Kind, path string) error {
+	if n.Kind != yaml.ScalarNode {
+		return c.lineErr(path, n, "must be %s", kindNames[kind])
+	}
+	var err error
+	switch kind {
+	case reflect.Bool:
+		var v bool
+		err = n.Decode(&v)
+	case reflect.Float64:
+		var v float64
+		err = n.Decode(&v)
+	case reflect.Int, reflect.Int64:
+		var v int64
+		err = n.Decode(&v)
+	}
+	if err != nil {
+		return c.lineErr(path, n, "must be %s%s", kindNames[kind], got(n))
+	}
+	return nil
+}
+
+// kindNames name the scalar kinds in errors.
+var kindNames = map[reflect.Kind]string{
+	reflect.String: "a string", reflect.Bool: "a boolean", reflect.Float64: "a number",
+	reflect.Int: "an integer", reflect.Int64: "an integer",
 }
 
 // got quotes a scalar for an error message. Only used for fields that hold no secrets.

@@ -5,13 +5,13 @@ import (
 	"path"
 )
 
-// validateSpend checks llm.context_window, llm.prices, llm.fallback and the budgets.
-func (c *Config) validateSpend() error {
+// validateSpend checks (a function, not a method: Config's methods are kept few) llm.context_window, llm.prices, llm.fallback and the budgets.
+func validateSpend(c *Config) error {
 	l := c.LLM
 	if l.ContextWindow < 0 {
 		return c.fieldErr("llm.context_window", "must not be negative (got %d); 0 means from the provider or a built-in table", l.ContextWindow)
 	}
-	if err := c.validatePrices("llm.prices", l.Prices); err != nil {
+	if err := validatePrices(c, "llm.prices", l.Prices); err != nil {
 		return err
 	}
 	for i, f := range l.Fallback {
@@ -31,7 +31,7 @@ func (c *Config) validateSpend() error {
 		case f.ContextWindow < 0:
 			return c.fieldErr(key+".context_window", "must not be negative (got %d)", f.ContextWindow)
 		}
-		if err := c.validatePrices(key+".prices", f.Prices); err != nil {
+		if err := validatePrices(c, key+".prices", f.Prices); err != nil {
 			return err
 		}
 	}
@@ -51,7 +51,7 @@ func (c *Config) validateSpend() error {
 	return nil
 }
 
-func (c *Config) validatePrices(key string, p Prices) error {
+func validatePrices(c *Config, key string, p Prices) error {
 	switch {
 	case p.InputPerMTok < 0:
 		return c.fieldErr(key+".input_per_mtok", "must not be negative (got %g)", p.InputPerMTok)
@@ -62,7 +62,7 @@ func (c *Config) validatePrices(key string, p Prices) error {
 }
 
 // validateHistory checks the history section.
-func (c *Config) validateHistory() error {
+func validateHistory(c *Config) error {
 	h := c.History
 	switch {
 	case h.CompactAt <= 0 || h.CompactAt > 1:
@@ -76,7 +76,7 @@ func (c *Config) validateHistory() error {
 }
 
 // validateMCPServe checks the mcp_server section.
-func (c *Config) validateMCPServe() error {
+func validateMCPServe(c *Config) error {
 	m := c.MCPServe
 	if m.Name == "" {
 		return c.fieldErr("mcp_server.name", "must not be empty")

@@ -13,7 +13,8 @@ import (
 // Validate checks the whole configuration and returns the first problem found, in file
 // order, as a *FieldError wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateA2AServer, c.validateStore, c.validateReplication, c.validateSpend, c.validateHistory, c.validateMCPServe}
+	checks := []func() error{c.validateListen, c.validateServer, c.validateLLM, c.validateAgents, c.validateMCPServers, c.validateNames, c.validateLimits, c.validatePolicy, c.validateApprovals, c.validateLoop, c.validateTelemetry, c.validateA2AServer, c.validateStore, c.validateReplication,
+		func() error { return validateSpend(c) }, func() error { return validateHistory(c) }, func() error { return validateMCPServe(c) }}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
