@@ -22,15 +22,21 @@ import (
 // "other", on one fake model; extra is added to both configs' server section.
 func startMutualBatons(t *testing.T, extra string) (a, b string, model *fakellm.Server) {
 	t.Helper()
+	return startMutualBatonsWith(t, extra, extra)
+}
+
+// startMutualBatonsWith is startMutualBatons with A's and B's own server settings.
+func startMutualBatonsWith(t *testing.T, extraA, extraB string) (a, b string, model *fakellm.Server) {
+	t.Helper()
 	m := startA2AModel(t)
 	portA, portB := freePort(t), freePort(t)
-	cfg := func(name string, own, peer int) string {
+	cfg := func(name string, own, peer int, extra string) string {
 		y := testConfig{LLMURL: m.URL, Agents: []agentEntry{{Name: "other", URL: "http://127.0.0.1:" + strconv.Itoa(peer), InputRequired: "ask_user"}}}.yaml()
 		y = strings.Replace(y, "server:\n", "server:\n"+extra, 1)
 		return "listen: 127.0.0.1:" + strconv.Itoa(own) + "\n" + y + a2aServerYAML(name)
 	}
-	a = startCoordinator(t, cfg("baton-a", portA, portB))
-	b = startCoordinator(t, cfg("baton-b", portB, portA))
+	a = startCoordinator(t, cfg("baton-a", portA, portB, extraA))
+	b = startCoordinator(t, cfg("baton-b", portB, portA, extraB))
 	return a, b, m
 }
 
@@ -103,4 +109,36 @@ func TestA2ANestingOneThread(t *testing.T) {
 		contexts[task.ContextID] = true
 	}
 	assert.Len(t, contexts, 1, "one context, so one thread at B")
+}
+
+// TestA2ANestingThreadCap: a caller at the callee's thread cap is refused with a rejected
+// task that says how to free threads: the caller's model reads [REJECTED] with that
+// advice, never [UNREACHABLE].
+func TestA2ANestingThreadCap(t *testing.T) {
+	t.Parallel()
+	a, _, m := startMutualBatonsWith(t, "", "  max_threads_per_principal: 1\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for i := range 2 {
+		evs := aguiRun(ctx, t, a, runInput(newThreadID("cap"), "c1", "other: hello"))
+		outcome, _ := finished(evs)
+		require.Equal(t, "success", outcome, "conversation %d: events: %v", i, eventTypes(evs))
+	}
+	var rejected, completed, other []string
+	for _, content := range toolMessagesSeen(m) {
+		switch {
+		case strings.HasPrefix(content, "[REJECTED]\n"):
+			rejected = append(rejected, content)
+		case strings.HasPrefix(content, "[COMPLETED]\n"):
+			completed = append(completed, content)
+		default:
+			other = append(other, content)
+		}
+	}
+	assert.Len(t, completed, 1, "the first conversation has its thread at B")
+	assert.Empty(t, other, "no [UNREACHABLE]")
+	if assert.Len(t, rejected, 1, "the second is refused at B's cap") {
+		assert.Contains(t, rejected[0], "DELETE /agui/threads/")
+		assert.Contains(t, rejected[0], "thread_retention")
+	}
 }
