@@ -11,6 +11,8 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -127,4 +129,29 @@ func TestDepthInCheckpoint(t *testing.T) {
 	var back agui.RunAgentInput
 	require.NoError(t, json.Unmarshal(cp.Input, &back))
 	assert.Zero(t, back.Depth, "not in the input's JSON: only the checkpoint carries it")
+}
+
+// TestDepthKeptOnTakeover: a run taken over from its checkpoint goes on at its depth: at
+// the limit, its call is refused instead of sent.
+func TestDepthKeptOnTakeover(t *testing.T) {
+	agent := &fakeAgent{send: contextEcho()}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) { c.MaxDepth = 3 })
+	st := e.Store()
+	ctx := context.Background()
+	deadRun(t, st, "deep-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
+	in := input("deep-to")
+	in.Messages = nil
+	work := durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(in),
+		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1}), Depth: 3})}
+	require.NoError(t, st.SaveRunWork(ctx, "deep-to", in.RunID, 1, mustJSON(&work)))
+
+	require.Equal(t, 1, e.jobs.takeover.Look(ctx, false))
+	run, evs := waitEnded(t, st, "deep-to", in.RunID)
+	assert.Equal(t, string(OutcomeCompleted), run.State)
+	refused := false
+	for _, ev := range evs {
+		refused = refused || strings.Contains(string(ev.Data), `[REFUSED:max_depth]`)
+	}
+	assert.True(t, refused, "the call of the run taken over at depth 3 is refused")
+	assert.Empty(t, agent.sent, "nothing sent")
 }
