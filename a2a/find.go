@@ -13,8 +13,8 @@ import (
 // started (yet): the message may not have arrived, or the agent has not made its task.
 var ErrTaskNotFound = errors.New("a2a: no task found for the message")
 
-// findPages bounds the pages FindTask reads: a context the caller chose for one message
-// holds one task, so more than a few pages means the context is not the caller's alone.
+// findPages bounds the pages FindTask reads: a context holds the tasks of one caller's
+// conversation with the agent, and the one looked for is among its newest.
 const findPages = 4
 
 // FindTask finds the task that a message sent with [Request.MessageID] messageID and
@@ -60,9 +60,10 @@ func (a *Agent) FindTask(ctx context.Context, contextID, messageID string) (*Res
 		}
 		req.PageToken = resp.NextPageToken
 	}
-	if len(all) == 1 {
-		// A server that keeps no history (or trims it): the context was made for this
-		// message, so its only task is the message's.
+	if len(all) == 1 && len(all[0].History) == 0 {
+		// A server that keeps no history: its only task is the message's. (A context
+		// holds every task of one caller's conversation with the agent, so a task whose
+		// history shows other messages is an earlier call's, never this one's.)
 		return a.taskResult(b, all[0]), nil
 	}
 	return nil, ErrTaskNotFound

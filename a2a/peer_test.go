@@ -168,6 +168,11 @@ func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext
 			verb, _, _ = strings.Cut(rest, " ")
 		}
 		switch verb {
+		case "depth": // answers with the caller's baton/depth metadata as it arrived
+			reply := sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart(fmt.Sprintf("depth=%v", ec.Message.Metadata[DepthKey])))
+			reply.ContextID = ec.ContextID
+			yield(reply, nil)
+			return
 		case "message":
 			reply := sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("echo: "+said))
 			reply.ContextID = ec.ContextID

@@ -26,7 +26,14 @@ type Request struct {
 	// later tell, with ContextID, which task its message started ([Agent.FindTask]) when
 	// it never learned the task's id.
 	MessageID string
+	// Depth is the nesting depth of the caller's run (1 for a run a user started), sent in
+	// the message metadata under DepthKey so that an agent that is itself a Baton can
+	// bound how deep calls nest; 0 sends none.
+	Depth int
 }
+
+// DepthKey is the message metadata key that carries the caller's run depth (contract §9c).
+const DepthKey = "baton/depth"
 
 // Observer receives progress while a delegation runs. Every func may be nil. Calls are
 // never concurrent and none comes after Send returns; they are made on the goroutine that
@@ -333,6 +340,9 @@ func (d *delegation) message() *sdk.Message {
 	m.ContextID = d.req.ContextID
 	if m.ContextID == "" && d.continuation() {
 		m.ContextID = d.contextID
+	}
+	if d.req.Depth > 0 {
+		m.Metadata = map[string]any{DepthKey: d.req.Depth}
 	}
 	return m
 }

@@ -670,3 +670,21 @@ func TestStateMethods(t *testing.T) {
 		assert.Equal(t, want, stateOf(sdkState), sdkState)
 	}
 }
+
+// TestSendDepth: a request's Depth reaches the agent as the message metadata baton/depth
+// (on every binding), and a request without one sends none.
+func TestSendDepth(t *testing.T) {
+	leakCheck(t)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			p := startPeer(t, peerOptions{card: v.card, streaming: v.streaming})
+			a := resolve(t, p, v.force)
+			res, err := a.Send(testCtx(t), Request{Prompt: "depth", Depth: 3}, Observer{})
+			require.NoError(t, err)
+			assert.Equal(t, "depth=3", res.Text)
+			res, err = a.Send(testCtx(t), Request{Prompt: "depth"}, Observer{})
+			require.NoError(t, err)
+			assert.Equal(t, "depth=<nil>", res.Text)
+		})
+	}
+}

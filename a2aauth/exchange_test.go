@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/tokenexchange"
 )
 
@@ -71,3 +73,38 @@ func TestExchangeAuthorize(t *testing.T) {
 	require.ErrorIs(t, err, a2a.ErrAuth)
 	assert.Zero(t, requests.Load(), "nothing reached the agent")
 }
+
+// TestExchangeRedirectIsAuthRequired: a token endpoint that redirects fails the exchange
+// without following it, and the model gets [AUTH_REQUIRED] saying why; nothing reaches
+// the agent or the redirect's target.
+func TestExchangeRedirectIsAuthRequired(t *testing.T) {
+	var elsewhere, agentRequests atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer ep.Close()
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agentRequests.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer agentSrv.Close()
+	x := tokenexchange.New(tokenexchange.Config{Subjects: subjectOf("alice-jwt")})
+	ex := NewExchange(x, map[string]*tokenexchange.Target{"research": {Name: "research", TokenURL: ep.URL, ClientID: "baton", ClientSecret: "s"}})
+	ag, err := a2a.New(a2a.AgentConfig{Name: "research", URL: agentSrv.URL}, a2a.Options{})
+	require.NoError(t, err)
+	defer ag.Close()
+	req := a2a.Request{Prompt: "hi"}
+	_, err = Guarded{Agent: ag}.Send(ex.Authorize(context.Background(), "alice", "research"), req, a2a.Observer{})
+	require.ErrorIs(t, err, tokenexchange.ErrRedirected)
+	out := bridge.FromA2AError("research", req, err, nil)
+	assert.True(t, strings.HasPrefix(out, "[AUTH_REQUIRED"), out)
+	assert.Contains(t, out, "redirect")
+	assert.Zero(t, elsewhere.Load(), "the redirect was not followed")
+	assert.Zero(t, agentRequests.Load(), "nothing reached the agent")
+}
+
+type subjectOf string
+
+func (s subjectOf) Subject(context.Context, string) (string, error) { return string(s), nil }

@@ -82,6 +82,10 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		}
 		run, err := x.startWhenFree(ctx, in, who)
 		if err != nil {
+			if ev := refusal(ec, err); ev != nil {
+				yield(ev, nil)
+				return
+			}
 			if ec.StoredTask != nil && errors.Is(err, ErrBusy) {
 				yield(askAgain(ec, open, "Baton is busy with this conversation; send the answer again shortly."), nil)
 				return
@@ -146,6 +150,10 @@ func runInput(ec *a2asrv.ExecutorContext) (_ *agui.RunAgentInput, open []Questio
 		return nil, nil, nil, fmt.Errorf("%w: contextId must be 1 to 128 characters of [A-Za-z0-9._:-]", a2a.ErrInvalidParams)
 	}
 	in := &agui.RunAgentInput{ThreadID: ec.ContextID, RunID: newRunID(), ProtocolVersion: agui.ProtocolVersion}
+	var err error
+	if in.Depth, err = runDepth(ec.Message); err != nil {
+		return nil, nil, nil, err
+	}
 	if ec.StoredTask != nil {
 		open = questionsOf(ec.StoredTask)
 		if len(open) == 0 {

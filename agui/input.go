@@ -54,6 +54,10 @@ type RunAgentInput struct {
 	Context         []ContextItem   `json:"context,omitempty"`
 	ForwardedProps  json.RawMessage `json:"forwardedProps,omitempty"`
 	Resume          []ResumeEntry   `json:"resume,omitempty"`
+	// Depth is the run's nesting depth when another Baton started it over A2A (the
+	// caller's baton/depth plus one); 0 for a run a user started. Never read from an
+	// AG-UI request: only Baton's A2A door sets it.
+	Depth int `json:"-"`
 }
 
 // Legacy reports whether the input comes from a pre-1.0 client: such clients send no

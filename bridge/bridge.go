@@ -39,12 +39,23 @@ const (
 	TagRetry         = "RETRY"
 	TagAnswered      = "ANSWERED"
 	TagDeclined      = "DECLINED"
+	// TagRefused: the call was not sent because of a limit of this coordinator
+	// ("[REFUSED:max_depth]": nesting too deep, contract §9c).
+	TagRefused = "REFUSED"
 )
 
 var knownTags = map[string]bool{
 	TagCompleted: true, TagFailed: true, TagRejected: true, TagCanceled: true,
 	TagInputRequired: true, TagAuthRequired: true, TagTimeout: true, TagUnreachable: true,
-	TagOK: true, TagError: true, TagRetry: true, TagAnswered: true, TagDeclined: true,
+	TagOK: true, TagError: true, TagRetry: true, TagAnswered: true, TagDeclined: true, TagRefused: true,
+}
+
+// RefusedMaxDepth renders a sub-agent call that was not sent because the run it would
+// start would be deeper than maxDepth: "[REFUSED:max_depth]\n…".
+func RefusedMaxDepth(agent string, depth, maxDepth int) string {
+	return fmt.Sprintf("[%s:max_depth]\nagent %s was not called: this conversation already runs %d levels deep (agents calling agents), "+
+		"and a call would start level %d, beyond the %d allowed (server.max_depth). Answer with what you have, without calling sub-agents for it.",
+		TagRefused, quote(agent), depth, depth+1, maxDepth)
 }
 
 // Tagged renders "[tag]\n" followed by untrusted body text.

@@ -29,6 +29,8 @@ type checkpoint struct {
 	// Seq is the event log's last number when the checkpoint was taken (informative: the
 	// replica continues after the log's actual end).
 	Seq int64 `json:"seq"`
+	// Depth is the run's nesting depth (nesting.go), which its input does not carry.
+	Depth int `json:"depth,omitempty"`
 }
 
 // noteCheckpoint records a checkpoint of the run with conv (nil before setup), replacing
@@ -45,7 +47,7 @@ func (d *durability) noteCheckpoint(conv []llm.Message) {
 func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 	r := d.run
 	in := *r.in
-	cp := checkpoint{V: checkpointVersion, Owner: r.owner}
+	cp := checkpoint{V: checkpointVersion, Owner: r.owner, Depth: r.in.Depth}
 	if conv != nil {
 		in.Messages = nil
 		cp.Conv = mustJSON(conv)

@@ -139,6 +139,10 @@ type Config struct {
 	// max_threads_per_principal): a run that would create one more fails with
 	// ErrTooManyThreads. 0 means DefaultMaxThreadsPerPrincipal; negative means no cap.
 	MaxThreadsPerPrincipal int
+	// MaxDepth bounds nesting (server.max_depth): a call to an agent that would start a
+	// run deeper than this is refused with [REFUSED:max_depth], and a run started deeper
+	// fails with ErrTooDeep. 0 means DefaultMaxDepth.
+	MaxDepth int
 	// OnDisconnect is what a run does when its client goes away (server.on_disconnect);
 	// the zero value is DisconnectCancel. ReconnectGrace is how long a detached run waits
 	// for a reconnect (server.reconnect_grace); 0 means DefaultReconnectGrace.

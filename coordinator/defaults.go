@@ -33,6 +33,8 @@ const (
 	// DefaultMaxThreadsPerPrincipal is Config.MaxThreadsPerPrincipal's default
 	// (server.max_threads_per_principal).
 	DefaultMaxThreadsPerPrincipal = config.DefaultMaxThreadsPerPrincipal
+	// DefaultMaxDepth is Config.MaxDepth's default (server.max_depth).
+	DefaultMaxDepth = config.DefaultMaxDepth
 )
 
 // Values of Config.OnToolError (config mcp_servers[].on_tool_error, DESIGN §6).

@@ -97,6 +97,11 @@ func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCal
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
+		if refusal, refused := depthRefusal(r, t, c); refused {
+			outcomes[i] = tc.traceRefusal(ctx, t, c, refusal)
+			r.emitResult(ctx, c.ID, outcomes[i])
+			continue
+		}
 		if n, soft := r.loops.Observe(c); soft {
 			r.log.Warn("the same tool call repeats", "tool", c.Name, "count", n)
 		}

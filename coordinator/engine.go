@@ -109,6 +109,10 @@ type thread struct {
 	// tasks maps A2A task ids seen in this thread to their agent and context, so that a
 	// continuation can be checked and sent with the right context id.
 	tasks map[string]taskRef
+	// contexts is the A2A context id of the thread's conversation with each agent, and
+	// sending counts the sends in flight per context (nesting.go).
+	contexts map[string]string
+	sending  map[string]int
 }
 
 // New validates cfg and builds an Engine. It starts nothing and does no remote work:
@@ -302,6 +306,9 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
 func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
+	if err := checkDepth(in, e.cfg.maxDepth()); err != nil {
+		return nil, err
+	}
 	th, busy, err := e.admission(in)
 	if err != nil {
 		return nil, err

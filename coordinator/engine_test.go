@@ -326,7 +326,7 @@ func TestContinuationOfWaitingTask(t *testing.T) {
 	require.Len(t, res, 1)
 	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
 	require.Len(t, agent.sent, 2)
-	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9"}, agent.sent[1])
+	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9", Depth: 1}, agent.sent[1])
 
 	// Still refused for "other", now that t-9 exists and waits.
 	model.use("continue")
@@ -621,5 +621,5 @@ func TestContinuationAfterRestart(t *testing.T) {
 	require.Len(t, res, 1)
 	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
 	require.Len(t, agent.sent, 2)
-	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-7", ContextID: "c-7"}, agent.sent[1])
+	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-7", ContextID: "c-7", Depth: 1}, agent.sent[1])
 }

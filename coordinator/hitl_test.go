@@ -128,7 +128,7 @@ func TestA2AInputRequiredInterruptAndResume(t *testing.T) {
 	// 4. The answer goes to the same task; the outcome completes the original tool call.
 	evs = startAndCollect(t, e, resumeInput("th", "r-th", resolved(in.ID, `{"text":"12-19 May"}`))) // repeated runId accepted
 	require.Len(t, agent.sent, 2)
-	assert.Equal(t, a2a.Request{Prompt: "12-19 May", TaskID: "task-7", ContextID: "ctx-task-7"}, agent.sent[1])
+	assert.Equal(t, a2a.Request{Prompt: "12-19 May", TaskID: "task-7", ContextID: "ctx-task-7", Depth: 1}, agent.sent[1])
 	var result *agui.ToolCallResult
 	for _, ev := range evs {
 		if tr, ok := ev.(*agui.ToolCallResult); ok {
@@ -254,7 +254,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	res := toolResults(evs)
 	require.Len(t, res, 1)
 	assert.Equal(t, "[COMPLETED]\nbooked for June\n\n(continuation of task task-r: the agent asked \"Which dates?\"; the user answered \"June\")", res[0])
-	assert.Equal(t, a2a.Request{Prompt: "June", TaskID: "task-r", ContextID: "ctx-task-r"}, agent.sent[1])
+	assert.Equal(t, a2a.Request{Prompt: "June", TaskID: "task-r", ContextID: "ctx-task-r", Depth: 1}, agent.sent[1])
 }
 
 // A task id from a hostile agent lands in the continuation note after a

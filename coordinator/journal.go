@@ -83,6 +83,10 @@ func (d *durability) journaled(ctx context.Context, t *toolset, c llm.ToolCall, 
 		// What identifies the message goes into its intent, so that a replica taking the
 		// run over finds its task even if the agent never named it here (delegate_find.go).
 		ids := newSentIDs()
+		// One context per (thread, agent): the agent sees one conversation.
+		var release func()
+		ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target)
+		defer release()
 		detail = withDetail(detail, ids.detail())
 		ctx = withSentIDs(ctx, ids)
 	}

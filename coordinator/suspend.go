@@ -48,6 +48,8 @@ type handle struct {
 type runState struct {
 	failure.State
 	Tasks map[string]TaskRecord `json:"tasks,omitempty"`
+	// Depth is the run's nesting depth (nesting.go): a resume goes on at it.
+	Depth int `json:"depth,omitempty"`
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -99,7 +101,7 @@ func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []sto
 	r.fs.TraceParent = r.trace.parent()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
-		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID)}),
+		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID), Depth: r.in.Depth}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 		// Saved only while this replica owns the run (fencing.go).
 		Epoch: r.elog.Epoch(),

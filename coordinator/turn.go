@@ -137,6 +137,7 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 		st = runState{}
 	}
 	r.e.restoreTasks(r.ThreadID, st.Tasks)
+	keepDepth(r, st.Depth)
 	if len(r.in.Resume) > 0 || inFlight {
 		r.fs = st.State
 		r.resetHardStop()

@@ -32,7 +32,7 @@ var (
 	RunOutcomes = []string{"completed", "interrupt", "cancelled", "error", "stopped", "handoff"}
 	// ToolTags are the values of baton_tool_results_total{tag} besides the RETRY:<code> ones.
 	ToolTags = []string{"COMPLETED", "FAILED", "REJECTED", "CANCELED", "INPUT_REQUIRED", "AUTH_REQUIRED",
-		"TIMEOUT", "UNREACHABLE", "OK", "ERROR", "ANSWERED", "DECLINED"}
+		"TIMEOUT", "UNREACHABLE", "OK", "ERROR", "ANSWERED", "DECLINED", "REFUSED"}
 	// RetryCodes are the codes of "[RETRY:<code>]" tool results (DESIGN §7).
 	RetryCodes = []string{"unknown_action", "invalid_transition", "validation_failed", "action_timeout",
 		"tool_error", "policy_deny", "rate_exceeded", "budget_exceeded"}

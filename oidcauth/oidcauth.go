@@ -43,6 +43,10 @@ const (
 	// DefaultMinRefetch is how often at most an unknown key id makes the JWKS be fetched
 	// again (go-oidc fetches on every unknown kid: forged tokens would each cost a fetch).
 	DefaultMinRefetch = 10 * time.Second
+	// DefaultMaxTokenLifetime bounds how long a token may live (exp - iat): a token
+	// that lives for years is kept as the user's exchange subject and cannot be
+	// taken back.
+	DefaultMaxTokenLifetime = 24 * time.Hour
 )
 
 // Config configures a Verifier.
@@ -60,6 +64,10 @@ type Config struct {
 	AllowedAlgs []string
 	// ClockSkew is the leeway on exp and nbf (default 30 s, at most 5 min).
 	ClockSkew time.Duration
+	// MaxTokenLifetime refuses a token that lives longer: exp - iat, and exp - now (the
+	// latter with ClockSkew's leeway, and the only check for a token without iat).
+	// Default DefaultMaxTokenLifetime.
+	MaxTokenLifetime time.Duration
 	// MinRefetch is the least time between two JWKS fetches (default DefaultMinRefetch).
 	MinRefetch time.Duration
 	// HTTPClient carries discovery and JWKS requests (default: a client with a timeout).
@@ -108,6 +116,12 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	}
 	if cfg.MinRefetch <= 0 {
 		cfg.MinRefetch = DefaultMinRefetch
+	}
+	if cfg.MaxTokenLifetime < 0 {
+		return nil, fmt.Errorf("%w: the maximum token lifetime must not be negative", ErrConfig)
+	}
+	if cfg.MaxTokenLifetime == 0 {
+		cfg.MaxTokenLifetime = DefaultMaxTokenLifetime
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -222,11 +236,25 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Identity, error) {
 	if nbf, ok := numeric(c["nbf"]); ok && now.Add(v.cfg.ClockSkew).Before(nbf) {
 		return nil, invalid("the token is not valid yet")
 	}
+	if v.tooLong(c, exp, now) {
+		return nil, invalid("the token lives longer than this server accepts")
+	}
 	who, _ := c[v.cfg.PrincipalClaim].(string)
 	if who == "" {
 		return nil, invalid("the token lacks the " + v.cfg.PrincipalClaim + " claim")
 	}
 	return &Identity{Principal: Principal(tok.Issuer, who), Issuer: tok.Issuer, Subject: tok.Subject, Expiry: exp}, nil
+}
+
+// tooLong reports whether a token expiring at exp lives longer than MaxTokenLifetime: as
+// issued (exp - iat), or from now on (exp - now, which also catches an iat set in the
+// future to shorten the first difference).
+func (v *Verifier) tooLong(c map[string]any, exp, now time.Time) bool {
+	if exp.Sub(now) > v.cfg.MaxTokenLifetime+v.cfg.ClockSkew {
+		return true
+	}
+	iat, ok := numeric(c["iat"])
+	return ok && exp.Sub(iat) > v.cfg.MaxTokenLifetime
 }
 
 // Principal is the principal of (issuer, claim value): length-prefixed before hashing so

@@ -153,3 +153,53 @@ func TestConfigRefusesSymmetricAlgs(t *testing.T) {
 		require.ErrorIs(t, err, ErrConfig, alg)
 	}
 }
+
+// TestMaxTokenLifetime: a token that lives longer than MaxTokenLifetime (default 24 h) is
+// refused like any invalid one, measured as exp - iat, or exp - now without iat.
+func TestMaxTokenLifetime(t *testing.T) {
+	t.Parallel()
+	f := newIssuer(t)
+	now := time.Now()
+	v := newVerifier(t, f, func() time.Time { return now })
+	ctx := context.Background()
+	token := func(iat time.Time, life time.Duration, withIat bool) string {
+		c := validClaims(now)
+		c["exp"] = iat.Add(life).Unix()
+		if withIat {
+			c["iat"] = iat.Unix()
+		} else {
+			delete(c, "iat")
+		}
+		return f.sign(t, "k1", "at+jwt", c)
+	}
+	for _, tc := range []struct {
+		name string
+		tok  string
+		ok   bool
+	}{
+		{"1 h", token(now, time.Hour, true), true},
+		{"1 h without iat", token(now, time.Hour, false), true},
+		{"24 h, the default bound", token(now, 24*time.Hour, true), true},
+		{"10 years", token(now, 10*365*24*time.Hour, true), false},
+		{"10 years without iat", token(now, 10*365*24*time.Hour, false), false},
+		{"25 h issued 2 h ago (1 h left, but it was issued so)", token(now.Add(-2*time.Hour), 25*time.Hour, true), false},
+		{"10 years with iat in the future", token(now.Add(10*365*24*time.Hour-time.Hour), time.Hour, true), false},
+	} {
+		_, err := v.Verify(ctx, tc.tok)
+		if tc.ok {
+			assert.NoError(t, err, tc.name)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalidToken, tc.name)
+		assert.Contains(t, err.Error(), "lives longer", tc.name)
+	}
+
+	short, err := New(context.Background(), Config{Issuer: iss, Audience: "baton", JWKSURL: f.srv.URL,
+		AllowedAlgs: []string{"ES256"}, MaxTokenLifetime: 30 * time.Minute, MinRefetch: time.Hour, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	t.Cleanup(short.Close)
+	_, err = short.Verify(ctx, token(now, time.Hour, true))
+	require.ErrorIs(t, err, ErrInvalidToken, "the configured bound applies")
+	_, err = New(context.Background(), Config{Issuer: iss, Audience: "baton", JWKSURL: f.srv.URL, MaxTokenLifetime: -time.Second})
+	require.ErrorIs(t, err, ErrConfig)
+}

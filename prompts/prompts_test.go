@@ -54,7 +54,7 @@ func TestSystemExplainsEveryTag(t *testing.T) {
 	t.Parallel()
 	got, err := System(SystemInput{})
 	require.NoError(t, err)
-	for _, tag := range []string{"[COMPLETED]", "[FAILED]", "[REJECTED]", "[CANCELED]", "[INPUT_REQUIRED:task_id=", "[AUTH_REQUIRED:task_id=", "[TIMEOUT:task_id=", "[UNREACHABLE]", "[OK]", "[ERROR]", "[RETRY:", "[ANSWERED]", "[DECLINED]"} {
+	for _, tag := range []string{"[COMPLETED]", "[FAILED]", "[REJECTED]", "[CANCELED]", "[INPUT_REQUIRED:task_id=", "[AUTH_REQUIRED:task_id=", "[TIMEOUT:task_id=", "[UNREACHABLE]", "[OK]", "[ERROR]", "[RETRY:", "[ANSWERED]", "[DECLINED]", "[REFUSED:max_depth]"} {
 		assert.Contains(t, got, tag)
 	}
 }

@@ -357,7 +357,7 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 	case errors.Is(err, coordinator.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
 	case errors.Is(err, coordinator.ErrTooManyThreads):
-		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed; delete one to start another.")
+		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed (server.max_threads_per_principal): free some by deleting old threads (DELETE /agui/threads/{threadId}), or ask the operator to set server.thread_retention so that idle threads expire.")
 	case errors.Is(err, store.ErrUnavailable):
 		s.storeDown(w, "engine", err)
 	case errors.Is(err, coordinator.ErrShuttingDown):

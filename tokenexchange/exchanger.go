@@ -51,6 +51,11 @@ var ErrRefused = fmt.Errorf("%w: the authorization server refused the exchange",
 // the subject tokens could not be read.
 var ErrUnavailable = fmt.Errorf("%w: the authorization server could not be reached", ErrExchange)
 
+// ErrRedirected: the token endpoint answered with a redirect. It is never followed: the
+// request carries the user's token (subject_token) and the client's secret, and a redirect
+// would re-send both to wherever it points.
+var ErrRedirected = fmt.Errorf("%w: the token endpoint redirected the request, which is never followed", ErrExchange)
+
 // Subjects hands out the principal's stored inbound access token; its error wraps
 // ErrNoSubject (any error of the same meaning: tokenstore.ErrNoSubject is mapped by the
 // caller's adapter) when there is none.
@@ -180,14 +185,14 @@ func (x *Exchanger) exchange(ctx context.Context, subject string, t *Target) (*o
 		// request twice.
 		AuthStyle: oauth2.AuthStyleInHeader,
 	}
-	hc := t.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	ctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, hc), x.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, noRedirects(t.HTTPClient)), x.cfg.Timeout)
 	defer cancel()
 	tok, err := cc.Token(ctx)
 	if err != nil {
+		if errors.Is(err, errRedirect) {
+			x.cfg.Logger.Warn("token exchange: the token endpoint answered with a redirect, not followed", "peer", t.Name)
+			return nil, ErrRedirected
+		}
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.ErrorCode != "" {
 			x.cfg.Logger.Info("token exchange refused", "peer", t.Name, "error", safeCode(re.ErrorCode))
@@ -203,6 +208,21 @@ func (x *Exchanger) exchange(ctx context.Context, subject string, t *Target) (*o
 		return nil, fmt.Errorf("%w (no access token in the answer)", ErrUnavailable)
 	}
 	return tok, nil
+}
+
+// errRedirect is what the exchange's client answers a redirect with.
+var errRedirect = errors.New("redirect not followed")
+
+// noRedirects returns a copy of hc (default http.DefaultClient) that follows no redirect:
+// the request's body holds the subject token and its header the client secret. The
+// peer's client itself is left as it is (it may carry other requests).
+func noRedirects(hc *http.Client) *http.Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return errRedirect }
+	return &c
 }
 
 func status(re *oauth2.RetrieveError) int {

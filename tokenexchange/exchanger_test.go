@@ -236,3 +236,43 @@ func TestRecorder(t *testing.T) {
 	r.Record(ctx, "d", "t", exp)
 	assert.Equal(t, 7, w.writes, "a failed write is tried again")
 }
+
+// TestRedirectNotFollowed: a token endpoint that answers with a redirect does not get the
+// request re-sent (body with the subject token, header with the client secret) anywhere;
+// the exchange fails with ErrRedirected and a reason that says so.
+func TestRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int64
+	var subjectSeen atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		_ = r.ParseForm()
+		if r.PostForm.Get("subject_token") != "" {
+			subjectSeen.Store(true)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "stolen", "token_type": "Bearer", "expires_in": 60})
+	}))
+	t.Cleanup(other.Close)
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		var first atomic.Int64
+		ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			first.Add(1)
+			http.Redirect(w, r, other.URL+"/token", code)
+		}))
+		peerClient := &http.Client{}
+		x := New(Config{Subjects: &subjects{m: map[string]string{"p": "alice-jwt"}}})
+		tg := &Target{Name: "tools", TokenURL: ep.URL, Audience: "tools", ClientID: "baton", ClientSecret: "baton-secret", HTTPClient: peerClient}
+		_, err := x.Token(context.Background(), "p", tg)
+		ep.Close()
+		require.ErrorIs(t, err, ErrRedirected, "status %d", code)
+		require.ErrorIs(t, err, ErrExchange)
+		assert.Contains(t, Reason(err), "redirect", "status %d", code)
+		assert.NotContains(t, err.Error()+Reason(err), "alice-jwt")
+		assert.EqualValues(t, 1, first.Load(), "status %d: sent once", code)
+		assert.Nil(t, peerClient.CheckRedirect, "the peer's own client is not changed")
+		assert.Equal(t, 0, x.Len(), "nothing cached")
+	}
+	assert.EqualValues(t, 0, elsewhere.Load(), "the redirect target received no request")
+	assert.False(t, subjectSeen.Load(), "subject_token never re-sent")
+}

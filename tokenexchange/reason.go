@@ -17,6 +17,8 @@ func Reason(err error) string {
 			code = " (" + strings.TrimSuffix(err.Error()[i+1:], ")") + ")"
 		}
 		return "the identity provider refused to issue a token for this user" + code + ": the user may not be allowed to use it; do not retry unchanged."
+	case errors.Is(err, ErrRedirected):
+		return "the identity provider's token endpoint answered with a redirect, which Baton never follows (it would re-send the user's token elsewhere): the token endpoint in Baton's configuration must be the final address; retrying fails the same way."
 	case errors.Is(err, ErrUnavailable):
 		return "the identity provider could not be reached to obtain the user's token; try again later."
 	}

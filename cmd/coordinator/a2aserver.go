@@ -72,6 +72,10 @@ func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrForbidden, err)
 	case errors.Is(err, coordinator.ErrShuttingDown):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrShuttingDown, err)
+	case errors.Is(err, coordinator.ErrTooDeep):
+		return nil, fmt.Errorf("%w: %w", a2aserver.ErrTooDeep, err)
+	case errors.Is(err, coordinator.ErrTooManyThreads):
+		return nil, fmt.Errorf("%w: %w", a2aserver.ErrTooManyThreads, err)
 	default:
 		return nil, err
 	}

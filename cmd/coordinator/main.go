@@ -570,6 +570,7 @@ func (a *app) engineConfig() coordinator.Config {
 		StreamBufferBytes:      int(cfg.Server.StreamBufferBytes),
 		MaxEventsPerRun:        cfg.Server.MaxEventsPerRun,
 		MaxThreadsPerPrincipal: cfg.Server.MaxThreadsPerPrincipal,
+		MaxDepth:               cfg.Server.MaxDepthOrDefault(),
 		OnDisconnect:           disconnectPolicy(cfg.Server.OnDisconnect),
 		ReconnectGrace:         time.Duration(cfg.Server.ReconnectGrace),
 		Handoff:                cfg.ShutdownMode() == config.OnShutdownHandoff,

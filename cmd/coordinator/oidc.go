@@ -22,7 +22,7 @@ func newOIDC(ctx context.Context, o config.OIDC) (*oidcauth.Verifier, error) {
 	defer cancel()
 	return oidcauth.New(ctx, oidcauth.Config{
 		Issuer: o.Issuer, Audience: o.Audience, PrincipalClaim: o.PrincipalClaim, JWKSURL: o.JWKSURL,
-		AllowedAlgs: o.AllowedAlgs, ClockSkew: time.Duration(o.ClockSkew),
+		AllowedAlgs: o.AllowedAlgs, ClockSkew: time.Duration(o.ClockSkew), MaxTokenLifetime: time.Duration(o.MaxTokenLifetime),
 		HTTPClient: egress.NewClient(egress.ForPeer(o.Issuer, o.JWKSURL), egress.ClientOptions{Timeout: 15 * time.Second}),
 	})
 }
