@@ -45,54 +45,53 @@ peers:
 		ln -sfn "$$dir/node_modules" $(PEERS)/node_modules; \
 	fi
 
-# Installs Debian's chromium for the browser tests (web/, integration/TestBrowser) when no
-# browser is found and this is a root shell with apt-get (CI containers). Otherwise it only
-# reports: the browser tests skip without a browser, and fail when CI is set.
+# The browser, postgres and proxies targets find the tools that some tests need. Outside CI
+# they change nothing, even in a root shell: they say what was found, and what is missing
+# with the tests that will skip for it (those tests print the same reason, and fail when CI
+# is set). Under CI (the CI variable set, as CI services set CI=true) they install what is
+# missing with Debian's apt-get through scripts/ci-apt-install.sh, which says what and why,
+# starts no service, enables none at boot, and upgrades nothing unrelated.
+APT_CI := sh scripts/ci-apt-install.sh
+
+# Chromium, for the headless browser tests (web/, integration TestBrowser*).
 browser:
-	@if [ -n "$$BATON_CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
-		echo "browser: found"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "browser: installing Debian's chromium"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
-			|| echo "browser: installing chromium failed; the browser tests will skip (and fail when CI is set)"; \
+	@if [ -n "$$BATON_CHROMIUM" ]; then \
+		echo "browser: BATON_CHROMIUM=$$BATON_CHROMIUM"; \
+	elif p=$$(command -v chromium || command -v chromium-browser || command -v google-chrome); then \
+		echo "browser: found $$p"; \
+	elif [ -n "$$CI" ]; then \
+		$(APT_CI) browser "the browser tests (web/, integration TestBrowser*)" chromium; \
 	else \
-		echo "browser: chromium not found (install it, or set BATON_CHROMIUM); the browser tests will skip (and fail when CI is set)"; \
+		echo "browser: chromium not found: the browser tests (web/, integration TestBrowser*) will skip. Install chromium or set BATON_CHROMIUM to a Chrome/Chromium binary (CI=true installs Debian's)"; \
 	fi
 
-# Installs Debian's postgresql server binaries for the PostgreSQL store tests when none are
-# found and this is a root shell with apt-get (CI containers). The tests start a throwaway
-# server from them (internal/testutil/pgtest), or use BATON_TEST_POSTGRES_URL when it is set;
-# without either they skip locally and fail when CI is set.
+# PostgreSQL's server binaries (initdb, postgres), for the PostgreSQL store tests: they start
+# a throwaway server of their own (internal/testutil/pgtest), or use BATON_TEST_POSTGRES_URL.
 postgres:
 	@if [ -n "$$BATON_TEST_POSTGRES_URL" ]; then \
 		echo "postgres: using BATON_TEST_POSTGRES_URL"; \
-	elif [ -n "$$PG_BINDIR" ] || { command -v pg_config >/dev/null 2>&1 && [ -x "$$(pg_config --bindir)/initdb" ]; } || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "postgres: found"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "postgres: installing Debian's postgresql"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; } \
-			|| echo "postgres: installing postgresql failed; the PostgreSQL tests will skip (and fail when CI is set)"; \
+	elif [ -n "$$PG_BINDIR" ]; then \
+		echo "postgres: PG_BINDIR=$$PG_BINDIR"; \
+	elif p=$$({ command -v pg_config >/dev/null 2>&1 && ls "$$(pg_config --bindir)/initdb"; } 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n 1); then \
+		echo "postgres: found $$p"; \
+	elif [ -n "$$CI" ]; then \
+		$(APT_CI) postgres "the PostgreSQL store tests" postgresql; \
 	else \
-		echo "postgres: PostgreSQL binaries not found (install postgresql, or set BATON_TEST_POSTGRES_URL); the PostgreSQL tests will skip (and fail when CI is set)"; \
+		echo "postgres: PostgreSQL's initdb not found: the PostgreSQL store tests will skip. Install PostgreSQL 15 (Debian's postgresql), set PG_BINDIR, or set BATON_TEST_POSTGRES_URL (CI=true installs Debian's)"; \
 	fi
 
-# Installs Debian's nginx, haproxy and caddy for the proxy tests (integration/TestBehindProxies
-# runs the configs of deploy/proxies) when one is missing and this is a root shell with
-# apt-get (CI containers). Only the binaries are used: the packages' own services are not
-# started by the tests. Otherwise it only reports: the proxy tests skip a missing proxy, and
-# fail when CI is set.
+# nginx, HAProxy and Caddy, for integration/TestBehindProxies (it runs deploy/proxies' configs
+# with the binaries; the packages' services are never used).
 proxies:
-	@missing=""; for p in nginx haproxy caddy; do \
-		command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; \
+	@missing=""; found=""; for p in nginx haproxy caddy; do \
+		if b=$$(command -v $$p) || { b=/usr/sbin/$$p; [ -x $$b ]; }; then found="$$found $$b"; else missing="$$missing $$p"; fi; \
 	done; \
-	if [ -z "$$missing" ]; then \
-		echo "proxies: found"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "proxies: installing Debian's$$missing"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; } \
-			|| echo "proxies: installing$$missing failed; their proxy tests will skip (and fail when CI is set)"; \
+	[ -z "$$found" ] || echo "proxies: found$$found"; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ -n "$$CI" ]; then \
+		$(APT_CI) proxies "integration TestBehindProxies" $$missing; \
 	else \
-		echo "proxies:$$missing not found (install Debian's packages); their proxy tests will skip (and fail when CI is set)"; \
+		echo "proxies:$$missing not found: their TestBehindProxies subtests will skip. Install them (Debian's packages of the same names; CI=true installs them)"; \
 	fi
 
 # gofmt, go vet and staticcheck (pinned in go.mod as a tool): all three must be clean.
