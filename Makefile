@@ -7,7 +7,24 @@ PEERS := integration/peers
 # -trimpath keeps the checkout's directory out of the build: the build cache (and vet's and
 # staticcheck's) then serves a fresh clone in another directory too, instead of compiling
 # and analysing this module's packages again.
+# One build configuration for everything but the race detector: `make demo`, `make build`,
+# `make lint` (go vet compiles too) and the tests that run without -race all compile the
+# same packages with the same flags, so the build cache compiles each once; -race is the
+# second and last configuration. (-ldflags and -buildvcs only change the link.)
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
+# bash for pipefail: the build's output goes through a filter (PROGRESS) and its exit status
+# must still be go's.
+SHELL := bash
+.SHELLFLAGS := -o pipefail -c
+
+# PROGRESS numbers the package paths that `go build -v` prints as it compiles them (those the
+# build cache holds are not printed) against $$n, the count of packages in the build, and
+# passes everything else (compiler errors) through. A first build is minutes of compiling on
+# a small machine; this is what shows it moving.
+PROGRESS = awk -v n="$$n" -v w="$(1)" '/^[^ :]+$$/ { k++; printf "%s: compiled %d of %d: %s\n", w, k, n, $$0; fflush(); next } { print; fflush() }'
+# ELAPSED prints how long the recipe took since start=$$(date +%s).
+ELAPSED = echo "$(1): done in $$(( $$(date +%s) - start ))s"
 
 .PHONY: all peers browser postgres proxies lint test bench build demo compose-smoke
 
@@ -96,10 +113,12 @@ proxies:
 
 # gofmt, go vet and staticcheck (pinned in go.mod as a tool): all three must be clean.
 lint:
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './integration/peers/*')); \
+	@start=$$(date +%s); unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './integration/peers/*')); \
 	if [ -n "$$unformatted" ]; then echo "lint: not gofmt'd (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	@start=$$(date +%s); n=$$($(GO) list -deps ./... | wc -l); \
+	echo "lint: go vet ./... ($$n packages: compiled first where the build cache lacks them, the same build as make build's)"; \
+	$(GO) build -v ./... 2>&1 | $(call PROGRESS,lint); \
+	$(GO) vet ./... && echo "lint: go tool staticcheck ./..." && $(GO) tool staticcheck ./... && $(call ELAPSED,lint)
 
 # go test starts packages in the order they are named: ./integration/ first, the longest
 # package by far (about six minutes; listed in its place, it waited two minutes for its
@@ -122,15 +141,23 @@ FIRST := ./integration/ ./mcpclient/ ./store/ ./server/ ./coordinator/ ./web/ ./
 BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ && \
 	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/ && \
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 20000x ./agui/
+#
+# Before the tests, the packages they need are compiled with -race in one go build -v, so that
+# the first minutes (up to ten on a small machine with a cold cache) show their progress;
+# go test then finds them in the cache.
 test: peers browser postgres proxies lint
-	@beside=$$(mktemp); \
+	@start=$$(date +%s); pkgs=$$($(GO) list -deps -test ./... | grep -v -e ' ' -e '\.test$$'); n=$$(echo "$$pkgs" | wc -l); \
+	echo "test: compiling with -race the $$n packages the tests use (the build cache keeps them: a second run starts at once)"; \
+	$(GO) build -race -v $$pkgs 2>&1 | $(call PROGRESS,test) || exit 1; \
+	echo "test: compiled in $$(( $$(date +%s) - start ))s"; \
+	beside=$$(mktemp); \
 	echo "nice sh -c \"$(BESIDE)\" (in the background)"; \
 	nice -n 15 sh -c "$(BESIDE)" > $$beside 2>&1 & pid=$$!; \
 	echo "$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./..."; \
 	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./...; rc=$$?; \
 	wait $$pid || rc=1; \
 	echo "--- beside, at low priority: $(BESIDE)"; cat $$beside; rm -f $$beside; \
-	exit $$rc
+	$(call ELAPSED,test); exit $$rc
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./...
@@ -144,10 +171,16 @@ VERSION ?= $(shell git describe --tags --always --dirty --abbrev=12 2>/dev/null 
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
 build:
-	$(GO) build -trimpath -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	@start=$$(date +%s); n=$$($(GO) list -deps ./cmd/... | wc -l); \
+	echo "build: bin/ from ./cmd/... ($$n packages; a first build compiles them all: several minutes on 2 cores, then seconds)"; \
+	$(GO) build -v -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/ ./cmd/... 2>&1 | $(call PROGRESS,build) && \
+	$(call ELAPSED,build) && ls bin/
 
-demo:
-	$(GO) run ./cmd/coordinator
+# The demo: bin/coordinator on its embedded demo stack (the same as `go run ./cmd/coordinator`,
+# with the build's progress shown and its compile shared with make build and the tests).
+# Flags go in ARGS: make demo ARGS="--listen 127.0.0.1:9090".
+demo: build
+	./bin/coordinator $(ARGS)
 
 # Builds the images, brings the compose stack up, runs TestBrowser against it and takes it
 # down, where a Docker engine runs. Not part of `make test`.
