@@ -28,10 +28,8 @@ import (
 func TestREADMECommandsNameWhatExists(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
 	c := newCommandChecker(t, root)
-	problems := c.checkMarkdown(string(b))
+	problems := c.checkMarkdown(readDocs(t, root))
 	assert.Empty(t, problems)
 	assert.GreaterOrEqual(t, c.checked, 25, "the README's commands were found and checked")
 }
