@@ -44,6 +44,7 @@ func TestREADMECurlExamples(t *testing.T) {
 	require.Len(t, examples, 5, "the README's curl examples: a run, a resumed A2A question, a resumed MCP elicitation, an approval, a reconnect")
 
 	t.Setenv("BATON_LISTEN", "127.0.0.1:0")
+	t.Setenv("BATON_STORE", "sqlite:"+filepath.Join(t.TempDir(), "baton.db")) // the demo's, in a fresh file
 	url, _, done := startRun(t, nil)
 	defer func() {
 		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
