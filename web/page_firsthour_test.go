@@ -76,6 +76,16 @@ func TestPageFirstHour(t *testing.T) {
 		p.screenshot("retry-words")
 	})
 
+	t.Run("a run handed back ends in words, without a success or a JSON result", func(t *testing.T) {
+		p.t = t
+		p.load()
+		p.send("handed back")
+		assert.Equal(t, 1, p.count(".handoff.is-handoff"), "the handoff panel")
+		assert.Equal(t, 0, p.count(".notice.result"), "Baton's {stopped, action} result is not shown as JSON")
+		assert.Equal(t, "idle", p.attr("#status", "data-state"))
+		assert.NotContains(t, eval[string](p, `document.querySelector('#transcript').innerText`), "capability_gap")
+	})
+
 	p.t = t
 	assert.Empty(t, p.b.Problems())
 }

@@ -279,6 +279,13 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "mh"})
 		send(ev{"type": "CUSTOM", "name": "baton.handoff", "value": map[string]any{"rationale": "No agent can book hotels.", "blockers": []string{"no hotel agent"}, "next_steps": []string{"book it yourself"}}})
 		send(ev{"type": "RUN_FINISHED", "threadId": thread, "runId": run, "outcome": map[string]any{"type": "success"}, "result": map[string]any{"handoff": true}})
+	case "handed back":
+		// Baton's own handoff: no outcome (AG-UI has none for it), the result says why.
+		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "mhb", "role": "assistant"})
+		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "mhb", "delta": "No agent or tool can do this."})
+		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "mhb"})
+		send(ev{"type": "CUSTOM", "name": "baton.handoff", "value": map[string]any{"rationale": "No agent or tool can do this.", "blockers": []string{}, "next_steps": []string{}}})
+		send(ev{"type": "RUN_FINISHED", "threadId": thread, "runId": run, "result": map[string]any{"stopped": "capability_gap", "action": "handoff"}})
 	case "cancelled":
 		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_c", "toolCallName": "research"})
 		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_c"})

@@ -277,17 +277,26 @@ func (a *app) warnIgnoredEnv() {
 func (a *app) setupAuth() error {
 	tokens, err := a.cfg.Server.AuthTokens(os.Getenv)
 	if err != nil {
-		return badInput(err)
+		return badInput(a.inConfigFile(err))
 	}
 	a.tokens = tokens
 	signInEnv, err := a.cfg.SignIn(os.Getenv)
 	if err != nil {
-		return badInput(err)
+		return badInput(a.inConfigFile(err))
 	}
 	a.signIns = newSignIn(a.cfg, signInEnv)
 	a.onExit(a.signIns.hc.CloseIdleConnections)
 	a.onExit(a.signIns.private.CloseIdleConnections)
 	return nil
+}
+
+// inConfigFile prefixes err, which names a key, with the config file that set it, as the
+// loader's own errors are ("baton.yaml: server.auth_tokens_env …").
+func (a *app) inConfigFile(err error) error {
+	if a.cfg.Source == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", a.cfg.Source, err)
 }
 
 // setupSignals makes a.ctx end on SIGINT or SIGTERM.

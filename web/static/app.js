@@ -854,8 +854,12 @@ function runFinished(ev, run) {
         notice("custom", "The model called tools that this page does not provide.", outcome.pendingToolCallIds.join(", "));
       }
   }
-  if (ev.result !== undefined && ev.result !== null && !(typeof ev.result === "object" && Object.keys(ev.result).length === 0)) {
-    notice("result", "Run result", JSON.stringify(ev.result));
+  // Baton's own end of a handed-back or stopped run ({stopped, action}) is told by the
+  // handoff panel in words; any other result is shown as it came.
+  const r = ev.result;
+  const batonEnd = r && typeof r === "object" && typeof r.stopped === "string" && typeof r.action === "string";
+  if (r !== undefined && r !== null && !batonEnd && !(typeof r === "object" && Object.keys(r).length === 0)) {
+    notice("result", "Run result", JSON.stringify(r));
   }
 }
 
