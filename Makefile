@@ -146,7 +146,7 @@ BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ &
 # the first minutes (up to ten on a small machine with a cold cache) show their progress;
 # go test then finds them in the cache.
 test: peers browser postgres proxies lint
-	@start=$$(date +%s); pkgs=$$($(GO) list -deps -test ./... | grep -v -e ' ' -e '\.test$$'); n=$$(echo "$$pkgs" | wc -l); \
+	@start=$$(date +%s); pkgs=$$($(GO) list -deps -test -f '{{if or .GoFiles .CgoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e ' ' -e '\.test$$' | sort -u); n=$$(echo "$$pkgs" | wc -l); \
 	echo "test: compiling with -race the $$n packages the tests use (the build cache keeps them: a second run starts at once)"; \
 	$(GO) build -race -v $$pkgs 2>&1 | $(call PROGRESS,test) || exit 1; \
 	echo "test: compiled in $$(( $$(date +%s) - start ))s"; \
