@@ -157,6 +157,8 @@ test: peers browser postgres proxies lint
 	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./...; rc=$$?; \
 	wait $$pid || rc=1; \
 	echo "--- beside, at low priority: $(BESIDE)"; cat $$beside; rm -f $$beside; \
+	skips=$$($(MAKE) --no-print-directory -s peers browser postgres proxies 2>&1 | grep 'skip'); \
+	if [ -n "$$skips" ]; then echo "test: some tests skipped for want of a tool (go test -v shows each one's reason):"; echo "$$skips"; fi; \
 	$(call ELAPSED,test); exit $$rc
 
 bench:
