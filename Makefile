@@ -145,6 +145,9 @@ BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ &
 # Before the tests, the packages they need are compiled with -race in one go build -v, so that
 # the first minutes (up to ten on a small machine with a cold cache) show their progress;
 # go test then finds them in the cache.
+# CHECK_TOOLS runs the tool checks again, for the summary at the end. It is expanded once, here,
+# so that the recipe names no $(MAKE): make -n would run such a line, and with it the tests.
+CHECK_TOOLS := $(MAKE) --no-print-directory -s peers browser postgres proxies
 test: peers browser postgres proxies lint
 	@start=$$(date +%s); pkgs=$$($(GO) list -deps -test -f '{{if or .GoFiles .CgoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e ' ' -e '\.test$$' | sort -u); n=$$(echo "$$pkgs" | wc -l); \
 	echo "test: compiling with -race the $$n packages the tests use (the build cache keeps them: a second run starts at once)"; \
@@ -157,7 +160,7 @@ test: peers browser postgres proxies lint
 	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./...; rc=$$?; \
 	wait $$pid || rc=1; \
 	echo "--- beside, at low priority: $(BESIDE)"; cat $$beside; rm -f $$beside; \
-	skips=$$($(MAKE) --no-print-directory -s peers browser postgres proxies 2>&1 | grep 'skip'); \
+	skips=$$($(CHECK_TOOLS) 2>&1 | grep 'skip'); \
 	if [ -n "$$skips" ]; then echo "test: some tests skipped for want of a tool (go test -v shows each one's reason):"; echo "$$skips"; fi; \
 	$(call ELAPSED,test); exit $$rc
 
