@@ -7,7 +7,24 @@ PEERS := integration/peers
 # -trimpath keeps the checkout's directory out of the build: the build cache (and vet's and
 # staticcheck's) then serves a fresh clone in another directory too, instead of compiling
 # and analysing this module's packages again.
+# One build configuration for everything but the race detector: `make demo`, `make build`,
+# `make lint` (go vet compiles too) and the tests that run without -race all compile the
+# same packages with the same flags, so the build cache compiles each once; -race is the
+# second and last configuration. (-ldflags and -buildvcs only change the link.)
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
+# bash for pipefail: the build's output goes through a filter (PROGRESS) and its exit status
+# must still be go's.
+SHELL := bash
+.SHELLFLAGS := -o pipefail -c
+
+# PROGRESS numbers the package paths that `go build -v` prints as it compiles them (those the
+# build cache holds are not printed) against $$n, the count of packages in the build, and
+# passes everything else (compiler errors) through. A first build is minutes of compiling on
+# a small machine; this is what shows it moving.
+PROGRESS = awk -v n="$$n" -v w="$(1)" '/^[^ :]+$$/ { k++; printf "%s: compiled %d of %d: %s\n", w, k, n, $$0; fflush(); next } { print; fflush() }'
+# ELAPSED prints how long the recipe took since start=$$(date +%s).
+ELAPSED = echo "$(1): done in $$(( $$(date +%s) - start ))s"
 
 .PHONY: all peers browser postgres proxies lint test bench build demo compose-smoke
 
@@ -45,62 +62,63 @@ peers:
 		ln -sfn "$$dir/node_modules" $(PEERS)/node_modules; \
 	fi
 
-# Installs Debian's chromium for the browser tests (web/, integration/TestBrowser) when no
-# browser is found and this is a root shell with apt-get (CI containers). Otherwise it only
-# reports: the browser tests skip without a browser, and fail when CI is set.
+# The browser, postgres and proxies targets find the tools that some tests need. Outside CI
+# they change nothing, even in a root shell: they say what was found, and what is missing
+# with the tests that will skip for it (those tests print the same reason, and fail when CI
+# is set). Under CI (the CI variable set, as CI services set CI=true) they install what is
+# missing with Debian's apt-get through scripts/ci-apt-install.sh, which says what and why,
+# starts no service, enables none at boot, and upgrades nothing unrelated.
+APT_CI := sh scripts/ci-apt-install.sh
+
+# Chromium, for the headless browser tests (web/, integration TestBrowser*).
 browser:
-	@if [ -n "$$BATON_CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
-		echo "browser: found"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "browser: installing Debian's chromium"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
-			|| echo "browser: installing chromium failed; the browser tests will skip (and fail when CI is set)"; \
+	@if [ -n "$$BATON_CHROMIUM" ]; then \
+		echo "browser: BATON_CHROMIUM=$$BATON_CHROMIUM"; \
+	elif p=$$(command -v chromium || command -v chromium-browser || command -v google-chrome); then \
+		echo "browser: found $$p"; \
+	elif [ -n "$$CI" ]; then \
+		$(APT_CI) browser "the browser tests (web/, integration TestBrowser*)" chromium; \
 	else \
-		echo "browser: chromium not found (install it, or set BATON_CHROMIUM); the browser tests will skip (and fail when CI is set)"; \
+		echo "browser: chromium not found: the browser tests (web/, integration TestBrowser*) will skip. Install chromium or set BATON_CHROMIUM to a Chrome/Chromium binary (CI=true installs Debian's)"; \
 	fi
 
-# Installs Debian's postgresql server binaries for the PostgreSQL store tests when none are
-# found and this is a root shell with apt-get (CI containers). The tests start a throwaway
-# server from them (internal/testutil/pgtest), or use BATON_TEST_POSTGRES_URL when it is set;
-# without either they skip locally and fail when CI is set.
+# PostgreSQL's server binaries (initdb, postgres), for the PostgreSQL store tests: they start
+# a throwaway server of their own (internal/testutil/pgtest), or use BATON_TEST_POSTGRES_URL.
 postgres:
 	@if [ -n "$$BATON_TEST_POSTGRES_URL" ]; then \
 		echo "postgres: using BATON_TEST_POSTGRES_URL"; \
-	elif [ -n "$$PG_BINDIR" ] || { command -v pg_config >/dev/null 2>&1 && [ -x "$$(pg_config --bindir)/initdb" ]; } || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "postgres: found"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "postgres: installing Debian's postgresql"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; } \
-			|| echo "postgres: installing postgresql failed; the PostgreSQL tests will skip (and fail when CI is set)"; \
+	elif [ -n "$$PG_BINDIR" ]; then \
+		echo "postgres: PG_BINDIR=$$PG_BINDIR"; \
+	elif p=$$({ command -v pg_config >/dev/null 2>&1 && ls "$$(pg_config --bindir)/initdb"; } 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n 1); then \
+		echo "postgres: found $$p"; \
+	elif [ -n "$$CI" ]; then \
+		$(APT_CI) postgres "the PostgreSQL store tests" postgresql; \
 	else \
-		echo "postgres: PostgreSQL binaries not found (install postgresql, or set BATON_TEST_POSTGRES_URL); the PostgreSQL tests will skip (and fail when CI is set)"; \
+		echo "postgres: PostgreSQL's initdb not found: the PostgreSQL store tests will skip. Install PostgreSQL 15 (Debian's postgresql), set PG_BINDIR, or set BATON_TEST_POSTGRES_URL (CI=true installs Debian's)"; \
 	fi
 
-# Installs Debian's nginx, haproxy and caddy for the proxy tests (integration/TestBehindProxies
-# runs the configs of deploy/proxies) when one is missing and this is a root shell with
-# apt-get (CI containers). Only the binaries are used: the packages' own services are not
-# started by the tests. Otherwise it only reports: the proxy tests skip a missing proxy, and
-# fail when CI is set.
+# nginx, HAProxy and Caddy, for integration/TestBehindProxies (it runs deploy/proxies' configs
+# with the binaries; the packages' services are never used).
 proxies:
-	@missing=""; for p in nginx haproxy caddy; do \
-		command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; \
+	@missing=""; found=""; for p in nginx haproxy caddy; do \
+		if b=$$(command -v $$p) || { b=/usr/sbin/$$p; [ -x $$b ]; }; then found="$$found $$b"; else missing="$$missing $$p"; fi; \
 	done; \
-	if [ -z "$$missing" ]; then \
-		echo "proxies: found"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "proxies: installing Debian's$$missing"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; } \
-			|| echo "proxies: installing$$missing failed; their proxy tests will skip (and fail when CI is set)"; \
+	[ -z "$$found" ] || echo "proxies: found$$found"; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ -n "$$CI" ]; then \
+		$(APT_CI) proxies "integration TestBehindProxies" $$missing; \
 	else \
-		echo "proxies:$$missing not found (install Debian's packages); their proxy tests will skip (and fail when CI is set)"; \
+		echo "proxies:$$missing not found: their TestBehindProxies subtests will skip. Install them (Debian's packages of the same names; CI=true installs them)"; \
 	fi
 
 # gofmt, go vet and staticcheck (pinned in go.mod as a tool): all three must be clean.
 lint:
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './integration/peers/*')); \
+	@start=$$(date +%s); unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './integration/peers/*')); \
 	if [ -n "$$unformatted" ]; then echo "lint: not gofmt'd (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	@start=$$(date +%s); n=$$($(GO) list -deps ./... | wc -l); \
+	echo "lint: go vet ./... ($$n packages: compiled first where the build cache lacks them, the same build as make build's)"; \
+	$(GO) build -v ./... 2>&1 | $(call PROGRESS,lint); \
+	$(GO) vet ./... && echo "lint: go tool staticcheck ./..." && $(GO) tool staticcheck ./... && $(call ELAPSED,lint)
 
 # go test starts packages in the order they are named: ./integration/ first, the longest
 # package by far (about six minutes; listed in its place, it waited two minutes for its
@@ -123,15 +141,28 @@ FIRST := ./integration/ ./mcpclient/ ./store/ ./server/ ./coordinator/ ./web/ ./
 BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ && \
 	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/ && \
 	$(GO) test -run XXX -fuzz FuzzDecodeRunAgentInput -fuzztime 20000x ./agui/
+#
+# Before the tests, the packages they need are compiled with -race in one go build -v, so that
+# the first minutes (up to ten on a small machine with a cold cache) show their progress;
+# go test then finds them in the cache.
+# CHECK_TOOLS runs the tool checks again, for the summary at the end. It is expanded once, here,
+# so that the recipe names no $(MAKE): make -n would run such a line, and with it the tests.
+CHECK_TOOLS := $(MAKE) --no-print-directory -s peers browser postgres proxies
 test: peers browser postgres proxies lint
-	@beside=$$(mktemp); \
+	@start=$$(date +%s); pkgs=$$($(GO) list -deps -test -f '{{if or .GoFiles .CgoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e ' ' -e '\.test$$' | sort -u); n=$$(echo "$$pkgs" | wc -l); \
+	echo "test: compiling with -race the $$n packages the tests use (the build cache keeps them: a second run starts at once)"; \
+	$(GO) build -race -v $$pkgs 2>&1 | $(call PROGRESS,test) || exit 1; \
+	echo "test: compiled in $$(( $$(date +%s) - start ))s"; \
+	beside=$$(mktemp); \
 	echo "nice sh -c \"$(BESIDE)\" (in the background)"; \
 	nice -n 15 sh -c "$(BESIDE)" > $$beside 2>&1 & pid=$$!; \
 	echo "$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./..."; \
 	$(GO) test -race -count=1 -timeout 40m -vet=off -ldflags=-w $(FIRST) ./...; rc=$$?; \
 	wait $$pid || rc=1; \
 	echo "--- beside, at low priority: $(BESIDE)"; cat $$beside; rm -f $$beside; \
-	exit $$rc
+	skips=$$($(CHECK_TOOLS) 2>&1 | grep 'skip'); \
+	if [ -n "$$skips" ]; then echo "test: some tests skipped for want of a tool (go test -v shows each one's reason):"; echo "$$skips"; fi; \
+	$(call ELAPSED,test); exit $$rc
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./...
@@ -145,10 +176,16 @@ VERSION ?= $(shell git describe --tags --always --dirty --abbrev=12 2>/dev/null 
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
 build:
-	$(GO) build -trimpath -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	@start=$$(date +%s); n=$$($(GO) list -deps ./cmd/... | wc -l); \
+	echo "build: bin/ from ./cmd/... ($$n packages; a first build compiles them all: several minutes on 2 cores, then seconds)"; \
+	$(GO) build -v -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/ ./cmd/... 2>&1 | $(call PROGRESS,build) && \
+	$(call ELAPSED,build) && ls bin/
 
-demo:
-	$(GO) run ./cmd/coordinator
+# The demo: bin/coordinator on its embedded demo stack (the same as `go run ./cmd/coordinator`,
+# with the build's progress shown and its compile shared with make build and the tests).
+# Flags go in ARGS: make demo ARGS="--listen 127.0.0.1:9090".
+demo: build
+	./bin/coordinator $(ARGS)
 
 # Builds the images, brings the compose stack up, runs TestBrowser against it and takes it
 # down, where a Docker engine runs. Not part of `make test`.

@@ -19,7 +19,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
@@ -102,7 +101,10 @@ func (r *Run) finishDecision(d failure.Decision) EndReason {
 	for _, ev := range TerminalEvents(TerminalName(d.Action), HandoffFor(d), newID("msg")) {
 		r.emit(ev)
 	}
-	r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, RunResult(d))
+	// AG-UI's outcomes are success, interrupt and cancelled, and a client refuses any other
+	// type: a run handed back to the user sends none rather than claim success, and its
+	// result says how it ended ({stopped: kind, action: handoff|stop}).
+	r.seq.Finish(r.ThreadID, r.RunID, nil, RunResult(d))
 	if d.Action == failure.ActionHandoff {
 		return ended(OutcomeHandoff, string(d.Kind))
 	}

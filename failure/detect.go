@@ -128,7 +128,7 @@ func DetectToolResult(tool string, res ToolResult) *Failure {
 // lesson, metric) and raises that question rather than a "continue?" interrupt.
 func DetectAgentQuestion(tool string) *Failure {
 	return &Failure{Kind: KindAmbiguousInput, Tool: tool, Code: "input_required",
-		Explanation: capitalise(toolLabel(tool)) + " needs more detail from the user to go on."}
+		Explanation: capitalise(toolLabel(tool)) + " needs more detail from the user."}
 }
 
 // PendingWork reports whether the tool work of a round is still pending once the round is

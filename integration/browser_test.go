@@ -52,7 +52,8 @@ func startBrowserTarget(t *testing.T) browserTarget {
 	for attempt := 0; attempt < 3; attempt++ { // freePort can race with another listener
 		var p *proc
 		p, err = startProcErr(t, "coordinator-demo", []string{bin},
-			[]string{"BATON_LISTEN=127.0.0.1:" + strconv.Itoa(freePort(t)), "BATON_CONFIG="},
+			[]string{"BATON_LISTEN=127.0.0.1:" + strconv.Itoa(freePort(t)), "BATON_CONFIG=",
+				"BATON_STORE=sqlite:" + filepath.Join(t.TempDir(), "baton.db")}, // the demo's SQLite store, a fresh one
 			readyOnLine(`listening on (http://\S+)`))
 		if err == nil {
 			return browserTarget{url: p.Match[1], proc: p}

@@ -10,8 +10,8 @@ package integration
 //     Last-Event-ID, server.on_disconnect: detach) and reads the rest once, to the end.
 // The sub-agent is an a2a-go server in this test that holds each task after its first step
 // until the test releases it, so that "before the run ends" is a fact, not a timing.
-// A proxy that is not installed skips its subtest (fails when CI is set); `make proxies`
-// installs Debian's packages.
+// A proxy that is not installed skips its subtest (fails when CI is set); under CI
+// `make proxies` installs Debian's packages.
 //
 // Caddy (Debian's 2.6.2) runs with buffer_requests (deploy/proxies/Caddyfile): without it, it
 // cut a stream now and then ("reading from backend … use of closed network connection",
@@ -203,7 +203,7 @@ func proxyBinary(name string) (string, error) {
 	}
 	p := filepath.Join("/usr/sbin", name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s not found on PATH or in /usr/sbin: run `make proxies` (as root, Debian's package)", name)
+		return "", fmt.Errorf("%s not found on PATH or in /usr/sbin: install Debian's package (`CI=true make proxies` does, as root)", name)
 	}
 	return p, nil
 }

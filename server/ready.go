@@ -166,15 +166,33 @@ func (rd *readiness) probe(ctx context.Context, c ReadyCheck) checkState {
 	return checkState{Status: "up"}
 }
 
-// oneLine flattens s to one line of at most n bytes (cut on a rune boundary).
+// oneLine flattens s to one line of at most about n bytes. An error chain ("fetch card:
+// Get …: dial tcp …: connection refused") names its cause last, so a long one is cut in the
+// middle: its start and its cause (the part after the last ": ", itself at most n/2 bytes)
+// are kept around a "…", never the cause cut off.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s
 	}
-	cut := n
+	tail := ""
+	if i := strings.LastIndex(s, ": "); i > 0 && len(s)-i-2 <= n/2 {
+		tail = s[i+2:]
+	}
+	if tail == "" {
+		return cutRunes(s, n) + "…"
+	}
+	return cutRunes(s, n-len(tail)-len(" …: ")) + " …: " + tail
+}
+
+// cutRunes returns s cut to at most n bytes on a rune boundary.
+func cutRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n, 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + "…"
+	return s[:cut]
 }

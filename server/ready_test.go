@@ -128,6 +128,21 @@ func TestReadyzErrorIsOneCappedLine(t *testing.T) {
 	assert.True(t, strings.HasSuffix(msg, "…"), msg)
 }
 
+// An agent's error names its cause last, after a long URL: a capped message keeps the
+// cause rather than cutting it off.
+func TestReadyzErrorKeepsItsCause(t *testing.T) {
+	long := `agent card: GET http://travel.internal.example:41250/` + strings.Repeat("a", 300) +
+		`/.well-known/agent-card.json: dial tcp 10.0.0.7:41250: connect: connection refused`
+	srv, _ := newTestServer(t, blockingModel{}, Config{ReadyChecks: []ReadyCheck{
+		{Group: GroupAgents, Name: "travel", Check: func(context.Context) error { return errors.New(long) }},
+	}})
+	_, body := getReady(t, srv.URL+"/readyz")
+	msg := body["checks"].(map[string]any)["agents"].(map[string]any)["travel"].(map[string]any)["error"].(string)
+	assert.LessOrEqual(t, len(msg), maxReadyError+len("…"))
+	assert.True(t, strings.HasPrefix(msg, "agent card: GET http://travel.internal.example:41250/aaa"), msg)
+	assert.True(t, strings.HasSuffix(msg, "…: connection refused"), msg)
+}
+
 func TestReadyzCheckSeesDeadline(t *testing.T) {
 	// A check that hangs is cut off by its own deadline instead of holding /readyz.
 	srv, _ := newTestServer(t, blockingModel{}, Config{ReadyChecks: []ReadyCheck{

@@ -113,6 +113,21 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		send(e)
 	}
+	if resume && resumes(in, "int-trip-q") {
+		// The travel agent's task continues: its card's sub-agent finishes and the call's
+		// result folds the card, as the demo's A2A question does.
+		send(ev{"type": "SUBAGENT_STARTED", "subagentRunId": "sa-call_t", "name": "travel", "parentToolCallId": "call_t"})
+		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "sa-mt2", "role": "assistant", "subagentRunId": "sa-call_t"})
+		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "sa-mt2", "delta": "Booked: Lisbon for 12-19 May.", "subagentRunId": "sa-call_t"})
+		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "sa-mt2", "subagentRunId": "sa-call_t"})
+		send(ev{"type": "SUBAGENT_FINISHED", "subagentRunId": "sa-call_t", "outcome": map[string]any{"type": "success"}})
+		send(ev{"type": "TOOL_CALL_RESULT", "messageId": "tr-t", "toolCallId": "call_t", "role": "tool", "content": "[COMPLETED]\nBooked: Lisbon for 12-19 May."})
+		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "m-trip-done", "role": "assistant"})
+		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-trip-done", "delta": "travel finished: Booked: Lisbon for 12-19 May."})
+		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "m-trip-done"})
+		finish(map[string]any{"type": "success"})
+		return
+	}
 	if resume {
 		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "m-resumed-" + run, "role": "assistant"})
 		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-resumed-" + run, "delta": "Thanks, continuing."})
@@ -208,6 +223,39 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"metadata": map[string]any{"baton": md},
 			},
 		}})
+	case "trip":
+		// The demo's A2A question: a delegation whose sub-agent asks and waits for a
+		// free-text answer.
+		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_t", "toolCallName": "travel"})
+		send(ev{"type": "TOOL_CALL_ARGS", "toolCallId": "call_t", "delta": `{"prompt":"plan a trip to Lisbon"}`})
+		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_t"})
+		send(ev{"type": "SUBAGENT_STARTED", "subagentRunId": "sa-call_t", "name": "travel", "parentToolCallId": "call_t"})
+		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "sa-mt", "role": "assistant", "subagentRunId": "sa-call_t"})
+		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "sa-mt", "delta": "Looking at flights.", "subagentRunId": "sa-call_t"})
+		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "sa-mt", "subagentRunId": "sa-call_t"})
+		send(ev{"type": "SUBAGENT_FINISHED", "subagentRunId": "sa-call_t", "outcome": map[string]any{"type": "suspended", "interruptIds": []string{"int-trip-q"}}})
+		send(ev{"type": "CUSTOM", "name": "baton.failure", "value": map[string]any{"kind": "ambiguous_input", "action": "ask_user", "attempt": 1,
+			"explanation": `The tool "travel" needs more detail from the user. Your decision is needed to go on.`}})
+		finish(map[string]any{"type": "interrupt", "interrupts": []any{
+			map[string]any{"id": "int-trip-q", "reason": "input_required", "message": "What dates would you like to travel?", "subagentRunId": "sa-call_t", "toolCallId": "call_t",
+				"responseSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}, "required": []string{"text"}},
+				"metadata":       map[string]any{"a2a": map[string]any{"agent": "travel", "taskId": "t-2"}}},
+		}})
+	case "divide":
+		// A tool's error as the demo's divide tool gives it: a retry signal for the model.
+		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_d", "toolCallName": "demo__divide"})
+		send(ev{"type": "TOOL_CALL_ARGS", "toolCallId": "call_d", "delta": `{"a":10,"b":0}`})
+		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_d"})
+		send(ev{"type": "TOOL_CALL_RESULT", "messageId": "tr-d", "toolCallId": "call_d", "role": "tool",
+			"content": `[RETRY:tool_error] {"error":"tool_error","requested":"demo__divide","message":"The tool reported an error. Fix the cause (arguments, order of calls) and call again, or use another way.","valid_next_actions":["demo__divide","ask_user"],"error_message":"division by zero","attempts_left":2}`})
+		send(ev{"type": "CUSTOM", "name": "baton.failure", "value": map[string]any{"kind": "tool_error", "action": "retry", "attempt": 1,
+			"explanation": `The tool "demo__divide" reported an error. The model may correct the call (retry 1 of 2).`}})
+		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_v", "toolCallName": "demo__divide"})
+		send(ev{"type": "TOOL_CALL_ARGS", "toolCallId": "call_v", "delta": `{"a":"ten","b":2}`})
+		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_v"})
+		send(ev{"type": "TOOL_CALL_RESULT", "messageId": "tr-v", "toolCallId": "call_v", "role": "tool",
+			"content": `[RETRY:validation_failed] {"error":"validation_failed","requested":"demo__divide","message":"The arguments do not match the tool's schema.","valid_next_actions":["demo__divide"],"details":{"field":"a","got":"ten"},"attempts_left":0}`})
+		finish(map[string]any{"type": "success"})
 	case "question":
 		finish(map[string]any{"type": "interrupt", "interrupts": []any{
 			map[string]any{"id": "int-q", "reason": "input_required", "message": "Which dates?",
@@ -231,6 +279,13 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "mh"})
 		send(ev{"type": "CUSTOM", "name": "baton.handoff", "value": map[string]any{"rationale": "No agent can book hotels.", "blockers": []string{"no hotel agent"}, "next_steps": []string{"book it yourself"}}})
 		send(ev{"type": "RUN_FINISHED", "threadId": thread, "runId": run, "outcome": map[string]any{"type": "success"}, "result": map[string]any{"handoff": true}})
+	case "handed back":
+		// Baton's own handoff: no outcome (AG-UI has none for it), the result says why.
+		send(ev{"type": "TEXT_MESSAGE_START", "messageId": "mhb", "role": "assistant"})
+		send(ev{"type": "TEXT_MESSAGE_CONTENT", "messageId": "mhb", "delta": "No agent or tool can do this."})
+		send(ev{"type": "TEXT_MESSAGE_END", "messageId": "mhb"})
+		send(ev{"type": "CUSTOM", "name": "baton.handoff", "value": map[string]any{"rationale": "No agent or tool can do this.", "blockers": []string{}, "next_steps": []string{}}})
+		send(ev{"type": "RUN_FINISHED", "threadId": thread, "runId": run, "result": map[string]any{"stopped": "capability_gap", "action": "handoff"}})
 	case "cancelled":
 		send(ev{"type": "TOOL_CALL_START", "toolCallId": "call_c", "toolCallName": "research"})
 		send(ev{"type": "TOOL_CALL_END", "toolCallId": "call_c"})
@@ -265,6 +320,17 @@ func (f *fakeAGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(ev{"type": "TEXT_MESSAGE_END", "messageId": id})
 		finish(nil)
 	}
+}
+
+// resumes reports whether the input answers the interrupt id.
+func resumes(in map[string]any, id string) bool {
+	list, _ := in["resume"].([]any)
+	for _, r := range list {
+		if m, _ := r.(map[string]any); m["interruptId"] == id {
+			return true
+		}
+	}
+	return false
 }
 
 // page drives the chat page in one browser tab.

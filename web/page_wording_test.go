@@ -23,7 +23,7 @@ func TestPageWording(t *testing.T) {
 		p.send("wording")
 		assert.Equal(t, []string{
 			"The request is not clear enough to act on. Asking the model to take a smaller step.",
-			"Research reported an error. Trying again (retry 2).",
+			"Research reported an error. The model can try again.",
 		}, eval[[]string](p, `[...document.querySelectorAll('.notice.failure')].map(e => e.textContent)`))
 		assert.Equal(t, []string{"ambiguous_input", "tool_error"}, eval[[]string](p, `[...document.querySelectorAll('.notice.failure')].map(e => e.dataset.kind)`),
 			"the kind stays available to tools")

@@ -10,7 +10,7 @@ import (
 )
 
 // TestAuthFailsClosed: a configured token variable that is unset or empty stops the start
-// with a message naming the variable; nothing listens.
+// with a message naming the config file, the key and the variable; nothing listens.
 func TestAuthFailsClosed(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "auth.yaml")
 	if err := os.WriteFile(p, []byte("listen: 127.0.0.1:0\nstore: \"memory:\"\nserver:\n  auth_tokens_env: BATON_TEST_EMPTY_TOKENS\n"), 0o600); err != nil {
@@ -27,7 +27,7 @@ func TestAuthFailsClosed(t *testing.T) {
 			var out, errOut bytes.Buffer
 			code := run([]string{"--config", p}, &out, &errOut)
 			assert.Equal(t, 2, code)
-			assert.Contains(t, errOut.String(), "server.auth_tokens_env names BATON_TEST_EMPTY_TOKENS")
+			assert.Contains(t, errOut.String(), p+": server.auth_tokens_env names BATON_TEST_EMPTY_TOKENS", "the error names the config file")
 			assert.Contains(t, errOut.String(), "unset or empty")
 			assert.NotContains(t, out.String(), "listening")
 		})

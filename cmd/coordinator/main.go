@@ -225,7 +225,9 @@ func (a *app) loadConfig() error {
 	if a.demo {
 		a.cfg = config.Default()
 		a.cfg.LLM.Provider = "scripted"
-		a.cfg.Store = "memory:"
+		// The demo keeps its threads where a configured Baton does (config.DefaultStore,
+		// SQLite under ./data, or BATON_STORE), so that a chat's link still opens it after
+		// a restart.
 		if err := a.cfg.ApplyEnv(os.Getenv); err != nil {
 			return badInput(err)
 		}
@@ -275,17 +277,26 @@ func (a *app) warnIgnoredEnv() {
 func (a *app) setupAuth() error {
 	tokens, err := a.cfg.Server.AuthTokens(os.Getenv)
 	if err != nil {
-		return badInput(err)
+		return badInput(a.inConfigFile(err))
 	}
 	a.tokens = tokens
 	signInEnv, err := a.cfg.SignIn(os.Getenv)
 	if err != nil {
-		return badInput(err)
+		return badInput(a.inConfigFile(err))
 	}
 	a.signIns = newSignIn(a.cfg, signInEnv)
 	a.onExit(a.signIns.hc.CloseIdleConnections)
 	a.onExit(a.signIns.private.CloseIdleConnections)
 	return nil
+}
+
+// inConfigFile prefixes err, which names a key, with the config file that set it, as the
+// loader's own errors are ("baton.yaml: server.auth_tokens_env …").
+func (a *app) inConfigFile(err error) error {
+	if a.cfg.Source == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", a.cfg.Source, err)
 }
 
 // setupSignals makes a.ctx end on SIGINT or SIGTERM.
@@ -632,6 +643,7 @@ func (a *app) startServer() error {
 	url := displayURL(ln.Addr())
 	if a.demo {
 		fmt.Fprintf(a.stdout, "Baton demo stack (offline demo model) listening on %s\n", url)
+		fmt.Fprintf(a.stdout, "Threads are kept in %s (BATON_STORE changes it)\n", storeWhere(a.cfg.Store))
 	} else {
 		fmt.Fprintf(a.stdout, "Baton coordinator listening on %s\n", url)
 	}
@@ -665,6 +677,19 @@ func (a *app) serveUntilSignal() int {
 	}
 	a.log.Info("stopped")
 	return 0
+}
+
+// storeWhere says where a store keeps its data, for people: a SQLite file's path, or the
+// kind of store. A PostgreSQL DSN is never printed (it may hold a password).
+func storeWhere(dsn string) string {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return strings.TrimPrefix(dsn, "sqlite:")
+	case strings.HasPrefix(dsn, "memory:"):
+		return "memory only (forgotten at exit)"
+	default:
+		return "PostgreSQL"
+	}
 }
 
 // startDemoStack starts the demo agents and the demo MCP server on loopback and adds them

@@ -196,6 +196,7 @@ mcp_servers:
 // process in its grace period.
 func TestSIGTERMDrains(t *testing.T) {
 	t.Setenv("BATON_LISTEN", "127.0.0.1:0")
+	t.Setenv("BATON_STORE", "sqlite:"+filepath.Join(t.TempDir(), "baton.db"))
 	url, _, done := startRun(t, nil) // the demo stack
 
 	code, body := getJSON(t, url+"/readyz")

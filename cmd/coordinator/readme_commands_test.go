@@ -28,10 +28,8 @@ import (
 func TestREADMECommandsNameWhatExists(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
 	c := newCommandChecker(t, root)
-	problems := c.checkMarkdown(string(b))
+	problems := c.checkMarkdown(readDocs(t, root))
 	assert.Empty(t, problems)
 	assert.GreaterOrEqual(t, c.checked, 25, "the README's commands were found and checked")
 }
@@ -42,6 +40,7 @@ func TestREADMECommandCheckCanFail(t *testing.T) {
 	c := newCommandChecker(t, filepath.Join("..", ".."))
 	md := "```sh\n" + strings.Join([]string{
 		"make no-such-target",
+		"make demo NO_SUCH_VARIABLE=1",
 		"go run ./cmd/demo-agent --agent travel --port 1",
 		"go run ./cmd/demo-mcp carrier-pigeon",
 		"go run ./cmd/no-such-command",
@@ -57,6 +56,7 @@ func TestREADMECommandCheckCanFail(t *testing.T) {
 	problems := c.checkMarkdown(md)
 	for _, want := range []string{
 		`make target "no-such-target"`,
+		`make variable "NO_SUCH_VARIABLE"`,
 		`flag "port"`,
 		`argument "carrier-pigeon"`,
 		`package ./cmd/no-such-command`,
@@ -75,16 +75,17 @@ func TestREADMECommandCheckCanFail(t *testing.T) {
 		}
 		assert.True(t, found, "no problem mentions %s; problems: %q", want, problems)
 	}
-	assert.Len(t, problems, 12, "one problem per wrong command: %q", problems)
+	assert.Len(t, problems, 13, "one problem per wrong command: %q", problems)
 }
 
 // commandChecker holds what the checks compare against: the repository's files, read once.
 type commandChecker struct {
-	root    string
-	makeT   map[string]bool
-	routes  []*regexp.Regexp
-	corpus  string // every file an environment variable could be read from
-	checked int
+	root     string
+	makeT    map[string]bool
+	makefile string
+	routes   []*regexp.Regexp
+	corpus   string // every file an environment variable could be read from
+	checked  int
 }
 
 func newCommandChecker(t *testing.T, root string) *commandChecker {
@@ -92,6 +93,7 @@ func newCommandChecker(t *testing.T, root string) *commandChecker {
 	c := &commandChecker{root: root, makeT: map[string]bool{}}
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	require.NoError(t, err)
+	c.makefile = string(mk)
 	for _, m := range regexp.MustCompile(`(?m)^([A-Za-z0-9_-]+):`).FindAllStringSubmatch(string(mk), -1) {
 		c.makeT[m[1]] = true
 	}
@@ -236,6 +238,13 @@ func (c *commandChecker) checkCommand(args []string, cwd string) ([]string, stri
 		return problems, filepath.Join(cwd, args[1])
 	case "make":
 		for _, a := range args[1:] {
+			if name, _, ok := strings.Cut(a, "="); ok {
+				// A variable on make's command line must be one the Makefile reads.
+				if !strings.Contains(c.makefile, "$("+name+")") {
+					bad("make variable %q is not read by the Makefile", name)
+				}
+				continue
+			}
 			if !c.makeT[a] {
 				bad("make target %q is not in the Makefile", a)
 			}

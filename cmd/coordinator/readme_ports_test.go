@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -15,8 +14,7 @@ import (
 // that the examples work together as written (the nested-Baton example once named a port
 // nothing listened on).
 func TestREADMEAgentPorts(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
+	b := []byte(readDocs(t, filepath.Join("..", "..")))
 	served := map[string]bool{}
 	for _, m := range regexp.MustCompile(`go run ./cmd/demo-agent --agent \w+ --listen ([\w.:-]+)`).FindAllStringSubmatch(string(b), -1) {
 		served["http://"+m[1]] = true

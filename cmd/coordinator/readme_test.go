@@ -34,10 +34,9 @@ func TestREADMECurlExamples(t *testing.T) {
 		}
 		t.Skip("curl not found; the README's curl examples were not run")
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
+	b := readDocs(t, filepath.Join("..", ".."))
 	var examples []string
-	for _, m := range fencedSh.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range fencedSh.FindAllStringSubmatch(b, -1) {
 		if strings.Contains(m[1], readmeAddr+"/agui") {
 			examples = append(examples, m[1])
 		}
@@ -45,6 +44,7 @@ func TestREADMECurlExamples(t *testing.T) {
 	require.Len(t, examples, 5, "the README's curl examples: a run, a resumed A2A question, a resumed MCP elicitation, an approval, a reconnect")
 
 	t.Setenv("BATON_LISTEN", "127.0.0.1:0")
+	t.Setenv("BATON_STORE", "sqlite:"+filepath.Join(t.TempDir(), "baton.db")) // the demo's, in a fresh file
 	url, _, done := startRun(t, nil)
 	defer func() {
 		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
@@ -111,13 +111,12 @@ func TestExampleConfigsLoad(t *testing.T) {
 // commands and configs work together as written.
 func TestQuickStartMatchesExamples(t *testing.T) {
 	root := filepath.Join("..", "..")
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
+	b := readDocs(t, root)
 	want := map[string]string{} // name in the configs -> URL the README's command serves
-	for _, m := range regexp.MustCompile(`go run ./cmd/demo-agent --agent (\w+) --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile(`go run ./cmd/demo-agent --agent (\w+) --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(b, -1) {
 		want[m[1]] = "http://" + m[2]
 	}
-	for _, m := range regexp.MustCompile(`go run ./cmd/demo-mcp http --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile(`go run ./cmd/demo-mcp http --listen ([\w.:\[\]-]+)`).FindAllStringSubmatch(b, -1) {
 		want["demo"] = "http://" + m[1] + "/mcp"
 	}
 	require.Len(t, want, 3, "the README starts travel, research and the demo MCP server")
@@ -146,7 +145,7 @@ var (
 // pull: the Dockerfile's build stage, the tracing profile's and the replicas stack's.
 func TestREADMEDockerImages(t *testing.T) {
 	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "docker.md"))
 	require.NoError(t, err)
 	var images []string
 	for _, f := range []string{"docker-compose.yml", filepath.Join("deploy", "replicas", "compose.yml")} {
@@ -169,14 +168,14 @@ func TestREADMEDockerImages(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(images), 4, "golang, jaeger, postgres, nginx")
 	section := string(readme)
-	start := strings.Index(section, "### Prerequisites")
-	require.GreaterOrEqual(t, start, 0, "README: Docker has a Prerequisites section")
-	section = section[start:]
-	if end := strings.Index(section[4:], "\n## "); end >= 0 {
-		section = section[:end+4]
+	start := strings.Index(section, "\n## Prerequisites")
+	require.GreaterOrEqual(t, start, 0, "docs/docker.md has a Prerequisites section")
+	section = section[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
 	}
 	for _, img := range images {
-		assert.Contains(t, section, "`"+img+"`", "README's Docker prerequisites do not list an image a stack pulls")
+		assert.Contains(t, section, "`"+img+"`", "docs/docker.md's prerequisites do not list an image a stack pulls")
 	}
 	assert.Contains(t, section, "docker compose", "compose v2")
 }

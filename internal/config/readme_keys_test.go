@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// keyRow is one row of the README's key table: | `key` | default | what |.
+// keyRow is one row of the key table (docs/configuration.md): | `key` | default | what |.
 var keyRow = regexp.MustCompile("(?m)^\\| `([a-z0-9_.\\[\\]]+)` \\| ([^|]*) \\|")
 
-// configKeys lists every key of t (the Config type) as the README writes it: nested keys
+// configKeys lists every key of t (the Config type) as docs/configuration.md writes it: nested keys
 // joined with ".", the entries of a list of mappings as "name[].key". Maps (headers, env)
 // and lists of scalars are leaves.
 func configKeys(t reflect.Type, prefix string) []string {
@@ -61,23 +61,23 @@ func defaultsOf(v reflect.Value, prefix string, out map[string]reflect.Value) {
 	}
 }
 
-// TestREADMEConfigKeys: the README's table of config keys names every key the loader
+// TestREADMEConfigKeys: the table of config keys in docs/configuration.md names every key the loader
 // accepts, and no other, and each default the code sets is the one the table shows.
 func TestREADMEConfigKeys(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	require.NoError(t, err)
 	rows := map[string]string{}
 	var documented []string
 	for _, m := range keyRow.FindAllStringSubmatch(string(b), -1) {
 		if _, dup := rows[m[1]]; dup {
-			t.Errorf("README: key %s is in the table twice", m[1])
+			t.Errorf("docs/configuration.md: key %s is in the table twice", m[1])
 		}
 		rows[m[1]] = strings.TrimSpace(m[2])
 		documented = append(documented, m[1])
 	}
 	sort.Strings(documented)
 	assert.Equal(t, configKeys(reflect.TypeFor[Config](), ""), documented,
-		"README.md's configuration key table and internal/config differ")
+		"docs/configuration.md's key table and internal/config differ")
 
 	// The defaults: Default's, and the per-entry ones of a list entry as loaded.
 	c, err := loadYAML(t, "agents: [{name: a, url: \"http://127.0.0.1:1\"}]\nmcp_servers: [{name: m, url: \"http://127.0.0.1:1/mcp\"}]\n", env{})
@@ -95,26 +95,26 @@ func TestREADMEConfigKeys(t *testing.T) {
 			continue // reported above
 		}
 		m := code.FindStringSubmatch(cell)
-		if !assert.NotNil(t, m, "README: the default of %s should start with `%v`", key, v.Interface()) {
+		if !assert.NotNil(t, m, "docs/configuration.md: the default of %s should start with `%v`", key, v.Interface()) {
 			continue
 		}
 		switch d := v.Interface().(type) {
 		case Duration:
 			got, err := parseDuration(m[1])
 			assert.NoError(t, err, key)
-			assert.Equal(t, d, got, "README: default of %s", key)
+			assert.Equal(t, d, got, "docs/configuration.md: default of %s", key)
 		case int, int64:
 			n, err := strconv.ParseInt(m[1], 10, 64)
 			assert.NoError(t, err, key)
-			assert.Equal(t, v.Int(), n, "README: default of %s", key)
+			assert.Equal(t, v.Int(), n, "docs/configuration.md: default of %s", key)
 		case bool:
-			assert.Equal(t, strconv.FormatBool(d), m[1], "README: default of %s", key)
+			assert.Equal(t, strconv.FormatBool(d), m[1], "docs/configuration.md: default of %s", key)
 		case float64:
 			f, err := strconv.ParseFloat(m[1], 64)
 			assert.NoError(t, err, key)
-			assert.Equal(t, d, f, "README: default of %s", key)
+			assert.Equal(t, d, f, "docs/configuration.md: default of %s", key)
 		default:
-			assert.Equal(t, v.String(), m[1], "README: default of %s", key)
+			assert.Equal(t, v.String(), m[1], "docs/configuration.md: default of %s", key)
 		}
 	}
 }

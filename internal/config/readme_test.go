@@ -17,13 +17,28 @@ var fencedYAML = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 // varRef finds the ${VAR} references of a config example.
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// TestREADMEConfigExamples loads every YAML example of README.md with the config loader:
-// an example a reader copies must be accepted as written (the variables it names set).
+// userDocs are the README and the docs/ pages whose YAML examples are loaded (the same list
+// as cmd/coordinator's README tests read).
+var userDocs = []string{
+	"README.md",
+	"docs/demo.md", "docs/quickstart.md", "docs/endpoints.md", "docs/configuration.md",
+	"docs/auth.md", "docs/approvals.md", "docs/a2a-agent.md", "docs/browser.md",
+	"docs/docker.md", "docs/operations.md", "docs/layout.md", "docs/threads.md",
+	"docs/stores.md", "docs/proxies.md", "docs/testing.md",
+}
+
+// TestREADMEConfigExamples loads every YAML example of the README and its docs/ pages with
+// the config loader: an example a reader copies must be accepted as written (the variables
+// it names set).
 func TestREADMEConfigExamples(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	blocks := fencedYAML.FindAllStringSubmatch(string(b), -1)
-	require.NotEmpty(t, blocks, "README.md has YAML examples")
+	var all strings.Builder
+	for _, f := range userDocs {
+		b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(f)))
+		require.NoError(t, err)
+		all.Write(b)
+	}
+	blocks := fencedYAML.FindAllStringSubmatch(all.String(), -1)
+	require.NotEmpty(t, blocks, "the docs have YAML examples")
 	for i, m := range blocks {
 		text := m[1]
 		e := env{}

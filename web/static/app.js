@@ -87,10 +87,19 @@ function nearBottom() {
   return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
 }
 
+// toBottom keeps the end of the transcript in view. A reader at the bottom stays there
+// when something grows or is added anywhere, even inside an earlier card (a sub-agent's
+// text): scrolling that node into view instead would pull the page up to the card, away from
+// the newest message, the answer just given and what follows it.
+function toBottom() {
+  const s = document.scrollingElement;
+  s.scrollTop = s.scrollHeight;
+}
+
 function append(node, parent = ui.transcript) {
   const stick = nearBottom();
   parent.appendChild(node);
-  if (stick) node.scrollIntoView({ block: "end" });
+  if (stick) toBottom();
   return node;
 }
 
@@ -493,7 +502,7 @@ function appendText(id, delta, subagentRunId) {
   } else {
     t.node.textContent += delta;
   }
-  if (stick) t.node.scrollIntoView({ block: "end" });
+  if (stick) toBottom();
 }
 
 function endText(id) {
@@ -540,6 +549,11 @@ function startTool(id, name, parentMessageId) {
   result.hidden = true;
   result.appendChild(el("div", "label", "result"));
   result.appendChild(el("pre", "result-text"));
+  // A retry signal is shown in words; the JSON the model got is one click away.
+  const raw = result.appendChild(el("details", "result-raw"));
+  raw.hidden = true;
+  raw.appendChild(el("summary", "", "Show what the model was sent (JSON)"));
+  raw.appendChild(el("pre", "result-json"));
   card._call = call;
   chat.tools.set(id, card);
   append(card);
@@ -584,16 +598,47 @@ function toolResult(ev) {
   const result = card.querySelector(".result");
   result.hidden = false;
   let shown = content;
+  const raw = result.querySelector(".result-raw");
+  raw.hidden = true;
   if (tag === "RETRY") {
     try {
-      shown = `[${label}]\n` + JSON.stringify(JSON.parse(body), null, 2);
+      const sig = JSON.parse(body);
+      shown = retryWords(sig);
+      raw.querySelector(".result-json").textContent = `[${label}]\n` + JSON.stringify(sig, null, 2);
+      raw.hidden = false;
     } catch (_) {
-      // keep as sent
+      // not JSON: kept as sent
     }
   }
   result.querySelector(".result-text").textContent = shown;
-  // Finished calls fold away unless they need attention.
-  if (cls === "ok" && !card._userToggled) card.open = false;
+  // Finished calls fold away unless they need attention; a reader at the bottom stays there.
+  if (cls === "ok" && !card._userToggled) {
+    const stick = nearBottom();
+    card.open = false;
+    if (stick) toBottom();
+  }
+}
+
+// retryWords is a retry signal ([RETRY:code] {json}, written for the model) in the user's
+// words: what went wrong, the argument at fault, and whether the model can try again.
+function retryWords(sig) {
+  if (!sig || typeof sig !== "object") return "The call failed.";
+  const str = (v) => (typeof v === "string" && v.trim() ? v.trim() : "");
+  const lines = [];
+  const said = str(sig.error_message);
+  lines.push(said ? "The call failed: " + said : str(sig.message) || "The call failed.");
+  const d = sig.details && typeof sig.details === "object" ? sig.details : null;
+  if (d && str(d.field)) lines.push(`The argument “${d.field}” was ${JSON.stringify(d.got)}.`);
+  if (str(sig.reason)) lines.push(str(sig.reason));
+  const r = sig.resolution && typeof sig.resolution === "object" ? sig.resolution : null;
+  if (r && typeof r.retry_after_seconds === "number" && r.retry_after_seconds > 0) {
+    lines.push(`It can be called again in ${Math.ceil(r.retry_after_seconds)} s.`);
+  }
+  const left = sig.attempts_left;
+  if (Number.isInteger(left) && left <= 0) lines.push("The model has no tries left for it.");
+  else if (Number.isInteger(left)) lines.push(`The model can correct the call and try again (${left} ${left === 1 ? "try" : "tries"} left).`);
+  else lines.push("The model can correct the call and try again.");
+  return lines.join("\n");
 }
 
 function setBadge(badge, text, cls) {
@@ -765,13 +810,17 @@ function failureText(v) {
   let next = "";
   switch (v.action) {
     case "retry":
-      next = n > 1 ? `Trying again (retry ${n}).` : "Trying again.";
+      // Baton itself calls the model again after a provider's hiccup; for a tool's
+      // failure it only tells the model that it may, and the model decides.
+      if (v.kind === "transient_provider") next = n > 1 ? `Trying again (retry ${n}).` : "Trying again.";
+      else next = "The model can try again.";
       break;
     case "narrow_scope":
       next = "Asking the model to take a smaller step.";
       break;
     case "ask_user":
-      next = "Baton needs your answer to go on.";
+      // The explanation already says a decision is needed; the question follows.
+      next = "Answer below.";
       break;
     case "handoff":
       next = "Handing this back to you.";
@@ -805,8 +854,12 @@ function runFinished(ev, run) {
         notice("custom", "The model called tools that this page does not provide.", outcome.pendingToolCallIds.join(", "));
       }
   }
-  if (ev.result !== undefined && ev.result !== null && !(typeof ev.result === "object" && Object.keys(ev.result).length === 0)) {
-    notice("result", "Run result", JSON.stringify(ev.result));
+  // Baton's own end of a handed-back or stopped run ({stopped, action}) is told by the
+  // handoff panel in words; any other result is shown as it came.
+  const r = ev.result;
+  const batonEnd = r && typeof r === "object" && typeof r.stopped === "string" && typeof r.action === "string";
+  if (r !== undefined && r !== null && !batonEnd && !(typeof r === "object" && Object.keys(r).length === 0)) {
+    notice("result", "Run result", JSON.stringify(r));
   }
 }
 
@@ -1361,10 +1414,14 @@ async function loadThreads() {
   }
   shownThreads = key;
   const items = [];
+  list = list.filter((t) => t && typeof t.threadId === "string" && THREAD_ID.test(t.threadId));
+  const titles = threadTitles(list);
   for (const t of list) {
-    if (!t || typeof t.threadId !== "string" || !THREAD_ID.test(t.threadId)) continue;
     const li = el("li");
-    const a = li.appendChild(el("a", "thread-link", typeof t.title === "string" && t.title ? t.title : t.threadId));
+    const a = li.appendChild(el("a", "thread-link"));
+    a.appendChild(el("span", "thread-title", titles.get(t.threadId)));
+    const when = shortTime(t.updatedAt);
+    if (when) a.appendChild(el("span", "thread-time", when));
     a.href = "#thread=" + encodeURIComponent(t.threadId);
     a.dataset.threadId = t.threadId;
     a.title = t.threadId;
@@ -1377,6 +1434,41 @@ async function loadThreads() {
   if (!items.length) items.push(el("li", "thread-empty", "No conversations yet."));
   ui.threadList.replaceChildren(...items);
   markCurrentThread();
+}
+
+// threadTitles names each chat of the list (newest first) for people: its title (the start
+// of its first message, one line), or "Chat of <time>" without one; chats with the same
+// name are numbered from the oldest, so that no two read alike.
+function threadTitles(list) {
+  const base = new Map();
+  const count = new Map();
+  for (const t of list) {
+    let name = typeof t.title === "string" ? t.title.trim().split("\n")[0].trim() : "";
+    if (name.length > 60) name = name.slice(0, 59).trimEnd() + "…";
+    if (!name) name = "Chat of " + (shortTime(t.updatedAt) || "an unknown time");
+    base.set(t.threadId, name);
+    count.set(name, (count.get(name) || 0) + 1);
+  }
+  const seen = new Map();
+  const out = new Map();
+  for (let i = list.length - 1; i >= 0; i--) {
+    const name = base.get(list[i].threadId);
+    if (count.get(name) < 2) {
+      out.set(list[i].threadId, name);
+      continue;
+    }
+    const n = (seen.get(name) || 0) + 1;
+    seen.set(name, n);
+    out.set(list[i].threadId, `${name} (${n})`);
+  }
+  return out;
+}
+
+// shortTime is a timestamp as a short local date and time; "" when it is not one.
+function shortTime(ts) {
+  const d = typeof ts === "string" ? new Date(ts) : null;
+  if (!d || Number.isNaN(d.getTime())) return "";
+  return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 }
 
 function markCurrentThread() {
