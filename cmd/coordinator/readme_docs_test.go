@@ -18,7 +18,7 @@ var userDocs = []string{
 	"docs/demo.md", "docs/quickstart.md", "docs/endpoints.md", "docs/configuration.md",
 	"docs/auth.md", "docs/approvals.md", "docs/a2a-agent.md", "docs/browser.md",
 	"docs/docker.md", "docs/operations.md", "docs/layout.md", "docs/threads.md",
-	"docs/stores.md", "docs/proxies.md", "docs/testing.md",
+	"docs/stores.md", "docs/proxies.md", "docs/testing.md", "docs/nesting.md",
 }
 
 // readDocs returns the text of every page of userDocs under root, one after another.
