@@ -54,6 +54,9 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
 		traceModelRetry(span, d)
 		if d.Action != failure.ActionRetry {
+			if r.fallback(span, *f) {
+				continue
+			}
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}
 		t := time.NewTimer(d.Wait)
@@ -98,7 +101,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 	item := r.scope.Track(cancel.KindLLM, "model")
 	item.Arm("", func(context.Context, string) error { stop(); return nil })
 	defer item.Release()
-	for d, err := range r.e.cfg.Model.Stream(ctx, req) {
+	for d, err := range r.model().Stream(ctx, req) {
 		if err != nil {
 			streamErr = err
 			break
@@ -246,6 +249,9 @@ func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[str
 		if f := failure.ClassifyModelError(err); f != nil {
 			end.FailureKind = string(f.Kind)
 		}
+	}
+	if err == nil {
+		end.Detail = r.account(ctx, res.completion)
 	}
 	s.End(end)
 	return res, err

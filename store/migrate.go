@@ -150,6 +150,8 @@ var migrations = []string{
 	schemaThreadsUpdated,
 	// 12: the A2A tasks Baton serves.
 	schemaTasks,
+	// 13: the spend ledger (principals' days, threads).
+	schemaSpend,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -195,6 +197,8 @@ var pgMigrations = []string{
 	schemaThreadsUpdated,
 	// 12: the A2A tasks Baton serves.
 	schemaTasks,
+	// 13: the spend ledger (principals' days, threads).
+	schemaSpend,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -38,6 +38,7 @@ import (
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/web"
@@ -533,6 +534,7 @@ func (a *app) engineConfig() coordinator.Config {
 	return coordinator.Config{
 		Metrics:      a.metrics,
 		Model:        a.model,
+		Spend:        spendMeter(cfg, a.st),
 		SystemPrompt: cfg.LLM.SystemPrompt,
 		Agents:       a.agents,
 		Tools:        a.tools,
@@ -590,6 +592,15 @@ func guardPolicy(cfg *config.Config) failure.GuardPolicy {
 		RateLimits: rateLimits,
 		Budget:     failure.Budget(cfg.Policy.Budget),
 	}
+}
+
+// spendMeter prices model calls (llm.prices, the fallbacks') and keeps the principals'
+// days in the store (policy.principal_budget).
+func spendMeter(cfg *config.Config, st store.Store) *spend.Meter {
+	ledger, _ := st.(spend.Ledger)
+	pb := cfg.Policy.PrincipalBudget
+	return spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(cfg.LLM), Ledger: ledger,
+		Daily: spend.Limits{Tokens: pb.DailyTokens, CostUSD: pb.DailyCostUSD}, WarnAt: pb.WarnAt})
 }
 
 // serverConfig is the HTTP server's configuration.
@@ -690,14 +701,32 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 
 // newModel builds the configured provider, and its prober for readiness (nil for the
 // scripted model). The prober has a plain HTTP client of its own: its periodic GETs are
-// not traced.
+// not traced. With llm.fallback the model is an llm.Chain of it and its fallbacks, which
+// the engine switches along (design/spend.md).
 func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, error) {
+	primary, prober, err := newProvider(cfg, cfg.LLM.Provider, cfg.LLM.BaseURL, cfg.LLM.Model, cfg.LLM.APIKey(), hc)
+	if err != nil || len(cfg.LLM.Fallback) == 0 {
+		return primary, prober, err
+	}
+	var links []llm.Link
+	for i, f := range cfg.LLM.Fallback {
+		m, _, err := newProvider(cfg, f.Provider, f.BaseURL, f.Model, f.APIKey(), hc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("llm.fallback[%d]: %w", i, err)
+		}
+		links = append(links, llm.Link{Provider: f.Provider, Name: f.Model, Model: m})
+	}
+	return llm.NewChain(llm.Link{Provider: cfg.LLM.Provider, Name: modelName(cfg), Model: primary}, links...), prober, nil
+}
+
+// newProvider builds one provider's model and its prober.
+func newProvider(cfg *config.Config, provider, baseURL, model, key string, hc *http.Client) (llm.Model, modelProber, error) {
 	probeHTTP := &http.Client{}
-	switch cfg.LLM.Provider {
+	switch provider {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil, nil
 	case "openai":
-		c := openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc}
+		c := openai.Config{BaseURL: baseURL, Model: model, APIKey: key, HTTPClient: hc}
 		m, err := openai.New(c)
 		if err != nil {
 			return nil, nil, err
@@ -709,7 +738,7 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, erro
 		}
 		return withTimeouts(cfg, m), p, nil
 	case "anthropic":
-		c := anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc}
+		c := anthropic.Config{BaseURL: baseURL, Model: model, APIKey: key, HTTPClient: hc}
 		m, err := anthropic.New(c)
 		if err != nil {
 			return nil, nil, err
@@ -721,7 +750,7 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, erro
 		}
 		return withTimeouts(cfg, m), p, nil
 	default:
-		return nil, nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
+		return nil, nil, fmt.Errorf("llm.provider %q is not available in this build", provider)
 	}
 }
 

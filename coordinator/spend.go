@@ -1,0 +1,179 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/spend"
+	"github.com/baton-dev/baton/store"
+)
+
+// Usage, cost, budgets and the fallback chain of a run's model calls (DESIGN §4, §7;
+// design/spend.md). The run budget is the guard's (failure.Guard, kept in the run's
+// state); the principal's day is the store's (spend.Meter).
+
+// CustomBudgetWarning is the CUSTOM event of a budget that passed its warn_at.
+const CustomBudgetWarning = "baton.budget_warning"
+
+// SpendMetrics is implemented by a Metrics that also records token usage and cost
+// (package metrics does).
+type SpendMetrics interface {
+	ModelUsage(provider, model string, inputTokens, outputTokens int64, costUSD float64)
+}
+
+// fallbackChain is a model with fallbacks (llm.Chain).
+type fallbackChain interface {
+	Len() int
+	Link(i int) llm.Link
+	At(i int) llm.Model
+}
+
+// runSpend is the run's model bookkeeping, owned by its loop goroutine.
+type runSpend struct {
+	// link is the model of the fallback chain the run is on: it stays on the one it
+	// switched to.
+	link int
+	// notes are [BUDGET_WARNING] notes for the model's next input.
+	notes []string
+	// principalOver is the principal's spent day, seen by the last call's increment.
+	principalOver *spend.Exceeded
+}
+
+// model is the model the run's turns go to.
+func (r *Run) model() llm.Model {
+	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
+		return c.At(r.sp.link)
+	}
+	return r.e.cfg.Model
+}
+
+// provider is gen_ai.provider.name of the model the run is on.
+func (r *Run) provider() string {
+	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
+		return c.Link(r.sp.link).Provider
+	}
+	return r.e.cfg.Tracing.Provider
+}
+
+// account counts a completed model call: priced with the answering model's prices, added
+// to the run's budget and to the principal's day, exported, and warned about once per
+// budget and threshold. It returns the model_call step's detail.
+func (r *Run) account(ctx context.Context, c *llm.Completion) string {
+	if c == nil {
+		return ""
+	}
+	m := r.e.cfg.Spend
+	u := m.Price(c.Model, c.Usage)
+	model := m.Model(c.Model)
+	if model == "" {
+		model = r.e.cfg.Tracing.Model
+	}
+	warnings, _ := r.guard.AddUsage(u)
+	pw, over, err := m.Record(context.WithoutCancel(ctx), r.owner, r.ThreadID, u)
+	if err != nil {
+		// The day's increment is lost: the run goes on; the next run's admission reads the
+		// day as the store has it (design/spend.md).
+		r.log.Warn("record model usage", "err", err)
+	}
+	if over != nil {
+		r.sp.principalOver = over
+	}
+	for _, w := range append(warnings, pw...) {
+		r.sp.notes = append(r.sp.notes, w.Note())
+		r.emit(&agui.Custom{Name: CustomBudgetWarning, Value: w})
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.model", model), attribute.Float64("baton.cost.usd", u.CostUSD))
+	if sm, ok := r.e.cfg.Metrics.(SpendMetrics); ok {
+		sm.ModelUsage(r.provider(), model, u.InputTokens, u.OutputTokens, u.CostUSD)
+	}
+	detail, _ := json.Marshal(struct {
+		Model string `json:"model"`
+		spend.Usage
+	}{model, u})
+	return string(detail)
+}
+
+// budgetCheck is the check before a model call: the run's token and cost budget and the
+// principal's day. Nil while both last.
+func (r *Run) budgetCheck(ctx context.Context) *failure.Failure {
+	f := r.guard.AddTokens(0)
+	ex := r.sp.principalOver
+	if f == nil && ex == nil && r.e.cfg.Spend.DailyBudget() {
+		// Other runs of the principal spend the same day, on any replica.
+		var err error
+		if ex, err = r.e.cfg.Spend.DayOver(ctx, r.owner); err != nil {
+			r.log.Warn("read the principal's day", "err", err)
+		}
+	}
+	if f == nil && ex != nil {
+		f = &failure.Failure{Kind: failure.KindPolicyViolation, Code: "RETRY:budget_exceeded", Explanation: ex.Message()}
+	}
+	if f == nil {
+		return nil
+	}
+	// The refusal in the journal: what was refused, and how it resolves.
+	res := bridge.Resolution{Type: failure.ResolutionHandoff}
+	if ex != nil {
+		res = bridge.Resolution{Type: failure.ResolutionWait, ResetsAt: ex.ResetsAt.UTC().Format(time.RFC3339),
+			RetryAfterSeconds: math.Ceil(time.Until(ex.ResetsAt).Seconds())}
+	} else if o := r.guard.Over(); o != nil {
+		res.Raise = o.Raise()
+	}
+	detail, _ := json.Marshal(struct {
+		Message    string            `json:"message"`
+		Resolution bridge.Resolution `json:"resolution"`
+	}{f.Explanation, res})
+	r.dur.step(store.StepRefusal, "model", "", store.StepEnd{Outcome: store.StepError, Tag: "RETRY:budget_exceeded", FailureKind: string(failure.KindPolicyViolation), Detail: string(detail)})
+	return f
+}
+
+// takeBudgetNotes returns the pending [BUDGET_WARNING] notes for the next model input,
+// once.
+func (r *Run) takeBudgetNotes() string {
+	n := strings.Join(r.sp.notes, "\n")
+	r.sp.notes = nil
+	return n
+}
+
+// withNotes adds the budget notes to the lessons' addendum.
+func withNotes(addendum, notes string) string {
+	switch {
+	case notes == "":
+		return addendum
+	case addendum == "":
+		return notes
+	}
+	return addendum + "\n\n" + notes
+}
+
+// fallback switches the run to the next model of the chain after its model failed with
+// transient_provider and the policy gave up on it. It reports whether it switched; the
+// switch is a model_fallback journal step and the span's gen_ai.request.model.
+func (r *Run) fallback(span trace.Span, f failure.Failure) bool {
+	c, ok := r.e.cfg.Model.(fallbackChain)
+	if !ok || f.Kind != failure.KindTransientProvider || r.sp.link+1 >= c.Len() {
+		return false
+	}
+	from := c.Link(r.sp.link)
+	r.sp.link++
+	to := c.Link(r.sp.link)
+	r.log.Warn("model fallback", "from", from.Name, "to", to.Name, "kind", f.Kind)
+	detail, _ := json.Marshal(map[string]string{"from": from.Name, "to": to.Name, "provider": to.Provider, "failureKind": string(f.Kind)})
+	r.dur.step(store.StepModelFallback, to.Name, "", store.StepEnd{Outcome: store.StepOK, FailureKind: string(f.Kind), Detail: string(detail)})
+	span.SetAttributes(attribute.String("gen_ai.request.model", to.Name), attribute.String("gen_ai.provider.name", to.Provider),
+		attribute.String("baton.fallback.from", from.Name))
+	span.AddEvent("baton.model_fallback", trace.WithAttributes(attribute.String("from", from.Name), attribute.String("to", to.Name)))
+	// The fallback gets retries of its own.
+	r.fs.Recovered(failure.KindTransientProvider, "")
+	return true
+}
