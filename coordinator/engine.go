@@ -306,6 +306,9 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if err != nil {
 		return nil, err
 	}
+	if err := e.admitSpend(principal); err != nil {
+		return nil, err
+	}
 	// parent is the request's, and a run is admitted or refused whole: a client that goes
 	// away meanwhile must not leave a thread half written. The store's timeout bounds it.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)

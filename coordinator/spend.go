@@ -177,3 +177,32 @@ func (r *Run) fallback(span trace.Span, f failure.Failure) bool {
 	r.fs.Recovered(failure.KindTransientProvider, "")
 	return true
 }
+
+// BudgetExceededError refuses a run of a principal whose day is spent (AG-UI: 429
+// BUDGET_EXCEEDED). Its message is safe to show: the budget and when it resets.
+type BudgetExceededError struct {
+	// ResetsAt is when the principal's UTC day ends.
+	ResetsAt time.Time
+	msg      string
+}
+
+func (e *BudgetExceededError) Error() string { return e.msg }
+
+// admitSpend refuses a run of a principal over its day before it starts. A day the store
+// cannot read admits the run (its model calls check again).
+func (e *Engine) admitSpend(principal string) error {
+	if !e.cfg.Spend.DailyBudget() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	ex, err := e.cfg.Spend.DayOver(ctx, principal)
+	if err != nil {
+		e.log.Warn("read the principal's day", "err", err)
+		return nil
+	}
+	if ex == nil {
+		return nil
+	}
+	return &BudgetExceededError{ResetsAt: ex.ResetsAt, msg: ex.Message()}
+}
