@@ -25,6 +25,7 @@ type turnResult struct {
 // not handle (bad request, auth, cancellation) are returned as they are.
 func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
 	ctx, span := r.trace.modelSpan(ctx)
+	r.spanModel(span)
 	defer func(start time.Time) { r.trace.endModelSpan(span, start, res, err) }(time.Now())
 	// The tool call ids of failed attempts are never used again in this turn
 	// (design/model-retries.md).

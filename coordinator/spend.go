@@ -206,3 +206,12 @@ func (e *Engine) admitSpend(principal string) error {
 	}
 	return &BudgetExceededError{ResetsAt: ex.ResetsAt, msg: ex.Message()}
 }
+
+// spanModel names, on a chat span, the fallback model the run is on (the span starts
+// with the configured model's name).
+func (r *Run) spanModel(span trace.Span) {
+	if c, ok := r.e.cfg.Model.(fallbackChain); ok && r.sp.link > 0 {
+		l := c.Link(r.sp.link)
+		span.SetAttributes(attribute.String("gen_ai.request.model", l.Name), attribute.String("gen_ai.provider.name", l.Provider))
+	}
+}

@@ -174,8 +174,10 @@ type app struct {
 	tel      *telemetry.Provider
 	peerHTTP *http.Client
 
-	model       llm.Model
-	probe       *modelProbe
+	model llm.Model
+	probe *modelProbe
+	// fallbacks are the readiness probes of llm.fallback's models.
+	fallbacks   []fallbackProbe
 	sessions    *coordinator.SessionElicitor
 	tools       coordinator.ToolServer
 	registry    *mcpclient.Registry
@@ -372,6 +374,7 @@ func (a *app) setupModel() error {
 	if prober != nil && modelProblem(a.cfg.LLM) == nil {
 		a.probe = newModelProbe(prober, a.cfg.LLM.Model, a.log)
 	}
+	a.fallbacks = newFallbackProbes(a.cfg, a.log)
 	return nil
 }
 
@@ -502,6 +505,11 @@ func (a *app) startServices() error {
 	if a.probe != nil {
 		a.probe.Start(ctx)
 	}
+	for _, fb := range a.fallbacks {
+		if fb.probe != nil {
+			fb.probe.Start(ctx)
+		}
+	}
 	return nil
 }
 
@@ -519,6 +527,11 @@ func (a *app) stopServices() {
 	// sweeper cancel the call in flight, so waiting for them is short.
 	if a.probe != nil {
 		_ = a.probe.Stop(context.Background())
+	}
+	for _, fb := range a.fallbacks {
+		if fb.probe != nil {
+			_ = fb.probe.Stop(context.Background())
+		}
 	}
 	if a.sweeper != nil {
 		_ = a.sweeper.Stop(context.Background())
@@ -615,7 +628,7 @@ func (a *app) serverConfig() server.Config {
 		ListenAddr:         cfg.Listen,
 		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
 		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn}),
-		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.log),
+		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.fallbacks, a.log),
 		Draining:           a.draining.Load,
 		Metrics:            a.metrics.Handler(),
 		Logger:             a.log,
@@ -714,7 +727,7 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, erro
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm.fallback[%d]: %w", i, err)
 		}
-		links = append(links, llm.Link{Provider: f.Provider, Name: f.Model, Model: m})
+		links = append(links, llm.Link{Provider: f.Provider, Name: fallbackName(f), Model: m})
 	}
 	return llm.NewChain(llm.Link{Provider: cfg.LLM.Provider, Name: modelName(cfg), Model: primary}, links...), prober, nil
 }
