@@ -251,9 +251,7 @@ func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[str
 			end.FailureKind = string(f.Kind)
 		}
 	}
-	if err == nil {
-		end.Detail = r.account(ctx, res.completion)
-	}
+	end.Detail = r.account(ctx, res.completion)
 	s.End(end)
 	return res, err
 }

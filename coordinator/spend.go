@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"math"
 	"strings"
 	"time"
@@ -47,14 +48,71 @@ type runSpend struct {
 	notes []string
 	// principalOver is the principal's spent day, seen by the last call's increment.
 	principalOver *spend.Exceeded
+	// attempt is what the current attempt at a model call streamed.
+	attempt attemptMeter
 }
 
-// model is the model the run's turns go to.
+// model is the model the run's turns go to, metered (see meteredModel).
 func (r *Run) model() llm.Model {
-	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
-		return c.At(r.sp.link)
+	m := r.e.cfg.Model
+	if c, ok := m.(fallbackChain); ok {
+		m = c.At(r.sp.link)
 	}
-	return r.e.cfg.Model
+	return meteredModel{m: m, sp: &r.sp}
+}
+
+// attemptMeter is what one attempt at a model call streamed: enough to estimate the
+// usage of an attempt cut before the provider reported it.
+type attemptMeter struct {
+	inputBytes  int
+	outputBytes int
+	deltas      int
+}
+
+// meteredModel notes, in the run's bookkeeping, what each attempt streamed. The
+// iterator runs on the run's loop goroutine, as everything that reads sp.
+type meteredModel struct {
+	m  llm.Model
+	sp *runSpend
+}
+
+func (mm meteredModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	in := 0
+	for _, msg := range req.Messages {
+		in += len(msg.Content)
+		for _, c := range msg.ToolCalls {
+			in += len(c.Name) + len(c.Arguments)
+		}
+	}
+	mm.sp.attempt = attemptMeter{inputBytes: in}
+	return func(yield func(llm.Delta, error) bool) {
+		for d, err := range mm.m.Stream(ctx, req) {
+			if err == nil {
+				a := &mm.sp.attempt
+				a.deltas++
+				a.outputBytes += len(d.Text)
+				if d.ToolCall != nil {
+					a.outputBytes += len(d.ToolCall.Name) + len(d.ToolCall.Arguments)
+				}
+			}
+			if !yield(d, err) {
+				return
+			}
+		}
+	}
+}
+
+// bytesPerToken is the estimate of a cut attempt's tokens from its bytes.
+const bytesPerToken = 4
+
+// estimate is the usage of an attempt that streamed something but never completed: the
+// provider answered, so it bills the request and what it sent, but its usage report
+// (the stream's last chunk) never came. Zero for an attempt that streamed nothing.
+func (a attemptMeter) estimate() (llm.Usage, bool) {
+	if a.deltas == 0 {
+		return llm.Usage{}, false
+	}
+	return llm.Usage{InputTokens: (a.inputBytes + bytesPerToken - 1) / bytesPerToken, OutputTokens: (a.outputBytes + bytesPerToken - 1) / bytesPerToken}, true
 }
 
 // provider is gen_ai.provider.name of the model the run is on.
@@ -69,9 +127,21 @@ func (r *Run) provider() string {
 // to the run's budget and to the principal's day, exported, and warned about once per
 // budget and threshold. It returns the model_call step's detail.
 func (r *Run) account(ctx context.Context, c *llm.Completion) string {
+	estimated := false
 	if c == nil {
-		return ""
+		u, ok := r.sp.attempt.estimate()
+		if !ok {
+			return ""
+		}
+		// The stream was cut before its usage arrived: counted as estimated, priced
+		// with the prices of the model the run is on.
+		model := ""
+		if ch, ok := r.e.cfg.Model.(fallbackChain); ok {
+			model = ch.Link(r.sp.link).Name
+		}
+		c, estimated = &llm.Completion{Model: model, Usage: u}, true
 	}
+	r.sp.attempt = attemptMeter{}
 	m := r.e.cfg.Spend
 	u := m.Price(c.Model, c.Usage)
 	model := m.Model(c.Model)
@@ -99,7 +169,8 @@ func (r *Run) account(ctx context.Context, c *llm.Completion) string {
 	detail, _ := json.Marshal(struct {
 		Model string `json:"model"`
 		spend.Usage
-	}{model, u})
+		Estimated bool `json:"estimated,omitempty"`
+	}{model, u, estimated})
 	return string(detail)
 }
 

@@ -223,3 +223,39 @@ func TestPrincipalDayStopsRunsAndAdmission(t *testing.T) {
 }
 
 var _ agui.Event = (*agui.Custom)(nil)
+
+// TestCutStreamIsEstimated: an attempt cut before its usage chunk is counted from what it
+// streamed, marked estimated; the retry's reported usage is exact.
+func TestCutStreamIsEstimated(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	u := llm.Usage{InputTokens: 500, OutputTokens: 20}
+	fake := fakellm.Start(func(fakellm.Request) fakellm.Reply {
+		if n.Add(1) == 1 {
+			return fakellm.Reply{Text: strings.Repeat("word ", 40), CutAfter: 5}
+		}
+		return fakellm.Reply{Text: "done", Usage: &u}
+	})
+	t.Cleanup(fake.Close)
+	m, err := openai.New(openai.Config{BaseURL: fake.URL, Model: "fake-model"})
+	require.NoError(t, err)
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "fake-model", Prices: testPrices}), Ledger: st.(spend.Ledger)})
+	e := newEngine(t, m, &fakeAgent{}, fastPolicy, func(c *Config) { c.Store = st; c.Spend = meter })
+	r := mustStart(t, e, input("cut"))
+	collect(t, r)
+	require.Equal(t, "completed", r.EndReason())
+	_, _ = waitEnded(t, st, "cut", r.RunID)
+	d := modelCallDetails(t, st, "cut")
+	require.Len(t, d, 2)
+	assert.Equal(t, true, d[0]["estimated"], "the cut attempt is estimated")
+	assert.Positive(t, d[0]["inputTokens"])
+	assert.Positive(t, d[0]["outputTokens"])
+	assert.Nil(t, d[1]["estimated"], "the completed attempt is exact")
+	assert.EqualValues(t, 500, d[1]["inputTokens"])
+	thread, err := meter.ThreadUsage(context.Background(), "cut")
+	require.NoError(t, err)
+	assert.Equal(t, int64(500)+int64(d[0]["inputTokens"].(float64)), thread.InputTokens, "both attempts are counted")
+}
