@@ -306,7 +306,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if err != nil {
 		return nil, err
 	}
-	if err := e.admitSpend(principal); err != nil {
+	if err := admitSpend(e, principal); err != nil {
 		return nil, err
 	}
 	// parent is the request's, and a run is admitted or refused whole: a client that goes

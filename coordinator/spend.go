@@ -52,8 +52,15 @@ type runSpend struct {
 	attempt attemptMeter
 }
 
+// runMeter is the run seen by its model bookkeeping: the methods of usage, budgets and
+// fallbacks, apart from the run's own.
+type runMeter struct{ *Run }
+
+// meter returns the run's model bookkeeping.
+func (r *Run) meter() runMeter { return runMeter{r} }
+
 // model is the model the run's turns go to, metered (see meteredModel).
-func (r *Run) model() llm.Model {
+func (r runMeter) model() llm.Model {
 	m := r.e.cfg.Model
 	if c, ok := m.(fallbackChain); ok {
 		m = c.At(r.sp.link)
@@ -116,7 +123,7 @@ func (a attemptMeter) estimate() (llm.Usage, bool) {
 }
 
 // provider is gen_ai.provider.name of the model the run is on.
-func (r *Run) provider() string {
+func (r runMeter) provider() string {
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
 		return c.Link(r.sp.link).Provider
 	}
@@ -126,7 +133,7 @@ func (r *Run) provider() string {
 // account counts a completed model call: priced with the answering model's prices, added
 // to the run's budget and to the principal's day, exported, and warned about once per
 // budget and threshold. It returns the model_call step's detail.
-func (r *Run) account(ctx context.Context, c *llm.Completion) string {
+func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 	estimated := false
 	if c == nil {
 		u, ok := r.sp.attempt.estimate()
@@ -164,7 +171,7 @@ func (r *Run) account(ctx context.Context, c *llm.Completion) string {
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.model", model), attribute.Float64("baton.cost.usd", u.CostUSD))
 	if sm, ok := r.e.cfg.Metrics.(SpendMetrics); ok {
-		sm.ModelUsage(r.provider(), model, u.InputTokens, u.OutputTokens, u.CostUSD)
+		sm.ModelUsage(r.meter().provider(), model, u.InputTokens, u.OutputTokens, u.CostUSD)
 	}
 	detail, _ := json.Marshal(struct {
 		Model string `json:"model"`
@@ -176,7 +183,7 @@ func (r *Run) account(ctx context.Context, c *llm.Completion) string {
 
 // budgetCheck is the check before a model call: the run's token and cost budget and the
 // principal's day. Nil while both last.
-func (r *Run) budgetCheck(ctx context.Context) *failure.Failure {
+func (r runMeter) budgetCheck(ctx context.Context) *failure.Failure {
 	f := r.guard.AddTokens(0)
 	ex := r.sp.principalOver
 	if f == nil && ex == nil && r.e.cfg.Spend.DailyBudget() {
@@ -210,7 +217,7 @@ func (r *Run) budgetCheck(ctx context.Context) *failure.Failure {
 
 // takeBudgetNotes returns the pending [BUDGET_WARNING] notes for the next model input,
 // once.
-func (r *Run) takeBudgetNotes() string {
+func (r runMeter) takeBudgetNotes() string {
 	n := strings.Join(r.sp.notes, "\n")
 	r.sp.notes = nil
 	return n
@@ -230,7 +237,7 @@ func withNotes(addendum, notes string) string {
 // fallback switches the run to the next model of the chain after its model failed with
 // transient_provider and the policy gave up on it. It reports whether it switched; the
 // switch is a model_fallback journal step and the span's gen_ai.request.model.
-func (r *Run) fallback(span trace.Span, f failure.Failure) bool {
+func (r runMeter) fallback(span trace.Span, f failure.Failure) bool {
 	c, ok := r.e.cfg.Model.(fallbackChain)
 	if !ok || f.Kind != failure.KindTransientProvider || r.sp.link+1 >= c.Len() {
 		return false
@@ -261,7 +268,7 @@ func (e *BudgetExceededError) Error() string { return e.msg }
 
 // admitSpend refuses a run of a principal over its day before it starts. A day the store
 // cannot read admits the run (its model calls check again).
-func (e *Engine) admitSpend(principal string) error {
+func admitSpend(e *Engine, principal string) error {
 	if !e.cfg.Spend.DailyBudget() {
 		return nil
 	}
@@ -280,7 +287,7 @@ func (e *Engine) admitSpend(principal string) error {
 
 // spanModel names, on a chat span, the fallback model the run is on (the span starts
 // with the configured model's name).
-func (r *Run) spanModel(span trace.Span) {
+func (r runMeter) spanModel(span trace.Span) {
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok && r.sp.link > 0 {
 		l := c.Link(r.sp.link)
 		span.SetAttributes(attribute.String("gen_ai.request.model", l.Name), attribute.String("gen_ai.provider.name", l.Provider))

@@ -164,7 +164,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	if f := failure.DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
 		before = append(before, *f)
 	}
-	if f := r.budgetCheck(ctx); f != nil {
+	if f := r.meter().budgetCheck(ctx); f != nil {
 		before = append(before, *f)
 	}
 	if done, reason := r.handle(ctx, conv, before, nil); done {
@@ -178,7 +178,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 		r.log.Error("render lessons", "err", err)
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
-	req := &llm.Request{Messages: failure.WithAddendum(msgs, withNotes(addendum, r.takeBudgetNotes())), Tools: tools.llm}
+	req := &llm.Request{Messages: failure.WithAddendum(msgs, withNotes(addendum, r.meter().takeBudgetNotes())), Tools: tools.llm}
 	r.fs.Iterations++
 	// Tool work is pending only for the turn right after a round of refused calls, whose
 	// text is held back until the turn is complete: a text-only reply is then no_progress
