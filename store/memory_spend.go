@@ -68,3 +68,15 @@ func (m *memory) DaySpend(ctx context.Context, principal, day string) (Spend, er
 func (m *memory) ThreadSpend(ctx context.Context, threadID string) (Spend, error) {
 	return m.spend.ThreadSpend(ctx, threadID)
 }
+
+// DeleteThread deletes the thread (memThreads) and its usage; the principal's day keeps
+// what the thread spent.
+func (m *memory) DeleteThread(ctx context.Context, threadID string) error {
+	if err := m.memThreads.DeleteThread(ctx, threadID); err != nil {
+		return err
+	}
+	m.spend.mu.Lock()
+	delete(m.spend.threads, threadID)
+	m.spend.mu.Unlock()
+	return nil
+}

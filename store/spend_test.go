@@ -41,6 +41,14 @@ func TestSpendLedger(t *testing.T) {
 		got, err = l.DaySpend(ctx, "alice", "2026-12-07")
 		require.NoError(t, err)
 		assert.Equal(t, int64(101), got.InputTokens, "a refused add changes nothing")
+
+		require.NoError(t, s.DeleteThread(ctx, "t1"))
+		got, err = l.ThreadSpend(ctx, "t1")
+		require.NoError(t, err)
+		assert.Equal(t, Spend{}, got, "a deleted thread's usage goes with it")
+		got, err = l.DaySpend(ctx, "alice", "2026-12-07")
+		require.NoError(t, err)
+		assert.Equal(t, int64(101), got.InputTokens, "the day keeps what the thread spent")
 	})
 }
 
