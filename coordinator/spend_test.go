@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/openai"
+	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
 )
@@ -93,7 +97,11 @@ func modelCallDetails(t *testing.T, st store.Store, thread string) []map[string]
 func TestUsageAddsUpToTheCent(t *testing.T) {
 	t.Parallel()
 	const calls = 20
-	rig := newSpendRig(t, calls, nil, spend.Limits{})
+	reg := metrics.New()
+	rig := newSpendRig(t, calls, func(c *Config) {
+		c.Metrics = reg
+		c.Tracing = Tracing{Provider: "openai", Model: "fake-model"}
+	}, spend.Limits{})
 	r := mustStart(t, rig.e, input("spend20"))
 	evs := collect(t, r)
 	require.Len(t, rig.fake.Requests(), calls)
@@ -134,6 +142,19 @@ func TestUsageAddsUpToTheCent(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, want, day.CostUSD, 1e-9, "the principal's day")
 	assert.Equal(t, fmt.Sprintf("%.2f", want), fmt.Sprintf("%.2f", thread.CostUSD))
+
+	// /metrics: the cost and the token histogram of the answering model.
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	assert.Contains(t, body, fmt.Sprintf(`gen_ai_client_token_usage_sum{gen_ai_provider_name="openai",gen_ai_response_model="fake-model",gen_ai_token_type="input"} %d`, in))
+	assert.Contains(t, body, fmt.Sprintf(`gen_ai_client_token_usage_count{gen_ai_provider_name="openai",gen_ai_response_model="fake-model",gen_ai_token_type="output"} %d`, calls))
+	costLine := `baton_cost_usd_total{gen_ai_provider_name="openai",gen_ai_response_model="fake-model"} `
+	i := strings.Index(body, costLine)
+	require.GreaterOrEqual(t, i, 0, "the cost series")
+	v, err := strconv.ParseFloat(strings.Fields(body[i+len(costLine):])[0], 64)
+	require.NoError(t, err)
+	assert.InDelta(t, want, v, 1e-9)
 }
 
 // TestRunBudgetStopsAtTheLimit: a run's cost budget warns once at 80% (a [BUDGET_WARNING]
