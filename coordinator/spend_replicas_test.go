@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,4 +86,47 @@ func TestPrincipalDayAcrossReplicas(t *testing.T) {
 	_, err = engines[1].Start(input("late"), "alice")
 	var be *BudgetExceededError
 	assert.ErrorAs(t, err, &be, "a new run on either replica is refused")
+}
+
+// TestPrincipalDaySurvivesRestart: a coordinator restarted on the same SQLite file keeps
+// the principal's day: the spent day refuses a new run after the restart.
+func TestPrincipalDaySurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "baton.db")
+	turn := func(*llm.Request) []llm.Delta {
+		return []llm.Delta{{Text: "ok"}, {Done: &llm.Completion{FinishReason: llm.FinishStop, Usage: llm.Usage{InputTokens: 600, OutputTokens: 100}}}}
+	}
+	open := func() (*Engine, store.Store) {
+		st, err := store.Open(context.Background(), dsn)
+		require.NoError(t, err)
+		meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "m"}), Ledger: st.(spend.Ledger), Daily: spend.Limits{Tokens: 1000}})
+		e, err := New(Config{Model: &fakeModel{turn: turn}, Store: st, Spend: meter})
+		require.NoError(t, err)
+		require.NoError(t, e.Launch(context.Background()))
+		return e, st
+	}
+	stop := func(e *Engine, st store.Store) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, e.Shutdown(ctx))
+		require.NoError(t, st.Close())
+	}
+
+	e, st := open()
+	r, err := e.Start(input("before"), "alice")
+	require.NoError(t, err)
+	collect(t, r)
+	r, err = e.Start(input("before2"), "alice")
+	require.NoError(t, err, "700 of 1000 tokens: the day lasts")
+	collect(t, r)
+	stop(e, st)
+
+	e, st = open()
+	defer stop(e, st)
+	_, err = e.Start(input("after"), "alice")
+	var be *BudgetExceededError
+	require.ErrorAs(t, err, &be, "1400 tokens spent before the restart: the day is over")
+	r, err = e.Start(input("bob"), "bob")
+	require.NoError(t, err, "another principal's day is untouched")
+	collect(t, r)
 }
