@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -80,7 +83,7 @@ func (f *anthropicFake) requests() []map[string]any {
 
 // fallbackRig: the primary is the fake OpenAI-compatible model, which makes one tool call
 // and then answers every request with status; the fallback is the Anthropic-shaped fake.
-func fallbackRig(t *testing.T, status int) (*Engine, store.Store, *fakellm.Server, *anthropicFake, *fakeAgent) {
+func fallbackRig(t *testing.T, status int, mut ...func(*Config)) (*Engine, store.Store, *fakellm.Server, *anthropicFake, *fakeAgent) {
 	t.Helper()
 	var n atomic.Int64
 	primary := fakellm.Start(func(fakellm.Request) fakellm.Reply {
@@ -104,7 +107,7 @@ func fallbackRig(t *testing.T, status int) (*Engine, store.Store, *fakellm.Serve
 	meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "fake-model",
 		Fallback: []config.FallbackModel{{Provider: "anthropic", Model: "claude-fake", Prices: config.Prices{InputPerMTok: 3, OutputPerMTok: 15}}}})})
 	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}
-	e := newEngine(t, chain, agent, fastPolicy, func(c *Config) { c.Store = st; c.Spend = meter })
+	e := newEngine(t, chain, agent, append([]func(*Config){fastPolicy, func(c *Config) { c.Store = st; c.Spend = meter }}, mut...)...)
 	return e, st, primary, fb, agent
 }
 
@@ -114,9 +117,38 @@ func fallbackRig(t *testing.T, status int) (*Engine, store.Store, *fakellm.Serve
 // its own. The switch is a model_fallback step; the run stays on the fallback.
 func TestFallbackOn503KeepsTheConversation(t *testing.T) {
 	t.Parallel()
-	e, st, primary, fb, agent := fallbackRig(t, http.StatusServiceUnavailable)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	e, st, primary, fb, agent := fallbackRig(t, http.StatusServiceUnavailable, func(c *Config) {
+		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "fake-model"}
+	})
 	r := mustStart(t, e, input("fb"))
 	collect(t, r)
+	// The chat spans: the one that switched, and the next, name the fallback; each
+	// completed call carries its cost and the model that answered.
+	var requested, answered []string
+	switched := 0
+	for _, s := range exp.GetSpans().Snapshots() {
+		if !strings.HasPrefix(s.Name(), "chat") {
+			continue
+		}
+		for _, a := range s.Attributes() {
+			switch a.Key {
+			case "gen_ai.request.model":
+				requested = append(requested, a.Value.AsString())
+			case "gen_ai.response.model":
+				answered = append(answered, a.Value.AsString())
+			}
+		}
+		for _, ev := range s.Events() {
+			if ev.Name == "baton.model_fallback" {
+				switched++
+			}
+		}
+	}
+	assert.Equal(t, 1, switched)
+	assert.Contains(t, requested, "claude-fake")
+	assert.ElementsMatch(t, []string{"fake-model", "claude-fake", "claude-fake"}, answered)
 	assert.Equal(t, "completed", r.EndReason())
 	assert.Len(t, primary.Requests(), 1+4, "the first turn, then the failing turn and its 3 retries")
 	reqs := fb.requests()
