@@ -235,8 +235,22 @@ func TestPrincipalDayStopsRunsAndAdmission(t *testing.T) {
 	require.Len(t, warnings, 1)
 	assert.Equal(t, "principal", warnings[0].Value.(spend.Warning).Budget)
 	assert.Equal(t, "handoff: policy_violation", r.EndReason())
+	fv := failureValues(evs)
+	require.NotEmpty(t, fv)
+	assert.Contains(t, fv[len(fv)-1].Explanation, "daily budget of")
+	_, _ = waitEnded(t, rig.st, "day1", r.RunID)
+	steps, err := rig.st.Steps(context.Background(), "day1", 0, 0)
+	require.NoError(t, err)
+	var refusal string
+	for _, s := range steps {
+		if s.Kind == store.StepRefusal && s.Tag == "RETRY:budget_exceeded" {
+			refusal = s.Detail
+		}
+	}
+	assert.Contains(t, refusal, `"type":"wait"`, "the refusal says when the day resets")
+	assert.Contains(t, refusal, `"resets_at":"`)
 
-	_, err := rig.e.Start(input("day2"), "")
+	_, err = rig.e.Start(input("day2"), "")
 	var be *BudgetExceededError
 	require.ErrorAs(t, err, &be, "a new run of the principal is refused before it starts")
 	assert.Contains(t, be.Error(), "resets at")
