@@ -156,7 +156,11 @@ func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 		model = r.e.cfg.Tracing.Model
 	}
 	warnings, _ := r.guard.AddUsage(u)
-	pw, over, err := m.Record(context.WithoutCancel(ctx), r.owner, r.ThreadID, u)
+	// Counted even when the run is being stopped: the provider billed the call. Bounded
+	// like any store write of the run.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	pw, over, err := m.Record(rctx, r.owner, r.ThreadID, u)
+	cancel()
 	if err != nil {
 		// The day's increment is lost: the run goes on; the next run's admission reads the
 		// day as the store has it (design/spend.md).
@@ -185,19 +189,22 @@ func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 // principal's day. Nil while both last.
 func (r runMeter) budgetCheck(ctx context.Context) *failure.Failure {
 	f := r.guard.AddTokens(0)
-	ex := r.sp.principalOver
-	if f == nil && ex == nil && r.e.cfg.Spend.DailyBudget() {
-		// Other runs of the principal spend the same day, on any replica.
-		var err error
-		if ex, err = r.e.cfg.Spend.DayOver(ctx, r.owner); err != nil {
-			r.log.Warn("read the principal's day", "err", err)
-		}
-	}
-	if f == nil && ex != nil {
-		f = &failure.Failure{Kind: failure.KindPolicyViolation, Code: "RETRY:budget_exceeded", Explanation: ex.Message()}
-	}
+	var ex *spend.Exceeded // the principal's spent day, when it is what refuses the call
 	if f == nil {
-		return nil
+		ex = r.sp.principalOver
+		if ex == nil && r.e.cfg.Spend.DailyBudget() {
+			// Other runs of the principal spend the same day, on any replica.
+			dctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
+			var err error
+			if ex, err = r.e.cfg.Spend.DayOver(dctx, r.owner); err != nil {
+				r.log.Warn("read the principal's day", "err", err)
+			}
+			cancel()
+		}
+		if ex == nil {
+			return nil
+		}
+		f = &failure.Failure{Kind: failure.KindPolicyViolation, Code: "RETRY:budget_exceeded", Explanation: ex.Message()}
 	}
 	// The refusal in the journal: what was refused, and how it resolves.
 	res := bridge.Resolution{Type: failure.ResolutionHandoff}
