@@ -436,7 +436,10 @@ func (x *executor) startWhenFree(ctx context.Context, in *agui.RunAgentInput, wh
 
 // startError is the A2A error for a run that could not start.
 func startError(err error) error {
+	var budget *BudgetExceededError
 	switch {
+	case errors.As(err, &budget):
+		return budget.a2aError()
 	case errors.Is(err, ErrForbidden):
 		return fmt.Errorf("%w: this conversation belongs to another user", a2a.ErrUnauthorized)
 	case errors.Is(err, ErrBusy):

@@ -113,6 +113,10 @@ func (r *relay) event(ev agui.Event) []a2a.Event {
 			if remarshal(e.Value, &h) {
 				r.handoff = &h
 			}
+		case eventBudgetWarning:
+			if ev := budgetWarningStatus(r.ec, e.Value); ev != nil {
+				return []a2a.Event{ev}
+			}
 		}
 	case *agui.RunFinished:
 		r.ended = true

@@ -259,6 +259,8 @@ type Resolution struct {
 	Type              string  `json:"type"`
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
 	ResetsAt          string  `json:"resets_at,omitempty"`
+	// Raise names the config key an operator can raise (a spent run budget).
+	Raise string `json:"raise,omitempty"`
 }
 
 // Retry renders "[RETRY:<code>] {json}" on one line (JSON strings cannot hold a raw line

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -76,7 +77,11 @@ type Limits struct {
 
 // Config configures an Engine.
 type Config struct {
+	// Model is the model, or an *llm.Chain of it and its fallbacks.
 	Model llm.Model
+	// Spend prices model calls and keeps the principals' days (policy.principal_budget);
+	// nil prices nothing.
+	Spend *spend.Meter
 	// SystemPrompt is the operator's instructions (llm.system_prompt), appended to
 	// Baton's own system prompt; "" adds nothing.
 	SystemPrompt string

@@ -306,10 +306,7 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
 func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
-	if err := checkDepth(in, e.cfg.maxDepth()); err != nil {
-		return nil, err
-	}
-	th, busy, err := e.admission(in)
+	th, busy, err := admitRun(e, in, principal)
 	if err != nil {
 		return nil, err
 	}
@@ -385,6 +382,21 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		r.execute()
 	}()
 	return r, nil
+}
+
+// admitRun applies the checks a run passes before anything is written: its depth, the
+// engine's admission (run cap, thread busy here) and the principal's daily budget.
+func admitRun(e *Engine, in *agui.RunAgentInput, principal string) (th *thread, busy bool, err error) {
+	if err := checkDepth(in, e.cfg.maxDepth()); err != nil {
+		return nil, false, err
+	}
+	if th, busy, err = e.admission(in); err != nil {
+		return nil, false, err
+	}
+	if err := admitSpend(e, principal); err != nil {
+		return nil, false, err
+	}
+	return th, busy, nil
 }
 
 // release frees the run's thread for the next run, as soon as its stream has ended.

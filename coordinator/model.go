@@ -25,6 +25,7 @@ type turnResult struct {
 // not handle (bad request, auth, cancellation) are returned as they are.
 func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
 	ctx, span := r.trace.modelSpan(ctx)
+	r.meter().spanModel(span)
 	defer func(start time.Time) { r.trace.endModelSpan(span, start, res, err) }(time.Now())
 	// The tool call ids of failed attempts are never used again in this turn
 	// (design/model-retries.md).
@@ -54,6 +55,9 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
 		traceModelRetry(span, d)
 		if d.Action != failure.ActionRetry {
+			if r.meter().fallback(span, *f) {
+				continue
+			}
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}
 		t := time.NewTimer(d.Wait)
@@ -98,7 +102,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 	item := r.scope.Track(cancel.KindLLM, "model")
 	item.Arm("", func(context.Context, string) error { stop(); return nil })
 	defer item.Release()
-	for d, err := range r.e.cfg.Model.Stream(ctx, req) {
+	for d, err := range r.meter().model().Stream(ctx, req) {
 		if err != nil {
 			streamErr = err
 			break
@@ -247,6 +251,7 @@ func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[str
 			end.FailureKind = string(f.Kind)
 		}
 	}
+	end.Detail = r.meter().account(ctx, res.completion)
 	s.End(end)
 	return res, err
 }

@@ -377,9 +377,9 @@ func TestPolicyRefusals(t *testing.T) {
 			steps: []turnStep{callStep("c1", "research", `{"prompt":"one"}`)},
 			code:  "budget_exceeded",
 			signal: map[string]any{"error": "budget_exceeded", "requested": "research",
-				"message":            "This run has used its budget of 15 tokens. No more tool calls can be made in this run: answer with what you have.",
-				"valid_next_actions": []any{"ask_user"}, "resolution": map[string]any{"type": "handoff"}},
-			expl: "This run has used its budget of 15 tokens. No more tool calls can be made in this run: answer with what you have.",
+				"message":            "This run has used its budget of 15 tokens; an operator can raise policy.budget.max_tokens. No more tool calls can be made in this run: answer with what you have.",
+				"valid_next_actions": []any{"ask_user"}, "resolution": map[string]any{"type": "handoff", "raise": "policy.budget.max_tokens"}},
+			expl: "This run has used its budget of 15 tokens; an operator can raise policy.budget.max_tokens. No more tool calls can be made in this run: answer with what you have.",
 		},
 	}
 	for _, tt := range tests {

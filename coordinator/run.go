@@ -56,6 +56,8 @@ type Run struct {
 	trace *runTrace
 	// toolCalls runs the model's backend tool calls (dispatch.go).
 	toolCalls toolCalls
+	// sp is the run's model usage bookkeeping and fallback link (spend.go).
+	sp runSpend
 
 	// dur keeps the run across stops and replicas: suspension, resume, checkpoints,
 	// journal, takeover and fencing.

@@ -165,7 +165,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	if f := failure.DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
 		before = append(before, *f)
 	}
-	if f := r.guard.AddTokens(0); f != nil {
+	if f := r.meter().budgetCheck(ctx); f != nil {
 		before = append(before, *f)
 	}
 	if done, reason := r.handle(ctx, conv, before, nil); done {
@@ -179,7 +179,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 		r.log.Error("render lessons", "err", err)
 	}
 	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
-	req := &llm.Request{Messages: failure.WithAddendum(msgs, addendum), Tools: tools.llm}
+	req := &llm.Request{Messages: failure.WithAddendum(msgs, withNotes(addendum, r.meter().takeBudgetNotes())), Tools: tools.llm}
 	r.fs.Iterations++
 	// Tool work is pending only for the turn right after a round of refused calls, whose
 	// text is held back until the turn is complete: a text-only reply is then no_progress
@@ -193,11 +193,8 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	if err != nil {
 		return conv, nil, true, r.modelFailed(ctx, conv, err)
 	}
-	if turn.completion != nil {
-		// Spending the token budget shows at the next boundary, or as budget_exceeded
-		// refusals of this turn's calls.
-		r.guard.AddTokens(turn.completion.Usage.InputTokens + turn.completion.Usage.OutputTokens)
-	}
+	// The turn's usage was counted as it completed (account): a spent budget shows at the
+	// next boundary, or as budget_exceeded refusals of this turn's calls.
 	if f := failure.DetectTurn(turn.message, turn.completion, pending); f != nil {
 		// Asked again (truncation) or with a corrective instruction (no progress): the
 		// unusable turn stays out of the history and its calls are not run.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/spend"
 )
 
 // Structured refusals (DESIGN §7).
@@ -67,6 +68,10 @@ type RateLimit struct {
 type Budget struct {
 	MaxToolCalls int
 	MaxTokens    int
+	// MaxCostUSD bounds the run's model cost (policy.budget.max_cost_usd).
+	MaxCostUSD float64
+	// WarnAt is the share of a limit past which the run is warned (0: never).
+	WarnAt float64
 }
 
 // GuardPolicy is the config's policy section.
@@ -83,6 +88,11 @@ type GuardPolicy struct {
 type BudgetUsage struct {
 	ToolCalls int `json:"tool_calls"`
 	Tokens    int `json:"tokens"`
+	// InputTokens, OutputTokens and CostUSD are the run's model usage (Tokens is their
+	// token sum).
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
 }
 
 // RateLimiter keeps sliding windows of calls per tool. One is shared by every run of the
@@ -283,11 +293,15 @@ func (g *Guard) CheckSignal(name string) (refusal bridge.Signal, ok bool) {
 		return bridge.Signal{Code: "policy_deny", Requested: name, Message: msg, ValidNextActions: valid, Resolution: &res}, false
 	}
 	if why := g.exhaustedLocked(); why != "" {
+		res := &bridge.Resolution{Type: ResolutionHandoff}
+		if ex := g.overLocked(); ex != nil {
+			res.Raise = ex.Raise()
+		}
 		return bridge.Signal{
 			Code: "budget_exceeded", Requested: name,
 			Message:          why + " No more tool calls can be made in this run: answer with what you have.",
 			ValidNextActions: g.validLocked(now, ""),
-			Resolution:       &bridge.Resolution{Type: ResolutionHandoff},
+			Resolution:       res,
 		}, false
 	}
 	if wait, allowed := g.limiter.Take(name, now); !allowed {
@@ -319,19 +333,73 @@ func (g *Guard) AddTokens(n int) *Failure {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.used.Tokens += max(n, 0)
-	b := g.policy.Budget
-	if b.MaxTokens > 0 && g.used.Tokens >= b.MaxTokens {
-		return &Failure{Kind: KindPolicyViolation, Code: "RETRY:budget_exceeded",
-			Explanation: fmt.Sprintf("This run has used its budget of %d tokens.", b.MaxTokens)}
+	return g.exceededLocked()
+}
+
+// exceededLocked is the policy_violation of a spent token or cost budget, nil while both
+// last.
+func (g *Guard) exceededLocked() *Failure {
+	if ex := g.overLocked(); ex != nil {
+		return &Failure{Kind: KindPolicyViolation, Code: "RETRY:budget_exceeded", Explanation: ex.Message()}
 	}
 	return nil
 }
 
+// AddUsage adds a model call's usage (tokens and cost) to the run's budget. It returns
+// the warnings the call crossed (once per unit: only the call that passes warn_at warns)
+// and, once the token or cost budget is spent, the policy_violation that stops the run
+// before its next model call.
+func (g *Guard) AddUsage(u spend.Usage) ([]spend.Warning, *Failure) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	before := g.spentLocked()
+	g.used.InputTokens += u.InputTokens
+	g.used.OutputTokens += u.OutputTokens
+	g.used.CostUSD += u.CostUSD
+	g.used.Tokens += int(u.Tokens())
+	warnings, _ := spend.Crossed(spend.BudgetRun, before, g.spentLocked(), g.limits(), g.policy.Budget.WarnAt)
+	return warnings, g.exceededLocked()
+}
+
+// Spent is the run's model usage so far.
+func (g *Guard) Spent() spend.Usage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.spentLocked()
+}
+
+func (g *Guard) spentLocked() spend.Usage {
+	u := spend.Usage{InputTokens: g.used.InputTokens, OutputTokens: g.used.OutputTokens, CostUSD: g.used.CostUSD}
+	if extra := int64(g.used.Tokens) - u.Tokens(); extra > 0 {
+		// Tokens counted by AddTokens alone (no split): counted as input.
+		u.InputTokens += extra
+	}
+	return u
+}
+
+func (g *Guard) limits() spend.Limits {
+	b := g.policy.Budget
+	return spend.Limits{Tokens: int64(b.MaxTokens), CostUSD: b.MaxCostUSD}
+}
+
+// Over is the token or cost budget the run has spent, nil when none.
+func (g *Guard) Over() *spend.Exceeded {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.overLocked()
+}
+
+// overLocked is the token or cost budget the run has spent, nil when none.
+func (g *Guard) overLocked() *spend.Exceeded {
+	return spend.Over(spend.BudgetRun, g.spentLocked(), g.limits())
+}
+
 func (g *Guard) exhaustedLocked() string {
 	b, u := g.policy.Budget, g.used
+	if ex := g.overLocked(); ex != nil {
+		return ex.Message()
+	}
 	switch {
-	case b.MaxTokens > 0 && u.Tokens >= b.MaxTokens:
-		return fmt.Sprintf("This run has used its budget of %d tokens.", b.MaxTokens)
 	case b.MaxToolCalls > 0 && u.ToolCalls >= b.MaxToolCalls:
 		return fmt.Sprintf("This run has used its budget of %d tool calls.", b.MaxToolCalls)
 	}

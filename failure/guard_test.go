@@ -238,11 +238,11 @@ func TestGuardBudget(t *testing.T) {
 		require.NotNil(t, f)
 		assert.Equal(t, KindPolicyViolation, f.Kind)
 		assert.Equal(t, "RETRY:budget_exceeded", f.Code)
-		assert.Equal(t, "This run has used its budget of 1000 tokens.", f.Explanation)
+		assert.Equal(t, "This run has used its budget of 1000 tokens; an operator can raise policy.budget.max_tokens.", f.Explanation)
 		out, ok := g.Check("research")
 		require.False(t, ok)
 		_, s := signal(t, out)
-		assert.Equal(t, "This run has used its budget of 1000 tokens. No more tool calls can be made in this run: answer with what you have.", s["message"])
+		assert.Equal(t, "This run has used its budget of 1000 tokens; an operator can raise policy.budget.max_tokens. No more tool calls can be made in this run: answer with what you have.", s["message"])
 		assert.Equal(t, BudgetUsage{ToolCalls: 1, Tokens: 1000}, g.Used())
 	})
 	t.Run("zero is unlimited", func(t *testing.T) {

@@ -93,6 +93,9 @@ type Completion struct {
 	// Refusal is the model's refusal text, if it refused.
 	Refusal string
 	Usage   Usage
+	// Model names the model that answered when a Chain chose it ("" from a plain
+	// provider: the configured model), so that its usage is priced with its prices.
+	Model string
 }
 
 // Usage counts the tokens of one turn, as reported by the provider.

@@ -68,6 +68,7 @@ type Metrics struct {
 	interruptsOpen prometheus.Gauge
 	retries        *prometheus.CounterVec
 	calls          *callMetrics
+	spend          *spendMetrics
 }
 
 // New builds the metrics in a registry of their own.
@@ -105,8 +106,10 @@ func New() *Metrics {
 			Help: "Retries decided by the failure policy, by failure kind (DESIGN §6).",
 		}, []string{"kind"}),
 		calls: newCallMetrics(),
+		spend: newSpendMetrics(),
 	}
 	m.reg.MustRegister(m.calls.collectors()...)
+	m.reg.MustRegister(m.spend.collectors()...)
 	m.calls.init()
 	m.reg.MustRegister(m.runs, m.toolResults, m.taskStates, m.cancellations, m.cancelLatency, m.interruptsOpen, m.retries,
 		collectors.NewGoCollector(),

@@ -15,6 +15,9 @@ const (
 	GroupModel  = "model"
 	GroupAgents = "agents"
 	GroupMCP    = "mcp"
+	// GroupModels lists every model of the fallback chain (llm.model and llm.fallback) by
+	// name; only with llm.fallback.
+	GroupModels = "models"
 )
 
 // Readiness states of GET /readyz.
@@ -61,6 +64,7 @@ type readyReport struct {
 		Model  *checkState            `json:"model,omitempty"`
 		Agents map[string]*checkState `json:"agents"`
 		MCP    map[string]*checkState `json:"mcp"`
+		Models map[string]*checkState `json:"models,omitempty"`
 	} `json:"checks"`
 }
 
@@ -121,6 +125,11 @@ func (rd *readiness) run(ctx context.Context) readyReport {
 			rep.Checks.Agents[c.Name] = st
 		case GroupMCP:
 			rep.Checks.MCP[c.Name] = st
+		case GroupModels:
+			if rep.Checks.Models == nil {
+				rep.Checks.Models = map[string]*checkState{}
+			}
+			rep.Checks.Models[c.Name] = st
 		}
 	}
 	switch {

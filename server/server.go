@@ -15,9 +15,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -347,7 +349,11 @@ func pathID(r *http.Request, name string) string {
 }
 
 func (s *server) writeEngineError(w http.ResponseWriter, err error) {
+	var budget *coordinator.BudgetExceededError
 	switch {
+	case errors.As(err, &budget):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(time.Until(budget.ResetsAt).Seconds()))))
+		writeError(w, http.StatusTooManyRequests, "BUDGET_EXCEEDED", budget.Error())
 	case errors.Is(err, coordinator.ErrThreadBusy):
 		writeError(w, http.StatusConflict, "THREAD_BUSY", "This thread already has an active run.")
 	case errors.Is(err, coordinator.ErrRunFinished):

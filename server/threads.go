@@ -117,6 +117,14 @@ type threadDoc struct {
 	Messages   []json.RawMessage `json:"messages"`
 	Interrupts []agui.Interrupt  `json:"interrupts"`
 	Run        *threadRun        `json:"run,omitempty"`
+	Usage      threadUsage       `json:"usage"`
+}
+
+// threadUsage is what the thread's model calls used (DESIGN §3).
+type threadUsage struct {
+	InputTokens  int64   `json:"inputTokens"`
+	OutputTokens int64   `json:"outputTokens"`
+	CostUSD      float64 `json:"costUsd"`
 }
 
 func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
@@ -155,6 +163,14 @@ func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		doc.Run = &threadRun{RunID: run.RunID, Status: run.State}
+	}
+	if l, ok := st.(store.SpendLedger); ok {
+		u, err := l.ThreadSpend(ctx, th.ID)
+		if err != nil {
+			s.storeDown(w, "thread spend", err)
+			return
+		}
+		doc.Usage = threadUsage(u)
 	}
 	writeJSON(w, http.StatusOK, doc)
 }

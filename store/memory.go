@@ -20,6 +20,7 @@ type memory struct {
 	memJournal
 	memSecrets
 	memCancels
+	spend memSpend
 	// tasks are the A2A tasks.
 	tasks memTasks
 }

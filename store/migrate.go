@@ -152,6 +152,8 @@ var migrations = []string{
 	schemaTasks,
 	// 13: the threads each principal holds, counted.
 	schemaPrincipalThreadsSQLite,
+	// 14: the spend ledger (principals' days, threads).
+	schemaSpend,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -199,6 +201,8 @@ var pgMigrations = []string{
 	schemaTasks,
 	// 13: the threads each principal holds, counted.
 	schemaPrincipalThreadsPostgres,
+	// 14: the spend ledger (principals' days, threads).
+	schemaSpend,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

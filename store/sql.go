@@ -43,12 +43,14 @@ type sqlStore struct {
 	sqlJournal
 	sqlSecrets
 	sqlCancels
+	sqlSpend
 }
 
 // The capabilities callers find by type assertion rather than in Store.
 var (
-	_ RunStarter = (*sqlStore)(nil)
-	_ Signaler   = (*sqlStore)(nil)
+	_ RunStarter  = (*sqlStore)(nil)
+	_ Signaler    = (*sqlStore)(nil)
+	_ SpendLedger = (*sqlStore)(nil)
 )
 
 // newSQLStore composes the store's capabilities over c.
@@ -62,6 +64,7 @@ func newSQLStore(c *sqlConn) *sqlStore {
 		sqlJournal:     sqlJournal{c},
 		sqlSecrets:     sqlSecrets{c},
 		sqlCancels:     sqlCancels{c},
+		sqlSpend:       sqlSpend{c},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 type sqlThreads struct{ *sqlConn }
 
 // threadTables are the tables that hold a thread's rows, the threads table last.
-var threadTables = []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "threads"}
+var threadTables = []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "spend_threads", "threads"}
 
 // deleteThreadRows deletes every row of a thread inside tx.
 func (s sqlThreads) deleteThreadRows(ctx context.Context, tx *sql.Tx, threadID string) error {

@@ -63,9 +63,12 @@ func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 		return nil, fmt.Errorf("%w: server.max_active_runs reached", a2aserver.ErrBusy)
 	}
 	r, err := a.e.StartContext(ctx, in, principal)
+	var budget *coordinator.BudgetExceededError
 	switch {
 	case err == nil:
 		return a2aRun{r}, nil
+	case errors.As(err, &budget):
+		return nil, &a2aserver.BudgetExceededError{Message: budget.Error(), ResetsAt: budget.ResetsAt}
 	case errors.Is(err, coordinator.ErrThreadBusy):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrBusy, err)
 	case errors.Is(err, coordinator.ErrForbidden):

@@ -38,6 +38,7 @@ import (
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/web"
@@ -173,8 +174,10 @@ type app struct {
 	tel      *telemetry.Provider
 	peerHTTP *http.Client
 
-	model       llm.Model
-	probe       *modelProbe
+	model llm.Model
+	probe *modelProbe
+	// fallbacks are the readiness probes of llm.fallback's models.
+	fallbacks   []fallbackProbe
 	sessions    *coordinator.SessionElicitor
 	tools       coordinator.ToolServer
 	registry    *mcpclient.Registry
@@ -382,6 +385,7 @@ func (a *app) setupModel() error {
 	if prober != nil && modelProblem(a.cfg.LLM) == nil {
 		a.probe = newModelProbe(prober, a.cfg.LLM.Model, a.log)
 	}
+	a.fallbacks = newFallbackProbes(a.cfg, a.log)
 	return nil
 }
 
@@ -512,6 +516,11 @@ func (a *app) startServices() error {
 	if a.probe != nil {
 		a.probe.Start(ctx)
 	}
+	for _, fb := range a.fallbacks {
+		if fb.probe != nil {
+			fb.probe.Start(ctx)
+		}
+	}
 	return nil
 }
 
@@ -530,6 +539,11 @@ func (a *app) stopServices() {
 	if a.probe != nil {
 		_ = a.probe.Stop(context.Background())
 	}
+	for _, fb := range a.fallbacks {
+		if fb.probe != nil {
+			_ = fb.probe.Stop(context.Background())
+		}
+	}
 	if a.sweeper != nil {
 		_ = a.sweeper.Stop(context.Background())
 	}
@@ -544,6 +558,7 @@ func (a *app) engineConfig() coordinator.Config {
 	return coordinator.Config{
 		Metrics:      a.metrics,
 		Model:        a.model,
+		Spend:        spendMeter(cfg, a.st),
 		SystemPrompt: cfg.LLM.SystemPrompt,
 		Agents:       a.agents,
 		Tools:        a.tools,
@@ -604,6 +619,15 @@ func guardPolicy(cfg *config.Config) failure.GuardPolicy {
 	}
 }
 
+// spendMeter prices model calls (llm.prices, the fallbacks') and keeps the principals'
+// days in the store (policy.principal_budget).
+func spendMeter(cfg *config.Config, st store.Store) *spend.Meter {
+	ledger, _ := st.(spend.Ledger)
+	pb := cfg.Policy.PrincipalBudget
+	return spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(cfg.LLM), Ledger: ledger,
+		Daily: spend.Limits{Tokens: pb.DailyTokens, CostUSD: pb.DailyCostUSD}, WarnAt: pb.WarnAt})
+}
+
 // serverConfig is the HTTP server's configuration.
 func (a *app) serverConfig() server.Config {
 	cfg := a.cfg
@@ -616,7 +640,7 @@ func (a *app) serverConfig() server.Config {
 		ListenAddr:         cfg.Listen,
 		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
 		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn}),
-		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.log),
+		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.fallbacks, a.log),
 		Draining:           a.draining.Load,
 		Metrics:            a.metrics.Handler(),
 		Logger:             a.log,
@@ -716,14 +740,32 @@ func startDemoStack(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 
 // newModel builds the configured provider, and its prober for readiness (nil for the
 // scripted model). The prober has a plain HTTP client of its own: its periodic GETs are
-// not traced.
+// not traced. With llm.fallback the model is an llm.Chain of it and its fallbacks, which
+// the engine switches along (design/spend.md).
 func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, error) {
+	primary, prober, err := newProvider(cfg, cfg.LLM.Provider, cfg.LLM.BaseURL, cfg.LLM.Model, cfg.LLM.APIKey(), hc)
+	if err != nil || len(cfg.LLM.Fallback) == 0 {
+		return primary, prober, err
+	}
+	var links []llm.Link
+	for i, f := range cfg.LLM.Fallback {
+		m, _, err := newProvider(cfg, f.Provider, f.BaseURL, f.Model, f.APIKey(), hc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("llm.fallback[%d]: %w", i, err)
+		}
+		links = append(links, llm.Link{Provider: f.Provider, Name: fallbackName(f), Model: m})
+	}
+	return llm.NewChain(llm.Link{Provider: cfg.LLM.Provider, Name: modelName(cfg), Model: primary}, links...), prober, nil
+}
+
+// newProvider builds one provider's model and its prober.
+func newProvider(cfg *config.Config, provider, baseURL, model, key string, hc *http.Client) (llm.Model, modelProber, error) {
 	probeHTTP := &http.Client{}
-	switch cfg.LLM.Provider {
+	switch provider {
 	case "scripted":
 		return scripted.New(scripted.Config{}), nil, nil
 	case "openai":
-		c := openai.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc}
+		c := openai.Config{BaseURL: baseURL, Model: model, APIKey: key, HTTPClient: hc}
 		m, err := openai.New(c)
 		if err != nil {
 			return nil, nil, err
@@ -735,7 +777,7 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, erro
 		}
 		return withTimeouts(cfg, m), p, nil
 	case "anthropic":
-		c := anthropic.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: cfg.LLM.APIKey(), HTTPClient: hc}
+		c := anthropic.Config{BaseURL: baseURL, Model: model, APIKey: key, HTTPClient: hc}
 		m, err := anthropic.New(c)
 		if err != nil {
 			return nil, nil, err
@@ -747,7 +789,7 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, erro
 		}
 		return withTimeouts(cfg, m), p, nil
 	default:
-		return nil, nil, fmt.Errorf("llm.provider %q is not available in this build", cfg.LLM.Provider)
+		return nil, nil, fmt.Errorf("llm.provider %q is not available in this build", provider)
 	}
 }
 

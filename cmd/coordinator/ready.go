@@ -24,7 +24,16 @@ var errStoreMoved = errors.New("the database file was deleted or replaced; resta
 // readyChecks registers one readiness check per dependency (DESIGN §3): the store, the
 // model (its configuration, then the background probe's last answer), each agent and each
 // MCP server.
-func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent, registry *mcpclient.Registry, probe *modelProbe, log *slog.Logger) []server.ReadyCheck {
+func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent, registry *mcpclient.Registry, probe *modelProbe, fallbacks []fallbackProbe, log *slog.Logger) []server.ReadyCheck {
+	primaryReady := func(context.Context) error {
+		if err := modelProblem(cfg.LLM); err != nil {
+			return err
+		}
+		if probe != nil {
+			return probe.Ready()
+		}
+		return nil
+	}
 	checks := []server.ReadyCheck{
 		{Group: server.GroupStore, Check: func(ctx context.Context) error {
 			if err := st.Ping(ctx); err != nil {
@@ -36,16 +45,9 @@ func readyChecks(cfg *config.Config, st store.Store, agents []coordinator.Agent,
 			}
 			return nil
 		}},
-		{Group: server.GroupModel, Check: func(context.Context) error {
-			if err := modelProblem(cfg.LLM); err != nil {
-				return err
-			}
-			if probe != nil {
-				return probe.Ready()
-			}
-			return nil
-		}},
+		{Group: server.GroupModel, Check: primaryReady},
 	}
+	checks = append(checks, fallbackChecks(cfg, primaryReady, fallbacks)...)
 	for _, a := range agents {
 		// Agents whose client can tell (the a2a client once it resolves cards in the
 		// background) report their own state; the others were resolved at start.

@@ -1,0 +1,39 @@
+package a2aserver
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+)
+
+func TestStartErrorBudgetExceeded(t *testing.T) {
+	t.Parallel()
+	err := startError(fmt.Errorf("start: %w", &BudgetExceededError{Message: "You have used your daily budget of $5.00; it resets at 2026-12-08T00:00:00Z (UTC midnight)."}))
+	assert.True(t, errors.Is(err, a2a.ErrInvalidRequest))
+	assert.Contains(t, err.Error(), "resets at 2026-12-08T00:00:00Z")
+}
+
+// TestBudgetWarningIsProgress: the engine's CUSTOM baton.budget_warning reaches an A2A
+// caller as a working status carrying the [BUDGET_WARNING] note.
+func TestBudgetWarningIsProgress(t *testing.T) {
+	t.Parallel()
+	ec := &a2asrv.ExecutorContext{TaskID: "task-1", ContextID: "ctx-1"}
+	r := &relay{ec: ec, lt: &liveTask{threadID: "ctx-1", runID: "run-1"}}
+	evs := r.event(&agui.Custom{Name: "baton.budget_warning", Value: map[string]any{"budget": "run", "unit": "usd", "used": 0.8, "limit": 1, "remaining": 0.2}})
+	require.Len(t, evs, 1)
+	st, ok := evs[0].(*a2a.TaskStatusUpdateEvent)
+	require.True(t, ok)
+	assert.Equal(t, a2a.TaskStateWorking, st.Status.State)
+	require.NotNil(t, st.Status.Message)
+	text := st.Status.Message.Parts[0].Text()
+	assert.Equal(t, `[BUDGET_WARNING] {"budget":"run","unit":"usd","used":0.8,"limit":1,"remaining":0.2}`, text)
+	assert.Equal(t, "usd", st.Metadata["baton/budget_warning"].(budgetWarning).Unit)
+	assert.Empty(t, r.event(&agui.Custom{Name: "baton.budget_warning", Value: "not an object"}))
+}
