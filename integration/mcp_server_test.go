@@ -19,7 +19,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
 )
+
+// userTextsOf returns the user messages of one model request.
+func userTextsOf(r fakellm.Request) []string {
+	var out []string
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
 
 // mcpStep is one step's report of peers/mcp-client.mjs.
 type mcpStep struct {
@@ -87,13 +100,13 @@ func runMCPClient(t *testing.T, job map[string]any) mcpReport {
 
 // startMCPBaton starts a coordinator with mcp_server enabled in front of the JS peer, whose
 // input-required questions are asked to the user (ask_user).
-func startMCPBaton(t *testing.T) (mcpURL, peer string) {
+func startMCPBaton(t *testing.T) (mcpURL, peer string, llm *fakellm.Server) {
 	t.Helper()
 	peer = startA2APeerEnv(t)
-	llm := startFakeLLM(t)
+	llm = startFakeLLM(t)
 	cfg := testConfig{LLMURL: llm.URL, Agents: []agentEntry{{Name: "peer", URL: peer, InputRequired: "ask_user"}}}.yaml() +
 		"mcp_server:\n  enabled: true\n"
-	return startCoordinator(t, cfg) + "/mcp", peer
+	return startCoordinator(t, cfg) + "/mcp", peer, llm
 }
 
 // TestMCPServerOfficialClient: the official TypeScript client lists the tools, calls the
@@ -102,7 +115,7 @@ func startMCPBaton(t *testing.T) (mcpURL, peer string) {
 // and aborts a slow call: the peer gets CancelTask and the task ends canceled.
 func TestMCPServerOfficialClient(t *testing.T) {
 	t.Parallel()
-	url, peer := startMCPBaton(t)
+	url, peer, model := startMCPBaton(t)
 	steps := []map[string]any{
 		{"op": "list"},
 		{"op": "call", "tool": "peer", "args": map[string]any{"prompt": "complete the report"}},
@@ -159,6 +172,13 @@ func TestMCPServerOfficialClient(t *testing.T) {
 		assert.True(t, strings.HasPrefix(p.Message, "peer: ") || strings.HasPrefix(p.Message, "calling "), p.Message)
 	}
 
+	// The agent tool's calls never reached the model: its only requests are the coordinator
+	// tool's (the call, then the answer after the result).
+	for _, r := range model.Requests() {
+		assert.Contains(t, userTextsOf(r), "peer: complete via the model")
+	}
+	assert.Len(t, model.Requests(), 2)
+
 	_, tasks := peerLog(t, peer)
 	followUps := peerFollowUps(t, peer)
 	for id, state := range tasks {
@@ -172,7 +192,7 @@ func TestMCPServerOfficialClient(t *testing.T) {
 // the run and the peer's task, which ends canceled.
 func TestMCPServerAbortCancelsTheTask(t *testing.T) {
 	t.Parallel()
-	url, peer := startMCPBaton(t)
+	url, peer, _ := startMCPBaton(t)
 	rep := runMCPClient(t, map[string]any{"url": url, "steps": []map[string]any{
 		{"op": "abort", "tool": "peer", "args": map[string]any{"prompt": "slow please"}, "abortOn": "peer: "},
 	}})

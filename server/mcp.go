@@ -25,11 +25,11 @@ const (
 // names the protected-resource metadata, as the MCP authorization spec asks), the body cap
 // and read deadline. With OIDC, the metadata is served at MCPMetadataPath (public, as
 // discovery expects).
-func (s *server) routeMCP(r chi.Router) {
+func routeMCP(s *server, r chi.Router) {
 	if s.cfg.MCP == nil {
 		return
 	}
-	r.Handle(MCPPath, http.HandlerFunc(s.serveMCP))
+	r.Handle(MCPPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveMCP(s, w, r) }))
 	if s.cfg.MCPIssuer != "" {
 		meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -44,14 +44,14 @@ func (s *server) routeMCP(r chi.Router) {
 	}
 }
 
-func (s *server) serveMCP(w http.ResponseWriter, r *http.Request) {
+func serveMCP(s *server, w http.ResponseWriter, r *http.Request) {
 	who, ok := s.principal(r)
 	if !ok {
 		extra := ""
 		if s.cfg.MCPIssuer != "" {
 			extra = `resource_metadata="` + quoteSafe(baseURL(r)+MCPMetadataPath) + `"`
 		}
-		s.unauthorizedWith(w, r, extra)
+		unauthorizedWith(s, w, r, extra)
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {

@@ -149,7 +149,7 @@ func New(cfg Config) http.Handler {
 	r.Get("/agui/threads/{threadId}/journal", s.handleJournal)
 	s.routeSignIn(r)
 	s.routeA2A(r)
-	s.routeMCP(r)
+	routeMCP(s, r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

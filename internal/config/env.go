@@ -71,6 +71,16 @@ var envVars = []envVar{
 	}},
 	{"BATON_A2A_SERVER_NAME", "a2a_server.name", setString(func(c *Config) *string { return &c.A2AServer.Name })},
 	{"BATON_A2A_SERVER_DESCRIPTION", "a2a_server.description", setString(func(c *Config) *string { return &c.A2AServer.Description })},
+	{"BATON_MCP_SERVER_ENABLED", "mcp_server.enabled", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("must be true or false (got %q)", v)
+		}
+		c.MCPServe.Enabled = b
+		return nil
+	}},
+	{"BATON_MCP_SERVER_NAME", "mcp_server.name", setString(func(c *Config) *string { return &c.MCPServe.Name })},
+	{"BATON_MCP_SERVER_COORDINATOR_TOOL", "mcp_server.coordinator_tool", setString(func(c *Config) *string { return &c.MCPServe.CoordinatorTool })},
 	{"BATON_LLM_PROVIDER", "llm.provider", setString(func(c *Config) *string { return &c.LLM.Provider })},
 	{"BATON_LLM_BASE_URL", "llm.base_url", setString(func(c *Config) *string { return &c.LLM.BaseURL })},
 	{"BATON_LLM_MODEL", "llm.model", setString(func(c *Config) *string { return &c.LLM.Model })},
