@@ -473,6 +473,9 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		"BATON_SERVER_MAX_EVENTS_PER_RUN":        "5000",
 		"BATON_SERVER_THREAD_RETENTION":          "720h",
 		"BATON_SERVER_MAX_THREADS_PER_PRINCIPAL": "50",
+		"BATON_MCP_SERVER_ENABLED":               "true",
+		"BATON_MCP_SERVER_NAME":                  "baton-mcp",
+		"BATON_MCP_SERVER_COORDINATOR_TOOL":      "coordinate",
 	}
 	require.ElementsMatch(t, EnvVarNames(), keysOf(e), "the test covers every variable")
 
@@ -491,7 +494,7 @@ func TestApplyEnvOverridesEveryScalarKey(t *testing.T) {
 		Limits:      Limits{MaxIterations: 7, MaxRunSeconds: 60, ToolTimeout: Duration(90 * time.Second), CancelHorizon: Duration(45 * time.Second)},
 		Policy:      Policy{Budget: Budget{MaxToolCalls: 40, MaxTokens: 100000, WarnAt: DefaultBudgetWarnAt}, PrincipalBudget: PrincipalBudget{WarnAt: DefaultBudgetWarnAt}},
 		History:     Default().History,
-		MCPServe:    Default().MCPServe,
+		MCPServe:    MCPServe{Enabled: true, Name: "baton-mcp", Agents: Default().MCPServe.Agents, CoordinatorTool: "coordinate", TaskTTL: Default().MCPServe.TaskTTL},
 		Loop:        Loop{SoftThreshold: 3, HardThreshold: 5, StallTurns: 0},
 		Interrupts:  Interrupts{TTL: Duration(5 * time.Minute)},
 		Replication: Replication{Heartbeat: Duration(time.Second), Lease: Duration(5 * time.Second), AdvertiseURL: "http://replica-1:8080"},
