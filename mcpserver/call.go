@@ -108,6 +108,8 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
+		ctx, stop := s.followRequest(ctx, req)
+		defer stop()
 		c := &call{s: s, t: t, req: req, who: s.principalOf(req), prog: newProgress(req, s.cfg.ProgressInterval)}
 		var in *agui.RunAgentInput
 		if req.Params.RequestState != "" {

@@ -82,6 +82,9 @@ type Config struct {
 	// ProgressInterval is the shortest time between two progress notifications of one
 	// call; default 100 ms (at most ten a second).
 	ProgressInterval time.Duration
+	// KeepOnDisconnect keeps a call's run going when the client drops the HTTP request that
+	// carries the call (server.on_disconnect: detach); by default the drop cancels it.
+	KeepOnDisconnect bool
 	Logger           *slog.Logger
 }
 
@@ -89,7 +92,16 @@ type Config struct {
 type Server struct {
 	cfg Config
 	srv *mcp.Server
+	// posts are the HTTP requests in flight, by the nonce their callHeader carries, so that
+	// a call's handler can follow the request that carries it (go-sdk's handler context
+	// follows the session).
+	posts sync.Map // string → context.Context
 }
+
+// callHeader carries, from Handler to the tool handler (go-sdk passes each request's
+// headers as RequestExtra.Header), the nonce of the HTTP request that carries a call. A
+// client's own value is replaced.
+const callHeader = "X-Baton-Mcp-Request"
 
 // sessionTimeout closes an idle MCP session.
 const sessionTimeout = 30 * time.Minute
@@ -187,6 +199,13 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
+		r.Header.Del(callHeader)
+		if r.Method == http.MethodPost {
+			nonce := newID("")
+			s.posts.Store(nonce, r.Context())
+			defer s.posts.Delete(nonce)
+			r.Header.Set(callHeader, nonce)
+		}
 		if who == "" {
 			// No auth: there is no bearer token to bind, and every caller is the
 			// anonymous principal.
@@ -195,6 +214,21 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		}
 		bound.ServeHTTP(w, r)
 	})
+}
+
+// followRequest returns ctx ended also when the HTTP request that carries the call ends
+// (the client dropped it), unless KeepOnDisconnect; stop releases it.
+func (s *Server) followRequest(ctx context.Context, req *mcp.CallToolRequest) (_ context.Context, stop func()) {
+	if s.cfg.KeepOnDisconnect || req.Extra == nil || req.Extra.Header == nil {
+		return ctx, func() {}
+	}
+	post, ok := s.posts.Load(req.Extra.Header.Get(callHeader))
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(post.(context.Context), cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // principalOf returns the principal of a call: the HTTP request's, else the anonymous one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -343,4 +344,89 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.who)
 	return b.next.RoundTrip(r)
+}
+
+// TestDroppedRequestCancelsTheCall: a 2025-11-25 client that drops the HTTP request
+// carrying a call, without notifications/cancelled, cancels the call's run.
+func TestDroppedRequestCancelsTheCall(t *testing.T) {
+	t.Parallel()
+	e := newFakeEngine()
+	h := newTestServer(t, e).Handler(HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), "")))
+	}))
+	t.Cleanup(ts.Close)
+	post := func(ctx context.Context, session, body string) *http.Response {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		// A client cannot name another request: the surface replaces this header.
+		req.Header.Set(callHeader, "forged")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	ctx := context.Background()
+	resp := post(ctx, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	_ = resp.Body.Close()
+	require.NotEmpty(t, session)
+	_ = post(ctx, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, ts.URL, nil)
+		req.Header.Set("Mcp-Session-Id", session)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	})
+
+	callCtx, drop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, err := http.NewRequestWithContext(callCtx, http.MethodPost, ts.URL, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"research","arguments":{"prompt":"slow"}}}`))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+	}()
+	s := <-e.started
+	drop() // the client goes away: no notifications/cancelled
+	<-done
+	assert.Equal(t, s.in.RunID, <-e.stopped, "the dropped call's run is stopped")
+}
+
+// TestFollowRequest: a call follows the HTTP request that carries it (named by the nonce
+// Handler puts in its headers), unless KeepOnDisconnect; an unknown nonce follows nothing.
+func TestFollowRequest(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		s := newTestServer(t, newFakeEngine(), func(c *Config) { c.KeepOnDisconnect = keep })
+		post, drop := context.WithCancel(context.Background())
+		s.posts.Store("n1", post)
+		req := &mcp.CallToolRequest{Extra: &mcp.RequestExtra{Header: http.Header{callHeader: {"n1"}}}}
+		ctx, stop := s.followRequest(context.Background(), req)
+		other, stopOther := s.followRequest(context.Background(), &mcp.CallToolRequest{Extra: &mcp.RequestExtra{Header: http.Header{callHeader: {"forged"}}}})
+		drop()
+		if keep {
+			assert.NoError(t, ctx.Err(), "kept")
+		} else {
+			<-ctx.Done() // ends with the request
+		}
+		assert.NoError(t, other.Err())
+		stop()
+		stopOther()
+	}
 }
