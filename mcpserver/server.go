@@ -103,6 +103,13 @@ type Server struct {
 // client's own value is replaced.
 const callHeader = "X-Baton-Mcp-Request"
 
+// protocolVersionHeader names a request's MCP protocol version (streamable HTTP), and
+// statelessVersion is the first version served without sessions.
+const (
+	protocolVersionHeader = "Mcp-Protocol-Version"
+	statelessVersion      = "2026-07-28"
+)
+
 // sessionTimeout closes an idle MCP session.
 const sessionTimeout = 30 * time.Minute
 
@@ -134,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg}
 	// Tools are listed with their descriptions at the time; a card read later changes the
 	// description with the next tools/list (refreshDescriptions).
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{Logger: cfg.Logger})
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{Logger: sdkLogger(cfg.Logger)})
 	seen := map[string]bool{}
 	if cfg.CoordinatorTool != "" {
 		seen[cfg.CoordinatorTool] = true
@@ -177,15 +184,30 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 2 * int64(s.cfg.MaxPromptBytes)
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
-		Logger:              s.cfg.Logger,
+	server := func(*http.Request) *mcp.Server { return s.srv }
+	// A stateful handler serves 2025-11-25 and older (go-sdk negotiates sessions at
+	// 2025-11-25); a stateless one serves 2026-07-28, whose requests each carry their
+	// protocol version (SEP-2575). Requests are routed by that version.
+	stateful := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		Logger:              sdkLogger(s.cfg.Logger),
 		MaxRequestBodyBytes: opts.MaxBodyBytes,
-		// A call whose POST is closed is cancelled (2026-07-28 clients; older ones send
-		// notifications/cancelled).
-		PropagateRequestCancellation: true,
 		// A session its client abandoned is closed after this long idle (go-sdk keeps
 		// stateful sessions, and their goroutines, until then).
 		SessionTimeout: sessionTimeout,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		Logger:              sdkLogger(s.cfg.Logger),
+		MaxRequestBodyBytes: opts.MaxBodyBytes,
+		Stateless:           true,
+		// A call whose POST is closed is cancelled.
+		PropagateRequestCancellation: true,
+	})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(protocolVersionHeader) >= statelessVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
 	})
 	// go-sdk binds a session to the user of its first request (auth.TokenInfo.UserID) and
 	// hands the token info to each call: the principal travels that way.
@@ -304,3 +326,16 @@ func inputSchema() map[string]any {
 		"additionalProperties": false,
 	}
 }
+
+// sdkLogger is the logger given to go-sdk: warnings and errors only (it logs every session
+// at info, and a 2026-07-28 request is a session of its own).
+func sdkLogger(l *slog.Logger) *slog.Logger { return slog.New(warnOnly{l.Handler()}) }
+
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, lv slog.Level) bool {
+	return lv >= slog.LevelWarn && w.Handler.Enabled(ctx, lv)
+}
+
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(as)} }
+func (w warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{w.Handler.WithGroup(g)} }

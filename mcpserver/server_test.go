@@ -316,14 +316,15 @@ func TestHTTPPrincipals(t *testing.T) {
 	}))
 	t.Cleanup(ts.Close) // after the clients' sessions are closed (cleanups run last first)
 	ctx := context.Background()
-	client := func(who string) *mcp.ClientSession {
+	client := func(who string, opts ...*mcp.ClientOptions) *mcp.ClientSession {
 		hc := &http.Client{Transport: bearer{who: who, next: ts.Client().Transport}}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: hc}, nil)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, append(opts, nil)[0]).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: hc}, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cs.Close() })
 		return cs
 	}
 	alice := client("alice")
+	assert.Equal(t, "2026-07-28", alice.InitializeResult().ProtocolVersion, "go-sdk's client speaks 2026-07-28, served statelessly")
 	res, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "ask me"}})
 	require.NoError(t, err)
 	assert.Equal(t, "alice", (<-e.started).who)
@@ -333,6 +334,18 @@ func TestHTTPPrincipals(t *testing.T) {
 	_, err = bob.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "", "resume": map[string]any{"interruptId": id, "payload": "x"}}})
 	require.Error(t, err, "bob cannot answer alice's question")
 	assert.Contains(t, err.Error(), "not open for this caller")
+
+	// Over stateless HTTP a question is a multi round-trip result, which go-sdk's client
+	// answers with its elicitation handler and calls again.
+	carol := client("carol", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"text": "red"}}, nil
+	}})
+	res, err = carol.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "ask me"}})
+	require.NoError(t, err)
+	assert.Equal(t, `answer: {"text":"red"}`, text(t, res))
+	first, resumed := <-e.started, <-e.started
+	assert.Equal(t, "carol", resumed.who)
+	assert.Equal(t, first.in.ThreadID, resumed.in.ThreadID)
 }
 
 type bearer struct {
@@ -429,4 +442,31 @@ func TestFollowRequest(t *testing.T) {
 		stop()
 		stopOther()
 	}
+}
+
+// TestCancelOverStatelessHTTP: go-sdk's client (2026-07-28, stateless) cancels a call by
+// closing its request; the run is stopped.
+func TestCancelOverStatelessHTTP(t *testing.T) {
+	t.Parallel()
+	e := newFakeEngine()
+	h := newTestServer(t, e).Handler(HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), "")))
+	}))
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	require.Equal(t, "2026-07-28", cs.InitializeResult().ProtocolVersion)
+	cctx, cancelCall := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "slow"}})
+		errc <- err
+	}()
+	s := <-e.started
+	cancelCall()
+	require.Error(t, <-errc)
+	assert.Equal(t, s.in.RunID, <-e.stopped)
 }
