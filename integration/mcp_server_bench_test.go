@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -82,4 +83,45 @@ func BenchmarkMCPAgentTool(b *testing.B) {
 	b.ReportMetric(pct(straight, 0.50), "direct-p50-ms")
 	b.ReportMetric(pct(straight, 0.99), "direct-p99-ms")
 	b.ReportMetric(pct(via, 0.50)-pct(straight, 0.50), "overhead-p50-ms")
+}
+
+// BenchmarkMCPCancelReachesPeer: the official TypeScript client aborts b.N slow agent-tool
+// calls on /mcp, one after the other, each at its first progress from the peer; the time
+// from the abort to the peer's CancelTask (both clocks are this machine's epoch ms), p50 and
+// p99. Target (issue 42): p99 < 25 ms.
+//
+//	go test -run '^$' -bench BenchmarkMCPCancelReachesPeer -benchtime 50x ./integration/
+func BenchmarkMCPCancelReachesPeer(b *testing.B) {
+	url, peer, _ := startMCPBaton(b)
+	steps := make([]map[string]any, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		steps = append(steps, map[string]any{"op": "abort", "tool": "peer", "args": map[string]any{"prompt": "slow please"}, "abortOn": "peer: "})
+	}
+	b.ResetTimer()
+	rep := runMCPClient(b, map[string]any{"url": url, "steps": steps})
+	b.StopTimer()
+	var cancelAt []float64
+	require.Eventually(b, func() bool {
+		resp, err := http.Get(peer + "/test/log")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var log struct {
+			CancelAt []float64 `json:"cancelAt"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&log) != nil {
+			return false
+		}
+		cancelAt = log.CancelAt
+		return len(cancelAt) >= b.N
+	}, 30*time.Second, 50*time.Millisecond, "every aborted call's task gets CancelTask")
+	lat := make([]float64, 0, b.N)
+	for i, s := range rep.Steps {
+		require.True(b, s.Aborted, "step %d", i)
+		lat = append(lat, cancelAt[i]-s.AbortAt)
+	}
+	sort.Float64s(lat)
+	b.ReportMetric(lat[len(lat)/2], "cancel-p50-ms")
+	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "cancel-p99-ms")
 }

@@ -54,7 +54,8 @@ type mcpStep struct {
 		Progress float64 `json:"progress"`
 		Message  string  `json:"message"`
 	} `json:"progress"`
-	Aborted bool `json:"aborted"`
+	Aborted bool    `json:"aborted"`
+	AbortAt float64 `json:"abortAt"`
 	Error   *struct {
 		Code    *int   `json:"code"`
 		Message string `json:"message"`
@@ -74,7 +75,7 @@ type mcpReport struct {
 }
 
 // runMCPClient runs peers/mcp-client.mjs with job and returns its report.
-func runMCPClient(t *testing.T, job map[string]any) mcpReport {
+func runMCPClient(t testing.TB, job map[string]any) mcpReport {
 	t.Helper()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
@@ -100,7 +101,7 @@ func runMCPClient(t *testing.T, job map[string]any) mcpReport {
 
 // startMCPBaton starts a coordinator with mcp_server enabled in front of the JS peer, whose
 // input-required questions are asked to the user (ask_user).
-func startMCPBaton(t *testing.T) (mcpURL, peer string, llm *fakellm.Server) {
+func startMCPBaton(t testing.TB) (mcpURL, peer string, llm *fakellm.Server) {
 	t.Helper()
 	peer = startA2APeerEnv(t)
 	llm = startFakeLLM(t)

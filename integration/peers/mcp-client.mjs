@@ -13,7 +13,8 @@
 //   {"op":"abort","tool":…, "args":{…}, "abortOn":"peer: "}
 //                                                   → aborts the call at its first progress
 //                                                      notification whose message starts
-//                                                      with abortOn: {aborted, error, progress}
+//                                                      with abortOn: {aborted, abortAt (epoch ms),
+//                                                      error, progress}
 // A step's "bigPrompt": n replaces its arguments with {prompt: n times "a"} (too long for argv).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -60,7 +61,10 @@ for (const step of job.steps) {
             timeout: 60000, signal: ac.signal,
             onprogress: (p) => {
               seen.progress.push({ progress: p.progress, message: p.message });
-              if ((p.message ?? '').startsWith(step.abortOn ?? '')) ac.abort('the test aborts');
+              if (!ac.signal.aborted && (p.message ?? '').startsWith(step.abortOn ?? '')) {
+                seen.abortAt = performance.timeOrigin + performance.now(); // epoch ms, as the peer's cancelAt
+                ac.abort('the test aborts');
+              }
             },
           });
         } catch (e) {
