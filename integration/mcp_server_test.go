@@ -245,3 +245,38 @@ func TestMCPServerStdioGoClient(t *testing.T) {
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, int64(jsonrpc.CodeInvalidParams), we.Code)
 }
+
+// TestMCPServerQuestionWithoutElicitation: a client without the elicitation capability gets
+// the agent's question with structuredContent input_required, and answers it by calling the
+// same tool with resume; the answer reaches the parked task once. A resume of an interrupt
+// id that names no open question is an error.
+func TestMCPServerQuestionWithoutElicitation(t *testing.T) {
+	t.Parallel()
+	url, peer, _ := startMCPBaton(t)
+	rep := runMCPClient(t, map[string]any{"url": url, "steps": []map[string]any{
+		{"op": "call", "tool": "peer", "args": map[string]any{"prompt": "input please"}},
+		{"op": "resume", "tool": "peer", "payload": "green"},
+		{"op": "resume", "tool": "peer", "payload": "again"},
+	}})
+	s := rep.Steps
+	require.Nil(t, s[0].Error, "%+v", s[0].Error)
+	assert.False(t, s[0].Result.IsError)
+	assert.Equal(t, "input_required", s[0].Result.StructuredContent["status"])
+	assert.Contains(t, s[0].text(), "what colour?")
+	assert.Empty(t, rep.Elicited)
+
+	require.Nil(t, s[1].Error, "%+v", s[1].Error)
+	assert.False(t, s[1].Result.IsError, s[1].text())
+	assert.True(t, strings.HasPrefix(s[1].text(), "done: green\n"), s[1].text())
+
+	// The same answer again: nothing is sent twice.
+	_, tasks := peerLog(t, peer)
+	followUps := peerFollowUps(t, peer)
+	require.Len(t, tasks, 1)
+	for id := range tasks {
+		assert.Equal(t, 1, followUps[id], "the answer went down once")
+	}
+	require.NotNil(t, s[2].Result, "%+v", s[2].Error)
+	assert.True(t, s[2].Result.IsError, "the question was answered already: %s", s[2].text())
+}
+

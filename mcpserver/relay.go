@@ -198,7 +198,8 @@ func (o *outcome) result(t tool) *mcp.CallToolResult {
 // else: isError, with the tag and the agent's words.
 func agentResult(t tool, results []string) *mcp.CallToolResult {
 	if len(results) == 0 {
-		return errorResult(bridge.TagError, fmt.Sprintf("The agent %q was not called.", t.name))
+		// A repeated answer ends so too: it was delivered once, by the first resume.
+		return errorResult(bridge.TagError, fmt.Sprintf("The run ended without a result from the agent %q (an answer sent twice is delivered once).", t.name))
 	}
 	res := results[len(results)-1]
 	tag, _, ok := bridge.ParseTag(res)

@@ -10,6 +10,9 @@
 //   {"op":"list"}                                   → {tools:[{name, description, inputSchema}]}
 //   {"op":"call","tool":…, "args":{…}}              → {result} or {error:{code, message}}
 //   {"op":"progress","tool":…, "args":{…}}          → {result, progress:[{progress, message}]}
+//   {"op":"resume","tool":…, "payload":…}          → calls tool with {prompt:"", resume:{interruptId of
+//                                                      the last input_required result, payload}}
+//                                                      ("interruptId" overrides): {result} or {error}
 //   {"op":"abort","tool":…, "args":{…}, "abortOn":"peer: "}
 //                                                   → aborts the call at its first progress
 //                                                      notification whose message starts
@@ -47,6 +50,13 @@ for (const step of job.steps) {
       case 'call':
         seen.result = await client.callTool({ name: step.tool, arguments: step.args }, undefined, { timeout: 60000 });
         break;
+      case 'resume': { // answers the question of the last call that returned one
+        const asked = [...out.steps].reverse().find((x) => x.result?.structuredContent?.status === 'input_required');
+        seen.result = await client.callTool({ name: step.tool,
+          arguments: { prompt: '', resume: { interruptId: step.interruptId ?? asked?.result.structuredContent.interruptId, payload: step.payload } } },
+          undefined, { timeout: 60000 });
+        break;
+      }
       case 'progress': {
         seen.progress = [];
         seen.result = await client.callTool({ name: step.tool, arguments: step.args }, undefined,
