@@ -279,4 +279,3 @@ func TestMCPServerQuestionWithoutElicitation(t *testing.T) {
 	require.NotNil(t, s[2].Result, "%+v", s[2].Error)
 	assert.True(t, s[2].Result.IsError, "the question was answered already: %s", s[2].text())
 }
-
