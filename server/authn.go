@@ -80,8 +80,17 @@ func (s *server) authenticate(r *http.Request) (string, error) {
 // a broken header, no error code without credentials). The reason names nothing of the
 // token, and nothing of it is logged.
 func (s *server) unauthorized(w http.ResponseWriter, r *http.Request) {
+	unauthorizedWith(s, w, r, "")
+}
+
+// unauthorizedWith is unauthorized with extra auth-params in the challenge (such as the
+// MCP endpoint's resource_metadata).
+func unauthorizedWith(s *server, w http.ResponseWriter, r *http.Request, extra string) {
 	_, err := s.authenticate(r)
 	ch := `Bearer realm="baton"`
+	if extra != "" {
+		ch += ", " + extra
+	}
 	status, msg := http.StatusUnauthorized, "A valid bearer token is required."
 	switch {
 	case err == nil, errors.Is(err, errNoCredentials):

@@ -81,6 +81,13 @@ type Config struct {
 	// the bindings under A2APath, behind the same auth and limits as /agui (a2a.go). Its
 	// requests carry the principal (internal/principal). Nil: none of those paths exists.
 	A2A http.Handler
+	// MCP serves Baton as an MCP server (mcp_server.enabled) at MCPPath, behind the same
+	// auth and limits as /agui (mcp.go). Its requests carry the principal
+	// (internal/principal). Nil: the path does not exist.
+	MCP http.Handler
+	// MCPIssuer is the OpenID issuer named in /mcp's RFC 9728 metadata (server.oidc);
+	// "": no metadata is served.
+	MCPIssuer string
 }
 
 type server struct {
@@ -144,6 +151,7 @@ func New(cfg Config) http.Handler {
 	r.Get("/agui/threads/{threadId}/journal", s.handleJournal)
 	s.routeSignIn(r)
 	s.routeA2A(r)
+	routeMCP(s, r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

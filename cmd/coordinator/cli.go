@@ -14,6 +14,9 @@ const usageText = `Baton coordinator: an AG-UI server whose LLM delegates to A2A
 Usage:
   coordinator [flags]              the embedded demo stack on loopback (no config)
   coordinator --config baton.yaml  a configured deployment
+  coordinator --mcp-stdio [--config baton.yaml]
+                                   MCP over stdin and stdout, for MCP clients that launch
+                                   a command (docs/mcp-server.md)
   coordinator help                 this help
 
 Flags:

@@ -36,6 +36,7 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/llm/scripted"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/mcpserver"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/spend"
@@ -66,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	a := &app{flags: fl, stdout: stdout, stderr: stderr}
 	defer a.cleanup()
-	for _, step := range []func() error{
+	steps := []func() error{
 		a.setupLogging,
 		a.loadConfig,
 		a.setupAuth,
@@ -81,7 +82,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		a.buildEngine,
 		a.startServices,
 		a.startServer,
-	} {
+	}
+	for i, step := range steps {
+		if fl.mcpStdio && i == len(steps)-1 {
+			break // stdout carries MCP: no listener
+		}
 		if err := step(); err != nil {
 			fmt.Fprintf(a.stderr, "coordinator: %v\n", err)
 			var ee *exitError
@@ -90,6 +95,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			return 1
 		}
+	}
+	if fl.mcpStdio {
+		return a.serveStdio()
 	}
 	return a.serveUntilSignal()
 }
@@ -112,6 +120,8 @@ func startFailed(err error) error { return &exitError{code: 1, err: err} }
 // cliFlags are the command line's settings.
 type cliFlags struct {
 	configPath, logFormat, logLevel string
+	// mcpStdio serves MCP over stdin and stdout instead of listening (--mcp-stdio).
+	mcpStdio bool
 }
 
 // parseFlags reads the command line. done says the process ends now with code (help,
@@ -121,6 +131,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (fl cliFlags, code int,
 	fs.SetOutput(stderr)
 	fs.StringVar(&fl.configPath, "config", os.Getenv("BATON_CONFIG"), "path to the YAML config; none starts the demo stack")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.BoolVar(&fl.mcpStdio, "mcp-stdio", false, "serve MCP over stdin and stdout (for MCP clients that launch a command) instead of listening")
 	fs.StringVar(&fl.logFormat, "log-format", envOr("BATON_LOG_FORMAT", "text"), "log format: text or json")
 	fs.StringVar(&fl.logLevel, "log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	if wantsHelp(args) {
@@ -557,7 +568,7 @@ func (a *app) engineConfig() coordinator.Config {
 	cfg := a.cfg
 	return coordinator.Config{
 		Metrics:      a.metrics,
-		Model:        a.model,
+		Model:        a.engineModel(),
 		Spend:        spendMeter(cfg, a.st),
 		SystemPrompt: cfg.LLM.SystemPrompt,
 		Agents:       a.agents,
@@ -651,9 +662,34 @@ func (a *app) serverConfig() server.Config {
 	}
 }
 
+// engineModel is the configured model, with runs of one delegation (MCP agent tools)
+// driven without it when Baton serves MCP.
+func (a *app) engineModel() llm.Model {
+	if a.mcpServing() {
+		if c, ok := a.model.(*llm.Chain); ok {
+			// The run calls the chain's links itself (it stays on the one it switched
+			// to), so each link is wrapped, not only the chain.
+			return directChain{directModel: directModel{next: c}, chain: c}
+		}
+		return directModel{next: a.model}
+	}
+	return a.model
+}
+
 // startServer binds the listener and serves in the background.
 func (a *app) startServer() error {
-	handler := telemetry.Extract(server.New(a.serverConfig()))
+	cfg := a.serverConfig()
+	mcpSrv, err := a.mcpHTTP()
+	if err != nil {
+		return badInput(fmt.Errorf("mcp_server: %w", err))
+	}
+	if mcpSrv != nil {
+		cfg.MCP = mcpSrv.Handler(mcpserver.HTTPOptions{MaxBodyBytes: mcpBodyLimit(a.cfg)})
+		if a.cfg.Server.OIDC != nil {
+			cfg.MCPIssuer = a.cfg.Server.OIDC.Issuer
+		}
+	}
+	handler := telemetry.Extract(server.New(cfg))
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return startFailed(fmt.Errorf("listen %s: %w", a.cfg.Listen, err))

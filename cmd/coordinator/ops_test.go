@@ -29,6 +29,7 @@ func TestHelp(t *testing.T) {
 			assert.Contains(t, out.String(), "Usage:")
 			assert.Contains(t, out.String(), "-config")
 			assert.Contains(t, out.String(), "coordinator --config baton.yaml")
+			assert.Contains(t, out.String(), "-mcp-stdio")
 			assert.Empty(t, errOut.String())
 		})
 	}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"os/user"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/config"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/mcpserver"
+	"github.com/baton-dev/baton/server"
+)
+
+// mcpServing reports whether Baton serves MCP: mcp_server.enabled, or --mcp-stdio.
+func (a *app) mcpServing() bool { return a.cfg.MCPServe.Enabled || a.flags.mcpStdio }
+
+// newMCPServer returns Baton's MCP surface for the principal anon of calls that carry none.
+func newMCPServer(cfg *config.Config, engine *coordinator.Engine, agents []coordinator.Agent, anon string, log *slog.Logger) (*mcpserver.Server, error) {
+	byName := map[string]coordinator.Agent{}
+	for _, ag := range agents {
+		byName[ag.Name] = ag
+	}
+	var offered []mcpserver.Agent
+	for _, ac := range cfg.Agents {
+		if !matchesAny(cfg.MCPServe.Agents, ac.Name) {
+			continue
+		}
+		target := coordinator.ToolName(ac.Name)
+		ag := byName[target]
+		offered = append(offered, mcpserver.Agent{Name: ac.Name, Target: target, Describe: func() string { return cardDescription(ag) }})
+	}
+	return mcpserver.New(mcpserver.Config{
+		Engine:          mcpEngine{e: engine, maxActive: cfg.Server.MaxActiveRuns},
+		Name:            cfg.MCPServe.Name,
+		Version:         version,
+		Agents:          offered,
+		CoordinatorTool: cfg.MCPServe.CoordinatorTool,
+		MaxPromptBytes:  int(cfg.Server.MaxBodyBytes),
+		Anonymous:       anon,
+		CancelHorizon:   time.Duration(cfg.Limits.CancelHorizon),
+		// A dropped call is a cancel unless server.on_disconnect says detach.
+		KeepOnDisconnect: cfg.Server.OnDisconnect == config.OnDisconnectDetach,
+		Logger:           log.With("component", "mcp_server"),
+	})
+}
+
+// matchesAny reports whether name matches one of the patterns (names or path.Match * patterns).
+func matchesAny(patterns config.Patterns, name string) bool {
+	for _, p := range patterns {
+		if ok, err := path.Match(p, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// cardDescription describes an agent tool from the agent's card: its description and its
+// skills (outside text, flattened and capped as for the model); "" while the card has not
+// been read.
+func cardDescription(ag coordinator.Agent) string {
+	d, ok := ag.Client.(interface{ Info() (a2a.Info, bool) })
+	if !ok {
+		return ""
+	}
+	info, ok := d.Info()
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(bridge.Flatten(info.Description, bridge.MaxDescription))
+	for i, s := range info.Skills {
+		if i == 0 {
+			b.WriteString(" Skills:")
+		}
+		fmt.Fprintf(&b, " %s", bridge.Flatten(s.Name, 100))
+		if s.Description != "" {
+			fmt.Fprintf(&b, " (%s)", bridge.Flatten(s.Description, bridge.MaxDescription))
+		}
+		b.WriteString(";")
+	}
+	return bridge.Flatten(b.String(), 4*bridge.MaxDescription)
+}
+
+// mcpEngine adapts the engine to the MCP surface (mcpserver.Engine).
+type mcpEngine struct {
+	e         *coordinator.Engine
+	maxActive int
+}
+
+func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
+	if m.maxActive > 0 && m.e.Active() >= m.maxActive {
+		return nil, fmt.Errorf("%w: server.max_active_runs reached", mcpserver.ErrBusy)
+	}
+	r, err := m.e.StartContext(ctx, in, principal)
+	switch {
+	case err == nil:
+		return a2aRun{r}, nil
+	case errors.Is(err, coordinator.ErrThreadBusy):
+		return nil, fmt.Errorf("%w: %w", mcpserver.ErrBusy, err)
+	case errors.Is(err, coordinator.ErrForbidden):
+		return nil, fmt.Errorf("%w: %w", mcpserver.ErrForbidden, err)
+	case errors.Is(err, coordinator.ErrShuttingDown):
+		return nil, fmt.Errorf("%w: %w", mcpserver.ErrShuttingDown, err)
+	default:
+		return nil, err
+	}
+}
+
+// Delegate starts a run that the direct model drives: it makes the one call of agent and
+// ends with its result (directModel). The run is otherwise the engine's like any other:
+// policy, approvals, the closed tag set, durability and confirmed cancellation apply to
+// the call as to the model's calls.
+func (m mcpEngine) Delegate(ctx context.Context, agent string, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
+	marked := *in
+	marked.Tools = append(append([]agui.Tool(nil), in.Tools...), agui.Tool{
+		Name:        delegateTool,
+		Description: "Marks a run of one delegation (Baton's MCP agent tools); never called.",
+		Parameters:  mustMarshal(map[string]any{"type": "object", delegateKey: agent}),
+	})
+	return m.Start(ctx, &marked, principal)
+}
+
+func (m mcpEngine) Stop(threadID, runID, principal string) error {
+	return m.e.Stop(threadID, runID, principal)
+}
+
+// delegateTool is the frontend tool whose presence in a run makes directModel drive it;
+// its parameters name the agent (delegateKey). A client of /agui that declares it gets the
+// same: one call of that agent with its message, through the same guard, policy and
+// approvals as a call the model makes (nothing it could not ask the model for).
+const (
+	delegateTool = "baton_mcp_delegate"
+	delegateKey  = "x-baton-delegate"
+)
+
+// directModel stands in for the model in runs marked with delegateTool: its first turn
+// calls the marked agent with the user's message as the prompt; once the call's result is
+// in, it answers with that result and the run ends. Other runs go to next.
+type directModel struct{ next llm.Model }
+
+// directChain is directModel over a fallback chain: the engine streams from the chain's links
+// one by one, and each of them delegates without the model as the chain would.
+type directChain struct {
+	directModel
+	chain *llm.Chain
+}
+
+// Len is the chain's length.
+func (m directChain) Len() int { return m.chain.Len() }
+
+// Link describes the chain's i-th model.
+func (m directChain) Link(i int) llm.Link { return m.chain.Link(i) }
+
+// At is the chain's i-th model, delegating without the model.
+func (m directChain) At(i int) llm.Model { return directModel{next: m.chain.At(i)} }
+
+func (m directModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	agent, ok := delegateTarget(req.Tools)
+	if !ok {
+		return m.next.Stream(ctx, req)
+	}
+	return func(yield func(llm.Delta, error) bool) {
+		user := -1
+		for i, msg := range req.Messages {
+			if msg.Role == llm.RoleUser {
+				user = i
+			}
+		}
+		if user >= 0 {
+			for _, msg := range req.Messages[user+1:] {
+				if msg.Role == llm.RoleTool {
+					if yield(llm.Delta{Text: msg.Content}, nil) {
+						yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishStop}}, nil)
+					}
+					return
+				}
+			}
+		}
+		if user < 0 {
+			yield(llm.Delta{}, errors.New("mcp delegation: the run has no prompt"))
+			return
+		}
+		args := mustMarshal(map[string]string{"prompt": req.Messages[user].Content})
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		if yield(llm.Delta{ToolCall: &llm.ToolCallDelta{ID: "call_mcp_" + hex.EncodeToString(id[:]), Name: agent, Arguments: string(args)}}, nil) {
+			yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishToolCalls}}, nil)
+		}
+	}
+}
+
+// delegateTarget returns the agent a run's delegateTool names.
+func delegateTarget(tools []llm.Tool) (string, bool) {
+	for _, t := range tools {
+		if t.Name == delegateTool {
+			agent, ok := t.Parameters[delegateKey].(string)
+			return agent, ok && agent != ""
+		}
+	}
+	return "", false
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// localPrincipal is the principal of --mcp-stdio: the local user.
+func localPrincipal() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "local:" + u.Username
+	}
+	if n := os.Getenv("USER"); n != "" {
+		return "local:" + n
+	}
+	return "local"
+}
+
+// mcpHTTP is the MCP handler for server.Config (nil when mcp_server is off).
+func (a *app) mcpHTTP() (*mcpserver.Server, error) {
+	if !a.cfg.MCPServe.Enabled {
+		return nil, nil
+	}
+	return newMCPServer(a.cfg, a.engine, a.agents, "", a.log)
+}
+
+// serveStdio serves MCP over stdin and stdout (--mcp-stdio) until the client closes its
+// end or a shutdown signal arrives, then drains as serveUntilSignal does.
+func (a *app) serveStdio() int {
+	srv, err := newMCPServer(a.cfg, a.engine, a.agents, localPrincipal(), a.log)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "coordinator: mcp_server: %v\n", err)
+		return 2
+	}
+	a.log.Info("serving MCP over stdio", "version", version, "agents", len(a.agents), "demo", a.demo, "principal", localPrincipal())
+	err = srv.Serve(a.ctx, &mcp.StdioTransport{})
+	if err != nil && a.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		a.log.Warn("mcp stdio session ended", "err", err)
+	}
+	a.draining.Store(true)
+	a.stop()
+	a.log.Info("shutting down", "active_runs", a.engine.Active())
+	a.stopServices()
+	a.log.Info("stopped")
+	return 0
+}
+
+// mcpBodyLimit is /mcp's body cap for the MCP handler (server's own is the same).
+func mcpBodyLimit(cfg *config.Config) int64 { return server.MCPBodyLimit(cfg.Server.MaxBodyBytes) }

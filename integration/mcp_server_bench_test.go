@@ -1,0 +1,127 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkMCPAgentTool: a tools/call of an agent tool on Baton's /mcp (go-sdk's client,
+// streamable HTTP; one run: one delegation to an a2a-go agent that completes at once, no
+// model), alternated with a blocking SendMessage straight to that agent; p50 and p99 of
+// both, and the difference of the p50s (what the MCP surface and the run add).
+//
+//	go test -run '^$' -bench BenchmarkMCPAgentTool -benchtime 200x ./integration/
+func BenchmarkMCPAgentTool(b *testing.B) {
+	var card a2a.AgentCard
+	mux := http.NewServeMux()
+	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(doneBottom{})))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2asrv.AgentCardProducerFn(func(context.Context) (*a2a.AgentCard, error) { return &card, nil })))
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	card = a2a.AgentCard{
+		Name: "bottom", Description: "completes at once", Version: "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/a2a", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "work", Name: "work", Description: "completes", Tags: []string{"test"}}},
+	}
+	model := startFakeLLM(b)
+	base := startCoordinator(b, testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}}.yaml()+"mcp_server:\n  enabled: true\n")
+	ctx := context.Background()
+	hc := &http.Client{}
+	b.Cleanup(hc.CloseIdleConnections)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = cs.Close() })
+	direct := newA2AClient(b, srv.URL, "jsonrpc")
+	call := func() time.Duration {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "peer", Arguments: map[string]any{"prompt": "work"}})
+		d := time.Since(start)
+		require.NoError(b, err)
+		require.False(b, res.IsError, "%+v", res.Content)
+		return d
+	}
+	send := func(c *a2aclient.Client) time.Duration {
+		start := time.Now()
+		res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: userMessage("work")})
+		d := time.Since(start)
+		require.NoError(b, err)
+		task, ok := res.(*a2a.Task)
+		require.True(b, ok, "a task: %T", res)
+		require.Equal(b, a2a.TaskStateCompleted, task.Status.State)
+		return d
+	}
+	call() // warm: connections, the agent's card
+	send(direct)
+	via := make([]time.Duration, 0, b.N)
+	straight := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		via = append(via, call())
+		straight = append(straight, send(direct))
+	}
+	b.StopTimer()
+	require.Empty(b, model.Requests(), "an agent tool never calls the model")
+	pct := func(lat []time.Duration, p float64) float64 {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(via, 0.50), "mcp-p50-ms")
+	b.ReportMetric(pct(via, 0.99), "mcp-p99-ms")
+	b.ReportMetric(pct(straight, 0.50), "direct-p50-ms")
+	b.ReportMetric(pct(straight, 0.99), "direct-p99-ms")
+	b.ReportMetric(pct(via, 0.50)-pct(straight, 0.50), "overhead-p50-ms")
+}
+
+// BenchmarkMCPCancelReachesPeer: the official TypeScript client aborts b.N slow agent-tool
+// calls on /mcp, one after the other, each at its first progress from the peer; the time
+// from the abort to the peer's CancelTask (both clocks are this machine's epoch ms), p50 and
+// p99. Target (issue 42): p99 < 25 ms.
+//
+//	go test -run '^$' -bench BenchmarkMCPCancelReachesPeer -benchtime 50x ./integration/
+func BenchmarkMCPCancelReachesPeer(b *testing.B) {
+	url, peer, _ := startMCPBaton(b)
+	steps := make([]map[string]any, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		steps = append(steps, map[string]any{"op": "abort", "tool": "peer", "args": map[string]any{"prompt": "slow please"}, "abortOn": "peer: "})
+	}
+	b.ResetTimer()
+	rep := runMCPClient(b, map[string]any{"url": url, "steps": steps})
+	b.StopTimer()
+	var cancelAt []float64
+	require.Eventually(b, func() bool {
+		resp, err := http.Get(peer + "/test/log")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var log struct {
+			CancelAt []float64 `json:"cancelAt"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&log) != nil {
+			return false
+		}
+		cancelAt = log.CancelAt
+		return len(cancelAt) >= b.N
+	}, 30*time.Second, 50*time.Millisecond, "every aborted call's task gets CancelTask")
+	lat := make([]float64, 0, b.N)
+	for i, s := range rep.Steps {
+		require.True(b, s.Aborted, "step %d", i)
+		lat = append(lat, cancelAt[i]-s.AbortAt)
+	}
+	sort.Float64s(lat)
+	b.ReportMetric(lat[len(lat)/2], "cancel-p50-ms")
+	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "cancel-p99-ms")
+}
