@@ -588,7 +588,7 @@ func guardPolicy(cfg *config.Config) failure.GuardPolicy {
 		Agents:     failure.AccessList(cfg.Policy.Agents),
 		Tools:      failure.AccessList(cfg.Policy.Tools),
 		RateLimits: rateLimits,
-		Budget:     failure.Budget(cfg.Policy.Budget),
+		Budget:     failure.Budget{MaxToolCalls: cfg.Policy.Budget.MaxToolCalls, MaxTokens: cfg.Policy.Budget.MaxTokens},
 	}
 }
 

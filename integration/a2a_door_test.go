@@ -1,0 +1,79 @@
+package integration
+
+// The A2A front door held against a second principal, through the official @a2a-js/sdk
+// client: another principal's task is one that does not exist, for SubscribeToTask and
+// for SendMessage, while it runs and after.
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
+)
+
+// doorTokens are the static bearer tokens of the door tests: two principals.
+const doorTokens = "door-alice-token,door-bob-token"
+
+// startDoorModel is the fake model for the door tests: "slow: <words>" answers the words
+// one chunk per 50 ms; anything else is testModel's.
+func startDoorModel(t testing.TB) *fakellm.Server {
+	t.Helper()
+	s := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if m := req.Messages[i]; m.Role == "user" {
+				if words, ok := strings.CutPrefix(m.Content, "slow:"); ok {
+					return fakellm.Reply{Text: strings.TrimSpace(words), Delay: 50 * time.Millisecond}
+				}
+				break
+			}
+		}
+		return testModel(req)
+	})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// startDoorBaton starts a coordinator serving A2A behind doorTokens, with more server
+// keys (indented under server:) when given.
+func startDoorBaton(t *testing.T, llmURL, serverKeys string) string {
+	t.Helper()
+	base, _, _ := startCoordinatorEnv(t, "server:\n  shutdown_grace: 3s\n  auth_tokens_env: DOOR_TOKENS\n"+serverKeys+
+		"llm:\n  provider: openai\n  base_url: \""+llmURL+"\"\n  model: fake-model\n  api_key_env: "+llmKeyEnv+"\n"+
+		a2aServerYAML("door")+"store: \"memory:\"\n", "DOOR_TOKENS="+doorTokens)
+	return base
+}
+
+// TestA2ADoorOtherPrincipal: Bob, knowing Alice's task id, gets exactly the answers of a
+// task that does not exist from SubscribeToTask, SendMessage and SendStreamingMessage,
+// while the task runs on this replica and after Alice cancelled it; he never sees its
+// answer or learns whether it is live.
+func TestA2ADoorOtherPrincipal(t *testing.T) {
+	t.Parallel()
+	requirePeers(t)
+	model := startDoorModel(t)
+	base := startDoorBaton(t, model.URL, "")
+	alice, bob, _ := strings.Cut(doorTokens, ",")
+	for _, wire := range []string{"JSONRPC", "HTTP+JSON"} {
+		t.Run(wire, func(t *testing.T) {
+			r := runA2AJSJob(t, map[string]any{"base": base, "wire": wire, "scenario": "intruder", "token": alice, "other": bob})
+			require.NotEmpty(t, r["taskId"], "%v", r)
+			none, _ := r["none"].(map[string]any)
+			require.Len(t, none, 3, "%v", r)
+			// A task that does not exist is an error, or (the SDK's HTTP+JSON stream, which
+			// does not raise an error event) an empty stream: no state, no answer.
+			assert.NotContains(t, none["send"], "answered", "send to a task that does not exist")
+			for _, k := range []string{"subscribe", "sendStream"} {
+				assert.NotContains(t, none[k], "TASK_STATE", "%s of a task that does not exist", k)
+			}
+			for _, when := range []string{"live", "ended"} {
+				got, _ := r[when].(map[string]any)
+				assert.Equal(t, none, got, "%s: bob's answers for alice's task", when)
+			}
+			assert.Equal(t, "TASK_STATE_CANCELED", r["cancelled"])
+		})
+	}
+}
