@@ -184,24 +184,57 @@ func (x *executor) track(id a2a.TaskID, lt *liveTask) (untrack func()) {
 
 // relayRun yields the run's events as A2A events until it ends, then the task's final
 // status; until ctx ends instead when CancelTask stopped the run (Cancel reports its end).
+// The answer's text is sent coalesced (relay.flush): the first chunk at once, then at
+// most one chunk per chunkEvery or chunkBytes, and what is left before the final status.
 func relayRun(ctx context.Context, run Run, rel *relay, yield func(a2a.Event, error) bool) {
+	var sent time.Time // when the last chunk was sent
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	armed := false
+	flush := func() bool {
+		if ev := rel.flush(); ev != nil {
+			sent = time.Now()
+			return yield(ev, nil)
+		}
+		return true
+	}
 	for {
 		_, evs, ended := run.NextFrom()
 		for _, ev := range evs {
 			for _, out := range rel.event(ev) {
-				if !yield(out, nil) {
+				if !flush() || !yield(out, nil) {
 					return
 				}
+			}
+			if rel.pending.Len() >= chunkBytes && !flush() {
+				return
 			}
 		}
 		if ended || rel.ended {
 			break
 		}
+		if rel.pending.Len() > 0 && !armed {
+			if wait := chunkEvery - time.Since(sent); wait > 0 {
+				timer.Reset(wait)
+				armed = true
+			} else if !flush() {
+				return
+			}
+		}
 		select {
 		case <-run.Wake():
+		case <-timer.C:
+			armed = false
+			if !flush() {
+				return
+			}
 		case <-ctx.Done():
 			return
 		}
+	}
+	if !flush() {
+		return
 	}
 	if rel.final == nil {
 		// Cancelled by CancelTask: Cancel reports the terminal state once the

@@ -94,6 +94,9 @@ func (s *taskStore) readLog(ctx context.Context, rel *relay, rp *replay, threadI
 				}
 			}
 		}
+		if a := rel.flush(); a != nil {
+			rp.addArtifact(a)
+		}
 		if len(evs) < store.MaxEventsRead {
 			return after, nil
 		}
