@@ -16,6 +16,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
@@ -465,13 +466,27 @@ func startError(err error) error {
 	case errors.Is(err, ErrForbidden):
 		return fmt.Errorf("%w: this conversation belongs to another user", a2a.ErrUnauthorized)
 	case errors.Is(err, ErrBusy):
-		return fmt.Errorf("%w: this conversation already has an active task, or too many runs are active; try again shortly", a2a.ErrInvalidRequest)
+		return busyError("Baton is busy: this conversation already has an active task, or too many runs are active; retry shortly.")
 	case errors.Is(err, ErrShuttingDown):
 		return fmt.Errorf("%w: Baton is shutting down; try again shortly", a2a.ErrInternalError)
 	default:
 		return fmt.Errorf("%w: the run could not start", a2a.ErrInternalError)
 	}
 }
+
+// retryAfter is the delay a busy answer suggests.
+const retryAfter = time.Second
+
+// busyError is the answer to a request refused for load: a server error (JSON-RPC -32000)
+// that says to retry, with a google.rpc.RetryInfo detail, not an invalid request, which a
+// client cannot tell from its own mistake.
+func busyError(msg string) error {
+	return a2a.NewError(a2a.ErrServerError, msg).
+		WithTypedDetails(errordetails.NewTyped(retryInfoType, map[string]any{"retryDelay": fmt.Sprintf("%ds", int(retryAfter/time.Second))}))
+}
+
+// retryInfoType is the type URL of google.rpc.RetryInfo.
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
 
 // taskMeta is the task metadata naming the thread and run, and the open questions.
 func taskMeta(threadID, runID string, open []Question) map[string]any {

@@ -35,6 +35,9 @@ var (
 	// ErrTooManyThreads means the run would create a thread beyond the principal's cap
 	// (HTTP 429).
 	ErrTooManyThreads = errors.New("too many threads for this principal")
+	// ErrTooManyRuns means the run would go beyond the cap of active runs it was started
+	// with (server.max_active_runs; HTTP 503, retry later).
+	ErrTooManyRuns = errors.New("too many active runs")
 	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
 	// there would have no heartbeat, so its lease would lapse and another replica take it
 	// over.
@@ -302,6 +305,13 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
 func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
+	return e.StartCapped(parent, in, principal, 0)
+}
+
+// StartCapped is StartContext refusing the run with ErrTooManyRuns when maxActive runs
+// (if positive) are active already. The check and the run's count are one step under the
+// engine's lock, so that concurrent starts on any surface never admit maxActive+1.
+func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, principal string, maxActive int) (*Run, error) {
 	th, busy, err := e.admission(in)
 	if err != nil {
 		return nil, err
@@ -342,6 +352,13 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		e.mu.Unlock()
 		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
+	// Every admitted start counts from here, under the lock that every other admission
+	// takes: the cap cannot be passed by starts racing each other.
+	if maxActive > 0 && e.running.Load() >= int64(maxActive) {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("coordinator: run %q of thread %q refused: %w (%d)", in.RunID, in.ThreadID, ErrTooManyRuns, maxActive)
+	}
+	e.running.Add(1)
 	r := newRun(e, in)
 	r.owner = principal
 	r.startTrace(parent)
@@ -356,6 +373,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 			delete(e.active, in.ThreadID)
 		}
 		e.mu.Unlock()
+		e.running.Add(-1)
 		return nil, err
 	}
 	r.begun.Store(true)
@@ -367,7 +385,6 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
 	e.wg.Add(1)
-	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)

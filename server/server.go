@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -87,7 +86,6 @@ type server struct {
 	tokens   [][32]byte
 	origins  map[string]struct{}
 	loopback bool
-	starting atomic.Int64
 	ready    *readiness
 	// followers counts the reconnect streams open per run (thread id, run id).
 	followers followerCount
@@ -182,16 +180,10 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if s.staleForward(w, r, in, who) || s.forwardResume(w, r, in, who, raw.Bytes()) {
 		return
 	}
-	release, ok := s.reserveRun()
-	if !ok {
-		w.Header().Set("Retry-After", retryAfterBusy)
-		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
-		return
-	}
 	// The request's trace context (telemetry.Extract) parents the run; only the span
-	// context is kept, the run outlives the request.
-	run, err := s.cfg.Engine.StartContext(r.Context(), in, who)
-	release()
+	// context is kept, the run outlives the request. The engine admits it against
+	// server.max_active_runs in one step with every other start, on every surface.
+	run, err := s.cfg.Engine.StartCapped(r.Context(), in, who, s.cfg.MaxActiveRuns)
 	if err != nil {
 		s.writeEngineError(w, err)
 		return
@@ -356,6 +348,9 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
 	case errors.Is(err, coordinator.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
+	case errors.Is(err, coordinator.ErrTooManyRuns):
+		w.Header().Set("Retry-After", retryAfterBusy)
+		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
 	case errors.Is(err, coordinator.ErrTooManyThreads):
 		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed; delete one to start another.")
 	case errors.Is(err, store.ErrUnavailable):

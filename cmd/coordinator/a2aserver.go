@@ -59,14 +59,13 @@ type a2aEngine struct {
 }
 
 func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (a2aserver.Run, error) {
-	if a.maxActive > 0 && a.e.Active() >= a.maxActive {
-		return nil, fmt.Errorf("%w: server.max_active_runs reached", a2aserver.ErrBusy)
-	}
-	r, err := a.e.StartContext(ctx, in, principal)
+	// The engine admits the run against server.max_active_runs in one step with every
+	// other start (AG-UI's included).
+	r, err := a.e.StartCapped(ctx, in, principal, a.maxActive)
 	switch {
 	case err == nil:
 		return a2aRun{r}, nil
-	case errors.Is(err, coordinator.ErrThreadBusy):
+	case errors.Is(err, coordinator.ErrThreadBusy), errors.Is(err, coordinator.ErrTooManyRuns):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrBusy, err)
 	case errors.Is(err, coordinator.ErrForbidden):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrForbidden, err)
