@@ -5,6 +5,7 @@ package integration
 // for SendMessage, while it runs and after.
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 const doorTokens = "door-alice-token,door-bob-token"
 
 // startDoorModel is the fake model for the door tests: "slow: <words>" answers the words
-// one chunk per 50 ms; anything else is testModel's.
+// one chunk per 50 ms, "long: N" N bytes in 4-character deltas; anything else is
+// testModel's.
 func startDoorModel(t testing.TB) *fakellm.Server {
 	t.Helper()
 	s := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
@@ -27,6 +29,10 @@ func startDoorModel(t testing.TB) *fakellm.Server {
 			if m := req.Messages[i]; m.Role == "user" {
 				if words, ok := strings.CutPrefix(m.Content, "slow:"); ok {
 					return fakellm.Reply{Text: strings.TrimSpace(words), Delay: 50 * time.Millisecond}
+				}
+				if n, ok := strings.CutPrefix(m.Content, "long: "); ok {
+					size, _ := strconv.Atoi(n)
+					return fakellm.Reply{Text: strings.Repeat("abc ", size/4)}
 				}
 				break
 			}
@@ -75,5 +81,50 @@ func TestA2ADoorOtherPrincipal(t *testing.T) {
 			}
 			assert.Equal(t, "TASK_STATE_CANCELED", r["cancelled"])
 		})
+	}
+}
+
+// TestA2ADoorLongAnswer: a 128 KiB answer streamed by the model in 4-character deltas
+// reaches the JS client whole, in a few appended chunks (at most one per 16 KiB or 50 ms),
+// not 32,768 artifact events each of which copied the whole task.
+func TestA2ADoorLongAnswer(t *testing.T) {
+	t.Parallel()
+	requirePeers(t)
+	model := startDoorModel(t)
+	base := startDoorBaton(t, model.URL, "")
+	alice, _, _ := strings.Cut(doorTokens, ",")
+	const size = 128 << 10
+	for _, wire := range []string{"JSONRPC", "HTTP+JSON"} {
+		t.Run(wire, func(t *testing.T) {
+			r := runA2AJSJob(t, map[string]any{"base": base, "wire": wire, "scenario": "long", "size": size, "token": alice})
+			assert.Equal(t, "TASK_STATE_COMPLETED", r["state"], "%v", r)
+			assert.Equal(t, float64(size), r["length"])
+			assert.Equal(t, true, r["answer"], "the answer, in order")
+			events, _ := r["events"].(float64)
+			// The task, working, completed, and the chunks: 8 of 16 KiB at the least, one
+			// more per 50 ms the answer took.
+			assert.LessOrEqual(t, events, float64(3+size/(16<<10)+40), "%v", r)
+		})
+	}
+}
+
+// TestA2ADoorAdmission: 40 messages at once against server.max_active_runs: 5 start
+// exactly 5 runs; the others are refused with a server error that says to retry, never
+// -32600 invalid request.
+func TestA2ADoorAdmission(t *testing.T) {
+	t.Parallel()
+	requirePeers(t)
+	model := startDoorModel(t)
+	base := startDoorBaton(t, model.URL, "  max_active_runs: 5\n")
+	alice, _, _ := strings.Cut(doorTokens, ",")
+	r := runA2AJSJob(t, map[string]any{"base": base, "wire": "JSONRPC", "scenario": "flood", "count": 40, "token": alice})
+	assert.Equal(t, float64(5), r["started"], "%v", r)
+	errs, _ := r["errors"].([]any)
+	assert.Len(t, errs, 35)
+	for _, e := range errs {
+		s, _ := e.(string)
+		assert.Contains(t, s, "retry")
+		assert.NotContains(t, s, "-32600")
+		assert.NotContains(t, strings.ToLower(s), "invalid request")
 	}
 }

@@ -21,6 +21,10 @@
 //                with a task id that does not exist: {taskId, live: {...}, ended: {...},
 //                none: {...}}, each {subscribe, send, sendStream} the error message or
 //                "answered: <what it got>"
+//   long         streams "long: <job.size>": {state, length, answer, events} (answer: whether
+//                the text is "abc " repeated; events: how many the stream had)
+//   flood        sends job.count messages "slow: <words>" at once (returnImmediately), then
+//                cancels the tasks it got: {started, errors: [message]}
 import { randomUUID } from 'node:crypto';
 import { Role, TaskState } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory } from '@a2a-js/sdk/client';
@@ -167,6 +171,28 @@ switch (job.scenario) {
     }
     const ended = await tries(r);
     out = { taskId: r.taskId, live, ended, none, cancelled };
+    break;
+  }
+  case 'long': {
+    let events = 0;
+    const r = await read(client.sendMessageStream(send(message(`long: ${job.size}`))), () => { events++; return false; });
+    out = { state: r.state, length: r.artifact.length, answer: r.artifact === 'abc '.repeat(job.size / 4), events };
+    break;
+  }
+  case 'flood': {
+    const calls = [];
+    for (let i = 0; i < job.count; i++) {
+      const req = send(message('slow: ' + 'word '.repeat(200)));
+      req.configuration = { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true };
+      calls.push(client.sendMessage(req).then((t) => ({ task: t }), (e) => ({ error: String(e?.message ?? e) })));
+    }
+    const results = await Promise.all(calls);
+    const started = results.filter((r) => r.task).map((r) => r.task);
+    for (const t of started) {
+      const id = t.id ?? t.task?.id ?? t.payload?.value?.id;
+      try { await client.cancelTask({ tenant: '', id, metadata: undefined }); } catch { /* ended already */ }
+    }
+    out = { started: started.length, errors: results.filter((r) => r.error).map((r) => r.error) };
     break;
   }
   default:
