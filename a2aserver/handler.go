@@ -8,6 +8,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -19,6 +20,8 @@ import (
 type handler struct {
 	a2asrv.RequestHandler
 	tasks *taskStore
+	// follows caps the streams a principal follows, with the other surfaces'.
+	follows *followers.Counter
 }
 
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
@@ -28,6 +31,13 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 				yield(nil, err)
 				return
 			}
+			who, _ := callerOf(ctx)
+			leave, err := h.follows.Join(who, "a2a\x00"+string(req.ID), 0)
+			if err != nil {
+				yield(nil, busyError("You follow too many streams at once; close some, or retry later."))
+				return
+			}
+			defer leave()
 		}
 		first := true
 		for ev, err := range h.RequestHandler.SubscribeToTask(ctx, req) {

@@ -3,6 +3,8 @@ package a2aserver
 import (
 	"context"
 	"iter"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,6 +12,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/followers"
+	"github.com/baton-dev/baton/internal/principal"
 )
 
 // errorOf is how many events a stream yields before its first error, and that error (nil
@@ -128,4 +133,54 @@ func TestSendToOthersTaskIsNotFound(t *testing.T) {
 			check("after it ended")
 		})
 	}
+}
+
+// SubscribeToTask streams count toward the principal's cap of follow streams (shared with
+// AG-UI's reconnect streams): beyond it a server error that says to retry; another
+// principal has a cap of their own, and a stream that ends frees its place.
+func TestSubscribeCappedPerPrincipal(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}}
+	follows := followers.New(1)
+	s := New(Config{Engine: e, Card: CardInfo{Name: "baton"}, CancelHorizon: 2 * time.Second, Followers: follows})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
+	}))
+	defer srv.Close()
+	defer s.Close()
+	alice, bob := client(t, srv.URL, "alice", "jsonrpc"), client(t, srv.URL, "bob", "jsonrpc")
+	one, two, bobs := startSlow(t, alice), startSlow(t, alice), startSlow(t, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// hold follows a task until its first event and keeps the stream open until the
+	// returned func is called.
+	hold := func(c *a2aclient.Client, id a2a.TaskID) (func(), error) {
+		sub, stop := context.WithCancel(ctx)
+		next, end := iter.Pull2(c.SubscribeToTask(sub, &a2a.SubscribeToTaskRequest{ID: id}))
+		_, err, _ := next()
+		return func() { stop(); end() }, err
+	}
+	closeOne, err := hold(alice, one.ID)
+	require.NoError(t, err)
+	_, err = hold(alice, two.ID)
+	require.Error(t, err, "alice's second follow stream")
+	assert.ErrorIs(t, err, a2a.ErrServerError)
+	assert.Contains(t, err.Error(), "retry")
+	closeBob, err := hold(bob, bobs.ID)
+	require.NoError(t, err, "bob's own cap")
+	closeBob()
+
+	closeOne()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		closeTwo, err := hold(alice, two.ID)
+		defer closeTwo()
+		assert.NoError(c, err)
+	}, 5*time.Second, 20*time.Millisecond)
+	for _, task := range []*a2a.Task{one, two} {
+		_, err := alice.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+		require.NoError(t, err)
+	}
+	_, err = bob.CancelTask(ctx, &a2a.CancelTaskRequest{ID: bobs.ID})
+	require.NoError(t, err)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -108,7 +109,7 @@ func (o *openTracker) restate(id int64) []agui.RawFrame {
 }
 
 func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
-	th, _ := s.threadOf(w, r)
+	th, who := s.threadOf(w, r)
 	if th == nil {
 		return
 	}
@@ -209,10 +210,14 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	leave, ok := s.followers.join(th.ID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
-	if !ok {
+	leave, err := s.cfg.Followers.Join(who, th.ID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
+	if err != nil {
 		w.Header().Set("Retry-After", retryAfterBusy)
-		writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", "Too many streams follow this run; try again later.")
+		msg := "Too many streams follow this run; try again later."
+		if errors.Is(err, followers.ErrPrincipalFull) {
+			msg = "You follow too many streams at once; close some, or try again later."
+		}
+		writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", msg)
 		return
 	}
 	defer leave()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -68,6 +69,12 @@ type Config struct {
 	// (server.max_followers_per_run); beyond it GET …/events answers 429
 	// TOO_MANY_FOLLOWERS. 0 means DefaultMaxFollowersPerRun; negative means no cap.
 	MaxFollowersPerRun int
+	// Followers counts the follow streams per run and per principal
+	// (server.max_followers_per_principal), shared with the other surfaces of this process
+	// (the A2A server's SubscribeToTask); nil: a counter of this server's own with the
+	// default per-principal cap. Beyond a principal's cap GET …/events answers 429
+	// TOO_MANY_FOLLOWERS.
+	Followers *followers.Counter
 	// OIDC verifies bearer JWTs of users signed in with an OpenID provider (server.oidc),
 	// beside the static AuthTokens; nil: no OIDC.
 	OIDC TokenVerifier
@@ -87,8 +94,6 @@ type server struct {
 	origins  map[string]struct{}
 	loopback bool
 	ready    *readiness
-	// followers counts the reconnect streams open per run (thread id, run id).
-	followers followerCount
 	// tails are the shared readers of the followed runs' event logs.
 	tails tails
 }
@@ -109,6 +114,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.MaxActiveRuns == 0 {
 		cfg.MaxActiveRuns = DefaultMaxActiveRuns
+	}
+	if cfg.Followers == nil {
+		cfg.Followers = followers.New(0)
 	}
 	if cfg.MaxFollowersPerRun == 0 {
 		cfg.MaxFollowersPerRun = DefaultMaxFollowersPerRun

@@ -12,11 +12,12 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
+	"github.com/baton-dev/baton/internal/followers"
 )
 
 // newA2AServer returns Baton's A2A surface (a2a_server.enabled), or nil when it is off:
 // then none of its paths exists.
-func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aserver.SignIns, bearer bool, log *slog.Logger) http.Handler {
+func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aserver.SignIns, bearer bool, follows *followers.Counter, log *slog.Logger) http.Handler {
 	if !cfg.A2AServer.Enabled {
 		return nil
 	}
@@ -44,7 +45,9 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aser
 			Bearer:      bearer,
 		},
 		CancelHorizon: time.Duration(cfg.Limits.CancelHorizon),
-		SignIns:       signIns,
+		// One principal's follow streams are capped across A2A and AG-UI together.
+		Followers: follows,
+		SignIns:   signIns,
 		// A downstream cancel of an agent removed from the configuration cannot be
 		// confirmed from here (its pending record is dropped at start).
 		AgentConfigured: func(name string) bool { return agents[name] },
