@@ -359,6 +359,9 @@ func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, pri
 		return nil, fmt.Errorf("coordinator: run %q of thread %q refused: %w (%d)", in.RunID, in.ThreadID, ErrTooManyRuns, maxActive)
 	}
 	e.running.Add(1)
+	// Added under the lock that Shutdown sets closing under, so that the add happens
+	// before Shutdown's Wait.
+	e.wg.Add(1)
 	r := newRun(e, in)
 	r.owner = principal
 	r.startTrace(parent)
@@ -374,6 +377,7 @@ func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, pri
 		}
 		e.mu.Unlock()
 		e.running.Add(-1)
+		e.wg.Done()
 		return nil, err
 	}
 	r.begun.Store(true)
@@ -384,7 +388,6 @@ func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, pri
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)

@@ -5,6 +5,9 @@ package integration
 // for SendMessage, while it runs and after.
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,4 +130,55 @@ func TestA2ADoorAdmission(t *testing.T) {
 		assert.NotContains(t, s, "-32600")
 		assert.NotContains(t, strings.ToLower(s), "invalid request")
 	}
+}
+
+// TestA2ADoorFollowersPerPrincipal: server.max_followers_per_principal counts one
+// principal's follow streams across its runs and across both surfaces: with Alice's two
+// AG-UI reconnect streams open, her third (AG-UI) is 429 TOO_MANY_FOLLOWERS and her
+// SubscribeToTask through the JS client is refused with the busy server error; Bob, under
+// his own cap, follows his task.
+func TestA2ADoorFollowersPerPrincipal(t *testing.T) {
+	t.Parallel()
+	requirePeers(t)
+	model := startDoorModel(t)
+	base := startDoorBaton(t, model.URL, "  max_followers_per_principal: 2\n")
+	alice, bob, _ := strings.Cut(doorTokens, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	get := func(method, url, body string) *http.Response {
+		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+alice)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	threadID, runID := newThreadID("door"), newThreadID("run")
+	b, _ := json.Marshal(runInput(threadID, runID, "slow: "+strings.Repeat("word ", 200)))
+	live := get(http.MethodPost, base+"/agui", string(b))
+	defer live.Body.Close()
+	require.Equal(t, http.StatusOK, live.StatusCode)
+	_, err := readSSEWhile(live.Body, func(ev map[string]any) bool { return ev["type"] != "RUN_STARTED" })
+	require.NoError(t, err)
+	events := base + "/agui/threads/" + threadID + "/runs/" + runID + "/events"
+	for range 2 {
+		f := get(http.MethodGet, events, "")
+		defer f.Body.Close()
+		require.Equal(t, http.StatusOK, f.StatusCode)
+		_, err := readSSEWhile(f.Body, func(ev map[string]any) bool { return ev["type"] != "RUN_STARTED" })
+		require.NoError(t, err)
+	}
+	third := get(http.MethodGet, events, "")
+	var e struct{ Error string }
+	require.NoError(t, json.NewDecoder(third.Body).Decode(&e))
+	third.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, third.StatusCode)
+	assert.Equal(t, "TOO_MANY_FOLLOWERS", e.Error)
+
+	r := runA2AJSJob(t, map[string]any{"base": base, "wire": "JSONRPC", "scenario": "capped", "token": alice, "other": bob})
+	owner, _ := r["owner"].(string)
+	assert.NotContains(t, owner, "answered", "alice's third follow stream, on A2A")
+	assert.Contains(t, owner, "retry")
+	assert.Contains(t, r["other"], "answered", "bob's own cap")
 }

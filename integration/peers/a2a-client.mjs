@@ -23,6 +23,10 @@
 //                "answered: <what it got>"
 //   long         streams "long: <job.size>": {state, length, answer, events} (answer: whether
 //                the text is "abc " repeated; events: how many the stream had)
+//   capped       the owner (job.token) streams "slow: <words>", leaves the stream once the
+//                task exists and resubscribes to it; so does job.other with a task of its
+//                own: {owner, other} each the error's message or "answered"; both tasks are
+//                cancelled
 //   flood        sends job.count messages "slow: <words>" at once (returnImmediately), then
 //                cancels the tasks it got: {started, errors: [message]}
 import { randomUUID } from 'node:crypto';
@@ -177,6 +181,23 @@ switch (job.scenario) {
     let events = 0;
     const r = await read(client.sendMessageStream(send(message(`long: ${job.size}`))), () => { events++; return false; });
     out = { state: r.state, length: r.artifact.length, answer: r.artifact === 'abc '.repeat(job.size / 4), events };
+    break;
+  }
+  case 'capped': {
+    const other = await clientFor(job.other);
+    const follow = async (c) => {
+      const r = await read(c.sendMessageStream(send(message('slow: ' + 'word '.repeat(200)))), (s) => s.taskId !== '');
+      let got;
+      try {
+        const again = await read(c.resubscribeTask({ tenant: '', id: r.taskId }), () => true);
+        got = `answered: ${JSON.stringify(again.states)}`;
+      } catch (e) {
+        got = String(e?.message ?? e);
+      }
+      try { await c.cancelTask({ tenant: '', id: r.taskId, metadata: undefined }); } catch { /* ended already */ }
+      return got;
+    };
+    out = { owner: await follow(client), other: await follow(other) };
     break;
   }
   case 'flood': {
