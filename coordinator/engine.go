@@ -301,17 +301,29 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 	return e.threads[in.ThreadID], busy, nil
 }
 
+// StartOption sets how StartContext admits a run.
+type StartOption func(*startOptions)
+
+type startOptions struct{ maxActive int }
+
+// MaxActive makes StartContext refuse the run with ErrTooManyRuns when n runs (if n is
+// positive) are active already (server.max_active_runs). The check and the run's count
+// are one step under the engine's lock: concurrent starts on any surface never admit n+1.
+func MaxActive(n int) StartOption { return func(o *startOptions) { o.maxActive = n } }
+
+func startOptionsOf(opts []StartOption) startOptions {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
 // StartContext is Start for a run whose trace parent is the span context in parent (the
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
-func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
-	return e.StartCapped(parent, in, principal, 0)
-}
-
-// StartCapped is StartContext refusing the run with ErrTooManyRuns when maxActive runs
-// (if positive) are active already. The check and the run's count are one step under the
-// engine's lock, so that concurrent starts on any surface never admit maxActive+1.
-func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, principal string, maxActive int) (*Run, error) {
+func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string, opts ...StartOption) (*Run, error) {
+	o := startOptionsOf(opts)
 	th, busy, err := e.admission(in)
 	if err != nil {
 		return nil, err
@@ -352,15 +364,13 @@ func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, pri
 		e.mu.Unlock()
 		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
-	// Every admitted start counts from here, under the lock that every other admission
-	// takes: the cap cannot be passed by starts racing each other.
-	if maxActive > 0 && e.running.Load() >= int64(maxActive) {
+	// Counted from here, under the lock of every other admission (so starts racing each
+	// other cannot pass the cap) and of Shutdown's closing (so the add precedes its Wait).
+	if o.maxActive > 0 && e.running.Load() >= int64(o.maxActive) {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("coordinator: run %q of thread %q refused: %w (%d)", in.RunID, in.ThreadID, ErrTooManyRuns, maxActive)
+		return nil, fmt.Errorf("coordinator: run %q of thread %q refused: %w (%d)", in.RunID, in.ThreadID, ErrTooManyRuns, o.maxActive)
 	}
 	e.running.Add(1)
-	// Added under the lock that Shutdown sets closing under, so that the add happens
-	// before Shutdown's Wait.
 	e.wg.Add(1)
 	r := newRun(e, in)
 	r.owner = principal
@@ -371,13 +381,7 @@ func (e *Engine) StartCapped(parent context.Context, in *agui.RunAgentInput, pri
 	e.mu.Unlock()
 
 	if err := e.persist.recordStart(ctx, r, principal, prepended); err != nil {
-		e.mu.Lock()
-		if e.active[in.ThreadID] == r {
-			delete(e.active, in.ThreadID)
-		}
-		e.mu.Unlock()
-		e.running.Add(-1)
-		e.wg.Done()
+		r.unadmit()
 		return nil, err
 	}
 	r.begun.Store(true)

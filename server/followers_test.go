@@ -119,3 +119,6 @@ func TestFollowersPerPrincipalAreCapped(t *testing.T) {
 		assert.Equal(c, http.StatusOK, again.StatusCode)
 	}, 10*time.Second, 20*time.Millisecond)
 }
+
+// uncappedFollowers counts followers with no cap per principal.
+func uncappedFollowers() *followers.Counter { return followers.New(-1) }

@@ -210,14 +210,8 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	leave, err := s.cfg.Followers.Join(who, th.ID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
-	if err != nil {
-		w.Header().Set("Retry-After", retryAfterBusy)
-		msg := "Too many streams follow this run; try again later."
-		if errors.Is(err, followers.ErrPrincipalFull) {
-			msg = "You follow too many streams at once; close some, or try again later."
-		}
-		writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", msg)
+	leave, ok := s.joinFollowers(w, who, th.ID, runID)
+	if !ok {
 		return
 	}
 	defer leave()
@@ -242,6 +236,22 @@ type frameSink interface {
 }
 
 // replay restates the stream at the client's position (or starts it) and follows the log.
+// joinFollowers counts a follower of the run for who against server.max_followers_per_run
+// and server.max_followers_per_principal, or answers 429 TOO_MANY_FOLLOWERS.
+func (s *server) joinFollowers(w http.ResponseWriter, who, threadID, runID string) (leave func(), ok bool) {
+	leave, err := s.cfg.Followers.Join(who, threadID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
+	if err == nil {
+		return leave, true
+	}
+	w.Header().Set("Retry-After", retryAfterBusy)
+	msg := "Too many streams follow this run; try again later."
+	if errors.Is(err, followers.ErrPrincipalFull) {
+		msg = "You follow too many streams at once; close some, or try again later."
+	}
+	writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", msg)
+	return nil, false
+}
+
 func (s *server) replay(ctx context.Context, sse frameSink, threadID, runID string, after int64, restarted bool, tr *openTracker) {
 	if after > 0 && !restarted {
 		if err := sse.WriteRaw(tr.restate(after)); err != nil {

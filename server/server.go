@@ -191,7 +191,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// The request's trace context (telemetry.Extract) parents the run; only the span
 	// context is kept, the run outlives the request. The engine admits it against
 	// server.max_active_runs in one step with every other start, on every surface.
-	run, err := s.cfg.Engine.StartCapped(r.Context(), in, who, s.cfg.MaxActiveRuns)
+	run, err := s.cfg.Engine.StartContext(r.Context(), in, who, coordinator.MaxActive(s.cfg.MaxActiveRuns))
 	if err != nil {
 		s.writeEngineError(w, err)
 		return

@@ -64,7 +64,7 @@ type a2aEngine struct {
 func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (a2aserver.Run, error) {
 	// The engine admits the run against server.max_active_runs in one step with every
 	// other start (AG-UI's included).
-	r, err := a.e.StartCapped(ctx, in, principal, a.maxActive)
+	r, err := a.e.StartContext(ctx, in, principal, coordinator.MaxActive(a.maxActive))
 	switch {
 	case err == nil:
 		return a2aRun{r}, nil
