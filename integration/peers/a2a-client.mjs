@@ -21,8 +21,9 @@
 //                with a task id that does not exist: {taskId, live: {...}, ended: {...},
 //                none: {...}}, each {subscribe, send, sendStream} the error message or
 //                "answered: <what it got>"
-//   long         streams "long: <job.size>": {state, length, answer, events} (answer: whether
-//                the text is "abc " repeated; events: how many the stream had)
+//   long         streams "long: <job.size>": {state, length, answer, events, ms} (answer:
+//                whether the text is "abc " repeated; events: how many the stream had; ms:
+//                how long it took)
 //   capped       the owner (job.token) streams "slow: <words>", leaves the stream once the
 //                task exists and resubscribes to it; so does job.other with a task of its
 //                own: {owner, other} each the error's message or "answered"; both tasks are
@@ -179,8 +180,9 @@ switch (job.scenario) {
   }
   case 'long': {
     let events = 0;
+    const began = Date.now();
     const r = await read(client.sendMessageStream(send(message(`long: ${job.size}`))), () => { events++; return false; });
-    out = { state: r.state, length: r.artifact.length, answer: r.artifact === 'abc '.repeat(job.size / 4), events };
+    out = { state: r.state, length: r.artifact.length, answer: r.artifact === 'abc '.repeat(job.size / 4), events, ms: Date.now() - began };
     break;
   }
   case 'capped': {
