@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -97,7 +98,7 @@ func BenchmarkAnswerCPU(b *testing.B) {
 		return
 	}
 	oldBase, oldP := startBenchCoordinator(b, old, model.URL)
-	for _, s := range strings.Split(cmpOr(os.Getenv("BATON_BENCH_BASELINE_KIB"), "8"), ",") {
+	for _, s := range strings.Split(cmp.Or(os.Getenv("BATON_BENCH_BASELINE_KIB"), "8"), ",") {
 		kib, _ := strconv.Atoi(s)
 		size := kib << 10
 		b.Run(fmt.Sprintf("%dKiB/a2a-baseline", kib), func(b *testing.B) {
@@ -105,13 +106,6 @@ func BenchmarkAnswerCPU(b *testing.B) {
 			benchAnswers(b, oldP, func() int { return a2aAnswer(b, c, size) }, size)
 		})
 	}
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // benchAnswers runs answer b.N times and reports the process's CPU per answer.
