@@ -16,6 +16,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
@@ -192,24 +193,57 @@ func (x *executor) track(id a2a.TaskID, lt *liveTask) (untrack func()) {
 
 // relayRun yields the run's events as A2A events until it ends, then the task's final
 // status; until ctx ends instead when CancelTask stopped the run (Cancel reports its end).
+// The answer's text is sent coalesced (relay.flush): the first chunk at once, then at
+// most one chunk per chunkEvery or chunkBytes, and what is left before the final status.
 func relayRun(ctx context.Context, run Run, rel *relay, yield func(a2a.Event, error) bool) {
+	var sent time.Time // when the last chunk was sent
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	armed := false
+	flush := func() bool {
+		if ev := rel.flush(); ev != nil {
+			sent = time.Now()
+			return yield(ev, nil)
+		}
+		return true
+	}
 	for {
 		_, evs, ended := run.NextFrom()
 		for _, ev := range evs {
 			for _, out := range rel.event(ev) {
-				if !yield(out, nil) {
+				if !flush() || !yield(out, nil) {
 					return
 				}
+			}
+			if rel.pending.Len() >= chunkBytes && !flush() {
+				return
 			}
 		}
 		if ended || rel.ended {
 			break
 		}
+		if rel.pending.Len() > 0 && !armed {
+			if wait := chunkEvery - time.Since(sent); wait > 0 {
+				timer.Reset(wait)
+				armed = true
+			} else if !flush() {
+				return
+			}
+		}
 		select {
 		case <-run.Wake():
+		case <-timer.C:
+			armed = false
+			if !flush() {
+				return
+			}
 		case <-ctx.Done():
 			return
 		}
+	}
+	if !flush() {
+		return
 	}
 	if rel.final == nil {
 		// Cancelled by CancelTask: Cancel reports the terminal state once the
@@ -443,13 +477,27 @@ func startError(err error) error {
 	case errors.Is(err, ErrForbidden):
 		return fmt.Errorf("%w: this conversation belongs to another user", a2a.ErrUnauthorized)
 	case errors.Is(err, ErrBusy):
-		return fmt.Errorf("%w: this conversation already has an active task, or too many runs are active; try again shortly", a2a.ErrInvalidRequest)
+		return busyError("Baton is busy: this conversation already has an active task, or too many runs are active; retry shortly.")
 	case errors.Is(err, ErrShuttingDown):
 		return fmt.Errorf("%w: Baton is shutting down; try again shortly", a2a.ErrInternalError)
 	default:
 		return fmt.Errorf("%w: the run could not start", a2a.ErrInternalError)
 	}
 }
+
+// retryAfter is the delay a busy answer suggests.
+const retryAfter = time.Second
+
+// busyError is the answer to a request refused for load: a server error (JSON-RPC -32000)
+// that says to retry, with a google.rpc.RetryInfo detail, not an invalid request, which a
+// client cannot tell from its own mistake.
+func busyError(msg string) error {
+	return a2a.NewError(a2a.ErrServerError, msg).
+		WithTypedDetails(errordetails.NewTyped(retryInfoType, map[string]any{"retryDelay": fmt.Sprintf("%ds", int(retryAfter/time.Second))}))
+}
+
+// retryInfoType is the type URL of google.rpc.RetryInfo.
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
 
 // taskMeta is the task metadata naming the thread and run, and the open questions.
 func taskMeta(threadID, runID string, open []Question) map[string]any {

@@ -2,9 +2,7 @@ package a2aserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -96,6 +94,9 @@ func (s *taskStore) readLog(ctx context.Context, rel *relay, rp *replay, threadI
 				}
 			}
 		}
+		if a := rel.flush(); a != nil {
+			rp.addArtifact(a)
+		}
 		if len(evs) < store.MaxEventsRead {
 			return after, nil
 		}
@@ -151,31 +152,6 @@ func apply(t *a2a.Task, ev *a2a.TaskStatusUpdateEvent) {
 		t.Metadata[k] = v
 	}
 	t.Status = ev.Status
-}
-
-// handler is a2asrv's request handler with SubscribeToTask extended to tasks whose
-// execution is not on this replica (elsewhere, or gone with a restart): it follows the
-// task's run in the event log.
-type handler struct {
-	a2asrv.RequestHandler
-	tasks *taskStore
-}
-
-func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		first := true
-		for ev, err := range h.RequestHandler.SubscribeToTask(ctx, req) {
-			if first && err != nil && errors.Is(err, a2a.ErrTaskNotFound) && req != nil {
-				// No execution of the task here.
-				h.tasks.follow(ctx, req.ID, yield)
-				return
-			}
-			first = false
-			if !yield(ev, err) {
-				return
-			}
-		}
-	}
 }
 
 // follow streams a task from the store: the task as it is, then its current run's

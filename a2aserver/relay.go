@@ -3,6 +3,7 @@ package a2aserver
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -29,7 +30,10 @@ type relay struct {
 	signIns bool
 
 	// answer is the artifact that carries the run's own text (not its sub-agents').
-	answer   a2a.ArtifactID
+	answer a2a.ArtifactID
+	// pending is the run's text not sent yet: text deltas are coalesced into appended
+	// artifact chunks (flush), since a2a-go copies the whole task for every artifact event.
+	pending  strings.Builder
 	messages map[string]bool // top-level assistant messages
 	sep      bool            // a message ended: the next one starts on a new paragraph
 
@@ -86,19 +90,12 @@ func (r *relay) event(ev agui.Event) []a2a.Event {
 		if !r.messages[e.MessageID] || e.Delta == "" {
 			return nil
 		}
-		delta := e.Delta
 		if r.sep {
-			delta, r.sep = "\n\n"+delta, false
+			r.pending.WriteString("\n\n")
+			r.sep = false
 		}
-		if r.answer == "" {
-			a := a2a.NewArtifactEvent(r.ec, a2a.NewTextPart(delta))
-			// One answer per run, named after it: a replica that reads the task back
-			// from the event log (follow.go) names it the same.
-			a.Artifact.ID, a.Artifact.Name = a2a.ArtifactID("answer-"+r.lt.runID), "answer"
-			r.answer = a.Artifact.ID
-			return []a2a.Event{a}
-		}
-		return []a2a.Event{a2a.NewArtifactUpdateEvent(r.ec, r.answer, a2a.NewTextPart(delta))}
+		r.pending.WriteString(e.Delta)
+		return nil
 	case *agui.Custom:
 		switch e.Name {
 		case eventFailure:
@@ -126,6 +123,32 @@ func (r *relay) event(ev agui.Event) []a2a.Event {
 		r.fail(e)
 	}
 	return nil
+}
+
+// Coalescing of the answer's text (DESIGN §9c): at most one artifact update per
+// chunkEvery or per chunkBytes of text, and every update before a status change.
+const (
+	chunkEvery = 50 * time.Millisecond
+	chunkBytes = 16 << 10
+)
+
+// flush returns the text not sent yet as one artifact event: the answer's first chunk
+// (a new artifact) or an appended one; nil when there is none.
+func (r *relay) flush() *a2a.TaskArtifactUpdateEvent {
+	if r.pending.Len() == 0 {
+		return nil
+	}
+	text := r.pending.String()
+	r.pending.Reset()
+	if r.answer == "" {
+		a := a2a.NewArtifactEvent(r.ec, a2a.NewTextPart(text))
+		// One answer per run, named after it: a replica that reads the task back from
+		// the event log (follow.go) names it the same.
+		a.Artifact.ID, a.Artifact.Name = a2a.ArtifactID("answer-"+r.lt.runID), "answer"
+		r.answer = a.Artifact.ID
+		return a
+	}
+	return a2a.NewArtifactUpdateEvent(r.ec, r.answer, a2a.NewTextPart(text))
 }
 
 // finish decides the terminal event of a run that finished.

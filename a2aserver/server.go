@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/internal/a2aqueue"
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/internal/principal"
 	"github.com/baton-dev/baton/store"
 )
@@ -83,6 +84,11 @@ type Config struct {
 	// here; a downstream cancel of another agent cannot be confirmed from here, and a
 	// CancelTask names it so at once. nil: every agent is.
 	AgentConfigured func(name string) bool
+	// Followers counts the streams each principal follows (SubscribeToTask), shared with
+	// the other surfaces of this process (server.max_followers_per_principal); nil: a
+	// counter of this server's own with the default cap. Beyond it SubscribeToTask answers
+	// a server error that says to retry.
+	Followers *followers.Counter
 	// KeepAlive is the SSE keep-alive period of streaming calls; default 15 s.
 	KeepAlive time.Duration
 	Logger    *slog.Logger
@@ -135,7 +141,10 @@ func New(cfg Config) *Server {
 		a2asrv.WithCallInterceptors(principalInterceptor{}),
 		a2asrv.WithLogger(cfg.Logger),
 	)
-	h = &handler{RequestHandler: h, tasks: s.store}
+	if cfg.Followers == nil {
+		cfg.Followers = followers.New(0)
+	}
+	h = &handler{RequestHandler: h, tasks: s.store, follows: cfg.Followers}
 	panics := a2asrv.WithTransportPanicHandler(func(r any) error {
 		cfg.Logger.Error("a2a server: panic in a streaming call", "panic", r)
 		return a2a.ErrInternalError

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -152,6 +154,15 @@ func (e *fakeEngine) Start(_ context.Context, in *agui.RunAgentInput, who string
 		r.push(&agui.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &agui.Outcome{Type: "interrupt", Interrupts: scriptedQuestions[strings.Fields(text)[0]]}})
 	case "slow":
 		// runs until stopped
+	case "long":
+		// "long N": an answer of N bytes in 4-character deltas
+		n, _ := strconv.Atoi(strings.Fields(text)[1])
+		deltas := make([]string, n/4)
+		for i := range deltas {
+			deltas[i] = "abc "
+		}
+		r.push(say("m1", deltas...)...)
+		r.push(&agui.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID})
 	}
 	return r, nil
 }
@@ -214,10 +225,16 @@ func client(t *testing.T, base, who, wire string) *a2aclient.Client {
 	t.Helper()
 	hc := &http.Client{Transport: headerTransport{who}}
 	iface := a2a.NewAgentInterface(base+PathJSONRPC, a2a.TransportProtocolJSONRPC)
-	if wire == "rest" {
+	switch wire {
+	case "rest":
 		iface = a2a.NewAgentInterface(base+PathREST, a2a.TransportProtocolHTTPJSON)
+	case "jsonrpc-v03":
+		iface = &a2a.AgentInterface{URL: base + PathJSONRPCv03, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version}
+	case "rest-v03":
+		iface = &a2a.AgentInterface{URL: base + PathRESTv03, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: a2av0.Version}
 	}
-	c, err := a2aclient.NewFromEndpoints(context.Background(), []*a2a.AgentInterface{iface}, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
+	c, err := a2aclient.NewFromEndpoints(context.Background(), []*a2a.AgentInterface{iface}, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Destroy() })
 	return c

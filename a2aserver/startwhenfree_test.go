@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/principal"
 )
 
 // busyEngine answers ErrBusy to its first busy starts, then starts a run.
@@ -70,4 +74,25 @@ func TestStartWhenFree(t *testing.T) {
 			assert.Len(t, eng.starts, 2, "no start after the caller left")
 		})
 	})
+}
+
+// A message refused for load is a server error that says to retry (JSON-RPC -32000 with
+// a RetryInfo detail; on REST the SDK's status for it), never an invalid request, which a
+// client cannot tell from its own mistake.
+func TestBusyIsServerError(t *testing.T) {
+	t.Parallel()
+	s := New(Config{Engine: &busyEngine{busy: 1 << 20}, Card: CardInfo{Name: "baton"}})
+	defer s.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
+	}))
+	defer srv.Close()
+	for _, wire := range []string{"jsonrpc", "rest"} {
+		c := client(t, srv.URL, "alice", wire)
+		_, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg("hello")})
+		require.Error(t, err, wire)
+		assert.ErrorIs(t, err, a2a.ErrServerError, wire)
+		assert.NotErrorIs(t, err, a2a.ErrInvalidRequest, wire)
+		assert.Contains(t, err.Error(), "retry", wire)
+	}
 }

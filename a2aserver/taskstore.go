@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,21 +140,29 @@ func (s *taskStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (t
 	id := req.Task.ID
 	s.mu.Lock()
 	c := s.cache[id]
-	s.mu.Unlock()
 	if c == nil || c.version != req.PrevVersion {
+		s.mu.Unlock()
 		return s.updateStored(ctx, req)
 	}
-	next := &cached{task: copyTask(req.Task), runs: addRun(c.runs, req.Task), stored: c.stored, version: c.version + 1}
-	_, chunk := req.Event.(*a2a.TaskArtifactUpdateEvent)
-	if chunk && req.Task.Status.State == c.task.Status.State && next.version&(1<<chunkBits-1) != 0 {
-		s.put(id, next)
-		return next.version, nil
+	chunk, isChunk := req.Event.(*a2a.TaskArtifactUpdateEvent)
+	if isChunk && req.Task.Status.State == c.task.Status.State && (c.version+1)&(1<<chunkBits-1) != 0 {
+		// An artifact chunk changes the task in this process only: it is applied to the
+		// cached task (its parts copied, not the whole task, which would make an answer's
+		// cost grow with the square of its length).
+		addChunk(c.task, chunk)
+		c.version++
+		v := c.version
+		s.mu.Unlock()
+		return v, nil
 	}
+	stored, runs, version := c.stored, c.runs, c.version
+	s.mu.Unlock()
+	next := &cached{task: copyTask(req.Task), runs: addRun(runs, req.Task), stored: stored, version: version + 1}
 	rec, err := record(next.task, next.runs)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.db.UpdateTask(ctx, rec, c.stored); err != nil {
+	if err := s.db.UpdateTask(ctx, rec, stored); err != nil {
 		s.drop(id)
 		if errors.Is(err, store.ErrTaskVersion) {
 			return s.cancelOver(ctx, req)
@@ -265,10 +275,12 @@ func (s *taskStore) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTa
 	}
 	s.mu.Lock()
 	c := s.cache[id]
-	s.mu.Unlock()
 	if c != nil && c.stored == rec.Version {
-		return &taskstore.StoredTask{Task: copyTask(c.task), Version: c.version, User: userName(who)}, nil
+		t, v := copyTask(c.task), c.version
+		s.mu.Unlock()
+		return &taskstore.StoredTask{Task: t, Version: v, User: userName(who)}, nil
 	}
+	s.mu.Unlock()
 	if c != nil {
 		s.drop(id) // written elsewhere since
 	}
@@ -371,6 +383,78 @@ func (s *taskStore) drop(id a2a.TaskID) {
 	s.mu.Unlock()
 }
 
+// maxParts bounds the parts of an artifact kept here: beyond it, its consecutive text
+// parts are joined into one.
+const maxParts = 64
+
+// addChunk applies an artifact event to a task as a2asrv does, copying the event's parts
+// (not the task's), and keeps the artifact within maxParts.
+func addChunk(t *a2a.Task, ev *a2a.TaskArtifactUpdateEvent) {
+	if ev.Artifact == nil {
+		return
+	}
+	parts := make([]*a2a.Part, 0, len(ev.Artifact.Parts))
+	for _, p := range ev.Artifact.Parts {
+		if p != nil {
+			c := *p
+			parts = append(parts, &c)
+		}
+	}
+	i := slices.IndexFunc(t.Artifacts, func(a *a2a.Artifact) bool { return a.ID == ev.Artifact.ID })
+	if i < 0 || !ev.Append {
+		a := *ev.Artifact
+		a.Parts = parts
+		a.Metadata = maps.Clone(ev.Artifact.Metadata)
+		if i < 0 {
+			t.Artifacts = append(t.Artifacts, &a)
+		} else {
+			t.Artifacts[i] = &a
+		}
+		return
+	}
+	a := t.Artifacts[i]
+	a.Parts = append(a.Parts, parts...)
+	if len(ev.Artifact.Metadata) > 0 {
+		if a.Metadata == nil {
+			a.Metadata = map[string]any{}
+		}
+		maps.Copy(a.Metadata, ev.Artifact.Metadata)
+	}
+	if len(a.Parts) > maxParts {
+		a.Parts = joinText(a.Parts)
+	}
+}
+
+// joinText joins the consecutive plain text parts (no file name, media type or metadata)
+// into one: the same text, in fewer parts.
+func joinText(parts []*a2a.Part) []*a2a.Part {
+	plain := func(p *a2a.Part) bool {
+		_, ok := p.Content.(a2a.Text)
+		return ok && p.Filename == "" && p.MediaType == "" && len(p.Metadata) == 0
+	}
+	out := make([]*a2a.Part, 0, len(parts))
+	var b strings.Builder
+	run := 0
+	end := func() {
+		if run > 0 {
+			out = append(out, a2a.NewTextPart(b.String()))
+		}
+		b.Reset()
+		run = 0
+	}
+	for _, p := range parts {
+		if !plain(p) {
+			end()
+			out = append(out, p)
+			continue
+		}
+		b.WriteString(p.Text())
+		run++
+	}
+	end()
+	return out
+}
+
 // ended reports whether a task in this state has no execution: final, or waiting for
 // the caller.
 func ended(st a2a.TaskState) bool {
@@ -385,6 +469,15 @@ func record(t *a2a.Task, runs []string) (*store.TaskRecord, error) {
 	c := *t
 	if !ended(t.Status.State) {
 		c.Artifacts = nil
+	}
+	if len(c.Artifacts) > 0 {
+		// The answer is kept in as few parts as it has kinds of content.
+		c.Artifacts = make([]*a2a.Artifact, len(t.Artifacts))
+		for i, a := range t.Artifacts {
+			j := *a
+			j.Parts = joinText(a.Parts)
+			c.Artifacts[i] = &j
+		}
 	}
 	if len(c.History) > maxHistory {
 		c.History = c.History[len(c.History)-maxHistory:]

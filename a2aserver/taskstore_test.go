@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,15 @@ func logTo(st store.Store, threadID, runID, who string) func(int, agui.Event) {
 			_ = st.EndRun(ctx, threadID, runID, epoch, "completed")
 		}
 	}
+}
+
+// artifactText is the text of an artifact's parts.
+func artifactText(a *a2a.Artifact) string {
+	var b strings.Builder
+	for _, p := range a.Parts {
+		b.WriteString(p.Text())
+	}
+	return b.String()
 }
 
 // replicas serves two A2A surfaces (two replicas: each its own a2asrv handler, executions
@@ -78,7 +88,7 @@ func TestTasksAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, a2a.TaskStateCompleted, got.Status.State)
 	require.Len(t, got.Artifacts, 1, "the answer, from the run's event log")
-	assert.Equal(t, "hi there", got.Artifacts[0].Parts[0].Text()+got.Artifacts[0].Parts[1].Text())
+	assert.Equal(t, "hi there", artifactText(got.Artifacts[0]))
 	list, err := onB.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: done.task.ContextID, IncludeArtifacts: true})
 	require.NoError(t, err)
 	require.Len(t, list.Tasks, 1)

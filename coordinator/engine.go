@@ -35,6 +35,9 @@ var (
 	// ErrTooManyThreads means the run would create a thread beyond the principal's cap
 	// (HTTP 429).
 	ErrTooManyThreads = errors.New("too many threads for this principal")
+	// ErrTooManyRuns means the run would go beyond the cap of active runs it was started
+	// with (server.max_active_runs; HTTP 503, retry later).
+	ErrTooManyRuns = errors.New("too many active runs")
 	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
 	// there would have no heartbeat, so its lease would lapse and another replica take it
 	// over.
@@ -302,10 +305,29 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 	return e.threads[in.ThreadID], busy, nil
 }
 
+// StartOption sets how StartContext admits a run.
+type StartOption func(*startOptions)
+
+type startOptions struct{ maxActive int }
+
+// MaxActive makes StartContext refuse the run with ErrTooManyRuns when n runs (if n is
+// positive) are active already (server.max_active_runs). The check and the run's count
+// are one step under the engine's lock: concurrent starts on any surface never admit n+1.
+func MaxActive(n int) StartOption { return func(o *startOptions) { o.maxActive = n } }
+
+func startOptionsOf(opts []StartOption) startOptions {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
 // StartContext is Start for a run whose trace parent is the span context in parent (the
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
-func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string) (*Run, error) {
+func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string, opts ...StartOption) (*Run, error) {
+	o := startOptionsOf(opts)
 	th, busy, err := admitRun(e, in, principal)
 	if err != nil {
 		return nil, err
@@ -346,6 +368,14 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		e.mu.Unlock()
 		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
+	// Counted from here, under the lock of every other admission (so starts racing each
+	// other cannot pass the cap) and of Shutdown's closing (so the add precedes its Wait).
+	if o.maxActive > 0 && e.running.Load() >= int64(o.maxActive) {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("coordinator: run %q of thread %q refused: %w (%d)", in.RunID, in.ThreadID, ErrTooManyRuns, o.maxActive)
+	}
+	e.running.Add(1)
+	e.wg.Add(1)
 	r := newRun(e, in)
 	r.owner = principal
 	r.startTrace(parent)
@@ -355,11 +385,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	e.mu.Unlock()
 
 	if err := e.persist.recordStart(ctx, r, principal, prepended); err != nil {
-		e.mu.Lock()
-		if e.active[in.ThreadID] == r {
-			delete(e.active, in.ThreadID)
-		}
-		e.mu.Unlock()
+		r.unadmit()
 		return nil, err
 	}
 	r.begun.Store(true)
@@ -370,8 +396,6 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
-	e.wg.Add(1)
-	e.running.Add(1)
 	go func() {
 		defer e.wg.Done()
 		defer e.running.Add(-1)

@@ -368,3 +368,16 @@ func newID(prefix string) string {
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
+
+// unadmit undoes the admission of a run that could not start (its start was not
+// recorded): its thread is free and it counts no more.
+func (r *Run) unadmit() {
+	e := r.e
+	e.mu.Lock()
+	if e.active[r.ThreadID] == r {
+		delete(e.active, r.ThreadID)
+	}
+	e.mu.Unlock()
+	e.running.Add(-1)
+	e.wg.Done()
+}

@@ -234,7 +234,7 @@ func boundaryConfig(llmURL string, agents ...a2aAgentYAML) string {
 
 // startCoordinatorEnv is startCoordinator with extra environment, returning the process
 // too (for its logs) and how long it took from the start to the listening line.
-func startCoordinatorEnv(t *testing.T, cfg string, env ...string) (string, *proc, time.Duration) {
+func startCoordinatorEnv(t testing.TB, cfg string, env ...string) (string, *proc, time.Duration) {
 	t.Helper()
 	bin, ok := buildBinaries(t)["coordinator"]
 	if !ok {

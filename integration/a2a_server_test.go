@@ -337,9 +337,17 @@ func TestA2AServer(t *testing.T) {
 // runA2AJSClient runs peers/a2a-client.mjs (the @a2a-js/sdk client) for one scenario.
 func runA2AJSClient(t *testing.T, base, wire, scenario string) map[string]any {
 	t.Helper()
+	return runA2AJSJob(t, map[string]any{"base": base, "wire": wire, "scenario": scenario})
+}
+
+// runA2AJSJob runs peers/a2a-client.mjs for a job with more fields than runA2AJSClient's
+// (bearer tokens, say).
+func runA2AJSJob(t *testing.T, fields map[string]any) map[string]any {
+	t.Helper()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
-	job, _ := json.Marshal(map[string]any{"base": base, "wire": wire, "scenario": scenario})
+	job, _ := json.Marshal(fields)
+	wire, scenario := fields["wire"], fields["scenario"]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "a2a-client.mjs"), string(job))

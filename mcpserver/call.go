@@ -195,6 +195,15 @@ func (c *call) start(ctx context.Context, in *agui.RunAgentInput) (Run, error) {
 	return c.s.cfg.Engine.Delegate(ctx, c.t.agent, in, c.who)
 }
 
+// Refusal is a start refused for a reason the caller can act on; Message is shown to it and
+// holds no internal detail. It wraps ErrRefused.
+type Refusal struct{ Message string }
+
+func (r *Refusal) Error() string { return r.Message }
+
+// Unwrap returns ErrRefused.
+func (r *Refusal) Unwrap() error { return ErrRefused }
+
 // startError answers a call whose run could not start.
 func (c *call) startError(err error, in *agui.RunAgentInput) (*mcp.CallToolResult, error) {
 	switch {
@@ -206,6 +215,11 @@ func (c *call) startError(err error, in *agui.RunAgentInput) (*mcp.CallToolResul
 		return errorResult(bridge.TagError, "Baton is busy (too many runs, or this conversation is running); try again shortly."), nil
 	case errors.Is(err, ErrShuttingDown):
 		return errorResult(bridge.TagError, "Baton is shutting down; try again shortly."), nil
+	case errors.Is(err, ErrRefused):
+		var r *Refusal
+		if errors.As(err, &r) {
+			return errorResult(bridge.TagError, r.Message), nil
+		}
 	}
 	c.s.cfg.Logger.Warn("mcp: a run could not start", "tool", c.t.name, "err", err)
 	return errorResult(bridge.TagError, "The run could not start."), nil

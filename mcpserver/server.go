@@ -48,6 +48,9 @@ var (
 	ErrBusy         = errors.New("mcpserver: busy")
 	ErrForbidden    = errors.New("mcpserver: forbidden")
 	ErrShuttingDown = errors.New("mcpserver: shutting down")
+	// ErrRefused is wrapped by a refusal the caller can act on (a budget spent, too deep a
+	// nesting, too many threads): the call's result says so with the error's message.
+	ErrRefused = errors.New("mcpserver: refused")
 )
 
 // Agent is a sub-agent offered as an MCP tool.

@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/followers"
 )
 
 // firstEvent reads a stream up to its first event.
@@ -71,3 +74,51 @@ func TestFollowersPerRunAreCapped(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
 }
+
+// One principal's reconnect streams are capped across its runs
+// (server.max_followers_per_principal, a count shared with the A2A surface): beyond it 429
+// TOO_MANY_FOLLOWERS that says so, and a stream that ends frees its place.
+func TestFollowersPerPrincipalAreCapped(t *testing.T) {
+	release := make(chan struct{})
+	srv, _ := newTestServer(t, blockingModel{release: release}, Config{MaxFollowersPerRun: 10, Followers: followers.New(2)})
+	defer close(release)
+	for _, th := range []string{"mine1", "mine2"} {
+		live := post(t, srv.URL+"/agui", body(th, "r1", ""))
+		defer live.Body.Close()
+		require.Equal(t, http.StatusOK, live.StatusCode)
+		require.Equal(t, "RUN_STARTED", firstEvent(t, live)["type"])
+	}
+	follow := func(th string) *http.Response {
+		resp, err := http.Get(srv.URL + "/agui/threads/" + th + "/runs/r1/events")
+		require.NoError(t, err)
+		return resp
+	}
+	first := follow("mine1")
+	require.Equal(t, http.StatusOK, first.StatusCode)
+	require.Equal(t, "RUN_STARTED", firstEvent(t, first)["type"])
+	second := follow("mine2")
+	defer second.Body.Close()
+	require.Equal(t, http.StatusOK, second.StatusCode)
+	require.Equal(t, "RUN_STARTED", firstEvent(t, second)["type"])
+
+	third := follow("mine1")
+	var e struct{ Error, Message string }
+	require.NoError(t, json.NewDecoder(third.Body).Decode(&e))
+	_ = third.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, third.StatusCode)
+	assert.Equal(t, "TOO_MANY_FOLLOWERS", e.Error)
+	assert.Contains(t, e.Message, "You follow too many streams")
+	assert.NotEmpty(t, third.Header.Get("Retry-After"))
+
+	// A stream that ends frees its place (the server sees the close when it next writes:
+	// the keep-alive, or the run's end).
+	_ = first.Body.Close()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		again := follow("mine1")
+		defer again.Body.Close()
+		assert.Equal(c, http.StatusOK, again.StatusCode)
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// uncappedFollowers counts followers with no cap per principal.
+func uncappedFollowers() *followers.Counter { return followers.New(-1) }

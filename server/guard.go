@@ -147,15 +147,3 @@ func withDefaultPort(host, scheme string) string {
 	}
 	return net.JoinHostPort(strings.Trim(host, "[]"), port)
 }
-
-// reserveRun takes one of server.max_active_runs, or reports that none is left. Runs that
-// are starting count as well as the engine's active runs, so that a burst of requests
-// cannot overshoot the cap. The caller calls the returned release once Start has returned.
-func (s *server) reserveRun() (release func(), ok bool) {
-	n := s.starting.Add(1)
-	if s.cfg.MaxActiveRuns > 0 && int64(s.cfg.Engine.Active())+n > int64(s.cfg.MaxActiveRuns) {
-		s.starting.Add(-1)
-		return nil, false
-	}
-	return func() { s.starting.Add(-1) }, true
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -108,7 +109,7 @@ func (o *openTracker) restate(id int64) []agui.RawFrame {
 }
 
 func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
-	th, _ := s.threadOf(w, r)
+	th, who := s.threadOf(w, r)
 	if th == nil {
 		return
 	}
@@ -209,10 +210,8 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	leave, ok := s.followers.join(th.ID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
+	leave, ok := s.joinFollowers(w, who, th.ID, runID)
 	if !ok {
-		w.Header().Set("Retry-After", retryAfterBusy)
-		writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", "Too many streams follow this run; try again later.")
 		return
 	}
 	defer leave()
@@ -237,6 +236,22 @@ type frameSink interface {
 }
 
 // replay restates the stream at the client's position (or starts it) and follows the log.
+// joinFollowers counts a follower of the run for who against server.max_followers_per_run
+// and server.max_followers_per_principal, or answers 429 TOO_MANY_FOLLOWERS.
+func (s *server) joinFollowers(w http.ResponseWriter, who, threadID, runID string) (leave func(), ok bool) {
+	leave, err := s.cfg.Followers.Join(who, threadID+"\x00"+runID, s.cfg.MaxFollowersPerRun)
+	if err == nil {
+		return leave, true
+	}
+	w.Header().Set("Retry-After", retryAfterBusy)
+	msg := "Too many streams follow this run; try again later."
+	if errors.Is(err, followers.ErrPrincipalFull) {
+		msg = "You follow too many streams at once; close some, or try again later."
+	}
+	writeError(w, http.StatusTooManyRequests, "TOO_MANY_FOLLOWERS", msg)
+	return nil, false
+}
+
 func (s *server) replay(ctx context.Context, sse frameSink, threadID, runID string, after int64, restarted bool, tr *openTracker) {
 	if after > 0 && !restarted {
 		if err := sse.WriteRaw(tr.restate(after)); err != nil {

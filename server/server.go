@@ -21,7 +21,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -71,6 +71,12 @@ type Config struct {
 	// (server.max_followers_per_run); beyond it GET …/events answers 429
 	// TOO_MANY_FOLLOWERS. 0 means DefaultMaxFollowersPerRun; negative means no cap.
 	MaxFollowersPerRun int
+	// Followers counts the follow streams per run and per principal
+	// (server.max_followers_per_principal), shared with the other surfaces of this process
+	// (the A2A server's SubscribeToTask); nil: a counter of this server's own with the
+	// default per-principal cap. Beyond a principal's cap GET …/events answers 429
+	// TOO_MANY_FOLLOWERS.
+	Followers *followers.Counter
 	// OIDC verifies bearer JWTs of users signed in with an OpenID provider (server.oidc),
 	// beside the static AuthTokens; nil: no OIDC.
 	OIDC TokenVerifier
@@ -96,10 +102,7 @@ type server struct {
 	tokens   [][32]byte
 	origins  map[string]struct{}
 	loopback bool
-	starting atomic.Int64
 	ready    *readiness
-	// followers counts the reconnect streams open per run (thread id, run id).
-	followers followerCount
 	// tails are the shared readers of the followed runs' event logs.
 	tails tails
 }
@@ -120,6 +123,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.MaxActiveRuns == 0 {
 		cfg.MaxActiveRuns = DefaultMaxActiveRuns
+	}
+	if cfg.Followers == nil {
+		cfg.Followers = followers.New(0)
 	}
 	if cfg.MaxFollowersPerRun == 0 {
 		cfg.MaxFollowersPerRun = DefaultMaxFollowersPerRun
@@ -192,16 +198,10 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if s.staleForward(w, r, in, who) || s.forwardResume(w, r, in, who, raw.Bytes()) {
 		return
 	}
-	release, ok := s.reserveRun()
-	if !ok {
-		w.Header().Set("Retry-After", retryAfterBusy)
-		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
-		return
-	}
 	// The request's trace context (telemetry.Extract) parents the run; only the span
-	// context is kept, the run outlives the request.
-	run, err := s.cfg.Engine.StartContext(r.Context(), in, who)
-	release()
+	// context is kept, the run outlives the request. The engine admits it against
+	// server.max_active_runs in one step with every other start, on every surface.
+	run, err := s.cfg.Engine.StartContext(r.Context(), in, who, coordinator.MaxActive(s.cfg.MaxActiveRuns))
 	if err != nil {
 		s.writeEngineError(w, err)
 		return
@@ -370,6 +370,9 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
 	case errors.Is(err, coordinator.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
+	case errors.Is(err, coordinator.ErrTooManyRuns):
+		w.Header().Set("Retry-After", retryAfterBusy)
+		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
 	case errors.Is(err, coordinator.ErrTooManyThreads):
 		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed (server.max_threads_per_principal): free some by deleting old threads (DELETE /agui/threads/{threadId}), or ask the operator to set server.thread_retention so that idle threads expire.")
 	case errors.Is(err, store.ErrUnavailable):

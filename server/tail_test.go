@@ -65,7 +65,7 @@ func TestThousandFollowersShareOneTail(t *testing.T) {
 	counting := &pageCounting{Store: st}
 	release := make(chan struct{})
 	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: release}, Store: counting})
-	srv := newServerFor(t, e, Config{MaxFollowersPerRun: -1})
+	srv := newServerFor(t, e, Config{MaxFollowersPerRun: -1, Followers: uncappedFollowers()}) // one principal: no cap per principal either
 	live := post(t, srv.URL+"/agui", body("watched", "r1", ""))
 	defer live.Body.Close()
 	require.Equal(t, http.StatusOK, live.StatusCode)

@@ -12,11 +12,12 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
+	"github.com/baton-dev/baton/internal/followers"
 )
 
 // newA2AServer returns Baton's A2A surface (a2a_server.enabled), or nil when it is off:
 // then none of its paths exists.
-func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aserver.SignIns, bearer bool, log *slog.Logger) http.Handler {
+func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aserver.SignIns, bearer bool, follows *followers.Counter, log *slog.Logger) http.Handler {
 	if !cfg.A2AServer.Enabled {
 		return nil
 	}
@@ -44,7 +45,9 @@ func newA2AServer(cfg *config.Config, engine *coordinator.Engine, signIns a2aser
 			Bearer:      bearer,
 		},
 		CancelHorizon: time.Duration(cfg.Limits.CancelHorizon),
-		SignIns:       signIns,
+		// One principal's follow streams are capped across A2A and AG-UI together.
+		Followers: follows,
+		SignIns:   signIns,
 		// A downstream cancel of an agent removed from the configuration cannot be
 		// confirmed from here (its pending record is dropped at start).
 		AgentConfigured: func(name string) bool { return agents[name] },
@@ -59,17 +62,16 @@ type a2aEngine struct {
 }
 
 func (a a2aEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (a2aserver.Run, error) {
-	if a.maxActive > 0 && a.e.Active() >= a.maxActive {
-		return nil, fmt.Errorf("%w: server.max_active_runs reached", a2aserver.ErrBusy)
-	}
-	r, err := a.e.StartContext(ctx, in, principal)
+	// The engine admits the run against server.max_active_runs in one step with every
+	// other start (AG-UI's included).
+	r, err := a.e.StartContext(ctx, in, principal, coordinator.MaxActive(a.maxActive))
 	var budget *coordinator.BudgetExceededError
 	switch {
 	case err == nil:
 		return a2aRun{r}, nil
 	case errors.As(err, &budget):
 		return nil, &a2aserver.BudgetExceededError{Message: budget.Error(), ResetsAt: budget.ResetsAt}
-	case errors.Is(err, coordinator.ErrThreadBusy):
+	case errors.Is(err, coordinator.ErrThreadBusy), errors.Is(err, coordinator.ErrTooManyRuns):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrBusy, err)
 	case errors.Is(err, coordinator.ErrForbidden):
 		return nil, fmt.Errorf("%w: %w", a2aserver.ErrForbidden, err)

@@ -30,6 +30,7 @@ import (
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
+	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/internal/redact"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/anthropic"
@@ -199,6 +200,8 @@ type app struct {
 	metrics     *metrics.Metrics
 	engine      *coordinator.Engine
 	sweeper     *server.ThreadSweeper // nil: threads are kept
+	// followers counts the follow streams of every surface (server.max_followers_per_*).
+	followers *followers.Counter
 	// servicesStopped: stopServices has run (it runs once).
 	servicesStopped bool
 
@@ -501,6 +504,7 @@ func (a *app) buildEngine() error {
 		return startFailed(err)
 	}
 	a.engine = engine
+	a.followers = followers.New(a.cfg.Server.MaxFollowersPerPrincipalOrDefault())
 	// Threads untouched past server.thread_retention go (0: kept).
 	if ret := time.Duration(a.cfg.Server.ThreadRetention); ret > 0 {
 		a.sweeper = server.NewThreadSweeper(a.st, ret, a.log)
@@ -657,8 +661,9 @@ func (a *app) serverConfig() server.Config {
 		Logger:             a.log,
 		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
 		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
+		Followers:          a.followers,
 		SignIn:             a.signIns.endpoints(a.registry, a.agents),
-		A2A:                newA2AServer(cfg, a.engine, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.log),
+		A2A:                newA2AServer(cfg, a.engine, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.followers, a.log),
 	}
 }
 

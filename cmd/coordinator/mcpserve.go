@@ -104,14 +104,19 @@ type mcpEngine struct {
 }
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
-	if m.maxActive > 0 && m.e.Active() >= m.maxActive {
-		return nil, fmt.Errorf("%w: server.max_active_runs reached", mcpserver.ErrBusy)
-	}
-	r, err := m.e.StartContext(ctx, in, principal)
+	// Admitted against server.max_active_runs in one step with every other start.
+	r, err := m.e.StartContext(ctx, in, principal, coordinator.MaxActive(m.maxActive))
+	var budget *coordinator.BudgetExceededError
 	switch {
 	case err == nil:
 		return a2aRun{r}, nil
-	case errors.Is(err, coordinator.ErrThreadBusy):
+	case errors.As(err, &budget):
+		return nil, &mcpserver.Refusal{Message: budget.Error()}
+	case errors.Is(err, coordinator.ErrTooDeep):
+		return nil, &mcpserver.Refusal{Message: "[REFUSED:max_depth] This call would nest Batons deeper than server.max_depth allows."}
+	case errors.Is(err, coordinator.ErrTooManyThreads):
+		return nil, &mcpserver.Refusal{Message: "This caller holds as many threads as server.max_threads_per_principal allows: delete old threads (DELETE /agui/threads/{threadId}) or set server.thread_retention."}
+	case errors.Is(err, coordinator.ErrThreadBusy), errors.Is(err, coordinator.ErrTooManyRuns):
 		return nil, fmt.Errorf("%w: %w", mcpserver.ErrBusy, err)
 	case errors.Is(err, coordinator.ErrForbidden):
 		return nil, fmt.Errorf("%w: %w", mcpserver.ErrForbidden, err)

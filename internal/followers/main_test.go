@@ -1,0 +1,9 @@
+package followers
+
+import (
+	"testing"
+
+	"github.com/baton-dev/baton/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
