@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
@@ -254,6 +255,8 @@ func (tc *toolCalls) mcpOptions(t *toolset, toolCallID string) (mcpclient.CallOp
 		Park:      true,
 		Principal: r.owner,
 		Progress:  progress.note,
+		// A server that is another Baton starts its run one deeper (contract §9c, §9d).
+		Meta: map[string]any{a2a.DepthKey: depthOf(r)},
 	}, progress
 }
 

@@ -43,6 +43,8 @@ type call struct {
 	park bool
 	// key is CallOptions.Key, returned to the Elicitor with in-session requests.
 	key any
+	// meta is CallOptions.Meta, sent with every send of the call.
+	meta map[string]any
 	// inputs and state go with the next send: the answers to the last
 	// input requests and the server's request state (a resumed call starts
 	// with them).
@@ -101,7 +103,7 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // newCall prepares a call of e; the caller finishes its progress token.
 func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
-	c := &call{r: r, e: e, srv: e.srv.forPrincipal(opts.Principal), args: args, park: opts.Park, key: opts.Key, logCtx: ctx}
+	c := &call{r: r, e: e, srv: e.srv.forPrincipal(opts.Principal), args: args, park: opts.Park, key: opts.Key, meta: opts.Meta, logCtx: ctx}
 	if dl, ok := ctx.Deadline(); ok {
 		c.timeout = time.Until(dl)
 	}
@@ -129,6 +131,12 @@ func decodeArgs(raw json.RawMessage) (map[string]any, *argError) {
 func (c *call) params() *mcp.CallToolParams {
 	// Fresh params for every send: go-sdk adds per-session metadata to them.
 	p := &mcp.CallToolParams{Name: c.e.ToolName, Arguments: c.args}
+	if len(c.meta) > 0 {
+		p.Meta = make(mcp.Meta, len(c.meta)+1)
+		for k, v := range c.meta {
+			p.Meta[k] = v
+		}
+	}
 	if c.token != "" {
 		p.SetProgressToken(c.token)
 	}

@@ -146,6 +146,9 @@ type CallOptions struct {
 	// Principal is on whose behalf the call runs ("" without auth): a server with
 	// Auth.PerPrincipal uses that principal's session and token.
 	Principal string
+	// Meta is sent in the call's _meta (beside the progress token): the caller's run depth
+	// (baton/depth), for a server that is another Baton.
+	Meta map[string]any
 }
 
 // Progress is one progress notification.

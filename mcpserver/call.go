@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -120,8 +121,31 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
+		if in.Depth, err = callerDepth(req); err != nil {
+			return nil, err
+		}
 		return c.run(ctx, in)
 	}
+}
+
+// depthKey is the _meta key of a calling Baton's run depth (contract §9c, §9d).
+const depthKey = "baton/depth"
+
+// maxCallerDepth bounds the depth a caller may claim.
+const maxCallerDepth = 1 << 16
+
+// callerDepth is the depth of the run a call starts: one more than the calling Baton's run
+// (its _meta baton/depth), 0 (the engine's top) for any other client.
+func callerDepth(req *mcp.CallToolRequest) (int, error) {
+	v, ok := req.Params.Meta[depthKey]
+	if !ok || v == nil {
+		return 0, nil
+	}
+	f, isNum := v.(float64)
+	if !isNum || f != math.Trunc(f) || f < 0 || f > maxCallerDepth {
+		return 0, invalidParams("_meta %q must be a whole number from 0 to %d", depthKey, maxCallerDepth)
+	}
+	return int(f) + 1, nil
 }
 
 // input is the run a call starts: a new thread with the prompt, or the resume of the
