@@ -208,6 +208,7 @@ func (c *Config) withDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.History = c.History.WithDefaults()
 	if c.Limits.MaxIterations <= 0 {
 		c.Limits.MaxIterations = DefaultMaxIterations
 	}

@@ -53,7 +53,9 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 		d := r.decide(*f)
 		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
 		traceModelRetry(span, d)
-		if d.Action != failure.ActionRetry {
+		// context_overflow is retried by the caller, with the history compacted
+		// (recoverOverflow): the same request would be refused again.
+		if d.Action != failure.ActionRetry || f.Kind == failure.KindContextOverflow {
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
 		}
 		t := time.NewTimer(d.Wait)

@@ -25,8 +25,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
@@ -556,6 +558,7 @@ func (a *app) engineConfig() coordinator.Config {
 		Lease:          time.Duration(cfg.Replication.Lease),
 		AdvertiseURL:   cfg.Replication.AdvertiseURL,
 		EventRetention: time.Duration(cfg.Server.EventRetention),
+		History:        historyOptions(cfg),
 		Guard:          guardPolicy(cfg),
 		Approvals: coordinator.ApprovalPolicy{
 			Tools:       cfg.Approvals.Tools,
@@ -588,7 +591,7 @@ func guardPolicy(cfg *config.Config) failure.GuardPolicy {
 		Agents:     failure.AccessList(cfg.Policy.Agents),
 		Tools:      failure.AccessList(cfg.Policy.Tools),
 		RateLimits: rateLimits,
-		Budget:     failure.Budget(cfg.Policy.Budget),
+		Budget:     failure.Budget{MaxToolCalls: cfg.Policy.Budget.MaxToolCalls, MaxTokens: cfg.Policy.Budget.MaxTokens},
 	}
 }
 
@@ -762,7 +765,10 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc
 			AllowedOrigins: ac.AllowedOrigins,
 			Timeout:        time.Duration(ac.Timeout),
 			CardTTL:        time.Duration(ac.CardTTL),
-		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc})
+		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc,
+			// A sub-agent's answer is kept as whole as a tool result may be (the thread and
+			// the client get it; the model reads it cut to history.max_tool_result_bytes).
+			MaxResultText: bridge.MaxToolResultText})
 		if err != nil {
 			return nil, fmt.Errorf("agents: %s: %w", ac.Name, err)
 		}
@@ -807,6 +813,18 @@ func authState(tokens []string, oidc *config.OIDC) string {
 
 // modelName is the model named on spans and metrics: the configured one, or the
 // provider's name for the scripted demo model.
+// historyOptions is the history section with the model's context window resolved:
+// llm.context_window, else the built-in table of well-known models, else a conservative
+// default (package history). keep_recent_turns: 0 means none.
+func historyOptions(cfg *config.Config) history.Options {
+	window, _ := history.Window(cfg.LLM.Model, cfg.LLM.ContextWindow)
+	keep := cfg.History.KeepRecentTurns
+	if keep == 0 {
+		keep = -1
+	}
+	return history.Options{Window: window, CompactAt: cfg.History.CompactAt, KeepRecentTurns: keep, MaxToolResultBytes: cfg.History.MaxToolResultBytes}
+}
+
 func modelName(cfg *config.Config) string {
 	if cfg.LLM.Model != "" {
 		return cfg.LLM.Model
