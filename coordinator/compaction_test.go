@@ -285,3 +285,84 @@ func TestLongConversationCompacts(t *testing.T) {
 	assert.Zero(t, refused)
 	assert.LessOrEqual(t, summaries-before, 1, "the stored compactions were replayed")
 }
+
+// overflowRig is a fake OpenAI server that refuses requests longer than window characters
+// as OpenAI does (context_length_exceeded), behind an engine that believes the window is
+// far larger: only the provider's refusal can reveal the overflow.
+func overflowRig(t *testing.T, window int, inner fakellm.Handler) (*Engine, *fakellm.Server) {
+	t.Helper()
+	srv := fakellm.Start(fakellm.WithWindow(window, inner))
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	model, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "fake-window", HTTPClient: &http.Client{Transport: tr}})
+	require.NoError(t, err)
+	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		return &a2a.Result{State: a2a.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 300)}, nil
+	}}
+	e := newEngine(t, model, agent, func(c *Config) {
+		c.Limits.MaxIterations = 100
+		c.History = history.Options{Window: 1 << 20, KeepRecentTurns: 1}.WithDefaults()
+	})
+	return e, srv
+}
+
+// TestContextOverflowCompactsAndRetries: a provider's "too long" is context_overflow; the
+// run compacts its history and asks again, once, and goes on.
+func TestContextOverflowCompactsAndRetries(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	step := 0
+	e, srv := overflowRig(t, 20000, func(req fakellm.Request) fakellm.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(req.Messages[0].Content, "You maintain the memory") {
+			return fakellm.Reply{Text: "Summary: eight research steps completed."}
+		}
+		step++
+		if step <= 8 {
+			return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call_%d", step), Name: "research", Arguments: fmt.Sprintf(`{"prompt":"step %d"}`, step)}}}
+		}
+		return fakellm.Reply{Text: "done"}
+	})
+	evs := startAndCollect(t, e, input("overflow"))
+	require.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType(), "events: %v", types(evs))
+	fails := failureValues(evs)
+	require.Len(t, fails, 1, "one context_overflow, decided once")
+	assert.Equal(t, "context_overflow", string(fails[0].Kind))
+	assert.Equal(t, "retry", string(fails[0].Action))
+	var compacted bool
+	for _, ev := range evs {
+		if a, ok := ev.(*agui.ActivitySnapshot); ok && a.ActivityType == ActivityCompaction {
+			compacted = true
+			assert.Equal(t, "context_overflow", a.Content["reason"])
+		}
+	}
+	assert.True(t, compacted)
+	var refused int
+	for _, r := range srv.Requests() {
+		if r.Chars() > 20000 {
+			refused++
+		}
+	}
+	assert.Equal(t, 1, refused, "the refused request was not sent again as it was")
+}
+
+// TestContextOverflowEndsWithClearMessage: a request that is still too long after the
+// compaction (here the user's own request, which is never summarised away) ends the run
+// with a handoff that says what to do, not a provider error.
+func TestContextOverflowEndsWithClearMessage(t *testing.T) {
+	t.Parallel()
+	e, _ := overflowRig(t, 20000, func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "never"} })
+	in := input("too-long")
+	content, _ := json.Marshal(strings.Repeat("please read all of this ", 1000))
+	in.Messages[0].Content = content
+	evs := startAndCollect(t, e, in)
+	fails := failureValues(evs)
+	require.NotEmpty(t, fails)
+	last := fails[len(fails)-1]
+	assert.Equal(t, "context_overflow", string(last.Kind))
+	assert.Equal(t, "handoff", string(last.Action))
+	assert.Contains(t, last.Explanation, "larger context window")
+	require.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType(), "a handoff, not RUN_ERROR: %v", types(evs))
+}
