@@ -32,13 +32,19 @@ var errNothingToCompact = errors.New("nothing to compact: every turn is recent o
 // errEmptySummary: the model answered the summary request without text.
 var errEmptySummary = errors.New("the model gave an empty summary")
 
+// historian bounds what a run sends the model of its history: the model's copy of tool
+// results, compaction, the recovery of context_overflow. A view of the run, kept apart from
+// Run's own methods.
+type historian struct{ r *Run }
+
 // maxSummaryBytes bounds the summary the model may write (it is asked for about 400
 // words); a longer answer is cut.
 const maxSummaryBytes = 16 << 10
 
 // modelRequest is the request of a turn: the system prompt, conv as the model reads it
 // (tool results cut to history.max_tool_result_bytes), the lessons addendum and the tools.
-func (r *Run) modelRequest(system, addendum string, tools *toolset, conv []llm.Message) *llm.Request {
+func (h historian) modelRequest(system, addendum string, tools *toolset, conv []llm.Message) *llm.Request {
+	r := h.r
 	msgs := make([]llm.Message, 0, len(conv)+1)
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
 	msgs = append(msgs, r.e.cfg.History.View(conv)...)
@@ -47,19 +53,21 @@ func (r *Run) modelRequest(system, addendum string, tools *toolset, conv []llm.M
 
 // modelCopy is a tool result as the run's history keeps it for the model: cut. The whole
 // text is in the TOOL_CALL_RESULT event, the event log and the thread.
-func (r *Run) modelCopy(text string) string {
+func (h historian) modelCopy(text string) string {
+	r := h.r
 	return history.Cut(text, r.e.cfg.History.MaxToolResultBytes)
 }
 
 // compactBefore compacts conv when the request it makes would pass history.compact_at of
 // the model's context window. A compaction that fails leaves conv as it was: the request
 // is sent, and a refusal as too long is recovered as context_overflow.
-func (r *Run) compactBefore(ctx context.Context, req *llm.Request, conv []llm.Message) ([]llm.Message, bool) {
+func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []llm.Message) ([]llm.Message, bool) {
+	r := h.r
 	opts := r.e.cfg.History
 	if history.RequestTokens(req) <= opts.Budget() {
 		return conv, false
 	}
-	out, err := r.compact(ctx, conv, "compact_at")
+	out, err := h.compact(ctx, conv, "compact_at")
 	if err != nil {
 		if !errors.Is(err, errNothingToCompact) && !r.cancelling(ctx) {
 			r.log.Warn("compaction failed; the request is sent as it is", append([]any{"err", err}, llm.LogAttrs(err)...)...)
@@ -74,13 +82,14 @@ func (r *Run) compactBefore(ctx context.Context, req *llm.Request, conv []llm.Me
 // a request still too long goes to a model with a larger window (largerWindow); otherwise
 // the policy's decision (handoff, with an explanation) ends the run as for any decided
 // failure. Any other error is returned as it is.
-func (r *Run) recoverOverflow(ctx context.Context, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
+func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
+	r := h.r
 	var de *decidedError
 	if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
 		return turnResult{}, conv, err
 	}
 	if de.d.Action == failure.ActionRetry {
-		out, cerr := r.compact(ctx, conv, string(failure.KindContextOverflow))
+		out, cerr := h.compact(ctx, conv, string(failure.KindContextOverflow))
 		if cerr != nil {
 			if r.cancelling(ctx) {
 				return turnResult{}, conv, ctx.Err()
@@ -101,7 +110,7 @@ func (r *Run) recoverOverflow(ctx context.Context, err error, conv []llm.Message
 			}
 		}
 	}
-	if turn, ok, ferr := r.largerWindow(ctx, build(conv)); ok {
+	if turn, ok, ferr := h.largerWindow(ctx, build(conv)); ok {
 		return turn, conv, ferr
 	}
 	return turnResult{}, conv, err
@@ -112,7 +121,7 @@ func (r *Run) recoverOverflow(ctx context.Context, err error, conv []llm.Message
 // DESIGN §4). The fallback chain belongs with the model calls' cost and budget accounting
 // (the llm.fallback work); until it is wired here, there is no larger model, ok is false,
 // and the run ends with the policy's handoff.
-func (r *Run) largerWindow(context.Context, *llm.Request) (turnResult, bool, error) {
+func (h historian) largerWindow(context.Context, *llm.Request) (turnResult, bool, error) {
 	return turnResult{}, false, nil
 }
 
@@ -124,7 +133,8 @@ type openWork struct {
 }
 
 // openWork lists the thread's tasks that are not finished.
-func (r *Run) openWork() openWork {
+func (h historian) openWork() openWork {
+	r := h.r
 	var w openWork
 	for id, rec := range r.e.threadTasks(r.ThreadID) {
 		if a2a.State(rec.State).Terminal() {
@@ -158,16 +168,17 @@ func (w openWork) pin(m llm.Message) bool {
 // summary, beside every message it replaced), and the run's checkpoint takes the compacted
 // history in one write: a replica that takes the run over, or a kill at any point, finds
 // either the old history or the summary, never half.
-func (r *Run) compact(ctx context.Context, conv []llm.Message, why string) ([]llm.Message, error) {
+func (h historian) compact(ctx context.Context, conv []llm.Message, why string) ([]llm.Message, error) {
+	r := h.r
 	opts := r.e.cfg.History
-	work := r.openWork()
+	work := h.openWork()
 	split, ok := history.Plan(conv, opts.KeepRecentTurns, work.pin)
 	if !ok {
 		return conv, errNothingToCompact
 	}
 	before := history.MessagesTokens(opts.View(conv))
 	step, _ := r.dur.intent(store.StepCompaction, "model", "", 1, fmt.Sprintf("%s: summarising %d of %d messages (~%d tokens)", why, len(split.Older), len(conv), before))
-	summary, err := r.summarise(ctx, split.Older)
+	summary, err := h.summarise(ctx, split.Older)
 	if err != nil {
 		outcome := store.StepError
 		if r.cancelling(ctx) {
@@ -214,11 +225,12 @@ func replacedDetail(s history.Split, before, after int) string {
 
 // summarise asks the model for the summary of older, in as many requests as the
 // transcript needs to fit the window (each folding the summary so far).
-func (r *Run) summarise(ctx context.Context, older []llm.Message) (string, error) {
+func (h historian) summarise(ctx context.Context, older []llm.Message) (string, error) {
+	r := h.r
 	opts := r.e.cfg.History
 	soFar := ""
 	for _, part := range history.SummaryRequests(older, opts.Budget(), opts.MaxToolResultBytes) {
-		text, err := r.summaryTurn(ctx, history.FoldRequest(soFar, part))
+		text, err := h.summaryTurn(ctx, history.FoldRequest(soFar, part))
 		if err != nil {
 			return "", err
 		}
@@ -233,7 +245,8 @@ func (r *Run) summarise(ctx context.Context, older []llm.Message) (string, error
 // summaryTurn makes one summary request: its text is collected (nothing is streamed to
 // the client), it is cancelled with the run, and its tokens count against the run's
 // budget like any model call's.
-func (r *Run) summaryTurn(ctx context.Context, req *llm.Request) (string, error) {
+func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, error) {
+	r := h.r
 	if err := r.dur.mayAct(ctx); err != nil {
 		return "", err
 	}

@@ -180,9 +180,10 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	}
 	// What the model is sent is bounded (design/history.md): tool results cut, and older
 	// turns summarised before the request would pass compact_at of the context window.
-	build := func(c []llm.Message) *llm.Request { return r.modelRequest(system, addendum, tools, c) }
+	h := historian{r}
+	build := func(c []llm.Message) *llm.Request { return h.modelRequest(system, addendum, tools, c) }
 	req := build(conv)
-	if out, ok := r.compactBefore(ctx, req, conv); ok {
+	if out, ok := h.compactBefore(ctx, req, conv); ok {
 		conv, req = out, build(out)
 	}
 	r.fs.Iterations++
@@ -195,7 +196,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	r.holdText = pending
 	turn, err := r.modelTurn(ctx, req)
 	if err != nil {
-		turn, conv, err = r.recoverOverflow(ctx, err, conv, build)
+		turn, conv, err = h.recoverOverflow(ctx, err, conv, build)
 	}
 	r.holdText = false
 	if err != nil {
@@ -326,7 +327,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		res := outcomes[i].ToolResult
 		results = append(results, res)
 		// The model's copy is cut; the whole result is in the TOOL_CALL_RESULT event.
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: r.modelCopy(res.Text)})
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: historian{r}.modelCopy(res.Text)})
 		if f := failure.DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}
