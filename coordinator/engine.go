@@ -35,6 +35,10 @@ var (
 	// ErrTooManyThreads means the run would create a thread beyond the principal's cap
 	// (HTTP 429).
 	ErrTooManyThreads = errors.New("too many threads for this principal")
+	// ErrThreadExpired means the thread was deleted by server.thread_retention: a new run
+	// on its id is refused rather than silently starting a conversation without its
+	// history (410 THREAD_EXPIRED).
+	ErrThreadExpired = errors.New("thread expired")
 	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
 	// there would have no heartbeat, so its lease would lapse and another replica take it
 	// over.
@@ -331,7 +335,14 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		}
 	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	prepended := e.persist.prependHistory(ctx, in)
+	prepended, stored := e.persist.prependHistory(ctx, in)
+	if !stored {
+		// No history in the store: a new thread, or one that thread_retention swept,
+		// whose id must not silently start over.
+		if err := e.persist.checkExpired(ctx, in.ThreadID, principal); err != nil {
+			return nil, err
+		}
+	}
 
 	e.mu.Lock()
 	if e.closing {

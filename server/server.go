@@ -356,6 +356,8 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
 	case errors.Is(err, coordinator.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
+	case errors.Is(err, coordinator.ErrThreadExpired):
+		writeError(w, http.StatusGone, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention); start a new thread.")
 	case errors.Is(err, coordinator.ErrTooManyThreads):
 		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed; delete one to start another.")
 	case errors.Is(err, store.ErrUnavailable):
