@@ -15,6 +15,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm"
@@ -365,4 +366,112 @@ func TestContextOverflowEndsWithClearMessage(t *testing.T) {
 	assert.Equal(t, "handoff", string(last.Action))
 	assert.Contains(t, last.Explanation, "larger context window")
 	require.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType(), "a handoff, not RUN_ERROR: %v", types(evs))
+}
+
+// storedConv reads the model history of the run's stored checkpoint (nil when none yet).
+func storedConv(t *testing.T, st store.Store, thread, run string) []llm.Message {
+	t.Helper()
+	rec, err := st.GetRun(context.Background(), thread, run)
+	require.NoError(t, err)
+	var w durable.Work
+	require.NoError(t, json.Unmarshal(rec.Work, &w))
+	var cp checkpoint
+	require.NoError(t, json.Unmarshal(w.Checkpoint, &cp))
+	if len(cp.Conv) == 0 {
+		return nil
+	}
+	var conv []llm.Message
+	require.NoError(t, json.Unmarshal(cp.Conv, &conv))
+	return conv
+}
+
+// TestCompactionIsOneWrite: while the summary is being written (a kill then would lose
+// the process), the stored checkpoint holds the whole old history; once it is written, the
+// summary with the turns kept. Never a history with turns dropped and no summary in their
+// place, nor a call without its result.
+func TestCompactionIsOneWrite(t *testing.T) {
+	t.Parallel()
+	inSummary, release := make(chan struct{}), make(chan struct{})
+	inNext, releaseNext := make(chan struct{}), make(chan struct{})
+	var once, onceNext sync.Once
+	var mu sync.Mutex
+	step, summarised := 0, false
+	model := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
+		if strings.HasPrefix(req.Messages[0].Content, "You maintain the memory") {
+			once.Do(func() { close(inSummary) })
+			<-release
+			mu.Lock()
+			summarised = true
+			mu.Unlock()
+			return []llm.Delta{{Text: "Summary: steps done."}, {Done: &llm.Completion{FinishReason: "stop"}}}
+		}
+		mu.Lock()
+		step++
+		n, after := step, summarised
+		mu.Unlock()
+		if after {
+			onceNext.Do(func() { close(inNext) })
+			<-releaseNext
+		}
+		if n <= 12 {
+			return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: fmt.Sprintf("call_%d", n), Name: "research", Arguments: fmt.Sprintf(`{"prompt":"step %d"}`, n)}},
+				{Done: &llm.Completion{FinishReason: "tool_calls"}}}
+		}
+		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+	}}
+	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, _ a2a.Observer) (*a2a.Result, error) {
+		return &a2a.Result{State: a2a.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 250)}, nil
+	}}
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e := newEngine(t, model, agent, func(c *Config) {
+		c.Store = st
+		c.Limits.MaxIterations = 100
+		c.History = history.Options{Window: windowChars / 4, KeepRecentTurns: 2}.WithDefaults()
+	})
+	run, err := e.Start(input("one-write"), "")
+	require.NoError(t, err)
+	<-inSummary
+	during := storedConv(t, st, "one-write", run.RunID)
+	require.NotEmpty(t, during)
+	for _, m := range during {
+		assert.False(t, history.IsSummary(m), "no summary is stored before it is written")
+	}
+	assert.Equal(t, "hello", during[0].Content, "the old history, whole from its start")
+	assertCallsAnswered(t, during)
+	mu.Lock()
+	calls := 0
+	for _, m := range during {
+		calls += len(m.ToolCalls)
+	}
+	assert.GreaterOrEqual(t, calls, step-1, "the completed turns are in it")
+	mu.Unlock()
+
+	close(release)
+	<-inNext
+	var after []llm.Message
+	require.Eventually(t, func() bool {
+		after = storedConv(t, st, "one-write", run.RunID)
+		return len(after) > 0 && history.IsSummary(after[0])
+	}, 10*time.Second, 5*time.Millisecond, "the compacted history is stored")
+	assert.Equal(t, "hello", after[1].Content, "the user's request is kept")
+	assertCallsAnswered(t, after)
+	close(releaseNext)
+	evs := collect(t, run)
+	require.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType())
+}
+
+// assertCallsAnswered checks that every tool result of conv follows its call.
+func assertCallsAnswered(t *testing.T, conv []llm.Message) {
+	t.Helper()
+	open := map[string]bool{}
+	for _, m := range conv {
+		for _, c := range m.ToolCalls {
+			open[c.ID] = true
+		}
+		if m.Role == llm.RoleTool {
+			assert.True(t, open[m.ToolCallID], "result of %s follows its call", m.ToolCallID)
+		}
+	}
 }
