@@ -30,7 +30,8 @@ const (
 )
 
 // WithDefaults fills the zero fields: DefaultWindow, DefaultCompactAt,
-// DefaultKeepRecentTurns (a negative KeepRecentTurns means none), DefaultMaxToolResultBytes.
+// DefaultKeepRecentTurns (a negative KeepRecentTurns means none, and stays negative, so that
+// WithDefaults may be applied again), DefaultMaxToolResultBytes.
 func (o Options) WithDefaults() Options {
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
@@ -38,11 +39,8 @@ func (o Options) WithDefaults() Options {
 	if o.CompactAt <= 0 || o.CompactAt > 1 {
 		o.CompactAt = DefaultCompactAt
 	}
-	switch {
-	case o.KeepRecentTurns == 0:
+	if o.KeepRecentTurns == 0 {
 		o.KeepRecentTurns = DefaultKeepRecentTurns
-	case o.KeepRecentTurns < 0:
-		o.KeepRecentTurns = 0
 	}
 	if o.MaxToolResultBytes <= 0 {
 		o.MaxToolResultBytes = DefaultMaxToolResultBytes

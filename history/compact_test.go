@@ -147,5 +147,6 @@ func TestEstimate(t *testing.T) {
 	o := Options{}.WithDefaults()
 	assert.Equal(t, 26214, o.Budget())
 	assert.Equal(t, 4, o.KeepRecentTurns)
-	assert.Equal(t, 0, Options{KeepRecentTurns: -1}.WithDefaults().KeepRecentTurns)
+	none := Options{KeepRecentTurns: -1}.WithDefaults()
+	assert.Equal(t, none, none.WithDefaults(), "idempotent: none stays none")
 }
