@@ -25,7 +25,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baton-dev/baton/a2a"
-	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/history"
@@ -765,10 +764,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc
 			AllowedOrigins: ac.AllowedOrigins,
 			Timeout:        time.Duration(ac.Timeout),
 			CardTTL:        time.Duration(ac.CardTTL),
-		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc,
-			// A sub-agent's answer is kept as whole as a tool result may be (the thread and
-			// the client get it; the model reads it cut to history.max_tool_result_bytes).
-			MaxResultText: bridge.MaxToolResultText})
+		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc})
 		if err != nil {
 			return nil, fmt.Errorf("agents: %s: %w", ac.Name, err)
 		}
