@@ -329,19 +329,10 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if busy {
 		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
-	if th == nil {
-		if err := e.persist.checkSuspendedOwner(ctx, in, principal); err != nil {
-			return nil, err
-		}
-	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	prepended, stored := e.persist.prependHistory(ctx, in)
-	if !stored {
-		// No history in the store: a new thread, or one that thread_retention swept,
-		// whose id must not silently start over.
-		if err := e.persist.checkExpired(ctx, in.ThreadID, principal); err != nil {
-			return nil, err
-		}
+	prepended, err := e.persist.admitHistory(ctx, in, principal, th == nil)
+	if err != nil {
+		return nil, err
 	}
 
 	e.mu.Lock()

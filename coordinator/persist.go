@@ -209,6 +209,26 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 	return len(hist), true
 }
 
+// admitHistory checks the thread's stored state before a run of principal starts (unknown:
+// this process does not remember the thread): a suspension of another principal refuses
+// it, and so does a thread id that thread_retention swept when the store holds no message
+// of it (a new thread, or an expired one, whose id must not silently start over). It then
+// prepends the stored history (prependHistory) and returns how many messages it did.
+func (p *persister) admitHistory(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) (int, error) {
+	if unknown {
+		if err := p.checkSuspendedOwner(ctx, in, principal); err != nil {
+			return 0, err
+		}
+	}
+	prepended, stored := p.prependHistory(ctx, in)
+	if !stored {
+		if err := p.checkExpired(ctx, in.ThreadID, principal); err != nil {
+			return 0, err
+		}
+	}
+	return prepended, nil
+}
+
 // checkExpired refuses a run on a thread id that server.thread_retention swept: its owner
 // gets ErrThreadExpired, another principal ErrForbidden (the id was someone else's). A
 // store error is not a refusal: the start goes on and meets the store again.
