@@ -61,8 +61,15 @@ func RefusedMaxDepth(agent string, depth, maxDepth int) string {
 // Tagged renders "[tag]\n" followed by untrusted body text.
 func Tagged(tag, body string) string { return "[" + tag + "]\n" + Untrusted(body) }
 
-// OK renders a successful MCP tool result: "[OK]\n<content>".
-func OK(content string) string { return Tagged(TagOK, content) }
+// MaxToolResultText caps the outside text of one tool result (an MCP result's content, a
+// sub-agent's answer and artifacts) as the thread keeps it and the AG-UI client receives it:
+// a bound on memory, not on the model's view, which history.max_tool_result_bytes cuts
+// much shorter (package history).
+const MaxToolResultText = 8 << 20
+
+// OK renders a successful MCP tool result: "[OK]\n<content>", the content capped at
+// MaxToolResultText.
+func OK(content string) string { return "[" + TagOK + "]\n" + UntrustedN(content, MaxToolResultText) }
 
 // Error renders a tool error reported without a retry request: "[ERROR]\n<message>".
 func Error(message string) string { return Tagged(TagError, message) }
@@ -88,7 +95,12 @@ func FromA2A(res *a2a.Result) string {
 	}
 	switch res.State {
 	case a2a.StateCompleted, a2a.StateMessage:
-		return withBody(TagCompleted, res.Text, "(the agent returned no text)")
+		out := withBody(TagCompleted, res.Text, "(the agent returned no text)")
+		if res.Omitted > 0 {
+			// The client got every byte (streamed); the result keeps a bounded part.
+			out += fmt.Sprintf("\n… (%d more bytes of artifacts were streamed to the user but not kept here)", res.Omitted)
+		}
+		return out
 	case a2a.StateFailed:
 		return withBody(TagFailed, res.Text, "(the agent gave no reason)")
 	case a2a.StateRejected:
@@ -145,7 +157,7 @@ func withBody(tag, text, empty string) string {
 	if strings.TrimSpace(text) == "" {
 		return "[" + tag + "]\n" + empty
 	}
-	return "[" + tag + "]\n" + Untrusted(text)
+	return "[" + tag + "]\n" + UntrustedN(text, MaxToolResultText)
 }
 
 // FromA2AError renders an error of a2a.Agent.Send for the model, from what the error means

@@ -42,6 +42,7 @@ func TestFromA2A(t *testing.T) {
 	}{
 		{"completed", &a2a.Result{State: a2a.StateCompleted, TaskID: "t1", Text: "the answer"}, "[COMPLETED]\nthe answer"},
 		{"completed without text", &a2a.Result{State: a2a.StateCompleted, TaskID: "t1"}, "[COMPLETED]\n(the agent returned no text)"},
+		{"completed with artifacts not kept", &a2a.Result{State: a2a.StateCompleted, TaskID: "t1", Text: "part", Omitted: 42}, "[COMPLETED]\npart\n… (42 more bytes of artifacts were streamed to the user but not kept here)"},
 		{"message reply", &a2a.Result{State: a2a.StateMessage, Text: "echo"}, "[COMPLETED]\necho"},
 		{"failed", &a2a.Result{State: a2a.StateFailed, TaskID: "t1", Text: "boom"}, "[FAILED]\nboom"},
 		{"failed without reason", &a2a.Result{State: a2a.StateFailed, TaskID: "t1"}, "[FAILED]\n(the agent gave no reason)"},
@@ -343,4 +344,15 @@ func TestTaggedHelpers(t *testing.T) {
 		assertOnlyFirstLineTagged(t, tc.out)
 	}
 	assert.Equal(t, "[OK]\n{\"a\":1}", OK(`{"a":1}`))
+}
+
+// TestToolResultBodiesAreKeptWhole: a tool result's outside text is capped at
+// MaxToolResultText (memory), not at the model's share: the model's cut is history's.
+func TestToolResultBodiesAreKeptWhole(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 5<<20)
+	assert.Equal(t, "[COMPLETED]\n"+big, FromA2A(&a2a.Result{State: a2a.StateCompleted, Text: big}))
+	assert.Equal(t, "[OK]\n"+big, OK(big))
+	huge := strings.Repeat("y", MaxToolResultText+10)
+	assert.True(t, strings.HasSuffix(OK(huge), "… (truncated 10 bytes)"))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/spend"
@@ -132,6 +133,10 @@ type Config struct {
 	// Loop sets the loop detector's thresholds and the stall detection; the zero value
 	// means the defaults (DefaultLoopSoft, DefaultLoopHard, DefaultStallTurns).
 	Loop failure.LoopConfig
+	// History bounds what the model is sent of a long thread (the history section and the
+	// model's context window, DESIGN §4): tool results cut, older turns compacted. The zero
+	// value means history's defaults (history.Options.WithDefaults).
+	History history.Options
 	// StreamBufferBytes bounds the events held in memory for a run's live client (server.
 	// stream_buffer_bytes); a client that falls further behind reads from the event log.
 	// 0 means DefaultStreamBufferBytes.

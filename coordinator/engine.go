@@ -38,6 +38,10 @@ var (
 	// ErrTooManyRuns means the run would go beyond the cap of active runs it was started
 	// with (server.max_active_runs; HTTP 503, retry later).
 	ErrTooManyRuns = errors.New("too many active runs")
+	// ErrThreadExpired means the thread was deleted by server.thread_retention: a new run
+	// on its id is refused rather than silently starting a conversation without its
+	// history (410 THREAD_EXPIRED).
+	ErrThreadExpired = errors.New("thread expired")
 	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
 	// there would have no heartbeat, so its lease would lapse and another replica take it
 	// over.
@@ -215,6 +219,7 @@ func (c *Config) withDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.History = c.History.WithDefaults()
 	if c.Limits.MaxIterations <= 0 {
 		c.Limits.MaxIterations = DefaultMaxIterations
 	}
@@ -350,13 +355,11 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 	if busy {
 		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
-	if th == nil {
-		if err := e.persist.checkSuspendedOwner(ctx, in, principal); err != nil {
-			return nil, err
-		}
-	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	prepended := e.persist.prependHistory(ctx, in)
+	prepended, err := e.persist.admitHistory(ctx, in, principal, th == nil)
+	if err != nil {
+		return nil, err
+	}
 
 	e.mu.Lock()
 	if e.closing {

@@ -54,8 +54,11 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 		d := r.decide(*f)
 		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
 		traceModelRetry(span, d)
-		if d.Action != failure.ActionRetry {
-			if r.meter().fallback(span, *f) {
+		// context_overflow is retried by the caller, with the history compacted
+		// (recoverOverflow): the same request would be refused again. Any other failure
+		// the policy does not retry goes to the next model of the fallback chain, if any.
+		if d.Action != failure.ActionRetry || f.Kind == failure.KindContextOverflow {
+			if f.Kind != failure.KindContextOverflow && r.meter().fallback(span, *f) {
 				continue
 			}
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}

@@ -170,19 +170,23 @@ func (p *persister) stopElsewhere(ctx context.Context, threadID, runID string) e
 // default) is recognised by a message id the store already has, and its input is left as
 // it is: the store deduplicates by id when the run's messages are saved. Resume runs and
 // runs without messages are left alone (their history is the suspension's). It returns
-// how many messages it prepended.
-func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) int {
+// how many messages it prepended, and whether the thread may have a history in the store
+// (false: it had no message, or the run brought none and is no resume).
+func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) (int, bool) {
 	e := p.e
-	if len(in.Messages) == 0 || len(in.Resume) > 0 {
-		return 0
+	if len(in.Resume) > 0 {
+		return 0, true
+	}
+	if len(in.Messages) == 0 {
+		return 0, false
 	}
 	stored, err := e.cfg.Store.LoadMessages(ctx, in.ThreadID)
 	if err != nil {
 		e.log.Warn("store: load thread messages; the run sees only the messages it was sent", "thread_id", in.ThreadID, "err", err)
-		return 0
+		return 0, true
 	}
 	if len(stored) == 0 {
-		return 0
+		return 0, false
 	}
 	known := make(map[string]bool, len(stored))
 	for _, m := range stored {
@@ -190,7 +194,7 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 	}
 	for _, m := range in.Messages {
 		if known[m.ID] {
-			return 0
+			return 0, true
 		}
 	}
 	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
@@ -202,7 +206,41 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 		hist = append(hist, msg)
 	}
 	in.Messages = append(hist, in.Messages...)
-	return len(hist)
+	return len(hist), true
+}
+
+// admitHistory checks the thread's stored state before a run of principal starts (unknown:
+// this process does not remember the thread): a suspension of another principal refuses
+// it, and so does a thread id that thread_retention swept when the store holds no message
+// of it (a new thread, or an expired one, whose id must not silently start over). It then
+// prepends the stored history (prependHistory) and returns how many messages it did.
+func (p *persister) admitHistory(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) (int, error) {
+	if unknown {
+		if err := p.checkSuspendedOwner(ctx, in, principal); err != nil {
+			return 0, err
+		}
+	}
+	prepended, stored := p.prependHistory(ctx, in)
+	if !stored {
+		if err := p.checkExpired(ctx, in.ThreadID, principal); err != nil {
+			return 0, err
+		}
+	}
+	return prepended, nil
+}
+
+// checkExpired refuses a run on a thread id that server.thread_retention swept: its owner
+// gets ErrThreadExpired, another principal ErrForbidden (the id was someone else's). A
+// store error is not a refusal: the start goes on and meets the store again.
+func (p *persister) checkExpired(ctx context.Context, threadID, principal string) error {
+	owner, expired, err := p.e.cfg.Store.ExpiredThread(ctx, threadID)
+	switch {
+	case err != nil || !expired:
+		return nil
+	case owner != principal:
+		return ErrForbidden
+	}
+	return ErrThreadExpired
 }
 
 // checkSuspendedOwner refuses principal a thread this process does not know (after a

@@ -85,7 +85,8 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
 		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
-	conv = fromAGUI(r.in.Messages)
+	// The thread's compactions are replayed: the model goes on reading their summaries.
+	conv = applyCompactions(fromAGUI(r.in.Messages), r.in.Messages)
 
 	switch {
 	case inFlight:
@@ -178,8 +179,16 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	if err != nil {
 		r.log.Error("render lessons", "err", err)
 	}
-	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: system}}, conv...)
-	req := &llm.Request{Messages: failure.WithAddendum(msgs, withNotes(addendum, r.meter().takeBudgetNotes())), Tools: tools.llm}
+	// What the model is sent is bounded (design/history.md): tool results cut, and older
+	// turns summarised before the request would pass compact_at of the context window.
+	// A budget warning goes into this turn's addendum once (design/spend.md).
+	addendum = withNotes(addendum, r.meter().takeBudgetNotes())
+	h := historian{r}
+	build := func(c []llm.Message) *llm.Request { return h.modelRequest(system, addendum, tools, c) }
+	req := build(conv)
+	if out, ok := h.compactBefore(ctx, req, conv); ok {
+		conv, req = out, build(out)
+	}
 	r.fs.Iterations++
 	// Tool work is pending only for the turn right after a round of refused calls, whose
 	// text is held back until the turn is complete: a text-only reply is then no_progress
@@ -189,6 +198,9 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	r.workRefused = false
 	r.holdText = pending
 	turn, err := r.modelTurn(ctx, req)
+	if err != nil {
+		turn, conv, err = h.recoverOverflow(ctx, err, conv, build)
+	}
 	r.holdText = false
 	if err != nil {
 		return conv, nil, true, r.modelFailed(ctx, conv, err)
@@ -314,7 +326,8 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		}
 		res := outcomes[i].ToolResult
 		results = append(results, res)
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: res.Text})
+		// The model's copy is cut; the whole result is in the TOOL_CALL_RESULT event.
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: historian{r}.modelCopy(res.Text)})
 		if f := failure.DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}

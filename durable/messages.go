@@ -25,6 +25,10 @@ type builtMessage struct {
 
 type callOwner struct{ call, msg string }
 
+// activityCompaction is the activityType of a compaction's ACTIVITY_SNAPSHOT, which the
+// thread keeps as a message (design/history.md).
+const activityCompaction = "compaction"
+
 // maxMessageBytes bounds the text collected per message.
 const maxMessageBytes = 1 << 20
 
@@ -96,6 +100,14 @@ func (b *messageBuilder) add(ev agui.Event) {
 					m.ToolCalls[i].Function.Arguments += v.Delta
 				}
 			}
+		}
+	case *agui.ActivitySnapshot:
+		// A compaction's summary is the thread's too, marked as such (an activity message
+		// beside the messages it replaced, which the thread keeps).
+		if v.ActivityType == activityCompaction && v.SubagentRunID == "" {
+			m := b.msg(v.MessageID, agui.RoleActivity)
+			m.ActivityType = v.ActivityType
+			m.Content, _ = json.Marshal(v.Content)
 		}
 	case *agui.ToolCallResult:
 		if v.SubagentRunID == "" {

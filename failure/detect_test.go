@@ -243,7 +243,7 @@ func TestClassifyCompletion(t *testing.T) {
 func TestKindsAreClosed(t *testing.T) {
 	t.Parallel()
 	kinds := Kinds()
-	assert.Len(t, kinds, 11)
+	assert.Len(t, kinds, 12)
 	seen := map[Kind]bool{}
 	for _, k := range kinds {
 		assert.True(t, k.Valid())

@@ -46,6 +46,8 @@ const (
 	KindCapabilityGap Kind = "capability_gap"
 	// KindPolicyViolation: a denied agent or tool, a rate limit, a budget.
 	KindPolicyViolation Kind = "policy_violation"
+	// KindContextOverflow: the model refused the request as longer than its context window.
+	KindContextOverflow Kind = "context_overflow"
 	// KindAmbiguousInput: the request is underspecified.
 	KindAmbiguousInput Kind = "ambiguous_input"
 	// KindIterationLimit: limits.max_iterations was reached.
@@ -59,7 +61,7 @@ func Kinds() []Kind {
 	return []Kind{
 		KindTransientProvider, KindOutputTruncated, KindOutputRefused, KindToolError,
 		KindNoProgress, KindLoopDetected, KindCapabilityGap, KindPolicyViolation,
-		KindAmbiguousInput, KindIterationLimit, KindTimeLimit,
+		KindContextOverflow, KindAmbiguousInput, KindIterationLimit, KindTimeLimit,
 	}
 }
 
@@ -150,6 +152,9 @@ func ClassifyModelError(err error) *Failure {
 	}
 	var le *llm.Error
 	if errors.As(err, &le) {
+		if le.Kind == llm.ErrContextOverflow {
+			return contextOverflow(err)
+		}
 		if !le.Transient() {
 			return nil
 		}

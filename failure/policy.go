@@ -59,6 +59,8 @@ func (p *DefaultPolicy) RetryBudget(kind Kind) int {
 		return 1
 	case KindToolError:
 		return 2
+	case KindContextOverflow:
+		return 1
 	}
 	return 0
 }
@@ -128,6 +130,8 @@ func (p *DefaultPolicy) Decide(f Failure, st *State) Decision {
 			return d
 		}
 		return p.escalate(f, st, d)
+	case KindContextOverflow:
+		return decideOverflow(p, f, st, d)
 	case KindNoProgress:
 		return p.escalate(f, st, d)
 	case KindLoopDetected, KindAmbiguousInput, KindIterationLimit, KindTimeLimit:

@@ -69,7 +69,7 @@ func TestBackoffRandomJitterStaysInRange(t *testing.T) {
 
 func TestRetryBudget(t *testing.T) {
 	t.Parallel()
-	want := map[Kind]int{KindTransientProvider: 3, KindOutputTruncated: 1, KindToolError: 2}
+	want := map[Kind]int{KindTransientProvider: 3, KindOutputTruncated: 1, KindToolError: 2, KindContextOverflow: 1}
 	var p DefaultPolicy
 	for _, k := range Kinds() {
 		assert.Equal(t, want[k], p.RetryBudget(k), k)
@@ -179,6 +179,7 @@ func TestEscalationOrder(t *testing.T) {
 		KindOutputRefused:     {H, H, H, H, H},
 		KindCapabilityGap:     {H, H, H, H, H},
 		KindPolicyViolation:   {H, H, H, H, H},
+		KindContextOverflow:   {R, H, H, H, H},
 	}
 	require.Len(t, want, len(Kinds()), "every kind has its escalation pinned")
 	for _, k := range Kinds() {

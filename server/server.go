@@ -373,6 +373,8 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 	case errors.Is(err, coordinator.ErrTooManyRuns):
 		w.Header().Set("Retry-After", retryAfterBusy)
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
+	case errors.Is(err, coordinator.ErrThreadExpired):
+		writeError(w, http.StatusGone, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention); start a new thread.")
 	case errors.Is(err, coordinator.ErrTooManyThreads):
 		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed (server.max_threads_per_principal): free some by deleting old threads (DELETE /agui/threads/{threadId}), or ask the operator to set server.thread_retention so that idle threads expire.")
 	case errors.Is(err, store.ErrUnavailable):

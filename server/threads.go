@@ -59,6 +59,12 @@ func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	th, err := s.cfg.Engine.Store().GetThread(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		if owner, expired, xerr := s.cfg.Engine.Store().ExpiredThread(ctx, id); xerr == nil && expired && owner == who {
+			writeError(w, http.StatusNotFound, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention).")
+			return nil, ""
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Owner != who) {
 		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
 		return nil, ""

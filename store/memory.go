@@ -44,7 +44,7 @@ func newMemory() *memory {
 	return &memory{
 		memState:       st,
 		memSuspensions: memSuspensions{st},
-		memThreads:     memThreads{memState: st, perOwner: map[string]int{}},
+		memThreads:     memThreads{memState: st, perOwner: map[string]int{}, swept: map[string]string{}},
 		memRuns:        memRuns{memState: st},
 		memJournal:     memJournal{st},
 		memSecrets:     memSecrets{memState: st},

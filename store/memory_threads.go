@@ -13,6 +13,8 @@ type memThreads struct {
 	*memState
 	// perOwner counts the claimed threads of each owner (ClaimThreadCapped's cap).
 	perOwner map[string]int
+	// swept holds the owner of each thread SweepThreads deleted (ExpiredThread).
+	swept map[string]string
 }
 
 func (m *memThreads) SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
@@ -41,6 +43,7 @@ func (m *memThreads) SweepThreads(ctx context.Context, cutoff time.Time, limit i
 		due = due[:limit]
 	}
 	for _, th := range due {
+		m.swept[th.t.ID] = th.t.Owner
 		m.deleteThread(th.t.ID)
 	}
 	return int64(len(due)), nil
@@ -291,4 +294,13 @@ func (m *memThreads) LoadMessages(ctx context.Context, threadID string) ([]Messa
 		}
 	}
 	return out, nil
+}
+
+func (m *memThreads) ExpiredThread(ctx context.Context, threadID string) (string, bool, error) {
+	if err := m.begin(ctx); err != nil {
+		return "", false, err
+	}
+	defer m.mu.Unlock()
+	owner, ok := m.swept[threadID]
+	return owner, ok, nil
 }

@@ -106,6 +106,15 @@ const schemaSecrets = `CREATE TABLE secrets (
 // owner.
 const schemaThreadsUpdated = `CREATE INDEX threads_updated ON threads (updated_at);`
 
+// schemaTombstones keeps one small row per thread id that SweepThreads deleted
+// (ExpiredThread): its owner and when. Kept for good: a few dozen bytes per swept thread,
+// against a client that would otherwise start over silently on an expired id.
+const schemaTombstones = `CREATE TABLE thread_tombstones (
+	thread_id TEXT PRIMARY KEY,
+	owner     TEXT NOT NULL,
+	swept_at  BIGINT NOT NULL
+);`
+
 // migrations are the SQLite schema changes, in order; migrations[i] brings the schema from
 // version i to i+1. Append only: a released migration is never edited, since databases in
 // the field already ran it.
@@ -154,6 +163,8 @@ var migrations = []string{
 	schemaPrincipalThreadsSQLite,
 	// 14: the spend ledger (principals' days, threads).
 	schemaSpend,
+	// 15: tombstones of threads swept by server.thread_retention.
+	schemaTombstones,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -203,6 +214,8 @@ var pgMigrations = []string{
 	schemaPrincipalThreadsPostgres,
 	// 14: the spend ledger (principals' days, threads).
 	schemaSpend,
+	// 15: tombstones of threads swept by server.thread_retention.
+	schemaTombstones,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -52,6 +52,9 @@ type Threads interface {
 	// the expiry sweep or an explicit delete, never dropped). Of replicas sweeping at once
 	// only one does (the others return 0).
 	SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	// ExpiredThread reports whether SweepThreads deleted the thread (a tombstone is kept
+	// per swept thread id: its owner and when; DeleteThread keeps none), and whose it was.
+	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
 }
 
 // ErrTooManyThreads is returned by ClaimThreadCapped and StartRun when the owner has the

@@ -126,6 +126,13 @@ func (s sqlThreads) SweepThreads(ctx context.Context, cutoff time.Time, limit in
 			if err != nil {
 				return err
 			}
+			// The tombstone in the same transaction: a client coming back with the id is
+			// told the thread expired (THREAD_EXPIRED), never silently given a new one.
+			if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO thread_tombstones (thread_id, owner, swept_at)
+				SELECT thread_id, owner, $2 FROM threads WHERE thread_id = $1 ON CONFLICT (thread_id) DO NOTHING`),
+				id, time.Now().UnixNano()); err != nil {
+				return err
+			}
 			if err := s.deleteThreadRows(ctx, tx, id); err != nil {
 				return err
 			}
@@ -425,4 +432,19 @@ func (s sqlThreads) LoadMessages(ctx context.Context, threadID string) (_ []Mess
 		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
 	}
 	return out, nil
+}
+
+func (s sqlThreads) ExpiredThread(ctx context.Context, threadID string) (string, bool, error) {
+	if err := s.check(); err != nil {
+		return "", false, err
+	}
+	var owner string
+	err := s.queryRow(ctx, s.d.q(`SELECT owner FROM thread_tombstones WHERE thread_id = $1`), threadID).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("store: thread %q: %w", threadID, err)
+	}
+	return owner, true, nil
 }

@@ -164,10 +164,25 @@ func TestSweepThreads(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, evs, 1)
 
+		// A swept thread leaves a tombstone with its owner; a kept one, a deleted one and an
+		// unknown one have none.
+		for _, id := range []string{"idle", "idle2"} {
+			owner, expired, err := s.ExpiredThread(ctx, id)
+			require.NoError(t, err)
+			assert.True(t, expired, id)
+			assert.Equal(t, "alice", owner, id)
+		}
+		require.NoError(t, s.DeleteThread(ctx, "new"))
+		for _, id := range []string{"running", "new", "never"} {
+			_, expired, err := s.ExpiredThread(ctx, id)
+			require.NoError(t, err)
+			assert.False(t, expired, id)
+		}
+
 		// A swept thread frees its owner's place under the cap.
 		_, err = s.ClaimThreadCapped(ctx, "after", "alice", "", 5)
 		require.NoError(t, err)
-		_, err = s.ClaimThreadCapped(ctx, "over", "alice", "", 5)
+		_, err = s.ClaimThreadCapped(ctx, "over", "alice", "", 4)
 		require.ErrorIs(t, err, ErrTooManyThreads)
 	})
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/demomcp"
@@ -597,6 +598,7 @@ func (a *app) engineConfig() coordinator.Config {
 		Lease:          time.Duration(cfg.Replication.Lease),
 		AdvertiseURL:   cfg.Replication.AdvertiseURL,
 		EventRetention: time.Duration(cfg.Server.EventRetention),
+		History:        historyOptions(cfg),
 		Guard:          guardPolicy(cfg),
 		Approvals: coordinator.ApprovalPolicy{
 			Tools:       cfg.Approvals.Tools,
@@ -916,6 +918,18 @@ func authState(tokens []string, oidc *config.OIDC) string {
 
 // modelName is the model named on spans and metrics: the configured one, or the
 // provider's name for the scripted demo model.
+// historyOptions is the history section with the model's context window resolved:
+// llm.context_window, else the built-in table of well-known models, else a conservative
+// default (package history). keep_recent_turns: 0 means none.
+func historyOptions(cfg *config.Config) history.Options {
+	window, _ := history.Window(cfg.LLM.Model, cfg.LLM.ContextWindow)
+	keep := cfg.History.KeepRecentTurns
+	if keep == 0 {
+		keep = -1
+	}
+	return history.Options{Window: window, CompactAt: cfg.History.CompactAt, KeepRecentTurns: keep, MaxToolResultBytes: cfg.History.MaxToolResultBytes}
+}
+
 func modelName(cfg *config.Config) string {
 	if cfg.LLM.Model != "" {
 		return cfg.LLM.Model

@@ -388,7 +388,7 @@ func classifyError(err error) *llm.Error {
 			// An error event inside a 200 stream (e.g. overloaded_error).
 			return &llm.Error{Kind: streamErrorKind(string(apiErr.Type())), Message: "the model provider reported an error mid-stream", Err: err}
 		}
-		return llm.NewHTTPError(status, h, apiErr.Message, err)
+		return llm.AsContextOverflow(llm.NewHTTPError(status, h, apiErr.Message, err), string(apiErr.ErrorCode()), apiErr.Message)
 	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError

@@ -309,6 +309,10 @@ func TestHTTPErrors(t *testing.T) {
 			f: &fakeAPI{status: 401, body: errBody("authentication_error", "invalid x-api-key sk-ant-secret")},
 		},
 		{
+			name: "400 prompt is too long is context_overflow", kind: llm.ErrContextOverflow, status: 400, notInMsg: "210000",
+			f: &fakeAPI{status: 400, body: errBody("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")},
+		},
+		{
 			name: "400", kind: llm.ErrBadRequest, status: 400,
 			f: &fakeAPI{status: 400, body: errBody("invalid_request_error", "bad")},
 		},

@@ -281,7 +281,7 @@ func classifyError(err error) *llm.Error {
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		return llm.NewHTTPError(apiErr.StatusCode, h, apiErr.Message, err)
+		return llm.AsContextOverflow(llm.NewHTTPError(apiErr.StatusCode, h, apiErr.Message, err), apiErr.Code, apiErr.Message)
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {

@@ -297,6 +297,12 @@ func TestStreamHTTPErrors(t *testing.T) {
 			kind:  llm.ErrAuth,
 		},
 		{
+			name:     "400 context_length_exceeded is context_overflow",
+			reply:    fakellm.TooLong(8192, 9000),
+			kind:     llm.ErrContextOverflow,
+			notInMsg: "9000",
+		},
+		{
 			name:      "400 keeps the provider detail",
 			reply:     fakellm.Reply{Status: 400, Text: "context length exceeded"},
 			kind:      llm.ErrBadRequest,

@@ -33,6 +33,8 @@ type Reply struct {
 	Refusal      string
 	// Status other than 0 or 200 makes an error response with a JSON error body.
 	Status int
+	// Code is the error body's "code" (e.g. "context_length_exceeded"); "" sends null.
+	Code string
 	// Header is added to the response (e.g. Retry-After).
 	Header http.Header
 	// Delay is slept before an error or non-streaming response, and, when
@@ -268,7 +270,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if msg == "" {
 			msg = http.StatusText(rep.Status)
 		}
-		writeError(w, rep.Status, errorType(rep.Status), msg)
+		writeErrorCode(w, rep.Status, errorType(rep.Status), msg, rep.Code)
 		return
 	}
 	rep.ToolCalls = append([]llm.ToolCall(nil), rep.ToolCalls...)
@@ -466,8 +468,16 @@ func errorType(status int) string {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeErrorCode(w, status, typ, msg, "")
+}
+
+func writeErrorCode(w http.ResponseWriter, status int, typ, msg, code string) {
+	var c any
+	if code != "" {
+		c = code
+	}
 	writeJSON(w, status, map[string]any{
-		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil},
+		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c},
 	})
 }
 

@@ -1,0 +1,296 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/history"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// What the model is sent of a long thread (design/history.md): package history decides
+// (the cut, the window, where to cut the conversation); here the run asks the model for the
+// summary, journals the step, shows it and keeps it.
+
+// ActivityCompaction is the activityType of the ACTIVITY_SNAPSHOT that shows a compaction
+// (DESIGN §7); the thread keeps it as an activity message whose content is a
+// history.Record plus figures for people.
+const ActivityCompaction = "compaction"
+
+// errNothingToCompact: every older turn is kept (recent, or pinned as open work).
+var errNothingToCompact = errors.New("nothing to compact: every turn is recent or holds open work")
+
+// errEmptySummary: the model answered the summary request without text.
+var errEmptySummary = errors.New("the model gave an empty summary")
+
+// historian bounds what a run sends the model of its history: the model's copy of tool
+// results, compaction, the recovery of context_overflow. A view of the run, kept apart from
+// Run's own methods.
+type historian struct{ r *Run }
+
+// maxSummaryBytes bounds the summary the model may write (it is asked for about 400
+// words); a longer answer is cut.
+const maxSummaryBytes = 16 << 10
+
+// modelRequest is the request of a turn: the system prompt, conv as the model reads it
+// (tool results cut to history.max_tool_result_bytes), the lessons addendum and the tools.
+func (h historian) modelRequest(system, addendum string, tools *toolset, conv []llm.Message) *llm.Request {
+	r := h.r
+	msgs := make([]llm.Message, 0, len(conv)+1)
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
+	msgs = append(msgs, r.e.cfg.History.View(conv)...)
+	return &llm.Request{Messages: failure.WithAddendum(msgs, addendum), Tools: tools.llm}
+}
+
+// modelCopy is a tool result as the run's history keeps it for the model: cut. The whole
+// text is in the TOOL_CALL_RESULT event, the event log and the thread.
+func (h historian) modelCopy(text string) string {
+	r := h.r
+	return history.Cut(text, r.e.cfg.History.MaxToolResultBytes)
+}
+
+// compactBefore compacts conv when the request it makes would pass history.compact_at of
+// the model's context window. A compaction that fails leaves conv as it was: the request
+// is sent, and a refusal as too long is recovered as context_overflow.
+func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []llm.Message) ([]llm.Message, bool) {
+	r := h.r
+	opts := r.e.cfg.History
+	if history.RequestTokens(req) <= opts.Budget() {
+		return conv, false
+	}
+	out, err := h.compact(ctx, conv, "compact_at")
+	if err != nil {
+		if !errors.Is(err, errNothingToCompact) && !r.cancelling(ctx) {
+			r.log.Warn("compaction failed; the request is sent as it is", append([]any{"err", err}, llm.LogAttrs(err)...)...)
+		}
+		return conv, false
+	}
+	return out, true
+}
+
+// recoverOverflow is the recovery of context_overflow (DESIGN §6) after a turn failed
+// with err: when the policy retries, the history is compacted and the turn asked once more;
+// a request still too long goes to a model with a larger window (largerWindow); otherwise
+// the policy's decision (handoff, with an explanation) ends the run as for any decided
+// failure. Any other error is returned as it is.
+func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
+	r := h.r
+	var de *decidedError
+	if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
+		return turnResult{}, conv, err
+	}
+	if de.d.Action == failure.ActionRetry {
+		out, cerr := h.compact(ctx, conv, string(failure.KindContextOverflow))
+		if cerr != nil {
+			if r.cancelling(ctx) {
+				return turnResult{}, conv, ctx.Err()
+			}
+			r.log.Warn("compaction after context_overflow failed", "err", cerr)
+			// Nothing shorter to send: the policy decides again (its budget is spent).
+			d := r.decide(de.f)
+			err = &decidedError{d: d, f: de.f, err: de.err}
+		} else {
+			conv = out
+			turn, terr := r.modelTurn(ctx, build(conv))
+			if terr == nil {
+				return turn, conv, nil
+			}
+			err = terr
+			if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
+				return turnResult{}, conv, err
+			}
+		}
+	}
+	if turn, ok, ferr := h.largerWindow(ctx, build(conv)); ok {
+		return turn, conv, ferr
+	}
+	return turnResult{}, conv, err
+}
+
+// largerWindow is where a model with a larger context window takes a request this model
+// refused as too long even after compaction (llm.fallback: "then only larger windows",
+// DESIGN §4). The fallback chain belongs with the model calls' cost and budget accounting
+// (the llm.fallback work); until it is wired here, there is no larger model, ok is false,
+// and the run ends with the policy's handoff.
+func (h historian) largerWindow(context.Context, *llm.Request) (turnResult, bool, error) {
+	return turnResult{}, false, nil
+}
+
+// openWork is what compaction never summarises away: the thread's open A2A tasks (the
+// model may still continue them by id).
+type openWork struct {
+	taskIDs []string
+	lines   []string
+}
+
+// openWork lists the thread's tasks that are not finished.
+func (h historian) openWork() openWork {
+	r := h.r
+	var w openWork
+	for id, rec := range r.e.threadTasks(r.ThreadID) {
+		if a2a.State(rec.State).Terminal() {
+			continue
+		}
+		w.taskIDs = append(w.taskIDs, id)
+		w.lines = append(w.lines, fmt.Sprintf("agent %s: %s (%s)", rec.Agent, bridge.TaskArg(id), rec.State))
+	}
+	return w
+}
+
+// pin reports whether m mentions an open task: its turn is kept verbatim.
+func (w openWork) pin(m llm.Message) bool {
+	for _, id := range w.taskIDs {
+		if strings.Contains(m.Content, id) || strings.Contains(m.Content, bridge.TaskArg(id)) {
+			return true
+		}
+		for _, c := range m.ToolCalls {
+			if strings.Contains(c.Arguments, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// compact summarises the older turns of conv (all but history.keep_recent_turns, and
+// those holding the user's last request or an open task) into one message, and returns
+// the compacted conversation. The step is journaled (intent, then what it replaced), shown
+// as ACTIVITY_SNAPSHOT{activityType:"compaction"} (which the thread keeps, marked as a
+// summary, beside every message it replaced), and the run's checkpoint takes the compacted
+// history in one write: a replica that takes the run over, or a kill at any point, finds
+// either the old history or the summary, never half.
+func (h historian) compact(ctx context.Context, conv []llm.Message, why string) ([]llm.Message, error) {
+	r := h.r
+	opts := r.e.cfg.History
+	work := h.openWork()
+	split, ok := history.Plan(conv, opts.KeepRecentTurns, work.pin)
+	if !ok {
+		return conv, errNothingToCompact
+	}
+	before := history.MessagesTokens(opts.View(conv))
+	step, _ := r.dur.intent(store.StepCompaction, "model", "", 1, fmt.Sprintf("%s: summarising %d of %d messages (~%d tokens)", why, len(split.Older), len(conv), before))
+	summary, err := h.summarise(ctx, split.Older)
+	if err != nil {
+		outcome := store.StepError
+		if r.cancelling(ctx) {
+			outcome = "cancelled"
+		}
+		step.End(store.StepEnd{Outcome: outcome, Detail: errString(err)})
+		return conv, err
+	}
+	msg := history.SummaryMessage(summary, work.lines)
+	out := split.Compacted(msg)
+	after := history.MessagesTokens(opts.View(out))
+	r.emit(&agui.ActivitySnapshot{MessageID: newID("compaction"), ActivityType: ActivityCompaction, Content: map[string]any{
+		"summary":          msg.Content,
+		"replaces":         split.OlderKeys,
+		"replacedMessages": len(split.Older),
+		"keptMessages":     len(split.Pinned) + len(split.Recent),
+		"tokensBefore":     before,
+		"tokensAfter":      after,
+		"reason":           why,
+	}})
+	r.dur.noteCheckpoint(out)
+	step.End(store.StepEnd{Outcome: store.StepOK, Detail: replacedDetail(split, before, after)})
+	return out, nil
+}
+
+// replacedDetail says in the journal what a compaction replaced.
+func replacedDetail(s history.Split, before, after int) string {
+	var users, assistants, results, summaries int
+	for _, m := range s.Older {
+		switch {
+		case history.IsSummary(m):
+			summaries++
+		case m.Role == llm.RoleUser:
+			users++
+		case m.Role == llm.RoleTool:
+			results++
+		default:
+			assistants++
+		}
+	}
+	return fmt.Sprintf("replaced %d messages (%d user, %d assistant, %d tool results, %d earlier summaries) by one summary; kept %d verbatim; ~%d -> ~%d tokens",
+		len(s.Older), users, assistants, results, summaries, len(s.Pinned)+len(s.Recent), before, after)
+}
+
+// summarise asks the model for the summary of older, in as many requests as the
+// transcript needs to fit the window (each folding the summary so far).
+func (h historian) summarise(ctx context.Context, older []llm.Message) (string, error) {
+	r := h.r
+	opts := r.e.cfg.History
+	soFar := ""
+	for _, part := range history.SummaryRequests(older, opts.Budget(), opts.MaxToolResultBytes) {
+		text, err := h.summaryTurn(ctx, history.FoldRequest(soFar, part))
+		if err != nil {
+			return "", err
+		}
+		soFar = text
+	}
+	if strings.TrimSpace(soFar) == "" {
+		return "", errEmptySummary
+	}
+	return soFar, nil
+}
+
+// summaryTurn makes one summary request: its text is collected (nothing is streamed to
+// the client), it is cancelled with the run, and its tokens count against the run's
+// budget like any model call's.
+func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, error) {
+	r := h.r
+	if err := r.dur.mayAct(ctx); err != nil {
+		return "", err
+	}
+	ctx, stop := r.withRunCancel(ctx)
+	defer stop()
+	item := r.scope.Track(cancel.KindLLM, "model")
+	item.Arm("", func(context.Context, string) error { stop(); return nil })
+	defer item.Release()
+	var b strings.Builder
+	done := false
+	for d, err := range r.e.cfg.Model.Stream(ctx, req) {
+		if err != nil {
+			return "", err
+		}
+		if b.Len() < maxSummaryBytes {
+			b.WriteString(d.Text)
+		}
+		if d.Done != nil {
+			done = true
+			r.guard.AddTokens(d.Done.Usage.InputTokens + d.Done.Usage.OutputTokens)
+		}
+	}
+	if err := attemptErr(ctx, nil, done); err != nil {
+		return "", err
+	}
+	return history.Cut(b.String(), maxSummaryBytes), nil
+}
+
+// applyCompactions replays the thread's stored compactions (its compaction activity
+// messages, oldest first) on conv, the model's history rebuilt from msgs: what the model
+// was sent before goes on being sent, not the turns a summary replaced.
+func applyCompactions(conv []llm.Message, msgs []agui.Message) []llm.Message {
+	var recs []history.Record
+	for _, m := range msgs {
+		if m.Role != agui.RoleActivity || m.ActivityType != ActivityCompaction {
+			continue
+		}
+		var rec history.Record
+		if json.Unmarshal(m.Content, &rec) == nil && history.IsSummary(llm.Message{Role: llm.RoleUser, Content: rec.Summary}) {
+			recs = append(recs, rec)
+		}
+	}
+	if len(recs) == 0 {
+		return conv
+	}
+	return history.Apply(conv, recs)
+}
