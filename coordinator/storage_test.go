@@ -42,7 +42,12 @@ func TestConversationStoredOnce(t *testing.T) {
 	model := &fakeModel{turn: func(*llm.Request) []llm.Delta {
 		return []llm.Delta{{Text: "noted"}, {Done: &llm.Completion{FinishReason: "stop"}}}
 	}}
-	e := newEngine(t, model, &fakeAgent{}, func(c *Config) { c.Store = st })
+	e := newEngine(t, model, &fakeAgent{}, func(c *Config) {
+		c.Store = st
+		// What the store keeps is measured here, not compaction (which would add its
+		// summaries to the thread): the model's window holds the whole conversation.
+		c.History.Window = 1 << 30
+	})
 	for i := range messages {
 		content, _ := json.Marshal(fmt.Sprintf("%03d ", i) + strings.Repeat("x", size-4))
 		in := &agui.RunAgentInput{ThreadID: "big", RunID: fmt.Sprintf("r%d", i), ProtocolVersion: "1.0",
