@@ -29,6 +29,7 @@ func TestEventRetentionSweepsEveryBackend(t *testing.T) {
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			st, err := store.Open(ctx, be.dsn(t))
 			require.NoError(t, err)
@@ -38,7 +39,10 @@ func TestEventRetentionSweepsEveryBackend(t *testing.T) {
 			}}
 			e := newEngine(t, m, &fakeAgent{}, func(c *Config) {
 				c.Store = st
-				c.EventRetention = time.Second
+				// Long enough that the log is still there when the test reads it right
+				// after the run, on a loaded machine under the race detector (one second
+				// was not: a CI run read it after the sweep).
+				c.EventRetention = 5 * time.Second
 				c.Heartbeat = 20 * time.Millisecond
 			})
 			r, err := e.Start(input("kept"), "")
@@ -54,12 +58,12 @@ func TestEventRetentionSweepsEveryBackend(t *testing.T) {
 				left, err := st.Events(ctx, "kept", "r-kept", 0, 0)
 				assert.NoError(c, err)
 				assert.Empty(c, left, "the log outlived its retention")
-			}, 20*time.Second, 50*time.Millisecond)
+			}, 40*time.Second, 50*time.Millisecond)
 
 			assert.EventuallyWithT(t, func(c *assert.CollectT) {
 				_, err := st.GetRun(ctx, "kept", "r-kept")
 				assert.ErrorIs(c, err, store.ErrNotFound, "the finished run's record goes with its log")
-			}, 20*time.Second, 50*time.Millisecond)
+			}, 40*time.Second, 50*time.Millisecond)
 			msgs, err := st.LoadMessages(ctx, "kept")
 			require.NoError(t, err)
 			assert.Len(t, msgs, 2, "the thread's messages are kept: retention is for event logs")
