@@ -11,7 +11,8 @@ import (
 
 // BudgetExceededError refuses a run of a principal whose daily model budget is spent
 // (policy.principal_budget), before the run starts: the A2A equivalent of AG-UI's 429
-// BUDGET_EXCEEDED.
+// BUDGET_EXCEEDED is a task rejected with the message (refusal), so that a caller, or a
+// calling Baton's model, can tell the refusal from its own mistake.
 type BudgetExceededError struct {
 	// Message is safe to show: the budget and when it resets.
 	Message  string
@@ -20,8 +21,8 @@ type BudgetExceededError struct {
 
 func (e *BudgetExceededError) Error() string { return "a2aserver: budget exceeded: " + e.Message }
 
-// a2aError is the A2A error of the refusal: an invalid request (the caller may send it again
-// after ResetsAt), with the message.
+// a2aError is the A2A error of the refusal where no task can be rejected: an invalid
+// request (the caller may send it again after ResetsAt), with the message.
 func (e *BudgetExceededError) a2aError() error {
 	return fmt.Errorf("%w: %s", a2a.ErrInvalidRequest, e.Message)
 }

@@ -20,6 +20,20 @@ func TestStartErrorBudgetExceeded(t *testing.T) {
 	assert.Contains(t, err.Error(), "resets at 2026-12-08T00:00:00Z")
 }
 
+// A principal over its day gets its task rejected with the budget's words (a calling
+// Baton's model reads [REJECTED] and the reason), never an invalid-request error.
+func TestBudgetExceededIsRejectedTask(t *testing.T) {
+	t.Parallel()
+	ec := &a2asrv.ExecutorContext{TaskID: "task-1", ContextID: "ctx-1", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))}
+	ev := refusal(ec, fmt.Errorf("start: %w", &BudgetExceededError{Message: "You have used your daily budget of $5.00; it resets at 2026-12-08T00:00:00Z (UTC midnight)."}))
+	task, ok := ev.(*a2a.Task)
+	require.True(t, ok, "a rejected task, got %T", ev)
+	assert.Equal(t, a2a.TaskStateRejected, task.Status.State)
+	require.NotNil(t, task.Status.Message)
+	text := task.Status.Message.Parts[0].Text()
+	assert.Contains(t, text, "resets at 2026-12-08T00:00:00Z")
+}
+
 // TestBudgetWarningIsProgress: the engine's CUSTOM baton.budget_warning reaches an A2A
 // caller as a working status carrying the [BUDGET_WARNING] note.
 func TestBudgetWarningIsProgress(t *testing.T) {

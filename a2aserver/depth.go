@@ -51,10 +51,14 @@ func runDepth(m *a2a.Message) (int, error) {
 }
 
 // refusal is the answer to a run the engine refused by policy (err wraps ErrTooDeep or
-// ErrTooManyThreads): the task rejected with the reason; nil for any other error.
+// ErrTooManyThreads, or is a *BudgetExceededError): the task rejected with the reason, which
+// a calling Baton's model reads as [REJECTED] with these words; nil for any other error.
 func refusal(ec *a2asrv.ExecutorContext, err error) a2a.Event {
 	var why string
+	var budget *BudgetExceededError
 	switch {
+	case errors.As(err, &budget):
+		why = "Refused: " + budget.Message
 	case errors.Is(err, ErrTooDeep):
 		why = "Refused: this request is nested too deeply (agents calling agents beyond this server's server.max_depth). Answer without delegating it further."
 	case errors.Is(err, ErrTooManyThreads):
