@@ -38,6 +38,9 @@ type relay struct {
 	interrupts []agui.Interrupt
 }
 
+// eventBudgetWarning is the engine's CUSTOM event of a budget that passed its warn_at.
+const eventBudgetWarning = "baton.budget_warning"
+
 func newRelay() *relay {
 	return &relay{names: map[string]string{}, texts: map[string]string{}, top: map[string]bool{}}
 }
@@ -87,12 +90,19 @@ func (r *relay) event(ev agui.Event) string {
 			r.results = append(r.results, e.Content)
 		}
 	case *agui.Custom:
-		if e.Name == eventHandoff {
+		switch e.Name {
+		case eventHandoff:
 			var h struct {
 				Rationale string `json:"rationale"`
 			}
 			if b, err := json.Marshal(e.Value); err == nil && json.Unmarshal(b, &h) == nil {
 				r.handoff = h.Rationale
+			}
+		case eventBudgetWarning:
+			// A budget past its warn_at reaches the MCP client as a progress message, as
+			// A2A callers get it as a working status (contract §7).
+			if b, err := json.Marshal(e.Value); err == nil && len(b) > 0 && b[0] == '{' {
+				return "[BUDGET_WARNING] " + oneLine(string(b))
 			}
 		}
 	case *agui.RunFinished:
