@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // memSpend is the memory store's spend ledger.
@@ -79,4 +80,25 @@ func (m *memory) DeleteThread(ctx context.Context, threadID string) error {
 	delete(m.spend.threads, threadID)
 	m.spend.mu.Unlock()
 	return nil
+}
+
+// SweepThreads sweeps threads as memThreads does, and drops the usage of the threads it
+// swept (the principal's day keeps what they spent), as DeleteThread does.
+func (m *memory) SweepThreads(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	n, err := m.memThreads.SweepThreads(ctx, cutoff, limit)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	if err := m.begin(ctx); err != nil {
+		return n, nil // swept; the usage rows go with the next sweep
+	}
+	defer m.mu.Unlock()
+	m.spend.mu.Lock()
+	defer m.spend.mu.Unlock()
+	for id := range m.spend.threads {
+		if th := m.thread(id); th == nil || !th.claimed() {
+			delete(m.spend.threads, id)
+		}
+	}
+	return n, nil
 }

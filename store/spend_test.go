@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -94,5 +95,27 @@ func TestSpendLedgerAcrossReplicas(t *testing.T) {
 		got, err := hs[1].(SpendLedger).DaySpend(ctx, "alice", "2026-12-07")
 		require.NoError(t, err)
 		assert.Equal(t, int64(adds), got.InputTokens)
+	})
+}
+
+// A thread swept by the retention sweep takes its usage with it on every backend (as
+// DeleteThread does); the principal's day keeps what it spent.
+func TestSweptThreadDropsItsUsage(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		l := s.(SpendLedger)
+		_, err := s.ClaimThread(ctx, "old", "alice", "")
+		require.NoError(t, err)
+		_, err = l.AddSpend(ctx, SpendAdd{Principal: "alice", Day: "2026-12-07", ThreadID: "old", Spend: Spend{InputTokens: 7, CostUSD: 0.1}})
+		require.NoError(t, err)
+		n, err := s.SweepThreads(ctx, time.Now().Add(time.Hour), 10)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		got, err := l.ThreadSpend(ctx, "old")
+		require.NoError(t, err)
+		assert.Zero(t, got, "the swept thread's usage is gone")
+		day, err := l.DaySpend(ctx, "alice", "2026-12-07")
+		require.NoError(t, err)
+		assert.Equal(t, Spend{InputTokens: 7, CostUSD: 0.1}, day, "the day keeps it")
 	})
 }
