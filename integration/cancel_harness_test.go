@@ -340,14 +340,23 @@ func startRecordingProxy(t testing.TB, target string) *recordingProxy {
 	proxy.FlushInterval = -1 // SSE: pass every byte on at once
 	tr := &http.Transport{}
 	proxy.Transport = tr
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil {
-			b, _ := io.ReadAll(r.Body)
-			r.Body.Close()
+	// A body is recorded once the server has answered it: a request the proxy could not
+	// deliver (its 502, on a loaded machine) never reached the server, and the client
+	// sends it again; counting it made one call look like two.
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if b, ok := resp.Request.Context().Value(recordedBody{}).([]byte); ok {
 			rp.mu.Lock()
 			rp.bodies.Write(b)
 			rp.bodies.WriteByte('\n')
 			rp.mu.Unlock()
+		}
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			r = r.WithContext(context.WithValue(r.Context(), recordedBody{}, b))
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		proxy.ServeHTTP(w, r)
@@ -361,7 +370,11 @@ func startRecordingProxy(t testing.TB, target string) *recordingProxy {
 	return rp
 }
 
-// Messages returns the JSON-RPC messages the proxy forwarded so far.
+// recordedBody is the context key of a request's body, for the proxy's ModifyResponse.
+type recordedBody struct{}
+
+// Messages returns the JSON-RPC messages the proxy forwarded so far (those the server
+// answered).
 func (rp *recordingProxy) Messages() []map[string]any {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
