@@ -89,7 +89,7 @@ func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, dea
 		retrying = " (not confirmed yet: still being retried)"
 	}
 	for _, p := range pending {
-		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID})+retrying)
+		failed = append(failed, cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID}.Describe()+retrying)
 	}
 	named := map[string]bool{}
 	for k := range journaled {
@@ -100,7 +100,7 @@ func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, dea
 	}
 	for _, p := range gone {
 		named[p.Agent+" "+p.TaskID] = true
-		failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID})+noAgent)
+		failed = append(failed, cancel.Report{Kind: cancel.KindA2ATask, Name: p.Agent, ID: p.TaskID}.Describe()+noAgent)
 	}
 	if work != nil {
 		for _, t := range work.A2A {
@@ -108,7 +108,7 @@ func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, dea
 				continue
 			}
 			named[t.Agent+" "+t.TaskID] = true
-			failed = append(failed, describeCancel(cancel.Report{Kind: cancel.KindA2ATask, Name: t.Agent, ID: t.TaskID})+noAgent)
+			failed = append(failed, cancel.Report{Kind: cancel.KindA2ATask, Name: t.Agent, ID: t.TaskID}.Describe()+noAgent)
 		}
 	}
 	if len(failed) == 0 {
@@ -193,7 +193,7 @@ func (d downstream) failedCancels(ctx context.Context, threadID, runID string) (
 			}
 			// Detail is "<kind> <result>" (coordinator's cancelStep).
 			kind, result, _ := strings.Cut(s.Detail, " ")
-			out = append(out, describeCancel(cancel.Report{Kind: cancel.Kind(kind), Name: s.Target, ID: s.Ref})+" ("+result+")")
+			out = append(out, cancel.Report{Kind: cancel.Kind(kind), Name: s.Target, ID: s.Ref}.Describe()+" ("+result+")")
 			keys[s.Target+" "+s.Ref] = true
 		}
 		if len(steps) < store.MaxStepsRead {

@@ -407,16 +407,7 @@ func (x *executor) settle(ctx context.Context, run Run) string {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var pending, failed []string
-		for _, rep := range run.Cancellations() {
-			switch rep.Result {
-			case cancel.ResultPending:
-				pending = append(pending, describeCancel(rep))
-			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, cancel.ResultMoved, "":
-			default:
-				failed = append(failed, describeCancel(rep)+" ("+rep.Result+")")
-			}
-		}
+		pending, failed := cancel.Unsettled(run.Cancellations())
 		if len(pending) == 0 {
 			if len(failed) == 0 {
 				return ""
@@ -431,14 +422,6 @@ func (x *executor) settle(ctx context.Context, run Run) string {
 		}
 		return "Canceled; these downstream cancellations were not confirmed: " + strings.Join(append(failed, pending...), "; ") + "."
 	}
-}
-
-func describeCancel(rep cancel.Report) string {
-	s := string(rep.Kind) + " " + rep.Name
-	if rep.ID != "" {
-		s += " task " + rep.ID
-	}
-	return s
 }
 
 // busyWait bounds how long a new message waits for its conversation's previous run to

@@ -300,16 +300,7 @@ func settle(run Run, horizon time.Duration) []string {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var pending, failed []string
-		for _, rep := range run.Cancellations() {
-			switch rep.Result {
-			case cancel.ResultPending:
-				pending = append(pending, describeCancel(rep))
-			case cancel.ResultConfirmed, cancel.ResultAlreadyTerminal, cancel.ResultCancelled, cancel.ResultMoved, "":
-			default:
-				failed = append(failed, describeCancel(rep)+" ("+rep.Result+")")
-			}
-		}
+		pending, failed := cancel.Unsettled(run.Cancellations())
 		if len(pending) == 0 {
 			return failed
 		}
@@ -319,14 +310,6 @@ func settle(run Run, horizon time.Duration) []string {
 			return append(failed, pending...)
 		}
 	}
-}
-
-func describeCancel(rep cancel.Report) string {
-	s := string(rep.Kind) + " " + rep.Name
-	if rep.ID != "" {
-		s += " task " + rep.ID
-	}
-	return s
 }
 
 // errorResult is a tool result with isError, its text starting with tag.
