@@ -42,7 +42,7 @@ func (e *refusingEngine) Stop(string, string, string) error { return nil }
 func TestRefusedByPolicy(t *testing.T) {
 	t.Parallel()
 	e := &refusingEngine{}
-	s := New(Config{Engine: e, Card: CardInfo{Name: "baton"}, CancelHorizon: time.Second})
+	s := New(Config{Engine: e, Tasks: memPort(t), Card: CardInfo{Name: "baton"}, CancelHorizon: time.Second})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
 	}))

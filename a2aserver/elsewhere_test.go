@@ -51,8 +51,7 @@ func TestCancelNamesCancelsOfAgentsGone(t *testing.T) {
 	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}, stopErr: errors.New("the run has finished")}
 	// The horizon is far beyond the test's deadline: a cancel that cannot be confirmed is
 	// not waited for.
-	x := newExecutor(e, st, 10*time.Minute, slog.Default())
-	x.down = downstream{runs: st, log: slog.Default(), configured: func(name string) bool { return name == "research" || name == "travel" }}
+	x := newExecutor(e, portOver(t, st, func(name string) bool { return name == "research" || name == "travel" }), 10*time.Minute, slog.Default())
 	task := &a2a.Task{ID: "task-gone", ContextID: thread, Status: a2a.TaskStatus{State: a2a.TaskStateWorking},
 		Metadata: taskMeta(thread, run, nil)}
 	ec := &a2asrv.ExecutorContext{TaskID: task.ID, ContextID: thread, StoredTask: task,
@@ -97,14 +96,14 @@ func TestStoppedRunEndNamesCancelsOfAgentsGone(t *testing.T) {
 	logged(2, &agui.RunFinished{ThreadID: thread, RunID: run, Outcome: &agui.Outcome{Type: "cancelled"}})
 
 	// The task as its execution last stored it: working.
-	before := newTaskStore(st.Tasks(), st, time.Hour)
+	before := newTaskStore(portOver(t, st, nil), portOver(t, st, nil), time.Hour)
 	task := &a2a.Task{ID: "task-stopped", ContextID: thread, Status: a2a.TaskStatus{State: a2a.TaskStateWorking},
 		Metadata: taskMeta(thread, run, nil)}
 	_, err = before.Create(ctx, task)
 	require.NoError(t, err)
 
-	after := newTaskStore(st.Tasks(), st, time.Hour)
-	after.down = downstream{runs: st, log: slog.Default(), configured: func(name string) bool { return name == "research" }}
+	port := portOver(t, st, func(name string) bool { return name == "research" })
+	after := newTaskStore(port, port, time.Hour)
 	got, err := after.Get(ctx, task.ID)
 	require.NoError(t, err)
 	assert.Equal(t, a2a.TaskStateCanceled, got.Task.Status.State)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
 
 // executor is a2asrv's AgentExecutor: each execution relays one engine run.
@@ -28,8 +28,6 @@ type executor struct {
 	engine  Engine
 	runs    Log     // nil: runs are followed only where they run
 	signIns SignIns // nil: a sign-in is input-required (answered by a message)
-	// down reads the downstream cancels of runs relayed elsewhere.
-	down    downstream
 	horizon time.Duration
 	log     *slog.Logger
 
@@ -317,12 +315,12 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 			deadline := time.Now().Add(x.horizon)
 			err := x.engine.Stop(threadID, runID, who)
 			if err == nil {
-				x.awaitEnd(ctx, threadID, runID)
+				x.awaitEnd(ctx, who, threadID, runID)
 			}
 			// A run that had ended already (stopped before a restart, say) may still have
 			// downstream cancels that were not confirmed: they are named as well.
 			if x.runs != nil && !errors.Is(err, ErrForbidden) {
-				msg = x.down.unconfirmed(ctx, threadID, runID, deadline)
+				msg = unconfirmedMessage(x.runs.Unconfirmed(ctx, who, threadID, runID, deadline))
 			}
 		}
 		return nil, msg
@@ -368,7 +366,7 @@ func (x *executor) cancelIdle(ctx context.Context, ec *a2asrv.ExecutorContext, w
 // it once its downstream cancels are confirmed or their horizon has passed), at most
 // until the horizon, so that CancelTask answers after the cancel took effect wherever it
 // arrived.
-func (x *executor) awaitEnd(ctx context.Context, threadID, runID string) {
+func (x *executor) awaitEnd(ctx context.Context, who, threadID, runID string) {
 	if x.runs == nil {
 		return
 	}
@@ -377,8 +375,8 @@ func (x *executor) awaitEnd(ctx context.Context, threadID, runID string) {
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
 	for {
-		run, err := x.runs.GetRun(ctx, threadID, runID)
-		if err != nil || run.State != store.RunRunning {
+		state, err := x.runs.RunState(ctx, who, threadID, runID)
+		if err != nil || state != runs.RunGoingOn {
 			return
 		}
 		select {

@@ -3,22 +3,27 @@ package a2aserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
 
-// Log reads runs' event logs, records, journal steps and pending cancels on any replica
-// (store.Store fits).
+// Log is what the engine's port tells this surface of a run relayed on any replica
+// (coordinator.Runs fits): its logged events, whether it goes on, and its downstream
+// cancels that were not confirmed. Every call names the principal whose run it is.
 type Log interface {
-	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]store.Event, error)
-	GetRun(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
-	cancelJournal
-	cancelsPending
+	// Log returns a page of the run's stored events after position after.
+	Log(ctx context.Context, principal, threadID, runID string, after int64) ([]runs.Event, error)
+	// RunState tells whether the run goes on or has ended.
+	RunState(ctx context.Context, principal, threadID, runID string) (runs.RunState, error)
+	// Unconfirmed waits, until deadline, for the run's downstream cancels to settle and
+	// describes those not confirmed.
+	Unconfirmed(ctx context.Context, principal, threadID, runID string, deadline time.Time) []string
 }
 
 // followPoll is how often a task followed on a replica other than its execution's reads
@@ -37,19 +42,19 @@ type replay struct {
 // and, when withEnd and the stored task still says its current run is going on, the
 // run's end if its log has one, which then is the task's state. The stored state is not
 // changed: the execution relaying the run (on a replica that may be alive) writes it.
-func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, withArtifacts, withEnd bool) (*replay, error) {
+func (s *taskStore) replay(ctx context.Context, who string, t *a2a.Task, runIDs []string, withArtifacts, withEnd bool) (*replay, error) {
 	threadID, current := runOf(t)
 	rp := &replay{}
 	if s.log == nil || ended(t.Status.State) || t.Status.State == a2a.TaskStateAuthRequired {
 		// Nothing runs for the task: its answers were stored with its state.
 		return rp, nil
 	}
-	for _, runID := range runs {
+	for _, runID := range runIDs {
 		if runID != current && !withArtifacts {
 			continue
 		}
 		rel := newReplayRelay(t, threadID, runID)
-		after, err := s.readLog(ctx, rel, rp, threadID, runID, 0)
+		after, err := s.readLog(ctx, who, rel, rp, threadID, runID, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +66,7 @@ func (s *taskStore) replay(ctx context.Context, t *a2a.Task, runs []string, with
 		t.Artifacts = rp.artifacts
 	}
 	if withEnd && current != "" && !ended(t.Status.State) && t.Status.State != a2a.TaskStateAuthRequired && rp.rel != nil {
-		if ev := s.endOf(ctx, rp.rel, threadID, current); ev != nil {
+		if ev := s.endOf(ctx, who, rp.rel, threadID, current); ev != nil {
 			apply(t, ev)
 		}
 	}
@@ -76,9 +81,9 @@ func newReplayRelay(t *a2a.Task, threadID, runID string) *relay {
 
 // readLog feeds the run's logged events after `after` to rel, collecting the artifact
 // events in rp, and returns the last event read.
-func (s *taskStore) readLog(ctx context.Context, rel *relay, rp *replay, threadID, runID string, after int64) (int64, error) {
+func (s *taskStore) readLog(ctx context.Context, who string, rel *relay, rp *replay, threadID, runID string, after int64) (int64, error) {
 	for {
-		evs, err := s.log.Events(ctx, threadID, runID, after, store.MaxEventsRead)
+		evs, err := s.log.Log(ctx, who, threadID, runID, after)
 		if err != nil {
 			return after, fmt.Errorf("%w: the event log is unavailable", a2a.ErrInternalError)
 		}
@@ -97,7 +102,7 @@ func (s *taskStore) readLog(ctx context.Context, rel *relay, rp *replay, threadI
 		if a := rel.flush(); a != nil {
 			rp.addArtifact(a)
 		}
-		if len(evs) < store.MaxEventsRead {
+		if len(evs) < runs.MaxEventsRead {
 			return after, nil
 		}
 	}
@@ -120,11 +125,11 @@ func (rp *replay) addArtifact(ev *a2a.TaskArtifactUpdateEvent) {
 // replica died and nobody took it over). The end of a run that was stopped names the
 // downstream cancels that were not confirmed, as CancelTask's answer does, as far as the
 // store tells now (no wait: this is a read).
-func (s *taskStore) endOf(ctx context.Context, rel *relay, threadID, runID string) *a2a.TaskStatusUpdateEvent {
+func (s *taskStore) endOf(ctx context.Context, who string, rel *relay, threadID, runID string) *a2a.TaskStatusUpdateEvent {
 	if rel.ended {
 		if ev, ok := rel.final.(*a2a.TaskStatusUpdateEvent); ok {
 			if rel.stopped {
-				if msg := s.down.unconfirmed(ctx, threadID, runID, time.Time{}); msg != "" {
+				if msg := unconfirmedMessage(s.log.Unconfirmed(ctx, who, threadID, runID, time.Time{})); msg != "" {
 					return status(rel.ec, a2a.TaskStateCanceled, msg)
 				}
 			}
@@ -132,8 +137,8 @@ func (s *taskStore) endOf(ctx context.Context, rel *relay, threadID, runID strin
 		}
 		return status(rel.ec, a2a.TaskStateCanceled, "The run was stopped.")
 	}
-	run, err := s.log.GetRun(ctx, threadID, runID)
-	if err != nil || run.State == store.RunRunning || run.State == store.RunLost {
+	state, err := s.log.RunState(ctx, who, threadID, runID)
+	if err != nil || state == runs.RunGoingOn {
 		// Still running (here, elsewhere, or about to be taken over); or unknown.
 		return nil
 	}
@@ -162,6 +167,7 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 	if !ok {
 		return
 	}
+	who := rec.Principal
 	threadID, runID := runOf(t)
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
@@ -174,7 +180,7 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 		}
 		if rp.rel == nil {
 			// Submitted, its run not recorded yet: wait for the execution to record it.
-			now, err := s.db.GetTask(ctx, string(id))
+			now, err := s.db.GetTask(ctx, who, string(id))
 			if err != nil {
 				yield(nil, storeError(err))
 				return
@@ -199,18 +205,18 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 			threadID, runID = runOf(nt)
 			rp = &replay{rel: newReplayRelay(nt, threadID, runID)}
 		}
-		if !s.relayLog(ctx, rp, threadID, runID, yield) {
+		if !s.relayLog(ctx, who, rp, threadID, runID, yield) {
 			return
 		}
 		// The stored state: a cancel, or the execution's own end, is there.
-		if now, err := s.db.GetTask(ctx, string(id)); err == nil && now.Version != rec.Version {
+		if now, err := s.db.GetTask(ctx, who, string(id)); err == nil && now.Version != rec.Version {
 			rec = now
 			if st, _, err := s.load(ctx, now, false); err == nil && (ended(st.Status.State) || st.Status.State == a2a.TaskStateAuthRequired) {
 				yield(statusOf(st), nil)
 				return
 			}
 		}
-		if ev := s.endOf(ctx, rp.rel, threadID, runID); ev != nil {
+		if ev := s.endOf(ctx, who, rp.rel, threadID, runID); ev != nil {
 			// The execution relaying the run, if it is alive, stores the task's end (its
 			// status message may say more, e.g. which cancels were not confirmed): it is
 			// given a moment before the end read from the log is reported.
@@ -225,16 +231,13 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 
 // startFollow reads the caller's task and yields it as it is; ok is false when following
 // ends there (an error, the caller gone, or a task in which nothing runs).
-func (s *taskStore) startFollow(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) (*store.TaskRecord, *a2a.Task, *replay, bool) {
+func (s *taskStore) startFollow(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) (*runs.Task, *a2a.Task, *replay, bool) {
 	who, ok := callerOf(ctx)
 	if !ok {
 		yield(nil, a2a.ErrUnauthenticated)
 		return nil, nil, nil, false
 	}
-	rec, err := s.db.GetTask(ctx, string(id))
-	if err == nil && rec.Principal != who {
-		err = store.ErrNotFound
-	}
+	rec, err := s.db.GetTask(ctx, who, string(id))
 	if err != nil {
 		yield(nil, storeError(err))
 		return nil, nil, nil, false
@@ -253,13 +256,13 @@ func (s *taskStore) startFollow(ctx context.Context, id a2a.TaskID, yield func(a
 // relayLog reads the run's event log past rp.after into rp and yields what it added to
 // the answer: new artifacts, and new parts of those already sent. False when following
 // ends (an error, or the caller gone).
-func (s *taskStore) relayLog(ctx context.Context, rp *replay, threadID, runID string, yield func(a2a.Event, error) bool) bool {
+func (s *taskStore) relayLog(ctx context.Context, who string, rp *replay, threadID, runID string, yield func(a2a.Event, error) bool) bool {
 	n := len(rp.artifacts)
 	parts := make([]int, n)
 	for i, a := range rp.artifacts {
 		parts[i] = len(a.Parts)
 	}
-	after, err := s.readLog(ctx, rp.rel, rp, threadID, runID, rp.after)
+	after, err := s.readLog(ctx, who, rp.rel, rp, threadID, runID, rp.after)
 	if err != nil {
 		yield(nil, err)
 		return false
@@ -292,4 +295,13 @@ func statusOf(t *a2a.Task) *a2a.TaskStatusUpdateEvent {
 	ev := a2a.NewStatusUpdateEvent(t, t.Status.State, t.Status.Message)
 	ev.Metadata = t.Metadata
 	return ev
+}
+
+// unconfirmedMessage is a canceled task's status message naming the downstream
+// cancellations that were not confirmed ("" when there are none).
+func unconfirmedMessage(failed []string) string {
+	if len(failed) == 0 {
+		return ""
+	}
+	return "Canceled; these downstream cancellations were not confirmed: " + strings.Join(failed, "; ") + "."
 }

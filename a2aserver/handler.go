@@ -9,7 +9,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/baton-dev/baton/internal/followers"
-	"github.com/baton-dev/baton/store"
 )
 
 // handler is a2asrv's request handler with the caller's ownership of a named task checked
@@ -90,11 +89,7 @@ func (s *taskStore) owns(ctx context.Context, id a2a.TaskID) error {
 	if !ok {
 		return a2a.ErrUnauthenticated
 	}
-	rec, err := s.db.GetTask(ctx, string(id))
-	if err == nil && rec.Principal != who {
-		err = store.ErrNotFound
-	}
-	if err != nil {
+	if _, err := s.db.GetTask(ctx, who, string(id)); err != nil {
 		return storeError(err)
 	}
 	return nil

@@ -142,7 +142,7 @@ func TestSubscribeCappedPerPrincipal(t *testing.T) {
 	t.Parallel()
 	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}}
 	follows := followers.New(1)
-	s := New(Config{Engine: e, Card: CardInfo{Name: "baton"}, CancelHorizon: 2 * time.Second, Followers: follows})
+	s := New(Config{Engine: e, Tasks: memPort(t), Card: CardInfo{Name: "baton"}, CancelHorizon: 2 * time.Second, Followers: follows})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
 	}))

@@ -17,7 +17,6 @@ import (
 	"github.com/baton-dev/baton/internal/a2aqueue"
 	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/internal/principal"
-	"github.com/baton-dev/baton/store"
 )
 
 // Engine is what the A2A surface needs of Baton's run engine.
@@ -62,11 +61,17 @@ const (
 
 // Config configures the A2A surface.
 type Config struct {
-	Engine Engine
-	// Tasks keeps the tasks (store.Store; nil: in this process only).
+	// Port is the engine's port (coordinator.Runs): it sets Engine, Tasks and Log, which
+	// are otherwise given apart (tests give fakes).
+	Port Port
+	// MaxActiveRuns caps the runs active on this process (server.max_active_runs), counted
+	// by the port with every other surface's; with Port only.
+	MaxActiveRuns int
+	Engine        Engine
+	// Tasks keeps the tasks (the engine's port, coordinator.Runs); required.
 	Tasks Tasks
-	// Log reads runs' event logs and records (store.Store), for tasks whose execution is
-	// not on this replica; nil: none.
+	// Log reads runs relayed on any replica (the engine's port, coordinator.Runs), for
+	// tasks whose execution is not on this replica; nil: none.
 	Log Log
 	// Retention is how long a task is kept after its last change (server.event_retention:
 	// its runs' event logs go too); 0: 24 h.
@@ -80,10 +85,6 @@ type Config struct {
 	// and resumes the run once they are done (signin.go); nil: such a task is
 	// input-required and the caller says when the sign-in is done.
 	SignIns SignIns
-	// AgentConfigured reports whether an A2A sub-agent (by its tool name) is configured
-	// here; a downstream cancel of another agent cannot be confirmed from here, and a
-	// CancelTask names it so at once. nil: every agent is.
-	AgentConfigured func(name string) bool
 	// Followers counts the streams each principal follows (SubscribeToTask), shared with
 	// the other surfaces of this process (server.max_followers_per_principal); nil: a
 	// counter of this server's own with the default cap. Beyond it SubscribeToTask answers
@@ -102,7 +103,6 @@ type Server struct {
 	exec  *executor
 	mux   *http.ServeMux
 	store *taskStore
-	own   store.Store // the store made when Config.Tasks is nil
 }
 
 // New returns the A2A surface.
@@ -120,19 +120,17 @@ func New(cfg Config) *Server {
 		cfg.KeepAlive = 15 * time.Second
 	}
 	s := &Server{cfg: cfg}
+	if cfg.Port != nil {
+		cfg.Engine, cfg.Tasks, cfg.Log = portEngine{port: cfg.Port, maxActive: cfg.MaxActiveRuns}, cfg.Port, cfg.Port
+	}
 	if cfg.Tasks == nil {
-		// Opening the memory store does no I/O; it lives as long as the server.
-		s.own, _ = store.Open(context.Background(), "memory:")
-		cfg.Tasks = s.own.Tasks()
+		panic("a2aserver: Config.Tasks is required")
 	}
 	s.exec = newExecutor(cfg.Engine, cfg.Log, cfg.CancelHorizon, cfg.Logger)
 	s.exec.signIns = cfg.SignIns
-	down := downstream{runs: cfg.Log, configured: cfg.AgentConfigured, log: cfg.Logger}
-	s.exec.down = down
 	// Tasks are scoped by the caller: the store keeps each task's principal, answers
 	// another principal's task as unknown, and ListTasks lists only the caller's.
 	s.store = newTaskStore(cfg.Tasks, cfg.Log, cfg.Retention)
-	s.store.down = down
 	caps := capabilities()
 	var h a2asrv.RequestHandler = a2asrv.NewHandler(s.exec,
 		a2asrv.WithTaskStore(s.store),
@@ -164,12 +162,8 @@ func New(cfg Config) *Server {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Close waits for nothing: runs belong to the engine, which ends them at shutdown; the
-// executions relaying them end with their runs. It closes the store New made, if any.
-func (s *Server) Close() {
-	if s.own != nil {
-		_ = s.own.Close()
-	}
-}
+// executions relaying them end with their runs.
+func (s *Server) Close() {}
 
 // principalInterceptor makes the principal that the HTTP surface authenticated the
 // a2asrv user of the call, so that the task store scopes tasks by it.

@@ -205,7 +205,7 @@ func serve(t *testing.T) (*fakeEngine, string) {
 func serveWith(t *testing.T, signIns SignIns) (*fakeEngine, string) {
 	t.Helper()
 	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}}
-	s := New(Config{Engine: e, Card: CardInfo{Name: "baton", Bearer: true, Skills: []Skill{{ID: "agent:research", Name: "research", Description: "d"}}}, CancelHorizon: 2 * time.Second, SignIns: signIns})
+	s := New(Config{Engine: e, Tasks: memPort(t), Card: CardInfo{Name: "baton", Bearer: true, Skills: []Skill{{ID: "agent:research", Name: "research", Description: "d"}}}, CancelHorizon: 2 * time.Second, SignIns: signIns})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
 	}))

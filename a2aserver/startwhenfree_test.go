@@ -81,7 +81,7 @@ func TestStartWhenFree(t *testing.T) {
 // client cannot tell from its own mistake.
 func TestBusyIsServerError(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Engine: &busyEngine{busy: 1 << 20}, Card: CardInfo{Name: "baton"}})
+	s := New(Config{Engine: &busyEngine{busy: 1 << 20}, Tasks: memPort(t), Card: CardInfo{Name: "baton"}})
 	defer s.Close()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))

@@ -19,17 +19,19 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/baton-dev/baton/internal/principal"
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
 
-// Tasks is where the A2A tasks are kept (store.Tasks): shared by every replica, so that
-// any of them answers for a task, and durable, so that tasks outlive a restart.
+// Tasks is where the A2A tasks are kept, through the engine's port (coordinator.Runs
+// fits): shared by every replica, so that any of them answers for a task, and durable, so
+// that tasks outlive a restart. Every call but the sweep names the principal whose task it
+// is, and another principal's task is runs.ErrTaskNotFound.
 type Tasks interface {
-	CreateTask(ctx context.Context, t *store.TaskRecord) error
+	CreateTask(ctx context.Context, principal string, t *runs.Task) error
 	SweepTasks(ctx context.Context, cutoff time.Time) (int64, error)
-	UpdateTask(ctx context.Context, t *store.TaskRecord, prev int64) error
-	GetTask(ctx context.Context, taskID string) (*store.TaskRecord, error)
-	ListTasks(ctx context.Context, q store.TaskQuery) ([]store.TaskRecord, int, error)
+	UpdateTask(ctx context.Context, principal string, t *runs.Task, prev int64) error
+	GetTask(ctx context.Context, principal, taskID string) (*runs.Task, error)
+	ListTasks(ctx context.Context, principal string, q runs.TaskQuery, updatedAfter time.Time) ([]runs.Task, int, error)
 }
 
 // chunkBits is how many low bits of a task version count the artifact chunks written
@@ -56,6 +58,7 @@ type taskBody struct {
 
 // cached is a task as this process last wrote it.
 type cached struct {
+	who     string // whose task it is
 	task    *a2a.Task
 	runs    []string
 	version taskstore.TaskVersion // what a2asrv knows
@@ -69,9 +72,6 @@ type taskStore struct {
 	db        Tasks
 	log       Log
 	retention time.Duration
-	// down names the unconfirmed downstream cancels of a stopped run whose end is read
-	// from its log (follow.go).
-	down downstream
 
 	// sweptAt is when the tasks past their retention were last deleted (Unix ns).
 	sweptAt atomic.Int64
@@ -118,15 +118,14 @@ func (s *taskStore) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskV
 		return 0, a2a.ErrUnauthenticated
 	}
 	s.sweep(ctx)
-	c := &cached{task: copyTask(task)}
+	c := &cached{who: who, task: copyTask(task)}
 	c.runs = addRun(nil, task)
 	rec, err := record(c.task, c.runs)
 	if err != nil {
 		return 0, err
 	}
-	rec.Principal = who
-	if err := s.db.CreateTask(ctx, rec); err != nil {
-		if errors.Is(err, store.ErrTaskExists) {
+	if err := s.db.CreateTask(ctx, who, rec); err != nil {
+		if errors.Is(err, runs.ErrTaskExists) {
 			return 0, taskstore.ErrTaskAlreadyExists
 		}
 		return 0, fmt.Errorf("a2a task store: %w", err)
@@ -155,16 +154,16 @@ func (s *taskStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (t
 		s.mu.Unlock()
 		return v, nil
 	}
-	stored, runs, version := c.stored, c.runs, c.version
+	who, stored, runIDs, version := c.who, c.stored, c.runs, c.version
 	s.mu.Unlock()
-	next := &cached{task: copyTask(req.Task), runs: addRun(runs, req.Task), stored: stored, version: version + 1}
+	next := &cached{who: who, task: copyTask(req.Task), runs: addRun(runIDs, req.Task), stored: stored, version: version + 1}
 	rec, err := record(next.task, next.runs)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.db.UpdateTask(ctx, rec, stored); err != nil {
+	if err := s.db.UpdateTask(ctx, who, rec, stored); err != nil {
 		s.drop(id)
-		if errors.Is(err, store.ErrTaskVersion) {
+		if errors.Is(err, runs.ErrTaskVersion) {
 			return s.cancelOver(ctx, req)
 		}
 		return 0, storeError(err)
@@ -181,21 +180,24 @@ func (s *taskStore) updateStored(ctx context.Context, req *taskstore.UpdateReque
 	if prev&(1<<chunkBits-1) != 0 {
 		return s.cancelOver(ctx, req)
 	}
-	old, err := s.db.GetTask(ctx, string(req.Task.ID))
+	who, ok := callerOf(ctx)
+	if !ok {
+		return 0, a2a.ErrUnauthenticated
+	}
+	old, err := s.db.GetTask(ctx, who, string(req.Task.ID))
 	if err != nil {
 		return 0, storeError(err)
 	}
 	var body taskBody
 	_ = json.Unmarshal(old.Body, &body)
-	c := &cached{task: copyTask(req.Task), runs: addRun(body.Runs, req.Task)}
+	c := &cached{who: who, task: copyTask(req.Task), runs: addRun(body.Runs, req.Task)}
 	rec, err := record(c.task, c.runs)
 	if err != nil {
 		return 0, err
 	}
-	rec.Principal = old.Principal
-	if err := s.db.UpdateTask(ctx, rec, prev>>chunkBits); err != nil {
+	if err := s.db.UpdateTask(ctx, who, rec, prev>>chunkBits); err != nil {
 		s.drop(req.Task.ID)
-		if errors.Is(err, store.ErrTaskVersion) {
+		if errors.Is(err, runs.ErrTaskVersion) {
 			return s.cancelOver(ctx, req)
 		}
 		return 0, storeError(err)
@@ -221,9 +223,13 @@ func (s *taskStore) cancelOver(ctx context.Context, req *taskstore.UpdateRequest
 	if !ok || ev.Status.State != a2a.TaskStateCanceled {
 		return 0, taskstore.ErrConcurrentModification
 	}
+	who, ok := callerOf(ctx)
+	if !ok {
+		return 0, a2a.ErrUnauthenticated
+	}
 	id := req.Task.ID
 	for range cancelWrites {
-		old, err := s.db.GetTask(ctx, string(id))
+		old, err := s.db.GetTask(ctx, who, string(id))
 		if err != nil {
 			return 0, storeError(err)
 		}
@@ -236,18 +242,17 @@ func (s *taskStore) cancelOver(ctx context.Context, req *taskstore.UpdateRequest
 			return 0, taskstore.ErrConcurrentModification
 		}
 		// Its answers so far are in its runs' logs; its state is the stored one.
-		if _, err := s.replay(ctx, t, body.Runs, true, false); err != nil {
+		if _, err := s.replay(ctx, who, t, body.Runs, true, false); err != nil {
 			return 0, err
 		}
 		apply(t, ev)
-		c := &cached{task: t, runs: addRun(body.Runs, t)}
+		c := &cached{who: who, task: t, runs: addRun(body.Runs, t)}
 		rec, err := record(c.task, c.runs)
 		if err != nil {
 			return 0, err
 		}
-		rec.Principal = old.Principal
-		err = s.db.UpdateTask(ctx, rec, old.Version)
-		if errors.Is(err, store.ErrTaskVersion) {
+		err = s.db.UpdateTask(ctx, who, rec, old.Version)
+		if errors.Is(err, runs.ErrTaskVersion) {
 			continue
 		}
 		if err != nil {
@@ -265,13 +270,10 @@ func (s *taskStore) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTa
 	if !ok {
 		return nil, a2a.ErrUnauthenticated
 	}
-	rec, err := s.db.GetTask(ctx, string(id))
+	// Another principal's task is one that does not exist (the port checks).
+	rec, err := s.db.GetTask(ctx, who, string(id))
 	if err != nil {
 		return nil, storeError(err)
-	}
-	if rec.Principal != who {
-		// Another principal's task is one that does not exist.
-		return nil, a2a.ErrTaskNotFound
 	}
 	s.mu.Lock()
 	c := s.cache[id]
@@ -294,13 +296,13 @@ func (s *taskStore) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTa
 // load decodes a stored task and completes it from its runs' event logs: its artifacts
 // (when withArtifacts) and, while its current run goes on elsewhere or has ended without
 // an execution to report it (its replica died), its state (follow.go).
-func (s *taskStore) load(ctx context.Context, rec *store.TaskRecord, withArtifacts bool) (*a2a.Task, *replay, error) {
+func (s *taskStore) load(ctx context.Context, rec *runs.Task, withArtifacts bool) (*a2a.Task, *replay, error) {
 	var body taskBody
 	if err := json.Unmarshal(rec.Body, &body); err != nil || body.Task == nil {
 		return nil, nil, fmt.Errorf("%w: the stored task cannot be read", a2a.ErrInternalError)
 	}
 	t := body.Task
-	rp, err := s.replay(ctx, t, body.Runs, withArtifacts, true)
+	rp, err := s.replay(ctx, rec.Principal, t, body.Runs, withArtifacts, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -316,8 +318,8 @@ func (s *taskStore) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.L
 	switch {
 	case size == 0:
 		size = 50
-	case size < 1 || size > store.MaxTasksPage:
-		return nil, fmt.Errorf("%w: pageSize must be between 1 and %d", a2a.ErrInvalidRequest, store.MaxTasksPage)
+	case size < 1 || size > runs.MaxTasksPage:
+		return nil, fmt.Errorf("%w: pageSize must be between 1 and %d", a2a.ErrInvalidRequest, runs.MaxTasksPage)
 	}
 	offset := 0
 	if req.PageToken != "" {
@@ -331,11 +333,12 @@ func (s *taskStore) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.L
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidRequest)
 	}
-	q := store.TaskQuery{Principal: who, ContextID: req.ContextID, State: string(req.Status), Offset: offset, Limit: size}
+	q := runs.TaskQuery{ContextID: req.ContextID, State: string(req.Status), Offset: offset, Limit: size}
+	var updatedAfter time.Time
 	if req.StatusTimestampAfter != nil {
-		q.UpdatedAfter = *req.StatusTimestampAfter
+		updatedAfter = *req.StatusTimestampAfter
 	}
-	recs, total, err := s.db.ListTasks(ctx, q)
+	recs, total, err := s.db.ListTasks(ctx, who, q, updatedAfter)
 	if err != nil {
 		return nil, storeError(err)
 	}
@@ -465,7 +468,7 @@ func ended(st a2a.TaskState) bool {
 // once nothing runs for it (one write, when its execution ends); until then they are left
 // out, being in the runs' event logs, which another replica reads them from (a write per
 // chunk would rewrite the task for every token of its answer).
-func record(t *a2a.Task, runs []string) (*store.TaskRecord, error) {
+func record(t *a2a.Task, runIDs []string) (*runs.Task, error) {
 	c := *t
 	if !ended(t.Status.State) {
 		c.Artifacts = nil
@@ -482,36 +485,36 @@ func record(t *a2a.Task, runs []string) (*store.TaskRecord, error) {
 	if len(c.History) > maxHistory {
 		c.History = c.History[len(c.History)-maxHistory:]
 	}
-	b, err := json.Marshal(taskBody{Task: &c, Runs: runs})
+	b, err := json.Marshal(taskBody{Task: &c, Runs: runIDs})
 	if err != nil {
 		return nil, fmt.Errorf("%w: the task cannot be stored", a2a.ErrInternalError)
 	}
 	_, runID := runOf(t)
-	return &store.TaskRecord{TaskID: string(t.ID), ContextID: t.ContextID, RunID: runID, State: string(t.Status.State), Body: b}, nil
+	return &runs.Task{TaskID: string(t.ID), ContextID: t.ContextID, RunID: runID, State: string(t.Status.State), Body: b}, nil
 }
 
 // maxRuns bounds the runs recorded per task (each question answered is one more).
 const maxRuns = 64
 
 // addRun returns runs with the task's current run added.
-func addRun(runs []string, t *a2a.Task) []string {
+func addRun(runIDs []string, t *a2a.Task) []string {
 	_, runID := runOf(t)
-	if runID == "" || slices.Contains(runs, runID) {
-		return runs
+	if runID == "" || slices.Contains(runIDs, runID) {
+		return runIDs
 	}
-	runs = append(slices.Clone(runs), runID)
-	if len(runs) > maxRuns {
-		runs = runs[len(runs)-maxRuns:]
+	runIDs = append(slices.Clone(runIDs), runID)
+	if len(runIDs) > maxRuns {
+		runIDs = runIDs[len(runIDs)-maxRuns:]
 	}
-	return runs
+	return runIDs
 }
 
 // storeError maps the store's errors to a2asrv's.
 func storeError(err error) error {
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, runs.ErrTaskNotFound), errors.Is(err, runs.ErrThreadNotFound), errors.Is(err, runs.ErrRunNotFound):
 		return a2a.ErrTaskNotFound
-	case errors.Is(err, store.ErrTaskVersion):
+	case errors.Is(err, runs.ErrTaskVersion):
 		return taskstore.ErrConcurrentModification
 	default:
 		return fmt.Errorf("%w: the task store is unavailable", a2a.ErrInternalError)

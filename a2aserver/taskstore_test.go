@@ -59,7 +59,7 @@ func replicas(t *testing.T) (*fakeEngine, string, string) {
 	e := &fakeEngine{runs: map[string]*fakeRun{}, owners: map[string]string{}, st: st}
 	var urls []string
 	for range 2 {
-		s := New(Config{Engine: e, Tasks: st.Tasks(), Log: st, Card: CardInfo{Name: "baton"}, CancelHorizon: 5 * time.Second})
+		s := New(Config{Engine: e, Tasks: portOver(t, st, nil), Log: portOver(t, st, nil), Card: CardInfo{Name: "baton"}, CancelHorizon: 5 * time.Second})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.ServeHTTP(w, r.WithContext(principal.With(r.Context(), r.Header.Get("X-Principal"))))
 		}))
@@ -224,7 +224,7 @@ func TestCancelOverConcurrentWrite(t *testing.T) {
 	logged(2, &agui.RunFinished{ThreadID: thread, RunID: run, Outcome: &agui.Outcome{Type: "cancelled"}})
 
 	for _, first := range []bool{false, true} {
-		a, b := newTaskStore(st.Tasks(), st, time.Hour), newTaskStore(st.Tasks(), st, time.Hour)
+		a, b := newTaskStore(portOver(t, st, nil), portOver(t, st, nil), time.Hour), newTaskStore(portOver(t, st, nil), portOver(t, st, nil), time.Hour)
 		id := a2a.TaskID(fmt.Sprintf("task-%v", first))
 		task := &a2a.Task{ID: id, ContextID: thread, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}, Metadata: taskMeta(thread, run, nil)}
 		v, err := a.Create(ctx, task)

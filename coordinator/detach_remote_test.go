@@ -14,7 +14,7 @@ import (
 func TestDetachHeldByRemoteFollower(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, 50*time.Millisecond)
 	other := newEngine(t, &fakeModel{}, &fakeAgent{}, func(c *Config) {
-		c.Store = f.e.Store()
+		c.Store = f.e.cfg.Store
 		c.OnDisconnect = DisconnectDetach
 		c.Heartbeat = time.Second // the watch holds 3 s: no renewal race on a loaded machine
 	})
@@ -43,12 +43,12 @@ func TestDetachRemoteFollowerOfEndedRun(t *testing.T) {
 	close(f.finish)
 	f.waitDone(t)
 	other := newEngine(t, &fakeModel{}, &fakeAgent{}, func(c *Config) {
-		c.Store = f.e.Store()
+		c.Store = f.e.cfg.Store
 		c.OnDisconnect = DisconnectDetach
 	})
 	release := other.Attach(f.r.ThreadID, f.r.RunID)
 	release()
-	left, err := f.e.Store().RunWatchedFor(t.Context(), f.r.ThreadID, f.r.RunID)
+	left, err := f.e.cfg.Store.RunWatchedFor(t.Context(), f.r.ThreadID, f.r.RunID)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, left, time.Duration(0))
 }

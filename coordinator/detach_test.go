@@ -69,7 +69,7 @@ func (f *detachFixture) waitDone(t *testing.T) string {
 // loggedTypes returns the types of the run's events in the store's event log.
 func (f *detachFixture) loggedTypes(t *testing.T) []string {
 	t.Helper()
-	evs, err := f.e.Store().Events(context.Background(), f.r.ThreadID, f.r.RunID, 0, store.MaxEventsRead)
+	evs, err := f.e.cfg.Store.Events(context.Background(), f.r.ThreadID, f.r.RunID, 0, store.MaxEventsRead)
 	require.NoError(t, err)
 	var out []string
 	for _, ev := range evs {

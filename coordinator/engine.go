@@ -15,33 +15,34 @@ import (
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/fence"
+	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/store"
 )
 
 // Sentinel errors of the engine; the HTTP layer maps them to status codes.
 var (
 	// ErrThreadBusy means the thread already has an active run (HTTP 409).
-	ErrThreadBusy = errors.New("thread has an active run")
+	ErrThreadBusy = runs.ErrThreadBusy
 	// ErrShuttingDown means the engine no longer accepts runs (HTTP 503).
-	ErrShuttingDown = errors.New("coordinator is shutting down")
+	ErrShuttingDown = runs.ErrShuttingDown
 	// ErrRunNotFound means no such run is known (HTTP 404).
-	ErrRunNotFound = errors.New("run not found")
+	ErrRunNotFound = runs.ErrRunNotFound
 	// ErrRunFinished means the run has already ended (HTTP 409).
-	ErrRunFinished = errors.New("run already finished")
+	ErrRunFinished = runs.ErrRunFinished
 	// ErrThreadNotFound means no such thread of this principal (HTTP 404).
-	ErrThreadNotFound = errors.New("thread not found")
+	ErrThreadNotFound = runs.ErrThreadNotFound
 	// ErrForbidden means the thread belongs to another principal (HTTP 403).
-	ErrForbidden = errors.New("thread belongs to another principal")
+	ErrForbidden = runs.ErrForbidden
 	// ErrTooManyThreads means the run would create a thread beyond the principal's cap
 	// (HTTP 429).
-	ErrTooManyThreads = errors.New("too many threads for this principal")
+	ErrTooManyThreads = runs.ErrTooManyThreads
 	// ErrTooManyRuns means the run would go beyond the cap of active runs it was started
 	// with (server.max_active_runs; HTTP 503, retry later).
-	ErrTooManyRuns = errors.New("too many active runs")
+	ErrTooManyRuns = runs.ErrTooManyRuns
 	// ErrThreadExpired means the thread was deleted by server.thread_retention: a new run
 	// on its id is refused rather than silently starting a conversation without its
 	// history (410 THREAD_EXPIRED).
-	ErrThreadExpired = errors.New("thread expired")
+	ErrThreadExpired = runs.ErrThreadExpired
 	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
 	// there would have no heartbeat, so its lease would lapse and another replica take it
 	// over.
@@ -51,10 +52,10 @@ var (
 // Causes with which a run is cancelled; they decide how the stream ends and are recorded.
 var (
 	// ErrClientGone: the streaming client disconnected.
-	ErrClientGone = errors.New("client disconnected")
+	ErrClientGone = runs.ErrClientGone
 	// ErrClientTooSlow: the streaming client took nothing for the stream's write timeout
 	// and was dropped; it counts as a disconnect.
-	ErrClientTooSlow = fmt.Errorf("%w: it did not keep up with the stream", ErrClientGone)
+	ErrClientTooSlow = runs.ErrClientTooSlow
 	// ErrStopped: a producer-side stop was requested.
 	ErrStopped = errors.New("stop requested")
 	// ErrShutdown: the coordinator is shutting down.

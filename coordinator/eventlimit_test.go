@@ -57,7 +57,7 @@ func TestEventLimitEndsTheRun(t *testing.T) {
 	assert.Equal(t, agui.EventTextMessageEnd, evs[len(evs)-2].EventType(), "the open message is closed first")
 
 	r.elog.WaitEnded()
-	stored, err := e.Store().Events(context.Background(), r.ThreadID, r.RunID, 0, store.MaxEventsRead)
+	stored, err := e.cfg.Store.Events(context.Background(), r.ThreadID, r.RunID, 0, store.MaxEventsRead)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(stored), limit, "stored events")
 	var term struct{ Type, Code string }

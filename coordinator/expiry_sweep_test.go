@@ -25,7 +25,7 @@ func TestResumeAfterExpirySweep(t *testing.T) {
 	clk.add(2 * time.Minute)
 	require.Eventually(t, func() bool { return len(agent.cancelled()) > 0 }, 10*time.Second, 5*time.Millisecond,
 		"the sweep cancels the parked task")
-	_, err := e.Store().LoadSuspension(t.Context(), "sw")
+	_, err := e.cfg.Store.LoadSuspension(t.Context(), "sw")
 	require.Error(t, err, "the swept suspension is gone")
 
 	evs := startAndCollect(t, e, resumeInput("sw", "r2", resolved(in.ID, `{"text":"x"}`)))

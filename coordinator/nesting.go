@@ -3,13 +3,13 @@ package coordinator
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/runs"
 )
 
 // Nesting (contract §9c, design/nesting.md): a run has a depth, 1 for a run a user
@@ -21,7 +21,7 @@ import (
 
 // ErrTooDeep refuses a run deeper than Config.MaxDepth: a caller that did not stop at its
 // own limit (or has a larger one). No run is started.
-var ErrTooDeep = errors.New("nesting too deep")
+var ErrTooDeep = runs.ErrTooDeep
 
 // maxDepth is Config.MaxDepth or its default.
 func (c *Config) maxDepth() int {

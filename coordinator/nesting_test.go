@@ -136,7 +136,7 @@ func TestDepthInCheckpoint(t *testing.T) {
 func TestDepthKeptOnTakeover(t *testing.T) {
 	agent := &fakeAgent{send: contextEcho()}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) { c.MaxDepth = 3 })
-	st := e.Store()
+	st := e.cfg.Store
 	ctx := context.Background()
 	deadRun(t, st, "deep-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
 	in := input("deep-to")

@@ -101,9 +101,6 @@ func (e *Engine) LogChanged(threadID, runID string) <-chan struct{} {
 	return r.elog.Changed()
 }
 
-// Store returns the engine's store (the HTTP layer reads threads and event logs from it).
-func (e *Engine) Store() store.Store { return e.cfg.Store }
-
 // DeleteThread deletes a thread of principal with its messages, event logs and suspension,
 // and cancels the work parked on its open interrupts. A thread that does not exist or
 // belongs to another principal is ErrThreadNotFound (404 for both, so that

@@ -26,7 +26,7 @@ func TestRunRecordedInStore(t *testing.T) {
 	r, err := e.Start(input("t"), "alice")
 	require.NoError(t, err)
 	evs := collect(t, r)
-	st := e.Store()
+	st := e.cfg.Store
 
 	th, err := st.GetThread(ctx, "t")
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestReapLapsedRun(t *testing.T) {
 	ctx := context.Background()
 	agent := &fakeAgent{}
 	e := newEngine(t, &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, agent)
-	st := e.Store()
+	st := e.cfg.Store
 	_, err := st.ClaimThread(ctx, "t", "alice", "")
 	require.NoError(t, err)
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r1", "dead-replica", -time.Second)))
@@ -142,7 +142,7 @@ func TestStoredHistoryPrepended(t *testing.T) {
 	}
 	run("r1", userMsg("u1", "first"))
 	run("r2", userMsg("u2", "second")) // only the new message
-	all, err := e.Store().LoadMessages(context.Background(), "h")
+	all, err := e.cfg.Store.LoadMessages(context.Background(), "h")
 	require.NoError(t, err)
 	full := []agui.Message{}
 	for _, sm := range all {
@@ -179,7 +179,7 @@ func TestWorkRecordedWhileRunning(t *testing.T) {
 	<-started
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		run, err := e.Store().GetRun(ctx, "w", "r-w")
+		run, err := e.cfg.Store.GetRun(ctx, "w", "r-w")
 		require.NoError(t, err)
 		var work durable.Work
 		require.NoError(t, json.Unmarshal(run.Work, &work))

@@ -23,7 +23,7 @@ func TestReapLostRunCancelsItsTask(t *testing.T) {
 	ctx := context.Background()
 	agent := &fakeAgent{}
 	e := newEngine(t, &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, agent)
-	st := e.Store()
+	st := e.cfg.Store
 	_, err := st.ClaimThread(ctx, "t", "alice", "")
 	require.NoError(t, err)
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r1", "dead-replica", -time.Second)))

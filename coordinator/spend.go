@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
 )
@@ -265,13 +266,7 @@ func (r runMeter) fallback(span trace.Span, f failure.Failure) bool {
 
 // BudgetExceededError refuses a run of a principal whose day is spent (AG-UI: 429
 // BUDGET_EXCEEDED). Its message is safe to show: the budget and when it resets.
-type BudgetExceededError struct {
-	// ResetsAt is when the principal's UTC day ends.
-	ResetsAt time.Time
-	msg      string
-}
-
-func (e *BudgetExceededError) Error() string { return e.msg }
+type BudgetExceededError = runs.BudgetExceededError
 
 // admitSpend refuses a run of a principal over its day before it starts. A day the store
 // cannot read admits the run (its model calls check again).
@@ -289,7 +284,7 @@ func admitSpend(e *Engine, principal string) error {
 	if ex == nil {
 		return nil
 	}
-	return &BudgetExceededError{ResetsAt: ex.ResetsAt, msg: ex.Message()}
+	return &BudgetExceededError{ResetsAt: ex.ResetsAt, Message: ex.Message()}
 }
 
 // spanModel names, on a chat span, the fallback model the run is on (the span starts

@@ -38,7 +38,7 @@ func answerTurn(*llm.Request) []llm.Delta {
 // end here, several at a time.
 func TestTakeOverBurstInOneTick(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: answerTurn}, &fakeAgent{})
-	st := e.Store()
+	st := e.cfg.Store
 	threads := burstThreads(t, st, 2*durable.TakeoverBatch+7)
 
 	ctx := context.Background()

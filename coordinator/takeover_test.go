@@ -73,7 +73,7 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 	var to *takenOver
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		run, err := e.Store().GetRun(ctx, "cp", "r-cp")
+		run, err := e.cfg.Store.GetRun(ctx, "cp", "r-cp")
 		require.NoError(t, err)
 		var work durable.Work
 		require.NoError(t, json.Unmarshal(run.Work, &work))

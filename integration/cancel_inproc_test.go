@@ -214,7 +214,7 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 		CancelTimeout: opts.CancelTimeout,
 		Metrics:       opts.Metrics,
 	})
-	srv := httptest.NewServer(server.New(server.Config{Engine: ib.Engine, Logger: engineLog}))
+	srv := httptest.NewServer(server.New(server.Config{Engine: coordinator.NewRuns(ib.Engine, coordinator.RunsConfig{}), Logger: engineLog}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()

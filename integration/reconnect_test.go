@@ -51,7 +51,7 @@ func TestReconnectOfficialClients(t *testing.T) {
 			requirePeers(t)
 			model := pausedModel{resume: make(chan struct{})}
 			e := launchedEngine(t, coordinator.Config{Model: model})
-			baton := httptest.NewServer(server.New(server.Config{Engine: e}))
+			baton := httptest.NewServer(server.New(server.Config{Engine: coordinator.NewRuns(e, coordinator.RunsConfig{})}))
 			defer baton.Close()
 			defer func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

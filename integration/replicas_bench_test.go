@@ -117,7 +117,7 @@ func benchReplicas(b *testing.B, dsn string, n int) ([]string, *agentArrivals) {
 		}
 		e := launchedEngine(b, coordinator.Config{Model: m, Agents: agents, Logger: quiet, Store: st,
 			Heartbeat: 200 * time.Millisecond, Lease: 5 * time.Second})
-		srv := httptest.NewServer(server.New(server.Config{Engine: e, Logger: quiet, MaxActiveRuns: 10000}))
+		srv := httptest.NewServer(server.New(server.Config{Engine: coordinator.NewRuns(e, coordinator.RunsConfig{}), Logger: quiet, MaxActiveRuns: 10000}))
 		b.Cleanup(func() {
 			srv.CloseClientConnections()
 			srv.Close()

@@ -120,7 +120,7 @@ func startStoreFaultRig(t *testing.T) *storeFaultRig {
 		Store:  rig.store,
 		Logger: quiet,
 	})
-	srv := httptest.NewServer(server.New(server.Config{Engine: engine, Logger: quiet}))
+	srv := httptest.NewServer(server.New(server.Config{Engine: coordinator.NewRuns(engine, coordinator.RunsConfig{}), Logger: quiet}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()

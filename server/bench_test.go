@@ -16,7 +16,7 @@ func BenchmarkDelegationOverhead(b *testing.B) {
 	agentSrv := startResearchAgent(b)
 	e, ag := researchEngine(b, agentSrv.URL, coordinator.Tracing{}, nil)
 	defer ag.Close()
-	baton := httptest.NewServer(New(Config{Engine: e}))
+	baton := httptest.NewServer(New(Config{Engine: runsOf(e)}))
 	defer baton.Close()
 
 	viaDirect := directCall(b, agentSrv.URL, researchPrompt)

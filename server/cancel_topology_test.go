@@ -60,7 +60,7 @@ func (tp *cancelTopology) startBaton(t *testing.T, st store.Store, perAgent int,
 		CancelPerAgent: perAgent,
 	})
 	tp.ag, tp.e = ag, e
-	tp.baton = httptest.NewServer(New(Config{Engine: e, MaxActiveRuns: -1, Logger: quiet}))
+	tp.baton = httptest.NewServer(New(Config{Engine: runsOf(e), MaxActiveRuns: -1, Logger: quiet}))
 }
 
 // stopBaton shuts the coordinator down; the agent stays.

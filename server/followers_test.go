@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/followers"
 )
 
@@ -33,7 +34,7 @@ func firstEvent(t *testing.T, resp *http.Response) map[string]any {
 // change nothing; once one of the followers has gone, a new one is served.
 func TestFollowersPerRunAreCapped(t *testing.T) {
 	release := make(chan struct{})
-	srv, _ := newTestServer(t, blockingModel{release: release}, Config{MaxFollowersPerRun: 2})
+	srv, _ := newTestServer(t, blockingModel{release: release}, Config{}, coordinator.RunsConfig{MaxFollowersPerRun: 2})
 	live := post(t, srv.URL+"/agui", body("followed", "r1", ""))
 	defer live.Body.Close()
 	require.Equal(t, http.StatusOK, live.StatusCode)
@@ -80,7 +81,7 @@ func TestFollowersPerRunAreCapped(t *testing.T) {
 // TOO_MANY_FOLLOWERS that says so, and a stream that ends frees its place.
 func TestFollowersPerPrincipalAreCapped(t *testing.T) {
 	release := make(chan struct{})
-	srv, _ := newTestServer(t, blockingModel{release: release}, Config{MaxFollowersPerRun: 10, Followers: followers.New(2)})
+	srv, _ := newTestServer(t, blockingModel{release: release}, Config{}, coordinator.RunsConfig{MaxFollowersPerRun: 10, Followers: followers.New(2)})
 	defer close(release)
 	for _, th := range []string{"mine1", "mine2"} {
 		live := post(t, srv.URL+"/agui", body(th, "r1", ""))

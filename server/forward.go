@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/store"
 )
 
 // Forwarding of resumes to the replica that holds an in-session MCP elicitation
@@ -74,7 +72,8 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 		s.log.Warn("a stored replica address is not usable; the resume runs here", "thread_id", in.ThreadID)
 		return false
 	}
-	epoch, err := s.runEpoch(r.Context(), in.ThreadID, in.RunID)
+	// SessionHome authorised who against the thread's owner: the epoch is of who's run.
+	epoch, _, err := s.cfg.Engine.RunEpoch(r.Context(), who, in.ThreadID, in.RunID)
 	if err != nil {
 		s.writeEngineError(w, err)
 		return true
@@ -115,21 +114,6 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 	return !unreachable
 }
 
-// runEpoch reads the epoch of run runID of threadID from the store: 0 when there is no
-// such run.
-func (s *server) runEpoch(ctx context.Context, threadID, runID string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	rec, err := s.cfg.Engine.Store().GetRun(ctx, threadID, runID)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return rec.Epoch, nil
-}
-
 // staleForward refuses a forwarded request whose run's epoch moved on since it was
 // forwarded (the forwarding replica gave up waiting and ran it, or another replica took it
 // over): 409 RUN_MOVED, and nothing of the run is touched. It reports whether it refused.
@@ -145,18 +129,12 @@ func (s *server) staleForward(w http.ResponseWriter, r *http.Request, in *agui.R
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "The "+forwardedEpochHeader+" header must be a non-negative integer.")
 		return true
 	}
-	now, err := s.runEpoch(r.Context(), in.ThreadID, in.RunID)
+	now, yours, err := s.cfg.Engine.RunEpoch(r.Context(), who, in.ThreadID, in.RunID)
 	if err != nil {
 		s.writeEngineError(w, err)
 		return true
 	}
-	if now == sent {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	th, err := s.cfg.Engine.Store().GetThread(ctx, in.ThreadID)
-	cancel()
-	if err != nil || th.Owner != who {
+	if now == sent || !yours {
 		return false
 	}
 	s.log.Warn("a forwarded request arrived after its run moved on; refused", "thread_id", in.ThreadID, "run_id", in.RunID,

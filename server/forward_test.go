@@ -27,7 +27,7 @@ func forwardFixture(t *testing.T, home string) (base string) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	e := newStartedEngine(t, coordinator.Config{Model: manyDeltas(1), Store: st})
-	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok"}}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e), AuthTokens: []string{"tok"}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -162,7 +162,7 @@ func TestForwardResumeAuthorisedFirst(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	e := newStartedEngine(t, coordinator.Config{Model: manyDeltas(1), Store: st})
-	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok", "other"}}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e), AuthTokens: []string{"tok", "other"}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -235,7 +235,7 @@ func TestStaleForwardRefused(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	e := newStartedEngine(t, coordinator.Config{Model: manyDeltas(1), Store: st})
-	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"tok", "other"}}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e), AuthTokens: []string{"tok", "other"}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

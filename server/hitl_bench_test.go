@@ -79,7 +79,7 @@ func BenchmarkResumeToAgent(b *testing.B) {
 	defer ag.Close()
 	e := newStartedEngine(b, coordinator.Config{Model: scripted.New(scripted.Config{}),
 		Agents: []coordinator.Agent{{Name: "travel", Client: ag, Timeout: time.Minute, InputRequired: "ask_user"}}})
-	baton := httptest.NewServer(New(Config{Engine: e}))
+	baton := httptest.NewServer(New(Config{Engine: runsOf(e)}))
 	defer baton.Close()
 
 	run := func(body string) string {

@@ -1,12 +1,11 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
 
 // GET /agui/threads/{threadId}/journal (DESIGN §3, §9b; design/journal.md): the thread's
@@ -14,7 +13,7 @@ import (
 
 const (
 	defaultJournalLimit = 500
-	maxJournalLimit     = store.MaxStepsRead
+	maxJournalLimit     = runs.MaxStepsRead
 )
 
 // journalStep is one step as the endpoint shows it.
@@ -34,8 +33,14 @@ type journalStep struct {
 }
 
 func (s *server) handleJournal(w http.ResponseWriter, r *http.Request) {
-	th, _ := s.threadOf(w, r)
-	if th == nil {
+	who, ok := s.principal(r)
+	if !ok {
+		s.unauthorized(w, r)
+		return
+	}
+	threadID := pathID(r, "threadId")
+	if !validID(threadID) {
+		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
 		return
 	}
 	q := r.URL.Query()
@@ -57,11 +62,9 @@ func (s *server) handleJournal(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
-	defer cancel()
-	steps, err := s.cfg.Engine.Store().Steps(ctx, th.ID, after, limit)
+	steps, err := s.cfg.Engine.Steps(r.Context(), who, threadID, after, limit)
 	if err != nil {
-		s.storeDown(w, "journal", err)
+		s.threadError(w, err)
 		return
 	}
 	out := make([]journalStep, 0, len(steps))

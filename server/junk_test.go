@@ -55,7 +55,7 @@ func TestJunkAfterARequestIsNotRead(t *testing.T) {
 	close(release)
 	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: release}})
 	var read atomic.Int64
-	srv := httptest.NewUnstartedServer(New(Config{Engine: e}))
+	srv := httptest.NewUnstartedServer(New(Config{Engine: runsOf(e)}))
 	srv.Listener = countingListener{srv.Listener, &read}
 	srv.Start()
 	t.Cleanup(func() {

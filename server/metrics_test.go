@@ -77,9 +77,9 @@ func runBody(thread, run, text string) string {
 }
 
 // newServerFor serves e with cfg until the test ends.
-func newServerFor(t *testing.T, e *coordinator.Engine, cfg Config) *httptest.Server {
+func newServerFor(t *testing.T, e *coordinator.Engine, cfg Config, rc ...coordinator.RunsConfig) *httptest.Server {
 	t.Helper()
-	cfg.Engine = e
+	cfg.Engine = runsOf(e, rc...)
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

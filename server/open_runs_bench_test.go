@@ -96,7 +96,7 @@ func BenchmarkLeanDelegationOverhead(b *testing.B) {
 	agentSrv.Config.Handler = benchagent.New(agentSrv.URL, benchagent.Options{Chunks: []string{"one ", "two ", "three"}})
 	e, ag := benchEngine(b, agentSrv.URL)
 	defer ag.Close()
-	baton := httptest.NewServer(New(Config{Engine: e}))
+	baton := httptest.NewServer(New(Config{Engine: runsOf(e)}))
 	defer baton.Close()
 	viaDirect := directCall(b, agentSrv.URL, "go")
 
@@ -125,7 +125,7 @@ func BenchmarkLeanThroughput(b *testing.B) {
 	agentSrv.Config.Handler = benchagent.New(agentSrv.URL, benchagent.Options{Chunks: []string{"one ", "two ", "three"}})
 	e, ag := benchEngine(b, agentSrv.URL)
 	defer ag.Close()
-	baton := httptest.NewServer(New(Config{Engine: e, MaxActiveRuns: -1}))
+	baton := httptest.NewServer(New(Config{Engine: runsOf(e), MaxActiveRuns: -1}))
 	defer baton.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	defer client.CloseIdleConnections()
@@ -211,7 +211,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 		e, ag := benchEngineWith(b, peer.agentURL, hc)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(b, err)
-		srv := &http.Server{Handler: New(Config{Engine: e, MaxActiveRuns: -1})}
+		srv := &http.Server{Handler: New(Config{Engine: runsOf(e), MaxActiveRuns: -1})}
 		go srv.Serve(ln)
 
 		var before, after runtime.MemStats

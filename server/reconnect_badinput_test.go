@@ -171,7 +171,7 @@ func TestRefusedReconnectDoesNotAttach(t *testing.T) {
 	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: make(chan struct{})},
 		OnDisconnect: coordinator.DisconnectDetach, ReconnectGrace: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	srv := httptest.NewServer(New(Config{Engine: e}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e)}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -27,14 +27,14 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/coordinator"
-	"github.com/baton-dev/baton/internal/followers"
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
 
 // Config configures the HTTP surface.
 type Config struct {
-	Engine *coordinator.Engine
+	// Engine is the engine's port (runs.Runs): every run, thread and journal read of
+	// this surface goes through it.
+	Engine Engine
 	// MaxBodyBytes caps request bodies; default 1 MiB.
 	MaxBodyBytes int64
 	// AuthTokens enables bearer-token auth when non-empty.
@@ -67,16 +67,6 @@ type Config struct {
 	MaxActiveRuns int
 	// BodyReadTimeout bounds reading a request body; default 30 s.
 	BodyReadTimeout time.Duration
-	// MaxFollowersPerRun caps the reconnect streams that follow one run on this process
-	// (server.max_followers_per_run); beyond it GET …/events answers 429
-	// TOO_MANY_FOLLOWERS. 0 means DefaultMaxFollowersPerRun; negative means no cap.
-	MaxFollowersPerRun int
-	// Followers counts the follow streams per run and per principal
-	// (server.max_followers_per_principal), shared with the other surfaces of this process
-	// (the A2A server's SubscribeToTask); nil: a counter of this server's own with the
-	// default per-principal cap. Beyond a principal's cap GET …/events answers 429
-	// TOO_MANY_FOLLOWERS.
-	Followers *followers.Counter
 	// OIDC verifies bearer JWTs of users signed in with an OpenID provider (server.oidc),
 	// beside the static AuthTokens; nil: no OIDC.
 	OIDC TokenVerifier
@@ -103,11 +93,9 @@ type server struct {
 	origins  map[string]struct{}
 	loopback bool
 	ready    *readiness
-	// tails are the shared readers of the followed runs' event logs.
-	tails tails
 }
 
-// New returns the HTTP handler of the coordinator.
+// New returns the HTTP handler of the runs.
 func New(cfg Config) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
@@ -123,12 +111,6 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.MaxActiveRuns == 0 {
 		cfg.MaxActiveRuns = DefaultMaxActiveRuns
-	}
-	if cfg.Followers == nil {
-		cfg.Followers = followers.New(0)
-	}
-	if cfg.MaxFollowersPerRun == 0 {
-		cfg.MaxFollowersPerRun = DefaultMaxFollowersPerRun
 	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
@@ -170,7 +152,7 @@ func New(cfg Config) http.Handler {
 	} else {
 		r.Get("/", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			_, _ = w.Write([]byte("Baton coordinator. POST AG-UI runs to /agui.\n"))
+			_, _ = w.Write([]byte("Baton runs. POST AG-UI runs to /agui.\n"))
 		})
 	}
 	return r
@@ -201,7 +183,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// The request's trace context (telemetry.Extract) parents the run; only the span
 	// context is kept, the run outlives the request. The engine admits it against
 	// server.max_active_runs in one step with every other start, on every surface.
-	run, err := s.cfg.Engine.StartContext(r.Context(), in, who, coordinator.MaxActive(s.cfg.MaxActiveRuns))
+	run, err := s.cfg.Engine.Start(r.Context(), in, who, runs.StartOptions{MaxActive: s.cfg.MaxActiveRuns})
 	if err != nil {
 		s.writeEngineError(w, err)
 		return
@@ -224,7 +206,7 @@ const DefaultWriteTimeout = 30 * time.Second
 // without the response's end, so the client sees a broken stream and never a complete
 // one, and the run is told (Stream.ClientGone: cancelled under server.on_disconnect: cancel,
 // detached for a reconnect under detach).
-func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator.Run) {
+func (s *server) stream(w http.ResponseWriter, r *http.Request, run *runs.Started) {
 	sse := agui.NewSSEWriter(w)
 	sse.SetWriteTimeout(s.cfg.WriteTimeout)
 	clean := false
@@ -243,7 +225,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 	defer ping.Stop()
 	var sent int64 // the sequence number of the last event written
 	for {
-		first, events, ended := run.Stream().NextFrom()
+		first, events, ended := run.Stream.NextFrom()
 		if first-1 > sent {
 			if err := s.catchUp(ctx, sse, run, &sent, first-1); err != nil {
 				s.clientGone(run, err)
@@ -253,7 +235,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 		if ended {
 			// The thread is freed before the client can see the terminal event, so a
 			// client that posts its next run on RUN_FINISHED is never refused with 409.
-			<-run.Stream().Released()
+			<-run.Stream.Released()
 		}
 		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
 		if err := sse.WriteEventsFrom(first, events); err != nil {
@@ -266,14 +248,14 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, run *coordinator
 			return
 		}
 		select {
-		case <-run.Stream().Wake():
+		case <-run.Stream.Wake():
 		case <-ping.C:
 			if err := sse.Ping(); err != nil {
 				s.clientGone(run, err)
 				return
 			}
 		case <-ctx.Done():
-			run.Stream().ClientGone(coordinator.ErrClientGone)
+			run.Stream.ClientGone(runs.ErrClientGone)
 			return
 		}
 	}
@@ -284,10 +266,10 @@ const backlogPage = 128
 
 // catchUp writes the run's events after *sent up to upto from its event log: the live
 // stream released them when its client fell more than the stream buffer behind.
-func (s *server) catchUp(ctx context.Context, sse *agui.SSEWriter, run *coordinator.Run, sent *int64, upto int64) error {
+func (s *server) catchUp(ctx context.Context, sse *agui.SSEWriter, run *runs.Started, sent *int64, upto int64) error {
 	frames := make([]agui.RawFrame, 0, backlogPage)
 	for *sent < upto {
-		evs, err := run.Stream().Backlog(ctx, *sent, upto, backlogPage)
+		evs, err := run.Stream.Backlog(ctx, *sent, upto, backlogPage)
 		if err != nil {
 			return err
 		}
@@ -311,13 +293,13 @@ func (s *server) catchUp(ctx context.Context, sse *agui.SSEWriter, run *coordina
 
 // clientGone tells the run that its stream failed with err: a client that took nothing
 // for the write timeout is too slow, anything else is gone.
-func (s *server) clientGone(run *coordinator.Run, err error) {
-	cause := coordinator.ErrClientGone
+func (s *server) clientGone(run *runs.Started, err error) {
+	cause := runs.ErrClientGone
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		cause = coordinator.ErrClientTooSlow
+		cause = runs.ErrClientTooSlow
 		s.log.Info("client dropped: it took nothing for the stream write timeout", "thread_id", run.ThreadID, "run_id", run.RunID, "timeout", s.cfg.WriteTimeout.String())
 	}
-	run.Stream().ClientGone(cause)
+	run.Stream.ClientGone(cause)
 }
 
 func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
@@ -332,10 +314,10 @@ func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := s.cfg.Engine.Stop(threadID, runID, who)
-	if errors.Is(err, coordinator.ErrForbidden) {
+	if errors.Is(err, runs.ErrForbidden) {
 		// Another principal's thread reads as an unknown one: a stop must not reveal
 		// which threads exist.
-		err = coordinator.ErrRunNotFound
+		err = runs.ErrRunNotFound
 	}
 	if err != nil {
 		s.writeEngineError(w, err)
@@ -357,29 +339,29 @@ func pathID(r *http.Request, name string) string {
 }
 
 func (s *server) writeEngineError(w http.ResponseWriter, err error) {
-	var budget *coordinator.BudgetExceededError
+	var budget *runs.BudgetExceededError
 	switch {
 	case errors.As(err, &budget):
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(time.Until(budget.ResetsAt).Seconds()))))
 		writeError(w, http.StatusTooManyRequests, "BUDGET_EXCEEDED", budget.Error())
-	case errors.Is(err, coordinator.ErrThreadBusy):
+	case errors.Is(err, runs.ErrThreadBusy):
 		writeError(w, http.StatusConflict, "THREAD_BUSY", "This thread already has an active run.")
-	case errors.Is(err, coordinator.ErrRunFinished):
+	case errors.Is(err, runs.ErrRunFinished):
 		writeError(w, http.StatusConflict, "RUN_FINISHED", "That run has already finished.")
-	case errors.Is(err, coordinator.ErrRunNotFound):
+	case errors.Is(err, runs.ErrRunNotFound):
 		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
-	case errors.Is(err, coordinator.ErrForbidden):
+	case errors.Is(err, runs.ErrForbidden):
 		writeError(w, http.StatusForbidden, "FORBIDDEN", "This thread belongs to another user.")
-	case errors.Is(err, coordinator.ErrTooManyRuns):
+	case errors.Is(err, runs.ErrTooManyRuns):
 		w.Header().Set("Retry-After", retryAfterBusy)
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_RUNS", "Too many runs are active; try again shortly.")
-	case errors.Is(err, coordinator.ErrThreadExpired):
+	case errors.Is(err, runs.ErrThreadExpired):
 		writeError(w, http.StatusGone, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention); start a new thread.")
-	case errors.Is(err, coordinator.ErrTooManyThreads):
+	case errors.Is(err, runs.ErrTooManyThreads):
 		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed (server.max_threads_per_principal): free some by deleting old threads (DELETE /agui/threads/{threadId}), or ask the operator to set server.thread_retention so that idle threads expire.")
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, runs.ErrUnavailable):
 		s.storeDown(w, "engine", err)
-	case errors.Is(err, coordinator.ErrShuttingDown):
+	case errors.Is(err, runs.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "The coordinator is shutting down.")
 	default:

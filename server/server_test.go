@@ -63,10 +63,10 @@ func newStartedEngine(tb testing.TB, cfg coordinator.Config) *coordinator.Engine
 	return e
 }
 
-func newTestServer(t *testing.T, model llm.Model, cfg Config) (*httptest.Server, *coordinator.Engine) {
+func newTestServer(t *testing.T, model llm.Model, cfg Config, rc ...coordinator.RunsConfig) (*httptest.Server, *coordinator.Engine) {
 	t.Helper()
 	e := newStartedEngine(t, coordinator.Config{Model: model})
-	cfg.Engine = e
+	cfg.Engine = runsOf(e, rc...)
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

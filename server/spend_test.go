@@ -41,7 +41,7 @@ func TestThreadUsageAndDailyBudget(t *testing.T) {
 		Pricer: spend.NewPricer(config.LLM{Model: "m", Prices: config.Prices{InputPerMTok: 2, OutputPerMTok: 10}}),
 		Ledger: st.(spend.Ledger), Daily: spend.Limits{Tokens: 1500}, WarnAt: 0.8})
 	e := newStartedEngine(t, coordinator.Config{Model: usageModel{llm.Usage{InputTokens: 1000, OutputTokens: 500}}, Store: st, Spend: meter})
-	srv := httptest.NewServer(New(Config{Engine: e, AuthTokens: []string{"alpha", "beta"}}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e), AuthTokens: []string{"alpha", "beta"}}))
 	t.Cleanup(srv.Close)
 	alice, bob := []string{"Authorization", "Bearer alpha"}, []string{"Authorization", "Bearer beta"}
 

@@ -61,7 +61,7 @@ func processCPU() time.Duration {
 func storesEngine(tb testing.TB, st store.Store, url string) (baseURL string, stop func()) {
 	tb.Helper()
 	e, ag := stubEngine(tb, st, url, nil)
-	srv := httptest.NewServer(New(Config{Engine: e, MaxActiveRuns: -1}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e), MaxActiveRuns: -1}))
 	return srv.URL, func() {
 		srv.CloseClientConnections()
 		srv.Close()

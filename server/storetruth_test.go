@@ -105,7 +105,7 @@ func viaProxy(t *testing.T, dsn string) (string, *tcpProxy) {
 func storeServer(t *testing.T, st store.Store, model llm.Model) *httptest.Server {
 	t.Helper()
 	e := newStartedEngine(t, coordinator.Config{Model: model, Store: st, Heartbeat: time.Hour, Lease: time.Minute})
-	srv := httptest.NewServer(New(Config{Engine: e, ReadyChecks: []ReadyCheck{{Group: GroupStore, Check: st.Ping}}}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e), ReadyChecks: []ReadyCheck{{Group: GroupStore, Check: st.Ping}}}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()

@@ -140,7 +140,7 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 		StreamBufferBytes: bufBytes,
 		Store:             offHeapLog{mem},
 	})
-	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 2 * time.Second}))
+	srv := httptest.NewUnstartedServer(New(Config{Engine: runsOf(e), WriteTimeout: 2 * time.Second}))
 	var closed atomic.Int64
 	srv.Listener = smallSendBuffer{srv.Listener, &closed}
 	srv.Start()
@@ -264,7 +264,7 @@ func BenchmarkStreamEvents(b *testing.B) {
 	// buffer as large as the whole run keeps the client from being dropped, so that the
 	// figure is the write path's throughput.
 	e := newStartedEngine(b, coordinator.Config{Model: m, StreamBufferBytes: 1 << 30})
-	srv := httptest.NewServer(New(Config{Engine: e}))
+	srv := httptest.NewServer(New(Config{Engine: runsOf(e)}))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -308,7 +308,7 @@ func TestWriteDeadlineClosesStuckConnection(t *testing.T) {
 	var produced atomic.Int64
 	e := newStartedEngine(t, coordinator.Config{Model: floodModel{total: 1 << 20, chunk: 4 << 10, produced: &produced},
 		OnDisconnect: coordinator.DisconnectDetach, ReconnectGrace: time.Minute})
-	srv := httptest.NewUnstartedServer(New(Config{Engine: e, WriteTimeout: 200 * time.Millisecond}))
+	srv := httptest.NewUnstartedServer(New(Config{Engine: runsOf(e), WriteTimeout: 200 * time.Millisecond}))
 	var closed atomic.Int64
 	srv.Listener = smallSendBuffer{srv.Listener, &closed}
 	srv.Start()

@@ -65,7 +65,7 @@ func TestThousandFollowersShareOneTail(t *testing.T) {
 	counting := &pageCounting{Store: st}
 	release := make(chan struct{})
 	e := newStartedEngine(t, coordinator.Config{Model: blockingModel{release: release}, Store: counting})
-	srv := newServerFor(t, e, Config{MaxFollowersPerRun: -1, Followers: uncappedFollowers()}) // one principal: no cap per principal either
+	srv := newServerFor(t, e, Config{}, coordinator.RunsConfig{MaxFollowersPerRun: -1, Followers: uncappedFollowers()}) // one principal: no cap per principal either
 	live := post(t, srv.URL+"/agui", body("watched", "r1", ""))
 	defer live.Body.Close()
 	require.Equal(t, http.StatusOK, live.StatusCode)
@@ -102,8 +102,8 @@ func TestThousandFollowersShareOneTail(t *testing.T) {
 		<-started
 	}
 	// The followers wait for the run's next event: a poll loop each would read the log
-	// every followPoll.
-	time.Sleep(4 * followPoll)
+	// every poll interval (200 ms).
+	time.Sleep(4 * 200 * time.Millisecond) // four of the port's poll intervals
 	close(release)
 	wg.Wait()
 	close(ends)

@@ -37,7 +37,7 @@ func BenchmarkDelegationTracing(b *testing.B) {
 
 	start := func(tracing coordinator.Tracing, hc *http.Client) (*httptest.Server, func()) {
 		e, ag := researchEngine(b, agentSrv.URL, tracing, hc)
-		srv := httptest.NewServer(telemetry.Extract(New(Config{Engine: e})))
+		srv := httptest.NewServer(telemetry.Extract(New(Config{Engine: runsOf(e)})))
 		return srv, func() { srv.Close(); _ = e.Shutdown(ctx); ag.Close() }
 	}
 	off, stopOff := start(coordinator.Tracing{}, nil)

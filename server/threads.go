@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/coordinator"
-	"github.com/baton-dev/baton/hitl"
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
 
 // Thread endpoints (DESIGN §3, §9a): the principal's thread list, one thread's messages and
@@ -45,7 +43,7 @@ func validID(s string) bool {
 // threadOf authenticates the request and loads its thread for the principal. It writes the
 // error response and returns nil when the request cannot go on: a thread that does not
 // exist and another principal's thread are both 404, so that nobody learns which exist.
-func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread, string) {
+func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*runs.Thread, string) {
 	who, ok := s.principal(r)
 	if !ok {
 		s.unauthorized(w, r)
@@ -56,24 +54,24 @@ func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*store.Thread
 		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
 		return nil, ""
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
-	defer cancel()
-	th, err := s.cfg.Engine.Store().GetThread(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		if owner, expired, xerr := s.cfg.Engine.Store().ExpiredThread(ctx, id); xerr == nil && expired && owner == who {
-			writeError(w, http.StatusNotFound, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention).")
-			return nil, ""
-		}
-	}
-	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Owner != who) {
-		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
-		return nil, ""
-	}
+	th, err := s.cfg.Engine.Thread(r.Context(), who, id)
 	if err != nil {
-		s.storeDown(w, "get thread", err)
+		s.threadError(w, err)
 		return nil, ""
 	}
 	return th, who
+}
+
+// threadError answers a thread read the port refused.
+func (s *server) threadError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, runs.ErrThreadExpired):
+		writeError(w, http.StatusNotFound, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention).")
+	case errors.Is(err, runs.ErrThreadNotFound):
+		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
+	default:
+		s.storeDown(w, "get thread", err)
+	}
 }
 
 type threadSummary struct {
@@ -99,9 +97,7 @@ func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
-	defer cancel()
-	list, err := s.cfg.Engine.Store().ListThreads(ctx, who, limit)
+	list, err := s.cfg.Engine.Threads(r.Context(), who, limit)
 	if err != nil {
 		s.storeDown(w, "list threads", err)
 		return
@@ -134,49 +130,31 @@ type threadUsage struct {
 }
 
 func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
-	th, _ := s.threadOf(w, r)
-	if th == nil {
+	who, ok := s.principal(r)
+	if !ok {
+		s.unauthorized(w, r)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
-	defer cancel()
-	st := s.cfg.Engine.Store()
-	doc := threadDoc{ThreadID: th.ID, Messages: []json.RawMessage{}, Interrupts: []agui.Interrupt{}}
-	msgs, err := st.LoadMessages(ctx, th.ID)
+	id := pathID(r, "threadId")
+	if !validID(id) {
+		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
+		return
+	}
+	d, err := s.cfg.Engine.ThreadDoc(r.Context(), who, id)
 	if err != nil {
-		s.storeDown(w, "load messages", err)
+		s.threadError(w, err)
 		return
 	}
-	for _, m := range msgs {
-		doc.Messages = append(doc.Messages, m.Data)
+	doc := threadDoc{ThreadID: d.Thread.ID, Messages: d.Messages, Interrupts: d.Interrupts,
+		Usage: threadUsage{InputTokens: d.Usage.InputTokens, OutputTokens: d.Usage.OutputTokens, CostUSD: d.Usage.CostUSD}}
+	if doc.Messages == nil {
+		doc.Messages = []json.RawMessage{}
 	}
-	susp, err := st.LoadSuspension(ctx, th.ID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		s.storeDown(w, "load suspension", err)
-		return
-	default:
-		for _, in := range susp.Interrupts {
-			doc.Interrupts = append(doc.Interrupts, hitl.ToAGUI(in))
-		}
+	if doc.Interrupts == nil {
+		doc.Interrupts = []agui.Interrupt{}
 	}
-	run, err := st.ActiveRun(ctx, th.ID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		s.storeDown(w, "active run", err)
-		return
-	default:
-		doc.Run = &threadRun{RunID: run.RunID, Status: run.State}
-	}
-	if l, ok := st.(store.SpendLedger); ok {
-		u, err := l.ThreadSpend(ctx, th.ID)
-		if err != nil {
-			s.storeDown(w, "thread spend", err)
-			return
-		}
-		doc.Usage = threadUsage(u)
+	if d.ActiveRun != nil {
+		doc.Run = &threadRun{RunID: d.ActiveRun.RunID, Status: d.ActiveRun.State}
 	}
 	writeJSON(w, http.StatusOK, doc)
 }
@@ -201,9 +179,9 @@ func (s *server) handleDeleteThread(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, coordinator.ErrThreadNotFound):
+	case errors.Is(err, runs.ErrThreadNotFound):
 		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
-	case errors.Is(err, coordinator.ErrThreadBusy):
+	case errors.Is(err, runs.ErrThreadBusy):
 		writeError(w, http.StatusConflict, "THREAD_BUSY", "This thread has an active run; stop it first.")
 	default:
 		s.storeDown(w, "delete thread", err)

@@ -103,7 +103,7 @@ func replicas(t testing.TB, dsn string, model llm.Model, n int, cfg Config) []*h
 		require.NoError(t, err)
 		e := newStartedEngine(t, coordinator.Config{Model: model, Store: st, Heartbeat: 50 * time.Millisecond, Lease: 10 * time.Second})
 		c := cfg
-		c.Engine = e
+		c.Engine = runsOf(e)
 		srv := httptest.NewServer(New(c))
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2aserver"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/store"
 )
@@ -56,9 +56,9 @@ func admitOnce(t *testing.T) {
 		defer cancel()
 		_ = engine.Shutdown(ctx)
 	}()
-	srv := httptest.NewServer(server.New(server.Config{Engine: engine, MaxActiveRuns: max, Logger: log}))
+	port := coordinator.NewRuns(engine, coordinator.RunsConfig{})
+	srv := httptest.NewServer(server.New(server.Config{Engine: port, MaxActiveRuns: max, Logger: log}))
 	defer srv.Close()
-	a2a := a2aEngine{e: engine, maxActive: max}
 
 	input := func(i int) *agui.RunAgentInput {
 		return &agui.RunAgentInput{ThreadID: fmt.Sprintf("t%d", i), RunID: "r", ProtocolVersion: agui.ProtocolVersion,
@@ -75,14 +75,14 @@ func admitOnce(t *testing.T) {
 	for i := range a2aStarts {
 		wg.Go(func() {
 			<-start
-			_, err := a2a.Start(context.Background(), input(i), "p")
+			_, err := port.Start(context.Background(), input(i), "p", runs.StartOptions{MaxActive: max})
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
 				admitted++
 				return
 			}
-			assert.ErrorIs(t, err, a2aserver.ErrBusy)
+			assert.ErrorIs(t, err, runs.ErrTooManyRuns)
 			refused = append(refused, "a2a")
 		})
 	}

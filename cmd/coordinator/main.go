@@ -203,6 +203,8 @@ type app struct {
 	sweeper     *server.ThreadSweeper // nil: threads are kept
 	// followers counts the follow streams of every surface (server.max_followers_per_*).
 	followers *followers.Counter
+	// runs is the engine's port for the surfaces.
+	runs *coordinator.Runs
 	// servicesStopped: stopServices has run (it runs once).
 	servicesStopped bool
 
@@ -506,6 +508,18 @@ func (a *app) buildEngine() error {
 	}
 	a.engine = engine
 	a.followers = followers.New(a.cfg.Server.MaxFollowersPerPrincipalOrDefault())
+	agents := map[string]bool{} // by the engine's name for them, as pending cancels name them
+	for _, ag := range a.cfg.Agents {
+		agents[coordinator.ToolName(ag.Name)] = true
+	}
+	// Every surface reaches the engine through this one port.
+	a.runs = coordinator.NewRuns(engine, coordinator.RunsConfig{
+		Followers:          a.followers,
+		MaxFollowersPerRun: a.cfg.Server.MaxFollowersPerRun,
+		// A downstream cancel of an agent removed from the configuration cannot be
+		// confirmed from here (its pending record is dropped at start).
+		AgentConfigured: func(name string) bool { return agents[name] },
+	})
 	// Threads untouched past server.thread_retention go (0: kept).
 	if ret := time.Duration(a.cfg.Server.ThreadRetention); ret > 0 {
 		a.sweeper = server.NewThreadSweeper(a.st, ret, a.log)
@@ -649,23 +663,21 @@ func spendMeter(cfg *config.Config, st store.Store) *spend.Meter {
 func (a *app) serverConfig() server.Config {
 	cfg := a.cfg
 	return server.Config{
-		Engine:             a.engine,
-		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
-		AuthTokens:         a.tokens,
-		OIDC:               a.users,
-		AllowedOrigins:     cfg.Server.AllowedOrigins,
-		ListenAddr:         cfg.Listen,
-		MaxActiveRuns:      cfg.Server.MaxActiveRuns,
-		Page:               web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn}),
-		ReadyChecks:        readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.fallbacks, a.log),
-		Draining:           a.draining.Load,
-		Metrics:            a.metrics.Handler(),
-		Logger:             a.log,
-		WriteTimeout:       time.Duration(cfg.Server.StreamWriteTimeout),
-		MaxFollowersPerRun: cfg.Server.MaxFollowersPerRun,
-		Followers:          a.followers,
-		SignIn:             a.signIns.endpoints(a.registry, a.agents),
-		A2A:                newA2AServer(cfg, a.engine, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.followers, a.log),
+		Engine:         a.runs,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		AuthTokens:     a.tokens,
+		OIDC:           a.users,
+		AllowedOrigins: cfg.Server.AllowedOrigins,
+		ListenAddr:     cfg.Listen,
+		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
+		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn}),
+		ReadyChecks:    readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.fallbacks, a.log),
+		Draining:       a.draining.Load,
+		Metrics:        a.metrics.Handler(),
+		Logger:         a.log,
+		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
+		SignIn:         a.signIns.endpoints(a.registry, a.agents),
+		A2A:            newA2AServer(cfg, a.runs, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.followers, a.log),
 	}
 }
 

@@ -97,6 +97,16 @@ func cardDescription(ag coordinator.Agent) string {
 	return bridge.Flatten(b.String(), 4*bridge.MaxDescription)
 }
 
+// engineRun is a run as the MCP surface reads it (mcpserver.Run): its events come from the
+// run's stream.
+type engineRun struct{ *coordinator.Run }
+
+func (r engineRun) NextFrom() (first int64, events []agui.Event, ended bool) {
+	return r.Stream().NextFrom()
+}
+
+func (r engineRun) Wake() <-chan struct{} { return r.Stream().Wake() }
+
 // mcpEngine adapts the engine to the MCP surface (mcpserver.Engine).
 type mcpEngine struct {
 	e         *coordinator.Engine
@@ -109,7 +119,7 @@ func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 	var budget *coordinator.BudgetExceededError
 	switch {
 	case err == nil:
-		return a2aRun{r}, nil
+		return engineRun{r}, nil
 	case errors.As(err, &budget):
 		return nil, &mcpserver.Refusal{Message: budget.Error()}
 	case errors.Is(err, coordinator.ErrTooDeep):

@@ -1,4 +1,4 @@
-package server
+package coordinator
 
 import (
 	"context"
@@ -155,7 +155,7 @@ func (t *tail) run(ctx context.Context) {
 	after := t.last
 	for {
 		changed := t.src.changed()
-		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		rctx, cancel := context.WithTimeout(ctx, portTimeout)
 		evs, err := t.src.st.Events(rctx, t.src.threadID, t.src.runID, after, store.MaxEventsRead)
 		cancel()
 		if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package a2aserver
+package coordinator
 
 import (
 	"context"
@@ -18,15 +18,8 @@ import (
 // error), and keeps the cancels still being retried among the store's pending cancels,
 // which the run's work record ties to the run.
 
-// cancelJournal reads the journal's steps (store.Store; part of Log).
-type cancelJournal interface {
-	Steps(ctx context.Context, threadID string, after int64, limit int) ([]store.Step, error)
-}
-
-// cancelsPending reads the cancels not confirmed yet (store.Store; part of Log).
-type cancelsPending interface {
-	PendingCancels(ctx context.Context, limit int) ([]store.PendingCancel, error)
-}
+// cancelPoll is how often the pending cancels of a run relayed elsewhere are read again.
+const cancelPoll = 100 * time.Millisecond
 
 // runWork is the part of a run's work record that names its A2A tasks.
 type runWork struct {
@@ -44,9 +37,9 @@ const noAgent = " (cannot be confirmed: the agent is no longer configured)"
 
 // downstream reads, for a run that this process does not relay, what became of its
 // downstream cancels: the executor's CancelTask on another replica than the run's, and
-// the task store's end of a stopped run whose execution is gone.
+// the task store's end of a stopped run whose execution is gone (Runs.Unconfirmed).
 type downstream struct {
-	runs Log // nil: nothing can be read
+	st store.Store
 	// configured reports whether an A2A sub-agent is configured here; nil: every one is.
 	configured func(name string) bool
 	log        *slog.Logger
@@ -58,14 +51,11 @@ type downstream struct {
 // that is not configured here is not waited for: it is named at once as one that cannot
 // be confirmed, as is a task of such an agent that the run left neither terminal, pending
 // nor journaled (its pending record was dropped by a restart without the agent).
-func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, deadline time.Time) string {
-	if d.runs == nil {
-		return ""
-	}
+func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, deadline time.Time) []string {
 	work := d.workOf(ctx, threadID, runID)
 	pending, gone := d.pendingOf(ctx, work)
 	if len(pending) > 0 && time.Now().Before(deadline) {
-		tick := time.NewTicker(followPoll)
+		tick := time.NewTicker(cancelPoll)
 		defer tick.Stop()
 		wait := time.NewTimer(time.Until(deadline))
 		defer wait.Stop()
@@ -111,10 +101,7 @@ func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, dea
 			failed = append(failed, cancel.Report{Kind: cancel.KindA2ATask, Name: t.Agent, ID: t.TaskID}.Describe()+noAgent)
 		}
 	}
-	if len(failed) == 0 {
-		return ""
-	}
-	return "Canceled; these downstream cancellations were not confirmed: " + strings.Join(failed, "; ") + "."
+	return failed
 }
 
 // configured reports whether agent is one of this process's A2A sub-agents.
@@ -138,7 +125,7 @@ func mergeCancels(gone, more []store.PendingCancel) []store.PendingCancel {
 
 // workOf reads the run's work record (nil when there is none, or it names no A2A task).
 func (d downstream) workOf(ctx context.Context, threadID, runID string) *runWork {
-	rec, err := d.runs.GetRun(ctx, threadID, runID)
+	rec, err := d.st.GetRun(ctx, threadID, runID)
 	if err != nil || len(rec.Work) == 0 {
 		return nil
 	}
@@ -156,7 +143,7 @@ func (d downstream) pendingOf(ctx context.Context, w *runWork) (pending, gone []
 	if w == nil {
 		return nil, nil
 	}
-	all, err := d.runs.PendingCancels(ctx, store.MaxPendingCancelsRead)
+	all, err := d.st.PendingCancels(ctx, store.MaxPendingCancelsRead)
 	if err != nil {
 		d.log.Debug("a2a cancel: pending cancels", "err", err)
 		return nil, nil
@@ -181,7 +168,7 @@ func (d downstream) pendingOf(ctx context.Context, w *runWork) (pending, gone []
 func (d downstream) failedCancels(ctx context.Context, threadID, runID string) (out []string, keys map[string]bool) {
 	keys = map[string]bool{}
 	for after := int64(0); ; {
-		steps, err := d.runs.Steps(ctx, threadID, after, store.MaxStepsRead)
+		steps, err := d.st.Steps(ctx, threadID, after, store.MaxStepsRead)
 		if err != nil {
 			d.log.Debug("a2a cancel: journal", "thread_id", threadID, "run_id", runID, "err", err)
 			return out, keys

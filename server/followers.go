@@ -1,4 +1,0 @@
-package server
-
-// DefaultMaxFollowersPerRun is Config.MaxFollowersPerRun's default.
-const DefaultMaxFollowersPerRun = 100
