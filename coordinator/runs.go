@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/hitl"
+	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/store"
@@ -56,7 +57,7 @@ func NewRuns(e *Engine, cfg RunsConfig) *Runs {
 }
 
 // DefaultMaxFollowersPerRun is RunsConfig.MaxFollowersPerRun's default.
-const DefaultMaxFollowersPerRun = 100
+const DefaultMaxFollowersPerRun = config.DefaultMaxFollowersPerRun
 
 // portTimeout bounds one store read the port makes for a surface.
 const portTimeout = 10 * time.Second

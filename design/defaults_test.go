@@ -24,7 +24,6 @@ var defaultsPackages = []string{"coordinator", "server", "failure", "hitl"}
 var ownDefaults = map[string]string{
 	"coordinator.DefaultWatchRenewal":  "no configuration key",
 	"server.DefaultBodyReadTimeout":    "no configuration key",
-	"server.DefaultMaxFollowersPerRun": "restates config.DefaultMaxFollowersPerRun",
 	"server.DefaultWriteTimeout":       "restates config.DefaultStreamWriteTimeout",
 	"server.DefaultMaxActiveRuns":      "restates config.DefaultMaxActiveRuns",
 }

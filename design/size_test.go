@@ -35,7 +35,6 @@ var oversizeTypes = map[string]int{}
 // ratchet as oversizeTypes. Keys are "<package dir>.<func>" or "<package dir>.<Type>.<method>".
 var oversizeFuncs = map[string]int{
 	"agui.appendEvent":                   207, // the hand encoder of every event type
-	"server.server.handleRunEvents":      118,
 	"mcpclient.call.run":                 126,
 	"llm/anthropic.Model.Stream":         111,
 	"signin.serviceHandler.Authorize":    105,

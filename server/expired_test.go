@@ -26,7 +26,7 @@ func TestSweptThreadSaysSo(t *testing.T) {
 	ctx := context.Background()
 	var swept int64
 	require.Eventually(t, func() bool {
-		n, err := e.Store().SweepThreads(ctx, time.Now().Add(time.Hour), 10)
+		n, err := storeOf(e).SweepThreads(ctx, time.Now().Add(time.Hour), 10)
 		require.NoError(t, err)
 		swept += n
 		return swept == 1

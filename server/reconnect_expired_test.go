@@ -23,7 +23,7 @@ func TestReconnectExpiredLog(t *testing.T) {
 	evs := readEvents(t, post(t, srv.URL+"/agui", body("old", "r1", "")))
 	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"])
 	ctx := context.Background()
-	st := e.Store()
+	st := storeOf(e)
 
 	// A log missing its start (a run longer than the retention): the head is gone.
 	storedRun(t, st, "old", "long", []store.Event{

@@ -27,7 +27,7 @@ func TestReconnectAcrossTakeover(t *testing.T) {
 	srv, e := newTestServer(t, blockingModel{release: release}, Config{})
 	evs := readEvents(t, post(t, srv.URL+"/agui", body("tk", "r1", "")))
 	require.Equal(t, "RUN_FINISHED", evs[len(evs)-1]["type"], "a run that owns the thread")
-	st := e.Store()
+	st := storeOf(e)
 	ev := func(seq int64, data string) store.Event { return store.Event{Seq: seq, Data: json.RawMessage(data)} }
 
 	// A log of 3 events, the gap, then the new owner's events to the end.

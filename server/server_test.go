@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
@@ -63,9 +65,23 @@ func newStartedEngine(tb testing.TB, cfg coordinator.Config) *coordinator.Engine
 	return e
 }
 
+// testStores holds the store of each engine newTestServer made, for the tests that look at
+// what the engine stored (storeOf).
+var testStores sync.Map
+
+// storeOf returns the store of an engine newTestServer made.
+func storeOf(e *coordinator.Engine) store.Store {
+	st, _ := testStores.Load(e)
+	return st.(store.Store)
+}
+
 func newTestServer(t *testing.T, model llm.Model, cfg Config, rc ...coordinator.RunsConfig) (*httptest.Server, *coordinator.Engine) {
 	t.Helper()
-	e := newStartedEngine(t, coordinator.Config{Model: model})
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e := newStartedEngine(t, coordinator.Config{Model: model, Store: st})
+	testStores.Store(e, st)
 	cfg.Engine = runsOf(e, rc...)
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(func() {
