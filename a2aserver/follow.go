@@ -2,7 +2,9 @@ package a2aserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -17,6 +19,9 @@ import (
 // (coordinator.Runs fits): its logged events, whether it goes on, and its downstream
 // cancels that were not confirmed. Every call names the principal whose run it is.
 type Log interface {
+	// Events follows the run from position after until its end (the port's one
+	// follower of a run's log; runs.FollowOptions.Ping for a periodic empty batch).
+	Events(ctx context.Context, principal, threadID, runID string, after int64, opts runs.FollowOptions) (iter.Seq2[[]runs.Event, error], error)
 	// Log returns a page of the run's stored events after position after.
 	Log(ctx context.Context, principal, threadID, runID string, after int64) ([]runs.Event, error)
 	// RunState tells whether the run goes on or has ended.
@@ -87,25 +92,32 @@ func (s *taskStore) readLog(ctx context.Context, who string, rel *relay, rp *rep
 		if err != nil {
 			return after, fmt.Errorf("%w: the event log is unavailable", a2a.ErrInternalError)
 		}
-		for _, e := range evs {
-			after = e.Seq
-			ev, err := agui.DecodeEvent(e.Data)
-			if err != nil {
-				continue
-			}
-			for _, out := range rel.event(ev) {
-				if a, ok := out.(*a2a.TaskArtifactUpdateEvent); ok {
-					rp.addArtifact(a)
-				}
-			}
-		}
-		if a := rel.flush(); a != nil {
-			rp.addArtifact(a)
-		}
+		after = rp.feed(rel, evs, after)
 		if len(evs) < runs.MaxEventsRead {
 			return after, nil
 		}
 	}
+}
+
+// feed relays logged events to rel, collecting the artifact events in rp, and returns the
+// position of the last (after when there is none).
+func (rp *replay) feed(rel *relay, evs []runs.Event, after int64) int64 {
+	for _, e := range evs {
+		after = e.Seq
+		ev, err := agui.DecodeEvent(e.Data)
+		if err != nil {
+			continue
+		}
+		for _, out := range rel.event(ev) {
+			if a, ok := out.(*a2a.TaskArtifactUpdateEvent); ok {
+				rp.addArtifact(a)
+			}
+		}
+	}
+	if a := rel.flush(); a != nil {
+		rp.addArtifact(a)
+	}
+	return after
 }
 
 func (rp *replay) addArtifact(ev *a2a.TaskArtifactUpdateEvent) {
@@ -160,8 +172,8 @@ func apply(t *a2a.Task, ev *a2a.TaskStatusUpdateEvent) {
 }
 
 // follow streams a task from the store: the task as it is, then its current run's
-// answer and end from the event log, until the task reaches a state in which nothing
-// runs for it.
+// answer and end, followed through the engine's port (Log.Events: the one follower of a
+// run's log, on any replica), until the task reaches a state in which nothing runs for it.
 func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) {
 	rec, t, rp, ok := s.startFollow(ctx, id, yield)
 	if !ok {
@@ -169,64 +181,145 @@ func (s *taskStore) follow(ctx context.Context, id a2a.TaskID, yield func(a2a.Ev
 	}
 	who := rec.Principal
 	threadID, runID := runOf(t)
+	if rp.rel == nil {
+		if rec, threadID, runID, rp, ok = s.awaitRun(ctx, who, id, rec, yield); !ok {
+			return
+		}
+	}
+	// The stream is counted once, as a follower of the task (handler.SubscribeToTask); the
+	// periodic empty batch lets the stored state be read between the run's events.
+	evs, err := s.log.Events(ctx, who, threadID, runID, rp.after, runs.FollowOptions{Ping: followPoll, Uncounted: true})
+	if err != nil {
+		yield(nil, followError(err))
+		return
+	}
+	checked := time.Now()
+	for batch, err := range evs {
+		if err != nil {
+			yield(nil, fmt.Errorf("%w: the event log is unavailable", a2a.ErrInternalError))
+			return
+		}
+		if len(batch) > 0 && !rp.relay(batch, yield) {
+			return
+		}
+		if time.Since(checked) < followPoll {
+			continue
+		}
+		// The stored state: a cancel, or the execution's own end, is there.
+		checked = time.Now()
+		if end := s.storedEnd(ctx, who, id, &rec); end != nil {
+			s.drain(ctx, who, rp, threadID, runID, end, yield)
+			return
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	// The run's log has ended. The execution relaying the run, if it is alive, stores the
+	// task's end (its status message may say more, e.g. which cancels were not confirmed):
+	// it is given a moment before the end read from the log is reported.
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
-	waited := 0
-	for {
+	for waited := 0; ; waited++ {
+		if end := s.storedEnd(ctx, who, id, &rec); end != nil {
+			yield(end, nil)
+			return
+		}
+		if waited >= endWait {
+			if ev := s.endOf(ctx, who, rp.rel, threadID, runID); ev != nil {
+				yield(ev, nil)
+			}
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if rp.rel == nil {
-			// Submitted, its run not recorded yet: wait for the execution to record it.
-			now, err := s.db.GetTask(ctx, who, string(id))
-			if err != nil {
-				yield(nil, storeError(err))
-				return
-			}
-			if now.Version == rec.Version {
-				continue
-			}
-			rec = now
-			nt, nrp, err := s.load(ctx, now, true)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if ended(nt.Status.State) || nt.Status.State == a2a.TaskStateAuthRequired {
-				yield(statusOf(nt), nil)
-				return
-			}
-			if nrp.rel == nil {
-				continue
-			}
-			// The run's log is read from its start below: its answer so far is new here.
-			threadID, runID = runOf(nt)
-			rp = &replay{rel: newReplayRelay(nt, threadID, runID)}
+	}
+}
+
+// awaitRun waits for a submitted task's execution to record its run, and returns the task
+// as then stored with the run to follow (its log read from its start: its answer so far is
+// new here); ok is false when following ends there (an error, the caller gone, or a task
+// that ended meanwhile, whose end was yielded).
+func (s *taskStore) awaitRun(ctx context.Context, who string, id a2a.TaskID, rec *runs.Task, yield func(a2a.Event, error) bool) (_ *runs.Task, threadID, runID string, rp *replay, ok bool) {
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, "", "", nil, false
+		case <-tick.C:
 		}
-		if !s.relayLog(ctx, who, rp, threadID, runID, yield) {
+		now, err := s.db.GetTask(ctx, who, string(id))
+		if err != nil {
+			yield(nil, storeError(err))
+			return nil, "", "", nil, false
+		}
+		if now.Version == rec.Version {
+			continue
+		}
+		rec = now
+		nt, nrp, err := s.load(ctx, now, true)
+		if err != nil {
+			yield(nil, err)
+			return nil, "", "", nil, false
+		}
+		if ended(nt.Status.State) || nt.Status.State == a2a.TaskStateAuthRequired {
+			yield(statusOf(nt), nil)
+			return nil, "", "", nil, false
+		}
+		if nrp.rel == nil {
+			continue
+		}
+		threadID, runID = runOf(nt)
+		return rec, threadID, runID, &replay{rel: newReplayRelay(nt, threadID, runID)}, true
+	}
+}
+
+// storedEnd reads the stored task and returns its status when it changed since *rec into
+// a state in which nothing runs for it; nil otherwise.
+func (s *taskStore) storedEnd(ctx context.Context, who string, id a2a.TaskID, rec **runs.Task) *a2a.TaskStatusUpdateEvent {
+	now, err := s.db.GetTask(ctx, who, string(id))
+	if err != nil || now.Version == (*rec).Version {
+		return nil
+	}
+	*rec = now
+	st, _, err := s.load(ctx, now, false)
+	if err != nil || !(ended(st.Status.State) || st.Status.State == a2a.TaskStateAuthRequired) {
+		return nil
+	}
+	return statusOf(st)
+}
+
+// drain yields what the run's log holds beyond what was relayed (the follower's tail may
+// not have read it yet when the stored end is seen), then the end.
+func (s *taskStore) drain(ctx context.Context, who string, rp *replay, threadID, runID string, end a2a.Event, yield func(a2a.Event, error) bool) {
+	for {
+		evs, err := s.log.Log(ctx, who, threadID, runID, rp.after)
+		if err != nil {
+			break // the end is what matters; the answer is in GetTask
+		}
+		if len(evs) > 0 && !rp.relay(evs, yield) {
 			return
 		}
-		// The stored state: a cancel, or the execution's own end, is there.
-		if now, err := s.db.GetTask(ctx, who, string(id)); err == nil && now.Version != rec.Version {
-			rec = now
-			if st, _, err := s.load(ctx, now, false); err == nil && (ended(st.Status.State) || st.Status.State == a2a.TaskStateAuthRequired) {
-				yield(statusOf(st), nil)
-				return
-			}
-		}
-		if ev := s.endOf(ctx, who, rp.rel, threadID, runID); ev != nil {
-			// The execution relaying the run, if it is alive, stores the task's end (its
-			// status message may say more, e.g. which cancels were not confirmed): it is
-			// given a moment before the end read from the log is reported.
-			if waited++; waited < endWait {
-				continue
-			}
-			yield(ev, nil)
-			return
+		if len(evs) < runs.MaxEventsRead {
+			break
 		}
 	}
+	yield(end, nil)
+}
+
+// followError is the A2A error of a run the port would not follow.
+func followError(err error) error {
+	switch {
+	case errors.Is(err, runs.ErrThreadNotFound), errors.Is(err, runs.ErrRunNotFound), errors.Is(err, runs.ErrEventsExpired):
+		return a2a.ErrTaskNotFound
+	case errors.Is(err, runs.ErrTooManyFollowers):
+		return busyError("You follow too many streams at once; close some, or retry later.")
+	}
+	return fmt.Errorf("%w: the event log is unavailable", a2a.ErrInternalError)
 }
 
 // startFollow reads the caller's task and yields it as it is; ok is false when following
@@ -253,21 +346,16 @@ func (s *taskStore) startFollow(ctx context.Context, id a2a.TaskID, yield func(a
 	return rec, t, rp, true
 }
 
-// relayLog reads the run's event log past rp.after into rp and yields what it added to
-// the answer: new artifacts, and new parts of those already sent. False when following
-// ends (an error, or the caller gone).
-func (s *taskStore) relayLog(ctx context.Context, who string, rp *replay, threadID, runID string, yield func(a2a.Event, error) bool) bool {
+// relay feeds a batch of the run's logged events into rp and yields what it added to the
+// answer: new artifacts, and new parts of those already sent. False when following ends
+// (the caller gone).
+func (rp *replay) relay(batch []runs.Event, yield func(a2a.Event, error) bool) bool {
 	n := len(rp.artifacts)
 	parts := make([]int, n)
 	for i, a := range rp.artifacts {
 		parts[i] = len(a.Parts)
 	}
-	after, err := s.readLog(ctx, who, rp.rel, rp, threadID, runID, rp.after)
-	if err != nil {
-		yield(nil, err)
-		return false
-	}
-	rp.after = after
+	rp.after = rp.feed(rp.rel, batch, rp.after)
 	for i, a := range rp.artifacts {
 		var ev *a2a.TaskArtifactUpdateEvent
 		switch {

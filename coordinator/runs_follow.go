@@ -150,9 +150,11 @@ func (p *Runs) Events(ctx context.Context, principal, threadID, runID string, af
 	if err != nil {
 		return nil, err
 	}
-	leave, err := p.Follower(principal, threadID+"\x00"+runID, p.cfg.MaxFollowersPerRun)
-	if err != nil {
-		return nil, err
+	leave := func() {}
+	if !opts.Uncounted {
+		if leave, err = p.Follower(principal, threadID+"\x00"+runID, p.cfg.MaxFollowersPerRun); err != nil {
+			return nil, err
+		}
 	}
 	return func(yield func([]runs.Event, error) bool) {
 		defer leave()

@@ -155,4 +155,7 @@ type FollowOptions struct {
 	// Ping: when nothing happened for this long the sequence yields an empty batch (a
 	// keep-alive for the surface to send); 0: never.
 	Ping time.Duration
+	// Uncounted: the surface counts this stream itself (Runs.Follower, as the A2A door
+	// counts a task's subscribers): it is not counted again as a follower of the run.
+	Uncounted bool
 }
