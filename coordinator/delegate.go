@@ -143,8 +143,6 @@ func (tc *toolCalls) delegate(ctx context.Context, t *toolset, a *Agent, callID 
 }
 
 // delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
-// Kept out of delegate (never inlined): its locals would otherwise be on the run's stack
-// while the sub-agent works (parked stacks stay shallow).
 func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
 	r := tc.run
 	refuse := func(sig bridge.Signal) (a2a.Request, *toolOutcome) {

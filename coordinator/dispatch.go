@@ -76,8 +76,7 @@ func (tc *toolCalls) dispatch(ctx context.Context, t *toolset, calls []llm.ToolC
 
 // screen refuses the calls that must not be sent (a predicted loop, a declined call, the
 // guard) and holds the ones that need approval; it returns the indexes of the calls to
-// run. Kept out of dispatch (never inlined) so that its locals are not on the run's stack
-// while a call is in flight: an open run's parked stack stays shallow.
+// run.
 func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
 	r := tc.run
 	for i, c := range calls {

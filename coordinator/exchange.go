@@ -13,8 +13,7 @@ import (
 
 // exchange is send, or with follow the following of a task that this run started before
 // it was taken over (req names the task; nothing is sent to it: takeover.go). The run
-// waits here while the sub-agent works, so the setup and the ends are in functions of
-// their own (never inlined): only this small frame is on its parked stack.
+// waits here while the sub-agent works; the setup and the ends are functions of their own.
 func (tc *toolCalls) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
 	d := tc.startExchange(ctx, a, callID, subID, req, follow)
 	defer d.finish()

@@ -289,8 +289,6 @@ func (r *Run) resetHardStop() {
 }
 
 // emitResult streams a finished tool call's tagged result (not for a suspended call).
-// Never inlined: its locals would otherwise sit in the frame of execCall, which is on the
-// run's stack while a call is in flight (parked stacks stay shallow).
 func (r *Run) emitResult(ctx context.Context, toolCallID string, o toolOutcome) {
 	// r.scope.Cause: Run.Cancel cancels the downstream work just before the run's context,
 	// so a call may end on that cancellation (a sub-agent's CANCELED) while ctx is not done

@@ -187,9 +187,8 @@ func (t *runTrace) toolCall(ctx context.Context, ts *toolset, c llm.ToolCall, ru
 	return out
 }
 
-// toolCallSpan is a tool call's span while the call runs. startToolSpan and endToolSpan
-// are kept out of toolCall (never inlined): their locals would otherwise be on the
-// run's stack for as long as the call is in flight (parked stacks stay shallow).
+// toolCallSpan is a tool call's span while the call runs, started and ended by functions
+// of their own (startToolSpan, endToolSpan) so that toolCall reads as the call itself.
 type toolCallSpan struct {
 	ctx          context.Context
 	span         trace.Span

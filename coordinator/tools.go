@@ -172,9 +172,7 @@ func (tc *toolCalls) runTool(ctx context.Context, t *toolset, c llm.ToolCall) to
 	return tc.otherTool(t, c, args)
 }
 
-// badArguments refuses a call whose arguments are not a JSON object. This and otherTool
-// are kept out of runTool (never inlined): their locals would otherwise be on the run's
-// stack while a call is in flight (parked stacks stay shallow).
+// badArguments refuses a call whose arguments are not a JSON object.
 func (tc *toolCalls) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,

@@ -157,8 +157,7 @@ func (r *Run) turn(ctx context.Context, tools *toolset, limits failure.TurnLimit
 
 // modelPart is the model's side of a turn: the checks before it, the LLM call, and the
 // checks of its reply. It returns the calls to run (none when the turn ends the run or is
-// to be asked again). Kept out of turn (never inlined): its locals would otherwise be on
-// the run's stack while the calls are in flight (parked stacks stay shallow).
+// to be asked again).
 func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.TurnLimits, system string, conv []llm.Message) ([]llm.Message, []llm.ToolCall, bool, EndReason) {
 	// Before the LLM call: the limits, a stall, and a token budget spent by an earlier
 	// turn (a turn with tool calls has them refused by the guard instead).

@@ -1,6 +1,6 @@
 package coordinator
 
-// Recovery: how the run loop applies the failure model (failure.go, policy.go, detect.go,
+// Decisions: how the run loop applies the failure policy (failure.go, policy.go, detect.go,
 // loop.go, guard.go, outcome.go).
 //
 // Design note: detectors run at three points of a turn (before the LLM call, after its
