@@ -94,9 +94,14 @@ func events(evs []store.Event) []runs.Event {
 	return out
 }
 
-// Stop stops run runID of principal's thread threadID, with its downstream work.
+// Stop stops run runID of principal's thread threadID, with its downstream work. Another
+// principal's run is runs.ErrRunNotFound, as one that does not exist.
 func (p *Runs) Stop(threadID, runID, principal string) error {
-	return portErr(p.e.Stop(threadID, runID, principal))
+	err := p.e.Stop(threadID, runID, principal)
+	if errors.Is(err, ErrForbidden) {
+		return runs.ErrRunNotFound
+	}
+	return portErr(err)
 }
 
 // SessionHome returns the address of the replica that holds the live session a resume of
