@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/internal/startstop"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -51,14 +51,14 @@ func (e *Engine) expire(ctx context.Context, susp *store.Suspension) {
 // expiry of a suspension claimed, which a resume that finds its suspension expired uses too.
 type expirer struct {
 	e       *Engine
-	service *durable.Service // nil when no interval is configured
+	service *startstop.Service // nil when no interval is configured
 }
 
 // newExpirer returns e's expiry, sweeping every interval (never when it is not positive).
 func newExpirer(e *Engine, every time.Duration) *expirer {
 	x := &expirer{e: e}
 	if every > 0 {
-		x.service = durable.NewService("expiry", func(ctx context.Context) { x.janitor(ctx, every) })
+		x.service = startstop.NewService("expiry", func(ctx context.Context) { x.janitor(ctx, every) })
 	}
 	return x
 }
@@ -66,7 +66,7 @@ func newExpirer(e *Engine, every time.Duration) *expirer {
 // Start starts the janitor, when an interval is configured.
 func (x *expirer) Start(ctx context.Context) { x.service.Start(ctx) }
 
-// Stop stops the janitor, waiting for the expiry in progress (see durable.Service.Stop).
+// Stop stops the janitor, waiting for the expiry in progress (see startstop.Service.Stop).
 func (x *expirer) Stop(ctx context.Context) error { return x.service.Stop(ctx) }
 
 // expireClaimed cancels the parked work of an expired suspension that is no longer in the

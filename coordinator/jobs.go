@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/internal/startstop"
 )
 
 // jobs are the engine's background services, each with a Start and a Stop: the interrupt
@@ -15,7 +16,7 @@ type jobs struct {
 	expiry    *expirer
 	heartbeat *durable.Heartbeat
 	takeover  *durable.Takeover
-	sweep     *durable.Service
+	sweep     *startstop.Service
 }
 
 // Start starts the jobs (Engine.Launch); they run until Stop, or until ctx ends.

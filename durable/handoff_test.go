@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/startstop"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -43,7 +44,7 @@ func TestHandOff(t *testing.T) {
 	require.NoError(t, err)
 	var beats atomic.Int64
 	beating := make(chan struct{})
-	heartbeat := NewService("heartbeat", func(ctx context.Context) {
+	heartbeat := startstop.NewService("heartbeat", func(ctx context.Context) {
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
 		for {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/fence"
+	"github.com/baton-dev/baton/internal/startstop"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -83,7 +84,7 @@ const ReapBatch = 50
 type Heartbeat struct {
 	cfg     HeartbeatConfig
 	log     *slog.Logger
-	service *Service
+	service *startstop.Service
 }
 
 // NewHeartbeat returns the heartbeat configured by cfg, not started.
@@ -98,7 +99,7 @@ func NewHeartbeat(cfg HeartbeatConfig) *Heartbeat {
 		cfg.Contact = &fence.Contact{}
 	}
 	h := &Heartbeat{cfg: cfg, log: cfg.Logger}
-	h.service = NewService("heartbeat", h.run)
+	h.service = startstop.NewService("heartbeat", h.run)
 	return h
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/baton-dev/baton/internal/startstop"
 )
 
 // SweepStore is what the sweep deletes: event logs and finished runs past their retention,
@@ -19,8 +21,8 @@ type SweepStore interface {
 // its retention (sweeping is cheap but needs no precision). The first sweep is at the first
 // look. Finished runs go with what is left of their logs: without this the runs table
 // grows by one row per run forever.
-func NewSweepService(st SweepStore, every, retention time.Duration, log *slog.Logger) *Service {
-	return NewService("sweep", func(ctx context.Context) {
+func NewSweepService(st SweepStore, every, retention time.Duration, log *slog.Logger) *startstop.Service {
+	return startstop.NewService("sweep", func(ctx context.Context) {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		var last time.Time

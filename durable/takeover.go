@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/fence"
+	"github.com/baton-dev/baton/internal/startstop"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -85,7 +86,7 @@ const (
 type Takeover struct {
 	cfg     TakeoverConfig
 	log     *slog.Logger
-	service *Service
+	service *startstop.Service
 	wake    chan struct{}
 	// looking: one look at a time (the service's and a caller's).
 	looking sync.Mutex
@@ -104,7 +105,7 @@ func NewTakeover(cfg TakeoverConfig) *Takeover {
 		cfg.Logger = slog.Default()
 	}
 	t := &Takeover{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), pending: map[[2]string]Claim{}}
-	t.service = NewService("takeover", t.run)
+	t.service = startstop.NewService("takeover", t.run)
 	return t
 }
 

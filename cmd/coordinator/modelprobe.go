@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/internal/startstop"
 	"github.com/baton-dev/baton/llm"
 )
 
@@ -47,13 +47,13 @@ type modelProbe struct {
 	state   error // nil: up
 	last    string
 
-	service *durable.Service
+	service *startstop.Service
 }
 
 // newModelProbe returns the probe service for p (not started).
 func newModelProbe(p modelProber, model string, log *slog.Logger) *modelProbe {
 	mp := &modelProbe{prober: p, model: model, log: log, every: modelProbeEvery, retry: modelProbeRetry, timeout: modelProbeTimeout}
-	mp.service = durable.NewService("model probe", mp.loop)
+	mp.service = startstop.NewService("model probe", mp.loop)
 	return mp
 }
 
