@@ -70,8 +70,9 @@ type Run struct {
 	// own is this replica's ownership of the run: its epoch, and the lease that holds back
 	// its side effects while the lease is not known to hold (fencing.go). Set before begun.
 	own *durable.Owner
-	// watching is the state of execute's watch for a cancellation (watchIdle, ...).
-	watching atomic.Int32
+	// cascade is the state of the cascade from a cancelled run to its downstream work
+	// (cascadeIdle, ...).
+	cascade atomic.Int32
 	// workRefused: every call of the last tool round was refused with a model-fixable
 	// signal, so the work the model asked for is still pending (PendingWork). Consumed by
 	// the next turn, which it nudges at most once.
@@ -147,33 +148,35 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 func (r *Run) Cancel(cause error) {
 	r.scope.Begin(cause)
 	r.cancel(cause)
-	r.fireWatch()
+	r.fireCascade()
 }
 
-// The states of Run.watching: while execute watches, a cancellation of the run's context
-// starts the cancellation of its downstream work (what a context.AfterFunc on it would do).
+// The states of Run.cascade: while it is armed (execute runs the loop), a cancellation of
+// the run's context starts the cancellation of its downstream work (what a
+// context.AfterFunc on it would do).
 const (
-	watchIdle  int32 = iota // before execute watches, or after
-	watchArmed              // execute watches
-	watchFired              // the downstream cancellation was started
+	cascadeIdle  int32 = iota // before execute arms it, or after
+	cascadeArmed              // execute runs the loop
+	cascadeFired              // the downstream cancellation was started
 )
 
-// armWatch starts the watch; a run cancelled before it started is fired at once.
-func (r *Run) armWatch() {
-	r.watching.CompareAndSwap(watchIdle, watchArmed)
+// armCascade arms the cascade; a run cancelled before it was armed fires it at once.
+func (r *Run) armCascade() {
+	r.cascade.CompareAndSwap(cascadeIdle, cascadeArmed)
 	if r.ctx.Err() != nil {
-		r.fireWatch()
+		r.fireCascade()
 	}
 }
 
-// stopWatch ends the watch (execute then cancels what is left itself, synchronously).
-func (r *Run) stopWatch() { r.watching.CompareAndSwap(watchArmed, watchIdle) }
+// disarmCascade disarms the cascade (execute then cancels what is left itself,
+// synchronously).
+func (r *Run) disarmCascade() { r.cascade.CompareAndSwap(cascadeArmed, cascadeIdle) }
 
-// fireWatch starts, once and on its own goroutine, the cancellation of the run's
-// downstream work when its context is done and execute watches; a run handed off to
+// fireCascade starts, once and on its own goroutine, the cancellation of the run's
+// downstream work when its context is done and the cascade is armed; a run handed off to
 // another replica keeps its downstream work.
-func (r *Run) fireWatch() {
-	if r.ctx.Err() == nil || !r.watching.CompareAndSwap(watchArmed, watchFired) {
+func (r *Run) fireCascade() {
+	if r.ctx.Err() == nil || !r.cascade.CompareAndSwap(cascadeArmed, cascadeFired) {
 		return
 	}
 	if cause := context.Cause(r.ctx); !errors.Is(cause, ErrHandoff) {
@@ -242,19 +245,19 @@ func (r *Run) execute() {
 	// once it knows the active time its earlier parts used.
 	//
 	// The run's own context is the loop's: a child per run and a context.AfterFunc to
-	// watch it would be two more contexts retained by every open run, so what
+	// follow it would be two more contexts retained by every open run, so what
 	// cancels it (Cancel, the hard stop) starts the downstream cancellation itself
-	// (fireWatch) while execute watches.
+	// (fireCascade) while the cascade is armed.
 	ctx := r.trace.traced(r.ctx)
 	r.hardStop = time.AfterFunc(hardStopAfter(r.e.cfg.Limits.MaxRunTime), func() {
 		r.cancel(ErrRunTimeLimit)
-		r.fireWatch()
+		r.fireCascade()
 	})
 	defer r.hardStop.Stop()
 	// Whatever ends the run early (disconnect, stop, time limit, shutdown) cancels all of
 	// its downstream work at once, in parallel, on the scope's own deadline.
-	r.armWatch()
-	defer r.stopWatch()
+	r.armCascade()
+	defer r.disarmCascade()
 
 	reason := r.loop(ctx)
 	r.endReason.Store(&reason)
@@ -266,9 +269,9 @@ func (r *Run) execute() {
 	r.trace.end(reason, time.Since(begun))
 	r.stream.endWatch()
 	r.e.release(r)
-	r.stopWatch()
+	r.disarmCascade()
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandoff) {
-		// Downstream work is being cancelled (by Run.Cancel or the watcher; Cancel is
+		// Downstream work is being cancelled (by Run.Cancel or the cascade; Cancel is
 		// idempotent): the run ends, and says so in its log, only after it has been.
 		r.scope.Cancel(context.Cause(ctx))
 	}
