@@ -81,8 +81,9 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string]bool) (turnResult, error) {
 	var (
 		textID   string
-		text     []byte
+		text     textParts
 		calls    []llm.ToolCall
+		args     []textParts // each call's arguments
 		byIndex  = map[int]int{}
 		done     *llm.Completion
 		streamOK bool
@@ -112,13 +113,13 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		}
 		switch {
 		case d.Text != "" && r.holdText:
-			text = append(text, d.Text...)
+			text.add(d.Text)
 		case d.Text != "":
 			if textID == "" {
 				textID = newID("msg")
 				r.emit(&agui.TextMessageStart{MessageID: textID, Role: "assistant"})
 			}
-			text = append(text, d.Text...)
+			text.add(d.Text)
 			r.emit(&agui.TextMessageContent{MessageID: textID, Delta: d.Text})
 		case d.ToolCall != nil:
 			tc := d.ToolCall
@@ -132,34 +133,39 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 					id = newID("call")
 				}
 				calls = append(calls, llm.ToolCall{ID: id, Name: tc.Name})
+				args = append(args, textParts{})
 				i = len(calls) - 1
 				byIndex[tc.Index] = i
 				parents = append(parents, textID)
 				closeText()
 			}
-			calls[i].Arguments += tc.Arguments
+			args[i].add(tc.Arguments)
 		case d.Done != nil:
 			done = d.Done
 			streamOK = true
-			if d.Done.Refusal != "" && len(text) == 0 && !r.holdText {
+			if d.Done.Refusal != "" && text.Len() == 0 && !r.holdText {
 				// Show the refusal to the user rather than ending silently.
 				textID = r.startText(d.Done.Refusal)
-				text = append(text, d.Done.Refusal...)
+				text.add(d.Done.Refusal)
 			}
 		}
 	}
 	closeText()
+	for i := range calls {
+		calls[i].Arguments = args[i].String()
+	}
 	streamErr = attemptErr(ctx, streamErr, streamOK)
 	if streamErr != nil {
 		// The attempt's calls were never streamed: the client's history has none of them.
 		return turnResult{message: llm.Message{Role: llm.RoleAssistant, ToolCalls: calls}}, streamErr
 	}
-	if r.holdText && len(calls) > 0 && len(text) > 0 {
+	content := text.String()
+	if r.holdText && len(calls) > 0 && content != "" {
 		// Held text (see Run.holdText) is shown once the turn proved to call tools.
-		r.emit(&agui.TextMessageEnd{MessageID: r.startText(string(text))})
+		r.emit(&agui.TextMessageEnd{MessageID: r.startText(content)})
 	}
 	r.streamCalls(calls, parents)
-	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: string(text), ToolCalls: calls}, completion: done}, nil
+	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: content, ToolCalls: calls}, completion: done}, nil
 }
 
 // streamCalls streams the tool calls of a completed attempt (each after the text it

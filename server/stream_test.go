@@ -98,7 +98,7 @@ func (c *countedConn) Close() error {
 
 // stuckClient posts a run and never reads the response. Its receive buffer is small, so
 // the server's writes back up.
-func stuckClient(t *testing.T, addr, thread string) net.Conn {
+func stuckClient(t testing.TB, addr, thread string) net.Conn {
 	t.Helper()
 	var d net.Dialer
 	c, err := d.Dial("tcp", addr)
