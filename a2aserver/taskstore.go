@@ -31,7 +31,7 @@ type Tasks interface {
 	SweepTasks(ctx context.Context, cutoff time.Time) (int64, error)
 	UpdateTask(ctx context.Context, principal string, t *runs.Task, prev int64) error
 	GetTask(ctx context.Context, principal, taskID string) (*runs.Task, error)
-	ListTasks(ctx context.Context, principal string, q runs.TaskQuery, updatedAfter time.Time) ([]runs.Task, int, error)
+	ListTasks(ctx context.Context, principal string, q runs.TaskQuery) ([]runs.Task, int, error)
 }
 
 // chunkBits is how many low bits of a task version count the artifact chunks written
@@ -334,11 +334,10 @@ func (s *taskStore) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.L
 		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidRequest)
 	}
 	q := runs.TaskQuery{ContextID: req.ContextID, State: string(req.Status), Offset: offset, Limit: size}
-	var updatedAfter time.Time
 	if req.StatusTimestampAfter != nil {
-		updatedAfter = *req.StatusTimestampAfter
+		q.UpdatedAfter = *req.StatusTimestampAfter
 	}
-	recs, total, err := s.db.ListTasks(ctx, who, q, updatedAfter)
+	recs, total, err := s.db.ListTasks(ctx, who, q)
 	if err != nil {
 		return nil, storeError(err)
 	}

@@ -54,9 +54,9 @@ func (p *Runs) GetTask(ctx context.Context, principal, id string) (*runs.Task, e
 }
 
 // ListTasks returns one page of principal's tasks that q selects, and how many it selects.
-func (p *Runs) ListTasks(ctx context.Context, principal string, q runs.TaskQuery, updatedAfter time.Time) ([]runs.Task, int, error) {
+func (p *Runs) ListTasks(ctx context.Context, principal string, q runs.TaskQuery) ([]runs.Task, int, error) {
 	recs, total, err := p.e.cfg.Store.Tasks().ListTasks(ctx, store.TaskQuery{Principal: principal, ContextID: q.ContextID,
-		State: q.State, UpdatedAfter: updatedAfter, Offset: q.Offset, Limit: q.Limit})
+		State: q.State, UpdatedAfter: q.UpdatedAfter, Offset: q.Offset, Limit: q.Limit})
 	if err != nil {
 		return nil, 0, taskErr(err)
 	}

@@ -65,7 +65,7 @@ func TestPortAnswersStrangersAsNotFound(t *testing.T) {
 		err = p.UpdateTask(ctx, who.principal, &runs.Task{TaskID: who.task, ContextID: "mine", State: "canceled", Body: []byte(`{"x":1}`)}, 1)
 		assert.ErrorIs(t, err, runs.ErrTaskNotFound, "UpdateTask %v", who)
 	}
-	list, total, err := p.ListTasks(ctx, "bob", runs.TaskQuery{Limit: 10}, time.Time{})
+	list, total, err := p.ListTasks(ctx, "bob", runs.TaskQuery{Limit: 10})
 	require.NoError(t, err)
 	assert.Empty(t, list)
 	assert.Zero(t, total)

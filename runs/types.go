@@ -129,6 +129,8 @@ type Task struct {
 type TaskQuery struct {
 	ContextID string // empty: every context
 	State     string // empty: every state
+	// UpdatedAfter, when not zero, keeps tasks updated after it.
+	UpdatedAfter time.Time
 	// Offset is where the page starts; Limit its size, at most MaxTasksPage.
 	Offset, Limit int
 }
