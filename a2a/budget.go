@@ -34,6 +34,19 @@ type Budget struct {
 	CostUSD float64 `json:"costUsd,omitempty"`
 }
 
+// Metadata is the budget as metadata: plain JSON values (SDKs copy metadata with gob,
+// which knows no types of ours).
+func (b Budget) Metadata() map[string]any {
+	m := map[string]any{}
+	if b.Tokens > 0 {
+		m["tokens"] = float64(b.Tokens)
+	}
+	if b.CostUSD > 0 {
+		m["costUsd"] = b.CostUSD
+	}
+	return m
+}
+
 // IsZero reports whether the budget limits nothing.
 func (b Budget) IsZero() bool { return b.Tokens <= 0 && b.CostUSD <= 0 }
 
@@ -45,6 +58,12 @@ type Usage struct {
 	// MessageID is the message the run answered: a report about another message (an
 	// earlier one of the same task, merged into the task's metadata) is not this one's.
 	MessageID string `json:"messageId"`
+}
+
+// Metadata is the usage as metadata: plain JSON values, as Budget.Metadata.
+func (u Usage) Metadata() map[string]any {
+	return map[string]any{"inputTokens": float64(u.InputTokens), "outputTokens": float64(u.OutputTokens),
+		"costUsd": u.CostUSD, "messageId": u.MessageID}
 }
 
 // ParseBudget reads a caller's budget from message metadata (nil: none). Every field

@@ -56,7 +56,7 @@ func TestParseBudget(t *testing.T) {
 		{map[string]any{"tokens": 100.0}, Budget{Tokens: 100}},
 		{map[string]any{"costUsd": 0.25}, Budget{CostUSD: 0.25}},
 		{map[string]any{"tokens": 5.0, "costUsd": 1.0, "other": "ignored"}, Budget{Tokens: 5, CostUSD: 1}},
-		{Budget{Tokens: 3}, Budget{Tokens: 3}},
+		{Budget{Tokens: 3}.Metadata(), Budget{Tokens: 3}},
 	}
 	for _, c := range good {
 		b, err := ParseBudget(c.in)

@@ -358,7 +358,7 @@ func (d *delegation) message() *sdk.Message {
 		if m.Metadata == nil {
 			m.Metadata = map[string]any{}
 		}
-		m.Metadata[BudgetKey] = *b
+		m.Metadata[BudgetKey] = b.Metadata()
 	}
 	return m
 }

@@ -48,7 +48,13 @@ func budgetWarningStatus(ec *a2asrv.ExecutorContext, v any) *a2a.TaskStatusUpdat
 	}
 	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("[BUDGET_WARNING] "+string(b)))
 	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, m)
-	ev.Metadata = map[string]any{"baton/budget_warning": w}
+	// Plain JSON values: a2a-go copies metadata with gob, which knows no types of ours
+	// (a struct here failed the task's store write).
+	var md map[string]any
+	if !remarshal(w, &md) {
+		return nil
+	}
+	ev.Metadata = map[string]any{"baton/budget_warning": md}
 	return ev
 }
 
@@ -114,5 +120,5 @@ func (r *relay) reportUsage() {
 		st.Metadata = map[string]any{}
 	}
 	st.Metadata[batona2a.UsageKey] = batona2a.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens,
-		CostUSD: r.usage.CostUSD, MessageID: r.ec.Message.ID}
+		CostUSD: r.usage.CostUSD, MessageID: r.ec.Message.ID}.Metadata()
 }

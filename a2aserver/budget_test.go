@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	batona2a "github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 )
 
@@ -49,7 +48,7 @@ func TestBudgetWarningIsProgress(t *testing.T) {
 	require.NotNil(t, st.Status.Message)
 	text := st.Status.Message.Parts[0].Text()
 	assert.Equal(t, `[BUDGET_WARNING] {"budget":"run","unit":"usd","used":0.8,"limit":1,"remaining":0.2}`, text)
-	assert.Equal(t, "usd", st.Metadata["baton/budget_warning"].(budgetWarning).Unit)
+	assert.Equal(t, "usd", st.Metadata["baton/budget_warning"].(map[string]any)["unit"], "plain JSON values (a2a-go copies metadata with gob)")
 	assert.Empty(t, r.event(&agui.Custom{Name: "baton.budget_warning", Value: "not an object"}))
 }
 
@@ -84,7 +83,8 @@ func TestUsageInFinalStatus(t *testing.T) {
 	st, ok := r.final.(*a2a.TaskStatusUpdateEvent)
 	require.True(t, ok, "%T", r.final)
 	assert.Equal(t, a2a.TaskStateCompleted, st.Status.State)
-	assert.Equal(t, batona2a.Usage{InputTokens: 40, OutputTokens: 5, CostUSD: 0.5, MessageID: m.ID}, st.Metadata["baton/usage"])
+	assert.Equal(t, map[string]any{"inputTokens": 40.0, "outputTokens": 5.0, "costUsd": 0.5, "messageId": m.ID}, st.Metadata["baton/usage"],
+		"plain JSON values (a2a-go copies metadata with gob)")
 
 	r = &relay{ec: ec, lt: &liveTask{threadID: "ctx-1", runID: "run-2"}}
 	r.event(&agui.RunError{Code: "MODEL_UNAVAILABLE", Message: "down"})
