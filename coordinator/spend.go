@@ -29,7 +29,7 @@ const CustomBudgetWarning = "baton.budget_warning"
 // SpendMetrics is implemented by a Metrics that also records token usage and cost
 // (package metrics does).
 type SpendMetrics interface {
-	ModelUsage(provider, model string, inputTokens, outputTokens int64, costUSD float64)
+	ModelUsage(ctx context.Context, c spend.Call)
 }
 
 // fallbackChain is a model with fallbacks (llm.Chain).
@@ -140,6 +140,15 @@ func (r runMeter) provider() string {
 	return r.e.cfg.Tracing.Provider
 }
 
+// requestModel is gen_ai.request.model of the model the run is on: the chain's link, or
+// the configured model.
+func (r runMeter) requestModel() string {
+	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
+		return c.Link(r.sp.link).Name
+	}
+	return r.e.cfg.Tracing.Model
+}
+
 // account counts a completed model call: priced with the answering model's prices, added
 // to the run's budget and to the principal's day, exported, and warned about once per
 // budget and threshold. It returns the model_call step's detail.
@@ -168,7 +177,7 @@ func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 	r.count(ctx, u)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.model", model), attribute.Float64("baton.cost.usd", u.CostUSD))
 	if sm, ok := r.e.cfg.Metrics.(SpendMetrics); ok {
-		sm.ModelUsage(r.meter().provider(), model, u.InputTokens, u.OutputTokens, u.CostUSD)
+		sm.ModelUsage(ctx, spend.Call{Provider: r.provider(), RequestModel: r.requestModel(), ResponseModel: model, Usage: u})
 	}
 	detail, _ := json.Marshal(struct {
 		Model string `json:"model"`
