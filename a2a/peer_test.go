@@ -173,6 +173,25 @@ func (e *scriptExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext
 			reply.ContextID = ec.ContextID
 			yield(reply, nil)
 			return
+		case "budget": // a task whose final status reports usage; its text is the budget received
+			b, _ := json.Marshal(ec.Message.Metadata[BudgetKey])
+			msgID := ec.Message.ID
+			if strings.Contains(rest, "stale") {
+				msgID = "another-message"
+			}
+			in := 7.0
+			if strings.Contains(rest, "negative") {
+				in = -5e12
+			}
+			if strings.Contains(rest, "huge") {
+				in = 1e300
+			}
+			final := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCompleted, nil)
+			final.Metadata = map[string]any{UsageKey: map[string]any{"inputTokens": in, "outputTokens": 3, "costUsd": 0.25, "messageId": msgID}}
+			_ = yield(sdk.NewSubmittedTask(ec, ec.Message), nil) &&
+				artifact("answer", false, true, sdk.NewTextPart("budget="+string(b))) &&
+				yield(final, nil)
+			return
 		case "message":
 			reply := sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("echo: "+said))
 			reply.ContextID = ec.ContextID

@@ -30,6 +30,9 @@ type Request struct {
 	// the message metadata under DepthKey so that an agent that is itself a Baton can
 	// bound how deep calls nest; 0 sends none.
 	Depth int
+	// Budget, when set, is the caller's remaining budget, sent in the message metadata
+	// under BudgetKey (budget.go) for an agent that is itself a Baton to run within.
+	Budget *Budget
 }
 
 // DepthKey is the message metadata key that carries the caller's run depth (contract §9c).
@@ -63,6 +66,10 @@ type Result struct {
 	// Omitted counts the bytes of artifact text left out of Text by Options.MaxResultText
 	// (they were reported through [Observer.Text]).
 	Omitted int64
+	// Usage is what the agent reports its run used on this message (UsageKey in the
+	// final status's metadata: an agent that is a Baton), bounded (ParseUsage); nil when
+	// it reports nothing.
+	Usage *Usage
 }
 
 // Send delegates one message and returns once the task is terminal or interrupted.
@@ -245,6 +252,9 @@ type delegation struct {
 	// streams the parked task first, a poll that comes too early) does not end the read.
 	baseline *sdk.TaskStatus
 	events   int // events applied from the current send (not from the seed)
+	// usage is the last UsageKey metadata seen (a status update's or a task's), read
+	// by result.
+	usage any
 }
 
 // artifactView is one artifact as far as received: rendered incrementally (appended chunks
@@ -343,6 +353,12 @@ func (d *delegation) message() *sdk.Message {
 	}
 	if d.req.Depth > 0 {
 		m.Metadata = map[string]any{DepthKey: d.req.Depth}
+	}
+	if b := d.req.Budget; b != nil && !b.IsZero() {
+		if m.Metadata == nil {
+			m.Metadata = map[string]any{}
+		}
+		m.Metadata[BudgetKey] = b.Metadata()
 	}
 	return m
 }
@@ -649,6 +665,7 @@ func (d *delegation) apply(ev sdk.Event) bool {
 		}
 	case *sdk.TaskStatusUpdateEvent:
 		d.noteTask(string(e.TaskID), e.ContextID)
+		d.noteUsage(e.Metadata)
 		d.applyStatus(e.Status)
 	case *sdk.TaskArtifactUpdateEvent:
 		d.noteTask(string(e.TaskID), e.ContextID)
@@ -721,6 +738,7 @@ func (d *delegation) setState(s State) {
 // applyTask integrates a snapshot, which is authoritative: missed agent messages from the
 // history, then the artifacts, then the status.
 func (d *delegation) applyTask(t *sdk.Task) {
+	d.noteUsage(t.Metadata)
 	for _, m := range d.newHistory(t.History) {
 		d.applyMessage(m)
 	}
@@ -842,7 +860,7 @@ func messageKey(m *sdk.Message) string {
 
 // result builds the Result from the delegation's view of the task.
 func (d *delegation) result() *Result {
-	res := &Result{State: d.state, TaskID: d.taskID, ContextID: d.contextID}
+	res := &Result{State: d.state, TaskID: d.taskID, ContextID: d.contextID, Usage: d.reportedUsage()}
 	if d.reply != nil {
 		res.Text = PartsText(d.reply.Parts)
 		return res

@@ -3,10 +3,14 @@ package a2aserver
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	batona2a "github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
 )
 
 // BudgetExceededError refuses a run of a principal whose daily model budget is spent
@@ -44,7 +48,13 @@ func budgetWarningStatus(ec *a2asrv.ExecutorContext, v any) *a2a.TaskStatusUpdat
 	}
 	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("[BUDGET_WARNING] "+string(b)))
 	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, m)
-	ev.Metadata = map[string]any{"baton/budget_warning": w}
+	// Plain JSON values: a2a-go copies metadata with gob, which knows no types of ours
+	// (a struct here failed the task's store write).
+	var md map[string]any
+	if !remarshal(w, &md) {
+		return nil
+	}
+	ev.Metadata = map[string]any{"baton/budget_warning": md}
 	return ev
 }
 
@@ -55,4 +65,60 @@ type budgetWarning struct {
 	Used      float64 `json:"used"`
 	Limit     float64 `json:"limit"`
 	Remaining float64 `json:"remaining"`
+}
+
+// Budgets down the tree (contract §7, §9c): a calling Baton sends its run's remaining
+// budget in the message metadata (baton/budget); the run started here keeps the smaller
+// of its own budget and that one. What the run used comes back in the metadata of the
+// task's final status (baton/usage), from the engine's CUSTOM baton.usage events (the
+// run's usage so far, after each model call and each sub-agent's report).
+
+// eventUsage is the engine's CUSTOM event of the run's usage so far.
+const eventUsage = "baton.usage"
+
+// callerBudget is the budget the message's sender gives the run, nil without one. A
+// malformed budget is untrusted input: it is ignored (the run keeps its own budget, so
+// nothing is ever raised) and logged.
+func callerBudget(m *a2a.Message) *agui.CallerBudget {
+	if m == nil {
+		return nil
+	}
+	b, err := batona2a.ParseBudget(m.Metadata[batona2a.BudgetKey])
+	if err != nil {
+		slog.Warn("a2a: the caller's budget is ignored", "message_id", m.ID, "err", err)
+		return nil
+	}
+	if b == nil {
+		return nil
+	}
+	return &agui.CallerBudget{Tokens: b.Tokens, CostUSD: b.CostUSD}
+}
+
+// runUsage is the engine's baton.usage value.
+type runUsage struct {
+	InputTokens  int64   `json:"inputTokens"`
+	OutputTokens int64   `json:"outputTokens"`
+	CostUSD      float64 `json:"costUsd"`
+}
+
+// noteUsage keeps the run's latest usage (each event has the total so far).
+func (r *relay) noteUsage(v any) {
+	var u runUsage
+	if remarshal(v, &u) {
+		r.usage = &u
+	}
+}
+
+// reportUsage adds what the run used to its final status, for the message that started
+// it: a calling Baton counts it against its own run.
+func (r *relay) reportUsage() {
+	st, ok := r.final.(*a2a.TaskStatusUpdateEvent)
+	if !ok || r.usage == nil || r.ec.Message == nil {
+		return
+	}
+	if st.Metadata == nil {
+		st.Metadata = map[string]any{}
+	}
+	st.Metadata[batona2a.UsageKey] = batona2a.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens,
+		CostUSD: r.usage.CostUSD, MessageID: r.ec.Message.ID}.Metadata()
 }

@@ -153,6 +153,7 @@ func runInput(ec *a2asrv.ExecutorContext) (_ *agui.RunAgentInput, open []Questio
 	if in.Depth, err = runDepth(ec.Message); err != nil {
 		return nil, nil, nil, err
 	}
+	in.Budget = callerBudget(ec.Message)
 	if ec.StoredTask != nil {
 		open = questionsOf(ec.StoredTask)
 		if len(open) == 0 {

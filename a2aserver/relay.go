@@ -51,6 +51,8 @@ type relay struct {
 	// not confirmed, for the task's status message (as Cancel's).
 	stopped bool
 	settle  func(Run) string
+	// usage is what the run used so far (budget.go), reported with its final status.
+	usage *runUsage
 }
 
 type handoff struct {
@@ -114,13 +116,17 @@ func (r *relay) event(ev agui.Event) []a2a.Event {
 			if ev := budgetWarningStatus(r.ec, e.Value); ev != nil {
 				return []a2a.Event{ev}
 			}
+		case eventUsage:
+			r.noteUsage(e.Value)
 		}
 	case *agui.RunFinished:
 		r.ended = true
 		r.finish(e)
+		r.reportUsage()
 	case *agui.RunError:
 		r.ended = true
 		r.fail(e)
+		r.reportUsage()
 	}
 	return nil
 }

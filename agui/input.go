@@ -58,6 +58,16 @@ type RunAgentInput struct {
 	// caller's baton/depth plus one); 0 for a run a user started. Never read from an
 	// AG-UI request: only Baton's A2A door sets it.
 	Depth int `json:"-"`
+	// Budget, when another Baton started the run over A2A and sent its own remaining
+	// budget (baton/budget), is what the run may spend at most: the run keeps the
+	// smaller of its own budget and this one. Never read from an AG-UI request.
+	Budget *CallerBudget `json:"-"`
+}
+
+// CallerBudget is a calling Baton's remaining budget; a zero field limits nothing.
+type CallerBudget struct {
+	Tokens  int64
+	CostUSD float64
 }
 
 // Legacy reports whether the input comes from a pre-1.0 client: such clients send no

@@ -243,8 +243,10 @@ func (h historian) summarise(ctx context.Context, older []llm.Message) (string, 
 }
 
 // summaryTurn makes one summary request: its text is collected (nothing is streamed to
-// the client), it is cancelled with the run, and its tokens count against the run's
-// budget like any model call's.
+// the client), it is cancelled with the run, and it goes through the run's spend meter
+// like any model call: on the model the run is on, counted against the run's budget and
+// the principal's day, exported, and journaled as a model_call step (target "summary")
+// with its usage.
 func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, error) {
 	r := h.r
 	if err := r.dur.mayAct(ctx); err != nil {
@@ -255,21 +257,33 @@ func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, e
 	item := r.scope.Track(cancel.KindLLM, "model")
 	item.Arm("", func(context.Context, string) error { stop(); return nil })
 	defer item.Release()
+	step, _ := r.dur.intent(store.StepModelCall, "summary", "", 1, "")
 	var b strings.Builder
-	done := false
-	for d, err := range r.e.cfg.Model.Stream(ctx, req) {
-		if err != nil {
-			return "", err
+	var completion *llm.Completion
+	var err error
+	for d, derr := range r.meter().model().Stream(ctx, req) {
+		if derr != nil {
+			err = derr
+			break
 		}
 		if b.Len() < maxSummaryBytes {
 			b.WriteString(d.Text)
 		}
 		if d.Done != nil {
-			done = true
-			r.guard.AddTokens(d.Done.Usage.InputTokens + d.Done.Usage.OutputTokens)
+			completion = d.Done
 		}
 	}
-	if err := attemptErr(ctx, nil, done); err != nil {
+	err = attemptErr(ctx, err, completion != nil)
+	end := store.StepEnd{Outcome: store.StepOK}
+	switch {
+	case err != nil && r.cancelling(ctx):
+		end.Outcome = "cancelled"
+	case err != nil:
+		end.Outcome = store.StepError
+	}
+	end.Detail = r.meter().account(ctx, completion)
+	step.End(end)
+	if err != nil {
 		return "", err
 	}
 	return history.Cut(b.String(), maxSummaryBytes), nil

@@ -241,6 +241,7 @@ func (tc *toolCalls) settle(d *subagentCall, req a2a.Request, callID string, res
 		return a2aErrorOutcome(d.agent.Name, req, err, nextActions(r.guard, t, d.agent.Name))
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
+	r.meter().countSubtree(d.agent.Name, res.Usage)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.A2ATaskState(string(res.State))
 	}

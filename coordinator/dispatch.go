@@ -43,7 +43,7 @@ func (tc *toolCalls) newGuard(t *toolset) *failure.Guard {
 		always = append(always, name)
 	}
 	g := failure.NewGuard(failure.GuardConfig{
-		SharedPolicy: &r.e.cfg.Guard, Limiter: r.e.limiter,
+		SharedPolicy: r.meter().guardPolicy(), Limiter: r.e.limiter,
 		Agents: agents, Tools: governed, Always: always,
 		Used: &r.fs.Budget, Now: r.e.cfg.Now,
 	})

@@ -6,12 +6,12 @@ import (
 	"iter"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
@@ -30,7 +30,7 @@ const CustomBudgetWarning = "baton.budget_warning"
 // SpendMetrics is implemented by a Metrics that also records token usage and cost
 // (package metrics does).
 type SpendMetrics interface {
-	ModelUsage(provider, model string, inputTokens, outputTokens int64, costUSD float64)
+	ModelUsage(ctx context.Context, c spend.Call)
 }
 
 // fallbackChain is a model with fallbacks (llm.Chain).
@@ -40,17 +40,27 @@ type fallbackChain interface {
 	At(i int) llm.Model
 }
 
-// runSpend is the run's model bookkeeping, owned by its loop goroutine.
+// runSpend is the run's model bookkeeping. link and attempt are owned by the run's loop
+// goroutine; the rest is also written by its sub-agent calls (which may run in
+// parallel), under mu.
 type runSpend struct {
 	// link is the model of the fallback chain the run is on: it stays on the one it
 	// switched to.
 	link int
+	// attempt is what the current attempt at a model call streamed.
+	attempt attemptMeter
+	// limits are the run's token and cost budget: policy.budget, or the smaller budget a
+	// calling Baton gave (set once, with the run's guard, before any tool call).
+	limits spend.Limits
+
+	mu sync.Mutex
 	// notes are [BUDGET_WARNING] notes for the model's next input.
 	notes []string
 	// principalOver is the principal's spent day, seen by the last call's increment.
 	principalOver *spend.Exceeded
-	// attempt is what the current attempt at a model call streamed.
-	attempt attemptMeter
+	// used is what this run (not its thread's earlier runs) used: its model calls and
+	// its sub-agents' reports. A run another Baton started reports it (baton.usage).
+	used spend.Usage
 }
 
 // runMeter is the run seen by its model bookkeeping: the methods of usage, budgets and
@@ -131,6 +141,15 @@ func (r runMeter) provider() string {
 	return r.e.cfg.Tracing.Provider
 }
 
+// requestModel is gen_ai.request.model of the model the run is on: the chain's link, or
+// the configured model.
+func (r runMeter) requestModel() string {
+	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
+		return c.Link(r.sp.link).Name
+	}
+	return r.e.cfg.Tracing.Model
+}
+
 // account counts a completed model call: priced with the answering model's prices, added
 // to the run's budget and to the principal's day, exported, and warned about once per
 // budget and threshold. It returns the model_call step's detail.
@@ -156,27 +175,10 @@ func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 	if model == "" {
 		model = r.e.cfg.Tracing.Model
 	}
-	warnings, _ := r.guard.AddUsage(u)
-	// Counted even when the run is being stopped: the provider billed the call. Bounded
-	// like any store write of the run.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
-	pw, over, err := m.Record(rctx, r.owner, r.ThreadID, u)
-	cancel()
-	if err != nil {
-		// The day's increment is lost: the run goes on; the next run's admission reads the
-		// day as the store has it (design/spend.md).
-		r.log.Warn("record model usage", "err", err)
-	}
-	if over != nil {
-		r.sp.principalOver = over
-	}
-	for _, w := range append(warnings, pw...) {
-		r.sp.notes = append(r.sp.notes, w.Note())
-		r.emit(&agui.Custom{Name: CustomBudgetWarning, Value: w})
-	}
+	r.count(ctx, u)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.model", model), attribute.Float64("baton.cost.usd", u.CostUSD))
 	if sm, ok := r.e.cfg.Metrics.(SpendMetrics); ok {
-		sm.ModelUsage(r.meter().provider(), model, u.InputTokens, u.OutputTokens, u.CostUSD)
+		sm.ModelUsage(ctx, spend.Call{Provider: r.provider(), RequestModel: r.requestModel(), ResponseModel: model, Usage: u})
 	}
 	detail, _ := json.Marshal(struct {
 		Model string `json:"model"`
@@ -192,7 +194,9 @@ func (r runMeter) budgetCheck(ctx context.Context) *failure.Failure {
 	f := r.guard.AddTokens(0)
 	var ex *spend.Exceeded // the principal's spent day, when it is what refuses the call
 	if f == nil {
+		r.sp.mu.Lock()
 		ex = r.sp.principalOver
+		r.sp.mu.Unlock()
 		if ex == nil && r.e.cfg.Spend.DailyBudget() {
 			// Other runs of the principal spend the same day, on any replica.
 			dctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
@@ -226,6 +230,8 @@ func (r runMeter) budgetCheck(ctx context.Context) *failure.Failure {
 // takeBudgetNotes returns the pending [BUDGET_WARNING] notes for the next model input,
 // once.
 func (r runMeter) takeBudgetNotes() string {
+	r.sp.mu.Lock()
+	defer r.sp.mu.Unlock()
 	n := strings.Join(r.sp.notes, "\n")
 	r.sp.notes = nil
 	return n

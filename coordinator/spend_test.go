@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
@@ -97,7 +99,10 @@ func modelCallDetails(t *testing.T, st store.Store, thread string) []map[string]
 func TestUsageAddsUpToTheCent(t *testing.T) {
 	t.Parallel()
 	const calls = 20
-	reg := metrics.New()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reg := metrics.New(metrics.WithMeterProvider(mp))
 	rig := newSpendRig(t, calls, func(c *Config) {
 		c.Metrics = reg
 		c.Tracing = Tracing{Provider: "openai", Model: "fake-model"}
@@ -147,14 +152,41 @@ func TestUsageAddsUpToTheCent(t *testing.T) {
 	rec := httptest.NewRecorder()
 	reg.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body := rec.Body.String()
-	assert.Contains(t, body, fmt.Sprintf(`gen_ai_client_token_usage_sum{gen_ai_provider_name="openai",gen_ai_response_model="fake-model",gen_ai_token_type="input"} %d`, in))
-	assert.Contains(t, body, fmt.Sprintf(`gen_ai_client_token_usage_count{gen_ai_provider_name="openai",gen_ai_response_model="fake-model",gen_ai_token_type="output"} %d`, calls))
-	costLine := `baton_cost_usd_total{gen_ai_provider_name="openai",gen_ai_response_model="fake-model"} `
+	assert.Contains(t, body, fmt.Sprintf(`gen_ai_client_token_usage_sum{gen_ai_provider_name="openai",gen_ai_request_model="fake-model",gen_ai_response_model="fake-model",gen_ai_token_type="input"} %d`, in))
+	assert.Contains(t, body, fmt.Sprintf(`gen_ai_client_token_usage_count{gen_ai_provider_name="openai",gen_ai_request_model="fake-model",gen_ai_response_model="fake-model",gen_ai_token_type="output"} %d`, calls))
+	costLine := `baton_cost_usd_total{gen_ai_provider_name="openai",gen_ai_request_model="fake-model",gen_ai_response_model="fake-model"} `
 	i := strings.Index(body, costLine)
 	require.GreaterOrEqual(t, i, 0, "the cost series")
 	v, err := strconv.ParseFloat(strings.Fields(body[i+len(costLine):])[0], 64)
 	require.NoError(t, err)
 	assert.InDelta(t, want, v, 1e-9)
+
+	// OpenTelemetry: gen_ai.client.token.usage per call and token type, baton.cost.usd.
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var otelCost float64
+	otelTokens, otelCalls := map[string]int64{}, map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[int64]:
+				for _, dp := range d.DataPoints {
+					typ, _ := dp.Attributes.Value("gen_ai.token.type")
+					model, _ := dp.Attributes.Value("gen_ai.request.model")
+					assert.Equal(t, "fake-model", model.AsString())
+					otelTokens[typ.AsString()] += dp.Sum
+					otelCalls[typ.AsString()] += dp.Count
+				}
+			case metricdata.Sum[float64]:
+				for _, dp := range d.DataPoints {
+					otelCost += dp.Value
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{"input": in, "output": out}, otelTokens)
+	assert.Equal(t, map[string]uint64{"input": calls, "output": calls}, otelCalls, "one record per model call")
+	assert.InDelta(t, want, otelCost, 1e-9)
 }
 
 // TestRunBudgetStopsAtTheLimit: a run's cost budget warns once at 80% (a [BUDGET_WARNING]

@@ -72,7 +72,11 @@ type Metrics struct {
 }
 
 // New builds the metrics in a registry of their own.
-func New() *Metrics {
+func New(opts ...Option) *Metrics {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -106,7 +110,7 @@ func New() *Metrics {
 			Help: "Retries decided by the failure policy, by failure kind (DESIGN §6).",
 		}, []string{"kind"}),
 		calls: newCallMetrics(),
-		spend: newSpendMetrics(),
+		spend: newSpendMetrics(o.meters),
 	}
 	m.reg.MustRegister(m.calls.collectors()...)
 	m.reg.MustRegister(m.spend.collectors()...)

@@ -194,3 +194,17 @@ func DayEnd(t time.Time) time.Time {
 	y, m, d := t.UTC().Date()
 	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
 }
+
+// Call is one model call as metrics record it: who answered, which model it was sent to
+// and which answered, and what it used.
+type Call struct {
+	// Provider is gen_ai.provider.name (openai, anthropic, ...).
+	Provider string
+	// RequestModel is gen_ai.request.model: the configured model the call was sent to
+	// (llm.model, or the fallback the run is on).
+	RequestModel string
+	// ResponseModel is gen_ai.response.model: the model that answered, whose prices
+	// priced it.
+	ResponseModel string
+	Usage
+}

@@ -11,9 +11,12 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -52,52 +55,39 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Provider is the tracing set up by Setup. The zero value is not usable; a Provider with
-// tracing off hands out no-op tracers.
+// Provider is the tracing and metrics export set up by Setup. The zero value is not
+// usable; a Provider with tracing off hands out no-op tracers.
 type Provider struct {
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
+	// mp exports metrics (gen_ai.client.token.usage, baton.cost.usd: package metrics
+	// records them through the global meter provider, which Setup installs); nil: none.
+	mp *sdkmetric.MeterProvider
 }
 
 // Propagator is W3C trace context plus baggage, the format every peer of Baton reads.
 var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// Setup builds the tracer provider from cfg and the OTEL_* variables and installs it, with
-// the W3C propagator, as the process-wide default (the Anthropic SDK reads the global).
-// With nothing configured it returns a Provider that records nothing: no exporter, no
-// connection. Exporters connect lazily, so an unreachable collector never stops the start.
+// Setup builds the tracer and meter providers from cfg and the OTEL_* variables and
+// installs them, with the W3C propagator, as the process-wide defaults (the Anthropic SDK
+// reads the global tracer; package metrics records through the global meter). Metrics
+// go to the same collector as traces (/v1/metrics), unless OTEL_METRICS_EXPORTER is
+// "none" or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT says otherwise. With nothing configured
+// it returns a Provider that records nothing: no exporter, no connection. Exporters connect lazily, so an unreachable collector never stops the start.
 func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	getenv := cfg.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	otel.SetTextMapPropagator(Propagator)
-	off := &Provider{tracer: noop.NewTracerProvider().Tracer(InstrumentationName)}
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") || strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")) == "none" {
-		return off, nil
+	p := &Provider{tracer: noop.NewTracerProvider().Tracer(InstrumentationName)}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return p, nil
 	}
-	// The endpoint: a signal-specific URL is used as it is; a base URL (the general
-	// variable, or the config key) gets /v1/traces for the HTTP protocols.
-	endpoint, full := firstEnv(getenv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), true
-	if endpoint == "" {
-		endpoint, full = firstEnv(getenv, "OTEL_EXPORTER_OTLP_ENDPOINT"), false
-	}
-	if endpoint == "" {
-		endpoint = strings.TrimSpace(cfg.Endpoint)
-	}
-	if endpoint == "" {
-		return off, nil
-	}
-	protocol := firstEnv(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-	if protocol == "" {
-		protocol = cfg.Protocol
-	}
-	if protocol == "" {
-		protocol = ProtocolHTTPProtobuf
-	}
-	exp, err := newExporter(ctx, protocol, endpoint, full)
-	if err != nil {
-		return nil, err
+	traces, tracesFull := signalEndpoint(getenv, cfg, "TRACES")
+	metrics, metricsFull := signalEndpoint(getenv, cfg, "METRICS")
+	if traces == "" && metrics == "" {
+		return p, nil
 	}
 	name := cfg.ServiceName
 	if name == "" {
@@ -116,22 +106,67 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	// Export failures go to Baton's log (at warn: tracing never stops a run), not to the
-	// standard logger.
+	// Export failures go to Baton's log (at warn: telemetry never stops a run), not to
+	// the standard logger.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "err", err) }))
-	// No WithSampler: the SDK reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	return &Provider{tp: tp, tracer: tp.Tracer(InstrumentationName)}, nil
+	if traces != "" {
+		exp, err := newExporter(ctx, signalProtocol(getenv, cfg, "TRACES"), traces, tracesFull)
+		if err != nil {
+			return nil, err
+		}
+		// No WithSampler: the SDK reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		otel.SetTracerProvider(tp)
+		p.tp, p.tracer = tp, tp.Tracer(InstrumentationName)
+	}
+	if metrics != "" {
+		exp, err := newMetricExporter(ctx, signalProtocol(getenv, cfg, "METRICS"), metrics, metricsFull)
+		if err != nil {
+			return nil, err
+		}
+		// The periodic reader reads OTEL_METRIC_EXPORT_INTERVAL (default 60 s).
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		otel.SetMeterProvider(mp)
+		p.mp = mp
+	}
+	return p, nil
+}
+
+// signalEndpoint is the OTLP endpoint of one signal (TRACES or METRICS): its own variable
+// (a whole URL: full), else the general variable or the config key (a base URL); "" when
+// none is set or the signal's exporter is "none" (OTEL_TRACES_EXPORTER,
+// OTEL_METRICS_EXPORTER).
+func signalEndpoint(getenv func(string) string, cfg Config, signal string) (endpoint string, full bool) {
+	if strings.TrimSpace(getenv("OTEL_"+signal+"_EXPORTER")) == "none" {
+		return "", false
+	}
+	if e := firstEnv(getenv, "OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT"); e != "" {
+		return e, true
+	}
+	if e := firstEnv(getenv, "OTEL_EXPORTER_OTLP_ENDPOINT"); e != "" {
+		return e, false
+	}
+	return strings.TrimSpace(cfg.Endpoint), false
+}
+
+// signalProtocol is the OTLP protocol of one signal: its own variable, the general one,
+// the config key, or http/protobuf.
+func signalProtocol(getenv func(string) string, cfg Config, signal string) string {
+	if p := firstEnv(getenv, "OTEL_EXPORTER_OTLP_"+signal+"_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" {
+		return p
+	}
+	if cfg.Protocol != "" {
+		return cfg.Protocol
+	}
+	return ProtocolHTTPProtobuf
 }
 
 // newExporter builds the OTLP exporter for protocol. The endpoint and the protocol are
 // passed explicitly (they were resolved with the environment first); the exporter still
 // reads the other OTEL_EXPORTER_OTLP_* variables (headers, timeout, TLS) itself.
 func newExporter(ctx context.Context, protocol, endpoint string, full bool) (sdktrace.SpanExporter, error) {
-	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// The URL itself is not repeated: it may hold credentials.
-		return nil, fmt.Errorf("%w: the OTLP endpoint must be an http:// or https:// URL", ErrInvalid)
+	if err := checkEndpoint(endpoint); err != nil {
+		return nil, err
 	}
 	switch protocol {
 	case ProtocolGRPC:
@@ -150,6 +185,35 @@ func newExporter(ctx context.Context, protocol, endpoint string, full bool) (sdk
 	}
 }
 
+// newMetricExporter builds the OTLP metric exporter for protocol, as newExporter.
+func newMetricExporter(ctx context.Context, protocol, endpoint string, full bool) (sdkmetric.Exporter, error) {
+	if err := checkEndpoint(endpoint); err != nil {
+		return nil, err
+	}
+	switch protocol {
+	case ProtocolGRPC:
+		return otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(endpoint))
+	case ProtocolHTTPProtobuf, ProtocolHTTPJSON:
+		// The Go SDK's metric exporter speaks only protobuf over HTTP; an OTLP/HTTP
+		// receiver takes both encodings.
+		if !full {
+			endpoint = strings.TrimRight(endpoint, "/") + "/v1/metrics"
+		}
+		return otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(endpoint))
+	default:
+		return nil, fmt.Errorf("%w: OTLP protocol %q (use http/protobuf, http/json or grpc)", ErrInvalid, protocol)
+	}
+}
+
+// checkEndpoint refuses an endpoint that is not an http or https URL.
+func checkEndpoint(endpoint string) error {
+	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL itself is not repeated: it may hold credentials.
+		return fmt.Errorf("%w: the OTLP endpoint must be an http:// or https:// URL", ErrInvalid)
+	}
+	return nil
+}
+
 func firstEnv(getenv func(string) string, names ...string) string {
 	for _, n := range names {
 		if v := strings.TrimSpace(getenv(n)); v != "" {
@@ -165,11 +229,15 @@ func (p *Provider) Enabled() bool { return p.tp != nil }
 // Tracer returns Baton's tracer (a no-op one when tracing is off).
 func (p *Provider) Tracer() trace.Tracer { return p.tracer }
 
-// Shutdown exports the spans still buffered and stops the exporter; call it once, at the
-// end of the process (after the runs have ended), with a deadline.
+// Shutdown exports the spans and metrics still buffered and stops the exporters; call it
+// once, at the end of the process (after the runs have ended), with a deadline.
 func (p *Provider) Shutdown(ctx context.Context) error {
-	if p.tp == nil {
-		return nil
+	var errs []error
+	if p.tp != nil {
+		errs = append(errs, p.tp.Shutdown(ctx))
 	}
-	return p.tp.Shutdown(ctx)
+	if p.mp != nil {
+		errs = append(errs, p.mp.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
 }

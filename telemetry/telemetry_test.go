@@ -14,9 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -28,6 +30,8 @@ type receiver struct {
 	types    []string
 	names    []string
 	services []string
+	// metrics are the names of the metrics received (/v1/metrics), apart from the spans.
+	metrics []string
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -36,6 +40,24 @@ func newReceiver(t *testing.T) *receiver {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
+		if r.URL.Path == "/v1/metrics" {
+			var msg colmetricpb.ExportMetricsServiceRequest
+			if err := proto.Unmarshal(body, &msg); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			for _, rm := range msg.GetResourceMetrics() {
+				for _, sm := range rm.GetScopeMetrics() {
+					for _, m := range sm.GetMetrics() {
+						rc.metrics = append(rc.metrics, m.GetName())
+					}
+				}
+			}
+			out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			_, _ = w.Write(out)
+			return
+		}
 		rc.types = append(rc.types, r.URL.Path+" "+r.Header.Get("Content-Type"))
 		if r.Header.Get("Content-Type") == "application/x-protobuf" {
 			var msg coltracepb.ExportTraceServiceRequest
@@ -82,7 +104,7 @@ func TestSetupOffWithoutEndpoint(t *testing.T) {
 	for name, env := range map[string]map[string]string{
 		"nothing":        {},
 		"sdk disabled":   {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
-		"exporter none":  {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
+		"exporters none": {"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
 		"only protocol":  {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
 		"only name":      {"OTEL_SERVICE_NAME": "x"},
 		"blank endpoint": {"OTEL_EXPORTER_OTLP_ENDPOINT": "  "},
@@ -110,6 +132,30 @@ func TestSetupExportsToConfiguredEndpoint(t *testing.T) {
 	types, names := rc.got()
 	assert.Equal(t, []string{"/v1/traces application/x-protobuf"}, types)
 	assert.Equal(t, []string{"run"}, names)
+}
+
+// TestSetupExportsMetrics: metrics recorded through the global meter (as package metrics
+// records gen_ai.client.token.usage and baton.cost.usd) reach the collector at
+// /v1/metrics, beside the traces; OTEL_METRICS_EXPORTER=none keeps them home.
+func TestSetupExportsMetrics(t *testing.T) {
+	for name, env := range map[string]map[string]string{"on": nil, "metrics off": {"OTEL_METRICS_EXPORTER": "none"}} {
+		t.Run(name, func(t *testing.T) {
+			rc := newReceiver(t)
+			p, err := Setup(context.Background(), Config{Endpoint: rc.URL, Getenv: envOf(env)})
+			require.NoError(t, err)
+			c, err := otel.Meter("test").Float64Counter("baton.cost.usd")
+			require.NoError(t, err)
+			c.Add(context.Background(), 0.25)
+			require.NoError(t, p.Shutdown(context.Background()), "shutdown exports what is left")
+			rc.mu.Lock()
+			defer rc.mu.Unlock()
+			if env == nil {
+				assert.Equal(t, []string{"baton.cost.usd"}, rc.metrics)
+			} else {
+				assert.Empty(t, rc.metrics)
+			}
+		})
+	}
 }
 
 func TestSetupEnvironmentWins(t *testing.T) {

@@ -37,6 +37,7 @@ const ui = {
   send: $("#send"),
   stop: $("#stop"),
   status: $("#status"),
+  usage: $("#usage"),
   token: $("#token"),
   newChat: $("#new-chat"),
   threads: $("#threads"),
@@ -215,6 +216,7 @@ function endRun(run) {
   }
   setBusy(!!chat.run);
   loadThreads();
+  refreshUsage(chat.threadId);
 }
 
 // attach follows a run of this thread that is going on without this page (after a reload
@@ -765,6 +767,16 @@ function custom(name, value) {
       if (Number.isInteger(v.attempt)) n.dataset.attempt = String(v.attempt);
       break;
     }
+    case "baton.budget_warning": {
+      const n = notice("budget", budgetWarningText(v));
+      n.dataset.budget = typeof v.budget === "string" ? v.budget : "";
+      n.dataset.unit = typeof v.unit === "string" ? v.unit : "";
+      break;
+    }
+    case "baton.usage":
+      // A run another Baton started reports its usage to that caller; the header shows
+      // the thread's totals once the run has ended.
+      break;
     case "baton.handoff":
     case "baton.partial": {
       const panel = el("section", "handoff " + (name === "baton.handoff" ? "is-handoff" : "is-partial"));
@@ -784,6 +796,54 @@ function custom(name, value) {
     default:
       notice("custom", name, JSON.stringify(value));
   }
+}
+
+// ---- usage and budgets ----
+
+// amount is a number of tokens or dollars as the user reads it; precise keeps dollars
+// below $10 to the hundredth of a cent (what a chat costs), else cents (budgets).
+function amount(n, unit, precise) {
+  const v = Number.isFinite(n) ? n : 0;
+  if (unit === "usd") return "$" + ((v > 0 && v < 0.01) || (precise && v < 10) ? v.toFixed(4) : v.toFixed(2));
+  return Math.round(v).toLocaleString("en-US") + " tokens";
+}
+
+// budgetWarningText is a baton.budget_warning ({budget, unit, used, limit, remaining}) in
+// words: whose budget, how much of it is used, and what is left.
+function budgetWarningText(v) {
+  const unit = v.unit === "usd" ? "usd" : "tokens";
+  const limit = Number(v.limit);
+  const pct = limit > 0 ? Math.round((Number(v.used) / limit) * 100) : 0;
+  const whose = v.budget === "principal" ? "You have used" : "This run has used";
+  const budget = v.budget === "principal" ? "your daily budget" : "its budget";
+  return `${whose} ${pct}% of ${budget}: ${amount(Number(v.used), unit)} of ${amount(limit, unit)} (${amount(Number(v.remaining), unit)} left).`;
+}
+
+// showUsage shows the thread's usage ({inputTokens, outputTokens, costUsd}, as
+// GET agui/threads/{id} has it) in the header; nothing used, nothing shown.
+function showUsage(u) {
+  const input = u && Number.isFinite(u.inputTokens) ? u.inputTokens : 0;
+  const output = u && Number.isFinite(u.outputTokens) ? u.outputTokens : 0;
+  const cost = u && Number.isFinite(u.costUsd) ? u.costUsd : 0;
+  ui.usage.dataset.inputTokens = String(input);
+  ui.usage.dataset.outputTokens = String(output);
+  ui.usage.dataset.costUsd = String(cost);
+  ui.usage.hidden = input + output === 0 && cost === 0;
+  ui.usage.textContent = amount(input + output, "tokens") + (cost > 0 ? " · " + amount(cost, "usd", true) : "");
+  ui.usage.title = `This chat so far: ${input.toLocaleString("en-US")} tokens in, ${output.toLocaleString("en-US")} out` +
+    (cost > 0 ? `, ${amount(cost, "usd", true)}` : "") + " (sub-agents that are Batons included).";
+}
+
+// refreshUsage reads the thread's usage again (after a run), if it is still the one shown.
+async function refreshUsage(id) {
+  let doc;
+  try {
+    // Not authed(): a refused token is the next run's to renew, never a sign-in here.
+    doc = await getJSON(`${AGUI_URL}/threads/${encodeURIComponent(id)}`, { token: await token() });
+  } catch (_) {
+    return; // the usage stays as it was; the thread's own errors are shown elsewhere
+  }
+  if (chat.threadId === id && doc) showUsage(doc.usage);
 }
 
 // FAILURE_TEXT says, per failure kind (DESIGN §6), what happened in the user's words; used
@@ -1217,6 +1277,7 @@ function resetChat() {
   leaveRun();
   Object.assign(chat, newChat(), { runsEnded: chat.runsEnded });
   ui.transcript.replaceChildren();
+  showUsage(null);
   welcome();
   setBusy(false);
   showThreadInURL(false);
@@ -1251,6 +1312,7 @@ async function openThread(id) {
     }
   }
   if (chat.threadId !== id) return; // another thread was opened meanwhile
+  showUsage(doc && doc.usage);
   const messages = doc && Array.isArray(doc.messages) ? doc.messages : [];
   if (!messages.length) welcome();
   restoreMessages(messages);

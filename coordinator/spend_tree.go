@@ -1,0 +1,117 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/spend"
+)
+
+// Budgets down the tree (DESIGN §7, §9c; design/spend.md): a delegation carries the run's
+// remaining budget (baton/budget); a run another Baton started keeps the smaller of its
+// own budget and the one it was given, and reports what it used (CUSTOM baton.usage,
+// which the A2A door puts in the task's final status as baton/usage); the caller counts
+// a sub-agent's report like a model call of its own, against its run budget and its
+// principal's day.
+
+// CustomUsage is the CUSTOM event of what a run another Baton started has used so far
+// (its model calls and its sub-agents' reports): {inputTokens, outputTokens, costUsd}.
+const CustomUsage = "baton.usage"
+
+// count adds one increment of usage (a model call's, or a sub-agent's report) to the
+// run's budget, the principal's day and the thread, and warns about every threshold it
+// crossed. Safe from the run's sub-agent calls as from its loop.
+func (r runMeter) count(ctx context.Context, u spend.Usage) {
+	warnings, _ := r.guard.AddUsage(u)
+	// Counted even when the run is being stopped: the provider billed the call. Bounded
+	// like any store write of the run.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	pw, over, err := r.e.cfg.Spend.Record(rctx, r.owner, r.ThreadID, u)
+	cancel()
+	if err != nil {
+		// The day's increment is lost: the run goes on; the next run's admission reads the
+		// day as the store has it (design/spend.md).
+		r.log.Warn("record model usage", "err", err)
+	}
+	warnings = append(warnings, pw...)
+	r.sp.mu.Lock()
+	if over != nil {
+		r.sp.principalOver = over
+	}
+	for _, w := range warnings {
+		r.sp.notes = append(r.sp.notes, w.Note())
+	}
+	r.sp.used = r.sp.used.Plus(u)
+	used := r.sp.used
+	r.sp.mu.Unlock()
+	for _, w := range warnings {
+		r.emit(&agui.Custom{Name: CustomBudgetWarning, Value: w})
+	}
+	if r.in.Depth > 0 {
+		// Started by another Baton, which counts what this run used against its own.
+		r.emit(&agui.Custom{Name: CustomUsage, Value: used})
+	}
+}
+
+// guardPolicy is the policy of the run's guard: the engine's, or for a run whose caller
+// gave it a budget, a copy whose token and cost budget is the smaller of the two. The
+// given budget is for this run: it is added to what the thread's earlier runs (the ones
+// it resumes) used. It also fixes the run's limits (runSpend.limits).
+func (r runMeter) guardPolicy() *failure.GuardPolicy {
+	p := &r.e.cfg.Guard
+	if b := r.in.Budget; b != nil {
+		cp := *p
+		used := r.fs.Budget
+		if b.Tokens > 0 {
+			if limit := int64(used.Tokens) + min(b.Tokens, a2a.MaxReportedTokens); cp.Budget.MaxTokens <= 0 || limit < int64(cp.Budget.MaxTokens) {
+				cp.Budget.MaxTokens = int(limit)
+			}
+		}
+		if b.CostUSD > 0 {
+			if limit := used.CostUSD + min(b.CostUSD, a2a.MaxReportedUSD); cp.Budget.MaxCostUSD <= 0 || limit < cp.Budget.MaxCostUSD {
+				cp.Budget.MaxCostUSD = limit
+			}
+		}
+		p = &cp
+	}
+	r.sp.limits = spend.Limits{Tokens: int64(p.Budget.MaxTokens), CostUSD: p.Budget.MaxCostUSD}
+	return p
+}
+
+// Least budget sent for a spent unit: zero would mean no limit.
+const (
+	leastTokens = 1
+	leastUSD    = 1e-9
+)
+
+// remaining is the budget a delegation carries: what is left of the run's, in the units
+// it has; nil when it has none. A spent unit is sent as the least amount (the agent may
+// make one model call, as the run itself may overshoot by one), never as zero.
+func (r runMeter) remaining() *a2a.Budget {
+	l := r.sp.limits
+	if !l.Set() {
+		return nil
+	}
+	spent := r.guard.Spent()
+	var b a2a.Budget
+	if l.Tokens > 0 {
+		b.Tokens = max(l.Tokens-spent.Tokens(), leastTokens)
+	}
+	if l.CostUSD > 0 {
+		b.CostUSD = max(l.CostUSD-spent.CostUSD, leastUSD)
+	}
+	return &b
+}
+
+// countSubtree counts what a sub-agent that is a Baton reports its run used (its model
+// calls and its own sub-agents'), as the run's own spend. The report is bounded
+// (a2a.ParseUsage): never negative, never beyond a2a's bounds.
+func (r runMeter) countSubtree(agent string, u *a2a.Usage) {
+	if u == nil || (u.InputTokens == 0 && u.OutputTokens == 0 && u.CostUSD == 0) {
+		return
+	}
+	r.log.Debug("sub-agent usage", "agent", agent, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_usd", u.CostUSD)
+	r.count(context.Background(), spend.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD})
+}

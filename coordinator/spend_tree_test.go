@@ -1,0 +1,101 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/spend"
+)
+
+// TestDelegationCarriesAndCountsBudget: a delegation carries the run's remaining budget
+// (baton/budget), and the usage the sub-agent reports counts against the run like a model
+// call of its own: it warns, it stops the run before the call that would pass the limit,
+// and the thread's (and the principal's) totals include it.
+func TestDelegationCarriesAndCountsBudget(t *testing.T) {
+	t.Parallel()
+	const limit = 10000
+	rig := newSpendRig(t, 50, func(c *Config) {
+		c.Guard = failure.GuardPolicy{Budget: failure.Budget{MaxTokens: limit, WarnAt: 0.8}}
+	}, spend.Limits{})
+	sub := a2a.Usage{InputTokens: 8000, OutputTokens: 0, CostUSD: 0.5, MessageID: "m"}
+	rig.agent.send = func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		obs.Task("task-1", "ctx-1")
+		return &a2a.Result{State: a2a.StateCompleted, TaskID: "task-1", ContextID: "ctx-1", Text: "ok", Usage: &sub}, nil
+	}
+	r := mustStart(t, rig.e, input("tree"))
+	evs := collect(t, r)
+
+	first := usageOf(0)
+	rig.agent.mu.Lock()
+	sent := rig.agent.sent
+	rig.agent.mu.Unlock()
+	require.Len(t, sent, 1, "the second turn's call is refused: the sub-agent's report spent the budget")
+	require.NotNil(t, sent[0].Budget, "the delegation carries the run's remaining budget")
+	assert.Equal(t, a2a.Budget{Tokens: limit - int64(first.InputTokens+first.OutputTokens)}, *sent[0].Budget)
+
+	assert.Len(t, rig.fake.Requests(), 2, "no model call after the sub-agent's usage and the next call passed the limit")
+	assert.Equal(t, "handoff: policy_violation", r.EndReason())
+	warnings := customs(evs, CustomBudgetWarning)
+	require.Len(t, warnings, 1, "the sub-agent's report crossed warn_at")
+	assert.Empty(t, customs(evs, CustomUsage), "a run a user started reports no baton.usage")
+
+	second := usageOf(1)
+	got, err := rig.e.cfg.Spend.ThreadUsage(context.Background(), "tree")
+	require.NoError(t, err)
+	assert.Equal(t, int64(first.InputTokens+second.InputTokens)+sub.InputTokens, got.InputTokens)
+	assert.Equal(t, int64(first.OutputTokens+second.OutputTokens), got.OutputTokens)
+	own := testPrices.Cost(int64(first.InputTokens), int64(first.OutputTokens)) + testPrices.Cost(int64(second.InputTokens), int64(second.OutputTokens))
+	assert.InDelta(t, own+sub.CostUSD, got.CostUSD, 1e-9)
+}
+
+// TestCallerBudgetCapsTheRun: a run another Baton started with a budget keeps the smaller
+// of its own and the given one (a larger given budget raises nothing), passes what is left
+// of it on, and reports what it used as CUSTOM baton.usage.
+func TestCallerBudgetCapsTheRun(t *testing.T) {
+	t.Parallel()
+	first, second := usageOf(0), usageOf(1)
+	spent1 := int64(first.InputTokens + first.OutputTokens)
+	cases := []struct {
+		name   string
+		own    int
+		given  int64
+		remain int64
+	}{
+		{"given smaller", 0, 2000, 2000 - spent1},
+		{"own smaller", 2000, 1_000_000, 2000 - spent1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newSpendRig(t, 50, func(cfg *Config) {
+				cfg.Guard = failure.GuardPolicy{Budget: failure.Budget{MaxTokens: c.own}}
+			}, spend.Limits{})
+			in := input("capped")
+			in.Depth = 2
+			in.Budget = &agui.CallerBudget{Tokens: c.given}
+			r := mustStart(t, rig.e, in)
+			evs := collect(t, r)
+			assert.Len(t, rig.fake.Requests(), 2, "the second call reached the smaller budget")
+			assert.Equal(t, "handoff: policy_violation", r.EndReason())
+			rig.agent.mu.Lock()
+			sent := rig.agent.sent
+			rig.agent.mu.Unlock()
+			require.NotEmpty(t, sent)
+			require.NotNil(t, sent[0].Budget)
+			assert.Equal(t, c.remain, sent[0].Budget.Tokens, "what is left is passed on")
+
+			reports := customs(evs, CustomUsage)
+			require.Len(t, reports, 2, "one report per model call")
+			last, ok := reports[len(reports)-1].Value.(spend.Usage)
+			require.True(t, ok, "%T", reports[len(reports)-1].Value)
+			assert.Equal(t, int64(first.InputTokens+second.InputTokens), last.InputTokens)
+			assert.Equal(t, int64(first.OutputTokens+second.OutputTokens), last.OutputTokens)
+		})
+	}
+}
