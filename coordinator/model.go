@@ -82,13 +82,9 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 	var (
 		textID   string
 		text     textParts
-		calls    []llm.ToolCall
-		args     []textParts // each call's arguments
-		byIndex  = map[int]int{}
+		tcs      turnCalls
 		done     *llm.Completion
 		streamOK bool
-		// parents holds, per call, the text message streamed just before it.
-		parents []string
 	)
 	closeText := func() {
 		if textID != "" {
@@ -122,24 +118,9 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 			text.add(d.Text)
 			r.emit(&agui.TextMessageContent{MessageID: textID, Delta: d.Text})
 		case d.ToolCall != nil:
-			tc := d.ToolCall
-			i, seen := byIndex[tc.Index]
-			if !seen {
-				id := tc.ID
-				if id == "" || avoid[id] || usedCallID(req.Messages, calls, id) {
-					// Some OpenAI-compatible servers number calls per turn (call_0 every
-					// time), and a retried attempt may repeat the failed one's ids; a
-					// repeated id would merge two calls in the client.
-					id = newID("call")
-				}
-				calls = append(calls, llm.ToolCall{ID: id, Name: tc.Name})
-				args = append(args, textParts{})
-				i = len(calls) - 1
-				byIndex[tc.Index] = i
-				parents = append(parents, textID)
+			if tcs.add(d.ToolCall, textID, func(id string) bool { return avoid[id] || usedCallID(req.Messages, tcs.calls, id) }) {
 				closeText()
 			}
-			args[i].add(tc.Arguments)
 		case d.Done != nil:
 			done = d.Done
 			streamOK = true
@@ -151,9 +132,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		}
 	}
 	closeText()
-	for i := range calls {
-		calls[i].Arguments = args[i].String()
-	}
+	calls := tcs.done()
 	streamErr = attemptErr(ctx, streamErr, streamOK)
 	if streamErr != nil {
 		// The attempt's calls were never streamed: the client's history has none of them.
@@ -164,7 +143,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 		// Held text (see Run.holdText) is shown once the turn proved to call tools.
 		r.emit(&agui.TextMessageEnd{MessageID: r.startText(content)})
 	}
-	r.streamCalls(calls, parents)
+	r.streamCalls(calls, tcs.parents)
 	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: content, ToolCalls: calls}, completion: done}, nil
 }
 

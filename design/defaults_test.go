@@ -22,10 +22,10 @@ var defaultsPackages = []string{"coordinator", "server", "failure", "hitl"}
 // still restate internal/config's value (server/ is being changed by other work; move them
 // when it lands and delete their lines). Keys are "<package dir>.<Name>".
 var ownDefaults = map[string]string{
-	"coordinator.DefaultWatchRenewal":  "no configuration key",
-	"server.DefaultBodyReadTimeout":    "no configuration key",
-	"server.DefaultWriteTimeout":       "restates config.DefaultStreamWriteTimeout",
-	"server.DefaultMaxActiveRuns":      "restates config.DefaultMaxActiveRuns",
+	"coordinator.DefaultWatchRenewal": "no configuration key",
+	"server.DefaultBodyReadTimeout":   "no configuration key",
+	"server.DefaultWriteTimeout":      "restates config.DefaultStreamWriteTimeout",
+	"server.DefaultMaxActiveRuns":     "restates config.DefaultMaxActiveRuns",
 }
 
 func TestDefaultsDefinedOnce(t *testing.T) {

@@ -42,7 +42,6 @@ var oversizeFuncs = map[string]int{
 	"cmd/mcp-conformance-client.runAuth": 92,
 	"agui.Sequencer.apply":               85,
 	"hitl.Validate":                      82,
-	"coordinator.Run.streamTurn":         82,
 }
 
 func TestTypesAndFunctionsStaySmall(t *testing.T) {
