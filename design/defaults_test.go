@@ -18,14 +18,11 @@ import (
 // checked package's), unless listed below as their own.
 var defaultsPackages = []string{"coordinator", "server", "failure", "hitl"}
 
-// ownDefaults are Default* constants with no configuration key, and the server's that
-// still restate internal/config's value (server/ is being changed by other work; move them
-// when it lands and delete their lines). Keys are "<package dir>.<Name>".
+// ownDefaults are Default* constants with no configuration key. Keys are
+// "<package dir>.<Name>".
 var ownDefaults = map[string]string{
 	"coordinator.DefaultWatchRenewal": "no configuration key",
 	"server.DefaultBodyReadTimeout":   "no configuration key",
-	"server.DefaultWriteTimeout":      "restates config.DefaultStreamWriteTimeout",
-	"server.DefaultMaxActiveRuns":     "restates config.DefaultMaxActiveRuns",
 }
 
 func TestDefaultsDefinedOnce(t *testing.T) {

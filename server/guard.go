@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/baton-dev/baton/internal/config"
 )
 
 // Defaults of the request guards.
@@ -15,7 +17,7 @@ const (
 	// that trickling bodies cannot hold connections and goroutines indefinitely.
 	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultMaxActiveRuns caps concurrent runs (server.max_active_runs).
-	DefaultMaxActiveRuns = 1000
+	DefaultMaxActiveRuns = config.DefaultMaxActiveRuns
 	// ReadHeaderTimeout bounds the time to read a request's headers; for http.Server.
 	ReadHeaderTimeout = 10 * time.Second
 	// IdleTimeout closes keep-alive connections that carry no request for this long; for

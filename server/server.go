@@ -27,6 +27,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/runs"
 )
 
@@ -194,7 +195,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
-const DefaultWriteTimeout = 30 * time.Second
+const DefaultWriteTimeout = time.Duration(config.DefaultStreamWriteTimeout)
 
 // stream relays the run's events as SSE until the terminal event or a disconnect
 // (design/streams.md).
