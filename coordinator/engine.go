@@ -293,7 +293,7 @@ func addAgents(agents map[string]*Agent, configured []Agent) error {
 // the background; stream its events with Stream.Next.
 func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
 	// No request: the run's trace has no parent.
-	return e.StartContext(context.Background(), in, principal)
+	return e.StartRun(context.Background(), in, principal)
 }
 
 // admission is what e knows of in's thread before a run of it starts (the thread, nil when
@@ -329,10 +329,10 @@ func startOptionsOf(opts []StartOption) startOptions {
 	return o
 }
 
-// StartContext is Start for a run whose trace parent is the span context in parent (the
+// StartRun is Start for a run whose trace parent is the span context in parent (the
 // request's incoming traceparent). Only the span context is kept: the run is detached
 // from parent's cancellation and values.
-func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string, opts ...StartOption) (*Run, error) {
+func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, principal string, opts ...StartOption) (*Run, error) {
 	o := startOptionsOf(opts)
 	th, busy, err := admitRun(e, in, principal)
 	if err != nil {

@@ -42,7 +42,7 @@ func TestRunSpans(t *testing.T) {
 	parent := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{0x4b, 0xf9, 1}, SpanID: trace.SpanID{0xf0, 0x67, 1}, TraceFlags: trace.FlagsSampled, Remote: true,
 	})
-	r, err := e.StartContext(trace.ContextWithRemoteSpanContext(context.Background(), parent), input("t-span"), "")
+	r, err := e.StartRun(trace.ContextWithRemoteSpanContext(context.Background(), parent), input("t-span"), "")
 	require.NoError(t, err)
 	collect(t, r)
 

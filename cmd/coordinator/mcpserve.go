@@ -115,7 +115,7 @@ type mcpEngine struct {
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
 	// Admitted against server.max_active_runs in one step with every other start.
-	r, err := m.e.StartContext(ctx, in, principal, coordinator.MaxActive(m.maxActive))
+	r, err := m.e.StartRun(ctx, in, principal, coordinator.MaxActive(m.maxActive))
 	var budget *coordinator.BudgetExceededError
 	switch {
 	case err == nil:
