@@ -52,7 +52,7 @@ func TestUnconfirmedCancelJournaled(t *testing.T) {
 			r, err := e.Start(input(thread), "")
 			require.NoError(t, err)
 			<-named
-			require.NoError(t, e.Stop(thread, "r-"+thread, ""))
+			require.NoError(t, e.StopRun(thread, "r-"+thread, ""))
 			collect(t, r)
 			<-r.Done()
 			var got []store.Step

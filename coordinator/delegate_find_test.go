@@ -234,7 +234,7 @@ func TestTakeOverStopWhileFindingTask(t *testing.T) {
 		_, finds, _, _ := agent.counts()
 		return finds > 0
 	}, 10*time.Second, 5*time.Millisecond, "the new owner looks for the task")
-	require.NoError(t, second.Stop("orphstop", "r-orphstop", "alice"))
+	require.NoError(t, second.StopRun("orphstop", "r-orphstop", "alice"))
 	close(gate)
 
 	run, evs := waitEnded(t, st, "orphstop", "r-orphstop")

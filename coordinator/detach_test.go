@@ -156,7 +156,7 @@ func TestReconnectHoldsDetachedRun(t *testing.T) {
 func TestStopCancelsDetachedRun(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, time.Hour)
 	f.r.Stream().ClientGone(ErrClientGone)
-	require.NoError(t, f.e.Stop(f.r.ThreadID, f.r.RunID, ""))
+	require.NoError(t, f.e.StopRun(f.r.ThreadID, f.r.RunID, ""))
 	assert.Equal(t, "cancelled: stop requested", f.waitDone(t))
 	assert.Equal(t, []string{"slow-1"}, f.agent.cancelled())
 }

@@ -361,10 +361,10 @@ func TestThreadBusyAndStop(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Start(input("busy"), "")
 	assert.ErrorIs(t, err, ErrThreadBusy)
-	assert.ErrorIs(t, e.Stop("busy", "other-run", ""), ErrRunNotFound)
-	assert.ErrorIs(t, e.Stop("nope", "x", ""), ErrRunNotFound)
+	assert.ErrorIs(t, e.StopRun("busy", "other-run", ""), ErrRunNotFound)
+	assert.ErrorIs(t, e.StopRun("nope", "x", ""), ErrRunNotFound)
 	require.Eventually(t, func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.calls == 1 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, e.Stop("busy", "r-busy", ""))
+	require.NoError(t, e.StopRun("busy", "r-busy", ""))
 	evs := collect(t, r)
 	last, ok := evs[len(evs)-1].(*agui.RunFinished)
 	require.True(t, ok, "got %#v", evs[len(evs)-1])
@@ -372,7 +372,7 @@ func TestThreadBusyAndStop(t *testing.T) {
 	reps := r.Cancellations()
 	require.Len(t, reps, 1)
 	assert.Equal(t, cancel.KindLLM, reps[0].Kind, "the LLM request is cancelled too")
-	assert.ErrorIs(t, e.Stop("busy", "r-busy", ""), ErrRunFinished)
+	assert.ErrorIs(t, e.StopRun("busy", "r-busy", ""), ErrRunFinished)
 }
 
 func TestOwnerIsolation(t *testing.T) {
@@ -383,7 +383,7 @@ func TestOwnerIsolation(t *testing.T) {
 	collect(t, r)
 	_, err = e.Start(input("mine"), "bob")
 	assert.ErrorIs(t, err, ErrForbidden)
-	assert.ErrorIs(t, e.Stop("mine", "r-mine", "bob"), ErrForbidden)
+	assert.ErrorIs(t, e.StopRun("mine", "r-mine", "bob"), ErrForbidden)
 }
 
 // A disconnect cancels the run: the running task gets CancelTask, even when its id only

@@ -97,7 +97,7 @@ func events(evs []store.Event) []runs.Event {
 // Stop stops run runID of principal's thread threadID, with its downstream work. Another
 // principal's run is runs.ErrRunNotFound, as one that does not exist.
 func (p *Runs) Stop(threadID, runID, principal string) error {
-	err := p.e.Stop(threadID, runID, principal)
+	err := p.e.StopRun(threadID, runID, principal)
 	if errors.Is(err, ErrForbidden) {
 		return runs.ErrRunNotFound
 	}

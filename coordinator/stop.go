@@ -8,14 +8,14 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// Stop cancels the active run (threadID, runID) on the producer side: its stream ends with
+// StopRun cancels the active run (threadID, runID) on the producer side: its stream ends with
 // the cancelled outcome.
 //
 // Who owns the thread, and which replica owns the run, are read from the store, never from
 // this replica's memory: another replica may have deleted and re-created the thread, or
 // taken the run over, and a stale owner must never stop (or cancel the downstream work of)
 // a run it does not hold.
-func (e *Engine) Stop(threadID, runID, principal string) error {
+func (e *Engine) StopRun(threadID, runID, principal string) error {
 	// A stop is carried out whole even when its request goes away: the store's timeout
 	// bounds the reads.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)

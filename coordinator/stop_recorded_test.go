@@ -29,7 +29,7 @@ func TestLocalStopRecordedWithRun(t *testing.T) {
 	r, err := e.Start(input("stopped"), "")
 	require.NoError(t, err)
 	<-named
-	require.NoError(t, e.Stop("stopped", "r-stopped", ""))
+	require.NoError(t, e.StopRun("stopped", "r-stopped", ""))
 	rec, err := st.GetRun(context.Background(), "stopped", "r-stopped")
 	require.NoError(t, err)
 	assert.True(t, rec.StopRequested, "the stop is in the store when Stop returns")

@@ -152,7 +152,7 @@ func (m mcpEngine) Delegate(ctx context.Context, agent string, in *agui.RunAgent
 }
 
 func (m mcpEngine) Stop(threadID, runID, principal string) error {
-	return m.e.Stop(threadID, runID, principal)
+	return m.e.StopRun(threadID, runID, principal)
 }
 
 // delegateTool is the frontend tool whose presence in a run makes directModel drive it;
