@@ -49,7 +49,7 @@ func TestUnconfirmedCancelJournaled(t *testing.T) {
 				cfg.Agents[0].Client = client
 			})
 			thread := "cj-" + c.name
-			r, err := e.Start(input(thread), "")
+			r, err := e.StartRun(context.Background(), input(thread), "")
 			require.NoError(t, err)
 			<-named
 			require.NoError(t, e.StopRun(thread, "r-"+thread, ""))

@@ -73,7 +73,7 @@ func TestClientGoneAtStaleOwnerCancelsNothing(t *testing.T) {
 		c.Lease = time.Second
 		c.Heartbeat = 100 * time.Millisecond
 	})
-	r, err := e.Start(input("stale"), "")
+	r, err := e.StartRun(context.Background(), input("stale"), "")
 	require.NoError(t, err)
 	select {
 	case <-started:

@@ -46,7 +46,7 @@ func TestRestartContinuesCancelAsOwner(t *testing.T) {
 		Agents:        []Agent{{Name: "research", Description: "Researches.", Client: agent, Timeout: time.Minute}},
 		CancelTimeout: 2 * time.Second, CancelHorizon: time.Hour, Store: st,
 		A2ASignIn: bearerSignIn{signedIn: map[string]bool{"alice": true}}})
-	r, err := first.Start(input("rs"), "alice")
+	r, err := first.StartRun(context.Background(), input("rs"), "alice")
 	require.NoError(t, err)
 	<-started
 	r.Cancel(ErrClientGone)

@@ -73,7 +73,7 @@ func TestLargeToolResultReachesModelCut(t *testing.T) {
 
 	// 5 MiB through the escaping of outside text is slow under the race detector: the run
 	// gets longer than collect's default to end.
-	run, err := e.Start(input("big"), "")
+	run, err := e.StartRun(context.Background(), input("big"), "")
 	require.NoError(t, err)
 	evs := collectWithin(t, run, 3*time.Minute)
 	res := toolResults(evs)
@@ -430,7 +430,7 @@ func TestCompactionIsOneWrite(t *testing.T) {
 		c.Limits.MaxIterations = 100
 		c.History = history.Options{Window: windowChars / 4, KeepRecentTurns: 2}.WithDefaults()
 	})
-	run, err := e.Start(input("one-write"), "")
+	run, err := e.StartRun(context.Background(), input("one-write"), "")
 	require.NoError(t, err)
 	<-inSummary
 	during := storedConv(t, st, "one-write", run.RunID)

@@ -234,7 +234,7 @@ func TestProviderFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &scriptModel{steps: tt.steps}
 			e := newEngine(t, m, &fakeAgent{}, fastPolicy)
-			r, err := e.Start(input("p"), "")
+			r, err := e.StartRun(context.Background(), input("p"), "")
 			require.NoError(t, err)
 			evs := collect(t, r)
 			assert.Len(t, m.requests(), tt.calls)
@@ -265,7 +265,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 
 func mustStart(t *testing.T, e *Engine, in *agui.RunAgentInput) *Run {
 	t.Helper()
-	r, err := e.Start(in, "")
+	r, err := e.StartRun(context.Background(), in, "")
 	require.NoError(t, err)
 	return r
 }

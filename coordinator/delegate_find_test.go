@@ -127,7 +127,7 @@ func orphanedSend(t *testing.T, st store.Store, agent *slowStartAgent, thread st
 	ctx := context.Background()
 	first := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Replica: "replica-first",
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	r, err := first.Start(input(thread), "alice")
+	r, err := first.StartRun(context.Background(), input(thread), "alice")
 	require.NoError(t, err)
 	select {
 	case <-agent.received:

@@ -24,7 +24,7 @@ func TestDelegationTimeoutWithoutTaskID(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, agent, func(c *Config) { c.Agents[0].Timeout = 50 * time.Millisecond })
-	r, err := e.Start(input("t"), "")
+	r, err := e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	res := toolResults(collect(t, r))
 	require.Len(t, res, 1)
@@ -54,7 +54,7 @@ func TestDelegationTimeoutNotCancelable(t *testing.T) {
 		c.Agents[0].Timeout = 50 * time.Millisecond
 		c.Agents[0].Client = refusingAgent{agent}
 	})
-	r, err := e.Start(input("t"), "")
+	r, err := e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	res := toolResults(collect(t, r))
 	require.Len(t, res, 1)

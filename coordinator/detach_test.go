@@ -44,7 +44,7 @@ func startDetachFixture(t *testing.T, policy DisconnectPolicy, grace time.Durati
 		c.OnDisconnect = policy
 		c.ReconnectGrace = grace
 	})
-	r, err := f.e.Start(input("t"), "")
+	r, err := f.e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	f.r = r
 	select {
@@ -182,7 +182,7 @@ func TestSlowClientContinuesFromTheLog(t *testing.T) {
 		c.ReconnectGrace = time.Hour
 		c.StreamBufferBytes = 1 // every event nobody took releases the one before
 	})
-	r, err := f.e.Start(input("t"), "")
+	r, err := f.e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	f.r = r
 	<-named

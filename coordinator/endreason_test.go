@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestRunOutcomeMetricIsTyped(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &runMetrics{}
 			e := newEngine(t, &scriptModel{steps: tt.steps}, &fakeAgent{}, func(c *Config) { c.Metrics = m })
-			r, err := e.Start(input("metric-"+tt.name), "")
+			r, err := e.StartRun(context.Background(), input("metric-"+tt.name), "")
 			require.NoError(t, err)
 			collect(t, r)
 			<-r.Done()

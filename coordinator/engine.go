@@ -289,13 +289,6 @@ func addAgents(agents map[string]*Agent, configured []Agent) error {
 	return nil
 }
 
-// Start begins a run for in on behalf of principal ("" without auth). The run executes in
-// the background; stream its events with Stream.Next.
-func (e *Engine) Start(in *agui.RunAgentInput, principal string) (*Run, error) {
-	// No request: the run's trace has no parent.
-	return e.StartRun(context.Background(), in, principal)
-}
-
 // admission is what e knows of in's thread before a run of it starts (the thread, nil when
 // none is remembered; whether a run of it is active), or why e takes no run.
 func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err error) {

@@ -214,7 +214,7 @@ func TestRunTextOnly(t *testing.T) {
 		return []llm.Delta{{Text: "Hel"}, {Text: "lo"}, {Done: &llm.Completion{FinishReason: "stop"}}}
 	}}
 	e := newEngine(t, m, &fakeAgent{})
-	r, err := e.Start(input("t1"), "")
+	r, err := e.StartRun(context.Background(), input("t1"), "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	assert.Equal(t, []string{"RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"}, types(evs))
@@ -240,7 +240,7 @@ func TestDelegationTags(t *testing.T) {
 		t.Run(string(tt.state), func(t *testing.T) {
 			agent := &fakeAgent{send: finalResult(tt.state, "agent says hi")}
 			e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) { c.Agents[0].InputRequired = "model" })
-			r, err := e.Start(input("t"), "")
+			r, err := e.StartRun(context.Background(), input("t"), "")
 			require.NoError(t, err)
 			evs := collect(t, r)
 			res := toolResults(evs)
@@ -272,7 +272,7 @@ func TestUnknownToolAndBadArguments(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
 			e := newEngine(t, &fakeModel{turn: callThenReport(tt.tool, tt.args)}, agent)
-			r, err := e.Start(input("t"), "")
+			r, err := e.StartRun(context.Background(), input("t"), "")
 			require.NoError(t, err)
 			res := toolResults(collect(t, r))
 			require.Len(t, res, 1)
@@ -357,9 +357,9 @@ func (m *switchModel) turn(req *llm.Request) []llm.Delta {
 func TestThreadBusyAndStop(t *testing.T) {
 	m := &fakeModel{turn: callThenReport("research", `{}`), block: make(chan struct{})}
 	e := newEngine(t, m, &fakeAgent{})
-	r, err := e.Start(input("busy"), "")
+	r, err := e.StartRun(context.Background(), input("busy"), "")
 	require.NoError(t, err)
-	_, err = e.Start(input("busy"), "")
+	_, err = e.StartRun(context.Background(), input("busy"), "")
 	assert.ErrorIs(t, err, ErrThreadBusy)
 	assert.ErrorIs(t, e.StopRun("busy", "other-run", ""), ErrRunNotFound)
 	assert.ErrorIs(t, e.StopRun("nope", "x", ""), ErrRunNotFound)
@@ -378,10 +378,10 @@ func TestThreadBusyAndStop(t *testing.T) {
 func TestOwnerIsolation(t *testing.T) {
 	m := &fakeModel{turn: func(*llm.Request) []llm.Delta { return []llm.Delta{{Done: &llm.Completion{FinishReason: "stop"}}} }}
 	e := newEngine(t, m, &fakeAgent{})
-	r, err := e.Start(input("mine"), "alice")
+	r, err := e.StartRun(context.Background(), input("mine"), "alice")
 	require.NoError(t, err)
 	collect(t, r)
-	_, err = e.Start(input("mine"), "bob")
+	_, err = e.StartRun(context.Background(), input("mine"), "bob")
 	assert.ErrorIs(t, err, ErrForbidden)
 	assert.ErrorIs(t, e.StopRun("mine", "r-mine", "bob"), ErrForbidden)
 }
@@ -399,7 +399,7 @@ func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, agent)
-	r, err := e.Start(input("t"), "")
+	r, err := e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	<-started
 	r.Cancel(ErrClientGone)
@@ -422,7 +422,7 @@ func TestDelegationTimeout(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, agent, func(c *Config) { c.Agents[0].Timeout = 50 * time.Millisecond })
-	r, err := e.Start(input("t"), "")
+	r, err := e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	res := toolResults(collect(t, r))
 	require.Len(t, res, 1)
@@ -435,7 +435,7 @@ func TestFrontendToolPending(t *testing.T) {
 	e := newEngine(t, m, &fakeAgent{})
 	in := input("t")
 	in.Tools = []agui.Tool{{Name: "show_map", Description: "Shows a map", Parameters: json.RawMessage(`{"type":"object"}`)}}
-	r, err := e.Start(in, "")
+	r, err := e.StartRun(context.Background(), in, "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	assert.Empty(t, toolResults(evs), "a frontend tool's result comes from the application")
@@ -456,7 +456,7 @@ func TestIterationLimit(t *testing.T) {
 		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: fmt.Sprintf("c%d", n), Name: "research", Arguments: fmt.Sprintf(`{"prompt":"step %d"}`, n)}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
 	}
 	e := newEngine(t, m, agent, func(c *Config) { c.Limits.MaxIterations = 3 })
-	r, err := e.Start(input("t"), "")
+	r, err := e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	assert.Equal(t, 3, m.calls)
@@ -497,7 +497,7 @@ func TestModelErrorIsUserSafe(t *testing.T) {
 	m := &fakeModel{turn: nil}
 	m.turn = func(*llm.Request) []llm.Delta { return nil }
 	e := newEngine(t, errModel{&llm.Error{Kind: llm.ErrBadRequest, Status: 400, Message: "secret internal detail", Err: errors.New("x")}}, &fakeAgent{})
-	r, err := e.Start(input("t"), "")
+	r, err := e.StartRun(context.Background(), input("t"), "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	re := evs[len(evs)-1].(*agui.RunError)
@@ -514,12 +514,12 @@ func (m errModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Delta, err
 func TestShutdownCancelsActiveRuns(t *testing.T) {
 	m := &fakeModel{turn: callThenReport("research", `{}`), block: make(chan struct{})}
 	e := newEngine(t, m, &fakeAgent{})
-	r, err := e.Start(input("s"), "")
+	r, err := e.StartRun(context.Background(), input("s"), "")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	require.NoError(t, e.Shutdown(ctx))
-	_, err = e.Start(input("s2"), "")
+	_, err = e.StartRun(context.Background(), input("s2"), "")
 	assert.ErrorIs(t, err, ErrShuttingDown)
 	assert.Equal(t, "cancelled: coordinator shutdown", r.EndReason())
 }
@@ -560,7 +560,7 @@ func TestRepeatedToolCallIDsAreMadeUnique(t *testing.T) {
 		return []llm.Delta{{ToolCall: &llm.ToolCallDelta{Index: 0, ID: "call_0", Name: "research", Arguments: fmt.Sprintf(`{"prompt":"p%d"}`, turns)}}, {Done: &llm.Completion{FinishReason: "tool_calls"}}}
 	}}
 	e := newEngine(t, m, agent)
-	r, err := e.Start(input("ids"), "")
+	r, err := e.StartRun(context.Background(), input("ids"), "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	var ids []string

@@ -44,7 +44,7 @@ func TestEventLimitEndsTheRun(t *testing.T) {
 	const limit = 500
 	var sent atomic.Int64
 	e := newEngine(t, deltaFlood{n: 100000, sent: &sent}, &fakeAgent{}, func(c *Config) { c.MaxEventsPerRun = limit })
-	r, err := e.Start(input("flood"), "")
+	r, err := e.StartRun(context.Background(), input("flood"), "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	<-r.Done()

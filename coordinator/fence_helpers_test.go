@@ -87,7 +87,7 @@ func (s *takeoverInside) fencedCall(t *testing.T, what string) {
 // by replica-other.
 func staleOwnerStops(t *testing.T, e *Engine, st store.Store, resume *agui.RunAgentInput) {
 	t.Helper()
-	r, err := e.Start(resume, "")
+	r, err := e.StartRun(context.Background(), resume, "")
 	require.NoError(t, err)
 	select {
 	case <-r.Done():

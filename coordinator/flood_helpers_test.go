@@ -39,7 +39,7 @@ func runFlood(tb testing.TB, cfg Config) floodOutcome {
 
 	var out floodOutcome
 	cpu, began := cpuTime(), time.Now()
-	r, err := e.Start(input("flood"), "")
+	r, err := e.StartRun(context.Background(), input("flood"), "")
 	require.NoError(tb, err)
 	timeout := time.After(5 * time.Minute)
 	for {

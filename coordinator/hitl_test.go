@@ -80,7 +80,7 @@ func runErrorCode(t *testing.T, evs []agui.Event) string {
 
 func startAndCollect(t *testing.T, e *Engine, in *agui.RunAgentInput) []agui.Event {
 	t.Helper()
-	r, err := e.Start(in, "")
+	r, err := e.StartRun(context.Background(), in, "")
 	require.NoError(t, err)
 	return collect(t, r)
 }

@@ -46,13 +46,13 @@ func TestRunBeforeLaunchRefused(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
 
-	_, err = e.Start(input("early"), "")
+	_, err = e.StartRun(context.Background(), input("early"), "")
 	require.ErrorIs(t, err, ErrNotStarted)
 	assert.Contains(t, err.Error(), `"early"`, "the error names the thread")
 	assert.Zero(t, e.Active())
 
 	require.NoError(t, e.Launch(context.Background()))
-	r, err := e.Start(input("early"), "")
+	r, err := e.StartRun(context.Background(), input("early"), "")
 	require.NoError(t, err)
 	<-r.Done()
 }
@@ -65,6 +65,6 @@ func TestShutdownWithoutLaunch(t *testing.T) {
 	require.NoError(t, e.Shutdown(context.Background()))
 	goleak.VerifyNone(t, before)
 	assert.ErrorIs(t, e.Launch(context.Background()), ErrShuttingDown)
-	_, err = e.Start(input("late"), "")
+	_, err = e.StartRun(context.Background(), input("late"), "")
 	assert.ErrorIs(t, err, ErrShuttingDown)
 }

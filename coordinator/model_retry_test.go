@@ -56,7 +56,7 @@ func TestRetriedTurnStreamsOnlyTheGoodAttemptsCalls(t *testing.T) {
 	e := newStartedEngine(t, Config{Model: m, Policy: &failure.DefaultPolicy{BackoffBase: time.Millisecond, Jitter: func(time.Duration) time.Duration { return 0 }}})
 	in := input("cut")
 	in.Tools = []agui.Tool{{Name: "show", Description: "show a prompt", Parameters: []byte(`{"type":"object"}`)}}
-	r, err := e.Start(in, "")
+	r, err := e.StartRun(context.Background(), in, "")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	require.Equal(t, 2, m.attempts, "the broken attempt was retried once")

@@ -64,7 +64,7 @@ func TestDepthRefusal(t *testing.T) {
 
 	in = input("depth4")
 	in.Depth = 4
-	_, err := e.Start(in, "")
+	_, err := e.StartRun(context.Background(), in, "")
 	require.ErrorIs(t, err, ErrTooDeep)
 }
 

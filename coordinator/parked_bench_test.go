@@ -64,7 +64,7 @@ func BenchmarkParkedRuns(b *testing.B) {
 	runs := make([]*Run, 0, b.N)
 	parked.Add(b.N)
 	for i := range b.N {
-		r, err := e.Start(input(fmt.Sprintf("t%d", i)), "")
+		r, err := e.StartRun(context.Background(), input(fmt.Sprintf("t%d", i)), "")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func TestRunRecordedInStore(t *testing.T) {
 	ctx := context.Background()
 	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "agent says hi")}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
-	r, err := e.Start(input("t"), "alice")
+	r, err := e.StartRun(context.Background(), input("t"), "alice")
 	require.NoError(t, err)
 	evs := collect(t, r)
 	st := e.cfg.Store
@@ -68,7 +68,7 @@ func TestRunRecordedInStore(t *testing.T) {
 	e2 := newStartedEngine(t, Config{Model: &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }}, Store: st})
 	in := input("t")
 	in.RunID = "r2"
-	_, err = e2.Start(in, "mallory")
+	_, err = e2.StartRun(context.Background(), in, "mallory")
 	require.ErrorIs(t, err, ErrForbidden)
 	_, err = st.ActiveRun(ctx, "t")
 	require.ErrorIs(t, err, store.ErrNotFound, "the refused start recorded no run")
@@ -127,7 +127,7 @@ func TestStoredHistoryPrepended(t *testing.T) {
 		return agui.Message{ID: id, Role: "user", Content: c}
 	}
 	run := func(runID string, msgs ...agui.Message) {
-		r, err := e.Start(&agui.RunAgentInput{ThreadID: "h", RunID: runID, ProtocolVersion: "1.0", Messages: msgs}, "")
+		r, err := e.StartRun(context.Background(), &agui.RunAgentInput{ThreadID: "h", RunID: runID, ProtocolVersion: "1.0", Messages: msgs}, "")
 		require.NoError(t, err)
 		collect(t, r)
 	}
@@ -174,7 +174,7 @@ func TestWorkRecordedWhileRunning(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
-	r, err := e.Start(input("w"), "")
+	r, err := e.StartRun(context.Background(), input("w"), "")
 	require.NoError(t, err)
 	<-started
 	deadline := time.Now().Add(10 * time.Second)

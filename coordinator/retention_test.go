@@ -45,7 +45,7 @@ func TestEventRetentionSweepsEveryBackend(t *testing.T) {
 				c.EventRetention = 5 * time.Second
 				c.Heartbeat = 20 * time.Millisecond
 			})
-			r, err := e.Start(input("kept"), "")
+			r, err := e.StartRun(context.Background(), input("kept"), "")
 			require.NoError(t, err)
 			evs := collect(t, r)
 			require.Equal(t, "RUN_FINISHED", types(evs)[len(evs)-1])

@@ -86,7 +86,7 @@ func newSecuredEngine(t *testing.T, agent *securedAgent, mut ...func(*Config)) *
 
 func startAs(t *testing.T, e *Engine, in *agui.RunAgentInput, owner string) []agui.Event {
 	t.Helper()
-	r, err := e.Start(in, owner)
+	r, err := e.StartRun(context.Background(), in, owner)
 	require.NoError(t, err)
 	return collect(t, r)
 }
@@ -140,7 +140,7 @@ func TestCancelsCarryOwnersCredentials(t *testing.T) {
 			return nil, ctx.Err()
 		}}}
 		e := newSecuredEngine(t, agent, func(c *Config) { c.CancelHorizon = 20 * time.Second })
-		r, err := e.Start(input("rc"), "alice")
+		r, err := e.StartRun(context.Background(), input("rc"), "alice")
 		require.NoError(t, err)
 		<-started
 		r.Cancel(ErrClientGone)

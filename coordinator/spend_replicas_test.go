@@ -60,7 +60,7 @@ func TestPrincipalDayAcrossReplicas(t *testing.T) {
 	var started []*Run
 	for i := range runs {
 		in := input(fmt.Sprintf("rep%d", i))
-		r, err := engines[i%2].Start(in, "alice")
+		r, err := engines[i%2].StartRun(context.Background(), in, "alice")
 		require.NoError(t, err)
 		started = append(started, r)
 	}
@@ -83,7 +83,7 @@ func TestPrincipalDayAcrossReplicas(t *testing.T) {
 	assert.LessOrEqual(t, total, int64(limit+runs*perCall), "overshoot at most the calls in flight")
 	assert.Equal(t, 1, warnings, "one warning for the principal at 80%, on whichever replica crossed it")
 
-	_, err = engines[1].Start(input("late"), "alice")
+	_, err = engines[1].StartRun(context.Background(), input("late"), "alice")
 	var be *BudgetExceededError
 	assert.ErrorAs(t, err, &be, "a new run on either replica is refused")
 }
@@ -113,20 +113,20 @@ func TestPrincipalDaySurvivesRestart(t *testing.T) {
 	}
 
 	e, st := open()
-	r, err := e.Start(input("before"), "alice")
+	r, err := e.StartRun(context.Background(), input("before"), "alice")
 	require.NoError(t, err)
 	collect(t, r)
-	r, err = e.Start(input("before2"), "alice")
+	r, err = e.StartRun(context.Background(), input("before2"), "alice")
 	require.NoError(t, err, "700 of 1000 tokens: the day lasts")
 	collect(t, r)
 	stop(e, st)
 
 	e, st = open()
 	defer stop(e, st)
-	_, err = e.Start(input("after"), "alice")
+	_, err = e.StartRun(context.Background(), input("after"), "alice")
 	var be *BudgetExceededError
 	require.ErrorAs(t, err, &be, "1400 tokens spent before the restart: the day is over")
-	r, err = e.Start(input("bob"), "bob")
+	r, err = e.StartRun(context.Background(), input("bob"), "bob")
 	require.NoError(t, err, "another principal's day is untouched")
 	collect(t, r)
 }

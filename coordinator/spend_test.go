@@ -282,7 +282,7 @@ func TestPrincipalDayStopsRunsAndAdmission(t *testing.T) {
 	assert.Contains(t, refusal, `"type":"wait"`, "the refusal says when the day resets")
 	assert.Contains(t, refusal, `"resets_at":"`)
 
-	_, err = rig.e.Start(input("day2"), "")
+	_, err = rig.e.StartRun(context.Background(), input("day2"), "")
 	var be *BudgetExceededError
 	require.ErrorAs(t, err, &be, "a new run of the principal is refused before it starts")
 	assert.Contains(t, be.Error(), "resets at")

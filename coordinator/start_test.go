@@ -34,7 +34,7 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 
 			model := &fakeModel{turn: func(*llm.Request) []llm.Delta { return nil }, block: make(chan struct{})}
 			e := newEngine(t, model, &fakeAgent{}, func(c *Config) { c.Store = st })
-			r, err := e.Start(input("t"), "alice")
+			r, err := e.StartRun(context.Background(), input("t"), "alice")
 			require.NoError(t, err)
 			t.Cleanup(func() { r.Cancel(ErrStopped); <-r.stream.released })
 
@@ -66,13 +66,13 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 				func(c *Config) { c.Store = st; c.Lease = time.Minute })
 			in := input("t")
 			in.RunID = "r2"
-			_, err = other.Start(in, "mallory")
+			_, err = other.StartRun(context.Background(), in, "mallory")
 			require.ErrorIs(t, err, ErrForbidden)
 			_, err = st.GetRun(ctx, "t", "r2")
 			require.ErrorIs(t, err, store.ErrNotFound, "a refused start records no run")
 			in = input("t")
 			in.RunID = "r3"
-			_, err = other.Start(in, "alice")
+			_, err = other.StartRun(context.Background(), in, "alice")
 			require.ErrorIs(t, err, ErrThreadBusy)
 
 			// A start refused because a run is reserved on a thread whose owner this

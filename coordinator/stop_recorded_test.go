@@ -26,7 +26,7 @@ func TestLocalStopRecordedWithRun(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, agent, func(c *Config) { c.Store = st })
-	r, err := e.Start(input("stopped"), "")
+	r, err := e.StartRun(context.Background(), input("stopped"), "")
 	require.NoError(t, err)
 	<-named
 	require.NoError(t, e.StopRun("stopped", "r-stopped", ""))

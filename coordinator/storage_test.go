@@ -52,7 +52,7 @@ func TestConversationStoredOnce(t *testing.T) {
 		content, _ := json.Marshal(fmt.Sprintf("%03d ", i) + strings.Repeat("x", size-4))
 		in := &agui.RunAgentInput{ThreadID: "big", RunID: fmt.Sprintf("r%d", i), ProtocolVersion: "1.0",
 			Messages: []agui.Message{{ID: fmt.Sprintf("u%d", i), Role: "user", Content: content}}}
-		r, err := e.Start(in, "")
+		r, err := e.StartRun(context.Background(), in, "")
 		require.NoError(t, err)
 		evs := collect(t, r)
 		<-r.Stream().Released()

@@ -67,7 +67,7 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
 	in := input("cp")
 	in.Tools = []agui.Tool{{Name: "ui_confirm", Description: "Confirm in the UI."}}
-	r, err := e.Start(in, "alice")
+	r, err := e.StartRun(context.Background(), in, "alice")
 	require.NoError(t, err)
 	<-started
 	var to *takenOver
@@ -385,7 +385,7 @@ func TestHandoffAtShutdown(t *testing.T) {
 	}}
 	a := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st, Handoff: true,
 		Agents: []Agent{{Name: "research", Client: agentA, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	r, err := a.Start(input("h"), "alice")
+	r, err := a.StartRun(context.Background(), input("h"), "alice")
 	require.NoError(t, err)
 	<-started
 	// The task id and the checkpoint reach the store.
@@ -452,7 +452,7 @@ func TestStalledReplicaDropsRunTakenOver(t *testing.T) {
 	}}
 	e := newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
-	r, err := e.Start(input("s"), "alice")
+	r, err := e.StartRun(context.Background(), input("s"), "alice")
 	require.NoError(t, err)
 	<-started
 	stolen, err := st.TakeOverRuns(ctx, "replica-other", time.Hour, 10, true)
@@ -529,7 +529,7 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 	a := newStartedEngine(t, Config{Model: model, Store: st, Handoff: true,
 		Agents: []Agent{{Name: "research", Client: agentA, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
 	in := interruptsOf(t, startAndCollect(t, a, input("q")))[0]
-	r, err := a.Start(resumeInput("q", "r-q2", resolved(in.ID, `{"text":"June"}`)), "")
+	r, err := a.StartRun(context.Background(), resumeInput("q", "r-q2", resolved(in.ID, `{"text":"June"}`)), "")
 	require.NoError(t, err)
 	<-answered // the task was recorded in the run's work before the answer was sent
 	expired, cancel := context.WithCancel(context.Background())

@@ -100,7 +100,7 @@ func TestRunWithoutTracingRecordsNothing(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	r, err := e.Start(input("t-off"), "")
+	r, err := e.StartRun(context.Background(), input("t-off"), "")
 	require.NoError(t, err)
 	collect(t, r)
 	assert.NotContains(t, logs.String(), "trace_id=")
@@ -116,7 +116,7 @@ func TestFailureOnSpans(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
 		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "m"}
 	})
-	r, err := e.Start(input("t-fail"), "")
+	r, err := e.StartRun(context.Background(), input("t-fail"), "")
 	require.NoError(t, err)
 	collect(t, r)
 	var tool, run, del sdktrace.ReadOnlySpan

@@ -134,7 +134,7 @@ func BenchmarkParkedRunHeap(b *testing.B) {
 		for i := range parked {
 			in := &agui.RunAgentInput{ThreadID: fmt.Sprintf("park-%d", i), RunID: "r", ProtocolVersion: "1.0",
 				Messages: []agui.Message{{ID: "u", Role: "user", Content: agui.StringContent("ask me which colour I like")}}}
-			r, err := e.Start(in, "")
+			r, err := e.StartRun(context.Background(), in, "")
 			require.NoError(b, err)
 			<-r.Done()
 			evs, _ := r.Stream().Next()

@@ -51,12 +51,12 @@ func TestServicesStartAndStop(t *testing.T) {
 	<-prober.probed
 	in := &agui.RunAgentInput{ThreadID: "t", RunID: "r", ProtocolVersion: "1.0",
 		Messages: []agui.Message{{ID: "u", Role: "user", Content: agui.StringContent("hello")}}}
-	r, err := engine.Start(in, "")
+	r, err := engine.StartRun(context.Background(), in, "")
 	require.NoError(t, err, "the engine was launched")
 	<-r.Done()
 
 	a.stopServices()
-	_, err = engine.Start(in, "")
+	_, err = engine.StartRun(context.Background(), in, "")
 	assert.ErrorIs(t, err, coordinator.ErrShuttingDown)
 	a.cleanup() // stopServices again, as at exit: nothing left to stop
 	goleak.VerifyNone(t, before)
