@@ -57,7 +57,7 @@ func TestRestartContinuesCancelAsOwner(t *testing.T) {
 	assert.Equal(t, "alice", p[0].Owner, "recorded with the run's owner")
 	// The process stops with the cancel still refused: it stays recorded.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_ = first.Shutdown(ctx)
+	_ = first.Stop(ctx)
 	cancel()
 	pendingOf(t, st, 1)
 	before := len(agent.bearers())

@@ -149,7 +149,7 @@ func orphanedSend(t *testing.T, st store.Store, agent *slowStartAgent, thread st
 		t.Fatal("the fenced replica kept the run")
 	}
 	// Gone before the dead replica's lease lapses: the run is the next replica's.
-	require.NoError(t, first.Shutdown(ctx))
+	require.NoError(t, first.Stop(ctx))
 }
 
 // TestTakeOverFindsUnnamedTask: the replica that sent a sub-agent its message died before the

@@ -43,7 +43,7 @@ var (
 	// on its id is refused rather than silently starting a conversation without its
 	// history (410 THREAD_EXPIRED).
 	ErrThreadExpired = runs.ErrThreadExpired
-	// ErrNotStarted means the engine was built but not launched (Engine.Launch): a run
+	// ErrNotStarted means the engine was built but not launched (Engine.Start): a run
 	// there would have no heartbeat, so its lease would lapse and another replica take it
 	// over.
 	ErrNotStarted = errors.New("coordinator not started")
@@ -72,7 +72,7 @@ type Engine struct {
 	log    *slog.Logger
 	agents map[string]*Agent
 	// confirm paces CancelTask calls per agent and follows unconfirmed ones in the
-	// background (design/cancel-confirm.md); Shutdown waits for it, bounded.
+	// background (design/cancel-confirm.md); Stop waits for it, bounded.
 	confirm *cancel.Confirmer
 
 	mu       sync.Mutex
@@ -105,9 +105,9 @@ type Engine struct {
 	journal *durable.Journal
 	// pending keeps the cancels not confirmed yet in the store, for a restart.
 	pending *durable.PendingCancels
-	// started (under mu) says Launch has started the jobs: runs are accepted from then on.
+	// started (under mu) says Start has started the jobs: runs are accepted from then on.
 	started bool
-	// launching serialises Launch, so that a second call finds the first one's work done.
+	// launching serialises Start, so that a second call finds the first one's work done.
 	launching sync.Mutex
 }
 
@@ -124,7 +124,7 @@ type thread struct {
 }
 
 // New validates cfg and builds an Engine. It starts nothing and does no remote work:
-// Launch starts the engine, Shutdown stops it.
+// Start starts the engine, Stop stops it.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Model == nil {
 		return nil, errors.New("coordinator: a model is required")
@@ -183,12 +183,12 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Launch starts e: the cancels an earlier process left pending go on, the interrupts open
+// Start starts e: the cancels an earlier process left pending go on, the interrupts open
 // in the store are counted, and the background jobs (interrupt expiry, heartbeat, takeover,
 // sweep) start. A run is refused with ErrNotStarted until then. ctx bounds the store reads
-// of the launch; the jobs run until Shutdown. Launching a launched engine does nothing;
-// launching one that has shut down returns ErrShuttingDown.
-func (e *Engine) Launch(ctx context.Context) error {
+// of the launch; the jobs run until Stop. Starting a started engine does nothing;
+// starting one that has stopped returns ErrShuttingDown.
+func (e *Engine) Start(ctx context.Context) error {
 	e.launching.Lock()
 	defer e.launching.Unlock()
 	e.mu.Lock()
@@ -209,7 +209,7 @@ func (e *Engine) Launch(ctx context.Context) error {
 	// leases of the runs still here lapse, and another replica take them over.
 	e.jobs.Start(context.WithoutCancel(ctx))
 	e.mu.Lock()
-	// A Shutdown that came meanwhile has stopped the jobs, and they stay stopped.
+	// A Stop that came meanwhile has stopped the jobs, and they stay stopped.
 	e.started = true
 	e.mu.Unlock()
 	return nil
@@ -298,7 +298,7 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 	case e.closing:
 		return nil, false, ErrShuttingDown
 	case !e.started:
-		return nil, false, fmt.Errorf("coordinator: run %q of thread %q refused: %w (Engine.Launch was not called)", in.RunID, in.ThreadID, ErrNotStarted)
+		return nil, false, fmt.Errorf("coordinator: run %q of thread %q refused: %w (Engine.Start was not called)", in.RunID, in.ThreadID, ErrNotStarted)
 	}
 	_, busy = e.active[in.ThreadID]
 	return e.threads[in.ThreadID], busy, nil
@@ -366,7 +366,7 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
 	}
 	// Counted from here, under the lock of every other admission (so starts racing each
-	// other cannot pass the cap) and of Shutdown's closing (so the add precedes its Wait).
+	// other cannot pass the cap) and of Stop's closing (so the add precedes its Wait).
 	if o.maxActive > 0 && e.running.Load() >= int64(o.maxActive) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("coordinator: run %q of thread %q refused: %w (%d)", in.RunID, in.ThreadID, ErrTooManyRuns, o.maxActive)

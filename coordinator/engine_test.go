@@ -144,12 +144,12 @@ func newStartedEngine(tb testing.TB, cfg Config) *Engine {
 	tb.Helper()
 	e, err := New(cfg)
 	require.NoError(tb, err)
-	require.NoError(tb, e.Launch(context.Background()))
+	require.NoError(tb, e.Start(context.Background()))
 	// Cancellations still being confirmed in the background end with the engine.
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 	})
 	return e
 }
@@ -518,7 +518,7 @@ func TestShutdownCancelsActiveRuns(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	require.NoError(t, e.Shutdown(ctx))
+	require.NoError(t, e.Stop(ctx))
 	_, err = e.StartRun(context.Background(), input("s2"), "")
 	assert.ErrorIs(t, err, ErrShuttingDown)
 	assert.Equal(t, "cancelled: coordinator shutdown", r.EndReason())
@@ -604,7 +604,7 @@ func TestContinuationAfterRestart(t *testing.T) {
 	require.True(t, strings.HasPrefix(res[0], "[INPUT_REQUIRED:task_id=t-7]\n"), res[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, first.Shutdown(ctx))
+	require.NoError(t, first.Stop(ctx))
 
 	second := newEngine(t, &fakeModel{turn: model.turn}, agent, modelMode)
 	model.use("continue")

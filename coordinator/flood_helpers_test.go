@@ -34,7 +34,7 @@ func runFlood(tb testing.TB, cfg Config) floodOutcome {
 	defer func() {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		_ = e.Shutdown(sctx)
+		_ = e.Stop(sctx)
 	}()
 
 	var out floodOutcome

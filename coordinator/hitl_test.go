@@ -246,7 +246,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	}
 	e1 := open()
 	in := interruptsOf(t, startAndCollect(t, e1, input("rs")))[0]
-	require.NoError(t, e1.Shutdown(context.Background()))
+	require.NoError(t, e1.Stop(context.Background()))
 	require.NoError(t, e1.cfg.Store.Close())
 
 	e2 := open()
@@ -293,7 +293,7 @@ func TestInterruptsOpenGaugeAfterRestart(t *testing.T) {
 	e1 := open(m1)
 	in := interruptsOf(t, startAndCollect(t, e1, input("g")))[0]
 	assert.Equal(t, 1.0, gauge(t, m1, "baton_interrupts_open"))
-	require.NoError(t, e1.Shutdown(context.Background()))
+	require.NoError(t, e1.Stop(context.Background()))
 	require.NoError(t, e1.cfg.Store.Close())
 
 	m2 := metrics.New()

@@ -19,7 +19,7 @@ type jobs struct {
 	sweep     *startstop.Service
 }
 
-// Start starts the jobs (Engine.Launch); they run until Stop, or until ctx ends.
+// Start starts the jobs (Engine.Start); they run until Stop, or until ctx ends.
 func (j *jobs) Start(ctx context.Context) {
 	j.expiry.Start(ctx)
 	if j.heartbeat == nil {

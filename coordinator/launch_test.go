@@ -22,49 +22,49 @@ func lifecycleConfig(t *testing.T) Config {
 		Lease: time.Second, ExpiryInterval: 20 * time.Millisecond, TakeOverAtStart: true}
 }
 
-// New starts no goroutine; Launch starts the jobs, and Shutdown ends every one of them.
+// New starts no goroutine; Start starts the jobs, and Stop ends every one of them.
 func TestNewStartsNothingLaunchStartsShutdownEnds(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	e, err := New(lifecycleConfig(t))
 	require.NoError(t, err)
 	goleak.VerifyNone(t, before)
 
-	require.NoError(t, e.Launch(context.Background()))
+	require.NoError(t, e.Start(context.Background()))
 	assert.Error(t, goleak.Find(before), "the launched engine's jobs run")
-	require.NoError(t, e.Launch(context.Background()), "a second Launch does nothing")
+	require.NoError(t, e.Start(context.Background()), "a second Start does nothing")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, e.Shutdown(ctx))
+	require.NoError(t, e.Stop(ctx))
 	goleak.VerifyNone(t, before)
-	assert.ErrorIs(t, e.Launch(context.Background()), ErrShuttingDown, "a shut-down engine is not launched again")
+	assert.ErrorIs(t, e.Start(context.Background()), ErrShuttingDown, "a shut-down engine is not launched again")
 }
 
 // A run on an engine not launched is refused: it would run without a heartbeat.
 func TestRunBeforeLaunchRefused(t *testing.T) {
 	e, err := New(lifecycleConfig(t))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
 
 	_, err = e.StartRun(context.Background(), input("early"), "")
 	require.ErrorIs(t, err, ErrNotStarted)
 	assert.Contains(t, err.Error(), `"early"`, "the error names the thread")
 	assert.Zero(t, e.Active())
 
-	require.NoError(t, e.Launch(context.Background()))
+	require.NoError(t, e.Start(context.Background()))
 	r, err := e.StartRun(context.Background(), input("early"), "")
 	require.NoError(t, err)
 	<-r.Done()
 }
 
-// Shutdown without Launch returns at once, and leaves nothing behind.
+// Stop without Start returns at once, and leaves nothing behind.
 func TestShutdownWithoutLaunch(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	e, err := New(lifecycleConfig(t))
 	require.NoError(t, err)
-	require.NoError(t, e.Shutdown(context.Background()))
+	require.NoError(t, e.Stop(context.Background()))
 	goleak.VerifyNone(t, before)
-	assert.ErrorIs(t, e.Launch(context.Background()), ErrShuttingDown)
+	assert.ErrorIs(t, e.Start(context.Background()), ErrShuttingDown)
 	_, err = e.StartRun(context.Background(), input("late"), "")
 	assert.ErrorIs(t, err, ErrShuttingDown)
 }

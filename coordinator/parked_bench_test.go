@@ -47,7 +47,7 @@ func BenchmarkParkedRuns(b *testing.B) {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 	}()
 
 	var before, after runtime.MemStats

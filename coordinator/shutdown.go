@@ -9,9 +9,9 @@ func (e *Engine) Active() int {
 	return int(e.running.Load())
 }
 
-// Shutdown stops accepting runs, lets active runs finish until ctx is done, then cancels
+// Stop stops accepting runs, lets active runs finish until ctx is done, then cancels
 // the rest (downstream cancellation included) and waits for them to end.
-func (e *Engine) Shutdown(ctx context.Context) error {
+func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	wasClosing := e.closing
 	e.closing = true

@@ -102,13 +102,13 @@ func TestPrincipalDaySurvivesRestart(t *testing.T) {
 		meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "m"}), Ledger: st.(spend.Ledger), Daily: spend.Limits{Tokens: 1000}})
 		e, err := New(Config{Model: &fakeModel{turn: turn}, Store: st, Spend: meter})
 		require.NoError(t, err)
-		require.NoError(t, e.Launch(context.Background()))
+		require.NoError(t, e.Start(context.Background()))
 		return e, st
 	}
 	stop := func(e *Engine, st store.Store) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		require.NoError(t, e.Shutdown(ctx))
+		require.NoError(t, e.Stop(ctx))
 		require.NoError(t, st.Close())
 	}
 

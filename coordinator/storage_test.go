@@ -61,7 +61,7 @@ func TestConversationStoredOnce(t *testing.T) {
 	msgs, err := st.LoadMessages(context.Background(), "big")
 	require.NoError(t, err)
 	require.Len(t, msgs, 2*messages, "every user message and every answer, once")
-	require.NoError(t, e.Shutdown(context.Background()))
+	require.NoError(t, e.Stop(context.Background()))
 	require.NoError(t, st.Close())
 
 	db, err := sql.Open("sqlite", path)

@@ -84,7 +84,7 @@ func TestTakeOverFencedInDoubt(t *testing.T) {
 		defer e.mu.Unlock()
 		return e.active["jf"] == nil
 	}, 20*time.Second, 5*time.Millisecond, "the stale replica's run did not stop")
-	require.NoError(t, e.Shutdown(context.Background()))
+	require.NoError(t, e.Stop(context.Background()))
 
 	require.ErrorIs(t, marked, store.ErrFenced, "the stale replica's mark is refused")
 	pending, err := st.PendingSteps(ctx, "jf", runID)

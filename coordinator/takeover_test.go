@@ -403,7 +403,7 @@ func TestHandoffAtShutdown(t *testing.T) {
 	}
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.NoError(t, a.Shutdown(expired))
+	require.NoError(t, a.Stop(expired))
 	assert.Empty(t, agentA.cancelled(), "a run handed off cancels nothing downstream")
 	<-r.Done()
 
@@ -534,7 +534,7 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 	<-answered // the task was recorded in the run's work before the answer was sent
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.NoError(t, a.Shutdown(expired))
+	require.NoError(t, a.Stop(expired))
 	<-r.Done()
 	assert.Empty(t, agentA.cancelled(), "a run handed off cancels nothing downstream")
 

@@ -220,7 +220,7 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 		srv.Close()
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		_ = ib.Engine.Shutdown(sctx)
+		_ = ib.Engine.Stop(sctx)
 	})
 	ib.URL = srv.URL
 	return ib
@@ -232,7 +232,7 @@ func launchedEngine(tb testing.TB, cfg coordinator.Config) *coordinator.Engine {
 	tb.Helper()
 	e, err := coordinator.New(cfg)
 	require.NoError(tb, err)
-	require.NoError(tb, e.Launch(context.Background()))
+	require.NoError(tb, e.Start(context.Background()))
 	return e
 }
 

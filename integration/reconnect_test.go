@@ -56,7 +56,7 @@ func TestReconnectOfficialClients(t *testing.T) {
 			defer func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				_ = e.Shutdown(ctx)
+				_ = e.Stop(ctx)
 			}()
 
 			thread, run := "reconnect-"+lane, "run-"+lane

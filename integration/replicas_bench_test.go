@@ -123,7 +123,7 @@ func benchReplicas(b *testing.B, dsn string, n int) ([]string, *agentArrivals) {
 			srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = e.Shutdown(ctx)
+			_ = e.Stop(ctx)
 			_ = st.Close()
 		})
 		urls = append(urls, srv.URL)

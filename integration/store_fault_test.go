@@ -126,7 +126,7 @@ func startStoreFaultRig(t *testing.T) *storeFaultRig {
 		srv.Close()
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		_ = engine.Shutdown(sctx)
+		_ = engine.Stop(sctx)
 		_ = inner.Close()
 	})
 	rig.url = srv.URL

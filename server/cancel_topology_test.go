@@ -67,7 +67,7 @@ func (tp *cancelTopology) startBaton(t *testing.T, st store.Store, perAgent int,
 func (tp *cancelTopology) stopBaton() {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_ = tp.e.Shutdown(ctx)
+	_ = tp.e.Stop(ctx)
 	tp.baton.Close()
 	_ = tp.ag.Close()
 }

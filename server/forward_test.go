@@ -31,7 +31,7 @@ func forwardFixture(t *testing.T, home string) (base string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	saveHeldSuspension(t, st, home)
@@ -166,7 +166,7 @@ func TestForwardResumeAuthorisedFirst(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	saveHeldSuspension(t, st, holder.URL)
@@ -239,7 +239,7 @@ func TestStaleForwardRefused(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	ctx := context.Background()

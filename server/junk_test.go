@@ -61,7 +61,7 @@ func TestJunkAfterARequestIsNotRead(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 

@@ -84,7 +84,7 @@ func newServerFor(t *testing.T, e *coordinator.Engine, cfg Config, rc ...coordin
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	return srv

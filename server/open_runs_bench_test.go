@@ -255,7 +255,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = srv.Shutdown(ctx)
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		cancel()
 		_ = ag.Close()
 	}

@@ -175,7 +175,7 @@ func TestRefusedReconnectDoesNotAttach(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	const detached = "client gone; run detached"

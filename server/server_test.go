@@ -56,11 +56,11 @@ func newStartedEngine(tb testing.TB, cfg coordinator.Config) *coordinator.Engine
 	tb.Helper()
 	e, err := coordinator.New(cfg)
 	require.NoError(tb, err)
-	require.NoError(tb, e.Launch(context.Background()))
+	require.NoError(tb, e.Start(context.Background()))
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 	})
 	return e
 }
@@ -87,7 +87,7 @@ func newTestServer(t *testing.T, model llm.Model, cfg Config, rc ...coordinator.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	return srv, e

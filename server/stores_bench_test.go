@@ -67,7 +67,7 @@ func storesEngine(tb testing.TB, st store.Store, url string) (baseURL string, st
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		require.NoError(tb, e.Shutdown(ctx))
+		require.NoError(tb, e.Stop(ctx))
 		_ = ag.Close()
 	}
 }

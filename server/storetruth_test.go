@@ -109,7 +109,7 @@ func storeServer(t *testing.T, st store.Store, model llm.Model) *httptest.Server
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 		_ = st.Close()
 	})

@@ -147,7 +147,7 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	addr := srv.Listener.Addr().String()
@@ -268,7 +268,7 @@ func BenchmarkStreamEvents(b *testing.B) {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	}()
 	b.ReportAllocs()
@@ -315,7 +315,7 @@ func TestWriteDeadlineClosesStuckConnection(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	})
 	c := stuckClient(t, srv.Listener.Addr().String(), "slow-writes")

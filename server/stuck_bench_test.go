@@ -61,7 +61,7 @@ func stuckPeak(b *testing.B, st store.Store) uint64 {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = e.Shutdown(ctx)
+		_ = e.Stop(ctx)
 		srv.Close()
 	}()
 	var base runtime.MemStats

@@ -38,7 +38,7 @@ func BenchmarkDelegationTracing(b *testing.B) {
 	start := func(tracing coordinator.Tracing, hc *http.Client) (*httptest.Server, func()) {
 		e, ag := researchEngine(b, agentSrv.URL, tracing, hc)
 		srv := httptest.NewServer(telemetry.Extract(New(Config{Engine: runsOf(e)})))
-		return srv, func() { srv.Close(); _ = e.Shutdown(ctx); ag.Close() }
+		return srv, func() { srv.Close(); _ = e.Stop(ctx); ag.Close() }
 	}
 	off, stopOff := start(coordinator.Tracing{}, nil)
 	defer stopOff()

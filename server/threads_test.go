@@ -108,7 +108,7 @@ func replicas(t testing.TB, dsn string, model llm.Model, n int, cfg Config) []*h
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 			defer cancel()
-			_ = e.Shutdown(ctx)
+			_ = e.Stop(ctx)
 			srv.Close()
 			_ = st.Close()
 		})

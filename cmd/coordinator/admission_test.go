@@ -50,11 +50,11 @@ func admitOnce(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	engine, err := coordinator.New(coordinator.Config{Model: waitingModel{}, Store: st, Logger: log})
 	require.NoError(t, err)
-	require.NoError(t, engine.Launch(context.Background()))
+	require.NoError(t, engine.Start(context.Background()))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
-		_ = engine.Shutdown(ctx)
+		_ = engine.Stop(ctx)
 	}()
 	port := coordinator.NewRuns(engine, coordinator.RunsConfig{})
 	srv := httptest.NewServer(server.New(server.Config{Engine: port, MaxActiveRuns: max, Logger: log}))

@@ -537,7 +537,7 @@ func (a *app) startServices() error {
 	// The services outlive the signal context: the drain that follows a signal needs the
 	// engine's heartbeat (the leases of the runs still here) and the probe's readiness.
 	ctx := context.WithoutCancel(a.ctx)
-	if err := a.engine.Launch(ctx); err != nil {
+	if err := a.engine.Start(ctx); err != nil {
 		return startFailed(err)
 	}
 	if a.sweeper != nil {
@@ -579,7 +579,7 @@ func (a *app) stopServices() {
 	}
 	gctx, cancel := context.WithTimeout(context.Background(), time.Duration(a.cfg.Server.ShutdownGrace))
 	defer cancel()
-	_ = a.engine.Shutdown(gctx)
+	_ = a.engine.Stop(gctx)
 }
 
 // engineConfig is the engine's configuration, from the file's and the wiring's.
