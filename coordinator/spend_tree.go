@@ -91,7 +91,7 @@ const (
 // make one model call, as the run itself may overshoot by one), never as zero.
 func (r runMeter) remaining() *a2a.Budget {
 	l := r.sp.limits
-	if !l.Set() {
+	if !l.Set() || r.guard == nil {
 		return nil
 	}
 	spent := r.guard.Spent()
