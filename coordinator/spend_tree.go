@@ -86,21 +86,41 @@ const (
 	leastUSD    = 1e-9
 )
 
-// remaining is the budget a delegation carries: what is left of the run's, in the units
-// it has; nil when it has none. A spent unit is sent as the least amount (the agent may
-// make one model call, as the run itself may overshoot by one), never as zero.
-func (r runMeter) remaining() *a2a.Budget {
-	l := r.sp.limits
-	if !l.Set() || r.guard == nil {
-		return nil
-	}
-	spent := r.guard.Spent()
+// remaining is the budget a delegation carries: what is left of the run's budget and of
+// the principal's day (one store read, when a daily budget is set), the smaller in each
+// unit; nil when neither has a limit. A spent unit is sent as the least amount (the agent
+// may make one model call, as the run itself may overshoot by one), never as zero.
+func (r runMeter) remaining(ctx context.Context) *a2a.Budget {
 	var b a2a.Budget
-	if l.Tokens > 0 {
-		b.Tokens = max(l.Tokens-spent.Tokens(), leastTokens)
+	take := func(tokens int64, usd float64, limits spend.Limits) {
+		if limits.Tokens > 0 {
+			if t := max(tokens, leastTokens); b.Tokens == 0 || t < b.Tokens {
+				b.Tokens = t
+			}
+		}
+		if limits.CostUSD > 0 {
+			if c := max(usd, leastUSD); b.CostUSD == 0 || c < b.CostUSD {
+				b.CostUSD = c
+			}
+		}
 	}
-	if l.CostUSD > 0 {
-		b.CostUSD = max(l.CostUSD-spent.CostUSD, leastUSD)
+	if l := r.sp.limits; l.Set() && r.guard != nil {
+		spent := r.guard.Spent()
+		take(l.Tokens-spent.Tokens(), l.CostUSD-spent.CostUSD, l)
+	}
+	if m := r.e.cfg.Spend; m.DailyBudget() {
+		dctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
+		left, err := m.DayLeft(dctx, r.owner)
+		cancel()
+		if err != nil {
+			// The day cannot be read: the run's own remainder still goes down.
+			r.log.Warn("read the principal's day", "err", err)
+		} else {
+			take(left.Tokens, left.CostUSD, m.Daily())
+		}
+	}
+	if b.IsZero() {
+		return nil
 	}
 	return &b
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,6 +97,40 @@ func TestCallerBudgetCapsTheRun(t *testing.T) {
 			require.True(t, ok, "%T", reports[len(reports)-1].Value)
 			assert.Equal(t, int64(first.InputTokens+second.InputTokens), last.InputTokens)
 			assert.Equal(t, int64(first.OutputTokens+second.OutputTokens), last.OutputTokens)
+		})
+	}
+}
+
+// TestDelegationCarriesThePrincipalsDay: without a run budget, a delegation carries what
+// is left of the principal's day; with both, the smaller in each unit.
+func TestDelegationCarriesThePrincipalsDay(t *testing.T) {
+	t.Parallel()
+	first := usageOf(0)
+	spent := int64(first.InputTokens + first.OutputTokens)
+	cases := []struct {
+		name  string
+		run   failure.Budget
+		daily spend.Limits
+		want  a2a.Budget
+	}{
+		{"day only", failure.Budget{}, spend.Limits{Tokens: 50_000}, a2a.Budget{Tokens: 50_000 - spent}},
+		{"run smaller", failure.Budget{MaxTokens: 20_000}, spend.Limits{Tokens: 50_000}, a2a.Budget{Tokens: 20_000 - spent}},
+		{"day smaller, and a cost limit of the run", failure.Budget{MaxTokens: 90_000, MaxCostUSD: 5}, spend.Limits{Tokens: 50_000},
+			a2a.Budget{Tokens: 50_000 - spent, CostUSD: 5 - testPrices.Cost(int64(first.InputTokens), int64(first.OutputTokens))}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newSpendRig(t, 2, func(cfg *Config) { cfg.Guard = failure.GuardPolicy{Budget: c.run} }, c.daily)
+			r := mustStart(t, rig.e, input(fmt.Sprintf("day-%d", i)))
+			collect(t, r)
+			rig.agent.mu.Lock()
+			sent := rig.agent.sent
+			rig.agent.mu.Unlock()
+			require.Len(t, sent, 1)
+			require.NotNil(t, sent[0].Budget)
+			assert.Equal(t, c.want.Tokens, sent[0].Budget.Tokens)
+			assert.InDelta(t, c.want.CostUSD, sent[0].Budget.CostUSD, 1e-12)
 		})
 	}
 }
