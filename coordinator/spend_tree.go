@@ -80,6 +80,25 @@ func (r runMeter) guardPolicy() *failure.GuardPolicy {
 	return p
 }
 
+// callerLeft is what is left of the budget the run's caller gave it, past used (the
+// run's budget use, as its checkpoint keeps it): a replica that takes the run over keeps
+// the same limit (used + left). The given budget as it came before the run's guard exists;
+// nil without one.
+func (r runMeter) callerLeft(used failure.BudgetUsage) *agui.CallerBudget {
+	b := r.in.Budget
+	if b == nil || !r.sp.limits.Set() {
+		return b
+	}
+	left := *b
+	if b.Tokens > 0 {
+		left.Tokens = max(r.sp.limits.Tokens-int64(used.Tokens), leastTokens)
+	}
+	if b.CostUSD > 0 {
+		left.CostUSD = max(r.sp.limits.CostUSD-used.CostUSD, leastUSD)
+	}
+	return &left
+}
+
 // Least budget sent for a spent unit: zero would mean no limit.
 const (
 	leastTokens = 1

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -10,7 +11,9 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/spend"
 )
 
@@ -133,4 +136,42 @@ func TestDelegationCarriesThePrincipalsDay(t *testing.T) {
 			assert.InDelta(t, c.want.CostUSD, sent[0].Budget.CostUSD, 1e-12)
 		})
 	}
+}
+
+// TestCallerBudgetKeptOnTakeover: the checkpoint holds what is left of the budget the
+// run's caller gave it, so a replica that takes the run over keeps the same limit (and
+// passes the same remainder down), not its own budget alone.
+func TestCallerBudgetKeptOnTakeover(t *testing.T) {
+	t.Parallel()
+	// What a checkpoint keeps: given 5,000 tokens, 1,290 used so far.
+	rig := newSpendRig(t, 1, nil, spend.Limits{})
+	in := input("cp-budget")
+	in.Depth, in.Budget = 1, &agui.CallerBudget{Tokens: 5000}
+	r := mustStart(t, rig.e, in)
+	collect(t, r)
+	var cp checkpoint
+	require.NoError(t, json.Unmarshal(r.dur.checkpointDoc([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), &cp))
+	require.NotNil(t, cp.Budget)
+	first := usageOf(0)
+	assert.Equal(t, int64(5000-first.InputTokens-first.OutputTokens), cp.Budget.Tokens, "what is left past the state's use")
+
+	// A run taken over with 700 tokens left of its caller's budget, 1,000 used before.
+	agent := &fakeAgent{send: contextEcho()}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
+	st := e.Store()
+	ctx := context.Background()
+	deadRun(t, st, "budget-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
+	tin := input("budget-to")
+	tin.Messages = nil
+	work := durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(tin),
+		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1, Budget: failure.BudgetUsage{Tokens: 1000}}),
+		Depth: 1, Budget: &agui.CallerBudget{Tokens: 700}})}
+	require.NoError(t, st.SaveRunWork(ctx, "budget-to", tin.RunID, 1, mustJSON(&work)))
+	require.Equal(t, 1, e.jobs.takeover.Look(ctx, false))
+	waitEnded(t, st, "budget-to", tin.RunID)
+	agent.mu.Lock()
+	defer agent.mu.Unlock()
+	require.NotEmpty(t, agent.sent)
+	require.NotNil(t, agent.sent[0].Budget, "the run taken over still has its caller's budget")
+	assert.Equal(t, int64(700), agent.sent[0].Budget.Tokens)
 }
