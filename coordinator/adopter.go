@@ -44,7 +44,7 @@ func (a adopter) Adopt(ctx context.Context, c durable.Claim) error {
 		a.endTakenOver(ctx, rec, work, "its saved input is unreadable")
 		return nil
 	}
-	in.Depth = to.cp.Depth // not part of the input's JSON
+	in.Depth, in.Budget = to.cp.Depth, to.cp.Budget // not part of the input's JSON
 	r := a.restoredRun(&in, to, work, c.Log, log)
 	e.own(r, rec.Epoch, c.Sent)
 	a.startTakenOver(ctx, rec, work, r, to, log)

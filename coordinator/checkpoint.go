@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
@@ -31,6 +32,9 @@ type checkpoint struct {
 	Seq int64 `json:"seq"`
 	// Depth is the run's nesting depth (nesting.go), which its input does not carry.
 	Depth int `json:"depth,omitempty"`
+	// Budget is what is left, past State's budget use, of the budget the run's caller gave
+	// it (spend_tree.go), which its input does not carry either.
+	Budget *agui.CallerBudget `json:"budget,omitempty"`
 }
 
 // noteCheckpoint records a checkpoint of the run with conv (nil before setup), replacing
@@ -47,13 +51,14 @@ func (d *durability) noteCheckpoint(conv []llm.Message) {
 func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 	r := d.run
 	in := *r.in
-	cp := checkpoint{V: checkpointVersion, Owner: r.owner, Depth: r.in.Depth}
+	cp := checkpoint{V: checkpointVersion, Owner: r.owner, Depth: r.in.Depth, Budget: r.in.Budget}
 	if conv != nil {
 		in.Messages = nil
 		cp.Conv = mustJSON(conv)
 		fs := r.fs
 		fs.Active += time.Since(r.start)
 		cp.State = mustJSON(&fs)
+		cp.Budget = r.meter().callerLeft(fs.Budget)
 	}
 	b, err := json.Marshal(&in)
 	if err != nil {

@@ -37,7 +37,9 @@ func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID 
 		subID = newID("sa")
 	}
 	req.Depth = depthOf(r)
-	req.Budget = r.meter().remaining()
+	if !follow {
+		req.Budget = r.meter().remaining(ctx)
+	}
 	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), callID: callID, item: r.scope.Track(cancel.KindA2ATask, a.Name),
 		out: make(chan sent, 1)}
 	var sendCtx context.Context

@@ -80,27 +80,66 @@ func (r runMeter) guardPolicy() *failure.GuardPolicy {
 	return p
 }
 
+// callerLeft is what is left of the budget the run's caller gave it, past used (the
+// run's budget use, as its checkpoint keeps it): a replica that takes the run over keeps
+// the same limit (used + left). The given budget as it came before the run's guard exists;
+// nil without one.
+func (r runMeter) callerLeft(used failure.BudgetUsage) *agui.CallerBudget {
+	b := r.in.Budget
+	if b == nil || !r.sp.limits.Set() {
+		return b
+	}
+	left := *b
+	if b.Tokens > 0 {
+		left.Tokens = max(r.sp.limits.Tokens-int64(used.Tokens), leastTokens)
+	}
+	if b.CostUSD > 0 {
+		left.CostUSD = max(r.sp.limits.CostUSD-used.CostUSD, leastUSD)
+	}
+	return &left
+}
+
 // Least budget sent for a spent unit: zero would mean no limit.
 const (
 	leastTokens = 1
 	leastUSD    = 1e-9
 )
 
-// remaining is the budget a delegation carries: what is left of the run's, in the units
-// it has; nil when it has none. A spent unit is sent as the least amount (the agent may
-// make one model call, as the run itself may overshoot by one), never as zero.
-func (r runMeter) remaining() *a2a.Budget {
-	l := r.sp.limits
-	if !l.Set() {
-		return nil
-	}
-	spent := r.guard.Spent()
+// remaining is the budget a delegation carries: what is left of the run's budget and of
+// the principal's day (one store read, when a daily budget is set), the smaller in each
+// unit; nil when neither has a limit. A spent unit is sent as the least amount (the agent
+// may make one model call, as the run itself may overshoot by one), never as zero.
+func (r runMeter) remaining(ctx context.Context) *a2a.Budget {
 	var b a2a.Budget
-	if l.Tokens > 0 {
-		b.Tokens = max(l.Tokens-spent.Tokens(), leastTokens)
+	take := func(tokens int64, usd float64, limits spend.Limits) {
+		if limits.Tokens > 0 {
+			if t := max(tokens, leastTokens); b.Tokens == 0 || t < b.Tokens {
+				b.Tokens = t
+			}
+		}
+		if limits.CostUSD > 0 {
+			if c := max(usd, leastUSD); b.CostUSD == 0 || c < b.CostUSD {
+				b.CostUSD = c
+			}
+		}
 	}
-	if l.CostUSD > 0 {
-		b.CostUSD = max(l.CostUSD-spent.CostUSD, leastUSD)
+	if l := r.sp.limits; l.Set() && r.guard != nil {
+		spent := r.guard.Spent()
+		take(l.Tokens-spent.Tokens(), l.CostUSD-spent.CostUSD, l)
+	}
+	if m := r.e.cfg.Spend; m.DailyBudget() {
+		dctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
+		left, err := m.DayLeft(dctx, r.owner)
+		cancel()
+		if err != nil {
+			// The day cannot be read: the run's own remainder still goes down.
+			r.log.Warn("read the principal's day", "err", err)
+		} else {
+			take(left.Tokens, left.CostUSD, m.Daily())
+		}
+	}
+	if b.IsZero() {
+		return nil
 	}
 	return &b
 }

@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,7 +11,9 @@ import (
 
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/spend"
 )
 
@@ -98,4 +102,76 @@ func TestCallerBudgetCapsTheRun(t *testing.T) {
 			assert.Equal(t, int64(first.OutputTokens+second.OutputTokens), last.OutputTokens)
 		})
 	}
+}
+
+// TestDelegationCarriesThePrincipalsDay: without a run budget, a delegation carries what
+// is left of the principal's day; with both, the smaller in each unit.
+func TestDelegationCarriesThePrincipalsDay(t *testing.T) {
+	t.Parallel()
+	first := usageOf(0)
+	spent := int64(first.InputTokens + first.OutputTokens)
+	cases := []struct {
+		name  string
+		run   failure.Budget
+		daily spend.Limits
+		want  a2a.Budget
+	}{
+		{"day only", failure.Budget{}, spend.Limits{Tokens: 50_000}, a2a.Budget{Tokens: 50_000 - spent}},
+		{"run smaller", failure.Budget{MaxTokens: 20_000}, spend.Limits{Tokens: 50_000}, a2a.Budget{Tokens: 20_000 - spent}},
+		{"day smaller, and a cost limit of the run", failure.Budget{MaxTokens: 90_000, MaxCostUSD: 5}, spend.Limits{Tokens: 50_000},
+			a2a.Budget{Tokens: 50_000 - spent, CostUSD: 5 - testPrices.Cost(int64(first.InputTokens), int64(first.OutputTokens))}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newSpendRig(t, 2, func(cfg *Config) { cfg.Guard = failure.GuardPolicy{Budget: c.run} }, c.daily)
+			r := mustStart(t, rig.e, input(fmt.Sprintf("day-%d", i)))
+			collect(t, r)
+			rig.agent.mu.Lock()
+			sent := rig.agent.sent
+			rig.agent.mu.Unlock()
+			require.Len(t, sent, 1)
+			require.NotNil(t, sent[0].Budget)
+			assert.Equal(t, c.want.Tokens, sent[0].Budget.Tokens)
+			assert.InDelta(t, c.want.CostUSD, sent[0].Budget.CostUSD, 1e-12)
+		})
+	}
+}
+
+// TestCallerBudgetKeptOnTakeover: the checkpoint holds what is left of the budget the
+// run's caller gave it, so a replica that takes the run over keeps the same limit (and
+// passes the same remainder down), not its own budget alone.
+func TestCallerBudgetKeptOnTakeover(t *testing.T) {
+	t.Parallel()
+	// What a checkpoint keeps: given 5,000 tokens, 1,290 used so far.
+	rig := newSpendRig(t, 1, nil, spend.Limits{})
+	in := input("cp-budget")
+	in.Depth, in.Budget = 1, &agui.CallerBudget{Tokens: 5000}
+	r := mustStart(t, rig.e, in)
+	collect(t, r)
+	var cp checkpoint
+	require.NoError(t, json.Unmarshal(r.dur.checkpointDoc([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), &cp))
+	require.NotNil(t, cp.Budget)
+	first := usageOf(0)
+	assert.Equal(t, int64(5000-first.InputTokens-first.OutputTokens), cp.Budget.Tokens, "what is left past the state's use")
+
+	// A run taken over with 700 tokens left of its caller's budget, 1,000 used before.
+	agent := &fakeAgent{send: contextEcho()}
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
+	st := e.Store()
+	ctx := context.Background()
+	deadRun(t, st, "budget-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
+	tin := input("budget-to")
+	tin.Messages = nil
+	work := durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(tin),
+		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1, Budget: failure.BudgetUsage{Tokens: 1000}}),
+		Depth: 1, Budget: &agui.CallerBudget{Tokens: 700}})}
+	require.NoError(t, st.SaveRunWork(ctx, "budget-to", tin.RunID, 1, mustJSON(&work)))
+	require.Equal(t, 1, e.jobs.takeover.Look(ctx, false))
+	waitEnded(t, st, "budget-to", tin.RunID)
+	agent.mu.Lock()
+	defer agent.mu.Unlock()
+	require.NotEmpty(t, agent.sent)
+	require.NotNil(t, agent.sent[0].Budget, "the run taken over still has its caller's budget")
+	assert.Equal(t, int64(700), agent.sent[0].Budget.Tokens)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,16 @@ func TestBudgetDownTheTree(t *testing.T) {
 	results := eventsOfType(evs, "TOOL_CALL_RESULT")
 	require.Len(t, results, 1, "one delegation: %v", eventTypes(evs))
 	assert.Regexp(t, `^\[REJECTED\]\n`, results[0]["content"], "the inner run ended on its (given) budget")
+
+	// The inner run warned at 80% of what it was given (a working status through a2a-go's
+	// task store, whose metadata must be plain JSON), and the outer stream shows it as the
+	// sub-agent's text.
+	warned := false
+	for _, e := range eventsOfType(evs, "TEXT_MESSAGE_CONTENT") {
+		d, _ := e["delta"].(string)
+		warned = warned || strings.Contains(d, `[BUDGET_WARNING] {"budget":"run","unit":"tokens"`) && e["subagentRunId"] != nil
+	}
+	assert.True(t, warned, "the inner Baton's budget warning reached the outer stream")
 
 	// The outer run counted the inner one's usage: its next model call was refused.
 	assert.Len(t, outer.Requests(), 1, "no outer model call after the sub-tree spent the budget")

@@ -56,6 +56,14 @@ func (m *Meter) Model(model string) string {
 	return m.c.Pricer.Model(model)
 }
 
+// Daily is policy.principal_budget's limits (zero without a ledger or a meter).
+func (m *Meter) Daily() Limits {
+	if !m.DailyBudget() {
+		return Limits{}
+	}
+	return m.c.Daily
+}
+
 // DailyBudget reports whether a principal budget is set.
 func (m *Meter) DailyBudget() bool { return m != nil && m.c.Ledger != nil && m.c.Daily.Set() }
 
@@ -97,6 +105,26 @@ func (m *Meter) DayOver(ctx context.Context, principal string) (*Exceeded, error
 		ex.ResetsAt = DayEnd(now)
 	}
 	return ex, nil
+}
+
+// DayLeft returns what is left of the principal's daily budget, in the units it has a
+// limit in (never below zero); zero Limits when none is set.
+func (m *Meter) DayLeft(ctx context.Context, principal string) (Limits, error) {
+	if !m.DailyBudget() {
+		return Limits{}, nil
+	}
+	day, err := m.c.Ledger.DaySpend(ctx, principal, Day(m.c.Now()))
+	if err != nil {
+		return Limits{}, err
+	}
+	var left Limits
+	if l := m.c.Daily.Tokens; l > 0 {
+		left.Tokens = max(l-day.InputTokens-day.OutputTokens, 0)
+	}
+	if l := m.c.Daily.CostUSD; l > 0 {
+		left.CostUSD = max(l-day.CostUSD, 0)
+	}
+	return left, nil
 }
 
 // ThreadUsage returns what the thread's model calls used, zero without a ledger.

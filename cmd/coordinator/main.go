@@ -646,7 +646,8 @@ func guardPolicy(cfg *config.Config) failure.GuardPolicy {
 		Agents:     failure.AccessList(cfg.Policy.Agents),
 		Tools:      failure.AccessList(cfg.Policy.Tools),
 		RateLimits: rateLimits,
-		Budget:     failure.Budget{MaxToolCalls: cfg.Policy.Budget.MaxToolCalls, MaxTokens: cfg.Policy.Budget.MaxTokens},
+		Budget: failure.Budget{MaxToolCalls: cfg.Policy.Budget.MaxToolCalls, MaxTokens: cfg.Policy.Budget.MaxTokens,
+			MaxCostUSD: cfg.Policy.Budget.MaxCostUSD, WarnAt: cfg.Policy.Budget.WarnAt},
 	}
 }
 
