@@ -158,7 +158,7 @@ func TestCallerBudgetKeptOnTakeover(t *testing.T) {
 	// A run taken over with 700 tokens left of its caller's budget, 1,000 used before.
 	agent := &fakeAgent{send: contextEcho()}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
-	st := e.Store()
+	st := e.cfg.Store
 	ctx := context.Background()
 	deadRun(t, st, "budget-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
 	tin := input("budget-to")
