@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -225,6 +226,54 @@ func (w *pgWriter) appendEvents(ctx context.Context, threadID, runID string, epo
 		}
 	}
 	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+// saveWorkPG replaces a run's work document under its epoch (saveWorkSQL in PostgreSQL's
+// placeholders).
+const saveWorkPG = `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`
+
+// saveRunLog is sqlStore.SaveRunLog in one round trip: the guarded append and the work
+// document's update in one pipelined batch, which the server runs as one implicit
+// transaction (all or nothing; the append's share lock on the run's row held to its end,
+// so the update meets the epoch the append saw). An append that meets its own events
+// (a retry after a lost COMMIT: the batch as a whole committed or did not) goes the slow
+// way: the rest of the events (appendRest), then the document, each under the guard.
+func (w *pgWriter) saveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error {
+	seqs, data := make([]int64, len(evs)), make([]string, len(evs))
+	for i, ev := range evs {
+		seqs[i], data[i] = ev.Seq, string(ev.Data)
+	}
+	now := time.Now().UnixNano()
+	b := &pgx.Batch{}
+	var appended, updated int64
+	b.Queue(appendEventsSQL, threadID, runID, epoch, now, seqs, data).Exec(func(tag pgconn.CommandTag) error {
+		appended = tag.RowsAffected()
+		return nil
+	})
+	b.Queue(saveWorkPG, threadID, runID, string(work), now, epoch).Exec(func(tag pgconn.CommandTag) error {
+		updated = tag.RowsAffected()
+		return nil
+	})
+	err := w.pool.SendBatch(ctx, b).Close()
+	switch {
+	case isEventsConflict(err):
+		if err := w.appendRest(ctx, threadID, runID, epoch, evs); err != nil {
+			return err
+		}
+		tag, err := w.pool.Exec(ctx, saveWorkPG, threadID, runID, string(work), time.Now().UnixNano(), epoch)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrFenced
+		}
+		return nil
+	case err != nil:
+		return err
+	case appended == 0 || updated == 0:
 		return ErrFenced
 	}
 	return nil

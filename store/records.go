@@ -225,6 +225,11 @@ type EventLog interface {
 	// AppendEvents appends events to a run's log; each Seq must be new in the run. It
 	// fails with ErrFenced, storing none of them, unless the run exists with epoch epoch.
 	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []Event) error
+	// SaveRunLog appends evs (none is allowed) to a run's log and, when work is not nil,
+	// replaces its work document, in one write: both or neither. Like AppendEvents and
+	// SaveRunWork it fails with ErrFenced, storing nothing, unless the run exists with
+	// epoch epoch. A run's log writer makes one write where it made two.
+	SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error
 	// Events returns the run's events with Seq > after, in order, at most limit (capped at
 	// MaxEventsRead).
 	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]Event, error)

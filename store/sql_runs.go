@@ -439,8 +439,7 @@ func (s sqlRuns) SaveRunWork(ctx context.Context, threadID, runID string, epoch 
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
 	// Guarded by the UPDATE itself, as EndRun.
-	res, err := s.execBulk(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`,
-		threadID, runID, string(work), time.Now().UnixNano(), epoch)
+	res, err := s.execBulk(ctx, saveWorkSQL, threadID, runID, string(work), time.Now().UnixNano(), epoch)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
 			err = s.refusal(ctx, threadID, runID)
@@ -468,59 +467,106 @@ func (s sqlRuns) AppendEvents(ctx context.Context, threadID, runID string, epoch
 		return nil
 	}
 	now := time.Now().UnixNano()
-	if len(evs) < appendChunk && s.afterGuard == nil {
-		// The usual case on SQLite, in one statement: the epoch's guard in the INSERT's
-		// WHERE, in the same transaction as before (it was a SELECT and the INSERT).
-		args := append(s.eventArgs(threadID, runID, now, evs), threadID, runID, epoch)
-		err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-			res, err := s.txExec(ctx, tx, insertEventsGuarded(len(evs)), args...)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return ErrFenced
-			}
-			return nil
-		})
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		return s.appendTx(ctx, tx, threadID, runID, epoch, now, evs)
+	})
+	if err != nil {
+		return fmt.Errorf("store: append events of run %q: %w", runID, err)
+	}
+	return nil
+}
+
+// SaveRunLog appends evs and replaces the run's work document in one transaction: on
+// SQLite one job of the group writer, on PostgreSQL one pipelined batch (one round trip).
+func (s sqlRuns) SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	switch {
+	case work == nil:
+		return s.AppendEvents(ctx, threadID, runID, epoch, evs)
+	case len(evs) == 0:
+		return s.SaveRunWork(ctx, threadID, runID, epoch, work)
+	case !json.Valid(work):
+		return fmt.Errorf("store: save log of run %q: the work document is not JSON", runID)
+	}
+	if s.pg != nil {
+		err := unavailable(s.pg.saveRunLog(ctx, threadID, runID, epoch, evs, work))
+		s.health.note(err)
 		if err != nil {
-			return fmt.Errorf("store: append events of run %q: %w", runID, err)
+			return fmt.Errorf("store: save log of run %q: %w", runID, err)
 		}
 		return nil
 	}
+	now := time.Now().UnixNano()
 	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+		if err := s.appendTx(ctx, tx, threadID, runID, epoch, now, evs); err != nil {
 			return err
 		}
-		if s.afterGuard != nil {
-			s.afterGuard()
+		// The events' insert was guarded by the same epoch in this transaction of the one
+		// writer: the run is there with it, and the update changes its row.
+		res, err := s.txExec(ctx, tx, s.d.q(saveWorkSQL), threadID, runID, string(work), now, epoch)
+		if err != nil {
+			return err
 		}
-		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
-		// per chunk); the rest through a statement of its own size.
-		for len(evs) >= appendChunk {
-			stmt, err := tx.PrepareContext(ctx, s.insertEvents(appendChunk))
-			if err != nil {
-				return err
-			}
-			for len(evs) >= appendChunk {
-				if _, err := stmt.ExecContext(ctx, s.eventArgs(threadID, runID, now, evs[:appendChunk])...); err != nil {
-					_ = stmt.Close()
-					return err
-				}
-				evs = evs[appendChunk:]
-			}
-			if err := stmt.Close(); err != nil {
-				return err
-			}
-		}
-		if len(evs) > 0 {
-			if _, err := s.txExec(ctx, tx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
-				return err
-			}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrFenced
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store: append events of run %q: %w", runID, err)
+		return fmt.Errorf("store: save log of run %q: %w", runID, err)
+	}
+	return nil
+}
+
+// saveWorkSQL replaces a run's work document, guarded by its epoch in the UPDATE itself.
+const saveWorkSQL = `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`
+
+// appendTx appends evs (at least one) to the run's log inside a SQLite write transaction,
+// or fails with ErrFenced, inserting none, unless the run has epoch epoch.
+func (s sqlRuns) appendTx(ctx context.Context, tx *sql.Tx, threadID, runID string, epoch, now int64, evs []Event) error {
+	if len(evs) < appendChunk && s.afterGuard == nil {
+		// The usual case on SQLite, in one statement: the epoch's guard in the INSERT's
+		// WHERE, in the same transaction as before (it was a SELECT and the INSERT).
+		args := append(s.eventArgs(threadID, runID, now, evs), threadID, runID, epoch)
+		res, err := s.txExec(ctx, tx, insertEventsGuarded(len(evs)), args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrFenced
+		}
+		return nil
+	}
+	if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+		return err
+	}
+	if s.afterGuard != nil {
+		s.afterGuard()
+	}
+	// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
+	// per chunk); the rest through a statement of its own size.
+	for len(evs) >= appendChunk {
+		stmt, err := tx.PrepareContext(ctx, s.insertEvents(appendChunk))
+		if err != nil {
+			return err
+		}
+		for len(evs) >= appendChunk {
+			if _, err := stmt.ExecContext(ctx, s.eventArgs(threadID, runID, now, evs[:appendChunk])...); err != nil {
+				_ = stmt.Close()
+				return err
+			}
+			evs = evs[appendChunk:]
+		}
+		if err := stmt.Close(); err != nil {
+			return err
+		}
+	}
+	if len(evs) > 0 {
+		if _, err := s.txExec(ctx, tx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
