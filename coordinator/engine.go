@@ -436,8 +436,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
-		r.dur.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
-		e.persist.endRun(r)
+		e.persist.endRun(r) // with the run_end step
 	}
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {

@@ -298,20 +298,30 @@ func (p *persister) recordStart(ctx context.Context, r *Run, principal string, p
 	return startError(err)
 }
 
-// endRun records the run's end in the store, under the run's epoch. A store that does not
-// take it (an outage) is asked again until it does (at most maxStoreRetry): a run left
-// "running" in the store would be taken over by another replica and come back to life. A
-// fenced refusal means another replica owns the run: it records the end, not this one.
+// endRun records the run's end in the store, under the run's epoch, with its run_end step
+// in the journal (one write: EndRunStep). A store that does not take it (an outage) is
+// asked again until it does (at most maxStoreRetry): a run left "running" in the store
+// would be taken over by another replica and come back to life. The step goes with the
+// first attempt only: it is an audit record, and a later attempt after a write whose
+// outcome was lost must not record it twice. A fenced refusal means another replica owns
+// the run: it records the end, not this one.
 func (p *persister) endRun(r *Run) {
 	e := p.e
 	state := storedRunState(r.endOutcome())
+	step := e.journal.Entry(r.dur.journalRef(), store.StepRunEnd, "", "", store.StepEnd{Outcome: state})
 	var failing time.Time
 	pause := storeRetry
 	for {
 		// The run's context has ended by now (often its end is a cancel): each attempt gets
 		// the store's write timeout.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
+		var err error
+		if step != nil {
+			err = e.cfg.Store.EndRunStep(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state, step)
+			step = nil
+		} else {
+			err = e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
+		}
 		cancel()
 		switch {
 		case err == nil:

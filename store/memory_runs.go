@@ -87,6 +87,24 @@ func (m *memRuns) EndRun(ctx context.Context, threadID, runID string, epoch int6
 	return nil
 }
 
+func (m *memRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error {
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	step.ThreadID, step.RunID, step.Epoch = threadID, runID, epoch
+	r.r.State, r.r.UpdatedAt = state, time.Now().UTC()
+	m.recordLocked(step)
+	return nil
+}
+
 func (m *memRuns) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err

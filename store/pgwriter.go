@@ -279,6 +279,41 @@ func (w *pgWriter) saveRunLog(ctx context.Context, threadID, runID string, epoch
 	return nil
 }
 
+// endRunStep is sqlStore.EndRunStep in one round trip: the run's end and its step's
+// insert (recordStepPGSQL, guarded by the same epoch when fenced) in one pipelined batch,
+// one implicit transaction. It returns the step's number; errNoRun when the end changed no
+// row (nothing is stored: the step's guard fails as the end's did); errStepLater when the
+// run was ended but the step's number was taken by a concurrent step of the thread (the
+// caller records it on its own).
+func (w *pgWriter) endRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, stepArgs []any, fenced bool) (int64, error) {
+	b := &pgx.Batch{}
+	var ended int64
+	var seq int64
+	inserted := false
+	b.Queue(endRunSQL, threadID, runID, state, time.Now().UnixNano(), epoch).Exec(func(tag pgconn.CommandTag) error {
+		ended = tag.RowsAffected()
+		return nil
+	})
+	b.Queue(recordStepPGSQL(fenced), stepArgs...).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		inserted = err == nil
+		return err
+	})
+	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	switch {
+	case ended == 0:
+		return 0, errNoRun
+	case !inserted:
+		return 0, errStepLater
+	}
+	return seq, nil
+}
+
 // isEventsConflict reports an append refused because an event of it is stored already.
 func isEventsConflict(err error) bool {
 	var pe *pgconn.PgError

@@ -102,6 +102,10 @@ type Runs interface {
 	// fails with ErrFenced when the run's epoch is not epoch, and with ErrNotFound without
 	// the run.
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
+	// EndRunStep is EndRun with step, the run's last journal step, recorded as the run's
+	// under epoch (as RecordStep does; its ThreadID, RunID, Epoch, Seq and At are set) in
+	// the same write: both or neither. A run's end is one write where it was two.
+	EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error
 	// HeartbeatRuns extends the lease of every running run owned by replica and returns
 	// them (with their epoch): a run of this replica that is not among them was taken over
 	// or ended elsewhere.

@@ -75,3 +75,46 @@ func TestSaveRunLog(t *testing.T) {
 		require.NoError(t, s.SaveRunLog(ctx, "t", "r", again, []Event{ev(1)}, work(7)))
 	})
 }
+
+// TestEndRunStep: a run's end and its last journal step in one write, on every backend:
+// both land (the step under the run's epoch, numbered after the thread's steps); a stale
+// epoch or a run that does not exist stores neither.
+func TestEndRunStep(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		epoch, err := s.BeginRun(ctx, "t", "r", "a", time.Minute)
+		require.NoError(t, err)
+		intent := &Step{ThreadID: "t", RunID: "r", Kind: StepModelCall, Replica: "a", Epoch: epoch}
+		require.NoError(t, s.RecordStep(ctx, intent))
+		end := func() *Step {
+			return &Step{ThreadID: "t", RunID: "r", Kind: StepRunEnd, Outcome: "completed", Replica: "a"}
+		}
+
+		require.ErrorIs(t, s.EndRunStep(ctx, "t", "r", epoch+1, "completed", end()), ErrFenced)
+		require.ErrorIs(t, s.EndRunStep(ctx, "t", "nope", epoch, "completed", end()), ErrNotFound)
+		require.Error(t, s.EndRunStep(ctx, "t", "r", epoch, RunRunning, end()), "not an end state")
+		run, err := s.GetRun(ctx, "t", "r")
+		require.NoError(t, err)
+		assert.Equal(t, RunRunning, run.State, "a refused end changes nothing")
+		steps, err := s.Steps(ctx, "t", 0, 10)
+		require.NoError(t, err)
+		require.Len(t, steps, 1, "nor records its step")
+
+		step := end()
+		require.NoError(t, s.EndRunStep(ctx, "t", "r", epoch, "completed", step))
+		assert.Equal(t, intent.Seq+1, step.Seq)
+		run, err = s.GetRun(ctx, "t", "r")
+		require.NoError(t, err)
+		assert.Equal(t, "completed", run.State)
+		steps, err = s.Steps(ctx, "t", 0, 10)
+		require.NoError(t, err)
+		require.Len(t, steps, 2)
+		last := steps[1]
+		assert.Equal(t, StepRunEnd, last.Kind)
+		assert.Equal(t, "completed", last.Outcome)
+		assert.Equal(t, epoch, last.Epoch)
+		assert.Equal(t, "a", last.Replica)
+		_, err = s.ActiveRun(ctx, "t")
+		require.ErrorIs(t, err, ErrNotFound, "the thread is free")
+	})
+}

@@ -153,8 +153,7 @@ func (s sqlRuns) EndRun(ctx context.Context, threadID, runID string, epoch int64
 	}
 	// The UPDATE itself is the guard: it takes the row's lock, so a takeover either
 	// committed before (no row matches the epoch) or waits for it (design/fencing.md).
-	res, err := s.exec(ctx, `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`,
-		threadID, runID, state, time.Now().UnixNano(), epoch)
+	res, err := s.exec(ctx, endRunSQL, threadID, runID, state, time.Now().UnixNano(), epoch)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
 			err = s.refusal(ctx, threadID, runID)
@@ -165,6 +164,62 @@ func (s sqlRuns) EndRun(ctx context.Context, threadID, runID string, epoch int64
 	}
 	return nil
 }
+
+// EndRunStep ends the run and records its step in one transaction: on SQLite one job of
+// the group writer, on PostgreSQL one pipelined batch (pgWriter.endRunStep).
+func (s sqlRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	// The step is the run's, under its epoch: its guard is the end's, both or neither.
+	step.ThreadID, step.RunID, step.Epoch = threadID, runID, epoch
+	args := stepArgs(step)
+	var seq int64
+	var err error
+	if s.pg != nil {
+		seq, err = s.pg.endRunStep(ctx, threadID, runID, epoch, state, args, step.Epoch != 0)
+		err = unavailable(err)
+		s.health.note(err)
+		if errors.Is(err, errStepLater) {
+			// The run is ended; its step lost a race for its number with another step of
+			// the thread: it is recorded on its own, as RecordStep does.
+			seq, err = sqlJournal{s.sqlConn}.recordStepPG(ctx, args, step.Epoch != 0)
+		}
+	} else {
+		err = s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+			res, err := s.txExec(ctx, tx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return errNoRun
+			}
+			seq, err = sqlJournal{s.sqlConn}.recordTx(ctx, tx, args)
+			return err
+		})
+	}
+	if errors.Is(err, errNoRun) {
+		err = s.refusal(ctx, threadID, runID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	step.Seq = seq
+	return nil
+}
+
+// errNoRun is an end of a run that changed no row (refusal says why); errStepLater an end
+// whose step is to be recorded on its own.
+var (
+	errNoRun     = errors.New("store: no run with this epoch")
+	errStepLater = errors.New("store: the step is recorded apart")
+)
+
+// endRunSQL ends a run under its epoch: the UPDATE itself is the guard (EndRun).
+const endRunSQL = `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`
 
 func (s sqlRuns) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := s.check(); err != nil {
