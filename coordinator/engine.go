@@ -403,9 +403,7 @@ func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, pr
 		defer e.wg.Done()
 		defer e.running.Add(-1)
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
-		// The run's start step is an audit record, written before anything the run does
-		// but not on the way to its first event: that waits for the start's own write only.
-		r.dur.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
+		// The run's start step was written with its start (recordStart).
 		r.execute()
 	}()
 	return r, nil

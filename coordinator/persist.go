@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -276,8 +277,9 @@ func (p *persister) busyError(ctx context.Context, threadID, principal string, t
 // principal: 403) and the run's record (one active run per thread across replicas: 409),
 // both needed before the response, the run's first checkpoint (its input, from which a
 // replica taking the run over before its setup is done starts it again), so that no run a
-// client has seen starting is without one, and the input's messages, so that a client
-// reading the thread as soon as it sees RUN_STARTED finds the message it sent. The store
+// client has seen starting is without one, the input's messages, so that a client
+// reading the thread as soon as it sees RUN_STARTED finds the message it sent, and the
+// run_start step of the journal. The store
 // writes all of it at once (StartRun; design/store-group-commit.md); what can wait (the
 // events, the run's own messages) is the run log's writer's, after RUN_STARTED.
 func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
@@ -290,8 +292,12 @@ func (p *persister) recordStart(ctx context.Context, r *Run, principal string, p
 	// The run's lease counts from before the store was asked: the store's clock set its
 	// end no earlier than a lease after this.
 	sent := time.Now()
+	// The run's start step (an audit record) goes in the same write: the store sets its
+	// epoch.
+	step := e.journal.Entry(durable.RunRef{ThreadID: in.ThreadID, RunID: in.RunID}, store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	epoch, err := e.cfg.Store.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
-		Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
+		Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs,
+		Step: step})
 	if err == nil {
 		e.own(r, epoch, sent)
 	}

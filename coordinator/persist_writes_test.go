@@ -47,10 +47,11 @@ func (s *endWrites) SaveRunLog(ctx context.Context, threadID, runID string, epoc
 	return s.Store.SaveRunLog(ctx, threadID, runID, epoch, evs, work)
 }
 
-// TestRunEndOneWrite: a run's end is one write of the store, its record's end state with
-// its run_end step in the journal (EndRunStep), under the run's epoch; and the checkpoint
-// of a turn whose calls go out is written with the turn's events (SaveRunLog).
-func TestRunEndOneWrite(t *testing.T) {
+// TestRunStartEndOneWrite: a run's start is one write of the store with its run_start
+// step (StartRun), its end one write with its run_end step (EndRunStep), both under the
+// run's epoch; and the checkpoint of a turn whose calls go out is written with the turn's
+// events (SaveRunLog).
+func TestRunStartEndOneWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	mem, err := store.Open(ctx, "memory:")
@@ -71,9 +72,14 @@ func TestRunEndOneWrite(t *testing.T) {
 	assert.Zero(t, counts["EndRun"], "%v", counts)
 	assert.Zero(t, counts["RecordStep "+store.StepRunEnd], "%v", counts)
 	assert.GreaterOrEqual(t, counts["SaveRunLog"], 1, "the turn's checkpoint goes with its events: %v", counts)
+	assert.Zero(t, counts["RecordStep "+store.StepRunStart], "the start step goes with the start: %v", counts)
 
 	steps, err := mem.Steps(ctx, in.ThreadID, 0, 0)
 	require.NoError(t, err)
+	first := steps[0]
+	assert.Equal(t, store.StepRunStart, first.Kind)
+	assert.Equal(t, store.StepOK, first.Outcome)
+	assert.Equal(t, run.Epoch, first.Epoch)
 	last := steps[len(steps)-1]
 	assert.Equal(t, store.StepRunEnd, last.Kind)
 	assert.Equal(t, string(OutcomeCompleted), last.Outcome)

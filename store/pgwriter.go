@@ -114,11 +114,11 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 	}
 
 	epoch, err = w.insertRun(ctx, conn, rs, old+1, reused, now)
-	if err != nil {
+	if err != nil && !errors.Is(err, errStepLater) {
 		return 0, err
 	}
-	open = false
-	return epoch, nil
+	open = false // committed
+	return epoch, err
 }
 
 // insertRun is the second batch of a run's start: the run recorded under epoch (a reused
@@ -139,12 +139,27 @@ func (w *pgWriter) insertRun(ctx context.Context, conn *pgxpool.Conn, rs RunStar
 		rs.ThreadID, rs.RunID, rs.Replica, now, rs.Lease.Nanoseconds(), doc, epoch)
 	b.Queue(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`, rs.ThreadID, rs.RunID, now)
 	queueMessages(b, rs.ThreadID, rs.Messages)
+	stepLater := false
+	if st := rs.Step; st != nil {
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+		b.Queue(recordStepPGSQL(true), stepArgs(st)...).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&st.Seq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				stepLater = true // its number was taken meanwhile (recordStepPG)
+				return nil
+			}
+			return err
+		})
+	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		if isRunConflict(err) {
 			return 0, ErrThreadBusy
 		}
 		return 0, err
+	}
+	if stepLater {
+		return epoch, errStepLater
 	}
 	return epoch, nil
 }

@@ -184,6 +184,10 @@ type RunStart struct {
 	// SaveMessages saves them: in the store before the run's first event is sent, so that a
 	// client reading the thread on RUN_STARTED finds its own message.
 	Messages []Message
+	// Step, when set, is the run's first journal step (run_start), recorded as the run's
+	// under its new epoch in the same write (its ThreadID, RunID, Epoch, Seq and At are
+	// set, as RecordStep does): a run's start is one write where it was two.
+	Step *Step
 }
 
 // RunStarter records a run's start in one write: ClaimThread, BeginRun, SaveRunWork and

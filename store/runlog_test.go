@@ -118,3 +118,33 @@ func TestEndRunStep(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotFound, "the thread is free")
 	})
 }
+
+// TestStartRunStep: a run's start records its run_start step in the same write, under the
+// new epoch; a refused start (another owner's thread, a busy thread) records none.
+func TestStartRunStep(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		start := func(run, owner string) (int64, *Step, error) {
+			st := &Step{Kind: StepRunStart, Outcome: StepOK, Replica: "a"}
+			epoch, err := s.StartRun(ctx, RunStart{ThreadID: "t", RunID: run, Owner: owner, Replica: "a", Lease: time.Minute,
+				Messages: []Message{{ID: "u-" + run, Data: json.RawMessage(`{"id":"u","role":"user","content":"go"}`)}}, Step: st})
+			return epoch, st, err
+		}
+		epoch, st, err := start("r1", "alice")
+		require.NoError(t, err)
+		assert.NotZero(t, st.Seq)
+		_, _, err = start("r2", "mallory")
+		require.ErrorIs(t, err, ErrThreadOwned)
+		_, _, err = start("r2", "alice")
+		require.ErrorIs(t, err, ErrThreadBusy)
+
+		steps, err := s.Steps(ctx, "t", 0, 10)
+		require.NoError(t, err)
+		require.Len(t, steps, 1, "the refused starts recorded nothing")
+		assert.Equal(t, StepRunStart, steps[0].Kind)
+		assert.Equal(t, StepOK, steps[0].Outcome)
+		assert.Equal(t, "r1", steps[0].RunID)
+		assert.Equal(t, epoch, steps[0].Epoch)
+		assert.Equal(t, st.Seq, steps[0].Seq)
+	})
+}

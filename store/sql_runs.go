@@ -49,6 +49,12 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		epoch, err := s.pg.startRun(ctx, rs)
 		err = unavailable(err)
 		s.health.note(err)
+		if errors.Is(err, errStepLater) {
+			// The run started; its step lost a race for its number with another step of
+			// the thread: it is recorded on its own, as RecordStep does.
+			recordStartStep(ctx, s.sqlConn, rs.Step)
+			err = nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 		}
@@ -66,12 +72,38 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		if err != nil {
 			return err
 		}
-		return s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages)
+		if err := s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages); err != nil {
+			return err
+		}
+		if st := rs.Step; st != nil && s.pg == nil {
+			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+			st.Seq, err = sqlJournal{s.sqlConn}.recordTx(ctx, tx, stepArgs(st))
+			return err
+		}
+		return nil
 	})
+	if err == nil && rs.Step != nil && s.pg != nil {
+		// PostgreSQL's start with repeated message ids: the step is recorded after it.
+		st := rs.Step
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+		recordStartStep(ctx, s.sqlConn, st)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	return epoch, nil
+}
+
+// recordStartStep records a started run's step on its own (PostgreSQL, when it could not go
+// in the start's transaction). The run has started whatever becomes of it: the step is an
+// audit record, never a precondition, so a failure leaves it unrecorded (Seq 0) and the
+// start stands.
+func recordStartStep(ctx context.Context, c *sqlConn, st *Step) {
+	seq, err := sqlJournal{c}.recordStepPG(ctx, stepArgs(st), true)
+	if err != nil {
+		seq = 0
+	}
+	st.Seq = seq
 }
 
 // beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
