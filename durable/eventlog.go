@@ -679,7 +679,8 @@ func (l *EventLog) SaveWork() error {
 }
 
 // SaveWorkNow stores the work document before the run goes on (the checkpoint of a turn
-// whose calls are about to be sent): a store that does not take it is asked again, once
+// whose calls are about to be sent), with the events still pending (SaveWork: usually the
+// turn's own, in the same write): a store that does not take it is asked again, once
 // mayAct allows (the run's lease: Owner.MayAct), until it does. It fails only when the run
 // stops: the store refused it as fenced (the run moved: the onFenced of Own stops it, and
 // this waits for ctx to end), mayAct failed, or ctx ended.
