@@ -397,9 +397,7 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 		defer e.wg.Done()
 		defer e.running.Add(-1)
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
-		// The run's start step is an audit record, written before anything the run does
-		// but not on the way to its first event: that waits for the start's own write only.
-		r.dur.step(store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
+		// The run's start step was written with its start (recordStart).
 		r.execute()
 	}()
 	return r, nil
@@ -430,8 +428,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
-		r.dur.step(store.StepRunEnd, "", "", store.StepEnd{Outcome: storedRunState(r.endOutcome())})
-		e.persist.endRun(r)
+		e.persist.endRun(r) // with the run_end step
 	}
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {

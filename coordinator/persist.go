@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -273,8 +274,9 @@ func (p *persister) busyError(ctx context.Context, threadID, principal string, t
 // principal: 403) and the run's record (one active run per thread across replicas: 409),
 // both needed before the response, the run's first checkpoint (its input, from which a
 // replica taking the run over before its setup is done starts it again), so that no run a
-// client has seen starting is without one, and the input's messages, so that a client
-// reading the thread as soon as it sees RUN_STARTED finds the message it sent. The store
+// client has seen starting is without one, the input's messages, so that a client
+// reading the thread as soon as it sees RUN_STARTED finds the message it sent, and the
+// run_start step of the journal. The store
 // writes all of it at once (StartRun; design/store-group-commit.md); what can wait (the
 // events, the run's own messages) is the run log's writer's, after RUN_STARTED.
 func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
@@ -287,28 +289,42 @@ func (p *persister) recordStart(ctx context.Context, r *Run, principal string, p
 	// The run's lease counts from before the store was asked: the store's clock set its
 	// end no earlier than a lease after this.
 	sent := time.Now()
+	// The run's start step (an audit record) goes in the same write: the store sets its
+	// epoch.
+	step := e.journal.Entry(durable.RunRef{ThreadID: in.ThreadID, RunID: in.RunID}, store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
 	epoch, err := e.cfg.Store.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
-		Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs})
+		Title: threadTitle(in), MaxThreads: e.cfg.maxThreads(), Replica: e.cfg.Replica, Lease: e.cfg.Lease, Work: work, Messages: msgs,
+		Step: step})
 	if err == nil {
 		e.own(r, epoch, sent)
 	}
 	return startError(err)
 }
 
-// endRun records the run's end in the store, under the run's epoch. A store that does not
-// take it (an outage) is asked again until it does (at most maxStoreRetry): a run left
-// "running" in the store would be taken over by another replica and come back to life. A
-// fenced refusal means another replica owns the run: it records the end, not this one.
+// endRun records the run's end in the store, under the run's epoch, with its run_end step
+// in the journal (one write: EndRunStep). A store that does not take it (an outage) is
+// asked again until it does (at most maxStoreRetry): a run left "running" in the store
+// would be taken over by another replica and come back to life. The step goes with the
+// first attempt only: it is an audit record, and a later attempt after a write whose
+// outcome was lost must not record it twice. A fenced refusal means another replica owns
+// the run: it records the end, not this one.
 func (p *persister) endRun(r *Run) {
 	e := p.e
 	state := storedRunState(r.endOutcome())
+	step := e.journal.Entry(r.dur.journalRef(), store.StepRunEnd, "", "", store.StepEnd{Outcome: state})
 	var failing time.Time
 	pause := storeRetry
 	for {
 		// The run's context has ended by now (often its end is a cancel): each attempt gets
 		// the store's write timeout.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-		err := e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
+		var err error
+		if step != nil {
+			err = e.cfg.Store.EndRunStep(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state, step)
+			step = nil
+		} else {
+			err = e.cfg.Store.EndRun(ctx, r.ThreadID, r.RunID, r.elog.Epoch(), state)
+		}
 		cancel()
 		switch {
 		case err == nil:

@@ -19,6 +19,7 @@ import (
 type EventStore interface {
 	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []store.Event) error
 	SaveRunWork(ctx context.Context, threadID, runID string, epoch int64, work json.RawMessage) error
+	SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []store.Event, work json.RawMessage) error
 	SaveMessages(ctx context.Context, threadID string, msgs []store.Message) error
 }
 
@@ -230,32 +231,16 @@ func (l *EventLog) Changed() <-chan struct{} {
 	return l.changed
 }
 
-// drain is the writer: it appends pending events, then the work document, until nothing is
-// pending (the input's messages are stored with the run's start). It completes the log
-// (thread messages, done closed) once the terminal event is stored, or once the run has
-// ended and nothing is pending (a run that could not emit its terminal event).
-//
-// The events go first: the live stream shows an event only once it is stored, so a slow
-// work document (it holds the checkpoint, the whole conversation) must not hold up what the
-// client sees; a work document that must be in the store before the run goes on is saved
-// by the run itself (SaveWork).
+// drain is the writer: it stores what is pending (storePending) until nothing is (the
+// input's messages are stored with the run's start). It completes the log (thread
+// messages, done closed) once the terminal event is stored, or once the run has ended and
+// nothing is pending (a run that could not emit its terminal event).
 func (l *EventLog) drain() {
 	var failing time.Time // when the store began refusing this writer's writes
 	pause := StoreRetry
 	for {
-		l.mu.Lock()
-		batch, dropped := l.pending, l.dropped
-		l.pending, l.dropped, l.pendingBytes = nil, 0, 0
-		l.mu.Unlock()
-		if dropped > 0 {
-			l.log.Error("event log fell behind; events dropped from the log", "dropped", dropped)
-		}
-		var aerr error
-		if len(batch) > 0 {
-			aerr = l.append(batch)
-		}
-		werr := l.SaveWork()
-		if failed := (werr != nil || aerr != nil) && !l.isFenced(); failed {
+		wrote, err := l.storePending()
+		if err != nil && !l.isFenced() {
 			if failing.IsZero() {
 				failing = time.Now()
 			}
@@ -266,7 +251,7 @@ func (l *EventLog) drain() {
 			continue
 		}
 		failing, pause = time.Time{}, StoreRetry
-		if len(batch) > 0 {
+		if wrote {
 			continue
 		}
 		if l.settle() {
@@ -276,62 +261,133 @@ func (l *EventLog) drain() {
 }
 
 // settle ends the writer when nothing is pending, completing the log when the run is over
-// or frozen; false: more came in meanwhile, the writer goes on.
+// or frozen; false: more came in meanwhile, the writer goes on. It waits for a write of
+// the log the run's goroutine may have in flight (SaveWork): a write that fails puts its
+// events back, and the log must not be called complete before.
 func (l *EventLog) settle() bool {
+	l.saveMu.Lock()
 	l.mu.Lock()
 	switch {
 	case len(l.pending) > 0 || l.workDirty:
 		l.mu.Unlock()
+		l.saveMu.Unlock()
 		return false
 	case l.frozen:
 		// Handed off: what was pending is stored; the new owner writes the rest.
 		l.finished, l.writing = true, false
 		l.signal()
 		l.mu.Unlock()
+		l.saveMu.Unlock()
 		close(l.done)
 		return true
+	case l.ended && l.work.Checkpoint != nil:
+		// The terminal event is stored: the checkpoint goes (see strip), written as the
+		// next write.
+		l.strip()
+		l.mu.Unlock()
+		l.saveMu.Unlock()
+		return false
 	case l.ended || l.runDone:
 		l.finished, l.writing = true, false
-		// A run whose terminal event is stored is never continued from its checkpoint (a
-		// takeover finds the end in the log): the checkpoint, which holds the whole
-		// conversation again, goes, so that a thread's storage grows with its messages
-		// (kept once, in the thread) and not with their square.
-		strip := l.ended && l.work.Checkpoint != nil
-		if strip {
-			l.work.Checkpoint, l.work.Results = nil, nil
-			l.workDirty = true
-		}
 		l.signal()
 		l.mu.Unlock()
-		if strip {
-			_ = l.SaveWork() // best effort: the log is complete either way
-		}
+		l.saveMu.Unlock()
 		l.saveMessages()
 		close(l.done)
 		return true
 	default:
 		l.writing = false
 		l.mu.Unlock()
+		l.saveMu.Unlock()
 		return true
 	}
 }
 
-// append stores batch. What the store did not take goes back in front of the pending
-// events, to be tried again; a fenced refusal stops the run (fenceOff) and drops it.
-func (l *EventLog) append(batch []store.Event) error {
+// strip drops the checkpoint of a run whose terminal event was added; l.mu is held. A run
+// whose terminal event is stored is never continued from its checkpoint (a takeover finds
+// the end in the log): the checkpoint, which holds the whole conversation again, goes, so
+// that a thread's storage grows with its messages (kept once, in the thread) and not with
+// their square. The document without it is written with the terminal event (or after it).
+func (l *EventLog) strip() {
+	l.work.Checkpoint, l.work.Results = nil, nil
+	l.workDirty = true
+}
+
+// maxJointWork bounds the work document written in one write with the events
+// (SaveRunLog): a larger one (it holds the checkpoint, the whole conversation) is written
+// after them, so that it does not hold up what the client sees (the live stream shows an
+// event once it is stored).
+const maxJointWork = 64 << 10
+
+// storePending writes what is pending: the events and, when it changed, the work document,
+// in one write of the store where it can (SaveRunLog: the document with the events' last
+// part, when it is small), since each write is a transaction (a round trip on PostgreSQL).
+// Writes are serialised (saveMu), so that events are stored in order and an older
+// document never lands after a newer one. wrote: events were taken (the writer looks for
+// more before it settles). What the store did not take is pending again; a fenced refusal
+// stops the run here (fenceOff) and returns store.ErrFenced.
+func (l *EventLog) storePending() (wrote bool, err error) {
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
+	l.mu.Lock()
+	batch, dropped := l.pending, l.dropped
+	l.pending, l.dropped, l.pendingBytes = nil, 0, 0
+	var doc json.RawMessage
+	if !l.fenced {
+		if l.ended && !l.frozen && l.work.Checkpoint != nil {
+			// The terminal event is in this batch or stored: the checkpoint goes with it.
+			l.strip()
+		}
+		if l.workDirty {
+			l.workDirty = false
+			doc, _ = json.Marshal(&l.work) // a document that cannot be encoded is not written
+		}
+	}
+	l.mu.Unlock()
+	if dropped > 0 {
+		l.log.Error("event log fell behind; events dropped from the log", "dropped", dropped)
+	}
+	if len(batch) == 0 && doc == nil {
+		return false, nil
+	}
+	return len(batch) > 0, l.write(batch, doc)
+}
+
+// write stores batch and doc (nil: no document); saveMu is held. What the store did not
+// take goes back: the events in front of the pending ones, the document as dirty (the
+// latest one is written again).
+func (l *EventLog) write(batch []store.Event, doc json.RawMessage) error {
 	var err error
 	stored := 0
+	joint := doc != nil && len(doc) <= maxJointWork
 	for stored < len(batch) {
 		part := batch[stored:min(stored+store.MaxEventsRead, len(batch))]
 		// The writer stores on behalf of the whole run, not of one caller: a cancelled run's
 		// last events must still reach the store, so only the write's own timeout bounds it.
 		ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
-		err = l.st.AppendEvents(ctx, l.thread, l.run, l.epoch, part)
+		if joint && stored+len(part) == len(batch) {
+			err = l.st.SaveRunLog(ctx, l.thread, l.run, l.epoch, part, doc)
+			if err == nil {
+				doc = nil
+			}
+		} else {
+			err = l.st.AppendEvents(ctx, l.thread, l.run, l.epoch, part)
+		}
 		cancel()
 		if err != nil {
 			break
 		}
 		stored += len(part)
+	}
+	if err == nil && doc != nil {
+		// The work document is saved by the writer and at the run's end, when the run's
+		// context may have ended: only the write's own timeout bounds it.
+		ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
+		err = l.st.SaveRunWork(ctx, l.thread, l.run, l.epoch, doc)
+		cancel()
+		if err == nil {
+			doc = nil
+		}
 	}
 	l.mu.Lock()
 	if stored > 0 {
@@ -341,12 +397,19 @@ func (l *EventLog) append(batch []store.Event) error {
 		defer l.tellStored(l.stored)
 	}
 	if err != nil && !errors.Is(err, store.ErrFenced) {
-		rest := batch[stored:]
-		l.log.Warn("event log: the store did not take events; trying again", "from", rest[0].Seq, "to", rest[len(rest)-1].Seq, "err", err)
-		for _, ev := range rest {
-			l.pendingBytes += len(ev.Data)
+		if rest := batch[stored:]; len(rest) > 0 {
+			l.log.Warn("event log: the store did not take events; trying again", "from", rest[0].Seq, "to", rest[len(rest)-1].Seq, "err", err)
+			for _, ev := range rest {
+				l.pendingBytes += len(ev.Data)
+			}
+			l.pending = append(rest[:len(rest):len(rest)], l.pending...)
 		}
-		l.pending = append(rest[:len(rest):len(rest)], l.pending...)
+		if doc != nil {
+			l.log.Warn("store: save run work; trying again", "err", err)
+			l.workDirty = true
+		}
+		// Written again by the writer (the run's goroutine may have written this).
+		l.wake()
 	}
 	l.mu.Unlock()
 	if errors.Is(err, store.ErrFenced) {
@@ -599,45 +662,25 @@ func (l *EventLog) FirstWork(checkpoint json.RawMessage) json.RawMessage {
 	return doc
 }
 
-// SaveWork writes the work document when it changed since the last write. Writes are
-// serialised (saveMu), so that an older document never lands after a newer one. A write the
-// store did not take leaves the document to write again (the writer retries it); one the
-// store refused as fenced stops the run here (fenceOff) and returns store.ErrFenced.
+// SaveWork writes the work document when it changed since the last write, with the events
+// pending (one write where it can: storePending), so that the document never gets ahead of
+// the log it describes. A write the store did not take leaves what it held to write again
+// (the writer retries it); one the store refused as fenced stops the run here (fenceOff)
+// and returns store.ErrFenced.
 func (l *EventLog) SaveWork() error {
-	l.saveMu.Lock()
-	defer l.saveMu.Unlock()
 	l.mu.Lock()
-	if !l.workDirty || l.fenced {
-		l.mu.Unlock()
-		return nil
-	}
-	l.workDirty = false
-	doc, err := json.Marshal(&l.work)
+	skip := !l.workDirty || l.fenced
 	l.mu.Unlock()
-	if err != nil {
+	if skip {
 		return nil
 	}
-	// The work document is saved by the writer and at the run's end, when the run's
-	// context may have ended: only the write's own timeout bounds it.
-	ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
-	defer cancel()
-	err = l.st.SaveRunWork(ctx, l.thread, l.run, l.epoch, doc)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrFenced):
-		l.fenceOff(err)
-	default:
-		l.log.Warn("store: save run work; trying again", "err", err)
-		l.mu.Lock()
-		l.workDirty = true
-		l.mu.Unlock()
-	}
+	_, err := l.storePending()
 	return err
 }
 
 // SaveWorkNow stores the work document before the run goes on (the checkpoint of a turn
-// whose calls are about to be sent): a store that does not take it is asked again, once
+// whose calls are about to be sent), with the events still pending (SaveWork: usually the
+// turn's own, in the same write): a store that does not take it is asked again, once
 // mayAct allows (the run's lease: Owner.MayAct), until it does. It fails only when the run
 // stops: the store refused it as fenced (the run moved: the onFenced of Own stops it, and
 // this waits for ctx to end), mayAct failed, or ctx ended.

@@ -73,18 +73,25 @@ func (j *Journal) Intent(run RunRef, in StepIntent) (Step, error) {
 // Record records a step of run that has no before and after, with its outcome (StepOK when
 // empty). A failure is logged: such a step is an audit record, never a precondition.
 func (j *Journal) Record(run RunRef, kind, target, ref string, end store.StepEnd) {
-	s := &store.Step{ThreadID: run.ThreadID, RunID: run.RunID, Kind: kind, Target: target, Ref: ref,
-		Outcome: end.Outcome, Tag: end.Tag, FailureKind: end.FailureKind, InDoubt: end.InDoubt, Detail: end.Detail,
-		Replica: j.replica, Epoch: run.Epoch}
-	if s.Outcome == "" {
-		s.Outcome = store.StepOK
-	}
+	s := j.Entry(run, kind, target, ref, end)
 	// As for Intent: the step's result is recorded even when its run is being cancelled.
 	ctx, cancel := context.WithTimeout(context.Background(), JournalTimeout)
 	defer cancel()
 	if err := j.st.RecordStep(ctx, s); err != nil {
 		j.log.Warn("journal: record step", "kind", kind, "target", target, "thread_id", run.ThreadID, "run_id", run.RunID, "err", err)
 	}
+}
+
+// Entry is the record of a step of run that has no before and after (Record), for a
+// caller that writes it with another write of the run (store.Runs.EndRunStep).
+func (j *Journal) Entry(run RunRef, kind, target, ref string, end store.StepEnd) *store.Step {
+	s := &store.Step{ThreadID: run.ThreadID, RunID: run.RunID, Kind: kind, Target: target, Ref: ref,
+		Outcome: end.Outcome, Tag: end.Tag, FailureKind: end.FailureKind, InDoubt: end.InDoubt, Detail: end.Detail,
+		Replica: j.replica, Epoch: run.Epoch}
+	if s.Outcome == "" {
+		s.Outcome = store.StepOK
+	}
+	return s
 }
 
 // MarkInDoubtAfterTakeover reports the steps of a run taken over that its previous owner

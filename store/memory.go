@@ -97,6 +97,10 @@ func (m *memory) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		r.r.Work = slices.Clone(rs.Work)
 	}
 	m.saveMessagesLocked(th, rs.Messages)
+	if st := rs.Step; st != nil {
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, r.r.Epoch
+		m.recordLocked(st)
+	}
 	return r.r.Epoch, nil
 }
 

@@ -25,6 +25,12 @@ func (m *memJournal) RecordStep(ctx context.Context, s *Step) error {
 			return fmt.Errorf("store: record %s step of run %q: %w", s.Kind, s.RunID, ErrFenced)
 		}
 	}
+	m.recordLocked(s)
+	return nil
+}
+
+// recordLocked appends s to its thread's journal; m.mu is held.
+func (m *memState) recordLocked(s *Step) {
 	s.normalize(time.Now())
 	th := m.ensure(s.ThreadID)
 	th.seq++
@@ -33,7 +39,6 @@ func (m *memJournal) RecordStep(ctx context.Context, s *Step) error {
 	if len(th.steps) > maxMemSteps {
 		th.steps = slices.Delete(th.steps, 0, len(th.steps)-maxMemSteps)
 	}
-	return nil
 }
 
 // step returns the thread's step seq, or nil. m.mu is held.

@@ -87,6 +87,24 @@ func (m *memRuns) EndRun(ctx context.Context, threadID, runID string, epoch int6
 	return nil
 }
 
+func (m *memRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error {
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	step.ThreadID, step.RunID, step.Epoch = threadID, runID, epoch
+	r.r.State, r.r.UpdatedAt = state, time.Now().UTC()
+	m.recordLocked(step)
+	return nil
+}
+
 func (m *memRuns) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
@@ -288,6 +306,12 @@ func (m *memRuns) AppendEvents(ctx context.Context, threadID, runID string, epoc
 		// A run that does not exist has no owner either: nobody may write its log.
 		return fmt.Errorf("store: append events of run %q: %w", runID, ErrFenced)
 	}
+	return m.appendLocked(r, runID, evs)
+}
+
+// appendLocked appends evs to r's log, or nothing when a seq is not after the last stored;
+// m.mu is held.
+func (m *memRuns) appendLocked(r *memRun, runID string, evs []Event) error {
 	last := int64(0)
 	if n := len(r.events); n > 0 {
 		last = r.events[n-1].Seq
@@ -302,6 +326,27 @@ func (m *memRuns) AppendEvents(ctx context.Context, threadID, runID string, epoc
 	for _, ev := range evs {
 		r.events = append(r.events, Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
 		m.eventAt = append(m.eventAt, memEventRef{at: now, run: r, seq: ev.Seq})
+	}
+	return nil
+}
+
+func (m *memRuns) SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error {
+	if work != nil && !json.Valid(work) {
+		return fmt.Errorf("store: save log of run %q: the work document is not JSON", runID)
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		return fmt.Errorf("store: save log of run %q: %w", runID, ErrFenced)
+	}
+	if err := m.appendLocked(r, runID, evs); err != nil {
+		return err
+	}
+	if work != nil {
+		r.r.Work, r.r.UpdatedAt = slices.Clone(work), time.Now().UTC()
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -113,11 +114,11 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 	}
 
 	epoch, err = w.insertRun(ctx, conn, rs, old+1, reused, now)
-	if err != nil {
+	if err != nil && !errors.Is(err, errStepLater) {
 		return 0, err
 	}
-	open = false
-	return epoch, nil
+	open = false // committed
+	return epoch, err
 }
 
 // insertRun is the second batch of a run's start: the run recorded under epoch (a reused
@@ -138,12 +139,27 @@ func (w *pgWriter) insertRun(ctx context.Context, conn *pgxpool.Conn, rs RunStar
 		rs.ThreadID, rs.RunID, rs.Replica, now, rs.Lease.Nanoseconds(), doc, epoch)
 	b.Queue(`UPDATE threads SET last_run_id = $2, last_run_at = $3, updated_at = $3 WHERE thread_id = $1`, rs.ThreadID, rs.RunID, now)
 	queueMessages(b, rs.ThreadID, rs.Messages)
+	stepLater := false
+	if st := rs.Step; st != nil {
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+		b.Queue(recordStepPGSQL(true), stepArgs(st)...).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&st.Seq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				stepLater = true // its number was taken meanwhile (recordStepPG)
+				return nil
+			}
+			return err
+		})
+	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		if isRunConflict(err) {
 			return 0, ErrThreadBusy
 		}
 		return 0, err
+	}
+	if stepLater {
+		return epoch, errStepLater
 	}
 	return epoch, nil
 }
@@ -228,6 +244,89 @@ func (w *pgWriter) appendEvents(ctx context.Context, threadID, runID string, epo
 		return ErrFenced
 	}
 	return nil
+}
+
+// saveWorkPG replaces a run's work document under its epoch (saveWorkSQL in PostgreSQL's
+// placeholders).
+const saveWorkPG = `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`
+
+// saveRunLog is sqlStore.SaveRunLog in one round trip: the guarded append and the work
+// document's update in one pipelined batch, which the server runs as one implicit
+// transaction (all or nothing; the append's share lock on the run's row held to its end,
+// so the update meets the epoch the append saw). An append that meets its own events
+// (a retry after a lost COMMIT: the batch as a whole committed or did not) goes the slow
+// way: the rest of the events (appendRest), then the document, each under the guard.
+func (w *pgWriter) saveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error {
+	seqs, data := make([]int64, len(evs)), make([]string, len(evs))
+	for i, ev := range evs {
+		seqs[i], data[i] = ev.Seq, string(ev.Data)
+	}
+	now := time.Now().UnixNano()
+	b := &pgx.Batch{}
+	var appended, updated int64
+	b.Queue(appendEventsSQL, threadID, runID, epoch, now, seqs, data).Exec(func(tag pgconn.CommandTag) error {
+		appended = tag.RowsAffected()
+		return nil
+	})
+	b.Queue(saveWorkPG, threadID, runID, string(work), now, epoch).Exec(func(tag pgconn.CommandTag) error {
+		updated = tag.RowsAffected()
+		return nil
+	})
+	err := w.pool.SendBatch(ctx, b).Close()
+	switch {
+	case isEventsConflict(err):
+		if err := w.appendRest(ctx, threadID, runID, epoch, evs); err != nil {
+			return err
+		}
+		tag, err := w.pool.Exec(ctx, saveWorkPG, threadID, runID, string(work), time.Now().UnixNano(), epoch)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrFenced
+		}
+		return nil
+	case err != nil:
+		return err
+	case appended == 0 || updated == 0:
+		return ErrFenced
+	}
+	return nil
+}
+
+// endRunStep is sqlStore.EndRunStep in one round trip: the run's end and its step's
+// insert (recordStepPGSQL, guarded by the same epoch when fenced) in one pipelined batch,
+// one implicit transaction. It returns the step's number; errNoRun when the end changed no
+// row (nothing is stored: the step's guard fails as the end's did); errStepLater when the
+// run was ended but the step's number was taken by a concurrent step of the thread (the
+// caller records it on its own).
+func (w *pgWriter) endRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, stepArgs []any, fenced bool) (int64, error) {
+	b := &pgx.Batch{}
+	var ended int64
+	var seq int64
+	inserted := false
+	b.Queue(endRunSQL, threadID, runID, state, time.Now().UnixNano(), epoch).Exec(func(tag pgconn.CommandTag) error {
+		ended = tag.RowsAffected()
+		return nil
+	})
+	b.Queue(recordStepPGSQL(fenced), stepArgs...).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		inserted = err == nil
+		return err
+	})
+	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	switch {
+	case ended == 0:
+		return 0, errNoRun
+	case !inserted:
+		return 0, errStepLater
+	}
+	return seq, nil
 }
 
 // isEventsConflict reports an append refused because an event of it is stored already.

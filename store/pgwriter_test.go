@@ -60,8 +60,9 @@ func openCountedPostgres(t *testing.T) *sqlStore {
 
 // TestPostgresRoundTrips counts the round trips of each write of a run's life on
 // PostgreSQL: the start (a capped owner's new thread, with its input message) is two, every
-// other write one. Each operation runs once on another thread first, so that the
-// connections have prepared its statements.
+// other write one (events and the work document together too: SaveRunLog; a run's end
+// and its step: EndRunStep). Each operation runs once on another thread first, so that
+// the connections have prepared its statements.
 func TestPostgresRoundTrips(t *testing.T) {
 	s := openCountedPostgres(t)
 	work := json.RawMessage(`{"checkpoint":{"v":1}}`)
@@ -83,16 +84,21 @@ func TestPostgresRoundTrips(t *testing.T) {
 		count("EndStep")
 		require.NoError(t, s.SaveRunWork(ctx, thread, "r", epoch, work))
 		count("SaveRunWork")
+		more := []Event{{Seq: 3, Data: json.RawMessage(`{"type":"TEXT"}`)}}
+		require.NoError(t, s.SaveRunLog(ctx, thread, "r", epoch, more, work))
+		count("SaveRunLog")
 		require.NoError(t, s.SaveMessages(ctx, thread, msg("a")))
 		count("SaveMessages")
 		require.NoError(t, s.EndRun(ctx, thread, "r", epoch, "success"))
 		count("EndRun")
+		require.NoError(t, s.EndRunStep(ctx, thread, "r", epoch, "success", &Step{Kind: StepRunEnd, Outcome: "success", Replica: "a"}))
+		count("EndRunStep")
 	}
 	for range 3 { // the pool's connections prepare the statements
 		life(context.Background(), "warm-"+time.Now().Format("150405.000000000"), func(string) {})
 	}
 	want := map[string]int64{"StartRun": 2, "AppendEvents": 1, "RecordStep": 1, "EndStep": 1, "SaveRunWork": 1,
-		"SaveMessages": 1, "EndRun": 1}
+		"SaveRunLog": 1, "SaveMessages": 1, "EndRunStep": 1, "EndRun": 1}
 	ctx, c := counted(context.Background())
 	got := map[string]int64{}
 	var last int64

@@ -102,6 +102,10 @@ type Runs interface {
 	// fails with ErrFenced when the run's epoch is not epoch, and with ErrNotFound without
 	// the run.
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
+	// EndRunStep is EndRun with step, the run's last journal step, recorded as the run's
+	// under epoch (as RecordStep does; its ThreadID, RunID, Epoch, Seq and At are set) in
+	// the same write: both or neither. A run's end is one write where it was two.
+	EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error
 	// HeartbeatRuns extends the lease of every running run owned by replica and returns
 	// them (with their epoch): a run of this replica that is not among them was taken over
 	// or ended elsewhere.
@@ -180,6 +184,10 @@ type RunStart struct {
 	// SaveMessages saves them: in the store before the run's first event is sent, so that a
 	// client reading the thread on RUN_STARTED finds its own message.
 	Messages []Message
+	// Step, when set, is the run's first journal step (run_start), recorded as the run's
+	// under its new epoch in the same write (its ThreadID, RunID, Epoch, Seq and At are
+	// set, as RecordStep does): a run's start is one write where it was two.
+	Step *Step
 }
 
 // RunStarter records a run's start in one write: ClaimThread, BeginRun, SaveRunWork and
@@ -225,6 +233,11 @@ type EventLog interface {
 	// AppendEvents appends events to a run's log; each Seq must be new in the run. It
 	// fails with ErrFenced, storing none of them, unless the run exists with epoch epoch.
 	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []Event) error
+	// SaveRunLog appends evs (none is allowed) to a run's log and, when work is not nil,
+	// replaces its work document, in one write: both or neither. Like AppendEvents and
+	// SaveRunWork it fails with ErrFenced, storing nothing, unless the run exists with
+	// epoch epoch. A run's log writer makes one write where it made two.
+	SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error
 	// Events returns the run's events with Seq > after, in order, at most limit (capped at
 	// MaxEventsRead).
 	Events(ctx context.Context, threadID, runID string, after int64, limit int) ([]Event, error)

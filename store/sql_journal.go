@@ -92,6 +92,27 @@ func (s sqlJournal) RecordStep(ctx context.Context, st *Step) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	args := stepArgs(st)
+	var seq int64
+	var err error
+	if s.w == nil {
+		seq, err = s.recordStepPG(ctx, args, st.Epoch != 0)
+	} else {
+		err = s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
+			seq, err = s.recordTx(ctx, tx, args)
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("store: record %s step of run %q: %w", st.Kind, st.RunID, err)
+	}
+	st.Seq = seq
+	return nil
+}
+
+// stepArgs normalizes st and returns its columns after seq, in stepCols order, then
+// ended_at: the arguments of the journal's INSERT.
+func stepArgs(st *Step) []any {
 	st.normalize(time.Now())
 	inDoubt := 0
 	if st.InDoubt {
@@ -101,34 +122,40 @@ func (s sqlJournal) RecordStep(ctx context.Context, st *Step) error {
 	if st.Outcome != StepPending {
 		ended = st.At.UnixNano()
 	}
-	args := []any{st.ThreadID, st.RunID, st.At.UnixNano(), st.Kind, st.Target, st.Ref, st.Attempt, st.Outcome, st.Tag,
+	return []any{st.ThreadID, st.RunID, st.At.UnixNano(), st.Kind, st.Target, st.Ref, st.Attempt, st.Outcome, st.Tag,
 		st.FailureKind, inDoubt, st.Replica, st.Epoch, st.Detail, ended}
+}
+
+// recordTx inserts a step (args: stepArgs) inside a SQLite write transaction and returns
+// its number. One statement (it was three: the epoch's check, the next number, the
+// insert). The writes are serialised (SQLite's one writer), so the next number is free;
+// the guard is in the same statement of the same transaction as the insert, so a step of
+// an owner whose epoch moved on inserts nothing and fails with ErrFenced, as before.
+func (s sqlJournal) recordTx(ctx context.Context, tx *sql.Tx, args []any) (int64, error) {
 	var seq int64
-	var err error
-	if s.w == nil {
-		seq, err = s.recordStepPG(ctx, args, st.Epoch != 0)
-	} else {
-		// One statement (it was three: the epoch's check, the next number, the insert). The
-		// writes are serialised (SQLite's one writer), so the next number is free; the guard
-		// is in the same statement of the same transaction as the insert, so a step of an
-		// owner whose epoch moved on inserts nothing and fails with ErrFenced, as before.
-		err = s.tx(ctx, st.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-			err := s.txQueryRow(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
+	err := s.txQueryRow(ctx, tx, s.d.q(`INSERT INTO journal (`+stepCols+`, ended_at)
 			SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE thread_id = $1),
 				$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
 			WHERE $13 = 0 OR EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $13)
 			RETURNING seq`), args...).Scan(&seq)
-			if errors.Is(err, sql.ErrNoRows) {
-				return ErrFenced
-			}
-			return err
-		})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrFenced
 	}
-	if err != nil {
-		return fmt.Errorf("store: record %s step of run %q: %w", st.Kind, st.RunID, err)
+	return seq, err
+}
+
+// recordStepPGSQL is recordStepPG's statement, guarded by the step's epoch when fenced.
+func recordStepPGSQL(fenced bool) string {
+	guard := ""
+	if fenced {
+		guard = `
+			HAVING EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $13 FOR SHARE)`
 	}
-	st.Seq = seq
-	return nil
+	return `INSERT INTO journal (` + stepCols + `, ended_at)
+			SELECT COALESCE(MAX(seq), 0) + 1, $1::TEXT, $2::TEXT, $3::BIGINT, $4::TEXT, $5::TEXT, $6::TEXT, $7::INTEGER, $8::TEXT,
+				$9::TEXT, $10::TEXT, $11::INTEGER, $12::TEXT, $13::BIGINT, $14::TEXT, $15::BIGINT
+			FROM journal WHERE thread_id = $1` + guard + `
+			ON CONFLICT (thread_id, seq) DO NOTHING RETURNING seq`
 }
 
 // recordStepPG writes a step on PostgreSQL in one statement, one round trip instead of
@@ -143,18 +170,9 @@ func (s sqlJournal) RecordStep(ctx context.Context, st *Step) error {
 // that row waits for it, and a step of an owner whose epoch moved on inserts nothing and
 // fails with ErrFenced (as checkEpoch does for SQLite's transaction).
 func (s sqlJournal) recordStepPG(ctx context.Context, args []any, fenced bool) (int64, error) {
-	guard := ""
-	if fenced {
-		guard = `
-			HAVING EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $13 FOR SHARE)`
-	}
 	for {
 		var seq int64
-		err := s.queryRow(ctx, `INSERT INTO journal (`+stepCols+`, ended_at)
-			SELECT COALESCE(MAX(seq), 0) + 1, $1::TEXT, $2::TEXT, $3::BIGINT, $4::TEXT, $5::TEXT, $6::TEXT, $7::INTEGER, $8::TEXT,
-				$9::TEXT, $10::TEXT, $11::INTEGER, $12::TEXT, $13::BIGINT, $14::TEXT, $15::BIGINT
-			FROM journal WHERE thread_id = $1`+guard+`
-			ON CONFLICT (thread_id, seq) DO NOTHING RETURNING seq`, args...).Scan(&seq)
+		err := s.queryRow(ctx, recordStepPGSQL(fenced), args...).Scan(&seq)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if err := ctx.Err(); err != nil {

@@ -49,6 +49,12 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		epoch, err := s.pg.startRun(ctx, rs)
 		err = unavailable(err)
 		s.health.note(err)
+		if errors.Is(err, errStepLater) {
+			// The run started; its step lost a race for its number with another step of
+			// the thread: it is recorded on its own, as RecordStep does.
+			recordStartStep(ctx, s.sqlConn, rs.Step)
+			err = nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 		}
@@ -66,12 +72,38 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		if err != nil {
 			return err
 		}
-		return s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages)
+		if err := s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages); err != nil {
+			return err
+		}
+		if st := rs.Step; st != nil && s.pg == nil {
+			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+			st.Seq, err = sqlJournal{s.sqlConn}.recordTx(ctx, tx, stepArgs(st))
+			return err
+		}
+		return nil
 	})
+	if err == nil && rs.Step != nil && s.pg != nil {
+		// PostgreSQL's start with repeated message ids: the step is recorded after it.
+		st := rs.Step
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+		recordStartStep(ctx, s.sqlConn, st)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	return epoch, nil
+}
+
+// recordStartStep records a started run's step on its own (PostgreSQL, when it could not go
+// in the start's transaction). The run has started whatever becomes of it: the step is an
+// audit record, never a precondition, so a failure leaves it unrecorded (Seq 0) and the
+// start stands.
+func recordStartStep(ctx context.Context, c *sqlConn, st *Step) {
+	seq, err := sqlJournal{c}.recordStepPG(ctx, stepArgs(st), true)
+	if err != nil {
+		seq = 0
+	}
+	st.Seq = seq
 }
 
 // beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
@@ -153,8 +185,7 @@ func (s sqlRuns) EndRun(ctx context.Context, threadID, runID string, epoch int64
 	}
 	// The UPDATE itself is the guard: it takes the row's lock, so a takeover either
 	// committed before (no row matches the epoch) or waits for it (design/fencing.md).
-	res, err := s.exec(ctx, `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`,
-		threadID, runID, state, time.Now().UnixNano(), epoch)
+	res, err := s.exec(ctx, endRunSQL, threadID, runID, state, time.Now().UnixNano(), epoch)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
 			err = s.refusal(ctx, threadID, runID)
@@ -165,6 +196,62 @@ func (s sqlRuns) EndRun(ctx context.Context, threadID, runID string, epoch int64
 	}
 	return nil
 }
+
+// EndRunStep ends the run and records its step in one transaction: on SQLite one job of
+// the group writer, on PostgreSQL one pipelined batch (pgWriter.endRunStep).
+func (s sqlRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	// The step is the run's, under its epoch: its guard is the end's, both or neither.
+	step.ThreadID, step.RunID, step.Epoch = threadID, runID, epoch
+	args := stepArgs(step)
+	var seq int64
+	var err error
+	if s.pg != nil {
+		seq, err = s.pg.endRunStep(ctx, threadID, runID, epoch, state, args, step.Epoch != 0)
+		err = unavailable(err)
+		s.health.note(err)
+		if errors.Is(err, errStepLater) {
+			// The run is ended; its step lost a race for its number with another step of
+			// the thread: it is recorded on its own, as RecordStep does.
+			seq, err = sqlJournal{s.sqlConn}.recordStepPG(ctx, args, step.Epoch != 0)
+		}
+	} else {
+		err = s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+			res, err := s.txExec(ctx, tx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return errNoRun
+			}
+			seq, err = sqlJournal{s.sqlConn}.recordTx(ctx, tx, args)
+			return err
+		})
+	}
+	if errors.Is(err, errNoRun) {
+		err = s.refusal(ctx, threadID, runID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	step.Seq = seq
+	return nil
+}
+
+// errNoRun is an end of a run that changed no row (refusal says why); errStepLater an end
+// whose step is to be recorded on its own.
+var (
+	errNoRun     = errors.New("store: no run with this epoch")
+	errStepLater = errors.New("store: the step is recorded apart")
+)
+
+// endRunSQL ends a run under its epoch: the UPDATE itself is the guard (EndRun).
+const endRunSQL = `UPDATE runs SET state = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`
 
 func (s sqlRuns) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := s.check(); err != nil {
@@ -439,8 +526,7 @@ func (s sqlRuns) SaveRunWork(ctx context.Context, threadID, runID string, epoch 
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
 	// Guarded by the UPDATE itself, as EndRun.
-	res, err := s.execBulk(ctx, `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`,
-		threadID, runID, string(work), time.Now().UnixNano(), epoch)
+	res, err := s.execBulk(ctx, saveWorkSQL, threadID, runID, string(work), time.Now().UnixNano(), epoch)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
 			err = s.refusal(ctx, threadID, runID)
@@ -468,59 +554,106 @@ func (s sqlRuns) AppendEvents(ctx context.Context, threadID, runID string, epoch
 		return nil
 	}
 	now := time.Now().UnixNano()
-	if len(evs) < appendChunk && s.afterGuard == nil {
-		// The usual case on SQLite, in one statement: the epoch's guard in the INSERT's
-		// WHERE, in the same transaction as before (it was a SELECT and the INSERT).
-		args := append(s.eventArgs(threadID, runID, now, evs), threadID, runID, epoch)
-		err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-			res, err := s.txExec(ctx, tx, insertEventsGuarded(len(evs)), args...)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return ErrFenced
-			}
-			return nil
-		})
+	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+		return s.appendTx(ctx, tx, threadID, runID, epoch, now, evs)
+	})
+	if err != nil {
+		return fmt.Errorf("store: append events of run %q: %w", runID, err)
+	}
+	return nil
+}
+
+// SaveRunLog appends evs and replaces the run's work document in one transaction: on
+// SQLite one job of the group writer, on PostgreSQL one pipelined batch (one round trip).
+func (s sqlRuns) SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, evs []Event, work json.RawMessage) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	switch {
+	case work == nil:
+		return s.AppendEvents(ctx, threadID, runID, epoch, evs)
+	case len(evs) == 0:
+		return s.SaveRunWork(ctx, threadID, runID, epoch, work)
+	case !json.Valid(work):
+		return fmt.Errorf("store: save log of run %q: the work document is not JSON", runID)
+	}
+	if s.pg != nil {
+		err := unavailable(s.pg.saveRunLog(ctx, threadID, runID, epoch, evs, work))
+		s.health.note(err)
 		if err != nil {
-			return fmt.Errorf("store: append events of run %q: %w", runID, err)
+			return fmt.Errorf("store: save log of run %q: %w", runID, err)
 		}
 		return nil
 	}
+	now := time.Now().UnixNano()
 	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+		if err := s.appendTx(ctx, tx, threadID, runID, epoch, now, evs); err != nil {
 			return err
 		}
-		if s.afterGuard != nil {
-			s.afterGuard()
+		// The events' insert was guarded by the same epoch in this transaction of the one
+		// writer: the run is there with it, and the update changes its row.
+		res, err := s.txExec(ctx, tx, s.d.q(saveWorkSQL), threadID, runID, string(work), now, epoch)
+		if err != nil {
+			return err
 		}
-		// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
-		// per chunk); the rest through a statement of its own size.
-		for len(evs) >= appendChunk {
-			stmt, err := tx.PrepareContext(ctx, s.insertEvents(appendChunk))
-			if err != nil {
-				return err
-			}
-			for len(evs) >= appendChunk {
-				if _, err := stmt.ExecContext(ctx, s.eventArgs(threadID, runID, now, evs[:appendChunk])...); err != nil {
-					_ = stmt.Close()
-					return err
-				}
-				evs = evs[appendChunk:]
-			}
-			if err := stmt.Close(); err != nil {
-				return err
-			}
-		}
-		if len(evs) > 0 {
-			if _, err := s.txExec(ctx, tx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
-				return err
-			}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrFenced
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store: append events of run %q: %w", runID, err)
+		return fmt.Errorf("store: save log of run %q: %w", runID, err)
+	}
+	return nil
+}
+
+// saveWorkSQL replaces a run's work document, guarded by its epoch in the UPDATE itself.
+const saveWorkSQL = `UPDATE runs SET work = $3, updated_at = $4 WHERE thread_id = $1 AND run_id = $2 AND epoch = $5`
+
+// appendTx appends evs (at least one) to the run's log inside a SQLite write transaction,
+// or fails with ErrFenced, inserting none, unless the run has epoch epoch.
+func (s sqlRuns) appendTx(ctx context.Context, tx *sql.Tx, threadID, runID string, epoch, now int64, evs []Event) error {
+	if len(evs) < appendChunk && s.afterGuard == nil {
+		// The usual case on SQLite, in one statement: the epoch's guard in the INSERT's
+		// WHERE, in the same transaction as before (it was a SELECT and the INSERT).
+		args := append(s.eventArgs(threadID, runID, now, evs), threadID, runID, epoch)
+		res, err := s.txExec(ctx, tx, insertEventsGuarded(len(evs)), args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrFenced
+		}
+		return nil
+	}
+	if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+		return err
+	}
+	if s.afterGuard != nil {
+		s.afterGuard()
+	}
+	// Full chunks go through one prepared multi-row INSERT (parsed once per batch, not
+	// per chunk); the rest through a statement of its own size.
+	for len(evs) >= appendChunk {
+		stmt, err := tx.PrepareContext(ctx, s.insertEvents(appendChunk))
+		if err != nil {
+			return err
+		}
+		for len(evs) >= appendChunk {
+			if _, err := stmt.ExecContext(ctx, s.eventArgs(threadID, runID, now, evs[:appendChunk])...); err != nil {
+				_ = stmt.Close()
+				return err
+			}
+			evs = evs[appendChunk:]
+		}
+		if err := stmt.Close(); err != nil {
+			return err
+		}
+	}
+	if len(evs) > 0 {
+		if _, err := s.txExec(ctx, tx, s.insertEvents(len(evs)), s.eventArgs(threadID, runID, now, evs)...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
