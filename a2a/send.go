@@ -63,6 +63,10 @@ type Result struct {
 	// Omitted counts the bytes of artifact text left out of Text by Options.MaxResultText
 	// (they were reported through [Observer.Text]).
 	Omitted int64
+	// Files are the file parts of a completed task's artifacts (or of a direct reply), as
+	// bounded by MaxFileBytes; FilesOmitted counts those left out beyond the first 32.
+	Files        []File
+	FilesOmitted int
 }
 
 // Send delegates one message and returns once the task is terminal or interrupted.
@@ -253,6 +257,9 @@ type artifactView struct {
 	id   sdk.ArtifactID
 	r    renderer
 	text cappedText
+	// files are the view's file parts (files.go).
+	files        []File
+	filesOmitted int
 }
 
 func (d *delegation) newArtifactView(id sdk.ArtifactID) *artifactView {
@@ -261,6 +268,7 @@ func (d *delegation) newArtifactView(id sdk.ArtifactID) *artifactView {
 
 // add renders parts onto the view; each rendered piece also goes to emit.
 func (v *artifactView) add(parts []*sdk.Part, emit func(string)) {
+	v.noteFiles(parts)
 	v.r.add(parts, func(s string) {
 		v.text.write(s)
 		if emit != nil {
@@ -843,6 +851,9 @@ func messageKey(m *sdk.Message) string {
 // result builds the Result from the delegation's view of the task.
 func (d *delegation) result() *Result {
 	res := &Result{State: d.state, TaskID: d.taskID, ContextID: d.contextID}
+	if d.state == StateCompleted || d.state == StateMessage {
+		res.Files, res.FilesOmitted = d.files()
+	}
 	if d.reply != nil {
 		res.Text = PartsText(d.reply.Parts)
 		return res

@@ -46,6 +46,17 @@ type mcpStep struct {
 		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
+			// A resource_link's.
+			URI      string `json:"uri"`
+			Name     string `json:"name"`
+			MimeType string `json:"mimeType"`
+			// An embedded resource's.
+			Resource *struct {
+				URI      string `json:"uri"`
+				MimeType string `json:"mimeType"`
+				Text     string `json:"text"`
+				Blob     string `json:"blob"`
+			} `json:"resource"`
 		} `json:"content"`
 		IsError           bool           `json:"isError"`
 		StructuredContent map[string]any `json:"structuredContent"`
