@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -152,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 			Name: cfg.CoordinatorTool,
 			Description: "Ask Baton, the coordinator: a model that delegates to its A2A agents and MCP tools " +
 				"and answers with the result. Input: the request as \"prompt\".",
-			InputSchema: inputSchema(),
+			InputSchema: inputSchemaJSON,
 		}, s.handler(tool{name: cfg.CoordinatorTool}))
 	}
 	for _, a := range cfg.Agents {
@@ -160,7 +161,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("mcpserver: two tools are named %q (mcp_server.coordinator_tool and an agent)", a.Name)
 		}
 		seen[a.Name] = true
-		s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: agentDescription(a), InputSchema: inputSchema()},
+		s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: agentDescription(a), InputSchema: inputSchemaJSON},
 			s.handler(tool{name: a.Name, agent: a.Target}))
 	}
 	s.srv.AddReceivingMiddleware(s.refreshDescriptions)
@@ -287,7 +288,7 @@ func (s *Server) refreshDescriptions(next mcp.MethodHandler) mcp.MethodHandler {
 			for _, a := range s.cfg.Agents {
 				if d := agentDescription(a); d != described[a.Name] {
 					described[a.Name] = d
-					s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: d, InputSchema: inputSchema()},
+					s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: d, InputSchema: inputSchemaJSON},
 						s.handler(tool{name: a.Name, agent: a.Target}))
 				}
 			}
@@ -306,6 +307,12 @@ func agentDescription(a Agent) string {
 	}
 	return fmt.Sprintf("Delegate one task to the A2A agent %q. Input: what it should do, as \"prompt\".", a.Name)
 }
+
+// inputSchemaJSON is inputSchema encoded once. go-sdk marshals a tool's input schema on
+// every tools/list and, at 2026-07-28, on every tools/call over HTTP (it looks for
+// x-mcp-header annotations): encoded JSON costs it a copy, where a map of maps costs a walk
+// with sorted keys each time (BenchmarkInputSchemaMarshal).
+var inputSchemaJSON = json.RawMessage(mustJSON(inputSchema()))
 
 // inputSchema is every tool's input: the prompt, and the answer to a question the call
 // asked (DESIGN §9d).
