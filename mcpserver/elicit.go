@@ -108,10 +108,15 @@ func answers(req *mcp.CallToolRequest) (*agui.RunAgentInput, error) {
 	if err := json.Unmarshal([]byte(req.Params.RequestState), &st); err != nil || !agui.ValidID(st.ThreadID) || len(st.Interrupts) == 0 {
 		return nil, invalidParams("the requestState is not one this server gave")
 	}
+	return resumeInput(st, req.Params.InputResponses), nil
+}
+
+// resumeInput is the resume of st's thread with the client's responses to its questions.
+func resumeInput(st requestState, responses mcp.InputResponseMap) *agui.RunAgentInput {
 	in := &agui.RunAgentInput{ThreadID: st.ThreadID, RunID: newID("mcp-run-"), ProtocolVersion: agui.ProtocolVersion}
 	for _, id := range st.Interrupts {
 		entry := agui.ResumeEntry{InterruptID: id, Status: agui.ResumeCancelled}
-		if res, ok := req.Params.InputResponses[id].(*mcp.ElicitResult); ok && res.Action == "accept" {
+		if res, ok := responses[id].(*mcp.ElicitResult); ok && res.Action == "accept" {
 			content := res.Content
 			if slices.Contains(st.Actions, id) {
 				content = map[string]any{"action": "accept"}
@@ -123,7 +128,7 @@ func answers(req *mcp.CallToolRequest) (*agui.RunAgentInput, error) {
 		}
 		in.Resume = append(in.Resume, entry)
 	}
-	return in, nil
+	return in
 }
 
 // formSchema is the form an elicitation asks for: the question's responseSchema with the

@@ -100,6 +100,10 @@ type Server struct {
 	// a call's handler can follow the request that carries it (go-sdk's handler context
 	// follows the session).
 	posts sync.Map // string → context.Context
+	// tools are the tools by name; tasks reads runs for the tasks extension (nil: the
+	// engine cannot, and the extension is not offered).
+	tools map[string]tool
+	tasks TaskEngine
 }
 
 // callHeader carries, from Handler to the tool handler (go-sdk passes each request's
@@ -142,10 +146,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Name == "" {
 		cfg.Name = "baton"
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, tools: map[string]tool{}}
+	opts := &mcp.ServerOptions{Logger: sdkLogger(cfg.Logger)}
+	if _, ok := cfg.Engine.(TaskEngine); ok {
+		opts.Capabilities = &mcp.ServerCapabilities{Extensions: map[string]any{tasksExtension: map[string]any{}}}
+	}
 	// Tools are listed with their descriptions at the time; a card read later changes the
 	// description with the next tools/list (refreshDescriptions).
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{Logger: sdkLogger(cfg.Logger)})
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, opts)
 	seen := map[string]bool{}
 	if cfg.CoordinatorTool != "" {
 		seen[cfg.CoordinatorTool] = true
@@ -155,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 				"and answers with the result. Input: the request as \"prompt\".",
 			InputSchema: inputSchemaJSON,
 		}, s.handler(tool{name: cfg.CoordinatorTool}))
+		s.tools[cfg.CoordinatorTool] = tool{name: cfg.CoordinatorTool}
 	}
 	for _, a := range cfg.Agents {
 		if seen[a.Name] {
@@ -163,8 +172,12 @@ func New(cfg Config) (*Server, error) {
 		seen[a.Name] = true
 		s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: agentDescription(a), InputSchema: inputSchemaJSON},
 			s.handler(tool{name: a.Name, agent: a.Target}))
+		s.tools[a.Name] = tool{name: a.Name, agent: a.Target}
 	}
 	s.srv.AddReceivingMiddleware(s.refreshDescriptions)
+	if err := s.registerTasks(); err != nil {
+		return nil, fmt.Errorf("mcpserver: tasks extension: %w", err)
+	}
 	return s, nil
 }
 

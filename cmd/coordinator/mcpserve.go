@@ -142,7 +142,26 @@ func (m mcpEngine) Delegate(ctx context.Context, agent string, in *agui.RunAgent
 }
 
 func (m mcpEngine) Stop(threadID, runID, principal string) error {
-	return m.e.Stop(threadID, runID, principal)
+	err := m.e.Stop(threadID, runID, principal)
+	switch {
+	case errors.Is(err, coordinator.ErrRunFinished):
+		return fmt.Errorf("%w: %w", mcpserver.ErrFinished, err)
+	case errors.Is(err, coordinator.ErrRunNotFound), errors.Is(err, coordinator.ErrForbidden):
+		return fmt.Errorf("%w: %w", mcpserver.ErrNotFound, err)
+	}
+	return err
+}
+
+// RunLog reads the latest run of a thread from the store, for the tasks extension.
+func (m mcpEngine) RunLog(ctx context.Context, threadID, principal string) (*mcpserver.RunLog, error) {
+	log, err := coordinator.ReadRunLog(ctx, m.e, threadID, principal)
+	if errors.Is(err, coordinator.ErrRunNotFound) {
+		return nil, fmt.Errorf("%w: %w", mcpserver.ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &mcpserver.RunLog{RunID: log.RunID, Started: log.Started, Updated: log.Updated, Events: log.Events}, nil
 }
 
 // delegateTool is the frontend tool whose presence in a run makes directModel drive it;

@@ -1,0 +1,124 @@
+package mcpserver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/principal"
+)
+
+// taskEngine is the fake engine that also reads runs (TaskEngine): the events its latest
+// run of a thread produced so far.
+type taskEngine struct{ *fakeEngine }
+
+func (e taskEngine) RunLog(_ context.Context, threadID, who string) (*RunLog, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var last *started
+	for i := range e.starts {
+		if e.starts[i].in.ThreadID == threadID {
+			last = &e.starts[i]
+		}
+	}
+	if last == nil || last.who != who {
+		return nil, ErrNotFound
+	}
+	last.run.mu.Lock()
+	defer last.run.mu.Unlock()
+	return &RunLog{RunID: last.in.RunID, Events: append([]agui.Event(nil), last.run.evs...)}, nil
+}
+
+type taskGetResult struct {
+	mcp.ResultBase
+	ResultType    string              `json:"resultType"`
+	TaskID        string              `json:"taskId"`
+	Status        string              `json:"status"`
+	Result        *mcp.CallToolResult `json:"result"`
+	InputRequests map[string]any      `json:"inputRequests"`
+}
+
+type taskIDParams struct {
+	mcp.ParamsBase
+	TaskID         string               `json:"taskId"`
+	InputResponses mcp.InputResponseMap `json:"inputResponses,omitempty"`
+}
+
+func taskClient(t *testing.T, url, who string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Extensions: map[string]any{tasksExtension: map[string]any{}}}})
+	for _, m := range []string{"tasks/get", "tasks/cancel"} {
+		require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *taskGetResult](c, m))
+	}
+	hc := &http.Client{Transport: bearer{who: who, next: http.DefaultTransport}}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func TestTasksOverStatelessHTTP(t *testing.T) {
+	t.Parallel()
+	e := taskEngine{newFakeEngine()}
+	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, CoordinatorTool: "ask", Anonymous: "nobody"})
+	require.NoError(t, err)
+	h := s.Handler(HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
+	}))
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+	alice := taskClient(t, ts.URL, "alice")
+	require.Contains(t, alice.InitializeResult().Capabilities.Extensions, tasksExtension, "the server offers the extension")
+
+	res, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "slow work"}})
+	require.NoError(t, err)
+	id, _ := res.Meta[relatedTaskKey].(map[string]any)["taskId"].(string)
+	require.NotEmpty(t, id, "the task's id: %+v", res)
+	st := <-e.started
+	assert.Equal(t, "alice", st.who)
+
+	got, err := mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, "working", got.Status)
+	assert.Equal(t, "complete", got.ResultType)
+
+	bob := taskClient(t, ts.URL, "bob")
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, bob, "tasks/get", &taskIDParams{TaskID: id})
+	require.Error(t, err, "another principal does not see the task")
+	assert.Contains(t, err.Error(), "unknown task")
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: "mcp-nope/research"})
+	require.Error(t, err)
+
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/cancel", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, st.in.RunID, <-e.stopped)
+	got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", got.Status)
+
+	res, err = alice.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "complete it"}})
+	require.NoError(t, err)
+	id, _ = res.Meta[relatedTaskKey].(map[string]any)["taskId"].(string)
+	require.Eventually(t, func() bool {
+		got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: id})
+		return err == nil && got.Status == "completed"
+	}, eventually, tick)
+	require.NotNil(t, got.Result)
+	assert.Equal(t, "done: complete it", text(t, got.Result))
+}
+
+const (
+	eventually = 10 * time.Second
+	tick       = 10 * time.Millisecond
+)
