@@ -56,7 +56,7 @@ func taskClient(t *testing.T, url, who string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{Extensions: map[string]any{tasksExtension: map[string]any{}}}})
-	for _, m := range []string{"tasks/get", "tasks/cancel"} {
+	for _, m := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
 		require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *taskGetResult](c, m))
 	}
 	hc := &http.Client{Transport: bearer{who: who, next: http.DefaultTransport}}
@@ -122,3 +122,49 @@ const (
 	eventually = 10 * time.Second
 	tick       = 10 * time.Millisecond
 )
+
+// A task whose run asks a question is input_required with the question as an elicitation
+// request; tasks/update with the answer resumes it, and the task then completes.
+func TestTaskUpdateAnswersTheQuestion(t *testing.T) {
+	t.Parallel()
+	e := taskEngine{newFakeEngine()}
+	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, Anonymous: "nobody"})
+	require.NoError(t, err)
+	h := s.Handler(HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), "alice")))
+	}))
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+	cs := taskClient(t, ts.URL, "alice")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "ask me"}})
+	require.NoError(t, err)
+	id, _ := res.Meta[relatedTaskKey].(map[string]any)["taskId"].(string)
+	var got *taskGetResult
+	require.Eventually(t, func() bool {
+		got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/get", &taskIDParams{TaskID: id})
+		return err == nil && got.Status != "working"
+	}, eventually, tick)
+	require.Equal(t, "input_required", got.Status)
+	q, _ := got.InputRequests["int-1"].(map[string]any)
+	require.NotNil(t, q, "%+v", got.InputRequests)
+	assert.Equal(t, "elicitation/create", q["method"])
+
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/update", &taskIDParams{TaskID: id,
+		InputResponses: mcp.InputResponseMap{"int-1": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"text": "green"}}}})
+	require.NoError(t, err)
+	<-e.started
+	resumed := <-e.started
+	assert.Equal(t, "alice", resumed.who)
+	require.Len(t, resumed.in.Resume, 1)
+	assert.JSONEq(t, `{"text":"green"}`, string(resumed.in.Resume[0].Payload))
+	require.Eventually(t, func() bool {
+		got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/get", &taskIDParams{TaskID: id})
+		return err == nil && got.Status == "completed"
+	}, eventually, tick)
+	assert.Equal(t, `answer: {"text":"green"}`, text(t, got.Result))
+
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/update", &taskIDParams{TaskID: id,
+		InputResponses: mcp.InputResponseMap{"int-1": &mcp.ElicitResult{Action: "accept"}}})
+	require.Error(t, err, "a completed task takes no answers")
+}
