@@ -35,6 +35,7 @@ type relay struct {
 	handoff  string
 
 	ended      bool
+	endedAt    int64 // the terminal event's timestamp (Unix ms), when it has one
 	cancelled  bool
 	runErr     *agui.RunError
 	interrupts []agui.Interrupt
@@ -95,7 +96,7 @@ func (r *relay) event(ev agui.Event) string {
 	case *agui.Custom:
 		return r.custom(e)
 	case *agui.RunFinished:
-		r.ended = true
+		r.ended, r.endedAt = true, e.Timestamp
 		if e.Outcome != nil {
 			switch e.Outcome.Type {
 			case agui.OutcomeInterrupt:
@@ -105,7 +106,7 @@ func (r *relay) event(ev agui.Event) string {
 			}
 		}
 	case *agui.RunError:
-		r.ended = true
+		r.ended, r.endedAt = true, e.Timestamp
 		if e.Code == "CANCELLED" {
 			r.cancelled = true
 		} else {

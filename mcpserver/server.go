@@ -86,6 +86,9 @@ type Config struct {
 	// ProgressInterval is the shortest time between two progress notifications of one
 	// call; default 100 ms (at most ten a second).
 	ProgressInterval time.Duration
+	// TaskTTL is how long a finished task of the tasks extension stays readable
+	// (mcp_server.task_ttl); 0: as long as its thread.
+	TaskTTL time.Duration
 	// KeepOnDisconnect keeps a call's run going when the client drops the HTTP request that
 	// carries the call (server.on_disconnect: detach); by default the drop cancels it.
 	KeepOnDisconnect bool

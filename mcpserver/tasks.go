@@ -189,6 +189,10 @@ func (s *Server) startTask(ctx context.Context, t tool, req *mcp.CallToolRequest
 	now, id := stamp(time.Now()), taskID(in.ThreadID, t.name)
 	res := &taskResult{ResultType: "task", task: task{TaskID: id, Status: "working",
 		CreatedAt: now, LastUpdatedAt: now, PollInterval: taskPollInterval}}
+	if ttl := s.cfg.TaskTTL; ttl > 0 {
+		ms := ttl.Milliseconds()
+		res.TTLMs = &ms
+	}
 	res.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": id}}
 	return res, nil
 }
@@ -223,11 +227,16 @@ func (s *Server) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskParam
 	if err != nil {
 		return nil, err
 	}
-	return &taskResult{ResultType: "complete", task: taskOf(threadID, t, log)}, nil
+	tk, expired := taskOf(threadID, t, log, s.cfg.TaskTTL, time.Now())
+	if expired {
+		return nil, taskNotFound(p.TaskID)
+	}
+	return &taskResult{ResultType: "complete", task: tk}, nil
 }
 
-// taskOf is the task whose latest run is log.
-func taskOf(threadID string, t tool, log *RunLog) task {
+// taskOf is the task whose latest run is log; expired when that run ended more than ttl
+// before now (0: never).
+func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Time) (tk task, expired bool) {
 	rel := newRelay()
 	msg := ""
 	for _, ev := range log.Events {
@@ -235,10 +244,19 @@ func taskOf(threadID string, t tool, log *RunLog) task {
 			msg = m
 		}
 	}
-	tk := task{TaskID: taskID(threadID, t.name), Status: "working", StatusMessage: msg,
+	tk = task{TaskID: taskID(threadID, t.name), Status: "working", StatusMessage: msg,
 		CreatedAt: stamp(log.Started), LastUpdatedAt: stamp(log.Updated), PollInterval: taskPollInterval}
+	if ttl > 0 {
+		ms := ttl.Milliseconds()
+		tk.TTLMs = &ms
+	}
 	if !rel.ended {
-		return tk
+		return tk, false
+	}
+	if rel.endedAt > 0 {
+		ended := time.UnixMilli(rel.endedAt)
+		tk.LastUpdatedAt = stamp(ended)
+		expired = ttl > 0 && now.Sub(ended) > ttl
 	}
 	out := rel.outcome()
 	tk.StatusMessage = ""
@@ -259,7 +277,7 @@ func taskOf(threadID string, t tool, log *RunLog) task {
 		tk.Status = "completed"
 		tk.Result = out.result(t)
 	}
-	return tk
+	return tk, expired
 }
 
 // updateTask answers tasks/update: the answers to an input_required task's questions resume
@@ -277,7 +295,10 @@ func (s *Server) updateTask(ctx context.Context, _ *mcp.ServerSession, p *taskPa
 	if err != nil {
 		return nil, err
 	}
-	tk := taskOf(threadID, t, log)
+	tk, expired := taskOf(threadID, t, log, s.cfg.TaskTTL, time.Now())
+	if expired {
+		return nil, taskNotFound(p.TaskID)
+	}
 	var st requestState
 	if tk.Status != "input_required" || json.Unmarshal([]byte(tk.state), &st) != nil {
 		return nil, invalidParams("the task %s is %s, not input_required with questions a client can answer", p.TaskID, tk.Status)

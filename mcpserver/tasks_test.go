@@ -168,3 +168,24 @@ func TestTaskUpdateAnswersTheQuestion(t *testing.T) {
 		InputResponses: mcp.InputResponseMap{"int-1": &mcp.ElicitResult{Action: "accept"}}})
 	require.Error(t, err, "a completed task takes no answers")
 }
+
+// A finished task stays readable for the TTL after its run ended, and not after.
+func TestTaskTTL(t *testing.T) {
+	t.Parallel()
+	end := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	log := &RunLog{RunID: "r1", Events: []agui.Event{
+		&agui.ToolCallResult{ToolCallID: "c1", Content: "[COMPLETED]\nok"},
+		&agui.RunFinished{Base: agui.Base{Timestamp: end.UnixMilli()}, ThreadID: "th", RunID: "r1"},
+	}}
+	tl := tool{name: "research", agent: "research"}
+	tk, expired := taskOf("th", tl, log, time.Hour, end.Add(59*time.Minute))
+	assert.False(t, expired)
+	assert.Equal(t, "completed", tk.Status)
+	require.NotNil(t, tk.TTLMs)
+	assert.Equal(t, int64(3600000), *tk.TTLMs)
+	assert.Equal(t, "2026-12-07T12:00:00.000Z", tk.LastUpdatedAt)
+	_, expired = taskOf("th", tl, log, time.Hour, end.Add(61*time.Minute))
+	assert.True(t, expired)
+	_, expired = taskOf("th", tl, &RunLog{Events: log.Events[:1]}, time.Hour, end.Add(48*time.Hour))
+	assert.False(t, expired, "a running task does not expire")
+}

@@ -54,6 +54,7 @@ func newMCPServer(cfg *config.Config, engine *coordinator.Engine, agents []coord
 		MaxPromptBytes:  int(cfg.Server.MaxBodyBytes),
 		Anonymous:       anon,
 		CancelHorizon:   time.Duration(cfg.Limits.CancelHorizon),
+		TaskTTL:         time.Duration(cfg.MCPServe.TaskTTL),
 		// A dropped call is a cancel unless server.on_disconnect says detach.
 		KeepOnDisconnect: cfg.Server.OnDisconnect == config.OnDisconnectDetach,
 		Logger:           log.With("component", "mcp_server"),
