@@ -21,7 +21,8 @@
 //   {"op":"abortWhen","tool":…, "args":{…}, "waitUrl":…, "waitState":"TASK_STATE_WORKING"}
 //                                                   → aborts the call once the A2A peer's
 //                                                      GET waitUrl (its /test/log) shows a task
-//                                                      in waitState: {aborted, abortAt, error}
+//                                                      it did not have before the call in
+//                                                      waitState: {aborted, abortAt, error}
 // A step's "bigPrompt": n replaces its arguments with {prompt: n times "a"} (too long for argv);
 // its "meta" object is sent as the request's _meta (a calling Baton's baton/depth, say).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -94,10 +95,11 @@ for (const step of job.steps) {
       }
       case 'abortWhen': {
         const ac = new AbortController();
+        const before = new Set(Object.keys((await (await fetch(step.waitUrl)).json()).tasks ?? {}));
         const watch = (async () => {
           while (!ac.signal.aborted) {
             const log = await (await fetch(step.waitUrl)).json();
-            if (Object.values(log.tasks ?? {}).includes(step.waitState)) {
+            if (Object.entries(log.tasks ?? {}).some(([id, state]) => !before.has(id) && state === step.waitState)) {
               seen.abortAt = performance.timeOrigin + performance.now();
               ac.abort('the test aborts');
               return;
