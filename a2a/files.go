@@ -49,7 +49,8 @@ func fileOf(p *sdk.Part, artifact sdk.ArtifactID) (File, bool) {
 }
 
 // noteFiles records the file parts of parts added to the view, at most maxFiles; an inline
-// file larger than MaxFileBytes is recorded without its bytes.
+// file is recorded without its bytes once the delegation's views hold MaxFileBytes (a view
+// replaced later does not give its share back: the bound is on what was ever held).
 func (v *artifactView) noteFiles(parts []*sdk.Part) {
 	for _, p := range parts {
 		f, ok := fileOf(p, v.id)
@@ -60,8 +61,12 @@ func (v *artifactView) noteFiles(parts []*sdk.Part) {
 			v.filesOmitted++
 			continue
 		}
-		if f.Size > MaxFileBytes {
+		switch {
+		case f.Bytes == nil:
+		case v.kept == nil || *v.kept+f.Size > MaxFileBytes:
 			f.Bytes = nil
+		default:
+			*v.kept += f.Size
 		}
 		v.files = append(v.files, f)
 	}

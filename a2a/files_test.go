@@ -43,3 +43,22 @@ func TestResultFilesAreBounded(t *testing.T) {
 		Artifacts: []*sdk.Artifact{{ID: "art", Parts: parts}}})
 	assert.Empty(t, d.result().Files, "only a completed task hands its files on")
 }
+
+// A task read again (a poll, a resubscription's snapshot) keeps its files' bytes: the
+// snapshot's views replace the old ones, and so does their share of the bound.
+func TestResultFilesSurviveSnapshots(t *testing.T) {
+	t.Parallel()
+	d := &delegation{a: &Agent{opts: Options{}.withDefaults()}, tr: newTranscript(nil)}
+	d.pace = newPacer(-1, d.tr)
+	big := bytes.Repeat([]byte("y"), MaxFileBytes*3/4)
+	task := &sdk.Task{ID: "t", Status: sdk.TaskStatus{State: sdk.TaskStateWorking},
+		Artifacts: []*sdk.Artifact{{ID: "art", Parts: []*sdk.Part{{Content: sdk.Raw(big), Filename: "big.bin"}}}}}
+	for range 3 {
+		d.applyTask(task)
+	}
+	task.Status.State = sdk.TaskStateCompleted
+	d.applyTask(task)
+	res := d.result()
+	require.Len(t, res.Files, 1)
+	assert.Equal(t, big, res.Files[0].Bytes)
+}

@@ -245,6 +245,9 @@ type delegation struct {
 	// taskKnown mirrors taskID != "" for the goroutine that ends a request (requestContext).
 	taskKnown atomic.Bool
 
+	// fileBytes counts the inline file bytes the artifact views hold (files.go).
+	fileBytes int64
+
 	// baseline is the parked status of a continued task: seeing it again (a server that
 	// streams the parked task first, a poll that comes too early) does not end the read.
 	baseline *sdk.TaskStatus
@@ -257,13 +260,15 @@ type artifactView struct {
 	id   sdk.ArtifactID
 	r    renderer
 	text cappedText
-	// files are the view's file parts (files.go).
+	// files are the view's file parts (files.go); kept counts the inline bytes the
+	// delegation's views hold, across all of them.
 	files        []File
 	filesOmitted int
+	kept         *int64
 }
 
 func (d *delegation) newArtifactView(id sdk.ArtifactID) *artifactView {
-	return &artifactView{id: id, r: newRenderer(), text: cappedText{max: d.a.opts.MaxResultText}}
+	return &artifactView{id: id, r: newRenderer(), text: cappedText{max: d.a.opts.MaxResultText}, kept: &d.fileBytes}
 }
 
 // add renders parts onto the view; each rendered piece also goes to emit.
@@ -739,6 +744,7 @@ func (d *delegation) applyTask(t *sdk.Task) {
 		d.applyStatus(t.Status)
 	}
 	views := make([]*artifactView, 0, len(t.Artifacts))
+	d.fileBytes = 0 // the snapshot's views replace every view
 	for _, art := range t.Artifacts {
 		if art == nil {
 			continue
