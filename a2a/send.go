@@ -70,6 +70,10 @@ type Result struct {
 	// final status's metadata: an agent that is a Baton), bounded (ParseUsage); nil when
 	// it reports nothing.
 	Usage *Usage
+	// Files are the file parts of a completed task's artifacts (or of a direct reply), as
+	// bounded by MaxFileBytes; FilesOmitted counts those left out beyond the first 32.
+	Files        []File
+	FilesOmitted int
 }
 
 // Send delegates one message and returns once the task is terminal or interrupted.
@@ -248,6 +252,9 @@ type delegation struct {
 	// taskKnown mirrors taskID != "" for the goroutine that ends a request (requestContext).
 	taskKnown atomic.Bool
 
+	// fileBytes counts the inline file bytes the artifact views hold (files.go).
+	fileBytes int64
+
 	// baseline is the parked status of a continued task: seeing it again (a server that
 	// streams the parked task first, a poll that comes too early) does not end the read.
 	baseline *sdk.TaskStatus
@@ -263,14 +270,20 @@ type artifactView struct {
 	id   sdk.ArtifactID
 	r    renderer
 	text cappedText
+	// files are the view's file parts (files.go); kept counts the inline bytes the
+	// delegation's views hold, across all of them.
+	files        []File
+	filesOmitted int
+	kept         *int64
 }
 
 func (d *delegation) newArtifactView(id sdk.ArtifactID) *artifactView {
-	return &artifactView{id: id, r: newRenderer(), text: cappedText{max: d.a.opts.MaxResultText}}
+	return &artifactView{id: id, r: newRenderer(), text: cappedText{max: d.a.opts.MaxResultText}, kept: &d.fileBytes}
 }
 
 // add renders parts onto the view; each rendered piece also goes to emit.
 func (v *artifactView) add(parts []*sdk.Part, emit func(string)) {
+	v.noteFiles(parts)
 	v.r.add(parts, func(s string) {
 		v.text.write(s)
 		if emit != nil {
@@ -749,6 +762,7 @@ func (d *delegation) applyTask(t *sdk.Task) {
 		d.applyStatus(t.Status)
 	}
 	views := make([]*artifactView, 0, len(t.Artifacts))
+	d.fileBytes = 0 // the snapshot's views replace every view
 	for _, art := range t.Artifacts {
 		if art == nil {
 			continue
@@ -861,6 +875,9 @@ func messageKey(m *sdk.Message) string {
 // result builds the Result from the delegation's view of the task.
 func (d *delegation) result() *Result {
 	res := &Result{State: d.state, TaskID: d.taskID, ContextID: d.contextID, Usage: d.reportedUsage()}
+	if d.state == StateCompleted || d.state == StateMessage {
+		res.Files, res.FilesOmitted = d.files()
+	}
 	if d.reply != nil {
 		res.Text = PartsText(d.reply.Parts)
 		return res

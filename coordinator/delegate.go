@@ -247,6 +247,7 @@ func (tc *toolCalls) settle(d *subagentCall, req a2a.Request, callID string, res
 	}
 	switch res.State {
 	case a2a.StateCompleted, a2a.StateMessage:
+		d.emitFiles(res)
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})
 	case a2a.StateInputRequired, a2a.StateAuthRequired:
 		if d.agent.InputRequired != "model" {

@@ -125,3 +125,48 @@ func BenchmarkMCPCancelReachesPeer(b *testing.B) {
 	b.ReportMetric(lat[len(lat)/2], "cancel-p50-ms")
 	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "cancel-p99-ms")
 }
+
+// BenchmarkMCPThreeLevelCancel: the official TypeScript client aborts b.N slow calls of
+// Baton A's agent tool "b" (Baton B over A2A, whose model delegates to the JS peer), each
+// once the peer works on its task; the time from the abort to the peer's CancelTask, through
+// both Batons, p50 and p99. Target (issue 42): p99 < 50 ms.
+//
+//	go test -run '^$' -bench BenchmarkMCPThreeLevelCancel -benchtime 20x ./integration/
+func BenchmarkMCPThreeLevelCancel(b *testing.B) {
+	peer := startA2APeerEnv(b)
+	model := startA2AModel(b)
+	inner := startA2ABaton(b, model.URL, "baton-b", agentEntry{Name: "peer", URL: peer})
+	a := startCoordinator(b, testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "b", URL: inner}}}.yaml()+"mcp_server:\n  enabled: true\n")
+	steps := make([]map[string]any, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		steps = append(steps, map[string]any{"op": "abortWhen", "tool": "b", "args": map[string]any{"prompt": "peer: slow please"},
+			"waitUrl": peer + "/test/log", "waitState": "TASK_STATE_WORKING"})
+	}
+	b.ResetTimer()
+	rep := runMCPClient(b, map[string]any{"url": a + "/mcp", "steps": steps})
+	b.StopTimer()
+	var cancelAt []float64
+	require.Eventually(b, func() bool {
+		resp, err := http.Get(peer + "/test/log")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var log struct {
+			CancelAt []float64 `json:"cancelAt"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&log) != nil {
+			return false
+		}
+		cancelAt = log.CancelAt
+		return len(cancelAt) >= b.N
+	}, 60*time.Second, 50*time.Millisecond, "every aborted call's bottom task gets CancelTask")
+	lat := make([]float64, 0, b.N)
+	for i, s := range rep.Steps {
+		require.True(b, s.Aborted, "step %d: %+v", i, s)
+		lat = append(lat, cancelAt[i]-s.AbortAt)
+	}
+	sort.Float64s(lat)
+	b.ReportMetric(lat[len(lat)/2], "cancel-p50-ms")
+	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "cancel-p99-ms")
+}

@@ -46,6 +46,17 @@ type mcpStep struct {
 		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
+			// A resource_link's.
+			URI      string `json:"uri"`
+			Name     string `json:"name"`
+			MimeType string `json:"mimeType"`
+			// An embedded resource's.
+			Resource *struct {
+				URI      string `json:"uri"`
+				MimeType string `json:"mimeType"`
+				Text     string `json:"text"`
+				Blob     string `json:"blob"`
+			} `json:"resource"`
 		} `json:"content"`
 		IsError           bool           `json:"isError"`
 		StructuredContent map[string]any `json:"structuredContent"`
@@ -218,6 +229,7 @@ func TestMCPServerStdioGoClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.Command(bin, "--mcp-stdio")
+	cmd.Dir = t.TempDir() // the demo stack's store (./data/baton.db) stays out of the checkout
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, cs.Close(), "the coordinator exits cleanly when its client goes") }()

@@ -203,8 +203,8 @@ func (c *call) run(ctx context.Context, in *agui.RunAgentInput) (*mcp.CallToolRe
 	if len(out.interrupts) == 0 {
 		return out.result(c.t), nil
 	}
-	if canElicit(c.req) {
-		if res, ok := inputRequests(in.ThreadID, out.interrupts); ok {
+	if modes := modesOf(c.req); modes.form || modes.url {
+		if res, ok := inputRequests(in.ThreadID, out.interrupts, modes); ok {
 			return res, nil
 		}
 	}

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -10,11 +12,46 @@ import (
 	"github.com/baton-dev/baton/agui"
 )
 
-// canElicit reports whether the calling client can be asked a question: it declared the
-// elicitation capability (form mode), for the session or, at 2026-07-28, in the request.
-func canElicit(req *mcp.CallToolRequest) bool {
+// elicitModes are the elicitation modes a calling client declared: for the session or, at
+// 2026-07-28, in the request.
+type elicitModes struct{ form, url bool }
+
+// modesOf returns the elicitation modes of the client of req. A client that declared the
+// capability without modes takes forms (the 2025-06-18 shape).
+func modesOf(req *mcp.CallToolRequest) elicitModes {
 	caps := req.ClientCapabilities()
-	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
+	if caps == nil || caps.Elicitation == nil {
+		return elicitModes{}
+	}
+	e := caps.Elicitation
+	return elicitModes{form: e.Form != nil || e.URL == nil, url: e.URL != nil}
+}
+
+// Interrupt reasons (DESIGN §9) whose question is a sign-in or another page to open: their
+// link is metadata.authorizationUrl, or metadata.mcp.url for a downstream URL elicitation.
+const (
+	reasonA2AAuth         = "a2a:auth_required"
+	reasonMCPAuthorize    = "mcp:authorization"
+	reasonMCPURLElicitate = "mcp:url_elicitation"
+)
+
+// signInLink returns the page a sign-in question sends the user to; ok is false for any
+// other question, and for a link that is not an absolute http(s) URL.
+func signInLink(q agui.Interrupt) (link string, ok bool) {
+	switch q.Reason {
+	case reasonA2AAuth, reasonMCPAuthorize:
+		link, _ = q.Metadata["authorizationUrl"].(string)
+	case reasonMCPURLElicitate:
+		m, _ := q.Metadata["mcp"].(map[string]any)
+		link, _ = m["url"].(string)
+	default:
+		return "", false
+	}
+	u, err := url.Parse(link)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", false
+	}
+	return link, true
 }
 
 // inputRequests is the result that asks the client the run's questions in go-sdk's
@@ -22,26 +59,46 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // inputResponses and the requestState; go-sdk turns it into elicitation/create for an older
 // session and calls the handler again with the answers. Nothing is held in memory between
 // the two: the request state names the thread and its questions, and any replica resumes
-// it from the store. ok is false when a question's schema cannot be a form.
-func inputRequests(threadID string, questions []agui.Interrupt) (*mcp.CallToolResult, bool) {
+// it from the store. A sign-in is asked in URL mode when the client takes it (the user
+// opens the page, then accepts); any other question as a form. ok is false when a question
+// cannot be asked in a mode the client takes.
+func inputRequests(threadID string, questions []agui.Interrupt, modes elicitModes) (*mcp.CallToolResult, bool) {
 	reqs := mcp.InputRequestMap{}
-	ids := make([]string, 0, len(questions))
+	state := requestState{ThreadID: threadID}
 	for _, q := range questions {
+		if link, ok := signInLink(q); ok && modes.url {
+			reqs[q.ID] = &mcp.ElicitParams{Mode: "url", Message: questionText(q), URL: link, ElicitationID: q.ID}
+			state.Interrupts = append(state.Interrupts, q.ID)
+			if _, takesAction := schemaProperty(q.ResponseSchema, "action"); takesAction {
+				state.Actions = append(state.Actions, q.ID)
+			}
+			continue
+		}
 		schema := formSchema(q.ResponseSchema)
-		if schema == nil {
+		if schema == nil || !modes.form {
 			return nil, false
 		}
 		reqs[q.ID] = &mcp.ElicitParams{Mode: "form", Message: questionText(q), RequestedSchema: schema}
-		ids = append(ids, q.ID)
+		state.Interrupts = append(state.Interrupts, q.ID)
 	}
-	state := requestState{ThreadID: threadID, Interrupts: ids}
 	return &mcp.CallToolResult{InputRequests: reqs, RequestState: string(mustJSON(state))}, true
+}
+
+// schemaProperty returns the property name of an object schema.
+func schemaProperty(schema map[string]any, name string) (any, bool) {
+	props, _ := schema["properties"].(map[string]any)
+	p, ok := props[name]
+	return p, ok
 }
 
 // requestState is what a multi round-trip question carries to its answer.
 type requestState struct {
 	ThreadID   string   `json:"threadId"`
 	Interrupts []string `json:"interrupts"`
+	// Actions are the questions asked in URL mode whose answer is {"action": "accept"}
+	// (an MCP sign-in or URL elicitation downstream); the others' accept carries the
+	// form's content ({} for a URL-mode A2A sign-in).
+	Actions []string `json:"actions,omitempty"`
 }
 
 // answers is the resume of a call that answers questions asked with inputRequests: every
@@ -51,11 +108,19 @@ func answers(req *mcp.CallToolRequest) (*agui.RunAgentInput, error) {
 	if err := json.Unmarshal([]byte(req.Params.RequestState), &st); err != nil || !agui.ValidID(st.ThreadID) || len(st.Interrupts) == 0 {
 		return nil, invalidParams("the requestState is not one this server gave")
 	}
+	return resumeInput(st, req.Params.InputResponses), nil
+}
+
+// resumeInput is the resume of st's thread with the client's responses to its questions.
+func resumeInput(st requestState, responses mcp.InputResponseMap) *agui.RunAgentInput {
 	in := &agui.RunAgentInput{ThreadID: st.ThreadID, RunID: newID("mcp-run-"), ProtocolVersion: agui.ProtocolVersion}
 	for _, id := range st.Interrupts {
 		entry := agui.ResumeEntry{InterruptID: id, Status: agui.ResumeCancelled}
-		if res, ok := req.Params.InputResponses[id].(*mcp.ElicitResult); ok && res.Action == "accept" {
+		if res, ok := responses[id].(*mcp.ElicitResult); ok && res.Action == "accept" {
 			content := res.Content
+			if slices.Contains(st.Actions, id) {
+				content = map[string]any{"action": "accept"}
+			}
 			if content == nil {
 				content = map[string]any{}
 			}
@@ -63,7 +128,7 @@ func answers(req *mcp.CallToolRequest) (*agui.RunAgentInput, error) {
 		}
 		in.Resume = append(in.Resume, entry)
 	}
-	return in, nil
+	return in
 }
 
 // formSchema is the form an elicitation asks for: the question's responseSchema with the

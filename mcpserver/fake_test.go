@@ -85,6 +85,8 @@ type started struct {
 //	slow      a sub-agent starts and works until stopped; its cancel is confirmed
 //	ask       the run ends with a question (input_required, {text})
 //	approve   the run ends with an approval question ({approved, editedArgs})
+//	signin    the run ends with an A2A sign-in (a2a:auth_required, an authorizationUrl)
+//	mcpsignin the run ends with an MCP sign-in whose authorizationUrl is not http(s)
 //
 // A resume completes with "[COMPLETED]\nanswer: <payload>" (or "[CANCELED]" when the
 // answer was cancelled).
@@ -213,6 +215,19 @@ func script(r *fakeRun, in *agui.RunAgentInput) {
 			ID: "int-2", Reason: "tool_call", Message: "May research run?",
 			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{
 				"approved": map[string]any{"type": "boolean"}, "editedArgs": map[string]any{"type": "object"}}, "required": []any{"approved"}},
+		}}}})
+	case "signin":
+		r.push(&agui.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &agui.Outcome{Type: agui.OutcomeInterrupt, Interrupts: []agui.Interrupt{{
+			ID: "int-3", Reason: "a2a:auth_required", Message: "Please sign in to the vault.",
+			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+			Metadata:       map[string]any{"agent": "vault", "authorizationUrl": "https://idp.example/authorize?state=s1"},
+		}}}})
+	case "mcpsignin":
+		r.push(&agui.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &agui.Outcome{Type: agui.OutcomeInterrupt, Interrupts: []agui.Interrupt{{
+			ID: "int-4", Reason: "mcp:authorization", Message: "Sign in to deploy",
+			ResponseSchema: map[string]any{"type": "object", "properties": map[string]any{
+				"action": map[string]any{"type": "string", "enum": []any{"accept", "decline"}}}, "required": []any{"action"}},
+			Metadata: map[string]any{"server": "deploy", "authorizationUrl": "javascript:alert(1)"},
 		}}}})
 	default:
 		r.push(&agui.RunError{Message: "unscripted prompt " + prompt})

@@ -24,15 +24,18 @@ const eventHandoff = "baton.handoff"
 // relay reads one run's AG-UI events: the answer, the results of the run's own tool
 // calls, its end, and a progress message for the events a client would want to see.
 type relay struct {
-	names   map[string]string // sub-agent run id → its name
-	texts   map[string]string // sub-agent run id → the tail of its text
-	top     map[string]bool   // top-level assistant messages
-	answer  strings.Builder
-	cut     bool
-	results []string // the run's own tool results, in order
-	handoff string
+	names    map[string]string // sub-agent run id → its name
+	texts    map[string]string // sub-agent run id → the tail of its text
+	top      map[string]bool   // top-level assistant messages
+	answer   strings.Builder
+	cut      bool
+	results  []string // the run's own tool results, in order
+	resultOf []string // the tool call id of each of results
+	files    *files   // the files of the last delegation that had any (at most one kept: memory stays bounded)
+	handoff  string
 
 	ended      bool
+	endedAt    int64 // the terminal event's timestamp (Unix ms), when it has one
 	cancelled  bool
 	runErr     *agui.RunError
 	interrupts []agui.Interrupt
@@ -88,25 +91,12 @@ func (r *relay) event(ev agui.Event) string {
 	case *agui.ToolCallResult:
 		if e.SubagentRunID == "" {
 			r.results = append(r.results, e.Content)
+			r.resultOf = append(r.resultOf, e.ToolCallID)
 		}
 	case *agui.Custom:
-		switch e.Name {
-		case eventHandoff:
-			var h struct {
-				Rationale string `json:"rationale"`
-			}
-			if b, err := json.Marshal(e.Value); err == nil && json.Unmarshal(b, &h) == nil {
-				r.handoff = h.Rationale
-			}
-		case eventBudgetWarning:
-			// A budget past its warn_at reaches the MCP client as a progress message, as
-			// A2A callers get it as a working status (contract §7).
-			if b, err := json.Marshal(e.Value); err == nil && len(b) > 0 && b[0] == '{' {
-				return "[BUDGET_WARNING] " + oneLine(string(b))
-			}
-		}
+		return r.custom(e)
 	case *agui.RunFinished:
-		r.ended = true
+		r.ended, r.endedAt = true, e.Timestamp
 		if e.Outcome != nil {
 			switch e.Outcome.Type {
 			case agui.OutcomeInterrupt:
@@ -116,11 +106,35 @@ func (r *relay) event(ev agui.Event) string {
 			}
 		}
 	case *agui.RunError:
-		r.ended = true
+		r.ended, r.endedAt = true, e.Timestamp
 		if e.Code == "CANCELLED" {
 			r.cancelled = true
 		} else {
 			r.runErr = e
+		}
+	}
+	return ""
+}
+
+// custom reads one of the engine's CUSTOM events and returns its progress message.
+func (r *relay) custom(e *agui.Custom) string {
+	switch e.Name {
+	case eventFiles:
+		if fs, ok := readFiles(e.Value); ok {
+			r.files = &fs
+		}
+	case eventHandoff:
+		var h struct {
+			Rationale string `json:"rationale"`
+		}
+		if b, err := json.Marshal(e.Value); err == nil && json.Unmarshal(b, &h) == nil {
+			r.handoff = h.Rationale
+		}
+	case eventBudgetWarning:
+		// A budget past its warn_at reaches the MCP client as a progress message, as
+		// A2A callers get it as a working status (contract §7).
+		if b, err := json.Marshal(e.Value); err == nil && len(b) > 0 && b[0] == '{' {
+			return "[BUDGET_WARNING] " + oneLine(string(b))
 		}
 	}
 	return ""
@@ -166,6 +180,7 @@ func oneLine(s string) string {
 type outcome struct {
 	answer     string
 	results    []string
+	files      *files // the files of the last result's delegation
 	handoff    string
 	cancelled  bool
 	runErr     *agui.RunError
@@ -173,8 +188,12 @@ type outcome struct {
 }
 
 func (r *relay) outcome() *outcome {
-	return &outcome{answer: r.answer.String(), results: r.results, handoff: r.handoff,
+	o := &outcome{answer: r.answer.String(), results: r.results, handoff: r.handoff,
 		cancelled: r.cancelled, runErr: r.runErr, interrupts: r.interrupts}
+	if n := len(r.resultOf); n > 0 && r.files != nil && r.files.ToolCallID == r.resultOf[n-1] {
+		o.files = r.files
+	}
+	return o
 }
 
 // result is the tool result of a run that ended without a question.
@@ -192,7 +211,7 @@ func (o *outcome) result(t tool) *mcp.CallToolResult {
 		}
 		return errorResult(bridge.TagError, msg)
 	case t.agent != "":
-		return agentResult(t, o.results)
+		return agentResult(t, o.results, o.files)
 	case o.handoff != "":
 		return errorResult(bridge.TagFailed, o.handoff)
 	}
@@ -206,7 +225,7 @@ func (o *outcome) result(t tool) *mcp.CallToolResult {
 // agentResult is the result of an agent tool: the outcome of its one delegation, as the
 // engine tagged it (the closed set of DESIGN §5). Completed: the agent's text; anything
 // else: isError, with the tag and the agent's words.
-func agentResult(t tool, results []string) *mcp.CallToolResult {
+func agentResult(t tool, results []string, fs *files) *mcp.CallToolResult {
 	if len(results) == 0 {
 		// A repeated answer ends so too: it was delivered once, by the first resume.
 		return errorResult(bridge.TagError, fmt.Sprintf("The run ended without a result from the agent %q (an answer sent twice is delivered once).", t.name))
@@ -215,8 +234,12 @@ func agentResult(t tool, results []string) *mcp.CallToolResult {
 	tag, _, ok := bridge.ParseTag(res)
 	_, body, _ := strings.Cut(res, "\n")
 	if ok && (tag == bridge.TagCompleted || tag == bridge.TagOK) {
+		content := []mcp.Content{&mcp.TextContent{Text: body}}
+		if fs != nil {
+			content = append(content, fileContent(*fs)...)
+		}
 		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: body}},
+			Content:           content,
 			StructuredContent: map[string]any{"status": "completed", "tag": tag},
 		}
 	}

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,9 @@ type Config struct {
 	// ProgressInterval is the shortest time between two progress notifications of one
 	// call; default 100 ms (at most ten a second).
 	ProgressInterval time.Duration
+	// TaskTTL is how long a finished task of the tasks extension stays readable
+	// (mcp_server.task_ttl); 0: as long as its thread.
+	TaskTTL time.Duration
 	// KeepOnDisconnect keeps a call's run going when the client drops the HTTP request that
 	// carries the call (server.on_disconnect: detach); by default the drop cancels it.
 	KeepOnDisconnect bool
@@ -99,6 +103,10 @@ type Server struct {
 	// a call's handler can follow the request that carries it (go-sdk's handler context
 	// follows the session).
 	posts sync.Map // string → context.Context
+	// tools are the tools by name; tasks reads runs for the tasks extension (nil: the
+	// engine cannot, and the extension is not offered).
+	tools map[string]tool
+	tasks TaskEngine
 }
 
 // callHeader carries, from Handler to the tool handler (go-sdk passes each request's
@@ -141,10 +149,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Name == "" {
 		cfg.Name = "baton"
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, tools: map[string]tool{}}
+	opts := &mcp.ServerOptions{Logger: sdkLogger(cfg.Logger)}
+	if _, ok := cfg.Engine.(TaskEngine); ok {
+		opts.Capabilities = &mcp.ServerCapabilities{Extensions: map[string]any{tasksExtension: map[string]any{}}}
+	}
 	// Tools are listed with their descriptions at the time; a card read later changes the
 	// description with the next tools/list (refreshDescriptions).
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{Logger: sdkLogger(cfg.Logger)})
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, opts)
 	seen := map[string]bool{}
 	if cfg.CoordinatorTool != "" {
 		seen[cfg.CoordinatorTool] = true
@@ -152,18 +164,23 @@ func New(cfg Config) (*Server, error) {
 			Name: cfg.CoordinatorTool,
 			Description: "Ask Baton, the coordinator: a model that delegates to its A2A agents and MCP tools " +
 				"and answers with the result. Input: the request as \"prompt\".",
-			InputSchema: inputSchema(),
+			InputSchema: inputSchemaJSON,
 		}, s.handler(tool{name: cfg.CoordinatorTool}))
+		s.tools[cfg.CoordinatorTool] = tool{name: cfg.CoordinatorTool}
 	}
 	for _, a := range cfg.Agents {
 		if seen[a.Name] {
 			return nil, fmt.Errorf("mcpserver: two tools are named %q (mcp_server.coordinator_tool and an agent)", a.Name)
 		}
 		seen[a.Name] = true
-		s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: agentDescription(a), InputSchema: inputSchema()},
+		s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: agentDescription(a), InputSchema: inputSchemaJSON},
 			s.handler(tool{name: a.Name, agent: a.Target}))
+		s.tools[a.Name] = tool{name: a.Name, agent: a.Target}
 	}
 	s.srv.AddReceivingMiddleware(s.refreshDescriptions)
+	if err := s.registerTasks(); err != nil {
+		return nil, fmt.Errorf("mcpserver: tasks extension: %w", err)
+	}
 	return s, nil
 }
 
@@ -287,7 +304,7 @@ func (s *Server) refreshDescriptions(next mcp.MethodHandler) mcp.MethodHandler {
 			for _, a := range s.cfg.Agents {
 				if d := agentDescription(a); d != described[a.Name] {
 					described[a.Name] = d
-					s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: d, InputSchema: inputSchema()},
+					s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: d, InputSchema: inputSchemaJSON},
 						s.handler(tool{name: a.Name, agent: a.Target}))
 				}
 			}
@@ -306,6 +323,12 @@ func agentDescription(a Agent) string {
 	}
 	return fmt.Sprintf("Delegate one task to the A2A agent %q. Input: what it should do, as \"prompt\".", a.Name)
 }
+
+// inputSchemaJSON is inputSchema encoded once. go-sdk marshals a tool's input schema on
+// every tools/list and, at 2026-07-28, on every tools/call over HTTP (it looks for
+// x-mcp-header annotations): encoded JSON costs it a copy, where a map of maps costs a walk
+// with sorted keys each time (BenchmarkInputSchemaMarshal).
+var inputSchemaJSON = json.RawMessage(mustJSON(inputSchema()))
 
 // inputSchema is every tool's input: the prompt, and the answer to a question the call
 // asked (DESIGN §9d).

@@ -20,10 +20,12 @@ import (
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpserver"
+	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/server"
 )
 
@@ -31,7 +33,7 @@ import (
 func (a *app) mcpServing() bool { return a.cfg.MCPServe.Enabled || a.flags.mcpStdio }
 
 // newMCPServer returns Baton's MCP surface for the principal anon of calls that carry none.
-func newMCPServer(cfg *config.Config, engine *coordinator.Engine, agents []coordinator.Agent, anon string, log *slog.Logger) (*mcpserver.Server, error) {
+func newMCPServer(cfg *config.Config, port *coordinator.Runs, agents []coordinator.Agent, anon string, log *slog.Logger) (*mcpserver.Server, error) {
 	byName := map[string]coordinator.Agent{}
 	for _, ag := range agents {
 		byName[ag.Name] = ag
@@ -46,7 +48,7 @@ func newMCPServer(cfg *config.Config, engine *coordinator.Engine, agents []coord
 		offered = append(offered, mcpserver.Agent{Name: ac.Name, Target: target, Describe: func() string { return cardDescription(ag) }})
 	}
 	return mcpserver.New(mcpserver.Config{
-		Engine:          mcpEngine{e: engine, maxActive: cfg.Server.MaxActiveRuns},
+		Engine:          mcpEngine{port: port, maxActive: cfg.Server.MaxActiveRuns},
 		Name:            cfg.MCPServe.Name,
 		Version:         version,
 		Agents:          offered,
@@ -54,6 +56,7 @@ func newMCPServer(cfg *config.Config, engine *coordinator.Engine, agents []coord
 		MaxPromptBytes:  int(cfg.Server.MaxBodyBytes),
 		Anonymous:       anon,
 		CancelHorizon:   time.Duration(cfg.Limits.CancelHorizon),
+		TaskTTL:         time.Duration(cfg.MCPServe.TaskTTL),
 		// A dropped call is a cancel unless server.on_disconnect says detach.
 		KeepOnDisconnect: cfg.Server.OnDisconnect == config.OnDisconnectDetach,
 		Logger:           log.With("component", "mcp_server"),
@@ -97,40 +100,39 @@ func cardDescription(ag coordinator.Agent) string {
 	return bridge.Flatten(b.String(), 4*bridge.MaxDescription)
 }
 
-// engineRun is a run as the MCP surface reads it (mcpserver.Run): its events come from the
-// run's stream.
-type engineRun struct{ *coordinator.Run }
+// portRun is a run the port started, as the MCP surface reads it (mcpserver.Run).
+type portRun struct{ s *runs.Started }
 
-func (r engineRun) NextFrom() (first int64, events []agui.Event, ended bool) {
-	return r.Stream().NextFrom()
-}
+func (r portRun) NextFrom() (int64, []agui.Event, bool) { return r.s.Stream.NextFrom() }
+func (r portRun) Wake() <-chan struct{}                 { return r.s.Stream.Wake() }
+func (r portRun) Done() <-chan struct{}                 { return r.s.Done }
+func (r portRun) Cancellations() []cancel.Report        { return r.s.Cancellations() }
 
-func (r engineRun) Wake() <-chan struct{} { return r.Stream().Wake() }
-
-// mcpEngine adapts the engine to the MCP surface (mcpserver.Engine).
+// mcpEngine is the engine's port (coordinator.Runs) as the MCP surface uses it
+// (mcpserver.Engine): the port's refusals become the surface's errors.
 type mcpEngine struct {
-	e         *coordinator.Engine
+	port      *coordinator.Runs
 	maxActive int
 }
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
 	// Admitted against server.max_active_runs in one step with every other start.
-	r, err := m.e.StartRun(ctx, in, principal, coordinator.MaxActive(m.maxActive))
-	var budget *coordinator.BudgetExceededError
+	st, err := m.port.Start(ctx, in, principal, runs.StartOptions{MaxActive: m.maxActive})
+	var budget *runs.BudgetExceededError
 	switch {
 	case err == nil:
-		return engineRun{r}, nil
+		return portRun{st}, nil
 	case errors.As(err, &budget):
 		return nil, &mcpserver.Refusal{Message: budget.Error()}
-	case errors.Is(err, coordinator.ErrTooDeep):
+	case errors.Is(err, runs.ErrTooDeep):
 		return nil, &mcpserver.Refusal{Message: "[REFUSED:max_depth] This call would nest Batons deeper than server.max_depth allows."}
-	case errors.Is(err, coordinator.ErrTooManyThreads):
+	case errors.Is(err, runs.ErrTooManyThreads):
 		return nil, &mcpserver.Refusal{Message: "This caller holds as many threads as server.max_threads_per_principal allows: delete old threads (DELETE /agui/threads/{threadId}) or set server.thread_retention."}
-	case errors.Is(err, coordinator.ErrThreadBusy), errors.Is(err, coordinator.ErrTooManyRuns):
+	case errors.Is(err, runs.ErrThreadBusy), errors.Is(err, runs.ErrTooManyRuns):
 		return nil, fmt.Errorf("%w: %w", mcpserver.ErrBusy, err)
-	case errors.Is(err, coordinator.ErrForbidden):
+	case errors.Is(err, runs.ErrForbidden):
 		return nil, fmt.Errorf("%w: %w", mcpserver.ErrForbidden, err)
-	case errors.Is(err, coordinator.ErrShuttingDown):
+	case errors.Is(err, runs.ErrShuttingDown):
 		return nil, fmt.Errorf("%w: %w", mcpserver.ErrShuttingDown, err)
 	default:
 		return nil, err
@@ -152,7 +154,50 @@ func (m mcpEngine) Delegate(ctx context.Context, agent string, in *agui.RunAgent
 }
 
 func (m mcpEngine) Stop(threadID, runID, principal string) error {
-	return m.e.StopRun(threadID, runID, principal)
+	err := m.port.Stop(threadID, runID, principal)
+	switch {
+	case errors.Is(err, runs.ErrRunFinished):
+		return fmt.Errorf("%w: %w", mcpserver.ErrFinished, err)
+	case errors.Is(err, runs.ErrRunNotFound):
+		return fmt.Errorf("%w: %w", mcpserver.ErrNotFound, err)
+	}
+	return err
+}
+
+// maxRunLogEvents bounds the events RunLog reads of one run.
+const maxRunLogEvents = 100_000
+
+// RunLog reads the latest run of principal's thread through the port, for the tasks
+// extension: any replica answers, whichever runs (or ran) it. Another principal's thread,
+// and a thread without a run, are not found.
+func (m mcpEngine) RunLog(ctx context.Context, threadID, principal string) (*mcpserver.RunLog, error) {
+	th, err := m.port.Thread(ctx, principal, threadID)
+	switch {
+	case errors.Is(err, runs.ErrThreadNotFound), errors.Is(err, runs.ErrThreadExpired):
+		return nil, fmt.Errorf("%w: %w", mcpserver.ErrNotFound, err)
+	case err != nil:
+		return nil, err
+	case th.LastRunID == "":
+		return nil, fmt.Errorf("%w: the thread has no run", mcpserver.ErrNotFound)
+	}
+	out := &mcpserver.RunLog{RunID: th.LastRunID, Started: th.LastRunAt, Updated: th.UpdatedAt}
+	var after int64
+	for len(out.Events) < maxRunLogEvents {
+		page, err := m.port.Log(ctx, principal, threadID, th.LastRunID, after)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range page {
+			after = ev.Seq
+			if decoded, err := agui.DecodeEvent(ev.Data); err == nil {
+				out.Events = append(out.Events, decoded)
+			}
+		}
+		if len(page) < runs.MaxEventsRead {
+			break
+		}
+	}
+	return out, nil
 }
 
 // delegateTool is the frontend tool whose presence in a run makes directModel drive it;
@@ -252,13 +297,13 @@ func (a *app) mcpHTTP() (*mcpserver.Server, error) {
 	if !a.cfg.MCPServe.Enabled {
 		return nil, nil
 	}
-	return newMCPServer(a.cfg, a.engine, a.agents, "", a.log)
+	return newMCPServer(a.cfg, a.runs, a.agents, "", a.log)
 }
 
 // serveStdio serves MCP over stdin and stdout (--mcp-stdio) until the client closes its
 // end or a shutdown signal arrives, then drains as serveUntilSignal does.
 func (a *app) serveStdio() int {
-	srv, err := newMCPServer(a.cfg, a.engine, a.agents, localPrincipal(), a.log)
+	srv, err := newMCPServer(a.cfg, a.runs, a.agents, localPrincipal(), a.log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "coordinator: mcp_server: %v\n", err)
 		return 2

@@ -18,7 +18,13 @@
 //                                                      notification whose message starts
 //                                                      with abortOn: {aborted, abortAt (epoch ms),
 //                                                      error, progress}
-// A step's "bigPrompt": n replaces its arguments with {prompt: n times "a"} (too long for argv).
+//   {"op":"abortWhen","tool":…, "args":{…}, "waitUrl":…, "waitState":"TASK_STATE_WORKING"}
+//                                                   → aborts the call once the A2A peer's
+//                                                      GET waitUrl (its /test/log) shows a task
+//                                                      it did not have before the call in
+//                                                      waitState: {aborted, abortAt, error}
+// A step's "bigPrompt": n replaces its arguments with {prompt: n times "a"} (too long for argv);
+// its "meta" object is sent as the request's _meta (a calling Baton's baton/depth, say).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -48,7 +54,8 @@ for (const step of job.steps) {
         seen.tools = (await client.listTools()).tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema }));
         break;
       case 'call':
-        seen.result = await client.callTool({ name: step.tool, arguments: step.args }, undefined, { timeout: 60000 });
+        seen.result = await client.callTool({ name: step.tool, arguments: step.args, ...(step.meta ? { _meta: step.meta } : {}) },
+          undefined, { timeout: 60000 });
         break;
       case 'resume': { // answers the question of the last call that returned one
         const asked = [...out.steps].reverse().find((x) => x.result?.structuredContent?.status === 'input_required');
@@ -84,6 +91,32 @@ for (const step of job.steps) {
         // The SDK posts notifications/cancelled without waiting for it: one more round
         // trip lets it go out before the client closes.
         await client.listTools();
+        break;
+      }
+      case 'abortWhen': {
+        const ac = new AbortController();
+        const before = new Set(Object.keys((await (await fetch(step.waitUrl)).json()).tasks ?? {}));
+        const watch = (async () => {
+          while (!ac.signal.aborted) {
+            const log = await (await fetch(step.waitUrl)).json();
+            if (Object.entries(log.tasks ?? {}).some(([id, state]) => !before.has(id) && state === step.waitState)) {
+              seen.abortAt = performance.timeOrigin + performance.now();
+              ac.abort('the test aborts');
+              return;
+            }
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        })();
+        try {
+          seen.result = await client.callTool({ name: step.tool, arguments: step.args, ...(step.meta ? { _meta: step.meta } : {}) },
+            undefined, { timeout: 60000, signal: ac.signal });
+        } catch (e) {
+          seen.aborted = ac.signal.aborted;
+          seen.error = failure(e);
+        }
+        ac.abort('done');
+        await watch;
+        await client.listTools(); // lets notifications/cancelled go out before the client closes
         break;
       }
       default:

@@ -1,0 +1,345 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-dev/baton/agui"
+)
+
+// The tasks extension (SEP-2663, io.modelcontextprotocol/tasks) in its 2026-07-28 framing:
+// a client that declares the extension in a tools/call's capabilities gets a task at once
+// ({"resultType":"task",…}); the task is the call's thread, and tasks/get, tasks/update and
+// tasks/cancel read and act on its latest run through the engine, from the store: any
+// replica answers, for the task's principal only. design/mcp-server.md has why the
+// 2025-11-25 task wire is not served.
+
+// tasksExtension is the extension's identifier in capabilities.
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
+// relatedTaskKey names, in a task result's _meta, the task it is about (the key the
+// 2025-11-25 tasks used): a client whose SDK reads every tools/call result as a
+// CallToolResult (go-sdk's) still finds the task's id there.
+const relatedTaskKey = "io.modelcontextprotocol/related-task"
+
+// taskPollInterval is the poll interval a task suggests.
+const taskPollInterval = 500
+
+// TaskEngine is what the tasks extension needs of the engine beyond Engine.
+type TaskEngine interface {
+	// RunLog returns the latest run of principal's thread and its logged events, from the
+	// store. A thread that does not exist or is another principal's wraps ErrNotFound.
+	RunLog(ctx context.Context, threadID, principal string) (*RunLog, error)
+}
+
+// RunLog is the latest run of a thread as its event log has it.
+type RunLog struct {
+	RunID string
+	// Started is when the run started, Updated when its thread last changed.
+	Started, Updated time.Time
+	Events           []agui.Event
+}
+
+// ErrNotFound is wrapped by an Engine's errors for a run or thread the caller cannot see;
+// ErrFinished by Stop's for a run that has already ended.
+var (
+	ErrNotFound = errors.New("mcpserver: not found")
+	ErrFinished = errors.New("mcpserver: finished")
+)
+
+// task is a task as the extension shows it.
+type task struct {
+	TaskID        string              `json:"taskId"`
+	Status        string              `json:"status"`
+	StatusMessage string              `json:"statusMessage,omitempty"`
+	CreatedAt     string              `json:"createdAt"`
+	LastUpdatedAt string              `json:"lastUpdatedAt"`
+	TTLMs         *int64              `json:"ttlMs"`
+	PollInterval  int                 `json:"pollIntervalMs,omitempty"`
+	Result        *mcp.CallToolResult `json:"result,omitempty"`
+	Error         *taskError          `json:"error,omitempty"`
+	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
+	// state is the request state of the questions in InputRequests.
+	state string
+}
+
+type taskError struct {
+	Code    int64  `json:"code"`
+	Message string `json:"message"`
+}
+
+// taskResult is the result of a task-augmented tools/call ("task") and of tasks/get
+// ("complete").
+type taskResult struct {
+	mcp.ResultBase
+	ResultType string `json:"resultType"`
+	task
+}
+
+// doneResult is the result of tasks/update and tasks/cancel.
+type doneResult struct {
+	mcp.ResultBase
+	ResultType string `json:"resultType"`
+}
+
+type taskParams struct {
+	mcp.ParamsBase
+	TaskID         string               `json:"taskId"`
+	InputResponses mcp.InputResponseMap `json:"inputResponses,omitempty"`
+}
+
+// principalKey carries a request's principal from the middleware to the extension's
+// method handlers (go-sdk passes them the session and params only).
+type principalKey struct{}
+
+// registerTasks adds the extension's methods and middleware when the engine reads runs.
+func (s *Server) registerTasks() error {
+	te, ok := s.cfg.Engine.(TaskEngine)
+	if !ok {
+		return nil
+	}
+	s.tasks = te
+	for method, h := range map[string]func(context.Context, *mcp.ServerSession, *taskParams) (mcp.Result, error){
+		"tasks/get":    s.getTask,
+		"tasks/update": s.updateTask,
+		"tasks/cancel": s.cancelTask,
+	} {
+		if err := mcp.AddReceivingCustomMethod(s.srv, method, h); err != nil {
+			return err
+		}
+	}
+	s.srv.AddReceivingMiddleware(s.taskCalls, s.carryPrincipal)
+	return nil
+}
+
+// carryPrincipal puts the request's principal in ctx for the extension's methods.
+func (s *Server) carryPrincipal(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if strings.HasPrefix(method, "tasks/") {
+			who := s.cfg.Anonymous
+			if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+				if p, ok := cutPrefix(ex.TokenInfo.UserID, principalPrefix); ok {
+					who = p
+				}
+			}
+			ctx = context.WithValue(ctx, principalKey{}, who)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (s *Server) principalIn(ctx context.Context) string {
+	who, _ := ctx.Value(principalKey{}).(string)
+	return who
+}
+
+// taskCalls answers a tools/call whose client declared the extension in the request
+// (2026-07-28) with a task: the run starts and the call returns at once.
+func (s *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		call, ok := req.(*mcp.CallToolRequest)
+		if method != "tools/call" || !ok || !wantsTask(call) {
+			return next(ctx, method, req)
+		}
+		t, known := s.tools[call.Params.Name]
+		if !known {
+			return next(ctx, method, req)
+		}
+		return s.startTask(ctx, t, call)
+	}
+}
+
+// wantsTask reports whether a call's own capabilities (2026-07-28: in its _meta) declare
+// the tasks extension; a retry with answers (requestState) is answered in the call.
+func wantsTask(call *mcp.CallToolRequest) bool {
+	if call.Params == nil || call.Params.RequestState != "" || call.Params.Meta[mcp.MetaKeyClientCapabilities] == nil {
+		return false
+	}
+	caps := call.ClientCapabilities()
+	if caps == nil {
+		return false
+	}
+	_, ok := caps.Extensions[tasksExtension]
+	return ok
+}
+
+// startTask starts the call's run, detached from the request, and returns its task.
+func (s *Server) startTask(ctx context.Context, t tool, req *mcp.CallToolRequest) (mcp.Result, error) {
+	a, err := parseArgs(req.Params.Arguments, s.cfg.MaxPromptBytes)
+	if err != nil {
+		return nil, err
+	}
+	in, err := input(a)
+	if err != nil {
+		return nil, err
+	}
+	if in.Depth, err = callerDepth(req); err != nil {
+		return nil, err
+	}
+	c := &call{s: s, t: t, req: req, who: s.principalOf(req)}
+	if _, err := c.start(context.WithoutCancel(ctx), in); err != nil {
+		return c.startError(err, in)
+	}
+	now, id := stamp(time.Now()), taskID(in.ThreadID, t.name)
+	res := &taskResult{ResultType: "task", task: task{TaskID: id, Status: "working",
+		CreatedAt: now, LastUpdatedAt: now, PollInterval: taskPollInterval}}
+	if ttl := s.cfg.TaskTTL; ttl > 0 {
+		ms := ttl.Milliseconds()
+		res.TTLMs = &ms
+	}
+	res.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": id}}
+	return res, nil
+}
+
+// taskID names a task: its thread (no '/' in it) and its tool.
+func taskID(threadID, tool string) string { return threadID + "/" + tool }
+
+// splitTaskID returns the thread and tool of a task id, or a not-found error.
+func (s *Server) splitTaskID(id string) (string, tool, error) {
+	threadID, name, ok := strings.Cut(id, "/")
+	t, known := s.tools[name]
+	if !ok || !known || !agui.ValidID(threadID) {
+		return "", tool{}, taskNotFound(id)
+	}
+	return threadID, t, nil
+}
+
+func taskNotFound(id string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown task " + strings.ToValidUTF8(id[:min(len(id), 200)], "?")}
+}
+
+// getTask answers tasks/get from the task's latest run, as its event log has it.
+func (s *Server) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (mcp.Result, error) {
+	threadID, t, err := s.splitTaskID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	log, err := s.tasks.RunLog(ctx, threadID, s.principalIn(ctx))
+	if errors.Is(err, ErrNotFound) {
+		return nil, taskNotFound(p.TaskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tk, expired := taskOf(threadID, t, log, s.cfg.TaskTTL, time.Now())
+	if expired {
+		return nil, taskNotFound(p.TaskID)
+	}
+	return &taskResult{ResultType: "complete", task: tk}, nil
+}
+
+// taskOf is the task whose latest run is log; expired when that run ended more than ttl
+// before now (0: never).
+func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Time) (tk task, expired bool) {
+	rel := newRelay()
+	msg := ""
+	for _, ev := range log.Events {
+		if m := rel.event(ev); m != "" {
+			msg = m
+		}
+	}
+	tk = task{TaskID: taskID(threadID, t.name), Status: "working", StatusMessage: msg,
+		CreatedAt: stamp(log.Started), LastUpdatedAt: stamp(log.Updated), PollInterval: taskPollInterval}
+	if ttl > 0 {
+		ms := ttl.Milliseconds()
+		tk.TTLMs = &ms
+	}
+	if !rel.ended {
+		return tk, false
+	}
+	if rel.endedAt > 0 {
+		ended := time.UnixMilli(rel.endedAt)
+		tk.LastUpdatedAt = stamp(ended)
+		expired = ttl > 0 && now.Sub(ended) > ttl
+	}
+	out := rel.outcome()
+	tk.StatusMessage = ""
+	switch {
+	case len(out.interrupts) > 0:
+		tk.Status = "input_required"
+		tk.InputRequests = mcp.InputRequestMap{}
+		if res, ok := inputRequests(threadID, out.interrupts, elicitModes{form: true, url: true}); ok {
+			tk.InputRequests, tk.state = res.InputRequests, res.RequestState
+		}
+		tk.StatusMessage = questionText(out.interrupts[0])
+	case out.cancelled:
+		tk.Status = "cancelled"
+	case out.runErr != nil:
+		tk.Status = "failed"
+		tk.Error = &taskError{Code: jsonrpc.CodeInternalError, Message: out.runErr.Message}
+	default:
+		tk.Status = "completed"
+		tk.Result = out.result(t)
+	}
+	return tk, expired
+}
+
+// updateTask answers tasks/update: the answers to an input_required task's questions resume
+// its thread (a new run of the same task).
+func (s *Server) updateTask(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (mcp.Result, error) {
+	threadID, t, err := s.splitTaskID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	who := s.principalIn(ctx)
+	log, err := s.tasks.RunLog(ctx, threadID, who)
+	if errors.Is(err, ErrNotFound) {
+		return nil, taskNotFound(p.TaskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tk, expired := taskOf(threadID, t, log, s.cfg.TaskTTL, time.Now())
+	if expired {
+		return nil, taskNotFound(p.TaskID)
+	}
+	var st requestState
+	if tk.Status != "input_required" || json.Unmarshal([]byte(tk.state), &st) != nil {
+		return nil, invalidParams("the task %s is %s, not input_required with questions a client can answer", p.TaskID, tk.Status)
+	}
+	in := resumeInput(st, p.InputResponses)
+	c := &call{s: s, t: t, who: who}
+	if _, err := c.start(context.WithoutCancel(ctx), in); err != nil {
+		if _, rerr := c.startError(err, in); rerr != nil {
+			return nil, rerr
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be resumed"}
+	}
+	return &doneResult{ResultType: "complete"}, nil
+}
+
+// cancelTask answers tasks/cancel: the task's run is stopped (on whichever replica runs it).
+func (s *Server) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (mcp.Result, error) {
+	threadID, _, err := s.splitTaskID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	who := s.principalIn(ctx)
+	log, err := s.tasks.RunLog(ctx, threadID, who)
+	if errors.Is(err, ErrNotFound) {
+		return nil, taskNotFound(p.TaskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Engine.Stop(threadID, log.RunID, who); err != nil && !errors.Is(err, ErrFinished) {
+		if errors.Is(err, ErrNotFound) {
+			return nil, taskNotFound(p.TaskID)
+		}
+		return nil, err
+	}
+	return &doneResult{ResultType: "complete"}, nil
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

@@ -1,0 +1,191 @@
+package mcpserver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/internal/principal"
+)
+
+// taskEngine is the fake engine that also reads runs (TaskEngine): the events its latest
+// run of a thread produced so far.
+type taskEngine struct{ *fakeEngine }
+
+func (e taskEngine) RunLog(_ context.Context, threadID, who string) (*RunLog, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var last *started
+	for i := range e.starts {
+		if e.starts[i].in.ThreadID == threadID {
+			last = &e.starts[i]
+		}
+	}
+	if last == nil || last.who != who {
+		return nil, ErrNotFound
+	}
+	last.run.mu.Lock()
+	defer last.run.mu.Unlock()
+	return &RunLog{RunID: last.in.RunID, Events: append([]agui.Event(nil), last.run.evs...)}, nil
+}
+
+type taskGetResult struct {
+	mcp.ResultBase
+	ResultType    string              `json:"resultType"`
+	TaskID        string              `json:"taskId"`
+	Status        string              `json:"status"`
+	Result        *mcp.CallToolResult `json:"result"`
+	InputRequests map[string]any      `json:"inputRequests"`
+}
+
+type taskIDParams struct {
+	mcp.ParamsBase
+	TaskID         string               `json:"taskId"`
+	InputResponses mcp.InputResponseMap `json:"inputResponses,omitempty"`
+}
+
+func taskClient(t *testing.T, url, who string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Extensions: map[string]any{tasksExtension: map[string]any{}}}})
+	for _, m := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
+		require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *taskGetResult](c, m))
+	}
+	hc := &http.Client{Transport: bearer{who: who, next: http.DefaultTransport}}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func TestTasksOverStatelessHTTP(t *testing.T) {
+	t.Parallel()
+	e := taskEngine{newFakeEngine()}
+	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, CoordinatorTool: "ask", Anonymous: "nobody"})
+	require.NoError(t, err)
+	h := s.Handler(HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
+	}))
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+	alice := taskClient(t, ts.URL, "alice")
+	require.Contains(t, alice.InitializeResult().Capabilities.Extensions, tasksExtension, "the server offers the extension")
+
+	res, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "slow work"}})
+	require.NoError(t, err)
+	id, _ := res.Meta[relatedTaskKey].(map[string]any)["taskId"].(string)
+	require.NotEmpty(t, id, "the task's id: %+v", res)
+	st := <-e.started
+	assert.Equal(t, "alice", st.who)
+
+	got, err := mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, "working", got.Status)
+	assert.Equal(t, "complete", got.ResultType)
+
+	bob := taskClient(t, ts.URL, "bob")
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, bob, "tasks/get", &taskIDParams{TaskID: id})
+	require.Error(t, err, "another principal does not see the task")
+	assert.Contains(t, err.Error(), "unknown task")
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: "mcp-nope/research"})
+	require.Error(t, err)
+
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/cancel", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, st.in.RunID, <-e.stopped)
+	got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", got.Status)
+
+	res, err = alice.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "complete it"}})
+	require.NoError(t, err)
+	id, _ = res.Meta[relatedTaskKey].(map[string]any)["taskId"].(string)
+	require.Eventually(t, func() bool {
+		got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, alice, "tasks/get", &taskIDParams{TaskID: id})
+		return err == nil && got.Status == "completed"
+	}, eventually, tick)
+	require.NotNil(t, got.Result)
+	assert.Equal(t, "done: complete it", text(t, got.Result))
+}
+
+const (
+	eventually = 10 * time.Second
+	tick       = 10 * time.Millisecond
+)
+
+// A task whose run asks a question is input_required with the question as an elicitation
+// request; tasks/update with the answer resumes it, and the task then completes.
+func TestTaskUpdateAnswersTheQuestion(t *testing.T) {
+	t.Parallel()
+	e := taskEngine{newFakeEngine()}
+	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, Anonymous: "nobody"})
+	require.NoError(t, err)
+	h := s.Handler(HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), "alice")))
+	}))
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+	cs := taskClient(t, ts.URL, "alice")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "ask me"}})
+	require.NoError(t, err)
+	id, _ := res.Meta[relatedTaskKey].(map[string]any)["taskId"].(string)
+	var got *taskGetResult
+	require.Eventually(t, func() bool {
+		got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/get", &taskIDParams{TaskID: id})
+		return err == nil && got.Status != "working"
+	}, eventually, tick)
+	require.Equal(t, "input_required", got.Status)
+	q, _ := got.InputRequests["int-1"].(map[string]any)
+	require.NotNil(t, q, "%+v", got.InputRequests)
+	assert.Equal(t, "elicitation/create", q["method"])
+
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/update", &taskIDParams{TaskID: id,
+		InputResponses: mcp.InputResponseMap{"int-1": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"text": "green"}}}})
+	require.NoError(t, err)
+	<-e.started
+	resumed := <-e.started
+	assert.Equal(t, "alice", resumed.who)
+	require.Len(t, resumed.in.Resume, 1)
+	assert.JSONEq(t, `{"text":"green"}`, string(resumed.in.Resume[0].Payload))
+	require.Eventually(t, func() bool {
+		got, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/get", &taskIDParams{TaskID: id})
+		return err == nil && got.Status == "completed"
+	}, eventually, tick)
+	assert.Equal(t, `answer: {"text":"green"}`, text(t, got.Result))
+
+	_, err = mcp.CallCustomMethod[*taskIDParams, *taskGetResult](ctx, cs, "tasks/update", &taskIDParams{TaskID: id,
+		InputResponses: mcp.InputResponseMap{"int-1": &mcp.ElicitResult{Action: "accept"}}})
+	require.Error(t, err, "a completed task takes no answers")
+}
+
+// A finished task stays readable for the TTL after its run ended, and not after.
+func TestTaskTTL(t *testing.T) {
+	t.Parallel()
+	end := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	log := &RunLog{RunID: "r1", Events: []agui.Event{
+		&agui.ToolCallResult{ToolCallID: "c1", Content: "[COMPLETED]\nok"},
+		&agui.RunFinished{Base: agui.Base{Timestamp: end.UnixMilli()}, ThreadID: "th", RunID: "r1"},
+	}}
+	tl := tool{name: "research", agent: "research"}
+	tk, expired := taskOf("th", tl, log, time.Hour, end.Add(59*time.Minute))
+	assert.False(t, expired)
+	assert.Equal(t, "completed", tk.Status)
+	require.NotNil(t, tk.TTLMs)
+	assert.Equal(t, int64(3600000), *tk.TTLMs)
+	assert.Equal(t, "2026-12-07T12:00:00.000Z", tk.LastUpdatedAt)
+	_, expired = taskOf("th", tl, log, time.Hour, end.Add(61*time.Minute))
+	assert.True(t, expired)
+	_, expired = taskOf("th", tl, &RunLog{Events: log.Events[:1]}, time.Hour, end.Add(48*time.Hour))
+	assert.False(t, expired, "a running task does not expire")
+}
