@@ -20,6 +20,11 @@ type checkpoint struct {
 	Owner string `json:"owner,omitempty"`
 	// Input is the run's input; its messages are left out once Conv holds the history.
 	Input json.RawMessage `json:"input"`
+	// Prepended says that Input's messages are only those the client sent: the engine
+	// prepended the thread's stored history to them, which a replica taking the run over
+	// before Conv is set reads from the thread again rather than from a copy here (a
+	// copy of the whole conversation per run, written at every start).
+	Prepended bool `json:"prepended,omitempty"`
 	// Conv is the model history after the last completed turn; absent until the run's
 	// setup is done (the run then starts over from its input).
 	Conv json.RawMessage `json:"conv,omitempty"`
@@ -48,6 +53,10 @@ func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 	r := d.run
 	in := *r.in
 	cp := checkpoint{V: checkpointVersion, Owner: r.owner, Depth: r.in.Depth}
+	if conv == nil && d.prepended > 0 && d.prepended <= len(in.Messages) {
+		in.Messages = in.Messages[d.prepended:]
+		cp.Prepended = true
+	}
 	if conv != nil {
 		in.Messages = nil
 		cp.Conv = mustJSON(conv)

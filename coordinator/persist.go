@@ -209,6 +209,30 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 	return len(hist), true
 }
 
+// restoreHistory gives a run taken over before its first conversation checkpoint the
+// history its first checkpoint left out (checkpoint.Prepended): the thread's stored
+// messages, but for those of the input itself (which the run's start saved to the thread).
+func (p *persister) restoreHistory(ctx context.Context, in *agui.RunAgentInput) error {
+	stored, err := p.e.cfg.Store.LoadMessages(ctx, in.ThreadID)
+	if err != nil {
+		return err
+	}
+	own := make(map[string]bool, len(in.Messages))
+	for _, m := range in.Messages {
+		own[m.ID] = true
+	}
+	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
+	for _, m := range stored {
+		var msg agui.Message
+		if own[m.ID] || json.Unmarshal(m.Data, &msg) != nil {
+			continue
+		}
+		hist = append(hist, msg)
+	}
+	in.Messages = append(hist, in.Messages...)
+	return nil
+}
+
 // admitHistory checks the thread's stored state before a run of principal starts (unknown:
 // this process does not remember the thread): a suspension of another principal refuses
 // it, and so does a thread id that thread_retention swept when the store holds no message
@@ -283,6 +307,7 @@ func (p *persister) busyError(ctx context.Context, threadID, principal string, t
 func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	e := p.e
 	in := r.in
+	r.dur.prepended = prepended
 	work := r.elog.FirstWork(r.dur.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).

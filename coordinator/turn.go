@@ -37,6 +37,9 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	if done {
 		return reason
 	}
+	// A history past compact_at of the window is compacted before the first checkpoint
+	// takes it: the run's work document never holds the whole of a long thread.
+	conv = historian{r}.compactAtStart(ctx, system, tools, conv)
 	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
 	r.dur.noteCheckpoint(conv)
 	// The input's messages (with the thread's history) are in conv and the checkpoint
