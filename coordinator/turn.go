@@ -37,17 +37,17 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	if done {
 		return reason
 	}
+	// The input's messages (with the thread's history) are in conv now: the run keeps
+	// the rest of its input, so that an open run does not retain the conversation twice.
+	// A copy: the caller's input is not changed.
+	in := *r.in
+	in.Messages = nil
+	r.in = &in
 	// A history past compact_at of the window is compacted before the first checkpoint
 	// takes it: the run's work document never holds the whole of a long thread.
 	conv = historian{r}.compactAtStart(ctx, system, tools, conv)
 	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
 	r.dur.noteCheckpoint(conv)
-	// The input's messages (with the thread's history) are in conv and the checkpoint
-	// now: the run keeps the rest of its input, so that an open run does not retain the
-	// conversation twice. A copy: the caller's input is not changed.
-	in := *r.in
-	in.Messages = nil
-	r.in = &in
 	limits := failure.TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {

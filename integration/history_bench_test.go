@@ -153,9 +153,9 @@ func longMessage(i, size int) string {
 // end, and live after it (MiB).
 var gcTrace = regexp.MustCompile(`^gc \d+ @.* (\d+)->(\d+)->(\d+) MB`)
 
-// heapPeak is the largest heap the GC trace in stderr reports (MiB), and how many GCs it
-// saw.
-func heapPeak(stderr string) (peak, gcs int) {
+// heapPeak is the largest heap the GC trace in stderr reports (MiB), the largest heap
+// live after a GC, and how many GCs it saw.
+func heapPeak(stderr string) (peak, live, gcs int) {
 	for _, line := range strings.Split(stderr, "\n") {
 		m := gcTrace.FindStringSubmatch(line)
 		if m == nil {
@@ -166,8 +166,10 @@ func heapPeak(stderr string) (peak, gcs int) {
 			n, _ := strconv.Atoi(s)
 			peak = max(peak, n)
 		}
+		n, _ := strconv.Atoi(m[3])
+		live = max(live, n)
 	}
-	return peak, gcs
+	return peak, live, gcs
 }
 
 // rssPeak is the process's peak resident set (VmHWM), in bytes.
@@ -226,7 +228,7 @@ func postgresLongStore(tb testing.TB) longThreadStore {
 // longThreadFigures are what one thread of 25 × 1 MiB measured.
 type longThreadFigures struct {
 	storeGrowth, data           int64
-	heapPeakMiB, gcs            int
+	heapPeakMiB, liveMiB, gcs   int
 	rssPeak                     int64
 	lastReq, largestReq, sumReq int
 	failedRuns                  int
@@ -282,7 +284,7 @@ func runLongThread(b *testing.B, bin string, st longThreadStore, compaction bool
 	f.storeGrowth = st.size() - before
 	require.Equal(b, 0, p.Stop(), "the coordinator exits cleanly")
 	_, stderr := p.Logs()
-	f.heapPeakMiB, f.gcs = heapPeak(stderr)
+	f.heapPeakMiB, f.liveMiB, f.gcs = heapPeak(stderr)
 	require.Positive(b, f.gcs, "the GC trace was read")
 	f.lastReq, f.largestReq, f.sumReq = sizes.figures()
 	return f
@@ -294,13 +296,14 @@ func (f longThreadFigures) report(b *testing.B) {
 	b.ReportMetric(float64(f.storeGrowth)/mib, "store-MiB")
 	b.ReportMetric(float64(f.storeGrowth)/float64(f.data), "store/data")
 	b.ReportMetric(float64(f.heapPeakMiB), "heap-peak-MiB")
+	b.ReportMetric(float64(f.liveMiB), "live-peak-MiB")
 	b.ReportMetric(float64(f.rssPeak)/mib, "rss-peak-MiB")
 	b.ReportMetric(float64(f.lastReq)/mib, "last-request-MiB")
 	b.ReportMetric(float64(f.largestReq)/mib, "largest-request-MiB")
 	b.ReportMetric(float64(f.sumReq), "summary-requests")
 	b.ReportMetric(float64(f.failedRuns), "failed-runs")
-	b.Logf("data %.1f MiB; store +%.1f MiB (%.2fx); heap peak %d MiB (%d GCs), RSS peak %.0f MiB; last model request %.2f MiB, largest %.2f MiB, %d summary requests; %d runs failed",
-		float64(f.data)/mib, float64(f.storeGrowth)/mib, float64(f.storeGrowth)/float64(f.data), f.heapPeakMiB, f.gcs,
+	b.Logf("data %.1f MiB; store +%.1f MiB (%.2fx); heap peak %d MiB (live after a GC at most %d MiB; %d GCs), RSS peak %.0f MiB; last model request %.2f MiB, largest %.2f MiB, %d summary requests; %d runs failed",
+		float64(f.data)/mib, float64(f.storeGrowth)/mib, float64(f.storeGrowth)/float64(f.data), f.heapPeakMiB, f.liveMiB, f.gcs,
 		float64(f.rssPeak)/mib, float64(f.lastReq)/mib, float64(f.largestReq)/mib, f.sumReq, f.failedRuns)
 }
 

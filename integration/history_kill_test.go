@@ -85,6 +85,25 @@ func threadMessages(t *testing.T, base, thread string) []map[string]any {
 	return doc.Messages
 }
 
+// activeRun is the id of the thread's active run ("" when none).
+func activeRun(t *testing.T, base, thread string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/agui/threads/" + thread)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var doc struct {
+		Run *struct {
+			RunID string `json:"runId"`
+		} `json:"run"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&doc))
+	if doc.Run == nil {
+		return ""
+	}
+	return doc.Run.RunID
+}
+
 func TestKillDuringCompaction(t *testing.T) {
 	t.Parallel()
 	const (
@@ -147,6 +166,9 @@ func TestKillDuringCompaction(t *testing.T) {
 		frames := replayRun(t, c.URL, thread, fmt.Sprintf("r%02d", i), time.Minute)
 		_, end := checkLog(t, frames)
 		require.Equal(t, "RUN_FINISHED", end["type"], "the run taken over finished")
+		// Its terminal event is in the log before the store ends the run: the next run
+		// starts once the thread has no active run.
+		require.Eventually(t, func() bool { return activeRun(t, c.URL, thread) == "" }, time.Minute, 20*time.Millisecond)
 	}
 	require.NotZero(t, killRun, "no run compacted")
 	t.Logf("killed during the compaction of run %d", killRun)
