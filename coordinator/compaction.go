@@ -342,6 +342,15 @@ func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, e
 // messages, oldest first) on conv, the model's history rebuilt from msgs: what the model
 // was sent before goes on being sent, not the turns a summary replaced.
 func applyCompactions(conv []llm.Message, msgs []agui.Message) []llm.Message {
+	if recs := compactionRecords(msgs); len(recs) > 0 {
+		return history.Apply(conv, recs)
+	}
+	return conv
+}
+
+// compactionRecords are the compactions the thread's messages msgs store (its compaction
+// activity messages), oldest first.
+func compactionRecords(msgs []agui.Message) []history.Record {
 	var recs []history.Record
 	for _, m := range msgs {
 		if m.Role != agui.RoleActivity || m.ActivityType != ActivityCompaction {
@@ -352,8 +361,5 @@ func applyCompactions(conv []llm.Message, msgs []agui.Message) []llm.Message {
 			recs = append(recs, rec)
 		}
 	}
-	if len(recs) == 0 {
-		return conv
-	}
-	return history.Apply(conv, recs)
+	return recs
 }

@@ -198,7 +198,9 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 		}
 	}
 	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
-	for _, m := range stored {
+	for i, m := range stored {
+		// Each row is dropped once decoded: a long thread is held about once, not twice.
+		stored[i].Data = nil
 		var msg agui.Message
 		if err := json.Unmarshal(m.Data, &msg); err != nil {
 			continue

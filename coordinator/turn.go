@@ -11,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -89,7 +90,13 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
 	// The thread's compactions are replayed: the model goes on reading their summaries.
-	conv = applyCompactions(fromAGUI(r.in.Messages), r.in.Messages)
+	// The history read from the store is the run's own copy: its text is dropped as it is
+	// converted.
+	recs := compactionRecords(r.in.Messages)
+	conv = fromAGUIReleasing(r.in.Messages, r.dur.prepended)
+	if len(recs) > 0 {
+		conv = history.Apply(conv, recs)
+	}
 
 	switch {
 	case inFlight:
