@@ -338,16 +338,6 @@ func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, e
 	return history.Cut(b.String(), maxSummaryBytes), nil
 }
 
-// applyCompactions replays the thread's stored compactions (its compaction activity
-// messages, oldest first) on conv, the model's history rebuilt from msgs: what the model
-// was sent before goes on being sent, not the turns a summary replaced.
-func applyCompactions(conv []llm.Message, msgs []agui.Message) []llm.Message {
-	if recs := compactionRecords(msgs); len(recs) > 0 {
-		return history.Apply(conv, recs)
-	}
-	return conv
-}
-
 // compactionRecords are the compactions the thread's messages msgs store (its compaction
 // activity messages), oldest first.
 func compactionRecords(msgs []agui.Message) []history.Record {
