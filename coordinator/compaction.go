@@ -84,10 +84,9 @@ func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []l
 // store, or a checkpoint's) when its first request would pass compact_at, before the run's
 // first conversation checkpoint: that checkpoint then holds the compacted history, not a
 // copy of the whole thread. A compaction that fails leaves conv as it is (the first turn
-// tries again).
-func (h historian) compactAtStart(ctx context.Context, system string, tools *toolset, conv []llm.Message) []llm.Message {
-	out, _ := h.compactBefore(ctx, h.modelRequest(system, "", tools, conv), conv)
-	return out
+// tries again). compacted: the compaction took the checkpoint already.
+func (h historian) compactAtStart(ctx context.Context, system string, tools *toolset, conv []llm.Message) (out []llm.Message, compacted bool) {
+	return h.compactBefore(ctx, h.modelRequest(system, "", tools, conv), conv)
 }
 
 // recoverOverflow is the recovery of context_overflow (DESIGN §6) after a turn failed

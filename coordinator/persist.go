@@ -54,6 +54,14 @@ func threadTitle(in *agui.RunAgentInput) string {
 				}
 			}
 		}
+		// A title needs the text's start: a message of megabytes is not split into words
+		// or runes whole (at every run of its thread).
+		if cut := 64 * maxTitleRunes; len(text) > cut {
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut]
+		}
 		text = strings.Join(strings.Fields(text), " ")
 		if utf8.RuneCountInString(text) > maxTitleRunes {
 			text = string([]rune(text)[:maxTitleRunes-1]) + "…"
@@ -212,8 +220,9 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 }
 
 // restoreHistory gives a run taken over before its first conversation checkpoint the
-// history its first checkpoint left out (checkpoint.Prepended): the thread's stored
-// messages, but for those of the input itself (which the run's start saved to the thread).
+// messages its first checkpoint left out (checkpoint.Prepended): the thread's stored
+// messages (its history, then the input's messages the run's start saved), followed by
+// the input's messages without an id.
 func (p *persister) restoreHistory(ctx context.Context, in *agui.RunAgentInput) error {
 	stored, err := p.e.cfg.Store.LoadMessages(ctx, in.ThreadID)
 	if err != nil {

@@ -46,9 +46,12 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	r.in = &in
 	// A history past compact_at of the window is compacted before the first checkpoint
 	// takes it: the run's work document never holds the whole of a long thread.
-	conv = historian{r}.compactAtStart(ctx, system, tools, conv)
-	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
-	r.dur.noteCheckpoint(conv)
+	conv, compacted := historian{r}.compactAtStart(ctx, system, tools, conv)
+	if !compacted {
+		// A checkpoint at every turn boundary: where a replica taking the run over goes
+		// on (a compaction took its own).
+		r.dur.noteCheckpoint(conv)
+	}
 	limits := failure.TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {
