@@ -333,11 +333,7 @@ func startOptionsOf(opts []StartOption) startOptions {
 // from parent's cancellation and values.
 func (e *Engine) StartContext(parent context.Context, in *agui.RunAgentInput, principal string, opts ...StartOption) (*Run, error) {
 	o := startOptionsOf(opts)
-	// The run's own copy of the input: the thread's stored history is prepended to its
-	// messages, and the caller's input, which a request holds for its whole stream, must
-	// not keep that history reachable once the run has dropped it.
-	own := *in
-	in = &own
+	in = ownInput(in)
 	th, busy, err := admitRun(e, in, principal)
 	if err != nil {
 		return nil, err

@@ -219,6 +219,15 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 	return len(hist), true
 }
 
+// ownInput is the run's own copy of the caller's input: the thread's stored history is
+// prepended to its messages (prependHistory), and the caller's input, which a request
+// holds for its whole stream, must not keep that history reachable once the run has
+// dropped it.
+func ownInput(in *agui.RunAgentInput) *agui.RunAgentInput {
+	own := *in
+	return &own
+}
+
 // restoreHistory gives a run taken over before its first conversation checkpoint the
 // messages its first checkpoint left out (checkpoint.Prepended): the thread's stored
 // messages (its history, then the input's messages the run's start saved), followed by
