@@ -192,6 +192,11 @@ func rssPeak(tb testing.TB, p *proc) int64 {
 type longThreadStore struct {
 	dsn  string
 	size func() int64
+	// detail says where the bytes are ("" when the store cannot tell).
+	detail func() string
+	// vacuumed is the size once dead row versions are reclaimed (PostgreSQL's VACUUM, which
+	// autovacuum runs in time); nil when the store has none.
+	vacuumed func() int64
 }
 
 // sqliteLongStore is a SQLite file in a fresh directory; its size is the file, its WAL
@@ -222,12 +227,51 @@ func postgresLongStore(tb testing.TB) longThreadStore {
 		var n int64
 		require.NoError(tb, conn.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&n))
 		return n
+	}, vacuumed: func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(tb, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `VACUUM`)
+		require.NoError(tb, err)
+		var n int64
+		require.NoError(tb, conn.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&n))
+		return n
+	}, detail: func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(tb, err)
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT relname, pg_total_relation_size(oid), n_dead_tup FROM pg_class
+			LEFT JOIN pg_stat_user_tables USING (relname) WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace
+			ORDER BY 2 DESC LIMIT 4`)
+		require.NoError(tb, err)
+		defer rows.Close()
+		var parts []string
+		for rows.Next() {
+			var name string
+			var size int64
+			var dead *int64
+			require.NoError(tb, rows.Scan(&name, &size, &dead))
+			parts = append(parts, fmt.Sprintf("%s %.1f MiB (dead tuples %v)", name, float64(size)/(1<<20), deref(dead)))
+		}
+		return strings.Join(parts, ", ")
 	}}
+}
+
+// deref is *p, or 0.
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // longThreadFigures are what one thread of 25 × 1 MiB measured.
 type longThreadFigures struct {
-	storeGrowth, data           int64
+	storeGrowth, data, vacuumed int64
 	heapPeakMiB, liveMiB, gcs   int
 	rssPeak                     int64
 	lastReq, largestReq, sumReq int
@@ -282,7 +326,13 @@ func runLongThread(b *testing.B, bin string, st longThreadStore, compaction bool
 	}
 	f.rssPeak = rssPeak(b, p)
 	f.storeGrowth = st.size() - before
+	if st.detail != nil {
+		b.Logf("store: %s", st.detail())
+	}
 	require.Equal(b, 0, p.Stop(), "the coordinator exits cleanly")
+	if st.vacuumed != nil {
+		f.vacuumed = st.vacuumed() - before
+	}
 	_, stderr := p.Logs()
 	f.heapPeakMiB, f.liveMiB, f.gcs = heapPeak(stderr)
 	require.Positive(b, f.gcs, "the GC trace was read")
@@ -295,6 +345,10 @@ func (f longThreadFigures) report(b *testing.B) {
 	const mib = 1 << 20
 	b.ReportMetric(float64(f.storeGrowth)/mib, "store-MiB")
 	b.ReportMetric(float64(f.storeGrowth)/float64(f.data), "store/data")
+	if f.vacuumed > 0 {
+		b.ReportMetric(float64(f.vacuumed)/float64(f.data), "vacuumed/data")
+		b.Logf("after VACUUM: store +%.1f MiB (%.2fx)", float64(f.vacuumed)/(1<<20), float64(f.vacuumed)/float64(f.data))
+	}
 	b.ReportMetric(float64(f.heapPeakMiB), "heap-peak-MiB")
 	b.ReportMetric(float64(f.liveMiB), "live-peak-MiB")
 	b.ReportMetric(float64(f.rssPeak)/mib, "rss-peak-MiB")
