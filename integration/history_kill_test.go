@@ -166,6 +166,13 @@ func TestKillDuringCompaction(t *testing.T) {
 		frames := replayRun(t, c.URL, thread, fmt.Sprintf("r%02d", i), time.Minute)
 		_, end := checkLog(t, frames)
 		require.Equal(t, "RUN_FINISHED", end["type"], "the run taken over finished")
+		var answer strings.Builder
+		for _, f := range frames {
+			if f.Event["type"] == "TEXT_MESSAGE_CONTENT" {
+				answer.WriteString(f.Event["delta"].(string))
+			}
+		}
+		assert.Equal(t, fmt.Sprintf("noted m%02d", i), answer.String(), "the run taken over answers its own message")
 		// Its terminal event is in the log before the store ends the run: the next run
 		// starts once the thread has no active run.
 		require.Eventually(t, func() bool { return activeRun(t, c.URL, thread) == "" }, time.Minute, 20*time.Millisecond)
@@ -233,6 +240,7 @@ func TestKillDuringCompaction(t *testing.T) {
 	script.mu.Lock()
 	defer script.mu.Unlock()
 	assert.Zero(t, script.refused, "the model never got more than its window")
+	assert.True(t, script.sawSummary[fmt.Sprintf("m%02d", killRun)], "the run taken over compacted its whole history again")
 	for i := killRun + 1; i <= runs; i++ {
 		assert.True(t, script.sawSummary[fmt.Sprintf("m%02d", i)], "run %d reads the stored summary", i)
 	}
