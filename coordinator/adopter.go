@@ -45,6 +45,13 @@ func (a adopter) Adopt(ctx context.Context, c durable.Claim) error {
 		return nil
 	}
 	in.Depth, in.Budget = to.cp.Depth, to.cp.Budget // not part of the input's JSON
+	if to.cp.Prepended && to.conv == nil {
+		if err := e.persist.restoreHistory(ctx, &in); err != nil {
+			log.Warn("takeover: the thread's history could not be read", "err", err)
+			a.endTakenOver(ctx, rec, work, "its thread's history could not be read")
+			return nil
+		}
+	}
 	r := a.restoredRun(&in, to, work, c.Log, log)
 	e.own(r, rec.Epoch, c.Sent)
 	a.startTakenOver(ctx, rec, work, r, to, log)

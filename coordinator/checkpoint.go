@@ -21,6 +21,12 @@ type checkpoint struct {
 	Owner string `json:"owner,omitempty"`
 	// Input is the run's input; its messages are left out once Conv holds the history.
 	Input json.RawMessage `json:"input"`
+	// Prepended says that Input's messages are only those of the client's messages that
+	// the thread does not keep (without an id): the engine prepended the thread's stored
+	// history to them, and the run's start saved the others to the thread, which a
+	// replica taking the run over before Conv is set reads again rather than a copy here
+	// (a copy of the whole conversation per run, written at every start).
+	Prepended bool `json:"prepended,omitempty"`
 	// Conv is the model history after the last completed turn; absent until the run's
 	// setup is done (the run then starts over from its input).
 	Conv json.RawMessage `json:"conv,omitempty"`
@@ -52,6 +58,18 @@ func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 	r := d.run
 	in := *r.in
 	cp := checkpoint{V: checkpointVersion, Owner: r.owner, Depth: r.in.Depth, Budget: r.in.Budget}
+	if conv == nil && d.prepended > 0 && d.prepended <= len(in.Messages) {
+		// The run's start saves the client's messages that have an id to the thread too:
+		// only those without one are kept here.
+		var own []agui.Message
+		for _, m := range in.Messages[d.prepended:] {
+			if m.ID == "" {
+				own = append(own, m)
+			}
+		}
+		in.Messages = own
+		cp.Prepended = true
+	}
 	if conv != nil {
 		in.Messages = nil
 		cp.Conv = mustJSON(conv)

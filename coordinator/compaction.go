@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
@@ -63,7 +66,7 @@ func (h historian) modelCopy(text string) string {
 // is sent, and a refusal as too long is recovered as context_overflow.
 func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []llm.Message) ([]llm.Message, bool) {
 	r := h.r
-	opts := r.e.cfg.History
+	opts := h.options()
 	if history.RequestTokens(req) <= opts.Budget() {
 		return conv, false
 	}
@@ -77,52 +80,112 @@ func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []l
 	return out, true
 }
 
-// recoverOverflow is the recovery of context_overflow (DESIGN §6) after a turn failed
-// with err: when the policy retries, the history is compacted and the turn asked once more;
-// a request still too long goes to a model with a larger window (largerWindow); otherwise
-// the policy's decision (handoff, with an explanation) ends the run as for any decided
-// failure. Any other error is returned as it is.
-func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
-	r := h.r
-	var de *decidedError
-	if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
-		return turnResult{}, conv, err
-	}
-	if de.d.Action == failure.ActionRetry {
-		out, cerr := h.compact(ctx, conv, string(failure.KindContextOverflow))
-		if cerr != nil {
-			if r.cancelling(ctx) {
-				return turnResult{}, conv, ctx.Err()
-			}
-			r.log.Warn("compaction after context_overflow failed", "err", cerr)
-			// Nothing shorter to send: the policy decides again (its budget is spent).
-			d := r.decide(de.f)
-			err = &decidedError{d: d, f: de.f, err: de.err}
-		} else {
-			conv = out
-			turn, terr := r.modelTurn(ctx, build(conv))
-			if terr == nil {
-				return turn, conv, nil
-			}
-			err = terr
-			if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
-				return turnResult{}, conv, err
-			}
-		}
-	}
-	if turn, ok, ferr := h.largerWindow(ctx, build(conv)); ok {
-		return turn, conv, ferr
-	}
-	return turnResult{}, conv, err
+// compactAtStart compacts the history a run starts from (the thread's, rebuilt from the
+// store, or a checkpoint's) when its first request would pass compact_at, before the run's
+// first conversation checkpoint: that checkpoint then holds the compacted history, not a
+// copy of the whole thread. A compaction that fails leaves conv as it is (the first turn
+// tries again). compacted: the compaction took the checkpoint already.
+func (h historian) compactAtStart(ctx context.Context, system string, tools *toolset, conv []llm.Message) (out []llm.Message, compacted bool) {
+	return h.compactBefore(ctx, h.modelRequest(system, "", tools, conv), conv)
 }
 
-// largerWindow is where a model with a larger context window takes a request this model
-// refused as too long even after compaction (llm.fallback: "then only larger windows",
-// DESIGN §4). The fallback chain belongs with the model calls' cost and budget accounting
-// (the llm.fallback work); until it is wired here, there is no larger model, ok is false,
-// and the run ends with the policy's handoff.
-func (h historian) largerWindow(context.Context, *llm.Request) (turnResult, bool, error) {
-	return turnResult{}, false, nil
+// recoverOverflow is the recovery of context_overflow (DESIGN §6) after a turn failed
+// with err: when the policy retries, the history is compacted and the turn asked once more;
+// a request still too long goes to the first fallback model with a larger window
+// (largerWindow), which gets a compaction and a retry of its own; otherwise the policy's
+// decision (handoff, with an explanation) ends the run as for any decided failure. Any
+// other error is returned as it is.
+func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
+	r := h.r
+	for {
+		var de *decidedError
+		if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
+			return turnResult{}, conv, err
+		}
+		if de.d.Action == failure.ActionRetry {
+			out, cerr := h.compact(ctx, conv, string(failure.KindContextOverflow))
+			if cerr != nil {
+				if r.cancelling(ctx) {
+					return turnResult{}, conv, ctx.Err()
+				}
+				if !errors.Is(cerr, errNothingToCompact) {
+					r.log.Warn("compaction after context_overflow failed", "err", cerr)
+				}
+				// Nothing shorter to send: the policy decides again (its budget is spent).
+				d := r.decide(de.f)
+				err = &decidedError{d: d, f: de.f, err: de.err}
+			} else {
+				conv = out
+				turn, terr := r.modelTurn(ctx, build(conv))
+				if terr == nil {
+					return turn, conv, nil
+				}
+				err = terr
+				if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
+					return turnResult{}, conv, err
+				}
+			}
+		}
+		if !h.largerWindow(ctx, de.f) {
+			return turnResult{}, conv, err
+		}
+		turn, terr := r.modelTurn(ctx, build(conv))
+		if terr == nil {
+			return turn, conv, nil
+		}
+		err = terr
+	}
+}
+
+// largerWindow switches the run to the first model of the fallback chain after the one it
+// is on whose context window is larger (llm.fallback: "then only larger windows", DESIGN
+// §4), after that model refused the request as too long even compacted. The switch is a
+// model_fallback journal step, as for transient_provider, and the span's
+// gen_ai.request.model; the run stays on the larger model, which gets a context_overflow
+// retry of its own. It reports whether it switched: false without a chain or a larger
+// window in it, and the run ends with the policy's handoff.
+func (h historian) largerWindow(ctx context.Context, f failure.Failure) bool {
+	r := h.r
+	c, ok := r.e.cfg.Model.(fallbackChain)
+	if !ok {
+		return false
+	}
+	cur := h.options().Window
+	next := -1
+	for i := r.sp.link + 1; i < c.Len(); i++ {
+		if c.Link(i).Window > cur {
+			next = i
+			break
+		}
+	}
+	if next < 0 {
+		return false
+	}
+	from, to := c.Link(r.sp.link), c.Link(next)
+	r.sp.link = next
+	r.log.Warn("model fallback to a larger context window", "from", from.Name, "to", to.Name, "window", to.Window)
+	detail, _ := json.Marshal(map[string]any{"from": from.Name, "to": to.Name, "provider": to.Provider,
+		"failureKind": string(f.Kind), "fromWindow": cur, "toWindow": to.Window})
+	r.dur.step(store.StepModelFallback, to.Name, "", store.StepEnd{Outcome: store.StepOK, FailureKind: string(f.Kind), Detail: string(detail)})
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("gen_ai.request.model", to.Name), attribute.String("gen_ai.provider.name", to.Provider),
+		attribute.String("baton.fallback.from", from.Name))
+	span.AddEvent("baton.model_fallback", trace.WithAttributes(attribute.String("from", from.Name), attribute.String("to", to.Name)))
+	r.fs.Recovered(failure.KindContextOverflow, "")
+	return true
+}
+
+// options are the history options of the model the run is on: the configured ones, with
+// the window of the fallback model the run switched to, when that is known.
+func (h historian) options() history.Options {
+	r := h.r
+	o := r.e.cfg.History
+	if c, ok := r.e.cfg.Model.(fallbackChain); ok && r.sp.link > 0 {
+		if w := c.Link(r.sp.link).Window; w > 0 {
+			o.Window = w
+		}
+	}
+	return o
 }
 
 // openWork is what compaction never summarises away: the thread's open A2A tasks (the
@@ -170,7 +233,7 @@ func (w openWork) pin(m llm.Message) bool {
 // either the old history or the summary, never half.
 func (h historian) compact(ctx context.Context, conv []llm.Message, why string) ([]llm.Message, error) {
 	r := h.r
-	opts := r.e.cfg.History
+	opts := h.options()
 	work := h.openWork()
 	split, ok := history.Plan(conv, opts.KeepRecentTurns, work.pin)
 	if !ok {
@@ -226,8 +289,7 @@ func replacedDetail(s history.Split, before, after int) string {
 // summarise asks the model for the summary of older, in as many requests as the
 // transcript needs to fit the window (each folding the summary so far).
 func (h historian) summarise(ctx context.Context, older []llm.Message) (string, error) {
-	r := h.r
-	opts := r.e.cfg.History
+	opts := h.options()
 	soFar := ""
 	for _, part := range history.SummaryRequests(older, opts.Budget(), opts.MaxToolResultBytes) {
 		text, err := h.summaryTurn(ctx, history.FoldRequest(soFar, part))
@@ -289,10 +351,9 @@ func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, e
 	return history.Cut(b.String(), maxSummaryBytes), nil
 }
 
-// applyCompactions replays the thread's stored compactions (its compaction activity
-// messages, oldest first) on conv, the model's history rebuilt from msgs: what the model
-// was sent before goes on being sent, not the turns a summary replaced.
-func applyCompactions(conv []llm.Message, msgs []agui.Message) []llm.Message {
+// compactionRecords are the compactions the thread's messages msgs store (its compaction
+// activity messages), oldest first.
+func compactionRecords(msgs []agui.Message) []history.Record {
 	var recs []history.Record
 	for _, m := range msgs {
 		if m.Role != agui.RoleActivity || m.ActivityType != ActivityCompaction {
@@ -303,8 +364,5 @@ func applyCompactions(conv []llm.Message, msgs []agui.Message) []llm.Message {
 			recs = append(recs, rec)
 		}
 	}
-	if len(recs) == 0 {
-		return conv
-	}
-	return history.Apply(conv, recs)
+	return recs
 }

@@ -18,4 +18,7 @@ type durability struct {
 	susp   *store.Suspension
 	// resumed is set on a run this replica took over from another (takeover.go).
 	resumed *takenOver
+	// prepended is how many of the input's first messages are the thread's stored
+	// history, prepended by the engine (left out of the run's first checkpoint).
+	prepended int
 }

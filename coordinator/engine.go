@@ -327,6 +327,7 @@ func startOptionsOf(opts []StartOption) startOptions {
 // from parent's cancellation and values.
 func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, principal string, opts ...StartOption) (*Run, error) {
 	o := startOptionsOf(opts)
+	in = ownInput(in)
 	th, busy, err := admitRun(e, in, principal)
 	if err != nil {
 		return nil, err

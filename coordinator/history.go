@@ -12,6 +12,13 @@ const orphanResult = "[ERROR]\nNo result was recorded for this call (the run tha
 // fromAGUI converts the client's message history into model messages. Activity and
 // reasoning messages are the client's own and are not sent to the model.
 func fromAGUI(msgs []agui.Message) []llm.Message {
+	return fromAGUIReleasing(msgs, 0)
+}
+
+// fromAGUIReleasing is fromAGUI that, as it goes, drops the content of the first release
+// messages, which are the run's own (the thread's history read from the store): a long
+// thread is then held about once while it is converted, not twice.
+func fromAGUIReleasing(msgs []agui.Message, release int) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs))
 	answered := map[string]bool{}
 	for _, m := range msgs {
@@ -19,7 +26,10 @@ func fromAGUI(msgs []agui.Message) []llm.Message {
 			answered[m.ToolCallID] = true
 		}
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
+		if i < release {
+			msgs[i].Content = nil
+		}
 		switch m.Role {
 		case "system", "developer":
 			out = append(out, llm.Message{Role: llm.RoleSystem, Content: m.Text()})

@@ -55,6 +55,14 @@ func threadTitle(in *agui.RunAgentInput) string {
 				}
 			}
 		}
+		// A title needs the text's start: a message of megabytes is not split into words
+		// or runes whole (at every run of its thread).
+		if cut := 64 * maxTitleRunes; len(text) > cut {
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut]
+		}
 		text = strings.Join(strings.Fields(text), " ")
 		if utf8.RuneCountInString(text) > maxTitleRunes {
 			text = string([]rune(text)[:maxTitleRunes-1]) + "…"
@@ -196,7 +204,9 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 		}
 	}
 	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
-	for _, m := range stored {
+	for i, m := range stored {
+		// Each row is dropped once decoded: a long thread is held about once, not twice.
+		stored[i].Data = nil
 		var msg agui.Message
 		if err := json.Unmarshal(m.Data, &msg); err != nil {
 			continue
@@ -205,6 +215,40 @@ func (p *persister) prependHistory(ctx context.Context, in *agui.RunAgentInput) 
 	}
 	in.Messages = append(hist, in.Messages...)
 	return len(hist), true
+}
+
+// ownInput is the run's own copy of the caller's input: the thread's stored history is
+// prepended to its messages (prependHistory), and the caller's input, which a request
+// holds for its whole stream, must not keep that history reachable once the run has
+// dropped it.
+func ownInput(in *agui.RunAgentInput) *agui.RunAgentInput {
+	own := *in
+	return &own
+}
+
+// restoreHistory gives a run taken over before its first conversation checkpoint the
+// messages its first checkpoint left out (checkpoint.Prepended): the thread's stored
+// messages (its history, then the input's messages the run's start saved), followed by
+// the input's messages without an id.
+func (p *persister) restoreHistory(ctx context.Context, in *agui.RunAgentInput) error {
+	stored, err := p.e.cfg.Store.LoadMessages(ctx, in.ThreadID)
+	if err != nil {
+		return err
+	}
+	own := make(map[string]bool, len(in.Messages))
+	for _, m := range in.Messages {
+		own[m.ID] = true
+	}
+	hist := make([]agui.Message, 0, len(stored)+len(in.Messages))
+	for _, m := range stored {
+		var msg agui.Message
+		if own[m.ID] || json.Unmarshal(m.Data, &msg) != nil {
+			continue
+		}
+		hist = append(hist, msg)
+	}
+	in.Messages = append(hist, in.Messages...)
+	return nil
 }
 
 // admitHistory checks the thread's stored state before a run of principal starts (unknown:
@@ -282,6 +326,7 @@ func (p *persister) busyError(ctx context.Context, threadID, principal string, t
 func (p *persister) recordStart(ctx context.Context, r *Run, principal string, prepended int) error {
 	e := p.e
 	in := r.in
+	r.dur.prepended = prepended
 	work := r.elog.FirstWork(r.dur.checkpointDoc(nil))
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).

@@ -11,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -37,14 +38,20 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	if done {
 		return reason
 	}
-	// A checkpoint at every turn boundary: where a replica taking the run over goes on.
-	r.dur.noteCheckpoint(conv)
-	// The input's messages (with the thread's history) are in conv and the checkpoint
-	// now: the run keeps the rest of its input, so that an open run does not retain the
-	// conversation twice. A copy: the caller's input is not changed.
+	// The input's messages (with the thread's history) are in conv now: the run keeps
+	// the rest of its input, so that an open run does not retain the conversation twice.
+	// A copy: the caller's input is not changed.
 	in := *r.in
 	in.Messages = nil
 	r.in = &in
+	// A history past compact_at of the window is compacted before the first checkpoint
+	// takes it: the run's work document never holds the whole of a long thread.
+	conv, compacted := historian{r}.compactAtStart(ctx, system, tools, conv)
+	if !compacted {
+		// A checkpoint at every turn boundary: where a replica taking the run over goes
+		// on (a compaction took its own).
+		r.dur.noteCheckpoint(conv)
+	}
 	limits := failure.TurnLimits{MaxIterations: r.e.cfg.Limits.MaxIterations, MaxRunTime: r.e.cfg.Limits.MaxRunTime, StallRounds: r.e.cfg.Loop.StallTurns}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -86,7 +93,13 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		return nil, "", true, ended(OutcomeError, "system prompt")
 	}
 	// The thread's compactions are replayed: the model goes on reading their summaries.
-	conv = applyCompactions(fromAGUI(r.in.Messages), r.in.Messages)
+	// The history read from the store is the run's own copy: its text is dropped as it is
+	// converted.
+	recs := compactionRecords(r.in.Messages)
+	conv = fromAGUIReleasing(r.in.Messages, r.dur.prepended)
+	if len(recs) > 0 {
+		conv = history.Apply(conv, recs)
+	}
 
 	switch {
 	case inFlight:

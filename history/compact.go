@@ -172,20 +172,57 @@ func Plan(conv []llm.Message, keepRecent int, pin func(llm.Message) bool) (s Spl
 // result by its call id, an assistant message with calls by its first call's id, any other
 // message by its role, a hash of its text and how many messages before it had the same.
 func Keys(conv []llm.Message) []string {
+	return numbered(conv, baseKeys(conv))
+}
+
+// baseKeys are the keys of conv's messages without their occurrence numbers (baseKey).
+func baseKeys(conv []llm.Message) []string {
+	out := make([]string, len(conv))
+	for i, m := range conv {
+		out[i] = baseKey(m)
+	}
+	return out
+}
+
+// baseKey is m's key without its occurrence number: the part that depends on m alone,
+// and the only part that reads its text (a thread's messages may be megabytes each, so
+// Apply computes it once per message, not once per compaction it replays).
+func baseKey(m llm.Message) string {
+	switch {
+	case m.Role == llm.RoleTool:
+		return "t:" + m.ToolCallID
+	case len(m.ToolCalls) > 0:
+		return "c:" + m.ToolCalls[0].ID
+	}
+	return string(m.Role) + ":" + textHash(m.Content)
+}
+
+// textHash is the start of text's SHA-256, in hex. The text goes through a small buffer:
+// converting it to a byte slice whole would copy it.
+func textHash(text string) string {
+	h := sha256.New()
+	var buf [4096]byte
+	for len(text) > 0 {
+		n := copy(buf[:], text)
+		h.Write(buf[:n])
+		text = text[n:]
+	}
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:12])
+}
+
+// numbered completes base, the base keys of conv, with the occurrence numbers of the
+// messages keyed by their text.
+func numbered(conv []llm.Message, base []string) []string {
 	out := make([]string, len(conv))
 	seen := map[string]int{}
 	for i, m := range conv {
-		switch {
-		case m.Role == llm.RoleTool:
-			out[i] = "t:" + m.ToolCallID
-		case len(m.ToolCalls) > 0:
-			out[i] = "c:" + m.ToolCalls[0].ID
-		default:
-			h := sha256.Sum256([]byte(m.Content))
-			k := string(m.Role) + ":" + hex.EncodeToString(h[:12])
-			seen[k]++
-			out[i] = k + "#" + strconv.Itoa(seen[k])
+		if m.Role == llm.RoleTool || len(m.ToolCalls) > 0 {
+			out[i] = base[i]
+			continue
 		}
+		seen[base[i]]++
+		out[i] = base[i] + "#" + strconv.Itoa(seen[base[i]])
 	}
 	return out
 }
@@ -202,28 +239,36 @@ type Record struct {
 // put where the first of them was. A record none of whose messages is in conv changes
 // nothing (the client sent another history).
 func Apply(conv []llm.Message, recs []Record) []llm.Message {
+	var base []string
 	for _, rec := range recs {
 		if rec.Summary == "" || len(rec.Replaces) == 0 {
 			continue
+		}
+		if base == nil {
+			base = baseKeys(conv)
 		}
 		drop := make(map[string]bool, len(rec.Replaces))
 		for _, k := range rec.Replaces {
 			drop[k] = true
 		}
-		keys := Keys(conv)
+		keys := numbered(conv, base)
 		out := make([]llm.Message, 0, len(conv))
+		outBase := make([]string, 0, len(conv))
 		placed := false
 		for i, m := range conv {
 			if !drop[keys[i]] {
 				out = append(out, m)
+				outBase = append(outBase, base[i])
 				continue
 			}
 			if !placed {
-				out = append(out, llm.Message{Role: llm.RoleUser, Content: rec.Summary})
+				s := llm.Message{Role: llm.RoleUser, Content: rec.Summary}
+				out = append(out, s)
+				outBase = append(outBase, baseKey(s))
 				placed = true
 			}
 		}
-		conv = out
+		conv, base = out, outBase
 	}
 	return conv
 }

@@ -1,6 +1,8 @@
 package history
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -149,4 +151,17 @@ func TestEstimate(t *testing.T) {
 	assert.Equal(t, 4, o.KeepRecentTurns)
 	none := Options{KeepRecentTurns: -1}.WithDefaults()
 	assert.Equal(t, none, none.WithDefaults(), "idempotent: none stays none")
+}
+
+// TestKeysStable: a key is what the thread's stored compactions name, so its form never
+// changes: the text's SHA-256 (its first 12 bytes in hex) however long the text is.
+func TestKeysStable(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("0123456789abcdef", 1<<16) + "tail" // past the hashing buffer
+	conv := []llm.Message{{Role: llm.RoleUser, Content: "hello"}, {Role: llm.RoleUser, Content: long}, {Role: llm.RoleUser, Content: "hello"}}
+	want := func(text string) string {
+		sum := sha256.Sum256([]byte(text))
+		return "user:" + hex.EncodeToString(sum[:12])
+	}
+	assert.Equal(t, []string{want("hello") + "#1", want(long) + "#1", want("hello") + "#2"}, Keys(conv))
 }

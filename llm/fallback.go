@@ -13,6 +13,10 @@ type Link struct {
 	// journal.
 	Name  string
 	Model Model
+	// Window is the model's context window in tokens (llm.context_window,
+	// llm.fallback[].context_window, or a table of well-known models); 0: unknown. A
+	// request the run's model refuses as too long goes only to a link with a larger one.
+	Window int
 }
 
 // Chain is a model with fallbacks (llm.fallback): the first link is the configured

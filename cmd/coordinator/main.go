@@ -809,9 +809,10 @@ func newModel(cfg *config.Config, hc *http.Client) (llm.Model, modelProber, erro
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm.fallback[%d]: %w", i, err)
 		}
-		links = append(links, llm.Link{Provider: f.Provider, Name: fallbackName(f), Model: m})
+		window, _ := history.Window(f.Model, f.ContextWindow)
+		links = append(links, llm.Link{Provider: f.Provider, Name: fallbackName(f), Model: m, Window: window})
 	}
-	return llm.NewChain(llm.Link{Provider: cfg.LLM.Provider, Name: modelName(cfg), Model: primary}, links...), prober, nil
+	return llm.NewChain(llm.Link{Provider: cfg.LLM.Provider, Name: modelName(cfg), Model: primary, Window: historyOptions(cfg).Window}, links...), prober, nil
 }
 
 // newProvider builds one provider's model and its prober.

@@ -1,0 +1,84 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/store"
+)
+
+// TestThreadTitleOfLongMessage: the title of a thread whose first message is megabytes
+// long is its start, words joined and cut to maxTitleRunes, as for a short one.
+func TestThreadTitleOfLongMessage(t *testing.T) {
+	t.Parallel()
+	in := input("title")
+	in.Messages[0].Content, _ = json.Marshal("  plan   the\ttrip " + strings.Repeat("é", 1<<20))
+	title := threadTitle(in)
+	assert.Equal(t, "plan the trip "+strings.Repeat("é", maxTitleRunes-len("plan the trip ")-1)+"…", title)
+	in.Messages[0].Content, _ = json.Marshal(strings.Repeat("word ", 1<<18))
+	assert.Equal(t, maxTitleRunes, len([]rune(threadTitle(in))))
+}
+
+// startRecorder is a store that keeps the work document each run starts with.
+type startRecorder struct {
+	store.Store
+	mu    sync.Mutex
+	works map[string]json.RawMessage
+}
+
+func (s *startRecorder) StartRun(ctx context.Context, rs store.RunStart) (int64, error) {
+	s.mu.Lock()
+	s.works[rs.RunID] = rs.Work
+	s.mu.Unlock()
+	return s.Store.StartRun(ctx, rs)
+}
+
+// TestFirstCheckpointLeavesTheThreadOut: a run on a thread the store keeps starts with a
+// checkpoint that holds none of the thread's messages (nor the client's, which the start
+// saves to the thread), only that they are to be read from the thread: a run used to write
+// the whole conversation into its work document at every start.
+func TestFirstCheckpointLeavesTheThreadOut(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	rec := &startRecorder{Store: st, works: map[string]json.RawMessage{}}
+	model := &fakeModel{turn: func(*llm.Request) []llm.Delta {
+		return []llm.Delta{{Text: "noted"}, {Done: &llm.Completion{FinishReason: "stop"}}}
+	}}
+	e := newEngine(t, model, &fakeAgent{}, func(c *Config) {
+		c.Store = rec
+		c.History.Window = 1 << 30
+	})
+	const size = 100 << 10
+	for i := range 3 {
+		content, _ := json.Marshal(fmt.Sprintf("%d ", i) + strings.Repeat("x", size))
+		in := &agui.RunAgentInput{ThreadID: "kept", RunID: fmt.Sprintf("r%d", i), ProtocolVersion: "1.0",
+			Messages: []agui.Message{{ID: fmt.Sprintf("u%d", i), Role: "user", Content: content}}}
+		evs := startAndCollect(t, e, in)
+		require.Equal(t, agui.EventRunFinished, evs[len(evs)-1].EventType())
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := 1; i < 3; i++ {
+		var w durable.Work
+		require.NoError(t, json.Unmarshal(rec.works[fmt.Sprintf("r%d", i)], &w))
+		var cp checkpoint
+		require.NoError(t, json.Unmarshal(w.Checkpoint, &cp))
+		var in agui.RunAgentInput
+		require.NoError(t, json.Unmarshal(cp.Input, &in))
+		assert.True(t, cp.Prepended, "run %d", i)
+		assert.Empty(t, in.Messages, "run %d: its message is in the thread", i)
+		assert.Less(t, len(rec.works[fmt.Sprintf("r%d", i)]), 4096, "run %d", i)
+	}
+}
