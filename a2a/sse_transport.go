@@ -183,10 +183,13 @@ func (t *sseTransport) read(ctx context.Context, body io.Reader, yield func(sdk.
 			yield(nil, fmt.Errorf("SSE stream error: %w", err))
 			return
 		}
-		if e.Data == "" {
-			continue // a2a-go yields only events with data
+		// a2a-go drops the empty data lines that come before the first line with data (and
+		// so an event whose data lines are all empty); go-sse keeps them as newlines.
+		data := strings.TrimLeft(e.Data, "\n")
+		if data == "" {
+			continue
 		}
-		ev, err := t.decode(ctx, e.Data)
+		ev, err := t.decode(ctx, data)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -197,24 +200,24 @@ func (t *sseTransport) read(ctx context.Context, body io.Reader, yield func(sdk.
 	}
 }
 
-// rpcResponse has the shape of a2a-go's JSON-RPC response type (not exported), so that the
-// data a2a-go fails to decode fails here too.
-type rpcResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      string          `json:"id"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *struct {
-		Code    int                   `json:"code"`
-		Message string                `json:"message"`
-		Data    []*errordetails.Typed `json:"data,omitempty"`
-	} `json:"error,omitempty"`
-}
-
 // decode turns one SSE data payload, a JSON-RPC response, into an event or an error. A
 // result is decoded with a2a-go's exported types (1.0's StreamResponse; 0.3's event and its
 // conversion), as a2a-go's transport decodes it; a JSON-RPC error goes to a2a-go's own codec.
 func (t *sseTransport) decode(ctx context.Context, data string) (sdk.Event, error) {
-	var resp rpcResponse
+	// The shape and the names of a2a-go's JSON-RPC response types (not exported), so that
+	// what a2a-go fails to decode fails here too, with the same text (it names the types).
+	type Error struct {
+		Code    int                   `json:"code"`
+		Message string                `json:"message"`
+		Data    []*errordetails.Typed `json:"data,omitempty"`
+	}
+	type ClientResponse struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      string          `json:"id"`
+		Result  json.RawMessage `json:"result,omitempty"`
+		Error   *Error          `json:"error,omitempty"`
+	}
+	var resp ClientResponse
 	if err := json.Unmarshal([]byte(data), &resp); err != nil {
 		return nil, fmt.Errorf("failed to parse SSE data: %w", err)
 	}
