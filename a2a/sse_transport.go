@@ -18,9 +18,11 @@ import (
 	"github.com/tmaxmax/go-sse"
 )
 
-// maxSSEEvent bounds one SSE event of a stream (all its lines): a2a-go bounds one line to
-// the same 10 MiB.
-const maxSSEEvent = 10 << 20
+// maxSSEEvent bounds one SSE event of a stream, its lines and the blank line that ends it.
+// a2a-go bounds one line, its newline included, to 10 MiB: one byte more for the blank
+// line, and an event of one line is refused exactly when a2a-go refuses it. An event of
+// several lines is refused past the same bound, which a2a-go does not bound at all.
+const maxSSEEvent = 10<<20 + 1
 
 // sseTransport is a2a-go's JSON-RPC transport (1.0, or 0.3 through a2av0) whose two
 // streaming calls read the response body with go-sse instead of a2a-go's reader, which

@@ -383,6 +383,9 @@ func TestSSETransportHostile(t *testing.T) {
 		{name: "error of the wrong shape", body: rpcFrame("error", `{"code":"x"}`), want: failsWith("other")},
 		{name: "id of the wrong type", body: `data: {"jsonrpc":"2.0","id":1,"result":{}}` + "\n\n", want: failsWith("other")},
 		{name: "event too long", body: hugeLine, want: failsWith("too-long")},
+		// a2a-go's bound is 10 MiB a line, its newline included.
+		{name: "longest line", body: "data: " + strings.Repeat("x", 10<<20-7) + "\n\n", want: failsWith("other")},
+		{name: "line one byte too long", body: "data: " + strings.Repeat("x", 10<<20-6) + "\n\n", want: failsWith("too-long")},
 		{name: "comments and empty events only", body: ": keep-alive\n\nevent: ping\n\nid: 7\n\ndata:\n\n", want: func(t *testing.T, o streamOutcome) {
 			assert.Empty(t, o.Events)
 			assert.Empty(t, o.Kind)
@@ -465,4 +468,16 @@ func TestSSETransportHostileAgents(t *testing.T) {
 		assert.Len(t, o.Events, 1)
 		assert.Equal(t, "canceled", o.Kind)
 	}}})
+}
+
+// TestSSETransportBoundsAnEvent is where the two transports differ on purpose: a2a-go bounds
+// a line, not an event, so an event of many lines grows its buffer without end; Baton's
+// transport refuses an event past the bound of a line.
+func TestSSETransportBoundsAnEvent(t *testing.T) {
+	t.Parallel()
+	line := "data: " + strings.Repeat("x", 6<<20) + "\n"
+	url := rawAgent(t, http.StatusOK, line+line+"\n", false)
+	sdkClient, batonClient := diffClients(t, url, false)
+	assert.Equal(t, "other", collect(t, sdkClient, sendText("go"), 0).Kind, "a2a-go reads the 12 MiB event (and fails on its JSON)")
+	assert.Equal(t, "too-long", collect(t, batonClient, sendText("go"), 0).Kind, "Baton's transport refuses it")
 }
