@@ -36,7 +36,8 @@ import (
 // the stub model, AG-UI surface, memory store) runs in this process; the agent and the
 // AG-UI clients (testdata/openruns) in processes of their own. Reported: Baton's heap, stack
 // and goroutines per open run, and the time to RUN_STARTED while the runs ramp at 1,000/s.
-// BATON_BENCH_HEAPPROFILE=<file> writes a heap profile of the open runs.
+// BATON_BENCH_HEAPPROFILE=<file> writes a heap profile of the open runs, and <file>.goroutines
+// their goroutines.
 func BenchmarkOpenRunsRealAgents(b *testing.B) {
 	runs := 1000
 	if v, err := strconv.Atoi(os.Getenv("BATON_BENCH_RUNS")); err == nil && v > 0 {
@@ -104,6 +105,10 @@ func openRealRuns(b *testing.B, goAgent bool, runs int, prompt, marker string) {
 		f, err := os.Create(path)
 		require.NoError(b, err)
 		require.NoError(b, pprof.Lookup("heap").WriteTo(f, 0))
+		require.NoError(b, f.Close())
+		f, err = os.Create(path + ".goroutines")
+		require.NoError(b, err)
+		require.NoError(b, pprof.Lookup("goroutine").WriteTo(f, 1))
 		require.NoError(b, f.Close())
 	}
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(runs)/1024, "heap-KiB/run")
