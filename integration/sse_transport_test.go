@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,6 +53,12 @@ func diffClients(t *testing.T, url string, v03 bool) (sdkClient, batonClient *a2
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(hc.CloseIdleConnections)
+	return diffClientsOver(t, hc, url, v03)
+}
+
+// diffClientsOver is diffClients over the HTTP client hc.
+func diffClientsOver(t *testing.T, hc *http.Client, url string, v03 bool) (sdkClient, batonClient *a2aclient.Client) {
+	t.Helper()
 	version := sdk.ProtocolVersion(sdk.Version)
 	if v03 {
 		version = a2av0.Version
@@ -282,43 +289,77 @@ func TestSSETransportJSPeer(t *testing.T) {
 
 func TestSSETransportA2AGoAgent(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewUnstartedServer(nil)
-	h, err := demoagent.NewHandler(demoagent.Options{Kind: "research", BaseURL: "http://" + srv.Listener.Addr().String(), ChunkDelay: time.Millisecond, SlowStep: time.Hour})
-	require.NoError(t, err)
-	srv.Config.Handler = h
-	srv.Start()
-	t.Cleanup(func() {
-		_ = h.(io.Closer).Close()
-		srv.Close()
-	})
-	for _, v03 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "1.0", true: "0.3"}[v03], func(t *testing.T) {
-			endpoint := srv.URL + demoagent.PathV1
-			if v03 {
-				endpoint = srv.URL + demoagent.PathV0
-			}
-			sdkClient, batonClient := diffClients(t, endpoint, v03)
-			runDiff(t, sdkClient, batonClient, []diffCase{
-				{name: "report", call: sendText("research Go generics"), want: endsWith("COMPLETED")},
-				{name: "fail", call: sendText("fail"), want: endsWith("FAILED")},
-				{name: "reject", call: sendText("reject"), want: endsWith("REJECTED")},
-				// The execution parks, its stream stays open: the caller leaves.
-				{name: "auth", call: sendText("auth"), cancelAfter: 2, want: func(t *testing.T, o streamOutcome) {
-					require.Len(t, o.Events, 2)
-					assert.Contains(t, o.Events[1], "AUTH_REQUIRED")
-				}},
-				{name: "message", call: sendText("message"), want: func(t *testing.T, o streamOutcome) {
-					require.Len(t, o.Events, 1)
-					assert.Contains(t, o.Events[0], "echo: message")
-				}},
-				{name: "slow, caller gone", call: sendText("slow"), cancelAfter: 3, want: failsWith("canceled")},
-				{name: "subscribe unknown", call: subscribe("no-such-task"), want: func(t *testing.T, o streamOutcome) {
-					assert.NotEmpty(t, o.Kind)
-				}},
-			})
+	for _, h2 := range []bool{false, true} {
+		srv := httptest.NewUnstartedServer(nil)
+		scheme := "http://"
+		if h2 {
+			scheme = "https://"
+		}
+		h, err := demoagent.NewHandler(demoagent.Options{Kind: "research", BaseURL: scheme + srv.Listener.Addr().String(), ChunkDelay: time.Millisecond, SlowStep: time.Hour})
+		require.NoError(t, err)
+		srv.Config.Handler = h
+		if h2 {
+			srv.EnableHTTP2 = true
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		t.Cleanup(func() {
+			_ = h.(io.Closer).Close()
+			srv.Close()
 		})
+		// The server's own client (its certificate trusted, HTTP/2 when the server has it),
+		// counting the responses that came over HTTP/2.
+		base := srv.Client().Transport
+		var overH2 atomic.Int64
+		hc := &http.Client{Transport: roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := base.RoundTrip(req)
+			if err == nil && resp.ProtoMajor == 2 {
+				overH2.Add(1)
+			}
+			return resp, err
+		})}
+		t.Cleanup(srv.Client().CloseIdleConnections)
+		for _, v03 := range []bool{false, true} {
+			t.Run(map[bool]string{false: "HTTP/1.1 ", true: "HTTP/2 "}[h2]+map[bool]string{false: "1.0", true: "0.3"}[v03], func(t *testing.T) {
+				endpoint := srv.URL + demoagent.PathV1
+				if v03 {
+					endpoint = srv.URL + demoagent.PathV0
+				}
+				sdkClient, batonClient := diffClientsOver(t, hc, endpoint, v03)
+				a2aGoCases(t, sdkClient, batonClient)
+			})
+		}
+		assert.Equal(t, h2, overH2.Load() > 0, "streams over HTTP/2: %d", overH2.Load())
 	}
 }
+
+// a2aGoCases are the streams of the demo agent's research scripts.
+func a2aGoCases(t *testing.T, sdkClient, batonClient *a2aclient.Client) {
+	runDiff(t, sdkClient, batonClient, []diffCase{
+		{name: "report", call: sendText("research Go generics"), want: endsWith("COMPLETED")},
+		{name: "fail", call: sendText("fail"), want: endsWith("FAILED")},
+		{name: "reject", call: sendText("reject"), want: endsWith("REJECTED")},
+		// The execution parks, its stream stays open: the caller leaves.
+		{name: "auth", call: sendText("auth"), cancelAfter: 2, want: func(t *testing.T, o streamOutcome) {
+			require.Len(t, o.Events, 2)
+			assert.Contains(t, o.Events[1], "AUTH_REQUIRED")
+		}},
+		{name: "message", call: sendText("message"), want: func(t *testing.T, o streamOutcome) {
+			require.Len(t, o.Events, 1)
+			assert.Contains(t, o.Events[0], "echo: message")
+		}},
+		{name: "slow, caller gone", call: sendText("slow"), cancelAfter: 3, want: failsWith("canceled")},
+		{name: "subscribe unknown", call: subscribe("no-such-task"), want: func(t *testing.T, o streamOutcome) {
+			assert.NotEmpty(t, o.Kind)
+		}},
+	})
+}
+
+// roundTripperFunc is an http.RoundTripper made of a function.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // rawAgent answers every JSON-RPC request with status, the SSE content type and body (or
 // with abort: body, then the connection cut mid-response).
