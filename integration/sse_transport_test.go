@@ -522,3 +522,19 @@ func TestSSETransportBoundsAnEvent(t *testing.T) {
 	assert.Equal(t, "other", collect(t, sdkClient, sendText("go"), 0).Kind, "a2a-go reads the 12 MiB event (and fails on its JSON)")
 	assert.Equal(t, "too-long", collect(t, batonClient, sendText("go"), 0).Kind, "Baton's transport refuses it")
 }
+
+// TestSSETransportRedirect: an endpoint that redirects (307, the request kept) to one that
+// streams is followed by a2a-go's client policy on both transports, and the stream is read.
+func TestSSETransportRedirect(t *testing.T) {
+	t.Parallel()
+	target := rawAgent(t, http.StatusOK, `data: {"jsonrpc":"2.0","id":"1","result":{"statusUpdate":{"taskId":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}}}`+"\n\n", false)
+	var hops atomic.Int64
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hops.Add(1)
+		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	sdkClient, batonClient := diffClients(t, redirect.URL, false)
+	runDiff(t, sdkClient, batonClient, []diffCase{{name: "307", call: sendText("go"), want: endsWith("COMPLETED")}})
+	assert.Equal(t, int64(2), hops.Load(), "each transport was redirected once")
+}
