@@ -118,7 +118,7 @@ func collect(t *testing.T, c *a2aclient.Client, call streamCall, cancelAfter int
 			var se *sdk.Error
 			if errors.As(err, &se) {
 				b, _ := json.Marshal(map[string]any{"details": se.Details, "typed": se.TypedDetails, "info": se.ErrorInfo()})
-				out.Details = string(b)
+				out.Details = normalizeIDs(t, b, map[string]string{}) // a2a-go servers stamp the time in
 			}
 			return out
 		}
