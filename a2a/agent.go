@@ -11,7 +11,6 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 )
 
 // Protocol versions an [Agent] can speak.
@@ -507,12 +506,11 @@ func (a *Agent) read(ctx context.Context) (*binding, error) {
 	clientCard.SupportedInterfaces = []*sdk.AgentInterface{iface}
 	var transport a2aclient.FactoryOption
 	switch {
-	case version == Protocol03:
-		transport = a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: a.http})
-	case iface.ProtocolBinding == sdk.TransportProtocolHTTPJSON:
+	case iface.ProtocolBinding == sdk.TransportProtocolHTTPJSON && version != Protocol03:
 		transport = a2aclient.WithRESTTransport(a.http)
 	default:
-		transport = a2aclient.WithJSONRPCTransport(a.http)
+		// a2a-go's JSON-RPC transport, its streams read with go-sse (sse_transport.go).
+		transport = sseTransportOption(a.http, version == Protocol03)
 	}
 	client, err := a2aclient.NewFromCard(ctx, &clientCard, a2aclient.WithDefaultsDisabled(), transport)
 	if err != nil {

@@ -20,6 +20,8 @@
 //   drop     streams 6 artifact chunks 300 ms apart; on a streaming request the peer kills the
 //            connection after the 2nd chunk, but the task keeps running and completes with the
 //            full artifact, so a client has to resubscribe or poll to get it
+//   hold     streams one progress chunk ("first chunk"), then nothing until CancelTask (a run held
+//            open, for per-run memory benchmarks)
 //   big      streams BIG_BYTES (default 10 MiB) as one artifact in 8 KiB appended chunks, as
 //            fast as the SDK sends them; chunk i starts with "<i, 6 digits>:" and is padded with
 //            '.', so that a reader can check every chunk arrived once and in order
@@ -228,6 +230,10 @@ class ScriptedExecutor {
         }
         return status(TaskState.TASK_STATE_COMPLETED, 'ok');
       }
+      case 'hold':
+        chunk('progress', 'progress', 'first chunk ', false, false);
+        while (!cancelledNow()) await sleep(1000);
+        return status(TaskState.TASK_STATE_CANCELED, 'cancelled while held');
       case 'delay':
       case 'slow':
         for (let i = 1; i <= 20; i++) { // ~10 s unless cancelled
