@@ -81,7 +81,7 @@ func openRealRuns(b *testing.B, goAgent bool, runs int, prompt, marker string) {
 		Agents: []coordinator.Agent{{Name: "bench", Description: ag.Description, Client: ag, Timeout: time.Hour}},
 	})
 	require.NoError(b, err)
-	require.NoError(b, e.Launch(ctx))
+	require.NoError(b, e.Start(ctx))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
 	srv := &http.Server{Handler: server.New(server.Config{Engine: coordinator.NewRuns(e, coordinator.RunsConfig{}), MaxActiveRuns: -1})}
@@ -124,7 +124,7 @@ func openRealRuns(b *testing.B, goAgent bool, runs int, prompt, marker string) {
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	served.Wait()
-	_ = e.Shutdown(sctx)
+	_ = e.Stop(sctx)
 }
 
 // openRunsLoad is testdata/openruns running: the AG-UI clients, and with -agent the a2a-go
