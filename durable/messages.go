@@ -20,7 +20,11 @@ type messageBuilder struct {
 
 type builtMessage struct {
 	*agui.Message
-	text *strings.Builder // the text so far
+	// text is the message's text so far as its deltas (shared with the run's events and
+	// turn), joined once when the message is built: a growing buffer would hold up to
+	// twice the text while it grows.
+	text  []string
+	textN int
 }
 
 type callOwner struct{ call, msg string }
@@ -71,11 +75,9 @@ func (b *messageBuilder) add(ev agui.Event) {
 		}
 	case *agui.TextMessageContent:
 		if m := b.find(v.MessageID); m != nil && v.SubagentRunID == "" {
-			if m.text == nil {
-				m.text = &strings.Builder{}
-			}
-			if m.text.Len()+len(v.Delta) <= maxMessageBytes {
-				m.text.WriteString(v.Delta)
+			if v.Delta != "" && m.textN+len(v.Delta) <= maxMessageBytes {
+				m.text = append(m.text, v.Delta)
+				m.textN += len(v.Delta)
 			}
 		}
 	case *agui.ToolCallStart:
@@ -123,7 +125,7 @@ func (b *messageBuilder) build() []store.Message {
 	for _, bm := range b.msgs {
 		m, id := bm.Message, bm.ID
 		if bm.text != nil {
-			m.Content, _ = json.Marshal(bm.text.String())
+			m.Content, _ = json.Marshal(strings.Join(bm.text, ""))
 		}
 		if m.Content == nil && len(m.ToolCalls) == 0 && m.Role != agui.RoleTool {
 			m.Content = json.RawMessage(`""`)
