@@ -63,6 +63,11 @@ type offHeapLog struct{ store.Store }
 func (offHeapLog) AppendEvents(context.Context, string, string, int64, []store.Event) error {
 	return nil
 }
+
+// SaveRunLog keeps the work document and writes the events away, as AppendEvents does.
+func (o offHeapLog) SaveRunLog(ctx context.Context, threadID, runID string, epoch int64, _ []store.Event, work json.RawMessage) error {
+	return o.Store.SaveRunLog(ctx, threadID, runID, epoch, nil, work)
+}
 func (offHeapLog) SaveMessages(context.Context, string, []store.Message) error { return nil }
 
 // smallSendBuffer shrinks the kernel send buffer of every accepted connection, so that a
