@@ -68,9 +68,11 @@ var (
 
 // Engine runs AG-UI runs. It is safe for concurrent use.
 type Engine struct {
-	cfg    Config
-	log    *slog.Logger
-	agents map[string]*Agent
+	cfg Config
+	log *slog.Logger
+	// logBudget bounds the bytes the runs' event logs hold in memory, all runs together.
+	logBudget *durable.LogBudget
+	agents    map[string]*Agent
 	// confirm paces CancelTask calls per agent and follows unconfirmed ones in the
 	// background (design/cancel-confirm.md); Stop waits for it, bounded.
 	confirm *cancel.Confirmer
@@ -133,17 +135,18 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		agents:   make(map[string]*Agent),
-		active:   make(map[string]*Run),
-		finished: make(map[string]string),
-		threads:  make(map[string]*thread),
-		sessions: cfg.Sessions,
-		limiter:  failure.NewRateLimiter(cfg.Guard.RateLimits),
-		quit:     make(chan struct{}),
-		journal:  durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
-		pending:  durable.NewPendingCancels(cfg.Store, cfg.Logger),
+		logBudget: durable.NewLogBudget(durable.DefaultLogBytes),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		agents:    make(map[string]*Agent),
+		active:    make(map[string]*Run),
+		finished:  make(map[string]string),
+		threads:   make(map[string]*thread),
+		sessions:  cfg.Sessions,
+		limiter:   failure.NewRateLimiter(cfg.Guard.RateLimits),
+		quit:      make(chan struct{}),
+		journal:   durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
+		pending:   durable.NewPendingCancels(cfg.Store, cfg.Logger),
 	}
 	e.persist = &persister{e: e}
 	e.jobs.expiry = newExpirer(e, cfg.ExpiryInterval)

@@ -116,6 +116,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	s.watch.n = 1
 	// The live stream shows an event once the log has it (design/fencing.md).
 	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, s.q.storedUpTo)
+	r.elog.SetBudget(e.logBudget)
 	s.q.gated = true
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		if !s.limit.admit(ev) {

@@ -63,6 +63,9 @@ type EventLog struct {
 	pending []store.Event
 	// pendingBytes is the encoded size of pending, bounded by maxPendingBytes.
 	pendingBytes int
+	// budget is the engine's bound on the log's bytes in memory, pending or being written
+	// (LogBudget; nil: none): Add takes, the writer releases what it stored or dropped.
+	budget *LogBudget
 	ended        bool // the terminal event was added
 	dropped      int
 	// changed is closed after each append to the store: it wakes followers of this run
@@ -124,6 +127,10 @@ func NewEventLog(st EventStore, threadID, runID string, log *slog.Logger, wg *sy
 	return &EventLog{st: st, thread: threadID, run: runID, log: log, wg: wg, onStored: onStored, done: make(chan struct{})}
 }
 
+// SetBudget makes the log count its bytes in memory against b, shared with the engine's
+// other runs (nil: none). It is called before the run emits anything.
+func (l *EventLog) SetBudget(b *LogBudget) { l.budget = b }
+
 // Own sets the epoch under which this replica owns the run (every write carries it), the
 // channel whose closing ends the writer's retries, and onFenced, called once when the
 // store refuses a write of the run as fenced. It is called before the run emits anything.
@@ -183,18 +190,23 @@ func (l *EventLog) RunEnded() {
 // Add numbers and records ev; it is called by the sequencer's sink, in emission order.
 func (l *EventLog) Add(ev agui.Event) {
 	data, err := agui.MarshalEvent(ev)
-	l.mu.Lock()
-	if l.frozen {
-		l.mu.Unlock()
-		return
-	}
-	l.seq++
 	if err != nil {
 		// The stream itself will fail on the same event; the log keeps its place.
 		data = []byte(`{"type":"CUSTOM","name":"baton.unencodable"}`)
 	}
+	l.budget.take(len(data), l.quit)
+	l.mu.Lock()
+	if l.frozen || l.finished {
+		// Nothing more of the run is recorded (handed off, or its log is complete).
+		l.mu.Unlock()
+		l.budget.release(len(data))
+		return
+	}
+	l.seq++
+	dropped := 0
 	for len(l.pending) > 0 && (len(l.pending) >= maxPendingEvents || l.pendingBytes+len(data) > maxPendingBytes) {
 		l.pendingBytes -= len(l.pending[0].Data)
+		dropped += len(l.pending[0].Data)
 		l.pending[0] = store.Event{}
 		l.pending = l.pending[1:]
 		l.dropped++
@@ -208,6 +220,7 @@ func (l *EventLog) Add(ev agui.Event) {
 	}
 	l.wake()
 	l.mu.Unlock()
+	l.budget.release(dropped)
 }
 
 // WaitEnded waits until the writer has stored everything, when the terminal event has been
@@ -243,12 +256,16 @@ func (l *EventLog) drain() {
 		if err != nil && !l.isFenced() {
 			if failing.IsZero() {
 				failing = time.Now()
+				l.budget.storeFailing(true)
 			}
 			if time.Since(failing) > MaxStoreRetry || !l.Sleep(pause) {
 				l.giveUp()
 			}
 			pause = min(2*pause, MaxStoreRetryPause)
 			continue
+		}
+		if !failing.IsZero() {
+			l.budget.storeFailing(false)
 		}
 		failing, pause = time.Time{}, StoreRetry
 		if wrote {
@@ -389,6 +406,15 @@ func (l *EventLog) write(batch []store.Event, doc json.RawMessage) error {
 			doc = nil
 		}
 	}
+	// What was stored leaves memory; so does what a fenced store refused (never tried
+	// again). The rest goes back to pending, still held.
+	freed := 0
+	for i, ev := range batch {
+		if i < stored || errors.Is(err, store.ErrFenced) {
+			freed += len(ev.Data)
+		}
+	}
+	defer l.budget.release(freed)
 	l.mu.Lock()
 	if stored > 0 {
 		l.settled = max(l.settled, batch[stored-1].Seq)
@@ -426,6 +452,7 @@ func (l *EventLog) fenceOff(err error) {
 	first := !l.fenced
 	l.fenced = true
 	l.frozen = true
+	defer l.budget.release(l.pendingBytes)
 	clear(l.pending)
 	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
 	// Nothing more is stored from here: a client reading the backlog must not wait for it.
@@ -464,6 +491,7 @@ func (l *EventLog) Sleep(d time.Duration) bool {
 func (l *EventLog) giveUp() {
 	l.mu.Lock()
 	n := len(l.pending)
+	defer l.budget.release(l.pendingBytes)
 	clear(l.pending)
 	l.pending, l.pendingBytes, l.workDirty = nil, 0, false
 	// The dropped events will never be stored: a client reading the backlog goes on past them.
