@@ -26,7 +26,9 @@ type EventStore interface {
 // EventLog appends a run's events to the store's event log (DESIGN §9a), keeps its work
 // document (Work) in the store, and collects the messages the run adds to its thread.
 //
-// Design note: the run never waits for the store. Each event is numbered and encoded as the
+// Design note: the run waits for the store only when the engine's logs together hold
+// DefaultLogBytes not yet stored, and only while the store takes writes (LogBudget): then
+// the store's pace paces the runs. Each event is numbered and encoded as the
 // sequencer accepts it (the number is the SSE id the stream sends), and a writer goroutine
 // appends whatever is pending in one batch per round trip, so that a slow store costs a
 // burst a few round trips rather than one per event. The writer goroutine exists only while
