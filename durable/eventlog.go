@@ -67,9 +67,9 @@ type EventLog struct {
 	pendingBytes int
 	// budget is the engine's bound on the log's bytes in memory, pending or being written
 	// (LogBudget; nil: none): Add takes, the writer releases what it stored or dropped.
-	budget *LogBudget
-	ended        bool // the terminal event was added
-	dropped      int
+	budget  *LogBudget
+	ended   bool // the terminal event was added
+	dropped int
 	// changed is closed after each append to the store: it wakes followers of this run
 	// on this replica (others poll). Made by the first Changed after an append, so that a
 	// run nobody follows retains none.
