@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	batona2a "github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
@@ -124,6 +125,7 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		if in.Depth, err = callerDepth(req); err != nil {
 			return nil, err
 		}
+		in.Budget = s.callerBudget(req)
 		return c.run(ctx, in)
 	}
 }
@@ -146,6 +148,22 @@ func callerDepth(req *mcp.CallToolRequest) (int, error) {
 		return 0, invalidParams("_meta %q must be a whole number from 0 to %d", depthKey, maxCallerDepth)
 	}
 	return int(f) + 1, nil
+}
+
+// callerBudget is the budget a calling Baton gives the run (its _meta baton/budget, as
+// over A2A: contract §7), nil without one: the run keeps the smaller of its own budget and
+// this one. A malformed budget is untrusted input: it is ignored (the run's own budget
+// still holds, so nothing is ever raised) and logged.
+func (s *Server) callerBudget(req *mcp.CallToolRequest) *agui.CallerBudget {
+	b, err := batona2a.ParseBudget(req.Params.Meta[batona2a.BudgetKey])
+	if err != nil {
+		s.cfg.Logger.Warn("mcp: the caller's budget is ignored", "err", err)
+		return nil
+	}
+	if b == nil {
+		return nil
+	}
+	return &agui.CallerBudget{Tokens: b.Tokens, CostUSD: b.CostUSD}
 }
 
 // input is the run a call starts: a new thread with the prompt, or the resume of the

@@ -182,6 +182,7 @@ func (s *Server) startTask(ctx context.Context, t tool, req *mcp.CallToolRequest
 	if in.Depth, err = callerDepth(req); err != nil {
 		return nil, err
 	}
+	in.Budget = s.callerBudget(req)
 	c := &call{s: s, t: t, req: req, who: s.principalOf(req)}
 	if _, err := c.start(context.WithoutCancel(ctx), in); err != nil {
 		return c.startError(err, in)
