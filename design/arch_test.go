@@ -1,13 +1,8 @@
 package design
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -51,35 +46,7 @@ type violation struct{ file, imp string }
 
 func violations(t *testing.T, root string) []violation {
 	t.Helper()
-	var out []violation
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		for _, is := range f.Imports {
-			imp, _ := strconv.Unquote(is.Path.Value)
-			for _, e := range enginePackages {
-				if imp == module+e || strings.HasPrefix(imp, module+e+"/") {
-					out = append(out, violation{path, imp})
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", root, err)
-	}
-	return out
+	return forbiddenImports(t, root, enginePackages)
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

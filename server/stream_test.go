@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,28 +158,7 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 
 	// The heap is sampled all along; the peak's growth over the baseline (what earlier
 	// tests of the package left) is what matters.
-	var base runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stopSampling := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Go(func() {
-		var ms runtime.MemStats
-		for {
-			// The live heap: what the coordinator holds, not garbage awaiting collection.
-			runtime.GC()
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	})
+	stopSampling := heapPeak()
 
 	conns := make([]net.Conn, clients)
 	for i := range conns {
@@ -201,11 +179,8 @@ func TestStuckReadersAreDroppedAfterTheWriteTimeout(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.Zero(t, e.Active(), "the stuck runs were cancelled")
-	close(stopSampling)
-	sampling.Wait()
-
-	grown := peak.Load() - min(peak.Load(), base.HeapAlloc)
-	t.Logf("peak heap %d MiB over a baseline of %d MiB, produced %d MiB", grown>>20, base.HeapAlloc>>20, produced.Load()>>20)
+	grown := stopSampling()
+	t.Logf("peak heap growth %d MiB, produced %d MiB", grown>>20, produced.Load()>>20)
 	assert.Less(t, grown, uint64(heapBound), "the heap stays bounded")
 
 	closeGuard := time.Now().Add(30 * time.Second)

@@ -64,27 +64,7 @@ func stuckPeak(b *testing.B, st store.Store) uint64 {
 		_ = e.Stop(ctx)
 		srv.Close()
 	}()
-	var base runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Go(func() {
-		var ms runtime.MemStats
-		for {
-			runtime.GC()
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	})
+	stopSampling := heapPeak()
 	addr := srv.Listener.Addr().String()
 	conns := make([]net.Conn, clients)
 	for i := range conns {
@@ -95,11 +75,41 @@ func stuckPeak(b *testing.B, st store.Store) uint64 {
 	for e.Active() > 0 && time.Now().Before(guard) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	close(stop)
-	sampling.Wait()
+	grown := stopSampling()
 	for _, c := range conns {
 		_ = c.Close()
 	}
 	b.Logf("produced %d MiB", produced.Load()>>20)
-	return peak.Load() - min(peak.Load(), base.HeapAlloc)
+	return grown
+}
+
+// heapPeak samples the live heap (GC before each sample) every 50 ms until the returned
+// stop is called, which returns the peak's growth over the heap at the start.
+func heapPeak() (stop func() uint64) {
+	var base runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() {
+		var ms runtime.MemStats
+		for {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+	return func() uint64 {
+		close(done)
+		sampling.Wait()
+		return peak.Load() - min(peak.Load(), base.HeapAlloc)
+	}
 }
