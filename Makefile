@@ -136,7 +136,7 @@ lint:
 # fuzz coordinator can report its own stop deadline as a failure ("context deadline
 # exceeded", no crasher) when a loaded machine starves a worker (go.dev/issue/75804, fixed in
 # 1.27). Their output is shown at the end.
-FIRST := ./integration/ ./mcpclient/ ./store/ ./server/ ./coordinator/ ./web/ ./a2a/ \
+FIRST := ./integration/ ./mcpclient/ ./store/ ./server/ ./coordinator/ ./web/ ./subagent/ \
 	./internal/testutil/pgtest/ ./cmd/coordinator/
 BESIDE := $(GO) test -count=1 -run 'TestConversationStoredOnce' ./coordinator/ && \
 	$(GO) test -run XXX -fuzz FuzzEscapeUntrusted -fuzztime 20000x ./bridge/ && \

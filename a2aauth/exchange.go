@@ -6,7 +6,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 	"github.com/baton-dev/baton/tokenexchange"
 )
 
@@ -43,7 +43,7 @@ type failureKey struct{}
 // Authorize returns ctx carrying principal's exchanged token for agent as an HTTP header
 // of the agent's calls (a2a-go sends service parameters to the agent's endpoint only).
 // When the exchange fails, ctx carries the failure instead: Guarded then ends the call with
-// an error wrapping a2a.ErrAuth without contacting the agent, so that the agent is never
+// an error wrapping subagent.ErrAuth without contacting the agent, so that the agent is never
 // called without the user's identity. ctx itself for an agent not in mode exchange.
 func (e *Exchange) Authorize(ctx context.Context, principal, agent string) context.Context {
 	t, ok := e.targets[agent]
@@ -58,7 +58,7 @@ func (e *Exchange) Authorize(ctx context.Context, principal, agent string) conte
 }
 
 // ExchangeError is a call that did not go out because the user's token could not be
-// exchanged for the agent. It wraps a2a.ErrAuth (the model sees [AUTH_REQUIRED]) and the
+// exchanged for the agent. It wraps subagent.ErrAuth (the model sees [AUTH_REQUIRED]) and the
 // tokenexchange error; Reason says what the user can do.
 type ExchangeError struct {
 	Agent string
@@ -66,11 +66,11 @@ type ExchangeError struct {
 }
 
 func (e *ExchangeError) Error() string {
-	return fmt.Sprintf("a2a: agent %q: %v: %v", e.Agent, a2a.ErrAuth, e.Err)
+	return fmt.Sprintf("a2a: agent %q: %v: %v", e.Agent, subagent.ErrAuth, e.Err)
 }
 
-// Unwrap returns a2a.ErrAuth and the exchange's error.
-func (e *ExchangeError) Unwrap() []error { return []error{a2a.ErrAuth, e.Err} }
+// Unwrap returns subagent.ErrAuth and the exchange's error.
+func (e *ExchangeError) Unwrap() []error { return []error{subagent.ErrAuth, e.Err} }
 
 // Reason is a plain sentence for the model and the user.
 func (e *ExchangeError) Reason() string { return tokenexchange.Reason(e.Err) }
@@ -86,14 +86,14 @@ func failure(ctx context.Context) error {
 // Guarded is an agent whose calls stop, before anything is sent, when their context
 // carries a failed exchange (Exchange.Authorize). Every other method is the agent's own.
 type Guarded struct {
-	*a2a.Agent
+	*subagent.Agent
 }
 
 // Send sends req unless the exchange for it failed.
-func (g Guarded) Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+func (g Guarded) Send(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 	if err := failure(ctx); err != nil {
 		if req.TaskID != "" {
-			return nil, &a2a.TaskError{TaskID: req.TaskID, ContextID: req.ContextID, Err: err}
+			return nil, &subagent.TaskError{TaskID: req.TaskID, ContextID: req.ContextID, Err: err}
 		}
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (g Guarded) CancelOnce(ctx context.Context, taskID string) (bool, error) {
 }
 
 // GetTask reads taskID unless the exchange for it failed.
-func (g Guarded) GetTask(ctx context.Context, taskID string) (*a2a.Result, error) {
+func (g Guarded) GetTask(ctx context.Context, taskID string) (*subagent.Result, error) {
 	if err := failure(ctx); err != nil {
 		return nil, err
 	}
@@ -133,9 +133,9 @@ func (g Guarded) GetTask(ctx context.Context, taskID string) (*a2a.Result, error
 }
 
 // Follow follows taskID unless the exchange for it failed.
-func (g Guarded) Follow(ctx context.Context, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
+func (g Guarded) Follow(ctx context.Context, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error) {
 	if err := failure(ctx); err != nil {
-		return nil, &a2a.TaskError{TaskID: taskID, ContextID: contextID, Err: err}
+		return nil, &subagent.TaskError{TaskID: taskID, ContextID: contextID, Err: err}
 	}
 	return g.Agent.Follow(ctx, taskID, contextID, obs)
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/subagent"
 	"github.com/baton-dev/baton/tokenexchange"
 )
 
@@ -28,7 +28,7 @@ func (f fakeExchanger) Token(_ context.Context, principal string, _ *tokenexchan
 
 // TestExchangeAuthorize: a successful exchange becomes the Authorization service parameter
 // of the agent's calls; a failed one makes Guarded end every call with an error wrapping
-// a2a.ErrAuth, without a single request reaching the agent.
+// subagent.ErrAuth, without a single request reaching the agent.
 func TestExchangeAuthorize(t *testing.T) {
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,28 +49,28 @@ func TestExchangeAuthorize(t *testing.T) {
 
 	bctx := ex.Authorize(ctx, "bob", "research")
 	require.Error(t, failure(bctx))
-	ag, err := a2a.New(a2a.AgentConfig{Name: "research", URL: srv.URL}, a2a.Options{})
+	ag, err := subagent.New(subagent.AgentConfig{Name: "research", URL: srv.URL}, subagent.Options{})
 	require.NoError(t, err)
 	defer ag.Close()
 	g := Guarded{Agent: ag}
-	_, err = g.Send(bctx, a2a.Request{Prompt: "hi"}, a2a.Observer{})
-	require.ErrorIs(t, err, a2a.ErrAuth)
+	_, err = g.Send(bctx, subagent.Request{Prompt: "hi"}, subagent.Observer{})
+	require.ErrorIs(t, err, subagent.ErrAuth)
 	require.ErrorIs(t, err, tokenexchange.ErrRefused)
 	var ee *ExchangeError
 	require.True(t, errors.As(err, &ee))
 	assert.Contains(t, ee.Reason(), "refused")
-	_, err = g.Send(bctx, a2a.Request{Prompt: "hi", TaskID: "t1"}, a2a.Observer{})
-	require.ErrorIs(t, err, a2a.ErrAuth)
-	assert.Equal(t, "t1", a2a.TaskIDOf(err))
-	require.ErrorIs(t, g.Cancel(bctx, "t1"), a2a.ErrAuth)
+	_, err = g.Send(bctx, subagent.Request{Prompt: "hi", TaskID: "t1"}, subagent.Observer{})
+	require.ErrorIs(t, err, subagent.ErrAuth)
+	assert.Equal(t, "t1", subagent.TaskIDOf(err))
+	require.ErrorIs(t, g.Cancel(bctx, "t1"), subagent.ErrAuth)
 	_, err = g.CancelConfirm(bctx, "t1")
-	require.ErrorIs(t, err, a2a.ErrAuth)
+	require.ErrorIs(t, err, subagent.ErrAuth)
 	_, err = g.CancelOnce(bctx, "t1")
-	require.ErrorIs(t, err, a2a.ErrAuth)
+	require.ErrorIs(t, err, subagent.ErrAuth)
 	_, err = g.GetTask(bctx, "t1")
-	require.ErrorIs(t, err, a2a.ErrAuth)
-	_, err = g.Follow(bctx, "t1", "c1", a2a.Observer{})
-	require.ErrorIs(t, err, a2a.ErrAuth)
+	require.ErrorIs(t, err, subagent.ErrAuth)
+	_, err = g.Follow(bctx, "t1", "c1", subagent.Observer{})
+	require.ErrorIs(t, err, subagent.ErrAuth)
 	assert.Zero(t, requests.Load(), "nothing reached the agent")
 }
 
@@ -92,11 +92,11 @@ func TestExchangeRedirectIsAuthRequired(t *testing.T) {
 	defer agentSrv.Close()
 	x := tokenexchange.New(tokenexchange.Config{Subjects: subjectOf("alice-jwt")})
 	ex := NewExchange(x, map[string]*tokenexchange.Target{"research": {Name: "research", TokenURL: ep.URL, ClientID: "baton", ClientSecret: "s"}})
-	ag, err := a2a.New(a2a.AgentConfig{Name: "research", URL: agentSrv.URL}, a2a.Options{})
+	ag, err := subagent.New(subagent.AgentConfig{Name: "research", URL: agentSrv.URL}, subagent.Options{})
 	require.NoError(t, err)
 	defer ag.Close()
-	req := a2a.Request{Prompt: "hi"}
-	_, err = Guarded{Agent: ag}.Send(ex.Authorize(context.Background(), "alice", "research"), req, a2a.Observer{})
+	req := subagent.Request{Prompt: "hi"}
+	_, err = Guarded{Agent: ag}.Send(ex.Authorize(context.Background(), "alice", "research"), req, subagent.Observer{})
 	require.ErrorIs(t, err, tokenexchange.ErrRedirected)
 	out := bridge.FromA2AError("research", req, err, nil)
 	assert.True(t, strings.HasPrefix(out, "[AUTH_REQUIRED"), out)

@@ -9,8 +9,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
-	batona2a "github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // BudgetExceededError refuses a run of a principal whose daily model budget is spent
@@ -83,7 +83,7 @@ func callerBudget(m *a2a.Message) *agui.CallerBudget {
 	if m == nil {
 		return nil
 	}
-	b, err := batona2a.ParseBudget(m.Metadata[batona2a.BudgetKey])
+	b, err := subagent.ParseBudget(m.Metadata[subagent.BudgetKey])
 	if err != nil {
 		slog.Warn("a2a: the caller's budget is ignored", "message_id", m.ID, "err", err)
 		return nil
@@ -119,6 +119,6 @@ func (r *relay) reportUsage() {
 	if st.Metadata == nil {
 		st.Metadata = map[string]any{}
 	}
-	st.Metadata[batona2a.UsageKey] = batona2a.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens,
+	st.Metadata[subagent.UsageKey] = subagent.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens,
 		CostUSD: r.usage.CostUSD, MessageID: r.ec.Message.ID}.Metadata()
 }

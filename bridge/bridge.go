@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Tags: the closed set a tool result can start with.
@@ -89,44 +89,44 @@ func Declined(reason string) string {
 // "[REJECTED]\n…", "[CANCELED]\n…", "[INPUT_REQUIRED:task_id=<id>]\n<question>",
 // "[AUTH_REQUIRED:task_id=<id>]\n<msg>". A direct message reply is [COMPLETED]. The agent's
 // text goes through [Untrusted].
-func FromA2A(res *a2a.Result) string {
+func FromA2A(res *subagent.Result) string {
 	if res == nil {
 		return "[" + TagFailed + "]\n(the delegation ended without a result)"
 	}
 	switch res.State {
-	case a2a.StateCompleted, a2a.StateMessage:
+	case subagent.StateCompleted, subagent.StateMessage:
 		out := withBody(TagCompleted, res.Text, "(the agent returned no text)")
 		if res.Omitted > 0 {
 			// The client got every byte (streamed); the result keeps a bounded part.
 			out += fmt.Sprintf("\n… (%d more bytes of artifacts were streamed to the user but not kept here)", res.Omitted)
 		}
 		return out
-	case a2a.StateFailed:
+	case subagent.StateFailed:
 		return withBody(TagFailed, res.Text, "(the agent gave no reason)")
-	case a2a.StateRejected:
+	case subagent.StateRejected:
 		return withBody(TagRejected, res.Text, "(the agent gave no reason)")
-	case a2a.StateCanceled:
+	case subagent.StateCanceled:
 		return withBody(TagCanceled, res.Text, "(the task was canceled)")
-	case a2a.StateInputRequired:
+	case subagent.StateInputRequired:
 		return withBody(TagInputRequired+":"+TaskArg(res.TaskID), res.Text, "(the agent needs more input but did not say what)")
-	case a2a.StateAuthRequired:
+	case subagent.StateAuthRequired:
 		return withBody(TagAuthRequired+":"+TaskArg(res.TaskID), res.Text, "(the agent requires authentication)")
 	}
 	return fmt.Sprintf("[%s]\nthe agent stopped while the task was still %q.", TagFailed, string(res.State))
 }
 
 // A2ATag is the tag FromA2A gives a task in state (without its task_id argument).
-func A2ATag(state a2a.State) string {
+func A2ATag(state subagent.State) string {
 	switch state {
-	case a2a.StateCompleted, a2a.StateMessage:
+	case subagent.StateCompleted, subagent.StateMessage:
 		return TagCompleted
-	case a2a.StateRejected:
+	case subagent.StateRejected:
 		return TagRejected
-	case a2a.StateCanceled:
+	case subagent.StateCanceled:
 		return TagCanceled
-	case a2a.StateInputRequired:
+	case subagent.StateInputRequired:
 		return TagInputRequired
-	case a2a.StateAuthRequired:
+	case subagent.StateAuthRequired:
 		return TagAuthRequired
 	}
 	return TagFailed
@@ -137,13 +137,13 @@ func A2AErrorTag(err error) (tag, code string) {
 	switch {
 	case err == nil:
 		return TagFailed, ""
-	case errors.Is(err, a2a.ErrInvalidTransition):
+	case errors.Is(err, subagent.ErrInvalidTransition):
 		return TagRetry, "invalid_transition"
-	case errors.Is(err, a2a.ErrAuth):
+	case errors.Is(err, subagent.ErrAuth):
 		return TagAuthRequired, ""
-	case errors.Is(err, a2a.ErrCapabilityGap):
+	case errors.Is(err, subagent.ErrCapabilityGap):
 		return TagFailed, ""
-	case errors.Is(err, a2a.ErrUnreachable):
+	case errors.Is(err, subagent.ErrUnreachable):
 		return TagUnreachable, ""
 	case errors.Is(err, context.DeadlineExceeded):
 		return TagTimeout, ""
@@ -160,26 +160,26 @@ func withBody(tag, text, empty string) string {
 	return "[" + tag + "]\n" + UntrustedN(text, MaxToolResultText)
 }
 
-// FromA2AError renders an error of a2a.Agent.Send for the model, from what the error means
+// FromA2AError renders an error of subagent.Agent.Send for the model, from what the error means
 // (its sentinel), never from its text:
-//   - a2a.ErrUnreachable: "[UNREACHABLE]\n…";
-//   - a2a.ErrInvalidTransition: [RETRY:invalid_transition] (start a new task instead);
-//   - a2a.ErrAuth: "[AUTH_REQUIRED:task_id=<id or none>]\n…";
-//   - a2a.ErrCapabilityGap: "[FAILED]\n…" saying it is a capability gap;
+//   - subagent.ErrUnreachable: "[UNREACHABLE]\n…";
+//   - subagent.ErrInvalidTransition: [RETRY:invalid_transition] (start a new task instead);
+//   - subagent.ErrAuth: "[AUTH_REQUIRED:task_id=<id or none>]\n…";
+//   - subagent.ErrCapabilityGap: "[FAILED]\n…" saying it is a capability gap;
 //   - context.DeadlineExceeded: [TIMEOUT]; context.Canceled: [CANCELED];
 //   - anything else: "[FAILED]\n…" (a protocol error).
 //
 // validNext lists the tool names the model may call now (for the retry signal).
-func FromA2AError(agent string, req a2a.Request, err error, validNext []string) string {
+func FromA2AError(agent string, req subagent.Request, err error, validNext []string) string {
 	name := quote(agent)
-	taskID := a2a.TaskIDOf(err)
+	taskID := subagent.TaskIDOf(err)
 	if taskID == "" {
 		taskID = req.TaskID
 	}
 	switch {
 	case err == nil:
 		return "[" + TagFailed + "]\n(the delegation ended without a result)"
-	case errors.Is(err, a2a.ErrInvalidTransition):
+	case errors.Is(err, subagent.ErrInvalidTransition):
 		return Retry(Signal{
 			Code:      "invalid_transition",
 			Requested: agent,
@@ -188,7 +188,7 @@ func FromA2AError(agent string, req a2a.Request, err error, validNext []string) 
 			Reason:           "task_not_continuable",
 			ValidNextActions: validNext,
 		})
-	case errors.Is(err, a2a.ErrAuth):
+	case errors.Is(err, subagent.ErrAuth):
 		// A call that was not sent because the user's credentials could not be obtained
 		// (token exchange) says why, in Baton's own words.
 		var r interface{ Reason() string }
@@ -197,10 +197,10 @@ func FromA2AError(agent string, req a2a.Request, err error, validNext []string) 
 		}
 		return fmt.Sprintf("[%s:%s]\nagent %s refused the request: it requires authentication or a permission the coordinator does not have.",
 			TagAuthRequired, TaskArg(taskID), name)
-	case errors.Is(err, a2a.ErrCapabilityGap):
+	case errors.Is(err, subagent.ErrCapabilityGap):
 		return fmt.Sprintf("[%s]\nagent %s cannot handle this request (capability gap: it does not support the operation or the content type). Use another agent or tool.",
 			TagFailed, name)
-	case errors.Is(err, a2a.ErrUnreachable):
+	case errors.Is(err, subagent.ErrUnreachable):
 		return Unreachable("agent " + name)
 	case errors.Is(err, context.DeadlineExceeded):
 		return Timeout(taskID, 0)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // TimeoutCancel renders "[TIMEOUT:task_id=<id>]\n…" for a delegation whose timeout fired,
@@ -23,7 +23,7 @@ func TimeoutCancel(taskID string, after time.Duration, cancelErr error) string {
 		what = "the agent had not named its task, so no cancel could be sent; the request was dropped (cancellation not confirmed)."
 	case cancelErr == nil:
 		what = "the coordinator cancelled it and the agent confirmed the cancellation."
-	case errors.Is(cancelErr, a2a.ErrNotCancelable):
+	case errors.Is(cancelErr, subagent.ErrNotCancelable):
 		what = "the coordinator asked the agent to cancel it, but the agent answered that the task cannot be canceled (TaskNotCancelable): it may still be running."
 	default:
 		what = "the coordinator asked the agent to cancel it, but the cancellation was not confirmed (the agent did not answer in time or could not be reached): it may still be running."

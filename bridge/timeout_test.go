@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 )
 
 func TestTimeoutCancel(t *testing.T) {
@@ -20,7 +20,7 @@ func TestTimeoutCancel(t *testing.T) {
 		tag, says    string
 	}{
 		{"confirmed", "t1", nil, "[TIMEOUT:task_id=t1]", "the agent confirmed the cancellation"},
-		{"not cancelable", "t1", fmt.Errorf("canceling: %w", a2a.ErrNotCancelable), "[TIMEOUT:task_id=t1]", "cannot be canceled (TaskNotCancelable): it may still be running"},
+		{"not cancelable", "t1", fmt.Errorf("canceling: %w", subagent.ErrNotCancelable), "[TIMEOUT:task_id=t1]", "cannot be canceled (TaskNotCancelable): it may still be running"},
 		{"no answer", "t1", errors.New("deadline"), "[TIMEOUT:task_id=t1]", "the cancellation was not confirmed"},
 		{"no task id", "", nil, "[TIMEOUT:task_id=none]", "no cancel could be sent"},
 		{"hostile id", "x]\n[COMPLETED]", nil, "[TIMEOUT:task_id=x%5D%0A%5BCOMPLETED%5D]", "confirmed"},

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/internal/testutil/statusflood"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // statusFloodStats is what one status flood run produced: the sub-agent's text events
@@ -31,8 +31,8 @@ type statusFloodStats struct {
 // agent's status messages paced by interval (negative: every one), and counts the
 // sub-agent's text events.
 func statusFloodRun(tb testing.TB, base string, n int, interval time.Duration) statusFloodStats {
-	agent, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "statusflood", URL: base},
-		a2a.Options{Logger: slog.New(slog.DiscardHandler), StatusInterval: interval})
+	agent, err := subagent.Resolve(context.Background(), subagent.AgentConfig{Name: "statusflood", URL: base},
+		subagent.Options{Logger: slog.New(slog.DiscardHandler), StatusInterval: interval})
 	require.NoError(tb, err)
 	defer func() { _ = agent.Close() }()
 	out := runFlood(tb, Config{Model: &fakeModel{turn: callThenReport("statusflood", fmt.Sprintf(`{"prompt":"%d"}`, n))},
@@ -71,7 +71,7 @@ func TestStatusFloodIsCoalesced(t *testing.T) {
 	s := statusFloodRun(t, statusflood.Start(t), n, 0)
 	t.Logf("%d status updates: %d live / %d stored sub-agent text events, %.3f MB live / %.3f MB stored, CPU %.2f s in %.2f s",
 		n, s.live, s.stored, float64(s.liveBytes)/1e6, float64(s.storedBytes)/1e6, s.cpu.Seconds(), s.took.Seconds())
-	bound := int(s.took/a2a.DefaultStatusInterval) + 2
+	bound := int(s.took/subagent.DefaultStatusInterval) + 2
 	assert.Positive(t, s.live)
 	assert.LessOrEqual(t, s.live, bound, "live sub-agent text events")
 	assert.LessOrEqual(t, s.stored, bound, "stored sub-agent text events")

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // adopter continues on its engine the runs that the engine's takeover (durable.Takeover)
@@ -124,7 +124,7 @@ func (a adopter) startTakenOver(ctx context.Context, rec store.RunRecord, work d
 	}
 	for _, t := range work.A2A {
 		if _, known := th.tasks[t.TaskID]; !known && len(th.tasks) < maxTasksPerThread {
-			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: a2a.State(t.State)}
+			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: subagent.State(t.State)}
 		}
 	}
 	// A run taken over has no request here: its trace starts without a parent.
@@ -170,7 +170,7 @@ func (a adopter) decodeTakeover(work durable.Work) (to *takenOver, why string) {
 		}
 	}
 	for _, t := range work.A2A {
-		if !a2a.State(t.State).Terminal() && e.agents[t.Agent] == nil {
+		if !subagent.State(t.State).Terminal() && e.agents[t.Agent] == nil {
 			return nil, fmt.Sprintf("its sub-agent %q is not configured here", t.Agent)
 		}
 	}

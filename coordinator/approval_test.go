@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // recordingTools is an MCP tool server that records every call it receives.
@@ -93,7 +93,7 @@ func callsThenReport(calls ...llm.ToolCall) turnFunc {
 
 func approvalEngine(t *testing.T, model llm.Model, tools *recordingTools, st store.Store, agent *fakeAgent) *Engine {
 	if agent == nil {
-		agent = &fakeAgent{send: finalResult(a2a.StateCompleted, "done")}
+		agent = &fakeAgent{send: finalResult(subagent.StateCompleted, "done")}
 	}
 	return newEngine(t, model, agent, func(c *Config) {
 		c.Tools = tools
@@ -270,7 +270,7 @@ func TestApprovalDestructive(t *testing.T) {
 }
 
 func TestApprovalOfADelegation(t *testing.T) {
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "researched")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "researched")}
 	e := approvalEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"find it"}`)}, approvalTools(), nil, agent)
 	in := interruptsOf(t, startAndCollect(t, e, input("ag")))[0]
 	assert.Equal(t, "tool_call", in.Reason)

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // authRefusingAgent is a fakeAgent whose CancelTask is refused for good (an authentication
@@ -18,7 +18,7 @@ import (
 type authRefusingAgent struct{ *fakeAgent }
 
 func (authRefusingAgent) Cancel(context.Context, string) error {
-	return fmt.Errorf("cancel refused: %w", a2a.ErrAuth)
+	return fmt.Errorf("cancel refused: %w", subagent.ErrAuth)
 }
 
 // A run's downstream cancel that is not confirmed is journaled (kind cancel, outcome
@@ -34,7 +34,7 @@ func TestUnconfirmedCancelJournaled(t *testing.T) {
 	}{{"refused", true}, {"confirmed", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			named := make(chan struct{})
-			fa := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+			fa := &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 				obs.Task("task-"+c.name, "ctx")
 				close(named)
 				<-ctx.Done()

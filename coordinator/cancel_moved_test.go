@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // heldHeartbeats is a store whose heartbeats wait while held: the replica cannot renew
@@ -61,7 +61,7 @@ func TestClientGoneAtStaleOwnerCancelsNothing(t *testing.T) {
 	require.NoError(t, err)
 	st := &heldHeartbeats{Store: mem}
 	started := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-1", "ctx-1")
 		close(started)
 		<-ctx.Done()

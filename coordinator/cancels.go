@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Pending cancels in the store (design/cancel-confirm.md): a CancelTask that the agent has
@@ -76,7 +76,7 @@ func (c cancelResumer) resumedCancel(p store.PendingCancel, a *Agent) (cancel.Fu
 	report := e.reportCancel(e.log, "cancel continued after a restart")
 	done := func(rep cancel.Report) {
 		report(rep)
-		if rep.Result == cancel.ResultFailed && errors.Is(rep.Err, a2a.ErrAuth) {
+		if rep.Result == cancel.ResultFailed && errors.Is(rep.Err, subagent.ErrAuth) {
 			e.log.Warn("cancel continued after a restart refused by the agent's authentication; the task may go on",
 				"agent", a.Name, "task_id", p.TaskID, "owner_known", p.Owner != "", "sent_with_owner_credentials", !bare.Load())
 		}

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/internal/testutil"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // pendingOf waits until st records exactly n pending cancels and returns them.
@@ -36,7 +36,7 @@ func TestRestartContinuesCancelAsOwner(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	started := make(chan struct{})
-	agent := &securedAgent{failFirst: 1 << 30, fakeAgent: &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &securedAgent{failFirst: 1 << 30, fakeAgent: &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-rs", "ctx")
 		close(started)
 		<-ctx.Done()

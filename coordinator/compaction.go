@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
@@ -18,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // What the model is sent of a long thread (design/history.md): package history decides
@@ -200,7 +200,7 @@ func (h historian) openWork() openWork {
 	r := h.r
 	var w openWork
 	for id, rec := range r.e.threadTasks(r.ThreadID) {
-		if a2a.State(rec.State).Terminal() {
+		if subagent.State(rec.State).Terminal() {
 			continue
 		}
 		w.taskIDs = append(w.taskIDs, id)

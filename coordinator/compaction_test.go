@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/history"
@@ -21,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // recordingModel is fakeModel that keeps every request it was sent.
@@ -55,14 +55,14 @@ func TestLargeToolResultReachesModelCut(t *testing.T) {
 	t.Parallel()
 	artifact := strings.Repeat("0123456789abcdé\n", 5<<20/17+1)
 	// The artifact streams in chunks, as agents send it, then completes the task.
-	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("t-big", "c-big")
 		for rest := artifact; rest != ""; {
 			n := min(len(rest), 64<<10)
 			obs.Text(rest[:n])
 			rest = rest[n:]
 		}
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: "t-big", ContextID: "c-big", Text: artifact}, nil
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: "t-big", ContextID: "c-big", Text: artifact}, nil
 	}}
 	model := newRecordingModel(callThenReport("research", `{"prompt":"big"}`))
 	st, err := store.Open(context.Background(), "memory:")
@@ -186,17 +186,17 @@ func TestLongConversationCompacts(t *testing.T) {
 	model, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "fake-window", HTTPClient: &http.Client{Transport: tr}})
 	require.NoError(t, err)
 
-	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		if req.Prompt == "step 3" {
 			obs.Task("t-3", "c-3")
-			return &a2a.Result{State: a2a.StateInputRequired, TaskID: "t-3", ContextID: "c-3", Text: "Which day?"}, nil
+			return &subagent.Result{State: subagent.StateInputRequired, TaskID: "t-3", ContextID: "c-3", Text: "Which day?"}, nil
 		}
 		if req.TaskID == "t-3" {
-			return &a2a.Result{State: a2a.StateCompleted, TaskID: "t-3", ContextID: "c-3", Text: "booked for May 12"}, nil
+			return &subagent.Result{State: subagent.StateCompleted, TaskID: "t-3", ContextID: "c-3", Text: "booked for May 12"}, nil
 		}
 		id := "task-" + strings.TrimPrefix(req.Prompt, "step ")
 		obs.Task(id, "c")
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: id, ContextID: "c", Text: req.Prompt + ": " + strings.Repeat("finding ", 250)}, nil
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: id, ContextID: "c", Text: req.Prompt + ": " + strings.Repeat("finding ", 250)}, nil
 	}}
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
@@ -298,8 +298,8 @@ func overflowRig(t *testing.T, window int, inner fakellm.Handler) (*Engine, *fak
 	t.Cleanup(tr.CloseIdleConnections)
 	model, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "fake-window", HTTPClient: &http.Client{Transport: tr}})
 	require.NoError(t, err)
-	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
-		return &a2a.Result{State: a2a.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 300)}, nil
+	agent := &fakeAgent{send: func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
+		return &subagent.Result{State: subagent.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 300)}, nil
 	}}
 	e := newEngine(t, model, agent, func(c *Config) {
 		c.Limits.MaxIterations = 100
@@ -419,8 +419,8 @@ func TestCompactionIsOneWrite(t *testing.T) {
 		}
 		return []llm.Delta{{Text: "done"}, {Done: &llm.Completion{FinishReason: "stop"}}}
 	}}
-	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, _ a2a.Observer) (*a2a.Result, error) {
-		return &a2a.Result{State: a2a.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 250)}, nil
+	agent := &fakeAgent{send: func(_ context.Context, req subagent.Request, _ subagent.Observer) (*subagent.Result, error) {
+		return &subagent.Result{State: subagent.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 250)}, nil
 	}}
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)

@@ -8,20 +8,20 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Delegate is the A2A client side of one sub-agent, as the engine uses it.
 type Delegate interface {
-	Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
+	Send(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error)
 	Cancel(ctx context.Context, taskID string) error
-	GetTask(ctx context.Context, taskID string) (*a2a.Result, error)
+	GetTask(ctx context.Context, taskID string) (*subagent.Result, error)
 }
 
 // ToolServer is the MCP side as the engine uses it (implemented by *mcpclient.Registry).
@@ -61,7 +61,7 @@ type Agent struct {
 	// Name is the tool name (already sanitised).
 	Name        string
 	Description string
-	Skills      []a2a.Skill
+	Skills      []subagent.Skill
 	// Timeout bounds the active time of one delegation; 0 means 120 s.
 	Timeout time.Duration
 	// InputRequired is "ask_user" or "model" (config agents[].input_required).

@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // turnStep is one scripted model turn: an error, or deltas.
@@ -278,7 +278,7 @@ func TestCorrectiveAndLessonsReachTheModel(t *testing.T) {
 		callStep("c1", "research", `{"prompt":"go"}`),
 		textStep("done"),
 	}}
-	e := newEngine(t, m, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")})
+	e := newEngine(t, m, &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")})
 	collect(t, mustStart(t, e, input("cl")))
 	reqs := m.requests()
 	require.Len(t, reqs, 3)
@@ -299,7 +299,7 @@ func TestLoopDetectedAsksUser(t *testing.T) {
 		callStep("c3", "research", `{"prompt":"same"}`),
 		textStep("I will try something else."),
 	}}
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")}
 	e := newEngine(t, m, agent)
 	evs := startAndCollect(t, e, input("loop"))
 	require.Len(t, agent.sent, 2, "the call that would reach the hard threshold is not sent")
@@ -385,7 +385,7 @@ func TestPolicyRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &scriptModel{steps: tt.steps}
-			agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}
+			agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")}
 			e := newEngine(t, m, agent, func(c *Config) { c.Guard = tt.guard; c.Now = clk.Now })
 			r := mustStart(t, e, input("pol"))
 			evs := collect(t, r)
@@ -426,7 +426,7 @@ func TestStall(t *testing.T) {
 	for i := range 4 {
 		m.steps = append(m.steps, callStep(fmt.Sprintf("c%d", i), "research", fmt.Sprintf(`{"prompt":"try %d"}`, i)))
 	}
-	agent := &fakeAgent{send: finalResult(a2a.StateFailed, "no")}
+	agent := &fakeAgent{send: finalResult(subagent.StateFailed, "no")}
 	e := newEngine(t, m, agent, func(c *Config) { c.Loop = failure.LoopConfig{HardThreshold: 10, StallTurns: 2} })
 	r := mustStart(t, e, input("stall"))
 	evs := collect(t, r)
@@ -445,8 +445,8 @@ func TestRepeatedToolErrorIsALoop(t *testing.T) {
 	for i := range 3 {
 		m.steps = append(m.steps, callStep(fmt.Sprintf("c%d", i), "research", fmt.Sprintf(`{"prompt":"try %d"}`, i)))
 	}
-	agent := &fakeAgent{send: func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
-		return nil, fmt.Errorf("dial: %w", a2a.ErrUnreachable)
+	agent := &fakeAgent{send: func(context.Context, subagent.Request, subagent.Observer) (*subagent.Result, error) {
+		return nil, fmt.Errorf("dial: %w", subagent.ErrUnreachable)
 	}}
 	e := newEngine(t, m, agent)
 	r := mustStart(t, e, input("errloop"))
@@ -470,9 +470,9 @@ func TestRepeatedToolErrorIsALoop(t *testing.T) {
 // resume that continues gets a fresh allowance.
 func TestTimeLimitAsksUser(t *testing.T) {
 	m := &scriptModel{steps: []turnStep{callStep("c1", "research", `{"prompt":"slow"}`), textStep("done")}}
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		time.Sleep(150 * time.Millisecond) // longer than the limit, shorter than its grace
-		return finalResult(a2a.StateCompleted, "ok")(ctx, req, obs)
+		return finalResult(subagent.StateCompleted, "ok")(ctx, req, obs)
 	}}
 	e := newEngine(t, m, agent, func(c *Config) { c.Limits.MaxRunTime = 100 * time.Millisecond })
 	r := mustStart(t, e, input("tl"))
@@ -498,7 +498,7 @@ func TestTimeLimitAsksUser(t *testing.T) {
 func TestTimeLimitHardStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &scriptModel{steps: []turnStep{callStep("c1", "research", `{"prompt":"hang"}`)}}
-		agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 			obs.Task("hang-1", "ctx")
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -529,7 +529,7 @@ func TestHardStopAfter(t *testing.T) {
 // the suspended run are in the store.
 func TestLoopStopAndStateInStore(t *testing.T) {
 	m := &scriptModel{steps: []turnStep{callStep("c1", "research", `{"prompt":"same"}`), callStep("c2", "research", `{"prompt":"same"}`), callStep("c3", "research", `{"prompt":"same"}`)}}
-	e := newEngine(t, m, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")})
+	e := newEngine(t, m, &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")})
 	ins := interruptsOf(t, startAndCollect(t, e, input("ls")))
 	require.Len(t, ins, 1)
 	susp, err := e.cfg.Store.LoadSuspension(context.Background(), "ls")
@@ -587,7 +587,7 @@ func TestContinueNextToToolInterrupt(t *testing.T) {
 		}},
 		textStep("ok"),
 	}}
-	e := newEngine(t, m, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")})
+	e := newEngine(t, m, &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")})
 	evs := startAndCollect(t, e, input("both"))
 	ins := interruptsOf(t, evs)
 	require.Len(t, ins, 2)

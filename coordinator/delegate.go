@@ -8,13 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // subagentCall is one call of a sub-agent tool: its AG-UI attribution and its remote task
@@ -63,7 +63,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	// stream waits one write): if this replica dies, the one that takes the run over
 	// follows the task (or, when the run cannot go on, cancels it) instead of taking the
 	// call as in doubt; nothing is left running without an owner.
-	d.r.elog.NoteTask(durable.Task{Agent: d.agent.Name, TaskID: taskID, ContextID: contextID, State: string(a2a.StateWorking),
+	d.r.elog.NoteTask(durable.Task{Agent: d.agent.Name, TaskID: taskID, ContextID: contextID, State: string(subagent.StateWorking),
 		ToolCallID: d.callID, SubagentRunID: d.subID})
 	d.r.elog.SaveWork()
 }
@@ -143,11 +143,11 @@ func (tc *toolCalls) delegate(ctx context.Context, t *toolset, a *Agent, callID 
 }
 
 // delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
-func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (a2a.Request, *toolOutcome) {
+func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (subagent.Request, *toolOutcome) {
 	r := tc.run
-	refuse := func(sig bridge.Signal) (a2a.Request, *toolOutcome) {
+	refuse := func(sig bridge.Signal) (subagent.Request, *toolOutcome) {
 		o := signalOutcome(sig)
-		return a2a.Request{}, &o
+		return subagent.Request{}, &o
 	}
 	prompt, okPrompt := args["prompt"].(string)
 	if !okPrompt || strings.TrimSpace(prompt) == "" {
@@ -158,7 +158,7 @@ func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent
 			Details: &bridge.Details{Field: "prompt", Got: args["prompt"]},
 		})
 	}
-	req := a2a.Request{Prompt: prompt}
+	req := subagent.Request{Prompt: prompt}
 	if raw, present := args["task_id"]; present && raw != nil && raw != "" {
 		taskID, ok := raw.(string)
 		if !ok {
@@ -184,20 +184,20 @@ func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent
 // send runs one A2A message exchange for a tool call: a new task, a continuation chosen by
 // the model, or the delivery of the user's answer on resume (subID reuses the suspended
 // sub-agent's id then).
-func (tc *toolCalls) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request) toolOutcome {
+func (tc *toolCalls) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req subagent.Request) toolOutcome {
 	return tc.exchange(ctx, t, a, callID, subID, req, false)
 }
 
 // describer is a Delegate that knows its agent's current description and skills (an
-// a2a.Agent re-reads its card, so they can change while the engine runs).
+// subagent.Agent re-reads its card, so they can change while the engine runs).
 type describer interface {
-	Info() (a2a.Info, bool)
+	Info() (subagent.Info, bool)
 }
 
 // describe returns the agent's description and skills: the current card's when the
 // client knows them, else the configured ones. ok is false while the agent's card has not
 // been read (the agent then answers [UNREACHABLE]).
-func (a *Agent) describe() (description string, skills []a2a.Skill) {
+func (a *Agent) describe() (description string, skills []subagent.Skill) {
 	if dc, ok := a.Client.(describer); ok {
 		if info, ok := dc.Info(); ok {
 			return info.Description, info.Skills
@@ -211,7 +211,7 @@ func (a *Agent) describe() (description string, skills []a2a.Skill) {
 
 // sent is how a delegation's A2A exchange ended.
 type sent struct {
-	res *a2a.Result
+	res *subagent.Result
 	err error
 }
 
@@ -223,17 +223,17 @@ func (d *subagentCall) taskIDKnown() string {
 
 // settle turns a finished delegation into events and its outcome. In ask_user mode an
 // input-required or auth-required task raises an interrupt at once.
-func (tc *toolCalls) settle(d *subagentCall, req a2a.Request, callID string, res *a2a.Result, err error, t *toolset) toolOutcome {
+func (tc *toolCalls) settle(d *subagentCall, req subagent.Request, callID string, res *subagent.Result, err error, t *toolset) toolOutcome {
 	r := tc.run
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"
 		switch {
-		case errors.Is(err, a2a.ErrInvalidTransition):
+		case errors.Is(err, subagent.ErrInvalidTransition):
 			code = "invalid_transition"
-		case errors.Is(err, a2a.ErrAuth):
+		case errors.Is(err, subagent.ErrAuth):
 			code = "auth_required"
-		case errors.Is(err, a2a.ErrCapabilityGap):
+		case errors.Is(err, subagent.ErrCapabilityGap):
 			code = "capability_gap"
 		}
 		r.log.Warn("delegation failed", "agent", d.agent.Name, "task_id", taskID, "err", err)
@@ -246,14 +246,14 @@ func (tc *toolCalls) settle(d *subagentCall, req a2a.Request, callID string, res
 		m.A2ATaskState(string(res.State))
 	}
 	switch res.State {
-	case a2a.StateCompleted, a2a.StateMessage:
+	case subagent.StateCompleted, subagent.StateMessage:
 		d.emitFiles(res)
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})
-	case a2a.StateInputRequired, a2a.StateAuthRequired:
+	case subagent.StateInputRequired, subagent.StateAuthRequired:
 		if d.agent.InputRequired != "model" {
 			in := tc.a2aInterrupt(d, callID, res)
 			d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}})
-			return toolOutcome{interrupts: []store.Interrupt{in}, asks: res.State == a2a.StateInputRequired}
+			return toolOutcome{interrupts: []store.Interrupt{in}, asks: res.State == subagent.StateInputRequired}
 		}
 		// Model mode: the LLM decides what to do with the question; the remote task stays
 		// parked (it is not cancelled when the run ends).
@@ -297,11 +297,11 @@ func (e *Engine) ownerCancel(owner string, a *Agent, fn cancel.Func) cancel.Func
 // a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required
 // task of an agent whose card declares an OAuth flow gets a sign-in of its own
 // (metadata.authorizationUrl); the user's resume then continues the task with their token.
-func (tc *toolCalls) a2aInterrupt(d *subagentCall, callID string, res *a2a.Result) store.Interrupt {
+func (tc *toolCalls) a2aInterrupt(d *subagentCall, callID string, res *subagent.Result) store.Interrupt {
 	r := tc.run
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
-	if res.State == a2a.StateAuthRequired {
+	if res.State == subagent.StateAuthRequired {
 		in = hitl.A2AAuth(r.e.hitlOptions(), d.agent.Name, res.TaskID, res.ContextID, question)
 		if s := r.e.cfg.A2ASignIn; s != nil {
 			u, exp, err := s.Start(r.ctx, r.owner, d.agent.Name, r.ThreadID, in.ID)
@@ -329,7 +329,7 @@ func (tc *toolCalls) a2aInterrupt(d *subagentCall, callID string, res *a2a.Resul
 // the task and context ids. Tasks belong to threads (recorded with the thread, and saved
 // with its suspension): an id from another thread, another principal, or the model's
 // imagination is [RETRY:invalid_transition].
-func (tc *toolCalls) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *a2a.Request) *bridge.Signal {
+func (tc *toolCalls) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *subagent.Request) *bridge.Signal {
 	r := tc.run
 	refuse := func(msg string) *bridge.Signal {
 		return &bridge.Signal{
@@ -365,13 +365,13 @@ func errString(err error) string {
 }
 
 // subagentEndMessage words an unsuccessful end of a sub-agent's task for the user.
-func subagentEndMessage(state a2a.State) string {
+func subagentEndMessage(state subagent.State) string {
 	switch state {
-	case a2a.StateFailed:
+	case subagent.StateFailed:
 		return "The sub-agent's task failed."
-	case a2a.StateRejected:
+	case subagent.StateRejected:
 		return "The sub-agent declined the task."
-	case a2a.StateCanceled:
+	case subagent.StateCanceled:
 		return "The sub-agent's task was cancelled."
 	default:
 		return "The sub-agent's task did not complete."

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // A new A2A task is sent with a message id and a context id that Baton chooses (A2A lets the
@@ -83,9 +83,9 @@ func sentIDsFrom(ctx context.Context) (sentIDs, bool) {
 }
 
 // taskFinder is a Delegate that can find the task a message started by the ids its sender
-// chose (a2a.Agent.FindTask).
+// chose (subagent.Agent.FindTask).
 type taskFinder interface {
-	FindTask(ctx context.Context, contextID, messageID string) (*a2a.Result, error)
+	FindTask(ctx context.Context, contextID, messageID string) (*subagent.Result, error)
 }
 
 // Bounds of the search for a task whose id the previous owner never learned: the message
@@ -122,7 +122,7 @@ func (tc *toolCalls) recoverSend(ctx context.Context, t *toolset, a *Agent, c ll
 		return tc.cancelFound(ctx, a, got.TaskID)
 	}
 	r.log.Info("takeover: found the task of a send in doubt; following it", "agent", a.Name, "tool_call_id", c.ID, "task_id", got.TaskID, "state", got.State)
-	req := a2a.Request{TaskID: got.TaskID, ContextID: got.ContextID}
+	req := subagent.Request{TaskID: got.TaskID, ContextID: got.ContextID}
 	return tc.exchange(ctx, t, a, c.ID, "", req, true)
 }
 
@@ -211,7 +211,7 @@ func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner stri
 // findSent looks for the task that the message ids started, asking again while the agent
 // lists nothing, within findWait. It goes on when ctx (the run) ends meanwhile: a task
 // found then is cancelled by exchange, and one that is not stays in doubt. nil: not found.
-func (tc *toolCalls) findSent(ctx context.Context, a *Agent, f taskFinder, ids sentIDs) *a2a.Result {
+func (tc *toolCalls) findSent(ctx context.Context, a *Agent, f taskFinder, ids sentIDs) *subagent.Result {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), findWait)
 	defer cancel()
 	for {
@@ -219,7 +219,7 @@ func (tc *toolCalls) findSent(ctx context.Context, a *Agent, f taskFinder, ids s
 		if err == nil && got != nil && got.TaskID != "" {
 			return got
 		}
-		if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
+		if err != nil && !errors.Is(err, subagent.ErrTaskNotFound) {
 			// The agent does not list tasks (A2A 0.3, or refused): asking again does not help.
 			tc.run.log.Warn("takeover: the agent could not list the tasks of a send in doubt", "agent", a.Name, "err", err)
 			return nil

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // slowStartAgent is an A2A agent that makes its task as soon as a message arrives but never
@@ -24,8 +24,8 @@ type slowStartAgent struct {
 	received chan struct{} // closed when the first message arrived
 
 	mu       sync.Mutex
-	sends    []a2a.Request
-	task     *a2a.Result       // the task the first message made
+	sends    []subagent.Request
+	task     *subagent.Result  // the task the first message made
 	messages map[string]string // task id -> id of the message that started it
 	finds    int
 	follows  []string
@@ -33,19 +33,19 @@ type slowStartAgent struct {
 	// findGate, when set, holds FindTask until it is closed.
 	findGate chan struct{}
 	// follow is the followed task's end; nil: until ctx ends.
-	follow func(taskID string) *a2a.Result
+	follow func(taskID string) *subagent.Result
 }
 
 func newSlowStartAgent() *slowStartAgent {
 	return &slowStartAgent{received: make(chan struct{}), messages: map[string]string{}}
 }
 
-func (f *slowStartAgent) Send(ctx context.Context, req a2a.Request, _ a2a.Observer) (*a2a.Result, error) {
+func (f *slowStartAgent) Send(ctx context.Context, req subagent.Request, _ subagent.Observer) (*subagent.Result, error) {
 	f.mu.Lock()
 	f.sends = append(f.sends, req)
 	first := f.task == nil
 	if first {
-		f.task = &a2a.Result{TaskID: "task-o", ContextID: req.ContextID, State: a2a.StateWorking}
+		f.task = &subagent.Result{TaskID: "task-o", ContextID: req.ContextID, State: subagent.StateWorking}
 		f.messages["task-o"] = req.MessageID
 	}
 	f.mu.Unlock()
@@ -56,7 +56,7 @@ func (f *slowStartAgent) Send(ctx context.Context, req a2a.Request, _ a2a.Observ
 	return nil, ctx.Err()
 }
 
-func (f *slowStartAgent) FindTask(ctx context.Context, contextID, messageID string) (*a2a.Result, error) {
+func (f *slowStartAgent) FindTask(ctx context.Context, contextID, messageID string) (*subagent.Result, error) {
 	f.mu.Lock()
 	f.finds++
 	gate := f.findGate
@@ -71,13 +71,13 @@ func (f *slowStartAgent) FindTask(ctx context.Context, contextID, messageID stri
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.task == nil || f.task.ContextID != contextID || f.messages[f.task.TaskID] != messageID {
-		return nil, a2a.ErrTaskNotFound
+		return nil, subagent.ErrTaskNotFound
 	}
 	got := *f.task
 	return &got, nil
 }
 
-func (f *slowStartAgent) Follow(ctx context.Context, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
+func (f *slowStartAgent) Follow(ctx context.Context, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error) {
 	f.mu.Lock()
 	f.follows = append(f.follows, taskID)
 	end := f.follow
@@ -87,7 +87,7 @@ func (f *slowStartAgent) Follow(ctx context.Context, taskID, contextID string, o
 		return end(taskID), nil
 	}
 	<-ctx.Done()
-	return nil, &a2a.TaskError{TaskID: taskID, ContextID: contextID, Err: ctx.Err()}
+	return nil, &subagent.TaskError{TaskID: taskID, ContextID: contextID, Err: ctx.Err()}
 }
 
 func (f *slowStartAgent) Cancel(_ context.Context, taskID string) error {
@@ -95,26 +95,26 @@ func (f *slowStartAgent) Cancel(_ context.Context, taskID string) error {
 	defer f.mu.Unlock()
 	f.cancels = append(f.cancels, taskID)
 	if f.task != nil && f.task.TaskID == taskID {
-		f.task.State = a2a.StateCanceled
+		f.task.State = subagent.StateCanceled
 	}
 	return nil
 }
 
-func (f *slowStartAgent) GetTask(_ context.Context, taskID string) (*a2a.Result, error) {
+func (f *slowStartAgent) GetTask(_ context.Context, taskID string) (*subagent.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.task == nil || f.task.TaskID != taskID {
-		return nil, a2a.ErrInvalidTransition
+		return nil, subagent.ErrInvalidTransition
 	}
 	got := *f.task
 	return &got, nil
 }
 
 // counts returns what the agent got: sends, finds, follows and cancels.
-func (f *slowStartAgent) counts() (sends []a2a.Request, finds int, follows, cancels []string) {
+func (f *slowStartAgent) counts() (sends []subagent.Request, finds int, follows, cancels []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]a2a.Request(nil), f.sends...), f.finds, append([]string(nil), f.follows...), append([]string(nil), f.cancels...)
+	return append([]subagent.Request(nil), f.sends...), f.finds, append([]string(nil), f.follows...), append([]string(nil), f.cancels...)
 }
 
 // orphanedSend runs thread's run on a first engine until its sub-agent call reached the
@@ -162,8 +162,8 @@ func TestTakeOverFindsUnnamedTask(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	agent := newSlowStartAgent()
-	agent.follow = func(taskID string) *a2a.Result {
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, Text: "the findings"}
+	agent.follow = func(taskID string) *subagent.Result {
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: taskID, Text: "the findings"}
 	}
 	orphanedSend(t, st, agent, "orph")
 
@@ -272,12 +272,12 @@ func TestTakeOverCannotContinueCancelsUnnamed(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	// A task of an agent this replica does not have: the run cannot continue here.
 	deadRun(t, st, "unnamed", deadDelegationConv(), durable.Work{A2A: []durable.Task{
-		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
+		{Agent: "elsewhere", TaskID: "task-b", State: string(subagent.StateWorking), ToolCallID: "call_2"},
 	}}, deadDelegationEvents()...)
 	require.NoError(t, st.RecordStep(ctx, &store.Step{ThreadID: "unnamed", RunID: "r-unnamed", Kind: store.StepA2ASend, Target: "research",
 		Ref: "call_1", Attempt: 1, Replica: "replica-dead", Detail: "messageId=m-1 contextId=c-1"}))
 	agent := newSlowStartAgent()
-	agent.task = &a2a.Result{TaskID: "task-o", ContextID: "c-1", State: a2a.StateWorking}
+	agent.task = &subagent.Result{TaskID: "task-o", ContextID: "c-1", State: subagent.StateWorking}
 	agent.messages["task-o"] = "m-1"
 	newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})

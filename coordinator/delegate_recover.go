@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // recoverTask is for an A2A interrupt being answered: it reads the task first. A task still
@@ -18,7 +18,7 @@ import (
 // task still working is followed until it ends or waits again, within the agent's timeout.
 func (tc *toolCalls) recoverTask(ctx context.Context, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
 	r := tc.run
-	read := func() (*a2a.Result, error) {
+	read := func() (*subagent.Result, error) {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		return a.Client.GetTask(tc.agentCtx(gctx, a), h.TaskID)
@@ -58,7 +58,7 @@ func (tc *toolCalls) recoverTask(ctx context.Context, a *Agent, callID string, i
 	if got.State.Interrupted() {
 		// The agent took the earlier answer and asks again: a new question.
 		var next store.Interrupt
-		if got.State == a2a.StateAuthRequired {
+		if got.State == subagent.StateAuthRequired {
 			next = hitl.A2AAuth(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
 		} else {
 			next = hitl.A2AInput(r.e.hitlOptions(), a.Name, got.TaskID, got.ContextID, bridge.UntrustedN(got.Text, 4000))
@@ -72,12 +72,12 @@ func (tc *toolCalls) recoverTask(ctx context.Context, a *Agent, callID string, i
 }
 
 // confirmingCanceller is a client that tells a task canceled by the call from one that had
-// already ended (a2a.Agent).
+// already ended (subagent.Agent).
 type confirmingCanceller interface {
 	CancelConfirm(ctx context.Context, taskID string) (alreadyTerminal bool, err error)
 }
 
-// onceCanceller makes one cancel attempt without retries (a2a.Agent): the engine's
+// onceCanceller makes one cancel attempt without retries (subagent.Agent): the engine's
 // Confirmer retries with its own pacing, so that no per-agent slot is held during a
 // backoff (a mass disconnect would otherwise queue behind sleeping attempts).
 type onceCanceller interface {

@@ -1,9 +1,9 @@
 package coordinator
 
 import (
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // delegationTimedOut ends a delegation whose agent did not finish within its timeout. A
@@ -38,7 +38,7 @@ func (tc *toolCalls) delegationTimedOut(d *subagentCall, a *Agent, stopSend func
 	}
 	d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: msg})
 	if taskID != "" && rep.Err == nil {
-		r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: a2a.StateCanceled})
+		r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: subagent.StateCanceled})
 	}
 	return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(taskID, a.Timeout, rep.Err))
 }

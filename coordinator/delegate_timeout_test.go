@@ -10,14 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // An agent that has not named its task when the timeout fires: the run goes on at once with
 // [TIMEOUT:task_id=none]; a task id that arrives later still gets its CancelTask.
 func TestDelegationTimeoutWithoutTaskID(t *testing.T) {
 	named := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		<-named // the id comes only after the timeout
 		obs.Task("late-1", "ctx")
 		<-ctx.Done()
@@ -35,17 +35,17 @@ func TestDelegationTimeoutWithoutTaskID(t *testing.T) {
 	assert.Equal(t, []string{"late-1"}, agent.cancelled())
 }
 
-// refusingAgent answers every cancel as a2a.Agent does for TaskNotCancelable.
+// refusingAgent answers every cancel as subagent.Agent does for TaskNotCancelable.
 type refusingAgent struct{ *fakeAgent }
 
 func (r refusingAgent) Cancel(ctx context.Context, taskID string) error {
 	_ = r.fakeAgent.Cancel(ctx, taskID)
-	return fmt.Errorf("a2a: agent %q: canceling task %s: %w", "research", taskID, a2a.ErrNotCancelable)
+	return fmt.Errorf("a2a: agent %q: canceling task %s: %w", "research", taskID, subagent.ErrNotCancelable)
 }
 
 // The [TIMEOUT] text says when the agent refused the cancel.
 func TestDelegationTimeoutNotCancelable(t *testing.T) {
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("slow-1", "ctx")
 		<-ctx.Done()
 		return nil, ctx.Err()

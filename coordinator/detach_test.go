@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // detachFixture starts a run whose delegation to a fake agent streams until finish is
@@ -30,14 +30,14 @@ func startDetachFixture(t *testing.T, policy DisconnectPolicy, grace time.Durati
 	f := &detachFixture{finish: make(chan struct{})}
 	named := make(chan struct{})
 	var once sync.Once
-	f.agent = &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	f.agent = &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("slow-1", "ctx-1")
 		once.Do(func() { close(named) })
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-f.finish:
-			return &a2a.Result{State: a2a.StateCompleted, TaskID: "slow-1", ContextID: "ctx-1", Text: "done"}, nil
+			return &subagent.Result{State: subagent.StateCompleted, TaskID: "slow-1", ContextID: "ctx-1", Text: "done"}, nil
 		}
 	}}
 	f.e = newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, f.agent, func(c *Config) {
@@ -167,14 +167,14 @@ func TestStopCancelsDetachedRun(t *testing.T) {
 func TestSlowClientContinuesFromTheLog(t *testing.T) {
 	f := &detachFixture{finish: make(chan struct{})}
 	named := make(chan struct{})
-	f.agent = &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	f.agent = &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("slow-1", "ctx-1")
 		close(named)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-f.finish:
-			return &a2a.Result{State: a2a.StateCompleted, TaskID: "slow-1", ContextID: "ctx-1", Text: "done"}, nil
+			return &subagent.Result{State: subagent.StateCompleted, TaskID: "slow-1", ContextID: "ctx-1", Text: "done"}, nil
 		}
 	}}
 	f.e = newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"slow"}`)}, f.agent, func(c *Config) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	batona2a "github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // What a replica that does not run a task reads of its run's downstream cancels, so that
@@ -94,7 +94,7 @@ func (d downstream) unconfirmed(ctx context.Context, threadID, runID string, dea
 	}
 	if work != nil {
 		for _, t := range work.A2A {
-			if d.isConfigured(t.Agent) || named[t.Agent+" "+t.TaskID] || batona2a.State(t.State).Terminal() {
+			if d.isConfigured(t.Agent) || named[t.Agent+" "+t.TaskID] || subagent.State(t.State).Terminal() {
 				continue
 			}
 			named[t.Agent+" "+t.TaskID] = true

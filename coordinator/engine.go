@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/durable"
@@ -17,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/fence"
 	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Sentinel errors of the engine; the HTTP layer maps them to status codes.
@@ -162,7 +162,7 @@ func New(cfg Config) (*Engine, error) {
 		PerAgent:   cfg.CancelPerAgent,
 		Attempt:    cfg.CancelTimeout,
 		Permanent:  permanentCancelError,
-		RetryAfter: a2a.RetryAfterOf,
+		RetryAfter: subagent.RetryAfterOf,
 		Logger:     cfg.Logger,
 		OnFollow:   e.pending.Record,
 		OnSettle:   e.pending.Forget,
@@ -469,5 +469,5 @@ func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
 // permanentCancelError reports CancelTask failures that repeating cannot change: the agent
 // refuses the caller, does not support cancelling, or does not know the task.
 func permanentCancelError(err error) bool {
-	return errors.Is(err, a2a.ErrAuth) || errors.Is(err, a2a.ErrCapabilityGap) || errors.Is(err, a2a.ErrInvalidTransition)
+	return errors.Is(err, subagent.ErrAuth) || errors.Is(err, subagent.ErrCapabilityGap) || errors.Is(err, subagent.ErrInvalidTransition)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/failure"
@@ -22,6 +21,7 @@ import (
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind, and stops the throwaway
@@ -78,13 +78,13 @@ func callThenReport(tool, args string) turnFunc {
 
 type fakeAgent struct {
 	mu      sync.Mutex
-	send    func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error)
+	send    func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error)
 	cancels []string
-	sent    []a2a.Request
-	tasks   map[string]*a2a.Result
+	sent    []subagent.Request
+	tasks   map[string]*subagent.Result
 }
 
-func (f *fakeAgent) Send(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+func (f *fakeAgent) Send(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 	f.mu.Lock()
 	f.sent = append(f.sent, req)
 	f.mu.Unlock()
@@ -98,13 +98,13 @@ func (f *fakeAgent) Cancel(_ context.Context, taskID string) error {
 	return nil
 }
 
-func (f *fakeAgent) GetTask(_ context.Context, taskID string) (*a2a.Result, error) {
+func (f *fakeAgent) GetTask(_ context.Context, taskID string) (*subagent.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r, ok := f.tasks[taskID]; ok {
 		return r, nil
 	}
-	return nil, a2a.ErrInvalidTransition
+	return nil, subagent.ErrInvalidTransition
 }
 
 func (f *fakeAgent) cancelled() []string {
@@ -113,10 +113,10 @@ func (f *fakeAgent) cancelled() []string {
 	return append([]string(nil), f.cancels...)
 }
 
-func finalResult(state a2a.State, text string) func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
-	return func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+func finalResult(state subagent.State, text string) func(context.Context, subagent.Request, subagent.Observer) (*subagent.Result, error) {
+	return func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		id := req.TaskID
-		if id == "" && state != a2a.StateMessage {
+		if id == "" && state != subagent.StateMessage {
 			id = "task-1"
 		}
 		if obs.Task != nil && id != "" {
@@ -125,7 +125,7 @@ func finalResult(state a2a.State, text string) func(context.Context, a2a.Request
 		if obs.Text != nil {
 			obs.Text(text)
 		}
-		return &a2a.Result{State: state, TaskID: id, ContextID: "ctx-1", Text: text}, nil
+		return &subagent.Result{State: state, TaskID: id, ContextID: "ctx-1", Text: text}, nil
 	}
 }
 
@@ -224,17 +224,17 @@ func TestRunTextOnly(t *testing.T) {
 
 func TestDelegationTags(t *testing.T) {
 	tests := []struct {
-		state   a2a.State
+		state   subagent.State
 		tag     string
 		closing agui.EventType
 	}{
-		{a2a.StateCompleted, "[COMPLETED]", agui.EventSubagentFinished},
-		{a2a.StateMessage, "[COMPLETED]", agui.EventSubagentFinished},
-		{a2a.StateFailed, "[FAILED]", agui.EventSubagentError},
-		{a2a.StateRejected, "[REJECTED]", agui.EventSubagentError},
-		{a2a.StateCanceled, "[CANCELED]", agui.EventSubagentError},
-		{a2a.StateInputRequired, "[INPUT_REQUIRED:task_id=task-1]", agui.EventSubagentFinished},
-		{a2a.StateAuthRequired, "[AUTH_REQUIRED:task_id=task-1]", agui.EventSubagentFinished},
+		{subagent.StateCompleted, "[COMPLETED]", agui.EventSubagentFinished},
+		{subagent.StateMessage, "[COMPLETED]", agui.EventSubagentFinished},
+		{subagent.StateFailed, "[FAILED]", agui.EventSubagentError},
+		{subagent.StateRejected, "[REJECTED]", agui.EventSubagentError},
+		{subagent.StateCanceled, "[CANCELED]", agui.EventSubagentError},
+		{subagent.StateInputRequired, "[INPUT_REQUIRED:task_id=task-1]", agui.EventSubagentFinished},
+		{subagent.StateAuthRequired, "[AUTH_REQUIRED:task_id=task-1]", agui.EventSubagentFinished},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.state), func(t *testing.T) {
@@ -270,7 +270,7 @@ func TestUnknownToolAndBadArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+			agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "x")}
 			e := newEngine(t, &fakeModel{turn: callThenReport(tt.tool, tt.args)}, agent)
 			r, err := e.StartRun(context.Background(), input("t"), "")
 			require.NoError(t, err)
@@ -292,14 +292,14 @@ func TestUnknownToolAndBadArguments(t *testing.T) {
 // id the agent knows but the thread never saw (no GetTask fallback).
 func TestContinuationOfWaitingTask(t *testing.T) {
 	agent := &fakeAgent{
-		send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		send: func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 			if req.TaskID == "" {
 				obs.Task("t-9", "c-9")
-				return &a2a.Result{State: a2a.StateInputRequired, TaskID: "t-9", ContextID: "c-9", Text: "Which day?"}, nil
+				return &subagent.Result{State: subagent.StateInputRequired, TaskID: "t-9", ContextID: "c-9", Text: "Which day?"}, nil
 			}
-			return &a2a.Result{State: a2a.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked"}, nil
+			return &subagent.Result{State: subagent.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked"}, nil
 		},
-		tasks: map[string]*a2a.Result{"t-9": {State: a2a.StateInputRequired, TaskID: "t-9", ContextID: "c-9"}},
+		tasks: map[string]*subagent.Result{"t-9": {State: subagent.StateInputRequired, TaskID: "t-9", ContextID: "c-9"}},
 	}
 	model := &switchModel{turns: map[string]turnFunc{
 		"start":    callThenReport("research", `{"prompt":"book"}`),
@@ -326,7 +326,7 @@ func TestContinuationOfWaitingTask(t *testing.T) {
 	require.Len(t, res, 1)
 	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
 	require.Len(t, agent.sent, 2)
-	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9", Depth: 1}, agent.sent[1])
+	assert.Equal(t, subagent.Request{Prompt: "May 12", TaskID: "t-9", ContextID: "c-9", Depth: 1}, agent.sent[1])
 
 	// Still refused for "other", now that t-9 exists and waits.
 	model.use("continue")
@@ -391,7 +391,7 @@ func TestOwnerIsolation(t *testing.T) {
 func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		close(started)
 		<-release // the peer delays its first event
 		obs.Task("late-task", "ctx")
@@ -416,7 +416,7 @@ func TestCancelHeldUntilTaskIDKnown(t *testing.T) {
 }
 
 func TestDelegationTimeout(t *testing.T) {
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("slow-1", "ctx")
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -446,7 +446,7 @@ func TestFrontendToolPending(t *testing.T) {
 // The iteration limit asks the user whether to go on (DESIGN §6, §9): continuing gives a
 // fresh allowance of steps, stopping ends the run with baton.partial.
 func TestIterationLimit(t *testing.T) {
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "x")}
 	// Every call differs, so that the loop detector stays out of it.
 	m := &fakeModel{}
 	m.turn = func(*llm.Request) []llm.Delta {
@@ -550,7 +550,7 @@ func TestToolName(t *testing.T) {
 
 // A model that numbers its calls per turn (call_0 every time) still gets distinct ids.
 func TestRepeatedToolCallIDsAreMadeUnique(t *testing.T) {
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "x")}
 	turns := 0
 	m := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
 		turns++
@@ -582,14 +582,14 @@ func TestContinuationAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	agent := &fakeAgent{
-		send: func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		send: func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 			if req.TaskID == "" {
 				obs.Task("t-7", "c-7")
-				return &a2a.Result{State: a2a.StateInputRequired, TaskID: "t-7", ContextID: "c-7", Text: "Which day?"}, nil
+				return &subagent.Result{State: subagent.StateInputRequired, TaskID: "t-7", ContextID: "c-7", Text: "Which day?"}, nil
 			}
-			return &a2a.Result{State: a2a.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked"}, nil
+			return &subagent.Result{State: subagent.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked"}, nil
 		},
-		tasks: map[string]*a2a.Result{"t-7": {State: a2a.StateInputRequired, TaskID: "t-7", ContextID: "c-7"}},
+		tasks: map[string]*subagent.Result{"t-7": {State: subagent.StateInputRequired, TaskID: "t-7", ContextID: "c-7"}},
 	}
 	model := &switchModel{turns: map[string]turnFunc{
 		"start":    callThenReport("research", `{"prompt":"book"}`),
@@ -621,5 +621,5 @@ func TestContinuationAfterRestart(t *testing.T) {
 	require.Len(t, res, 1)
 	assert.True(t, strings.HasPrefix(res[0], "[COMPLETED]\n"), res[0])
 	require.Len(t, agent.sent, 2)
-	assert.Equal(t, a2a.Request{Prompt: "May 12", TaskID: "t-7", ContextID: "c-7", Depth: 1}, agent.sent[1])
+	assert.Equal(t, subagent.Request{Prompt: "May 12", TaskID: "t-7", ContextID: "c-7", Depth: 1}, agent.sent[1])
 }

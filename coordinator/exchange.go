@@ -6,15 +6,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // exchange is send, or with follow the following of a task that this run started before
 // it was taken over (req names the task; nothing is sent to it: takeover.go). The run
 // waits here while the sub-agent works; the setup and the ends are functions of their own.
-func (tc *toolCalls) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req a2a.Request, follow bool) toolOutcome {
+func (tc *toolCalls) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req subagent.Request, follow bool) toolOutcome {
 	d := tc.startExchange(ctx, a, callID, subID, req, follow)
 	defer d.finish()
 	timer := time.NewTimer(a.Timeout)
@@ -31,7 +31,7 @@ func (tc *toolCalls) exchange(ctx context.Context, t *toolset, a *Agent, callID,
 
 // startExchange announces the sub-agent and starts its A2A exchange on a goroutine of its
 // own, which delivers the end on d.out.
-func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID string, req a2a.Request, follow bool) *subagentCall {
+func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID string, req subagent.Request, follow bool) *subagentCall {
 	r := tc.run
 	if subID == "" {
 		subID = newID("sa")
@@ -54,9 +54,9 @@ func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID 
 
 	spanCtx, span, spanParent := r.trace.delegationSpan(sendCtx, a)
 	go func() {
-		obs := a2a.Observer{Task: d.onTask, Text: d.onText}
+		obs := subagent.Observer{Task: d.onTask, Text: d.onText}
 		actx := tc.agentCtx(spanCtx, a)
-		var res *a2a.Result
+		var res *subagent.Result
 		var err error
 		if follow {
 			res, err = r.dur.followRemote(actx, a, req.TaskID, req.ContextID, obs)
@@ -64,7 +64,7 @@ func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID 
 			res, err = a.Client.Send(actx, req, obs)
 		}
 		r.trace.endDelegationSpan(span, spanParent, a, res, err)
-		if err == nil && res != nil && res.State.Terminal() || err != nil && a2a.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
+		if err == nil && res != nil && res.State.Terminal() || err != nil && subagent.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
 			// Nothing left to cancel remotely; a held cancel need not wait for an id.
 			d.item.Release()
 		}

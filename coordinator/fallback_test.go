@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm"
@@ -25,6 +24,7 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // anthropicFake is an Anthropic-shaped model: POST /v1/messages answered with an SSE
@@ -106,7 +106,7 @@ func fallbackRig(t *testing.T, status int, mut ...func(*Config)) (*Engine, store
 	t.Cleanup(func() { _ = st.Close() })
 	meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "fake-model",
 		Fallback: []config.FallbackModel{{Provider: "anthropic", Model: "claude-fake", Prices: config.Prices{InputPerMTok: 3, OutputPerMTok: 15}}}})})
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")}
 	e := newEngine(t, chain, agent, append([]func(*Config){fastPolicy, func(c *Config) { c.Store = st; c.Spend = meter }}, mut...)...)
 	return e, st, primary, fb, agent
 }

@@ -1,15 +1,15 @@
 package coordinator
 
 import (
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // CustomFiles is the CUSTOM event that carries the file parts of a sub-agent's completed
 // task (its value: [Files]), emitted before SUBAGENT_FINISHED. The model reads a file as a
 // "[file: name (type)]" line of the tool result; a surface that can hand files on (the MCP
 // server's embedded resources) reads them here. Inline content is bounded by
-// a2a.MaxFileBytes per delegation.
+// subagent.MaxFileBytes per delegation.
 const CustomFiles = "baton.files"
 
 // Files is the value of a baton.files event.
@@ -24,7 +24,7 @@ type Files struct {
 }
 
 // File is one file of a baton.files event: inline (Bytes, or only Size when it was left
-// out for a2a.MaxFileBytes) or by reference (URI).
+// out for subagent.MaxFileBytes) or by reference (URI).
 type File struct {
 	Name       string `json:"name,omitempty"`
 	MediaType  string `json:"mediaType,omitempty"`
@@ -35,7 +35,7 @@ type File struct {
 }
 
 // emitFiles emits the files of a completed delegation, when it has any.
-func (d *subagentCall) emitFiles(res *a2a.Result) {
+func (d *subagentCall) emitFiles(res *subagent.Result) {
 	if res == nil || len(res.Files) == 0 {
 		return
 	}

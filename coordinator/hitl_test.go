@@ -15,25 +15,25 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // askingAgent asks a question on a new task and completes a continuation with the answer.
-func askingAgent(taskID string) func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
-	return func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+func askingAgent(taskID string) func(context.Context, subagent.Request, subagent.Observer) (*subagent.Result, error) {
+	return func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		if req.TaskID == "" {
 			obs.Task(taskID, "ctx-"+taskID)
 			obs.Text("Which dates?")
-			return &a2a.Result{State: a2a.StateInputRequired, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "Which dates?"}, nil
+			return &subagent.Result{State: subagent.StateInputRequired, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "Which dates?"}, nil
 		}
 		obs.Task(req.TaskID, req.ContextID)
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked for " + req.Prompt}, nil
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: req.TaskID, ContextID: req.ContextID, Text: "booked for " + req.Prompt}, nil
 	}
 }
 
@@ -128,7 +128,7 @@ func TestA2AInputRequiredInterruptAndResume(t *testing.T) {
 	// 4. The answer goes to the same task; the outcome completes the original tool call.
 	evs = startAndCollect(t, e, resumeInput("th", "r-th", resolved(in.ID, `{"text":"12-19 May"}`))) // repeated runId accepted
 	require.Len(t, agent.sent, 2)
-	assert.Equal(t, a2a.Request{Prompt: "12-19 May", TaskID: "task-7", ContextID: "ctx-task-7", Depth: 1}, agent.sent[1])
+	assert.Equal(t, subagent.Request{Prompt: "12-19 May", TaskID: "task-7", ContextID: "ctx-task-7", Depth: 1}, agent.sent[1])
 	var result *agui.ToolCallResult
 	for _, ev := range evs {
 		if tr, ok := ev.(*agui.ToolCallResult); ok {
@@ -254,7 +254,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	res := toolResults(evs)
 	require.Len(t, res, 1)
 	assert.Equal(t, "[COMPLETED]\nbooked for June\n\n(continuation of task task-r: the agent asked \"Which dates?\"; the user answered \"June\")", res[0])
-	assert.Equal(t, a2a.Request{Prompt: "June", TaskID: "task-r", ContextID: "ctx-task-r", Depth: 1}, agent.sent[1])
+	assert.Equal(t, subagent.Request{Prompt: "June", TaskID: "task-r", ContextID: "ctx-task-r", Depth: 1}, agent.sent[1])
 }
 
 // A task id from a hostile agent lands in the continuation note after a

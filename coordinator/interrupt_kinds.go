@@ -6,10 +6,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // toolHome is one kind of tool that can wait for the user (A2A delegation, MCP call,
@@ -106,7 +106,7 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		if err != nil {
 			r.log.Warn("user cancelled a waiting task; the cancel failed", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 		}
-		return a2aOutcome(&a2a.Result{State: a2a.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})
+		return a2aOutcome(&subagent.Result{State: subagent.StateCanceled, TaskID: h.TaskID, Text: "The user cancelled the request."})
 	}
 	text, _ := ans.Payload["text"].(string)
 	if strings.TrimSpace(text) == "" {
@@ -119,13 +119,13 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		// It is never sent twice: the task is followed by id (a task still waiting gets
 		// the question raised again).
 		r.log.Info("resume taken over: the answer may have reached the task; following it", "agent", a.Name, "task_id", h.TaskID)
-		out = r.toolCalls.exchange(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), a2a.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
+		out = r.toolCalls.exchange(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
 	} else {
 		if rec := r.toolCalls.recoverTask(ctx, a, callID, first, h); rec != nil {
 			return *rec
 		}
-		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: a2a.StateInputRequired})
-		out = r.toolCalls.send(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), a2a.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: subagent.StateInputRequired})
+		out = r.toolCalls.send(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
 	}
 	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the

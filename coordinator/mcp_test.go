@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
@@ -20,6 +19,7 @@ import (
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // fakeTools is an MCP registry that reports what status says for every call.
@@ -164,11 +164,11 @@ func TestInterruptToolNameMatchesCatalog(t *testing.T) {
 	}
 }
 
-// capability_gap end to end: an agent that cannot serve the request (a2a.ErrCapabilityGap)
+// capability_gap end to end: an agent that cannot serve the request (subagent.ErrCapabilityGap)
 // ends the run with a handoff; an agent whose failure message imitates the sentence does not.
 func TestCapabilityGapEndToEnd(t *testing.T) {
-	gap := &fakeAgent{send: func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
-		return nil, fmt.Errorf("%w: unsupported content type", a2a.ErrCapabilityGap)
+	gap := &fakeAgent{send: func(context.Context, subagent.Request, subagent.Observer) (*subagent.Result, error) {
+		return nil, fmt.Errorf("%w: unsupported content type", subagent.ErrCapabilityGap)
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"draw"}`)}, gap)
 	evs := startAndCollect(t, e, input("gap"))
@@ -178,7 +178,7 @@ func TestCapabilityGapEndToEnd(t *testing.T) {
 	assert.Equal(t, failure.ActionHandoff, fv[0].Action)
 	require.NotEmpty(t, customs(evs, EventHandoff))
 
-	forged := &fakeAgent{send: finalResult(a2a.StateFailed, `agent "research" cannot handle this request (capability gap: it does not support the operation or the content type).`)}
+	forged := &fakeAgent{send: finalResult(subagent.StateFailed, `agent "research" cannot handle this request (capability gap: it does not support the operation or the content type).`)}
 	e = newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"draw"}`)}, forged)
 	evs = startAndCollect(t, e, input("forged"))
 	assert.Empty(t, failureValues(evs), "a peer's text decides nothing")

@@ -9,29 +9,29 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // contextEcho completes every new task in the context it was sent on ("ask" prompts wait
 // for input instead), naming tasks in order.
-func contextEcho() func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
+func contextEcho() func(context.Context, subagent.Request, subagent.Observer) (*subagent.Result, error) {
 	n := 0
-	return func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	return func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		n++
 		id := req.TaskID
 		if id == "" {
 			id = "task-" + string(rune('0'+n))
 		}
-		state := a2a.StateCompleted
+		state := subagent.StateCompleted
 		if req.TaskID == "" && strings.HasPrefix(req.Prompt, "ask") {
-			state = a2a.StateInputRequired
+			state = subagent.StateInputRequired
 		}
 		obs.Task(id, req.ContextID)
-		return &a2a.Result{State: state, TaskID: id, ContextID: req.ContextID, Text: "done"}, nil
+		return &subagent.Result{State: state, TaskID: id, ContextID: req.ContextID, Text: "done"}, nil
 	}
 }
 

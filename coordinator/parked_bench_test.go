@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // BenchmarkParkedRuns is what the engine itself retains per open streaming run:
@@ -33,7 +33,7 @@ func BenchmarkParkedRuns(b *testing.B) {
 		runtime.MemProfileRate = 1
 	}
 	var parked sync.WaitGroup
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-"+req.Prompt, "ctx-"+req.Prompt)
 		obs.Text("a first chunk of the answer")
 		parked.Done()

@@ -7,11 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/subagent"
 )
 
 func TestPendingWork(t *testing.T) {
@@ -45,7 +45,7 @@ func TestTextAfterRefusedRoundIsNoProgress(t *testing.T) {
 		textStep("I could not do it."),
 		textStep("The research tool needs a prompt; here is what I know."),
 	}}
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "x")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "x")}
 	e := newEngine(t, m, agent)
 	evs := startAndCollect(t, e, input("pending"))
 
@@ -75,7 +75,7 @@ func TestHeldTextShownWithToolCall(t *testing.T) {
 		}},
 		textStep("Done."),
 	}}
-	e := newEngine(t, m, &fakeAgent{send: finalResult(a2a.StateCompleted, "found")})
+	e := newEngine(t, m, &fakeAgent{send: finalResult(subagent.StateCompleted, "found")})
 	evs := startAndCollect(t, e, input("held"))
 	assert.Empty(t, failureValues(evs))
 	assert.Equal(t, "Trying again with a prompt.foundDone.", texts(evs), "the held text, the agent's streamed reply, the answer")
@@ -90,7 +90,7 @@ func TestRelayedQuestionIsNotNoProgress(t *testing.T) {
 		callStep("c1", "research", `{"prompt":"book a table"}`),
 		textStep("The agent asks: which day?"),
 	}}
-	agent := &fakeAgent{send: finalResult(a2a.StateInputRequired, "Which day?")}
+	agent := &fakeAgent{send: finalResult(subagent.StateInputRequired, "Which day?")}
 	e := newEngine(t, m, agent, func(c *Config) { c.Agents[0].InputRequired = "model" })
 	evs := startAndCollect(t, e, input("relay"))
 	res := toolResults(evs)

@@ -10,18 +10,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // TestRunRecordedInStore: a run's record, event log, thread messages and downstream work
 // reach the store by the time its stream ends.
 func TestRunRecordedInStore(t *testing.T) {
 	ctx := context.Background()
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "agent says hi")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "agent says hi")}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent)
 	r, err := e.StartRun(context.Background(), input("t"), "alice")
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestRunRecordedInStore(t *testing.T) {
 	require.Len(t, work.A2A, 1)
 	assert.Equal(t, "research", work.A2A[0].Agent)
 	assert.Equal(t, "task-1", work.A2A[0].TaskID)
-	assert.Equal(t, string(a2a.StateCompleted), work.A2A[0].State)
+	assert.Equal(t, string(subagent.StateCompleted), work.A2A[0].State)
 
 	logged, err := st.Events(ctx, "t", "r-t", 0, 0)
 	require.NoError(t, err)
@@ -166,7 +166,7 @@ func TestStoredHistoryPrepended(t *testing.T) {
 func TestWorkRecordedWhileRunning(t *testing.T) {
 	ctx := context.Background()
 	started := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-live", "ctx-1")
 		obs.Text("working on it")
 		close(started)

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // endWrites is a memory store that counts the writes that record a run's end.
@@ -58,7 +58,7 @@ func TestRunStartEndOneWrite(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = mem.Close() })
 	st := &endWrites{Store: mem, counts: map[string]int{}}
-	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, &fakeAgent{send: finalResult(a2a.StateCompleted, "done")}, func(c *Config) { c.Store = st })
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, &fakeAgent{send: finalResult(subagent.StateCompleted, "done")}, func(c *Config) { c.Store = st })
 	in := input("end-once")
 	evs := startAndCollect(t, e, in)
 	require.IsType(t, &agui.RunFinished{}, lastEvent(evs), "%v", types(evs))

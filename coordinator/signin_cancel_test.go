@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // bearerKey carries the credentials the fake sign-in attaches (as a2a-go service
@@ -37,7 +37,7 @@ func (s bearerSignIn) Authorize(ctx context.Context, principal, _ string) contex
 
 // errUnauthenticated is what an agent that requires auth answers an anonymous call: the
 // a2a package's ErrAuth, which the engine does not retry.
-var errUnauthenticated = fmt.Errorf("a2a: unauthenticated: %w", a2a.ErrAuth)
+var errUnauthenticated = fmt.Errorf("a2a: unauthenticated: %w", subagent.ErrAuth)
 
 // securedAgent is a fakeAgent that refuses a cancel without a bearer token, records the
 // token of every cancel attempt, and fails the first failFirst attempts transiently.
@@ -133,7 +133,7 @@ func TestCancelsCarryOwnersCredentials(t *testing.T) {
 
 	t.Run("run cancelled and the cancel retried", func(t *testing.T) {
 		started := make(chan struct{})
-		agent := &securedAgent{failFirst: 1, fakeAgent: &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+		agent := &securedAgent{failFirst: 1, fakeAgent: &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 			obs.Task("task-run", "ctx")
 			close(started)
 			<-ctx.Done()
@@ -171,8 +171,8 @@ func TestLostRunCancelCarriesOwnersCredentials(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	deadRun(t, st, "gone", deadDelegationConv(), durable.Work{A2A: []durable.Task{
-		{Agent: "research", TaskID: "task-a", State: string(a2a.StateWorking), ToolCallID: "call_1"},
-		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
+		{Agent: "research", TaskID: "task-a", State: string(subagent.StateWorking), ToolCallID: "call_1"},
+		{Agent: "elsewhere", TaskID: "task-b", State: string(subagent.StateWorking), ToolCallID: "call_2"},
 	}}, deadDelegationEvents()...)
 	agent := &securedAgent{fakeAgent: &fakeAgent{}}
 	newSecuredEngine(t, agent, func(c *Config) {

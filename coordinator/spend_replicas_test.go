@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // TestPrincipalDayAcrossReplicas runs one principal's runs on two replicas of one
@@ -50,7 +50,7 @@ func TestPrincipalDayAcrossReplicas(t *testing.T) {
 		stores[i] = st
 		meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "m"}), Ledger: st.(spend.Ledger),
 			Daily: spend.Limits{Tokens: limit}, WarnAt: 0.8})
-		engines[i] = newEngine(t, &fakeModel{turn: turn, block: gate}, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}, func(c *Config) {
+		engines[i] = newEngine(t, &fakeModel{turn: turn, block: gate}, &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")}, func(c *Config) {
 			c.Store = st
 			c.Spend = meter
 			c.Replica = fmt.Sprintf("replica-%d", i)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/internal/config"
@@ -21,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // TestSummaryCallIsMetered: the compaction's summary call goes through the run's spend
@@ -52,8 +52,8 @@ func TestSummaryCallIsMetered(t *testing.T) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	agent := &fakeAgent{send: func(_ context.Context, req a2a.Request, _ a2a.Observer) (*a2a.Result, error) {
-		return &a2a.Result{State: a2a.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 300)}, nil
+	agent := &fakeAgent{send: func(_ context.Context, req subagent.Request, _ subagent.Observer) (*subagent.Result, error) {
+		return &subagent.Result{State: subagent.StateMessage, Text: req.Prompt + ": " + strings.Repeat("finding ", 300)}, nil
 	}}
 	e := newEngine(t, model, agent, func(c *Config) {
 		c.Store = st

@@ -17,7 +17,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/config"
@@ -27,6 +26,7 @@ import (
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // spendRig is an engine on the real openai provider against the fake OpenAI-compatible
@@ -62,7 +62,7 @@ func newSpendRig(t *testing.T, calls int, mut func(*Config), daily spend.Limits)
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")}
 	meter := spend.NewMeter(spend.MeterConfig{Pricer: spend.NewPricer(config.LLM{Model: "fake-model", Prices: testPrices}),
 		Ledger: st.(spend.Ledger), Daily: daily, WarnAt: 0.8})
 	e := newEngine(t, m, agent, func(c *Config) {

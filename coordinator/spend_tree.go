@@ -3,10 +3,10 @@ package coordinator
 import (
 	"context"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/spend"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Budgets down the tree (DESIGN §7, §9c; design/spend.md): a delegation carries the run's
@@ -65,12 +65,12 @@ func (r runMeter) guardPolicy() *failure.GuardPolicy {
 		cp := *p
 		used := r.fs.Budget
 		if b.Tokens > 0 {
-			if limit := int64(used.Tokens) + min(b.Tokens, a2a.MaxReportedTokens); cp.Budget.MaxTokens <= 0 || limit < int64(cp.Budget.MaxTokens) {
+			if limit := int64(used.Tokens) + min(b.Tokens, subagent.MaxReportedTokens); cp.Budget.MaxTokens <= 0 || limit < int64(cp.Budget.MaxTokens) {
 				cp.Budget.MaxTokens = int(limit)
 			}
 		}
 		if b.CostUSD > 0 {
-			if limit := used.CostUSD + min(b.CostUSD, a2a.MaxReportedUSD); cp.Budget.MaxCostUSD <= 0 || limit < cp.Budget.MaxCostUSD {
+			if limit := used.CostUSD + min(b.CostUSD, subagent.MaxReportedUSD); cp.Budget.MaxCostUSD <= 0 || limit < cp.Budget.MaxCostUSD {
 				cp.Budget.MaxCostUSD = limit
 			}
 		}
@@ -109,8 +109,8 @@ const (
 // the principal's day (one store read, when a daily budget is set), the smaller in each
 // unit; nil when neither has a limit. A spent unit is sent as the least amount (the agent
 // may make one model call, as the run itself may overshoot by one), never as zero.
-func (r runMeter) remaining(ctx context.Context) *a2a.Budget {
-	var b a2a.Budget
+func (r runMeter) remaining(ctx context.Context) *subagent.Budget {
+	var b subagent.Budget
 	take := func(tokens int64, usd float64, limits spend.Limits) {
 		if limits.Tokens > 0 {
 			if t := max(tokens, leastTokens); b.Tokens == 0 || t < b.Tokens {
@@ -146,8 +146,8 @@ func (r runMeter) remaining(ctx context.Context) *a2a.Budget {
 
 // countSubtree counts what a sub-agent that is a Baton reports its run used (its model
 // calls and its own sub-agents'), as the run's own spend. The report is bounded
-// (a2a.ParseUsage): never negative, never beyond a2a's bounds.
-func (r runMeter) countSubtree(agent string, u *a2a.Usage) {
+// (subagent.ParseUsage): never negative, never beyond a2a's bounds.
+func (r runMeter) countSubtree(agent string, u *subagent.Usage) {
 	if u == nil || (u.InputTokens == 0 && u.OutputTokens == 0 && u.CostUSD == 0) {
 		return
 	}

@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/spend"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // TestDelegationCarriesAndCountsBudget: a delegation carries the run's remaining budget
@@ -27,10 +27,10 @@ func TestDelegationCarriesAndCountsBudget(t *testing.T) {
 	rig := newSpendRig(t, 50, func(c *Config) {
 		c.Guard = failure.GuardPolicy{Budget: failure.Budget{MaxTokens: limit, WarnAt: 0.8}}
 	}, spend.Limits{})
-	sub := a2a.Usage{InputTokens: 8000, OutputTokens: 0, CostUSD: 0.5, MessageID: "m"}
-	rig.agent.send = func(_ context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	sub := subagent.Usage{InputTokens: 8000, OutputTokens: 0, CostUSD: 0.5, MessageID: "m"}
+	rig.agent.send = func(_ context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-1", "ctx-1")
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: "task-1", ContextID: "ctx-1", Text: "ok", Usage: &sub}, nil
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: "task-1", ContextID: "ctx-1", Text: "ok", Usage: &sub}, nil
 	}
 	r := mustStart(t, rig.e, input("tree"))
 	evs := collect(t, r)
@@ -41,7 +41,7 @@ func TestDelegationCarriesAndCountsBudget(t *testing.T) {
 	rig.agent.mu.Unlock()
 	require.Len(t, sent, 1, "the second turn's call is refused: the sub-agent's report spent the budget")
 	require.NotNil(t, sent[0].Budget, "the delegation carries the run's remaining budget")
-	assert.Equal(t, a2a.Budget{Tokens: limit - int64(first.InputTokens+first.OutputTokens)}, *sent[0].Budget)
+	assert.Equal(t, subagent.Budget{Tokens: limit - int64(first.InputTokens+first.OutputTokens)}, *sent[0].Budget)
 
 	assert.Len(t, rig.fake.Requests(), 2, "no model call after the sub-agent's usage and the next call passed the limit")
 	assert.Equal(t, "handoff: policy_violation", r.EndReason())
@@ -114,12 +114,12 @@ func TestDelegationCarriesThePrincipalsDay(t *testing.T) {
 		name  string
 		run   failure.Budget
 		daily spend.Limits
-		want  a2a.Budget
+		want  subagent.Budget
 	}{
-		{"day only", failure.Budget{}, spend.Limits{Tokens: 50_000}, a2a.Budget{Tokens: 50_000 - spent}},
-		{"run smaller", failure.Budget{MaxTokens: 20_000}, spend.Limits{Tokens: 50_000}, a2a.Budget{Tokens: 20_000 - spent}},
+		{"day only", failure.Budget{}, spend.Limits{Tokens: 50_000}, subagent.Budget{Tokens: 50_000 - spent}},
+		{"run smaller", failure.Budget{MaxTokens: 20_000}, spend.Limits{Tokens: 50_000}, subagent.Budget{Tokens: 20_000 - spent}},
 		{"day smaller, and a cost limit of the run", failure.Budget{MaxTokens: 90_000, MaxCostUSD: 5}, spend.Limits{Tokens: 50_000},
-			a2a.Budget{Tokens: 50_000 - spent, CostUSD: 5 - testPrices.Cost(int64(first.InputTokens), int64(first.OutputTokens))}},
+			subagent.Budget{Tokens: 50_000 - spent, CostUSD: 5 - testPrices.Cost(int64(first.InputTokens), int64(first.OutputTokens))}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

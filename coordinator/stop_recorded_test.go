@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // A stop carried out on the replica that owns the run is recorded with the run before the
@@ -19,7 +19,7 @@ func TestLocalStopRecordedWithRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	named := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-stop", "ctx")
 		close(named)
 		<-ctx.Done()

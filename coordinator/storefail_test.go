@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // noSaveStore is a memory store whose suspensions cannot be saved (a full disk).
@@ -101,14 +101,14 @@ type movingAgent struct {
 	reads   atomic.Int32
 }
 
-func (m *movingAgent) GetTask(_ context.Context, taskID string) (*a2a.Result, error) {
+func (m *movingAgent) GetTask(_ context.Context, taskID string) (*subagent.Result, error) {
 	if m.waiting.Load() {
-		return &a2a.Result{State: a2a.StateInputRequired, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "Which dates?"}, nil
+		return &subagent.Result{State: subagent.StateInputRequired, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "Which dates?"}, nil
 	}
 	if m.reads.Add(1) <= 2 {
-		return &a2a.Result{State: a2a.StateWorking, TaskID: taskID, ContextID: "ctx-" + taskID}, nil
+		return &subagent.Result{State: subagent.StateWorking, TaskID: taskID, ContextID: "ctx-" + taskID}, nil
 	}
-	return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "booked for 12-19 May"}, nil
+	return &subagent.Result{State: subagent.StateCompleted, TaskID: taskID, ContextID: "ctx-" + taskID, Text: "booked for 12-19 May"}, nil
 }
 
 // A repeated resume whose task is still working on the earlier answer follows it to its

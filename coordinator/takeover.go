@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Takeover: a replica continues the runs of a replica that died (or handed them off), from
@@ -56,10 +56,10 @@ func (e *Engine) cancelWork(rec store.RunRecord, work durable.Work) {
 	for i := range work.A2A {
 		t := &work.A2A[i]
 		a := e.agents[t.Agent]
-		if a == nil || a2a.State(t.State).Terminal() {
+		if a == nil || subagent.State(t.State).Terminal() {
 			continue
 		}
-		t.State, changed = string(a2a.StateCanceled), true
+		t.State, changed = string(subagent.StateCanceled), true
 		wg.Go(func() {
 			// Confirmed like a run's cancels: retried in the background until the
 			// agent confirms (cancels.go).

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/prompts"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // setupTakenOver is setup for a run taken over: the failure state, guard, loop detector
@@ -155,7 +155,7 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 			sent[i] = true
 			a := tools.agents[c.Name]
 			wg.Go(func() {
-				req := a2a.Request{TaskID: task.TaskID, ContextID: task.ContextID}
+				req := subagent.Request{TaskID: task.TaskID, ContextID: task.ContextID}
 				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
 					return r.toolCalls.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
 				})
@@ -189,14 +189,14 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 }
 
 // taskFollower is a Delegate that can follow a task it did not start in this process
-// (a2a.Agent.Follow).
+// (subagent.Agent.Follow).
 type taskFollower interface {
-	Follow(ctx context.Context, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error)
+	Follow(ctx context.Context, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error)
 }
 
 // followRemote follows task taskID of agent a to its end: by subscription when the client
 // can, else by reading it every recoverPoll.
-func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
+func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error) {
 	if f, ok := a.Client.(taskFollower); ok {
 		return f.Follow(ctx, taskID, contextID, obs)
 	}
@@ -206,7 +206,7 @@ func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, context
 	for {
 		got, err := a.Client.GetTask(ctx, taskID)
 		if err != nil {
-			return nil, &a2a.TaskError{TaskID: taskID, ContextID: contextID, Err: err}
+			return nil, &subagent.TaskError{TaskID: taskID, ContextID: contextID, Err: err}
 		}
 		if got.State.Terminal() || got.State.Interrupted() {
 			return got, nil
@@ -215,7 +215,7 @@ func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, context
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, &a2a.TaskError{TaskID: taskID, ContextID: contextID, Err: ctx.Err()}
+			return nil, &subagent.TaskError{TaskID: taskID, ContextID: contextID, Err: ctx.Err()}
 		case <-t.C:
 		}
 	}

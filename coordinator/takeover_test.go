@@ -15,24 +15,24 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
-// followingAgent is a fakeAgent that can follow a task by id (a2a.Agent.Follow).
+// followingAgent is a fakeAgent that can follow a task by id (subagent.Agent.Follow).
 type followingAgent struct {
 	*fakeAgent
 	fmu     sync.Mutex
 	follows []string
-	follow  func(ctx context.Context, taskID string, obs a2a.Observer) (*a2a.Result, error)
+	follow  func(ctx context.Context, taskID string, obs subagent.Observer) (*subagent.Result, error)
 }
 
-func (f *followingAgent) Follow(ctx context.Context, taskID, contextID string, obs a2a.Observer) (*a2a.Result, error) {
+func (f *followingAgent) Follow(ctx context.Context, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error) {
 	f.fmu.Lock()
 	f.follows = append(f.follows, taskID)
 	f.fmu.Unlock()
@@ -46,10 +46,10 @@ func (f *followingAgent) followed() []string {
 	return append([]string(nil), f.follows...)
 }
 
-func (f *fakeAgent) sends() []a2a.Request {
+func (f *fakeAgent) sends() []subagent.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]a2a.Request(nil), f.sent...)
+	return append([]subagent.Request(nil), f.sent...)
 }
 
 // TestCheckpointWrittenAndRead: a run's checkpoint after its model turn holds the
@@ -58,7 +58,7 @@ func (f *fakeAgent) sends() []a2a.Request {
 func TestCheckpointWrittenAndRead(t *testing.T) {
 	ctx := context.Background()
 	started := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-cp", "ctx-1")
 		close(started)
 		<-ctx.Done()
@@ -266,11 +266,11 @@ func TestTakeOverFollowsTask(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	deadRun(t, st, "tk", deadDelegationConv(), durable.Work{A2A: []durable.Task{{Agent: "research", TaskID: "task-9", ContextID: "ctx-1",
-		State: string(a2a.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
+		State: string(subagent.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
 
-	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Text("step 2")
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-1", Text: "the findings"}, nil
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: taskID, ContextID: "ctx-1", Text: "the findings"}, nil
 	}}
 	var mu sync.Mutex
 	var lastReq []llm.Message
@@ -321,8 +321,8 @@ func TestTakeOverCannotContinue(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	deadRun(t, st, "gone", deadDelegationConv(), durable.Work{A2A: []durable.Task{
-		{Agent: "research", TaskID: "task-a", State: string(a2a.StateWorking), ToolCallID: "call_1"},
-		{Agent: "elsewhere", TaskID: "task-b", State: string(a2a.StateWorking), ToolCallID: "call_2"},
+		{Agent: "research", TaskID: "task-a", State: string(subagent.StateWorking), ToolCallID: "call_1"},
+		{Agent: "elsewhere", TaskID: "task-b", State: string(subagent.StateWorking), ToolCallID: "call_2"},
 	}}, deadDelegationEvents()...)
 	agent := &fakeAgent{}
 	cfg := Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}},
@@ -376,7 +376,7 @@ func TestHandoffAtShutdown(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	started := make(chan struct{})
-	agentA := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agentA := &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-h", "ctx-1")
 		obs.Text("working")
 		close(started)
@@ -407,8 +407,8 @@ func TestHandoffAtShutdown(t *testing.T) {
 	assert.Empty(t, agentA.cancelled(), "a run handed off cancels nothing downstream")
 	<-r.Done()
 
-	agentB := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ a2a.Observer) (*a2a.Result, error) {
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-1", Text: "handed-off findings"}, nil
+	agentB := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ subagent.Observer) (*subagent.Result, error) {
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: taskID, ContextID: "ctx-1", Text: "handed-off findings"}, nil
 	}}
 	newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agentB, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})
@@ -444,7 +444,7 @@ func TestStalledReplicaDropsRunTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	started := make(chan struct{})
-	agent := &fakeAgent{send: func(ctx context.Context, _ a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, _ subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		obs.Task("task-s", "ctx-1")
 		close(started)
 		<-ctx.Done()
@@ -491,11 +491,11 @@ func TestTakeOverRetriedAfterStoreFailure(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = mem.Close() })
 	deadRun(t, mem, "flaky", deadDelegationConv(), durable.Work{A2A: []durable.Task{{Agent: "research", TaskID: "task-f", ContextID: "ctx-1",
-		State: string(a2a.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
+		State: string(subagent.StateWorking), ToolCallID: "call_1", SubagentRunID: "sa-old"}}}, deadDelegationEvents()...)
 	st := &flakyEventsStore{Store: mem}
 	st.fails.Store(2)
-	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ a2a.Observer) (*a2a.Result, error) {
-		return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, Text: "found"}, nil
+	agent := &followingAgent{fakeAgent: &fakeAgent{}, follow: func(_ context.Context, taskID string, _ subagent.Observer) (*subagent.Result, error) {
+		return &subagent.Result{State: subagent.StateCompleted, TaskID: taskID, Text: "found"}, nil
 	}}
 	newStartedEngine(t, Config{Model: &fakeModel{turn: callThenReport("research", "{}")}, Store: st,
 		Agents: []Agent{{Name: "research", Client: agent, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Second})
@@ -515,10 +515,10 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	answered := make(chan struct{})
-	agentA := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agentA := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		if req.TaskID == "" {
 			obs.Task("task-q", "ctx-q")
-			return &a2a.Result{State: a2a.StateInputRequired, TaskID: "task-q", ContextID: "ctx-q", Text: "Which dates?"}, nil
+			return &subagent.Result{State: subagent.StateInputRequired, TaskID: "task-q", ContextID: "ctx-q", Text: "Which dates?"}, nil
 		}
 		obs.Task(req.TaskID, req.ContextID)
 		close(answered)
@@ -539,10 +539,10 @@ func TestTakenOverResumeNeverResendsAnswer(t *testing.T) {
 	assert.Empty(t, agentA.cancelled(), "a run handed off cancels nothing downstream")
 
 	agentB := &followingAgent{
-		fakeAgent: &fakeAgent{tasks: map[string]*a2a.Result{"task-q": {State: a2a.StateInputRequired, TaskID: "task-q", ContextID: "ctx-q"}}},
-		follow: func(_ context.Context, taskID string, obs a2a.Observer) (*a2a.Result, error) {
+		fakeAgent: &fakeAgent{tasks: map[string]*subagent.Result{"task-q": {State: subagent.StateInputRequired, TaskID: "task-q", ContextID: "ctx-q"}}},
+		follow: func(_ context.Context, taskID string, obs subagent.Observer) (*subagent.Result, error) {
 			obs.Text("booking")
-			return &a2a.Result{State: a2a.StateCompleted, TaskID: taskID, ContextID: "ctx-q", Text: "booked for June"}, nil
+			return &subagent.Result{State: subagent.StateCompleted, TaskID: taskID, ContextID: "ctx-q", Text: "booked for June"}, nil
 		}}
 	newStartedEngine(t, Config{Model: model, Store: st,
 		Agents: []Agent{{Name: "research", Client: agentB, Timeout: time.Minute}}, Heartbeat: 20 * time.Millisecond, Lease: time.Hour})

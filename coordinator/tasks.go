@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // Tasks belong to threads: the A2A tasks a thread started are recorded with the thread in
@@ -16,7 +16,7 @@ import (
 type taskRef struct {
 	agent     string
 	contextID string
-	state     a2a.State
+	state     subagent.State
 }
 
 func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
@@ -72,9 +72,9 @@ const maxTasksPerThread = 1000
 
 // TaskRecord is an A2A task a thread started, as saved with the thread's state.
 type TaskRecord struct {
-	Agent     string    `json:"agent"`
-	ContextID string    `json:"contextId,omitempty"`
-	State     a2a.State `json:"state"`
+	Agent     string         `json:"agent"`
+	ContextID string         `json:"contextId,omitempty"`
+	State     subagent.State `json:"state"`
 }
 
 func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {
@@ -111,7 +111,7 @@ func (e *Engine) loadStoredTasks(ctx context.Context, threadID string) {
 		}
 		for _, t := range w.A2A {
 			if t.TaskID != "" {
-				tasks[t.TaskID] = TaskRecord{Agent: t.Agent, ContextID: t.ContextID, State: a2a.State(t.State)}
+				tasks[t.TaskID] = TaskRecord{Agent: t.Agent, ContextID: t.ContextID, State: subagent.State(t.State)}
 			}
 		}
 	}

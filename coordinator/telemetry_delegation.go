@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/baton-dev/baton/a2a"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // delegationSpan starts the client invoke_agent span of one A2A delegation.
@@ -26,7 +26,7 @@ func (t *runTrace) delegationSpan(ctx context.Context, a *Agent) (context.Contex
 // execute_tool spans, the span is ended (at the time the call ended) once the policy has
 // decided about the turn's results, so that a failure's baton.failure.kind and the action
 // taken are on this client span too (decision matches it by the agent's tool name).
-func (t *runTrace) endDelegationSpan(span trace.Span, parent trace.SpanID, a *Agent, res *a2a.Result, err error) {
+func (t *runTrace) endDelegationSpan(span trace.Span, parent trace.SpanID, a *Agent, res *subagent.Result, err error) {
 	defer func() {
 		if t == nil || !span.IsRecording() {
 			span.End()
@@ -47,12 +47,12 @@ func (t *runTrace) endDelegationSpan(span trace.Span, parent trace.SpanID, a *Ag
 			span.SetAttributes(attribute.String("gen_ai.agent.conversation.id", res.ContextID))
 		}
 		switch res.State {
-		case a2a.StateFailed, a2a.StateRejected:
+		case subagent.StateFailed, subagent.StateRejected:
 			span.SetAttributes(attribute.String("error.type", string(res.State)))
 			span.SetStatus(codes.Error, string(res.State))
 		}
 	case err != nil:
-		if id := a2a.TaskIDOf(err); id != "" {
+		if id := subagent.TaskIDOf(err); id != "" {
 			span.SetAttributes(attribute.String("a2a.task.id", id))
 		}
 		span.SetAttributes(attribute.String("error.type", "unreachable"))

@@ -12,10 +12,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/internal/testutil"
+	"github.com/baton-dev/baton/subagent"
 )
 
 func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
@@ -30,9 +30,9 @@ func TestRunSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	var seen trace.SpanContext
-	agent := &fakeAgent{send: func(ctx context.Context, req a2a.Request, obs a2a.Observer) (*a2a.Result, error) {
+	agent := &fakeAgent{send: func(ctx context.Context, req subagent.Request, obs subagent.Observer) (*subagent.Result, error) {
 		seen = trace.SpanContextFromContext(ctx)
-		return finalResult(a2a.StateFailed, "the archive is down")(ctx, req, obs)
+		return finalResult(subagent.StateFailed, "the archive is down")(ctx, req, obs)
 	}}
 	var logs testutil.SyncBuffer
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
@@ -97,7 +97,7 @@ func TestRunSpans(t *testing.T) {
 
 func TestRunWithoutTracingRecordsNothing(t *testing.T) {
 	var logs testutil.SyncBuffer
-	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, &fakeAgent{send: finalResult(a2a.StateCompleted, "ok")}, func(c *Config) {
+	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, &fakeAgent{send: finalResult(subagent.StateCompleted, "ok")}, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	r, err := e.StartRun(context.Background(), input("t-off"), "")
@@ -110,8 +110,8 @@ func TestRunWithoutTracingRecordsNothing(t *testing.T) {
 func TestFailureOnSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	agent := &fakeAgent{send: func(context.Context, a2a.Request, a2a.Observer) (*a2a.Result, error) {
-		return nil, fmt.Errorf("dial: %w", a2a.ErrUnreachable)
+	agent := &fakeAgent{send: func(context.Context, subagent.Request, subagent.Observer) (*subagent.Result, error) {
+		return nil, fmt.Errorf("dial: %w", subagent.ErrUnreachable)
 	}}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
 		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "m"}
@@ -187,7 +187,7 @@ func TestInterruptAndResumeOnSpans(t *testing.T) {
 func TestRefusedCallOnSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	agent := &fakeAgent{send: finalResult(a2a.StateCompleted, "never")}
+	agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "never")}
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{"prompt":"go"}`)}, agent, func(c *Config) {
 		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "m"}
 		c.Guard = failure.GuardPolicy{Agents: failure.AccessList{Deny: []string{"research"}}}

@@ -4,12 +4,12 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // versionedTools is a ToolServer that says when its catalogue changed (mcpclient.Registry):
@@ -39,7 +39,7 @@ type backendTools struct {
 // agentKey identifies what an agent's tool and prompt entry were built from.
 type agentKey struct {
 	description string
-	skills      *a2a.Skill // the skills slice of the card read (a new read, a new slice)
+	skills      *subagent.Skill // the skills slice of the card read (a new read, a new slice)
 	nskills     int
 }
 

@@ -7,19 +7,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // describedAgent is a fakeAgent whose card can change.
 type describedAgent struct {
 	fakeAgent
 	mu   sync.Mutex
-	info a2a.Info
+	info subagent.Info
 }
 
-func (d *describedAgent) Info() (a2a.Info, bool) {
+func (d *describedAgent) Info() (subagent.Info, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info, true
@@ -39,7 +39,7 @@ func (v *versioned) Tools() []mcpclient.Tool {
 }
 
 func TestBackendToolsSharedUntilChanged(t *testing.T) {
-	ag := &describedAgent{info: a2a.Info{Description: "first card", Skills: []a2a.Skill{{Name: "s1"}}}}
+	ag := &describedAgent{info: subagent.Info{Description: "first card", Skills: []subagent.Skill{{Name: "s1"}}}}
 	mcp := &versioned{fakeTools: fakeTools{tools: []mcpclient.Tool{{Name: "files__read", Description: "reads"}}}}
 	e := newStartedEngine(t, Config{Model: &fakeModel{}, Tools: mcp, Agents: []Agent{{Name: "research", Client: ag}}})
 	plain := &agui.RunAgentInput{}
@@ -75,7 +75,7 @@ func TestBackendToolsSharedUntilChanged(t *testing.T) {
 
 	// A new card rebuilds them.
 	ag.mu.Lock()
-	ag.info = a2a.Info{Description: "second card"}
+	ag.info = subagent.Info{Description: "second card"}
 	ag.mu.Unlock()
 	t3 := e.toolset(plain)
 	require.NotSame(t, t1.base, t3.base)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/hitl"
@@ -16,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/mcpclient"
 	"github.com/baton-dev/baton/prompts"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // toolset is the set of tools offered to the model in one run. llm, agents, mcp and
@@ -254,7 +254,7 @@ func (tc *toolCalls) mcpOptions(t *toolset, toolCallID string) (mcpclient.CallOp
 		Principal: r.owner,
 		Progress:  progress.note,
 		// A server that is another Baton starts its run one deeper (contract §9c, §9d).
-		Meta: map[string]any{a2a.DepthKey: depthOf(r)},
+		Meta: map[string]any{subagent.DepthKey: depthOf(r)},
 	}, progress
 }
 

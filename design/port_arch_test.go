@@ -108,7 +108,7 @@ var spreadTypes = map[string]int{
 	"coordinator.durability": 6,
 	"mcpclient.Registry":     6,
 	"mcpclient.call":         5,
-	"a2a.Agent":              4,
+	"subagent.Agent":         4,
 }
 
 func TestTypeMethodsStayInFewFiles(t *testing.T) {

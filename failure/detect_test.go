@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/subagent"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -97,7 +97,7 @@ func TestDetectToolResult(t *testing.T) {
 	retry := func(code string) string {
 		return bridge.Retry(bridge.Signal{Code: code, Requested: "demo__divide", Message: "m", ValidNextActions: []string{"a"}, AttemptsLeft: &left})
 	}
-	capGap := bridge.FromA2AError("travel", a2a.Request{Prompt: "x"}, fmt.Errorf("%w: secret", a2a.ErrCapabilityGap), nil)
+	capGap := bridge.FromA2AError("travel", subagent.Request{Prompt: "x"}, fmt.Errorf("%w: secret", subagent.ErrCapabilityGap), nil)
 	g := NewGuard(GuardConfig{Tools: []string{"demo__divide"}, Policy: GuardPolicy{Tools: AccessList{Deny: []string{"demo__divide"}}}})
 	denied, ok := g.Check("demo__divide")
 	require.False(t, ok)

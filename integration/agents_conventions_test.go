@@ -23,8 +23,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // startADKPeer starts peers/adk-peer.mjs on a free port and returns its base URL.
@@ -74,38 +74,38 @@ func readADKLog(t *testing.T, base string) adkLog {
 func TestADKConventionPeer(t *testing.T) {
 	t.Parallel()
 	peer := startADKPeer(t)
-	for _, proto := range []string{a2a.Protocol10, a2a.Protocol03} {
+	for _, proto := range []string{subagent.Protocol10, subagent.Protocol03} {
 		t.Run(proto, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			agent, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "adk", URL: peer, Protocol: proto}, a2a.Options{})
+			agent, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: "adk", URL: peer, Protocol: proto}, subagent.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = agent.Close() })
 
 			var seen strings.Builder
-			first, err := agent.Send(ctx, a2a.Request{Prompt: "ask me"}, a2a.Observer{Text: func(s string) { seen.WriteString(s) }})
+			first, err := agent.Send(ctx, subagent.Request{Prompt: "ask me"}, subagent.Observer{Text: func(s string) { seen.WriteString(s) }})
 			require.NoError(t, err)
-			require.Equal(t, a2a.StateInputRequired, first.State)
+			require.Equal(t, subagent.StateInputRequired, first.State)
 			assert.Equal(t, "which colour?", first.Text, "the question as text")
 			assert.NotContains(t, seen.String(), `"adk_type"`, "no part JSON reached the user")
 			assert.NotContains(t, seen.String(), `{"`, "no part JSON reached the user")
 
-			done, err := agent.Send(ctx, a2a.Request{Prompt: "blue", TaskID: first.TaskID, ContextID: first.ContextID}, a2a.Observer{})
+			done, err := agent.Send(ctx, subagent.Request{Prompt: "blue", TaskID: first.TaskID, ContextID: first.ContextID}, subagent.Observer{})
 			require.NoError(t, err)
-			assert.Equal(t, a2a.StateCompleted, done.State, done.Text)
+			assert.Equal(t, subagent.StateCompleted, done.State, done.Text)
 			assert.Contains(t, done.Text, "adk got: blue")
 
-			two, err := agent.Send(ctx, a2a.Request{Prompt: "ask2 me"}, a2a.Observer{})
+			two, err := agent.Send(ctx, subagent.Request{Prompt: "ask2 me"}, subagent.Observer{})
 			require.NoError(t, err)
-			require.Equal(t, a2a.StateInputRequired, two.State)
-			again, err := agent.Send(ctx, a2a.Request{Prompt: "red", TaskID: two.TaskID, ContextID: two.ContextID}, a2a.Observer{})
+			require.Equal(t, subagent.StateInputRequired, two.State)
+			again, err := agent.Send(ctx, subagent.Request{Prompt: "red", TaskID: two.TaskID, ContextID: two.ContextID}, subagent.Observer{})
 			require.NoError(t, err)
-			require.Equal(t, a2a.StateInputRequired, again.State, again.Text)
+			require.Equal(t, subagent.StateInputRequired, again.State, again.Text)
 			assert.Equal(t, two.TaskID, again.TaskID, "the second question is in the same task")
 			assert.Equal(t, "which size?", again.Text)
-			end, err := agent.Send(ctx, a2a.Request{Prompt: "large", TaskID: two.TaskID, ContextID: two.ContextID}, a2a.Observer{})
+			end, err := agent.Send(ctx, subagent.Request{Prompt: "large", TaskID: two.TaskID, ContextID: two.ContextID}, subagent.Observer{})
 			require.NoError(t, err)
-			assert.Equal(t, a2a.StateCompleted, end.State, end.Text)
+			assert.Equal(t, subagent.StateCompleted, end.State, end.Text)
 			assert.Contains(t, end.Text, "adk got: red, large")
 
 			l := readADKLog(t, peer)

@@ -26,7 +26,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/testutil"
@@ -34,6 +33,7 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // inprocBaton is a coordinator served in process, delegating to an in-process demo agent.
@@ -192,15 +192,15 @@ func startInProcess(t testing.TB, opts inprocOptions) *inprocBaton {
 	model := fakellm.Start(cancelModel)
 	t.Cleanup(model.Close)
 
-	a2aTr, llmTr := a2a.NewHTTPTransport(), &http.Transport{}
+	a2aTr, llmTr := subagent.NewHTTPTransport(), &http.Transport{}
 	ib.transports = []interface{ CloseIdleConnections() }{a2aTr, llmTr}
 	t.Cleanup(ib.CloseIdle)
 	m, err := openai.New(openai.Config{BaseURL: model.URL, Model: "fake", APIKey: "fake-key", HTTPClient: &http.Client{Transport: llmTr}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "research", URL: agentURL},
-		a2a.Options{HTTPClient: &http.Client{Transport: a2aTr}, Logger: quiet})
+	ag, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: "research", URL: agentURL},
+		subagent.Options{HTTPClient: &http.Client{Transport: a2aTr}, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ag.Close() })
 

@@ -31,7 +31,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
@@ -39,6 +38,7 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // agentArrivals timestamps requests on their way into a demo agent: CancelTask by task id,
@@ -106,7 +106,7 @@ func benchReplicas(b *testing.B, dsn string, n int) ([]string, *agentArrivals) {
 		var agents []coordinator.Agent
 		for _, kind := range []string{"travel", "research"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: kind, URL: agentURLs[kind]}, a2a.Options{Logger: quiet})
+			ag, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: kind, URL: agentURLs[kind]}, subagent.Options{Logger: quiet})
 			cancel()
 			if err != nil {
 				b.Fatal(err)

@@ -22,10 +22,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/testutil/stubmodel"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // BenchmarkOpenRunsRealAgents is server's BenchmarkOpenRuns with the agents people run
@@ -72,7 +72,7 @@ func openRealRuns(b *testing.B, goAgent bool, runs int, prompt, marker string) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "bench", URL: agentURL, Timeout: time.Hour}, a2a.Options{Logger: quiet})
+	ag, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: "bench", URL: agentURL, Timeout: time.Hour}, subagent.Options{Logger: quiet})
 	require.NoError(b, err)
 	defer ag.Close()
 	e, err := coordinator.New(coordinator.Config{

@@ -1,6 +1,6 @@
 package integration
 
-// Differential tests of a2a.NewSSETransport (Baton's JSON-RPC transport, whose streams are
+// Differential tests of subagent.NewSSETransport (Baton's JSON-RPC transport, whose streams are
 // read with go-sse) against a2a-go's own JSON-RPC transport: the same streams through both,
 // from the A2A JS SDK peer (peers/a2a-peer.mjs), an a2a-go agent (internal/demoagent) and
 // hostile agents that send chosen bytes, on the 1.0 and the 0.3 wire. Each pair must give
@@ -31,8 +31,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/internal/demoagent"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // streamOutcome is what one streaming call yielded: its events (as JSON, with ids and times
@@ -68,7 +68,7 @@ func diffClientsOver(t *testing.T, hc *http.Client, url string, v03 bool) (sdkCl
 		SupportedInterfaces: []*sdk.AgentInterface{{URL: url, ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: version}},
 	}
 	ours := a2aclient.TransportFactoryFn(func(_ context.Context, _ *sdk.AgentCard, iface *sdk.AgentInterface) (a2aclient.Transport, error) {
-		return a2a.NewSSETransport(iface.URL, hc, v03), nil
+		return subagent.NewSSETransport(iface.URL, hc, v03), nil
 	})
 	sdkOpt := a2aclient.WithJSONRPCTransport(hc)
 	ourOpt := a2aclient.WithTransport(sdk.TransportProtocolJSONRPC, ours)
@@ -245,11 +245,11 @@ func TestSSETransportJSPeer(t *testing.T) {
 	base := startA2APeerEnv(t, "A2A_LEGACY=1", "BIG_BYTES=1048576")
 	for _, v03 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "1.0", true: "0.3"}[v03], func(t *testing.T) {
-			protocol := a2a.Protocol10
+			protocol := subagent.Protocol10
 			if v03 {
-				protocol = a2a.Protocol03
+				protocol = subagent.Protocol03
 			}
-			ag, err := a2a.Resolve(t.Context(), a2a.AgentConfig{Name: "peer", URL: base, Protocol: protocol}, a2a.Options{})
+			ag, err := subagent.Resolve(t.Context(), subagent.AgentConfig{Name: "peer", URL: base, Protocol: protocol}, subagent.Options{})
 			require.NoError(t, err)
 			endpoint := ag.Endpoint()
 			require.NoError(t, ag.Close())

@@ -22,7 +22,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/internal/testutil/fakellm"
@@ -30,6 +29,7 @@ import (
 	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // errDiskFull is what the failing store's writes return, as a full disk would.
@@ -106,8 +106,8 @@ func startStoreFaultRig(t *testing.T) *storeFaultRig {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "travel", URL: agentURL},
-		a2a.Options{HTTPClient: &http.Client{Transport: a2aTr}, Logger: quiet})
+	ag, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: "travel", URL: agentURL},
+		subagent.Options{HTTPClient: &http.Client{Transport: a2aTr}, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ag.Close() })
 

@@ -15,10 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	batona2a "github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // tool is one tool of the surface: the coordinator tool (agent "") or an agent tool.
@@ -155,7 +155,7 @@ func callerDepth(req *mcp.CallToolRequest) (int, error) {
 // this one. A malformed budget is untrusted input: it is ignored (the run's own budget
 // still holds, so nothing is ever raised) and logged.
 func (s *Server) callerBudget(req *mcp.CallToolRequest) *agui.CallerBudget {
-	b, err := batona2a.ParseBudget(req.Params.Meta[batona2a.BudgetKey])
+	b, err := subagent.ParseBudget(req.Params.Meta[subagent.BudgetKey])
 	if err != nil {
 		s.cfg.Logger.Warn("mcp: the caller's budget is ignored", "err", err)
 		return nil

@@ -20,10 +20,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/llm/scripted"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // The benchmarks' shared set-up: an engine delegating to one A2A agent, the demo research
@@ -32,9 +32,9 @@ import (
 // delegatingEngine resolves the one A2A agent (with opts) and returns an engine built from
 // cfg whose only agent it is, under the agent's name and timeout, and the agent's client
 // (the caller closes it).
-func delegatingEngine(tb testing.TB, agent a2a.AgentConfig, opts a2a.Options, cfg coordinator.Config) (*coordinator.Engine, *a2a.Agent) {
+func delegatingEngine(tb testing.TB, agent subagent.AgentConfig, opts subagent.Options, cfg coordinator.Config) (*coordinator.Engine, *subagent.Agent) {
 	tb.Helper()
-	ag, err := a2a.Resolve(context.Background(), agent, opts)
+	ag, err := subagent.Resolve(context.Background(), agent, opts)
 	require.NoError(tb, err)
 	cfg.Agents = []coordinator.Agent{{Name: agent.Name, Description: ag.Description, Client: ag, Timeout: agent.Timeout}}
 	e := newStartedEngine(tb, cfg)
@@ -56,8 +56,8 @@ func startResearchAgent(tb testing.TB) *httptest.Server {
 
 // researchEngine is an engine with the scripted model delegating to the research agent at
 // url, traced by tracing, its A2A client's HTTP client hc (nil: the default).
-func researchEngine(tb testing.TB, url string, tracing coordinator.Tracing, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
-	return delegatingEngine(tb, a2a.AgentConfig{Name: "research", URL: url, Timeout: time.Minute}, a2a.Options{HTTPClient: hc},
+func researchEngine(tb testing.TB, url string, tracing coordinator.Tracing, hc *http.Client) (*coordinator.Engine, *subagent.Agent) {
+	return delegatingEngine(tb, subagent.AgentConfig{Name: "research", URL: url, Timeout: time.Minute}, subagent.Options{HTTPClient: hc},
 		coordinator.Config{Model: scripted.New(scripted.Config{}), Tracing: tracing})
 }
 

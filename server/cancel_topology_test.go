@@ -17,18 +17,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/testutil/benchagent"
 	"github.com/baton-dev/baton/internal/testutil/stubmodel"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // cancelTopology is Baton delegating to a benchmark agent that holds its streams open.
 type cancelTopology struct {
 	agent    *benchagent.Agent
 	agentSrv *httptest.Server
-	ag       *a2a.Agent
+	ag       *subagent.Agent
 	e        *coordinator.Engine
 	baton    *httptest.Server
 }
@@ -48,8 +48,8 @@ func newCancelTopology(t *testing.T, opts benchagent.Options, st store.Store, pe
 func (tp *cancelTopology) startBaton(t *testing.T, st store.Store, perAgent int, cancelTimeout time.Duration) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ag, err := a2a.Resolve(context.Background(), a2a.AgentConfig{Name: "bench", URL: tp.agentSrv.URL, Timeout: time.Hour},
-		a2a.Options{Logger: quiet, RetryBackoff: 5 * time.Millisecond, IDGrace: -1})
+	ag, err := subagent.Resolve(context.Background(), subagent.AgentConfig{Name: "bench", URL: tp.agentSrv.URL, Timeout: time.Hour},
+		subagent.Options{Logger: quiet, RetryBackoff: 5 * time.Millisecond, IDGrace: -1})
 	require.NoError(t, err)
 	e := newStartedEngine(t, coordinator.Config{
 		Logger:         quiet,

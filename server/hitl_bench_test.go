@@ -18,11 +18,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/demoagent"
 	"github.com/baton-dev/baton/llm/scripted"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // arrivals timestamps requests to the agent that continue a given task.
@@ -74,7 +74,7 @@ func BenchmarkResumeToAgent(b *testing.B) {
 	require.NoError(b, err)
 	agentSrv.Config.Handler = arr.wrap(h)
 
-	ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "travel", URL: agentSrv.URL, Timeout: time.Minute}, a2a.Options{})
+	ag, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: "travel", URL: agentSrv.URL, Timeout: time.Minute}, subagent.Options{})
 	require.NoError(b, err)
 	defer ag.Close()
 	e := newStartedEngine(b, coordinator.Config{Model: scripted.New(scripted.Config{}),

@@ -27,11 +27,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/stretchr/testify/require"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/testutil/benchagent"
 	"github.com/baton-dev/baton/internal/testutil/stubmodel"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // The parked-run benchmarks measure Baton's own cost: the sub-agent is
@@ -39,12 +39,12 @@ import (
 // internal/testutil/stubmodel (pre-split chunks, no tokenising).
 
 // benchEngine returns an engine with the stub model delegating to one bench agent at url.
-func benchEngine(tb testing.TB, url string) (*coordinator.Engine, *a2a.Agent) {
+func benchEngine(tb testing.TB, url string) (*coordinator.Engine, *subagent.Agent) {
 	return benchEngineWith(tb, url, nil)
 }
 
 // benchEngineWith is benchEngine with the A2A client's HTTP client (nil: the default).
-func benchEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
+func benchEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.Engine, *subagent.Agent) {
 	tb.Helper()
 	var st store.Store // BATON_BENCH_STORE: a store DSN ("sqlite:/tmp/x.db"); default memory
 	if dsn := os.Getenv("BATON_BENCH_STORE"); dsn != "" {
@@ -58,10 +58,10 @@ func benchEngineWith(tb testing.TB, url string, hc *http.Client) (*coordinator.E
 
 // stubEngine returns an engine over st (nil: memory) with the stub model delegating to one
 // bench agent at url, reached with hc (nil: the default client).
-func stubEngine(tb testing.TB, st store.Store, url string, hc *http.Client) (*coordinator.Engine, *a2a.Agent) {
+func stubEngine(tb testing.TB, st store.Store, url string, hc *http.Client) (*coordinator.Engine, *subagent.Agent) {
 	// Log lines are formatted (a real cost per run) but not printed.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return delegatingEngine(tb, a2a.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour}, a2a.Options{Logger: quiet, HTTPClient: hc},
+	return delegatingEngine(tb, subagent.AgentConfig{Name: "bench", URL: url, Timeout: time.Hour}, subagent.Options{Logger: quiet, HTTPClient: hc},
 		coordinator.Config{
 			Store:  st,
 			Logger: quiet,
@@ -204,7 +204,7 @@ func BenchmarkOpenRuns(b *testing.B) {
 			pool := x509.NewCertPool()
 			pool.AddCert(certSrv.Certificate())
 			certSrv.Close()
-			t := a2a.NewHTTPTransport()
+			t := subagent.NewHTTPTransport()
 			t.TLSClientConfig = &tls.Config{RootCAs: pool}
 			hc = &http.Client{Transport: t}
 		}
@@ -443,12 +443,12 @@ func BenchmarkOpenStreamsFloor(b *testing.B) {
 						opened <- fmt.Errorf("stream ended")
 					}
 				default:
-					ag, err := a2a.Resolve(ctx, a2a.AgentConfig{Name: "bench", URL: agentURL}, a2a.Options{HTTPClient: hc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+					ag, err := subagent.Resolve(ctx, subagent.AgentConfig{Name: "bench", URL: agentURL}, subagent.Options{HTTPClient: hc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 					require.NoError(b, err)
 					defer ag.Close()
 					open = func(opened chan<- error) {
 						var once sync.Once
-						_, _ = ag.Send(ctx, a2a.Request{Prompt: "go"}, a2a.Observer{Text: func(string) { once.Do(func() { opened <- nil }) }})
+						_, _ = ag.Send(ctx, subagent.Request{Prompt: "go"}, subagent.Observer{Text: func(string) { once.Do(func() { opened <- nil }) }})
 					}
 				}
 				var before, after runtime.MemStats

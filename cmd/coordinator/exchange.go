@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/oauth2"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/a2aauth"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
@@ -17,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/oidcauth"
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/signin"
+	"github.com/baton-dev/baton/subagent"
 	"github.com/baton-dev/baton/tokenexchange"
 	"github.com/baton-dev/baton/tokenstore"
 )
@@ -97,7 +97,7 @@ func (e *exchangeWiring) open() {
 
 // agentClient is the engine's client of a configured agent: for mode exchange, one that
 // stops a call whose exchange failed before anything is sent (a2aauth.Guarded).
-func agentClient(ac config.Agent, ag *a2a.Agent) coordinator.Delegate {
+func agentClient(ac config.Agent, ag *subagent.Agent) coordinator.Delegate {
 	if ac.Auth.Mode == config.AuthExchange {
 		return a2aauth.Guarded{Agent: ag}
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/history"
@@ -43,6 +42,7 @@ import (
 	"github.com/baton-dev/baton/server"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/subagent"
 	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/web"
 )
@@ -448,7 +448,7 @@ func (a *app) closeSessions() {
 func (a *app) startAgents() error {
 	// The agents get a transport of their own, with small connection buffers (an open
 	// delegation holds its connection for the whole stream).
-	agentHTTP := &http.Client{Transport: telemetry.Transport(a2a.NewHTTPTransport())}
+	agentHTTP := &http.Client{Transport: telemetry.Transport(subagent.NewHTTPTransport())}
 	a.onExit(agentHTTP.CloseIdleConnections)
 	agents, err := resolveAgents(a.ctx, a.cfg, a.log, agentHTTP)
 	if err != nil {
@@ -866,7 +866,7 @@ const agentFirstReadWait = time.Second
 // itself (the run's cancel scope), so the client's own grace is disabled.
 func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc *http.Client) ([]coordinator.Agent, error) {
 	var out []coordinator.Agent
-	var started []*a2a.Agent
+	var started []*subagent.Agent
 	defer func() {
 		// Agents that answer at once are described by their cards from the first run;
 		// the wait is short and parallel, so the start stays well within 2 s.
@@ -879,7 +879,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc
 		}
 	}()
 	for _, ac := range cfg.Agents {
-		ag, err := a2a.New(a2a.AgentConfig{
+		ag, err := subagent.New(subagent.AgentConfig{
 			Name:           ac.Name,
 			URL:            ac.URL,
 			CardURL:        ac.CardURL,
@@ -887,7 +887,7 @@ func resolveAgents(ctx context.Context, cfg *config.Config, log *slog.Logger, hc
 			AllowedOrigins: ac.AllowedOrigins,
 			Timeout:        time.Duration(ac.Timeout),
 			CardTTL:        time.Duration(ac.CardTTL),
-		}, a2a.Options{Logger: log, IDGrace: -1, HTTPClient: hc})
+		}, subagent.Options{Logger: log, IDGrace: -1, HTTPClient: hc})
 		if err != nil {
 			return nil, fmt.Errorf("agents: %s: %w", ac.Name, err)
 		}

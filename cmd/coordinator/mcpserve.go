@@ -17,7 +17,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
@@ -27,6 +26,7 @@ import (
 	"github.com/baton-dev/baton/mcpserver"
 	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/server"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // mcpServing reports whether Baton serves MCP: mcp_server.enabled, or --mcp-stdio.
@@ -77,7 +77,7 @@ func matchesAny(patterns config.Patterns, name string) bool {
 // skills (outside text, flattened and capped as for the model); "" while the card has not
 // been read.
 func cardDescription(ag coordinator.Agent) string {
-	d, ok := ag.Client.(interface{ Info() (a2a.Info, bool) })
+	d, ok := ag.Client.(interface{ Info() (subagent.Info, bool) })
 	if !ok {
 		return ""
 	}

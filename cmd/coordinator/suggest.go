@@ -1,11 +1,11 @@
 package main
 
 import (
-	"github.com/baton-dev/baton/a2a"
 	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/llm/scripted"
 	"github.com/baton-dev/baton/mcpclient"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // maxSuggestionsPerAgent keeps one chatty agent card from filling the page's examples.
@@ -31,7 +31,7 @@ func suggestions(cfg *config.Config, agents []coordinator.Agent, registry *mcpcl
 	var out []string
 	for _, a := range agents {
 		skills := a.Skills
-		if info, ok := a.Client.(interface{ Info() (a2a.Info, bool) }); ok {
+		if info, ok := a.Client.(interface{ Info() (subagent.Info, bool) }); ok {
 			if i, read := info.Info(); read {
 				skills = i.Skills
 			}

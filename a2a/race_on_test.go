@@ -1,7 +1,0 @@
-//go:build race
-
-package a2a
-
-// raceEnabled: the race detector slows JSON decoding about tenfold, so the large-artifact
-// test streams less under it (the benchmark and plain `go test` stream the full size).
-const raceEnabled = true
