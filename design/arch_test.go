@@ -10,7 +10,7 @@ const module = "github.com/baton-dev/baton/"
 
 // protocolPackages speak one protocol each and know nothing of the engine (design/contract.md
 // §2: the dependency rule).
-var protocolPackages = []string{"a2a", "agui", "mcpclient", "llm", "store"}
+var protocolPackages = []string{"subagent", "agui", "mcpclient", "llm", "store"}
 
 // enginePackages decide: the run engine and what renders for the model, the prompts, the
 // interrupts, the HTTP surface and the binaries.
