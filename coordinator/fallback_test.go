@@ -22,6 +22,7 @@ import (
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/llm/anthropic"
 	"github.com/baton-dev/baton/llm/openai"
+	"github.com/baton-dev/baton/metrics"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/subagent"
@@ -119,8 +120,10 @@ func TestFallbackOn503KeepsTheConversation(t *testing.T) {
 	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	reg := metrics.New()
 	e, st, primary, fb, agent := fallbackRig(t, http.StatusServiceUnavailable, func(c *Config) {
 		c.Tracing = Tracing{Tracer: tp.Tracer("test"), Provider: "openai", Model: "fake-model"}
+		c.Metrics = reg
 	})
 	r := mustStart(t, e, input("fb"))
 	collect(t, r)
@@ -147,6 +150,24 @@ func TestFallbackOn503KeepsTheConversation(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, switched)
+	// The call-duration metric names the model each turn ended on: the turn that switched
+	// and the next one are the fallback's.
+	turns := map[string]uint64{}
+	mfs, err := reg.Registry().Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "baton_model_call_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			turns[labels["provider"]+"/"+labels["model"]+"/"+labels["outcome"]] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	assert.Equal(t, map[string]uint64{"openai/fake-model/ok": 1, "anthropic/claude-fake/ok": 2}, turns)
 	assert.Contains(t, requested, "claude-fake")
 	assert.ElementsMatch(t, []string{"fake-model", "claude-fake", "claude-fake"}, answered)
 	assert.Equal(t, "completed", r.EndReason())

@@ -26,7 +26,11 @@ type turnResult struct {
 func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
 	ctx, span := r.trace.modelSpan(ctx)
 	r.meter().spanModel(span)
-	defer func(start time.Time) { r.trace.endModelSpan(span, start, res, err) }(time.Now())
+	defer func(start time.Time) {
+		// The model the turn ended on: a switch to a fallback within it is counted there.
+		provider, model := r.meter().onFallback()
+		r.trace.endModelSpan(span, provider, model, start, res, err)
+	}(time.Now())
 	// The tool call ids of failed attempts are never used again in this turn
 	// (design/model-retries.md).
 	var failed map[string]bool

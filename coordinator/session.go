@@ -187,7 +187,7 @@ func (tc *toolCalls) runSessionCall(ctx context.Context, t *toolset, callID, nam
 	// it (signInID), for the callback.
 	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
-	opts, progress := tc.mcpOptions(t, callID)
+	opts, progress := tc.mcpOptions(ctx, t, callID)
 	opts.Key = w
 	go func() {
 		res, err := call(callCtx, opts)
@@ -213,6 +213,13 @@ func (tc *toolCalls) awaitSession(ctx context.Context, t *toolset, w *sessionWai
 	case sr := <-w.result:
 		r.e.cfg.Sessions.remove(w.id)
 		w.stop()
+		// A server that is another Baton reports what its run used, in the result or in
+		// the question it parked the call with.
+		meta := sr.res.Meta
+		if need := (*mcpclient.InputRequired)(nil); errors.As(sr.err, &need) {
+			meta = need.Meta
+		}
+		r.meter().countCallUsage(name, meta)
 		out := tc.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
 		for i := range out.interrupts {
 			if out.interrupts[i].Kind == hitl.KindMCPAuth {

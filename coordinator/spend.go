@@ -296,8 +296,17 @@ func admitSpend(e *Engine, principal string) error {
 // spanModel names, on a chat span, the fallback model the run is on (the span starts
 // with the configured model's name).
 func (r runMeter) spanModel(span trace.Span) {
+	if provider, model := r.onFallback(); model != "" {
+		span.SetAttributes(attribute.String("gen_ai.request.model", model), attribute.String("gen_ai.provider.name", provider))
+	}
+}
+
+// onFallback is the provider and model of the fallback the run is on; "" while it is on
+// the configured model.
+func (r runMeter) onFallback() (provider, model string) {
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok && r.sp.link > 0 {
 		l := c.Link(r.sp.link)
-		span.SetAttributes(attribute.String("gen_ai.request.model", l.Name), attribute.String("gen_ai.provider.name", l.Provider))
+		return l.Provider, l.Name
 	}
+	return "", ""
 }

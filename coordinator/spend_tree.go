@@ -66,12 +66,12 @@ func (r runMeter) guardPolicy() *failure.GuardPolicy {
 		used := r.fs.Budget
 		if b.Tokens > 0 {
 			if limit := int64(used.Tokens) + min(b.Tokens, subagent.MaxReportedTokens); cp.Budget.MaxTokens <= 0 || limit < int64(cp.Budget.MaxTokens) {
-				cp.Budget.MaxTokens = int(limit)
+				cp.Budget.MaxTokens, cp.Budget.GivenTokens = int(limit), true
 			}
 		}
 		if b.CostUSD > 0 {
 			if limit := used.CostUSD + min(b.CostUSD, subagent.MaxReportedUSD); cp.Budget.MaxCostUSD <= 0 || limit < cp.Budget.MaxCostUSD {
-				cp.Budget.MaxCostUSD = limit
+				cp.Budget.MaxCostUSD, cp.Budget.GivenCostUSD = limit, true
 			}
 		}
 		p = &cp
@@ -153,4 +153,21 @@ func (r runMeter) countSubtree(agent string, u *subagent.Usage) {
 	}
 	r.log.Debug("sub-agent usage", "agent", agent, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_usd", u.CostUSD)
 	r.count(context.Background(), spend.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD})
+}
+
+// countCallUsage counts what an MCP server that is another Baton reports its run used,
+// in the tool result's _meta (baton/usage), as countSubtree counts an agent's report. A
+// result answers one call, so the report needs no message id; a bad one is logged and
+// counts nothing.
+func (r runMeter) countCallUsage(tool string, meta map[string]any) {
+	v, ok := meta[subagent.UsageKey]
+	if !ok {
+		return
+	}
+	u, err := subagent.ParseCallUsage(v)
+	if err != nil {
+		r.log.Warn("mcp: the server's usage report is ignored", "tool", tool, "err", err)
+		return
+	}
+	r.countSubtree(tool, u)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +13,9 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/baton-dev/baton/llm"
+	"github.com/baton-dev/baton/llm/openai"
 	"github.com/baton-dev/baton/spend"
 	"github.com/baton-dev/baton/subagent"
 )
@@ -174,4 +177,47 @@ func TestCallerBudgetKeptOnTakeover(t *testing.T) {
 	require.NotEmpty(t, agent.sent)
 	require.NotNil(t, agent.sent[0].Budget, "the run taken over still has its caller's budget")
 	assert.Equal(t, int64(700), agent.sent[0].Budget.Tokens)
+}
+
+// TestCallerBudgetKeptAcrossResume: a run another Baton started with a budget, suspended on
+// a question, keeps what is left of that budget when a resume comes without one (a door
+// resumes a run after a sign-in with no message of the caller's): its delegation after the
+// resume carries the given budget less both runs' use, not the Baton's own (unlimited).
+func TestCallerBudgetKeptAcrossResume(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	fake := fakellm.Start(func(fakellm.Request) fakellm.Reply {
+		i := int(n.Add(1)) - 1
+		u := usageOf(i)
+		switch i {
+		case 0:
+			return fakellm.Reply{ToolCalls: []llm.ToolCall{{Name: askUserTool, Arguments: `{"question":"which one?"}`}}, Usage: &u}
+		case 1:
+			return fakellm.Reply{ToolCalls: []llm.ToolCall{{Name: "research", Arguments: `{"prompt":"that one"}`}}, Usage: &u}
+		}
+		return fakellm.Reply{Text: "done", Usage: &u}
+	})
+	t.Cleanup(fake.Close)
+	rig := newSpendRig(t, 1, nil, spend.Limits{})
+	m, err := openai.New(openai.Config{BaseURL: fake.URL, Model: "fake-model"})
+	require.NoError(t, err)
+	rig.e.cfg.Model = m
+
+	const given = 50_000
+	in := input("resume-budget")
+	in.Depth, in.Budget = 1, &agui.CallerBudget{Tokens: given}
+	ins := interruptsOf(t, collect(t, mustStart(t, rig.e, in)))
+	require.Len(t, ins, 1)
+
+	resume := resumeInput("resume-budget", "r2", resolved(ins[0].ID, `{"text":"that one"}`))
+	resume.Depth = 1 // the door keeps the depth; the budget comes from the suspension
+	collect(t, mustStart(t, rig.e, resume))
+
+	rig.agent.mu.Lock()
+	sent := rig.agent.sent
+	rig.agent.mu.Unlock()
+	require.Len(t, sent, 1, "one delegation, after the resume")
+	require.NotNil(t, sent[0].Budget, "the resumed run still has its caller's budget")
+	first, second := usageOf(0), usageOf(1)
+	assert.Equal(t, int64(given-first.InputTokens-first.OutputTokens-second.InputTokens-second.OutputTokens), sent[0].Budget.Tokens)
 }

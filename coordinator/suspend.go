@@ -50,6 +50,11 @@ type runState struct {
 	Tasks map[string]TaskRecord `json:"tasks,omitempty"`
 	// Depth is the run's nesting depth (nesting.go): a resume goes on at it.
 	Depth int `json:"depth,omitempty"`
+	// Budget is what was left, past State's budget use, of the budget the run's caller gave
+	// it (spend_tree.go): a resume that comes with no budget of its own (after a sign-in,
+	// the door resumes the run without a message from the caller) goes on within it. Not
+	// "budget": that is the embedded State's use of the run's budget.
+	CallerBudget *agui.CallerBudget `json:"callerBudget,omitempty"`
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -101,7 +106,8 @@ func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []sto
 	r.fs.TraceParent = r.trace.parent()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
-		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID), Depth: r.in.Depth}),
+		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID), Depth: r.in.Depth,
+			CallerBudget: r.meter().callerLeft(r.fs.Budget)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 		// Saved only while this replica owns the run (fencing.go).
 		Epoch: r.elog.Epoch(),

@@ -340,8 +340,9 @@ func (t *runTrace) modelSpan(ctx context.Context) (context.Context, trace.Span) 
 	))
 }
 
-// endModelSpan ends a chat span with the turn's completion, or its error.
-func (t *runTrace) endModelSpan(span trace.Span, start time.Time, res turnResult, err error) {
+// endModelSpan ends a chat span with the turn's completion, or its error. provider and
+// model name the fallback the turn ended on ("": the configured model), for the metrics.
+func (t *runTrace) endModelSpan(span trace.Span, provider, model string, start time.Time, res turnResult, err error) {
 	outcome := "ok"
 	in, out := 0, 0
 	if err != nil {
@@ -358,7 +359,10 @@ func (t *runTrace) endModelSpan(span trace.Span, start time.Time, res turnResult
 	}
 	if t != nil {
 		if m, ok := t.metrics.(ModelMetrics); ok {
-			m.ModelCall(t.tracing.Provider, t.tracing.Model, outcome, time.Since(start), in, out)
+			if model == "" {
+				provider, model = t.tracing.Provider, t.tracing.Model
+			}
+			m.ModelCall(provider, model, outcome, time.Since(start), in, out)
 		}
 	}
 	span.End()

@@ -246,15 +246,20 @@ func (tc *toolCalls) askUser(t *toolset, c llm.ToolCall, args map[string]any) to
 
 // mcpOptions are the options of an MCP call of the run, with its progress coalesced; the
 // caller flushes the coalescer when the call returns.
-func (tc *toolCalls) mcpOptions(t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
+func (tc *toolCalls) mcpOptions(ctx context.Context, t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
 	r := tc.run
 	progress := newProgressCoalescer(func(p mcpclient.Progress) { r.emit(progressEvent(toolCallID, p)) })
+	// A server that is another Baton starts its run one deeper (contract §9c, §9d), within
+	// what is left of this run's budget, as an agent that is a Baton does.
+	meta := map[string]any{subagent.DepthKey: depthOf(r)}
+	if b := r.meter().remaining(ctx); b != nil {
+		meta[subagent.BudgetKey] = b.Metadata()
+	}
 	return mcpclient.CallOptions{
 		Park:      true,
 		Principal: r.owner,
 		Progress:  progress.note,
-		// A server that is another Baton starts its run one deeper (contract §9c, §9d).
-		Meta: map[string]any{subagent.DepthKey: depthOf(r)},
+		Meta:      meta,
 	}, progress
 }
 

@@ -153,6 +153,10 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 	r.e.restoreTasks(r.ThreadID, st.Tasks)
 	keepDepth(r, st.Depth)
 	if len(r.in.Resume) > 0 || inFlight {
+		if r.in.Budget == nil && st.CallerBudget != nil {
+			// The caller's budget goes on (a resume its caller sent brings a fresher one).
+			r.in.Budget = st.CallerBudget
+		}
 		r.fs = st.State
 		r.resetHardStop()
 		r.trace.resume(r.fs.TraceParent, len(r.in.Resume))

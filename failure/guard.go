@@ -72,6 +72,10 @@ type Budget struct {
 	MaxCostUSD float64
 	// WarnAt is the share of a limit past which the run is warned (0: never).
 	WarnAt float64
+	// GivenTokens and GivenCostUSD mark a limit the run's caller gave it (a calling
+	// Baton's baton/budget, smaller than the operator's): its refusal names the caller's
+	// budget, not a config key this Baton's operator could raise.
+	GivenTokens, GivenCostUSD bool
 }
 
 // GuardPolicy is the config's policy section.
@@ -391,7 +395,12 @@ func (g *Guard) Over() *spend.Exceeded {
 
 // overLocked is the token or cost budget the run has spent, nil when none.
 func (g *Guard) overLocked() *spend.Exceeded {
-	return spend.Over(spend.BudgetRun, g.spentLocked(), g.limits())
+	ex := spend.Over(spend.BudgetRun, g.spentLocked(), g.limits())
+	if ex != nil {
+		b := g.policy.Budget
+		ex.Given = ex.Unit == spend.UnitUSD && b.GivenCostUSD || ex.Unit == spend.UnitTokens && b.GivenTokens
+	}
+	return ex
 }
 
 func (g *Guard) exhaustedLocked() string {

@@ -91,6 +91,8 @@ func TestBudgetDownTheTree(t *testing.T) {
 	results := eventsOfType(evs, "TOOL_CALL_RESULT")
 	require.Len(t, results, 1, "one delegation: %v", eventTypes(evs))
 	assert.Regexp(t, `^\[REJECTED\]\n`, results[0]["content"], "the inner run ended on its (given) budget")
+	assert.Contains(t, results[0]["content"], "its caller gave it", "the refusal names the caller's budget")
+	assert.NotContains(t, results[0]["content"], "policy.budget", "not a key of the inner Baton's config")
 
 	// The inner run warned at 80% of what it was given (a working status through a2a-go's
 	// task store, whose metadata must be plain JSON), and the outer stream shows it as the
@@ -103,6 +105,63 @@ func TestBudgetDownTheTree(t *testing.T) {
 	assert.True(t, warned, "the inner Baton's budget warning reached the outer stream")
 
 	// The outer run counted the inner one's usage: its next model call was refused.
+	assert.Len(t, outer.Requests(), 1, "no outer model call after the sub-tree spent the budget")
+	doc := getJSON(t, outerURL+"/agui/threads/"+url.PathEscape(thread), nil)
+	usage, _ := doc["usage"].(map[string]any)
+	require.NotNil(t, usage, "thread: %v", doc)
+	assert.Equal(t, float64(outerUsage.InputTokens+5*innerUsage.InputTokens), usage["inputTokens"], "the outer thread holds both Batons' input tokens")
+	assert.Equal(t, float64(outerUsage.OutputTokens+5*innerUsage.OutputTokens), usage["outputTokens"])
+}
+
+// TestBudgetDownTheTreeOverMCP: the same tree with the inner Baton called as an MCP server
+// (its coordinator tool, ask): the call carries the outer run's remaining budget in its
+// _meta (baton/budget), the inner run stops at it, and the tool result's _meta reports
+// what it used (baton/usage), which the outer run counts: no further outer model call,
+// and the outer thread's usage holds both Batons' calls.
+func TestBudgetDownTheTreeOverMCP(t *testing.T) {
+	t.Parallel()
+	const innerSteps = 8
+	innerUsage := llm.Usage{InputTokens: 90, OutputTokens: 10}
+	inner := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		results := 0
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				results++
+			}
+		}
+		if results >= innerSteps {
+			return fakellm.Reply{Text: "all steps done", Usage: &innerUsage}
+		}
+		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: "call_" + strconv.Itoa(results+1), Name: "work__step",
+			Arguments: fmt.Sprintf(`{"n":%d}`, results+1)}}, Usage: &innerUsage}
+	})
+	t.Cleanup(inner.Close)
+	outerUsage := llm.Usage{InputTokens: 8, OutputTokens: 2}
+	outer := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				return fakellm.Reply{Text: "the inner Baton answered", Usage: &outerUsage}
+			}
+		}
+		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: "call_ask", Name: "inner__ask", Arguments: `{"prompt":"do the work"}`}}, Usage: &outerUsage}
+	})
+	t.Cleanup(outer.Close)
+
+	innerURL := startCoordinator(t, testConfig{LLMURL: inner.URL, MCP: []mcpServerEntry{{Name: "work", URL: startStepMCP(t)}}}.yaml()+
+		"mcp_server:\n  enabled: true\n")
+	outerURL := startCoordinator(t, testConfig{LLMURL: outer.URL, MCP: []mcpServerEntry{{Name: "inner", URL: innerURL + "/mcp"}}}.yaml()+
+		"policy:\n  budget:\n    max_tokens: 500\n")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	thread := newThreadID("tree-mcp")
+	evs := aguiRun(ctx, t, outerURL, runInput(thread, "r1", "ask the inner Baton"))
+	require.NotEmpty(t, eventsOfType(evs, "RUN_FINISHED"), "events: %v", eventTypes(evs))
+
+	assert.Len(t, inner.Requests(), 5, "the inner Baton's model calls: it stopped at the 490 tokens it was given")
+	results := eventsOfType(evs, "TOOL_CALL_RESULT")
+	require.Len(t, results, 1, "one MCP call: %v", eventTypes(evs))
+	assert.Contains(t, results[0]["content"], "its caller gave it", "the inner refusal names the caller's budget")
 	assert.Len(t, outer.Requests(), 1, "no outer model call after the sub-tree spent the budget")
 	doc := getJSON(t, outerURL+"/agui/threads/"+url.PathEscape(thread), nil)
 	usage, _ := doc["usage"].(map[string]any)

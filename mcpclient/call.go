@@ -263,10 +263,12 @@ func (c *call) run(ctx context.Context) (Result, error) {
 		}
 
 		if res.IsError {
-			return c.isError(res), nil
+			out := c.isError(res)
+			out.Meta = res.Meta
+			return out, nil
 		}
 		ok := c.result(StatusOK)
-		ok.Content, ok.Note = res, c.note()
+		ok.Content, ok.Note, ok.Meta = res, c.note(), res.Meta
 		return ok, nil
 	}
 }

@@ -48,6 +48,9 @@ type InputRequired struct {
 	// Principal is on whose behalf the call ran (CallOptions.Principal): Abandon
 	// uses that principal's session of a PerPrincipal server.
 	Principal string `json:"principal,omitempty"`
+	// Meta is the _meta of the result that asked (untrusted; not kept with the rest): a
+	// server that is another Baton reports there what the run that asked used.
+	Meta map[string]any `json:"-"`
 }
 
 // InputRequest is one elicitation of a parked call.
@@ -81,7 +84,7 @@ func (c *call) parkInput(res *mcp.CallToolResult) (Result, error) {
 		}
 		reqs = append(reqs, inputRequest(k, p))
 	}
-	return c.parked(reqs, res.RequestState, false)
+	return c.parked(reqs, res.RequestState, false, res.Meta)
 }
 
 // parkURL ends the call with the URL elicitations of a -32042 error.
@@ -102,10 +105,10 @@ func (c *call) parkURL(e *jsonrpc.Error) (Result, error) {
 		taken[key] = true
 		reqs = append(reqs, inputRequest(key, p))
 	}
-	return c.parked(reqs, "", true)
+	return c.parked(reqs, "", true, nil)
 }
 
-func (c *call) parked(reqs []InputRequest, state string, url bool) (Result, error) {
+func (c *call) parked(reqs []InputRequest, state string, url bool, meta map[string]any) (Result, error) {
 	args, err := json.Marshal(c.args)
 	if err != nil {
 		// The arguments came from JSON: this cannot happen.
@@ -122,6 +125,7 @@ func (c *call) parked(reqs []InputRequest, state string, url bool) (Result, erro
 		URLRequired:  url,
 		Rounds:       c.rounds,
 		Principal:    c.srv.principal,
+		Meta:         meta,
 	}
 }
 

@@ -59,6 +59,10 @@ type Result struct {
 	Invalid *InvalidArgs
 	// Timeout is the tool timeout that passed (StatusTimeout).
 	Timeout time.Duration
+	// Meta is the _meta of the tool's result (StatusOK, StatusToolError), as the server
+	// sent it: untrusted. A server that is another Baton reports there what its run used
+	// (baton/usage).
+	Meta map[string]any
 }
 
 // InvalidArgs says which argument is wrong and how, in plain words.

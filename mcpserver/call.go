@@ -219,14 +219,14 @@ func (c *call) run(ctx context.Context, in *agui.RunAgentInput) (*mcp.CallToolRe
 		return nil, err
 	}
 	if len(out.interrupts) == 0 {
-		return out.result(c.t), nil
+		return out.withUsage(out.result(c.t)), nil
 	}
 	if modes := modesOf(c.req); modes.form || modes.url {
 		if res, ok := inputRequests(in.ThreadID, out.interrupts, modes); ok {
-			return res, nil
+			return out.withUsage(res), nil
 		}
 	}
-	return askBack(c.t, in.ThreadID, out.interrupts), nil
+	return out.withUsage(askBack(c.t, in.ThreadID, out.interrupts)), nil
 }
 
 // start starts a run of the call's tool.

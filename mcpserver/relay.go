@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/subagent"
 )
 
 // maxAnswerBytes bounds the answer text a call keeps: memory stays bounded whatever the
@@ -20,6 +21,10 @@ const maxProgressText = 200
 
 // Names of Baton's CUSTOM events the surface reads (DESIGN §8).
 const eventHandoff = "baton.handoff"
+
+// eventUsage is the engine's CUSTOM event of what a run a calling Baton started has used
+// so far (its value: {inputTokens, outputTokens, costUsd}).
+const eventUsage = "baton.usage"
 
 // relay reads one run's AG-UI events: the answer, the results of the run's own tool
 // calls, its end, and a progress message for the events a client would want to see.
@@ -33,6 +38,7 @@ type relay struct {
 	resultOf []string // the tool call id of each of results
 	files    *files   // the files of the last delegation that had any (at most one kept: memory stays bounded)
 	handoff  string
+	usage    *subagent.Usage // the run's last usage report (a run a calling Baton started)
 
 	ended      bool
 	endedAt    int64 // the terminal event's timestamp (Unix ms), when it has one
@@ -130,6 +136,11 @@ func (r *relay) custom(e *agui.Custom) string {
 		if b, err := json.Marshal(e.Value); err == nil && json.Unmarshal(b, &h) == nil {
 			r.handoff = h.Rationale
 		}
+	case eventUsage:
+		// Cumulative for the run: the last one is what the run used.
+		if u, err := subagent.ParseCallUsage(e.Value); err == nil && u != nil {
+			r.usage = u
+		}
 	case eventBudgetWarning:
 		// A budget past its warn_at reaches the MCP client as a progress message, as
 		// A2A callers get it as a working status (contract §7).
@@ -185,15 +196,33 @@ type outcome struct {
 	cancelled  bool
 	runErr     *agui.RunError
 	interrupts []agui.Interrupt
+	usage      *subagent.Usage
 }
 
 func (r *relay) outcome() *outcome {
 	o := &outcome{answer: r.answer.String(), results: r.results, handoff: r.handoff,
-		cancelled: r.cancelled, runErr: r.runErr, interrupts: r.interrupts}
+		cancelled: r.cancelled, runErr: r.runErr, interrupts: r.interrupts, usage: r.usage}
 	if n := len(r.resultOf); n > 0 && r.files != nil && r.files.ToolCallID == r.resultOf[n-1] {
 		o.files = r.files
 	}
 	return o
+}
+
+// withUsage puts what the run used in res's _meta (baton/usage), for a calling Baton to
+// count against its own run (contract §7): one report per result, which answers one call.
+func (o *outcome) withUsage(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if o.usage == nil || res == nil {
+		return res
+	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	u := *o.usage
+	u.MessageID = ""
+	md := u.Metadata()
+	delete(md, "messageId")
+	res.Meta[subagent.UsageKey] = md
+	return res
 }
 
 // result is the tool result of a run that ended without a question.

@@ -276,7 +276,7 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 		tk.Error = &taskError{Code: jsonrpc.CodeInternalError, Message: out.runErr.Message}
 	default:
 		tk.Status = "completed"
-		tk.Result = out.result(t)
+		tk.Result = out.withUsage(out.result(t))
 	}
 	return tk, expired
 }

@@ -158,6 +158,9 @@ type Exceeded struct {
 	Limit  float64
 	// ResetsAt is when a principal's day ends (zero for a run).
 	ResetsAt time.Time
+	// Given: the spent limit is the one the run's caller gave it (baton/budget), which
+	// only the caller can raise.
+	Given bool
 }
 
 // Message is the refusal in words, saying what to raise or when the budget resets.
@@ -169,12 +172,18 @@ func (e *Exceeded) Message() string {
 	if e.Budget == BudgetPrincipal {
 		return fmt.Sprintf("You have used your daily budget of %s; it resets at %s (UTC midnight).", amount, e.ResetsAt.UTC().Format(time.RFC3339))
 	}
+	if e.Given {
+		return fmt.Sprintf("This run has used the budget of %s its caller gave it (baton/budget); only the caller can give it more.", amount)
+	}
 	return fmt.Sprintf("This run has used its budget of %s; an operator can raise %s.", amount, e.Raise())
 }
 
-// Raise names the config key that sets the spent limit.
+// Raise names the config key that sets the spent limit: none for a limit the run's caller
+// gave it.
 func (e *Exceeded) Raise() string {
 	switch {
+	case e.Given:
+		return ""
 	case e.Budget == BudgetPrincipal && e.Unit == UnitUSD:
 		return "policy.principal_budget.daily_cost_usd"
 	case e.Budget == BudgetPrincipal:

@@ -61,3 +61,14 @@ func TestWarningNoteAndExceeded(t *testing.T) {
 	assert.Equal(t, "policy.principal_budget.daily_cost_usd", ex.Raise())
 	assert.Equal(t, "2026-12-07", Day(now))
 }
+
+// TestGivenBudgetNamesTheCaller: a run stopped on the budget its caller gave it says so,
+// and names no config key of this Baton (its operator cannot raise the caller's budget).
+func TestGivenBudgetNamesTheCaller(t *testing.T) {
+	t.Parallel()
+	own := &Exceeded{Budget: BudgetRun, Unit: UnitTokens, Limit: 500}
+	assert.Equal(t, "This run has used its budget of 500 tokens; an operator can raise policy.budget.max_tokens.", own.Message())
+	given := &Exceeded{Budget: BudgetRun, Unit: UnitTokens, Limit: 490, Given: true}
+	assert.Equal(t, "This run has used the budget of 490 tokens its caller gave it (baton/budget); only the caller can give it more.", given.Message())
+	assert.Empty(t, given.Raise())
+}

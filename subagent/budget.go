@@ -107,6 +107,20 @@ func ParseBudget(v any) (*Budget, error) {
 // numbers is an error; negative numbers count as zero and larger ones than the bounds
 // as the bound, so that a peer can neither lower the caller's meter nor overflow it.
 func ParseUsage(v any, messageID string) (*Usage, error) {
+	u, err := ParseCallUsage(v)
+	if u == nil || err != nil {
+		return nil, err
+	}
+	if u.MessageID != messageID || messageID == "" {
+		return nil, nil
+	}
+	return u, nil
+}
+
+// ParseCallUsage reads a usage report that belongs to one call by construction, as the
+// _meta of an MCP tool result does (no message id to match), with ParseUsage's bounds:
+// nil for none, an error for a report that is not an object of numbers.
+func ParseCallUsage(v any) (*Usage, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -118,9 +132,6 @@ func ParseUsage(v any, messageID string) (*Usage, error) {
 	}
 	if err := remarshal(v, &raw); err != nil {
 		return nil, fmt.Errorf("%s is not an object of numbers: %w", UsageKey, err)
-	}
-	if raw.MessageID != messageID || messageID == "" {
-		return nil, nil
 	}
 	if math.IsNaN(raw.CostUSD) {
 		return nil, fmt.Errorf("%s.costUsd is not a number", UsageKey)
