@@ -102,7 +102,6 @@ const maxMethodFiles = 3
 var spreadTypes = map[string]int{
 	"coordinator.Engine":     19,
 	"coordinator.toolCalls":  11,
-	"internal/config.Config": 8,
 	"coordinator.Run":        7,
 	"coordinator.durability": 6,
 	"mcpclient.Registry":     6,
