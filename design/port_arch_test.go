@@ -106,7 +106,6 @@ var spreadTypes = map[string]int{
 	"coordinator.durability": 6,
 	"mcpclient.Registry":     6,
 	"mcpclient.call":         5,
-	"subagent.Agent":         4,
 }
 
 func TestTypeMethodsStayInFewFiles(t *testing.T) {
