@@ -104,8 +104,6 @@ var spreadTypes = map[string]int{
 	"coordinator.toolCalls":  11,
 	"coordinator.Run":        7,
 	"coordinator.durability": 6,
-	"mcpclient.Registry":     6,
-	"mcpclient.call":         5,
 }
 
 func TestTypeMethodsStayInFewFiles(t *testing.T) {
