@@ -63,54 +63,6 @@ type call struct {
 	elicitErr error    // the Elicitor failed an in-session request of this call
 }
 
-// Call runs the tool name (a catalog name) with args (a JSON object; empty
-// or null means {}). It returns the tagged string the LLM reads. A non-nil
-// error means the run must end: the server's on_tool_error is "error" and the
-// tool failed (the error wraps ErrToolFailed; the string still holds the
-// [ERROR] result), ctx was cancelled (the error wraps ctx.Err()), an
-// Elicitor failed, or the registry is closed. Error messages are safe to show
-// to the user.
-//
-// With opts.Park, a call that needs the user's input (2026-07-28 input
-// requests, or a -32042 URL elicitation error) returns ("", *InputRequired);
-// see Resume.
-//
-// The deadline of ctx is the tool timeout: when it passes, the call is
-// cancelled on the server and the result is [RETRY:action_timeout].
-func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (Result, error) {
-	e, ok := r.lookup(name)
-	if !ok {
-		e, ok = r.signInFallback(name)
-	}
-	if !ok {
-		if res, down := r.Unreachable(name); down {
-			return res, nil
-		}
-		return Result{Status: StatusUnknownTool, Tool: name, Message: "There is no tool with this name."}, nil
-	}
-	argMap, aerr := decodeArgs(args)
-	if aerr == nil {
-		aerr = e.schema.check(argMap)
-	}
-	if aerr != nil {
-		return Result{Status: StatusInvalidArguments, Tool: e.Name, Server: e.Server, ToolName: e.ToolName,
-			Invalid: &InvalidArgs{Reason: aerr.reason, Field: aerr.field, Got: aerr.got}}, nil
-	}
-	c := r.newCall(ctx, e, argMap, opts)
-	defer r.progress.finish(c.token)
-	return c.run(ctx)
-}
-
-// newCall prepares a call of e; the caller finishes its progress token.
-func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
-	c := &call{r: r, e: e, srv: e.srv.forPrincipal(opts.Principal), args: args, park: opts.Park, key: opts.Key, meta: opts.Meta, logCtx: ctx}
-	if dl, ok := ctx.Deadline(); ok {
-		c.timeout = time.Until(dl)
-	}
-	c.token = r.progress.register(opts.Progress)
-	return c
-}
-
 // decodeArgs parses the model's arguments, which must be a JSON object.
 func decodeArgs(raw json.RawMessage) (map[string]any, *argError) {
 	s := strings.TrimSpace(string(raw))
@@ -488,4 +440,61 @@ func (c *call) isEliciting() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.eliciting > 0
+}
+
+// result starts a Result of the call's tool.
+func (c *call) result(s Status) Result {
+	return Result{Status: s, Tool: c.e.Name, Server: c.e.Server, ToolName: c.e.ToolName}
+}
+
+// signInResult is the result of a call of the sign-in tool that found the user signed in.
+func (c *call) signInResult() Result {
+	var names []string
+	c.r.mu.RLock()
+	for _, e := range c.e.srv.entries {
+		if !e.signIn {
+			names = append(names, e.ToolName)
+		}
+	}
+	c.r.mu.RUnlock()
+	text := fmt.Sprintf("Signed in to %s.", c.e.Server)
+	if len(names) > 0 {
+		text += fmt.Sprintf(" Its tools (callable as %s<tool>): %s.", toolName(c.e.Server, ""), strings.Join(names, ", "))
+	}
+	res := c.result(StatusOK)
+	res.Content = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	return res
+}
+
+// signInError maps the errors of an OAuth handler that end a call: *signin.NeedsSignIn is
+// returned as the call's error (the caller parks the call and asks the user); a refusal is
+// reported as a result. ok is false for any other error.
+func (c *call) signInError(err error) (Result, error, bool) {
+	var ns *signin.NeedsSignIn
+	if errors.As(err, &ns) {
+		c.r.log.InfoContext(c.logCtx, "mcp call needs the user to sign in", "server", c.e.Server, "tool", c.e.ToolName)
+		args, merr := json.Marshal(c.args)
+		if merr != nil {
+			return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, merr), true
+		}
+		return Result{}, &SignInRequired{Server: c.e.Server, Tool: c.e.Name, ToolName: c.e.ToolName, Args: args, NeedsSignIn: ns}, true
+	}
+	if errors.Is(err, ErrAuthRequired) {
+		reason := "Baton could not obtain the user's credentials for it."
+		var are *AuthRequiredError
+		if errors.As(err, &are) && are.Reason != "" {
+			reason = are.Reason
+		}
+		c.r.log.InfoContext(c.logCtx, "mcp call not sent: the user's credentials could not be obtained", "server", c.e.Server, "tool", c.e.ToolName)
+		r := c.result(StatusAuthRequired)
+		r.Message = reason
+		return r, nil, true
+	}
+	switch {
+	case errors.Is(err, signin.ErrForbidden):
+		return c.notCompleted(fmt.Sprintf("The MCP server %q refused access to this user.", c.e.Server), ""), nil, true
+	case errors.Is(err, signin.ErrTooManySignIns):
+		return c.notCompleted(fmt.Sprintf("The MCP server %q keeps asking for authorization; Baton stopped asking the user to sign in for now.", c.e.Server), ""), nil, true
+	}
+	return Result{}, nil, false
 }

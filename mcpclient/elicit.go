@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -24,7 +25,7 @@ func (c *call) fulfil(ctx context.Context, reqs mcp.InputRequestMap) (responses 
 		if !ok {
 			return nil, c.unsupportedInput(reqs[id]), true, nil
 		}
-		res, err := c.r.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
+		res, err := c.r.ask.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
 		if err != nil {
 			out, stop, err := c.elicitFailed(ctx, err)
 			return nil, out, stop, err
@@ -43,7 +44,7 @@ func (c *call) urlElicitation(ctx context.Context, e *jsonrpc.Error) (out Result
 		return c.noURL(e), true, nil
 	}
 	for _, p := range elicitations {
-		res, err := c.r.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
+		res, err := c.r.ask.elicit(ctx, c.e.Server, c, p, ShapeMRTR)
 		if err != nil {
 			return c.elicitFailed(ctx, err)
 		}
@@ -120,17 +121,24 @@ func inputKind(r mcp.InputRequest) string {
 	}
 }
 
+// asker puts the servers' elicitations to the user through the Elicitor, or declines
+// them without one, and readies the answers for the server.
+type asker struct {
+	elicitor Elicitor // nil: every request is declined
+	log      *slog.Logger
+}
+
 // elicit asks the Elicitor (or declines, without one). c is the call the
 // request belongs to, nil when unknown.
-func (r *Registry) elicit(ctx context.Context, server string, c *call, p *mcp.ElicitParams, shape string) (*mcp.ElicitResult, error) {
+func (a *asker) elicit(ctx context.Context, server string, c *call, p *mcp.ElicitParams, shape string) (*mcp.ElicitResult, error) {
 	mode := elicitMode(p)
 	req := ElicitRequest{Server: server, Mode: mode, Message: p.Message, URL: p.URL, Schema: p.RequestedSchema, Shape: shape}
 	if c != nil {
 		req.Tool = c.e.ToolName
 		req.CallKey = c.key
 	}
-	if r.opts.Elicitor == nil {
-		r.log.Info("mcp elicitation declined: no elicitor", "server", server, "tool", req.Tool, "mode", mode)
+	if a.elicitor == nil {
+		a.log.Info("mcp elicitation declined: no elicitor", "server", server, "tool", req.Tool, "mode", mode)
 		if c != nil {
 			c.addNote(declineNote(req))
 		}
@@ -140,7 +148,7 @@ func (r *Registry) elicit(ctx context.Context, server string, c *call, p *mcp.El
 		c.setEliciting(1)
 		defer c.setEliciting(-1)
 	}
-	res, err := r.opts.Elicitor.Elicit(ctx, req)
+	res, err := a.elicitor.Elicit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +167,7 @@ func (r *Registry) elicit(ctx context.Context, server string, c *call, p *mcp.El
 		}
 		return &out, nil
 	}
-	return r.finishAnswer(server, mode, p.RequestedSchema, res)
+	return a.finishAnswer(server, mode, p.RequestedSchema, res)
 }
 
 // elicitMode is the mode of p, inferred when the server left it out.
@@ -177,7 +185,7 @@ func elicitMode(p *mcp.ElicitParams) string {
 // send: a copy of res whose accepted form content has the schema's defaults
 // for the fields the user left out and matches the requested schema (else
 // errInvalidAnswer), as go-sdk does for in-session answers.
-func (r *Registry) finishAnswer(server, mode string, requested any, res *mcp.ElicitResult) (*mcp.ElicitResult, error) {
+func (a *asker) finishAnswer(server, mode string, requested any, res *mcp.ElicitResult) (*mcp.ElicitResult, error) {
 	out := *res
 	if mode != "form" || out.Action != "accept" {
 		return &out, nil
@@ -188,7 +196,7 @@ func (r *Registry) finishAnswer(server, mode string, requested any, res *mcp.Eli
 	}
 	sch, err := compileSchema(requested)
 	if err != nil {
-		r.log.Warn("mcp elicitation schema not checked", "server", server, "error", err)
+		a.log.Warn("mcp elicitation schema not checked", "server", server, "error", err)
 		return &out, nil
 	}
 	if err := sch.applyDefaults(out.Content); err != nil {

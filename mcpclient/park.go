@@ -182,7 +182,7 @@ func (r *Registry) Resume(ctx context.Context, in *InputRequired, responses map[
 		if req.Schema != nil {
 			schema = req.Schema
 		}
-		res, err := r.finishAnswer(in.Server, req.Mode, schema, responses[req.Key])
+		res, err := r.ask.finishAnswer(in.Server, req.Mode, schema, responses[req.Key])
 		if err != nil {
 			return c.invalidAnswer(err), nil
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/baton-dev/baton/internal/retry"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -174,6 +173,7 @@ type Registry struct {
 	log      *slog.Logger
 	servers  []*server
 	progress progressRouter
+	ask      *asker
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -230,6 +230,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Registry, 
 		opts:    opts,
 		ownHTTP: ownHTTP,
 		log:     opts.Logger,
+		ask:     &asker{elicitor: opts.Elicitor, log: opts.Logger},
 		byName:  map[string]*entry{},
 	}
 	r.progress.live = map[string]func(Progress){}
@@ -481,11 +482,93 @@ func (r *Registry) logCollisions(collisions map[string][]rawName) {
 	}
 }
 
+// Call runs the tool name (a catalog name) with args (a JSON object; empty
+// or null means {}). It returns the tagged string the LLM reads. A non-nil
+// error means the run must end: the server's on_tool_error is "error" and the
+// tool failed (the error wraps ErrToolFailed; the string still holds the
+// [ERROR] result), ctx was cancelled (the error wraps ctx.Err()), an
+// Elicitor failed, or the registry is closed. Error messages are safe to show
+// to the user.
+//
+// With opts.Park, a call that needs the user's input (2026-07-28 input
+// requests, or a -32042 URL elicitation error) returns ("", *InputRequired);
+// see Resume.
+//
+// The deadline of ctx is the tool timeout: when it passes, the call is
+// cancelled on the server and the result is [RETRY:action_timeout].
+func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (Result, error) {
+	e, ok := r.lookup(name)
+	if !ok {
+		e, ok = r.signInFallback(name)
+	}
+	if !ok {
+		if res, down := r.Unreachable(name); down {
+			return res, nil
+		}
+		return Result{Status: StatusUnknownTool, Tool: name, Message: "There is no tool with this name."}, nil
+	}
+	argMap, aerr := decodeArgs(args)
+	if aerr == nil {
+		aerr = e.schema.check(argMap)
+	}
+	if aerr != nil {
+		return Result{Status: StatusInvalidArguments, Tool: e.Name, Server: e.Server, ToolName: e.ToolName,
+			Invalid: &InvalidArgs{Reason: aerr.reason, Field: aerr.field, Got: aerr.got}}, nil
+	}
+	c := r.newCall(ctx, e, argMap, opts)
+	defer r.progress.finish(c.token)
+	return c.run(ctx)
+}
+
+// newCall prepares a call of e; the caller finishes its progress token.
+func (r *Registry) newCall(ctx context.Context, e *entry, args map[string]any, opts CallOptions) *call {
+	c := &call{r: r, e: e, srv: e.srv.forPrincipal(opts.Principal), args: args, park: opts.Park, key: opts.Key, meta: opts.Meta, logCtx: ctx}
+	if dl, ok := ctx.Deadline(); ok {
+		c.timeout = time.Until(dl)
+	}
+	c.token = r.progress.register(opts.Progress)
+	return c
+}
+
 func (r *Registry) lookup(name string) (*entry, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.byName[name]
 	return e, ok
+}
+
+// Unreachable tells a call of a tool that is missing from the catalog because its server
+// is down apart from a call of a tool that does not exist. A server's tools are offered
+// once it has connected (a server never connected has no catalog to offer) and stay
+// offered, as last listed, while it is disconnected; a name of the form "<server>__…"
+// for a configured server that is not connected gets a StatusUnreachable result (and a
+// background reconnection), so that the model is told to try later or elsewhere rather
+// than that it misspelled the tool. ok is false when the name belongs to no down server.
+func (r *Registry) Unreachable(name string) (res Result, ok bool) {
+	for _, s := range r.servers {
+		prefix := toolName(s.cfg.Name, "")
+		if !strings.HasPrefix(name, prefix) || len(name) == len(prefix) {
+			continue
+		}
+		if s.perUser() {
+			// Connected per principal: a name missing from its catalog is unknown.
+			return Result{}, false
+		}
+		s.mu.Lock()
+		alive := s.alive()
+		s.mu.Unlock()
+		if alive {
+			return Result{}, false
+		}
+		s.kick()
+		tool := strings.TrimPrefix(name, prefix)
+		if len(tool) > 64 {
+			tool = tool[:64]
+		}
+		return Result{Status: StatusUnreachable, Tool: name, Server: s.cfg.Name, ToolName: tool,
+			Message: "The server is not connected."}, true
+	}
+	return Result{}, false
 }
 
 // goTracked runs f in a goroutine that Close waits for; it returns false
@@ -538,57 +621,6 @@ func cloneMap(m map[string]any) map[string]any {
 		return m
 	}
 	return out
-}
-
-// progressRouter maps progress tokens to the callbacks of their calls.
-// Finished calls stay routable for a while (the last keepFinished), because
-// go-sdk delivers notifications asynchronously and the last ones can arrive
-// after the result.
-type progressRouter struct {
-	mu       sync.Mutex
-	seq      uint64
-	live     map[string]func(Progress)
-	finished []string
-}
-
-const keepFinished = 256
-
-func (p *progressRouter) register(fn func(Progress)) string {
-	if fn == nil {
-		return ""
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.seq++
-	tok := fmt.Sprintf("baton-%d", p.seq)
-	p.live[tok] = fn
-	return tok
-}
-
-func (p *progressRouter) finish(tok string) {
-	if tok == "" {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.finished = append(p.finished, tok)
-	if len(p.finished) > keepFinished {
-		delete(p.live, p.finished[0])
-		p.finished = slices.Delete(p.finished, 0, 1)
-	}
-}
-
-func (p *progressRouter) deliver(tok any, pr Progress) {
-	key, ok := tok.(string)
-	if !ok {
-		key = fmt.Sprint(tok)
-	}
-	p.mu.Lock()
-	fn := p.live[key]
-	p.mu.Unlock()
-	if fn != nil {
-		fn(pr)
-	}
 }
 
 // WaitStarted waits until every server's first connection attempt has ended (connected

@@ -76,8 +76,3 @@ type InvalidArgs struct {
 	// ByServer: the server rejected the arguments (Reason is its untrusted text).
 	ByServer bool
 }
-
-// result starts a Result of the call's tool.
-func (c *call) result(s Status) Result {
-	return Result{Status: s, Tool: c.e.Name, Server: c.e.Server, ToolName: c.e.ToolName}
-}

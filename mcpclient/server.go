@@ -367,7 +367,7 @@ func (s *server) soleCall() *call {
 // its defaults (only when Content is not nil, hence the empty map).
 func (s *server) handleElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	c := s.soleCall()
-	res, err := s.r.elicit(ctx, s.cfg.Name, c, req.Params, ShapeSession)
+	res, err := s.r.ask.elicit(ctx, s.cfg.Name, c, req.Params, ShapeSession)
 	if err != nil {
 		if c != nil {
 			// Call returns the Elicitor's error, as in the other shape.

@@ -221,10 +221,10 @@ func TestMCPDecodeArgs(t *testing.T) {
 
 func TestMCPElicitModes(t *testing.T) {
 	el := &recElicitor{res: &mcp.ElicitResult{Action: "accept"}}
-	r := &Registry{opts: Options{Elicitor: el}, log: testLogger(t)}
-	_, err := r.elicit(context.Background(), "s", nil, &mcp.ElicitParams{URL: "https://x/y", ElicitationID: "e1", Message: "open"}, ShapeSession)
+	r := &Registry{ask: &asker{elicitor: el, log: testLogger(t)}, log: testLogger(t)}
+	_, err := r.ask.elicit(context.Background(), "s", nil, &mcp.ElicitParams{URL: "https://x/y", ElicitationID: "e1", Message: "open"}, ShapeSession)
 	require.NoError(t, err)
-	res, err := r.elicit(context.Background(), "s", nil, &mcp.ElicitParams{Message: "form"}, ShapeSession)
+	res, err := r.ask.elicit(context.Background(), "s", nil, &mcp.ElicitParams{Message: "form"}, ShapeSession)
 	require.NoError(t, err)
 	assert.NotNil(t, res.Content, "an accepted form answer has content, so that go-sdk fills in defaults")
 	reqs := el.requests()

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baton-dev/baton/signin"
 )
@@ -274,25 +272,6 @@ func (r *Registry) Forget(principal, server string) bool {
 	return false
 }
 
-// signInResult is the result of a call of the sign-in tool that found the user signed in.
-func (c *call) signInResult() Result {
-	var names []string
-	c.r.mu.RLock()
-	for _, e := range c.e.srv.entries {
-		if !e.signIn {
-			names = append(names, e.ToolName)
-		}
-	}
-	c.r.mu.RUnlock()
-	text := fmt.Sprintf("Signed in to %s.", c.e.Server)
-	if len(names) > 0 {
-		text += fmt.Sprintf(" Its tools (callable as %s<tool>): %s.", toolName(c.e.Server, ""), strings.Join(names, ", "))
-	}
-	res := c.result(StatusOK)
-	res.Content = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
-	return res
-}
-
 // SignInRequired is the error of Call (or Resume) when the server needs the principal to
 // sign in: the call was not run. It holds what is needed to call again once the user has
 // signed in (the call is sent anew, exactly once), and unwraps to the *signin.NeedsSignIn.
@@ -313,39 +292,6 @@ func (e *SignInRequired) Error() string {
 
 // Unwrap returns the *signin.NeedsSignIn.
 func (e *SignInRequired) Unwrap() error { return e.NeedsSignIn }
-
-// signInError maps the errors of an OAuth handler that end a call: *signin.NeedsSignIn is
-// returned as the call's error (the caller parks the call and asks the user); a refusal is
-// reported as a result. ok is false for any other error.
-func (c *call) signInError(err error) (Result, error, bool) {
-	var ns *signin.NeedsSignIn
-	if errors.As(err, &ns) {
-		c.r.log.InfoContext(c.logCtx, "mcp call needs the user to sign in", "server", c.e.Server, "tool", c.e.ToolName)
-		args, merr := json.Marshal(c.args)
-		if merr != nil {
-			return Result{}, fmt.Errorf("mcp tool %s: encoding the arguments: %w", c.e.Name, merr), true
-		}
-		return Result{}, &SignInRequired{Server: c.e.Server, Tool: c.e.Name, ToolName: c.e.ToolName, Args: args, NeedsSignIn: ns}, true
-	}
-	if errors.Is(err, ErrAuthRequired) {
-		reason := "Baton could not obtain the user's credentials for it."
-		var are *AuthRequiredError
-		if errors.As(err, &are) && are.Reason != "" {
-			reason = are.Reason
-		}
-		c.r.log.InfoContext(c.logCtx, "mcp call not sent: the user's credentials could not be obtained", "server", c.e.Server, "tool", c.e.ToolName)
-		r := c.result(StatusAuthRequired)
-		r.Message = reason
-		return r, nil, true
-	}
-	switch {
-	case errors.Is(err, signin.ErrForbidden):
-		return c.notCompleted(fmt.Sprintf("The MCP server %q refused access to this user.", c.e.Server), ""), nil, true
-	case errors.Is(err, signin.ErrTooManySignIns):
-		return c.notCompleted(fmt.Sprintf("The MCP server %q keeps asking for authorization; Baton stopped asking the user to sign in for now.", c.e.Server), ""), nil, true
-	}
-	return Result{}, nil, false
-}
 
 // signInFallback finds the sign-in tool of a PerPrincipal server after its catalog
 // replaced it (a call parked on sign-in before another user listed the tools).

@@ -22,20 +22,23 @@ const (
 // CSRF checks (guard, for every route), the bearer token (a 401 with an RFC 6750 challenge),
 // the body cap and read deadline. max_active_runs is applied where a message starts a run
 // (a CancelTask must get through at capacity). The card is public, as
-// A2A discovery expects: it says which scheme the other routes require.
-func (s *server) routeA2A(r chi.Router) {
-	if s.cfg.A2A == nil {
+// A2A discovery expects: it says which scheme the other routes require. A nil h mounts
+// nothing.
+func routeA2A(r chi.Router, h http.Handler, auth *authn, maxBody int64) {
+	if h == nil {
 		return
 	}
-	r.Method(http.MethodGet, A2ACardPath, s.cfg.A2A)
-	r.Method(http.MethodOptions, A2ACardPath, s.cfg.A2A)
-	h := http.HandlerFunc(s.serveA2A)
-	r.Handle(A2APath, h)
-	r.Handle(A2APath+"/*", h)
+	r.Method(http.MethodGet, A2ACardPath, h)
+	r.Method(http.MethodOptions, A2ACardPath, h)
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveA2A(w, r, h, auth, maxBody) })
+	r.Handle(A2APath, serve)
+	r.Handle(A2APath+"/*", serve)
 }
 
-func (s *server) serveA2A(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
+// serveA2A authenticates a request to the A2A bindings and hands it to h with its
+// principal, its body read (at most maxBody bytes).
+func serveA2A(w http.ResponseWriter, r *http.Request, h http.Handler, auth *authn, maxBody int64) {
+	who, ok := auth.principal(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
 		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "A valid bearer token is required.")
@@ -45,7 +48,7 @@ func (s *server) serveA2A(w http.ResponseWriter, r *http.Request) {
 		// The body is read here, bounded, so that its read deadline (guard) is lifted
 		// before a streaming answer starts, and so that the A2A handlers (which set no
 		// limit of their own) never see more than max_body_bytes.
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -58,5 +61,5 @@ func (s *server) serveA2A(w http.ResponseWriter, r *http.Request) {
 		bodyRead(w)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	s.cfg.A2A.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
+	h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
 }

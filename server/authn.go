@@ -27,20 +27,39 @@ var errMalformed = errors.New("the Authorization header is not a bearer token")
 // errDuplicate: more than one Authorization header (RFC 6750 §3.1: 400 invalid_request).
 var errDuplicate = errors.New("more than one Authorization header")
 
-// authOn reports whether requests must authenticate.
-func (s *server) authOn() bool { return len(s.tokens) > 0 || s.cfg.OIDC != nil }
+// authn authenticates requests: against the static bearer tokens (server.auth_tokens, kept
+// as hashes) and, with OIDC, by verifying a JWT. Every route group holds the one authn that
+// New builds.
+type authn struct {
+	tokens [][32]byte
+	oidc   TokenVerifier
+}
+
+// newAuthn hashes the static tokens (blank ones are ignored); oidc may be nil.
+func newAuthn(tokens []string, oidc TokenVerifier) *authn {
+	a := &authn{oidc: oidc}
+	for _, t := range tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
+		}
+	}
+	return a
+}
+
+// on reports whether requests must authenticate.
+func (a *authn) on() bool { return len(a.tokens) > 0 || a.oidc != nil }
 
 // principal authenticates the request. Without auth everyone is "".
-func (s *server) principal(r *http.Request) (string, bool) {
-	who, err := s.authenticate(r)
+func (a *authn) principal(r *http.Request) (string, bool) {
+	who, err := a.authenticate(r)
 	return who, err == nil
 }
 
 // authenticate returns the request's principal or why there is none. A static token's
 // principal is a hash of the token, so that tokens never sit in memory maps or logs; a
 // JWT's is its issuer plus principal claim (oidcauth.Principal).
-func (s *server) authenticate(r *http.Request) (string, error) {
-	if !s.authOn() {
+func (a *authn) authenticate(r *http.Request) (string, error) {
+	if !a.on() {
 		return "", nil
 	}
 	h := r.Header.Values("Authorization")
@@ -60,15 +79,15 @@ func (s *server) authenticate(r *http.Request) (string, error) {
 		return "", errMalformed
 	}
 	sum := sha256.Sum256([]byte(tok))
-	for _, t := range s.tokens {
+	for _, t := range a.tokens {
 		if subtle.ConstantTimeCompare(sum[:], t[:]) == 1 {
 			return hex.EncodeToString(sum[:8]), nil
 		}
 	}
-	if s.cfg.OIDC == nil || !oidcauth.LooksLikeJWT(tok) {
+	if a.oidc == nil || !oidcauth.LooksLikeJWT(tok) {
 		return "", oidcauth.ErrInvalidToken
 	}
-	id, err := s.cfg.OIDC.Verify(r.Context(), tok)
+	id, err := a.oidc.Verify(r.Context(), tok)
 	if err != nil {
 		return "", err
 	}
@@ -79,14 +98,14 @@ func (s *server) authenticate(r *http.Request) (string, error) {
 // WWW-Authenticate header that says why (invalid_token with a reason, invalid_request for
 // a broken header, no error code without credentials). The reason names nothing of the
 // token, and nothing of it is logged.
-func (s *server) unauthorized(w http.ResponseWriter, r *http.Request) {
-	unauthorizedWith(s, w, r, "")
+func (a *authn) unauthorized(w http.ResponseWriter, r *http.Request) {
+	a.unauthorizedWith(w, r, "")
 }
 
 // unauthorizedWith is unauthorized with extra auth-params in the challenge (such as the
 // MCP endpoint's resource_metadata).
-func unauthorizedWith(s *server, w http.ResponseWriter, r *http.Request, extra string) {
-	_, err := s.authenticate(r)
+func (a *authn) unauthorizedWith(w http.ResponseWriter, r *http.Request, extra string) {
+	_, err := a.authenticate(r)
 	ch := `Bearer realm="baton"`
 	if extra != "" {
 		ch += ", " + extra

@@ -34,7 +34,7 @@ func TestBearerChallenges(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec
 	}
-	s := &server{cfg: Config{OIDC: stubVerifier{}}, tokens: [][32]byte{sha256Sum("static-1")}}
+	s := &authn{oidc: stubVerifier{}, tokens: [][32]byte{sha256Sum("static-1")}}
 	who := func(auth string) string {
 		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/agui/threads", nil)
 		req.Header.Set("Authorization", auth)

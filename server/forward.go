@@ -53,15 +53,15 @@ var forwardTransport = &http.Transport{
 // forwarded (not a resume, already forwarded, nothing held elsewhere, or the holder could
 // not be reached): the caller then runs the request here, from body. A resume from a
 // principal who does not own the thread is refused here, never forwarded.
-func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, who string, body []byte) bool {
+func (h *runHandler) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, who string, body []byte) bool {
 	if len(in.Resume) == 0 || r.Header.Get(forwardedHeader) != "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	home, err := s.cfg.Engine.SessionHome(ctx, in.ThreadID, who)
+	home, err := h.engine.SessionHome(ctx, in.ThreadID, who)
 	cancel()
 	if err != nil {
-		s.writeEngineError(w, err)
+		writeEngineError(h.log, w, err)
 		return true
 	}
 	if home == "" {
@@ -69,13 +69,13 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 	}
 	target, err := url.Parse(home)
 	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		s.log.Warn("a stored replica address is not usable; the resume runs here", "thread_id", in.ThreadID)
+		h.log.Warn("a stored replica address is not usable; the resume runs here", "thread_id", in.ThreadID)
 		return false
 	}
 	// SessionHome authorised who against the thread's owner: the epoch is of who's run.
-	epoch, _, err := s.cfg.Engine.RunEpoch(r.Context(), who, in.ThreadID, in.RunID)
+	epoch, _, err := h.engine.RunEpoch(r.Context(), who, in.ThreadID, in.RunID)
 	if err != nil {
-		s.writeEngineError(w, err)
+		writeEngineError(h.log, w, err)
 		return true
 	}
 	var responded, unreachable bool
@@ -101,7 +101,7 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if !responded && r.Context().Err() == nil {
 				unreachable = true // nothing written yet: the caller runs the resume here
-				s.log.Warn("the replica that holds the elicitation is unreachable; the resume runs here",
+				h.log.Warn("the replica that holds the elicitation is unreachable; the resume runs here",
 					"thread_id", in.ThreadID, "err", err)
 				return
 			}
@@ -109,7 +109,7 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 			// nothing more to send; the client reconnects (GET .../events) or retries.
 		},
 	}
-	s.log.Info("resume forwarded to the replica that holds the elicitation", "thread_id", in.ThreadID, "to", target.Host)
+	h.log.Info("resume forwarded to the replica that holds the elicitation", "thread_id", in.ThreadID, "to", target.Host)
 	proxy.ServeHTTP(w, r)
 	return !unreachable
 }
@@ -119,7 +119,7 @@ func (s *server) forwardResume(w http.ResponseWriter, r *http.Request, in *agui.
 // over): 409 RUN_MOVED, and nothing of the run is touched. It reports whether it refused.
 // Only the thread's owner is told: anyone else's request goes on to be refused as a start
 // would be (the answer does not tell a stranger that a run exists).
-func (s *server) staleForward(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, who string) bool {
+func (h *runHandler) staleForward(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, who string) bool {
 	v := r.Header.Get(forwardedEpochHeader)
 	if v == "" || r.Header.Get(forwardedHeader) == "" {
 		return false
@@ -129,15 +129,15 @@ func (s *server) staleForward(w http.ResponseWriter, r *http.Request, in *agui.R
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "The "+forwardedEpochHeader+" header must be a non-negative integer.")
 		return true
 	}
-	now, yours, err := s.cfg.Engine.RunEpoch(r.Context(), who, in.ThreadID, in.RunID)
+	now, yours, err := h.engine.RunEpoch(r.Context(), who, in.ThreadID, in.RunID)
 	if err != nil {
-		s.writeEngineError(w, err)
+		writeEngineError(h.log, w, err)
 		return true
 	}
 	if now == sent || !yours {
 		return false
 	}
-	s.log.Warn("a forwarded request arrived after its run moved on; refused", "thread_id", in.ThreadID, "run_id", in.RunID,
+	h.log.Warn("a forwarded request arrived after its run moved on; refused", "thread_id", in.ThreadID, "run_id", in.RunID,
 		"sent_epoch", sent, "epoch", now)
 	writeError(w, http.StatusConflict, "RUN_MOVED", "The run was started or taken over elsewhere meanwhile; follow it with GET /agui/threads/{threadId}/runs/{runId}/events.")
 	return true

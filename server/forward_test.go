@@ -138,7 +138,7 @@ func TestForwardResumeRunsHere(t *testing.T) {
 
 // principalOf is the principal the server derives from a bearer token.
 func principalOf(tok string) string {
-	s := &server{tokens: [][32]byte{sha256.Sum256([]byte(tok))}}
+	s := &authn{tokens: [][32]byte{sha256.Sum256([]byte(tok))}}
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
 	p, _ := s.principal(r)

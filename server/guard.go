@@ -63,20 +63,40 @@ func loopbackHost(hostport string) bool {
 // guard applies the checks that do not depend on the route: the DNS-rebinding guard of a
 // loopback listener, the body read timeout, and, without auth, the CSRF checks on POST
 // (Content-Type and Origin). Each refusal is a JSON error and changes nothing.
-func (s *server) guard(next http.Handler) http.Handler {
+type guard struct {
+	auth            *authn
+	loopback        bool
+	origins         map[string]struct{} // normalised (normOrigin) server.allowed_origins
+	bodyReadTimeout time.Duration
+}
+
+// newGuard builds the guard of a listener at listenAddr; allowed are the Origins, besides
+// a request's own, that may POST when auth is off.
+func newGuard(auth *authn, listenAddr string, allowed []string, bodyReadTimeout time.Duration) *guard {
+	g := &guard{auth: auth, loopback: IsLoopbackListen(listenAddr), origins: map[string]struct{}{}, bodyReadTimeout: bodyReadTimeout}
+	for _, o := range allowed {
+		if n, ok := normOrigin(o); ok {
+			g.origins[n] = struct{}{}
+		}
+	}
+	return g
+}
+
+// wrap is the guard as middleware in front of every route.
+func (g *guard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.loopback && !loopbackHost(r.Host) {
+		if g.loopback && !loopbackHost(r.Host) {
 			writeError(w, http.StatusForbidden, "FORBIDDEN_HOST", "This server only answers requests addressed to localhost, 127.0.0.1 or [::1].")
 			return
 		}
-		if r.Method == http.MethodPost && !s.authOn() {
+		if r.Method == http.MethodPost && !g.auth.on() {
 			// A body-less POST of the A2A HTTP+JSON binding (CancelTask, SubscribeToTask)
 			// has no Content-Type; the Origin check below still refuses a cross-site one.
 			if !jsonContentType(r) && !bodylessA2A(r) {
 				writeError(w, http.StatusForbidden, "FORBIDDEN", "A POST must have Content-Type: application/json.")
 				return
 			}
-			if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r) {
+			if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o, r) {
 				writeError(w, http.StatusForbidden, "FORBIDDEN_ORIGIN", "Requests from this origin are not allowed.")
 				return
 			}
@@ -84,7 +104,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			// A per-request deadline rather than http.Server.ReadTimeout, so that it only
 			// applies to requests with a body; it is lifted once the body is read.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.bodyReadTimeout))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -112,12 +132,12 @@ func jsonContentType(r *http.Request) bool {
 
 // originAllowed reports whether an Origin may POST: the request's own origin (same host and
 // port as its Host header) or one listed in server.allowed_origins.
-func (s *server) originAllowed(origin string, r *http.Request) bool {
+func (g *guard) originAllowed(origin string, r *http.Request) bool {
 	o, ok := normOrigin(origin)
 	if !ok {
 		return false // "null" and other opaque origins
 	}
-	if _, ok := s.origins[o]; ok {
+	if _, ok := g.origins[o]; ok {
 		return true
 	}
 	u, _ := url.Parse(o)

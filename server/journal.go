@@ -32,10 +32,10 @@ type journalStep struct {
 	Detail      string    `json:"detail,omitempty"`
 }
 
-func (s *server) handleJournal(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
+func (h *threadHandler) handleJournal(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.auth.principal(r)
 	if !ok {
-		s.unauthorized(w, r)
+		h.auth.unauthorized(w, r)
 		return
 	}
 	threadID := pathID(r, "threadId")
@@ -62,9 +62,9 @@ func (s *server) handleJournal(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	steps, err := s.cfg.Engine.Steps(r.Context(), who, threadID, after, limit)
+	steps, err := h.engine.Steps(r.Context(), who, threadID, after, limit)
 	if err != nil {
-		s.threadError(w, err)
+		h.threadError(w, err)
 		return
 	}
 	out := make([]journalStep, 0, len(steps))

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/baton-dev/baton/internal/principal"
@@ -24,17 +24,17 @@ const (
 // CSRF checks (guard), the bearer token (401 with an RFC 6750 challenge that, with OIDC,
 // names the protected-resource metadata, as the MCP authorization spec asks), the body cap
 // and read deadline. With OIDC, the metadata is served at MCPMetadataPath (public, as
-// discovery expects).
-func routeMCP(s *server, r chi.Router) {
-	if s.cfg.MCP == nil {
+// discovery expects). A nil h mounts nothing.
+func routeMCP(r chi.Router, h http.Handler, issuer string, auth *authn, maxBody int64) {
+	if h == nil {
 		return
 	}
-	r.Handle(MCPPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveMCP(s, w, r) }))
-	if s.cfg.MCPIssuer != "" {
+	r.Handle(MCPPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveMCP(w, r, h, issuer, auth, maxBody) }))
+	if issuer != "" {
 		meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			sdkauth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 				Resource:               baseURL(r) + MCPPath,
-				AuthorizationServers:   []string{s.cfg.MCPIssuer},
+				AuthorizationServers:   []string{issuer},
 				BearerMethodsSupported: []string{"header"},
 				ResourceName:           "Baton",
 			}).ServeHTTP(w, r)
@@ -44,21 +44,23 @@ func routeMCP(s *server, r chi.Router) {
 	}
 }
 
-func serveMCP(s *server, w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
+// serveMCP authenticates a request to /mcp and hands it to h with its principal, its body
+// read (bounded by mcpBodyLimit of maxBody).
+func serveMCP(w http.ResponseWriter, r *http.Request, h http.Handler, issuer string, auth *authn, maxBody int64) {
+	who, ok := auth.principal(r)
 	if !ok {
 		extra := ""
-		if s.cfg.MCPIssuer != "" {
+		if issuer != "" {
 			extra = `resource_metadata="` + quoteSafe(baseURL(r)+MCPMetadataPath) + `"`
 		}
-		unauthorizedWith(s, w, r, extra)
+		auth.unauthorizedWith(w, r, extra)
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		// Read here, bounded, so that the body's read deadline (guard) is lifted before a
 		// streamed answer starts. The bound leaves room for a prompt of max_body_bytes, so
 		// that a larger prompt gets an MCP error from the tool rather than a 413.
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcpBodyLimit(s.cfg.MaxBodyBytes)))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcpBodyLimit(maxBody)))
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -71,7 +73,7 @@ func serveMCP(s *server, w http.ResponseWriter, r *http.Request) {
 		bodyRead(w)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	s.cfg.MCP.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
+	h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
 }
 
 // mcpBodyLimit is the body cap of /mcp: a prompt of max_body_bytes plus its JSON-RPC

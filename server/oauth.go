@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -66,13 +67,21 @@ const (
 	maxCallbackParam = 4096
 )
 
-func (s *server) routeSignIn(r chi.Router) {
-	si := s.cfg.SignIn
-	if si == nil {
-		// Not configured at all (an embedding without sign-in): the endpoints of DESIGN §3
-		// still answer, with structured errors rather than a bare 404 page.
-		si = &SignIn{}
-		s.cfg.SignIn = si
+// signInHandler serves the OAuth endpoints and sets the sign-in cookie of a run that may
+// need one.
+type signInHandler struct {
+	cfg  *SignIn // never nil: an empty SignIn when sign-in is not configured
+	auth *authn
+	log  *slog.Logger
+}
+
+// newSignInHandler applies cfg's defaults to a copy of it; a nil cfg (an embedding without
+// sign-in) still gets the endpoints of DESIGN §3, which then answer with structured errors
+// rather than a bare 404 page.
+func newSignInHandler(cfg *SignIn, auth *authn, log *slog.Logger) *signInHandler {
+	si := &SignIn{}
+	if cfg != nil {
+		*si = *cfg
 	}
 	if si.ClientName == "" {
 		si.ClientName = "Baton"
@@ -80,6 +89,10 @@ func (s *server) routeSignIn(r chi.Router) {
 	if si.CookieTTL <= 0 {
 		si.CookieTTL = 24 * time.Hour
 	}
+	return &signInHandler{cfg: si, auth: auth, log: log}
+}
+
+func (s *signInHandler) route(r chi.Router) {
 	r.Get(CallbackPath, s.handleCallback)
 	r.Get(ClientMetadataPath, s.handleClientMetadata)
 	r.Delete("/agui/connections/{server}", s.handleForget)
@@ -87,16 +100,16 @@ func (s *server) routeSignIn(r chi.Router) {
 
 // handleClientMetadata serves Baton's OAuth Client ID Metadata Document: its client_id is
 // the document's own URL, and it registers the callback as the only redirect URI.
-func (s *server) handleClientMetadata(w http.ResponseWriter, _ *http.Request) {
-	if s.cfg.SignIn.PublicURL == nil {
+func (s *signInHandler) handleClientMetadata(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.PublicURL == nil {
 		writeError(w, http.StatusNotFound, "SIGN_IN_NOT_CONFIGURED", "This coordinator has no public URL for sign-in.")
 		return
 	}
-	base := s.cfg.SignIn.PublicURL()
+	base := s.cfg.PublicURL()
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	writeJSON(w, http.StatusOK, map[string]any{
 		"client_id":                  base + ClientMetadataPath,
-		"client_name":                s.cfg.SignIn.ClientName,
+		"client_name":                s.cfg.ClientName,
 		"client_uri":                 base + "/",
 		"redirect_uris":              []string{base + CallbackPath},
 		"grant_types":                []string{"authorization_code", "refresh_token"},
@@ -106,32 +119,32 @@ func (s *server) handleClientMetadata(w http.ResponseWriter, _ *http.Request) {
 }
 
 // handleForget deletes the principal's grant for a server (DELETE /agui/connections/{server}).
-func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
+func (s *signInHandler) handleForget(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.auth.principal(r)
 	if !ok {
-		s.unauthorized(w, r)
+		s.auth.unauthorized(w, r)
 		return
 	}
 	name := pathID(r, "server")
 	key := name
 	switch {
-	case s.cfg.SignIn.Store == nil:
+	case s.cfg.Store == nil:
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "No MCP server or agent signs users in on this coordinator.")
 		return
-	case slices.Contains(s.cfg.SignIn.Servers, name):
-	case slices.Contains(s.cfg.SignIn.Agents, name):
+	case slices.Contains(s.cfg.Servers, name):
+	case slices.Contains(s.cfg.Agents, name):
 		key = a2aauth.ServerName(name)
 	default:
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "No MCP server with sign-in or agent has this name.")
 		return
 	}
-	if err := s.cfg.SignIn.Store.DeleteGrant(r.Context(), who, key); err != nil {
+	if err := s.cfg.Store.DeleteGrant(r.Context(), who, key); err != nil {
 		s.log.Error("forgetting a grant failed", "server", name, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The connection could not be forgotten; try again.")
 		return
 	}
-	if s.cfg.SignIn.Forget != nil {
-		s.cfg.SignIn.Forget(who, name)
+	if s.cfg.Forget != nil {
+		s.cfg.Forget(who, name)
 	}
 	s.log.Info("mcp sign-in forgotten", "server", name)
 	w.WriteHeader(http.StatusNoContent)
@@ -141,9 +154,9 @@ func (s *server) handleForget(w http.ResponseWriter, r *http.Request) {
 // principal (sealed), which the callback reads: the authorization server's redirect is a
 // plain navigation without the chat page's bearer token. SameSite=Lax lets it ride along
 // that top-level navigation and nothing else cross-site.
-func (s *server) setSignInCookie(w http.ResponseWriter, r *http.Request, principal string) {
-	si := s.cfg.SignIn
-	if si == nil || si.Ring == nil || !s.authOn() {
+func (s *signInHandler) setSignInCookie(w http.ResponseWriter, r *http.Request, principal string) {
+	si := s.cfg
+	if si.Ring == nil || !s.auth.on() {
 		return
 	}
 	exp := time.Now().Add(si.CookieTTL)
@@ -159,22 +172,22 @@ func (s *server) setSignInCookie(w http.ResponseWriter, r *http.Request, princip
 // callbackPrincipal is the principal of the browser at the callback: "" without auth; with
 // auth, the request's bearer token when it has one (a client that follows the redirect
 // itself), else the sign-in cookie.
-func (s *server) callbackPrincipal(r *http.Request) (string, bool) {
-	if !s.authOn() {
+func (s *signInHandler) callbackPrincipal(r *http.Request) (string, bool) {
+	if !s.auth.on() {
 		return "", true
 	}
 	if r.Header.Get("Authorization") != "" {
-		return s.principal(r)
+		return s.auth.principal(r)
 	}
 	c, err := r.Cookie(signInCookie)
-	if err != nil || s.cfg.SignIn.Ring == nil {
+	if err != nil || s.cfg.Ring == nil {
 		return "", false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
 	if err != nil {
 		return "", false
 	}
-	pt, _, err := s.cfg.SignIn.Ring.Open(raw, []byte(cookieAAD))
+	pt, _, err := s.cfg.Ring.Open(raw, []byte(cookieAAD))
 	if err != nil || len(pt) < 8 {
 		return "", false
 	}
@@ -188,8 +201,8 @@ func (s *server) callbackPrincipal(r *http.Request) (string, bool) {
 // pending sign-in, which must belong to the browser's principal; the code is exchanged and
 // the grant stored (sealed). The page says so and tells the chat page (window.opener) to
 // resume. Nothing secret is shown, logged or sent to another origin.
-func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.SignIn.Store == nil {
+func (s *signInHandler) handleCallback(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Store == nil {
 		s.callbackPage(w, http.StatusNotFound, "Sign-in failed", "Sign-in is not configured on this coordinator.", nil)
 		return
 	}
@@ -212,7 +225,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	if oerr != "" {
 		// The user refused at the authorization server (or it failed): the pending sign-in
 		// is used up; the chat page's resume asks again.
-		if _, err := signin.Cancel(r.Context(), s.cfg.SignIn.Store, state, who); errors.Is(err, signin.ErrWrongPrincipal) {
+		if _, err := signin.Cancel(r.Context(), s.cfg.Store, state, who); errors.Is(err, signin.ErrWrongPrincipal) {
 			s.log.Warn("mcp sign-in answer carried to another principal's browser; refused")
 			s.callbackPage(w, http.StatusForbidden, "Sign-in refused", "This sign-in was started by another user of the chat.", nil)
 			return
@@ -227,7 +240,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callbackTimeout)
 	defer cancel()
-	p, err := signin.CompleteFor(ctx, s.cfg.SignIn.Store, s.exchangeClient, state, code, iss, who)
+	p, err := signin.CompleteFor(ctx, s.cfg.Store, s.exchangeClient, state, code, iss, who)
 	switch {
 	case err == nil:
 	case errors.Is(err, signin.ErrUnknownState):
@@ -253,13 +266,13 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 // exchangeClient is the HTTP client of the code exchange for server's sign-in.
-func (s *server) exchangeClient(server string) *http.Client {
-	if f := s.cfg.SignIn.ClientFor; f != nil {
+func (s *signInHandler) exchangeClient(server string) *http.Client {
+	if f := s.cfg.ClientFor; f != nil {
 		if c := f(server); c != nil {
 			return c
 		}
 	}
-	return s.cfg.SignIn.HTTPClient
+	return s.cfg.HTTPClient
 }
 
 // safeErrorCode keeps an OAuth error code printable and short: it comes from the URL.
@@ -290,7 +303,7 @@ if(window.opener){setTimeout(function(){window.close()},1200)}})();
 // callbackPage writes the callback's answer: a small page without any secret. The code and
 // state are in this page's URL, so it sends no referrer and is not cached. notice, when set,
 // goes to the chat page (same origin only).
-func (s *server) callbackPage(w http.ResponseWriter, status int, title, message string, notice map[string]string) {
+func (s *signInHandler) callbackPage(w http.ResponseWriter, status int, title, message string, notice map[string]string) {
 	nonce := rand.Text()
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")

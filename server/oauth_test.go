@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,7 +26,7 @@ func testRing(t *testing.T) *seal.Ring {
 	return r
 }
 
-func signInServer(t *testing.T, tokens []string, st signin.Store) (http.Handler, *server, *[]string) {
+func signInServer(t *testing.T, tokens []string, st signin.Store) (http.Handler, *signInHandler, *[]string) {
 	t.Helper()
 	var forgot []string
 	cfg := Config{AuthTokens: tokens, ListenAddr: "127.0.0.1:0", SignIn: &SignIn{
@@ -33,10 +34,7 @@ func signInServer(t *testing.T, tokens []string, st signin.Store) (http.Handler,
 		Forget: func(p, s string) { forgot = append(forgot, p+"/"+s) }, Ring: testRing(t),
 	}}
 	h := New(cfg)
-	s := &server{cfg: cfg, log: cfg.Logger}
-	for _, tk := range tokens {
-		s.tokens = append(s.tokens, sha256Sum(tk))
-	}
+	s := newSignInHandler(cfg.SignIn, newAuthn(tokens, nil), slog.Default())
 	return h, s, &forgot
 }
 
@@ -108,7 +106,7 @@ func TestSignInCookie(t *testing.T) {
 	_, ok = s.callbackPrincipal(none)
 	assert.False(t, ok)
 
-	s.cfg.SignIn.CookieTTL = -time.Hour // already expired when set
+	s.cfg.CookieTTL = -time.Hour // already expired when set
 	rec = httptest.NewRecorder()
 	s.setSignInCookie(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1/agui", nil), "alice-hash")
 	old := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/oauth/callback", nil)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -71,15 +72,21 @@ type readyReport struct {
 // readiness runs the checks and logs their transitions (a dependency going down or up is
 // logged once, not on every poll).
 type readiness struct {
-	s    *server
-	mu   sync.Mutex
-	last map[string]string // group/name → last error ("" = up)
+	checks   []ReadyCheck
+	draining func() bool // nil: never
+	log      *slog.Logger
+	mu       sync.Mutex
+	last     map[string]string // group/name → last error ("" = up)
+}
+
+func newReadiness(checks []ReadyCheck, draining func() bool, log *slog.Logger) *readiness {
+	return &readiness{checks: checks, draining: draining, log: log, last: map[string]string{}}
 }
 
 // handleReady answers GET /readyz: 503 only when the store is down or the process
 // drains; with ?strict=1 (or true), 503 when any dependency is down.
-func (s *server) handleReady(w http.ResponseWriter, r *http.Request) {
-	rep := s.ready.run(r.Context())
+func (rd *readiness) handleReady(w http.ResponseWriter, r *http.Request) {
+	rep := rd.run(r.Context())
 	code := http.StatusOK
 	switch rep.Status {
 	case StatusDown, StatusDraining:
@@ -94,7 +101,7 @@ func (s *server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rd *readiness) run(ctx context.Context) readyReport {
-	checks := rd.s.cfg.ReadyChecks
+	checks := rd.checks
 	results := make([]checkState, len(checks))
 	var wg sync.WaitGroup
 	for i, c := range checks {
@@ -133,7 +140,7 @@ func (rd *readiness) run(ctx context.Context) readyReport {
 		}
 	}
 	switch {
-	case rd.s.cfg.Draining != nil && rd.s.cfg.Draining():
+	case rd.draining != nil && rd.draining():
 		rep.Status = StatusDraining
 	case storeDown:
 		rep.Status = StatusDown
@@ -165,9 +172,9 @@ func (rd *readiness) probe(ctx context.Context, c ReadyCheck) checkState {
 	rd.mu.Unlock()
 	switch {
 	case msg != "" && (!seen || prev == ""):
-		rd.s.log.Warn("dependency not ready", "check", c.Group, "name", c.Name, "err", msg)
+		rd.log.Warn("dependency not ready", "check", c.Group, "name", c.Name, "err", msg)
 	case msg == "" && seen && prev != "":
-		rd.s.log.Info("dependency ready again", "check", c.Group, "name", c.Name)
+		rd.log.Info("dependency ready again", "check", c.Group, "name", c.Name)
 	}
 	if msg != "" {
 		return checkState{Status: StatusDown, Error: msg}

@@ -13,8 +13,8 @@ import (
 // engine's port follows the run from its stored log on any replica (coordinator.Runs.Events),
 // restating what is open at the client's position; this surface writes it as SSE.
 
-func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
-	th, who := s.threadOf(w, r)
+func (h *threadHandler) handleRunEvents(w http.ResponseWriter, r *http.Request) {
+	th, who := h.threadOf(w, r)
 	if th == nil {
 		return
 	}
@@ -29,7 +29,7 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	evs, err := s.cfg.Engine.Events(ctx, who, th.ID, runID, after, runs.FollowOptions{Restate: true, Attach: true, Ping: s.cfg.PingInterval})
+	evs, err := h.engine.Events(ctx, who, th.ID, runID, after, runs.FollowOptions{Restate: true, Attach: true, Ping: h.pingInterval})
 	switch {
 	case err == nil:
 	case errors.Is(err, runs.ErrRunNotFound):
@@ -55,15 +55,15 @@ func (s *server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	case ctx.Err() != nil:
 		return
 	default:
-		s.storeDown(w, "follow run", err)
+		storeDown(h.log, w, "follow run", err)
 		return
 	}
 	sse := agui.NewSSEWriter(w)
 	// A reader that takes nothing does not hold this handler: its write fails at the
 	// deadline (server.stream_write_timeout).
-	sse.SetWriteTimeout(s.cfg.WriteTimeout)
+	sse.SetWriteTimeout(h.writeTimeout)
 	defer sse.Close()
-	s.follow(sse, evs)
+	h.follow(sse, evs)
 }
 
 // frameSink is where a followed stream goes (agui.SSEWriter).
@@ -76,14 +76,14 @@ type frameSink interface {
 // follow writes a followed run's events: each batch in one write, an empty batch as a
 // keep-alive. A read error ends the stream without its terminal event: the client
 // reconnects with its Last-Event-ID.
-func (s *server) follow(sse frameSink, evs iter.Seq2[[]runs.Event, error]) {
+func (h *threadHandler) follow(sse frameSink, evs iter.Seq2[[]runs.Event, error]) {
 	if err := sse.Start(); err != nil {
 		return
 	}
 	var frames []agui.RawFrame
 	for batch, err := range evs {
 		if err != nil {
-			s.log.Warn("reconnect: read events", "err", err)
+			h.log.Warn("reconnect: read events", "err", err)
 			return
 		}
 		if len(batch) == 0 {

@@ -8,25 +8,18 @@
 package server
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/runs"
 )
@@ -87,16 +80,11 @@ type Config struct {
 	MCPIssuer string
 }
 
-type server struct {
-	cfg      Config
-	log      *slog.Logger
-	tokens   [][32]byte
-	origins  map[string]struct{}
-	loopback bool
-	ready    *readiness
-}
+// DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
+const DefaultWriteTimeout = time.Duration(config.DefaultStreamWriteTimeout)
 
-// New returns the HTTP handler of the runs.
+// New returns the HTTP handler of the runs: it builds one handler per route group, each
+// holding only what its routes use, behind the one guard and authn.
 func New(cfg Config) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
@@ -116,35 +104,29 @@ func New(cfg Config) http.Handler {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, origins: map[string]struct{}{}, loopback: IsLoopbackListen(cfg.ListenAddr)}
-	s.ready = &readiness{s: s, last: map[string]string{}}
-	for _, t := range cfg.AuthTokens {
-		if t = strings.TrimSpace(t); t != "" {
-			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
-		}
-	}
-	for _, o := range cfg.AllowedOrigins {
-		if n, ok := normOrigin(o); ok {
-			s.origins[n] = struct{}{}
-		}
-	}
+	auth := newAuthn(cfg.AuthTokens, cfg.OIDC)
+	signIn := newSignInHandler(cfg.SignIn, auth, cfg.Logger)
+	run := &runHandler{engine: cfg.Engine, auth: auth, signIn: signIn, log: cfg.Logger, maxBodyBytes: cfg.MaxBodyBytes,
+		maxActiveRuns: cfg.MaxActiveRuns, pingInterval: cfg.PingInterval, writeTimeout: cfg.WriteTimeout}
+	threads := &threadHandler{engine: cfg.Engine, auth: auth, log: cfg.Logger, pingInterval: cfg.PingInterval, writeTimeout: cfg.WriteTimeout}
+	ready := newReadiness(cfg.ReadyChecks, cfg.Draining, cfg.Logger)
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	r.Use(s.guard)
-	r.Post("/agui", s.handleRun)
-	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", s.handleStop)
-	r.Get("/agui/threads/{threadId}/runs/{runId}/events", s.handleRunEvents)
-	r.Get("/agui/threads", s.handleListThreads)
-	r.Get("/agui/threads/{threadId}", s.handleGetThread)
-	r.Delete("/agui/threads/{threadId}", s.handleDeleteThread)
-	r.Get("/agui/threads/{threadId}/journal", s.handleJournal)
-	s.routeSignIn(r)
-	s.routeA2A(r)
-	routeMCP(s, r)
+	r.Use(newGuard(auth, cfg.ListenAddr, cfg.AllowedOrigins, cfg.BodyReadTimeout).wrap)
+	r.Post("/agui", run.handleRun)
+	r.Post("/agui/threads/{threadId}/runs/{runId}/stop", run.handleStop)
+	r.Get("/agui/threads/{threadId}/runs/{runId}/events", threads.handleRunEvents)
+	r.Get("/agui/threads", threads.handleListThreads)
+	r.Get("/agui/threads/{threadId}", threads.handleGetThread)
+	r.Delete("/agui/threads/{threadId}", threads.handleDeleteThread)
+	r.Get("/agui/threads/{threadId}/journal", threads.handleJournal)
+	signIn.route(r)
+	routeA2A(r, cfg.A2A, auth, cfg.MaxBodyBytes)
+	routeMCP(r, cfg.MCP, cfg.MCPIssuer, auth, cfg.MaxBodyBytes)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Get("/readyz", s.handleReady)
+	r.Get("/readyz", ready.handleReady)
 	if cfg.Metrics != nil {
 		r.Method(http.MethodGet, "/metrics", cfg.Metrics)
 	}
@@ -159,174 +141,6 @@ func New(cfg Config) http.Handler {
 	return r
 }
 
-func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
-	if !ok {
-		s.unauthorized(w, r)
-		return
-	}
-	if !jsonContentType(r) {
-		writeError(w, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "The body must be sent as Content-Type: application/json.")
-		return
-	}
-	// The body is kept (bounded: the decoder reads at most MaxBodyBytes) in case the resume
-	// must be forwarded to another replica.
-	var raw bytes.Buffer
-	in, err := agui.DecodeRunAgentInput(io.TeeReader(r.Body, &raw), s.cfg.MaxBodyBytes)
-	if err != nil {
-		agui.WriteInputError(w, err)
-		return
-	}
-	bodyRead(w)
-	if s.staleForward(w, r, in, who) || s.forwardResume(w, r, in, who, raw.Bytes()) {
-		return
-	}
-	// The request's trace context (telemetry.Extract) parents the run; only the span
-	// context is kept, the run outlives the request. The engine admits it against
-	// server.max_active_runs in one step with every other start, on every surface.
-	run, err := s.cfg.Engine.Start(r.Context(), in, who, runs.StartOptions{MaxActive: s.cfg.MaxActiveRuns})
-	if err != nil {
-		s.writeEngineError(w, err)
-		return
-	}
-	// The browser may have to sign in to an MCP server during this run (oauth.go).
-	s.setSignInCookie(w, r, who)
-	s.stream(w, r, run)
-}
-
-// DefaultWriteTimeout bounds each write to a streaming client when Config.WriteTimeout is 0.
-const DefaultWriteTimeout = time.Duration(config.DefaultStreamWriteTimeout)
-
-// stream relays the run's events as SSE until the terminal event or a disconnect
-// (design/streams.md).
-//
-// A client that falls more than the run's stream buffer behind is not dropped: the run
-// releases what is pending (NextFrom then starts beyond the last event sent) and the stream
-// writes what it missed from the run's event log before the live events. Only a client that
-// takes nothing for WriteTimeout is dropped: the write fails, the connection is closed
-// without the response's end, so the client sees a broken stream and never a complete
-// one, and the run is told (Stream.ClientGone: cancelled under server.on_disconnect: cancel,
-// detached for a reconnect under detach).
-func (s *server) stream(w http.ResponseWriter, r *http.Request, run *runs.Started) {
-	sse := agui.NewSSEWriter(w)
-	sse.SetWriteTimeout(s.cfg.WriteTimeout)
-	clean := false
-	defer func() {
-		if clean {
-			sse.Close()
-			return
-		}
-		// A broken stream must not end like a complete one, nor hold this goroutine on
-		// a client that reads nothing: the final flush fails at once and the
-		// connection is closed.
-		sse.Abort()
-	}()
-	ctx := r.Context()
-	ping := time.NewTicker(s.cfg.PingInterval)
-	defer ping.Stop()
-	var sent int64 // the sequence number of the last event written
-	for {
-		first, events, ended := run.Stream.NextFrom()
-		if first-1 > sent {
-			if err := s.catchUp(ctx, sse, run, &sent, first-1); err != nil {
-				s.clientGone(run, err)
-				return
-			}
-		}
-		if ended {
-			// The thread is freed before the client can see the terminal event, so a
-			// client that posts its next run on RUN_FINISHED is never refused with 409.
-			<-run.Stream.Released()
-		}
-		// Each frame carries its sequence number in the run as its SSE id (DESIGN §3).
-		if err := sse.WriteEventsFrom(first, events); err != nil {
-			s.clientGone(run, err)
-			return
-		}
-		sent = first - 1 + int64(len(events))
-		if ended {
-			clean = true
-			return
-		}
-		select {
-		case <-run.Stream.Wake():
-		case <-ping.C:
-			if err := sse.Ping(); err != nil {
-				s.clientGone(run, err)
-				return
-			}
-		case <-ctx.Done():
-			run.Stream.ClientGone(runs.ErrClientGone)
-			return
-		}
-	}
-}
-
-// backlogPage is how many events of the log a stream that fell behind reads at a time.
-const backlogPage = 128
-
-// catchUp writes the run's events after *sent up to upto from its event log: the live
-// stream released them when its client fell more than the stream buffer behind.
-func (s *server) catchUp(ctx context.Context, sse *agui.SSEWriter, run *runs.Started, sent *int64, upto int64) error {
-	frames := make([]agui.RawFrame, 0, backlogPage)
-	for *sent < upto {
-		evs, err := run.Stream.Backlog(ctx, *sent, upto, backlogPage)
-		if err != nil {
-			return err
-		}
-		if len(evs) == 0 {
-			// The log lost these (its writer logged why); the stream goes on after them.
-			s.log.Warn("event stream: events missing from the event log were skipped", "from", *sent+1, "to", upto)
-			*sent = upto
-			return nil
-		}
-		frames = frames[:0]
-		for _, ev := range evs {
-			frames = append(frames, agui.RawFrame{ID: ev.Seq, Data: ev.Data})
-		}
-		if err := sse.WriteRaw(frames); err != nil {
-			return err
-		}
-		*sent = evs[len(evs)-1].Seq
-	}
-	return nil
-}
-
-// clientGone tells the run that its stream failed with err: a client that took nothing
-// for the write timeout is too slow, anything else is gone.
-func (s *server) clientGone(run *runs.Started, err error) {
-	cause := runs.ErrClientGone
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		cause = runs.ErrClientTooSlow
-		s.log.Info("client dropped: it took nothing for the stream write timeout", "thread_id", run.ThreadID, "run_id", run.RunID, "timeout", s.cfg.WriteTimeout.String())
-	}
-	run.Stream.ClientGone(cause)
-}
-
-func (s *server) handleStop(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
-	if !ok {
-		s.unauthorized(w, r)
-		return
-	}
-	threadID, runID := pathID(r, "threadId"), pathID(r, "runId")
-	if !agui.ValidID(threadID) || !agui.ValidID(runID) {
-		writeError(w, http.StatusNotFound, "RUN_NOT_FOUND", "No such run.")
-		return
-	}
-	err := s.cfg.Engine.Stop(threadID, runID, who)
-	if errors.Is(err, runs.ErrForbidden) {
-		// Another principal's thread reads as an unknown one: a stop must not reveal
-		// which threads exist.
-		err = runs.ErrRunNotFound
-	}
-	if err != nil {
-		s.writeEngineError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"status": "stopping"})
-}
-
 // pathID returns a path parameter, percent-decoded: chi routes on the raw path when the
 // client escaped a character, and an escaped ':' is still a valid id. Every handler reads
 // its path parameters through it (never chi.URLParam), so that an id is decoded the same
@@ -339,7 +153,9 @@ func pathID(r *http.Request, name string) string {
 	return v
 }
 
-func (s *server) writeEngineError(w http.ResponseWriter, err error) {
+// writeEngineError answers a request the engine's port refused; log takes what is not the
+// client's to know (a store or internal error).
+func writeEngineError(log *slog.Logger, w http.ResponseWriter, err error) {
 	var budget *runs.BudgetExceededError
 	switch {
 	case errors.As(err, &budget):
@@ -361,12 +177,12 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 	case errors.Is(err, runs.ErrTooManyThreads):
 		writeError(w, http.StatusTooManyRequests, "TOO_MANY_THREADS", "You have the most threads allowed (server.max_threads_per_principal): free some by deleting old threads (DELETE /agui/threads/{threadId}), or ask the operator to set server.thread_retention so that idle threads expire.")
 	case errors.Is(err, runs.ErrUnavailable):
-		s.storeDown(w, "engine", err)
+		storeDown(log, w, "engine", err)
 	case errors.Is(err, runs.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "The coordinator is shutting down.")
 	default:
-		s.log.Error("engine error", "err", err)
+		log.Error("engine error", "err", err)
 		writeError(w, http.StatusInternalServerError, "INTERNAL", "Internal error.")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,13 +41,23 @@ func validID(s string) bool {
 	return true
 }
 
+// threadHandler serves the thread endpoints: the list, one thread, deleting it, its journal
+// (journal.go) and the reconnect stream of its runs (reconnect.go).
+type threadHandler struct {
+	engine       Engine
+	auth         *authn
+	log          *slog.Logger
+	pingInterval time.Duration // keep-alive of the reconnect stream
+	writeTimeout time.Duration // bounds each write of the reconnect stream
+}
+
 // threadOf authenticates the request and loads its thread for the principal. It writes the
 // error response and returns nil when the request cannot go on: a thread that does not
 // exist and another principal's thread are both 404, so that nobody learns which exist.
-func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*runs.Thread, string) {
-	who, ok := s.principal(r)
+func (h *threadHandler) threadOf(w http.ResponseWriter, r *http.Request) (*runs.Thread, string) {
+	who, ok := h.auth.principal(r)
 	if !ok {
-		s.unauthorized(w, r)
+		h.auth.unauthorized(w, r)
 		return nil, ""
 	}
 	id := pathID(r, "threadId")
@@ -54,23 +65,23 @@ func (s *server) threadOf(w http.ResponseWriter, r *http.Request) (*runs.Thread,
 		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
 		return nil, ""
 	}
-	th, err := s.cfg.Engine.Thread(r.Context(), who, id)
+	th, err := h.engine.Thread(r.Context(), who, id)
 	if err != nil {
-		s.threadError(w, err)
+		h.threadError(w, err)
 		return nil, ""
 	}
 	return th, who
 }
 
 // threadError answers a thread read the port refused.
-func (s *server) threadError(w http.ResponseWriter, err error) {
+func (h *threadHandler) threadError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, runs.ErrThreadExpired):
 		writeError(w, http.StatusNotFound, "THREAD_EXPIRED", "This thread was deleted after a period without use (thread retention).")
 	case errors.Is(err, runs.ErrThreadNotFound):
 		writeError(w, http.StatusNotFound, "THREAD_NOT_FOUND", "No such thread.")
 	default:
-		s.storeDown(w, "get thread", err)
+		storeDown(h.log, w, "get thread", err)
 	}
 }
 
@@ -82,10 +93,10 @@ type threadSummary struct {
 	Title          string    `json:"title,omitempty"`
 }
 
-func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
+func (h *threadHandler) handleListThreads(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.auth.principal(r)
 	if !ok {
-		s.unauthorized(w, r)
+		h.auth.unauthorized(w, r)
 		return
 	}
 	limit := defaultListedThreads
@@ -97,9 +108,9 @@ func (s *server) handleListThreads(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, err := s.cfg.Engine.Threads(r.Context(), who, limit)
+	list, err := h.engine.Threads(r.Context(), who, limit)
 	if err != nil {
-		s.storeDown(w, "list threads", err)
+		storeDown(h.log, w, "list threads", err)
 		return
 	}
 	out := make([]threadSummary, 0, len(list))
@@ -129,10 +140,10 @@ type threadUsage struct {
 	CostUSD      float64 `json:"costUsd"`
 }
 
-func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.principal(r)
+func (h *threadHandler) handleGetThread(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.auth.principal(r)
 	if !ok {
-		s.unauthorized(w, r)
+		h.auth.unauthorized(w, r)
 		return
 	}
 	id := pathID(r, "threadId")
@@ -140,9 +151,9 @@ func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_INPUT", "threadId must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")
 		return
 	}
-	d, err := s.cfg.Engine.ThreadDoc(r.Context(), who, id)
+	d, err := h.engine.ThreadDoc(r.Context(), who, id)
 	if err != nil {
-		s.threadError(w, err)
+		h.threadError(w, err)
 		return
 	}
 	doc := threadDoc{ThreadID: d.Thread.ID, Messages: d.Messages, Interrupts: d.Interrupts,
@@ -162,20 +173,20 @@ func (s *server) handleGetThread(w http.ResponseWriter, r *http.Request) {
 // storeDown answers a request that needed the store while it could not be reached or
 // written: 503 STORE_UNAVAILABLE with Retry-After (DESIGN §3), never 404 or 500, whatever
 // the store was asked. It is the one place where store errors become a response.
-func (s *server) storeDown(w http.ResponseWriter, what string, err error) {
-	s.log.Error("store: "+what, "err", err)
+func storeDown(log *slog.Logger, w http.ResponseWriter, what string, err error) {
+	log.Error("store: "+what, "err", err)
 	w.Header().Set("Retry-After", retryAfterStore)
 	writeError(w, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "The store is not reachable right now; try again shortly.")
 }
 
-func (s *server) handleDeleteThread(w http.ResponseWriter, r *http.Request) {
-	th, who := s.threadOf(w, r)
+func (h *threadHandler) handleDeleteThread(w http.ResponseWriter, r *http.Request) {
+	th, who := h.threadOf(w, r)
 	if th == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	err := s.cfg.Engine.DeleteThread(ctx, th.ID, who)
+	err := h.engine.DeleteThread(ctx, th.ID, who)
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
@@ -184,7 +195,7 @@ func (s *server) handleDeleteThread(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, runs.ErrThreadBusy):
 		writeError(w, http.StatusConflict, "THREAD_BUSY", "This thread has an active run; stop it first.")
 	default:
-		s.storeDown(w, "delete thread", err)
+		storeDown(h.log, w, "delete thread", err)
 	}
 }
 

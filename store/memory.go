@@ -13,11 +13,9 @@ import (
 // a caller never shares maps or slices with the store and both backends return the same
 // values.
 type memory struct {
-	*memState
-	memSuspensions
+	*memState // with the suspensions and the journal
 	memThreads
 	memRuns
-	memJournal
 	memSecrets
 	memCancels
 	spend memSpend
@@ -42,14 +40,12 @@ type resolvedIDs struct {
 func newMemory() *memory {
 	st := &memState{suspensions: map[string]memRow{}, resolved: map[string]*resolvedIDs{}, threads: map[string]*memThread{}}
 	return &memory{
-		memState:       st,
-		memSuspensions: memSuspensions{st},
-		memThreads:     memThreads{memState: st, perOwner: map[string]int{}, swept: map[string]string{}},
-		memRuns:        memRuns{memState: st},
-		memJournal:     memJournal{st},
-		memSecrets:     memSecrets{memState: st},
-		memCancels:     memCancels{memState: st},
-		tasks:          memTasks{m: st, byID: map[string]TaskRecord{}},
+		memState:   st,
+		memThreads: memThreads{memState: st, perOwner: map[string]int{}, swept: map[string]string{}},
+		memRuns:    memRuns{memState: st},
+		memSecrets: memSecrets{memState: st},
+		memCancels: memCancels{memState: st},
+		tasks:      memTasks{m: st, byID: map[string]TaskRecord{}},
 	}
 }
 

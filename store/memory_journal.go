@@ -11,11 +11,10 @@ import (
 // first.
 const maxMemSteps = 10000
 
-// memJournal is the memory store's journal of a run's effects (Journal), kept in each
-// thread's state.
-type memJournal struct{ *memState }
+// The memory store's journal of a run's effects (Journal) is kept in each thread's state:
+// its methods are memState's.
 
-func (m *memJournal) RecordStep(ctx context.Context, s *Step) error {
+func (m *memState) RecordStep(ctx context.Context, s *Step) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -42,7 +41,7 @@ func (m *memState) recordLocked(s *Step) {
 }
 
 // step returns the thread's step seq, or nil. m.mu is held.
-func (m *memJournal) step(threadID string, seq int64) *Step {
+func (m *memState) step(threadID string, seq int64) *Step {
 	th := m.thread(threadID)
 	if th == nil {
 		return nil
@@ -54,7 +53,7 @@ func (m *memJournal) step(threadID string, seq int64) *Step {
 	return &th.steps[i]
 }
 
-func (m *memJournal) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
+func (m *memState) EndStep(ctx context.Context, threadID string, seq int64, end StepEnd) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -76,7 +75,7 @@ func (m *memJournal) EndStep(ctx context.Context, threadID string, seq int64, en
 	return nil
 }
 
-func (m *memJournal) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
+func (m *memState) Steps(ctx context.Context, threadID string, after int64, limit int) ([]Step, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -95,7 +94,7 @@ func (m *memJournal) Steps(ctx context.Context, threadID string, after int64, li
 	return out, nil
 }
 
-func (m *memJournal) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
+func (m *memState) PendingSteps(ctx context.Context, threadID, runID string) ([]Step, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -111,7 +110,7 @@ func (m *memJournal) PendingSteps(ctx context.Context, threadID, runID string) (
 	return out, nil
 }
 
-func (m *memJournal) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
+func (m *memState) MarkInDoubt(ctx context.Context, threadID, runID string, epoch int64, seqs []int64, detail string) (int, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}

@@ -8,7 +8,8 @@ import (
 
 // memState is what every capability of the memory store shares, under one lock: the
 // threads with their runs, messages and journals, and the suspensions, which a thread's
-// view, a run's fencing and a thread's deletion all read.
+// view, a run's fencing and a thread's deletion all read. The journal's methods
+// (memory_journal.go) and the suspensions' (memory_suspensions.go) are its own.
 type memState struct {
 	mu          sync.Mutex
 	closed      bool

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// memSuspensions are the memory store's suspensions and their answered interrupts,
-// settling a resume included, under the store's lock.
-type memSuspensions struct{ *memState }
+// The memory store's suspensions and their answered interrupts, settling a resume
+// included, are memState's: a thread's view, a run's fencing and a thread's deletion all
+// read them under the store's lock.
 
-func (m *memSuspensions) SaveSuspension(ctx context.Context, s *Suspension) error {
+func (m *memState) SaveSuspension(ctx context.Context, s *Suspension) error {
 	if err := checkSave(s); err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (m *memSuspensions) SaveSuspension(ctx context.Context, s *Suspension) erro
 	return nil
 }
 
-func (m *memSuspensions) LoadSuspension(ctx context.Context, threadID string) (*Suspension, error) {
+func (m *memState) LoadSuspension(ctx context.Context, threadID string) (*Suspension, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (m *memSuspensions) LoadSuspension(ctx context.Context, threadID string) (*
 	return decode(row.body) // body is never modified in place, so decoding unlocked is safe
 }
 
-func (m *memSuspensions) DeleteSuspension(ctx context.Context, threadID string) error {
+func (m *memState) DeleteSuspension(ctx context.Context, threadID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (m *memSuspensions) DeleteSuspension(ctx context.Context, threadID string) 
 	return nil
 }
 
-func (m *memSuspensions) MarkResolved(ctx context.Context, threadID string, ids []string) error {
+func (m *memState) MarkResolved(ctx context.Context, threadID string, ids []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (m *memSuspensions) MarkResolved(ctx context.Context, threadID string, ids 
 	return nil
 }
 
-func (m *memSuspensions) IsResolved(ctx context.Context, threadID, interruptID string) (bool, error) {
+func (m *memState) IsResolved(ctx context.Context, threadID, interruptID string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -98,7 +98,7 @@ func (m *memSuspensions) IsResolved(ctx context.Context, threadID, interruptID s
 	return ok, nil
 }
 
-func (m *memSuspensions) Expired(ctx context.Context, now time.Time) ([]*Suspension, error) {
+func (m *memState) Expired(ctx context.Context, now time.Time) ([]*Suspension, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (m *memSuspensions) Expired(ctx context.Context, now time.Time) ([]*Suspens
 	return out, nil
 }
 
-func (m *memSuspensions) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
+func (m *memState) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (m *memSuspensions) SettleSuspension(ctx context.Context, threadID, runID s
 
 // markResolved records ids as answered, keeping the newest MaxResolvedPerThread of the
 // thread. m.mu is held.
-func (m *memSuspensions) markResolved(threadID string, ids []string) {
+func (m *memState) markResolved(threadID string, ids []string) {
 	r := m.resolved[threadID]
 	if r == nil {
 		r = &resolvedIDs{set: map[string]struct{}{}}
@@ -174,7 +174,7 @@ func (m *memSuspensions) markResolved(threadID string, ids []string) {
 	}
 }
 
-func (m *memSuspensions) ClaimExpired(ctx context.Context, now time.Time, limit int) ([]*Suspension, error) {
+func (m *memState) ClaimExpired(ctx context.Context, now time.Time, limit int) ([]*Suspension, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err
 	}

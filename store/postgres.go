@@ -51,7 +51,7 @@ func openPostgres(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)
 		return fail(err)
 	}
 	l := startListener(pool)
-	s := newSQLStore(&sqlConn{db: db, d: postgresDialect, pg: &pgWriter{pool: pool, d: postgresDialect}})
+	s := newSQLStore(&sqlConn{db: db, lockThread: postgresDialect.q(postgresDialect.lockThread), pg: &pgWriter{pool: pool, d: postgresDialect}}, postgresDialect)
 	s.signals = l.sig
 	s.onClose = func() { l.close(); pool.Close() }
 	return s, nil

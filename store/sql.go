@@ -25,9 +25,12 @@ const sqliteParams = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pra
 const sqliteReaders = 4
 
 // sqlStore is the Store of both SQL backends: the capabilities, each a type of its own over
-// the shared connection, composed. It keeps what only opening, Ping and Close use.
+// the shared connection in the backend's dialect, composed. It keeps what only opening,
+// Ping and Close use.
 type sqlStore struct {
 	*sqlConn
+	d       *dialect
+	tasks   sqlTasks
 	onClose func() // releases what the backend holds besides db (the pgx pool)
 	// signals receives stop-request notifications (PostgreSQL); nil for SQLite.
 	signals chan struct{}
@@ -53,18 +56,20 @@ var (
 	_ SpendLedger = (*sqlStore)(nil)
 )
 
-// newSQLStore composes the store's capabilities over c.
-func newSQLStore(c *sqlConn) *sqlStore {
-	threads := sqlThreads{c}
+// newSQLStore composes the store's capabilities over c, each writing its queries in d.
+func newSQLStore(c *sqlConn, d *dialect) *sqlStore {
+	threads := sqlThreads{c, d}
 	return &sqlStore{
 		sqlConn:        c,
-		sqlSuspensions: sqlSuspensions{c},
+		d:              d,
+		tasks:          sqlTasks{c, d},
+		sqlSuspensions: sqlSuspensions{c, d},
 		sqlThreads:     threads,
-		sqlRuns:        sqlRuns{sqlConn: c, threads: threads},
-		sqlJournal:     sqlJournal{c},
-		sqlSecrets:     sqlSecrets{c},
-		sqlCancels:     sqlCancels{c},
-		sqlSpend:       sqlSpend{c},
+		sqlRuns:        sqlRuns{sqlConn: c, d: d, threads: threads},
+		sqlJournal:     sqlJournal{c, d},
+		sqlSecrets:     sqlSecrets{c, d},
+		sqlCancels:     sqlCancels{c, d},
+		sqlSpend:       sqlSpend{c, d},
 	}
 }
 
@@ -73,7 +78,7 @@ func newSQLStore(c *sqlConn) *sqlStore {
 func (s *sqlStore) StopSignals() <-chan struct{} { return s.signals }
 
 // Tasks returns the store's A2A tasks.
-func (s *sqlStore) Tasks() Tasks { return sqlTasks{s.sqlConn} }
+func (s *sqlStore) Tasks() Tasks { return s.tasks }
 
 // openSQLite opens path twice: a pool of readers and one writer connection. SQLite has one
 // writer at a time anyway; with several writing connections they queue for the lock in
@@ -128,7 +133,7 @@ func openSQLite(ctx context.Context, path string) (_ *sqlStore, err error) {
 	rdb.SetMaxIdleConns(sqliteReaders)
 	w := newGroupWriter(wdb)
 	w.check = fw.check
-	s := newSQLStore(&sqlConn{db: rdb, d: sqliteDialect, w: w})
+	s := newSQLStore(&sqlConn{db: rdb, w: w}, sqliteDialect)
 	s.file, s.lock = fw, lock
 	s.onClose = func() { w.close(); _ = wdb.Close(); fw.close(); lock.release() }
 	return s, nil

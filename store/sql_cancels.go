@@ -7,7 +7,10 @@ import (
 )
 
 // sqlCancels are a SQL store's pending cancels (Cancels).
-type sqlCancels struct{ *sqlConn }
+type sqlCancels struct {
+	*sqlConn
+	d *dialect // the SQL it writes
+}
 
 func (s sqlCancels) SavePendingCancel(ctx context.Context, c PendingCancel) error {
 	if err := checkCancel(c); err != nil {
@@ -16,8 +19,8 @@ func (s sqlCancels) SavePendingCancel(ctx context.Context, c PendingCancel) erro
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, `INSERT INTO pending_cancels (agent, task_id, since, owner) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (agent, task_id) DO NOTHING`, c.Agent, c.TaskID, c.Since.UnixNano(), c.Owner); err != nil {
+	if _, err := s.exec(ctx, s.d.q(`INSERT INTO pending_cancels (agent, task_id, since, owner) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (agent, task_id) DO NOTHING`), c.Agent, c.TaskID, c.Since.UnixNano(), c.Owner); err != nil {
 		return fmt.Errorf("store: save pending cancel of task %q: %w", c.TaskID, err)
 	}
 	return nil
@@ -27,7 +30,7 @@ func (s sqlCancels) DeletePendingCancel(ctx context.Context, agent, taskID strin
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, `DELETE FROM pending_cancels WHERE agent = $1 AND task_id = $2`, agent, taskID); err != nil {
+	if _, err := s.exec(ctx, s.d.q(`DELETE FROM pending_cancels WHERE agent = $1 AND task_id = $2`), agent, taskID); err != nil {
 		return fmt.Errorf("store: delete pending cancel of task %q: %w", taskID, err)
 	}
 	return nil

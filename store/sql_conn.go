@@ -9,14 +9,17 @@ import (
 	"time"
 )
 
-// sqlConn is what every capability of a SQL store shares: the database, its dialect, the
+// sqlConn is the database handle every capability of a SQL store shares: the database, the
 // writers and the prepared reads, with the reads, the transactions and the fencing guard
-// built on them.
+// built on them. It runs statements already in the dialect; each capability holds the
+// dialect it writes its queries in.
 type sqlConn struct {
 	// db serves reads (SQLite) or everything (PostgreSQL).
-	db     *sql.DB
-	d      *dialect
-	closed atomic.Bool
+	db *sql.DB
+	// lockThread is the dialect's lockThread statement ("": none), which each write
+	// transaction runs first.
+	lockThread string
+	closed     atomic.Bool
 	// w is SQLite's single writer with group commit (sqlite_writer.go): every write goes
 	// through it. Nil for PostgreSQL, whose writers run concurrently.
 	w *groupWriter
@@ -109,8 +112,8 @@ func (s *sqlConn) txRaw(ctx context.Context, threadID string, fn writeFunc) erro
 	if err != nil {
 		return err
 	}
-	if s.d.lockThread != "" && threadID != "" {
-		if _, err := tx.ExecContext(ctx, s.d.q(s.d.lockThread), threadID); err != nil {
+	if s.lockThread != "" && threadID != "" {
+		if _, err := tx.ExecContext(ctx, s.lockThread, threadID); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -171,16 +174,17 @@ func (s *sqlConn) execBulk(ctx context.Context, q string, args ...any) (sql.Resu
 	var res sql.Result
 	err := s.txBulk(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
+		res, err = s.txExec(ctx, tx, q, args...)
 		return err
 	})
 	return res, err
 }
 
-// exec runs one writing statement (through the group writer with SQLite).
+// exec runs one writing statement, already in the dialect (through the group writer with
+// SQLite).
 func (s *sqlConn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if s.w == nil {
-		res, err := s.db.ExecContext(ctx, s.d.q(q), args...)
+		res, err := s.db.ExecContext(ctx, q, args...)
 		err = unavailable(err)
 		s.health.note(err)
 		return res, err
@@ -188,7 +192,7 @@ func (s *sqlConn) exec(ctx context.Context, q string, args ...any) (sql.Result, 
 	var res sql.Result
 	err := s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		res, err = s.txExec(ctx, tx, s.d.q(q), args...)
+		res, err = s.txExec(ctx, tx, q, args...)
 		return err
 	})
 	return res, err
@@ -203,9 +207,9 @@ func fromNS(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 // first in the transaction of a fenced write and, on PostgreSQL, share-locks the run's row
 // until that transaction ends: a takeover's UPDATE of the row then waits for the write, so
 // that no write of the old owner commits after the takeover (design/fencing.md).
-func (s *sqlConn) checkEpoch(ctx context.Context, tx *sql.Tx, threadID, runID string, epoch int64) error {
+func (s *sqlConn) checkEpoch(ctx context.Context, tx *sql.Tx, d *dialect, threadID, runID string, epoch int64) error {
 	var one int
-	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $3`+s.d.forShare),
+	err := s.txQueryRow(ctx, tx, d.q(`SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2 AND epoch = $3`+d.forShare),
 		threadID, runID, epoch).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrFenced
@@ -215,9 +219,9 @@ func (s *sqlConn) checkEpoch(ctx context.Context, tx *sql.Tx, threadID, runID st
 
 // refusal is the error of a fenced UPDATE that changed no row: ErrFenced when the run
 // exists (under another epoch), ErrNotFound when it does not.
-func (s *sqlConn) refusal(ctx context.Context, threadID, runID string) error {
+func (s *sqlConn) refusal(ctx context.Context, d *dialect, threadID, runID string) error {
 	var one int
-	err := s.queryRow(ctx, s.d.q(`SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID).Scan(&one)
+	err := s.queryRow(ctx, d.q(`SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $2`), threadID, runID).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound

@@ -86,7 +86,10 @@ func stepEndRefusal(row scanner, epoch int64) error {
 }
 
 // sqlJournal is a SQL store's journal of a run's effects (Journal).
-type sqlJournal struct{ *sqlConn }
+type sqlJournal struct {
+	*sqlConn
+	d *dialect // the SQL it writes
+}
 
 func (s sqlJournal) RecordStep(ctx context.Context, st *Step) error {
 	if err := s.check(); err != nil {
@@ -285,7 +288,7 @@ func (s sqlJournal) MarkInDoubt(ctx context.Context, threadID, runID string, epo
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		n = 0
 		if epoch != 0 {
-			if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+			if err := s.checkEpoch(ctx, tx, s.d, threadID, runID, epoch); err != nil {
 				return err
 			}
 		}

@@ -14,6 +14,7 @@ import (
 // its thread and saves its input's messages, through threads, in the run's transaction).
 type sqlRuns struct {
 	*sqlConn
+	d       *dialect // the SQL it writes
 	threads sqlThreads
 }
 
@@ -52,7 +53,7 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		if errors.Is(err, errStepLater) {
 			// The run started; its step lost a race for its number with another step of
 			// the thread: it is recorded on its own, as RecordStep does.
-			recordStartStep(ctx, s.sqlConn, rs.Step)
+			recordStartStep(ctx, sqlJournal{s.sqlConn, s.d}, rs.Step)
 			err = nil
 		}
 		if err != nil {
@@ -77,7 +78,7 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		}
 		if st := rs.Step; st != nil && s.pg == nil {
 			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
-			st.Seq, err = sqlJournal{s.sqlConn}.recordTx(ctx, tx, stepArgs(st))
+			st.Seq, err = sqlJournal{s.sqlConn, s.d}.recordTx(ctx, tx, stepArgs(st))
 			return err
 		}
 		return nil
@@ -86,7 +87,7 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 		// PostgreSQL's start with repeated message ids: the step is recorded after it.
 		st := rs.Step
 		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
-		recordStartStep(ctx, s.sqlConn, st)
+		recordStartStep(ctx, sqlJournal{s.sqlConn, s.d}, st)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
@@ -98,8 +99,8 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 // in the start's transaction). The run has started whatever becomes of it: the step is an
 // audit record, never a precondition, so a failure leaves it unrecorded (Seq 0) and the
 // start stands.
-func recordStartStep(ctx context.Context, c *sqlConn, st *Step) {
-	seq, err := sqlJournal{c}.recordStepPG(ctx, stepArgs(st), true)
+func recordStartStep(ctx context.Context, j sqlJournal, st *Step) {
+	seq, err := j.recordStepPG(ctx, stepArgs(st), true)
 	if err != nil {
 		seq = 0
 	}
@@ -185,10 +186,10 @@ func (s sqlRuns) EndRun(ctx context.Context, threadID, runID string, epoch int64
 	}
 	// The UPDATE itself is the guard: it takes the row's lock, so a takeover either
 	// committed before (no row matches the epoch) or waits for it (design/fencing.md).
-	res, err := s.exec(ctx, endRunSQL, threadID, runID, state, time.Now().UnixNano(), epoch)
+	res, err := s.exec(ctx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
-			err = s.refusal(ctx, threadID, runID)
+			err = s.refusal(ctx, s.d, threadID, runID)
 		}
 	}
 	if err != nil {
@@ -218,7 +219,7 @@ func (s sqlRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch i
 		if errors.Is(err, errStepLater) {
 			// The run is ended; its step lost a race for its number with another step of
 			// the thread: it is recorded on its own, as RecordStep does.
-			seq, err = sqlJournal{s.sqlConn}.recordStepPG(ctx, args, step.Epoch != 0)
+			seq, err = sqlJournal{s.sqlConn, s.d}.recordStepPG(ctx, args, step.Epoch != 0)
 		}
 	} else {
 		err = s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
@@ -229,12 +230,12 @@ func (s sqlRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch i
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errNoRun
 			}
-			seq, err = sqlJournal{s.sqlConn}.recordTx(ctx, tx, args)
+			seq, err = sqlJournal{s.sqlConn, s.d}.recordTx(ctx, tx, args)
 			return err
 		})
 	}
 	if errors.Is(err, errNoRun) {
-		err = s.refusal(ctx, threadID, runID)
+		err = s.refusal(ctx, s.d, threadID, runID)
 	}
 	if err != nil {
 		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
@@ -526,10 +527,10 @@ func (s sqlRuns) SaveRunWork(ctx context.Context, threadID, runID string, epoch 
 		return fmt.Errorf("store: save work of run %q: not JSON", runID)
 	}
 	// Guarded by the UPDATE itself, as EndRun.
-	res, err := s.execBulk(ctx, saveWorkSQL, threadID, runID, string(work), time.Now().UnixNano(), epoch)
+	res, err := s.execBulk(ctx, s.d.q(saveWorkSQL), threadID, runID, string(work), time.Now().UnixNano(), epoch)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
-			err = s.refusal(ctx, threadID, runID)
+			err = s.refusal(ctx, s.d, threadID, runID)
 		}
 	}
 	if err != nil {
@@ -626,7 +627,7 @@ func (s sqlRuns) appendTx(ctx context.Context, tx *sql.Tx, threadID, runID strin
 		}
 		return nil
 	}
-	if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+	if err := s.checkEpoch(ctx, tx, s.d, threadID, runID, epoch); err != nil {
 		return err
 	}
 	if s.afterGuard != nil {
@@ -750,7 +751,7 @@ func (s sqlRuns) SweepEvents(ctx context.Context, cutoff time.Time) (int64, erro
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	res, err := s.execBulk(ctx, `DELETE FROM events WHERE at < $1`, cutoff.UnixNano())
+	res, err := s.execBulk(ctx, s.d.q(`DELETE FROM events WHERE at < $1`), cutoff.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep events: %w", err)
 	}
@@ -762,8 +763,8 @@ func (s sqlRuns) WatchRun(ctx context.Context, threadID, runID string, ttl time.
 	if err := s.check(); err != nil {
 		return err
 	}
-	res, err := s.exec(ctx, `UPDATE runs SET watched_until = `+s.d.nowNS+` + $3
-		WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`, threadID, runID, ttl.Nanoseconds())
+	res, err := s.exec(ctx, s.d.q(`UPDATE runs SET watched_until = `+s.d.nowNS+` + $3
+		WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID, ttl.Nanoseconds())
 	if err != nil {
 		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, err)
 	}

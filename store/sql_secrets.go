@@ -12,7 +12,10 @@ import (
 // sqlSecrets are a SQL store's secrets (Secrets). Values are kept as base64 text, so that
 // one DDL serves both SQL backends (SQLite's BLOB and PostgreSQL's BYTEA differ); they are
 // small.
-type sqlSecrets struct{ *sqlConn }
+type sqlSecrets struct {
+	*sqlConn
+	d *dialect // the SQL it writes
+}
 
 func (s sqlSecrets) PutSecret(ctx context.Context, kind, key string, blob []byte, expires time.Time) error {
 	if err := checkSecret(kind, key, blob); err != nil {
@@ -21,10 +24,10 @@ func (s sqlSecrets) PutSecret(ctx context.Context, kind, key string, blob []byte
 	if err := s.check(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, `INSERT INTO secrets (kind, skey, value, expires_at, updated_at)
+	_, err := s.exec(ctx, s.d.q(`INSERT INTO secrets (kind, skey, value, expires_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (kind, skey) DO UPDATE SET
-			value = excluded.value, expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
+			value = excluded.value, expires_at = excluded.expires_at, updated_at = excluded.updated_at`),
 		kind, key, base64.StdEncoding.EncodeToString(blob), expiryNS(expires), time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("store: put %s: %w", kind, err)
@@ -88,7 +91,7 @@ func (s sqlSecrets) DeleteSecret(ctx context.Context, kind, key string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, `DELETE FROM secrets WHERE kind = $1 AND skey = $2`, kind, key); err != nil {
+	if _, err := s.exec(ctx, s.d.q(`DELETE FROM secrets WHERE kind = $1 AND skey = $2`), kind, key); err != nil {
 		return fmt.Errorf("store: delete %s: %w", kind, err)
 	}
 	return nil
@@ -98,7 +101,7 @@ func (s sqlSecrets) SweepSecrets(ctx context.Context, now time.Time) (int64, err
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	res, err := s.exec(ctx, `DELETE FROM secrets WHERE expires_at > 0 AND expires_at <= $1`, now.UnixNano())
+	res, err := s.exec(ctx, s.d.q(`DELETE FROM secrets WHERE expires_at > 0 AND expires_at <= $1`), now.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep secrets: %w", err)
 	}

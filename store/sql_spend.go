@@ -10,7 +10,10 @@ import (
 // sqlSpend is a SQL store's spend ledger (SpendLedger). A call's increment is one upsert
 // per row: the database serialises increments of one row, so replicas adding to a
 // principal's day at once each see the total their own increment made.
-type sqlSpend struct{ *sqlConn }
+type sqlSpend struct {
+	*sqlConn
+	d *dialect // the SQL it writes
+}
 
 func (s sqlSpend) AddSpend(ctx context.Context, a SpendAdd) (Spend, error) {
 	if err := checkSpend(a); err != nil {

@@ -11,7 +11,10 @@ import (
 // sqlSuspensions are a SQL store's suspensions and their answered interrupts, settling a
 // resume included: the suspension's deletion and its answers' record, fenced by the epoch of
 // the run that settles them, in one transaction.
-type sqlSuspensions struct{ *sqlConn }
+type sqlSuspensions struct {
+	*sqlConn
+	d *dialect // the SQL it writes
+}
 
 func (s sqlSuspensions) SaveSuspension(ctx context.Context, sus *Suspension) error {
 	if err := checkSave(sus); err != nil {
@@ -31,7 +34,7 @@ func (s sqlSuspensions) SaveSuspension(ctx context.Context, sus *Suspension) err
 	}
 	err = s.tx(ctx, sus.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
 		if sus.Epoch != 0 {
-			if err := s.checkEpoch(ctx, tx, sus.ThreadID, sus.writer(), sus.Epoch); err != nil {
+			if err := s.checkEpoch(ctx, tx, s.d, sus.ThreadID, sus.writer(), sus.Epoch); err != nil {
 				return err
 			}
 		}
@@ -71,7 +74,7 @@ func (s sqlSuspensions) DeleteSuspension(ctx context.Context, threadID string) e
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, `DELETE FROM suspensions WHERE thread_id = $1`, threadID); err != nil {
+	if _, err := s.exec(ctx, s.d.q(`DELETE FROM suspensions WHERE thread_id = $1`), threadID); err != nil {
 		return fmt.Errorf("store: delete suspension of thread %q: %w", threadID, err)
 	}
 	return nil
@@ -193,7 +196,7 @@ func (s sqlSuspensions) SettleSuspension(ctx context.Context, threadID, runID st
 		if epoch != 0 {
 			// First in the transaction: on PostgreSQL it share-locks the run's row, so a
 			// takeover either committed before (refused here) or waits for this commit.
-			if err := s.checkEpoch(ctx, tx, threadID, runID, epoch); err != nil {
+			if err := s.checkEpoch(ctx, tx, s.d, threadID, runID, epoch); err != nil {
 				return err
 			}
 		}

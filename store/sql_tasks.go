@@ -29,7 +29,10 @@ const schemaTasks = `CREATE TABLE a2a_tasks (
 const taskCols = `task_id, context_id, run_id, principal, state, version, created_at, updated_at, body`
 
 // sqlTasks is the SQL stores' A2A tasks (Tasks), in the a2a_tasks table.
-type sqlTasks struct{ s *sqlConn }
+type sqlTasks struct {
+	s *sqlConn
+	d *dialect // the SQL it writes
+}
 
 func scanTask(sc scanner) (TaskRecord, error) {
 	var t TaskRecord
@@ -48,8 +51,8 @@ func (ts sqlTasks) CreateTask(ctx context.Context, t *TaskRecord) error {
 		return err
 	}
 	now := fromNS(time.Now().UnixNano())
-	res, err := ts.s.exec(ctx, `INSERT INTO a2a_tasks (`+taskCols+`) VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
-		ON CONFLICT (task_id) DO NOTHING`, t.TaskID, t.ContextID, t.RunID, t.Principal, t.State, now.UnixNano(), string(t.Body))
+	res, err := ts.s.exec(ctx, ts.d.q(`INSERT INTO a2a_tasks (`+taskCols+`) VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
+		ON CONFLICT (task_id) DO NOTHING`), t.TaskID, t.ContextID, t.RunID, t.Principal, t.State, now.UnixNano(), string(t.Body))
 	if err != nil {
 		return fmt.Errorf("store: create task %q: %w", t.TaskID, err)
 	}
@@ -71,14 +74,14 @@ func (ts sqlTasks) UpdateTask(ctx context.Context, t *TaskRecord, prev int64) er
 	var principal string
 	var created int64
 	err := ts.s.tx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-		err := ts.s.txQueryRow(ctx, tx, ts.s.d.q(`UPDATE a2a_tasks SET context_id = $2, run_id = $3, state = $4, version = $5 + 1,
+		err := ts.s.txQueryRow(ctx, tx, ts.d.q(`UPDATE a2a_tasks SET context_id = $2, run_id = $3, state = $4, version = $5 + 1,
 			updated_at = $6, body = $7 WHERE task_id = $1 AND version = $5 RETURNING principal, created_at`),
 			t.TaskID, t.ContextID, t.RunID, t.State, prev, now.UnixNano(), string(t.Body)).Scan(&principal, &created)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		var v int64
-		if err := ts.s.txQueryRow(ctx, tx, ts.s.d.q(`SELECT version FROM a2a_tasks WHERE task_id = $1`), t.TaskID).Scan(&v); err != nil {
+		if err := ts.s.txQueryRow(ctx, tx, ts.d.q(`SELECT version FROM a2a_tasks WHERE task_id = $1`), t.TaskID).Scan(&v); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
 			}
@@ -97,7 +100,7 @@ func (ts sqlTasks) GetTask(ctx context.Context, taskID string) (*TaskRecord, err
 	if err := ts.s.check(); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(ts.s.queryRow(ctx, ts.s.d.q(`SELECT `+taskCols+` FROM a2a_tasks WHERE task_id = $1`), taskID))
+	t, err := scanTask(ts.s.queryRow(ctx, ts.d.q(`SELECT `+taskCols+` FROM a2a_tasks WHERE task_id = $1`), taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: task %q: %w", taskID, ErrNotFound)
 	}
@@ -127,11 +130,11 @@ func (ts sqlTasks) ListTasks(ctx context.Context, q TaskQuery) (_ []TaskRecord, 
 		where = append(where, fmt.Sprintf("updated_at > $%d", len(args)))
 	}
 	cond := strings.Join(where, " AND ")
-	if err := ts.s.queryRow(ctx, ts.s.d.q(`SELECT COUNT(*) FROM a2a_tasks WHERE `+cond), args...).Scan(&total); err != nil {
+	if err := ts.s.queryRow(ctx, ts.d.q(`SELECT COUNT(*) FROM a2a_tasks WHERE `+cond), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("store: list tasks: %w", err)
 	}
 	args = append(args, q.Limit, q.Offset)
-	rows, err := ts.s.query(ctx, ts.s.d.q(fmt.Sprintf(`SELECT `+taskCols+` FROM a2a_tasks WHERE `+cond+
+	rows, err := ts.s.query(ctx, ts.d.q(fmt.Sprintf(`SELECT `+taskCols+` FROM a2a_tasks WHERE `+cond+
 		` ORDER BY updated_at DESC, task_id LIMIT $%d OFFSET $%d`, len(args)-1, len(args))), args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list tasks: %w", err)
@@ -159,7 +162,7 @@ func (ts sqlTasks) SweepTasks(ctx context.Context, cutoff time.Time) (int64, err
 	if err := ts.s.check(); err != nil {
 		return 0, err
 	}
-	res, err := ts.s.exec(ctx, `DELETE FROM a2a_tasks WHERE updated_at < $1`, cutoff.UnixNano())
+	res, err := ts.s.exec(ctx, ts.d.q(`DELETE FROM a2a_tasks WHERE updated_at < $1`), cutoff.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep tasks: %w", err)
 	}

@@ -10,7 +10,10 @@ import (
 )
 
 // sqlThreads are a SQL store's threads and their messages.
-type sqlThreads struct{ *sqlConn }
+type sqlThreads struct {
+	*sqlConn
+	d *dialect // the SQL it writes
+}
 
 // threadTables are the tables that hold a thread's rows, the threads table last.
 var threadTables = []string{"events", "messages", "journal", "runs", "suspensions", "resolved", "spend_threads", "threads"}
@@ -196,8 +199,8 @@ func (s sqlThreads) ClaimThread(ctx context.Context, threadID, owner, title stri
 	now := time.Now().UnixNano()
 	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts and
 	// the other reads the winner's owner below.
-	if _, err := s.exec(ctx, `INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, threadID, owner, title, now); err != nil {
+	if _, err := s.exec(ctx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), threadID, owner, title, now); err != nil {
 		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, err)
 	}
 	t, err := s.GetThread(ctx, threadID)

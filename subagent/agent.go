@@ -476,7 +476,7 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 // interfaces on the configured or allowed origins are considered.
 func (a *Agent) read(ctx context.Context) (*binding, error) {
 	cfg := a.Config
-	card, err := a.fetchCard(ctx)
+	card, err := fetchCard(ctx, a.http, &a.Config)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("a2a: agent %q: resolving the card: %w", cfg.Name, ctx.Err())

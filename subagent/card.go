@@ -29,33 +29,33 @@ func (e *errStatus) Error() string { return fmt.Sprintf("the card request got HT
 // errRedirect is a redirect to another origin, which is never followed.
 var errRedirect = errors.New("redirect to another origin refused")
 
-// cardURL is where the card is read: Config.CardURL, or the well-known path below URL.
-func (a *Agent) cardURL() (string, error) {
-	if a.Config.CardURL != "" {
-		return a.Config.CardURL, nil
+// cardURL is where cfg's card is read: AgentConfig.CardURL, or the well-known path below URL.
+func cardURL(cfg *AgentConfig) (string, error) {
+	if cfg.CardURL != "" {
+		return cfg.CardURL, nil
 	}
-	u, err := url.JoinPath(a.Config.URL, wellKnownCardPath)
+	u, err := url.JoinPath(cfg.URL, wellKnownCardPath)
 	if err != nil {
-		return "", fmt.Errorf("bad agent URL %s: %w", redactURL(a.Config.URL), err)
+		return "", fmt.Errorf("bad agent URL %s: %w", redactURL(cfg.URL), err)
 	}
 	return u, nil
 }
 
-// fetchCard reads the card, tolerating servers that answer differently with and without
+// fetchCard reads cfg's card through hc, tolerating servers that answer differently with and without
 // an A2A-Version header: @a2a-js/sdk answers a header-less request with a 0.3 card (or an
 // error when it has no 0.3 interface) and the v1.0 card when asked for 1.0.
-func (a *Agent) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
+func fetchCard(ctx context.Context, hc *http.Client, cfg *AgentConfig) (*sdk.AgentCard, error) {
 	// A card that takes longer than this is as good as unreachable: the call that waits
 	// for it answers so instead of running into its own timeout.
 	ctx, cancel := context.WithTimeout(ctx, cardTimeout)
 	defer cancel()
-	where, err := a.cardURL()
+	where, err := cardURL(cfg)
 	if err != nil {
 		return nil, err
 	}
-	card, err := a.getCard(ctx, where, "")
+	card, err := getCard(ctx, hc, where, "")
 	if err == nil && len(card.SupportedInterfaces) > 0 {
-		if _, _, perr := pickInterface(card, a.Config.Protocol); perr == nil {
+		if _, _, perr := pickInterface(card, cfg.Protocol); perr == nil {
 			return card, nil
 		}
 		// A 0.3 card with no interface this client speaks (say only HTTP+JSON, which is
@@ -64,7 +64,7 @@ func (a *Agent) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 	if err != nil && !retryCardWithVersion(err) {
 		return nil, err
 	}
-	card2, err2 := a.getCard(ctx, where, string(sdk.Version))
+	card2, err2 := getCard(ctx, hc, where, string(sdk.Version))
 	if err2 != nil {
 		if err != nil {
 			return nil, err
@@ -74,8 +74,8 @@ func (a *Agent) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 	return card2, nil
 }
 
-// getCard makes one card request. The body is capped; the error never holds the body.
-func (a *Agent) getCard(ctx context.Context, where, version string) (*sdk.AgentCard, error) {
+// getCard makes one card request through hc. The body is capped; the error never holds the body.
+func getCard(ctx context.Context, hc *http.Client, where, version string) (*sdk.AgentCard, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, where, nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad card URL %s", redactURL(where))
@@ -84,7 +84,7 @@ func (a *Agent) getCard(ctx context.Context, where, version string) (*sdk.AgentC
 	if version != "" {
 		req.Header.Set(sdk.SvcParamVersion, version)
 	}
-	resp, err := a.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("card request to %s failed: %w", redactURL(where), scrubURLError(err))
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,20 +44,4 @@ func newA2AServer(cfg *config.Config, port *coordinator.Runs, signIns a2aserver.
 		SignIns:   signIns,
 		Logger:    log.With("component", "a2a_server"),
 	})
-}
-
-// grantSignIns tells the A2A surface when a principal's sign-in to an MCP server is done:
-// the callback used up the pending sign-in and stored a grant. A grant alone is not
-// enough: an older one may be the very one the server refused.
-type grantSignIns struct{ w *signInWiring }
-
-func (g grantSignIns) SignedIn(ctx context.Context, principal, server string) bool {
-	if g.w == nil || g.w.ts == nil {
-		return false
-	}
-	if p, err := g.w.ts.PendingFor(ctx, principal, server); err != nil || p != nil {
-		return false
-	}
-	_, err := g.w.ts.Grant(ctx, principal, server)
-	return err == nil
 }

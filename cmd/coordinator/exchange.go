@@ -32,15 +32,13 @@ type exchangeWiring struct {
 	rec *tokenexchange.Recorder
 }
 
-// subjectStore adapts tokenstore to tokenexchange.Subjects (read lazily: the store opens
-// after the registry is built).
-type subjectStore struct{ w *signInWiring }
-
-func (s subjectStore) Subject(ctx context.Context, principal string) (string, error) {
-	if s.w.ts == nil {
+// Subject implements tokenexchange.Subjects from the token store, read when asked: the
+// store opens after the registry is built.
+func (w *signInWiring) Subject(ctx context.Context, principal string) (string, error) {
+	if w.ts == nil {
 		return "", tokenexchange.ErrNoSubject
 	}
-	tok, err := s.w.ts.Subject(ctx, principal)
+	tok, err := w.ts.Subject(ctx, principal)
 	if errors.Is(err, tokenstore.ErrNoSubject) {
 		return "", tokenexchange.ErrNoSubject
 	}
@@ -53,7 +51,7 @@ func (w *signInWiring) exchange() *exchangeWiring {
 		return nil
 	}
 	if w.ex == nil {
-		w.ex = &exchangeWiring{w: w, x: tokenexchange.New(tokenexchange.Config{Subjects: subjectStore{w}})}
+		w.ex = &exchangeWiring{w: w, x: tokenexchange.New(tokenexchange.Config{Subjects: w})}
 	}
 	return w.ex
 }
@@ -132,7 +130,7 @@ func (e *exchangeWiring) mcpAuth(s config.MCPServer) *mcpclient.Auth {
 			return &exchangeHandler{x: e.x, principal: principal, t: t}
 		},
 		HasGrant: func(ctx context.Context, principal string) bool {
-			_, err := subjectStore{e.w}.Subject(ctx, principal)
+			_, err := e.w.Subject(ctx, principal)
 			return err == nil
 		},
 	}

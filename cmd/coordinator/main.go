@@ -678,7 +678,7 @@ func (a *app) serverConfig() server.Config {
 		Logger:         a.log,
 		WriteTimeout:   time.Duration(cfg.Server.StreamWriteTimeout),
 		SignIn:         a.signIns.endpoints(a.registry, a.agents),
-		A2A:            newA2AServer(cfg, a.runs, grantSignIns{a.signIns}, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.followers, a.log),
+		A2A:            newA2AServer(cfg, a.runs, a.signIns, len(a.tokens) > 0 || cfg.Server.OIDC != nil, a.followers, a.log),
 	}
 }
 

@@ -149,6 +149,21 @@ func (w *signInWiring) auth(s config.MCPServer) *mcpclient.Auth {
 	return nil
 }
 
+// SignedIn tells the A2A surface (a2aserver.SignIns) when a principal's sign-in to an MCP
+// server is done: the callback used up the pending sign-in and stored a grant. A grant
+// alone is not enough: an older one may be the very one the server refused. The token
+// store is read when asked: it opens after the A2A surface is built.
+func (w *signInWiring) SignedIn(ctx context.Context, principal, server string) bool {
+	if w == nil || w.ts == nil {
+		return false
+	}
+	if p, err := w.ts.PendingFor(ctx, principal, server); err != nil || p != nil {
+		return false
+	}
+	_, err := w.ts.Grant(ctx, principal, server)
+	return err == nil
+}
+
 // endpoints configures the server's OAuth endpoints. Without a token store (no secrets
 // key, so nobody signs in) the client metadata document is still served and the callback
 // and connections endpoints answer that sign-in is not configured.

@@ -811,7 +811,7 @@ func load(path string, getenv func(string) string) (*Config, error) {
 	}
 	c := Default()
 	c.Source = path
-	if err := c.decode(data); err != nil {
+	if err := decode(c, data); err != nil {
 		return nil, err
 	}
 	c.fillListDefaults()

@@ -1,9 +1,15 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/baton-dev/baton/internal/editdist"
+	"github.com/baton-dev/baton/internal/seal"
 )
 
 // envVar binds one BATON_* variable to one scalar key.
@@ -184,4 +190,237 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		c.fromEnv[e.key] = e.name
 	}
 	return nil
+}
+
+// otherBatonVars are BATON_* variables read by something other than ApplyEnv: the
+// coordinator's flags, the compose file, the test suites and the demo stack. They are
+// not typos.
+var otherBatonVars = []string{
+	"BATON_CONFIG", "BATON_LOG_FORMAT", "BATON_LOG_LEVEL", // cmd/coordinator flags
+	"BATON_AUTH_TOKENS", "BATON_SECRETS_KEY", // the conventional variables of *_env keys
+	"BATON_BIND", "BATON_PORT", "BATON_VERSION", // docker-compose.yml
+	"BATON_URL", "BATON_TOKEN", "BATON_CHROMIUM", "BATON_ARTIFACTS_DIR", "BATON_TEST_POSTGRES_URL", // tests
+}
+
+// UnknownEnv returns the BATON_* variables of environ ("KEY=value" entries, as from
+// os.Environ) that nothing reads: a misspelled override (BATON_LLM_MODLE) would
+// otherwise be ignored silently. Variables the configuration names (api_key_env,
+// auth_tokens_env, ${VAR} in headers and env) count as read. Each name comes with the
+// closest known name when one is close, for the warning; values are never returned.
+func (c *Config) UnknownEnv(environ []string) []UnknownVar {
+	known := map[string]bool{}
+	for _, e := range envVars {
+		known[e.name] = true
+	}
+	for _, n := range otherBatonVars {
+		known[n] = true
+	}
+	for _, n := range c.referencedVars() {
+		known[n] = true
+	}
+	candidates := make([]string, 0, len(known))
+	for n := range known {
+		candidates = append(candidates, n)
+	}
+	sort.Strings(candidates)
+	var out []UnknownVar
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "BATON_") || known[name] {
+			continue
+		}
+		out = append(out, UnknownVar{Name: name, Suggest: closest(name, candidates)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// UnknownVar is a BATON_* variable that nothing reads.
+type UnknownVar struct {
+	Name string
+	// Suggest is the known variable closest to Name, "" when none is close.
+	Suggest string
+}
+
+// referencedVars are the variables the configuration names.
+func (c *Config) referencedVars() []string {
+	out := append([]string{c.LLM.APIKeyEnv, c.Server.AuthTokensEnv, c.Server.SecretsKeyEnv}, c.refVars...)
+	for _, m := range c.MCPServers {
+		out = append(out, m.Auth.ClientSecretEnv)
+	}
+	for _, a := range c.Agents {
+		out = append(out, a.Auth.ClientSecretEnv)
+	}
+	return out
+}
+
+// closest returns the candidate within a small edit distance of name, or "".
+func closest(name string, candidates []string) string {
+	best, bestD := "", 4 // at most 3 edits
+	for _, c := range candidates {
+		if d := editdist.Levenshtein(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// UnreadAuthTokens returns the bearer-token variables of environ ("KEY=value" entries) that
+// are set but that no configuration reads: BATON_AUTH_TOKENS, and any BATON_*AUTH_TOKENS*
+// variable (the documented naming of server.auth_tokens_env), other than the one
+// server.auth_tokens_env names. Someone who set one expects auth to be on, and without a
+// config naming it auth is off: the start warns. Values are never returned.
+func (c *Config) UnreadAuthTokens(environ []string) []string {
+	overrides := map[string]bool{}
+	for _, e := range envVars {
+		overrides[e.name] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.TrimSpace(value) == "" || overrides[name] || name == c.Server.AuthTokensEnv {
+			continue
+		}
+		if strings.HasPrefix(name, "BATON_") && strings.Contains(name, "AUTH_TOKENS") {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Secrets returns every secret value the configuration gives the process, for log
+// redaction: the model API key, the bearer tokens, agent and MCP header values, and passwords in
+// configured URLs. The values themselves must never be logged; add new secret-bearing
+// keys here.
+func (c *Config) Secrets(getenv func(string) string) []string {
+	var out []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if c.LLM.APIKeyEnv != "" {
+		add(getenv(c.LLM.APIKeyEnv))
+	}
+	if c.Server.AuthTokensEnv != "" {
+		for _, t := range strings.Split(getenv(c.Server.AuthTokensEnv), ",") {
+			add(t)
+		}
+	}
+	if c.Server.SecretsKeyEnv != "" {
+		for _, k := range strings.Split(getenv(c.Server.SecretsKeyEnv), ",") {
+			add(k)
+			if _, key, ok := strings.Cut(k, ":"); ok {
+				add(key)
+			}
+		}
+	}
+	for _, m := range c.MCPServers {
+		if m.Auth.ClientSecretEnv != "" {
+			add(getenv(m.Auth.ClientSecretEnv))
+		}
+	}
+	for _, a := range c.Agents {
+		if a.Auth.ClientSecretEnv != "" {
+			add(getenv(a.Auth.ClientSecretEnv))
+		}
+	}
+	urls := []string{c.LLM.BaseURL}
+	for _, a := range c.Agents {
+		urls = append(urls, a.URL, a.CardURL)
+		for _, v := range a.Headers {
+			add(v)
+		}
+	}
+	for _, m := range c.MCPServers {
+		urls = append(urls, m.URL)
+		for _, v := range m.Headers {
+			add(v)
+		}
+	}
+	for _, raw := range urls {
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				add(p)
+				add(url.QueryEscape(p))
+			}
+			add(u.User.String())
+		}
+	}
+	return out
+}
+
+// ErrSignInEnv is wrapped by SignIn's error when a variable that OAuth needs is unset,
+// empty or unusable.
+var ErrSignInEnv = errors.New("oauth settings incomplete")
+
+// SignInEnv is what OAuth for MCP servers takes from the environment at start.
+type SignInEnv struct {
+	// Ring seals stored grants and pending sign-ins (server.secrets_key_env); nil when no
+	// server uses mode user and no key is configured.
+	Ring *seal.Ring
+	// ClientSecrets holds the client secret of each server (by name) that names one.
+	ClientSecrets map[string]string
+	// AgentClientSecrets holds the client secret of each agent (by name) in auth mode
+	// exchange.
+	AgentClientSecrets map[string]string
+}
+
+// UsesSignIn reports whether any MCP server signs users in (mode user).
+func (c *Config) UsesSignIn() bool {
+	for _, m := range c.MCPServers {
+		if m.Auth.Mode == MCPAuthUser {
+			return true
+		}
+	}
+	return false
+}
+
+// SignIn reads what OAuth needs from the environment and refuses to start without it:
+// with a mode user server, server.secrets_key_env must name a variable holding a valid key
+// (a stored token must never be written in clear); every client_secret_env must name a
+// set variable. Errors name the key and the variable, never a value.
+func (c *Config) SignIn(getenv func(string) string) (*SignInEnv, error) {
+	out := &SignInEnv{ClientSecrets: map[string]string{}, AgentClientSecrets: map[string]string{}}
+	if name := c.Server.SecretsKeyEnv; name != "" {
+		spec := strings.TrimSpace(getenv(name))
+		switch {
+		case spec == "" && c.UsesSignIn():
+			return nil, fmt.Errorf("%w: server.secrets_key_env names %s, but that environment variable is unset or empty; mcp servers in mode user store OAuth tokens encrypted with it: set it to a key (32 random bytes, base64; e.g. openssl rand -base64 32)", ErrSignInEnv, name)
+		case spec == "" && UsesExchange(c):
+			return nil, fmt.Errorf("%w: server.secrets_key_env names %s, but that environment variable is unset or empty; auth mode exchange keeps the users' tokens encrypted with it: set it to a key (32 random bytes, base64; e.g. openssl rand -base64 32)", ErrSignInEnv, name)
+		case spec != "":
+			ring, err := seal.New(spec)
+			if err != nil {
+				return nil, fmt.Errorf("%w: server.secrets_key_env: the key in %s cannot be used: %w", ErrSignInEnv, name, err)
+			}
+			out.Ring = ring
+		}
+	} else if c.UsesSignIn() || UsesExchange(c) {
+		return nil, fmt.Errorf("%w: server.secrets_key_env is required with mcp servers in mode user and with auth mode exchange", ErrSignInEnv)
+	}
+	for i, a := range c.Agents {
+		name := a.Auth.ClientSecretEnv
+		if name == "" {
+			continue
+		}
+		v := getenv(name)
+		if strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("%w: agents[%d].auth.client_secret_env names %s, but that environment variable is unset or empty", ErrSignInEnv, i, name)
+		}
+		out.AgentClientSecrets[a.Name] = v
+	}
+	for i, m := range c.MCPServers {
+		name := m.Auth.ClientSecretEnv
+		if name == "" {
+			continue
+		}
+		v := getenv(name)
+		if strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("%w: mcp_servers[%d].auth.client_secret_env names %s, but that environment variable is unset or empty", ErrSignInEnv, i, name)
+		}
+		out.ClientSecrets[m.Name] = v
+	}
+	return out, nil
 }

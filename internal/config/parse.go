@@ -15,22 +15,22 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // decode lays the YAML document in data over c. See the package doc for why the node
 // tree is walked before decoding.
-func (c *Config) decode(data []byte) error {
+func decode(c *Config, data []byte) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return c.yamlErr(err)
+		return yamlErr(c.Source, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil // empty file: defaults
 	}
-	if err := c.walk(doc.Content[0], reflect.TypeFor[Config](), ""); err != nil {
+	if err := walk(c.Source, doc.Content[0], reflect.TypeFor[Config](), ""); err != nil {
 		return err
 	}
 
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
-		return c.yamlErr(err)
+		return yamlErr(c.Source, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -39,19 +39,19 @@ func (c *Config) decode(data []byte) error {
 	return nil
 }
 
-func (c *Config) yamlErr(err error) error {
+func yamlErr(source string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = strings.ReplaceAll(msg, "\n ", "")
 	if strings.Contains(msg, "mapping values are not allowed") {
 		// The usual cause: store: memory: (a plain value that ends with a colon).
 		msg += `; check the indentation, and quote a value that contains ": " or ends with ":", e.g. store: "memory:"`
 	}
-	return &FieldError{Where: c.Source, Message: "invalid YAML: " + msg}
+	return &FieldError{Where: source, Message: "invalid YAML: " + msg}
 }
 
 // walk checks node n against Go type t: unknown keys, duplicate keys and values of the
 // wrong shape, each reported with its key path and line.
-func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
+func walk(source string, n *yaml.Node, t reflect.Type, path string) error {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -60,14 +60,14 @@ func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			return c.lineErr(path, n, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return lineErr(source, path, n, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		return nil
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			return c.lineErr(path, n, "must be a mapping")
+			return lineErr(source, path, n, "must be a mapping")
 		}
 		fields := yamlFields(t)
 		seen := map[string]bool{}
@@ -76,61 +76,61 @@ func (c *Config) walk(n *yaml.Node, t reflect.Type, path string) error {
 			key := joinKey(path, k.Value)
 			if k.Tag == "!!merge" {
 				// "<<: *anchor" merges another mapping into this one.
-				if err := c.walk(n.Content[i+1], t, path); err != nil {
+				if err := walk(source, n.Content[i+1], t, path); err != nil {
 					return err
 				}
 				continue
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
-				return c.lineErr(key, k, "unknown key")
+				return lineErr(source, key, k, "unknown key")
 			}
 			if seen[k.Value] {
-				return c.lineErr(key, k, "duplicate key")
+				return lineErr(source, key, k, "duplicate key")
 			}
 			seen[k.Value] = true
-			if err := c.walk(n.Content[i+1], ft, key); err != nil {
+			if err := walk(source, n.Content[i+1], ft, key); err != nil {
 				return err
 			}
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			return c.lineErr(path, n, "must be a list")
+			return lineErr(source, path, n, "must be a list")
 		}
 		for i, e := range n.Content {
-			if err := c.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := walk(source, e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			return c.lineErr(path, n, "must be a mapping")
+			return lineErr(source, path, n, "must be a mapping")
 		}
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			key := joinKey(path, k.Value)
 			if k.Kind != yaml.ScalarNode {
-				return c.lineErr(path, k, "keys must be strings")
+				return lineErr(source, path, k, "keys must be strings")
 			}
 			if seen[k.Value] {
-				return c.lineErr(key, k, "duplicate key")
+				return lineErr(source, key, k, "duplicate key")
 			}
 			seen[k.Value] = true
-			if err := c.walk(n.Content[i+1], t.Elem(), key); err != nil {
+			if err := walk(source, n.Content[i+1], t.Elem(), key); err != nil {
 				return err
 			}
 		}
 	case reflect.String, reflect.Bool, reflect.Float64, reflect.Int, reflect.Int64:
-		return walkScalar(c, n, t.Kind(), path)
+		return walkScalar(source, n, t.Kind(), path)
 	}
 	return nil
 }
 
 // walkScalar checks that scalar node n decodes as kind.
-func walkScalar(c *Config, n *yaml.Node, kind reflect.Kind, path string) error {
+func walkScalar(source string, n *yaml.Node, kind reflect.Kind, path string) error {
 	if n.Kind != yaml.ScalarNode {
-		return c.lineErr(path, n, "must be %s", kindNames[kind])
+		return lineErr(source, path, n, "must be %s", kindNames[kind])
 	}
 	var err error
 	switch kind {
@@ -145,7 +145,7 @@ func walkScalar(c *Config, n *yaml.Node, kind reflect.Kind, path string) error {
 		err = n.Decode(&v)
 	}
 	if err != nil {
-		return c.lineErr(path, n, "must be %s%s", kindNames[kind], got(n))
+		return lineErr(source, path, n, "must be %s%s", kindNames[kind], got(n))
 	}
 	return nil
 }
@@ -164,8 +164,8 @@ func got(n *yaml.Node) string {
 	return fmt.Sprintf(" (got %q)", n.Value)
 }
 
-func (c *Config) lineErr(key string, n *yaml.Node, format string, args ...any) error {
-	return &FieldError{Where: c.Source, Key: key, Message: fmt.Sprintf(format, args...) + fmt.Sprintf(" (line %d)", n.Line)}
+func lineErr(source, key string, n *yaml.Node, format string, args ...any) error {
+	return &FieldError{Where: source, Key: key, Message: fmt.Sprintf(format, args...) + fmt.Sprintf(" (line %d)", n.Line)}
 }
 
 func joinKey(path, key string) string {

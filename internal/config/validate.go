@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -61,6 +62,32 @@ func (c *Config) validateServer() error {
 }
 
 // validateStream checks the per-client stream limits, server.on_disconnect and
+// validateOIDC checks server.oidc.
+func (c *Config) validateOIDC() error {
+	o := c.Server.OIDC
+	if o == nil {
+		return nil
+	}
+	switch {
+	case !isIssuerURL(o.Issuer):
+		return c.fieldErr("server.oidc.issuer", "must be an https URL (http only to loopback), such as https://idp.example.com (got %q)", o.Issuer)
+	case o.Audience == "":
+		return c.fieldErr("server.oidc.audience", "is required: the aud value Baton's access tokens carry, such as baton")
+	case o.JWKSURL != "" && !isIssuerURL(o.JWKSURL):
+		return c.fieldErr("server.oidc.jwks_url", "must be an https URL (http only to loopback) (got %q)", o.JWKSURL)
+	case o.ClockSkew < 0 || o.ClockSkew > MaxOIDCClockSkew:
+		return c.fieldErr("server.oidc.clock_skew", "must be between 0s and %s (got %s)", MaxOIDCClockSkew, o.ClockSkew)
+	case o.MaxTokenLifetime < 0:
+		return c.fieldErr("server.oidc.max_token_lifetime", "must not be negative (got %s); 0 means %s", o.MaxTokenLifetime, DefaultOIDCMaxTokenLifetime)
+	}
+	for _, a := range o.AllowedAlgs {
+		if !slices.Contains(asymmetricAlgs, a) {
+			return c.fieldErr("server.oidc.allowed_algs", "may name only asymmetric JWS algorithms (%v); got %q", asymmetricAlgs, a)
+		}
+	}
+	return nil
+}
+
 // server.on_shutdown.
 func (c *Config) validateStream() error {
 	s := c.Server
