@@ -215,9 +215,7 @@ func (c *call) run(ctx context.Context) (Result, error) {
 		}
 
 		if res.IsError {
-			out := c.isError(res)
-			out.Meta = res.Meta
-			return out, nil
+			return c.isError(res), nil
 		}
 		ok := c.result(StatusOK)
 		ok.Content, ok.Note, ok.Meta = res, c.note(), res.Meta
@@ -324,8 +322,16 @@ func looksUnknownTool(msg string) bool {
 // an isError result (e.g. "MCP error -32602: Tool nope not found").
 const tsInvalidParams = "MCP error -32602:"
 
-// isError maps a tool result with isError set.
+// isError maps a tool result with isError set, keeping its _meta.
 func (c *call) isError(res *mcp.CallToolResult) Result {
+	out := c.errorResult(res)
+	out.Meta = res.Meta
+	return out
+}
+
+// errorResult is what a tool result with isError set says: an unknown tool, arguments the
+// server rejected, or the tool's own failure.
+func (c *call) errorResult(res *mcp.CallToolResult) Result {
 	text := errorText(res)
 	if rest, ok := strings.CutPrefix(text, tsInvalidParams); ok {
 		rest = strings.TrimSpace(rest)
