@@ -20,7 +20,11 @@ import (
 
 // extTasksReport is what peers/mcp-tasks-client.mjs prints.
 type extTasksReport struct {
-	Steps []extTasksStep `json:"steps"`
+	Steps    []extTasksStep `json:"steps"`
+	Elicited []struct {
+		TaskID  string `json:"taskId"`
+		Message string `json:"message"`
+	} `json:"elicited"`
 }
 
 type extTasksStep struct {
@@ -79,7 +83,8 @@ func runMCPTasksClient(t *testing.T, job map[string]any) extTasksReport {
 // replica B succeed for its principal, and are "not found" for another; a task cancelled on
 // B settles cancelled in the session on A; A is killed with SIGKILL while the slow agent
 // works, B takes the run over, and the task resumed on B settles once, completed, with the
-// agent's answer, the agent having been sent the message once.
+// agent's answer, the agent having been sent the message once. A task that asks is answered
+// through the session's input handler (tasks/update) and completes with the answer.
 func TestMCPServerExtTasksClient(t *testing.T) {
 	t.Parallel()
 	requirePeers(t)
@@ -87,7 +92,7 @@ func TestMCPServerExtTasksClient(t *testing.T) {
 	peer := startA2APeerEnv(t)
 	model := startFakeLLM(t)
 	const alice, bob = "exttasks-alice-token", "exttasks-bob-token"
-	cfg := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}}, Store: dsn,
+	cfg := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: peer}, {Name: "asker", URL: peer, InputRequired: "ask_user"}}, Store: dsn,
 		AuthTokensEnv: "EXTTASKS_TOKENS"}.yaml() +
 		"replication:\n  heartbeat: 200ms\n  lease: 2s\nmcp_server:\n  enabled: true\n"
 	env := "EXTTASKS_TOKENS=" + alice + "," + bob
@@ -145,10 +150,12 @@ func TestMCPServerExtTasksClient(t *testing.T) {
 	}, eventualWait, 20*time.Millisecond)
 	a.kill(t)
 
-	rep = runMCPTasksClient(t, map[string]any{"url": onB, "token": alice, "steps": []map[string]any{
+	rep = runMCPTasksClient(t, map[string]any{"url": onB, "token": alice, "elicit": "blue", "steps": []map[string]any{
 		{"op": "resume", "taskId": slow}, // 0
 		{"op": "settle"},                 // 1
 		{"op": "get"},                    // 2
+		{"op": "call", "tool": "asker", "args": map[string]any{"prompt": "input please"}, "as": "asked"}, // 3
+		{"op": "settle", "of": "asked"}, // 4
 	}})
 	s = rep.Steps
 	require.Nil(t, s[0].Error, "resuming the task on B: %+v", s[0].Error)
@@ -163,6 +170,18 @@ func TestMCPServerExtTasksClient(t *testing.T) {
 	assert.Equal(t, "completed", s[1].LastStatus)
 	require.NotNil(t, s[2].Task, "%+v", s[2].Error)
 	assert.Equal(t, "completed", s[2].Task.Status, "and it stays completed")
+
+	// A task that asks: the session's input handler answers the elicitation, ext-tasks sends
+	// it with tasks/update, and the task resumes and completes with the answer.
+	require.Nil(t, s[3].Error, "%+v", s[3].Error)
+	require.Equal(t, "task", s[3].Kind)
+	require.NotNil(t, s[4].Outcome, "%+v", s[4].Error)
+	require.Equal(t, "completed", s[4].Outcome.Status, "%+v", s[4].Outcome.Error)
+	require.NotEmpty(t, s[4].Outcome.Result.Content)
+	answered := s[4].Outcome.Result.Content[0].(*mcp.TextContent).Text
+	assert.True(t, strings.HasPrefix(answered, "done: blue\n"), "the answer went to the parked task: %q", answered)
+	require.Len(t, rep.Elicited, 1, "asked once")
+	assert.Equal(t, s[3].TaskID, rep.Elicited[0].TaskID)
 
 	sends := 0
 	for _, w := range peerSendWords(t, peer) {

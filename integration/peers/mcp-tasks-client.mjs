@@ -21,6 +21,9 @@
 //   {"op":"get","taskId":…}                      → {task:{taskId, status, statusMessage}}
 //                                                  (session.task(id).snapshot(): tasks/get)
 //   {"op":"cancel","taskId":…}                   → {} (session.task(id).cancel(): tasks/cancel)
+// elicit: when set, the session answers every elicitation a task asks for (input_required)
+// with {action:"accept", content:{text: <elicit>}}, which ext-tasks sends with tasks/update;
+// each request is recorded in "elicited" ({taskId, message}).
 // A failed step has {error:{code, message, name}}. "taskId" defaults to the task of the last
 // call or resume in this job.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -109,16 +112,24 @@ async function connect(url, token) {
     endpointId,
     rawDispatch: raw.dispatch,
     v2RequestFraming: { protocolVersion, clientInfo, clientCapabilities },
+    ...(job.elicit ? { onInputRequest: answer } : {}),
   });
   const conn = { client, raw, session, era: client.getProtocolEra() };
   connections.set(key, conn);
   return conn;
 }
 
+// answer accepts an elicitation with job.elicit; the session sends it with tasks/update.
+async function answer(request, context) {
+  if (request.kind !== 'elicitation') throw new Error(`unexpected input request ${request.kind}`);
+  out.elicited.push({ taskId: context.taskId, message: request.params?.message });
+  return { action: 'accept', content: { text: job.elicit } };
+}
+
 const failure = (e) => ({ code: e?.code ?? null, message: String(e?.message ?? e), name: e?.name ?? '' });
 const executions = new Map();
 let lastTaskId = '';
-const out = { steps: [] };
+const out = { steps: [], elicited: [] };
 
 for (const step of job.steps) {
   const seen = { op: step.op };
