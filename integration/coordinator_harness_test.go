@@ -77,6 +77,9 @@ type testConfig struct {
 	// OnDisconnect and ReconnectGrace are server.on_disconnect and server.reconnect_grace;
 	// left to the defaults when empty.
 	OnDisconnect, ReconnectGrace string
+	// AuthTokensEnv is server.auth_tokens_env (the variable the process must be given);
+	// no auth when empty.
+	AuthTokensEnv string
 }
 
 func orDefault(v, def string) string {
@@ -94,6 +97,9 @@ func (c testConfig) yaml() string {
 	}
 	if c.ReconnectGrace != "" {
 		fmt.Fprintf(&b, "  reconnect_grace: %s\n", c.ReconnectGrace)
+	}
+	if c.AuthTokensEnv != "" {
+		fmt.Fprintf(&b, "  auth_tokens_env: %s\n", c.AuthTokensEnv)
 	}
 	fmt.Fprintf(&b, "llm:\n  provider: openai\n  base_url: %q\n  model: %s\n  api_key_env: %s\n", c.LLMURL, orDefault(c.Model, "fake-model"), llmKeyEnv)
 	if len(c.Agents) > 0 {

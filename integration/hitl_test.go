@@ -103,6 +103,8 @@ type hitlCoord struct {
 	p    *proc
 	// killed is set for the current process once kill or stop has ended it.
 	killed *bool
+	// env is the process's extra environment, kept for a restart.
+	env []string
 }
 
 // startHITLCoordinator writes cfg with a listen key on a free port and starts the
@@ -110,9 +112,16 @@ type hitlCoord struct {
 // exit with code 0.
 func startHITLCoordinator(t *testing.T, cfg string) *hitlCoord {
 	t.Helper()
+	return startHITLCoordinatorEnv(t, cfg)
+}
+
+// startHITLCoordinatorEnv is startHITLCoordinator with extra environment (NAME=value), which
+// a restart keeps.
+func startHITLCoordinatorEnv(t *testing.T, cfg string, env ...string) *hitlCoord {
+	t.Helper()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ { // freePort can race with another listener
-		c := &hitlCoord{path: filepath.Join(t.TempDir(), "baton.yaml")}
+		c := &hitlCoord{path: filepath.Join(t.TempDir(), "baton.yaml"), env: env}
 		text := "listen: 127.0.0.1:" + strconv.Itoa(freePort(t)) + "\n" + cfg
 		require.NoError(t, os.WriteFile(c.path, []byte(text), 0o600))
 		if err = c.start(t); err == nil {
@@ -128,7 +137,7 @@ func (c *hitlCoord) start(t *testing.T) error {
 	bin, ok := buildBinaries(t)["coordinator"]
 	require.True(t, ok, "cmd/coordinator has no Go files to build")
 	p, err := startProcErr(t, "coordinator", []string{bin, "--config", c.path, "--log-level", "debug"},
-		[]string{llmKeyEnv + "=fake-key"}, readyOnLine(`Baton coordinator listening on (http://\S+)`))
+		append([]string{llmKeyEnv + "=fake-key"}, c.env...), readyOnLine(`Baton coordinator listening on (http://\S+)`))
 	if err != nil {
 		return err
 	}

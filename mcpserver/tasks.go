@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -62,11 +63,30 @@ type task struct {
 	LastUpdatedAt string              `json:"lastUpdatedAt"`
 	TTLMs         *int64              `json:"ttlMs"`
 	PollInterval  int                 `json:"pollIntervalMs,omitempty"`
-	Result        *mcp.CallToolResult `json:"result,omitempty"`
+	Result        *taskCallResult     `json:"result,omitempty"`
 	Error         *taskError          `json:"error,omitempty"`
 	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
 	// state is the request state of the questions in InputRequests.
 	state string
+}
+
+// taskCallResult is a completed task's result: the CallToolResult a plain call gets, as a
+// 2026-07-28 tools/call result, whose resultType is required ("complete"; a client such as
+// @modelcontextprotocol/ext-tasks validates the task's result against that schema). go-sdk
+// writes resultType only on the results it sends itself, not on one nested in ours.
+type taskCallResult struct{ *mcp.CallToolResult }
+
+// MarshalJSON writes the result with "resultType":"complete" in front of its fields.
+func (r taskCallResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.CallToolResult)
+	if err != nil {
+		return nil, err
+	}
+	// A CallToolResult is an object with at least "content".
+	if len(b) < 2 || b[0] != '{' || b[1] == '}' {
+		return nil, fmt.Errorf("mcpserver: a tool result marshals to %.20q, not an object with content", b)
+	}
+	return append([]byte(`{"resultType":"complete",`), b[1:]...), nil
 }
 
 type taskError struct {
@@ -276,7 +296,7 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 		tk.Error = &taskError{Code: jsonrpc.CodeInternalError, Message: out.runErr.Message}
 	default:
 		tk.Status = "completed"
-		tk.Result = out.withUsage(out.result(t))
+		tk.Result = &taskCallResult{out.withUsage(out.result(t))}
 	}
 	return tk, expired
 }

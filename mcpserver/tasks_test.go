@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -188,4 +189,34 @@ func TestTaskTTL(t *testing.T) {
 	assert.True(t, expired)
 	_, expired = taskOf("th", tl, &RunLog{Events: log.Events[:1]}, time.Hour, end.Add(48*time.Hour))
 	assert.False(t, expired, "a running task does not expire")
+}
+
+// A completed task's result is a 2026-07-28 tools/call result: resultType "complete" with the
+// content a plain call gets (a task client validates it against that schema).
+func TestTaskResultHasItsResultType(t *testing.T) {
+	t.Parallel()
+	log := &RunLog{RunID: "r1", Events: []agui.Event{
+		&agui.ToolCallResult{ToolCallID: "c1", Content: "[COMPLETED]\nok"},
+		&agui.RunFinished{ThreadID: "th", RunID: "r1"},
+	}}
+	tk, _ := taskOf("th", tool{name: "research", agent: "research"}, log, time.Hour, time.Now())
+	require.Equal(t, "completed", tk.Status)
+	b, err := json.Marshal(&taskResult{ResultType: "complete", task: tk})
+	require.NoError(t, err)
+	var got struct {
+		ResultType string `json:"resultType"`
+		Result     struct {
+			ResultType string            `json:"resultType"`
+			Content    []json.RawMessage `json:"content"`
+		} `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+	assert.Equal(t, "complete", got.ResultType)
+	assert.Equal(t, "complete", got.Result.ResultType, "%s", b)
+	assert.NotEmpty(t, got.Result.Content)
+
+	var back taskGetResult
+	require.NoError(t, json.Unmarshal(b, &back), "go-sdk's client still reads the result")
+	require.NotNil(t, back.Result)
+	assert.Equal(t, "ok", text(t, back.Result))
 }
