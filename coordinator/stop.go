@@ -38,7 +38,7 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 		if done {
 			return ErrRunFinished
 		}
-		return e.persist.stopElsewhere(ctx, threadID, runID)
+		return e.records.StopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished
@@ -52,11 +52,11 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 			// Taken over while this replica was stalled: the run stops here without
 			// cancelling anything, and the stop goes to its owner.
 			r.dur.moved("the store names another owner")
-			return e.persist.stopElsewhere(ctx, threadID, runID)
+			return e.records.StopElsewhere(ctx, threadID, runID)
 		}
 	}
 	if r.handedOff.Load() {
-		return e.persist.stopElsewhere(ctx, threadID, runID)
+		return e.records.StopElsewhere(ctx, threadID, runID)
 	}
 	if r.begun.Load() {
 		// The stop is recorded with the run before it is carried out here: if this replica

@@ -42,7 +42,7 @@ func TestTakeOverBurstInOneTick(t *testing.T) {
 	threads := burstThreads(t, st, 2*durable.TakeoverBatch+7)
 
 	ctx := context.Background()
-	require.Equal(t, len(threads), e.jobs.takeover.Look(ctx, false))
+	require.Equal(t, len(threads), e.jobs.Takeover().Look(ctx, false))
 	for _, th := range threads {
 		run, err := st.GetRun(ctx, th, "r-"+th)
 		require.NoError(t, err)
@@ -55,5 +55,5 @@ func TestTakeOverBurstInOneTick(t *testing.T) {
 		typs := checkStream(t, evs)
 		assert.Equal(t, "RUN_FINISHED", typs[len(typs)-1], "run of %s ended once, at the end of its log", th)
 	}
-	assert.Zero(t, e.jobs.takeover.Pending(), "nothing left for the next look")
+	assert.Zero(t, e.jobs.Takeover().Pending(), "nothing left for the next look")
 }
