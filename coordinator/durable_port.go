@@ -20,11 +20,10 @@ var _ durable.Engine = (*Engine)(nil)
 
 // Adopt continues here a run that the takeover claimed (durable.Adopter), from the
 // checkpoint its work document holds and the stream state its log (which has not ended)
-// leaves; a run that cannot continue is ended with RUN_ERROR and its remote tasks are
-// cancelled. It returns nil either way: the run is settled.
+// leaves. A run that cannot continue is a *durable.NotContinued, which the takeover ends
+// with RUN_ERROR (its remote tasks cancelled through CancelWork).
 func (e *Engine) Adopt(ctx context.Context, c durable.Claim) error {
-	(&adoption{e: e}).adopt(ctx, c)
-	return nil
+	return (&adoption{e: e}).adopt(ctx, c)
 }
 
 // Renewed applies a heartbeat's renewal (durable.RunsHere): a run here renewed under its

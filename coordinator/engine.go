@@ -182,7 +182,7 @@ func New(cfg Config) (*Engine, error) {
 		Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Heartbeat: cfg.Heartbeat,
 		TakeOverAtStart: cfg.TakeOverAtStart, EventRetention: cfg.EventRetention,
 		ExpiryEvery: cfg.ExpiryInterval, CancelTimeout: cfg.CancelTimeout,
-		Contact: &e.leases, Now: cfg.Now, Engine: e, Logger: cfg.Logger,
+		Contact: &e.leases, Now: cfg.Now, Journal: e.journal, Engine: e, Logger: cfg.Logger,
 	})
 	return e, nil
 }

@@ -69,3 +69,43 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 	r.Cancel(ErrStopped)
 	return nil
 }
+
+// DeleteThread deletes a thread of principal with its messages, event logs and suspension,
+// and cancels the work parked on its open interrupts. A thread that does not exist or
+// belongs to another principal is ErrThreadNotFound (404 for both, so that
+// nobody learns which threads exist); a running thread is ErrThreadBusy and is left as it was.
+func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) error {
+	th, err := e.cfg.Store.GetThread(ctx, threadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Owner != principal) {
+		return ErrThreadNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	e.mu.Lock()
+	_, busy := e.active[threadID]
+	e.mu.Unlock()
+	if busy || th.Running {
+		return ErrThreadBusy
+	}
+	susp, err := e.loadSuspension(ctx, threadID)
+	if err != nil {
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	if err := e.cfg.Store.DeleteThread(ctx, threadID); err != nil {
+		if errors.Is(err, store.ErrThreadBusy) {
+			return ErrThreadBusy
+		}
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	if susp != nil && len(susp.Interrupts) > 0 {
+		e.abandon(ctx, susp.Owner, threadID, susp.Interrupts)
+		if m := e.cfg.Metrics; m != nil {
+			m.InterruptsOpen(-len(susp.Interrupts))
+		}
+	}
+	e.mu.Lock()
+	delete(e.threads, threadID)
+	e.mu.Unlock()
+	return nil
+}

@@ -100,7 +100,7 @@ const maxMethodFiles = 3
 // dispatch into a package of its own (design/one-door.md) takes these entries down. The
 // check fails for a new type over the limit, an entry that grew, and one that shrank.
 var spreadTypes = map[string]int{
-	"coordinator.Engine":     16,
+	"coordinator.Engine":     15,
 	"coordinator.toolCalls":  11,
 	"server.server":          10,
 	"internal/config.Config": 8,

@@ -43,10 +43,12 @@ type JobsConfig struct {
 	// the takeover's claim rule.
 	Contact *fence.Contact
 	// Now is the clock of the interrupt expiry and of the events written into the logs of
-	// reaped runs (default time.Now).
-	Now    func() time.Time
-	Engine Engine
-	Logger *slog.Logger
+	// runs reaped or not continued (default time.Now).
+	Now func() time.Time
+	// Journal records the steps of the runs taken over and not continued.
+	Journal *Journal
+	Engine  Engine
+	Logger  *slog.Logger
 }
 
 // Jobs are a replica's background services, each with a Start and a Stop: the interrupt
@@ -78,6 +80,7 @@ func NewJobs(cfg JobsConfig) *Jobs {
 		// replica's runs are taken over within half a heartbeat of their lease's end.
 		Every:   max(cfg.Heartbeat/2, 50*time.Millisecond),
 		AtStart: cfg.TakeOverAtStart, Contact: cfg.Contact, Adopter: cfg.Engine, Logger: cfg.Logger,
+		Journal: cfg.Journal, Work: cfg.Engine, Now: cfg.Now,
 	})
 	if cfg.Heartbeat > 0 {
 		j.heartbeat = NewHeartbeat(HeartbeatConfig{
