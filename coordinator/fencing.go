@@ -95,5 +95,5 @@ func (d *durability) recordStart(ctx context.Context, principal string, prepende
 // (durable.Records.End, which retries through an outage).
 func (d *durability) recordEnd() {
 	r := d.run
-	r.e.records.End(r.elog, d.journalRef(), storedRunState(r.endOutcome()), r.log)
+	r.e.records.End(r.elog, d.steps.Ref(), storedRunState(r.endOutcome()), r.log)
 }

@@ -35,7 +35,7 @@
 //     ended with RUN_ERROR{RUN_LOST}, its record with the error outcome.
 //
 // The pieces: EventLog (append events, follow a run, checkpoint, end a run), Journal
-// (record a step), Owner (own a run), Records (a run's start and end in the store, the
+// (record a step; RunJournal, one run's steps under its epoch), Owner (own a run), Records (a run's start and end in the store, the
 // thread's history it starts from, stop requests for runs elsewhere), Takeover (claim
 // lapsed runs), Heartbeat (renew the leases, apply stop requests, reap lost runs), Expiry
 // (interrupts past their time), HandOff (freeze, stop and release a replica's runs at
