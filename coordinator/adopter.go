@@ -19,7 +19,7 @@ import (
 type adoption struct {
 	e *Engine
 	// rec is the run's record under the epoch of the claim, work its work document as
-	// read from the record (empty when it had none or it was unreadable).
+	// read from the record (empty when it had none; what could be read when unreadable).
 	rec  store.RunRecord
 	work durable.Work
 	log  *slog.Logger
@@ -30,10 +30,7 @@ type adoption struct {
 // returns a *durable.NotContinued (the takeover ends it with RUN_ERROR and cancels its
 // remote tasks).
 func (a *adoption) adopt(ctx context.Context, c durable.Claim) error {
-	e, rec := a.e, c.Run
-	a.rec = rec
-	a.log = e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID, "takeover", true)
-	log := a.log
+	e, rec, log := a.e, a.rec, a.log
 	if len(rec.Work) > 0 {
 		if err := json.Unmarshal(rec.Work, &a.work); err != nil {
 			log.Warn("takeover: unreadable work document")

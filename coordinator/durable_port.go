@@ -23,7 +23,8 @@ var _ durable.Engine = (*Engine)(nil)
 // leaves. A run that cannot continue is a *durable.NotContinued, which the takeover ends
 // with RUN_ERROR (its remote tasks cancelled through CancelWork).
 func (e *Engine) Adopt(ctx context.Context, c durable.Claim) error {
-	return (&adoption{e: e}).adopt(ctx, c)
+	a := &adoption{e: e, rec: c.Run, log: e.log.With("thread_id", c.Run.ThreadID, "run_id", c.Run.RunID, "takeover", true)}
+	return a.adopt(ctx, c)
 }
 
 // Renewed applies a heartbeat's renewal (durable.RunsHere): a run here renewed under its

@@ -14,7 +14,7 @@ import (
 )
 
 // The claim loop itself (batches, rounds, two claimers, retries) is tested in package
-// durable with a fake Adopter; here the engine's adopter continues what it is handed.
+// durable with a fake Adopter; here the engine (Engine.Adopt) continues what it is handed.
 
 // burstThreads records n runs of a replica that died mid-turn, all with lapsed leases.
 func burstThreads(t *testing.T, st store.Store, n int) []string {
@@ -34,7 +34,7 @@ func answerTurn(*llm.Request) []llm.Delta {
 
 // TestTakeOverBurstInOneTick: a dead replica's runs, more than one claim batch of them, are
 // all taken over by one look of the engine's takeover (not one batch per look), each
-// claimed once (the epoch moved on by one), and the engine's adopter continues each to its
+// claimed once (the epoch moved on by one), and the engine (Engine.Adopt) continues each to its
 // end here, several at a time.
 func TestTakeOverBurstInOneTick(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: answerTurn}, &fakeAgent{})
