@@ -13,55 +13,56 @@ import (
 	"github.com/baton-dev/baton/subagent"
 )
 
-// adopter continues on its engine the runs that the engine's takeover (durable.Takeover)
-// claims from replicas whose lease lapsed: how to continue a run from its checkpoint is the
-// run loop's, the claim, its batches and its retries are durable's.
-type adopter struct{ e *Engine }
+// adoption is one run that the engine's takeover (durable.Takeover) claimed from a replica
+// whose lease lapsed, being continued here (Engine.Adopt): how to continue a run from its
+// checkpoint is the run loop's, the claim, its batches and its retries are durable's.
+type adoption struct {
+	e *Engine
+	// rec is the run's record under the epoch of the claim, work its work document as
+	// read from the record (empty when it had none; what could be read when unreadable).
+	rec  store.RunRecord
+	work durable.Work
+	log  *slog.Logger
+}
 
-// Adopt continues c's run here, from the checkpoint its work document holds and the stream
-// state its log (which has not ended) leaves; a run that cannot continue is ended with
-// RUN_ERROR and its remote tasks are cancelled. It returns nil either way: the run is
-// settled.
-func (a adopter) Adopt(ctx context.Context, c durable.Claim) error {
-	e, rec := a.e, c.Run
-	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID, "takeover", true)
-	var work durable.Work
+// adopt continues the claimed run c here, from the checkpoint its work document holds and
+// the stream state its log (which has not ended) leaves; for a run that cannot continue it
+// returns a *durable.NotContinued (the takeover ends it with RUN_ERROR and cancels its
+// remote tasks).
+func (a *adoption) adopt(ctx context.Context, c durable.Claim) error {
+	e, rec, log := a.e, a.rec, a.log
 	if len(rec.Work) > 0 {
-		if err := json.Unmarshal(rec.Work, &work); err != nil {
+		if err := json.Unmarshal(rec.Work, &a.work); err != nil {
 			log.Warn("takeover: unreadable work document")
-			a.endTakenOver(ctx, rec, work, "its saved state is unreadable")
-			return nil
+			return a.notContinued("its saved state is unreadable")
 		}
 	}
+	work := a.work
 	to, why := a.decodeTakeover(work)
 	if why != "" {
 		log.Warn("takeover: the run cannot continue", "why", why)
-		a.endTakenOver(ctx, rec, work, why)
-		return nil
+		return a.notContinued(why)
 	}
 	var in agui.RunAgentInput
 	if err := json.Unmarshal(to.cp.Input, &in); err != nil || in.ThreadID != rec.ThreadID || in.RunID != rec.RunID {
-		a.endTakenOver(ctx, rec, work, "its saved input is unreadable")
-		return nil
+		return a.notContinued("its saved input is unreadable")
 	}
 	in.Depth, in.Budget = to.cp.Depth, to.cp.Budget // not part of the input's JSON
 	if to.cp.Prepended && to.conv == nil {
-		if err := e.persist.restoreHistory(ctx, &in); err != nil {
+		if err := e.records.RestoreHistory(ctx, &in); err != nil {
 			log.Warn("takeover: the thread's history could not be read", "err", err)
-			a.endTakenOver(ctx, rec, work, "its thread's history could not be read")
-			return nil
+			return a.notContinued("its thread's history could not be read")
 		}
 	}
-	r := a.restoredRun(&in, to, work, c.Log, log)
-	e.own(r, rec.Epoch, c.Sent)
-	a.startTakenOver(ctx, rec, work, r, to, log)
-	return nil
+	r := a.restoredRun(&in, to, c.Log)
+	r.dur.own(rec.Epoch, c.Sent)
+	return a.startTakenOver(ctx, r, to)
 }
 
 // restoredRun is the Run of a run taken over, its stream state as the dead replica left
 // it: numbering, what is open, and the messages its part of the run adds to the thread.
-func (a adopter) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable.Work, evs []store.Event, log *slog.Logger) *Run {
-	e := a.e
+func (a *adoption) restoredRun(in *agui.RunAgentInput, to *takenOver, evs []store.Event) *Run {
+	e, work, log := a.e, a.work, a.log
 	r := newRun(e, in)
 	r.owner = to.cp.Owner
 	r.dur.resumed = to
@@ -101,21 +102,20 @@ func (a adopter) restoredRun(in *agui.RunAgentInput, to *takenOver, work durable
 // startTakenOver registers a restored run as the thread's active run and executes it,
 // unless this replica is closing (the lease or the hand-off passes it on) or the thread is
 // busy here.
-func (a adopter) startTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, r *Run, to *takenOver, log *slog.Logger) {
-	e := a.e
+func (a *adoption) startTakenOver(ctx context.Context, r *Run, to *takenOver) error {
+	e, rec, work, log := a.e, a.rec, a.work, a.log
 	e.mu.Lock()
 	if e.closing {
 		// Left to the lease (or to the hand-off's release): another replica continues it.
 		e.mu.Unlock()
 		r.cancel(nil)
-		return
+		return nil
 	}
 	if cur := e.active[rec.ThreadID]; cur != nil {
 		e.mu.Unlock()
 		r.cancel(nil)
 		log.Warn("takeover: the thread has another run on this replica")
-		a.endTakenOver(ctx, rec, work, "its thread is busy here")
-		return
+		return a.notContinued("its thread is busy here")
 	}
 	th := e.threads[rec.ThreadID]
 	if th == nil {
@@ -147,10 +147,11 @@ func (a adopter) startTakenOver(ctx context.Context, rec store.RunRecord, work d
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
 		r.execute()
 	}()
+	return nil
 }
 
 // decodeTakeover reads the checkpoint; why is not empty when the run cannot continue.
-func (a adopter) decodeTakeover(work durable.Work) (to *takenOver, why string) {
+func (a *adoption) decodeTakeover(work durable.Work) (to *takenOver, why string) {
 	e := a.e
 	if len(work.Checkpoint) == 0 {
 		return nil, "it has no checkpoint"
@@ -180,21 +181,10 @@ func (a adopter) decodeTakeover(work durable.Work) (to *takenOver, why string) {
 	return to, ""
 }
 
-// endTakenOver ends a run taken over that cannot continue: its remote tasks are cancelled,
-// its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome (not RunLost,
-// which would hand it out for cleanup once more).
-func (a adopter) endTakenOver(ctx context.Context, rec store.RunRecord, work durable.Work, why string) {
-	e := a.e
-	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
-		// Another replica took the run over since: its work is that replica's to follow,
-		// not to be cancelled from here.
-		e.log.Warn("takeover: the run has a newer owner; leaving it", "thread_id", rec.ThreadID, "run_id", rec.RunID)
-		return
-	}
-	e.journal.Record(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID}, store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + why})
-	e.cancelWork(rec, work)
-	durable.EndLostLog(ctx, e.cfg.Store, rec, e.cfg.Now(), "The run was interrupted and could not be continued: "+why+".", e.log)
-	if err := e.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, string(OutcomeError)); err != nil {
-		e.log.Warn("store: end a run that could not be taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
-	}
+// notContinued is the takeover's answer for a run that cannot continue here (why): the
+// takeover ends it (durable.Takeover: its steps in doubt, its remote tasks cancelled
+// through Engine.CancelWork, its log ended with RUN_ERROR{RUN_LOST}, its record with the
+// error outcome).
+func (a *adoption) notContinued(why string) error {
+	return &durable.NotContinued{Why: why, Work: a.work}
 }

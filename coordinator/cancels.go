@@ -14,7 +14,7 @@ import (
 // Pending cancels in the store (design/cancel-confirm.md): a CancelTask that the agent has
 // not confirmed is recorded when the Confirmer starts following it and forgotten when it
 // has its final result (durable.PendingCancels, the Confirmer's OnFollow and OnSettle), so
-// that a restart continues it (cancelResumer) within the same horizon. Cancels outside a run (parked tasks on expiry or a cancelled answer, tasks of a
+// that a restart continues it (Engine.ResumeCancel) within the same horizon. Cancels outside a run (parked tasks on expiry or a cancelled answer, tasks of a
 // lapsed run) go through the same path (cancelTask).
 
 // reportCancel logs and counts the final result of a cancel made outside a run.
@@ -41,30 +41,13 @@ func (e *Engine) cancelTask(ctx context.Context, owner string, a *Agent, taskID 
 	return rep.Err
 }
 
-// cancelResumer continues on its engine's Confirmer the cancels an earlier process left
-// pending: it implements durable.CancelResumer.
-type cancelResumer struct{ e *Engine }
-
-// ResumeCancel continues p's cancel as its owner: every attempt carries the owner's
-// credentials for the agent, as the live run's did. False: the agent is not configured.
-func (c cancelResumer) ResumeCancel(p store.PendingCancel) bool {
-	a := c.e.agents[p.Agent]
-	if a == nil {
-		return false
-	}
-	fn, done := c.resumedCancel(p, a)
-	c.e.confirm.Resume(a.Name, p.TaskID, p.Owner, fn, p.Since, done)
-	return true
-}
-
 // resumedCancel is the cancel function and the final report of a cancel continued after a
 // restart. The owner's credentials are read afresh at each attempt (a refreshed token is
 // used). When the owner has none for the agent any more (they signed out, or the cancel was
 // recorded before owners were), the cancel goes without; an agent that requires them refuses
 // it, and the cancel ends failed, as it would have before: that is logged at warn, without
 // the principal or any token.
-func (c cancelResumer) resumedCancel(p store.PendingCancel, a *Agent) (cancel.Func, func(cancel.Report)) {
-	e := c.e
+func resumedCancel(e *Engine, p store.PendingCancel, a *Agent) (cancel.Func, func(cancel.Report)) {
 	send := cancelFunc(a.Client)
 	var bare atomic.Bool // the last attempt went without the owner's credentials
 	fn := func(ctx context.Context, id string) error {

@@ -122,3 +122,15 @@ const minWatchTTL = 2 * time.Second
 // DefaultWatchRenewal is how often a follower of a remote run renews its watch when the
 // engine has no heartbeat configured.
 const DefaultWatchRenewal = 2 * time.Second
+
+// LogChanged returns a channel closed when more of the run's events are in the store's
+// event log, or nil when the run is not active on this replica (a follower then polls).
+func (e *Engine) LogChanged(threadID, runID string) <-chan struct{} {
+	e.mu.Lock()
+	r := e.active[threadID]
+	e.mu.Unlock()
+	if r == nil || r.RunID != runID {
+		return nil
+	}
+	return r.elog.Changed()
+}

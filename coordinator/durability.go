@@ -3,6 +3,7 @@ package coordinator
 import (
 	"sync"
 
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -12,6 +13,8 @@ import (
 // journal of steps (journal.go) and its fencing (fencing.go). A run has one (Run.dur).
 type durability struct {
 	run *Run
+	// steps is the run's journal (durable.RunJournal), under the epoch its log holds.
+	steps *durable.RunJournal
 	// susp is the suspension being resumed, while approved calls record their start and
 	// result in it (approval.go).
 	suspMu sync.Mutex

@@ -8,7 +8,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/durable"
 )
+
+// TestNotContinuedEndsAsError: the state the takeover gives the record of a run it could
+// not continue (durable.RunError) is the engine's error outcome.
+func TestNotContinuedEndsAsError(t *testing.T) {
+	assert.Equal(t, string(OutcomeError), durable.RunError)
+}
 
 // The outcome travels as a typed field: a detail that itself holds a colon or an outcome
 // word changes neither the stored state nor the rendered reason's head.

@@ -85,12 +85,12 @@ type Engine struct {
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
 	running  atomic.Int64 // runs whose goroutine has not ended
-	// jobs are the background services: the interrupt expiry, the heartbeat (acting on
-	// the runs through runsHere), the takeover (continuing runs here through adopter) and
-	// the sweep.
-	jobs jobs
-	// persist keeps the runs' starts and ends in the store.
-	persist *persister
+	// jobs are the background services: the interrupt expiry, the heartbeat and the
+	// takeover (acting on the runs through the engine's durable.Engine port,
+	// durable_port.go) and the sweep; and the hand-off at shutdown.
+	jobs *durable.Jobs
+	// records keeps the runs' starts and ends in the store.
+	records *durable.Records
 	// limiter holds the rate-limit windows, shared by every run.
 	limiter *failure.RateLimiter
 	// tools are the backend tools of the current configuration, cards and catalogue,
@@ -125,6 +125,16 @@ type thread struct {
 	sending  map[string]int
 }
 
+// forgetThread drops what this replica remembers of a thread (th) when the store says it
+// changed hands (deleted, re-created by someone else) through another replica.
+func (e *Engine) forgetThread(threadID string, th *thread) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.threads[threadID] == th {
+		delete(e.threads, threadID)
+	}
+}
+
 // New validates cfg and builds an Engine. It starts nothing and does no remote work:
 // Start starts the engine, Stop stops it.
 func New(cfg Config) (*Engine, error) {
@@ -148,15 +158,8 @@ func New(cfg Config) (*Engine, error) {
 		journal:   durable.NewJournal(cfg.Store, cfg.Replica, cfg.Logger),
 		pending:   durable.NewPendingCancels(cfg.Store, cfg.Logger),
 	}
-	e.persist = &persister{e: e}
-	e.jobs.expiry = newExpirer(e, cfg.ExpiryInterval)
-	e.jobs.takeover = durable.NewTakeover(durable.TakeoverConfig{
-		Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease,
-		// Lapsed leases are looked for twice per heartbeat (one indexed query): a dead
-		// replica's runs are taken over within half a heartbeat of their lease's end.
-		Every:   max(cfg.Heartbeat/2, 50*time.Millisecond),
-		AtStart: cfg.TakeOverAtStart, Contact: &e.leases, Adopter: adopter{e}, Logger: cfg.Logger,
-	})
+	e.records = durable.NewRecords(durable.RecordsConfig{Store: cfg.Store, Journal: e.journal, Replica: cfg.Replica,
+		Lease: cfg.Lease, MaxThreads: cfg.maxThreads(), Logger: cfg.Logger})
 	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,
 		PerAgent:   cfg.CancelPerAgent,
@@ -175,14 +178,12 @@ func New(cfg Config) (*Engine, error) {
 	for _, a := range e.cfg.Agents {
 		e.tools.agents = append(e.tools.agents, e.agents[a.Name])
 	}
-	if cfg.Heartbeat > 0 {
-		e.jobs.heartbeat = durable.NewHeartbeat(durable.HeartbeatConfig{
-			Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Every: cfg.Heartbeat,
-			Contact: &e.leases, Runs: runsHere{e}, Takeover: e.jobs.takeover, Signals: cfg.Store.StopSignals(),
-			Now: cfg.Now, Logger: cfg.Logger,
-		})
-		e.jobs.sweep = durable.NewSweepService(cfg.Store, cfg.Heartbeat, cfg.EventRetention, cfg.Logger)
-	}
+	e.jobs = durable.NewJobs(durable.JobsConfig{
+		Store: cfg.Store, Replica: cfg.Replica, Lease: cfg.Lease, Heartbeat: cfg.Heartbeat,
+		TakeOverAtStart: cfg.TakeOverAtStart, EventRetention: cfg.EventRetention,
+		ExpiryEvery: cfg.ExpiryInterval, CancelTimeout: cfg.CancelTimeout,
+		Contact: &e.leases, Now: cfg.Now, Journal: e.journal, Engine: e, Logger: cfg.Logger,
+	})
 	return e, nil
 }
 
@@ -204,7 +205,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return nil
 	}
 	// Each cancel goes on as its owner.
-	if _, err := e.pending.Resume(ctx, cancelResumer{e}, e.cfg.CancelHorizon); err != nil {
+	if _, err := e.pending.Resume(ctx, e, e.cfg.CancelHorizon); err != nil {
 		e.log.Warn("store: pending cancels could not be read; they are not continued", "err", err)
 	}
 	e.loadInterruptsOpen(ctx)
@@ -351,10 +352,10 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 		th = nil
 	}
 	if busy {
-		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
+		return nil, busyError(ctx, e.records, in.ThreadID, principal, th)
 	}
 	// The history goes into the input before the run's first checkpoint is taken.
-	prepended, err := e.persist.admitHistory(ctx, in, principal, th == nil)
+	prepended, err := e.records.Admit(ctx, in, principal, th == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +368,7 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 	if _, busy := e.active[in.ThreadID]; busy {
 		th := e.threads[in.ThreadID]
 		e.mu.Unlock()
-		return nil, e.persist.busyError(ctx, in.ThreadID, principal, th)
+		return nil, busyError(ctx, e.records, in.ThreadID, principal, th)
 	}
 	// Counted from here, under the lock of every other admission (so starts racing each
 	// other cannot pass the cap) and of Stop's closing (so the add precedes its Wait).
@@ -385,7 +386,7 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 	e.active[in.ThreadID] = r
 	e.mu.Unlock()
 
-	if err := e.persist.recordStart(ctx, r, principal, prepended); err != nil {
+	if err := r.dur.recordStart(ctx, principal, prepended); err != nil {
 		r.unadmit()
 		return nil, err
 	}
@@ -401,7 +402,7 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 		defer e.wg.Done()
 		defer e.running.Add(-1)
 		defer r.elog.RunEnded() // before wg.Done: the log's writer joins e.wg first
-		// The run's start step was written with its start (recordStart).
+		// The run's start step was written with its start (durability.recordStart).
 		r.execute()
 	}()
 	return r, nil
@@ -422,6 +423,19 @@ func admitRun(e *Engine, in *agui.RunAgentInput, principal string) (th *thread, 
 	return th, busy, nil
 }
 
+// busyError is the refusal of a start on a thread with a run reserved on this replica:
+// ErrThreadBusy, or ErrForbidden when the thread is another principal's. th is what this
+// process remembers of the thread (its owner is immutable), nil when nothing: the thread's
+// first start is then in flight (the owner is remembered once the store confirmed it), and
+// the store is asked (durable.Records.Busy), so that another principal gets 403 as the
+// contract says whatever the timing.
+func busyError(ctx context.Context, records *durable.Records, threadID, principal string, th *thread) error {
+	if th != nil && th.owner == principal {
+		return ErrThreadBusy
+	}
+	return records.Busy(ctx, threadID, principal)
+}
+
 // release frees the run's thread for the next run, as soon as its stream has ended.
 func (e *Engine) release(r *Run) {
 	// The event log and the thread's messages are stored before the client can see the
@@ -432,7 +446,7 @@ func (e *Engine) release(r *Run) {
 	// event must find the thread free on every replica.
 	// A run handed off goes on elsewhere: its record is the new owner's.
 	if !r.handedOff.Load() {
-		e.persist.endRun(r) // with the run_end step
+		r.dur.recordEnd() // with the run_end step
 	}
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {

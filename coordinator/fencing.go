@@ -23,13 +23,15 @@ import (
 // cancels nothing downstream.
 var ErrRunMoved = fmt.Errorf("%w: another replica owns the run now", ErrHandoff)
 
-// own records that the store made this replica the owner of r under epoch, with its lease
-// counted from sent (when the claim was sent).
-func (e *Engine) own(r *Run, epoch int64, sent time.Time) {
-	r.elog.Own(epoch, e.quit, func(error) { r.dur.moved("the store refused a write of the run") })
+// own records that the store made this replica the owner of the run under epoch, with its
+// lease counted from sent (when the claim was sent).
+func (d *durability) own(epoch int64, sent time.Time) {
+	r := d.run
+	e := r.e
+	r.elog.Own(epoch, e.quit, func(error) { d.moved("the store refused a write of the run") })
 	var lease *fence.Lease
 	if e.cfg.Heartbeat > 0 {
-		lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), r.dur.leaseLapsed)
+		lease = fence.New(sent, e.cfg.Lease, fence.Margin(e.cfg.Lease, e.cfg.Heartbeat), d.leaseLapsed)
 	}
 	r.own = durable.NewOwner(durable.RunRef{ThreadID: r.ThreadID, RunID: r.RunID, Epoch: epoch}, e.cfg.Replica, lease)
 }
@@ -74,12 +76,24 @@ func (d *durability) mayAct(ctx context.Context) error {
 	return err
 }
 
-// forgetThread drops what this replica remembers of a thread (th) when the store says it
-// changed hands (deleted, re-created by someone else) through another replica.
-func (e *Engine) forgetThread(threadID string, th *thread) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.threads[threadID] == th {
-		delete(e.threads, threadID)
+// recordStart records the run's start in the store before it streams anything
+// (durable.Records.Start: the thread's claim, the run's record, its first checkpoint, the
+// input's messages after the prepended history, and the run_start step, in one write), and
+// owns the run here under the epoch the store gave it.
+func (d *durability) recordStart(ctx context.Context, principal string, prepended int) error {
+	r := d.run
+	d.prepended = prepended
+	work := r.elog.FirstWork(d.checkpointDoc(nil))
+	epoch, sent, err := r.e.records.Start(ctx, r.in, principal, prepended, work)
+	if err == nil {
+		d.own(epoch, sent)
 	}
+	return err
+}
+
+// recordEnd records the run's end in the store under its epoch, with its run_end step
+// (durable.Records.End, which retries through an outage).
+func (d *durability) recordEnd() {
+	r := d.run
+	r.e.records.End(r.elog, d.steps.Ref(), storedRunState(r.endOutcome()), r.log)
 }

@@ -1,10 +1,6 @@
 package coordinator
 
-import (
-	"errors"
-
-	"github.com/baton-dev/baton/durable"
-)
+import "errors"
 
 // Graceful hand-off (server.on_shutdown: handoff; design/takeover.md).
 //
@@ -21,27 +17,3 @@ import (
 // ErrHandoff: the run was handed to another replica at shutdown. Its downstream work is
 // not cancelled.
 var ErrHandoff = errors.New("run handed off to another replica")
-
-// handOff hands the runs to durable.HandOff, which freezes their logs, stops them here
-// without cancelling their downstream work, stores what their logs had pending, stops the
-// heartbeat and ends their leases so that another replica takes them over.
-func (e *Engine) handOff(runs []*Run) {
-	leaving := make([]durable.Leaving, 0, len(runs))
-	for _, r := range runs {
-		// Before its log is frozen: a run handed off never ends its record here.
-		r.handedOff.Store(true)
-		leaving = append(leaving, durable.Leaving{Log: r.elog, Stop: func() {
-			// The live stream ends without a terminal event (the run is not over): its
-			// client reconnects (GET …/events) and follows the run on the replica that
-			// takes it.
-			r.stream.q.abandon()
-			r.cancel(ErrHandoff)
-		}})
-	}
-	n, err := durable.HandOff(e.cfg.Store, e.cfg.Replica, leaving, e.jobs.heartbeat, e.log)
-	if err != nil {
-		e.log.Error("handoff: releasing the runs failed; they are taken over once their lease lapses", "err", err)
-		return
-	}
-	e.log.Info("runs handed off", "runs", n)
-}

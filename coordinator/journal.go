@@ -3,8 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"time"
 
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/durable"
@@ -15,24 +13,12 @@ import (
 // The step journal (design/journal.md) is package durable's Journal; here is what the run
 // records in it, and when.
 
-// journalRef names the run in the journal, with the ownership epoch its steps are recorded
-// under (0 before the store made this replica its owner: unfenced). The store refuses a
-// step whose epoch is not the run's current one; that refusal stops the run here (moved).
-func (d *durability) journalRef() durable.RunRef {
-	r := d.run
-	return durable.RunRef{ThreadID: r.ThreadID, RunID: r.RunID, Epoch: r.elog.Epoch()}
-}
-
-// intent records that the run is about to take a step, before it is taken. The error is
-// the store's: a caller whose step must not be taken unrecorded (a call that could not
-// be re-issued safely) does not take it. A fenced refusal stops the run here.
+// intent records that the run is about to take a step, before it is taken (the run's
+// durable.RunJournal). The error is the store's: a caller whose step must not be taken
+// unrecorded (a call that could not be re-issued safely) does not take it. A fenced
+// refusal stops the run here (moved).
 func (d *durability) intent(kind, target, ref string, attempt int, detail string) (durable.Step, error) {
-	r := d.run
-	s, err := r.e.journal.Intent(r.dur.journalRef(), durable.StepIntent{Kind: kind, Target: target, Ref: ref, Attempt: attempt, Detail: detail})
-	if errors.Is(err, store.ErrFenced) {
-		r.dur.moved("the store refused a journal step of the run")
-	}
-	return s, err
+	return d.steps.Intent(durable.StepIntent{Kind: kind, Target: target, Ref: ref, Attempt: attempt, Detail: detail})
 }
 
 // cancelEnd is the journal's outcome of a cancel.
@@ -45,8 +31,7 @@ func cancelEnd(err error) store.StepEnd {
 
 // step records a step of the run that has no before and after, with its outcome.
 func (d *durability) step(kind, target, ref string, end store.StepEnd) {
-	r := d.run
-	r.e.journal.Record(r.dur.journalRef(), kind, target, ref, end)
+	d.steps.Record(kind, target, ref, end)
 }
 
 // toolStep is the journal's kind and target of a backend call, and whether it may be sent
@@ -96,7 +81,9 @@ func (d *durability) journaled(ctx context.Context, t *toolset, c llm.ToolCall, 
 		// A call that may be re-issued goes out even unrecorded.
 		s, _ = r.dur.intent(kind, target, c.ID, 1, detail)
 	} else {
-		s, err = r.dur.durableIntent(ctx, kind, target, c.ID, detail)
+		// A call that could not be re-issued safely waits for its intent to be recorded
+		// (the store asked again while the run may act), or is not sent.
+		s, err = d.steps.DurableIntent(ctx, durable.StepIntent{Kind: kind, Target: target, Ref: c.ID, Attempt: 1, Detail: detail}, d.mayAct)
 	}
 	if err != nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))
@@ -104,36 +91,6 @@ func (d *durability) journaled(ctx context.Context, t *toolset, c llm.ToolCall, 
 	out := run(ctx)
 	s.End(stepEnd(ctx, out))
 	return out
-}
-
-// durableIntent records the intent of a step that must not be taken unrecorded (a call a
-// replica taking the run over could not safely re-issue), asking the store again until it
-// takes it: a store that is away for a moment delays the call, it does not drop it. It
-// fails when ctx ends, or when the store refused the intent as fenced or the lease was
-// lost (the run moved): the step is then not taken.
-func (d *durability) durableIntent(ctx context.Context, kind, target, ref, detail string) (durable.Step, error) {
-	r := d.run
-	pause := storeRetry
-	for {
-		s, err := r.dur.intent(kind, target, ref, 1, detail)
-		if err == nil {
-			return s, nil
-		}
-		if errors.Is(err, store.ErrFenced) {
-			return s, err // the run moved (intent stopped it)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return s, ctx.Err()
-		case <-t.C:
-		}
-		pause = min(2*pause, maxStoreRetryPause)
-		if err := r.dur.mayAct(ctx); err != nil {
-			return s, err
-		}
-	}
 }
 
 // stepEnd is the journal's outcome of a call's result.

@@ -145,7 +145,7 @@ func TestDepthKeptOnTakeover(t *testing.T) {
 		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1}), Depth: 3})}
 	require.NoError(t, st.SaveRunWork(ctx, "deep-to", in.RunID, 1, mustJSON(&work)))
 
-	require.Equal(t, 1, e.jobs.takeover.Look(ctx, false))
+	require.Equal(t, 1, e.jobs.Takeover().Look(ctx, false))
 	run, evs := waitEnded(t, st, "deep-to", in.RunID)
 	assert.Equal(t, string(OutcomeCompleted), run.State)
 	refused := false

@@ -92,7 +92,7 @@ func TestReapLapsedRun(t *testing.T) {
 		{Seq: 2, Data: json.RawMessage(`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`)},
 	}))
 
-	assert.Equal(t, 1, e.jobs.takeover.Look(ctx, false))
+	assert.Equal(t, 1, e.jobs.Takeover().Look(ctx, false))
 	assert.Equal(t, []string{"task-live"}, agent.cancelled())
 	run, err := st.GetRun(ctx, "t", "r1")
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestReapLapsedRun(t *testing.T) {
 	assert.Contains(t, string(evs[0].Data), `"code":"RUN_LOST"`)
 	assert.Contains(t, string(evs[0].Data), `no checkpoint`)
 
-	assert.Zero(t, e.jobs.takeover.Look(ctx, false))
+	assert.Zero(t, e.jobs.Takeover().Look(ctx, false))
 	assert.Len(t, agent.cancelled(), 1, "a claimed run is cleaned up once")
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r2", "me", time.Minute)), "the thread is free")
 }

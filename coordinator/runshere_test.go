@@ -16,7 +16,7 @@ import (
 )
 
 // TestReapLostRunCancelsItsTask: a run of a replica that died, marked lost when a new run
-// started on its thread, is reaped by the heartbeat through the engine (runsHere): its
+// started on its thread, is reaped by the heartbeat through the engine (Engine.Renewed, Engine.CancelWork): its
 // running A2A task is cancelled at its agent (a finished one is not) and its log ends with
 // RUN_LOST; a second reap cancels nothing more.
 func TestReapLostRunCancelsItsTask(t *testing.T) {
@@ -32,7 +32,7 @@ func TestReapLostRunCancelsItsTask(t *testing.T) {
 	require.NoError(t, begun(st.BeginRun(ctx, "t", "r2", "other-replica", time.Minute)), "the new run marks r1 lost")
 
 	hb := durable.NewHeartbeat(durable.HeartbeatConfig{Store: st, Replica: e.cfg.Replica, Lease: time.Minute,
-		Every: time.Hour, Runs: runsHere{e}, Logger: slog.New(slog.DiscardHandler)})
+		Every: time.Hour, Runs: e, Logger: slog.New(slog.DiscardHandler)})
 	assert.Equal(t, 1, hb.Reap(ctx))
 	assert.Equal(t, []string{"task-live"}, agent.cancelled())
 	evs, err := st.Events(ctx, "t", "r1", 0, 0)

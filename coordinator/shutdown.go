@@ -1,6 +1,10 @@
 package coordinator
 
-import "context"
+import (
+	"context"
+
+	"github.com/baton-dev/baton/durable"
+)
 
 // Active reports the number of runs executing now.
 // A run counts until its downstream cancellation has finished, not only until its stream
@@ -19,7 +23,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if !wasClosing {
 		// No run is taken over from here on: the look in progress ends first (a run it
 		// claims is left to its lease, or to the hand-off's release).
-		e.jobs.stopIntake(context.WithoutCancel(ctx))
+		e.jobs.StopIntake(context.WithoutCancel(ctx))
 	}
 	// The heartbeat outlives the runs: their leases hold until they have ended.
 	defer func() { _ = e.jobs.Stop(context.Background()) }()
@@ -68,4 +72,28 @@ func (e *Engine) settleCancels(ctx context.Context) {
 	}
 	_ = e.confirm.Wait(wctx)
 	e.confirm.Close()
+}
+
+// handOff hands the runs to the jobs' hand-off (durable.HandOff), which freezes their logs, stops them here
+// without cancelling their downstream work, stores what their logs had pending, stops the
+// heartbeat and ends their leases so that another replica takes them over.
+func (e *Engine) handOff(runs []*Run) {
+	leaving := make([]durable.Leaving, 0, len(runs))
+	for _, r := range runs {
+		// Before its log is frozen: a run handed off never ends its record here.
+		r.handedOff.Store(true)
+		leaving = append(leaving, durable.Leaving{Log: r.elog, Stop: func() {
+			// The live stream ends without a terminal event (the run is not over): its
+			// client reconnects (GET …/events) and follows the run on the replica that
+			// takes it.
+			r.stream.q.abandon()
+			r.cancel(ErrHandoff)
+		}})
+	}
+	n, err := e.jobs.HandOff(leaving)
+	if err != nil {
+		e.log.Error("handoff: releasing the runs failed; they are taken over once their lease lapses", "err", err)
+		return
+	}
+	e.log.Info("runs handed off", "runs", n)
 }

@@ -170,7 +170,7 @@ func TestCallerBudgetKeptOnTakeover(t *testing.T) {
 		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1, Budget: failure.BudgetUsage{Tokens: 1000}}),
 		Depth: 1, Budget: &agui.CallerBudget{Tokens: 700}})}
 	require.NoError(t, st.SaveRunWork(ctx, "budget-to", tin.RunID, 1, mustJSON(&work)))
-	require.Equal(t, 1, e.jobs.takeover.Look(ctx, false))
+	require.Equal(t, 1, e.jobs.Takeover().Look(ctx, false))
 	waitEnded(t, st, "budget-to", tin.RunID)
 	agent.mu.Lock()
 	defer agent.mu.Unlock()

@@ -78,13 +78,13 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			// A start refused because a run is reserved on a thread whose owner this
 			// process does not remember yet (its first start in flight): the store decides
 			// between 403 and 409.
-			require.ErrorIs(t, other.persist.busyError(ctx, "t", "mallory", nil), ErrForbidden)
-			require.ErrorIs(t, other.persist.busyError(ctx, "t", "alice", nil), ErrThreadBusy)
-			require.ErrorIs(t, other.persist.busyError(ctx, "new", "mallory", nil), ErrThreadBusy, "nobody owns it yet")
+			require.ErrorIs(t, busyError(ctx, other.records, "t", "mallory", nil), ErrForbidden)
+			require.ErrorIs(t, busyError(ctx, other.records, "t", "alice", nil), ErrThreadBusy)
+			require.ErrorIs(t, busyError(ctx, other.records, "new", "mallory", nil), ErrThreadBusy, "nobody owns it yet")
 			// What this process remembers of a thread's owner does not decide: the store
 			// does (another replica may have deleted it and someone re-created it).
-			require.ErrorIs(t, other.persist.busyError(ctx, "t", "mallory", &thread{owner: "alice"}), ErrForbidden)
-			require.ErrorIs(t, other.persist.busyError(ctx, "new", "mallory", &thread{owner: "alice"}), ErrThreadBusy,
+			require.ErrorIs(t, busyError(ctx, other.records, "t", "mallory", &thread{owner: "alice"}), ErrForbidden)
+			require.ErrorIs(t, busyError(ctx, other.records, "new", "mallory", &thread{owner: "alice"}), ErrThreadBusy,
 				"remembered as alice's, but the store has no such thread any more")
 		})
 	}

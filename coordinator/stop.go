@@ -38,7 +38,7 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 		if done {
 			return ErrRunFinished
 		}
-		return e.persist.stopElsewhere(ctx, threadID, runID)
+		return e.records.StopElsewhere(ctx, threadID, runID)
 	}
 	if r.terminated() {
 		return ErrRunFinished
@@ -52,11 +52,11 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 			// Taken over while this replica was stalled: the run stops here without
 			// cancelling anything, and the stop goes to its owner.
 			r.dur.moved("the store names another owner")
-			return e.persist.stopElsewhere(ctx, threadID, runID)
+			return e.records.StopElsewhere(ctx, threadID, runID)
 		}
 	}
 	if r.handedOff.Load() {
-		return e.persist.stopElsewhere(ctx, threadID, runID)
+		return e.records.StopElsewhere(ctx, threadID, runID)
 	}
 	if r.begun.Load() {
 		// The stop is recorded with the run before it is carried out here: if this replica
@@ -67,5 +67,45 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 		}
 	}
 	r.Cancel(ErrStopped)
+	return nil
+}
+
+// DeleteThread deletes a thread of principal with its messages, event logs and suspension,
+// and cancels the work parked on its open interrupts. A thread that does not exist or
+// belongs to another principal is ErrThreadNotFound (404 for both, so that
+// nobody learns which threads exist); a running thread is ErrThreadBusy and is left as it was.
+func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) error {
+	th, err := e.cfg.Store.GetThread(ctx, threadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Owner != principal) {
+		return ErrThreadNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	e.mu.Lock()
+	_, busy := e.active[threadID]
+	e.mu.Unlock()
+	if busy || th.Running {
+		return ErrThreadBusy
+	}
+	susp, err := e.loadSuspension(ctx, threadID)
+	if err != nil {
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	if err := e.cfg.Store.DeleteThread(ctx, threadID); err != nil {
+		if errors.Is(err, store.ErrThreadBusy) {
+			return ErrThreadBusy
+		}
+		return fmt.Errorf("coordinator: delete thread: %w", err)
+	}
+	if susp != nil && len(susp.Interrupts) > 0 {
+		e.abandon(ctx, susp.Owner, threadID, susp.Interrupts)
+		if m := e.cfg.Metrics; m != nil {
+			m.InterruptsOpen(-len(susp.Interrupts))
+		}
+	}
+	e.mu.Lock()
+	delete(e.threads, threadID)
+	e.mu.Unlock()
 	return nil
 }

@@ -167,7 +167,7 @@ func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspens
 		}
 		if re.Code == "INTERRUPT_EXPIRED" {
 			// The parked work is abandoned: cancel it downstream and free the thread.
-			r.e.expire(context.WithoutCancel(ctx), susp)
+			r.e.jobs.Expiry().Expire(context.WithoutCancel(ctx), susp)
 		}
 		r.seq.Fail(re.Code, re.Message)
 		return nil, true, ended(OutcomeError, strings.ToLower(re.Code))

@@ -14,7 +14,7 @@ import (
 )
 
 // The claim loop itself (batches, rounds, two claimers, retries) is tested in package
-// durable with a fake Adopter; here the engine's adopter continues what it is handed.
+// durable with a fake Adopter; here the engine (Engine.Adopt) continues what it is handed.
 
 // burstThreads records n runs of a replica that died mid-turn, all with lapsed leases.
 func burstThreads(t *testing.T, st store.Store, n int) []string {
@@ -34,7 +34,7 @@ func answerTurn(*llm.Request) []llm.Delta {
 
 // TestTakeOverBurstInOneTick: a dead replica's runs, more than one claim batch of them, are
 // all taken over by one look of the engine's takeover (not one batch per look), each
-// claimed once (the epoch moved on by one), and the engine's adopter continues each to its
+// claimed once (the epoch moved on by one), and the engine (Engine.Adopt) continues each to its
 // end here, several at a time.
 func TestTakeOverBurstInOneTick(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: answerTurn}, &fakeAgent{})
@@ -42,7 +42,7 @@ func TestTakeOverBurstInOneTick(t *testing.T) {
 	threads := burstThreads(t, st, 2*durable.TakeoverBatch+7)
 
 	ctx := context.Background()
-	require.Equal(t, len(threads), e.jobs.takeover.Look(ctx, false))
+	require.Equal(t, len(threads), e.jobs.Takeover().Look(ctx, false))
 	for _, th := range threads {
 		run, err := st.GetRun(ctx, th, "r-"+th)
 		require.NoError(t, err)
@@ -55,5 +55,5 @@ func TestTakeOverBurstInOneTick(t *testing.T) {
 		typs := checkStream(t, evs)
 		assert.Equal(t, "RUN_FINISHED", typs[len(typs)-1], "run of %s ended once, at the end of its log", th)
 	}
-	assert.Zero(t, e.jobs.takeover.Pending(), "nothing left for the next look")
+	assert.Zero(t, e.jobs.Takeover().Pending(), "nothing left for the next look")
 }

@@ -121,7 +121,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 			r.seq.Finish(r.ThreadID, r.RunID, &agui.Outcome{Type: agui.OutcomeSuccess}, nil)
 			return conv, system, true, ended(OutcomeCompleted, "duplicate resume")
 		}
-		if ids, err := r.e.expiredResume(ctx, r.ThreadID, r.in.Resume); err == nil && len(ids) > 0 {
+		if ids, err := r.e.jobs.Expiry().Expired(ctx, r.ThreadID, r.in.Resume); err == nil && len(ids) > 0 {
 			// Answers to interrupts that expired and were swept (their work cancelled):
 			// refused as DESIGN §9 says, not run as a plain run.
 			r.seq.Fail(hitl.CodeInterruptExpired, fmt.Sprintf("%d interrupt(s) expired and can no longer be answered: %s", len(ids), strings.Join(ids, ", ")))

@@ -103,7 +103,7 @@ const maxMethodFiles = 3
 // is a function. The check fails for a new type over the limit, an entry that grew, and one
 // that shrank.
 var spreadTypes = map[string]int{
-	"coordinator.Engine":     19,
+	"coordinator.Engine":     15,
 	"coordinator.toolCalls":  11,
 	"coordinator.Run":        7,
 	"coordinator.durability": 6,
@@ -161,14 +161,10 @@ func TestSpreadCheckCanFail(t *testing.T) {
 // (design/one-door.md). The check fails for a new one, and for an entry that is gone or
 // points elsewhere.
 var backPointerTypes = map[string]string{
-	"coordinator.adopter":       "Engine",
-	"coordinator.cancelResumer": "Engine",
-	"coordinator.persister":     "Engine",
-	"coordinator.runsHere":      "Engine",
-	"coordinator.historian":     "Run",
-	"coordinator.runMeter":      "Run",
-	"coordinator.toolCalls":     "Run",
-	"coordinator.portStream":    "Stream",
+	"coordinator.historian":  "Run",
+	"coordinator.runMeter":   "Run",
+	"coordinator.toolCalls":  "Run",
+	"coordinator.portStream": "Stream",
 }
 
 // TestNoBackPointerStructs fails when a struct's only field is a pointer (or an embedded

@@ -29,16 +29,24 @@
 //     began and never finished are reported in doubt (Journal.MarkInDoubtAfterTakeover).
 //
 //   - A run whose owner's lease lapsed is claimed by one replica (Takeover), under a new
-//     epoch, and handed to the run loop's Adopter with its log; a run that could not be
-//     adopted stays this replica's and is tried again at the next look.
+//     epoch, and handed to the engine (Adopter) with its log; a run that could not be
+//     adopted stays this replica's and is tried again at the next look, and one the engine
+//     cannot continue (NotContinued) is ended here: its remote work cancelled, its log
+//     ended with RUN_ERROR{RUN_LOST}, its record with the error outcome.
 //
 // The pieces: EventLog (append events, follow a run, checkpoint, end a run), Journal
-// (record a step), Owner (own a run), Takeover (claim lapsed runs; Adopter continues them),
-// Heartbeat (renew the leases, apply stop requests, reap lost runs; RunsHere acts on the
-// runs), HandOff (freeze, stop and release a replica's runs at shutdown), PendingCancels
-// (cancels not confirmed yet, continued after a restart through a CancelResumer), and
-// Service, the start and stop of background work (the engine's heartbeat, takeover, sweep
-// and expiry). Each defines the part of the store it needs (EventStore, StepStore,
-// RunReader, EventReader, TakeoverStore, HeartbeatStore, ReleaseStore, CancelStore,
-// SweepStore); the run loop stays in package coordinator.
+// (record a step; RunJournal, one run's steps under its epoch), Owner (own a run), Records (a run's start and end in the store, the
+// thread's history it starts from, stop requests for runs elsewhere), Takeover (claim
+// lapsed runs), Heartbeat (renew the leases, apply stop requests, reap lost runs), Expiry
+// (interrupts past their time), HandOff (freeze, stop and release a replica's runs at
+// shutdown), PendingCancels (cancels not confirmed yet, continued after a restart), and
+// Jobs, the background services together (heartbeat, takeover, sweep, expiry; Start,
+// Stop) with the hand-off. Each defines the part of the store it needs (EventStore,
+// StepStore, RunReader, EventReader, TakeoverStore, HeartbeatStore, ReleaseStore,
+// CancelStore, SweepStore, ExpiryStore, RecordStore, JobsStore).
+//
+// What only the run loop can do (continue a claimed run, stop a run here, cancel remote
+// work with its owner's credentials) is asked through one port declared here, Engine
+// (Adopter, RunsHere, CancelResumer, ExpiredWork), which package coordinator implements;
+// durable never imports it.
 package durable

@@ -34,9 +34,9 @@ type RunsHere interface {
 	// StopRequested stops the run here (if it executes here): its stop was requested
 	// through another replica.
 	StopRequested(threadID, runID string)
-	// CancelWork cancels the remote work (A2A tasks) that the work document of a run
+	// WorkCanceller cancels the remote work (A2A tasks) that the work document of a run
 	// reaped here lists as not terminal.
-	CancelWork(rec store.RunRecord, work Work)
+	WorkCanceller
 }
 
 // Waker is the takeover as the heartbeat drives it (*Takeover): woken when another replica

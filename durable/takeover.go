@@ -20,6 +20,7 @@ type TakeoverStore interface {
 	TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]store.RunRecord, error)
 	TakeOverReleasedRuns(ctx context.Context, replica string, lease time.Duration, limit int) ([]store.RunRecord, error)
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
+	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []store.Event) error
 }
 
 // Claim is a run this replica has just taken over: its record (under the epoch the claim
@@ -33,13 +34,33 @@ type Claim struct {
 }
 
 // Adopter continues the runs a Takeover claims; it is defined here and implemented by the
-// run loop's package. Adopt either starts the run on this replica or ends it (its work
-// cancelled, its log and record ended) and returns nil; an error leaves the run to be
-// adopted again at the next look (this replica owns it, and its heartbeat renews its lease
-// meanwhile).
+// run loop's package. Adopt either starts the run on this replica and returns nil, or
+// returns a *NotContinued when the run cannot continue here (the Takeover then ends it);
+// another error leaves the run to be adopted again at the next look (this replica owns it,
+// and its heartbeat renews its lease meanwhile).
 type Adopter interface {
 	Adopt(ctx context.Context, c Claim) error
 }
+
+// WorkCanceller cancels the remote work (A2A tasks) that the work document of a run that
+// will not go on lists as not terminal; it is defined here and implemented by the run
+// loop's package, which knows the agents and their owners' credentials.
+type WorkCanceller interface {
+	CancelWork(rec store.RunRecord, work Work)
+}
+
+// NotContinued is an Adopter's answer for a claimed run that cannot continue here (its
+// checkpoint is unreadable, its agent not configured, its time spent, its thread busy):
+// the Takeover ends it (Takeover.end).
+type NotContinued struct {
+	// Why says what stops the run, in words for its log's RUN_ERROR and its journal.
+	Why string
+	// Work is the run's work document as read from its record, whose remote work is
+	// cancelled.
+	Work Work
+}
+
+func (n *NotContinued) Error() string { return "durable: the run cannot continue: " + n.Why }
 
 // TakeoverConfig configures a Takeover.
 type TakeoverConfig struct {
@@ -57,6 +78,11 @@ type TakeoverConfig struct {
 	// claimed only by the claim rule (fence.Contact.MayClaim). Nil: contact never broke.
 	Contact *fence.Contact
 	Adopter Adopter
+	// Journal records the steps of a run that is not continued; Work cancels its remote
+	// work; Now stamps its log's RUN_ERROR (default time.Now).
+	Journal *Journal
+	Work    WorkCanceller
+	Now     func() time.Time
 	// Batch bounds the runs one claim returns (default TakeoverBatch).
 	Batch  int
 	Logger *slog.Logger
@@ -103,6 +129,9 @@ func NewTakeover(cfg TakeoverConfig) *Takeover {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	t := &Takeover{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), pending: map[[2]string]Claim{}}
 	t.service = startstop.NewService("takeover", t.run)
@@ -206,11 +235,37 @@ func (t *Takeover) adopt(ctx context.Context, c Claim) {
 		return
 	}
 	c.Log = evs
-	if err := t.cfg.Adopter.Adopt(ctx, c); err != nil {
+	var nc *NotContinued
+	if err := t.cfg.Adopter.Adopt(ctx, c); errors.As(err, &nc) {
+		t.end(ctx, rec, nc)
+	} else if err != nil {
 		log.Warn("takeover: the run was not adopted; trying again at the next look", "err", err)
 		t.later(c)
 	}
 }
+
+// end ends a run taken over that cannot continue (nc says why): its remote tasks are
+// cancelled, its log ends with RUN_ERROR{RUN_LOST} and its record with the error outcome
+// (not RunLost, which would hand it out for cleanup once more). A run taken over again
+// since is left to its newer owner.
+func (t *Takeover) end(ctx context.Context, rec store.RunRecord, nc *NotContinued) {
+	if err := t.cfg.Journal.MarkInDoubtAfterTakeover(ctx, RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID, Epoch: rec.Epoch}); errors.Is(err, store.ErrFenced) {
+		// Another replica took the run over since: its work is that replica's to follow,
+		// not to be cancelled from here.
+		t.log.Warn("takeover: the run has a newer owner; leaving it", "thread_id", rec.ThreadID, "run_id", rec.RunID)
+		return
+	}
+	t.cfg.Journal.Record(RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID}, store.StepTakeover, t.cfg.Replica, "", store.StepEnd{Outcome: store.StepError, Detail: "run taken over but not continued: " + nc.Why})
+	t.cfg.Work.CancelWork(rec, nc.Work)
+	EndLostLog(ctx, t.cfg.Store, rec, t.cfg.Now(), "The run was interrupted and could not be continued: "+nc.Why+".", t.log)
+	if err := t.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, RunError); err != nil {
+		t.log.Warn("store: end a run that could not be taken over", "thread_id", rec.ThreadID, "run_id", rec.RunID, "err", err)
+	}
+}
+
+// RunError is the state a run's record ends with when it could not be continued (the
+// engine's error outcome).
+const RunError = "error"
 
 // later keeps a claimed run for the next look.
 func (t *Takeover) later(c Claim) {

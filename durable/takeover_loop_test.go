@@ -313,3 +313,54 @@ func TestTakeoverService(t *testing.T) {
 	assert.Equal(t, "replica-dead", rec.Replica, "no look after Stop")
 	assert.Equal(t, "takeover", tk.service.Name())
 }
+
+// refusingAdopter cannot continue any run; it records the work it was asked to cancel.
+type refusingAdopter struct {
+	mu        sync.Mutex
+	cancelled []string
+}
+
+func (*refusingAdopter) Adopt(_ context.Context, c Claim) error {
+	return &NotContinued{Why: "its checkpoint is unreadable", Work: Work{A2A: []Task{{Agent: "a", TaskID: "task-" + c.Run.RunID}}}}
+}
+
+func (a *refusingAdopter) CancelWork(rec store.RunRecord, work Work) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range work.A2A {
+		a.cancelled = append(a.cancelled, rec.RunID+"/"+t.TaskID)
+	}
+}
+
+// TestTakeoverEndsARunNotContinued: a run its Adopter cannot continue is ended by the
+// takeover, once: its remote work is cancelled, its log ends with RUN_ERROR{RUN_LOST}, its
+// record with the error outcome, and its journal says why; it is not kept for the next
+// look.
+func TestTakeoverEndsARunNotContinued(t *testing.T) {
+	t.Parallel()
+	st := memoryStore(t)
+	runs := lapsedRuns(t, st, "nc", 1, "")
+	a := &refusingAdopter{}
+	tk := newTestTakeover(st, "replica-b", a, func(c *TakeoverConfig) {
+		c.Journal = NewJournal(st, "replica-b", slog.New(slog.DiscardHandler))
+		c.Work = a
+	})
+	ctx := context.Background()
+	require.Equal(t, 1, tk.Look(ctx, false))
+	assert.Zero(t, tk.Pending(), "ended, not kept for the next look")
+	assert.Equal(t, []string{runs[0] + "/task-" + runs[0]}, a.cancelled)
+	rec, err := st.GetRun(ctx, "t-"+runs[0], runs[0])
+	require.NoError(t, err)
+	assert.Equal(t, RunError, rec.State)
+	evs, err := ReadLog(ctx, st, "t-"+runs[0], runs[0])
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.Contains(t, string(evs[1].Data), `"RUN_LOST"`)
+	assert.Contains(t, string(evs[1].Data), "its checkpoint is unreadable")
+	steps, err := st.Steps(ctx, "t-"+runs[0], 0, 100)
+	require.NoError(t, err)
+	require.NotEmpty(t, steps)
+	last := steps[len(steps)-1]
+	assert.Equal(t, store.StepTakeover, last.Kind)
+	assert.Equal(t, store.StepError, last.Outcome)
+}
