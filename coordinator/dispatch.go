@@ -8,6 +8,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/failure"
@@ -52,7 +53,17 @@ func runCalls(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall) (ou
 	outcomes = make([]toolOutcome, len(calls))
 	sent = make([]bool, len(calls))
 	run, predicted := screen(ctx, r, t, calls, outcomes, sent)
-	dispatch.Each(run, func(i int) { execCall(ctx, r, calls, outcomes, i) })
+	if len(run) == 1 {
+		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
+		// only when calls run in parallel.
+		execCall(ctx, r, calls, outcomes, run[0])
+		return outcomes, sent, predicted
+	}
+	var wg sync.WaitGroup
+	for _, i := range run {
+		wg.Go(func() { execCall(ctx, r, calls, outcomes, i) })
+	}
+	wg.Wait()
 	return outcomes, sent, predicted
 }
 
@@ -105,8 +116,8 @@ func execCall(ctx context.Context, r *Run, calls []llm.ToolCall, outcomes []tool
 	if err != nil {
 		return
 	}
-	outcomes[i] = out
-	r.emitResult(ctx, c.ID, out)
+	outcomes[i] = *out
+	r.emitResult(ctx, c.ID, *out)
 }
 
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
@@ -125,27 +136,34 @@ func armTools(r *Run, t *toolset) {
 
 // newChain builds the chain of the run's backend calls over toolset t: the run's fencing,
 // tracing and journal (callSteps), the arguments' validation, then a handler per tool kind.
-func newChain(r *Run, t *toolset) *dispatch.Chain[toolOutcome] {
-	route := dispatch.Router[toolOutcome]{
+// Its outcome is a pointer: a delegation's frames stay on the run's stack while it waits,
+// and an outcome returned by value through each of them would take a few KiB more per open
+// run (design/lean-runs.md).
+func newChain(r *Run, t *toolset) *dispatch.Chain[*toolOutcome] {
+	route := &dispatch.Router[*toolOutcome]{
 		Kind: t.kind,
-		Handlers: map[dispatch.Kind]dispatch.Handler[toolOutcome]{
-			dispatch.Agent: func(ctx context.Context, c dispatch.Call) (toolOutcome, error) {
-				return delegate(ctx, r, t, t.agents[c.Name], c.ID, c.Args), nil
+		Handlers: [dispatch.Kinds]dispatch.Handler[*toolOutcome]{
+			dispatch.Agent: func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(delegate(ctx, r, t, t.agents[c.Name], c.ID, c.Args)), nil
 			},
-			dispatch.MCP: func(ctx context.Context, c dispatch.Call) (toolOutcome, error) {
-				return callMCPSession(ctx, r, t, toolCall(c), json.RawMessage(c.Arguments)), nil
+			dispatch.MCP: func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(callMCPSession(ctx, r, t, toolCall(c), json.RawMessage(c.Arguments))), nil
 			},
-			dispatch.AskUser: func(_ context.Context, c dispatch.Call) (toolOutcome, error) {
-				return askUser(r, t, toolCall(c), c.Args), nil
+			dispatch.AskUser: func(_ context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(askUser(r, t, toolCall(c), c.Args)), nil
 			},
-			dispatch.Other: func(_ context.Context, c dispatch.Call) (toolOutcome, error) {
-				return otherTool(r, t, toolCall(c)), nil
+			dispatch.Other: func(_ context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(otherTool(r, t, toolCall(c))), nil
 			},
 		},
 	}
-	validate := dispatch.Validate(func(c dispatch.Call) toolOutcome { return badArguments(r, t, toolCall(c)) })
+	validate := dispatch.Validate(func(c dispatch.Call) *toolOutcome { return ptr(badArguments(r, t, toolCall(c))) })
 	return dispatch.New(callSteps{run: r, tools: t}, route.Handle, validate)
 }
+
+// ptr is o on the heap, allocated once the call has its outcome: a call that waits holds
+// no outcome yet.
+func ptr(o toolOutcome) *toolOutcome { return &o }
 
 // toolCall is the model's call that c carries.
 func toolCall(c dispatch.Call) llm.ToolCall {
@@ -164,24 +182,39 @@ type callSteps struct {
 // MayAct waits for the run's lease (durability.mayAct).
 func (s callSteps) MayAct(ctx context.Context) error { return s.run.dur.mayAct(ctx) }
 
-// Trace runs the call in its execute_tool span.
-func (s callSteps) Trace(ctx context.Context, c dispatch.Call, next dispatch.Handler[toolOutcome]) (toolOutcome, error) {
-	var err error
-	out := s.run.trace.tool(ctx, s.tools, toolCall(c), func(ctx context.Context) toolOutcome {
-		var out toolOutcome
-		out, err = next(ctx, c)
-		return out
-	})
-	return out, err
+// Trace returns next run in the call's execute_tool span (as runTrace.tool, without its
+// closure: a frame less on the stack of a call that waits).
+func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
+	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+		call := toolCall(c)
+		span := s.run.trace.startToolSpan(ctx, s.tools, call)
+		out, err := next(span.ctx, c)
+		if out == nil {
+			out = &toolOutcome{}
+		}
+		s.run.trace.endToolSpan(span, call, out, true)
+		return out, err
+	}
 }
 
-// Journal runs the call between its intent and its outcome in the journal (journaled).
-func (s callSteps) Journal(ctx context.Context, c dispatch.Call, next dispatch.Handler[toolOutcome]) (toolOutcome, error) {
-	var err error
-	out := s.run.dur.journaled(ctx, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
-		var out toolOutcome
-		out, err = next(ctx, c)
-		return out
-	})
-	return out, err
+// Journal returns next run between the call's intent and its outcome in the journal
+// (journaled).
+func (s callSteps) Journal(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
+	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+		var err error
+		out := ptr(s.run.dur.journaled(ctx, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
+			var o *toolOutcome
+			o, err = next(ctx, c)
+			return deref(o)
+		}))
+		return out, err
+	}
+}
+
+// deref is *o, or the zero outcome for a call that was not run.
+func deref(o *toolOutcome) toolOutcome {
+	if o == nil {
+		return toolOutcome{}
+	}
+	return *o
 }

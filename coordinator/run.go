@@ -57,7 +57,7 @@ type Run struct {
 	trace *runTrace
 	// calls is the chain every backend tool call of the run goes through (dispatch.go),
 	// built with the guard once the run's toolset is known (armTools).
-	calls *dispatch.Chain[toolOutcome]
+	calls *dispatch.Chain[*toolOutcome]
 	// sp is the run's model usage bookkeeping and fallback link (spend.go).
 	sp runSpend
 

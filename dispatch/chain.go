@@ -1,14 +1,17 @@
 package dispatch
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
-// Step is one named step of a chain: it runs around the rest of the chain (next), and may
-// decline to run it.
+// Step is one named step of a chain, a middleware: it runs around the rest of the chain,
+// and may decline to run it.
 type Step[O any] struct {
 	// Name names the step (fence, trace, journal, validate).
 	Name string
-	// Wrap runs the call through the step and, unless the step stops it, through next.
-	Wrap func(ctx context.Context, c Call, next Handler[O]) (O, error)
+	// Wrap returns next with the step around it.
+	Wrap func(next Handler[O]) Handler[O]
 }
 
 // Run is what dispatching a call needs of the run it belongs to: may the run still act
@@ -21,8 +24,8 @@ type Run[O any] interface {
 
 // Chain runs every call of a run through the same steps, in order, to its handler.
 type Chain[O any] struct {
-	steps   []Step[O]
-	handler Handler[O]
+	names []string
+	run   Handler[O]
 }
 
 // New returns the chain of run's calls: fence, trace and journal, in that order, then
@@ -30,30 +33,25 @@ type Chain[O any] struct {
 // stops is neither traced nor journaled, and a journaled call is traced.
 func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
 	steps := append([]Step[O]{Fence[O](run), Trace(run), Journal(run)}, extra...)
-	return &Chain[O]{steps: steps, handler: h}
+	ch := &Chain[O]{run: h}
+	// Composed once, from the handler out. A delegation's frames stay on the run's stack
+	// while it waits for the agent: a frame or two per step, no more (design/lean-runs.md).
+	for i := len(steps) - 1; i >= 0; i-- {
+		ch.run = steps[i].Wrap(ch.run)
+	}
+	for _, s := range steps {
+		ch.names = append(ch.names, s.Name)
+	}
+	return ch
 }
 
 // Run runs c through the chain. An error means the call was not run: the caller streams no
 // result for it.
 func (ch *Chain[O]) Run(ctx context.Context, c Call) (O, error) {
-	return ch.from(0)(ctx, c)
-}
-
-// from is the chain from its i-th step on.
-func (ch *Chain[O]) from(i int) Handler[O] {
-	if i == len(ch.steps) {
-		return ch.handler
-	}
-	return func(ctx context.Context, c Call) (O, error) {
-		return ch.steps[i].Wrap(ctx, c, ch.from(i+1))
-	}
+	return ch.run(ctx, c)
 }
 
 // Steps names the chain's steps, in the order they run.
 func (ch *Chain[O]) Steps() []string {
-	names := make([]string, len(ch.steps))
-	for i, s := range ch.steps {
-		names[i] = s.Name
-	}
-	return names
+	return slices.Clone(ch.names)
 }

@@ -19,11 +19,13 @@ type Fencer interface {
 // Fence is the first step: no call goes out while this replica cannot be sure it still
 // owns the run. It waits for the run's lease, or stops the call with ErrFenced.
 func Fence[O any](f Fencer) Step[O] {
-	return Step[O]{Name: "fence", Wrap: func(ctx context.Context, c Call, next Handler[O]) (O, error) {
-		if err := f.MayAct(ctx); err != nil {
-			var zero O
-			return zero, fmt.Errorf("%w: call %s: %w", ErrFenced, c.ID, err)
+	return Step[O]{Name: "fence", Wrap: func(next Handler[O]) Handler[O] {
+		return func(ctx context.Context, c Call) (O, error) {
+			if err := f.MayAct(ctx); err != nil {
+				var zero O
+				return zero, fmt.Errorf("%w: call %s: %w", ErrFenced, c.ID, err)
+			}
+			return next(ctx, c)
 		}
-		return next(ctx, c)
 	}}
 }

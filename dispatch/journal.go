@@ -1,11 +1,11 @@
 package dispatch
 
-import "context"
-
-// Journaler runs a call between its intent and its outcome in the run's journal, once. It
-// may decline to run a call whose intent it could not record, with an outcome that says so.
+// Journaler runs calls between their intent and their outcome in the run's journal, once
+// each. It may decline to run a call whose intent it could not record, with an outcome that
+// says so.
 type Journaler[O any] interface {
-	Journal(ctx context.Context, c Call, next Handler[O]) (O, error)
+	// Journal returns next run between the call's intent and its outcome.
+	Journal(next Handler[O]) Handler[O]
 }
 
 // Journal is the step that records the call in the run's journal.

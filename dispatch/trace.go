@@ -1,11 +1,10 @@
 package dispatch
 
-import "context"
-
-// Tracer runs a call in its span (OpenTelemetry's execute_tool), which records the call's
+// Tracer runs calls in their span (OpenTelemetry's execute_tool), which records each call's
 // outcome.
 type Tracer[O any] interface {
-	Trace(ctx context.Context, c Call, next Handler[O]) (O, error)
+	// Trace returns next run in the call's span.
+	Trace(next Handler[O]) Handler[O]
 }
 
 // Trace is the step that runs the call in its span.
