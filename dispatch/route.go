@@ -21,6 +21,7 @@ const (
 
 var kindNames = [Kinds]string{Other: "other", Agent: "agent", MCP: "mcp", AskUser: "ask_user"}
 
+// String names the kind (agent, mcp, ask_user, other).
 func (k Kind) String() string {
 	if k < 0 || k >= Kinds {
 		return "unknown"
