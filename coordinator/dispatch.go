@@ -158,11 +158,13 @@ func newChain(r *Run, t *toolset) *dispatch.Chain[*toolOutcome] {
 		},
 	}
 	validate := dispatch.Validate(func(c dispatch.Call) *toolOutcome { return ptr(badArguments(r, t, toolCall(c))) })
-	return dispatch.New(callSteps{run: r, tools: t}, route.Handle, validate)
+	return dispatch.New(callSteps{run: r, tools: t}, route.Handler(), validate)
 }
 
 // ptr is o on the heap, allocated once the call has its outcome: a call that waits holds
-// no outcome yet.
+// no outcome yet. Not inlined: inlined, the outcome would be allocated before the call.
+//
+//go:noinline
 func ptr(o toolOutcome) *toolOutcome { return &o }
 
 // toolCall is the model's call that c carries.

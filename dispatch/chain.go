@@ -5,11 +5,15 @@ import (
 	"slices"
 )
 
-// Step is one named step of a chain, a middleware: it runs around the rest of the chain,
-// and may decline to run it.
+// Step is one named step of a chain. Most steps are middleware (Wrap): they run around the
+// rest of the chain, and may decline to run it. A step that only decides whether the call
+// runs may be a Check instead; the checks that come before every middleware run one after
+// the other in Chain.Run, so they stay off the stack of a call that waits.
 type Step[O any] struct {
 	// Name names the step (fence, trace, journal, validate).
 	Name string
+	// Check returns an error when the call must not run.
+	Check func(ctx context.Context, c Call) error
 	// Wrap returns next with the step around it.
 	Wrap func(next Handler[O]) Handler[O]
 }
@@ -24,8 +28,9 @@ type Run[O any] interface {
 
 // Chain runs every call of a run through the same steps, in order, to its handler.
 type Chain[O any] struct {
-	names []string
-	run   Handler[O]
+	names  []string
+	checks []func(ctx context.Context, c Call) error
+	run    Handler[O]
 }
 
 // New returns the chain of run's calls: fence, trace and journal, in that order, then
@@ -34,10 +39,15 @@ type Chain[O any] struct {
 func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
 	steps := append([]Step[O]{Fence[O](run), Trace(run), Journal(run)}, extra...)
 	ch := &Chain[O]{run: h}
+	lead := 0
+	for lead < len(steps) && steps[lead].Wrap == nil {
+		ch.checks = append(ch.checks, steps[lead].Check)
+		lead++
+	}
 	// Composed once, from the handler out. A delegation's frames stay on the run's stack
-	// while it waits for the agent: a frame or two per step, no more (design/lean-runs.md).
-	for i := len(steps) - 1; i >= 0; i-- {
-		ch.run = steps[i].Wrap(ch.run)
+	// while it waits for the agent: one small frame per step, no more (design/dispatch.md).
+	for i := len(steps) - 1; i >= lead; i-- {
+		ch.run = steps[i].around(ch.run)
 	}
 	for _, s := range steps {
 		ch.names = append(ch.names, s.Name)
@@ -45,9 +55,30 @@ func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
 	return ch
 }
 
+// around is next with the step around it.
+func (s Step[O]) around(next Handler[O]) Handler[O] {
+	if s.Wrap != nil {
+		return s.Wrap(next)
+	}
+	check := s.Check
+	return func(ctx context.Context, c Call) (O, error) {
+		if err := check(ctx, c); err != nil {
+			var zero O
+			return zero, err
+		}
+		return next(ctx, c)
+	}
+}
+
 // Run runs c through the chain. An error means the call was not run: the caller streams no
 // result for it.
 func (ch *Chain[O]) Run(ctx context.Context, c Call) (O, error) {
+	for _, check := range ch.checks {
+		if err := check(ctx, c); err != nil {
+			var zero O
+			return zero, err
+		}
+	}
 	return ch.run(ctx, c)
 }
 

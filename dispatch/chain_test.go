@@ -118,8 +118,28 @@ func TestRouterSendsEachKindToItsHandler(t *testing.T) {
 		},
 	}
 	for name, want := range map[string]string{"research": "agent", "search": "mcp", "ask_user": "ask_user", "nope": "other", "bad": "other"} {
-		if got, _ := rt.Handle(context.Background(), dispatch.Call{Name: name}); got != want {
+		if got, _ := rt.Handler()(context.Background(), dispatch.Call{Name: name}); got != want {
 			t.Errorf("%s went to %q, want %q", name, got, want)
 		}
+	}
+}
+
+func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
+	run := &fakeRun{}
+	refused := errors.New("refused")
+	gate := dispatch.Step[string]{Name: "gate", Check: func(_ context.Context, c dispatch.Call) error {
+		run.note("gate")
+		if c.ID == "stop" {
+			return refused
+		}
+		return nil
+	}}
+	ch := dispatch.New(run, run.handler, gate)
+	if _, err := ch.Run(context.Background(), dispatch.Call{ID: "stop"}); !errors.Is(err, refused) {
+		t.Fatalf("err = %v, want the gate's", err)
+	}
+	want := []string{"fence", "trace", "journal", "gate", "journal end", "trace end"}
+	if !slices.Equal(run.steps, want) {
+		t.Fatalf("steps ran as %v, want %v (no handler)", run.steps, want)
 	}
 }

@@ -17,15 +17,18 @@ type Fencer interface {
 }
 
 // Fence is the first step: no call goes out while this replica cannot be sure it still
-// owns the run. It waits for the run's lease, or stops the call with ErrFenced.
+// owns the run. It waits for the run's lease, or stops the call with ErrFenced. It is a
+// check: it has nothing to do once the call runs.
 func Fence[O any](f Fencer) Step[O] {
-	return Step[O]{Name: "fence", Wrap: func(next Handler[O]) Handler[O] {
-		return func(ctx context.Context, c Call) (O, error) {
-			if err := f.MayAct(ctx); err != nil {
-				var zero O
-				return zero, fmt.Errorf("%w: call %s: %w", ErrFenced, c.ID, err)
-			}
-			return next(ctx, c)
+	return Step[O]{Name: "fence", Check: func(ctx context.Context, c Call) error {
+		if err := f.MayAct(ctx); err != nil {
+			return fenced(c, err)
 		}
+		return nil
 	}}
+}
+
+// fenced is the error of a call the fence stopped.
+func fenced(c Call, err error) error {
+	return fmt.Errorf("%w: call %s: %w", ErrFenced, c.ID, err)
 }

@@ -39,11 +39,13 @@ type Router[O any] struct {
 	Handlers [Kinds]Handler[O]
 }
 
-// Handle runs c with the handler of its tool's kind.
-func (rt *Router[O]) Handle(ctx context.Context, c Call) (O, error) {
-	k := rt.Kind(c.Name)
-	if k < 0 || k >= Kinds || rt.Handlers[k] == nil {
-		k = Other
+// Handler returns the router as the handler at the end of a chain.
+func (rt *Router[O]) Handler() Handler[O] {
+	return func(ctx context.Context, c Call) (O, error) {
+		k := rt.Kind(c.Name)
+		if k < 0 || k >= Kinds || rt.Handlers[k] == nil {
+			k = Other
+		}
+		return rt.Handlers[k](ctx, c)
 	}
-	return rt.Handlers[k](ctx, c)
 }
