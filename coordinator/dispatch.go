@@ -137,8 +137,8 @@ func armTools(r *Run, t *toolset) {
 // newChain builds the chain of the run's backend calls over toolset t: the run's fencing,
 // tracing and journal (callSteps), the arguments' validation, then a handler per tool kind.
 // Its outcome is a pointer: a delegation's frames stay on the run's stack while it waits,
-// and an outcome returned by value through each of them would take a few KiB more per open
-// run (design/lean-runs.md).
+// and an outcome returned by value through each of them would double the stack of every
+// open run (design/dispatch.md).
 func newChain(r *Run, t *toolset) *dispatch.Chain[*toolOutcome] {
 	route := &dispatch.Router[*toolOutcome]{
 		Kind: t.kind,
