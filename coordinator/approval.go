@@ -208,10 +208,10 @@ func (d *durability) sendApproved(ctx context.Context, t *toolset, callID, inter
 		if a, ok := t.agents[tool]; ok {
 			var m map[string]any
 			_ = json.Unmarshal(args, &m)
-			return r.toolCalls.delegate(ctx, t, a, callID, m)
+			return delegate(ctx, r, t, a, callID, m)
 		}
 		if _, ok := t.mcp[tool]; ok {
-			return r.toolCalls.callMCPSession(ctx, t, c, args)
+			return callMCPSession(ctx, r, t, c, args)
 		}
 		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
 	})

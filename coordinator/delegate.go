@@ -130,8 +130,8 @@ func (d *subagentCall) ids() (string, string) {
 }
 
 // delegate runs one sub-agent tool call and returns its tagged result.
-func (tc *toolCalls) delegate(ctx context.Context, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
-	req, refusal := tc.delegationRequest(ctx, t, a, args)
+func delegate(ctx context.Context, r *Run, t *toolset, a *Agent, callID string, args map[string]any) toolOutcome {
+	req, refusal := delegationRequest(ctx, r, t, a, args)
 	if refusal != nil {
 		return *refusal
 	}
@@ -139,12 +139,11 @@ func (tc *toolCalls) delegate(ctx context.Context, t *toolset, a *Agent, callID 
 		// A new task: sent with the ids its journal intent recorded.
 		req.MessageID, req.ContextID = ids.messageID, ids.contextID
 	}
-	return tc.exchange(ctx, t, a, callID, "", req, false)
+	return exchange(ctx, r, t, a, callID, "", req, false)
 }
 
 // delegationRequest is the request of a sub-agent call, or the refusal of its arguments.
-func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent, args map[string]any) (subagent.Request, *toolOutcome) {
-	r := tc.run
+func delegationRequest(ctx context.Context, r *Run, t *toolset, a *Agent, args map[string]any) (subagent.Request, *toolOutcome) {
 	refuse := func(sig bridge.Signal) (subagent.Request, *toolOutcome) {
 		o := signalOutcome(sig)
 		return subagent.Request{}, &o
@@ -174,7 +173,7 @@ func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent
 		if decoded, ok := bridge.TaskIDFromArg("task_id=" + taskID); ok {
 			taskID = decoded
 		}
-		if refusal := tc.checkContinuation(ctx, t, a, taskID, &req); refusal != nil {
+		if refusal := checkContinuation(ctx, r, t, a, taskID, &req); refusal != nil {
 			return refuse(*refusal)
 		}
 	}
@@ -184,8 +183,8 @@ func (tc *toolCalls) delegationRequest(ctx context.Context, t *toolset, a *Agent
 // send runs one A2A message exchange for a tool call: a new task, a continuation chosen by
 // the model, or the delivery of the user's answer on resume (subID reuses the suspended
 // sub-agent's id then).
-func (tc *toolCalls) send(ctx context.Context, t *toolset, a *Agent, callID, subID string, req subagent.Request) toolOutcome {
-	return tc.exchange(ctx, t, a, callID, subID, req, false)
+func send(ctx context.Context, r *Run, t *toolset, a *Agent, callID, subID string, req subagent.Request) toolOutcome {
+	return exchange(ctx, r, t, a, callID, subID, req, false)
 }
 
 // describer is a Delegate that knows its agent's current description and skills (an
@@ -223,8 +222,7 @@ func (d *subagentCall) taskIDKnown() string {
 
 // settle turns a finished delegation into events and its outcome. In ask_user mode an
 // input-required or auth-required task raises an interrupt at once.
-func (tc *toolCalls) settle(d *subagentCall, req subagent.Request, callID string, res *subagent.Result, err error, t *toolset) toolOutcome {
-	r := tc.run
+func settle(r *Run, d *subagentCall, req subagent.Request, callID string, res *subagent.Result, err error, t *toolset) toolOutcome {
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"
@@ -251,7 +249,7 @@ func (tc *toolCalls) settle(d *subagentCall, req subagent.Request, callID string
 		d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "success"}})
 	case subagent.StateInputRequired, subagent.StateAuthRequired:
 		if d.agent.InputRequired != "model" {
-			in := tc.a2aInterrupt(d, callID, res)
+			in := a2aInterrupt(r, d, callID, res)
 			d.close(&agui.SubagentFinished{SubagentRunID: d.subID, Outcome: &agui.SubagentOutcome{Type: "suspended", InterruptIDs: []string{in.ID}}})
 			return toolOutcome{interrupts: []store.Interrupt{in}, asks: res.State == subagent.StateInputRequired}
 		}
@@ -268,8 +266,7 @@ func (tc *toolCalls) settle(d *subagentCall, req subagent.Request, callID string
 
 // agentCtx is ctx with the run's principal's credentials for agent, when they signed in to
 // it (A2ASignIn); the credentials go only to the agent, as HTTP headers of its calls.
-func (tc *toolCalls) agentCtx(ctx context.Context, a *Agent) context.Context {
-	r := tc.run
+func agentCtx(ctx context.Context, r *Run, a *Agent) context.Context {
 	return r.e.agentCtx(ctx, r.owner, a)
 }
 
@@ -297,8 +294,7 @@ func (e *Engine) ownerCancel(owner string, a *Agent, fn cancel.Func) cancel.Func
 // a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required
 // task of an agent whose card declares an OAuth flow gets a sign-in of its own
 // (metadata.authorizationUrl); the user's resume then continues the task with their token.
-func (tc *toolCalls) a2aInterrupt(d *subagentCall, callID string, res *subagent.Result) store.Interrupt {
-	r := tc.run
+func a2aInterrupt(r *Run, d *subagentCall, callID string, res *subagent.Result) store.Interrupt {
 	question := bridge.UntrustedN(res.Text, 4000)
 	var in store.Interrupt
 	if res.State == subagent.StateAuthRequired {
@@ -329,8 +325,7 @@ func (tc *toolCalls) a2aInterrupt(d *subagentCall, callID string, res *subagent.
 // the task and context ids. Tasks belong to threads (recorded with the thread, and saved
 // with its suspension): an id from another thread, another principal, or the model's
 // imagination is [RETRY:invalid_transition].
-func (tc *toolCalls) checkContinuation(ctx context.Context, t *toolset, a *Agent, taskID string, req *subagent.Request) *bridge.Signal {
-	r := tc.run
+func checkContinuation(ctx context.Context, r *Run, t *toolset, a *Agent, taskID string, req *subagent.Request) *bridge.Signal {
 	refuse := func(msg string) *bridge.Signal {
 		return &bridge.Signal{
 			Code: "invalid_transition", Requested: a.Name,

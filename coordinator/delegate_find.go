@@ -101,37 +101,35 @@ const (
 // with the intent and followed by id as a continued task is (exchange with follow, which
 // cancels it when the run is stopped), so the call gets its real result. Without ids, or at
 // an agent that does not list tasks, or when no task turns up, the call is in doubt.
-func (tc *toolCalls) recoverSend(ctx context.Context, t *toolset, a *Agent, c llm.ToolCall) toolOutcome {
-	r := tc.run
+func recoverSend(ctx context.Context, r *Run, t *toolset, a *Agent, c llm.ToolCall) toolOutcome {
 	inDoubt := taggedOutcome(bridge.TagError, inDoubtText(c.Name))
 	f, ok := a.Client.(taskFinder)
 	if !ok {
 		return inDoubt
 	}
-	ids, ok := tc.sentAs(ctx, c.ID)
+	ids, ok := sentAs(ctx, r, c.ID)
 	if !ok {
 		return inDoubt
 	}
-	got := tc.findSent(ctx, a, f, ids)
+	got := findSent(ctx, r, a, f, ids)
 	if got == nil {
 		r.log.Warn("takeover: the task of a send in doubt was not found; it stays in doubt", "agent", a.Name, "tool_call_id", c.ID, "context_id", ids.contextID)
 		return inDoubt
 	}
 	if ctx.Err() != nil {
 		// The run was stopped (or its client left) while the task was looked for.
-		return tc.cancelFound(ctx, a, got.TaskID)
+		return cancelFound(ctx, r, a, got.TaskID)
 	}
 	r.log.Info("takeover: found the task of a send in doubt; following it", "agent", a.Name, "tool_call_id", c.ID, "task_id", got.TaskID, "state", got.State)
 	req := subagent.Request{TaskID: got.TaskID, ContextID: got.ContextID}
-	return tc.exchange(ctx, t, a, c.ID, "", req, true)
+	return exchange(ctx, r, t, a, c.ID, "", req, true)
 }
 
 // cancelFound cancels a task found after the run ended here: a stopped run's task is
 // cancelled, with the same confirmation and retries as the run's own cancels, unless the
 // run was handed to another replica (which finds the task in turn) or this replica no
 // longer owns it.
-func (tc *toolCalls) cancelFound(ctx context.Context, a *Agent, taskID string) toolOutcome {
-	r := tc.run
+func cancelFound(ctx context.Context, r *Run, a *Agent, taskID string) toolOutcome {
 	if errors.Is(context.Cause(ctx), ErrHandoff) {
 		return toolOutcome{}
 	}
@@ -150,8 +148,7 @@ func (tc *toolCalls) cancelFound(ctx context.Context, a *Agent, taskID string) t
 
 // sentAs reads from the journal the ids the previous owner recorded for the send of call
 // callID of this run.
-func (tc *toolCalls) sentAs(ctx context.Context, callID string) (sentIDs, bool) {
-	r := tc.run
+func sentAs(ctx context.Context, r *Run, callID string) (sentIDs, bool) {
 	ids, ok := sentByRun(ctx, r.e.cfg.Store, r.log, r.ThreadID, r.RunID)[callID]
 	return ids, ok
 }
@@ -211,17 +208,17 @@ func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner stri
 // findSent looks for the task that the message ids started, asking again while the agent
 // lists nothing, within findWait. It goes on when ctx (the run) ends meanwhile: a task
 // found then is cancelled by exchange, and one that is not stays in doubt. nil: not found.
-func (tc *toolCalls) findSent(ctx context.Context, a *Agent, f taskFinder, ids sentIDs) *subagent.Result {
+func findSent(ctx context.Context, r *Run, a *Agent, f taskFinder, ids sentIDs) *subagent.Result {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), findWait)
 	defer cancel()
 	for {
-		got, err := f.FindTask(tc.agentCtx(fctx, a), ids.contextID, ids.messageID)
+		got, err := f.FindTask(agentCtx(fctx, r, a), ids.contextID, ids.messageID)
 		if err == nil && got != nil && got.TaskID != "" {
 			return got
 		}
 		if err != nil && !errors.Is(err, subagent.ErrTaskNotFound) {
 			// The agent does not list tasks (A2A 0.3, or refused): asking again does not help.
-			tc.run.log.Warn("takeover: the agent could not list the tasks of a send in doubt", "agent", a.Name, "err", err)
+			r.log.Warn("takeover: the agent could not list the tasks of a send in doubt", "agent", a.Name, "err", err)
 			return nil
 		}
 		t := time.NewTimer(findPause)

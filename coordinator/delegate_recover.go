@@ -16,12 +16,11 @@ import (
 // already, by a resume whose recording failed: its outcome is recovered from the agent
 // instead of sending the answer again, which the agent would refuse (invalid_transition). A
 // task still working is followed until it ends or waits again, within the agent's timeout.
-func (tc *toolCalls) recoverTask(ctx context.Context, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
-	r := tc.run
+func recoverTask(ctx context.Context, r *Run, a *Agent, callID string, in store.Interrupt, h handle) *toolOutcome {
 	read := func() (*subagent.Result, error) {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return a.Client.GetTask(tc.agentCtx(gctx, a), h.TaskID)
+		return a.Client.GetTask(agentCtx(gctx, r, a), h.TaskID)
 	}
 	got, err := read()
 	if err != nil || got.State.Interrupted() {
@@ -32,7 +31,7 @@ func (tc *toolCalls) recoverTask(ctx context.Context, a *Agent, callID string, i
 	cancelTask := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.CancelTimeout)
 		defer cancel()
-		return a.Client.Cancel(tc.agentCtx(cctx, a), h.TaskID)
+		return a.Client.Cancel(agentCtx(cctx, r, a), h.TaskID)
 	}
 	deadline := time.Now().Add(a.Timeout)
 	for !got.State.Terminal() && !got.State.Interrupted() {

@@ -10,8 +10,7 @@ import (
 // task whose id is known is cancelled (and the cancel awaited) before the run goes on; a
 // request whose agent never named its task is left open in the background (detached) until
 // the cancel deadline, so that a late task id still gets its CancelTask.
-func (tc *toolCalls) delegationTimedOut(d *subagentCall, a *Agent, stopSend func(), out <-chan sent, detached *bool) toolOutcome {
-	r := tc.run
+func delegationTimedOut(r *Run, d *subagentCall, a *Agent, stopSend func(), out <-chan sent, detached *bool) toolOutcome {
 	if d.taskIDKnown() == "" {
 		// The agent has not named its task (it may have sent headers and nothing
 		// else): the timeout is the time the run waits, so the run goes on now. The

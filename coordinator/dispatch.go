@@ -1,32 +1,25 @@
 package coordinator
 
 // Tool dispatch: one turn's backend calls screened (loop prediction, declined calls, the
-// guard, approvals) and run, concurrently when there are several, each result streamed as
-// soon as its call ends.
+// guard, approvals) and run through the run's chain (package dispatch: fence → trace →
+// journal → validate, then the handler of the tool's kind), concurrently when there are
+// several, each result streamed as soon as its call ends.
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
+	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
 )
 
-// toolCalls runs a run's backend tool calls: it screens each turn's calls (loop
-// prediction, declined calls, the guard, approvals), runs them (sub-agent delegations,
-// MCP calls, ask_user) and delivers the user's answers to the calls that were suspended.
-// The guard, failure state, journal and event stream it works with are the run's, shared
-// with the loop and the suspension: it reaches them through run.
-type toolCalls struct {
-	run *Run
-}
-
 // newGuard builds the run's guard and hides from the model the tools the policy denies.
 // Denied tools stay governed, so that a call to one is refused as policy_deny rather than
 // as an unknown action.
-func (tc *toolCalls) newGuard(t *toolset) *failure.Guard {
-	r := tc.run
+func newGuard(r *Run, t *toolset) *failure.Guard {
 	var agents, governed, always []string
 	for _, name := range t.backend {
 		switch {
@@ -51,24 +44,24 @@ func (tc *toolCalls) newGuard(t *toolset) *failure.Guard {
 	return g
 }
 
-// dispatch runs one turn's backend calls. Each call is checked first, in order: a call
+// runCalls runs one turn's backend calls. Each call is checked first, in order: a call
 // that would repeat a loop (the loop detector's prediction) or that the guard refuses is
 // not sent, and its refusal, streamed at once, is its result. The other calls run
 // concurrently; each result is streamed as TOOL_CALL_RESULT as soon as its call ends.
 // sent tells which calls went out; predicted holds the loop_detected failures.
-func (tc *toolCalls) dispatch(ctx context.Context, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []failure.Failure) {
+func runCalls(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall) (outcomes []toolOutcome, sent []bool, predicted []failure.Failure) {
 	outcomes = make([]toolOutcome, len(calls))
 	sent = make([]bool, len(calls))
-	run, predicted := tc.screen(ctx, t, calls, outcomes, sent)
+	run, predicted := screen(ctx, r, t, calls, outcomes, sent)
 	if len(run) == 1 {
 		// One call (the usual turn) runs on the run's goroutine: a goroutine per call
 		// only when calls run in parallel.
-		tc.execCall(ctx, t, calls, outcomes, run[0])
+		execCall(ctx, r, calls, outcomes, run[0])
 		return outcomes, sent, predicted
 	}
 	var wg sync.WaitGroup
 	for _, i := range run {
-		wg.Go(func() { tc.execCall(ctx, t, calls, outcomes, i) })
+		wg.Go(func() { execCall(ctx, r, calls, outcomes, i) })
 	}
 	wg.Wait()
 	return outcomes, sent, predicted
@@ -77,27 +70,26 @@ func (tc *toolCalls) dispatch(ctx context.Context, t *toolset, calls []llm.ToolC
 // screen refuses the calls that must not be sent (a predicted loop, a declined call, the
 // guard) and holds the ones that need approval; it returns the indexes of the calls to
 // run.
-func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
-	r := tc.run
+func screen(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, sent []bool) (run []int, predicted []failure.Failure) {
 	for i, c := range calls {
 		if r.loops.Predict(c) {
 			predicted = append(predicted, *r.loops.PredictedLoop(c))
-			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(failure.LoopSignal(c, nextActions(r.guard, t, c.Name))))
+			outcomes[i] = traceRefusal(ctx, r, t, c, signalOutcome(failure.LoopSignal(c, nextActions(r.guard, t, c.Name))))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
 		if refusal, declined := r.dur.declinedRefusal(t, c); declined {
-			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(refusal))
+			outcomes[i] = traceRefusal(ctx, r, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
 		if refusal, ok := r.guard.CheckSignal(c.Name); !ok {
-			outcomes[i] = tc.traceRefusal(ctx, t, c, signalOutcome(refusal))
+			outcomes[i] = traceRefusal(ctx, r, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
 		if refusal, refused := depthRefusal(r, t, c); refused {
-			outcomes[i] = tc.traceRefusal(ctx, t, c, refusal)
+			outcomes[i] = traceRefusal(ctx, r, t, c, refusal)
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
@@ -116,25 +108,115 @@ func (tc *toolCalls) screen(ctx context.Context, t *toolset, calls []llm.ToolCal
 	return run, predicted
 }
 
-// execCall runs calls[i] and streams its result.
-func (tc *toolCalls) execCall(ctx context.Context, t *toolset, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
-	r := tc.run
-	c := &calls[i]
-	// No tool call (MCP, A2A) while this replica cannot be sure it still owns the run:
-	// it waits for the lease, or stops (the run moved, or was cancelled).
-	if err := r.dur.mayAct(ctx); err != nil {
+// execCall runs calls[i] through the run's chain and streams its result. A call the
+// chain did not run (the fence stopped it: the run moved, or was cancelled) has no result.
+func execCall(ctx context.Context, r *Run, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
+	c := calls[i]
+	out, err := r.calls.Run(ctx, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	if err != nil {
 		return
 	}
-	outcomes[i] = r.trace.tool(ctx, t, *c, func(ctx context.Context) toolOutcome {
-		return r.dur.journaled(ctx, t, *c, "", func(ctx context.Context) toolOutcome { return tc.runTool(ctx, t, *c) })
-	})
-	r.emitResult(ctx, c.ID, outcomes[i])
+	outcomes[i] = *out
+	r.emitResult(ctx, c.ID, *out)
 }
 
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
 // a policy refusal): its execute_tool span carries the refusal's tag and the decision.
-func (tc *toolCalls) traceRefusal(ctx context.Context, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
-	r := tc.run
+func traceRefusal(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
 	r.dur.step(store.StepRefusal, c.Name, c.ID, store.StepEnd{Outcome: "refused", Tag: refusal.Tag, FailureKind: refusal.Code})
 	return r.trace.toolCall(ctx, t, c, func(context.Context) toolOutcome { return refusal }, false)
+}
+
+// armTools prepares the run for the calls of toolset t: its guard (which hides from the
+// model the tools the policy denies) and the chain every one of its calls goes through.
+func armTools(r *Run, t *toolset) {
+	r.guard = newGuard(r, t)
+	r.calls = newChain(r, t)
+}
+
+// newChain builds the chain of the run's backend calls over toolset t: the run's fencing,
+// tracing and journal (callSteps), the arguments' validation, then a handler per tool kind.
+// Its outcome is a pointer: a delegation's frames stay on the run's stack while it waits,
+// and an outcome returned by value through each of them would double the stack of every
+// open run (design/dispatch.md).
+func newChain(r *Run, t *toolset) *dispatch.Chain[*toolOutcome] {
+	route := &dispatch.Router[*toolOutcome]{
+		Kind: t.kind,
+		Handlers: [dispatch.Kinds]dispatch.Handler[*toolOutcome]{
+			dispatch.Agent: func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(delegate(ctx, r, t, t.agents[c.Name], c.ID, c.Args)), nil
+			},
+			dispatch.MCP: func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(callMCPSession(ctx, r, t, toolCall(c), json.RawMessage(c.Arguments))), nil
+			},
+			dispatch.AskUser: func(_ context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(askUser(r, t, toolCall(c), c.Args)), nil
+			},
+			dispatch.Other: func(_ context.Context, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(otherTool(r, t, toolCall(c))), nil
+			},
+		},
+	}
+	validate := dispatch.Validate(func(c dispatch.Call) *toolOutcome { return ptr(badArguments(r, t, toolCall(c))) })
+	return dispatch.New(callSteps{run: r, tools: t}, route.Handler(), validate)
+}
+
+// ptr is o on the heap, allocated once the call has its outcome: a call that waits holds
+// no outcome yet. Not inlined: inlined, the outcome would be allocated before the call.
+//
+//go:noinline
+func ptr(o toolOutcome) *toolOutcome { return &o }
+
+// toolCall is the model's call that c carries.
+func toolCall(c dispatch.Call) llm.ToolCall {
+	return llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+}
+
+// callSteps are the steps of the run's chain that are the run's own: whether this replica
+// may still act on it (fencing.go), the call's execute_tool span (telemetry.go), and its
+// intent and outcome in the run's journal (journal.go). The toolset says what each call
+// is: its span's kind and target, its journal step.
+type callSteps struct {
+	run   *Run
+	tools *toolset
+}
+
+// MayAct waits for the run's lease (durability.mayAct).
+func (s callSteps) MayAct(ctx context.Context) error { return s.run.dur.mayAct(ctx) }
+
+// Trace returns next run in the call's execute_tool span (as runTrace.tool, without its
+// closure: a frame less on the stack of a call that waits).
+func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
+	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+		call := toolCall(c)
+		span := s.run.trace.startToolSpan(ctx, s.tools, call)
+		out, err := next(span.ctx, c)
+		if out == nil {
+			out = &toolOutcome{}
+		}
+		s.run.trace.endToolSpan(span, call, out, true)
+		return out, err
+	}
+}
+
+// Journal returns next run between the call's intent and its outcome in the journal
+// (journaled).
+func (s callSteps) Journal(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
+	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+		var err error
+		out := ptr(s.run.dur.journaled(ctx, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
+			var o *toolOutcome
+			o, err = next(ctx, c)
+			return deref(o)
+		}))
+		return out, err
+	}
+}
+
+// deref is *o, or the zero outcome for a call that was not run.
+func deref(o *toolOutcome) toolOutcome {
+	if o == nil {
+		return toolOutcome{}
+	}
+	return *o
 }

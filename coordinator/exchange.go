@@ -14,25 +14,24 @@ import (
 // exchange is send, or with follow the following of a task that this run started before
 // it was taken over (req names the task; nothing is sent to it: takeover.go). The run
 // waits here while the sub-agent works; the setup and the ends are functions of their own.
-func (tc *toolCalls) exchange(ctx context.Context, t *toolset, a *Agent, callID, subID string, req subagent.Request, follow bool) toolOutcome {
-	d := tc.startExchange(ctx, a, callID, subID, req, follow)
+func exchange(ctx context.Context, r *Run, t *toolset, a *Agent, callID, subID string, req subagent.Request, follow bool) toolOutcome {
+	d := startExchange(ctx, r, a, callID, subID, req, follow)
 	defer d.finish()
 	timer := time.NewTimer(a.Timeout)
 	defer timer.Stop()
 	select {
 	case s := <-d.out:
-		return tc.settle(d, req, callID, s.res, s.err, t)
+		return settle(r, d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
 		return d.cancelled(ctx)
 	case <-timer.C:
-		return tc.delegationTimedOut(d, a, d.stopSend, d.out, &d.detached)
+		return delegationTimedOut(r, d, a, d.stopSend, d.out, &d.detached)
 	}
 }
 
 // startExchange announces the sub-agent and starts its A2A exchange on a goroutine of its
 // own, which delivers the end on d.out.
-func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID string, req subagent.Request, follow bool) *subagentCall {
-	r := tc.run
+func startExchange(ctx context.Context, r *Run, a *Agent, callID, subID string, req subagent.Request, follow bool) *subagentCall {
 	if subID == "" {
 		subID = newID("sa")
 	}
@@ -55,7 +54,7 @@ func (tc *toolCalls) startExchange(ctx context.Context, a *Agent, callID, subID 
 	spanCtx, span, spanParent := r.trace.delegationSpan(sendCtx, a)
 	go func() {
 		obs := subagent.Observer{Task: d.onTask, Text: d.onText}
-		actx := tc.agentCtx(spanCtx, a)
+		actx := agentCtx(spanCtx, r, a)
 		var res *subagent.Result
 		var err error
 		if follow {

@@ -14,8 +14,8 @@ import (
 
 // toolHome is one kind of tool that can wait for the user (A2A delegation, MCP call,
 // ask_user). Everything about a kind's interrupts lives in its home: no switch on the
-// interrupt kind elsewhere. Calls themselves start in toolCalls.runTool, where the toolset says
-// which kind a name is.
+// interrupt kind elsewhere. Calls themselves start in the run's chain (dispatch.go), where
+// the toolset says which kind a name is.
 type toolHome interface {
 	// deliver gives the user's answers to the call suspended on ins (one tool call's
 	// interrupts) and returns its outcome.
@@ -53,12 +53,12 @@ func interruptTool(in store.Interrupt) string {
 }
 
 // deliver routes the user's answers for one suspended tool call to its home.
-func (tc *toolCalls) deliver(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
+func deliver(ctx context.Context, r *Run, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
 	h := homeOf(ins[0].Kind)
 	if h == nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("This question can no longer be answered."))
 	}
-	return h.deliver(ctx, tc.run, t, callID, ins, answers)
+	return h.deliver(ctx, r, t, callID, ins, answers)
 }
 
 // abandon cancels the work parked on interrupts that will not be answered, each through
@@ -119,13 +119,13 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		// It is never sent twice: the task is followed by id (a task still waiting gets
 		// the question raised again).
 		r.log.Info("resume taken over: the answer may have reached the task; following it", "agent", a.Name, "task_id", h.TaskID)
-		out = r.toolCalls.exchange(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
+		out = exchange(ctx, r, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
 	} else {
-		if rec := r.toolCalls.recoverTask(ctx, a, callID, first, h); rec != nil {
+		if rec := recoverTask(ctx, r, a, callID, first, h); rec != nil {
 			return *rec
 		}
 		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: subagent.StateInputRequired})
-		out = r.toolCalls.send(ctx, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		out = send(ctx, r, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
 	}
 	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the
@@ -181,9 +181,9 @@ func (mcpHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 	// The handle, not the kind, says where the call waits: a URL question can come
 	// in-session as well as parked.
 	if decodeHandle(ins[0]).Session != "" {
-		return r.toolCalls.deliverSession(ctx, t, callID, ins[0], answers[ins[0].ID])
+		return deliverSession(ctx, r, t, callID, ins[0], answers[ins[0].ID])
 	}
-	return r.toolCalls.deliverMCP(ctx, t, callID, ins, answers)
+	return deliverMCP(ctx, r, t, callID, ins, answers)
 }
 
 func (mcpHome) abandon(ctx context.Context, e *Engine, _, threadID string, ins []store.Interrupt) {

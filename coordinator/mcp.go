@@ -23,15 +23,14 @@ import (
 var ErrToolFailed = errors.New("a tool failed and its server is configured to stop the run on tool errors")
 
 // mcpResult renders res for the model, after the engine's decision about failures.
-func (tc *toolCalls) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
-	r := tc.run
+func mcpResult(r *Run, t *toolset, res mcpclient.Result) toolOutcome {
 	switch res.Status {
 	case mcpclient.StatusOK:
 		return taggedOutcome(bridge.TagOK, bridge.MCPOK(res.Content, res.Note))
 	case mcpclient.StatusToolError:
-		return tc.mcpToolError(res)
+		return mcpToolError(r, res)
 	case mcpclient.StatusInvalidArguments:
-		return signalOutcome(tc.mcpInvalid(t, res))
+		return signalOutcome(mcpInvalid(r, t, res))
 	case mcpclient.StatusUnknownTool:
 		msg := res.Message
 		if msg == "" {
@@ -70,8 +69,7 @@ func (tc *toolCalls) mcpResult(t *toolset, res mcpclient.Result) toolOutcome {
 
 // mcpToolError applies the server's on_tool_error and the run's retry budget for the tool
 // (the policy's; never shared with other runs) to a tool error.
-func (tc *toolCalls) mcpToolError(res mcpclient.Result) toolOutcome {
-	r := tc.run
+func mcpToolError(r *Run, res mcpclient.Result) toolOutcome {
 	switch r.e.cfg.OnToolError[res.Server] {
 	case OnToolErrorFail:
 		return taggedOutcome(bridge.TagError, bridge.MCPError(fmt.Sprintf("The tool %q reported an error.", res.ToolName), res.Detail))
@@ -98,12 +96,12 @@ func (tc *toolCalls) mcpToolError(res mcpclient.Result) toolOutcome {
 }
 
 // mcpInvalid renders arguments that do not fit the tool's schema.
-func (tc *toolCalls) mcpInvalid(t *toolset, res mcpclient.Result) bridge.Signal {
+func mcpInvalid(r *Run, t *toolset, res mcpclient.Result) bridge.Signal {
 	inv := res.Invalid
 	if inv == nil {
 		inv = &mcpclient.InvalidArgs{Reason: "the arguments do not match the tool's input schema"}
 	}
-	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: nextActions(tc.run.guard, t, res.Tool)}
+	s := bridge.Signal{Code: "validation_failed", Requested: res.Tool, ValidNextActions: nextActions(r.guard, t, res.Tool)}
 	if inv.ByServer {
 		s.Message = "The server rejected the arguments. Fix them and call again."
 		s.Reason = bridge.Untrusted(inv.Reason)
@@ -116,28 +114,27 @@ func (tc *toolCalls) mcpInvalid(t *toolset, res mcpclient.Result) bridge.Signal 
 }
 
 // mcpOutcome turns the result of an MCP call (or of its resumption) into a tool outcome.
-func (tc *toolCalls) mcpOutcome(ctx context.Context, t *toolset, toolCallID, name string, res mcpclient.Result, err error) toolOutcome {
+func mcpOutcome(ctx context.Context, r *Run, t *toolset, toolCallID, name string, res mcpclient.Result, err error) toolOutcome {
 	if err == nil {
-		return tc.mcpResult(t, res)
+		return mcpResult(r, t, res)
 	}
 	var sign *mcpclient.SignInRequired
 	if errors.As(err, &sign) {
-		return toolOutcome{interrupts: []store.Interrupt{tc.signInInterrupt(toolCallID, sign)}}
+		return toolOutcome{interrupts: []store.Interrupt{signInInterrupt(r, toolCallID, sign)}}
 	}
 	var need *mcpclient.InputRequired
 	if errors.As(err, &need) {
-		return toolOutcome{interrupts: tc.mcpInterrupts(toolCallID, need)}
+		return toolOutcome{interrupts: mcpInterrupts(r, toolCallID, need)}
 	}
 	if ctx.Err() != nil {
 		return toolOutcome{}
 	}
-	tc.run.log.Warn("mcp call failed", "tool", name, "err", err)
+	r.log.Warn("mcp call failed", "tool", name, "err", err)
 	return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(name))
 }
 
 // deliverMCP retries a parked MRTR call with the user's answers (or abandons it).
-func (tc *toolCalls) deliverMCP(ctx context.Context, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	r := tc.run
+func deliverMCP(ctx context.Context, r *Run, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
 	h := decodeHandle(ins[0])
 	if h.MCP == nil || r.e.cfg.Tools == nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("The tool's question can no longer be answered."))
@@ -160,14 +157,13 @@ func (tc *toolCalls) deliverMCP(ctx context.Context, t *toolset, callID string, 
 	}
 	// The retried call may ask again in-session (a URL elicitation after -32042 does), so
 	// it runs like a fresh call that can be parked on a session waiter.
-	return tc.runSessionCall(ctx, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	return runSessionCall(ctx, r, t, callID, h.MCP.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		return r.e.cfg.Tools.Resume(cctx, h.MCP, responses, opts)
 	})
 }
 
 // mcpInterrupts builds one interrupt per request of a parked MCP call.
-func (tc *toolCalls) mcpInterrupts(callID string, need *mcpclient.InputRequired) []store.Interrupt {
-	r := tc.run
+func mcpInterrupts(r *Run, callID string, need *mcpclient.InputRequired) []store.Interrupt {
 	var out []store.Interrupt
 	for _, req := range need.Requests {
 		var in store.Interrupt

@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
+	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/store"
@@ -54,8 +55,9 @@ type Run struct {
 	hardStop *time.Timer
 	// trace is the run's tracing (its span, set before the run starts).
 	trace *runTrace
-	// toolCalls runs the model's backend tool calls (dispatch.go).
-	toolCalls toolCalls
+	// calls is the chain every backend tool call of the run goes through (dispatch.go),
+	// built with the guard once the run's toolset is known (armTools).
+	calls *dispatch.Chain[*toolOutcome]
 	// sp is the run's model usage bookkeeping and fallback link (spend.go).
 	sp runSpend
 
@@ -99,7 +101,6 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		ctx:      ctx,
 		done:     make(chan struct{}),
 	}
-	r.toolCalls.run = r
 	r.stream = Stream{run: r, released: make(chan struct{})}
 	r.dur.run = r
 	s := &r.stream

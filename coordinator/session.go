@@ -163,10 +163,9 @@ func schemaMap(v any) map[string]any {
 // callMCPSession runs an MCP call that may ask the user in-session. The call runs on a
 // context detached from the run (it may outlive it while the user decides); the tool
 // timeout is enforced here and paused while the user is being asked.
-func (tc *toolCalls) callMCPSession(ctx context.Context, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
-	r := tc.run
+func callMCPSession(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, args []byte) toolOutcome {
 	idem := t.mcp[c.Name].Idempotent
-	return tc.runSessionCall(ctx, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	return runSessionCall(ctx, r, t, c.ID, c.Name, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		// Recorded in the run's work document: a call that may have run is never re-issued
 		// silently unless its tool is idempotent.
 		r.elog.NoteCall(durable.Call{ToolCallID: c.ID, Tool: c.Name, Idempotent: idem, State: durable.CallStarted})
@@ -177,8 +176,7 @@ func (tc *toolCalls) callMCPSession(ctx context.Context, t *toolset, c llm.ToolC
 
 // runSessionCall runs call (a Call or a Resume) on a session waiter of its own, so that an
 // in-session question from the server can be raised as an interrupt.
-func (tc *toolCalls) runSessionCall(ctx context.Context, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
-	r := tc.run
+func runSessionCall(ctx context.Context, r *Run, t *toolset, callID, name string, call func(context.Context, mcpclient.CallOptions) (mcpclient.Result, error)) toolOutcome {
 	s := r.e.cfg.Sessions
 	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	w := &sessionWaiter{id: newID("sess"), callID: callID, home: r.e.cfg.AdvertiseURL, opts: r.e.hitlOptions(), signInID: hitl.NewID(),
@@ -187,7 +185,7 @@ func (tc *toolCalls) runSessionCall(ctx context.Context, t *toolset, callID, nam
 	// it (signInID), for the callback.
 	callCtx = signin.WithInterrupt(callCtx, r.ThreadID, w.signInID)
 	s.add(w)
-	opts, progress := tc.mcpOptions(ctx, t, callID)
+	opts, progress := mcpOptions(ctx, r, t, callID)
 	opts.Key = w
 	go func() {
 		res, err := call(callCtx, opts)
@@ -198,12 +196,11 @@ func (tc *toolCalls) runSessionCall(ctx context.Context, t *toolset, callID, nam
 		// result long before that, since the call only ends once it was answered.
 		time.AfterFunc(time.Minute, func() { s.remove(w.id); stop() })
 	}()
-	return tc.awaitSession(ctx, t, w, callID, name)
+	return awaitSession(ctx, r, t, w, callID, name)
 }
 
 // awaitSession waits for the call to end, to ask the user, to be cancelled or to time out.
-func (tc *toolCalls) awaitSession(ctx context.Context, t *toolset, w *sessionWaiter, callID, name string) toolOutcome {
-	r := tc.run
+func awaitSession(ctx context.Context, r *Run, t *toolset, w *sessionWaiter, callID, name string) toolOutcome {
 	item := r.scope.Track(cancelpkg.KindMCPCall, name)
 	item.Arm("", func(context.Context, string) error { w.stop(); return nil })
 	defer item.Release()
@@ -220,7 +217,7 @@ func (tc *toolCalls) awaitSession(ctx context.Context, t *toolset, w *sessionWai
 			meta = need.Meta
 		}
 		r.meter().countCallUsage(name, meta)
-		out := tc.mcpOutcome(ctx, t, callID, name, sr.res, sr.err)
+		out := mcpOutcome(ctx, r, t, callID, name, sr.res, sr.err)
 		for i := range out.interrupts {
 			if out.interrupts[i].Kind == hitl.KindMCPAuth {
 				out.interrupts[i].ID = w.signInID
@@ -248,8 +245,7 @@ func (tc *toolCalls) awaitSession(ctx context.Context, t *toolset, w *sessionWai
 }
 
 // deliverSession hands the answer to a call still waiting in memory and takes its result.
-func (tc *toolCalls) deliverSession(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
-	r := tc.run
+func deliverSession(ctx context.Context, r *Run, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
 	h := decodeHandle(in)
 	w := r.e.cfg.Sessions.get(h.Session)
 	if w == nil {
@@ -274,7 +270,7 @@ func (tc *toolCalls) deliverSession(ctx context.Context, t *toolset, callID stri
 	if !r.e.cfg.Sessions.answer(w.id, res) {
 		return taggedOutcome(bridge.TagError, bridge.Error("The tool's question can no longer be answered."))
 	}
-	return tc.awaitSession(ctx, t, w, callID, metaTool(in))
+	return awaitSession(ctx, r, t, w, callID, metaTool(in))
 }
 
 // metaTool returns "<server>__<tool>" of an MCP interrupt, from its metadata.

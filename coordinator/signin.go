@@ -20,13 +20,13 @@ import (
 // is sent again, once, as a new call; declined or cancelled, the model gets [DECLINED].
 
 // signInInterrupt is the interrupt of a call parked on sign-in.
-func (tc *toolCalls) signInInterrupt(callID string, sign *mcpclient.SignInRequired) store.Interrupt {
+func signInInterrupt(r *Run, callID string, sign *mcpclient.SignInRequired) store.Interrupt {
 	var authURL string
 	var expires time.Time
 	if ns := sign.NeedsSignIn; ns != nil {
 		authURL, expires = ns.URL, ns.Expires
 	}
-	in := hitl.MCPAuthorization(tc.run.e.hitlOptions(), sign.Server, sign.ToolName, authURL, expires)
+	in := hitl.MCPAuthorization(r.e.hitlOptions(), sign.Server, sign.ToolName, authURL, expires)
 	in.ToolCallID = callID
 	in.Handle = mustJSON(handle{SignIn: sign})
 	return in
@@ -57,7 +57,7 @@ func (signInHome) deliver(ctx context.Context, r *Run, t *toolset, callID string
 	sign := h.SignIn
 	// Sent again as a fresh call: with the stored token now, or, when the user did not
 	// finish signing in, ending in a new sign-in interrupt.
-	return r.toolCalls.runSessionCall(ctx, t, callID, sign.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
+	return runSessionCall(ctx, r, t, callID, sign.Tool, func(cctx context.Context, opts mcpclient.CallOptions) (mcpclient.Result, error) {
 		r.elog.NoteCall(durable.Call{ToolCallID: callID, Tool: sign.Tool, State: durable.CallStarted})
 		defer r.elog.NoteCall(durable.Call{ToolCallID: callID, Tool: sign.Tool, State: durable.CallDone})
 		return r.e.cfg.Tools.Call(cctx, sign.Tool, sign.Args, opts)

@@ -193,7 +193,7 @@ func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspens
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
-			outcomes[i] = r.toolCalls.deliver(ctx, t, g.callID, g.ins, answers)
+			outcomes[i] = deliver(ctx, r, t, g.callID, g.ins, answers)
 			r.emitResult(ctx, g.callID, outcomes[i])
 		})
 	}

@@ -41,7 +41,7 @@ func (d *durability) setupTakenOver(ctx context.Context, tools *toolset) (conv [
 	}
 	r.fs = to.fs
 	r.resetHardStop()
-	r.guard = r.toolCalls.newGuard(tools)
+	armTools(r, tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 	system, err := prompts.System(r.e.systemInput(r.in, tools))
 	if err != nil {
@@ -143,7 +143,7 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 				// its intent recorded, and followed (or cancelled), when the agent can.
 				wg.Go(func() {
 					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-						return r.toolCalls.recoverSend(ctx, tools, a, c)
+						return recoverSend(ctx, r, tools, a, c)
 					})
 					r.emitResult(ctx, c.ID, outcomes[i])
 				})
@@ -157,7 +157,7 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 			wg.Go(func() {
 				req := subagent.Request{TaskID: task.TaskID, ContextID: task.ContextID}
 				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-					return r.toolCalls.exchange(ctx, tools, a, c.ID, task.SubagentRunID, req, true)
+					return exchange(ctx, r, tools, a, c.ID, task.SubagentRunID, req, true)
 				})
 				r.emitResult(ctx, c.ID, outcomes[i])
 			})
@@ -170,7 +170,7 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 		for j, i := range again {
 			sub[j] = backend[i]
 		}
-		outs, snt, pred := r.toolCalls.dispatch(ctx, tools, sub)
+		outs, snt, pred := runCalls(ctx, r, tools, sub)
 		for j, i := range again {
 			outcomes[i], sent[i] = outs[j], snt[j]
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
@@ -29,7 +30,7 @@ type toolset struct {
 	// backend lists the names the coordinator executes itself, sorted.
 	backend []string
 	// hidden holds the backend tools the policy denies: they are not offered to the model
-	// (a call to one is refused with policy_deny; see toolCalls.newGuard).
+	// (a call to one is refused with policy_deny; see newGuard).
 	hidden map[string]bool
 }
 
@@ -156,45 +157,40 @@ func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemI
 	return si
 }
 
-// runTool executes one backend tool call and returns its outcome: the tagged string the
-// model reads, or the interrupts that suspend the call until the user answers.
-func (tc *toolCalls) runTool(ctx context.Context, t *toolset, c llm.ToolCall) toolOutcome {
-	var args map[string]any
-	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || args == nil {
-		return tc.badArguments(t, c)
+// kind is the kind of the tool named name: a sub-agent, a connected MCP server's tool (which
+// wins over the built-in ask_user of the same name), the user's question, or anything else.
+func (t *toolset) kind(name string) dispatch.Kind {
+	if _, ok := t.agents[name]; ok {
+		return dispatch.Agent
 	}
-	if a, ok := t.agents[c.Name]; ok {
-		return tc.delegate(ctx, t, a, c.ID, args)
+	if t.hasMCP(name) {
+		return dispatch.MCP
 	}
-	if _, ok := t.mcp[c.Name]; ok {
-		return tc.callMCPSession(ctx, t, c, json.RawMessage(c.Arguments))
+	if name == askUserTool {
+		return dispatch.AskUser
 	}
-	return tc.otherTool(t, c, args)
+	return dispatch.Other
 }
 
 // badArguments refuses a call whose arguments are not a JSON object.
-func (tc *toolCalls) badArguments(t *toolset, c llm.ToolCall) toolOutcome {
+func badArguments(r *Run, t *toolset, c llm.ToolCall) toolOutcome {
 	return signalOutcome(bridge.Signal{
 		Code: "validation_failed", Requested: c.Name,
 		Message:          "The arguments must be a JSON object.",
-		ValidNextActions: nextActions(tc.run.guard, t, c.Name), Reason: "arguments are not a JSON object",
+		ValidNextActions: nextActions(r.guard, t, c.Name), Reason: "arguments are not a JSON object",
 		Details: &bridge.Details{Field: "arguments", Got: bridge.UntrustedN(c.Arguments, 200)},
 	})
 }
 
-// otherTool runs a call that is neither a sub-agent's nor a connected MCP server's: the
-// user's question, a tool of a server that is down, or an unknown tool.
-func (tc *toolCalls) otherTool(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
-	r := tc.run
-	if c.Name == askUserTool {
-		return tc.askUser(t, c, args)
-	}
+// otherTool runs a call that is neither a sub-agent's nor a connected MCP server's nor the
+// user's question: a tool of a server that is down, or an unknown tool.
+func otherTool(r *Run, t *toolset, c llm.ToolCall) toolOutcome {
 	// A tool of an MCP server that is not connected is unreachable, not unknown.
 	if down, ok := r.e.cfg.Tools.(interface {
 		Unreachable(string) (mcpclient.Result, bool)
 	}); ok {
 		if res, isDown := down.Unreachable(c.Name); isDown {
-			return tc.mcpResult(t, res)
+			return mcpResult(r, t, res)
 		}
 	}
 	return signalOutcome(bridge.Signal{
@@ -219,8 +215,7 @@ func askUserParameters() map[string]any {
 	}
 }
 
-func (tc *toolCalls) askUser(t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
-	r := tc.run
+func askUser(r *Run, t *toolset, c llm.ToolCall, args map[string]any) toolOutcome {
 	q, _ := args["question"].(string)
 	if strings.TrimSpace(q) == "" {
 		return signalOutcome(bridge.Signal{
@@ -246,8 +241,7 @@ func (tc *toolCalls) askUser(t *toolset, c llm.ToolCall, args map[string]any) to
 
 // mcpOptions are the options of an MCP call of the run, with its progress coalesced; the
 // caller flushes the coalescer when the call returns.
-func (tc *toolCalls) mcpOptions(ctx context.Context, t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
-	r := tc.run
+func mcpOptions(ctx context.Context, r *Run, t *toolset, toolCallID string) (mcpclient.CallOptions, *progressCoalescer) {
 	progress := newProgressCoalescer(func(p mcpclient.Progress) { r.emit(progressEvent(toolCallID, p)) })
 	// A server that is another Baton starts its run one deeper (contract §9c, §9d), within
 	// what is left of this run's budget, as an agent that is a Baton does.

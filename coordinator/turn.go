@@ -83,7 +83,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	}
 	inFlight := susp != nil && approvalsInFlight(susp)
 	r.restoreState(susp, inFlight)
-	r.guard = r.toolCalls.newGuard(tools)
+	armTools(r, tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 
 	system, err = r.e.systemPrompt(r.in, tools)
@@ -277,7 +277,7 @@ func (r *Run) toolRound(ctx context.Context, tools *toolset, conv []llm.Message,
 		}
 		backend = append(backend, c)
 	}
-	outcomes, sent, predicted := r.toolCalls.dispatch(ctx, tools, backend)
+	outcomes, sent, predicted := runCalls(ctx, r, tools, backend)
 	conv, done, reason := r.afterTools(ctx, conv, backend, outcomes, sent, predicted, pending)
 	if done {
 		return conv, true, reason

@@ -1,0 +1,20 @@
+package dispatch
+
+import "context"
+
+// Call is one tool call the model asked for.
+type Call struct {
+	// ID is the call's id, unique in its run.
+	ID string
+	// Name is the tool the call names.
+	Name string
+	// Arguments is the JSON object text the model produced.
+	Arguments string
+	// Args is Arguments decoded; the Validate step sets it before the handler runs.
+	Args map[string]any
+}
+
+// Handler runs a call and returns its outcome. O is the engine's outcome type: a result
+// for the model, or what suspends the call. An error means the call was not run (a step
+// refused it, see ErrFenced); a failure of the call itself is an outcome.
+type Handler[O any] func(ctx context.Context, c Call) (O, error)

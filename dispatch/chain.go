@@ -1,0 +1,88 @@
+package dispatch
+
+import (
+	"context"
+	"slices"
+)
+
+// Step is one named step of a chain. Most steps are middleware (Wrap): they run around the
+// rest of the chain, and may decline to run it. A step that only decides whether the call
+// runs may be a Check instead; the checks that come before every middleware run one after
+// the other in Chain.Run, so they stay off the stack of a call that waits.
+type Step[O any] struct {
+	// Name names the step (fence, trace, journal, validate).
+	Name string
+	// Check returns an error when the call must not run.
+	Check func(ctx context.Context, c Call) error
+	// Wrap returns next with the step around it.
+	Wrap func(next Handler[O]) Handler[O]
+}
+
+// Run is what dispatching a call needs of the run it belongs to: may the run still act
+// (Fencer), the call's span (Tracer), and its record in the run's journal (Journaler).
+type Run[O any] interface {
+	Fencer
+	Tracer[O]
+	Journaler[O]
+}
+
+// Chain runs every call of a run through the same steps, in order, to its handler.
+type Chain[O any] struct {
+	names  []string
+	checks []func(ctx context.Context, c Call) error
+	run    Handler[O]
+}
+
+// New returns the chain of run's calls: fence, trace and journal, in that order, then
+// extra (in its order), then h. Each step runs inside the ones before it: a call the fence
+// stops is neither traced nor journaled, and a journaled call is traced.
+func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
+	steps := append([]Step[O]{Fence[O](run), Trace(run), Journal(run)}, extra...)
+	ch := &Chain[O]{run: h}
+	lead := 0
+	for lead < len(steps) && steps[lead].Wrap == nil {
+		ch.checks = append(ch.checks, steps[lead].Check)
+		lead++
+	}
+	// Composed once, from the handler out. A delegation's frames stay on the run's stack
+	// while it waits for the agent: one small frame per step, no more (design/dispatch.md).
+	for i := len(steps) - 1; i >= lead; i-- {
+		ch.run = steps[i].around(ch.run)
+	}
+	for _, s := range steps {
+		ch.names = append(ch.names, s.Name)
+	}
+	return ch
+}
+
+// around is next with the step around it.
+func (s Step[O]) around(next Handler[O]) Handler[O] {
+	if s.Wrap != nil {
+		return s.Wrap(next)
+	}
+	check := s.Check
+	return func(ctx context.Context, c Call) (O, error) {
+		if err := check(ctx, c); err != nil {
+			var zero O
+			return zero, err
+		}
+		return next(ctx, c)
+	}
+}
+
+// Run runs c through the chain. An error means the call was not run: the caller streams no
+// result for it.
+func (ch *Chain[O]) Run(ctx context.Context, c Call) (O, error) {
+	for _, check := range ch.checks {
+		if err := check(ctx, c); err != nil {
+			var zero O
+			return zero, err
+		}
+	}
+	return ch.run(ctx, c)
+}
+
+// Steps names the chain's steps, in the order they run.
+func (ch *Chain[O]) Steps() []string {
+	return slices.Clone(ch.names)
+}

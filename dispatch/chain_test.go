@@ -1,0 +1,145 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/baton-dev/baton/dispatch"
+)
+
+// fakeRun records the steps a call goes through; fenced makes MayAct refuse.
+type fakeRun struct {
+	mu     sync.Mutex
+	steps  []string
+	fenced error
+}
+
+func (f *fakeRun) note(step string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.steps = append(f.steps, step)
+}
+
+func (f *fakeRun) MayAct(context.Context) error {
+	f.note("fence")
+	return f.fenced
+}
+
+func (f *fakeRun) Trace(next dispatch.Handler[string]) dispatch.Handler[string] {
+	return func(ctx context.Context, c dispatch.Call) (string, error) {
+		f.note("trace")
+		out, err := next(ctx, c)
+		f.note("trace end")
+		return out, err
+	}
+}
+
+func (f *fakeRun) Journal(next dispatch.Handler[string]) dispatch.Handler[string] {
+	return func(ctx context.Context, c dispatch.Call) (string, error) {
+		f.note("journal")
+		out, err := next(ctx, c)
+		f.note("journal end")
+		return out, err
+	}
+}
+
+func (f *fakeRun) handler(ctx context.Context, c dispatch.Call) (string, error) {
+	f.note("handler")
+	return "done " + c.ID, nil
+}
+
+func TestChainRunsFenceTraceJournalInOrder(t *testing.T) {
+	run := &fakeRun{}
+	ch := dispatch.New[string](run, run.handler)
+	if got, want := ch.Steps(), []string{"fence", "trace", "journal"}; !slices.Equal(got, want) {
+		t.Fatalf("steps %v, want %v", got, want)
+	}
+	out, err := ch.Run(context.Background(), dispatch.Call{ID: "call_1", Name: "search", Arguments: "{}"})
+	if err != nil || out != "done call_1" {
+		t.Fatalf("Run = %q, %v; want the handler's outcome", out, err)
+	}
+	want := []string{"fence", "trace", "journal", "handler", "journal end", "trace end"}
+	if !slices.Equal(run.steps, want) {
+		t.Fatalf("steps ran as %v, want %v", run.steps, want)
+	}
+}
+
+func TestFencedCallRunsNeitherJournalNorHandler(t *testing.T) {
+	lost := errors.New("lease lost")
+	run := &fakeRun{fenced: lost}
+	out, err := dispatch.New[string](run, run.handler).Run(context.Background(), dispatch.Call{ID: "call_1"})
+	if !errors.Is(err, dispatch.ErrFenced) || !errors.Is(err, lost) {
+		t.Fatalf("err = %v, want ErrFenced wrapping the fence's error", err)
+	}
+	if out != "" {
+		t.Fatalf("outcome %q for a call that did not run", out)
+	}
+	if want := []string{"fence"}; !slices.Equal(run.steps, want) {
+		t.Fatalf("steps ran as %v, want only %v (no trace, journal or handler)", run.steps, want)
+	}
+}
+
+func TestValidateDecodesArgumentsOrRefuses(t *testing.T) {
+	run := &fakeRun{}
+	var got map[string]any
+	h := func(_ context.Context, c dispatch.Call) (string, error) {
+		got = c.Args
+		return "ran", nil
+	}
+	ch := dispatch.New(run, h, dispatch.Validate(func(c dispatch.Call) string { return "refused " + c.ID }))
+	if names := ch.Steps(); !slices.Equal(names, []string{"fence", "trace", "journal", "validate"}) {
+		t.Fatalf("steps %v", names)
+	}
+	out, _ := ch.Run(context.Background(), dispatch.Call{ID: "a", Arguments: `{"q":"x"}`})
+	if out != "ran" || got["q"] != "x" {
+		t.Fatalf("valid call: %q, args %v", out, got)
+	}
+	for _, bad := range []string{"", "null", "[1]", "{"} {
+		out, err := ch.Run(context.Background(), dispatch.Call{ID: "b", Arguments: bad})
+		if err != nil || out != "refused b" {
+			t.Fatalf("arguments %q: %q, %v; want the refusal as the outcome", bad, out, err)
+		}
+	}
+}
+
+func TestRouterSendsEachKindToItsHandler(t *testing.T) {
+	kinds := map[string]dispatch.Kind{"research": dispatch.Agent, "search": dispatch.MCP, "ask_user": dispatch.AskUser, "bad": dispatch.Kind(42)}
+	handler := func(k dispatch.Kind) dispatch.Handler[string] {
+		return func(context.Context, dispatch.Call) (string, error) { return k.String(), nil }
+	}
+	rt := &dispatch.Router[string]{
+		Kind: func(name string) dispatch.Kind { return kinds[name] },
+		Handlers: [dispatch.Kinds]dispatch.Handler[string]{
+			dispatch.Agent: handler(dispatch.Agent), dispatch.MCP: handler(dispatch.MCP),
+			dispatch.AskUser: handler(dispatch.AskUser), dispatch.Other: handler(dispatch.Other),
+		},
+	}
+	for name, want := range map[string]string{"research": "agent", "search": "mcp", "ask_user": "ask_user", "nope": "other", "bad": "other"} {
+		if got, _ := rt.Handler()(context.Background(), dispatch.Call{Name: name}); got != want {
+			t.Errorf("%s went to %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
+	run := &fakeRun{}
+	refused := errors.New("refused")
+	gate := dispatch.Step[string]{Name: "gate", Check: func(_ context.Context, c dispatch.Call) error {
+		run.note("gate")
+		if c.ID == "stop" {
+			return refused
+		}
+		return nil
+	}}
+	ch := dispatch.New(run, run.handler, gate)
+	if _, err := ch.Run(context.Background(), dispatch.Call{ID: "stop"}); !errors.Is(err, refused) {
+		t.Fatalf("err = %v, want the gate's", err)
+	}
+	want := []string{"fence", "trace", "journal", "gate", "journal end", "trace end"}
+	if !slices.Equal(run.steps, want) {
+		t.Fatalf("steps ran as %v, want %v (no handler)", run.steps, want)
+	}
+}
