@@ -78,7 +78,7 @@ func screen(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall, outco
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
-		if refusal, declined := r.dur.declinedRefusal(t, c); declined {
+		if refusal, declined := declinedRefusal(r, t, c); declined {
 			outcomes[i] = traceRefusal(ctx, r, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
@@ -99,7 +99,7 @@ func screen(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall, outco
 		if r.e.cfg.Approvals.needsApproval(t, c) {
 			// Not sent: the run ends with the question once the calls that need no
 			// approval have run (afterTools).
-			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.dur.askApproval(t, c, false)}}
+			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{askApproval(r, t, c, false)}}
 			continue
 		}
 		sent[i] = true
@@ -204,7 +204,7 @@ func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*
 func (s callSteps) Journal(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
 	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		var err error
-		out := ptr(s.run.dur.journaled(ctx, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
+		out := ptr(journaled(ctx, s.run, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
 			var o *toolOutcome
 			o, err = next(ctx, c)
 			return deref(o)
