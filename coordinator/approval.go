@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
@@ -199,18 +200,28 @@ func sendApproved(ctx context.Context, r *Run, t *toolset, callID, interruptID, 
 		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator could not record it first. Ask the user to try again later."))
 	}
 	r.log.Info("approved call sent", "tool", tool, "tool_call_id", callID)
-	c := llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}
-	out := journaled(ctx, r, t, c, "approved by the user", func(ctx context.Context) toolOutcome {
+	// Through the run's chain like any call (fenced, traced, journaled with why it goes
+	// out), to the tool it was approved for: its arguments were checked when it was asked
+	// about (or edited to a JSON object by the user), so it is not validated again.
+	c := dispatch.Call{ID: callID, Name: tool, Arguments: string(args), Note: "approved by the user"}
+	o, err := r.calls.RunTo(ctx, c, func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		if a, ok := t.agents[tool]; ok {
 			var m map[string]any
 			_ = json.Unmarshal(args, &m)
-			return delegate(ctx, r, t, a, callID, m)
+			return ptr(delegate(ctx, r, t, a, callID, m)), nil
 		}
 		if _, ok := t.mcp[tool]; ok {
-			return callMCPSession(ctx, r, t, c, args)
+			return ptr(callMCPSession(ctx, r, t, toolCall(c), args)), nil
 		}
-		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
-	})
+		return ptr(taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))), nil
+	}, "validate")
+	if err != nil {
+		// The fence stopped it: another replica owns the run now, and finds its start
+		// recorded without a result (in doubt: asked again, or re-sent when idempotent).
+		r.log.Warn("approved call not sent: the run may not act here", "tool", tool, "tool_call_id", callID, "err", err)
+		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator running this conversation changed. Try again."))
+	}
+	out := *o
 	if len(out.interrupts) == 0 && ctx.Err() == nil {
 		if err := recordApproval(ctx, r, interruptID, func(a *approvalHandle) {
 			a.State, a.Result, a.ResultTag, a.ResultCode = approvalDone, out.Text, out.Tag, out.Code

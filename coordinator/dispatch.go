@@ -120,6 +120,21 @@ func execCall(ctx context.Context, r *Run, calls []llm.ToolCall, outcomes []tool
 	r.emitResult(ctx, c.ID, *out)
 }
 
+// continueCall runs fn as call c of the run through the run's chain, to fn rather than the
+// tool's handler and without the steps named in skip (dispatch.Chain.RunTo): for a call
+// that is not a new call of the model's but goes out all the same (one a takeover follows
+// or recovers, the user's answer to a suspended call). ran is false when the chain did
+// not run it (the fence stopped it: the run moved, or ended while it waited for its
+// lease); the call then has no result to stream.
+func continueCall(ctx context.Context, r *Run, c llm.ToolCall, fn func(context.Context) toolOutcome, skip ...string) (out toolOutcome, ran bool) {
+	o, err := r.calls.RunTo(ctx, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments},
+		func(ctx context.Context, _ dispatch.Call) (*toolOutcome, error) { return ptr(fn(ctx)), nil }, skip...)
+	if err != nil {
+		return toolOutcome{}, false
+	}
+	return *o, true
+}
+
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
 // a policy refusal): its execute_tool span carries the refusal's tag and the decision.
 func traceRefusal(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, refusal toolOutcome) toolOutcome {
@@ -184,8 +199,8 @@ type callSteps struct {
 // MayAct waits for the run's lease (durability.mayAct).
 func (s callSteps) MayAct(ctx context.Context) error { return s.run.dur.mayAct(ctx) }
 
-// Trace returns next run in the call's execute_tool span (as runTrace.tool, without its
-// closure: a frame less on the stack of a call that waits).
+// Trace returns next run in the call's execute_tool span (as runTrace.toolCall, without
+// its closure: a frame less on the stack of a call that waits).
 func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
 	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		call := toolCall(c)
@@ -200,11 +215,11 @@ func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*
 }
 
 // Journal returns next run between the call's intent and its outcome in the journal
-// (journaled).
+// (journaled), the call's Note recorded with its intent.
 func (s callSteps) Journal(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
 	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		var err error
-		out := ptr(journaled(ctx, s.run, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
+		out := ptr(journaled(ctx, s.run, s.tools, toolCall(c), c.Note, func(ctx context.Context) toolOutcome {
 			var o *toolOutcome
 			o, err = next(ctx, c)
 			return deref(o)

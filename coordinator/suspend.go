@@ -184,8 +184,11 @@ func resumeRun(ctx context.Context, r *Run, t *toolset, susp *store.Suspension) 
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
-			outcomes[i] = deliver(ctx, r, t, g.callID, g.ins, answers)
-			r.emitResult(ctx, g.callID, outcomes[i])
+			var ran bool
+			outcomes[i], ran = answerCall(ctx, r, t, g, answers)
+			if ran {
+				r.emitResult(ctx, g.callID, outcomes[i])
+			}
 		})
 	}
 	wg.Wait()
@@ -217,6 +220,20 @@ func resumeRun(ctx context.Context, r *Run, t *toolset, susp *store.Suspension) 
 		sent[i] = true
 	}
 	return r.afterTools(ctx, conv, resumed, outcomes, sent, nil, nil)
+}
+
+// answerCall delivers the user's answers to the call suspended on g to the interrupt's
+// home (deliver) through the run's chain: fenced and traced as the call's continuation,
+// not journaled (what the home sends it records itself) nor validated. An approval's
+// answer goes to its home directly: the approved call goes through the chain itself
+// (sendApproved), journaled. ran is false when the fence stopped the answer (the run
+// moved, or ended while it waited for its lease): nothing was delivered.
+func answerCall(ctx context.Context, r *Run, t *toolset, g *callGroup, answers map[string]hitl.Answer) (out toolOutcome, ran bool) {
+	deliverTo := func(ctx context.Context) toolOutcome { return deliver(ctx, r, t, g.callID, g.ins, answers) }
+	if _, ok := homeOf(g.ins[0].Kind).(approvalHome); ok {
+		return deliverTo(ctx), true
+	}
+	return continueCall(ctx, r, llm.ToolCall{ID: g.callID, Name: interruptTool(g.ins[0])}, deliverTo, "journal", "validate")
 }
 
 // onlyA2A reports whether every interrupt parks an A2A task (a resume of them can be run

@@ -138,11 +138,8 @@ func settleTurn(ctx context.Context, r *Run, tools *toolset, conv []llm.Message,
 			if a, ok := tools.agents[c.Name]; ok {
 				// A new task whose id the previous owner never learned: found by the ids
 				// its intent recorded, and followed (or cancelled), when the agent can.
-				wg.Go(func() {
-					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-						return recoverSend(ctx, r, tools, a, c)
-					})
-					r.emitResult(ctx, c.ID, outcomes[i])
+				settleSent(ctx, r, &wg, c, &outcomes[i], func(ctx context.Context) toolOutcome {
+					return recoverSend(ctx, r, tools, a, c)
 				})
 				continue
 			}
@@ -151,12 +148,9 @@ func settleTurn(ctx context.Context, r *Run, tools *toolset, conv []llm.Message,
 		case resumeFollow:
 			sent[i] = true
 			a := tools.agents[c.Name]
-			wg.Go(func() {
-				req := subagent.Request{TaskID: task.TaskID, ContextID: task.ContextID}
-				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-					return exchange(ctx, r, tools, a, c.ID, task.SubagentRunID, req, true)
-				})
-				r.emitResult(ctx, c.ID, outcomes[i])
+			req := subagent.Request{TaskID: task.TaskID, ContextID: task.ContextID}
+			settleSent(ctx, r, &wg, c, &outcomes[i], func(ctx context.Context) toolOutcome {
+				return exchange(ctx, r, tools, a, c.ID, task.SubagentRunID, req, true)
 			})
 		case resumeReissue:
 			again = append(again, i)
@@ -183,6 +177,20 @@ func settleTurn(ctx context.Context, r *Run, tools *toolset, conv []llm.Message,
 		return conv, true, ended(OutcomeCompleted, "frontend tools pending")
 	}
 	return conv, false, EndReason{}
+}
+
+// settleSent settles, on a goroutine of wg, call c of the interrupted turn that the
+// previous owner had sent: fn follows or recovers it through the run's chain, fenced and
+// traced but not journaled (its intent is in the journal already), and its result is
+// stored in out and streamed. A call the fence stopped (the run moved) has no result.
+func settleSent(ctx context.Context, r *Run, wg *sync.WaitGroup, c llm.ToolCall, out *toolOutcome, fn func(context.Context) toolOutcome) {
+	wg.Go(func() {
+		var ran bool
+		*out, ran = continueCall(ctx, r, c, fn, "journal", "validate")
+		if ran {
+			r.emitResult(ctx, c.ID, *out)
+		}
+	})
 }
 
 // taskFollower is a Delegate that can follow a task it did not start in this process
