@@ -188,7 +188,7 @@ func toolCall(c dispatch.Call) llm.ToolCall {
 }
 
 // callSteps are the steps of the run's chain that are the run's own: whether this replica
-// may still act on it (fencing.go), the call's execute_tool span (telemetry.go), and its
+// may still act on it (durability.go), the call's execute_tool span (telemetry.go), and its
 // intent and outcome in the run's journal (journal.go). The toolset says what each call
 // is: its span's kind and target, its journal step.
 type callSteps struct {

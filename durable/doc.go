@@ -46,7 +46,7 @@
 // Jobs, the background services together (heartbeat, takeover, sweep, expiry; Start,
 // Stop) with the hand-off. Each defines the part of the store it needs (EventStore,
 // StepStore, RunReader, EventReader, TakeoverStore, HeartbeatStore, ReleaseStore,
-// CancelStore, SweepStore, ExpiryStore, RecordStore, JobsStore).
+// CancelStore, SweepStore, ExpiryStore, RecordStore, JobsStore, SuspensionStore).
 //
 // What only the run loop can do (continue a claimed run, stop a run here, cancel remote
 // work with its owner's credentials) is asked through one port declared here, Engine
