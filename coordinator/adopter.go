@@ -136,7 +136,7 @@ func (a *adoption) startTakenOver(ctx context.Context, r *Run, to *takenOver) er
 	if err := e.journal.MarkInDoubtAfterTakeover(ctx, recRef(rec)); errors.Is(err, store.ErrFenced) {
 		// Taken over again since: the run stops here as soon as it starts, cancelling
 		// nothing.
-		r.dur.moved("the store refused to mark its steps in doubt")
+		r.dur.Moved("the store refused to mark its steps in doubt")
 	}
 	r.dur.step(store.StepTakeover, e.cfg.Replica, "", store.StepEnd{Outcome: store.StepOK, Detail: "run taken over from its checkpoint; continued here"})
 	e.wg.Add(1)
@@ -156,10 +156,11 @@ func (a *adoption) decodeTakeover(work durable.Work) (to *takenOver, why string)
 	if len(work.Checkpoint) == 0 {
 		return nil, "it has no checkpoint"
 	}
-	to = &takenOver{work: work}
-	if err := json.Unmarshal(work.Checkpoint, &to.cp); err != nil || to.cp.V != checkpointVersion || len(to.cp.Input) == 0 || string(to.cp.Input) == "null" {
+	cp, err := durable.DecodeCheckpoint(work.Checkpoint)
+	if err != nil {
 		return nil, "its checkpoint is unreadable"
 	}
+	to = &takenOver{cp: cp, work: work}
 	if len(to.cp.Conv) > 0 {
 		if err := json.Unmarshal(to.cp.Conv, &to.conv); err != nil || to.conv == nil {
 			return nil, "its checkpoint is unreadable"

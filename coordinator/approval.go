@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
@@ -87,8 +88,7 @@ func (p ApprovalPolicy) needsApproval(t *toolset, c llm.ToolCall) bool {
 }
 
 // askApproval builds the approval interrupt of call c: the call is kept in its handle.
-func (d *durability) askApproval(t *toolset, c llm.ToolCall, inDoubt bool) store.Interrupt {
-	r := d.run
+func askApproval(r *Run, t *toolset, c llm.ToolCall, inDoubt bool) store.Interrupt {
 	args := json.RawMessage(failure.CanonicalArgs(c.Arguments))
 	in := hitl.Approval(r.e.hitlOptions(), c.Name, approvalMessage(t, c.Name, args, inDoubt), args, toolSchema(t, c.Name), inDoubt)
 	in.ToolCallID = c.ID
@@ -136,8 +136,7 @@ func toolSchema(t *toolset, tool string) map[string]any {
 // declinedRefusal refuses a call the user has declined earlier in this run: the same call
 // (tool and arguments) is not asked about again. The refusal is a policy_deny signal, so
 // the failure model treats it as a policy_violation.
-func (d *durability) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
-	r := d.run
+func declinedRefusal(r *Run, t *toolset, c llm.ToolCall) (bridge.Signal, bool) {
 	if !slices.Contains(r.fs.Declined, failure.CallSignature(c.Name, c.Arguments)) {
 		return bridge.Signal{}, false
 	}
@@ -151,8 +150,7 @@ func (d *durability) declinedRefusal(t *toolset, c llm.ToolCall) (bridge.Signal,
 
 // deliverApproval acts on the user's answer to an approval: the call runs once (with the
 // edited arguments when given), or the model is told it was declined.
-func (d *durability) deliverApproval(ctx context.Context, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
-	r := d.run
+func deliverApproval(ctx context.Context, r *Run, t *toolset, callID string, in store.Interrupt, ans hitl.Answer) toolOutcome {
 	h := decodeHandle(in).Approval
 	if h == nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("This approval can no longer be answered."))
@@ -167,9 +165,9 @@ func (d *durability) deliverApproval(ctx context.Context, t *toolset, callID str
 	}
 	r.dur.step(store.StepApproval, h.Tool, callID, decision)
 	if ans.Cancelled || !approved {
-		d.suspMu.Lock() // answers are delivered in parallel
+		r.dur.declinedMu.Lock() // answers are delivered in parallel
 		r.fs.Declined = append(r.fs.Declined, failure.CallSignature(h.Tool, string(h.Args)))
-		d.suspMu.Unlock()
+		r.dur.declinedMu.Unlock()
 		reason, _ := ans.Payload["reason"].(string)
 		msg := "The user declined this call; it was not sent."
 		if h.InDoubt {
@@ -179,7 +177,7 @@ func (d *durability) deliverApproval(ctx context.Context, t *toolset, callID str
 			msg += " The user's reason: " + reason
 		}
 		out := taggedOutcome(bridge.TagDeclined, bridge.Declined(msg))
-		if err := r.dur.recordApproval(ctx, in.ID, func(a *approvalHandle) { a.State, a.Result, a.ResultTag = approvalDone, out.Text, out.Tag }); err != nil {
+		if err := recordApproval(ctx, r, in.ID, func(a *approvalHandle) { a.State, a.Result, a.ResultTag = approvalDone, out.Text, out.Tag }); err != nil {
 			r.log.Error("record declined approval", "tool", h.Tool, "err", err)
 		}
 		return out
@@ -188,35 +186,44 @@ func (d *durability) deliverApproval(ctx context.Context, t *toolset, callID str
 	if edited, ok := ans.Payload["editedArgs"].(map[string]any); ok {
 		args = mustJSON(edited)
 	}
-	return r.dur.sendApproved(ctx, t, callID, in.ID, h.Tool, args)
+	return sendApproved(ctx, r, t, callID, in.ID, h.Tool, args)
 }
 
 // sendApproved records the start of an approved call, sends it, and records its result.
 // Nothing is sent when the start cannot be recorded: a call that nobody remembers having
 // sent could be sent again.
-func (d *durability) sendApproved(ctx context.Context, t *toolset, callID, interruptID, tool string, args json.RawMessage) toolOutcome {
-	r := d.run
-	if err := r.dur.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+func sendApproved(ctx context.Context, r *Run, t *toolset, callID, interruptID, tool string, args json.RawMessage) toolOutcome {
+	if err := recordApproval(ctx, r, interruptID, func(a *approvalHandle) {
 		a.State, a.Approved, a.Sent = approvalStarted, true, args
 	}); err != nil {
 		r.log.Error("record approved call", "tool", tool, "err", err)
 		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator could not record it first. Ask the user to try again later."))
 	}
 	r.log.Info("approved call sent", "tool", tool, "tool_call_id", callID)
-	c := llm.ToolCall{ID: callID, Name: tool, Arguments: string(args)}
-	out := r.dur.journaled(ctx, t, c, "approved by the user", func(ctx context.Context) toolOutcome {
+	// Through the run's chain like any call (fenced, traced, journaled with why it goes
+	// out), to the tool it was approved for: its arguments were checked when it was asked
+	// about (or edited to a JSON object by the user), so it is not validated again.
+	c := dispatch.Call{ID: callID, Name: tool, Arguments: string(args), Note: "approved by the user"}
+	o, err := r.calls.RunTo(ctx, c, func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		if a, ok := t.agents[tool]; ok {
 			var m map[string]any
 			_ = json.Unmarshal(args, &m)
-			return delegate(ctx, r, t, a, callID, m)
+			return ptr(delegate(ctx, r, t, a, callID, m)), nil
 		}
 		if _, ok := t.mcp[tool]; ok {
-			return callMCPSession(ctx, r, t, c, args)
+			return ptr(callMCPSession(ctx, r, t, toolCall(c), args)), nil
 		}
-		return taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))
-	})
+		return ptr(taggedOutcome(bridge.TagUnreachable, bridge.Unreachable(tool))), nil
+	}, "validate")
+	if err != nil {
+		// The fence stopped it: another replica owns the run now, and finds its start
+		// recorded without a result (in doubt: asked again, or re-sent when idempotent).
+		r.log.Warn("approved call not sent: the run may not act here", "tool", tool, "tool_call_id", callID, "err", err)
+		return taggedOutcome(bridge.TagError, bridge.Error("The approved call was not sent: the coordinator running this conversation changed. Try again."))
+	}
+	out := *o
 	if len(out.interrupts) == 0 && ctx.Err() == nil {
-		if err := r.dur.recordApproval(ctx, interruptID, func(a *approvalHandle) {
+		if err := recordApproval(ctx, r, interruptID, func(a *approvalHandle) {
 			a.State, a.Result, a.ResultTag, a.ResultCode = approvalDone, out.Text, out.Tag, out.Code
 		}); err != nil {
 			r.log.Error("record approved call result", "tool", tool, "err", err)
@@ -225,41 +232,20 @@ func (d *durability) sendApproved(ctx context.Context, t *toolset, callID, inter
 	return out
 }
 
-// recordApproval updates the approval record of interruptID in the run's suspension and
-// saves it (on a context of its own: a disconnect must not lose the record).
-func (d *durability) recordApproval(ctx context.Context, interruptID string, update func(*approvalHandle)) error {
-	r := d.run
-	d.suspMu.Lock()
-	defer d.suspMu.Unlock()
-	if d.susp == nil {
-		return fmt.Errorf("coordinator: no suspension holds approval %s", interruptID)
-	}
-	found := false
-	for i, in := range d.susp.Interrupts {
-		if in.ID != interruptID {
-			continue
-		}
-		h := decodeHandle(in)
+// recordApproval updates the approval record of interruptID in the suspension the run
+// holds while it resumes, and saves it (durable.RunSuspension.Update: one update at a
+// time, on a context of its own, so that a disconnect does not lose the record). Saved
+// only while this replica owns the run that answers the suspension: a replica that lost
+// it records nothing, so it sends no approved call either.
+func recordApproval(ctx context.Context, r *Run, interruptID string, update func(*approvalHandle)) error {
+	return r.dur.susp.Update(ctx, r.RunID, interruptID, func(raw json.RawMessage) (json.RawMessage, error) {
+		h := decodeHandle(store.Interrupt{Handle: raw})
 		if h.Approval == nil {
-			return fmt.Errorf("coordinator: interrupt %s is not an approval", interruptID)
+			return nil, fmt.Errorf("coordinator: interrupt %s is not an approval", interruptID)
 		}
 		update(h.Approval)
-		d.susp.Interrupts[i].Handle = mustJSON(h)
-		found = true
-	}
-	if !found {
-		return fmt.Errorf("coordinator: approval %s not in the suspension", interruptID)
-	}
-	// Saved only while this replica owns the run that answers the suspension (fencing.go):
-	// a replica that lost it records nothing, so it sends no approved call either.
-	d.susp.WriterRunID, d.susp.Epoch = r.RunID, r.elog.Epoch()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := r.e.cfg.Store.SaveSuspension(sctx, d.susp)
-	if errors.Is(err, store.ErrFenced) {
-		r.dur.moved("the store refused its approval record")
-	}
-	return err
+		return mustJSON(h), nil
+	}, "the store refused its approval record")
 }
 
 // approvalsInFlight reports whether a suspension holds an approval that was answered
@@ -281,16 +267,13 @@ func approvalsInFlight(s *store.Suspension) bool {
 // idempotent or read-only tool is called again, any other call becomes a second question
 // to the user (metadata.baton.inDoubt). The remaining questions are asked again; when none
 // remain, the run continues with the conversation. done is true when the run has ended.
-func (d *durability) recoverApprovals(ctx context.Context, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason EndReason) {
-	r := d.run
+func recoverApprovals(ctx context.Context, r *Run, t *toolset, susp *store.Suspension) (conv []llm.Message, done bool, reason EndReason) {
 	if err := json.Unmarshal(susp.History, &conv); err != nil {
 		r.log.Error("suspension history unreadable", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "This conversation's saved state could not be read.")
 		return nil, true, ended(OutcomeError, "store")
 	}
-	d.suspMu.Lock()
-	d.susp = susp
-	d.suspMu.Unlock()
+	r.dur.susp.Hold(susp)
 	// Idempotent or read-only calls that were out are sent again, once more recorded.
 	for _, in := range susp.Interrupts {
 		h := decodeHandle(in).Approval
@@ -298,12 +281,12 @@ func (d *durability) recoverApprovals(ctx context.Context, t *toolset, susp *sto
 			continue
 		}
 		r.log.Warn("approved call in doubt after a restart: sent again (idempotent)", "tool", h.Tool, "tool_call_id", in.ToolCallID)
-		out := r.dur.sendApproved(ctx, t, in.ToolCallID, in.ID, h.Tool, h.Sent)
+		out := sendApproved(ctx, r, t, in.ToolCallID, in.ID, h.Tool, h.Sent)
 		if len(out.interrupts) > 0 {
 			// It asks the user something now: settled as an error rather than left open
 			// under an interrupt that no longer matches.
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, out.interrupts)
-			_ = r.dur.recordApproval(ctx, in.ID, func(a *approvalHandle) {
+			_ = recordApproval(ctx, r, in.ID, func(a *approvalHandle) {
 				a.State, a.Result = approvalDone, bridge.Error("The call was sent again after a restart and asked a question that can no longer be answered.")
 			})
 		}
@@ -323,19 +306,15 @@ func (d *durability) recoverApprovals(ctx context.Context, t *toolset, susp *sto
 			r.emitResult(ctx, in.ToolCallID, toolOutcome{ToolResult: failure.ToolResult{Text: h.Result, Tag: h.ResultTag, Code: h.ResultCode}})
 		default: // started, not idempotent: ask again
 			r.log.Warn("approved call in doubt after a restart: asking the user", "tool", h.Tool, "tool_call_id", in.ToolCallID)
-			again := r.dur.askApproval(t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)
+			again := askApproval(r, t, llm.ToolCall{ID: in.ToolCallID, Name: h.Tool, Arguments: string(h.Sent)}, true)
 			open = append(open, again)
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	d.suspMu.Lock()
-	d.susp = nil
-	d.suspMu.Unlock()
+	r.dur.susp.Hold(nil)
 	if len(open) == 0 {
 		// Every interrupt is settled: fenced as a resume's settle is, a replica that lost
 		// the run deletes nothing its new owner resumes from, and stops here.
-		if err := r.dur.settleResume(ctx, susp); err != nil {
+		if err := settleResume(ctx, r, susp); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				return conv, true, r.finishCancelled(ctx)
 			}
@@ -345,20 +324,19 @@ func (d *durability) recoverApprovals(ctx context.Context, t *toolset, susp *sto
 	}
 	next := *susp
 	next.History, next.Interrupts = mustJSON(conv), open
-	next.WriterRunID, next.Epoch = r.RunID, r.elog.Epoch()
-	if err := r.e.cfg.Store.SaveSuspension(sctx, &next); err != nil {
-		if errors.Is(err, store.ErrFenced) {
-			r.dur.moved("the store refused its recovered suspension")
-		}
+	next.WriterRunID = r.RunID
+	if err := r.dur.susp.Save(ctx, &next, "the store refused its recovered suspension"); err != nil {
 		r.log.Error("save recovered suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
 		return conv, true, ended(OutcomeError, "store")
 	}
 	// Marked after the fenced save, so that a replica that lost the run marks nothing.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if err := r.e.cfg.Store.MarkResolved(sctx, r.ThreadID, settled); err != nil {
 		r.log.Error("mark settled approvals resolved", "err", err)
 	}
-	r.dur.finishInterrupted(open)
+	finishInterrupted(r, open)
 	return conv, true, ended(OutcomeInterrupt, "approvals recovered")
 }
 

@@ -1,100 +1,12 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"fmt"
-	"time"
 
-	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 )
-
-// checkpointVersion is the version of the checkpoint document; a replica refuses (and
-// ends) a run whose checkpoint it does not know.
-const checkpointVersion = 1
-
-// checkpoint is what a replica needs to continue a run (durable.Work.Checkpoint).
-type checkpoint struct {
-	V     int    `json:"v"`
-	Owner string `json:"owner,omitempty"`
-	// Input is the run's input; its messages are left out once Conv holds the history.
-	Input json.RawMessage `json:"input"`
-	// Prepended says that Input's messages are only those of the client's messages that
-	// the thread does not keep (without an id): the engine prepended the thread's stored
-	// history to them, and the run's start saved the others to the thread, which a
-	// replica taking the run over before Conv is set reads again rather than a copy here
-	// (a copy of the whole conversation per run, written at every start).
-	Prepended bool `json:"prepended,omitempty"`
-	// Conv is the model history after the last completed turn; absent until the run's
-	// setup is done (the run then starts over from its input).
-	Conv json.RawMessage `json:"conv,omitempty"`
-	// State is the failure state (counters, lessons, loop signatures, budget use, active
-	// time) when the checkpoint was taken.
-	State json.RawMessage `json:"state,omitempty"`
-	// Seq is the event log's last number when the checkpoint was taken (informative: the
-	// replica continues after the log's actual end).
-	Seq int64 `json:"seq"`
-	// Depth is the run's nesting depth (nesting.go), which its input does not carry.
-	Depth int `json:"depth,omitempty"`
-	// Budget is what is left, past State's budget use, of the budget the run's caller gave
-	// it (spend_tree.go), which its input does not carry either.
-	Budget *agui.CallerBudget `json:"budget,omitempty"`
-}
-
-// noteCheckpoint records a checkpoint of the run with conv (nil before setup), replacing
-// the previous one and the results of its calls.
-func (d *durability) noteCheckpoint(conv []llm.Message) {
-	r := d.run
-	if doc := r.dur.checkpointDoc(conv); doc != nil {
-		r.elog.NoteCheckpoint(doc)
-	}
-}
-
-// checkpointDoc encodes a checkpoint of the run with conv (nil before setup); nil when the
-// input cannot be encoded (the run then cannot be taken over).
-func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
-	r := d.run
-	in := *r.in
-	cp := checkpoint{V: checkpointVersion, Owner: r.owner, Depth: r.in.Depth, Budget: r.in.Budget}
-	if conv == nil && d.prepended > 0 && d.prepended <= len(in.Messages) {
-		// The run's start saves the client's messages that have an id to the thread too:
-		// only those without one are kept here.
-		var own []agui.Message
-		for _, m := range in.Messages[d.prepended:] {
-			if m.ID == "" {
-				own = append(own, m)
-			}
-		}
-		in.Messages = own
-		cp.Prepended = true
-	}
-	if conv != nil {
-		in.Messages = nil
-		cp.Conv = mustJSON(conv)
-		fs := r.fs
-		fs.Active += time.Since(r.start)
-		cp.State = mustJSON(&fs)
-		cp.Budget = r.meter().callerLeft(fs.Budget)
-	}
-	b, err := json.Marshal(&in)
-	if err != nil {
-		r.log.Warn("checkpoint: input not encodable; the run cannot be taken over", "err", err)
-		return nil
-	}
-	cp.Input = b
-	return mustJSON(&cp)
-}
-
-// noteResult records the result of one of the current turn's tool calls.
-func (d *durability) noteResult(toolCallID string, o toolOutcome) {
-	r := d.run
-	if len(o.interrupts) > 0 || toolCallID == "" {
-		return
-	}
-	r.elog.NoteResult(toolCallID, o.ToolResult)
-}
 
 // resumeAction is what a run taken over does with a call of its last turn.
 type resumeAction int

@@ -375,7 +375,7 @@ func storedConv(t *testing.T, st store.Store, thread, run string) []llm.Message 
 	require.NoError(t, err)
 	var w durable.Work
 	require.NoError(t, json.Unmarshal(rec.Work, &w))
-	var cp checkpoint
+	var cp durable.Checkpoint
 	require.NoError(t, json.Unmarshal(w.Checkpoint, &cp))
 	if len(cp.Conv) == 0 {
 		return nil

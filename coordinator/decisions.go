@@ -87,12 +87,12 @@ func (r *Run) conclude(ctx context.Context, conv []llm.Message, d failure.Decisi
 	}
 	in.Handle = mustJSON(handle{Failure: &failureRef{Kind: d.Kind, Tool: d.Tool, Attempt: d.Attempt, Explanation: explanation}})
 	all := append(slices.Clone(open), in)
-	if err := r.dur.suspend(ctx, conv, all); err != nil {
+	if err := suspendRun(ctx, r, conv, all); err != nil {
 		r.log.Error("save suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
 		return ended(OutcomeError, "store")
 	}
-	r.dur.finishInterrupted(all)
+	finishInterrupted(r, all)
 	return ended(OutcomeInterrupt, string(d.Kind))
 }
 

@@ -78,7 +78,7 @@ func screen(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall, outco
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
 		}
-		if refusal, declined := r.dur.declinedRefusal(t, c); declined {
+		if refusal, declined := declinedRefusal(r, t, c); declined {
 			outcomes[i] = traceRefusal(ctx, r, t, c, signalOutcome(refusal))
 			r.emitResult(ctx, c.ID, outcomes[i])
 			continue
@@ -99,7 +99,7 @@ func screen(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall, outco
 		if r.e.cfg.Approvals.needsApproval(t, c) {
 			// Not sent: the run ends with the question once the calls that need no
 			// approval have run (afterTools).
-			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{r.dur.askApproval(t, c, false)}}
+			outcomes[i] = toolOutcome{interrupts: []store.Interrupt{askApproval(r, t, c, false)}}
 			continue
 		}
 		sent[i] = true
@@ -118,6 +118,21 @@ func execCall(ctx context.Context, r *Run, calls []llm.ToolCall, outcomes []tool
 	}
 	outcomes[i] = *out
 	r.emitResult(ctx, c.ID, *out)
+}
+
+// continueCall runs fn as call c of the run through the run's chain, to fn rather than the
+// tool's handler and without the steps named in skip (dispatch.Chain.RunTo): for a call
+// that is not a new call of the model's but goes out all the same (one a takeover follows
+// or recovers, the user's answer to a suspended call). ran is false when the chain did
+// not run it (the fence stopped it: the run moved, or ended while it waited for its
+// lease); the call then has no result to stream.
+func continueCall(ctx context.Context, r *Run, c llm.ToolCall, fn func(context.Context) toolOutcome, skip ...string) (out toolOutcome, ran bool) {
+	o, err := r.calls.RunTo(ctx, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments},
+		func(ctx context.Context, _ dispatch.Call) (*toolOutcome, error) { return ptr(fn(ctx)), nil }, skip...)
+	if err != nil {
+		return toolOutcome{}, false
+	}
+	return *o, true
 }
 
 // traceRefusal records a call the coordinator refused without sending it (a predicted loop,
@@ -173,7 +188,7 @@ func toolCall(c dispatch.Call) llm.ToolCall {
 }
 
 // callSteps are the steps of the run's chain that are the run's own: whether this replica
-// may still act on it (fencing.go), the call's execute_tool span (telemetry.go), and its
+// may still act on it (durability.go), the call's execute_tool span (telemetry.go), and its
 // intent and outcome in the run's journal (journal.go). The toolset says what each call
 // is: its span's kind and target, its journal step.
 type callSteps struct {
@@ -184,8 +199,8 @@ type callSteps struct {
 // MayAct waits for the run's lease (durability.mayAct).
 func (s callSteps) MayAct(ctx context.Context) error { return s.run.dur.mayAct(ctx) }
 
-// Trace returns next run in the call's execute_tool span (as runTrace.tool, without its
-// closure: a frame less on the stack of a call that waits).
+// Trace returns next run in the call's execute_tool span (as runTrace.toolCall, without
+// its closure: a frame less on the stack of a call that waits).
 func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
 	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		call := toolCall(c)
@@ -200,11 +215,11 @@ func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*
 }
 
 // Journal returns next run between the call's intent and its outcome in the journal
-// (journaled).
+// (journaled), the call's Note recorded with its intent.
 func (s callSteps) Journal(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
 	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
 		var err error
-		out := ptr(s.run.dur.journaled(ctx, s.tools, toolCall(c), "", func(ctx context.Context) toolOutcome {
+		out := ptr(journaled(ctx, s.run, s.tools, toolCall(c), c.Note, func(ctx context.Context) toolOutcome {
 			var o *toolOutcome
 			o, err = next(ctx, c)
 			return deref(o)

@@ -53,7 +53,7 @@ func (e *Engine) Renewed(ren durable.Renewal) {
 		mine, err := r.own.Holds(ctx, e.cfg.Store)
 		cancel()
 		if err == nil && !mine && !r.terminated() {
-			r.dur.moved("the heartbeat did not renew its lease: another replica took it over")
+			r.dur.Moved("the heartbeat did not renew its lease: another replica took it over")
 		}
 	}
 }
@@ -76,7 +76,7 @@ func (e *Engine) StopRequested(threadID, runID string) {
 // (cancelUnnamed). It is durable's (durable.RunsHere).
 func (e *Engine) CancelWork(rec store.RunRecord, work durable.Work) {
 	log := e.log.With("thread_id", rec.ThreadID, "run_id", rec.RunID)
-	owner := workOwner(work)
+	owner := durable.CheckpointOwner(work)
 	// The run's previous owner is gone with its contexts; the takeover's look must not
 	// bound the cancels either (they are slow agents' calls): they get their own time.
 	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)

@@ -58,7 +58,7 @@ func startExchange(ctx context.Context, r *Run, a *Agent, callID, subID string, 
 		var res *subagent.Result
 		var err error
 		if follow {
-			res, err = r.dur.followRemote(actx, a, req.TaskID, req.ContextID, obs)
+			res, err = followRemote(actx, a, req.TaskID, req.ContextID, obs)
 		} else {
 			res, err = a.Client.Send(actx, req, obs)
 		}

@@ -113,19 +113,19 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		text = "done" // auth-required: the user says the sign-in is done
 	}
 	var out toolOutcome
-	if r.dur.answerMaySent(h.TaskID) {
+	if answerMaySent(r, h.TaskID) {
 		// Taken over from a replica that had recorded the task before sending the answer
 		// (onTask): the answer may have reached the agent, which may not have moved on yet.
 		// It is never sent twice: the task is followed by id (a task still waiting gets
 		// the question raised again).
 		r.log.Info("resume taken over: the answer may have reached the task; following it", "agent", a.Name, "task_id", h.TaskID)
-		out = exchange(ctx, r, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
+		out = exchange(ctx, r, t, a, callID, subIDAfterTakeover(r, first.SubagentRunID), subagent.Request{TaskID: h.TaskID, ContextID: h.ContextID}, true)
 	} else {
 		if rec := recoverTask(ctx, r, a, callID, first, h); rec != nil {
 			return *rec
 		}
 		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: subagent.StateInputRequired})
-		out = send(ctx, r, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
+		out = send(ctx, r, t, a, callID, subIDAfterTakeover(r, first.SubagentRunID), subagent.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
 	}
 	if out.Text != "" {
 		// The model's history shows the exchange as a continuation of the task: what the
@@ -214,7 +214,7 @@ func (approvalHome) toolName(in store.Interrupt) string {
 }
 
 func (approvalHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, ins []store.Interrupt, answers map[string]hitl.Answer) toolOutcome {
-	return r.dur.deliverApproval(ctx, t, callID, ins[0], answers[ins[0].ID])
+	return deliverApproval(ctx, r, t, callID, ins[0], answers[ins[0].ID])
 }
 
 func (approvalHome) abandon(context.Context, *Engine, string, string, []store.Interrupt) {}

@@ -13,25 +13,12 @@ import (
 // The step journal (design/journal.md) is package durable's Journal; here is what the run
 // records in it, and when.
 
-// intent records that the run is about to take a step, before it is taken (the run's
-// durable.RunJournal). The error is the store's: a caller whose step must not be taken
-// unrecorded (a call that could not be re-issued safely) does not take it. A fenced
-// refusal stops the run here (moved).
-func (d *durability) intent(kind, target, ref string, attempt int, detail string) (durable.Step, error) {
-	return d.steps.Intent(durable.StepIntent{Kind: kind, Target: target, Ref: ref, Attempt: attempt, Detail: detail})
-}
-
 // cancelEnd is the journal's outcome of a cancel.
 func cancelEnd(err error) store.StepEnd {
 	if err != nil {
 		return store.StepEnd{Outcome: store.StepError, Detail: "not confirmed yet: " + errString(err)}
 	}
 	return store.StepEnd{Outcome: store.StepOK}
-}
-
-// step records a step of the run that has no before and after, with its outcome.
-func (d *durability) step(kind, target, ref string, end store.StepEnd) {
-	d.steps.Record(kind, target, ref, end)
 }
 
 // toolStep is the journal's kind and target of a backend call, and whether it may be sent
@@ -58,8 +45,7 @@ func toolStep(t *toolset, c llm.ToolCall) (kind, target string, safe bool) {
 // journaled runs a backend call between its intent and its outcome in the journal. A call
 // that could not be re-issued safely is not sent when its intent cannot be recorded: a
 // replica taking the run over reads a call without an intent as never sent.
-func (d *durability) journaled(ctx context.Context, t *toolset, c llm.ToolCall, detail string, run func(context.Context) toolOutcome) toolOutcome {
-	r := d.run
+func journaled(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, detail string, run func(context.Context) toolOutcome) toolOutcome {
 	kind, target, safe := toolStep(t, c)
 	if kind == "" {
 		return run(ctx)
@@ -75,16 +61,10 @@ func (d *durability) journaled(ctx context.Context, t *toolset, c llm.ToolCall, 
 		detail = withDetail(detail, ids.detail())
 		ctx = withSentIDs(ctx, ids)
 	}
-	var s durable.Step
-	var err error
-	if safe {
-		// A call that may be re-issued goes out even unrecorded.
-		s, _ = r.dur.intent(kind, target, c.ID, 1, detail)
-	} else {
-		// A call that could not be re-issued safely waits for its intent to be recorded
-		// (the store asked again while the run may act), or is not sent.
-		s, err = d.steps.DurableIntent(ctx, durable.StepIntent{Kind: kind, Target: target, Ref: c.ID, Attempt: 1, Detail: detail}, d.mayAct)
-	}
+	// A call that may be re-issued goes out even unrecorded; one that could not be
+	// re-issued safely waits for its intent to be recorded (the store asked again while the
+	// run may act), or is not sent.
+	s, err := r.dur.steps.Before(ctx, durable.StepIntent{Kind: kind, Target: target, Ref: c.ID, Attempt: 1, Detail: detail}, !safe, r.dur.mayAct)
 	if err != nil {
 		return taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))
 	}

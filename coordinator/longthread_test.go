@@ -61,7 +61,7 @@ func TestFirstCheckpointLeavesTheThreadOut(t *testing.T) {
 	for i := 1; i < 3; i++ {
 		var w durable.Work
 		require.NoError(t, json.Unmarshal(rec.works[fmt.Sprintf("r%d", i)], &w))
-		var cp checkpoint
+		var cp durable.Checkpoint
 		require.NoError(t, json.Unmarshal(w.Checkpoint, &cp))
 		var in agui.RunAgentInput
 		require.NoError(t, json.Unmarshal(cp.Input, &in))

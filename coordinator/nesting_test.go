@@ -123,7 +123,7 @@ func TestDepthInCheckpoint(t *testing.T) {
 	in := input("cp")
 	in.Depth = 2
 	r := newRun(e, in)
-	var cp checkpoint
+	var cp durable.Checkpoint
 	require.NoError(t, json.Unmarshal(r.dur.checkpointDoc(nil), &cp))
 	assert.Equal(t, 2, cp.Depth)
 	var back agui.RunAgentInput
@@ -141,7 +141,7 @@ func TestDepthKeptOnTakeover(t *testing.T) {
 	deadRun(t, st, "deep-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
 	in := input("deep-to")
 	in.Messages = nil
-	work := durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(in),
+	work := durable.Work{Checkpoint: mustJSON(durable.Checkpoint{V: durable.CheckpointVersion, Owner: "alice", Input: mustJSON(in),
 		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1}), Depth: 3})}
 	require.NoError(t, st.SaveRunWork(ctx, "deep-to", in.RunID, 1, mustJSON(&work)))
 

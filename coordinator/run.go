@@ -102,7 +102,6 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		done:     make(chan struct{}),
 	}
 	r.stream = Stream{run: r, released: make(chan struct{})}
-	r.dur.run = r
 	s := &r.stream
 	r.cancel = func(cause error) {
 		stop(cause)
@@ -118,7 +117,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 	// The live stream shows an event once the log has it (design/fencing.md).
 	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, s.q.storedUpTo)
 	r.elog.SetBudget(e.logBudget)
-	r.dur.steps = e.journal.ForRun(in.ThreadID, in.RunID, r.elog, r.dur.moved)
+	r.dur.init(r)
 	s.q.gated = true
 	r.seq = agui.NewSequencer(func(ev agui.Event) error {
 		if !s.limit.admit(ev) {

@@ -152,7 +152,7 @@ func TestCallerBudgetKeptOnTakeover(t *testing.T) {
 	in.Depth, in.Budget = 1, &agui.CallerBudget{Tokens: 5000}
 	r := mustStart(t, rig.e, in)
 	collect(t, r)
-	var cp checkpoint
+	var cp durable.Checkpoint
 	require.NoError(t, json.Unmarshal(r.dur.checkpointDoc([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), &cp))
 	require.NotNil(t, cp.Budget)
 	first := usageOf(0)
@@ -166,7 +166,7 @@ func TestCallerBudgetKeptOnTakeover(t *testing.T) {
 	deadRun(t, st, "budget-to", []llm.Message{{Role: llm.RoleUser, Content: "hello"}}, durable.Work{})
 	tin := input("budget-to")
 	tin.Messages = nil
-	work := durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(tin),
+	work := durable.Work{Checkpoint: mustJSON(durable.Checkpoint{V: durable.CheckpointVersion, Owner: "alice", Input: mustJSON(tin),
 		Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hello"}}), State: mustJSON(failure.State{Iterations: 1, Budget: failure.BudgetUsage{Tokens: 1000}}),
 		Depth: 1, Budget: &agui.CallerBudget{Tokens: 700}})}
 	require.NoError(t, st.SaveRunWork(ctx, "budget-to", tin.RunID, 1, mustJSON(&work)))

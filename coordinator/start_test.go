@@ -46,7 +46,7 @@ func TestStartRecordsBeforeReturning(t *testing.T) {
 			assert.Equal(t, store.RunRunning, run.State)
 			var work durable.Work
 			require.NoError(t, json.Unmarshal(run.Work, &work))
-			var cp checkpoint
+			var cp durable.Checkpoint
 			require.NoError(t, json.Unmarshal(work.Checkpoint, &cp), "the first checkpoint is stored with the start")
 			assert.Equal(t, "alice", cp.Owner)
 			// The run may have taken its next checkpoint already (after its setup; the

@@ -51,7 +51,7 @@ func (e *Engine) StopRun(threadID, runID, principal string) error {
 		if !mine {
 			// Taken over while this replica was stalled: the run stops here without
 			// cancelling anything, and the stop goes to its owner.
-			r.dur.moved("the store names another owner")
+			r.dur.Moved("the store names another owner")
 			return e.records.StopElsewhere(ctx, threadID, runID)
 		}
 	}

@@ -95,11 +95,10 @@ func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries [
 	return true, nil
 }
 
-// suspend persists the run: the conversation so far, the open interrupts, and the failure
+// suspendRun persists the run: the conversation so far, the open interrupts, and the failure
 // state (counters, lessons, loop signatures, budget usage, and the active time used so far,
 // which counts against the time limit of the resumed run).
-func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []store.Interrupt) error {
-	r := d.run
+func suspendRun(ctx context.Context, r *Run, conv []llm.Message, open []store.Interrupt) error {
 	now := r.e.cfg.Now()
 	r.fs.Active += time.Since(r.start)
 	r.start = time.Now()
@@ -109,18 +108,14 @@ func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []sto
 		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID), Depth: r.in.Depth,
 			CallerBudget: r.meter().callerLeft(r.fs.Budget)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
-		// Saved only while this replica owns the run (fencing.go).
-		Epoch: r.elog.Epoch(),
 	}
-	// Persist on a context of its own: a client that disconnects right now must not lose
-	// the question.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := r.e.cfg.Store.SaveSuspension(sctx, s); err != nil {
+	// Saved only while this replica owns the run (durable.RunSuspension: under its epoch,
+	// on a context of its own, so that a client that disconnects right now does not lose
+	// the question).
+	if err := r.dur.susp.Save(ctx, s, "the store refused its suspension"); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			// Another replica owns the run now and parks (or goes on with) its work:
 			// nothing is cancelled from here.
-			r.dur.moved("the store refused its suspension")
 			return err
 		}
 		// Nobody can answer a question that was not saved: the work parked on it is
@@ -135,8 +130,7 @@ func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []sto
 }
 
 // finishInterrupted ends the run with the interrupt outcome.
-func (d *durability) finishInterrupted(open []store.Interrupt) {
-	r := d.run
+func finishInterrupted(r *Run, open []store.Interrupt) {
 	r.trace.interrupts(open)
 	out := &agui.Outcome{Type: agui.OutcomeInterrupt}
 	for _, in := range open {
@@ -145,11 +139,10 @@ func (d *durability) finishInterrupted(open []store.Interrupt) {
 	r.seq.Finish(r.ThreadID, r.RunID, out, nil)
 }
 
-// resume delivers the answers of a resume run to the parked work, streams the results
+// resumeRun delivers the answers of a resume run to the parked work, streams the results
 // against the original tool calls and returns the conversation to continue with. done is
 // true when the run has already ended (bad resume, new interrupts, cancellation).
-func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspension) ([]llm.Message, bool, EndReason) {
-	r := d.run
+func resumeRun(ctx context.Context, r *Run, t *toolset, susp *store.Suspension) ([]llm.Message, bool, EndReason) {
 	var conv []llm.Message
 	if err := json.Unmarshal(susp.History, &conv); err != nil {
 		r.log.Error("suspension history unreadable", "err", err)
@@ -173,34 +166,33 @@ func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspens
 		return nil, true, ended(OutcomeError, strings.ToLower(re.Code))
 	}
 
-	calls, stop := r.dur.answerContinues(susp.Interrupts, answers)
+	calls, stop := answerContinues(r, susp.Interrupts, answers)
 	if stop != nil {
 		// The user stops the run: the work parked on the other interrupts is abandoned.
 		if len(calls) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, calls)
 		}
-		if err := r.dur.settleResume(ctx, susp); err != nil {
-			return conv, true, r.dur.failUnrecorded(ctx, err)
+		if err := settleResume(ctx, r, susp); err != nil {
+			return conv, true, failUnrecorded(ctx, r, err)
 		}
 		return conv, true, r.finishDecision(stop.stopDecision())
 	}
 	groups := groupByCall(calls)
 	outcomes := make([]toolOutcome, len(groups))
 	// Approved calls record their start and result in the suspension (approval.go).
-	d.suspMu.Lock()
-	d.susp = susp
-	d.suspMu.Unlock()
+	r.dur.susp.Hold(susp)
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
-			outcomes[i] = deliver(ctx, r, t, g.callID, g.ins, answers)
-			r.emitResult(ctx, g.callID, outcomes[i])
+			var ran bool
+			outcomes[i], ran = answerCall(ctx, r, t, g, answers)
+			if ran {
+				r.emitResult(ctx, g.callID, outcomes[i])
+			}
 		})
 	}
 	wg.Wait()
-	d.suspMu.Lock()
-	d.susp = nil
-	d.suspMu.Unlock()
+	r.dur.susp.Hold(nil)
 	if errors.Is(context.Cause(ctx), ErrHandoff) && onlyA2A(calls) {
 		// Handed to another replica while the answers were out: the suspension stays, so
 		// that the replica taking the run over runs this resume again. It follows the
@@ -214,11 +206,11 @@ func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspens
 		// the new owner works from.
 		return conv, true, r.finishCancelled(ctx)
 	}
-	if err := r.dur.settleResume(ctx, susp); err != nil {
+	if err := settleResume(ctx, r, susp); err != nil {
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
 		// suspension still open and recovers the outcomes from the agents (recoverTask).
-		return conv, true, r.dur.failUnrecorded(ctx, err)
+		return conv, true, failUnrecorded(ctx, r, err)
 	}
 
 	resumed := make([]llm.ToolCall, len(groups))
@@ -228,6 +220,20 @@ func (d *durability) resume(ctx context.Context, t *toolset, susp *store.Suspens
 		sent[i] = true
 	}
 	return r.afterTools(ctx, conv, resumed, outcomes, sent, nil, nil)
+}
+
+// answerCall delivers the user's answers to the call suspended on g to the interrupt's
+// home (deliver) through the run's chain: fenced and traced as the call's continuation,
+// not journaled (what the home sends it records itself) nor validated. An approval's
+// answer goes to its home directly: the approved call goes through the chain itself
+// (sendApproved), journaled. ran is false when the fence stopped the answer (the run
+// moved, or ended while it waited for its lease): nothing was delivered.
+func answerCall(ctx context.Context, r *Run, t *toolset, g *callGroup, answers map[string]hitl.Answer) (out toolOutcome, ran bool) {
+	deliverTo := func(ctx context.Context) toolOutcome { return deliver(ctx, r, t, g.callID, g.ins, answers) }
+	if _, ok := homeOf(g.ins[0].Kind).(approvalHome); ok {
+		return deliverTo(ctx), true
+	}
+	return continueCall(ctx, r, llm.ToolCall{ID: g.callID, Name: interruptTool(g.ins[0])}, deliverTo, "journal", "validate")
 }
 
 // onlyA2A reports whether every interrupt parks an A2A task (a resume of them can be run
@@ -244,8 +250,7 @@ func onlyA2A(ins []store.Interrupt) bool {
 // answerContinues applies the answers to "continue?" interrupts (loop_detected, limits),
 // which have no tool call: the run goes on with a fresh allowance of what stopped it, or
 // stops (stop is the failure the user chose to stop on). calls are the other interrupts.
-func (d *durability) answerContinues(ins []store.Interrupt, answers map[string]hitl.Answer) (calls []store.Interrupt, stop *failureRef) {
-	r := d.run
+func answerContinues(r *Run, ins []store.Interrupt, answers map[string]hitl.Answer) (calls []store.Interrupt, stop *failureRef) {
 	for _, in := range ins {
 		if in.Kind != hitl.KindContinue {
 			calls = append(calls, in)
@@ -272,22 +277,16 @@ func (d *durability) answerContinues(ins []store.Interrupt, answers map[string]h
 
 // settleResume records that the suspension's answers went out, so that a repeated resume
 // sends nothing twice, and removes the suspension, in one write that the store makes only
-// while this replica owns the run (fencing.go). It reports a failure of the write: the
-// resume is then not recorded. A refusal (store.ErrFenced) stops the run here as moved:
-// its new owner resumes from the suspension, which is kept.
-func (d *durability) settleResume(ctx context.Context, susp *store.Suspension) error {
-	r := d.run
+// while this replica owns the run (durable.RunSuspension.Settle). It reports a failure of
+// the write: the resume is then not recorded. A refusal (store.ErrFenced) stops the run
+// here as moved: its new owner resumes from the suspension, which is kept.
+func settleResume(ctx context.Context, r *Run, susp *store.Suspension) error {
 	var ids []string
 	for _, in := range susp.Interrupts {
 		ids = append(ids, in.ID)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := r.e.cfg.Store.SettleSuspension(sctx, r.ThreadID, r.RunID, r.elog.Epoch(), ids); err != nil {
-		if errors.Is(err, store.ErrFenced) {
-			r.dur.moved("the store refused to settle its resume")
-		}
-		return fmt.Errorf("settle the resume: %w", err)
+	if err := r.dur.susp.Settle(ctx, r.RunID, ids); err != nil {
+		return err
 	}
 	if m := r.e.cfg.Metrics; m != nil {
 		m.InterruptsOpen(-len(susp.Interrupts))
@@ -298,8 +297,7 @@ func (d *durability) settleResume(ctx context.Context, susp *store.Suspension) e
 // failUnrecorded ends a resume whose answers were delivered but could not be recorded. A
 // refused record means another replica owns the run now: the run stops here as moved,
 // without an error of its own, and its new owner goes on.
-func (d *durability) failUnrecorded(ctx context.Context, err error) EndReason {
-	r := d.run
+func failUnrecorded(ctx context.Context, r *Run, err error) EndReason {
 	if errors.Is(err, store.ErrFenced) {
 		return r.finishCancelled(ctx)
 	}

@@ -23,7 +23,7 @@ import (
 // goes on with the next model turn. A model turn cut mid-stream is simply asked again.
 // takenOver is what a run taken over starts from (Run.resumed).
 type takenOver struct {
-	cp   checkpoint
+	cp   durable.Checkpoint
 	conv []llm.Message // nil: the run starts over from its input
 	fs   failure.State
 	work durable.Work

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"time"
@@ -20,8 +19,7 @@ import (
 // and system prompt as the checkpoint left them, the stream's open items that cannot go on
 // closed, and the calls of the last turn settled (settleTurn). done is true when the run
 // has already ended.
-func (d *durability) setupTakenOver(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
-	r := d.run
+func setupTakenOver(ctx context.Context, r *Run, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
 	to := r.dur.resumed
 	following := map[string]bool{}
 	if to.conv != nil {
@@ -55,7 +53,7 @@ func (d *durability) setupTakenOver(ctx context.Context, tools *toolset) (conv [
 		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
 	}
 	if calls := pendingCalls(conv); len(calls) > 0 {
-		conv, done, reason = r.dur.settleTurn(ctx, tools, conv, calls)
+		conv, done, reason = settleTurn(ctx, r, tools, conv, calls)
 	}
 	return conv, system, done, reason
 }
@@ -108,8 +106,7 @@ func pendingCalls(conv []llm.Message) []llm.ToolCall {
 
 // settleTurn finishes the tool round of the turn the run was in when it was taken over:
 // each call is settled by resumeDecision, then the round ends as any other (toolRound).
-func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
-	r := d.run
+func settleTurn(ctx context.Context, r *Run, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
 	work := &r.dur.resumed.work
 	var backend []llm.ToolCall
 	var pending []string
@@ -141,11 +138,8 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 			if a, ok := tools.agents[c.Name]; ok {
 				// A new task whose id the previous owner never learned: found by the ids
 				// its intent recorded, and followed (or cancelled), when the agent can.
-				wg.Go(func() {
-					outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-						return recoverSend(ctx, r, tools, a, c)
-					})
-					r.emitResult(ctx, c.ID, outcomes[i])
+				settleSent(ctx, r, &wg, c, &outcomes[i], func(ctx context.Context) toolOutcome {
+					return recoverSend(ctx, r, tools, a, c)
 				})
 				continue
 			}
@@ -154,12 +148,9 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 		case resumeFollow:
 			sent[i] = true
 			a := tools.agents[c.Name]
-			wg.Go(func() {
-				req := subagent.Request{TaskID: task.TaskID, ContextID: task.ContextID}
-				outcomes[i] = r.trace.tool(ctx, tools, c, func(ctx context.Context) toolOutcome {
-					return exchange(ctx, r, tools, a, c.ID, task.SubagentRunID, req, true)
-				})
-				r.emitResult(ctx, c.ID, outcomes[i])
+			req := subagent.Request{TaskID: task.TaskID, ContextID: task.ContextID}
+			settleSent(ctx, r, &wg, c, &outcomes[i], func(ctx context.Context) toolOutcome {
+				return exchange(ctx, r, tools, a, c.ID, task.SubagentRunID, req, true)
 			})
 		case resumeReissue:
 			again = append(again, i)
@@ -188,6 +179,20 @@ func (d *durability) settleTurn(ctx context.Context, tools *toolset, conv []llm.
 	return conv, false, EndReason{}
 }
 
+// settleSent settles, on a goroutine of wg, call c of the interrupted turn that the
+// previous owner had sent: fn follows or recovers it through the run's chain, fenced and
+// traced but not journaled (its intent is in the journal already), and its result is
+// stored in out and streamed. A call the fence stopped (the run moved) has no result.
+func settleSent(ctx context.Context, r *Run, wg *sync.WaitGroup, c llm.ToolCall, out *toolOutcome, fn func(context.Context) toolOutcome) {
+	wg.Go(func() {
+		var ran bool
+		*out, ran = continueCall(ctx, r, c, fn, "journal", "validate")
+		if ran {
+			r.emitResult(ctx, c.ID, *out)
+		}
+	})
+}
+
 // taskFollower is a Delegate that can follow a task it did not start in this process
 // (subagent.Agent.Follow).
 type taskFollower interface {
@@ -196,7 +201,7 @@ type taskFollower interface {
 
 // followRemote follows task taskID of agent a to its end: by subscription when the client
 // can, else by reading it every recoverPoll.
-func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error) {
+func followRemote(ctx context.Context, a *Agent, taskID, contextID string, obs subagent.Observer) (*subagent.Result, error) {
 	if f, ok := a.Client.(taskFollower); ok {
 		return f.Follow(ctx, taskID, contextID, obs)
 	}
@@ -224,31 +229,16 @@ func (d *durability) followRemote(ctx context.Context, a *Agent, taskID, context
 // answerMaySent reports whether this run was taken over from a replica that had recorded
 // taskID in the run's work: a resume records its task before sending the answer, so that
 // replica may have delivered it.
-func (d *durability) answerMaySent(taskID string) bool {
-	r := d.run
+func answerMaySent(r *Run, taskID string) bool {
 	return r.dur.resumed != nil && slices.ContainsFunc(r.dur.resumed.work.A2A, func(w durable.Task) bool { return w.TaskID == taskID })
 }
 
 // subIDAfterTakeover is the sub-agent id for a delegation of a run taken over: a stored
 // id that the log already used and that is no longer open (CloseOpen ended it) cannot
 // start again, so a new one is made.
-func (d *durability) subIDAfterTakeover(subID string) string {
-	r := d.run
+func subIDAfterTakeover(r *Run, subID string) string {
 	if r.dur.resumed == nil || subID == "" || slices.Contains(r.seq.Open().Subagents, subID) {
 		return subID
 	}
 	return ""
-}
-
-// workOwner is the principal of the run whose work this is, from its checkpoint; "" (the
-// anonymous principal) when it has none or it cannot be read. The cancels of a lost run's
-// tasks carry that principal's credentials for agents that require them.
-func workOwner(w durable.Work) string {
-	var cp struct {
-		Owner string `json:"owner"`
-	}
-	if len(w.Checkpoint) == 0 || json.Unmarshal(w.Checkpoint, &cp) != nil {
-		return ""
-	}
-	return cp.Owner
 }

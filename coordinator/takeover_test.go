@@ -88,7 +88,7 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 	collect(t, r)
 
 	assert.Equal(t, "alice", to.cp.Owner)
-	assert.Equal(t, checkpointVersion, to.cp.V)
+	assert.Equal(t, durable.CheckpointVersion, to.cp.V)
 	var back agui.RunAgentInput
 	require.NoError(t, json.Unmarshal(to.cp.Input, &back))
 	assert.Equal(t, "cp", back.ThreadID)
@@ -111,16 +111,16 @@ func TestCheckpointRefusals(t *testing.T) {
 	e := newEngine(t, &fakeModel{turn: callThenReport("research", `{}`)}, &fakeAgent{})
 	in := mustJSON(input("x"))
 	good := func() durable.Work {
-		return durable.Work{Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hi"}})})}
+		return durable.Work{Checkpoint: mustJSON(durable.Checkpoint{V: durable.CheckpointVersion, Input: in, Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hi"}})})}
 	}
 	_, why := (&adoption{e: e}).decodeTakeover(good())
 	require.Empty(t, why)
 	for name, w := range map[string]durable.Work{
 		"none":     {},
 		"garbage":  {Checkpoint: json.RawMessage(`{"v":1,"input":`)},
-		"version":  {Checkpoint: mustJSON(checkpoint{V: 99, Input: in})},
-		"no input": {Checkpoint: mustJSON(checkpoint{V: checkpointVersion})},
-		"bad conv": {Checkpoint: mustJSON(checkpoint{V: checkpointVersion, Input: in, Conv: json.RawMessage(`{"x":1}`)})},
+		"version":  {Checkpoint: mustJSON(durable.Checkpoint{V: 99, Input: in})},
+		"no input": {Checkpoint: mustJSON(durable.Checkpoint{V: durable.CheckpointVersion})},
+		"bad conv": {Checkpoint: mustJSON(durable.Checkpoint{V: durable.CheckpointVersion, Input: in, Conv: json.RawMessage(`{"x":1}`)})},
 		"agent gone": func() durable.Work {
 			w := good()
 			w.A2A = []durable.Task{{Agent: "gone", TaskID: "t", State: "working"}}
@@ -128,7 +128,7 @@ func TestCheckpointRefusals(t *testing.T) {
 		}(),
 		"time passed": func() durable.Work {
 			w := good()
-			cp := checkpoint{V: checkpointVersion, Input: in, Conv: mustJSON([]llm.Message{}), State: mustJSON(failure.State{Active: time.Hour})}
+			cp := durable.Checkpoint{V: durable.CheckpointVersion, Input: in, Conv: mustJSON([]llm.Message{}), State: mustJSON(failure.State{Active: time.Hour})}
 			w.Checkpoint = mustJSON(cp)
 			return w
 		}(),
@@ -182,7 +182,7 @@ func deadRun(t *testing.T, st store.Store, thread string, conv []llm.Message, wo
 	ctx := context.Background()
 	in := input(thread)
 	in.Messages = nil
-	work.Checkpoint = mustJSON(checkpoint{V: checkpointVersion, Owner: "alice", Input: mustJSON(in), Conv: mustJSON(conv), State: mustJSON(failure.State{Iterations: 1})})
+	work.Checkpoint = mustJSON(durable.Checkpoint{V: durable.CheckpointVersion, Owner: "alice", Input: mustJSON(in), Conv: mustJSON(conv), State: mustJSON(failure.State{Iterations: 1})})
 	_, err := st.ClaimThread(ctx, thread, "alice", "")
 	require.NoError(t, err)
 	require.NoError(t, begun(st.BeginRun(ctx, thread, in.RunID, "replica-dead", -time.Second)))
@@ -426,7 +426,7 @@ func pendingCallsOf(t *testing.T, w durable.Work) []llm.ToolCall {
 	if len(w.Checkpoint) == 0 {
 		return nil
 	}
-	var cp checkpoint
+	var cp durable.Checkpoint
 	require.NoError(t, json.Unmarshal(w.Checkpoint, &cp))
 	var conv []llm.Message
 	if len(cp.Conv) > 0 {

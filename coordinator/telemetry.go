@@ -171,15 +171,11 @@ func (t *runTrace) decision(d failure.Decision) {
 	}
 }
 
-// tool runs one tool call in an execute_tool span. The span is ended (with the time
+// toolCall runs one tool call in an execute_tool span. The span is ended (with the time
 // the call ended) once the policy has seen the turn's results, so that it carries the
-// decision about its failure; see endToolSpans.
-func (t *runTrace) tool(ctx context.Context, ts *toolset, c llm.ToolCall, run func(context.Context) toolOutcome) toolOutcome {
-	return t.toolCall(ctx, ts, c, run, true)
-}
-
-// toolCall is tool; sent tells whether the call went out (only those are counted
-// in the tool-call metrics).
+// decision about its failure; see endToolSpans. sent tells whether the call went out
+// (only those are counted in the tool-call metrics). The calls that go out run through
+// the run's chain, whose trace step is callSteps.Trace (the same span).
 func (t *runTrace) toolCall(ctx context.Context, ts *toolset, c llm.ToolCall, run func(context.Context) toolOutcome, sent bool) toolOutcome {
 	tc := t.startToolSpan(ctx, ts, c)
 	out := run(tc.ctx)

@@ -32,7 +32,9 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	tools := r.e.toolset(r.in)
 	setup := r.setup
 	if r.dur.resumed != nil {
-		setup = r.dur.setupTakenOver
+		setup = func(ctx context.Context, tools *toolset) ([]llm.Message, string, bool, EndReason) {
+			return setupTakenOver(ctx, r, tools)
+		}
 	}
 	conv, system, done, reason := setup(ctx, tools)
 	if done {
@@ -106,14 +108,14 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 		// The run that acted on approvals stopped before it finished: settle what it did,
 		// ask again about calls in doubt (approval.go); the conversation goes on with the
 		// settled results.
-		conv, done, reason = r.dur.recoverApprovals(ctx, tools, susp)
+		conv, done, reason = recoverApprovals(ctx, r, tools, susp)
 		return conv, system, done, reason
 	case susp != nil && len(r.in.Resume) == 0:
 		// A plain run on a thread with open interrupts: ask again, do not continue silently.
-		r.dur.finishInterrupted(susp.Interrupts)
+		finishInterrupted(r, susp.Interrupts)
 		return conv, system, true, ended(OutcomeInterrupt, "re-emitted")
 	case susp != nil:
-		conv, done, reason = r.dur.resume(ctx, tools, susp)
+		conv, done, reason = resumeRun(ctx, r, tools, susp)
 		return conv, system, done, reason
 	case len(r.in.Resume) > 0:
 		if dup, err := r.e.duplicateResume(ctx, r.ThreadID, r.in.Resume); err == nil && dup {
@@ -371,12 +373,12 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 	if len(open) == 0 {
 		return conv, false, EndReason{}
 	}
-	if err := r.dur.suspend(ctx, conv, open); err != nil {
+	if err := suspendRun(ctx, r, conv, open); err != nil {
 		r.log.Error("save suspension", "err", err)
 		r.seq.Fail("STORE_UNAVAILABLE", "The coordinator could not save this conversation's question for later. Please try again.")
 		return conv, true, ended(OutcomeError, "store")
 	}
-	r.dur.finishInterrupted(open)
+	finishInterrupted(r, open)
 	return conv, true, ended(OutcomeInterrupt, "")
 }
 

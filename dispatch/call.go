@@ -12,6 +12,9 @@ type Call struct {
 	Arguments string
 	// Args is Arguments decoded; the Validate step sets it before the handler runs.
 	Args map[string]any
+	// Note is recorded with the call's intent in the run's journal, besides its target
+	// (why a call that the model did not just make goes out: "approved by the user").
+	Note string
 }
 
 // Handler runs a call and returns its outcome. O is the engine's outcome type: a result

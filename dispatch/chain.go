@@ -28,7 +28,7 @@ type Run[O any] interface {
 
 // Chain runs every call of a run through the same steps, in order, to its handler.
 type Chain[O any] struct {
-	names  []string
+	steps  []Step[O]
 	checks []func(ctx context.Context, c Call) error
 	run    Handler[O]
 }
@@ -38,7 +38,7 @@ type Chain[O any] struct {
 // stops is neither traced nor journaled, and a journaled call is traced.
 func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
 	steps := append([]Step[O]{Fence[O](run), Trace(run), Journal(run)}, extra...)
-	ch := &Chain[O]{run: h}
+	ch := &Chain[O]{steps: steps, run: h}
 	lead := 0
 	for lead < len(steps) && steps[lead].Wrap == nil {
 		ch.checks = append(ch.checks, steps[lead].Check)
@@ -48,9 +48,6 @@ func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
 	// while it waits for the agent: one small frame per step, no more (design/dispatch.md).
 	for i := len(steps) - 1; i >= lead; i-- {
 		ch.run = steps[i].around(ch.run)
-	}
-	for _, s := range steps {
-		ch.names = append(ch.names, s.Name)
 	}
 	return ch
 }
@@ -82,7 +79,28 @@ func (ch *Chain[O]) Run(ctx context.Context, c Call) (O, error) {
 	return ch.run(ctx, c)
 }
 
+// RunTo runs c through the chain's steps, except those named in skip, to h rather than the
+// chain's handler: for a call of the run that is not a new call from the model but goes
+// out all the same (an approved call, a call a takeover follows, the user's answer to a
+// suspended call), so that what every call shares (its fencing, its span, its journal
+// record) is done in one place. A call whose intent is already in the journal skips
+// "journal"; one whose arguments were checked when it was first made skips "validate".
+// The steps are composed for the call: RunTo is for these few calls, Run for the model's.
+// An error means the call was not run, as for Run.
+func (ch *Chain[O]) RunTo(ctx context.Context, c Call, h Handler[O], skip ...string) (O, error) {
+	for i := len(ch.steps) - 1; i >= 0; i-- {
+		if s := ch.steps[i]; !slices.Contains(skip, s.Name) {
+			h = s.around(h)
+		}
+	}
+	return h(ctx, c)
+}
+
 // Steps names the chain's steps, in the order they run.
 func (ch *Chain[O]) Steps() []string {
-	return slices.Clone(ch.names)
+	names := make([]string, len(ch.steps))
+	for i, s := range ch.steps {
+		names[i] = s.Name
+	}
+	return names
 }

@@ -143,3 +143,27 @@ func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
 		t.Fatalf("steps ran as %v, want %v (no handler)", run.steps, want)
 	}
 }
+
+func TestRunToSkipsTheNamedStepsAndRunsTheGivenHandler(t *testing.T) {
+	run := &fakeRun{}
+	ch := dispatch.New[string](run, run.handler)
+	follow := func(_ context.Context, c dispatch.Call) (string, error) {
+		run.note("follow")
+		return "followed " + c.ID, nil
+	}
+	out, err := ch.RunTo(context.Background(), dispatch.Call{ID: "call_1"}, follow, "journal")
+	if err != nil || out != "followed call_1" {
+		t.Fatalf("out %q, err %v", out, err)
+	}
+	if want := []string{"fence", "trace", "follow", "trace end"}; !slices.Equal(run.steps, want) {
+		t.Fatalf("steps ran as %v, want %v", run.steps, want)
+	}
+
+	run.steps, run.fenced = nil, errors.New("lease lost")
+	if _, err := ch.RunTo(context.Background(), dispatch.Call{ID: "call_2"}, follow, "journal"); !errors.Is(err, dispatch.ErrFenced) {
+		t.Fatalf("err = %v, want ErrFenced", err)
+	}
+	if want := []string{"fence"}; !slices.Equal(run.steps, want) {
+		t.Fatalf("a fenced call ran %v, want only %v", run.steps, want)
+	}
+}

@@ -35,7 +35,10 @@
 //     ended with RUN_ERROR{RUN_LOST}, its record with the error outcome.
 //
 // The pieces: EventLog (append events, follow a run, checkpoint, end a run), Journal
-// (record a step; RunJournal, one run's steps under its epoch), Owner (own a run), Records (a run's start and end in the store, the
+// (record a step; RunJournal, one run's steps under its epoch), Owner (own a run), RunFence
+// (one run's epoch and lease on this replica, MayAct), RunSuspension (one run's fenced
+// suspension record and the records of its approved calls), Checkpoint (the document a
+// replica continues a run from, encoded and decoded), Records (a run's start and end in the store, the
 // thread's history it starts from, stop requests for runs elsewhere), Takeover (claim
 // lapsed runs), Heartbeat (renew the leases, apply stop requests, reap lost runs), Expiry
 // (interrupts past their time), HandOff (freeze, stop and release a replica's runs at
@@ -43,10 +46,11 @@
 // Jobs, the background services together (heartbeat, takeover, sweep, expiry; Start,
 // Stop) with the hand-off. Each defines the part of the store it needs (EventStore,
 // StepStore, RunReader, EventReader, TakeoverStore, HeartbeatStore, ReleaseStore,
-// CancelStore, SweepStore, ExpiryStore, RecordStore, JobsStore).
+// CancelStore, SweepStore, ExpiryStore, RecordStore, JobsStore, SuspensionStore).
 //
 // What only the run loop can do (continue a claimed run, stop a run here, cancel remote
 // work with its owner's credentials) is asked through one port declared here, Engine
 // (Adopter, RunsHere, CancelResumer, ExpiredWork), which package coordinator implements;
-// durable never imports it.
+// one run's pieces (RunFence, RunSuspension) ask it through RunStopper, which the run's
+// durability implements. durable never imports coordinator.
 package durable

@@ -77,3 +77,16 @@ func (rj *RunJournal) DurableIntent(ctx context.Context, in StepIntent, mayAct f
 		}
 	}
 }
+
+// Before records the intent of a step before it is taken. A step that may be taken again
+// safely (mustRecord false: an idempotent or read-only call) goes ahead even unrecorded,
+// and Before never fails for it; one that must not be taken unrecorded waits for its
+// intent to be recorded (DurableIntent, with mayAct between attempts), and is not taken
+// when Before fails.
+func (rj *RunJournal) Before(ctx context.Context, in StepIntent, mustRecord bool, mayAct func(context.Context) error) (Step, error) {
+	if !mustRecord {
+		s, _ := rj.Intent(in)
+		return s, nil
+	}
+	return rj.DurableIntent(ctx, in, mayAct)
+}
