@@ -93,24 +93,6 @@ type toolSpan struct {
 	parent trace.SpanID
 }
 
-// startTrace starts the run's invoke_agent span under the trace context of parent (the
-// request's, carried without its cancellation), before the run's goroutine starts, and
-// gives the run's log lines the trace ids.
-func (r *Run) startTrace(parent context.Context) {
-	t := &runTrace{tracer: r.e.tracer(), tracing: r.e.cfg.Tracing, metrics: r.e.cfg.Metrics, threadID: r.ThreadID, runID: r.RunID}
-	_, t.span = t.tracer.Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.provider.name", t.tracing.Provider),
-		attribute.String("gen_ai.agent.name", "baton"),
-		attribute.String("gen_ai.conversation.id", r.ThreadID),
-		attrRunID.String(r.RunID),
-	))
-	r.trace = t
-	if sc := t.span.SpanContext(); sc.IsValid() {
-		r.log = r.log.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
-	}
-}
-
 // traced returns ctx with the run's span and ids (the run's own context descends from
 // context.Background, not from the request).
 func (t *runTrace) traced(ctx context.Context) context.Context {

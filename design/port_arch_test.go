@@ -105,7 +105,6 @@ const maxMethodFiles = 3
 // shrank.
 var spreadTypes = map[string]int{
 	"coordinator.Engine":     15,
-	"coordinator.Run":        7,
 	"coordinator.durability": 6,
 }
 
