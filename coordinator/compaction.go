@@ -199,7 +199,7 @@ type openWork struct {
 func (h historian) openWork() openWork {
 	r := h.r
 	var w openWork
-	for id, rec := range r.e.threadTasks(r.ThreadID) {
+	for id, rec := range r.e.tasks.records(r.ThreadID) {
 		if subagent.State(rec.State).Terminal() {
 			continue
 		}

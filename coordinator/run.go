@@ -141,7 +141,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		r.log.Warn("the run reached its event limit; cancelling it", "max_events", s.limit.max)
 		r.Cancel(ErrEventLimit)
 	}
-	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.confirm})
+	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.cancels.confirm})
 	return r
 }
 
@@ -482,7 +482,7 @@ func (r *Run) withRunCancel(ctx context.Context) (context.Context, context.Cance
 // request's, carried without its cancellation), before the run's goroutine starts, and
 // gives the run's log lines the trace ids.
 func (r *Run) startTrace(parent context.Context) {
-	t := &runTrace{tracer: r.e.tracer(), tracing: r.e.cfg.Tracing, metrics: r.e.cfg.Metrics, threadID: r.ThreadID, runID: r.RunID}
+	t := &runTrace{tracer: tracerOf(r.e.cfg.Tracing), tracing: r.e.cfg.Tracing, metrics: r.e.cfg.Metrics, threadID: r.ThreadID, runID: r.RunID}
 	_, t.span = t.tracer.Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.provider.name", t.tracing.Provider),

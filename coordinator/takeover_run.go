@@ -43,7 +43,7 @@ func (d *durability) setupTakenOver(ctx context.Context, tools *toolset) (conv [
 	r.resetHardStop()
 	armTools(r, tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
-	system, err := prompts.System(r.e.systemInput(r.in, tools))
+	system, err := prompts.System(r.e.tools.systemInput(r.in, tools))
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")

@@ -60,11 +60,12 @@ const (
 // noopTracer is the tracer of an engine configured without one.
 var noopTracer = noop.NewTracerProvider().Tracer("")
 
-func (e *Engine) tracer() trace.Tracer {
-	if e.cfg.Tracing.Tracer == nil {
+// tracerOf is t's tracer, or the no-op one.
+func tracerOf(t Tracing) trace.Tracer {
+	if t.Tracer == nil {
 		return noopTracer
 	}
-	return e.cfg.Tracing.Tracer
+	return t.Tracer
 }
 
 // runTrace is a run's telemetry: its span, the spans of the current turn's tool calls

@@ -30,7 +30,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	}); ok {
 		p.Prepare(ctx, r.owner)
 	}
-	tools := r.e.toolset(r.in)
+	tools := r.e.tools.toolset(r.in)
 	setup := r.setup
 	if r.dur.resumed != nil {
 		setup = r.dur.setupTakenOver
@@ -87,7 +87,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	armTools(r, tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 
-	system, err = r.e.systemPrompt(r.in, tools)
+	system, err = r.e.tools.systemPrompt(r.in, tools)
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
@@ -151,7 +151,7 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 		r.log.Warn("suspension state unreadable; failure counters start afresh", "err", err)
 		st = runState{}
 	}
-	r.e.restoreTasks(r.ThreadID, st.Tasks)
+	r.e.tasks.restore(r.ThreadID, st.Tasks)
 	keepDepth(r, st.Depth)
 	if len(r.in.Resume) > 0 || inFlight {
 		if r.in.Budget == nil && st.CallerBudget != nil {
