@@ -76,7 +76,7 @@ func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 		fs := r.fs
 		fs.Active += time.Since(r.start)
 		cp.State = mustJSON(&fs)
-		cp.Budget = r.meter().callerLeft(fs.Budget)
+		cp.Budget = callerLeft(r, fs.Budget)
 	}
 	b, err := json.Marshal(&in)
 	if err != nil {

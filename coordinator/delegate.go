@@ -239,7 +239,7 @@ func settle(r *Run, d *subagentCall, req subagent.Request, callID string, res *s
 		return a2aErrorOutcome(d.agent.Name, req, err, nextActions(r.guard, t, d.agent.Name))
 	}
 	rememberTask(r, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
-	r.meter().countSubtree(d.agent.Name, res.Usage)
+	countSubtree(r, d.agent.Name, res.Usage)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.A2ATaskState(string(res.State))
 	}

@@ -216,7 +216,7 @@ func awaitSession(ctx context.Context, r *Run, t *toolset, w *sessionWaiter, cal
 		if need := (*mcpclient.InputRequired)(nil); errors.As(sr.err, &need) {
 			meta = need.Meta
 		}
-		r.meter().countCallUsage(name, meta)
+		countCallUsage(r, name, meta)
 		out := mcpOutcome(ctx, r, t, callID, name, sr.res, sr.err)
 		for i := range out.interrupts {
 			if out.interrupts[i].Kind == hitl.KindMCPAuth {

@@ -83,7 +83,7 @@ func (d *durability) suspend(ctx context.Context, conv []llm.Message, open []sto
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
 		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.tasks.records(r.ThreadID), Depth: r.in.Depth,
-			CallerBudget: r.meter().callerLeft(r.fs.Budget)}),
+			CallerBudget: callerLeft(r, r.fs.Budget)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 		// Saved only while this replica owns the run (fencing.go).
 		Epoch: r.elog.Epoch(),

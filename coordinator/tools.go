@@ -182,7 +182,7 @@ func mcpOptions(ctx context.Context, r *Run, t *toolset, toolCallID string) (mcp
 	// A server that is another Baton starts its run one deeper (contract §9c, §9d), within
 	// what is left of this run's budget, as an agent that is a Baton does.
 	meta := map[string]any{subagent.DepthKey: depthOf(r)}
-	if b := r.meter().remaining(ctx); b != nil {
+	if b := remainingBudget(ctx, r); b != nil {
 		meta[subagent.BudgetKey] = b.Metadata()
 	}
 	return mcpclient.CallOptions{

@@ -47,7 +47,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	r.in = &in
 	// A history past compact_at of the window is compacted before the first checkpoint
 	// takes it: the run's work document never holds the whole of a long thread.
-	conv, compacted := historian{r}.compactAtStart(ctx, system, tools, conv)
+	conv, compacted := compactAtStart(ctx, r, system, tools, conv)
 	if !compacted {
 		// A checkpoint at every turn boundary: where a replica taking the run over goes
 		// on (a compaction took its own).
@@ -183,7 +183,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	if f := failure.DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
 		before = append(before, *f)
 	}
-	if f := r.meter().budgetCheck(ctx); f != nil {
+	if f := budgetCheck(ctx, r); f != nil {
 		before = append(before, *f)
 	}
 	if done, reason := r.handle(ctx, conv, before, nil); done {
@@ -199,11 +199,10 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	// What the model is sent is bounded (design/history.md): tool results cut, and older
 	// turns summarised before the request would pass compact_at of the context window.
 	// A budget warning goes into this turn's addendum once (design/spend.md).
-	addendum = withNotes(addendum, r.meter().takeBudgetNotes())
-	h := historian{r}
-	build := func(c []llm.Message) *llm.Request { return h.modelRequest(system, addendum, tools, c) }
+	addendum = withNotes(addendum, r.sp.takeNotes())
+	build := func(c []llm.Message) *llm.Request { return modelRequest(r, system, addendum, tools, c) }
 	req := build(conv)
-	if out, ok := h.compactBefore(ctx, req, conv); ok {
+	if out, ok := compactBefore(ctx, r, req, conv); ok {
 		conv, req = out, build(out)
 	}
 	r.fs.Iterations++
@@ -216,7 +215,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	r.holdText = pending
 	turn, err := r.modelTurn(ctx, req)
 	if err != nil {
-		turn, conv, err = h.recoverOverflow(ctx, err, conv, build)
+		turn, conv, err = recoverOverflow(ctx, r, err, conv, build)
 	}
 	r.holdText = false
 	if err != nil {
@@ -344,7 +343,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		res := outcomes[i].ToolResult
 		results = append(results, res)
 		// The model's copy is cut; the whole result is in the TOOL_CALL_RESULT event.
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: historian{r}.modelCopy(res.Text)})
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: modelCopy(r, res.Text)})
 		if f := failure.DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}
@@ -429,10 +428,10 @@ type turnResult struct {
 // not handle (bad request, auth, cancellation) are returned as they are.
 func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
 	ctx, span := r.trace.modelSpan(ctx)
-	r.meter().spanModel(span)
+	spanModel(r, span)
 	defer func(start time.Time) {
 		// The model the turn ended on: a switch to a fallback within it is counted there.
-		provider, model := r.meter().onFallback()
+		provider, model := onFallback(r)
 		r.trace.endModelSpan(span, provider, model, start, res, err)
 	}(time.Now())
 	// The tool call ids of failed attempts are never used again in this turn
@@ -466,7 +465,7 @@ func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, 
 		// (recoverOverflow): the same request would be refused again. Any other failure
 		// the policy does not retry goes to the next model of the fallback chain, if any.
 		if d.Action != failure.ActionRetry || f.Kind == failure.KindContextOverflow {
-			if f.Kind != failure.KindContextOverflow && r.meter().fallback(span, *f) {
+			if f.Kind != failure.KindContextOverflow && fallBack(r, span, *f) {
 				continue
 			}
 			return turnResult{}, &decidedError{d: d, f: *f, err: err}
@@ -510,7 +509,7 @@ func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string
 	item := r.scope.Track(cancel.KindLLM, "model")
 	item.Arm("", func(context.Context, string) error { stop(); return nil })
 	defer item.Release()
-	for d, err := range r.meter().model().Stream(ctx, req) {
+	for d, err := range runModel(r).Stream(ctx, req) {
 		if err != nil {
 			streamErr = err
 			break
@@ -595,7 +594,7 @@ func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[str
 			end.FailureKind = string(f.Kind)
 		}
 	}
-	end.Detail = r.meter().account(ctx, res.completion)
+	end.Detail = accountCall(ctx, r, res.completion)
 	s.End(end)
 	return res, err
 }
