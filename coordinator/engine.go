@@ -555,6 +555,7 @@ func (e *Engine) handOff(runs []*Run) {
 	e.log.Info("runs handed off", "runs", n)
 }
 
+// hitlOptions are the clock and lifetime every interrupt of e's runs is made with.
 func (e *Engine) hitlOptions() hitl.Options {
 	return hitl.Options{Now: e.cfg.Now, TTL: e.cfg.InterruptTTL}
 }
