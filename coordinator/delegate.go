@@ -238,7 +238,7 @@ func settle(r *Run, d *subagentCall, req subagent.Request, callID string, res *s
 		d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: code, Message: "The sub-agent could not complete the request."})
 		return a2aErrorOutcome(d.agent.Name, req, err, nextActions(r.guard, t, d.agent.Name))
 	}
-	rememberTask(r, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
+	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
 	countSubtree(r, d.agent.Name, res.Usage)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.A2ATaskState(string(res.State))

@@ -53,7 +53,7 @@ func recoverTask(ctx context.Context, r *Run, a *Agent, callID string, in store.
 			return &o
 		}
 	}
-	rememberTask(r, h.TaskID, taskRef{agent: a.Name, contextID: got.ContextID, state: got.State})
+	r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: got.ContextID, state: got.State})
 	if got.State.Interrupted() {
 		// The agent took the earlier answer and asks again: a new question.
 		var next store.Interrupt

@@ -37,7 +37,7 @@ func delegationTimedOut(r *Run, d *subagentCall, a *Agent, stopSend func(), out 
 	}
 	d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "timeout", Message: msg})
 	if taskID != "" && rep.Err == nil {
-		rememberTask(r, taskID, taskRef{agent: a.Name, state: subagent.StateCanceled})
+		r.e.rememberTask(r.ThreadID, taskID, taskRef{agent: a.Name, state: subagent.StateCanceled})
 	}
 	return taggedOutcome(bridge.TagTimeout, bridge.TimeoutCancel(taskID, a.Timeout, rep.Err))
 }

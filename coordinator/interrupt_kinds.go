@@ -101,7 +101,7 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		if rec := recoverTask(ctx, r, a, callID, first, h); rec != nil {
 			return *rec
 		}
-		rememberTask(r, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: subagent.StateInputRequired})
+		r.e.rememberTask(r.ThreadID, h.TaskID, taskRef{agent: a.Name, contextID: h.ContextID, state: subagent.StateInputRequired})
 		out = send(ctx, r, t, a, callID, r.dur.subIDAfterTakeover(first.SubagentRunID), subagent.Request{Prompt: text, TaskID: h.TaskID, ContextID: h.ContextID})
 	}
 	if out.Text != "" {

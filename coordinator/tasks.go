@@ -166,15 +166,3 @@ func (b *taskBook) load(ctx context.Context, st store.Store, log *slog.Logger, t
 	}
 	b.restore(threadID, tasks)
 }
-
-// rememberTask records a task that run r saw in its thread's book and in the run's work
-// document in the store, which follows every task and state it sees.
-func rememberTask(r *Run, taskID string, ref taskRef) {
-	if taskID == "" {
-		return
-	}
-	r.e.tasks.remember(r.ThreadID, taskID, ref)
-	if r.e.activeRun(r.ThreadID) == r {
-		r.elog.NoteTask(durable.Task{Agent: ref.agent, TaskID: taskID, ContextID: ref.contextID, State: string(ref.state)})
-	}
-}

@@ -1,8 +1,9 @@
 package coordinator
 
 // The engine's threads as the surfaces reach them: stopping a run, deleting a thread and
-// the work parked on it, following a run (the disconnect policy's watchers) and finding
-// where a thread's in-session question is held.
+// abandoning the work parked on it, following a run (the disconnect policy's watchers),
+// finding where a thread's in-session question is held; and what the engine remembers of
+// a thread between runs (its owner, its A2A tasks in the taskBook).
 
 import (
 	"context"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -247,6 +249,18 @@ type thread struct {
 	// sending counts the sends in flight per context (nesting.go).
 	contexts map[string]string
 	sending  map[string]int
+}
+
+// rememberTask records a task that the thread's run saw, in the thread's book and in the
+// work document of the thread's active run, which follows every task and state it sees.
+func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
+	if taskID == "" {
+		return
+	}
+	e.tasks.remember(threadID, taskID, ref)
+	if r := e.activeRun(threadID); r != nil {
+		r.elog.NoteTask(durable.Task{Agent: ref.agent, TaskID: taskID, ContextID: ref.contextID, State: string(ref.state)})
+	}
 }
 
 // forgetThread drops what this replica remembers of a thread (th) when the store says it
