@@ -119,13 +119,12 @@ func (a *adoption) startTakenOver(ctx context.Context, r *Run, to *takenOver) er
 	}
 	th := e.threads[rec.ThreadID]
 	if th == nil {
-		th = &thread{owner: to.cp.Owner, tasks: make(map[string]taskRef)}
+		th = &thread{owner: to.cp.Owner}
 		e.threads[rec.ThreadID] = th
+		e.tasks.open(rec.ThreadID)
 	}
 	for _, t := range work.A2A {
-		if _, known := th.tasks[t.TaskID]; !known && len(th.tasks) < maxTasksPerThread {
-			th.tasks[t.TaskID] = taskRef{agent: t.Agent, contextID: t.ContextID, state: subagent.State(t.State)}
-		}
+		e.tasks.add(rec.ThreadID, t.TaskID, taskRef{agent: t.Agent, contextID: t.ContextID, state: subagent.State(t.State)})
 	}
 	// A run taken over has no request here: its trace starts without a parent.
 	r.startTrace(context.Background())

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"context"
 	"slices"
 	"sync"
 )
@@ -53,16 +52,5 @@ func (h *cancelHooks) fire() {
 	h.mu.Unlock()
 	for _, f := range hooks {
 		(*f)()
-	}
-}
-
-// withRunCancel returns a context carrying ctx's values that is cancelled when the run
-// is (through r.hooks, not as ctx's child) or by stop.
-func (r *Run) withRunCancel(ctx context.Context) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	remove := r.hooks.add(cancel)
-	return c, func() {
-		remove()
-		cancel()
 	}
 }

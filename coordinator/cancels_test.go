@@ -35,7 +35,7 @@ func TestCancelledResumeRetriedUntilConfirmed(t *testing.T) {
 	in := interruptsOf(t, startAndCollect(t, e, input("cb")))[0]
 	evs := startAndCollect(t, e, resumeInput("cb", "r2", agui.ResumeEntry{InterruptID: in.ID, Status: "cancelled"}))
 	require.Len(t, toolResults(evs), 1)
-	require.NoError(t, e.confirm.Wait(context.Background()))
+	require.NoError(t, e.cancels.confirm.Wait(context.Background()))
 	assert.Equal(t, []string{"task-b"}, agent.cancelled(), "applied once the agent accepted")
 	assert.Equal(t, int32(3), agent.calls.Load(), "two refusals, then the cancel")
 }

@@ -35,10 +35,10 @@ var errNothingToCompact = errors.New("nothing to compact: every turn is recent o
 // errEmptySummary: the model answered the summary request without text.
 var errEmptySummary = errors.New("the model gave an empty summary")
 
-// historian bounds what a run sends the model of its history: the model's copy of tool
-// results, compaction, the recovery of context_overflow. A view of the run, kept apart from
-// Run's own methods.
-type historian struct{ r *Run }
+// What a run sends the model of its history is bounded by the functions below, over the
+// run: the model's copy of tool results (modelCopy, modelRequest), compaction
+// (compactBefore, compactAtStart, compactHistory) and the recovery of context_overflow
+// (recoverOverflow).
 
 // maxSummaryBytes bounds the summary the model may write (it is asked for about 400
 // words); a longer answer is cut.
@@ -46,8 +46,7 @@ const maxSummaryBytes = 16 << 10
 
 // modelRequest is the request of a turn: the system prompt, conv as the model reads it
 // (tool results cut to history.max_tool_result_bytes), the lessons addendum and the tools.
-func (h historian) modelRequest(system, addendum string, tools *toolset, conv []llm.Message) *llm.Request {
-	r := h.r
+func modelRequest(r *Run, system, addendum string, tools *toolset, conv []llm.Message) *llm.Request {
 	msgs := make([]llm.Message, 0, len(conv)+1)
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
 	msgs = append(msgs, r.e.cfg.History.View(conv)...)
@@ -56,21 +55,19 @@ func (h historian) modelRequest(system, addendum string, tools *toolset, conv []
 
 // modelCopy is a tool result as the run's history keeps it for the model: cut. The whole
 // text is in the TOOL_CALL_RESULT event, the event log and the thread.
-func (h historian) modelCopy(text string) string {
-	r := h.r
+func modelCopy(r *Run, text string) string {
 	return history.Cut(text, r.e.cfg.History.MaxToolResultBytes)
 }
 
 // compactBefore compacts conv when the request it makes would pass history.compact_at of
 // the model's context window. A compaction that fails leaves conv as it was: the request
 // is sent, and a refusal as too long is recovered as context_overflow.
-func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []llm.Message) ([]llm.Message, bool) {
-	r := h.r
-	opts := h.options()
+func compactBefore(ctx context.Context, r *Run, req *llm.Request, conv []llm.Message) ([]llm.Message, bool) {
+	opts := historyOptions(r)
 	if history.RequestTokens(req) <= opts.Budget() {
 		return conv, false
 	}
-	out, err := h.compact(ctx, conv, "compact_at")
+	out, err := compactHistory(ctx, r, conv, "compact_at")
 	if err != nil {
 		if !errors.Is(err, errNothingToCompact) && !r.cancelling(ctx) {
 			r.log.Warn("compaction failed; the request is sent as it is", append([]any{"err", err}, llm.LogAttrs(err)...)...)
@@ -85,8 +82,8 @@ func (h historian) compactBefore(ctx context.Context, req *llm.Request, conv []l
 // first conversation checkpoint: that checkpoint then holds the compacted history, not a
 // copy of the whole thread. A compaction that fails leaves conv as it is (the first turn
 // tries again). compacted: the compaction took the checkpoint already.
-func (h historian) compactAtStart(ctx context.Context, system string, tools *toolset, conv []llm.Message) (out []llm.Message, compacted bool) {
-	return h.compactBefore(ctx, h.modelRequest(system, "", tools, conv), conv)
+func compactAtStart(ctx context.Context, r *Run, system string, tools *toolset, conv []llm.Message) (out []llm.Message, compacted bool) {
+	return compactBefore(ctx, r, modelRequest(r, system, "", tools, conv), conv)
 }
 
 // recoverOverflow is the recovery of context_overflow (DESIGN §6) after a turn failed
@@ -95,15 +92,14 @@ func (h historian) compactAtStart(ctx context.Context, system string, tools *too
 // (largerWindow), which gets a compaction and a retry of its own; otherwise the policy's
 // decision (handoff, with an explanation) ends the run as for any decided failure. Any
 // other error is returned as it is.
-func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
-	r := h.r
+func recoverOverflow(ctx context.Context, r *Run, err error, conv []llm.Message, build func([]llm.Message) *llm.Request) (turnResult, []llm.Message, error) {
 	for {
 		var de *decidedError
 		if !errors.As(err, &de) || de.f.Kind != failure.KindContextOverflow {
 			return turnResult{}, conv, err
 		}
 		if de.d.Action == failure.ActionRetry {
-			out, cerr := h.compact(ctx, conv, string(failure.KindContextOverflow))
+			out, cerr := compactHistory(ctx, r, conv, string(failure.KindContextOverflow))
 			if cerr != nil {
 				if r.cancelling(ctx) {
 					return turnResult{}, conv, ctx.Err()
@@ -126,7 +122,7 @@ func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Me
 				}
 			}
 		}
-		if !h.largerWindow(ctx, de.f) {
+		if !largerWindow(ctx, r, de.f) {
 			return turnResult{}, conv, err
 		}
 		turn, terr := r.modelTurn(ctx, build(conv))
@@ -144,13 +140,12 @@ func (h historian) recoverOverflow(ctx context.Context, err error, conv []llm.Me
 // gen_ai.request.model; the run stays on the larger model, which gets a context_overflow
 // retry of its own. It reports whether it switched: false without a chain or a larger
 // window in it, and the run ends with the policy's handoff.
-func (h historian) largerWindow(ctx context.Context, f failure.Failure) bool {
-	r := h.r
+func largerWindow(ctx context.Context, r *Run, f failure.Failure) bool {
 	c, ok := r.e.cfg.Model.(fallbackChain)
 	if !ok {
 		return false
 	}
-	cur := h.options().Window
+	cur := historyOptions(r).Window
 	next := -1
 	for i := r.sp.link + 1; i < c.Len(); i++ {
 		if c.Link(i).Window > cur {
@@ -175,10 +170,9 @@ func (h historian) largerWindow(ctx context.Context, f failure.Failure) bool {
 	return true
 }
 
-// options are the history options of the model the run is on: the configured ones, with
+// historyOptions are the history options of the model the run is on: the configured ones, with
 // the window of the fallback model the run switched to, when that is known.
-func (h historian) options() history.Options {
-	r := h.r
+func historyOptions(r *Run) history.Options {
 	o := r.e.cfg.History
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok && r.sp.link > 0 {
 		if w := c.Link(r.sp.link).Window; w > 0 {
@@ -195,11 +189,10 @@ type openWork struct {
 	lines   []string
 }
 
-// openWork lists the thread's tasks that are not finished.
-func (h historian) openWork() openWork {
-	r := h.r
+// openWorkOf lists the thread's tasks that are not finished.
+func openWorkOf(r *Run) openWork {
 	var w openWork
-	for id, rec := range r.e.threadTasks(r.ThreadID) {
+	for id, rec := range r.e.tasks.records(r.ThreadID) {
 		if subagent.State(rec.State).Terminal() {
 			continue
 		}
@@ -224,24 +217,23 @@ func (w openWork) pin(m llm.Message) bool {
 	return false
 }
 
-// compact summarises the older turns of conv (all but history.keep_recent_turns, and
+// compactHistory summarises the older turns of conv (all but history.keep_recent_turns, and
 // those holding the user's last request or an open task) into one message, and returns
 // the compacted conversation. The step is journaled (intent, then what it replaced), shown
 // as ACTIVITY_SNAPSHOT{activityType:"compaction"} (which the thread keeps, marked as a
 // summary, beside every message it replaced), and the run's checkpoint takes the compacted
 // history in one write: a replica that takes the run over, or a kill at any point, finds
 // either the old history or the summary, never half.
-func (h historian) compact(ctx context.Context, conv []llm.Message, why string) ([]llm.Message, error) {
-	r := h.r
-	opts := h.options()
-	work := h.openWork()
+func compactHistory(ctx context.Context, r *Run, conv []llm.Message, why string) ([]llm.Message, error) {
+	opts := historyOptions(r)
+	work := openWorkOf(r)
 	split, ok := history.Plan(conv, opts.KeepRecentTurns, work.pin)
 	if !ok {
 		return conv, errNothingToCompact
 	}
 	before := history.MessagesTokens(opts.View(conv))
 	step, _ := r.dur.intent(store.StepCompaction, "model", "", 1, fmt.Sprintf("%s: summarising %d of %d messages (~%d tokens)", why, len(split.Older), len(conv), before))
-	summary, err := h.summarise(ctx, split.Older)
+	summary, err := summarise(ctx, r, split.Older)
 	if err != nil {
 		outcome := store.StepError
 		if r.cancelling(ctx) {
@@ -288,11 +280,11 @@ func replacedDetail(s history.Split, before, after int) string {
 
 // summarise asks the model for the summary of older, in as many requests as the
 // transcript needs to fit the window (each folding the summary so far).
-func (h historian) summarise(ctx context.Context, older []llm.Message) (string, error) {
-	opts := h.options()
+func summarise(ctx context.Context, r *Run, older []llm.Message) (string, error) {
+	opts := historyOptions(r)
 	soFar := ""
 	for _, part := range history.SummaryRequests(older, opts.Budget(), opts.MaxToolResultBytes) {
-		text, err := h.summaryTurn(ctx, history.FoldRequest(soFar, part))
+		text, err := summaryTurn(ctx, r, history.FoldRequest(soFar, part))
 		if err != nil {
 			return "", err
 		}
@@ -309,8 +301,7 @@ func (h historian) summarise(ctx context.Context, older []llm.Message) (string, 
 // like any model call: on the model the run is on, counted against the run's budget and
 // the principal's day, exported, and journaled as a model_call step (target "summary")
 // with its usage.
-func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, error) {
-	r := h.r
+func summaryTurn(ctx context.Context, r *Run, req *llm.Request) (string, error) {
 	if err := r.dur.mayAct(ctx); err != nil {
 		return "", err
 	}
@@ -323,7 +314,7 @@ func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, e
 	var b strings.Builder
 	var completion *llm.Completion
 	var err error
-	for d, derr := range r.meter().model().Stream(ctx, req) {
+	for d, derr := range runModel(r).Stream(ctx, req) {
 		if derr != nil {
 			err = derr
 			break
@@ -343,7 +334,7 @@ func (h historian) summaryTurn(ctx context.Context, req *llm.Request) (string, e
 	case err != nil:
 		end.Outcome = store.StepError
 	}
-	end.Detail = r.meter().account(ctx, completion)
+	end.Detail = accountCall(ctx, r, completion)
 	step.End(end)
 	if err != nil {
 		return "", err

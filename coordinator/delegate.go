@@ -53,7 +53,7 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	first := d.taskID == "" && taskID != ""
 	if first {
 		d.taskID, d.contextID = taskID, contextID
-		d.item.ArmFor(d.r.owner, taskID, whileOwned(d.r.own, d.r.e.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client))))
+		d.item.ArmFor(d.r.owner, taskID, whileOwned(d.r.own, d.r.e.cancels.ownerCancel(d.r.owner, d.agent, cancelFunc(d.agent.Client))))
 	}
 	d.mu.Unlock()
 	if !first {
@@ -239,7 +239,7 @@ func settle(r *Run, d *subagentCall, req subagent.Request, callID string, res *s
 		return a2aErrorOutcome(d.agent.Name, req, err, nextActions(r.guard, t, d.agent.Name))
 	}
 	r.e.rememberTask(r.ThreadID, res.TaskID, taskRef{agent: d.agent.Name, contextID: res.ContextID, state: res.State})
-	r.meter().countSubtree(d.agent.Name, res.Usage)
+	countSubtree(r, d.agent.Name, res.Usage)
 	if m := r.e.cfg.Metrics; m != nil {
 		m.A2ATaskState(string(res.State))
 	}
@@ -267,28 +267,17 @@ func settle(r *Run, d *subagentCall, req subagent.Request, callID string, res *s
 // agentCtx is ctx with the run's principal's credentials for agent, when they signed in to
 // it (A2ASignIn); the credentials go only to the agent, as HTTP headers of its calls.
 func agentCtx(ctx context.Context, r *Run, a *Agent) context.Context {
-	return r.e.agentCtx(ctx, r.owner, a)
+	return ownerCtx(ctx, r.e.cfg.A2ASignIn, r.owner, a)
 }
 
-// agentCtx is ctx with owner's credentials for agent. Cancels need them as much as sends:
-// an agent that requires auth refuses an anonymous CancelTask, and the task is orphaned.
-func (e *Engine) agentCtx(ctx context.Context, owner string, a *Agent) context.Context {
-	if s := e.cfg.A2ASignIn; s != nil {
+// ownerCtx is ctx with owner's credentials for agent from s (ctx itself when s is nil).
+// Cancels need them as much as sends: an agent that requires auth refuses an anonymous
+// CancelTask, and the task is orphaned.
+func ownerCtx(ctx context.Context, s A2ASignIn, owner string, a *Agent) context.Context {
+	if s != nil {
 		return s.Authorize(ctx, owner, a.Name)
 	}
 	return ctx
-}
-
-// ownerCancel is fn with owner's credentials for agent added to every attempt, the
-// confirmer's background retries included (each attempt reads the token afresh, so a
-// refreshed one is used).
-func (e *Engine) ownerCancel(owner string, a *Agent, fn cancel.Func) cancel.Func {
-	if e.cfg.A2ASignIn == nil {
-		return fn
-	}
-	return func(ctx context.Context, id string) error {
-		return fn(e.agentCtx(ctx, owner, a), id)
-	}
 }
 
 // a2aInterrupt builds the interrupt for a task that waits for the user. An auth-required
@@ -333,12 +322,12 @@ func checkContinuation(ctx context.Context, r *Run, t *toolset, a *Agent, taskID
 			ValidNextActions: nextActions(r.guard, t, a.Name),
 		}
 	}
-	ref, known := r.e.lookupTask(r.ThreadID, taskID)
+	ref, known := r.e.tasks.lookup(r.ThreadID, taskID)
 	if !known {
 		// Not in memory: the task may have been started by an earlier run of this thread
 		// before a restart (or on another replica); the store keeps each run's tasks.
-		r.e.loadStoredTasks(ctx, r.ThreadID)
-		ref, known = r.e.lookupTask(r.ThreadID, taskID)
+		r.e.tasks.load(ctx, r.e.cfg.Store, r.e.log, r.ThreadID)
+		ref, known = r.e.tasks.lookup(r.ThreadID, taskID)
 	}
 	switch {
 	case !known:

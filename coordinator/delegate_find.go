@@ -141,7 +141,7 @@ func cancelFound(ctx context.Context, r *Run, a *Agent, taskID string) toolOutco
 	}
 	r.log.Info("takeover: the run ended while the task of a send in doubt was looked for; cancelling it", "agent", a.Name, "task_id", taskID)
 	st, _ := r.dur.intent(store.StepCancel, a.Name, taskID, 1, "the run ended while its task was looked for")
-	err := r.e.cancelTask(cctx, r.owner, a, taskID, r.log, "stopped run: the task of its send in doubt cancelled")
+	err := r.e.cancels.cancelTask(cctx, r.owner, a, taskID, r.log, "stopped run: the task of its send in doubt cancelled")
 	st.End(cancelEnd(err))
 	return toolOutcome{}
 }
@@ -184,7 +184,7 @@ func sentByRun(ctx context.Context, st store.Store, log *slog.Logger, threadID, 
 // cancelUnnamed cancels, for a run that will not go on, the task of one of its new-task
 // sends that its work does not list (the agent never named it to the previous owner):
 // found by the ids its intent recorded, as a run that goes on would follow it.
-func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner string, a *Agent, ids sentIDs) {
+func cancelUnnamed(c *taskCancels, j *durable.Journal, log *slog.Logger, rec store.RunRecord, owner string, a *Agent, ids sentIDs) {
 	f, ok := a.Client.(taskFinder)
 	if !ok {
 		return
@@ -193,15 +193,15 @@ func (e *Engine) cancelUnnamed(log *slog.Logger, rec store.RunRecord, owner stri
 	// and the cancel each get their own time.
 	fctx, cancel := context.WithTimeout(context.Background(), findWait)
 	defer cancel()
-	got, err := f.FindTask(e.agentCtx(fctx, owner, a), ids.contextID, ids.messageID)
+	got, err := f.FindTask(ownerCtx(fctx, c.signIn, owner, a), ids.contextID, ids.messageID)
 	if err != nil || got == nil || got.TaskID == "" || got.State.Terminal() {
 		return
 	}
-	cctx, cancelC := context.WithTimeout(context.Background(), e.cfg.CancelTimeout)
+	cctx, cancelC := context.WithTimeout(context.Background(), c.timeout)
 	defer cancelC()
-	st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
+	st, _ := j.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
 		durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: got.TaskID, Attempt: 1, Detail: "lapsed run: the task of its send in doubt is cancelled"})
-	err = e.cancelTask(cctx, owner, a, got.TaskID, log, "lapsed run: the task of its send in doubt cancelled")
+	err = c.cancelTask(cctx, owner, a, got.TaskID, log, "lapsed run: the task of its send in doubt cancelled")
 	st.End(cancelEnd(err))
 }
 

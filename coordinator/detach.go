@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -43,33 +44,12 @@ type watchers struct {
 	liveGone bool
 }
 
-// Attach registers a reconnect stream of run (threadID, runID), so that under
-// DisconnectDetach the run is not cancelled while the stream lasts; the returned function
-// ends the registration (the grace period starts again when it was the last watcher).
-// Under DisconnectCancel, or when the run is not active on this replica, Attach does
-// nothing.
-//
-// A stream of a run that another replica executes is recorded in the store instead
-// (Store.WatchRun, renewed every heartbeat, holding three heartbeats and at least 2 s), since only the store
-// reaches the owner: its grace check (graceOver) holds the run while the watch lasts.
-func (e *Engine) Attach(threadID, runID string) (release func()) {
-	if e.cfg.OnDisconnect != DisconnectDetach {
-		return func() {}
-	}
-	e.mu.Lock()
-	r := e.active[threadID]
-	e.mu.Unlock()
-	if r == nil || r.RunID != runID {
-		return e.watchRemote(threadID, runID)
-	}
-	return r.stream.attach()
-}
-
-// watchRemote records in the store that a stream here follows a run of another replica,
-// until the returned release is called or the run stops running. The first record is made
-// before it returns, so that an owner whose grace runs out right after sees it.
-func (e *Engine) watchRemote(threadID, runID string) (release func()) {
-	every := e.cfg.Heartbeat
+// watchRemote records in st that a stream here follows a run of another replica, renewed
+// every heartbeat, until the returned release is called or the run stops running. The
+// first record is made before it returns, so that an owner whose grace runs out right
+// after sees it.
+func watchRemote(st store.Store, log *slog.Logger, heartbeat time.Duration, threadID, runID string) (release func()) {
+	every := heartbeat
 	if every <= 0 {
 		every = DefaultWatchRenewal
 	}
@@ -81,9 +61,9 @@ func (e *Engine) watchRemote(threadID, runID string) (release func()) {
 		// that started the watch may have returned.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		err := e.cfg.Store.WatchRun(ctx, threadID, runID, ttl)
+		err := st.WatchRun(ctx, threadID, runID, ttl)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			e.log.Warn("store: record a follower of a remote run", "thread", threadID, "run", runID, "err", err)
+			log.Warn("store: record a follower of a remote run", "thread", threadID, "run", runID, "err", err)
 		}
 		return !errors.Is(err, store.ErrNotFound) // not running (any more): nothing to hold
 	}
@@ -122,15 +102,3 @@ const minWatchTTL = 2 * time.Second
 // DefaultWatchRenewal is how often a follower of a remote run renews its watch when the
 // engine has no heartbeat configured.
 const DefaultWatchRenewal = 2 * time.Second
-
-// LogChanged returns a channel closed when more of the run's events are in the store's
-// event log, or nil when the run is not active on this replica (a follower then polls).
-func (e *Engine) LogChanged(threadID, runID string) <-chan struct{} {
-	e.mu.Lock()
-	r := e.active[threadID]
-	e.mu.Unlock()
-	if r == nil || r.RunID != runID {
-		return nil
-	}
-	return r.elog.Changed()
-}

@@ -36,7 +36,7 @@ func newGuard(r *Run, t *toolset) *failure.Guard {
 		always = append(always, name)
 	}
 	g := failure.NewGuard(failure.GuardConfig{
-		SharedPolicy: r.meter().guardPolicy(), Limiter: r.e.limiter,
+		SharedPolicy: guardPolicy(r), Limiter: r.e.limiter,
 		Agents: agents, Tools: governed, Always: always,
 		Used: &r.fs.Budget, Now: r.e.cfg.Now,
 	})

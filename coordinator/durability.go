@@ -146,7 +146,7 @@ func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 		fs := r.fs
 		fs.Active += time.Since(r.start)
 		cp.State = mustJSON(&fs)
-		cp.Budget = r.meter().callerLeft(fs.Budget)
+		cp.Budget = callerLeft(r, fs.Budget)
 	}
 	doc, err := cp.Encode(*r.in, d.prepended)
 	if err != nil {

@@ -95,7 +95,7 @@ func (e *Engine) CancelWork(rec store.RunRecord, work durable.Work) {
 			// agent confirms (cancels.go).
 			st, _ := e.journal.Intent(durable.RunRef{ThreadID: rec.ThreadID, RunID: rec.RunID},
 				durable.StepIntent{Kind: store.StepCancel, Target: a.Name, Ref: t.TaskID, Attempt: 1, Detail: "lapsed run: its task is cancelled"})
-			err := e.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled")
+			err := e.cancels.cancelTask(cctx, owner, a, t.TaskID, log, "lapsed run: task cancelled")
 			st.End(cancelEnd(err))
 			if err != nil {
 				log.Warn("lapsed run: the cancel of its task failed", "agent", t.Agent, "task_id", t.TaskID, "err", errString(err))
@@ -109,7 +109,7 @@ func (e *Engine) CancelWork(rec store.RunRecord, work durable.Work) {
 		if a == nil || slices.ContainsFunc(work.A2A, func(t durable.Task) bool { return t.ToolCallID == callID }) {
 			continue
 		}
-		wg.Go(func() { e.cancelUnnamed(log, rec, owner, a, ids) })
+		wg.Go(func() { cancelUnnamed(e.cancels, e.journal, log, rec, owner, a, ids) })
 	}
 	wg.Wait()
 	if changed {
@@ -129,8 +129,7 @@ func (e *Engine) ResumeCancel(p store.PendingCancel) bool {
 	if a == nil {
 		return false
 	}
-	fn, done := resumedCancel(e, p, a)
-	e.confirm.Resume(a.Name, p.TaskID, p.Owner, fn, p.Since, done)
+	e.cancels.resume(p, a, e.log)
 	return true
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/fence"
+	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/subagent"
@@ -73,14 +74,16 @@ type Engine struct {
 	// logBudget bounds the bytes the runs' event logs hold in memory, all runs together.
 	logBudget *durable.LogBudget
 	agents    map[string]*Agent
-	// confirm paces CancelTask calls per agent and follows unconfirmed ones in the
-	// background (design/cancel-confirm.md); Stop waits for it, bounded.
-	confirm *cancel.Confirmer
+	// cancels cancels tasks outside a run's scope, and follows the unconfirmed cancels of
+	// every run in the background (design/cancel-confirm.md); Stop waits for them, bounded.
+	cancels *taskCancels
 
 	mu       sync.Mutex
 	active   map[string]*Run // by thread id
 	finished map[string]string
 	threads  map[string]*thread
+	// tasks are the A2A tasks of the threads remembered in threads (taken after mu).
+	tasks    *taskBook
 	closing  bool
 	wg       sync.WaitGroup
 	sessions *SessionElicitor
@@ -113,26 +116,11 @@ type Engine struct {
 	launching sync.Mutex
 }
 
-// thread is what the engine remembers about a thread between runs.
-type thread struct {
-	owner string
-	// tasks maps A2A task ids seen in this thread to their agent and context, so that a
-	// continuation can be checked and sent with the right context id.
-	tasks map[string]taskRef
-	// contexts is the A2A context id of the thread's conversation with each agent, and
-	// sending counts the sends in flight per context (nesting.go).
-	contexts map[string]string
-	sending  map[string]int
-}
-
-// forgetThread drops what this replica remembers of a thread (th) when the store says it
-// changed hands (deleted, re-created by someone else) through another replica.
-func (e *Engine) forgetThread(threadID string, th *thread) {
+// activeRun is the run of the thread active on this replica, or nil.
+func (e *Engine) activeRun(threadID string) *Run {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.threads[threadID] == th {
-		delete(e.threads, threadID)
-	}
+	return e.active[threadID]
 }
 
 // New validates cfg and builds an Engine. It starts nothing and does no remote work:
@@ -152,6 +140,7 @@ func New(cfg Config) (*Engine, error) {
 		active:    make(map[string]*Run),
 		finished:  make(map[string]string),
 		threads:   make(map[string]*thread),
+		tasks:     newTaskBook(),
 		sessions:  cfg.Sessions,
 		limiter:   failure.NewRateLimiter(cfg.Guard.RateLimits),
 		quit:      make(chan struct{}),
@@ -160,7 +149,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.records = durable.NewRecords(durable.RecordsConfig{Store: cfg.Store, Journal: e.journal, Replica: cfg.Replica,
 		Lease: cfg.Lease, MaxThreads: cfg.maxThreads(), Logger: cfg.Logger})
-	e.confirm = cancel.NewConfirmer(cancel.ConfirmerConfig{
+	confirm := cancel.NewConfirmer(cancel.ConfirmerConfig{
 		Horizon:    cfg.CancelHorizon,
 		PerAgent:   cfg.CancelPerAgent,
 		Attempt:    cfg.CancelTimeout,
@@ -170,11 +159,12 @@ func New(cfg Config) (*Engine, error) {
 		OnFollow:   e.pending.Record,
 		OnSettle:   e.pending.Forget,
 	})
+	e.cancels = &taskCancels{confirm: confirm, signIn: cfg.A2ASignIn, metrics: cfg.Metrics, timeout: cfg.CancelTimeout}
 	// Agents first: a bad one fails New before any background goroutine starts.
 	if err := addAgents(e.agents, e.cfg.Agents); err != nil {
 		return nil, err
 	}
-	e.tools = &toolCache{server: cfg.Tools}
+	e.tools = &toolCache{server: cfg.Tools, instructions: cfg.SystemPrompt}
 	for _, a := range e.cfg.Agents {
 		e.tools.agents = append(e.tools.agents, e.agents[a.Name])
 	}
@@ -394,7 +384,8 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 	e.mu.Lock()
 	// Remembered only now: the store has confirmed that the thread is principal's.
 	if e.threads[in.ThreadID] == nil {
-		e.threads[in.ThreadID] = &thread{owner: principal, tasks: make(map[string]taskRef)}
+		e.threads[in.ThreadID] = &thread{owner: principal}
+		e.tasks.open(in.ThreadID)
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
 	e.mu.Unlock()
@@ -462,6 +453,7 @@ func (e *Engine) release(r *Run) {
 		for id := range e.threads {
 			if _, busy := e.active[id]; !busy {
 				delete(e.threads, id)
+				e.tasks.drop(id)
 			}
 			if len(e.threads) <= maxThreads*9/10 {
 				break
@@ -484,4 +476,114 @@ func runKey(threadID, runID string) string { return threadID + "\x00" + runID }
 // refuses the caller, does not support cancelling, or does not know the task.
 func permanentCancelError(err error) bool {
 	return errors.Is(err, subagent.ErrAuth) || errors.Is(err, subagent.ErrCapabilityGap) || errors.Is(err, subagent.ErrInvalidTransition)
+}
+
+// Active reports the number of runs executing now.
+// A run counts until its downstream cancellation has finished, not only until its stream
+// ended (the thread is free for the next run a little earlier).
+func (e *Engine) Active() int {
+	return int(e.running.Load())
+}
+
+// Stop stops accepting runs, lets active runs finish until ctx is done, then cancels
+// the rest (downstream cancellation included) and waits for them to end.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	wasClosing := e.closing
+	e.closing = true
+	e.mu.Unlock()
+	if !wasClosing {
+		// No run is taken over from here on: the look in progress ends first (a run it
+		// claims is left to its lease, or to the hand-off's release).
+		e.jobs.StopIntake(context.WithoutCancel(ctx))
+	}
+	// The heartbeat outlives the runs: their leases hold until they have ended.
+	defer func() { _ = e.jobs.Stop(context.Background()) }()
+	idle := make(chan struct{})
+	go func() { e.wg.Wait(); close(idle) }()
+	select {
+	case <-idle:
+		e.cancels.settle(ctx)
+		return nil
+	case <-ctx.Done():
+	}
+	// The runs' writers stop retrying a store that does not take their writes.
+	e.quitOnce.Do(func() { close(e.quit) })
+	e.mu.Lock()
+	runs := make([]*Run, 0, len(e.active))
+	for _, r := range e.active {
+		runs = append(runs, r)
+	}
+	e.mu.Unlock()
+	if e.cfg.Handoff && len(runs) > 0 {
+		// Not waited for: a run handed off may be blocked on downstream work that is
+		// deliberately not cancelled; the process ends without it.
+		e.handOff(runs)
+		// CancelTask calls of runs that ended earlier may still be being confirmed.
+		e.cancels.settle(ctx)
+		return nil
+	}
+	for _, r := range runs {
+		r.Cancel(ErrShutdown)
+	}
+	<-idle
+	e.cancels.settle(ctx)
+	return nil
+}
+
+// handOff hands the runs to the jobs' hand-off (durable.HandOff), which freezes their logs, stops them here
+// without cancelling their downstream work, stores what their logs had pending, stops the
+// heartbeat and ends their leases so that another replica takes them over.
+func (e *Engine) handOff(runs []*Run) {
+	leaving := make([]durable.Leaving, 0, len(runs))
+	for _, r := range runs {
+		// Before its log is frozen: a run handed off never ends its record here.
+		r.handedOff.Store(true)
+		leaving = append(leaving, durable.Leaving{Log: r.elog, Stop: func() {
+			// The live stream ends without a terminal event (the run is not over): its
+			// client reconnects (GET …/events) and follows the run on the replica that
+			// takes it.
+			r.stream.q.abandon()
+			r.cancel(ErrHandoff)
+		}})
+	}
+	n, err := e.jobs.HandOff(leaving)
+	if err != nil {
+		e.log.Error("handoff: releasing the runs failed; they are taken over once their lease lapses", "err", err)
+		return
+	}
+	e.log.Info("runs handed off", "runs", n)
+}
+
+// hitlOptions are the clock and lifetime every interrupt of e's runs is made with.
+func (e *Engine) hitlOptions() hitl.Options {
+	return hitl.Options{Now: e.cfg.Now, TTL: e.cfg.InterruptTTL}
+}
+
+// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
+// so that a Metrics without it still works.
+type gaugeSetter interface{ SetInterruptsOpen(n int) }
+
+// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
+// were open before a restart are counted down when they are resumed or expire, so the
+// gauge must count them up first.
+func (e *Engine) loadInterruptsOpen(ctx context.Context) {
+	g, ok := e.cfg.Metrics.(gaugeSetter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
+	// every open one (the store compares Unix nanoseconds, which end in 2262).
+	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
+	if err != nil {
+		e.log.Warn("open interrupts not counted", "err", err)
+		return
+	}
+	n := 0
+	for _, s := range open {
+		n += len(s.Interrupts)
+	}
+	g.SetInterruptsOpen(n)
 }

@@ -37,7 +37,7 @@ func startExchange(ctx context.Context, r *Run, a *Agent, callID, subID string, 
 	}
 	req.Depth = depthOf(r)
 	if !follow {
-		req.Budget = r.meter().remaining(ctx)
+		req.Budget = remainingBudget(ctx, r)
 	}
 	d := &subagentCall{r: r, agent: a, subID: subID, msgID: newID("sa-msg"), callID: callID, item: r.scope.Track(cancel.KindA2ATask, a.Name),
 		out: make(chan sent, 1)}

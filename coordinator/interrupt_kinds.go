@@ -61,29 +61,6 @@ func deliver(ctx context.Context, r *Run, t *toolset, callID string, ins []store
 	return h.deliver(ctx, r, t, callID, ins, answers)
 }
 
-// abandon cancels the work parked on interrupts that will not be answered, each through
-// its home: A2A tasks get CancelTask, MRTR calls are abandoned, in-session elicitations
-// are answered "cancel".
-func (e *Engine) abandon(ctx context.Context, owner, threadID string, ins []store.Interrupt) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
-	defer cancel()
-	groups := map[toolHome][]store.Interrupt{}
-	var order []toolHome
-	for _, in := range ins {
-		h := homeOf(in.Kind)
-		if h == nil {
-			continue
-		}
-		if _, seen := groups[h]; !seen {
-			order = append(order, h)
-		}
-		groups[h] = append(groups[h], in)
-	}
-	for _, h := range order {
-		h.abandon(cctx, e, owner, threadID, groups[h])
-	}
-}
-
 // a2aHome: A2A input-required and auth-required tasks.
 type a2aHome struct{}
 
@@ -101,7 +78,7 @@ func (a2aHome) deliver(ctx context.Context, r *Run, t *toolset, callID string, i
 		// Confirmed like a run's cancels: retried in the background until the agent
 		// confirms (cancels.go), every attempt with the user's agent credentials.
 		st, _ := r.dur.intent(store.StepCancel, a.Name, h.TaskID, 1, "the user cancelled a waiting task")
-		err := r.e.cancelTask(ctx, r.owner, a, h.TaskID, r.log, "user cancelled a waiting task")
+		err := r.e.cancels.cancelTask(ctx, r.owner, a, h.TaskID, r.log, "user cancelled a waiting task")
 		st.End(cancelEnd(err))
 		if err != nil {
 			r.log.Warn("user cancelled a waiting task; the cancel failed", "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
@@ -141,7 +118,7 @@ func (a2aHome) abandon(ctx context.Context, e *Engine, owner, threadID string, i
 		h := decodeHandle(in)
 		if a := e.agents[h.Agent]; a != nil && !seen[h.TaskID] {
 			seen[h.TaskID] = true
-			if err := e.cancelTask(ctx, owner, a, h.TaskID, e.log.With("thread_id", threadID), "abandoned interrupt: task cancelled"); err != nil {
+			if err := e.cancels.cancelTask(ctx, owner, a, h.TaskID, e.log.With("thread_id", threadID), "abandoned interrupt: task cancelled"); err != nil {
 				e.log.Warn("abandoned interrupt: the cancel of its task failed", "thread_id", threadID, "agent", a.Name, "task_id", h.TaskID, "err", errString(err))
 			}
 		}

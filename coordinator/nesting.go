@@ -77,7 +77,7 @@ func threadContext(ctx context.Context, e *Engine, threadID, agent string) (cont
 		return id, rel
 	}
 	// Not known in memory: the thread's earlier runs may have recorded its tasks.
-	e.loadStoredTasks(ctx, threadID)
+	e.tasks.load(ctx, e.cfg.Store, e.log, threadID)
 	id, rel, _ := takeContext(e, threadID, agent, true)
 	return id, rel
 }
@@ -94,16 +94,17 @@ func takeContext(e *Engine, threadID, agent string, create bool) (string, func()
 	if th.contexts == nil {
 		th.contexts, th.sending = map[string]string{}, map[string]int{}
 	}
+	tasks := e.tasks.refs(threadID)
 	id := th.contexts[agent]
 	if id == "" {
-		id = earliestContext(th, agent)
+		id = earliestContext(tasks, agent)
 	}
 	if id == "" && !create {
 		return "", nil, false
 	}
 	if id == "" {
 		id = newContextID()
-	} else if th.sending[id] > 0 || contextBusy(th, agent, id) {
+	} else if th.sending[id] > 0 || contextBusy(tasks, agent, id) {
 		return newContextID(), func() {}, true
 	}
 	th.contexts[agent] = id
@@ -119,9 +120,9 @@ func takeContext(e *Engine, threadID, agent string, create bool) (string, func()
 
 // earliestContext is a context of agent's tasks in the thread (the smallest id, so that
 // every replica picks the same one), or "".
-func earliestContext(th *thread, agent string) string {
+func earliestContext(tasks []taskRef, agent string) string {
 	var ids []string
-	for _, ref := range th.tasks {
+	for _, ref := range tasks {
 		if ref.agent == agent && ref.contextID != "" {
 			ids = append(ids, ref.contextID)
 		}
@@ -134,8 +135,8 @@ func earliestContext(th *thread, agent string) string {
 
 // contextBusy reports whether a task of agent in context id is not over: waiting for
 // input or still working.
-func contextBusy(th *thread, agent, id string) bool {
-	for _, ref := range th.tasks {
+func contextBusy(tasks []taskRef, agent, id string) bool {
+	for _, ref := range tasks {
 		if ref.agent == agent && ref.contextID == id && !ref.state.Terminal() {
 			return true
 		}

@@ -17,6 +17,9 @@ import (
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Run is one AG-UI run executing in the engine.
@@ -134,7 +137,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		r.log.Warn("the run reached its event limit; cancelling it", "max_events", s.limit.max)
 		r.Cancel(ErrEventLimit)
 	}
-	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.confirm})
+	r.scope = cancel.NewScope(cancel.Options{Timeout: e.cfg.CancelTimeout, OnReport: r.logCancel, Confirmer: e.cancels.confirm})
 	return r
 }
 
@@ -383,4 +386,33 @@ func (r *Run) unadmit() {
 	e.mu.Unlock()
 	e.running.Add(-1)
 	e.wg.Done()
+}
+
+// withRunCancel returns a context carrying ctx's values that is cancelled when the run
+// is (through r.hooks, not as ctx's child) or by stop.
+func (r *Run) withRunCancel(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	remove := r.hooks.add(cancel)
+	return c, func() {
+		remove()
+		cancel()
+	}
+}
+
+// startTrace starts the run's invoke_agent span under the trace context of parent (the
+// request's, carried without its cancellation), before the run's goroutine starts, and
+// gives the run's log lines the trace ids.
+func (r *Run) startTrace(parent context.Context) {
+	t := &runTrace{tracer: tracerOf(r.e.cfg.Tracing), tracing: r.e.cfg.Tracing, metrics: r.e.cfg.Metrics, threadID: r.ThreadID, runID: r.RunID}
+	_, t.span = t.tracer.Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.provider.name", t.tracing.Provider),
+		attribute.String("gen_ai.agent.name", "baton"),
+		attribute.String("gen_ai.conversation.id", r.ThreadID),
+		attrRunID.String(r.RunID),
+	))
+	r.trace = t
+	if sc := t.span.SpanContext(); sc.IsValid() {
+		r.log = r.log.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+	}
 }

@@ -71,15 +71,7 @@ func (p *Runs) Start(ctx context.Context, in *agui.RunAgentInput, principal stri
 	if err != nil {
 		return nil, portErr(err)
 	}
-	return &runs.Started{ThreadID: r.ThreadID, RunID: r.RunID, Stream: portStream{r.Stream()}, Done: r.Done(), Cancellations: r.Cancellations}, nil
-}
-
-// portStream is a run's live stream as the port hands it out.
-type portStream struct{ *Stream }
-
-func (s portStream) Backlog(ctx context.Context, after, upto int64, limit int) ([]runs.Event, error) {
-	evs, err := s.Stream.Backlog(ctx, after, upto, limit)
-	return events(evs), err
+	return &runs.Started{ThreadID: r.ThreadID, RunID: r.RunID, Stream: r.Stream(), Done: r.Done(), Cancellations: r.Cancellations}, nil
 }
 
 // events converts stored events to the port's.

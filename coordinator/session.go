@@ -216,7 +216,7 @@ func awaitSession(ctx context.Context, r *Run, t *toolset, w *sessionWaiter, cal
 		if need := (*mcpclient.InputRequired)(nil); errors.As(sr.err, &need) {
 			meta = need.Meta
 		}
-		r.meter().countCallUsage(name, meta)
+		countCallUsage(r, name, meta)
 		out := mcpOutcome(ctx, r, t, callID, name, sr.res, sr.err)
 		for i := range out.interrupts {
 			if out.interrupts[i].Kind == hitl.KindMCPAuth {
@@ -290,50 +290,4 @@ func jsonRoundTrip(in, out any) error {
 		return err
 	}
 	return json.Unmarshal(b, out)
-}
-
-// SessionHome returns the advertised URL of the replica that holds an in-session MCP
-// elicitation of the thread's suspension in memory, when that is another replica: a resume
-// of the thread must be forwarded there, since only that process can hand the answer to the
-// waiting call. It returns "" when the resume can run here: no such elicitation, one held
-// here, one recorded without an address, or a store that cannot be read (the resume run then
-// reports what it finds).
-//
-// Before it names a holder it authorises principal against the thread's owner as stored
-// (ErrForbidden): a stranger's resume is refused here, so that it costs no replica any work
-// and its answer's timing does not tell where the thread is held.
-func (e *Engine) SessionHome(ctx context.Context, threadID, principal string) (string, error) {
-	susp, err := e.loadSuspension(ctx, threadID)
-	if err != nil || susp == nil {
-		return "", nil
-	}
-	home := ""
-	for _, in := range susp.Interrupts {
-		h := decodeHandle(in)
-		if h.Session == "" || h.Home == "" || h.Home == e.cfg.AdvertiseURL {
-			continue
-		}
-		if e.cfg.Sessions != nil && e.cfg.Sessions.get(h.Session) != nil {
-			continue // held here after all (an advertised URL that changed)
-		}
-		home = h.Home
-		break
-	}
-	if home == "" {
-		return "", nil
-	}
-	owner := susp.Owner
-	th, err := e.cfg.Store.GetThread(ctx, threadID)
-	switch {
-	case err == nil:
-		owner = th.Owner
-	case !errors.Is(err, store.ErrNotFound):
-		// The owner cannot be read: the request is not forwarded, and the start here
-		// authorises it (or fails) as any other.
-		return "", nil
-	}
-	if owner != principal {
-		return "", ErrForbidden
-	}
-	return home, nil
 }

@@ -147,7 +147,7 @@ func TestCancelsCarryOwnersCredentials(t *testing.T) {
 		collect(t, r)
 		ctx, done := context.WithTimeout(context.Background(), 15*time.Second)
 		defer done()
-		require.NoError(t, e.confirm.Wait(ctx), "the retried cancel settles")
+		require.NoError(t, e.cancels.confirm.Wait(ctx), "the retried cancel settles")
 		assert.Equal(t, []string{"task-run"}, agent.cancelled(), "confirmed by a retry")
 		assert.Equal(t, []string{"tok-alice", "tok-alice"}, agent.bearers(), "the first attempt and its retry")
 	})

@@ -63,15 +63,12 @@ type runSpend struct {
 	used spend.Usage
 }
 
-// runMeter is the run seen by its model bookkeeping: the methods of usage, budgets and
-// fallbacks, apart from the run's own.
-type runMeter struct{ *Run }
+// The run's usage, budgets and fallbacks are functions over the run below (and in
+// spend_tree.go): they read the run's guard, failure state and input as they are at the
+// call, and keep their own bookkeeping in its runSpend.
 
-// meter returns the run's model bookkeeping.
-func (r *Run) meter() runMeter { return runMeter{r} }
-
-// model is the model the run's turns go to, metered (see meteredModel).
-func (r runMeter) model() llm.Model {
+// runModel is the model the run's turns go to, metered (see meteredModel).
+func runModel(r *Run) llm.Model {
 	m := r.e.cfg.Model
 	if c, ok := m.(fallbackChain); ok {
 		m = c.At(r.sp.link)
@@ -133,27 +130,27 @@ func (a attemptMeter) estimate() (llm.Usage, bool) {
 	return llm.Usage{InputTokens: (a.inputBytes + bytesPerToken - 1) / bytesPerToken, OutputTokens: (a.outputBytes + bytesPerToken - 1) / bytesPerToken}, true
 }
 
-// provider is gen_ai.provider.name of the model the run is on.
-func (r runMeter) provider() string {
+// runProvider is gen_ai.provider.name of the model the run is on.
+func runProvider(r *Run) string {
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
 		return c.Link(r.sp.link).Provider
 	}
 	return r.e.cfg.Tracing.Provider
 }
 
-// requestModel is gen_ai.request.model of the model the run is on: the chain's link, or
+// runRequestModel is gen_ai.request.model of the model the run is on: the chain's link, or
 // the configured model.
-func (r runMeter) requestModel() string {
+func runRequestModel(r *Run) string {
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok {
 		return c.Link(r.sp.link).Name
 	}
 	return r.e.cfg.Tracing.Model
 }
 
-// account counts a completed model call: priced with the answering model's prices, added
+// accountCall counts a completed model call: priced with the answering model's prices, added
 // to the run's budget and to the principal's day, exported, and warned about once per
 // budget and threshold. It returns the model_call step's detail.
-func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
+func accountCall(ctx context.Context, r *Run, c *llm.Completion) string {
 	estimated := false
 	if c == nil {
 		u, ok := r.sp.attempt.estimate()
@@ -175,10 +172,10 @@ func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 	if model == "" {
 		model = r.e.cfg.Tracing.Model
 	}
-	r.count(ctx, u)
+	countUsage(ctx, r, u)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.model", model), attribute.Float64("baton.cost.usd", u.CostUSD))
 	if sm, ok := r.e.cfg.Metrics.(SpendMetrics); ok {
-		sm.ModelUsage(ctx, spend.Call{Provider: r.provider(), RequestModel: r.requestModel(), ResponseModel: model, Usage: u})
+		sm.ModelUsage(ctx, spend.Call{Provider: runProvider(r), RequestModel: runRequestModel(r), ResponseModel: model, Usage: u})
 	}
 	detail, _ := json.Marshal(struct {
 		Model string `json:"model"`
@@ -190,7 +187,7 @@ func (r runMeter) account(ctx context.Context, c *llm.Completion) string {
 
 // budgetCheck is the check before a model call: the run's token and cost budget and the
 // principal's day. Nil while both last.
-func (r runMeter) budgetCheck(ctx context.Context) *failure.Failure {
+func budgetCheck(ctx context.Context, r *Run) *failure.Failure {
 	f := r.guard.AddTokens(0)
 	var ex *spend.Exceeded // the principal's spent day, when it is what refuses the call
 	if f == nil {
@@ -227,13 +224,12 @@ func (r runMeter) budgetCheck(ctx context.Context) *failure.Failure {
 	return f
 }
 
-// takeBudgetNotes returns the pending [BUDGET_WARNING] notes for the next model input,
-// once.
-func (r runMeter) takeBudgetNotes() string {
-	r.sp.mu.Lock()
-	defer r.sp.mu.Unlock()
-	n := strings.Join(r.sp.notes, "\n")
-	r.sp.notes = nil
+// takeNotes returns the pending [BUDGET_WARNING] notes for the next model input, once.
+func (sp *runSpend) takeNotes() string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	n := strings.Join(sp.notes, "\n")
+	sp.notes = nil
 	return n
 }
 
@@ -248,10 +244,10 @@ func withNotes(addendum, notes string) string {
 	return addendum + "\n\n" + notes
 }
 
-// fallback switches the run to the next model of the chain after its model failed with
+// fallBack switches the run to the next model of the chain after its model failed with
 // transient_provider and the policy gave up on it. It reports whether it switched; the
 // switch is a model_fallback journal step and the span's gen_ai.request.model.
-func (r runMeter) fallback(span trace.Span, f failure.Failure) bool {
+func fallBack(r *Run, span trace.Span, f failure.Failure) bool {
 	c, ok := r.e.cfg.Model.(fallbackChain)
 	if !ok || f.Kind != failure.KindTransientProvider || r.sp.link+1 >= c.Len() {
 		return false
@@ -295,15 +291,15 @@ func admitSpend(e *Engine, principal string) error {
 
 // spanModel names, on a chat span, the fallback model the run is on (the span starts
 // with the configured model's name).
-func (r runMeter) spanModel(span trace.Span) {
-	if provider, model := r.onFallback(); model != "" {
+func spanModel(r *Run, span trace.Span) {
+	if provider, model := onFallback(r); model != "" {
 		span.SetAttributes(attribute.String("gen_ai.request.model", model), attribute.String("gen_ai.provider.name", provider))
 	}
 }
 
 // onFallback is the provider and model of the fallback the run is on; "" while it is on
 // the configured model.
-func (r runMeter) onFallback() (provider, model string) {
+func onFallback(r *Run) (provider, model string) {
 	if c, ok := r.e.cfg.Model.(fallbackChain); ok && r.sp.link > 0 {
 		l := c.Link(r.sp.link)
 		return l.Provider, l.Name

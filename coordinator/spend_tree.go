@@ -20,10 +20,10 @@ import (
 // (its model calls and its sub-agents' reports): {inputTokens, outputTokens, costUsd}.
 const CustomUsage = "baton.usage"
 
-// count adds one increment of usage (a model call's, or a sub-agent's report) to the
+// countUsage adds one increment of usage (a model call's, or a sub-agent's report) to the
 // run's budget, the principal's day and the thread, and warns about every threshold it
 // crossed. Safe from the run's sub-agent calls as from its loop.
-func (r runMeter) count(ctx context.Context, u spend.Usage) {
+func countUsage(ctx context.Context, r *Run, u spend.Usage) {
 	warnings, _ := r.guard.AddUsage(u)
 	// Counted even when the run is being stopped: the provider billed the call. Bounded
 	// like any store write of the run.
@@ -59,7 +59,7 @@ func (r runMeter) count(ctx context.Context, u spend.Usage) {
 // gave it a budget, a copy whose token and cost budget is the smaller of the two. The
 // given budget is for this run: it is added to what the thread's earlier runs (the ones
 // it resumes) used. It also fixes the run's limits (runSpend.limits).
-func (r runMeter) guardPolicy() *failure.GuardPolicy {
+func guardPolicy(r *Run) *failure.GuardPolicy {
 	p := &r.e.cfg.Guard
 	if b := r.in.Budget; b != nil {
 		cp := *p
@@ -84,7 +84,7 @@ func (r runMeter) guardPolicy() *failure.GuardPolicy {
 // run's budget use, as its checkpoint keeps it): a replica that takes the run over keeps
 // the same limit (used + left). The given budget as it came before the run's guard exists;
 // nil without one.
-func (r runMeter) callerLeft(used failure.BudgetUsage) *agui.CallerBudget {
+func callerLeft(r *Run, used failure.BudgetUsage) *agui.CallerBudget {
 	b := r.in.Budget
 	if b == nil || !r.sp.limits.Set() {
 		return b
@@ -105,11 +105,11 @@ const (
 	leastUSD    = 1e-9
 )
 
-// remaining is the budget a delegation carries: what is left of the run's budget and of
+// remainingBudget is the budget a delegation carries: what is left of the run's budget and of
 // the principal's day (one store read, when a daily budget is set), the smaller in each
 // unit; nil when neither has a limit. A spent unit is sent as the least amount (the agent
 // may make one model call, as the run itself may overshoot by one), never as zero.
-func (r runMeter) remaining(ctx context.Context) *subagent.Budget {
+func remainingBudget(ctx context.Context, r *Run) *subagent.Budget {
 	var b subagent.Budget
 	take := func(tokens int64, usd float64, limits spend.Limits) {
 		if limits.Tokens > 0 {
@@ -147,19 +147,19 @@ func (r runMeter) remaining(ctx context.Context) *subagent.Budget {
 // countSubtree counts what a sub-agent that is a Baton reports its run used (its model
 // calls and its own sub-agents'), as the run's own spend. The report is bounded
 // (subagent.ParseUsage): never negative, never beyond a2a's bounds.
-func (r runMeter) countSubtree(agent string, u *subagent.Usage) {
+func countSubtree(r *Run, agent string, u *subagent.Usage) {
 	if u == nil || (u.InputTokens == 0 && u.OutputTokens == 0 && u.CostUSD == 0) {
 		return
 	}
 	r.log.Debug("sub-agent usage", "agent", agent, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_usd", u.CostUSD)
-	r.count(context.Background(), spend.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD})
+	countUsage(context.Background(), r, spend.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD})
 }
 
 // countCallUsage counts what an MCP server that is another Baton reports its run used,
 // in the tool result's _meta (baton/usage), as countSubtree counts an agent's report. A
 // result answers one call, so the report needs no message id; a bad one is logged and
 // counts nothing.
-func (r runMeter) countCallUsage(tool string, meta map[string]any) {
+func countCallUsage(r *Run, tool string, meta map[string]any) {
 	v, ok := meta[subagent.UsageKey]
 	if !ok {
 		return
@@ -169,5 +169,5 @@ func (r runMeter) countCallUsage(tool string, meta map[string]any) {
 		r.log.Warn("mcp: the server's usage report is ignored", "tool", tool, "err", err)
 		return
 	}
-	r.countSubtree(tool, u)
+	countSubtree(r, tool, u)
 }

@@ -1,10 +1,17 @@
 package coordinator
 
+// The engine's threads as the surfaces reach them: stopping a run, deleting a thread and
+// abandoning the work parked on it, following a run (the disconnect policy's watchers),
+// finding where a thread's in-session question is held; and what the engine remembers of
+// a thread between runs (its owner, its A2A tasks in the taskBook).
+
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/store"
 )
 
@@ -106,6 +113,163 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID, principal string) e
 	}
 	e.mu.Lock()
 	delete(e.threads, threadID)
+	e.tasks.drop(threadID)
 	e.mu.Unlock()
 	return nil
+}
+
+func (e *Engine) loadSuspension(ctx context.Context, threadID string) (*store.Suspension, error) {
+	s, err := e.cfg.Store.LoadSuspension(ctx, threadID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return s, err
+}
+
+// duplicateResume reports whether every entry answers an interrupt that was already
+// resolved: the resume was applied before and must not be applied twice.
+func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries []agui.ResumeEntry) (bool, error) {
+	for _, en := range entries {
+		ok, err := e.cfg.Store.IsResolved(ctx, threadID, en.InterruptID)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// Attach registers a reconnect stream of run (threadID, runID), so that under
+// DisconnectDetach the run is not cancelled while the stream lasts; the returned function
+// ends the registration (the grace period starts again when it was the last watcher).
+// Under DisconnectCancel, or when the run is not active on this replica, Attach does
+// nothing.
+//
+// A stream of a run that another replica executes is recorded in the store instead
+// (Store.WatchRun, renewed every heartbeat, holding three heartbeats and at least 2 s), since only the store
+// reaches the owner: its grace check (graceOver) holds the run while the watch lasts.
+func (e *Engine) Attach(threadID, runID string) (release func()) {
+	if e.cfg.OnDisconnect != DisconnectDetach {
+		return func() {}
+	}
+	e.mu.Lock()
+	r := e.active[threadID]
+	e.mu.Unlock()
+	if r == nil || r.RunID != runID {
+		return watchRemote(e.cfg.Store, e.log, e.cfg.Heartbeat, threadID, runID)
+	}
+	return r.stream.attach()
+}
+
+// LogChanged returns a channel closed when more of the run's events are in the store's
+// event log, or nil when the run is not active on this replica (a follower then polls).
+func (e *Engine) LogChanged(threadID, runID string) <-chan struct{} {
+	e.mu.Lock()
+	r := e.active[threadID]
+	e.mu.Unlock()
+	if r == nil || r.RunID != runID {
+		return nil
+	}
+	return r.elog.Changed()
+}
+
+// SessionHome returns the advertised URL of the replica that holds an in-session MCP
+// elicitation of the thread's suspension in memory, when that is another replica: a resume
+// of the thread must be forwarded there, since only that process can hand the answer to the
+// waiting call. It returns "" when the resume can run here: no such elicitation, one held
+// here, one recorded without an address, or a store that cannot be read (the resume run then
+// reports what it finds).
+//
+// Before it names a holder it authorises principal against the thread's owner as stored
+// (ErrForbidden): a stranger's resume is refused here, so that it costs no replica any work
+// and its answer's timing does not tell where the thread is held.
+func (e *Engine) SessionHome(ctx context.Context, threadID, principal string) (string, error) {
+	susp, err := e.loadSuspension(ctx, threadID)
+	if err != nil || susp == nil {
+		return "", nil
+	}
+	home := ""
+	for _, in := range susp.Interrupts {
+		h := decodeHandle(in)
+		if h.Session == "" || h.Home == "" || h.Home == e.cfg.AdvertiseURL {
+			continue
+		}
+		if e.cfg.Sessions != nil && e.cfg.Sessions.get(h.Session) != nil {
+			continue // held here after all (an advertised URL that changed)
+		}
+		home = h.Home
+		break
+	}
+	if home == "" {
+		return "", nil
+	}
+	owner := susp.Owner
+	th, err := e.cfg.Store.GetThread(ctx, threadID)
+	switch {
+	case err == nil:
+		owner = th.Owner
+	case !errors.Is(err, store.ErrNotFound):
+		// The owner cannot be read: the request is not forwarded, and the start here
+		// authorises it (or fails) as any other.
+		return "", nil
+	}
+	if owner != principal {
+		return "", ErrForbidden
+	}
+	return home, nil
+}
+
+// abandon cancels the work parked on interrupts that will not be answered, each through
+// its home: A2A tasks get CancelTask, MRTR calls are abandoned, in-session elicitations
+// are answered "cancel".
+func (e *Engine) abandon(ctx context.Context, owner, threadID string, ins []store.Interrupt) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.CancelTimeout)
+	defer cancel()
+	groups := map[toolHome][]store.Interrupt{}
+	var order []toolHome
+	for _, in := range ins {
+		h := homeOf(in.Kind)
+		if h == nil {
+			continue
+		}
+		if _, seen := groups[h]; !seen {
+			order = append(order, h)
+		}
+		groups[h] = append(groups[h], in)
+	}
+	for _, h := range order {
+		h.abandon(cctx, e, owner, threadID, groups[h])
+	}
+}
+
+// thread is what the engine remembers about a thread between runs (its A2A tasks are in
+// the engine's taskBook).
+type thread struct {
+	owner string
+	// contexts is the A2A context id of the thread's conversation with each agent, and
+	// sending counts the sends in flight per context (nesting.go).
+	contexts map[string]string
+	sending  map[string]int
+}
+
+// rememberTask records a task that the thread's run saw, in the thread's book and in the
+// work document of the thread's active run, which follows every task and state it sees.
+func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
+	if taskID == "" {
+		return
+	}
+	e.tasks.remember(threadID, taskID, ref)
+	if r := e.activeRun(threadID); r != nil {
+		r.elog.NoteTask(durable.Task{Agent: ref.agent, TaskID: taskID, ContextID: ref.contextID, State: string(ref.state)})
+	}
+}
+
+// forgetThread drops what this replica remembers of a thread (th) when the store says it
+// changed hands (deleted, re-created by someone else) through another replica.
+func (e *Engine) forgetThread(threadID string, th *thread) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.threads[threadID] == th {
+		delete(e.threads, threadID)
+		e.tasks.drop(threadID)
+	}
 }

@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agui"
-	"github.com/baton-dev/baton/store"
+	"github.com/baton-dev/baton/runs"
 )
+
+// The port hands a run's Stream to the surface that started it as it is.
+var _ runs.Stream = (*Stream)(nil)
 
 // Stream delivers a run's events to the client streams that follow it: the live queue,
 // the event log for a client that fell behind, and the count of watchers that keeps a
@@ -177,7 +180,7 @@ const backlogReadTimeout = 10 * time.Second
 // events are streamed). An empty result with a nil error means that the log will never
 // hold those events (its writer dropped or failed to store them, which it logged): the
 // caller goes on after upto.
-func (s *Stream) Backlog(ctx context.Context, after, upto int64, limit int) ([]store.Event, error) {
+func (s *Stream) Backlog(ctx context.Context, after, upto int64, limit int) ([]runs.Event, error) {
 	r := s.run
 	for {
 		settled, over, changed := r.elog.State()
@@ -192,7 +195,7 @@ func (s *Stream) Backlog(ctx context.Context, after, upto int64, limit int) ([]s
 			n++
 		}
 		if n > 0 {
-			return evs[:n], nil
+			return events(evs[:n]), nil
 		}
 		if len(evs) > 0 || settled >= upto || over {
 			// Nothing stored between after and upto, and nothing more will be.

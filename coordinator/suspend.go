@@ -71,30 +71,6 @@ func decodeHandle(in store.Interrupt) handle {
 	return h
 }
 
-func (e *Engine) hitlOptions() hitl.Options {
-	return hitl.Options{Now: e.cfg.Now, TTL: e.cfg.InterruptTTL}
-}
-
-func (e *Engine) loadSuspension(ctx context.Context, threadID string) (*store.Suspension, error) {
-	s, err := e.cfg.Store.LoadSuspension(ctx, threadID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	return s, err
-}
-
-// duplicateResume reports whether every entry answers an interrupt that was already
-// resolved: the resume was applied before and must not be applied twice.
-func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries []agui.ResumeEntry) (bool, error) {
-	for _, en := range entries {
-		ok, err := e.cfg.Store.IsResolved(ctx, threadID, en.InterruptID)
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
 // suspendRun persists the run: the conversation so far, the open interrupts, and the failure
 // state (counters, lessons, loop signatures, budget usage, and the active time used so far,
 // which counts against the time limit of the resumed run).
@@ -105,8 +81,8 @@ func suspendRun(ctx context.Context, r *Run, conv []llm.Message, open []store.In
 	r.fs.TraceParent = r.trace.parent()
 	s := &store.Suspension{
 		ThreadID: r.ThreadID, RunID: r.RunID, Owner: r.owner,
-		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.threadTasks(r.ThreadID), Depth: r.in.Depth,
-			CallerBudget: r.meter().callerLeft(r.fs.Budget)}),
+		History: mustJSON(conv), State: mustJSON(&runState{State: r.fs, Tasks: r.e.tasks.records(r.ThreadID), Depth: r.in.Depth,
+			CallerBudget: callerLeft(r, r.fs.Budget)}),
 		Interrupts: open, CreatedAt: now, UpdatedAt: now,
 	}
 	// Saved only while this replica owns the run (durable.RunSuspension: under its epoch,
@@ -314,34 +290,6 @@ func metaKind(in store.Interrupt) string {
 	m, _ := in.Metadata["baton"].(map[string]any)
 	kind, _ := m["kind"].(string)
 	return kind
-}
-
-// gaugeSetter is the part of Metrics that takes the open interrupts at start; optional,
-// so that a Metrics without it still works.
-type gaugeSetter interface{ SetInterruptsOpen(n int) }
-
-// loadInterruptsOpen sets the open-interrupts gauge from the store: the interrupts that
-// were open before a restart are counted down when they are resumed or expire, so the
-// gauge must count them up first.
-func (e *Engine) loadInterruptsOpen(ctx context.Context) {
-	g, ok := e.cfg.Metrics.(gaugeSetter)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// Every interrupt expires (hitl sets ExpiresAt), so "expired a century from now" is
-	// every open one (the store compares Unix nanoseconds, which end in 2262).
-	open, err := e.cfg.Store.Expired(ctx, e.cfg.Now().AddDate(100, 0, 0))
-	if err != nil {
-		e.log.Warn("open interrupts not counted", "err", err)
-		return
-	}
-	n := 0
-	for _, s := range open {
-		n += len(s.Interrupts)
-	}
-	g.SetInterruptsOpen(n)
 }
 
 // callGroup is the interrupts of one suspended tool call.

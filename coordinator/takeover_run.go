@@ -41,7 +41,7 @@ func setupTakenOver(ctx context.Context, r *Run, tools *toolset) (conv []llm.Mes
 	r.resetHardStop()
 	armTools(r, tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
-	system, err := prompts.System(r.e.systemInput(r.in, tools))
+	system, err := prompts.System(r.e.tools.systemInput(r.in, tools))
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")

@@ -3,15 +3,18 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"sync"
 
 	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/subagent"
 )
 
 // Tasks belong to threads: the A2A tasks a thread started are recorded with the thread in
-// memory, saved with its suspension, and kept in the store with each run's work document
-// (read back by loadStoredTasks after a restart or on another replica); a task_id from the
-// model continues only one of those (checkContinuation).
+// memory (taskBook), saved with its suspension, and kept in the store with each run's work
+// document (read back by taskBook.load after a restart or on another replica); a task_id
+// from the model continues only one of those (checkContinuation).
 
 type taskRef struct {
 	agent     string
@@ -19,52 +22,109 @@ type taskRef struct {
 	state     subagent.State
 }
 
-func (e *Engine) rememberTask(threadID, taskID string, ref taskRef) {
-	if taskID == "" {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if th := e.threads[threadID]; th != nil {
-		if _, known := th.tasks[taskID]; known || len(th.tasks) < maxTasksPerThread {
-			th.tasks[taskID] = ref
-		}
-	}
-	// The run's work document in the store follows every task and state it sees.
-	if r := e.active[threadID]; r != nil {
-		r.elog.NoteTask(durable.Task{Agent: ref.agent, TaskID: taskID, ContextID: ref.contextID, State: string(ref.state)})
+// taskBook is the A2A tasks of the threads this replica remembers, by thread and task id,
+// so that a continuation can be checked and sent with the right context id. A thread is
+// in the book from when the engine remembers it (open) until it forgets it (drop), both
+// under the engine's lock, which is taken before the book's; the tasks of a thread it
+// does not remember are not recorded.
+type taskBook struct {
+	mu      sync.Mutex
+	threads map[string]map[string]taskRef
+}
+
+func newTaskBook() *taskBook { return &taskBook{threads: map[string]map[string]taskRef{}} }
+
+// open starts the book of a thread the engine now remembers; one already open is kept.
+func (b *taskBook) open(threadID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.threads[threadID] == nil {
+		b.threads[threadID] = make(map[string]taskRef)
 	}
 }
 
-// threadTasks returns the tasks the thread started, to be saved with its suspension.
-func (e *Engine) threadTasks(threadID string) map[string]TaskRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	th := e.threads[threadID]
-	if th == nil || len(th.tasks) == 0 {
+// drop forgets the tasks of a thread the engine forgets.
+func (b *taskBook) drop(threadID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.threads, threadID)
+}
+
+// remember records (or updates) a task the thread's run saw.
+func (b *taskBook) remember(threadID, taskID string, ref taskRef) {
+	if taskID == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tasks := b.threads[threadID]; tasks != nil {
+		if _, known := tasks[taskID]; known || len(tasks) < maxTasksPerThread {
+			tasks[taskID] = ref
+		}
+	}
+}
+
+// add records a task known from elsewhere (a suspension, a run's work document), without
+// overwriting what this process knows newer.
+func (b *taskBook) add(threadID, taskID string, ref taskRef) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.addLocked(threadID, taskID, ref)
+}
+
+func (b *taskBook) addLocked(threadID, taskID string, ref taskRef) {
+	tasks := b.threads[threadID]
+	if tasks == nil {
+		return
+	}
+	if _, known := tasks[taskID]; !known && len(tasks) < maxTasksPerThread {
+		tasks[taskID] = ref
+	}
+}
+
+// records returns the tasks the thread started, to be saved with its suspension.
+func (b *taskBook) records(threadID string) map[string]TaskRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tasks := b.threads[threadID]
+	if len(tasks) == 0 {
 		return nil
 	}
-	out := make(map[string]TaskRecord, len(th.tasks))
-	for id, ref := range th.tasks {
+	out := make(map[string]TaskRecord, len(tasks))
+	for id, ref := range tasks {
 		out[id] = TaskRecord{Agent: ref.agent, ContextID: ref.contextID, State: ref.state}
 	}
 	return out
 }
 
-// restoreTasks records tasks saved with the thread's suspension (after a restart, or on
+// restore records tasks saved with the thread's suspension (after a restart, or on
 // another replica), without overwriting what this process knows newer.
-func (e *Engine) restoreTasks(threadID string, tasks map[string]TaskRecord) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	th := e.threads[threadID]
-	if th == nil {
-		return
-	}
+func (b *taskBook) restore(threadID string, tasks map[string]TaskRecord) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for id, rec := range tasks {
-		if _, known := th.tasks[id]; !known && len(th.tasks) < maxTasksPerThread {
-			th.tasks[id] = taskRef{agent: rec.Agent, contextID: rec.ContextID, state: rec.State}
-		}
+		b.addLocked(threadID, id, taskRef{agent: rec.Agent, contextID: rec.ContextID, state: rec.State})
 	}
+}
+
+// lookup returns a task of the thread.
+func (b *taskBook) lookup(threadID, taskID string) (taskRef, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ref, ok := b.threads[threadID][taskID]
+	return ref, ok
+}
+
+// refs returns the thread's tasks, in no order.
+func (b *taskBook) refs(threadID string) []taskRef {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tasks := b.threads[threadID]
+	out := make([]taskRef, 0, len(tasks))
+	for _, ref := range tasks {
+		out = append(out, ref)
+	}
+	return out
 }
 
 // maxTasksPerThread bounds the tasks remembered per thread.
@@ -77,30 +137,19 @@ type TaskRecord struct {
 	State     subagent.State `json:"state"`
 }
 
-func (e *Engine) lookupTask(threadID, taskID string) (taskRef, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	th := e.threads[threadID]
-	if th == nil {
-		return taskRef{}, false
-	}
-	ref, ok := th.tasks[taskID]
-	return ref, ok
-}
-
 // storedTaskRuns bounds how many of a thread's earlier runs are read for its tasks: a task
 // the model continues was started a few turns ago, not a hundred runs back.
 const storedTaskRuns = 50
 
-// loadStoredTasks records the A2A tasks the thread's earlier runs saved in the store (each
-// run's work document) into the thread's memory, without overwriting what this process knows
-// newer. It is how a task stays the thread's after a restart, an eviction from memory, or
-// on another replica when the thread was not parked. A store error leaves the thread as it
-// was: the continuation is then refused, which fails closed.
-func (e *Engine) loadStoredTasks(ctx context.Context, threadID string) {
-	runs, err := e.cfg.Store.ThreadRuns(ctx, threadID, storedTaskRuns)
+// load records the A2A tasks the thread's earlier runs saved in st (each run's work
+// document) into the book, without overwriting what this process knows newer. It is how a
+// task stays the thread's after a restart, an eviction from memory, or on another replica
+// when the thread was not parked. A store error leaves the thread as it was: the
+// continuation is then refused, which fails closed.
+func (b *taskBook) load(ctx context.Context, st store.Store, log *slog.Logger, threadID string) {
+	runs, err := st.ThreadRuns(ctx, threadID, storedTaskRuns)
 	if err != nil {
-		e.log.Warn("reading the thread's earlier tasks", "thread_id", threadID, "err", err)
+		log.Warn("reading the thread's earlier tasks", "thread_id", threadID, "err", err)
 		return
 	}
 	tasks := map[string]TaskRecord{}
@@ -115,5 +164,5 @@ func (e *Engine) loadStoredTasks(ctx context.Context, threadID string) {
 			}
 		}
 	}
-	e.restoreTasks(threadID, tasks)
+	b.restore(threadID, tasks)
 }

@@ -60,11 +60,12 @@ const (
 // noopTracer is the tracer of an engine configured without one.
 var noopTracer = noop.NewTracerProvider().Tracer("")
 
-func (e *Engine) tracer() trace.Tracer {
-	if e.cfg.Tracing.Tracer == nil {
+// tracerOf is t's tracer, or the no-op one.
+func tracerOf(t Tracing) trace.Tracer {
+	if t.Tracer == nil {
 		return noopTracer
 	}
-	return e.cfg.Tracing.Tracer
+	return t.Tracer
 }
 
 // runTrace is a run's telemetry: its span, the spans of the current turn's tool calls
@@ -91,24 +92,6 @@ type toolSpan struct {
 	// parent is the execute_tool span a delegation span runs under (zero for the
 	// execute_tool spans themselves): the tool call's tag is copied to it.
 	parent trace.SpanID
-}
-
-// startTrace starts the run's invoke_agent span under the trace context of parent (the
-// request's, carried without its cancellation), before the run's goroutine starts, and
-// gives the run's log lines the trace ids.
-func (r *Run) startTrace(parent context.Context) {
-	t := &runTrace{tracer: r.e.tracer(), tracing: r.e.cfg.Tracing, metrics: r.e.cfg.Metrics, threadID: r.ThreadID, runID: r.RunID}
-	_, t.span = t.tracer.Start(telemetry.Detached(parent), "invoke_agent baton", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.provider.name", t.tracing.Provider),
-		attribute.String("gen_ai.agent.name", "baton"),
-		attribute.String("gen_ai.conversation.id", r.ThreadID),
-		attrRunID.String(r.RunID),
-	))
-	r.trace = t
-	if sc := t.span.SpanContext(); sc.IsValid() {
-		r.log = r.log.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
-	}
 }
 
 // traced returns ctx with the run's span and ids (the run's own context descends from

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"encoding/json"
+	"slices"
 	"sort"
 	"sync"
 
@@ -63,6 +65,8 @@ var (
 type toolCache struct {
 	server ToolServer // nil when no MCP servers are configured
 	agents []*Agent   // the configured agents, in the configuration's order
+	// instructions are the configured system prompt's own text (Config.SystemPrompt).
+	instructions string
 
 	mu  sync.Mutex
 	cur *backendTools
@@ -141,11 +145,75 @@ func (c *toolCache) build(ver uint64) *backendTools {
 
 // systemPrompt renders the run's system prompt; a run with no frontend tools, no context
 // and nothing hidden by the policy shares the prompt rendered once for its backend tools.
-func (e *Engine) systemPrompt(in *agui.RunAgentInput, t *toolset) (string, error) {
+func (c *toolCache) systemPrompt(in *agui.RunAgentInput, t *toolset) (string, error) {
 	if t.base == nil || len(t.frontend) > 0 || len(in.Context) > 0 || len(t.hidden) > 0 {
-		return prompts.System(e.systemInput(in, t))
+		return prompts.System(c.systemInput(in, t))
 	}
 	b := t.base
-	b.systemOnce.Do(func() { b.system, b.systemErr = prompts.System(e.systemInput(in, t)) })
+	b.systemOnce.Do(func() { b.system, b.systemErr = prompts.System(c.systemInput(in, t)) })
 	return b.system, b.systemErr
+}
+
+// toolset returns the tools of one run: the shared backend tools (built once per
+// configuration and card or catalogue change) plus the run's frontend tools.
+func (c *toolCache) toolset(in *agui.RunAgentInput) *toolset {
+	b := c.get()
+	t := &toolset{llm: b.llm, agents: b.agents, mcp: b.mcp, backend: b.backend, base: b}
+	for _, ft := range in.Tools {
+		if ft.Name == "" || slices.Contains(t.backend, ft.Name) {
+			continue // a backend tool of the same name wins; the frontend cannot shadow it
+		}
+		params := map[string]any{"type": "object"}
+		if len(ft.Parameters) > 0 {
+			var p map[string]any
+			if json.Unmarshal(ft.Parameters, &p) == nil && p != nil {
+				params = p
+			}
+		}
+		if t.frontend == nil {
+			t.frontend = map[string]agui.Tool{}
+		}
+		t.frontend[ft.Name] = ft
+		t.llm = append(t.llm, llm.Tool{Name: ft.Name, Description: ft.Description, Parameters: params}) // b.llm is clipped: this copies
+	}
+	return t
+}
+
+// systemInput is what the run's system prompt is rendered from: the agents and tools the
+// policy does not hide, the run's frontend tools and context, and the configured
+// instructions.
+func (c *toolCache) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemInput {
+	var si prompts.SystemInput
+	for _, a := range c.agents {
+		if t.hidden[a.Name] {
+			continue
+		}
+		description, skills := a.describe()
+		pa := prompts.Agent{Name: a.Name, Description: description}
+		for _, s := range skills {
+			pa.Skills = append(pa.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
+		}
+		si.Agents = append(si.Agents, pa)
+	}
+	for _, name := range t.backend {
+		if t.hidden[name] {
+			continue
+		}
+		if mt, ok := t.mcp[name]; ok {
+			si.Tools = append(si.Tools, prompts.Tool{Name: mt.Name, Description: mt.Description})
+		}
+		if name == askUserTool {
+			si.Tools = append(si.Tools, prompts.Tool{Name: askUserTool, Description: "ask the user a question when nothing else can settle it; the answer comes back as [ANSWERED] or [DECLINED]"})
+		}
+	}
+	for _, ft := range in.Tools {
+		if _, ok := t.frontend[ft.Name]; ok {
+			si.FrontendTools = append(si.FrontendTools, prompts.Tool{Name: ft.Name, Description: ft.Description})
+		}
+	}
+	for _, c := range in.Context {
+		si.Context = append(si.Context, prompts.ContextItem{Description: c.Description, Value: c.Value})
+	}
+	si.Instructions = c.instructions
+	return si
 }

@@ -44,49 +44,49 @@ func TestBackendToolsSharedUntilChanged(t *testing.T) {
 	e := newStartedEngine(t, Config{Model: &fakeModel{}, Tools: mcp, Agents: []Agent{{Name: "research", Client: ag}}})
 	plain := &agui.RunAgentInput{}
 
-	t1, t2 := e.toolset(plain), e.toolset(plain)
+	t1, t2 := e.tools.toolset(plain), e.tools.toolset(plain)
 	require.Same(t, t1.base, t2.base, "a second run shares the backend tools")
 	assert.Equal(t, 1, mcp.lists, "the catalogue is listed once")
 	assert.Same(t, &t1.llm[0], &t2.llm[0], "the tools array is shared")
-	p1, err := e.systemPrompt(plain, t1)
+	p1, err := e.tools.systemPrompt(plain, t1)
 	require.NoError(t, err)
-	p2, err := e.systemPrompt(plain, t2)
+	p2, err := e.tools.systemPrompt(plain, t2)
 	require.NoError(t, err)
 	assert.Equal(t, p1, p2)
 	assert.Contains(t, p1, "first card")
 
 	// A frontend tool is the run's own: the shared array is not written.
 	withFrontend := &agui.RunAgentInput{Tools: []agui.Tool{{Name: "show_map", Description: "shows a map"}}}
-	tf := e.toolset(withFrontend)
+	tf := e.tools.toolset(withFrontend)
 	require.Len(t, tf.llm, len(t1.llm)+1)
-	assert.Len(t, e.toolset(plain).llm, len(t1.llm), "the frontend tool stays out of the shared tools")
-	pf, err := e.systemPrompt(withFrontend, tf)
+	assert.Len(t, e.tools.toolset(plain).llm, len(t1.llm), "the frontend tool stays out of the shared tools")
+	pf, err := e.tools.systemPrompt(withFrontend, tf)
 	require.NoError(t, err)
 	assert.Contains(t, pf, "show_map")
-	p3, _ := e.systemPrompt(plain, e.toolset(plain))
+	p3, _ := e.tools.systemPrompt(plain, e.tools.toolset(plain))
 	assert.NotContains(t, p3, "show_map")
 
 	// A policy that hides a tool does not change the shared array either.
-	th := e.toolset(plain)
+	th := e.tools.toolset(plain)
 	th.restrict(func(name string) bool { return name != "files__read" })
-	assert.Len(t, e.toolset(plain).llm, len(t1.llm))
-	ph, _ := e.systemPrompt(plain, th)
+	assert.Len(t, e.tools.toolset(plain).llm, len(t1.llm))
+	ph, _ := e.tools.systemPrompt(plain, th)
 	assert.NotContains(t, ph, "files__read")
 
 	// A new card rebuilds them.
 	ag.mu.Lock()
 	ag.info = subagent.Info{Description: "second card"}
 	ag.mu.Unlock()
-	t3 := e.toolset(plain)
+	t3 := e.tools.toolset(plain)
 	require.NotSame(t, t1.base, t3.base)
-	p4, _ := e.systemPrompt(plain, t3)
+	p4, _ := e.tools.systemPrompt(plain, t3)
 	assert.Contains(t, p4, "second card")
 	assert.Contains(t, t3.llm[0].Description, "second card")
 
 	// So does a new catalogue.
 	mcp.tools = append(mcp.tools, mcpclient.Tool{Name: "files__write"})
 	mcp.ver++
-	t4 := e.toolset(plain)
+	t4 := e.tools.toolset(plain)
 	require.NotSame(t, t3.base, t4.base)
 	assert.True(t, t4.hasMCP("files__write"))
 	assert.Equal(t, 3, mcp.lists, "listed again for the new card and for the new catalogue")
@@ -95,9 +95,9 @@ func TestBackendToolsSharedUntilChanged(t *testing.T) {
 func TestBackendToolsWithoutVersionsBuiltPerRun(t *testing.T) {
 	mcp := &fakeTools{tools: []mcpclient.Tool{{Name: "files__read"}}}
 	e := newStartedEngine(t, Config{Model: &fakeModel{}, Tools: mcp})
-	t1 := e.toolset(&agui.RunAgentInput{})
+	t1 := e.tools.toolset(&agui.RunAgentInput{})
 	mcp.tools = []mcpclient.Tool{{Name: "files__write"}}
-	t2 := e.toolset(&agui.RunAgentInput{})
+	t2 := e.tools.toolset(&agui.RunAgentInput{})
 	assert.True(t, t1.hasMCP("files__read"))
 	assert.True(t, t2.hasMCP("files__write"), "a ToolServer without versions is listed on every run")
 }

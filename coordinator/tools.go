@@ -2,9 +2,7 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/baton-dev/baton/agui"
@@ -14,7 +12,6 @@ import (
 	"github.com/baton-dev/baton/internal/toolname"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/mcpclient"
-	"github.com/baton-dev/baton/prompts"
 	"github.com/baton-dev/baton/store"
 	"github.com/baton-dev/baton/subagent"
 )
@@ -71,31 +68,6 @@ func agentParameters() map[string]any {
 	}
 }
 
-// toolset returns the tools of one run: the shared backend tools (built once per
-// configuration and card or catalogue change) plus the run's frontend tools.
-func (e *Engine) toolset(in *agui.RunAgentInput) *toolset {
-	b := e.tools.get()
-	t := &toolset{llm: b.llm, agents: b.agents, mcp: b.mcp, backend: b.backend, base: b}
-	for _, ft := range in.Tools {
-		if ft.Name == "" || slices.Contains(t.backend, ft.Name) {
-			continue // a backend tool of the same name wins; the frontend cannot shadow it
-		}
-		params := map[string]any{"type": "object"}
-		if len(ft.Parameters) > 0 {
-			var p map[string]any
-			if json.Unmarshal(ft.Parameters, &p) == nil && p != nil {
-				params = p
-			}
-		}
-		if t.frontend == nil {
-			t.frontend = map[string]agui.Tool{}
-		}
-		t.frontend[ft.Name] = ft
-		t.llm = append(t.llm, llm.Tool{Name: ft.Name, Description: ft.Description, Parameters: params}) // b.llm is clipped: this copies
-	}
-	return t
-}
-
 // agentDescription describes a sub-agent tool from its agent card. The card's text is
 // untrusted: each part is flattened and capped like the system prompt's, and so is the
 // whole (DESIGN §5).
@@ -119,42 +91,6 @@ func agentDescription(a *Agent) string {
 		b.WriteString(";")
 	}
 	return bridge.Flatten(b.String(), 4*bridge.MaxDescription)
-}
-
-func (e *Engine) systemInput(in *agui.RunAgentInput, t *toolset) prompts.SystemInput {
-	var si prompts.SystemInput
-	for _, a := range e.cfg.Agents {
-		if t.hidden[a.Name] {
-			continue
-		}
-		description, skills := a.describe()
-		pa := prompts.Agent{Name: a.Name, Description: description}
-		for _, s := range skills {
-			pa.Skills = append(pa.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
-		}
-		si.Agents = append(si.Agents, pa)
-	}
-	for _, name := range t.backend {
-		if t.hidden[name] {
-			continue
-		}
-		if mt, ok := t.mcp[name]; ok {
-			si.Tools = append(si.Tools, prompts.Tool{Name: mt.Name, Description: mt.Description})
-		}
-		if name == askUserTool {
-			si.Tools = append(si.Tools, prompts.Tool{Name: askUserTool, Description: "ask the user a question when nothing else can settle it; the answer comes back as [ANSWERED] or [DECLINED]"})
-		}
-	}
-	for _, ft := range in.Tools {
-		if _, ok := t.frontend[ft.Name]; ok {
-			si.FrontendTools = append(si.FrontendTools, prompts.Tool{Name: ft.Name, Description: ft.Description})
-		}
-	}
-	for _, c := range in.Context {
-		si.Context = append(si.Context, prompts.ContextItem{Description: c.Description, Value: c.Value})
-	}
-	si.Instructions = e.cfg.SystemPrompt
-	return si
 }
 
 // kind is the kind of the tool named name: a sub-agent, a connected MCP server's tool (which
@@ -246,7 +182,7 @@ func mcpOptions(ctx context.Context, r *Run, t *toolset, toolCallID string) (mcp
 	// A server that is another Baton starts its run one deeper (contract §9c, §9d), within
 	// what is left of this run's budget, as an agent that is a Baton does.
 	meta := map[string]any{subagent.DepthKey: depthOf(r)}
-	if b := r.meter().remaining(ctx); b != nil {
+	if b := remainingBudget(ctx, r); b != nil {
 		meta[subagent.BudgetKey] = b.Metadata()
 	}
 	return mcpclient.CallOptions{

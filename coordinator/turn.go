@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/hitl"
@@ -29,7 +30,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	}); ok {
 		p.Prepare(ctx, r.owner)
 	}
-	tools := r.e.toolset(r.in)
+	tools := r.e.tools.toolset(r.in)
 	setup := r.setup
 	if r.dur.resumed != nil {
 		setup = func(ctx context.Context, tools *toolset) ([]llm.Message, string, bool, EndReason) {
@@ -48,7 +49,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 	r.in = &in
 	// A history past compact_at of the window is compacted before the first checkpoint
 	// takes it: the run's work document never holds the whole of a long thread.
-	conv, compacted := historian{r}.compactAtStart(ctx, system, tools, conv)
+	conv, compacted := compactAtStart(ctx, r, system, tools, conv)
 	if !compacted {
 		// A checkpoint at every turn boundary: where a replica taking the run over goes
 		// on (a compaction took its own).
@@ -88,7 +89,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	armTools(r, tools)
 	r.loops = r.fs.Loops(r.e.cfg.Loop)
 
-	system, err = r.e.systemPrompt(r.in, tools)
+	system, err = r.e.tools.systemPrompt(r.in, tools)
 	if err != nil {
 		r.log.Error("system prompt", "err", err)
 		r.seq.Fail("INTERNAL", "The coordinator could not prepare the request.")
@@ -152,7 +153,7 @@ func (r *Run) restoreState(susp *store.Suspension, inFlight bool) {
 		r.log.Warn("suspension state unreadable; failure counters start afresh", "err", err)
 		st = runState{}
 	}
-	r.e.restoreTasks(r.ThreadID, st.Tasks)
+	r.e.tasks.restore(r.ThreadID, st.Tasks)
 	keepDepth(r, st.Depth)
 	if len(r.in.Resume) > 0 || inFlight {
 		if r.in.Budget == nil && st.CallerBudget != nil {
@@ -184,7 +185,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	if f := failure.DetectBeforeTurn(limits, r.fs.TurnState(time.Since(r.start))); f != nil {
 		before = append(before, *f)
 	}
-	if f := r.meter().budgetCheck(ctx); f != nil {
+	if f := budgetCheck(ctx, r); f != nil {
 		before = append(before, *f)
 	}
 	if done, reason := r.handle(ctx, conv, before, nil); done {
@@ -200,11 +201,10 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	// What the model is sent is bounded (design/history.md): tool results cut, and older
 	// turns summarised before the request would pass compact_at of the context window.
 	// A budget warning goes into this turn's addendum once (design/spend.md).
-	addendum = withNotes(addendum, r.meter().takeBudgetNotes())
-	h := historian{r}
-	build := func(c []llm.Message) *llm.Request { return h.modelRequest(system, addendum, tools, c) }
+	addendum = withNotes(addendum, r.sp.takeNotes())
+	build := func(c []llm.Message) *llm.Request { return modelRequest(r, system, addendum, tools, c) }
 	req := build(conv)
-	if out, ok := h.compactBefore(ctx, req, conv); ok {
+	if out, ok := compactBefore(ctx, r, req, conv); ok {
 		conv, req = out, build(out)
 	}
 	r.fs.Iterations++
@@ -217,7 +217,7 @@ func (r *Run) modelPart(ctx context.Context, tools *toolset, limits failure.Turn
 	r.holdText = pending
 	turn, err := r.modelTurn(ctx, req)
 	if err != nil {
-		turn, conv, err = h.recoverOverflow(ctx, err, conv, build)
+		turn, conv, err = recoverOverflow(ctx, r, err, conv, build)
 	}
 	r.holdText = false
 	if err != nil {
@@ -345,7 +345,7 @@ func (r *Run) afterTools(ctx context.Context, conv []llm.Message, calls []llm.To
 		res := outcomes[i].ToolResult
 		results = append(results, res)
 		// The model's copy is cut; the whole result is in the TOOL_CALL_RESULT event.
-		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: historian{r}.modelCopy(res.Text)})
+		conv = append(conv, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: modelCopy(r, res.Text)})
 		if f := failure.DetectToolResult(c.Name, res); f != nil && !sameToolError(fails, f) {
 			fails = append(fails, *f)
 		}
@@ -415,4 +415,188 @@ func pluralWord(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+type turnResult struct {
+	message llm.Message
+	// completion is how the turn ended (finish reason, refusal, usage).
+	completion *llm.Completion
+}
+
+// modelTurn streams one LLM turn into AG-UI events and returns the assistant message.
+// Provider failures are classified (ClassifyModelError) and decided by the policy: a
+// retry waits the decided backoff (the provider's Retry-After exactly) and streams the
+// turn again; any other decision is returned as a *decidedError. Errors the policy does
+// not handle (bad request, auth, cancellation) are returned as they are.
+func (r *Run) modelTurn(ctx context.Context, req *llm.Request) (res turnResult, err error) {
+	ctx, span := r.trace.modelSpan(ctx)
+	spanModel(r, span)
+	defer func(start time.Time) {
+		// The model the turn ended on: a switch to a fallback within it is counted there.
+		provider, model := onFallback(r)
+		r.trace.endModelSpan(span, provider, model, start, res, err)
+	}(time.Now())
+	// The tool call ids of failed attempts are never used again in this turn
+	// (design/model-retries.md).
+	var failed map[string]bool
+	for attempt := 1; ; attempt++ {
+		res, err := r.journaledTurn(ctx, req, failed, attempt)
+		if err != nil && len(res.message.ToolCalls) > 0 {
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			for _, c := range res.message.ToolCalls {
+				failed[c.ID] = true
+			}
+		}
+		if err == nil {
+			r.fs.Recovered(failure.KindTransientProvider, "")
+			return res, nil
+		}
+		if r.cancelling(ctx) {
+			return turnResult{}, err
+		}
+		f := failure.ClassifyModelError(err)
+		if f == nil {
+			return turnResult{}, err
+		}
+		d := r.decide(*f)
+		r.log.Warn("model call failed", append([]any{"err", err, "action", d.Action}, llm.LogAttrs(err)...)...)
+		traceModelRetry(span, d)
+		// context_overflow is retried by the caller, with the history compacted
+		// (recoverOverflow): the same request would be refused again. Any other failure
+		// the policy does not retry goes to the next model of the fallback chain, if any.
+		if d.Action != failure.ActionRetry || f.Kind == failure.KindContextOverflow {
+			if f.Kind != failure.KindContextOverflow && fallBack(r, span, *f) {
+				continue
+			}
+			return turnResult{}, &decidedError{d: d, f: *f, err: err}
+		}
+		t := time.NewTimer(d.Wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return turnResult{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// streamTurn streams one attempt at a model turn. Text is relayed as it arrives; tool calls
+// are held back until the attempt has completed (design/model-retries.md), so that a broken
+// attempt never leaves a half-streamed call in the client's history, and a retry never
+// appends to one. avoid holds ids of earlier failed attempts, which a call may not reuse. On
+// error the result carries the calls seen so far (never streamed).
+func (r *Run) streamTurn(ctx context.Context, req *llm.Request, avoid map[string]bool) (turnResult, error) {
+	var (
+		textID   string
+		text     textParts
+		tcs      turnCalls
+		done     *llm.Completion
+		streamOK bool
+	)
+	closeText := func() {
+		if textID != "" {
+			r.emit(&agui.TextMessageEnd{MessageID: textID})
+			textID = ""
+		}
+	}
+	var streamErr error
+	// No model call while this replica cannot be sure it still owns the run.
+	if err := r.dur.mayAct(ctx); err != nil {
+		return turnResult{}, err
+	}
+	ctx, stop := r.withRunCancel(ctx)
+	defer stop()
+	item := r.scope.Track(cancel.KindLLM, "model")
+	item.Arm("", func(context.Context, string) error { stop(); return nil })
+	defer item.Release()
+	for d, err := range runModel(r).Stream(ctx, req) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		switch {
+		case d.Text != "" && r.holdText:
+			text.add(d.Text)
+		case d.Text != "":
+			if textID == "" {
+				textID = newID("msg")
+				r.emit(&agui.TextMessageStart{MessageID: textID, Role: "assistant"})
+			}
+			text.add(d.Text)
+			r.emit(&agui.TextMessageContent{MessageID: textID, Delta: d.Text})
+		case d.ToolCall != nil:
+			if tcs.add(d.ToolCall, textID, func(id string) bool { return avoid[id] || usedCallID(req.Messages, tcs.calls, id) }) {
+				closeText()
+			}
+		case d.Done != nil:
+			done = d.Done
+			streamOK = true
+			if d.Done.Refusal != "" && text.Len() == 0 && !r.holdText {
+				// Show the refusal to the user rather than ending silently.
+				textID = r.startText(d.Done.Refusal)
+				text.add(d.Done.Refusal)
+			}
+		}
+	}
+	closeText()
+	calls := tcs.done()
+	streamErr = attemptErr(ctx, streamErr, streamOK)
+	if streamErr != nil {
+		// The attempt's calls were never streamed: the client's history has none of them.
+		return turnResult{message: llm.Message{Role: llm.RoleAssistant, ToolCalls: calls}}, streamErr
+	}
+	content := text.String()
+	if r.holdText && len(calls) > 0 && content != "" {
+		// Held text (see Run.holdText) is shown once the turn proved to call tools.
+		r.emit(&agui.TextMessageEnd{MessageID: r.startText(content)})
+	}
+	r.streamCalls(calls, tcs.parents)
+	return turnResult{message: llm.Message{Role: llm.RoleAssistant, Content: content, ToolCalls: calls}, completion: done}, nil
+}
+
+// streamCalls streams the tool calls of a completed attempt (each after the text it
+// followed, parents[i]) and gives calls without arguments an empty object.
+func (r *Run) streamCalls(calls []llm.ToolCall, parents []string) {
+	for i, c := range calls {
+		r.emit(&agui.ToolCallStart{ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parents[i]})
+		if c.Arguments != "" {
+			r.emit(&agui.ToolCallArgs{ToolCallID: c.ID, Delta: c.Arguments})
+		}
+		r.emit(&agui.ToolCallEnd{ToolCallID: c.ID})
+		if c.Arguments == "" {
+			calls[i].Arguments = "{}"
+		}
+	}
+}
+
+// startText starts an assistant text message holding text and returns its id; the caller
+// ends it.
+func (r *Run) startText(text string) string {
+	id := newID("msg")
+	r.emit(&agui.TextMessageStart{MessageID: id, Role: "assistant"})
+	r.emit(&agui.TextMessageContent{MessageID: id, Delta: text})
+	return id
+}
+
+// journaledTurn is streamTurn between its intent and its outcome in the journal. A model
+// call has no effect outside the run, so it is made even when its intent cannot be
+// recorded.
+func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[string]bool, attempt int) (turnResult, error) {
+	s, _ := r.dur.intent(store.StepModelCall, "model", "", attempt, "")
+	res, err := r.streamTurn(ctx, req, avoid)
+	end := store.StepEnd{Outcome: store.StepOK}
+	switch {
+	case err != nil && r.cancelling(ctx):
+		end.Outcome = "cancelled"
+	case err != nil:
+		end.Outcome = store.StepError
+		if f := failure.ClassifyModelError(err); f != nil {
+			end.FailureKind = string(f.Kind)
+		}
+	}
+	end.Detail = accountCall(ctx, r, res.completion)
+	s.End(end)
+	return res, err
 }
