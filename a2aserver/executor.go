@@ -109,8 +109,8 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		if !yield(working, nil) {
 			return
 		}
-		settle := func(r Run) string { return x.settle(ctx, r) }
-		rel := &relay{ec: ec, lt: lt, open: open, signIns: x.signIns != nil, settle: settle}
+		awaitDownstream := func(r Run) string { return x.awaitDownstream(ctx, r) }
+		rel := &relay{ec: ec, lt: lt, open: open, signIns: x.signIns != nil, awaitDownstream: awaitDownstream}
 		relayRun(ctx, run, rel, yield)
 		// auth-required is not final: the execution stays open while the user signs in
 		// (a2asrv refuses messages to the task meanwhile), then resumes the run itself.
@@ -135,7 +135,7 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			if !yield(working, nil) {
 				return
 			}
-			rel = &relay{ec: ec, lt: lt, open: rel.asked, signIns: true, settle: settle}
+			rel = &relay{ec: ec, lt: lt, open: rel.asked, signIns: true, awaitDownstream: awaitDownstream}
 			relayRun(ctx, run, rel, yield)
 		}
 	}
@@ -250,8 +250,8 @@ func relayRun(ctx context.Context, run Run, rel *relay, yield func(a2a.Event, er
 		<-ctx.Done()
 		return
 	}
-	if rel.stopped && rel.settle != nil {
-		if msg := rel.settle(run); msg != "" {
+	if rel.stopped && rel.awaitDownstream != nil {
+		if msg := rel.awaitDownstream(run); msg != "" {
 			rel.final = status(rel.ec, a2a.TaskStateCanceled, msg)
 		}
 	}
@@ -289,7 +289,7 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			run, msg = x.cancelIdle(ctx, ec, who)
 		}
 		if run != nil {
-			msg = x.settle(ctx, run)
+			msg = x.awaitDownstream(ctx, run)
 		}
 		var m *a2a.Message
 		if msg != "" {
@@ -390,10 +390,10 @@ func (x *executor) awaitEnd(ctx context.Context, who, threadID, runID string) {
 	}
 }
 
-// settle waits for the run's end and for its downstream cancels to be confirmed, at most
+// awaitDownstream waits for the run's end and for its downstream cancels to be confirmed, at most
 // until the horizon, and returns the status message: empty when everything is confirmed,
 // else the cancels that were not.
-func (x *executor) settle(ctx context.Context, run Run) string {
+func (x *executor) awaitDownstream(ctx context.Context, run Run) string {
 	deadline := time.NewTimer(x.horizon)
 	defer deadline.Stop()
 	select {
@@ -406,7 +406,7 @@ func (x *executor) settle(ctx context.Context, run Run) string {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		pending, failed := cancel.Unsettled(run.Cancellations())
+		pending, failed := cancel.Outstanding(run.Cancellations())
 		if len(pending) == 0 {
 			if len(failed) == 0 {
 				return ""

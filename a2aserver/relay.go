@@ -47,10 +47,10 @@ type relay struct {
 	// asked are the questions of an auth-required end.
 	asked []Question
 	// stopped: the run was stopped, not by a CancelTask here (a stop on another replica,
-	// or on the AG-UI side); settle, when set, then names the downstream cancels that were
+	// or on the AG-UI side); awaitDownstream, when set, then names the downstream cancels that were
 	// not confirmed, for the task's status message (as Cancel's).
-	stopped bool
-	settle  func(Run) string
+	stopped         bool
+	awaitDownstream func(Run) string
 	// usage is what the run used so far (budget.go), reported with its final status.
 	usage *runUsage
 }

@@ -10,10 +10,10 @@ func (r Report) Describe() string {
 	return s
 }
 
-// Unsettled sorts reports into the pieces still pending and those whose cancellation
+// Outstanding sorts reports into the pieces still pending and those whose cancellation
 // failed (each described, a failure with its result); a confirmed, already-terminal,
 // cancelled or moved piece is settled.
-func Unsettled(reps []Report) (pending, failed []string) {
+func Outstanding(reps []Report) (pending, failed []string) {
 	for _, rep := range reps {
 		switch rep.Result {
 		case ResultPending:

@@ -8,7 +8,7 @@ import (
 
 func TestUnsettled(t *testing.T) {
 	t.Parallel()
-	pending, failed := Unsettled([]Report{
+	pending, failed := Outstanding([]Report{
 		{Kind: KindA2ATask, Name: "research", ID: "t-1", Result: ResultPending},
 		{Kind: KindA2ATask, Name: "travel", ID: "t-2", Result: ResultConfirmed},
 		{Kind: KindA2ATask, Name: "deploy", ID: "t-3", Result: "abandoned"},

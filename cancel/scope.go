@@ -169,10 +169,10 @@ func (it *Item) Release() {
 	it.s.mu.Unlock()
 }
 
-// Settled is closed once the piece has been cancelled (or given up on) or released. A
+// Done is closed once the piece has been cancelled (or given up on) or released. A
 // delegation waits for it before it drops its request, so that a held cancel can still
 // learn the task id from that request.
-func (it *Item) Settled() <-chan struct{} {
+func (it *Item) Done() <-chan struct{} {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	return it.settled.wait()
@@ -181,7 +181,7 @@ func (it *Item) Settled() <-chan struct{} {
 // CancelNow cancels this one piece (e.g. its own timeout) and waits for the result.
 func (it *Item) CancelNow() Report {
 	if !it.claim() {
-		<-it.Settled()
+		<-it.Done()
 		return Report{Kind: it.kind, Name: it.name, Result: resultSettled}
 	}
 	// A cancellation is sent because the caller's context is ending: it gets its own.

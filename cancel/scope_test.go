@@ -139,7 +139,7 @@ func TestTrackAfterCancel(t *testing.T) {
 	rec := &recorder{}
 	it := s.Track(KindA2ATask, "late-agent")
 	it.Arm("t9", rec.fn(nil))
-	<-it.Settled()
+	<-it.Done()
 	assert.Equal(t, []string{"t9"}, rec.got())
 	assert.Len(t, s.Cancel(nil), 1, "Cancel is idempotent and includes late pieces")
 }
@@ -153,7 +153,7 @@ func TestCancelNowAndRelease(t *testing.T) {
 	assert.Equal(t, ResultCancelled, r.Result)
 	assert.Equal(t, "t1", r.ID)
 	it.Release()
-	<-it.Settled()
+	<-it.Done()
 	assert.Empty(t, s.Cancel(nil), "a piece cancelled on its own is not cancelled again")
 	assert.Equal(t, []string{"t1"}, rec.got())
 	assert.Zero(t, s.Len())

@@ -71,7 +71,7 @@ func (a *adoption) restoredRun(in *agui.RunAgentInput, to *takenOver, evs []stor
 	to.started, to.resulted = map[string]bool{}, map[string]bool{}
 	// Nobody streams this run live: its events go to the log, where reconnecting clients
 	// follow it (on this replica they are woken at each append).
-	r.stream.watch.n, r.stream.watch.liveGone = 0, true
+	r.stream.attached.n, r.stream.attached.liveGone = 0, true
 	r.stream.q.abandon()
 	// The stream's state as the dead replica left it: numbering, what is open, and the
 	// messages its part of the run adds to the thread (stored when the run ends).

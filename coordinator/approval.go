@@ -314,7 +314,7 @@ func recoverApprovals(ctx context.Context, r *Run, t *toolset, susp *store.Suspe
 	if len(open) == 0 {
 		// Every interrupt is settled: fenced as a resume's settle is, a replica that lost
 		// the run deletes nothing its new owner resumes from, and stops here.
-		if err := settleResume(ctx, r, susp); err != nil {
+		if err := closeSuspension(ctx, r, susp); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				return conv, true, r.finishCancelled(ctx)
 			}

@@ -93,11 +93,11 @@ func (c *taskCancels) resume(p store.PendingCancel, a *Agent, log *slog.Logger) 
 	c.confirm.Resume(a.Name, p.TaskID, p.Owner, fn, p.Since, done)
 }
 
-// settle waits for the CancelTask calls still being confirmed in the background: until
+// awaitPending waits for the CancelTask calls still being confirmed in the background: until
 // ctx's deadline when it has one that is not spent yet, otherwise one cancel timeout (ctx
 // may have been spent by the runs already, or have no deadline). Those still unconfirmed
 // then are abandoned (logged and counted).
-func (c *taskCancels) settle(ctx context.Context) {
+func (c *taskCancels) awaitPending(ctx context.Context) {
 	wctx, stop := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 	defer stop()
 	if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {

@@ -220,9 +220,9 @@ func (d *subagentCall) taskIDKnown() string {
 	return d.taskID
 }
 
-// settle turns a finished delegation into events and its outcome. In ask_user mode an
+// delegationOutcome turns a finished delegation into events and its outcome. In ask_user mode an
 // input-required or auth-required task raises an interrupt at once.
-func settle(r *Run, d *subagentCall, req subagent.Request, callID string, res *subagent.Result, err error, t *toolset) toolOutcome {
+func delegationOutcome(r *Run, d *subagentCall, req subagent.Request, callID string, res *subagent.Result, err error, t *toolset) toolOutcome {
 	if err != nil {
 		taskID, _ := d.ids()
 		code := "unreachable"

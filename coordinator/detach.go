@@ -12,10 +12,10 @@ import (
 
 // Disconnect policy (server.on_disconnect, DESIGN §10; design/disconnect-policy.md).
 //
-// Design note: a run counts the streams that watch it: the stream of the POST that started
+// Design note: a run counts the streams attached to it: the stream of the POST that started
 // it, and every reconnect stream (GET .../events) served on this replica. Under
 // DisconnectCancel the first stream's end is an abort, as before. Under DisconnectDetach a
-// run whose last watcher went away starts a grace timer (Config.ReconnectGrace); a reconnect
+// run whose last attached stream went away starts a grace timer (Config.ReconnectGrace); a reconnect
 // stops it, and when it fires the run is cancelled with the cause of the disconnect, so
 // the downstream cancellation is exactly that of a cancel-mode disconnect. The run itself
 // never waits for anyone: its events keep going to the event log, which is what a
@@ -34,8 +34,8 @@ const (
 	DisconnectDetach
 )
 
-// watchers counts the streams watching a run and owns its grace timer.
-type watchers struct {
+// attachments counts the streams attached to a run and owns its grace timer.
+type attachments struct {
 	mu    sync.Mutex
 	n     int
 	timer *time.Timer
@@ -44,30 +44,30 @@ type watchers struct {
 	liveGone bool
 }
 
-// watchRemote records in st that a stream here follows a run of another replica, renewed
+// holdForRemoteFollower records in st that a stream here follows a run of another replica, renewed
 // every heartbeat, until the returned release is called or the run stops running. The
 // first record is made before it returns, so that an owner whose grace runs out right
 // after sees it.
-func watchRemote(st store.Store, log *slog.Logger, heartbeat time.Duration, threadID, runID string) (release func()) {
+func holdForRemoteFollower(st store.Store, log *slog.Logger, heartbeat time.Duration, threadID, runID string) (release func()) {
 	every := heartbeat
 	if every <= 0 {
-		every = DefaultWatchRenewal
+		every = DefaultFollowerRenewal
 	}
-	// Three renewals may be missed (a stalled process, a slow store) before the watch
-	// lapses, and never less than minWatchTTL.
-	ttl := max(3*every, minWatchTTL)
-	watch := func() bool {
+	// Three renewals may be missed (a stalled process, a slow store) before the hold
+	// lapses, and never less than minFollowerHold.
+	ttl := max(3*every, minFollowerHold)
+	hold := func() bool {
 		// Renewed by a timer for as long as the stream follows the run, after the request
-		// that started the watch may have returned.
+		// that started the hold may have returned.
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		err := st.WatchRun(ctx, threadID, runID, ttl)
+		err := st.HoldRunForFollower(ctx, threadID, runID, ttl)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			log.Warn("store: record a follower of a remote run", "thread", threadID, "run", runID, "err", err)
 		}
 		return !errors.Is(err, store.ErrNotFound) // not running (any more): nothing to hold
 	}
-	if !watch() {
+	if !hold() {
 		return func() {}
 	}
 	stop := make(chan struct{})
@@ -81,7 +81,7 @@ func watchRemote(st store.Store, log *slog.Logger, heartbeat time.Duration, thre
 			case <-stop:
 				return
 			case <-t.C:
-				if !watch() {
+				if !hold() {
 					return
 				}
 			}
@@ -96,9 +96,9 @@ func watchRemote(st store.Store, log *slog.Logger, heartbeat time.Duration, thre
 	}
 }
 
-// minWatchTTL is the shortest time a remote follower's watch holds without renewal.
-const minWatchTTL = 2 * time.Second
+// minFollowerHold is the shortest time a remote follower's hold lasts without renewal.
+const minFollowerHold = 2 * time.Second
 
-// DefaultWatchRenewal is how often a follower of a remote run renews its watch when the
+// DefaultFollowerRenewal is how often a follower of a remote run renews its hold when the
 // engine has no heartbeat configured.
-const DefaultWatchRenewal = 2 * time.Second
+const DefaultFollowerRenewal = 2 * time.Second

@@ -48,7 +48,7 @@ func TestDetachRemoteFollowerOfEndedRun(t *testing.T) {
 	})
 	release := other.Attach(f.r.ThreadID, f.r.RunID)
 	release()
-	left, err := f.e.cfg.Store.RunWatchedFor(t.Context(), f.r.ThreadID, f.r.RunID)
+	left, err := f.e.cfg.Store.RunHeldFor(t.Context(), f.r.ThreadID, f.r.RunID)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, left, time.Duration(0))
 }

@@ -124,7 +124,7 @@ func TestClientGoneDetachGraceExpires(t *testing.T) {
 func TestReconnectHoldsDetachedRun(t *testing.T) {
 	f := startDetachFixture(t, DisconnectDetach, time.Hour)
 	f.r.Stream().ClientGone(ErrClientGone)
-	w := &f.r.stream.watch
+	w := &f.r.stream.attached
 	w.mu.Lock()
 	require.NotNil(t, w.timer, "no grace timer after the client went")
 	w.mu.Unlock()

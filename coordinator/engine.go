@@ -503,7 +503,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(idle) }()
 	select {
 	case <-idle:
-		e.cancels.settle(ctx)
+		e.cancels.awaitPending(ctx)
 		return nil
 	case <-ctx.Done():
 	}
@@ -520,14 +520,14 @@ func (e *Engine) Stop(ctx context.Context) error {
 		// deliberately not cancelled; the process ends without it.
 		e.handOff(runs)
 		// CancelTask calls of runs that ended earlier may still be being confirmed.
-		e.cancels.settle(ctx)
+		e.cancels.awaitPending(ctx)
 		return nil
 	}
 	for _, r := range runs {
 		r.Cancel(ErrShutdown)
 	}
 	<-idle
-	e.cancels.settle(ctx)
+	e.cancels.awaitPending(ctx)
 	return nil
 }
 

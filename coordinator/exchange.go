@@ -21,7 +21,7 @@ func exchange(ctx context.Context, r *Run, t *toolset, a *Agent, callID, subID s
 	defer timer.Stop()
 	select {
 	case s := <-d.out:
-		return settle(r, d, req, callID, s.res, s.err, t)
+		return delegationOutcome(r, d, req, callID, s.res, s.err, t)
 	case <-ctx.Done():
 		return d.cancelled(ctx)
 	case <-timer.C:
@@ -93,7 +93,7 @@ func (d *subagentCall) cancelled(ctx context.Context) toolOutcome {
 	}
 	// The run's scope cancels the task (in parallel with the rest of the run); the
 	// request stays open until that is settled, so a late task id still arrives.
-	<-d.item.Settled()
+	<-d.item.Done()
 	d.stopSend()
 	<-d.out
 	d.close(&agui.SubagentError{SubagentRunID: d.subID, Code: "canceled", Message: "The run was cancelled."})

@@ -52,11 +52,11 @@ func (s *takeoverInside) SaveSuspension(ctx context.Context, sus *store.Suspensi
 	return s.takeOverThen(ctx, func() error { return s.Store.SaveSuspension(ctx, sus) })
 }
 
-func (s *takeoverInside) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
+func (s *takeoverInside) CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
 	if s.at != atSettle || s.took.Add(1) != 1 {
-		return s.Store.SettleSuspension(ctx, threadID, runID, epoch, ids)
+		return s.Store.CloseSuspension(ctx, threadID, runID, epoch, ids)
 	}
-	return s.takeOverThen(ctx, func() error { return s.Store.SettleSuspension(ctx, threadID, runID, epoch, ids) })
+	return s.takeOverThen(ctx, func() error { return s.Store.CloseSuspension(ctx, threadID, runID, epoch, ids) })
 }
 
 // takeOverThen has replica-other take every running run over, then makes call and keeps its

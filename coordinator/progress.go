@@ -30,15 +30,15 @@ type progressCoalescer struct {
 	noted   time.Time // when the last notification came
 }
 
-// progressSettle and progressSettleMax bound flush's wait for the notifications still on
+// progressGrace and progressGraceMax bound flush's wait for the notifications still on
 // their way when a call returns: the SDK hands a call its result as soon as it is read,
 // while the notifications read before it are queued to be handled one by one on another
 // goroutine, so the last one (often sent just before the result) may not have reached note
-// yet. progressSettle is counted from the later of the call's return and the last
+// yet. progressGrace is counted from the later of the call's return and the last
 // notification: long enough for a queued handler to be scheduled on a loaded machine.
 const (
-	progressSettle    = 50 * time.Millisecond
-	progressSettleMax = time.Second
+	progressGrace    = 50 * time.Millisecond
+	progressGraceMax = time.Second
 )
 
 func newProgressCoalescer(send func(mcpclient.Progress)) *progressCoalescer {
@@ -83,11 +83,11 @@ func (c *progressCoalescer) fire() {
 
 // flush sends the value held back now: the call has ended, and its last progress goes out
 // before its result. A call that had progress waits first until no notification came for
-// progressSettle since it returned (at most progressSettleMax), so that the last one the
+// progressGrace since it returned (at most progressGraceMax), so that the last one the
 // server sent is the one that goes out.
 func (c *progressCoalescer) flush() {
 	returned := time.Now()
-	for deadline := returned.Add(progressSettleMax); ; {
+	for deadline := returned.Add(progressGraceMax); ; {
 		c.mu.Lock()
 		hadProgress, since := !c.noted.IsZero(), c.noted
 		c.mu.Unlock()
@@ -98,10 +98,10 @@ func (c *progressCoalescer) flush() {
 			since = returned
 		}
 		quiet := time.Since(since)
-		if quiet >= progressSettle || time.Now().After(deadline) {
+		if quiet >= progressGrace || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(progressSettle - quiet)
+		time.Sleep(progressGrace - quiet)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

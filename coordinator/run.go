@@ -116,7 +116,7 @@ func newRun(e *Engine, in *agui.RunAgentInput) *Run {
 		r.log.Info("client fell more than the stream buffer behind; it continues from the event log", "limit_bytes", s.q.limit)
 	})
 	// The stream of the starting request is the first watcher.
-	s.watch.n = 1
+	s.attached.n = 1
 	// The live stream shows an event once the log has it (design/fencing.md).
 	r.elog = durable.NewEventLog(e.cfg.Store, in.ThreadID, in.RunID, r.log, &e.wg, s.q.storedUpTo)
 	r.elog.SetBudget(e.logBudget)
@@ -272,7 +272,7 @@ func (r *Run) execute() {
 		m.RunFinished(string(reason.Outcome))
 	}
 	r.trace.end(reason, time.Since(begun))
-	r.stream.endWatch()
+	r.stream.stopGrace()
 	r.e.release(r)
 	r.disarmCascade()
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandoff) {

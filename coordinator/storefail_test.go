@@ -85,12 +85,12 @@ func (s noMarkStore) MarkResolved(ctx context.Context, threadID string, ids []st
 	return s.Store.MarkResolved(ctx, threadID, ids)
 }
 
-// SettleSuspension records resolved interrupts too (with the suspension's deletion).
-func (s noMarkStore) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
+// CloseSuspension records resolved interrupts too (with the suspension's deletion).
+func (s noMarkStore) CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
 	if s.fail.Load() {
 		return errors.New("database or disk is full")
 	}
-	return s.Store.SettleSuspension(ctx, threadID, runID, epoch, ids)
+	return s.Store.CloseSuspension(ctx, threadID, runID, epoch, ids)
 }
 
 // movingAgent asks on a new task; afterwards GetTask reports the task working for the first

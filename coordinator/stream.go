@@ -14,14 +14,14 @@ import (
 var _ runs.Stream = (*Stream)(nil)
 
 // Stream delivers a run's events to the client streams that follow it: the live queue,
-// the event log for a client that fell behind, and the count of watchers that keeps a
+// the event log for a client that fell behind, and the count of attachments that keeps a
 // detached run alive (server.on_disconnect). A run has one (Run.Stream); it lives and
 // ends with the run.
 type Stream struct {
 	run *Run
 	q   *eventQueue
-	// watch counts the streams watching the run (server.on_disconnect: detach).
-	watch watchers
+	// attached counts the streams attached to the run (server.on_disconnect: detach).
+	attached attachments
 	// limit counts the run's events against server.max_events_per_run.
 	limit eventLimit
 	// released is closed when the thread is free for its next run (right after the
@@ -67,7 +67,7 @@ func (s *Stream) release() { s.releaseOnce.Do(func() { close(s.released) }) }
 // ClientGone reports that the stream of the request that started the run has gone
 // (disconnected, a write failed, or dropped as too slow) with cause (ErrClientGone or
 // ErrClientTooSlow). Under DisconnectCancel the run is cancelled; under DisconnectDetach it
-// goes on, and is cancelled with cause only when no reconnect stream watches it for
+// goes on, and is cancelled with cause only when no reconnect stream is attached to it for
 // Config.ReconnectGrace. Calls after the first are ignored.
 func (s *Stream) ClientGone(cause error) {
 	r := s.run
@@ -75,7 +75,7 @@ func (s *Stream) ClientGone(cause error) {
 		r.Cancel(cause)
 		return
 	}
-	w := &s.watch
+	w := &s.attached
 	w.mu.Lock()
 	if w.liveGone {
 		w.mu.Unlock()
@@ -86,13 +86,13 @@ func (s *Stream) ClientGone(cause error) {
 	// Nobody takes the live queue any more: what waits in it, and what would follow, is
 	// dropped (the event log keeps everything for a reconnect).
 	s.q.abandon()
-	s.unwatch(cause)
+	s.detachOne(cause)
 }
 
-// unwatch drops one watcher; the last one starts the grace timer.
-func (s *Stream) unwatch(cause error) {
+// detachOne drops one attached stream; the last one starts the grace timer.
+func (s *Stream) detachOne(cause error) {
 	r := s.run
-	w := &s.watch
+	w := &s.attached
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.n--
@@ -107,14 +107,14 @@ func (s *Stream) unwatch(cause error) {
 	w.timer = time.AfterFunc(grace, func() { s.graceOver(cause) })
 }
 
-// graceOver runs when the reconnect grace of a run without local watchers ran out. A client
-// may follow the run through another replica, which says so in the store (WatchRun): then
-// the grace starts again from the end of that watch. Otherwise the run is cancelled. When the
-// store cannot answer, the run is cancelled as it was before watchers were shared: a run
-// nobody may be watching must not outlive its grace.
+// graceOver runs when the reconnect grace of a run without local attachments ran out. A client
+// may follow the run through another replica, which says so in the store (HoldRunForFollower): then
+// the grace starts again from the end of that hold. Otherwise the run is cancelled. When the
+// store cannot answer, the run is cancelled as it was before attachments were shared: a run
+// nobody may be following must not outlive its grace.
 func (s *Stream) graceOver(cause error) {
 	r := s.run
-	w := &s.watch
+	w := &s.attached
 	w.mu.Lock()
 	fire := w.n == 0 && !w.ended
 	w.mu.Unlock()
@@ -123,10 +123,10 @@ func (s *Stream) graceOver(cause error) {
 	}
 	// A timer calls graceOver, after the last client's request has ended.
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	left, err := r.e.cfg.Store.RunWatchedFor(ctx, r.ThreadID, r.RunID)
+	left, err := r.e.cfg.Store.RunHeldFor(ctx, r.ThreadID, r.RunID)
 	cancel()
 	if err != nil {
-		r.log.Warn("store: remote watchers of a detached run", "err", err)
+		r.log.Warn("store: remote attachments of a detached run", "err", err)
 	}
 	w.mu.Lock()
 	if w.n > 0 || w.ended {
@@ -134,7 +134,7 @@ func (s *Stream) graceOver(cause error) {
 		return // a local reconnect came meanwhile, or the run ended
 	}
 	if err == nil && left > 0 {
-		r.log.Debug("a client follows the run on another replica; grace restarted", "watched_ms", left.Milliseconds())
+		r.log.Debug("a client follows the run on another replica; grace restarted", "held_ms", left.Milliseconds())
 		w.timer = time.AfterFunc(left+r.e.cfg.ReconnectGrace, func() { s.graceOver(cause) })
 		w.mu.Unlock()
 		return
@@ -144,10 +144,10 @@ func (s *Stream) graceOver(cause error) {
 	r.Cancel(cause)
 }
 
-// attach adds a watcher and stops a pending grace timer. It returns the release of that
-// watcher, safe to call more than once.
+// attach adds an attached stream and stops a pending grace timer. It returns the release of that
+// stream, safe to call more than once.
 func (s *Stream) attach() func() {
-	w := &s.watch
+	w := &s.attached
 	w.mu.Lock()
 	w.n++
 	if w.timer != nil {
@@ -156,12 +156,12 @@ func (s *Stream) attach() func() {
 	}
 	w.mu.Unlock()
 	var once sync.Once
-	return func() { once.Do(func() { s.unwatch(ErrClientGone) }) }
+	return func() { once.Do(func() { s.detachOne(ErrClientGone) }) }
 }
 
-// endWatch stops the grace timer once the run has ended.
-func (s *Stream) endWatch() {
-	w := &s.watch
+// stopGrace stops the grace timer once the run has ended.
+func (s *Stream) stopGrace() {
+	w := &s.attached
 	w.mu.Lock()
 	w.ended = true
 	if w.timer != nil {

@@ -148,7 +148,7 @@ func resumeRun(ctx context.Context, r *Run, t *toolset, susp *store.Suspension) 
 		if len(calls) > 0 {
 			r.e.abandon(context.WithoutCancel(ctx), r.owner, r.ThreadID, calls)
 		}
-		if err := settleResume(ctx, r, susp); err != nil {
+		if err := closeSuspension(ctx, r, susp); err != nil {
 			return conv, true, failUnrecorded(ctx, r, err)
 		}
 		return conv, true, r.finishDecision(stop.stopDecision())
@@ -182,7 +182,7 @@ func resumeRun(ctx context.Context, r *Run, t *toolset, susp *store.Suspension) 
 		// the new owner works from.
 		return conv, true, r.finishCancelled(ctx)
 	}
-	if err := settleResume(ctx, r, susp); err != nil {
+	if err := closeSuspension(ctx, r, susp); err != nil {
 		// The answers went out but the store does not know: going on would report a
 		// success that a repeated resume contradicts. The next resume finds the
 		// suspension still open and recovers the outcomes from the agents (recoverTask).
@@ -251,12 +251,12 @@ func answerContinues(r *Run, ins []store.Interrupt, answers map[string]hitl.Answ
 	return calls, stop
 }
 
-// settleResume records that the suspension's answers went out, so that a repeated resume
+// closeSuspension records that the suspension's answers went out, so that a repeated resume
 // sends nothing twice, and removes the suspension, in one write that the store makes only
 // while this replica owns the run (durable.RunSuspension.Settle). It reports a failure of
 // the write: the resume is then not recorded. A refusal (store.ErrFenced) stops the run
 // here as moved: its new owner resumes from the suspension, which is kept.
-func settleResume(ctx context.Context, r *Run, susp *store.Suspension) error {
+func closeSuspension(ctx context.Context, r *Run, susp *store.Suspension) error {
 	var ids []string
 	for _, in := range susp.Interrupts {
 		ids = append(ids, in.ID)

@@ -17,7 +17,7 @@ import (
 
 // setupTakenOver is setup for a run taken over: the failure state, guard, loop detector
 // and system prompt as the checkpoint left them, the stream's open items that cannot go on
-// closed, and the calls of the last turn settled (settleTurn). done is true when the run
+// closed, and the calls of the last turn settled (finishTakenOverTurn). done is true when the run
 // has already ended.
 func setupTakenOver(ctx context.Context, r *Run, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
 	to := r.dur.resumed
@@ -53,7 +53,7 @@ func setupTakenOver(ctx context.Context, r *Run, tools *toolset) (conv []llm.Mes
 		r.emit(&agui.ToolCallResult{MessageID: newID("tr"), ToolCallID: m.ToolCallID, Content: m.Content, Role: "tool"})
 	}
 	if calls := pendingCalls(conv); len(calls) > 0 {
-		conv, done, reason = settleTurn(ctx, r, tools, conv, calls)
+		conv, done, reason = finishTakenOverTurn(ctx, r, tools, conv, calls)
 	}
 	return conv, system, done, reason
 }
@@ -104,9 +104,9 @@ func pendingCalls(conv []llm.Message) []llm.ToolCall {
 	return nil
 }
 
-// settleTurn finishes the tool round of the turn the run was in when it was taken over:
+// finishTakenOverTurn finishes the tool round of the turn the run was in when it was taken over:
 // each call is settled by resumeDecision, then the round ends as any other (toolRound).
-func settleTurn(ctx context.Context, r *Run, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
+func finishTakenOverTurn(ctx context.Context, r *Run, tools *toolset, conv []llm.Message, calls []llm.ToolCall) ([]llm.Message, bool, EndReason) {
 	work := &r.dur.resumed.work
 	var backend []llm.ToolCall
 	var pending []string

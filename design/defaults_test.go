@@ -21,7 +21,7 @@ var defaultsPackages = []string{"coordinator", "server", "failure", "hitl"}
 // ownDefaults are Default* constants with no configuration key. Keys are
 // "<package dir>.<Name>".
 var ownDefaults = map[string]string{
-	"coordinator.DefaultWatchRenewal": "no configuration key",
+	"coordinator.DefaultFollowerRenewal": "no configuration key",
 	"server.DefaultBodyReadTimeout":   "no configuration key",
 }
 

@@ -273,17 +273,17 @@ func (l *EventLog) drain() {
 		if wrote {
 			continue
 		}
-		if l.settle() {
+		if l.retireWriter() {
 			return
 		}
 	}
 }
 
-// settle ends the writer when nothing is pending, completing the log when the run is over
+// retireWriter ends the writer when nothing is pending, completing the log when the run is over
 // or frozen; false: more came in meanwhile, the writer goes on. It waits for a write of
 // the log the run's goroutine may have in flight (SaveWork): a write that fails puts its
 // events back, and the log must not be called complete before.
-func (l *EventLog) settle() bool {
+func (l *EventLog) retireWriter() bool {
 	l.saveMu.Lock()
 	l.mu.Lock()
 	switch {

@@ -18,7 +18,7 @@ var ErrNoSuspension = errors.New("durable: not in the run's suspension")
 // SuspensionStore is the part of the store a run's suspension record needs.
 type SuspensionStore interface {
 	SaveSuspension(ctx context.Context, s *store.Suspension) error
-	SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error
+	CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error
 }
 
 // suspensionTimeout bounds a write of a suspension. It runs on a context of its own: a
@@ -68,7 +68,7 @@ func (rs *RunSuspension) Save(ctx context.Context, s *store.Suspension, why stri
 func (rs *RunSuspension) Settle(ctx context.Context, runID string, ids []string) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), suspensionTimeout)
 	defer cancel()
-	if err := rs.st.SettleSuspension(sctx, rs.log.thread, runID, rs.log.Epoch(), ids); err != nil {
+	if err := rs.st.CloseSuspension(sctx, rs.log.thread, runID, rs.log.Epoch(), ids); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			rs.stop.Moved("the store refused to settle its resume")
 		}

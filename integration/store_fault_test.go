@@ -55,12 +55,12 @@ func (s *failingStore) MarkResolved(ctx context.Context, threadID string, ids []
 	return s.Store.MarkResolved(ctx, threadID, ids)
 }
 
-// SettleSuspension records resolved interrupts too (with the suspension's deletion).
-func (s *failingStore) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
+// CloseSuspension records resolved interrupts too (with the suspension's deletion).
+func (s *failingStore) CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
 	if s.failMark.Load() {
 		return errDiskFull
 	}
-	return s.Store.SettleSuspension(ctx, threadID, runID, epoch, ids)
+	return s.Store.CloseSuspension(ctx, threadID, runID, epoch, ids)
 }
 
 // travelModel calls the travel agent on the user's text, and reports the tool result.

@@ -300,14 +300,14 @@ func (c *call) cancel(run Run, in *agui.RunAgentInput) {
 	if err := c.s.cfg.Engine.Stop(in.ThreadID, in.RunID, c.who); err != nil {
 		log.Debug("mcp: stop of a cancelled call's run", "thread_id", in.ThreadID, "run_id", in.RunID, "err", err)
 	}
-	if left := settle(run, c.s.cfg.CancelHorizon); len(left) > 0 {
+	if left := awaitDownstream(run, c.s.cfg.CancelHorizon); len(left) > 0 {
 		log.Warn("mcp: a cancelled call's downstream cancels were not confirmed", "thread_id", in.ThreadID, "run_id", in.RunID, "unconfirmed", strings.Join(left, "; "))
 	}
 }
 
-// settle waits until run has ended and none of its downstream cancels is pending, at most
+// awaitDownstream waits until run has ended and none of its downstream cancels is pending, at most
 // horizon; it returns those that were not confirmed.
-func settle(run Run, horizon time.Duration) []string {
+func awaitDownstream(run Run, horizon time.Duration) []string {
 	deadline := time.NewTimer(horizon)
 	defer deadline.Stop()
 	select {
@@ -318,7 +318,7 @@ func settle(run Run, horizon time.Duration) []string {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		pending, failed := cancel.Unsettled(run.Cancellations())
+		pending, failed := cancel.Outstanding(run.Cancellations())
 		if len(pending) == 0 {
 			return failed
 		}

@@ -210,7 +210,7 @@ func TestFencedSettle(t *testing.T) {
 		old, cur := answeringRunTakenOver(t, s, "tz")
 		require.NotEqual(t, old, cur)
 
-		err := s.SettleSuspension(ctx, "tz", "r1", old, []string{id})
+		err := s.CloseSuspension(ctx, "tz", "r1", old, []string{id})
 		require.ErrorIs(t, err, ErrFenced)
 		assert.Contains(t, err.Error(), `"tz"`, "the refusal names the thread")
 		_, err = s.LoadSuspension(ctx, "tz")
@@ -220,11 +220,11 @@ func TestFencedSettle(t *testing.T) {
 		assert.False(t, done, "the stale settle marks nothing resolved")
 
 		// A run that does not exist settles nothing either.
-		require.ErrorIs(t, s.SettleSuspension(ctx, "tz", "nope", cur, []string{id}), ErrFenced)
+		require.ErrorIs(t, s.CloseSuspension(ctx, "tz", "nope", cur, []string{id}), ErrFenced)
 		_, err = s.LoadSuspension(ctx, "tz")
 		require.NoError(t, err)
 
-		require.NoError(t, s.SettleSuspension(ctx, "tz", "r1", cur, []string{id}))
+		require.NoError(t, s.CloseSuspension(ctx, "tz", "r1", cur, []string{id}))
 		_, err = s.LoadSuspension(ctx, "tz")
 		require.ErrorIs(t, err, ErrNotFound, "the owner's settle deletes the suspension")
 		done, err = s.IsResolved(ctx, "tz", id)
@@ -248,7 +248,7 @@ func TestFencedSettleRacingTakeover(t *testing.T) {
 		id := sus.Interrupts[0].ID
 
 		takeOverDuringGuard(t, a, b, "settle", func(ctx context.Context) error {
-			return a.SettleSuspension(ctx, "t1", "r1", epoch, []string{id})
+			return a.CloseSuspension(ctx, "t1", "r1", epoch, []string{id})
 		})
 		_, err = b.LoadSuspension(ctx, "t1")
 		require.ErrorIs(t, err, ErrNotFound, "the settle committed whole")
@@ -257,7 +257,7 @@ func TestFencedSettleRacingTakeover(t *testing.T) {
 		assert.True(t, done)
 
 		require.NoError(t, b.SaveSuspension(ctx, sus))
-		require.ErrorIs(t, a.SettleSuspension(ctx, "t1", "r1", epoch, []string{"other"}), ErrFenced)
+		require.ErrorIs(t, a.CloseSuspension(ctx, "t1", "r1", epoch, []string{"other"}), ErrFenced)
 		_, err = b.LoadSuspension(ctx, "t1")
 		require.NoError(t, err, "the old owner's settle after the takeover deletes nothing")
 	})

@@ -23,7 +23,7 @@ type memRun struct {
 	events []Event
 	// reaped: a replica has cleaned up after the run (ClaimLapsedRuns).
 	reaped bool
-	// watchedUntil is the last WatchRun's end.
+	// watchedUntil is the last HoldRunForFollower's end.
 	watchedUntil time.Time
 }
 
@@ -405,20 +405,20 @@ func (m *memRuns) SweepEvents(ctx context.Context, cutoff time.Time) (int64, err
 	return n, nil
 }
 
-func (m *memRuns) WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error {
+func (m *memRuns) HoldRunForFollower(ctx context.Context, threadID, runID string, ttl time.Duration) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
 	r := m.run(threadID, runID)
 	if r == nil || r.r.State != RunRunning {
-		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, ErrNotFound)
+		return fmt.Errorf("store: hold run %q for a follower of thread %q: %w", runID, threadID, ErrNotFound)
 	}
 	r.watchedUntil = time.Now().Add(ttl)
 	return nil
 }
 
-func (m *memRuns) RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
+func (m *memRuns) RunHeldFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
 	if err := m.begin(ctx); err != nil {
 		return 0, err
 	}

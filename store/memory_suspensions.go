@@ -135,7 +135,7 @@ func (m *memState) Expired(ctx context.Context, now time.Time) ([]*Suspension, e
 	return out, nil
 }
 
-func (m *memState) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
+func (m *memState) CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}

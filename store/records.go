@@ -151,15 +151,15 @@ type Runs interface {
 	// is marked released, which TakeOverReleasedRuns tells apart from a lapsed one); it
 	// returns how many. On PostgreSQL the other replicas are woken by a notification.
 	ReleaseRuns(ctx context.Context, replica string) (int, error)
-	// WatchRun records that a client follows the running run through some replica, for ttl
+	// HoldRunForFollower records that a client follows the running run through some replica, for ttl
 	// from now (database clock): a replica that is not the run's owner cannot tell the owner
 	// any other way, and the owner's reconnect grace (server.on_disconnect: detach) must not
 	// cancel a run that a client follows elsewhere. The follower renews it while it streams.
 	// It fails with ErrNotFound when the run is not running.
-	WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error
-	// RunWatchedFor returns how much longer the last WatchRun of the run holds (database
+	HoldRunForFollower(ctx context.Context, threadID, runID string, ttl time.Duration) error
+	// RunHeldFor returns how much longer the last HoldRunForFollower of the run holds (database
 	// clock); zero or less when nobody has renewed it in time, or when the run is unknown.
-	RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error)
+	RunHeldFor(ctx context.Context, threadID, runID string) (time.Duration, error)
 	// SweepRuns deletes the runs that ended before cutoff (server.event_retention) with their
 	// event logs, and returns how many runs. Running runs, and lost runs whose leftovers no
 	// replica has cleaned up yet, are kept whatever their age.

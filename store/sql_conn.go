@@ -30,7 +30,7 @@ type sqlConn struct {
 	// number.
 	reads  sync.Map
 	nreads atomic.Int32
-	// afterGuard, when set (tests only), runs inside AppendEvents' and SettleSuspension's
+	// afterGuard, when set (tests only), runs inside AppendEvents' and CloseSuspension's
 	// transactions right after their fencing guard, to hold the transaction open.
 	afterGuard func()
 	// health remembers the last writes' outcomes, for Ping (unavailable.go).

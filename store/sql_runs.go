@@ -759,22 +759,22 @@ func (s sqlRuns) SweepEvents(ctx context.Context, cutoff time.Time) (int64, erro
 	return n, nil
 }
 
-func (s sqlRuns) WatchRun(ctx context.Context, threadID, runID string, ttl time.Duration) error {
+func (s sqlRuns) HoldRunForFollower(ctx context.Context, threadID, runID string, ttl time.Duration) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	res, err := s.exec(ctx, s.d.q(`UPDATE runs SET watched_until = `+s.d.nowNS+` + $3
 		WHERE thread_id = $1 AND run_id = $2 AND state = 'running'`), threadID, runID, ttl.Nanoseconds())
 	if err != nil {
-		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, err)
+		return fmt.Errorf("store: hold run %q for a follower of thread %q: %w", runID, threadID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: watch run %q of thread %q: %w", runID, threadID, ErrNotFound)
+		return fmt.Errorf("store: hold run %q for a follower of thread %q: %w", runID, threadID, ErrNotFound)
 	}
 	return nil
 }
 
-func (s sqlRuns) RunWatchedFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
+func (s sqlRuns) RunHeldFor(ctx context.Context, threadID, runID string) (time.Duration, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}

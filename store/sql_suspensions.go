@@ -188,7 +188,7 @@ func (s sqlSuspensions) ClaimExpired(ctx context.Context, now time.Time, limit i
 	return out, nil
 }
 
-func (s sqlSuspensions) SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
+func (s sqlSuspensions) CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error {
 	if err := s.check(); err != nil {
 		return err
 	}

@@ -128,12 +128,12 @@ type Store interface {
 	// so that a duplicate resume is recognised; the last MaxResolvedPerThread per thread are
 	// kept.
 	MarkResolved(ctx context.Context, threadID string, ids []string) error
-	// SettleSuspension settles a resume in one transaction: it marks ids resolved (as
+	// CloseSuspension settles a resume in one transaction: it marks ids resolved (as
 	// MarkResolved) and deletes the thread's suspension, but, when epoch is not zero, only
 	// while run runID of the thread has that epoch. Otherwise it fails with ErrFenced and
 	// changes nothing: the run's newer owner resumes from the suspension. Zero settles
 	// unconditionally.
-	SettleSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error
+	CloseSuspension(ctx context.Context, threadID, runID string, epoch int64, ids []string) error
 	// IsResolved reports whether MarkResolved recorded the interrupt id for the thread.
 	IsResolved(ctx context.Context, threadID, interruptID string) (bool, error)
 	// Expired returns the suspensions with at least one interrupt whose ExpiresAt <= now,

@@ -17,30 +17,30 @@ func TestRunWatchers(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			s := b.open(t)
-			left, err := s.RunWatchedFor(ctx, "t1", "r1")
+			left, err := s.RunHeldFor(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.LessOrEqual(t, left, time.Duration(0), "an unknown run is not watched")
-			require.ErrorIs(t, s.WatchRun(ctx, "t1", "r1", time.Minute), ErrNotFound)
+			require.ErrorIs(t, s.HoldRunForFollower(ctx, "t1", "r1", time.Minute), ErrNotFound)
 
 			require.NoError(t, begun(s.BeginRun(ctx, "t1", "r1", "rep-a", time.Minute)))
-			left, err = s.RunWatchedFor(ctx, "t1", "r1")
+			left, err = s.RunHeldFor(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.LessOrEqual(t, left, time.Duration(0), "a new run is not watched")
 
-			require.NoError(t, s.WatchRun(ctx, "t1", "r1", time.Minute))
-			left, err = s.RunWatchedFor(ctx, "t1", "r1")
+			require.NoError(t, s.HoldRunForFollower(ctx, "t1", "r1", time.Minute))
+			left, err = s.RunHeldFor(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.Greater(t, left, 50*time.Second, "watched for about a minute")
 			assert.LessOrEqual(t, left, time.Minute)
 
 			// A watch that has run out (a ttl in the past) says so.
-			require.NoError(t, s.WatchRun(ctx, "t1", "r1", -time.Second))
-			left, err = s.RunWatchedFor(ctx, "t1", "r1")
+			require.NoError(t, s.HoldRunForFollower(ctx, "t1", "r1", -time.Second))
+			left, err = s.RunHeldFor(ctx, "t1", "r1")
 			require.NoError(t, err)
 			assert.LessOrEqual(t, left, time.Duration(0))
 
 			require.NoError(t, s.EndRun(ctx, "t1", "r1", 1, "completed"))
-			require.ErrorIs(t, s.WatchRun(ctx, "t1", "r1", time.Minute), ErrNotFound, "an ended run is not watched")
+			require.ErrorIs(t, s.HoldRunForFollower(ctx, "t1", "r1", time.Minute), ErrNotFound, "an ended run is not watched")
 		})
 	}
 }

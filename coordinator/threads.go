@@ -1,7 +1,7 @@
 package coordinator
 
 // The engine's threads as the surfaces reach them: stopping a run, deleting a thread and
-// abandoning the work parked on it, following a run (the disconnect policy's watchers),
+// abandoning the work parked on it, following a run (the disconnect policy's attachments),
 // finding where a thread's in-session question is held; and what the engine remembers of
 // a thread between runs (its owner, its A2A tasks in the taskBook).
 
@@ -145,8 +145,8 @@ func (e *Engine) duplicateResume(ctx context.Context, threadID string, entries [
 // nothing.
 //
 // A stream of a run that another replica executes is recorded in the store instead
-// (Store.WatchRun, renewed every heartbeat, holding three heartbeats and at least 2 s), since only the store
-// reaches the owner: its grace check (graceOver) holds the run while the watch lasts.
+// (Store.HoldRunForFollower, renewed every heartbeat, holding three heartbeats and at least 2 s), since only the store
+// reaches the owner: its grace check (graceOver) holds the run while the follower's hold lasts.
 func (e *Engine) Attach(threadID, runID string) (release func()) {
 	if e.cfg.OnDisconnect != DisconnectDetach {
 		return func() {}
@@ -155,7 +155,7 @@ func (e *Engine) Attach(threadID, runID string) (release func()) {
 	r := e.active[threadID]
 	e.mu.Unlock()
 	if r == nil || r.RunID != runID {
-		return watchRemote(e.cfg.Store, e.log, e.cfg.Heartbeat, threadID, runID)
+		return holdForRemoteFollower(e.cfg.Store, e.log, e.cfg.Heartbeat, threadID, runID)
 	}
 	return r.stream.attach()
 }
