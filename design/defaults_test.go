@@ -22,7 +22,7 @@ var defaultsPackages = []string{"coordinator", "server", "failure", "hitl"}
 // "<package dir>.<Name>".
 var ownDefaults = map[string]string{
 	"coordinator.DefaultFollowerRenewal": "no configuration key",
-	"server.DefaultBodyReadTimeout":   "no configuration key",
+	"server.DefaultBodyReadTimeout":      "no configuration key",
 }
 
 func TestDefaultsDefinedOnce(t *testing.T) {
