@@ -22,8 +22,8 @@ type messageBuilder struct {
 type builtMessage struct {
 	*agui.Message
 	// text is the message's text so far as its deltas (shared with the run's events and
-	// turn), joined once when the message is built: a growing buffer would hold up to
-	// twice the text while it grows.
+	// turn), encoded straight into the stored message when it is built (spliceText): a
+	// growing buffer would hold up to twice the text while it grows.
 	text  []string
 	textN int
 }
