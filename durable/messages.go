@@ -1,8 +1,9 @@
 package durable
 
 import (
+	"bytes"
 	"encoding/json"
-	"strings"
+	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/store"
@@ -21,8 +22,8 @@ type messageBuilder struct {
 type builtMessage struct {
 	*agui.Message
 	// text is the message's text so far as its deltas (shared with the run's events and
-	// turn), joined once when the message is built: a growing buffer would hold up to
-	// twice the text while it grows.
+	// turn), encoded straight into the stored message when it is built (spliceText): a
+	// growing buffer would hold up to twice the text while it grows.
 	text  []string
 	textN int
 }
@@ -120,21 +121,86 @@ func (b *messageBuilder) add(ev agui.Event) {
 	}
 }
 
+// build encodes the messages for the store and empties the builder: the log calls it once,
+// as it ends, and the encoded messages are then the only copy it holds of their text (the
+// text joined for the encoding, and the deltas, are not kept beside them).
 func (b *messageBuilder) build() []store.Message {
 	out := make([]store.Message, 0, len(b.msgs))
-	for _, bm := range b.msgs {
-		m, id := bm.Message, bm.ID
-		if bm.text != nil {
-			m.Content, _ = json.Marshal(strings.Join(bm.text, ""))
-		}
-		if m.Content == nil && len(m.ToolCalls) == 0 && m.Role != agui.RoleTool {
+	for i := range b.msgs {
+		bm := &b.msgs[i]
+		m := *bm.Message // a copy: the builder's message keeps no encoded text
+		text, textN := bm.text, bm.textN
+		bm.text = nil
+		if text != nil || (m.Content == nil && len(m.ToolCalls) == 0 && m.Role != agui.RoleTool) {
 			m.Content = json.RawMessage(`""`)
 		}
-		data, err := json.Marshal(m)
+		data, err := json.Marshal(&m)
 		if err != nil {
 			continue
 		}
-		out = append(out, store.Message{ID: id, Data: data})
+		if text != nil {
+			data = spliceText(data, text, textN)
+		}
+		out = append(out, store.Message{ID: m.ID, Data: data})
 	}
+	*b = messageBuilder{}
 	return out
+}
+
+// emptyContent is the content of a message encoded with empty text, where spliceText
+// writes the text. It is the first such key: what precedes it (the id and role) is
+// escaped, so holds no bare quote.
+var emptyContent = []byte(`,"content":""`)
+
+// spliceText returns data, a message encoded with empty text, with the text whose deltas
+// are parts (textN bytes) in its content: the bytes json.Marshal gives for the message
+// whose content is the joined text, encoded straight into one buffer, without the joined
+// text, its encoding and the encoder's buffers beside each other.
+func spliceText(data []byte, parts []string, textN int) []byte {
+	at := bytes.Index(data, emptyContent)
+	if at < 0 {
+		return data
+	}
+	at += len(emptyContent) - 1 // the closing quote
+	out := make([]byte, 0, len(data)+textN+textN/64)
+	out = append(out, data[:at]...)
+	var carry string
+	for _, p := range parts {
+		if carry != "" {
+			p = carry + p
+		}
+		n := len(p) - incompleteTail(p)
+		out = appendEscaped(out, p[:n])
+		carry = p[n:]
+	}
+	out = appendEscaped(out, carry)
+	return append(out, data[at:]...)
+}
+
+// appendEscaped appends s as json.Marshal writes it inside a string's quotes (HTML
+// characters escaped, invalid bytes replaced). Escaping is rune by rune, so deltas cut
+// between runes encode as their joined text does.
+func appendEscaped(dst []byte, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	enc, err := json.Marshal(s)
+	if err != nil {
+		return dst
+	}
+	return append(dst, enc[1:len(enc)-1]...)
+}
+
+// incompleteTail is the length of a rune begun but not completed at the end of s, which
+// the next delta may complete.
+func incompleteTail(s string) int {
+	for i := 1; i < utf8.UTFMax && i <= len(s); i++ {
+		if c := s[len(s)-i]; utf8.RuneStart(c) {
+			if c >= utf8.RuneSelf && !utf8.FullRuneInString(s[len(s)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
 }

@@ -30,3 +30,39 @@ func TestCompactionIsKeptMarked(t *testing.T) {
 	assert.Equal(t, "compaction", m.ActivityType)
 	assert.JSONEq(t, `{"summary":"S","replaces":["u:1"]}`, string(m.Content))
 }
+
+// TestBuiltTextIsEncodedAsJoined: a message's text, encoded from its deltas into the
+// stored message, is byte for byte what encoding the message with the joined text gives,
+// also where deltas cut a rune in two, hold invalid bytes or characters JSON escapes.
+func TestBuiltTextIsEncodedAsJoined(t *testing.T) {
+	t.Parallel()
+	cases := [][]string{
+		{"hello", " world"},
+		{"a<b>&c", "\u2028\u2029", "\"quoted\"\\\n\t"},
+		{"caf\xc3", "\xa9", " \xe2\x82", "\xac", "\xf0\x9f", "\x98\x80", "!"},
+		{"\xe2\x80", "a", "\xff\xfe", "\x80\x80", "end\xf0\x9f\x98"},
+		{"\xf0", "\x9f", "\x98", "\x80"},
+		{"\xe2"},
+	}
+	for _, parts := range cases {
+		var b messageBuilder
+		b.add(&agui.TextMessageStart{MessageID: "m<1>", Role: "assistant"})
+		for _, p := range parts {
+			b.add(&agui.TextMessageContent{MessageID: "m<1>", Delta: p})
+		}
+		b.add(&agui.ToolCallStart{ToolCallID: "c1", ToolCallName: "t", ParentMessageID: "m<1>"})
+		b.add(&agui.ToolCallArgs{ToolCallID: "c1", Delta: `{"content":""}`})
+		msgs := b.build()
+		require.Len(t, msgs, 1)
+		joined := ""
+		for _, p := range parts {
+			joined += p
+		}
+		content, err := json.Marshal(joined)
+		require.NoError(t, err)
+		want, err := json.Marshal(&agui.Message{ID: "m<1>", Role: "assistant", Content: content,
+			ToolCalls: []agui.ToolCall{{ID: "c1", Type: "function", Function: agui.FunctionCall{Name: "t", Arguments: `{"content":""}`}}}})
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(msgs[0].Data), "%q", parts)
+	}
+}

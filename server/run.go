@@ -127,15 +127,24 @@ func (h *runHandler) stream(w http.ResponseWriter, r *http.Request, run *runs.St
 	}
 }
 
-// backlogPage is how many events of the log a stream that fell behind reads at a time.
-const backlogPage = 128
+// A stream that fell behind reads the log in pages: the first of firstBacklogPage events,
+// each next one twice as many (up to backlogPage) while a page stays under half of
+// backlogPageBytes, half as many while it passes them. A page is held until the client
+// took it, and a client that reads nothing holds it for the write timeout: pages of a
+// run's large text deltas are kept small, pages of small events grow to save round trips.
+const (
+	firstBacklogPage = 16
+	backlogPage      = 128
+	backlogPageBytes = 64 << 10
+)
 
 // catchUp writes the run's events after *sent up to upto from its event log: the live
 // stream released them when its client fell more than the stream buffer behind.
 func (h *runHandler) catchUp(ctx context.Context, sse *agui.SSEWriter, run *runs.Started, sent *int64, upto int64) error {
 	frames := make([]agui.RawFrame, 0, backlogPage)
+	page := firstBacklogPage
 	for *sent < upto {
-		evs, err := run.Stream.Backlog(ctx, *sent, upto, backlogPage)
+		evs, err := run.Stream.Backlog(ctx, *sent, upto, page)
 		if err != nil {
 			return err
 		}
@@ -146,8 +155,16 @@ func (h *runHandler) catchUp(ctx context.Context, sse *agui.SSEWriter, run *runs
 			return nil
 		}
 		frames = frames[:0]
+		size := 0
 		for _, ev := range evs {
 			frames = append(frames, agui.RawFrame{ID: ev.Seq, Data: ev.Data})
+			size += len(ev.Data)
+		}
+		switch {
+		case size > backlogPageBytes:
+			page = max(page/2, 1)
+		case size < backlogPageBytes/2:
+			page = min(2*page, backlogPage)
 		}
 		if err := sse.WriteRaw(frames); err != nil {
 			return err
