@@ -416,16 +416,22 @@ func (a *Agent) current(ctx context.Context) (*binding, error) {
 			return cur, nil
 		}
 		if wait := a.reading; wait != nil {
+			stale := a.stale
 			a.mu.Unlock()
-			if cur != nil {
-				return cur, nil // someone else refreshes it
+			if cur != nil && !stale {
+				return cur, nil // only past its TTL: it still works while someone else refreshes it
 			}
+			// No binding yet, or one an error just showed broken (the caller is about to
+			// retry): wait for the read in flight rather than send to the old endpoint.
 			select {
 			case <-wait:
 				a.mu.Lock()
 				got, lastErr := a.cur, a.lastErr
 				a.mu.Unlock()
-				if got == nil && lastErr != nil {
+				if got != nil {
+					return got, nil // what that read found, or the binding a failed re-read kept
+				}
+				if lastErr != nil {
 					return nil, lastErr // the read we waited for just failed: do not repeat it
 				}
 				continue
