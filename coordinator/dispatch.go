@@ -176,10 +176,7 @@ func newChain(r *Run, t *toolset) *dispatch.Chain[*toolOutcome] {
 	return dispatch.New(callSteps{run: r, tools: t}, route.Handler(), validate)
 }
 
-// ptr is o on the heap, allocated once the call has its outcome: a call that waits holds
-// no outcome yet. Not inlined: inlined, the outcome would be allocated before the call.
-//
-//go:noinline
+// ptr is o on the heap, for the chain, which passes outcomes by pointer.
 func ptr(o toolOutcome) *toolOutcome { return &o }
 
 // toolCall is the model's call that c carries.
