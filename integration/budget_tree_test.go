@@ -43,6 +43,38 @@ func startStepMCP(t *testing.T) string {
 	return srv.URL + "/mcp"
 }
 
+// startStepModel is the inner Baton's model: it calls work__step until steps results are
+// in, then answers; every call reports usage u.
+func startStepModel(t *testing.T, steps int, u llm.Usage) *fakellm.Server {
+	t.Helper()
+	m := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
+		results := 0
+		for _, msg := range req.Messages {
+			if msg.Role == "tool" {
+				results++
+			}
+		}
+		if results >= steps {
+			return fakellm.Reply{Text: "all steps done", Usage: &u}
+		}
+		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: "call_" + strconv.Itoa(results+1), Name: "work__step",
+			Arguments: fmt.Sprintf(`{"n":%d}`, results+1)}}, Usage: &u}
+	})
+	t.Cleanup(m.Close)
+	return m
+}
+
+// assertTreeUsage checks that the outer thread's usage holds its one model call and the
+// inner Baton's five.
+func assertTreeUsage(t *testing.T, outerURL, thread string, outer, inner llm.Usage) {
+	t.Helper()
+	doc := getJSON(t, outerURL+"/agui/threads/"+url.PathEscape(thread), nil)
+	usage, _ := doc["usage"].(map[string]any)
+	require.NotNil(t, usage, "thread: %v", doc)
+	assert.Equal(t, float64(outer.InputTokens+5*inner.InputTokens), usage["inputTokens"], "the outer thread holds both Batons' input tokens")
+	assert.Equal(t, float64(outer.OutputTokens+5*inner.OutputTokens), usage["outputTokens"])
+}
+
 // TestBudgetDownTheTree: the outer Baton's run budget is 500 tokens; its first model call
 // uses 10, so it delegates with 490 left. The inner Baton, whose own budget is unlimited
 // and whose model would take 9 calls of 100 tokens, stops after the call that reaches
@@ -52,20 +84,7 @@ func TestBudgetDownTheTree(t *testing.T) {
 	t.Parallel()
 	const innerSteps = 8
 	innerUsage := llm.Usage{InputTokens: 90, OutputTokens: 10}
-	inner := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
-		results := 0
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				results++
-			}
-		}
-		if results >= innerSteps {
-			return fakellm.Reply{Text: "all steps done", Usage: &innerUsage}
-		}
-		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: "call_" + strconv.Itoa(results+1), Name: "work__step",
-			Arguments: fmt.Sprintf(`{"n":%d}`, results+1)}}, Usage: &innerUsage}
-	})
-	t.Cleanup(inner.Close)
+	inner := startStepModel(t, innerSteps, innerUsage)
 	outerUsage := llm.Usage{InputTokens: 8, OutputTokens: 2}
 	outer := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
 		rep := testModel(req)
@@ -106,11 +125,7 @@ func TestBudgetDownTheTree(t *testing.T) {
 
 	// The outer run counted the inner one's usage: its next model call was refused.
 	assert.Len(t, outer.Requests(), 1, "no outer model call after the sub-tree spent the budget")
-	doc := getJSON(t, outerURL+"/agui/threads/"+url.PathEscape(thread), nil)
-	usage, _ := doc["usage"].(map[string]any)
-	require.NotNil(t, usage, "thread: %v", doc)
-	assert.Equal(t, float64(outerUsage.InputTokens+5*innerUsage.InputTokens), usage["inputTokens"], "the outer thread holds both Batons' input tokens")
-	assert.Equal(t, float64(outerUsage.OutputTokens+5*innerUsage.OutputTokens), usage["outputTokens"])
+	assertTreeUsage(t, outerURL, thread, outerUsage, innerUsage)
 }
 
 // TestBudgetDownTheTreeOverMCP: the same tree with the inner Baton called as an MCP server
@@ -122,20 +137,7 @@ func TestBudgetDownTheTreeOverMCP(t *testing.T) {
 	t.Parallel()
 	const innerSteps = 8
 	innerUsage := llm.Usage{InputTokens: 90, OutputTokens: 10}
-	inner := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
-		results := 0
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				results++
-			}
-		}
-		if results >= innerSteps {
-			return fakellm.Reply{Text: "all steps done", Usage: &innerUsage}
-		}
-		return fakellm.Reply{ToolCalls: []llm.ToolCall{{ID: "call_" + strconv.Itoa(results+1), Name: "work__step",
-			Arguments: fmt.Sprintf(`{"n":%d}`, results+1)}}, Usage: &innerUsage}
-	})
-	t.Cleanup(inner.Close)
+	inner := startStepModel(t, innerSteps, innerUsage)
 	outerUsage := llm.Usage{InputTokens: 8, OutputTokens: 2}
 	outer := fakellm.Start(func(req fakellm.Request) fakellm.Reply {
 		for _, m := range req.Messages {
@@ -163,9 +165,5 @@ func TestBudgetDownTheTreeOverMCP(t *testing.T) {
 	require.Len(t, results, 1, "one MCP call: %v", eventTypes(evs))
 	assert.Contains(t, results[0]["content"], "its caller gave it", "the inner refusal names the caller's budget")
 	assert.Len(t, outer.Requests(), 1, "no outer model call after the sub-tree spent the budget")
-	doc := getJSON(t, outerURL+"/agui/threads/"+url.PathEscape(thread), nil)
-	usage, _ := doc["usage"].(map[string]any)
-	require.NotNil(t, usage, "thread: %v", doc)
-	assert.Equal(t, float64(outerUsage.InputTokens+5*innerUsage.InputTokens), usage["inputTokens"], "the outer thread holds both Batons' input tokens")
-	assert.Equal(t, float64(outerUsage.OutputTokens+5*innerUsage.OutputTokens), usage["outputTokens"])
+	assertTreeUsage(t, outerURL, thread, outerUsage, innerUsage)
 }

@@ -1,11 +1,6 @@
 package integration
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,26 +50,7 @@ type extTasksError struct {
 // the official TypeScript client) with one job and returns its report.
 func runMCPTasksClient(t *testing.T, job map[string]any) extTasksReport {
 	t.Helper()
-	dir := requirePeers(t)
-	node, _ := requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	arg, err := json.Marshal(job)
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "mcp-tasks-client.mjs"), string(arg))
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	var stderr string
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		stderr = string(ee.Stderr)
-	}
-	require.NoError(t, err, "mcp-tasks-client.mjs: %s", stderr)
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var rep extTasksReport
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep), "mcp-tasks-client.mjs printed: %s", out)
-	require.Len(t, rep.Steps, len(job["steps"].([]map[string]any)), "%s", out)
-	return rep
+	return runNodeJob[extTasksReport](t, "mcp-tasks-client.mjs", job, func(r extTasksReport) int { return len(r.Steps) })
 }
 
 // TestMCPServerExtTasksClient: @modelcontextprotocol/ext-tasks 0.2.2, a task client nobody

@@ -88,13 +88,20 @@ type mcpReport struct {
 // runMCPClient runs peers/mcp-client.mjs with job and returns its report.
 func runMCPClient(t testing.TB, job map[string]any) mcpReport {
 	t.Helper()
+	return runNodeJob[mcpReport](t, "mcp-client.mjs", job, func(r mcpReport) int { return len(r.Steps) })
+}
+
+// runNodeJob runs the peer script with job (JSON, its one argument) and decodes the report
+// it prints last; the report must have one step per step of the job.
+func runNodeJob[R any](t testing.TB, script string, job map[string]any, steps func(R) int) R {
+	t.Helper()
 	dir := requirePeers(t)
 	node, _ := requireNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	arg, err := json.Marshal(job)
 	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "mcp-client.mjs"), string(arg))
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, script), string(arg))
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	var stderr string
@@ -102,11 +109,11 @@ func runMCPClient(t testing.TB, job map[string]any) mcpReport {
 	if errors.As(err, &ee) {
 		stderr = string(ee.Stderr)
 	}
-	require.NoError(t, err, "mcp-client.mjs: %s", stderr)
+	require.NoError(t, err, "%s: %s", script, stderr)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var rep mcpReport
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep), "mcp-client.mjs printed: %s", out)
-	require.Len(t, rep.Steps, len(job["steps"].([]map[string]any)))
+	var rep R
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep), "%s printed: %s", script, out)
+	require.Equal(t, len(job["steps"].([]map[string]any)), steps(rep), "%s printed: %s", script, out)
 	return rep
 }
 
