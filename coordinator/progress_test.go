@@ -130,6 +130,8 @@ type floodStats struct {
 	atReturn               float64
 	cpu, took              time.Duration // of this process: the coordinator (and the server if in it)
 	serverCPU              time.Duration // of the server's own process, if it has one
+	allocated              uint64        // bytes this process allocated during the run
+	gcs                    uint32        // garbage collections this process ran during the run
 }
 
 // floodRun runs one call of the flood tool with n notifications on a new engine with a
@@ -148,7 +150,7 @@ func floodRun(tb testing.TB, n int, bin string) floodStats {
 	defer func() { _ = reg.Close() }()
 	watch := &progressWatch{ToolServer: reg}
 	out := runFlood(tb, Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: watch})
-	s := floodStats{cpu: out.cpu, took: out.took, serverCPU: stop()}
+	s := floodStats{cpu: out.cpu, took: out.took, serverCPU: stop(), allocated: out.allocated, gcs: out.gcs}
 	watch.mu.Lock()
 	s.atReturn = watch.atReturn
 	watch.mu.Unlock()
@@ -235,6 +237,8 @@ func BenchmarkProgressFlood(b *testing.B) {
 				b.ReportMetric(s.cpu.Seconds(), "cpu-s")
 				b.ReportMetric(s.serverCPU.Seconds(), "server-cpu-s")
 				b.ReportMetric(s.lastStored, "last-stored")
+				b.ReportMetric(float64(s.allocated)/1e6, "alloc-MB")
+				b.ReportMetric(float64(s.gcs), "gcs")
 				b.ReportMetric(s.took.Seconds(), "wall-s")
 			})
 		}
