@@ -311,3 +311,18 @@ func TestProgressFlushWithoutProgressDoesNotWait(t *testing.T) {
 		assert.Zero(t, time.Since(start))
 	})
 }
+
+// BenchmarkProgressNote is Baton's coalescer's share of one progress notification while a
+// flood is on: every note but one per progressInterval only replaces the value held back.
+func BenchmarkProgressNote(b *testing.B) {
+	sent := 0
+	c := newProgressCoalescer(func(mcpclient.Progress) { sent++ })
+	p := mcpclient.Progress{Progress: 1, Total: 100000, Message: "step 1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Progress++
+		c.note(p)
+	}
+	c.flush()
+	b.ReportMetric(float64(sent), "events")
+}
