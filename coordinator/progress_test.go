@@ -70,7 +70,7 @@ func buildFloodMCP(tb testing.TB) string {
 // it spent.
 func startFloodProcess(tb testing.TB, bin string) (url string, stop func() time.Duration) {
 	tb.Helper()
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, "-stdin")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	require.NoError(tb, err)

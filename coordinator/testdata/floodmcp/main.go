@@ -2,10 +2,11 @@
 // benchmarks: it runs in a process of its own, so that the CPU it spends encoding and
 // writing its notifications is not counted as the coordinator's.
 //
-//	floodmcp
+//	floodmcp [-stdin]
 //
 // It listens on a free loopback port, prints its URL as the first line of its standard
-// output, and serves until its standard input is closed.
+// output, and serves until SIGTERM or SIGINT, or with -stdin until its standard input is
+// closed (so that it ends with the benchmark that started it, however that ends).
 //
 // Tools:
 //   - flood {n}: sends n progress notifications (progress 1..n of n, message "step i") as
@@ -15,11 +16,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -36,6 +40,8 @@ type floodIn struct {
 }
 
 func run() error {
+	untilStdin := flag.Bool("stdin", false, "serve until the standard input is closed")
+	flag.Parse()
 	s := mcp.NewServer(&mcp.Implementation{Name: "flood", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Sends progress."}, flood)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -49,8 +55,15 @@ func run() error {
 	if _, err := fmt.Printf("http://%s\n", ln.Addr()); err != nil {
 		return err
 	}
-	// The benchmark closes our standard input when it is done with us (or dies).
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if *untilStdin {
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			stop()
+		}()
+	}
+	<-ctx.Done()
 	_ = srv.Close()
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
