@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,12 +14,22 @@ import (
 	"github.com/baton-dev/baton/store"
 )
 
-// floodOutcome is what one flood run left: the events streamed, the events stored, and the
-// process's CPU time and the wall time it took.
+// floodOutcome is what one flood run left: the events streamed, the events stored, the
+// process's CPU time and the wall time it took, and the bytes the process allocated and
+// the garbage collections it ran meanwhile (figures the machine's load does not change).
 type floodOutcome struct {
 	live      []agui.Event
 	stored    []store.Event
 	cpu, took time.Duration
+	allocated uint64
+	gcs       uint32
+}
+
+// memStats returns the bytes allocated and the garbage collections run so far.
+func memStats() (uint64, uint32) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc, m.NumGC
 }
 
 // runFlood runs one "flood" run to its end on a new engine built from cfg with a SQLite
@@ -38,6 +49,7 @@ func runFlood(tb testing.TB, cfg Config) floodOutcome {
 	}()
 
 	var out floodOutcome
+	allocated, gcs := memStats()
 	cpu, began := cpuTime(), time.Now()
 	r, err := e.StartRun(context.Background(), input("flood"), "")
 	require.NoError(tb, err)
@@ -57,6 +69,8 @@ func runFlood(tb testing.TB, cfg Config) floodOutcome {
 	<-r.Done()
 	r.elog.WaitEnded()
 	out.cpu, out.took = cpuTime()-cpu, time.Since(began)
+	a, g := memStats()
+	out.allocated, out.gcs = a-allocated, g-gcs
 	require.Equal(tb, agui.EventRunFinished, out.live[len(out.live)-1].EventType())
 
 	for after := int64(0); ; {

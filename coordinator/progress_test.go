@@ -1,13 +1,18 @@
 package coordinator
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -48,6 +53,45 @@ func startFloodServer(t testing.TB) string {
 	return srv.URL
 }
 
+// buildFloodMCP builds testdata/floodmcp into a temporary directory of tb.
+func buildFloodMCP(tb testing.TB) string {
+	tb.Helper()
+	// go test puts its own GOROOT/bin first on the PATH of the test binary.
+	goBin, err := exec.LookPath("go")
+	require.NoError(tb, err)
+	bin := filepath.Join(tb.TempDir(), "floodmcp")
+	out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/floodmcp").CombinedOutput()
+	require.NoError(tb, err, "go build ./testdata/floodmcp: %s", out)
+	return bin
+}
+
+// startFloodProcess starts the floodmcp binary bin (the flood tool of startFloodServer in a
+// process of its own) and returns its URL, and stop, which ends it and returns the CPU time
+// it spent.
+func startFloodProcess(tb testing.TB, bin string) (url string, stop func() time.Duration) {
+	tb.Helper()
+	cmd := exec.Command(bin, "-stdin")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(tb, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(tb, err)
+	require.NoError(tb, cmd.Start())
+	stop = func() time.Duration {
+		_ = stdin.Close() // floodmcp serves until its standard input is closed
+		if err := cmd.Wait(); err != nil {
+			tb.Errorf("floodmcp: %v", err)
+		}
+		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		tb.Fatalf("floodmcp printed no URL: %v", err)
+	}
+	return strings.TrimSpace(line), stop
+}
+
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -84,20 +128,29 @@ type floodStats struct {
 	liveBytes, storedBytes int
 	lastLive, lastStored   float64
 	atReturn               float64
-	cpu, took              time.Duration
+	cpu, took              time.Duration // of this process: the coordinator (and the server if in it)
+	serverCPU              time.Duration // of the server's own process, if it has one
+	allocated              uint64        // bytes this process allocated during the run
+	gcs                    uint32        // garbage collections this process ran during the run
 }
 
 // floodRun runs one call of the flood tool with n notifications on a new engine with a
-// SQLite store and counts the progress events streamed and stored.
-func floodRun(tb testing.TB, n int) floodStats {
+// SQLite store and counts the progress events streamed and stored. The server is the
+// floodmcp binary bin in a process of its own, or startFloodServer in this one if bin is "".
+func floodRun(tb testing.TB, n int, bin string) floodStats {
 	ctx := context.Background()
-	url := startFloodServer(tb)
+	url, stop := "", func() time.Duration { return 0 }
+	if bin == "" {
+		url = startFloodServer(tb)
+	} else {
+		url, stop = startFloodProcess(tb, bin)
+	}
 	reg, err := mcpclient.New(ctx, []mcpclient.ServerConfig{{Name: "f", URL: url}}, mcpclient.Options{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(tb, err)
 	defer func() { _ = reg.Close() }()
 	watch := &progressWatch{ToolServer: reg}
 	out := runFlood(tb, Config{Model: &fakeModel{turn: callThenReport("f__flood", fmt.Sprintf(`{"n":%d}`, n))}, Tools: watch})
-	s := floodStats{cpu: out.cpu, took: out.took}
+	s := floodStats{cpu: out.cpu, took: out.took, serverCPU: stop(), allocated: out.allocated, gcs: out.gcs}
 	watch.mu.Lock()
 	s.atReturn = watch.atReturn
 	watch.mu.Unlock()
@@ -133,7 +186,7 @@ func floodRun(tb testing.TB, n int) floodStats {
 // race detector that many took 22 s of a test run.)
 func TestProgressFloodIsCoalesced(t *testing.T) {
 	const n = 20000
-	s := floodRun(t, n)
+	s := floodRun(t, n, "")
 	t.Logf("%d notifications: %d live / %d stored progress events, %.2f MB live / %.2f MB stored, CPU %.1f s in %.1f s",
 		n, s.live, s.stored, float64(s.liveBytes)/1e6, float64(s.storedBytes)/1e6, s.cpu.Seconds(), s.took.Seconds())
 	// At most one event per interval, plus the first and the last: on a loaded machine the
@@ -153,28 +206,42 @@ func TestProgressFloodIsCoalesced(t *testing.T) {
 	assert.Equal(t, s.lastLive, s.lastStored, "and stored")
 }
 
-// BenchmarkProgressFlood compares one call's 100,000 progress notifications with and
-// without coalescing, interleaved: progress events streamed and stored, their bytes, and
-// the process's CPU time per run.
+// BenchmarkProgressFlood runs one call's 100,000 progress notifications and reports the
+// progress events streamed and stored, their bytes, and the CPU time of the coordinator's
+// process per run (cpu-s) and of the server's (server-cpu-s). The server runs in a process
+// of its own ("process"), so that cpu-s is the coordinator's alone, or in the coordinator's
+// ("inprocess", cpu-s counting both, as measured before); "coalesced" is Baton's pacing of
+// progress events, "every" the same code with every notification an event.
 func BenchmarkProgressFlood(b *testing.B) {
 	const n = 100000
-	for _, mode := range []struct {
-		name     string
-		interval time.Duration
-	}{{"coalesced", progressInterval}, {"every", 0}} {
-		b.Run(mode.name, func(b *testing.B) {
-			defer func(was time.Duration) { progressInterval = was }(progressInterval)
-			progressInterval = mode.interval
-			var s floodStats
-			for b.Loop() {
-				s = floodRun(b, n)
-			}
-			b.ReportMetric(float64(s.live), "live-events")
-			b.ReportMetric(float64(s.stored), "stored-events")
-			b.ReportMetric(float64(s.liveBytes)/1e6, "live-MB")
-			b.ReportMetric(float64(s.storedBytes)/1e6, "stored-MB")
-			b.ReportMetric(s.cpu.Seconds(), "cpu-s")
-		})
+	bin := buildFloodMCP(b)
+	for _, where := range []struct{ name, bin string }{{"process", bin}, {"inprocess", ""}} {
+		for _, mode := range []struct {
+			name     string
+			interval time.Duration
+		}{{"coalesced", progressInterval}, {"every", 0}} {
+			b.Run(where.name+"/"+mode.name, func(b *testing.B) {
+				defer func(was time.Duration) { progressInterval = was }(progressInterval)
+				progressInterval = mode.interval
+				var s floodStats
+				for b.Loop() {
+					s = floodRun(b, n, where.bin)
+				}
+				require.Positive(b, s.live)
+				require.GreaterOrEqual(b, s.lastLive, s.atReturn, "the last progress value delivered is streamed")
+				require.Equal(b, s.lastLive, s.lastStored, "and stored")
+				b.ReportMetric(float64(s.live), "live-events")
+				b.ReportMetric(float64(s.stored), "stored-events")
+				b.ReportMetric(float64(s.liveBytes)/1e6, "live-MB")
+				b.ReportMetric(float64(s.storedBytes)/1e6, "stored-MB")
+				b.ReportMetric(s.cpu.Seconds(), "cpu-s")
+				b.ReportMetric(s.serverCPU.Seconds(), "server-cpu-s")
+				b.ReportMetric(s.lastStored, "last-stored")
+				b.ReportMetric(float64(s.allocated)/1e6, "alloc-MB")
+				b.ReportMetric(float64(s.gcs), "gcs")
+				b.ReportMetric(s.took.Seconds(), "wall-s")
+			})
+		}
 	}
 }
 
@@ -243,4 +310,19 @@ func TestProgressFlushWithoutProgressDoesNotWait(t *testing.T) {
 		c.flush()
 		assert.Zero(t, time.Since(start))
 	})
+}
+
+// BenchmarkProgressNote is Baton's coalescer's share of one progress notification while a
+// flood is on: every note but one per progressInterval only replaces the value held back.
+func BenchmarkProgressNote(b *testing.B) {
+	sent := 0
+	c := newProgressCoalescer(func(mcpclient.Progress) { sent++ })
+	p := mcpclient.Progress{Progress: 1, Total: 100000, Message: "step 1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Progress++
+		c.note(p)
+	}
+	c.flush()
+	b.ReportMetric(float64(sent), "events")
 }

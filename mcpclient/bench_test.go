@@ -126,3 +126,20 @@ func BenchmarkMCPCallLocalWork(b *testing.B) {
 		r.progress.finish(tok)
 	}
 }
+
+// BenchmarkProgressDeliver is mcpclient's share of one progress notification: the
+// handler's lookup of the call its token names.
+func BenchmarkProgressDeliver(b *testing.B) {
+	p := progressRouter{live: map[string]func(Progress){}}
+	for range keepFinished { // finished calls still routable, as in a busy registry
+		p.finish(p.register(func(Progress) {}))
+	}
+	var got float64
+	tok := p.register(func(pr Progress) { got = pr.Progress })
+	var sdkTok any = tok // go-sdk decodes the token into an any
+	b.ReportAllocs()
+	for b.Loop() {
+		p.deliver(sdkTok, Progress{Progress: got + 1, Total: 100000, Message: "step"})
+	}
+	require.Positive(b, got)
+}
