@@ -245,3 +245,32 @@ func TestResumeOfAnUnknownThreadIsRefused(t *testing.T) {
 	}
 	assert.Equal(t, 1, e.startCount(), "no run started")
 }
+
+// On a 2025-11-25 session (no task-augmented calls: go-sdk cannot carry them), a plain call
+// is a task too: tasks/list names it and tasks/result returns what the call returned.
+func TestTasksOfA20251125Session(t *testing.T) {
+	t.Parallel()
+	_, url := taskServer(t)
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *mcp.CallToolResult](c, "tasks/result"))
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskListParams, *taskListResult](c, "tasks/list"))
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: bearer{who: "alice", next: http.DefaultTransport}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	require.Equal(t, "2025-11-25", cs.InitializeResult().ProtocolVersion)
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"prompt": "complete it"}})
+	require.NoError(t, err)
+	require.Equal(t, "done: complete it", text(t, res), "a plain call")
+	page, err := mcp.CallCustomMethod[*taskListParams, *taskListResult](ctx, cs, "tasks/list", &taskListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Tasks, 1)
+	assert.Equal(t, "completed", page.Tasks[0].Status)
+	assert.True(t, strings.HasSuffix(page.Tasks[0].TaskID, "/research"), page.Tasks[0].TaskID)
+	again, err := mcp.CallCustomMethod[*taskIDParams, *mcp.CallToolResult](ctx, cs, "tasks/result", &taskIDParams{TaskID: page.Tasks[0].TaskID})
+	require.NoError(t, err)
+	assert.Equal(t, "done: complete it", text(t, again))
+}
