@@ -274,3 +274,35 @@ func TestTasksOfA20251125Session(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "done: complete it", text(t, again))
 }
+
+// On a 2025-11-25 session whose client takes elicitation, tasks/result asks an
+// input_required task's questions in its own stream (with the task's id in _meta), resumes
+// the task with the answers, and waits for its result.
+func TestTaskResultAsksInItsStream(t *testing.T) {
+	t.Parallel()
+	e, url := taskServer(t)
+	ctx := context.Background()
+	id := startTask(t, taskClient(t, url, "alice"), "research", "ask me")
+	asked := make(chan *mcp.ElicitRequest, 10)
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"text": "green"}}, nil
+		}})
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *mcp.CallToolResult](c, "tasks/result"))
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: bearer{who: "alice", next: http.DefaultTransport}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+
+	res, err := mcp.CallCustomMethod[*taskIDParams, *mcp.CallToolResult](ctx, cs, "tasks/result", &taskIDParams{TaskID: id})
+	require.NoError(t, err)
+	assert.Equal(t, `answer: {"text":"green"}`, text(t, res))
+	assert.Equal(t, map[string]any{"taskId": id}, res.Meta[relatedTaskKey])
+	require.Len(t, asked, 1, "one question, asked once")
+	q := <-asked
+	assert.Equal(t, "Which colour?", q.Params.Message)
+	assert.Equal(t, map[string]any{"taskId": id}, q.Params.Meta[relatedTaskKey])
+	assert.Equal(t, 2, e.startCount(), "the task, then its resume")
+}

@@ -84,6 +84,8 @@ type task struct {
 	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
 	// state is the request state of the questions in InputRequests.
 	state string
+	// questions are an input_required task's open questions.
+	questions []agui.Interrupt
 	// final is what a plain call of the tool would have returned once the run reached
 	// this status (input_required: the questions, as a client that cannot be asked gets
 	// them); nil while the task is working.
@@ -339,6 +341,7 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 			tk.InputRequests, tk.state = res.InputRequests, res.RequestState
 		}
 		tk.StatusMessage = questionText(out.interrupts[0])
+		tk.questions = out.interrupts
 		tk.final = out.withUsage(askBack(t, threadID, out.interrupts))
 		return tk, expired
 	case out.cancelled:
@@ -415,18 +418,19 @@ func (s *Server) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskPa
 
 // taskPayload answers tasks/result (2025-11-25): what a plain call of the tool would have
 // returned, once the task has reached a status where a plain call would have returned
-// (completed, failed, cancelled: the tool's result; input_required: the questions, as a
-// client that cannot be asked gets them, to answer with "resume" or tasks/update), with
-// the task's id in _meta. A working task is waited for, on whichever replica runs it,
-// until it gets there or the request ends (a client cancel, a dropped request): the task
-// goes on.
-func (s *Server) taskPayload(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (mcp.Result, error) {
+// (completed, failed, cancelled: the tool's result), with the task's id in _meta. A working
+// task is waited for, on whichever replica runs it, until it gets there or the request
+// ends (a client cancel, a dropped request): the task goes on. An input_required task's
+// questions are asked in the request's stream when the session's client can be asked
+// (askInStream), and the wait goes on; otherwise they are the answer, as a client that
+// cannot be asked gets them, to answer with "resume" or tasks/update.
+func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (mcp.Result, error) {
 	threadID, t, err := s.splitTaskID(p.TaskID)
 	if err != nil {
 		return nil, err
 	}
 	who := s.principalIn(ctx)
-	for waited := ""; ; {
+	for waited, asked := "", ""; ; {
 		log, err := s.tasks.RunLog(ctx, threadID, who)
 		if errors.Is(err, ErrNotFound) {
 			return nil, taskNotFound(p.TaskID)
@@ -437,6 +441,16 @@ func (s *Server) taskPayload(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		tk, expired := taskOf(threadID, t, log, s.cfg.TaskTTL, time.Now())
 		if expired {
 			return nil, taskNotFound(p.TaskID)
+		}
+		if tk.Status == "input_required" && asked != log.RunID {
+			asked = log.RunID
+			resumed, err := s.askInStream(ctx, ss, p.TaskID, t, who, tk)
+			if err != nil {
+				return nil, err
+			}
+			if resumed {
+				continue
+			}
 		}
 		if tk.final != nil {
 			if tk.final.Meta == nil {
@@ -457,6 +471,63 @@ func (s *Server) taskPayload(ctx context.Context, _ *mcp.ServerSession, p *taskP
 			return nil, s.awaitFailed(ctx, p.TaskID, err)
 		}
 	}
+}
+
+// askInStream asks an input_required task's questions within its tasks/result, as the
+// 2025-11-25 spec has it (elicitation/create with the task's id in _meta), and resumes the
+// task with the answers; resumed is false when the session's client cannot be asked them
+// (a 2026-07-28 connection, which is stateless, or a client without elicitation, or one
+// that fails to answer): tasks/result then returns them.
+func (s *Server) askInStream(ctx context.Context, ss *mcp.ServerSession, id string, t tool, who string, tk task) (resumed bool, err error) {
+	modes := streamModes(ss)
+	threadID, _, _ := strings.Cut(id, "/")
+	res, ok := inputRequests(threadID, tk.questions, modes)
+	if (!modes.form && !modes.url) || !ok {
+		return false, nil
+	}
+	var st requestState
+	_ = json.Unmarshal([]byte(res.RequestState), &st)
+	answers := mcp.InputResponseMap{}
+	for _, q := range st.Interrupts {
+		params, _ := res.InputRequests[q].(*mcp.ElicitParams)
+		if params == nil {
+			return false, nil
+		}
+		params.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": id}}
+		ans, err := ss.Elicit(ctx, params)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			s.cfg.Logger.Debug("mcp: a task's question could not be asked in tasks/result", "task", id, "err", err)
+			return false, nil
+		}
+		answers[q] = ans
+	}
+	in := resumeInput(st, answers)
+	c := &call{s: s, t: t, who: who}
+	if _, err := c.start(context.WithoutCancel(ctx), in); err != nil {
+		if _, rerr := c.startError(err, in); rerr != nil {
+			return false, rerr
+		}
+		return false, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be resumed"}
+	}
+	return true, nil
+}
+
+// streamModes returns the elicitation modes in which the client of a session can be asked
+// from within a request: those it declared at initialize, on a 2025-11-25 (or older)
+// session; none on a 2026-07-28 one (go-sdk refuses server requests there).
+func streamModes(ss *mcp.ServerSession) elicitModes {
+	if ss == nil {
+		return elicitModes{}
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion >= statelessVersion || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return elicitModes{}
+	}
+	e := ip.Capabilities.Elicitation
+	return elicitModes{form: e.Form != nil || e.URL == nil, url: e.URL != nil}
 }
 
 // awaitFailed is the error of a tasks/result whose wait failed.
