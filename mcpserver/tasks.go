@@ -84,12 +84,23 @@ type task struct {
 	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
 	// state is the request state of the questions in InputRequests.
 	state string
-	// questions are an input_required task's open questions.
-	questions []agui.Interrupt
-	// final is what a plain call of the tool would have returned once the run reached
-	// this status (input_required: the questions, as a client that cannot be asked gets
-	// them); nil while the task is working.
-	final *mcp.CallToolResult
+	// out is how the run ended; nil while the task is working.
+	out *outcome
+}
+
+// payload is what a plain call of t would have returned once the task's run reached its
+// status (input_required: the questions, as a client that cannot be asked gets them); nil
+// while the task is working. Built on demand: tasks/get and tasks/list do not need it.
+func (tk *task) payload(t tool, threadID string) *mcp.CallToolResult {
+	switch {
+	case tk.out == nil:
+		return nil
+	case tk.Result != nil:
+		return tk.Result.CallToolResult
+	case len(tk.out.interrupts) > 0:
+		return tk.out.withUsage(askBack(t, threadID, tk.out.interrupts))
+	}
+	return tk.out.withUsage(tk.out.result(t))
 }
 
 // taskCallResult is a completed task's result: the CallToolResult a plain call gets, as a
@@ -332,6 +343,7 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 		expired = ttl > 0 && now.Sub(ended) > ttl
 	}
 	out := rel.outcome()
+	tk.out = out
 	tk.StatusMessage = ""
 	switch {
 	case len(out.interrupts) > 0:
@@ -341,9 +353,6 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 			tk.InputRequests, tk.state = res.InputRequests, res.RequestState
 		}
 		tk.StatusMessage = questionText(out.interrupts[0])
-		tk.questions = out.interrupts
-		tk.final = out.withUsage(askBack(t, threadID, out.interrupts))
-		return tk, expired
 	case out.cancelled:
 		tk.Status = "cancelled"
 	case out.runErr != nil:
@@ -351,10 +360,7 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 		tk.Error = &taskError{Code: jsonrpc.CodeInternalError, Message: out.runErr.Message}
 	default:
 		tk.Status = "completed"
-	}
-	tk.final = out.withUsage(out.result(t))
-	if tk.Status == "completed" {
-		tk.Result = &taskCallResult{tk.final}
+		tk.Result = &taskCallResult{out.withUsage(out.result(t))}
 	}
 	return tk, expired
 }
@@ -452,12 +458,12 @@ func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *task
 				continue
 			}
 		}
-		if tk.final != nil {
-			if tk.final.Meta == nil {
-				tk.final.Meta = mcp.Meta{}
+		if res := tk.payload(t, threadID); res != nil {
+			if res.Meta == nil {
+				res.Meta = mcp.Meta{}
 			}
-			tk.final.Meta[relatedTaskKey] = map[string]any{"taskId": p.TaskID}
-			return &taskCallResult{tk.final}, nil
+			res.Meta[relatedTaskKey] = map[string]any{"taskId": p.TaskID}
+			return &taskCallResult{res}, nil
 		}
 		if waited == log.RunID {
 			// The run ended and its log does not say so yet (or never will: a run lost
@@ -481,7 +487,7 @@ func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *task
 func (s *Server) askInStream(ctx context.Context, ss *mcp.ServerSession, id string, t tool, who string, tk task) (resumed bool, err error) {
 	modes := streamModes(ss)
 	threadID, _, _ := strings.Cut(id, "/")
-	res, ok := inputRequests(threadID, tk.questions, modes)
+	res, ok := inputRequests(threadID, tk.out.interrupts, modes)
 	if (!modes.form && !modes.url) || !ok {
 		return false, nil
 	}
