@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,39 @@ import (
 type tool struct {
 	name  string
 	agent string
+	// tag stands for the tool in the ids of the threads its calls start (threadPrefix):
+	// tasks/list finds the tool of a thread by it, whatever characters the name holds.
+	tag string
+}
+
+// newTool returns the tool name of agent ("" for the coordinator tool).
+func newTool(name, agent string) tool {
+	h := sha256.Sum256([]byte(name))
+	return tool{name: name, agent: agent, tag: hex.EncodeToString(h[:toolTagBytes])}
+}
+
+// threadPrefix starts the id of every thread a call starts: "mcp-<tool tag>-<random>". A
+// thread of an older Baton is "mcp-<random>", without the tag.
+const threadPrefix = "mcp-"
+
+// toolTagBytes is the length of a tool's tag in bytes (hex: twice as many characters).
+const toolTagBytes = 6
+
+// newThreadID returns the id of a new thread of t.
+func newThreadID(t tool) string { return newID(threadPrefix + t.tag + "-") }
+
+// threadTag returns the tool tag in a thread's id; ok is false for a thread no call
+// started, and tag is "" for one that an older Baton started.
+func threadTag(threadID string) (tag string, ok bool) {
+	rest, ok := strings.CutPrefix(threadID, threadPrefix)
+	if !ok {
+		return "", false
+	}
+	tag, _, tagged := strings.Cut(rest, "-")
+	if !tagged {
+		return "", true
+	}
+	return tag, len(tag) == 2*toolTagBytes
 }
 
 // args are a tool call's arguments.
@@ -117,9 +151,12 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		if req.Params.RequestState != "" {
 			in, err = answers(req)
 		} else {
-			in, err = input(a)
+			in, err = input(t, a)
 		}
 		if err != nil {
+			return nil, err
+		}
+		if err := s.checkResume(ctx, in, c.who); err != nil {
 			return nil, err
 		}
 		if in.Depth, err = callerDepth(req); err != nil {
@@ -128,6 +165,24 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		in.Budget = s.callerBudget(req)
 		return c.run(ctx, in)
 	}
+}
+
+// checkResume refuses, before anything starts, a resume of a thread that is not the
+// caller's: one that does not exist (the engine would start a run that ends at once with
+// INVALID_RESUME) or another caller's, with the same answer for both. Without a
+// TaskEngine the engine's own refusal stands.
+func (s *Server) checkResume(ctx context.Context, in *agui.RunAgentInput, who string) error {
+	if len(in.Resume) == 0 || s.tasks == nil {
+		return nil
+	}
+	_, err := s.tasks.Thread(ctx, in.ThreadID, who)
+	if errors.Is(err, ErrNotFound) {
+		return invalidParams("the interrupt %q is not open for this caller", interruptID(in.ThreadID, in.Resume[0].InterruptID))
+	}
+	if err != nil {
+		return s.readFailed(ctx, err)
+	}
+	return nil
 }
 
 // depthKey is the _meta key of a calling Baton's run depth (contract §9c, §9d).
@@ -166,12 +221,12 @@ func (s *Server) callerBudget(req *mcp.CallToolRequest) *agui.CallerBudget {
 	return &agui.CallerBudget{Tokens: b.Tokens, CostUSD: b.CostUSD}
 }
 
-// input is the run a call starts: a new thread with the prompt, or the resume of the
+// input is the run a call of t starts: a new thread with the prompt, or the resume of the
 // thread whose question it answers.
-func input(a args) (*agui.RunAgentInput, error) {
+func input(t tool, a args) (*agui.RunAgentInput, error) {
 	in := &agui.RunAgentInput{RunID: newID("mcp-run-"), ProtocolVersion: agui.ProtocolVersion}
 	if a.Resume == nil {
-		in.ThreadID = newID("mcp-")
+		in.ThreadID = newThreadID(t)
 		content, _ := json.Marshal(a.Prompt)
 		in.Messages = []agui.Message{{ID: newID("mcp-msg-"), Role: "user", Content: content}}
 		return in, nil

@@ -107,6 +107,8 @@ type Server struct {
 	// engine cannot, and the extension is not offered).
 	tools map[string]tool
 	tasks TaskEngine
+	// byTag are the tools by the tag their threads' ids carry (tasks/list).
+	byTag map[string]tool
 }
 
 // callHeader carries, from Handler to the tool handler (go-sdk passes each request's
@@ -165,8 +167,8 @@ func New(cfg Config) (*Server, error) {
 			Description: "Ask Baton, the coordinator: a model that delegates to its A2A agents and MCP tools " +
 				"and answers with the result. Input: the request as \"prompt\".",
 			InputSchema: inputSchemaJSON,
-		}, s.handler(tool{name: cfg.CoordinatorTool}))
-		s.tools[cfg.CoordinatorTool] = tool{name: cfg.CoordinatorTool}
+		}, s.handler(newTool(cfg.CoordinatorTool, "")))
+		s.tools[cfg.CoordinatorTool] = newTool(cfg.CoordinatorTool, "")
 	}
 	for _, a := range cfg.Agents {
 		if seen[a.Name] {
@@ -174,8 +176,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		seen[a.Name] = true
 		s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: agentDescription(a), InputSchema: inputSchemaJSON},
-			s.handler(tool{name: a.Name, agent: a.Target}))
-		s.tools[a.Name] = tool{name: a.Name, agent: a.Target}
+			s.handler(newTool(a.Name, a.Target)))
+		s.tools[a.Name] = newTool(a.Name, a.Target)
 	}
 	s.srv.AddReceivingMiddleware(s.refreshDescriptions)
 	if err := s.registerTasks(); err != nil {
@@ -305,7 +307,7 @@ func (s *Server) refreshDescriptions(next mcp.MethodHandler) mcp.MethodHandler {
 				if d := agentDescription(a); d != described[a.Name] {
 					described[a.Name] = d
 					s.srv.AddTool(&mcp.Tool{Name: a.Name, Description: d, InputSchema: inputSchemaJSON},
-						s.handler(tool{name: a.Name, agent: a.Target}))
+						s.handler(newTool(a.Name, a.Target)))
 				}
 			}
 			mu.Unlock()

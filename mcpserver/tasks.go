@@ -32,11 +32,27 @@ const relatedTaskKey = "io.modelcontextprotocol/related-task"
 // taskPollInterval is the poll interval a task suggests.
 const taskPollInterval = 500
 
-// TaskEngine is what the tasks extension needs of the engine beyond Engine.
+// TaskEngine is what the tasks extension needs of the engine beyond Engine. Every method
+// reads the store, so that any replica answers; a thread that does not exist or is another
+// principal's wraps ErrNotFound.
 type TaskEngine interface {
-	// RunLog returns the latest run of principal's thread and its logged events, from the
-	// store. A thread that does not exist or is another principal's wraps ErrNotFound.
+	// RunLog returns the latest run of principal's thread and its logged events.
 	RunLog(ctx context.Context, threadID, principal string) (*RunLog, error)
+	// Thread returns principal's thread threadID.
+	Thread(ctx context.Context, threadID, principal string) (ThreadInfo, error)
+	// Threads returns principal's threads (all of them, up to a bound of the engine's:
+	// server.max_threads_per_principal), in any order.
+	Threads(ctx context.Context, principal string) ([]ThreadInfo, error)
+	// AwaitRun returns once run runID of principal's thread threadID has ended, on
+	// whichever replica runs it, or with ctx's error when ctx ends first (the run goes on).
+	// Too many streams following the run or the principal's runs wraps ErrBusy.
+	AwaitRun(ctx context.Context, threadID, runID, principal string) error
+}
+
+// ThreadInfo is a thread as the tasks extension lists it.
+type ThreadInfo struct {
+	ID        string
+	CreatedAt time.Time
 }
 
 // RunLog is the latest run of a thread as its event log has it.
@@ -68,6 +84,23 @@ type task struct {
 	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
 	// state is the request state of the questions in InputRequests.
 	state string
+	// out is how the run ended; nil while the task is working.
+	out *outcome
+}
+
+// payload is what a plain call of t would have returned once the task's run reached its
+// status (input_required: the questions, as a client that cannot be asked gets them); nil
+// while the task is working. Built on demand: tasks/get and tasks/list do not need it.
+func (tk *task) payload(t tool, threadID string) *mcp.CallToolResult {
+	switch {
+	case tk.out == nil:
+		return nil
+	case tk.Result != nil:
+		return tk.Result.CallToolResult
+	case len(tk.out.interrupts) > 0:
+		return tk.out.withUsage(askBack(t, threadID, tk.out.interrupts))
+	}
+	return tk.out.withUsage(tk.out.result(t))
 }
 
 // taskCallResult is a completed task's result: the CallToolResult a plain call gets, as a
@@ -125,30 +158,54 @@ func (s *Server) registerTasks() error {
 		return nil
 	}
 	s.tasks = te
+	s.byTag = map[string]tool{}
+	for _, t := range s.tools {
+		if other, dup := s.byTag[t.tag]; dup {
+			return fmt.Errorf("the tools %q and %q have the same tag (%s) in their thread ids: rename one", t.name, other.name, t.tag)
+		}
+		s.byTag[t.tag] = t
+	}
 	for method, h := range map[string]func(context.Context, *mcp.ServerSession, *taskParams) (mcp.Result, error){
 		"tasks/get":    s.getTask,
 		"tasks/update": s.updateTask,
 		"tasks/cancel": s.cancelTask,
+		"tasks/result": s.taskPayload,
 	} {
 		if err := mcp.AddReceivingCustomMethod(s.srv, method, h); err != nil {
 			return err
 		}
 	}
+	if err := mcp.AddReceivingCustomMethod(s.srv, "tasks/list", s.listTasks); err != nil {
+		return err
+	}
 	s.srv.AddReceivingMiddleware(s.taskCalls, s.carryPrincipal)
 	return nil
 }
 
-// carryPrincipal puts the request's principal in ctx for the extension's methods.
+// carryPrincipal puts the request's principal in ctx for the extension's methods. The wait
+// of a tasks/result also ends with the HTTP request that carries it (go-sdk ties a
+// 2025-11-25 session's handlers to the session, not to the request: Handler's callHeader);
+// the task goes on.
 func (s *Server) carryPrincipal(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if strings.HasPrefix(method, "tasks/") {
-			who := s.cfg.Anonymous
-			if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
-				if p, ok := cutPrefix(ex.TokenInfo.UserID, principalPrefix); ok {
-					who = p
-				}
+		if !strings.HasPrefix(method, "tasks/") {
+			return next(ctx, method, req)
+		}
+		who := s.cfg.Anonymous
+		ex := req.GetExtra()
+		if ex != nil && ex.TokenInfo != nil {
+			if p, ok := cutPrefix(ex.TokenInfo.UserID, principalPrefix); ok {
+				who = p
 			}
-			ctx = context.WithValue(ctx, principalKey{}, who)
+		}
+		ctx = context.WithValue(ctx, principalKey{}, who)
+		if method == "tasks/result" && ex != nil && ex.Header != nil {
+			if post, ok := s.posts.Load(ex.Header.Get(callHeader)); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(post.(context.Context), cancel)()
+			}
 		}
 		return next(ctx, method, req)
 	}
@@ -195,8 +252,11 @@ func (s *Server) startTask(ctx context.Context, t tool, req *mcp.CallToolRequest
 	if err != nil {
 		return nil, err
 	}
-	in, err := input(a)
+	in, err := input(t, a)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkResume(ctx, in, s.principalOf(req)); err != nil {
 		return nil, err
 	}
 	if in.Depth, err = callerDepth(req); err != nil {
@@ -221,11 +281,14 @@ func (s *Server) startTask(ctx context.Context, t tool, req *mcp.CallToolRequest
 // taskID names a task: its thread (no '/' in it) and its tool.
 func taskID(threadID, tool string) string { return threadID + "/" + tool }
 
-// splitTaskID returns the thread and tool of a task id, or a not-found error.
+// splitTaskID returns the thread and tool of a task id, or a not-found error. The thread
+// must be one a call started, and a call of that tool (its tag in the thread's id; a
+// thread of an older Baton has none): a thread has one task id.
 func (s *Server) splitTaskID(id string) (string, tool, error) {
 	threadID, name, ok := strings.Cut(id, "/")
 	t, known := s.tools[name]
-	if !ok || !known || !agui.ValidID(threadID) {
+	tag, mcpThread := threadTag(threadID)
+	if !ok || !known || !agui.ValidID(threadID) || !mcpThread || (tag != "" && tag != t.tag) {
 		return "", tool{}, taskNotFound(id)
 	}
 	return threadID, t, nil
@@ -280,6 +343,7 @@ func taskOf(threadID string, t tool, log *RunLog, ttl time.Duration, now time.Ti
 		expired = ttl > 0 && now.Sub(ended) > ttl
 	}
 	out := rel.outcome()
+	tk.out = out
 	tk.StatusMessage = ""
 	switch {
 	case len(out.interrupts) > 0:
@@ -356,6 +420,194 @@ func (s *Server) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskPa
 		return nil, err
 	}
 	return &doneResult{ResultType: "complete"}, nil
+}
+
+// taskPayload answers tasks/result (2025-11-25): what a plain call of the tool would have
+// returned, once the task has reached a status where a plain call would have returned
+// (completed, failed, cancelled: the tool's result), with the task's id in _meta. A working
+// task is waited for, on whichever replica runs it, until it gets there or the request
+// ends (a client cancel, a dropped request): the task goes on. An input_required task's
+// questions are asked in the request's stream when the session's client can be asked
+// (askInStream), and the wait goes on; otherwise they are the answer, as a client that
+// cannot be asked gets them, to answer with "resume" or tasks/update.
+func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (mcp.Result, error) {
+	threadID, t, err := s.splitTaskID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	who := s.principalIn(ctx)
+	for waited, asked := "", ""; ; {
+		log, err := s.tasks.RunLog(ctx, threadID, who)
+		if errors.Is(err, ErrNotFound) {
+			return nil, taskNotFound(p.TaskID)
+		}
+		if err != nil {
+			return nil, s.readFailed(ctx, err)
+		}
+		tk, expired := taskOf(threadID, t, log, s.cfg.TaskTTL, time.Now())
+		if expired {
+			return nil, taskNotFound(p.TaskID)
+		}
+		if tk.Status == "input_required" && asked != log.RunID {
+			asked = log.RunID
+			resumed, err := s.askInStream(ctx, ss, p.TaskID, t, who, tk)
+			if err != nil {
+				return nil, err
+			}
+			if resumed {
+				continue
+			}
+		}
+		if res := tk.payload(t, threadID); res != nil {
+			if res.Meta == nil {
+				res.Meta = mcp.Meta{}
+			}
+			res.Meta[relatedTaskKey] = map[string]any{"taskId": p.TaskID}
+			return &taskCallResult{res}, nil
+		}
+		if waited == log.RunID {
+			// The run ended and its log does not say so yet (or never will: a run lost
+			// without its terminal event): look again after a poll interval, not at once.
+			if err := sleepCtx(ctx, taskPollInterval*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		waited = log.RunID
+		if err := s.tasks.AwaitRun(ctx, threadID, log.RunID, who); err != nil {
+			return nil, s.awaitFailed(ctx, p.TaskID, err)
+		}
+	}
+}
+
+// askInStream asks an input_required task's questions within its tasks/result, as the
+// 2025-11-25 spec has it (elicitation/create with the task's id in _meta), and resumes the
+// task with the answers; resumed is false when the session's client cannot be asked them
+// (a 2026-07-28 connection, which is stateless, or a client without elicitation, or one
+// that fails to answer): tasks/result then returns them.
+func (s *Server) askInStream(ctx context.Context, ss *mcp.ServerSession, id string, t tool, who string, tk task) (resumed bool, err error) {
+	modes := streamModes(ss)
+	threadID, _, _ := strings.Cut(id, "/")
+	res, ok := inputRequests(threadID, tk.out.interrupts, modes)
+	if (!modes.form && !modes.url) || !ok {
+		return false, nil
+	}
+	var st requestState
+	_ = json.Unmarshal([]byte(res.RequestState), &st)
+	answers := mcp.InputResponseMap{}
+	for _, q := range st.Interrupts {
+		params, _ := res.InputRequests[q].(*mcp.ElicitParams)
+		if params == nil {
+			return false, nil
+		}
+		params.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": id}}
+		ans, err := ss.Elicit(ctx, params)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			s.cfg.Logger.Debug("mcp: a task's question could not be asked in tasks/result", "task", id, "err", err)
+			return false, nil
+		}
+		answers[q] = ans
+	}
+	in := resumeInput(st, answers)
+	c := &call{s: s, t: t, who: who}
+	if _, err := c.start(context.WithoutCancel(ctx), in); err != nil {
+		if _, rerr := c.startError(err, in); rerr != nil {
+			return false, rerr
+		}
+		return false, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be resumed"}
+	}
+	return true, nil
+}
+
+// streamModes returns the elicitation modes in which the client of a session can be asked
+// from within a request: those it declared at initialize, on a 2025-11-25 (or older)
+// session; none on a 2026-07-28 one (go-sdk refuses server requests there).
+func streamModes(ss *mcp.ServerSession) elicitModes {
+	if ss == nil {
+		return elicitModes{}
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion >= statelessVersion || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return elicitModes{}
+	}
+	e := ip.Capabilities.Elicitation
+	return elicitModes{form: e.Form != nil || e.URL == nil, url: e.URL != nil}
+}
+
+// awaitFailed is the error of a tasks/result whose wait failed.
+func (s *Server) awaitFailed(ctx context.Context, id string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, ErrNotFound):
+		return taskNotFound(id)
+	case errors.Is(err, ErrBusy):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "too many streams follow this caller's runs; try tasks/get, or again shortly"}
+	}
+	return s.readFailed(ctx, err)
+}
+
+// readFailed is the error of a task method whose read of the store failed: logged, and
+// shown without its detail.
+func (s *Server) readFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.cfg.Logger.Warn("mcp: a task could not be read", "err", err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be read; try again shortly"}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// listTasks answers tasks/list (2025-11-25): the caller's tasks (the threads its calls
+// started, any tool, with or without the extension; expired ones left out), newest first,
+// at most taskPageSize a page, each as tasks/get shows it without its result and
+// questions. The cursor is the position after the page's last thread (its creation time
+// and id): a task created meanwhile does not shift the pages after it.
+func (s *Server) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listParams) (mcp.Result, error) {
+	after, err := parseCursor(p.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	who := s.principalIn(ctx)
+	threads, err := s.tasks.Threads(ctx, who)
+	if err != nil {
+		return nil, s.readFailed(ctx, err)
+	}
+	listed := taskThreads(threads, s.byTag, after)
+	res := &listResult{ResultType: "complete", Tasks: []task{}}
+	now := time.Now()
+	for i, th := range listed {
+		if len(res.Tasks) == taskPageSize {
+			res.NextCursor = cursorOf(listed[i-1].ThreadInfo)
+			break
+		}
+		log, err := s.tasks.RunLog(ctx, th.ID, who)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since, or not run yet
+		}
+		if err != nil {
+			return nil, s.readFailed(ctx, err)
+		}
+		tk, expired := taskOf(th.ID, th.tool, log, s.cfg.TaskTTL, now)
+		if expired {
+			continue
+		}
+		tk.Result, tk.InputRequests = nil, nil
+		res.Tasks = append(res.Tasks, tk)
+	}
+	return res, nil
 }
 
 func stamp(t time.Time) string {

@@ -18,8 +18,62 @@ import (
 )
 
 // taskEngine is the fake engine that also reads runs (TaskEngine): the events its latest
-// run of a thread produced so far.
-type taskEngine struct{ *fakeEngine }
+// run of a thread produced so far. A thread's creation time is its first start's place in
+// the starts (a millisecond each); awaiting receives each AwaitRun as it starts waiting.
+type taskEngine struct {
+	*fakeEngine
+	awaiting chan string
+}
+
+func newTaskEngine() taskEngine {
+	return taskEngine{fakeEngine: newFakeEngine(), awaiting: make(chan string, 100)}
+}
+
+func (e taskEngine) Thread(_ context.Context, threadID, who string) (ThreadInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, st := range e.starts {
+		if st.in.ThreadID == threadID && st.who == who {
+			return ThreadInfo{ID: threadID, CreatedAt: time.UnixMilli(int64(i))}, nil
+		}
+	}
+	return ThreadInfo{}, ErrNotFound
+}
+
+func (e taskEngine) Threads(_ context.Context, who string) ([]ThreadInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []ThreadInfo
+	seen := map[string]bool{}
+	for i, st := range e.starts {
+		if st.who == who && !seen[st.in.ThreadID] {
+			seen[st.in.ThreadID] = true
+			out = append(out, ThreadInfo{ID: st.in.ThreadID, CreatedAt: time.UnixMilli(int64(i))})
+		}
+	}
+	return out, nil
+}
+
+func (e taskEngine) AwaitRun(ctx context.Context, threadID, runID, who string) error {
+	e.mu.Lock()
+	var run *fakeRun
+	for _, st := range e.starts {
+		if st.in.ThreadID == threadID && st.in.RunID == runID && st.who == who {
+			run = st.run
+		}
+	}
+	e.mu.Unlock()
+	if run == nil {
+		return ErrNotFound
+	}
+	e.awaiting <- runID
+	select {
+	case <-run.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 func (e taskEngine) RunLog(_ context.Context, threadID, who string) (*RunLog, error) {
 	e.mu.Lock()
@@ -60,6 +114,8 @@ func taskClient(t *testing.T, url, who string) *mcp.ClientSession {
 	for _, m := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
 		require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *taskGetResult](c, m))
 	}
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDParams, *mcp.CallToolResult](c, "tasks/result"))
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskListParams, *taskListResult](c, "tasks/list"))
 	hc := &http.Client{Transport: bearer{who: who, next: http.DefaultTransport}}
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
 	require.NoError(t, err)
@@ -69,7 +125,7 @@ func taskClient(t *testing.T, url, who string) *mcp.ClientSession {
 
 func TestTasksOverStatelessHTTP(t *testing.T) {
 	t.Parallel()
-	e := taskEngine{newFakeEngine()}
+	e := newTaskEngine()
 	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, CoordinatorTool: "ask", Anonymous: "nobody"})
 	require.NoError(t, err)
 	h := s.Handler(HTTPOptions{})
@@ -128,7 +184,7 @@ const (
 // request; tasks/update with the answer resumes it, and the task then completes.
 func TestTaskUpdateAnswersTheQuestion(t *testing.T) {
 	t.Parallel()
-	e := taskEngine{newFakeEngine()}
+	e := newTaskEngine()
 	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, Anonymous: "nobody"})
 	require.NoError(t, err)
 	h := s.Handler(HTTPOptions{})

@@ -48,7 +48,7 @@ func newMCPServer(cfg *config.Config, port *coordinator.Runs, agents []coordinat
 		offered = append(offered, mcpserver.Agent{Name: ac.Name, Target: target, Describe: func() string { return cardDescription(ag) }})
 	}
 	return mcpserver.New(mcpserver.Config{
-		Engine:          mcpEngine{port: port, maxActive: cfg.Server.MaxActiveRuns},
+		Engine:          mcpEngine{port: port, maxActive: cfg.Server.MaxActiveRuns, maxThreads: cfg.Server.MaxThreadsPerPrincipal},
 		Name:            cfg.MCPServe.Name,
 		Version:         version,
 		Agents:          offered,
@@ -113,6 +113,9 @@ func (r portRun) Cancellations() []cancel.Report        { return r.s.Cancellatio
 type mcpEngine struct {
 	port      *coordinator.Runs
 	maxActive int
+	// maxThreads is server.max_threads_per_principal (0: its default): all of a
+	// principal's threads, for tasks/list.
+	maxThreads int
 }
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
@@ -198,6 +201,63 @@ func (m mcpEngine) RunLog(ctx context.Context, threadID, principal string) (*mcp
 		}
 	}
 	return out, nil
+}
+
+// Thread looks principal's thread up through the port, for the tasks extension and for a
+// resume's check.
+func (m mcpEngine) Thread(ctx context.Context, threadID, principal string) (mcpserver.ThreadInfo, error) {
+	th, err := m.port.Thread(ctx, principal, threadID)
+	if err != nil {
+		return mcpserver.ThreadInfo{}, mcpThreadErr(err)
+	}
+	return mcpserver.ThreadInfo{ID: th.ID, CreatedAt: th.CreatedAt}, nil
+}
+
+// Threads lists principal's threads through the port, for tasks/list: all of them, as
+// server.max_threads_per_principal caps how many a principal holds.
+func (m mcpEngine) Threads(ctx context.Context, principal string) ([]mcpserver.ThreadInfo, error) {
+	limit := m.maxThreads
+	if limit <= 0 {
+		limit = config.DefaultMaxThreadsPerPrincipal
+	}
+	list, err := m.port.Threads(ctx, principal, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mcpserver.ThreadInfo, len(list))
+	for i, th := range list {
+		out[i] = mcpserver.ThreadInfo{ID: th.ID, CreatedAt: th.CreatedAt}
+	}
+	return out, nil
+}
+
+// AwaitRun follows the run through the port (its live queue on the replica that runs it,
+// its stored log anywhere) until its terminal event, for tasks/result. The stream counts
+// as one of the principal's followers, as any other.
+func (m mcpEngine) AwaitRun(ctx context.Context, threadID, runID, principal string) error {
+	evs, err := m.port.Events(ctx, principal, threadID, runID, 0, runs.FollowOptions{})
+	switch {
+	case errors.Is(err, runs.ErrRunNotFound):
+		return fmt.Errorf("%w: %w", mcpserver.ErrNotFound, err)
+	case errors.Is(err, runs.ErrTooManyFollowers), errors.Is(err, runs.ErrPrincipalFollowers):
+		return fmt.Errorf("%w: %w", mcpserver.ErrBusy, err)
+	case err != nil:
+		return mcpThreadErr(err)
+	}
+	for _, err := range evs {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// mcpThreadErr maps the port's thread errors to the surface's.
+func mcpThreadErr(err error) error {
+	if errors.Is(err, runs.ErrThreadNotFound) || errors.Is(err, runs.ErrThreadExpired) {
+		return fmt.Errorf("%w: %w", mcpserver.ErrNotFound, err)
+	}
+	return err
 }
 
 // delegateTool is the frontend tool whose presence in a run makes directModel drive it;
