@@ -423,10 +423,8 @@ type streamAttempt struct {
 // guard is here rather than in a wrapping iterator, whose frame would be one more on the
 // stack of the goroutine that waits on the stream.
 func (d *delegation) streamOnce(ctx context.Context, msg *sdk.Message) (a streamAttempt) {
-	sctx, release := d.requestContext(ctx)
-	var actx context.Context
-	actx, a.rec = withStatus(sctx)
-	dctx, stopDrain := context.WithCancel(actx)
+	dctx, rec, release, stopDrain := d.attemptContext(ctx)
+	a.rec = rec
 	var drain *time.Timer
 	inBody := false
 	defer func() {
@@ -468,6 +466,15 @@ func (d *delegation) streamOnce(ctx context.Context, msg *sdk.Message) (a stream
 		inBody = false
 	}
 	return a
+}
+
+// attemptContext is the context of one streaming attempt (requestContext's, with the
+// response's status recorded in rec), which stopDrain cancels; release ends the request.
+func (d *delegation) attemptContext(ctx context.Context) (dctx context.Context, rec *httpStatus, release func(), stopDrain context.CancelFunc) {
+	sctx, release := d.requestContext(ctx)
+	actx, rec := withStatus(sctx)
+	dctx, stopDrain = context.WithCancel(actx)
+	return dctx, rec, release, stopDrain
 }
 
 // afterStream decides what follows an attempt: the end of the delegation (done, with its
