@@ -9,6 +9,7 @@ import (
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/subagent"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // exchange is send, or with follow the following of a task that this run started before
@@ -62,14 +63,21 @@ func startExchange(ctx context.Context, r *Run, a *Agent, callID, subID string, 
 		} else {
 			res, err = a.Client.Send(actx, req, obs)
 		}
-		r.trace.endDelegationSpan(span, spanParent, a, res, err)
-		if err == nil && res != nil && res.State.Terminal() || err != nil && subagent.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
-			// Nothing left to cancel remotely; a held cancel need not wait for an id.
-			d.item.Release()
-		}
-		d.out <- sent{res, err}
+		d.sendEnded(res, err, span, spanParent)
 	}()
 	return d
+}
+
+// sendEnded ends the exchange's span and hands its end to the run. It is a function of its
+// own so that what it needs is not on the frame in which the goroutine waits while the
+// agent works (design/streams.md, "Per-run goroutines and stacks").
+func (d *subagentCall) sendEnded(res *subagent.Result, err error, span trace.Span, spanParent trace.SpanID) {
+	d.r.trace.endDelegationSpan(span, spanParent, d.agent, res, err)
+	if err == nil && res != nil && res.State.Terminal() || err != nil && subagent.TaskIDOf(err) == "" && d.taskIDKnown() == "" {
+		// Nothing left to cancel remotely; a held cancel need not wait for an id.
+		d.item.Release()
+	}
+	d.out <- sent{res, err}
 }
 
 // finish releases the exchange's request and its piece of the run's scope, unless the

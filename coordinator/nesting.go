@@ -91,11 +91,12 @@ func takeContext(e *Engine, threadID, agent string, create bool) (string, func()
 	if th == nil {
 		return newContextID(), func() {}, true
 	}
-	if th.contexts == nil {
-		th.contexts, th.sending = map[string]string{}, map[string]int{}
-	}
 	tasks := e.tasks.refs(threadID)
-	id := th.contexts[agent]
+	i := slices.IndexFunc(th.contexts, func(c agentContext) bool { return c.agent == agent })
+	id := ""
+	if i >= 0 {
+		id = th.contexts[i].id
+	}
 	if id == "" {
 		id = earliestContext(tasks, agent)
 	}
@@ -104,18 +105,35 @@ func takeContext(e *Engine, threadID, agent string, create bool) (string, func()
 	}
 	if id == "" {
 		id = newContextID()
-	} else if th.sending[id] > 0 || contextBusy(tasks, agent, id) {
+	} else if sendingOn(th.contexts, id) > 0 || contextBusy(tasks, agent, id) {
 		return newContextID(), func() {}, true
 	}
-	th.contexts[agent] = id
-	th.sending[id]++
+	if i < 0 {
+		i = len(th.contexts)
+		th.contexts = append(th.contexts, agentContext{agent: agent})
+	}
+	th.contexts[i].id = id
+	th.contexts[i].sending++
 	return id, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if th.sending[id]--; th.sending[id] <= 0 {
-			delete(th.sending, id)
+		// The entry is found again: the slice may have grown since. Entries are never
+		// removed, and an agent's context id never changes once set.
+		if j := slices.IndexFunc(th.contexts, func(c agentContext) bool { return c.agent == agent }); j >= 0 {
+			th.contexts[j].sending--
 		}
 	}, true
+}
+
+// sendingOn counts the sends in flight on context id.
+func sendingOn(contexts []agentContext, id string) int {
+	n := 0
+	for _, c := range contexts {
+		if c.id == id {
+			n += c.sending
+		}
+	}
+	return n
 }
 
 // earliestContext is a context of agent's tasks in the thread (the smallest id, so that

@@ -245,10 +245,18 @@ func (e *Engine) abandon(ctx context.Context, owner, threadID string, ins []stor
 // the engine's taskBook).
 type thread struct {
 	owner string
-	// contexts is the A2A context id of the thread's conversation with each agent, and
-	// sending counts the sends in flight per context (nesting.go).
-	contexts map[string]string
-	sending  map[string]int
+	// contexts is the A2A context of the thread's conversation with each agent, and the
+	// sends in flight on it (nesting.go). A slice, not maps: a thread talks to few agents,
+	// and the two maps this was cost every open run 0.6 KB (BENCHMARKS.md, "Per open
+	// streaming run: the delegation's stack and the thread's contexts").
+	contexts []agentContext
+}
+
+// agentContext is the context id of a thread's conversation with agent, and how many sends
+// are in flight on it.
+type agentContext struct {
+	agent, id string
+	sending   int
 }
 
 // rememberTask records a task that the thread's run saw, in the thread's book and in the

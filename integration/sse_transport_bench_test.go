@@ -37,7 +37,8 @@ import (
 // AG-UI clients (testdata/openruns) in processes of their own. Reported: Baton's heap, stack
 // and goroutines per open run, and the time to RUN_STARTED while the runs ramp at 1,000/s.
 // BATON_BENCH_HEAPPROFILE=<file> writes a heap profile of the open runs, and <file>.goroutines
-// their goroutines.
+// their goroutines. BATON_BENCH_HOLD=<file> keeps the runs open, for a core (gcore) to be
+// taken, until <file> is removed (at most ten minutes): the process id is written to it.
 func BenchmarkOpenRunsRealAgents(b *testing.B) {
 	runs := 1000
 	if v, err := strconv.Atoi(os.Getenv("BATON_BENCH_RUNS")); err == nil && v > 0 {
@@ -110,6 +111,9 @@ func openRealRuns(b *testing.B, goAgent bool, runs int, prompt, marker string) {
 		require.NoError(b, err)
 		require.NoError(b, pprof.Lookup("goroutine").WriteTo(f, 1))
 		require.NoError(b, f.Close())
+	}
+	if path := os.Getenv("BATON_BENCH_HOLD"); path != "" {
+		holdOpenRuns(b, path)
 	}
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(runs)/1024, "heap-KiB/run")
 	b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/float64(runs)/1024, "stack-KiB/run")
@@ -189,4 +193,18 @@ func (l *openRunsLoad) quit() {
 	_, _ = fmt.Fprintln(l.in, "quit")
 	_ = l.in.Close()
 	_ = l.cmd.Wait()
+}
+
+// holdOpenRuns writes the process id to path and waits until path is removed or ten
+// minutes have passed (BATON_BENCH_HOLD; server's BenchmarkOpenRuns has the same hook).
+func holdOpenRuns(b *testing.B, path string) {
+	require.NoError(b, os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o600))
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(10 * time.Minute)
+	for range tick.C {
+		if _, err := os.Stat(path); err != nil || time.Now().After(deadline) {
+			return
+		}
+	}
 }

@@ -72,9 +72,11 @@ var errSDKPanic = errors.New("the A2A SDK failed on the agent's answer")
 // error (a protocol error for classify): a2a-go v2.4.0 dereferences every entry of a JSON-RPC
 // error's "data" array, so a null entry sent by an agent would otherwise take the whole
 // process down. A panic of the caller's loop body is not the SDK's and goes on. Its frame
-// sits on the stack of a goroutine that waits on a stream for as long as the task runs,
-// which costs a run 8 KiB of stack with an HTTP/1.1 agent (BENCHMARKS.md, "SDK streaming
-// transport"); no place for the guard was found that costs less, and a crash costs more.
+// sits on the stack of a goroutine that waits on a stream for as long as the task runs:
+// the first stream of a delegation (delegation.streamOnce) has the same guard in place
+// instead, which kept that goroutine's stack at 8 KiB with an HTTP/1.1 agent (BENCHMARKS.md,
+// "Per open streaming run: the delegation's stack and the thread's contexts"); a resumed
+// stream (delegation.resume) is rarer and keeps this one.
 func recoverStream(seq iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
 		inBody := false

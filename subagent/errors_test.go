@@ -37,3 +37,15 @@ func TestRecoverStream(t *testing.T) {
 		}
 	})
 }
+
+// streamOnce's guard (recoverStream's, in place) lets a panic of the caller's own code, here
+// its Observer called from the loop's body, go on instead of reporting it as the SDK's.
+func TestStreamGuardLetsTheCallersPanicGoOn(t *testing.T) {
+	leakCheck(t)
+	p := startPeer(t, peerOptions{card: cardV10Only, streaming: true})
+	a := resolve(t, p, "")
+	own := errors.New("the caller's own")
+	assert.PanicsWithValue(t, own, func() {
+		_, _ = a.Send(testCtx(t), Request{Prompt: "complete"}, Observer{Task: func(string, string) { panic(own) }})
+	})
+}

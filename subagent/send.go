@@ -84,7 +84,20 @@ type Result struct {
 // came through [Observer.Task], and [TaskIDOf] finds it in the error). Other errors wrap
 // [ErrUnreachable], [ErrInvalidTransition], [ErrAuth], [ErrCapabilityGap] or the SDK error.
 func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, error) {
+	// The caller's goroutine waits in here for as long as the agent works: this frame holds
+	// only the delegation, made (start) and ended (end) by functions of their own, so that
+	// what they need is not on the parked stack (design/streams.md, "Per-run goroutines
+	// and stacks").
 	ctx = a2alog.AttachLogger(ctx, a.logger)
+	d, err := a.start(ctx, &req, obs)
+	if err != nil {
+		return nil, err
+	}
+	return d.end(d.run(ctx))
+}
+
+// start reads the agent's binding and makes the delegation of req.
+func (a *Agent) start(ctx context.Context, req *Request, obs Observer) (*delegation, error) {
 	b, err := a.current(ctx)
 	if err != nil {
 		if req.TaskID != "" {
@@ -92,16 +105,19 @@ func (a *Agent) Send(ctx context.Context, req Request, obs Observer) (*Result, e
 		}
 		return nil, err
 	}
-	d := a.newDelegation(b, req, obs)
-	err = d.run(ctx)
+	return a.newDelegation(b, *req, obs), nil
+}
+
+// end is Send's answer once the delegation ran and ended with err.
+func (d *delegation) end(err error) (*Result, error) {
 	d.pace.stop()
 	if errors.Is(err, ErrUnreachable) {
-		a.invalidate() // the agent may have moved or changed: read its card again
+		d.a.invalidate() // the agent may have moved or changed: read its card again
 	}
 	if err != nil {
 		taskID, contextID := d.taskID, d.contextID
 		if taskID == "" {
-			taskID, contextID = req.TaskID, req.ContextID
+			taskID, contextID = d.req.TaskID, d.req.ContextID
 		}
 		if taskID != "" {
 			err = &TaskError{TaskID: taskID, ContextID: contextID, Err: err}
@@ -376,70 +392,117 @@ func (d *delegation) message() *sdk.Message {
 	return m
 }
 
-// stream sends with SendStreamingMessage and reads until the task is terminal or
-// interrupted, resuming a dropped stream.
 // drainWait bounds the wait for a stream's end after its terminal event.
 const drainWait = 100 * time.Millisecond
 
+// stream sends with SendStreamingMessage and reads until the task is terminal or
+// interrupted, resuming a dropped stream. Each attempt is a function of its own and what
+// follows it another (afterStream): the goroutine waits on the stream in streamOnce, and
+// only the attempt's loop is on its stack then (design/streams.md, "Per-run goroutines and
+// stacks").
 func (d *delegation) stream(ctx context.Context) error {
 	msg := d.message()
 	for attempt := 1; ; attempt++ {
-		sctx, release := d.requestContext(ctx)
-		actx, rec := withStatus(sctx)
-		dctx, stopDrain := context.WithCancel(actx)
-		var drain *time.Timer
-		var streamErr error
-		got := false
-		for ev, err := range recoverStream(d.b.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg})) {
-			if err != nil {
-				streamErr = err
-				break
-			}
-			got = true
-			if ctx.Err() != nil && d.taskID != "" {
-				break
-			}
-			if d.apply(ev) {
-				if d.reply == nil && stateOf(d.status.State).Terminal() {
-					// A server ends the stream right after a terminal event: reading to
-					// the end lets the connection be reused for the next call. One that
-					// keeps it open is not waited for long.
-					if drain == nil {
-						drain = time.AfterFunc(drainWait, stopDrain)
-					}
-					continue
-				}
-				break
-			}
+		if done, err := d.afterStream(ctx, attempt, d.streamOnce(ctx, msg)); done {
+			return err
 		}
+	}
+}
+
+// streamAttempt is what one streaming send left: whether it brought an event, the error
+// that ended it, and the HTTP status of its response.
+type streamAttempt struct {
+	got bool
+	err error
+	rec *httpStatus
+}
+
+// streamOnce sends msg once and reads its stream until the task is terminal or
+// interrupted, the stream ends, or ctx is done with the task id known. A panic of the SDK
+// while it reads the stream ends the attempt with an error, as recoverStream would; the
+// guard is here rather than in a wrapping iterator, whose frame would be one more on the
+// stack of the goroutine that waits on the stream.
+func (d *delegation) streamOnce(ctx context.Context, msg *sdk.Message) (a streamAttempt) {
+	dctx, rec, release, stopDrain := d.attemptContext(ctx)
+	a.rec = rec
+	var drain *time.Timer
+	inBody := false
+	defer func() {
 		if drain != nil {
 			drain.Stop()
 		}
 		stopDrain()
 		release()
-		if ctx.Err() != nil {
-			return d.ctxErr(ctx)
+		if inBody {
+			return // the loop's own panic, not the SDK's
 		}
-		if d.finished() {
-			return nil
+		if r := recover(); r != nil {
+			a.err = fmt.Errorf("%w: %v", errSDKPanic, r)
 		}
-		if got && d.taskID != "" {
-			d.a.logger.Debug("a2a stream dropped, resuming", "task", d.taskID, "error", streamErr)
-			return d.resume(ctx)
+	}()
+	for ev, err := range d.b.client.SendStreamingMessage(dctx, &sdk.SendMessageRequest{Message: msg}) {
+		inBody = true
+		if err != nil {
+			a.err = err
+			break
 		}
-		if streamErr == nil {
-			if got {
-				return fmt.Errorf("a2a: agent %q: stream ended without naming a task: %w", d.a.Name, sdk.ErrInvalidAgentResponse)
+		a.got = true
+		if ctx.Err() != nil && d.taskID != "" {
+			break
+		}
+		if d.apply(ev) {
+			if d.reply == nil && stateOf(d.status.State).Terminal() {
+				// A server ends the stream right after a terminal event: reading to the end
+				// lets the connection be reused for the next call. One that keeps it open
+				// is not waited for long.
+				if drain == nil {
+					drain = time.AfterFunc(drainWait, stopDrain)
+				}
+				inBody = false
+				continue
 			}
-			streamErr = errEmptyStream
+			break
 		}
-		if err := d.retryWait(ctx, attempt, streamErr, rec); err != nil {
-			if errors.Is(err, errFollow) {
-				return d.resume(ctx)
-			}
-			return err
-		}
+		inBody = false
 	}
+	return a
+}
+
+// attemptContext is the context of one streaming attempt (requestContext's, with the
+// response's status recorded in rec), which stopDrain cancels; release ends the request.
+func (d *delegation) attemptContext(ctx context.Context) (dctx context.Context, rec *httpStatus, release func(), stopDrain context.CancelFunc) {
+	sctx, release := d.requestContext(ctx)
+	actx, rec := withStatus(sctx)
+	dctx, stopDrain = context.WithCancel(actx)
+	return dctx, rec, release, stopDrain
+}
+
+// afterStream decides what follows an attempt: the end of the delegation (done, with its
+// error), a resumption of the task's stream, or another attempt.
+func (d *delegation) afterStream(ctx context.Context, attempt int, a streamAttempt) (done bool, err error) {
+	if ctx.Err() != nil {
+		return true, d.ctxErr(ctx)
+	}
+	if d.finished() {
+		return true, nil
+	}
+	if a.got && d.taskID != "" {
+		d.a.logger.Debug("a2a stream dropped, resuming", "task", d.taskID, "error", a.err)
+		return true, d.resume(ctx)
+	}
+	if a.err == nil {
+		if a.got {
+			return true, fmt.Errorf("a2a: agent %q: stream ended without naming a task: %w", d.a.Name, sdk.ErrInvalidAgentResponse)
+		}
+		a.err = errEmptyStream
+	}
+	if err := d.retryWait(ctx, attempt, a.err, a.rec); err != nil {
+		if errors.Is(err, errFollow) {
+			return true, d.resume(ctx)
+		}
+		return true, err
+	}
+	return false, nil
 }
 
 // blocking sends with SendMessage for an agent that does not stream, asking it to return
