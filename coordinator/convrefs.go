@@ -1,0 +1,144 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+
+	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/durable"
+	"github.com/baton-dev/baton/llm"
+)
+
+// A run's checkpoint names the messages of its history that the thread keeps instead of
+// copying them (design/history.md): the user's requests, the turns of earlier runs, each
+// a megabyte perhaps, are in the thread already, and a checkpoint is replaced many times
+// per run (PostgreSQL keeps every replaced version until a vacuum). Inline are only the
+// run's own messages (stored when it ends) and the summaries.
+
+// storedMessages are the thread's stored messages a run's history holds, by a hash of
+// each as the model reads it: a message of the history whose hash is here is that stored
+// message, converted (fromAGUI) the same way.
+type storedMessages struct {
+	seed maphash.Seed
+	ids  map[storedKey]string
+}
+
+// storedKey is a message's hash with its text's length (a collision of both, with a
+// per-process random seed, is not a practical concern).
+type storedKey struct {
+	hash uint64
+	n    int
+}
+
+// key hashes everything of m the model reads.
+func (s *storedMessages) key(m llm.Message) storedKey {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(string(m.Role))
+	h.WriteByte(0)
+	h.WriteString(m.ToolCallID)
+	h.WriteByte(0)
+	for _, c := range m.ToolCalls {
+		h.WriteString(c.ID)
+		h.WriteByte(0)
+		h.WriteString(c.Name)
+		h.WriteByte(0)
+		h.WriteString(c.Arguments)
+		h.WriteByte(0)
+	}
+	h.WriteString(strconv.Itoa(len(m.ToolCalls)))
+	h.WriteByte(0)
+	h.WriteString(m.Content)
+	return storedKey{hash: h.Sum64(), n: len(m.Content)}
+}
+
+// note records that m is the thread's stored message id.
+func (s *storedMessages) note(m llm.Message, id string) {
+	if id == "" {
+		return
+	}
+	if s.ids == nil {
+		s.seed = maphash.MakeSeed()
+		s.ids = map[storedKey]string{}
+	}
+	s.ids[s.key(m)] = id
+}
+
+// id is the id of the stored message m is, or "".
+func (s *storedMessages) id(m llm.Message) string {
+	if s.ids == nil {
+		return ""
+	}
+	return s.ids[s.key(m)]
+}
+
+// convEntry is one message of a checkpoint's history (durable.Checkpoint.Conv): the
+// message itself, as version 1 held every one, or, from version 2, the id of the thread's
+// message it is ({"ref": id}).
+type convEntry struct {
+	Ref string `json:"ref,omitempty"`
+	llm.Message
+}
+
+// convRef is a message of a checkpoint's history that the thread keeps.
+type convRef struct {
+	Ref string `json:"ref"`
+}
+
+// convDoc encodes conv for a checkpoint: the messages the thread keeps by their ids.
+func convDoc(conv []llm.Message, stored *storedMessages) json.RawMessage {
+	entries := make([]any, len(conv))
+	for i, m := range conv {
+		if id := stored.id(m); id != "" {
+			entries[i] = convRef{Ref: id}
+			continue
+		}
+		entries[i] = m
+	}
+	return mustJSON(entries)
+}
+
+// errConvRef: a checkpoint names a message its thread no longer has.
+var errConvRef = errors.New("a message the checkpoint names is not in the thread")
+
+// decodeConv reads a checkpoint's history, reading the messages it names with load (only
+// when it names some), and notes them in stored.
+func decodeConv(ctx context.Context, doc json.RawMessage, stored *storedMessages,
+	load func(ctx context.Context, ids []string) (map[string]agui.Message, error)) ([]llm.Message, error) {
+	var entries []convEntry
+	if err := json.Unmarshal(doc, &entries); err != nil || entries == nil {
+		return nil, fmt.Errorf("%w: its history", durable.ErrCheckpoint)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.Ref != "" {
+			ids = append(ids, e.Ref)
+		}
+	}
+	var named map[string]agui.Message
+	if len(ids) > 0 {
+		var err error
+		if named, err = load(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	conv := make([]llm.Message, 0, len(entries))
+	for _, e := range entries {
+		if e.Ref == "" {
+			conv = append(conv, e.Message)
+			continue
+		}
+		sm, found := named[e.Ref]
+		m, ok := toLLM(sm)
+		if !found || !ok {
+			return nil, fmt.Errorf("%w: %s", errConvRef, e.Ref)
+		}
+		stored.note(m, e.Ref)
+		conv = append(conv, m)
+	}
+	return conv, nil
+}
