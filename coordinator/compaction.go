@@ -249,7 +249,7 @@ func compactHistory(ctx context.Context, r *Run, conv []llm.Message, why string)
 		"summary":          msg.Content,
 		"replaces":         split.OlderKeys,
 		"keeps":            split.KeptKeys,
-		"from":             keptFrom(r, split),
+		"from":             keptFrom(r, conv, split),
 		"replacedMessages": len(split.Older),
 		"keptMessages":     len(split.Pinned) + len(split.Recent),
 		"tokensBefore":     before,
@@ -261,18 +261,16 @@ func compactHistory(ctx context.Context, r *Run, conv []llm.Message, why string)
 	return out, nil
 }
 
-// keptFrom is the id of the earliest message a compaction keeps that the thread holds
-// already (history.Record.From): a later run reads the thread from there on. "" when it
-// keeps none (only the run's own messages, stored when it ends).
-func keptFrom(r *Run, s history.Split) string {
-	for _, part := range [][]llm.Message{s.Pinned, s.Recent} {
-		for _, m := range part {
-			if id := r.dur.stored.id(m); id != "" {
-				return id
-			}
-		}
+// keptFrom is the id of the earliest message a compaction of conv keeps that the thread
+// holds already (history.Record.From): a later run reads the thread from there on. "" when
+// it keeps none (only the run's own messages, stored when it ends).
+func keptFrom(r *Run, conv []llm.Message, s history.Split) string {
+	kept := make(map[string]bool, len(s.KeptKeys))
+	for _, k := range s.KeptKeys {
+		kept[k] = true
 	}
-	return ""
+	keys := history.Keys(conv)
+	return r.dur.stored.earliest(conv, func(i int) bool { return kept[keys[i]] })
 }
 
 // replacedDetail says in the journal what a compaction replaced.

@@ -21,10 +21,18 @@ import (
 
 // storedMessages are the thread's stored messages a run's history holds, by a hash of
 // each as the model reads it: a message of the history whose hash is here is that stored
-// message, converted (fromAGUI) the same way.
+// message, converted (fromAGUI) the same way. Messages of the same text (every "ok") share
+// a hash: each hash keeps its messages' ids in the thread's order.
 type storedMessages struct {
 	seed maphash.Seed
-	ids  map[storedKey]string
+	ids  map[storedKey][]storedID
+	n    int
+}
+
+// storedID is a stored message's id and its place among those noted (the thread's order).
+type storedID struct {
+	id string
+	at int
 }
 
 // storedKey is a message's hash with its text's length (a collision of both, with a
@@ -56,24 +64,66 @@ func (s *storedMessages) key(m llm.Message) storedKey {
 	return storedKey{hash: h.Sum64(), n: len(m.Content)}
 }
 
-// note records that m is the thread's stored message id.
+// note records that m is the thread's stored message id, after those noted before.
 func (s *storedMessages) note(m llm.Message, id string) {
 	if id == "" {
 		return
 	}
 	if s.ids == nil {
 		s.seed = maphash.MakeSeed()
-		s.ids = map[storedKey]string{}
+		s.ids = map[storedKey][]storedID{}
 	}
-	s.ids[s.key(m)] = id
+	k := s.key(m)
+	for _, sid := range s.ids[k] {
+		if sid.id == id {
+			return
+		}
+	}
+	s.n++
+	s.ids[k] = append(s.ids[k], storedID{id: id, at: s.n})
 }
 
-// id is the id of the stored message m is, or "".
+// id is the id of a stored message m is (of the same text, any is), or "".
 func (s *storedMessages) id(m llm.Message) string {
+	if ids := s.ids[s.key(m)]; len(ids) > 0 {
+		return ids[len(ids)-1].id
+	}
+	return ""
+}
+
+// earliest is the id of the earliest stored message among conv's messages i that pick
+// reports, or "". conv holds the last of the thread's messages of each text (its
+// occurrences of a text are matched to that text's last stored ids, in order): a message
+// repeated before them and not in conv is not taken for one of them.
+func (s *storedMessages) earliest(conv []llm.Message, pick func(i int) bool) string {
 	if s.ids == nil {
 		return ""
 	}
-	return s.ids[s.key(m)]
+	keys := make([]storedKey, len(conv))
+	count := map[storedKey]int{}
+	for i, m := range conv {
+		keys[i] = s.key(m)
+		if len(s.ids[keys[i]]) > 0 {
+			count[keys[i]]++
+		}
+	}
+	seen := map[storedKey]int{}
+	best := storedID{}
+	for i := range conv {
+		ids := s.ids[keys[i]]
+		if len(ids) == 0 {
+			continue
+		}
+		seen[keys[i]]++
+		j := len(ids) - count[keys[i]] + seen[keys[i]] - 1
+		if j < 0 || !pick(i) {
+			continue
+		}
+		if best.id == "" || ids[j].at < best.at {
+			best = ids[j]
+		}
+	}
+	return best.id
 }
 
 // convEntry is one message of a checkpoint's history (durable.Checkpoint.Conv): the

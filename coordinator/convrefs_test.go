@@ -166,6 +166,17 @@ func TestCheckpointNamesTheThreadsMessages(t *testing.T) {
 // history that replaying every compaction on the whole thread gives.
 func TestStartReadsFromTheLatestCompaction(t *testing.T) {
 	t.Parallel()
+	// Two turns kept, and the default (four), where the assistant's every answer ("noted")
+	// repeats among the kept ones and the replaced ones.
+	for _, keep := range []int{2, 0} {
+		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
+			t.Parallel()
+			startReadsFromTheLatestCompaction(t, keep)
+		})
+	}
+}
+
+func startReadsFromTheLatestCompaction(t *testing.T, keep int) {
 	st, err := store.Open(context.Background(), "memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -174,7 +185,7 @@ func TestStartReadsFromTheLatestCompaction(t *testing.T) {
 	e := newEngine(t, req.model(), &fakeAgent{}, func(c *Config) {
 		c.Store = counter
 		// About three of the 4 KiB messages fit before compaction.
-		c.History = history.Options{Window: 4000, KeepRecentTurns: 2}.WithDefaults()
+		c.History = history.Options{Window: 4000, KeepRecentTurns: keep}.WithDefaults()
 	})
 	const runs = 8
 	for i := range runs {
