@@ -85,6 +85,10 @@ func (s *storedMessages) note(m llm.Message, id string) {
 
 // id is the id of a stored message m is (of the same text, any is), or "".
 func (s *storedMessages) id(m llm.Message) string {
+	if s.ids == nil {
+		// Nothing noted: the seed is not set either.
+		return ""
+	}
 	if ids := s.ids[s.key(m)]; len(ids) > 0 {
 		return ids[len(ids)-1].id
 	}
