@@ -38,7 +38,7 @@ func (a *adoption) adopt(ctx context.Context, c durable.Claim) error {
 		}
 	}
 	work := a.work
-	to, why := a.decodeTakeover(work)
+	to, why := a.decodeTakeover(ctx, work)
 	if why != "" {
 		log.Warn("takeover: the run cannot continue", "why", why)
 		return a.notContinued(why)
@@ -66,6 +66,7 @@ func (a *adoption) restoredRun(in *agui.RunAgentInput, to *takenOver, evs []stor
 	r := newRun(e, in)
 	r.owner = to.cp.Owner
 	r.dur.resumed = to
+	r.dur.stored = to.stored
 	// Not even RUN_STARTED was stored: the run starts its stream here.
 	r.dur.resumed.fresh = len(evs) == 0
 	to.started, to.resulted = map[string]bool{}, map[string]bool{}
@@ -149,8 +150,9 @@ func (a *adoption) startTakenOver(ctx context.Context, r *Run, to *takenOver) er
 	return nil
 }
 
-// decodeTakeover reads the checkpoint; why is not empty when the run cannot continue.
-func (a *adoption) decodeTakeover(work durable.Work) (to *takenOver, why string) {
+// decodeTakeover reads the checkpoint (and the thread's messages it names); why is not
+// empty when the run cannot continue.
+func (a *adoption) decodeTakeover(ctx context.Context, work durable.Work) (to *takenOver, why string) {
 	e := a.e
 	if len(work.Checkpoint) == 0 {
 		return nil, "it has no checkpoint"
@@ -161,9 +163,17 @@ func (a *adoption) decodeTakeover(work durable.Work) (to *takenOver, why string)
 	}
 	to = &takenOver{cp: cp, work: work}
 	if len(to.cp.Conv) > 0 {
-		if err := json.Unmarshal(to.cp.Conv, &to.conv); err != nil || to.conv == nil {
+		// The messages the checkpoint names are read from the thread (convrefs.go).
+		conv, err := decodeConv(ctx, to.cp.Conv, &to.stored, func(ctx context.Context, ids []string) (map[string]agui.Message, error) {
+			return e.records.StoredMessages(ctx, a.rec.ThreadID, ids)
+		})
+		switch {
+		case errors.Is(err, durable.ErrCheckpoint), errors.Is(err, errConvRef):
 			return nil, "its checkpoint is unreadable"
+		case err != nil:
+			return nil, "its thread's history could not be read"
 		}
+		to.conv = conv
 		if len(to.cp.State) > 0 {
 			if err := json.Unmarshal(to.cp.State, &to.fs); err != nil {
 				return nil, "its checkpoint is unreadable"

@@ -27,7 +27,7 @@ import (
 // ActivityCompaction is the activityType of the ACTIVITY_SNAPSHOT that shows a compaction
 // (DESIGN §7); the thread keeps it as an activity message whose content is a
 // history.Record plus figures for people.
-const ActivityCompaction = "compaction"
+const ActivityCompaction = history.Activity
 
 // errNothingToCompact: every older turn is kept (recent, or pinned as open work).
 var errNothingToCompact = errors.New("nothing to compact: every turn is recent or holds open work")
@@ -248,6 +248,8 @@ func compactHistory(ctx context.Context, r *Run, conv []llm.Message, why string)
 	r.emit(&agui.ActivitySnapshot{MessageID: newID("compaction"), ActivityType: ActivityCompaction, Content: map[string]any{
 		"summary":          msg.Content,
 		"replaces":         split.OlderKeys,
+		"keeps":            split.KeptKeys,
+		"from":             keptFrom(r, conv, split),
 		"replacedMessages": len(split.Older),
 		"keptMessages":     len(split.Pinned) + len(split.Recent),
 		"tokensBefore":     before,
@@ -257,6 +259,18 @@ func compactHistory(ctx context.Context, r *Run, conv []llm.Message, why string)
 	r.dur.noteCheckpoint(out)
 	step.End(store.StepEnd{Outcome: store.StepOK, Detail: replacedDetail(split, before, after)})
 	return out, nil
+}
+
+// keptFrom is the id of the earliest message a compaction of conv keeps that the thread
+// holds already (history.Record.From): a later run reads the thread from there on. "" when
+// it keeps none (only the run's own messages, stored when it ends).
+func keptFrom(r *Run, conv []llm.Message, s history.Split) string {
+	kept := make(map[string]bool, len(s.KeptKeys))
+	for _, k := range s.KeptKeys {
+		kept[k] = true
+	}
+	keys := history.Keys(conv)
+	return r.dur.stored.earliest(conv, func(i int) bool { return kept[keys[i]] })
 }
 
 // replacedDetail says in the journal what a compaction replaced.
@@ -343,17 +357,69 @@ func summaryTurn(ctx context.Context, r *Run, req *llm.Request) (string, error) 
 }
 
 // compactionRecords are the compactions the thread's messages msgs store (its compaction
-// activity messages), oldest first.
-func compactionRecords(msgs []agui.Message) []history.Record {
-	var recs []history.Record
-	for _, m := range msgs {
+// activity messages), oldest first, and the index in msgs of the latest (-1: none).
+func compactionRecords(msgs []agui.Message) (recs []history.Record, latest int) {
+	latest = -1
+	for i, m := range msgs {
 		if m.Role != agui.RoleActivity || m.ActivityType != ActivityCompaction {
 			continue
 		}
 		var rec history.Record
 		if json.Unmarshal(m.Content, &rec) == nil && history.IsSummary(llm.Message{Role: llm.RoleUser, Content: rec.Summary}) {
 			recs = append(recs, rec)
+			latest = i
 		}
 	}
-	return recs
+	return recs, latest
+}
+
+// threadView is the model's history at a run's start: the input's messages (the thread's,
+// read from its latest compaction on, then the client's) as the model reads them, with
+// the thread's compactions replayed: the latest alone when the messages start at the
+// earliest it kept (history.ApplyLatest), else every one they hold (history.Apply). A
+// history that turns out not to be the thread the latest compaction was made from is read
+// again whole. The stored messages are noted (Run.dur.stored), and the history read from
+// the store loses its text as it is converted.
+func threadView(ctx context.Context, r *Run) []llm.Message {
+	msgs := r.in.Messages
+	recs, at := compactionRecords(msgs)
+	conv, region := convertHistory(msgs, r.dur.prepended, &r.dur.stored, at)
+	if len(recs) == 0 {
+		return conv
+	}
+	if rec := recs[len(recs)-1]; rec.From != "" && msgs[0].ID == rec.From {
+		if out, ok := history.ApplyLatest(conv, rec, region); ok {
+			return out
+		}
+		if r.dur.prepended > 0 {
+			whole, err := r.e.records.ThreadHistory(ctx, r.ThreadID)
+			if err == nil {
+				r.log.Info("the thread's history from its latest compaction is not the one it was made from; replaying every compaction on the whole thread")
+				return wholeThreadView(r, whole)
+			}
+			r.log.Warn("store: load the whole thread; the history read from its latest compaction is used", "err", err)
+		}
+	}
+	return history.Apply(conv, recs)
+}
+
+// wholeThreadView is threadView's history from the thread's whole history whole, then the
+// input's own messages (those whole does not hold, which its start saved).
+func wholeThreadView(r *Run, whole []agui.Message) []llm.Message {
+	own := r.in.Messages[r.dur.prepended:]
+	ids := make(map[string]bool, len(own))
+	for _, m := range own {
+		ids[m.ID] = true
+	}
+	all := make([]agui.Message, 0, len(whole)+len(own))
+	for _, m := range whole {
+		if m.ID == "" || !ids[m.ID] {
+			all = append(all, m)
+		}
+	}
+	n := len(all)
+	all = append(all, own...)
+	recs, _ := compactionRecords(all)
+	conv, _ := convertHistory(all, n, &r.dur.stored, -1)
+	return history.Apply(conv, recs)
 }

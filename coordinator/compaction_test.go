@@ -380,8 +380,18 @@ func storedConv(t *testing.T, st store.Store, thread, run string) []llm.Message 
 	if len(cp.Conv) == 0 {
 		return nil
 	}
-	var conv []llm.Message
-	require.NoError(t, json.Unmarshal(cp.Conv, &conv))
+	// The messages the thread keeps are named, not copied (convrefs.go).
+	conv, err := decodeConv(context.Background(), cp.Conv, &storedMessages{}, func(ctx context.Context, ids []string) (map[string]agui.Message, error) {
+		msgs, err := st.LoadMessages(ctx, thread)
+		out := map[string]agui.Message{}
+		for _, m := range msgs {
+			var am agui.Message
+			require.NoError(t, json.Unmarshal(m.Data, &am))
+			out[m.ID] = am
+		}
+		return out, err
+	})
+	require.NoError(t, err)
 	return conv
 }
 

@@ -35,6 +35,9 @@ type durability struct {
 	// prepended is how many of the input's first messages are the thread's stored
 	// history, prepended by the engine (left out of the run's first checkpoint).
 	prepended int
+	// stored are the thread's messages the run's history holds: its checkpoints name them
+	// (convDoc).
+	stored storedMessages
 }
 
 // init makes the run's durability: its fencing, journal and suspension record over the
@@ -142,7 +145,7 @@ func (d *durability) checkpointDoc(conv []llm.Message) json.RawMessage {
 	r := d.run
 	cp := durable.Checkpoint{Owner: r.owner, Depth: r.in.Depth, Budget: r.in.Budget}
 	if conv != nil {
-		cp.Conv = mustJSON(conv)
+		cp.Conv = convDoc(conv, &d.stored)
 		fs := r.fs
 		fs.Active += time.Since(r.start)
 		cp.State = mustJSON(&fs)

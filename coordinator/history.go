@@ -12,13 +12,17 @@ const orphanResult = "[ERROR]\nNo result was recorded for this call (the run tha
 // fromAGUI converts the client's message history into model messages. Activity and
 // reasoning messages are the client's own and are not sent to the model.
 func fromAGUI(msgs []agui.Message) []llm.Message {
-	return fromAGUIReleasing(msgs, 0)
+	out, _ := convertHistory(msgs, 0, nil, -1)
+	return out
 }
 
-// fromAGUIReleasing is fromAGUI that, as it goes, drops the content of the first release
+// convertHistory is fromAGUI that, as it goes, drops the content of the first release
 // messages, which are the run's own (the thread's history read from the store): a long
-// thread is then held about once while it is converted, not twice.
-func fromAGUIReleasing(msgs []agui.Message, release int) []llm.Message {
+// thread is then held about once while it is converted, not twice. Each message with an
+// id (the thread keeps it) is noted in stored (nil: not noted). region is how many of the
+// model messages keyed by their text (history.Keys: neither tool results nor calls) come
+// from msgs[:mark].
+func convertHistory(msgs []agui.Message, release int, stored *storedMessages, mark int) (_ []llm.Message, region int) {
 	out := make([]llm.Message, 0, len(msgs))
 	answered := map[string]bool{}
 	for _, m := range msgs {
@@ -30,34 +34,48 @@ func fromAGUIReleasing(msgs []agui.Message, release int) []llm.Message {
 		if i < release {
 			msgs[i].Content = nil
 		}
-		switch m.Role {
-		case "system", "developer":
-			out = append(out, llm.Message{Role: llm.RoleSystem, Content: m.Text()})
-		case "user":
-			out = append(out, llm.Message{Role: llm.RoleUser, Content: m.Text()})
-		case "assistant":
-			am := llm.Message{Role: llm.RoleAssistant, Content: m.Text()}
-			for _, tc := range m.ToolCalls {
-				args := tc.Function.Arguments
-				if args == "" {
-					args = "{}"
-				}
-				am.ToolCalls = append(am.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		lm, ok := toLLM(m)
+		if !ok {
+			continue
+		}
+		if stored != nil {
+			stored.note(lm, m.ID)
+		}
+		if i < mark && lm.Role != llm.RoleTool && len(lm.ToolCalls) == 0 {
+			region++
+		}
+		out = append(out, lm)
+		for _, tc := range lm.ToolCalls {
+			if !answered[tc.ID] {
+				out = append(out, llm.Message{Role: llm.RoleTool, ToolCallID: tc.ID, Content: orphanResult})
 			}
-			if am.Content == "" && len(am.ToolCalls) == 0 {
-				continue
-			}
-			out = append(out, am)
-			for _, tc := range am.ToolCalls {
-				if !answered[tc.ID] {
-					out = append(out, llm.Message{Role: llm.RoleTool, ToolCallID: tc.ID, Content: orphanResult})
-				}
-			}
-		case "tool":
-			out = append(out, llm.Message{Role: llm.RoleTool, ToolCallID: m.ToolCallID, Content: m.Text()})
 		}
 	}
-	return reorderToolResults(out)
+	return reorderToolResults(out), region
+}
+
+// toLLM is m as the model reads it; false for a message the model is not sent (activity,
+// reasoning, an assistant message with neither text nor calls).
+func toLLM(m agui.Message) (llm.Message, bool) {
+	switch m.Role {
+	case "system", "developer":
+		return llm.Message{Role: llm.RoleSystem, Content: m.Text()}, true
+	case "user":
+		return llm.Message{Role: llm.RoleUser, Content: m.Text()}, true
+	case "assistant":
+		am := llm.Message{Role: llm.RoleAssistant, Content: m.Text()}
+		for _, tc := range m.ToolCalls {
+			args := tc.Function.Arguments
+			if args == "" {
+				args = "{}"
+			}
+			am.ToolCalls = append(am.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		}
+		return am, am.Content != "" || len(am.ToolCalls) > 0
+	case "tool":
+		return llm.Message{Role: llm.RoleTool, ToolCallID: m.ToolCallID, Content: m.Text()}, true
+	}
+	return llm.Message{}, false
 }
 
 // reorderToolResults moves each tool result right behind the assistant turn that made the

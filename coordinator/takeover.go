@@ -25,8 +25,10 @@ import (
 type takenOver struct {
 	cp   durable.Checkpoint
 	conv []llm.Message // nil: the run starts over from its input
-	fs   failure.State
-	work durable.Work
+	// stored are the thread's messages conv holds, which the checkpoint named.
+	stored storedMessages
+	fs     failure.State
+	work   durable.Work
 	// fresh: not even RUN_STARTED reached the log; the stream starts here.
 	fresh bool
 	// started and resulted: the tool calls whose TOOL_CALL_START and TOOL_CALL_RESULT

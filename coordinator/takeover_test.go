@@ -78,7 +78,7 @@ func TestCheckpointWrittenAndRead(t *testing.T) {
 		var work durable.Work
 		require.NoError(t, json.Unmarshal(run.Work, &work))
 		var why string
-		if to, why = (&adoption{e: e}).decodeTakeover(work); why == "" && len(pendingCalls(to.conv)) == 1 && len(work.A2A) == 1 {
+		if to, why = (&adoption{e: e, rec: *run}).decodeTakeover(context.Background(), work); why == "" && len(pendingCalls(to.conv)) == 1 && len(work.A2A) == 1 {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "no checkpoint with the turn's call: %s (%s)", run.Work, why)
@@ -113,7 +113,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	good := func() durable.Work {
 		return durable.Work{Checkpoint: mustJSON(durable.Checkpoint{V: durable.CheckpointVersion, Input: in, Conv: mustJSON([]llm.Message{{Role: llm.RoleUser, Content: "hi"}})})}
 	}
-	_, why := (&adoption{e: e}).decodeTakeover(good())
+	_, why := (&adoption{e: e}).decodeTakeover(context.Background(), good())
 	require.Empty(t, why)
 	for name, w := range map[string]durable.Work{
 		"none":     {},
@@ -133,7 +133,7 @@ func TestCheckpointRefusals(t *testing.T) {
 			return w
 		}(),
 	} {
-		_, why := (&adoption{e: e}).decodeTakeover(w)
+		_, why := (&adoption{e: e}).decodeTakeover(context.Background(), w)
 		assert.NotEmpty(t, why, name)
 	}
 }

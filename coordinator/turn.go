@@ -12,7 +12,6 @@ import (
 	"github.com/baton-dev/baton/bridge"
 	"github.com/baton-dev/baton/cancel"
 	"github.com/baton-dev/baton/failure"
-	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/hitl"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -98,11 +97,7 @@ func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, sy
 	// The thread's compactions are replayed: the model goes on reading their summaries.
 	// The history read from the store is the run's own copy: its text is dropped as it is
 	// converted.
-	recs := compactionRecords(r.in.Messages)
-	conv = fromAGUIReleasing(r.in.Messages, r.dur.prepended)
-	if len(recs) > 0 {
-		conv = history.Apply(conv, recs)
-	}
+	conv = threadView(ctx, r)
 
 	switch {
 	case inFlight:

@@ -9,8 +9,14 @@ import (
 )
 
 // CheckpointVersion is the version of the checkpoint document; a replica refuses (and
-// ends) a run whose checkpoint it does not know.
-const CheckpointVersion = 1
+// ends) a run whose checkpoint it does not know. Version 2 is version 1 whose history
+// (Conv) may name the thread's messages ({"ref": id}) instead of holding them: a replica
+// of version 1 would read such an entry as an empty message, so it refuses it.
+const CheckpointVersion = 2
+
+// minCheckpointVersion is the oldest version a replica reads: version 1 is version 2
+// without names.
+const minCheckpointVersion = 1
 
 // ErrCheckpoint: a run's checkpoint cannot be read (not JSON, an unknown version, no
 // input): the run cannot be continued from it.
@@ -29,8 +35,10 @@ type Checkpoint struct {
 	// replica taking the run over before Conv is set reads again rather than a copy here
 	// (a copy of the whole conversation per run, written at every start).
 	Prepended bool `json:"prepended,omitempty"`
-	// Conv is the model history after the last completed turn; absent until the run's
-	// setup is done (the run then starts over from its input).
+	// Conv is the model history after the last completed turn, a JSON array of messages
+	// where, from version 2, a message the thread keeps is named by its id
+	// ({"ref": id}); absent until the run's setup is done (the run then starts over from
+	// its input).
 	Conv json.RawMessage `json:"conv,omitempty"`
 	// State is the failure state (counters, lessons, loop signatures, budget use, active
 	// time) when the checkpoint was taken.
@@ -82,7 +90,7 @@ func DecodeCheckpoint(doc json.RawMessage) (Checkpoint, error) {
 	if err := json.Unmarshal(doc, &cp); err != nil {
 		return cp, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
-	if cp.V != CheckpointVersion {
+	if cp.V < minCheckpointVersion || cp.V > CheckpointVersion {
 		return cp, fmt.Errorf("%w: version %d", ErrCheckpoint, cp.V)
 	}
 	if len(cp.Input) == 0 || string(cp.Input) == "null" {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/history"
 	"github.com/baton-dev/baton/runs"
 	"github.com/baton-dev/baton/store"
 )
@@ -26,6 +27,7 @@ type RecordStore interface {
 	GetThread(ctx context.Context, threadID string) (*store.Thread, error)
 	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
 	LoadMessages(ctx context.Context, threadID string) ([]store.Message, error)
+	LoadRecentMessages(ctx context.Context, threadID string, start func(store.Message) bool) ([]store.Message, error)
 	LoadSuspension(ctx context.Context, threadID string) (*store.Suspension, error)
 }
 
@@ -95,7 +97,7 @@ func (rs *Records) prependHistory(ctx context.Context, in *agui.RunAgentInput) (
 	if len(in.Messages) == 0 {
 		return 0, false
 	}
-	stored, err := rs.store.LoadMessages(ctx, in.ThreadID)
+	stored, err := rs.store.LoadRecentMessages(ctx, in.ThreadID, fromLatestCompaction())
 	if err != nil {
 		rs.log.Warn("store: load thread messages; the run sees only the messages it was sent", "thread_id", in.ThreadID, "err", err)
 		return 0, true
@@ -131,7 +133,7 @@ func (rs *Records) prependHistory(ctx context.Context, in *agui.RunAgentInput) (
 // messages (its history, then the input's messages the run's start saved), followed by
 // the input's messages without an id.
 func (rs *Records) RestoreHistory(ctx context.Context, in *agui.RunAgentInput) error {
-	stored, err := rs.store.LoadMessages(ctx, in.ThreadID)
+	stored, err := rs.store.LoadRecentMessages(ctx, in.ThreadID, fromLatestCompaction())
 	if err != nil {
 		return err
 	}
@@ -149,6 +151,90 @@ func (rs *Records) RestoreHistory(ctx context.Context, in *agui.RunAgentInput) e
 	}
 	in.Messages = append(hist, in.Messages...)
 	return nil
+}
+
+// fromLatestCompaction is where the history a run reads of its thread starts
+// (store.LoadRecentMessages): at the earliest message the thread's latest compaction kept
+// (history.Record.From; design/history.md), the messages before it being replaced by its
+// summary. The whole thread when that compaction names none (a record of older code) or
+// the thread has none.
+func fromLatestCompaction() func(store.Message) bool {
+	from, found := "", false
+	return func(m store.Message) bool {
+		if !found {
+			// The head only: a message's content (megabytes, perhaps) is not decoded.
+			var head struct {
+				Role         string `json:"role"`
+				ActivityType string `json:"activityType"`
+			}
+			if json.Unmarshal(m.Data, &head) == nil && head.Role == agui.RoleActivity && head.ActivityType == history.Activity {
+				found = true
+				var rec struct {
+					Content history.Record `json:"content"`
+				}
+				if json.Unmarshal(m.Data, &rec) == nil {
+					from = rec.Content.From
+				}
+			}
+		}
+		return found && from != "" && m.ID == from
+	}
+}
+
+// ThreadHistory is the thread's whole history: every stored message, decoded (those that
+// cannot be are left out). For a run whose history read from the latest compaction on
+// (Admit) turned out not to be the thread that compaction was made from: every
+// compaction is then replayed.
+func (rs *Records) ThreadHistory(ctx context.Context, threadID string) ([]agui.Message, error) {
+	stored, err := rs.store.LoadMessages(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	return decodeStored(stored, nil), nil
+}
+
+// StoredMessages are the thread's messages with the given ids (a run's checkpoint names
+// them), read from the latest compaction on, else (one of them is older) from the whole
+// thread. An id the thread no longer has is absent from the map.
+func (rs *Records) StoredMessages(ctx context.Context, threadID string, ids []string) (map[string]agui.Message, error) {
+	stored, err := rs.store.LoadRecentMessages(ctx, threadID, fromLatestCompaction())
+	if err != nil {
+		return nil, err
+	}
+	pick := func(stored []store.Message) map[string]agui.Message {
+		out := make(map[string]agui.Message, len(ids))
+		want := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			want[id] = true
+		}
+		for _, m := range decodeStored(stored, func(id string) bool { return !want[id] }) {
+			out[m.ID] = m
+		}
+		return out
+	}
+	got := pick(stored)
+	if len(got) == len(ids) {
+		return got, nil
+	}
+	if stored, err = rs.store.LoadMessages(ctx, threadID); err != nil {
+		return nil, err
+	}
+	return pick(stored), nil
+}
+
+// decodeStored decodes stored messages, leaving out those that cannot be and those skip
+// reports (nil: none); each row is dropped once decoded.
+func decodeStored(stored []store.Message, skip func(id string) bool) []agui.Message {
+	out := make([]agui.Message, 0, len(stored))
+	for i, m := range stored {
+		stored[i].Data = nil
+		var msg agui.Message
+		if (skip != nil && skip(m.ID)) || json.Unmarshal(m.Data, &msg) != nil {
+			continue
+		}
+		out = append(out, msg)
+	}
+	return out
 }
 
 // Admit checks the thread's stored state before a run of principal starts (unknown:

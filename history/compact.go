@@ -90,6 +90,8 @@ type Split struct {
 	Older []llm.Message
 	// OlderKeys are the keys (Keys) of Older: what the compaction replaces.
 	OlderKeys []string
+	// KeptKeys are the keys (Keys) of Pinned and Recent, in order: what it keeps.
+	KeptKeys []string
 	// Pinned are older messages kept verbatim (the user's last request, turns holding an
 	// open task or interrupt), in order.
 	Pinned []llm.Message
@@ -152,6 +154,7 @@ func Plan(conv []llm.Message, keepRecent int, pin func(llm.Message) bool) (s Spl
 		}
 		if keep {
 			s.Pinned = append(s.Pinned, conv[t[0]:t[1]]...)
+			s.KeptKeys = append(s.KeptKeys, keys[t[0]:t[1]]...)
 			continue
 		}
 		s.Older = append(s.Older, conv[t[0]:t[1]]...)
@@ -159,6 +162,7 @@ func Plan(conv []llm.Message, keepRecent int, pin func(llm.Message) bool) (s Spl
 	}
 	if cut < len(ts) {
 		s.Recent = conv[ts[cut][0]:]
+		s.KeptKeys = append(s.KeptKeys, keys[ts[cut][0]:]...)
 	}
 	// Summarising only an earlier summary would gain nothing.
 	if len(s.Older) == 0 || (len(s.Older) == 1 && IsSummary(s.Older[0])) {
@@ -232,7 +236,17 @@ func numbered(conv []llm.Message, base []string) []string {
 type Record struct {
 	Summary  string   `json:"summary"`
 	Replaces []string `json:"replaces"`
+	// Keeps are the keys of the messages it kept verbatim (pinned and recent), and From
+	// the id of the earliest of them that the thread held when it was made: a later run
+	// reads the thread from From on (ApplyLatest), not whole. Both are absent from records
+	// written before they were, and From when no kept message was stored yet.
+	Keeps []string `json:"keeps,omitempty"`
+	From  string   `json:"from,omitempty"`
 }
+
+// Activity is the activityType of the thread's message that stores a compaction (its
+// content is a Record).
+const Activity = "compaction"
 
 // Apply replays the thread's compactions, oldest first, on conv (the thread's messages as
 // the model would read them): each one's replaced messages are taken out and its summary
@@ -271,4 +285,92 @@ func Apply(conv []llm.Message, recs []Record) []llm.Message {
 		conv, base = out, outBase
 	}
 	return conv
+}
+
+// ApplyLatest is Apply of the thread's latest compaction rec alone, on conv: the thread's
+// messages as the model would read them from rec.From on (the earliest message rec kept),
+// of which the first region messages keyed by their text (neither tool results nor calls)
+// are those the thread held before rec. The summary goes first, as in the conversation
+// the compaction made; then every message of conv rec did not replace. The messages
+// before From, which rec replaced, are never read: the occurrence numbers of the keys are
+// taken on from the record (each text key's numbers 1..n are its replaced and kept
+// messages, those in conv being the last). ok is false when conv is not the thread rec
+// was made from (a kept message missing, or an earlier number not replaced): the caller
+// then replays every compaction on the whole thread (Apply).
+func ApplyLatest(conv []llm.Message, rec Record, region int) (_ []llm.Message, ok bool) {
+	if rec.Summary == "" || len(rec.Replaces) == 0 || rec.From == "" {
+		return nil, false
+	}
+	drop := make(map[string]bool, len(rec.Replaces))
+	total := map[string]int{}
+	for _, k := range rec.Replaces {
+		drop[k] = true
+		if b, _, numbered := splitKey(k); numbered {
+			total[b]++
+		}
+	}
+	for _, k := range rec.Keeps {
+		if b, _, numbered := splitKey(k); numbered {
+			total[b]++
+		}
+	}
+	base := baseKeys(conv)
+	// How many of each text key's messages are in conv before the record: the last ones.
+	inRegion := map[string]int{}
+	n := 0
+	for i, m := range conv {
+		if m.Role == llm.RoleTool || len(m.ToolCalls) > 0 {
+			continue
+		}
+		if n++; n > region {
+			break
+		}
+		inRegion[base[i]]++
+	}
+	for b, k := range inRegion {
+		if k > total[b] {
+			return nil, false
+		}
+		for j := 1; j <= total[b]-k; j++ {
+			if !drop[b+"#"+strconv.Itoa(j)] {
+				return nil, false
+			}
+		}
+	}
+	seen := map[string]int{}
+	found := map[string]bool{}
+	out := make([]llm.Message, 0, len(conv)+1)
+	out = append(out, llm.Message{Role: llm.RoleUser, Content: rec.Summary})
+	for i, m := range conv {
+		b, key := base[i], base[i]
+		if m.Role != llm.RoleTool && len(m.ToolCalls) == 0 {
+			seen[b]++
+			key = b + "#" + strconv.Itoa(total[b]-inRegion[b]+seen[b])
+		}
+		if drop[key] {
+			continue
+		}
+		found[key] = true
+		out = append(out, m)
+	}
+	for _, k := range rec.Keeps {
+		if !found[k] {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// splitKey cuts a key (Keys) into its base key and occurrence number; numbered is false
+// for the keys of tool results and calls, which have none.
+func splitKey(k string) (base string, n int, numbered bool) {
+	i := strings.LastIndexByte(k, '#')
+	if strings.HasPrefix(k, "t:") || strings.HasPrefix(k, "c:") || i < 0 {
+		return k, 0, false
+	}
+	n, err := strconv.Atoi(k[i+1:])
+	if err != nil {
+		return k, 0, false
+	}
+	return k[:i], n, true
 }

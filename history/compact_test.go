@@ -165,3 +165,50 @@ func TestKeysStable(t *testing.T) {
 	}
 	assert.Equal(t, []string{want("hello") + "#1", want(long) + "#1", want("hello") + "#2"}, Keys(conv))
 }
+
+// TestApplyLatest: a thread read from its latest compaction's earliest kept message on
+// gives the view that replaying every compaction on the whole thread gives, even where
+// texts repeat on both sides of the cut (occurrence numbers taken on from the record);
+// a thread that is not the one the record was made from is refused.
+func TestApplyLatest(t *testing.T) {
+	t.Parallel()
+	u := func(s string) llm.Message { return llm.Message{Role: llm.RoleUser, Content: s} }
+	a := func(s string) llm.Message { return llm.Message{Role: llm.RoleAssistant, Content: s} }
+	// Run 1 starts with its input "yes" (6) saved and compacts at once, keeping two turns.
+	thread := []llm.Message{u("yes"), a("ok"), u("yes"), a("ok"), u("big"), a("ok"), u("yes")}
+	s1, ok := Plan(thread, 2, nil)
+	require.True(t, ok)
+	sum1 := SummaryMessage("first", nil)
+	rec1 := Record{Summary: sum1.Content, Replaces: s1.OlderKeys, Keeps: s1.KeptKeys, From: "5"}
+	require.Equal(t, []string{"assistant:" + textHash("ok") + "#3", "user:" + textHash("yes") + "#3"}, rec1.Keeps)
+	// Its answer, then run 2.
+	thread = append(thread, a("ok"), u("yes"), a("ok"))
+	want := Apply(thread, []Record{rec1})
+	got, ok := ApplyLatest(thread[5:], rec1, 2)
+	require.True(t, ok)
+	assert.Equal(t, want, got)
+	assert.Equal(t, append(s1.Compacted(sum1), thread[7:]...), got, "the view the compacting run had, then what came after")
+
+	// Run 3 compacts again, keeping three turns: "yes" (8) is kept, "yes" (6) replaced.
+	thread = append(thread, u("go"))
+	s2, ok := Plan(append(want, u("go")), 3, nil)
+	require.True(t, ok)
+	sum2 := SummaryMessage("second", nil)
+	rec2 := Record{Summary: sum2.Content, Replaces: s2.OlderKeys, Keeps: s2.KeptKeys, From: "8"}
+	thread = append(thread, a("ok"))
+	want = Apply(thread, []Record{rec1, rec2})
+	got, ok = ApplyLatest(thread[8:], rec2, 3)
+	require.True(t, ok)
+	assert.Equal(t, want, got)
+	assert.Equal(t, []llm.Message{sum2, u("yes"), a("ok"), u("go"), a("ok")}, got)
+
+	_, ok = ApplyLatest(thread[9:], rec2, 2)
+	assert.False(t, ok, "a kept message is missing")
+	got, ok = ApplyLatest(thread[6:], rec2, 5)
+	require.True(t, ok, "read from further back: what the record replaced is taken out")
+	assert.Equal(t, want, got)
+	_, ok = ApplyLatest(append([]llm.Message{u("other")}, thread[8:]...), rec2, 4)
+	assert.False(t, ok, "a message before the kept ones that the record neither replaced nor kept")
+	_, ok = ApplyLatest(thread[8:], Record{Summary: sum2.Content, Replaces: s2.OlderKeys}, 3)
+	assert.False(t, ok, "a record written before From was")
+}

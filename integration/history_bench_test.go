@@ -367,7 +367,9 @@ func (f longThreadFigures) report(b *testing.B) {
 // 3× the largest message + 64 MiB, every model request within the window. With
 // BATON_BENCH_BASELINE_BIN naming a coordinator binary built from before the history work
 // (91f8316), the same thread runs on it too, in the same run, with a model that takes any
-// request (it would refuse the baseline's from the fourth message on). Every iteration is a
+// request (it would refuse the baseline's from the fourth message on); with
+// BATON_BENCH_BASELINE_COMPACTS set, the baseline is a build with compaction and gets the
+// window and model the tree's binary gets. Every iteration is a
 // fresh coordinator and store: run it with -benchtime 1x.
 //
 //	go test -run '^$' -bench BenchmarkLongThread -benchtime 1x -timeout 30m ./integration/
@@ -400,9 +402,12 @@ func BenchmarkLongThread(b *testing.B) {
 		if old == "" {
 			continue
 		}
+		// A baseline that knows the history section (a build with compaction) gets the same
+		// window and model as the tree's binary.
+		compacts := os.Getenv("BATON_BENCH_BASELINE_COMPACTS") != ""
 		b.Run(s.name+"-baseline", func(b *testing.B) {
 			for range b.N {
-				runLongThread(b, old, s.open(b), false).report(b)
+				runLongThread(b, old, s.open(b), compacts).report(b)
 			}
 		})
 	}

@@ -296,6 +296,31 @@ func (m *memThreads) LoadMessages(ctx context.Context, threadID string) ([]Messa
 	return out, nil
 }
 
+func (m *memThreads) LoadRecentMessages(ctx context.Context, threadID string, start func(Message) bool) ([]Message, error) {
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	// A stored message's Data is never changed in place (a save replaces the entry): the
+	// messages are read without the lock, which start must not be called under.
+	var msgs []Message
+	if th := m.thread(threadID); th != nil {
+		msgs = slices.Clone(th.msgs)
+	}
+	m.mu.Unlock()
+	from := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if start(msgs[i]) {
+			from = i
+			break
+		}
+	}
+	out := make([]Message, 0, len(msgs)-from)
+	for _, msg := range msgs[from:] {
+		out = append(out, Message{ID: msg.ID, Data: slices.Clone(msg.Data)})
+	}
+	return out, nil
+}
+
 func (m *memThreads) ExpiredThread(ctx context.Context, threadID string) (string, bool, error) {
 	if err := m.begin(ctx); err != nil {
 		return "", false, err

@@ -262,6 +262,13 @@ type Messages interface {
 	SaveMessages(ctx context.Context, threadID string, msgs []Message) error
 	// LoadMessages returns a thread's messages in order.
 	LoadMessages(ctx context.Context, threadID string) ([]Message, error)
+	// LoadRecentMessages returns the end of a thread's history: its messages are read
+	// from the newest back, each passed to start, until start reports true for one; that
+	// message and every later one are returned in order (the whole thread when start
+	// never does). start sees each message once, newest first; it must not keep its Data
+	// nor call the store. A long thread whose start is near its end is then never read
+	// whole (design/history.md: a run's start reads from the last compaction on).
+	LoadRecentMessages(ctx context.Context, threadID string, start func(Message) bool) ([]Message, error)
 }
 
 // redactDSN hides a password in a DSN that is quoted in an error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -273,6 +274,54 @@ func TestMessages(t *testing.T) {
 	})
 }
 
+// TestLoadRecentMessages: the end of a thread from the message start picks, read from the
+// newest back (across the SQL stores' pages), each message seen once; the whole thread
+// when start picks none; an edited message keeps its place.
+func TestLoadRecentMessages(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		msg := func(i int, text string) Message {
+			id := fmt.Sprintf("m%02d", i)
+			return Message{ID: id, Data: json.RawMessage(fmt.Sprintf(`{"id":%q,"role":"user","content":%q}`, id, text))}
+		}
+		const n = 3*recentPage + 3
+		var all []Message
+		for i := range n {
+			all = append(all, msg(i, "text"))
+		}
+		require.NoError(t, s.SaveMessages(ctx, "t", all))
+		require.NoError(t, s.SaveMessages(ctx, "t", []Message{msg(n-2, "edited")}))
+		ids := func(msgs []Message) []string {
+			out := []string{}
+			for _, m := range msgs {
+				out = append(out, m.ID)
+			}
+			return out
+		}
+		for _, from := range []int{n - 1, n - recentPage, n - recentPage - 1, 2, 0} {
+			var seen []string
+			got, err := s.LoadRecentMessages(ctx, "t", func(m Message) bool {
+				seen = append(seen, m.ID)
+				return m.ID == fmt.Sprintf("m%02d", from)
+			})
+			require.NoError(t, err)
+			assert.Equal(t, ids(all[from:]), ids(got), "from m%02d", from)
+			back := ids(all[from:])
+			slices.Reverse(back)
+			assert.Equal(t, back, seen, "each message seen once, newest first, none before the start")
+			if from <= n-2 {
+				assert.JSONEq(t, string(msg(n-2, "edited").Data), string(got[len(got)-2].Data))
+			}
+		}
+		got, err := s.LoadRecentMessages(ctx, "t", func(Message) bool { return false })
+		require.NoError(t, err)
+		assert.Equal(t, ids(all), ids(got), "no start: the whole thread")
+		got, err = s.LoadRecentMessages(ctx, "none", func(Message) bool { return true })
+		require.NoError(t, err)
+		assert.Empty(t, got)
+	})
+}
+
 func TestRecordsClosed(t *testing.T) {
 	ctx := context.Background()
 	forEachBackend(t, func(t *testing.T, s Store) {
@@ -286,6 +335,8 @@ func TestRecordsClosed(t *testing.T) {
 		_, err = s.Events(ctx, "t", "r", 0, 1)
 		require.ErrorIs(t, err, ErrClosed)
 		_, err = s.LoadMessages(ctx, "t")
+		require.ErrorIs(t, err, ErrClosed)
+		_, err = s.LoadRecentMessages(ctx, "t", func(Message) bool { return true })
 		require.ErrorIs(t, err, ErrClosed)
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -435,6 +437,65 @@ func (s sqlThreads) LoadMessages(ctx context.Context, threadID string) (_ []Mess
 		return nil, fmt.Errorf("store: messages of thread %q: %w", threadID, err)
 	}
 	return out, nil
+}
+
+// recentPage is how many messages LoadRecentMessages reads per query: a page is held at
+// once, and the messages before the caller's start are never read past the page it is in.
+const recentPage = 8
+
+func (s sqlThreads) LoadRecentMessages(ctx context.Context, threadID string, start func(Message) bool) ([]Message, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	// Pages from the newest back, one query each: a query read to its end never holds more
+	// than a page, whereas closing a query early would still make PostgreSQL's client read
+	// (and drop) every row it sent.
+	var back []Message
+	before := int64(math.MaxInt64)
+	for {
+		page, last, err := s.messagesBefore(ctx, threadID, before)
+		if err != nil {
+			return nil, fmt.Errorf("store: recent messages of thread %q: %w", threadID, err)
+		}
+		for _, m := range page {
+			back = append(back, m)
+			if start(m) {
+				slices.Reverse(back)
+				return back, nil
+			}
+		}
+		if len(page) < recentPage {
+			slices.Reverse(back)
+			return back, nil
+		}
+		before = last
+	}
+}
+
+// messagesBefore is a page of the thread's messages before position before, newest first,
+// and the position of its last (oldest).
+func (s sqlThreads) messagesBefore(ctx context.Context, threadID string, before int64) (_ []Message, last int64, err error) {
+	rows, err := s.query(ctx, s.d.q(`SELECT message_id, pos, data FROM messages WHERE thread_id = $1 AND pos < $2
+		ORDER BY pos DESC LIMIT $3`), threadID, before, recentPage)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	var page []Message
+	for rows.Next() {
+		var m Message
+		var data string
+		if err := rows.Scan(&m.ID, &last, &data); err != nil {
+			return nil, 0, err
+		}
+		m.Data = json.RawMessage(data)
+		page = append(page, m)
+	}
+	return page, last, rows.Err()
 }
 
 func (s sqlThreads) ExpiredThread(ctx context.Context, threadID string) (string, bool, error) {
