@@ -41,8 +41,8 @@ type backendTools struct {
 	// withFrontend holds the system prompts of runs that add frontend tools (and nothing
 	// else of their own), by the tools' names and descriptions (frontendKey): a client
 	// that declares the same tools on every run (an MCP agent tool's marker, a UI's
-	// actions) shares one rendering. Bounded: maxFrontendPrompts entries of keys up to
-	// maxFrontendKey bytes; others are rendered per run.
+	// actions) shares one rendering. Bounded: at most maxFrontendPrompts entries (emptied
+	// when full), of keys up to maxFrontendKey bytes (longer ones are rendered per run).
 	frontendMu   sync.Mutex
 	withFrontend map[string]string
 }
@@ -192,7 +192,7 @@ func frontendKey(in *agui.RunAgentInput, t *toolset) string {
 }
 
 // frontendPrompt returns the system prompt cached under key, or renders it (render) and
-// keeps it while there is room; an empty key is never cached, nor a failed rendering.
+// keeps it; an empty key is never cached, nor a failed rendering.
 func (b *backendTools) frontendPrompt(key string, render func() (string, error)) (string, error) {
 	if key == "" {
 		return render()
@@ -211,9 +211,11 @@ func (b *backendTools) frontendPrompt(key string, render func() (string, error))
 	if b.withFrontend == nil {
 		b.withFrontend = map[string]string{}
 	}
-	if len(b.withFrontend) < maxFrontendPrompts {
-		b.withFrontend[key] = p
+	if len(b.withFrontend) >= maxFrontendPrompts {
+		// Full: started afresh, so that the sets of tools in use now get in.
+		clear(b.withFrontend)
 	}
+	b.withFrontend[key] = p
 	b.frontendMu.Unlock()
 	return p, nil
 }

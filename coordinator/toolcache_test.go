@@ -133,13 +133,40 @@ func TestSystemPromptSharedForTheSameFrontendTools(t *testing.T) {
 	assert.Contains(t, render(withContext), "Lyon")
 	assert.Len(t, base.withFrontend, 2)
 
-	// Bounded: past maxFrontendPrompts sets of tools (or a key past maxFrontendKey),
-	// prompts are rendered per run and not kept.
+	// Bounded: at most maxFrontendPrompts sets of tools (started afresh when full, so
+	// that the latest get in), and no key past maxFrontendKey.
 	for i := range maxFrontendPrompts + 5 {
 		p := render(in(agui.Tool{Name: fmt.Sprintf("tool_%d", i), Description: "d"}))
 		require.Contains(t, p, fmt.Sprintf("tool_%d", i))
+		require.LessOrEqual(t, len(base.withFrontend), maxFrontendPrompts)
 	}
-	assert.Len(t, base.withFrontend, maxFrontendPrompts)
+	latest := in(agui.Tool{Name: fmt.Sprintf("tool_%d", maxFrontendPrompts+4), Description: "d"})
+	_, kept := base.withFrontend[frontendKey(latest, e.tools.toolset(latest))]
+	assert.True(t, kept, "the latest set of tools is kept")
 	long := agui.Tool{Name: "long", Description: strings.Repeat("x", maxFrontendKey)}
 	assert.Equal(t, "", frontendKey(in(long), e.tools.toolset(in(long))))
+}
+
+// BenchmarkSystemPromptFrontend: the system prompt of a run that adds one frontend tool (an
+// MCP agent tool's run adds its marker), rendered per run (each iteration a new set of
+// tools) and shared (the same tools every run).
+//
+//	go test -run '^$' -bench BenchmarkSystemPromptFrontend -benchmem ./coordinator/
+func BenchmarkSystemPromptFrontend(b *testing.B) {
+	e := newStartedEngine(b, Config{Model: &fakeModel{}, Agents: []Agent{{Name: "research", Client: &fakeAgent{}}, {Name: "travel", Client: &fakeAgent{}}}})
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "rendered", true: "shared"}[shared], func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				name := "marker"
+				if !shared {
+					name = fmt.Sprintf("marker_%d", i)
+				}
+				in := &agui.RunAgentInput{Tools: []agui.Tool{{Name: name, Description: "marks a run"}}}
+				if _, err := e.tools.systemPrompt(in, e.tools.toolset(in)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
