@@ -62,10 +62,11 @@ func (d *subagentCall) onTask(taskID, contextID string) {
 	// Recorded in the store as soon as it is known, and before the delegation goes on (its
 	// stream waits one write): if this replica dies, the one that takes the run over
 	// follows the task (or, when the run cannot go on, cancels it) instead of taking the
-	// call as in doubt; nothing is left running without an owner.
-	d.r.elog.NoteTask(durable.Task{Agent: d.agent.Name, TaskID: taskID, ContextID: contextID, State: string(subagent.StateWorking),
+	// call as in doubt; nothing is left running without an owner. Written here, on the
+	// delegation's goroutine, which waits for it anyway; a write the store does not take
+	// is retried by the log's writer, as before.
+	_ = d.r.elog.NoteTaskNow(durable.Task{Agent: d.agent.Name, TaskID: taskID, ContextID: contextID, State: string(subagent.StateWorking),
 		ToolCallID: d.callID, SubagentRunID: d.subID})
-	d.r.elog.SaveWork()
 }
 
 // whileOwned sends a task's cancel only while this replica holds the run. A replica that

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/baton-dev/baton/agui"
@@ -36,7 +37,21 @@ type backendTools struct {
 	systemOnce sync.Once
 	system     string
 	systemErr  error
+
+	// withFrontend holds the system prompts of runs that add frontend tools (and nothing
+	// else of their own), by the tools' names and descriptions (frontendKey): a client
+	// that declares the same tools on every run (an MCP agent tool's marker, a UI's
+	// actions) shares one rendering. Bounded: at most maxFrontendPrompts entries (emptied
+	// when full), of keys up to maxFrontendKey bytes (longer ones are rendered per run).
+	frontendMu   sync.Mutex
+	withFrontend map[string]string
 }
+
+// Bounds of backendTools.withFrontend.
+const (
+	maxFrontendPrompts = 32
+	maxFrontendKey     = 8 << 10
+)
 
 // agentKey identifies what an agent's tool and prompt entry were built from.
 type agentKey struct {
@@ -146,12 +161,63 @@ func (c *toolCache) build(ver uint64) *backendTools {
 // systemPrompt renders the run's system prompt; a run with no frontend tools, no context
 // and nothing hidden by the policy shares the prompt rendered once for its backend tools.
 func (c *toolCache) systemPrompt(in *agui.RunAgentInput, t *toolset) (string, error) {
-	if t.base == nil || len(t.frontend) > 0 || len(in.Context) > 0 || len(t.hidden) > 0 {
+	if t.base == nil || len(in.Context) > 0 || len(t.hidden) > 0 {
 		return prompts.System(c.systemInput(in, t))
 	}
 	b := t.base
+	if len(t.frontend) > 0 {
+		return b.frontendPrompt(frontendKey(in, t), func() (string, error) { return prompts.System(c.systemInput(in, t)) })
+	}
 	b.systemOnce.Do(func() { b.system, b.systemErr = prompts.System(c.systemInput(in, t)) })
 	return b.system, b.systemErr
+}
+
+// frontendKey is what a run's frontend tools put into its system prompt: their names and
+// descriptions, in the input's order ("" when that is longer than maxFrontendKey).
+func frontendKey(in *agui.RunAgentInput, t *toolset) string {
+	var k strings.Builder
+	for _, ft := range in.Tools {
+		if _, ok := t.frontend[ft.Name]; !ok {
+			continue
+		}
+		if k.Len()+len(ft.Name)+len(ft.Description)+2 > maxFrontendKey {
+			return ""
+		}
+		k.WriteString(ft.Name)
+		k.WriteByte(0)
+		k.WriteString(ft.Description)
+		k.WriteByte(0)
+	}
+	return k.String()
+}
+
+// frontendPrompt returns the system prompt cached under key, or renders it (render) and
+// keeps it; an empty key is never cached, nor a failed rendering.
+func (b *backendTools) frontendPrompt(key string, render func() (string, error)) (string, error) {
+	if key == "" {
+		return render()
+	}
+	b.frontendMu.Lock()
+	p, ok := b.withFrontend[key]
+	b.frontendMu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := render()
+	if err != nil {
+		return p, err
+	}
+	b.frontendMu.Lock()
+	if b.withFrontend == nil {
+		b.withFrontend = map[string]string{}
+	}
+	if len(b.withFrontend) >= maxFrontendPrompts {
+		// Full: started afresh, so that the sets of tools in use now get in.
+		clear(b.withFrontend)
+	}
+	b.withFrontend[key] = p
+	b.frontendMu.Unlock()
+	return p, nil
 }
 
 // toolset returns the tools of one run: the shared backend tools (built once per

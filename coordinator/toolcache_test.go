@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,4 +102,71 @@ func TestBackendToolsWithoutVersionsBuiltPerRun(t *testing.T) {
 	t2 := e.tools.toolset(&agui.RunAgentInput{})
 	assert.True(t, t1.hasMCP("files__read"))
 	assert.True(t, t2.hasMCP("files__write"), "a ToolServer without versions is listed on every run")
+}
+
+func TestSystemPromptSharedForTheSameFrontendTools(t *testing.T) {
+	t.Parallel()
+	e := newStartedEngine(t, Config{Model: &fakeModel{}, Agents: []Agent{{Name: "research", Client: &fakeAgent{}}}})
+	in := func(tools ...agui.Tool) *agui.RunAgentInput { return &agui.RunAgentInput{Tools: tools} }
+	render := func(in *agui.RunAgentInput) string {
+		p, err := e.tools.systemPrompt(in, e.tools.toolset(in))
+		require.NoError(t, err)
+		return p
+	}
+	mapTool := agui.Tool{Name: "show_map", Description: "shows a map"}
+	first := render(in(mapTool))
+	require.Contains(t, first, "shows a map")
+	base := e.tools.toolset(in()).base
+	require.Len(t, base.withFrontend, 1, "kept for the next run with the same tools")
+	assert.Equal(t, first, render(in(mapTool)))
+	assert.Len(t, base.withFrontend, 1, "the same tools: the same entry")
+
+	// Another description is another prompt.
+	other := render(in(agui.Tool{Name: "show_map", Description: "shows a city plan"}))
+	assert.Contains(t, other, "shows a city plan")
+	assert.NotContains(t, other, "shows a map")
+	assert.Len(t, base.withFrontend, 2)
+
+	// Context, or a tool the policy hides, is the run's own: rendered, never kept.
+	withContext := in(mapTool)
+	withContext.Context = []agui.ContextItem{{Description: "city", Value: "Lyon"}}
+	assert.Contains(t, render(withContext), "Lyon")
+	assert.Len(t, base.withFrontend, 2)
+
+	// Bounded: at most maxFrontendPrompts sets of tools (started afresh when full, so
+	// that the latest get in), and no key past maxFrontendKey.
+	for i := range maxFrontendPrompts + 5 {
+		p := render(in(agui.Tool{Name: fmt.Sprintf("tool_%d", i), Description: "d"}))
+		require.Contains(t, p, fmt.Sprintf("tool_%d", i))
+		require.LessOrEqual(t, len(base.withFrontend), maxFrontendPrompts)
+	}
+	latest := in(agui.Tool{Name: fmt.Sprintf("tool_%d", maxFrontendPrompts+4), Description: "d"})
+	_, kept := base.withFrontend[frontendKey(latest, e.tools.toolset(latest))]
+	assert.True(t, kept, "the latest set of tools is kept")
+	long := agui.Tool{Name: "long", Description: strings.Repeat("x", maxFrontendKey)}
+	assert.Equal(t, "", frontendKey(in(long), e.tools.toolset(in(long))))
+}
+
+// BenchmarkSystemPromptFrontend: the system prompt of a run that adds one frontend tool (an
+// MCP agent tool's run adds its marker), rendered per run (each iteration a new set of
+// tools) and shared (the same tools every run).
+//
+//	go test -run '^$' -bench BenchmarkSystemPromptFrontend -benchmem ./coordinator/
+func BenchmarkSystemPromptFrontend(b *testing.B) {
+	e := newStartedEngine(b, Config{Model: &fakeModel{}, Agents: []Agent{{Name: "research", Client: &fakeAgent{}}, {Name: "travel", Client: &fakeAgent{}}}})
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "rendered", true: "shared"}[shared], func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				name := "marker"
+				if !shared {
+					name = fmt.Sprintf("marker_%d", i)
+				}
+				in := &agui.RunAgentInput{Tools: []agui.Tool{{Name: name, Description: "marks a run"}}}
+				if _, err := e.tools.systemPrompt(in, e.tools.toolset(in)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -586,8 +586,21 @@ func (l *EventLog) Freeze() {
 	l.wake()
 }
 
-// NoteTask records an A2A task of the run and its latest state.
-func (l *EventLog) NoteTask(t Task) {
+// NoteTask records an A2A task of the run and its latest state; the writer stores it.
+func (l *EventLog) NoteTask(t Task) { l.noteTask(t, true) }
+
+// NoteTaskNow records an A2A task of the run (NoteTask) and stores the work document at
+// once, on the caller's goroutine, with the events pending (SaveWork). No writer goroutine
+// is woken for it: the caller would only wait for that writer to give the write back. A
+// write the store does not take is tried again by the writer (write wakes it), and its
+// error is returned.
+func (l *EventLog) NoteTaskNow(t Task) error {
+	l.noteTask(t, false)
+	return l.SaveWork()
+}
+
+// noteTask records t in the work document, waking the writer when wake is set.
+func (l *EventLog) noteTask(t Task, wake bool) {
 	if t.TaskID == "" {
 		return
 	}
@@ -612,14 +625,18 @@ func (l *EventLog) NoteTask(t Task) {
 				}
 			}
 			l.workDirty = true
-			l.wake()
+			if wake {
+				l.wake()
+			}
 			return
 		}
 	}
 	if len(l.work.A2A) < MaxWorkItems {
 		l.work.A2A = append(l.work.A2A, t)
 		l.workDirty = true
-		l.wake()
+		if wake {
+			l.wake()
+		}
 	}
 }
 

@@ -24,11 +24,22 @@ type countedWrites struct {
 	mu     sync.Mutex
 	writes []string
 	fail   int // the next writes that fail (not fenced)
+	// gate, when set, holds every write until it is closed; entered is told (when it has
+	// room) that a write is held.
+	gate    chan struct{}
+	entered chan struct{}
 }
 
 var errDown = errors.New("store down")
 
 func (c *countedWrites) note(kind string, evs int, work json.RawMessage) error {
+	if c.gate != nil {
+		select {
+		case c.entered <- struct{}{}:
+		default:
+		}
+		<-c.gate
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := kind
@@ -198,4 +209,52 @@ func TestEventLogJointWriteRetried(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	assert.Equal(t, int64(2), l.stored)
+}
+
+// TestEventLogNoteTaskNow: the task a delegation learns is stored at once on the caller's
+// goroutine, without waking the log's writer (the caller would only wait for it to give
+// the write back); a write the store does not take is left to the writer, which stores it.
+func TestEventLogNoteTaskNow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem, err := store.Open(ctx, "memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	epoch, err := mem.BeginRun(ctx, "t", "r", "replica", time.Minute)
+	require.NoError(t, err)
+	st := &countedWrites{Store: mem, gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	var wg sync.WaitGroup
+	l := NewEventLog(st, "t", "r", slog.New(slog.DiscardHandler), &wg, nil)
+	l.Own(epoch, nil, nil)
+	writing := func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.writing
+	}
+	work := func() string {
+		rec, err := mem.GetRun(ctx, "t", "r")
+		require.NoError(t, err)
+		return string(rec.Work)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		done <- l.NoteTaskNow(Task{Agent: "bench", TaskID: "task-1", State: "working", ToolCallID: "c1"})
+	}()
+	<-st.entered
+	assert.False(t, writing(), "the caller writes; no writer goroutine is woken for it")
+	close(st.gate)
+	require.NoError(t, <-done)
+	assert.Equal(t, []string{"SaveRunWork work"}, st.taken())
+	assert.Contains(t, work(), "task-1", "stored when NoteTaskNow returns")
+
+	// The store refuses the write: the caller learns it, and the writer stores it later.
+	st.mu.Lock()
+	st.fail = 1
+	st.mu.Unlock()
+	require.ErrorIs(t, l.NoteTaskNow(Task{Agent: "bench", TaskID: "task-2", State: "working", ToolCallID: "c2"}), errDown)
+	wg.Wait() // the writer, woken by the failed write, retries until the store takes it
+	assert.Equal(t, []string{"SaveRunWork work", "SaveRunWork work"}, st.taken())
+	assert.Contains(t, work(), "task-2")
+	assert.False(t, writing())
 }

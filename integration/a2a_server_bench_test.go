@@ -3,9 +3,7 @@ package integration
 import (
 	"context"
 	"iter"
-	"net/http"
-	"net/http/httptest"
-	"sort"
+	"os"
 	"testing"
 	"time"
 
@@ -39,25 +37,20 @@ func (doneBottom) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 // fake model, a delegation to an a2a-go agent that completes at once, the model again),
 // alternated with the same SendMessage straight to that agent; p50 and p99 of both, and
 // the difference of the p50s (what serving the task through Baton adds, two fake model
-// calls included).
+// calls included). BATON_BENCH_BASELINE_BIN adds a baseline coordinator, interleaved, as in
+// BenchmarkMCPAgentTool.
 //
 //	go test -run '^$' -bench BenchmarkA2AServerDelegation -benchtime 200x ./integration/
 func BenchmarkA2AServerDelegation(b *testing.B) {
-	var card a2a.AgentCard
-	mux := http.NewServeMux()
-	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(doneBottom{})))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2asrv.AgentCardProducerFn(func(context.Context) (*a2a.AgentCard, error) { return &card, nil })))
-	srv := httptest.NewServer(mux)
-	b.Cleanup(srv.Close)
-	card = a2a.AgentCard{
-		Name: "bottom", Description: "completes at once", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/a2a", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "work", Name: "work", Description: "completes", Tags: []string{"test"}}},
-	}
+	srv := startDoneBottom(b)
 	model := startA2AModel(b)
-	baton := newA2AClient(b, startA2ABaton(b, model.URL, "inner-baton", agentEntry{Name: "peer", URL: srv.URL}), "jsonrpc")
+	agents := []agentEntry{{Name: "peer", URL: srv.URL, InputRequired: "ask_user"}}
+	cfg := testConfig{LLMURL: model.URL, Agents: agents}.yaml() + a2aServerYAML("inner-baton")
+	baton := newA2AClient(b, startCoordinator(b, cfg), "jsonrpc")
+	var old *a2aclient.Client
+	if bin := os.Getenv("BATON_BENCH_BASELINE_BIN"); bin != "" {
+		old = newA2AClient(b, startCoordinatorBin(b, bin, cfg), "jsonrpc")
+	}
 	direct := newA2AClient(b, srv.URL, "jsonrpc")
 	ctx := context.Background()
 	send := func(c *a2aclient.Client, text string) time.Duration {
@@ -71,22 +64,24 @@ func BenchmarkA2AServerDelegation(b *testing.B) {
 		return d
 	}
 	send(baton, "peer: work") // warm: connections, the agent's card
+	if old != nil {
+		send(old, "peer: work")
+	}
 	send(direct, "work")
 	via := make([]time.Duration, 0, b.N)
 	straight := make([]time.Duration, 0, b.N)
+	before := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if old != nil && i%2 == 1 {
+			before = append(before, send(old, "peer: work"))
+		}
 		via = append(via, send(baton, "peer: work"))
 		straight = append(straight, send(direct, "work"))
+		if old != nil && i%2 == 0 {
+			before = append(before, send(old, "peer: work"))
+		}
 	}
 	b.StopTimer()
-	pct := func(lat []time.Duration, p float64) float64 {
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(via, 0.50), "baton-p50-ms")
-	b.ReportMetric(pct(via, 0.99), "baton-p99-ms")
-	b.ReportMetric(pct(straight, 0.50), "direct-p50-ms")
-	b.ReportMetric(pct(straight, 0.99), "direct-p99-ms")
-	b.ReportMetric(pct(via, 0.50)-pct(straight, 0.50), "overhead-p50-ms")
+	reportLatencies(b, "baton", via, straight, before)
 }

@@ -152,6 +152,13 @@ func startCoordinator(t testing.TB, cfg string) (baseURL string) {
 	if !ok {
 		t.Fatal("cmd/coordinator has no Go files to build")
 	}
+	return startCoordinatorBin(t, bin, cfg)
+}
+
+// startCoordinatorBin is startCoordinator with the coordinator binary bin (a benchmark's
+// baseline, built from an older commit).
+func startCoordinatorBin(t testing.TB, bin, cfg string) (baseURL string) {
+	t.Helper()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ { // freePort can race with another listener
 		text := cfg

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -19,33 +20,33 @@ import (
 // BenchmarkMCPAgentTool: a tools/call of an agent tool on Baton's /mcp (go-sdk's client,
 // streamable HTTP; one run: one delegation to an a2a-go agent that completes at once, no
 // model), alternated with a blocking SendMessage straight to that agent; p50 and p99 of
-// both, and the difference of the p50s (what the MCP surface and the run add).
+// both, and the difference of the p50s (what the MCP surface and the run add). With
+// BATON_BENCH_BASELINE_BIN naming a coordinator binary built from an older commit, a
+// second coordinator runs it with the same configuration and its calls are interleaved
+// with the others (before and after alternate which goes first): baseline-p50-ms and
+// baseline-overhead-p50-ms.
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentTool -benchtime 200x ./integration/
 func BenchmarkMCPAgentTool(b *testing.B) {
-	var card a2a.AgentCard
-	mux := http.NewServeMux()
-	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(doneBottom{})))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2asrv.AgentCardProducerFn(func(context.Context) (*a2a.AgentCard, error) { return &card, nil })))
-	srv := httptest.NewServer(mux)
-	b.Cleanup(srv.Close)
-	card = a2a.AgentCard{
-		Name: "bottom", Description: "completes at once", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/a2a", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "work", Name: "work", Description: "completes", Tags: []string{"test"}}},
-	}
+	srv := startDoneBottom(b)
 	model := startFakeLLM(b)
-	base := startCoordinator(b, testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}}.yaml()+"mcp_server:\n  enabled: true\n")
+	cfg := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}}.yaml() + "mcp_server:\n  enabled: true\n"
 	ctx := context.Background()
 	hc := &http.Client{}
 	b.Cleanup(hc.CloseIdleConnections)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = cs.Close() })
+	connect := func(base string) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	cs := connect(startCoordinator(b, cfg))
+	var old *mcp.ClientSession
+	if bin := os.Getenv("BATON_BENCH_BASELINE_BIN"); bin != "" {
+		old = connect(startCoordinatorBin(b, bin, cfg))
+	}
 	direct := newA2AClient(b, srv.URL, "jsonrpc")
-	call := func() time.Duration {
+	call := func(cs *mcp.ClientSession) time.Duration {
 		start := time.Now()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "peer", Arguments: map[string]any{"prompt": "work"}})
 		d := time.Since(start)
@@ -63,26 +64,66 @@ func BenchmarkMCPAgentTool(b *testing.B) {
 		require.Equal(b, a2a.TaskStateCompleted, task.Status.State)
 		return d
 	}
-	call() // warm: connections, the agent's card
+	call(cs) // warm: connections, the agent's card
+	if old != nil {
+		call(old)
+	}
 	send(direct)
 	via := make([]time.Duration, 0, b.N)
 	straight := make([]time.Duration, 0, b.N)
+	before := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		via = append(via, call())
+		if old != nil && i%2 == 1 {
+			before = append(before, call(old))
+		}
+		via = append(via, call(cs))
 		straight = append(straight, send(direct))
+		if old != nil && i%2 == 0 {
+			before = append(before, call(old))
+		}
 	}
 	b.StopTimer()
 	require.Empty(b, model.Requests(), "an agent tool never calls the model")
+	reportLatencies(b, "mcp", via, straight, before)
+}
+
+// startDoneBottom starts an a2a-go agent (JSON-RPC, streaming) whose every task completes
+// at once with the text "done".
+func startDoneBottom(b *testing.B) *httptest.Server {
+	var card a2a.AgentCard
+	mux := http.NewServeMux()
+	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(doneBottom{})))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2asrv.AgentCardProducerFn(func(context.Context) (*a2a.AgentCard, error) { return &card, nil })))
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	card = a2a.AgentCard{
+		Name: "bottom", Description: "completes at once", Version: "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/a2a", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "work", Name: "work", Description: "completes", Tags: []string{"test"}}},
+	}
+	return srv
+}
+
+// reportLatencies reports the p50 and p99 of the calls through Baton (via, as name-p50-ms
+// and name-p99-ms) and straight to the agent (direct-...), the difference of their p50s
+// (overhead-p50-ms) and, when the baseline coordinator ran, its p50 and overhead.
+func reportLatencies(b *testing.B, name string, via, straight, before []time.Duration) {
 	pct := func(lat []time.Duration, p float64) float64 {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds()) / 1000
 	}
-	b.ReportMetric(pct(via, 0.50), "mcp-p50-ms")
-	b.ReportMetric(pct(via, 0.99), "mcp-p99-ms")
+	b.ReportMetric(pct(via, 0.50), name+"-p50-ms")
+	b.ReportMetric(pct(via, 0.99), name+"-p99-ms")
 	b.ReportMetric(pct(straight, 0.50), "direct-p50-ms")
 	b.ReportMetric(pct(straight, 0.99), "direct-p99-ms")
 	b.ReportMetric(pct(via, 0.50)-pct(straight, 0.50), "overhead-p50-ms")
+	if len(before) > 0 {
+		b.ReportMetric(pct(before, 0.50), "baseline-p50-ms")
+		b.ReportMetric(pct(before, 0.50)-pct(straight, 0.50), "baseline-overhead-p50-ms")
+	}
 }
 
 // BenchmarkMCPCancelReachesPeer: the official TypeScript client aborts b.N slow agent-tool
