@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -21,12 +22,14 @@ import (
 // Each iteration makes three calls to the same a2a-go agent, their order rotating: a
 // blocking SendMessage straight from this process (direct); the tool of
 // testdata/mcpbridge, a minimal MCP→A2A bridge in its own process written only with the
-// SDKs (bridge); Baton's agent tool on the coordinator binary's /mcp (baton). Both MCP
+// SDKs (bridge); Baton's agent tool on the coordinator binary's /mcp (mcp). Both MCP
 // calls use one go-sdk client configuration and must have negotiated the same protocol
 // version. It reports the p50 and p99 of each, Baton's overhead over the direct call
 // (overhead-p50-ms, the §13 figure), the bridge's (bridge-overhead-p50-ms: what any MCP
 // server in another process adds) and Baton's over the bridge (over-bridge-p50-ms: what
-// Baton adds beyond that floor).
+// Baton adds beyond that floor). With BATON_BENCH_BRIDGE_STREAM=1 a second bridge that
+// streams its call to the agent, as Baton does, takes a fourth turn (bridgestream-...,
+// over-bridgestream-p50-ms).
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentToolFloor -benchtime 300x -count 3 ./integration/
 func BenchmarkMCPAgentToolFloor(b *testing.B) {
@@ -44,56 +47,40 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	}
 	baton := connect(startCoordinator(b, cfg))
 	bridge := connect(startMCPBridge(b, srv.URL))
-	require.Equal(b, baton.InitializeResult().ProtocolVersion, bridge.InitializeResult().ProtocolVersion,
-		"the bridge and Baton are called with the same protocol version")
+	version := baton.InitializeResult().ProtocolVersion
+	require.Equal(b, version, bridge.InitializeResult().ProtocolVersion, "the bridge and Baton speak one protocol version")
 	direct := newA2AClient(b, srv.URL, "jsonrpc")
-
-	call := func(cs *mcp.ClientSession) time.Duration {
-		start := time.Now()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "peer", Arguments: map[string]any{"prompt": "work"}})
-		d := time.Since(start)
-		require.NoError(b, err)
-		require.False(b, res.IsError, "%+v", res.Content)
-		require.Len(b, res.Content, 1)
-		text, ok := res.Content[0].(*mcp.TextContent)
-		require.True(b, ok, "text content: %T", res.Content[0])
-		require.Contains(b, text.Text, "done", "the agent's answer")
-		return d
+	names := []string{"direct", "bridge", "mcp"}
+	calls := []func() time.Duration{
+		func() time.Duration { return a2aSend(b, ctx, direct) },
+		func() time.Duration { return mcpToolCall(b, ctx, bridge) },
+		func() time.Duration { return mcpToolCall(b, ctx, baton) },
 	}
-	send := func(c *a2aclient.Client) time.Duration {
-		start := time.Now()
-		res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: userMessage("work")})
-		d := time.Since(start)
-		require.NoError(b, err)
-		task, ok := res.(*a2a.Task)
-		require.True(b, ok, "a task: %T", res)
-		require.Equal(b, a2a.TaskStateCompleted, task.Status.State)
-		return d
-	}
-	var lat [3][]time.Duration // direct, bridge, baton
-	calls := [3]func() time.Duration{
-		func() time.Duration { return send(direct) },
-		func() time.Duration { return call(bridge) },
-		func() time.Duration { return call(baton) },
+	if os.Getenv("BATON_BENCH_BRIDGE_STREAM") == "1" {
+		streamer := connect(startMCPBridge(b, srv.URL, "-stream"))
+		require.Equal(b, version, streamer.InitializeResult().ProtocolVersion)
+		names = append(names, "bridgestream")
+		calls = append(calls, func() time.Duration { return mcpToolCall(b, ctx, streamer) })
 	}
 	for _, c := range calls { // warm: connections, the agent's card
 		c()
 	}
+	lat := make([][]time.Duration, len(calls))
 	for k := range lat {
 		lat[k] = make([]time.Duration, 0, b.N)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for j := range calls { // each goes first, second and third equally often
+		for j := range calls { // each goes first, second, ... equally often
 			k := (i + j) % len(calls)
 			lat[k] = append(lat[k], calls[k]())
 		}
 	}
 	b.StopTimer()
 	require.Empty(b, model.Requests(), "an agent tool never calls the model")
-	b.Logf("protocol %s", baton.InitializeResult().ProtocolVersion)
-	p50 := [3]float64{}
-	for k, name := range []string{"direct", "bridge", "mcp"} {
+	b.Logf("protocol %s", version)
+	p50 := make([]float64, len(calls))
+	for k, name := range names {
 		p50[k] = percentileMS(lat[k], 0.50)
 		b.ReportMetric(p50[k], name+"-p50-ms")
 		b.ReportMetric(percentileMS(lat[k], 0.99), name+"-p99-ms")
@@ -101,6 +88,37 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	b.ReportMetric(p50[2]-p50[0], "overhead-p50-ms")
 	b.ReportMetric(p50[1]-p50[0], "bridge-overhead-p50-ms")
 	b.ReportMetric(p50[2]-p50[1], "over-bridge-p50-ms")
+	if len(p50) > 3 {
+		b.ReportMetric(p50[2]-p50[3], "over-bridgestream-p50-ms")
+	}
+}
+
+// mcpToolCall calls the agent tool "peer" on cs and returns how long it took; the answer
+// must be the agent's text.
+func mcpToolCall(b *testing.B, ctx context.Context, cs *mcp.ClientSession) time.Duration {
+	start := time.Now()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "peer", Arguments: map[string]any{"prompt": "work"}})
+	d := time.Since(start)
+	require.NoError(b, err)
+	require.False(b, res.IsError, "%+v", res.Content)
+	require.Len(b, res.Content, 1)
+	text, ok := res.Content[0].(*mcp.TextContent)
+	require.True(b, ok, "text content: %T", res.Content[0])
+	require.Contains(b, text.Text, "done", "the agent's answer")
+	return d
+}
+
+// a2aSend makes one blocking SendMessage with c and returns how long it took; the task
+// must have completed.
+func a2aSend(b *testing.B, ctx context.Context, c *a2aclient.Client) time.Duration {
+	start := time.Now()
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: userMessage("work")})
+	d := time.Since(start)
+	require.NoError(b, err)
+	task, ok := res.(*a2a.Task)
+	require.True(b, ok, "a task: %T", res)
+	require.Equal(b, a2a.TaskStateCompleted, task.Status.State)
+	return d
 }
 
 // percentileMS sorts lat and returns its p-th quantile in milliseconds.
@@ -116,8 +134,9 @@ var bridgeBuild struct {
 }
 
 // startMCPBridge builds testdata/mcpbridge once, next to the other binaries, starts it
-// for the agent at agentURL and returns its base URL (its MCP endpoint is /mcp).
-func startMCPBridge(tb testing.TB, agentURL string) string {
+// for the agent at agentURL with the extra flags, and returns its base URL (its MCP
+// endpoint is /mcp).
+func startMCPBridge(tb testing.TB, agentURL string, flags ...string) string {
 	tb.Helper()
 	buildBinaries(tb) // creates binDir, which TestMain removes
 	bridgeBuild.Do(func() {
@@ -129,7 +148,7 @@ func startMCPBridge(tb testing.TB, agentURL string) string {
 		}
 	})
 	require.NoError(tb, bridgeBuild.err)
-	p := startProc(tb, "mcpbridge", []string{bridgeBuild.path, "-agent", agentURL}, nil,
+	p := startProc(tb, "mcpbridge", append([]string{bridgeBuild.path, "-agent", agentURL}, flags...), nil,
 		readyOnLine(`mcpbridge listening on (http://\S+)`))
 	tb.Cleanup(func() {
 		if code := p.Stop(); code != 0 {

@@ -3,9 +3,11 @@
 // only with the SDKs. One tool whose handler makes one blocking a2a-go SendMessage to the
 // agent and answers with the text of the task's artifacts; go-sdk's streamable HTTP
 // handler, stateless as Baton's /mcp is for the protocol version go-sdk's client speaks
-// (2026-07-28); no logging, no store, no model.
+// (2026-07-28); no logging, no store, no model. With -stream the handler makes one
+// SendStreamingMessage instead (a2a-go's own transport) and reads it to its end, as Baton
+// streams its delegations to an agent whose card offers streaming.
 //
-//	mcpbridge -agent URL [-tool NAME]
+//	mcpbridge -agent URL [-tool NAME] [-stream]
 //
 // It reads the agent's card from URL, listens on a free loopback port, prints
 // "mcpbridge listening on http://ADDR" (the MCP endpoint is /mcp) and serves until
@@ -44,6 +46,7 @@ type toolIn struct {
 func run() error {
 	agentURL := flag.String("agent", "", "base URL of the A2A agent (its card is read from there)")
 	name := flag.String("tool", "peer", "name of the MCP tool")
+	stream := flag.Bool("stream", false, "stream the call to the agent (SendStreamingMessage)")
 	flag.Parse()
 	if *agentURL == "" {
 		return errors.New("-agent is required")
@@ -67,6 +70,9 @@ func run() error {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpbridge", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: *name, Description: "Sends the prompt to the A2A agent."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in toolIn) (*mcp.CallToolResult, any, error) {
+			if *stream {
+				return sendStreaming(ctx, client, in.Prompt)
+			}
 			return send(ctx, client, in.Prompt)
 		})
 	mux := http.NewServeMux()
@@ -123,4 +129,34 @@ func appendText(b *strings.Builder, parts a2a.ContentParts) {
 			b.WriteString(string(t))
 		}
 	}
+}
+
+// sendStreaming makes one SendStreamingMessage, reads it to its end and answers with the
+// text parts of the artifacts it streamed; a final state other than completed is a tool
+// error.
+func sendStreaming(ctx context.Context, client *a2aclient.Client, prompt string) (*mcp.CallToolResult, any, error) {
+	var text strings.Builder
+	state := a2a.TaskStateUnspecified
+	req := &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(prompt))}
+	for ev, err := range client.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("streaming from the agent: %w", err)
+		}
+		switch e := ev.(type) {
+		case *a2a.Task:
+			state = e.Status.State
+			for _, art := range e.Artifacts {
+				appendText(&text, art.Parts)
+			}
+		case *a2a.TaskArtifactUpdateEvent:
+			appendText(&text, e.Artifact.Parts)
+		case *a2a.TaskStatusUpdateEvent:
+			state = e.Status.State
+		case *a2a.Message:
+			appendText(&text, e.Parts)
+			state = a2a.TaskStateCompleted
+		}
+	}
+	isError := state != a2a.TaskStateCompleted
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: isError}, nil, nil
 }
