@@ -24,7 +24,6 @@ import (
 // message, converted (fromAGUI) the same way. Messages of the same text (every "ok") share
 // a hash: each hash keeps its messages' ids in the thread's order.
 type storedMessages struct {
-	seed maphash.Seed
 	// few holds the hashes while there are at most maxFewStored of them, ids once there
 	// are more: most threads are short, and a map's first group (a third of a kilobyte)
 	// would be held by every open run of one.
@@ -32,6 +31,10 @@ type storedMessages struct {
 	ids map[storedKey][]storedID
 	n   int
 }
+
+// storedSeed seeds the hashes of storedMessages: one per process, not one per run, which
+// would make every open run's Run a size class larger.
+var storedSeed = maphash.MakeSeed()
 
 // maxFewStored is how many hashes storedMessages keeps in a slice before it keeps a map.
 const maxFewStored = 8
@@ -58,7 +61,7 @@ type storedKey struct {
 // key hashes everything of m the model reads.
 func (s *storedMessages) key(m llm.Message) storedKey {
 	var h maphash.Hash
-	h.SetSeed(s.seed)
+	h.SetSeed(storedSeed)
 	h.WriteString(string(m.Role))
 	h.WriteByte(0)
 	h.WriteString(m.ToolCallID)
@@ -81,9 +84,6 @@ func (s *storedMessages) key(m llm.Message) storedKey {
 func (s *storedMessages) note(m llm.Message, id string) {
 	if id == "" {
 		return
-	}
-	if s.n == 0 {
-		s.seed = maphash.MakeSeed()
 	}
 	k := s.key(m)
 	for _, sid := range s.lookup(k) {
@@ -131,8 +131,7 @@ func (s *storedMessages) lookup(k storedKey) []storedID {
 // id is the id of a stored message m is (of the same text, any is), or "".
 func (s *storedMessages) id(m llm.Message) string {
 	if s.n == 0 {
-		// Nothing noted: the seed is not set either.
-		return ""
+		return "" // nothing noted
 	}
 	if ids := s.lookup(s.key(m)); len(ids) > 0 {
 		return ids[len(ids)-1].id

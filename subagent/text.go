@@ -150,12 +150,12 @@ type transcript struct {
 	few      []source
 	reported map[string]*sourceState
 	emit     func(string)
-	silent   bool
 	// last is the source of the last report and endsLine whether everything reported so
 	// far ends a line: reports of different sources are separated by a newline.
 	last     string
 	any      bool
 	endsLine bool
+	silent   bool
 }
 
 // sourceState is what was reported of one source: its length and the hash of those bytes.
