@@ -24,9 +24,25 @@ import (
 // message, converted (fromAGUI) the same way. Messages of the same text (every "ok") share
 // a hash: each hash keeps its messages' ids in the thread's order.
 type storedMessages struct {
-	seed maphash.Seed
-	ids  map[storedKey][]storedID
-	n    int
+	// few holds the hashes while there are at most maxFewStored of them, ids once there
+	// are more: most threads are short, and a map's first group (a third of a kilobyte)
+	// would be held by every open run of one.
+	few []storedHash
+	ids map[storedKey][]storedID
+	n   int
+}
+
+// storedSeed seeds the hashes of storedMessages: one per process, not one per run, which
+// would make every open run's Run a size class larger.
+var storedSeed = maphash.MakeSeed()
+
+// maxFewStored is how many hashes storedMessages keeps in a slice before it keeps a map.
+const maxFewStored = 8
+
+// storedHash is one hash of storedMessages.few with its messages' ids.
+type storedHash struct {
+	key storedKey
+	ids []storedID
 }
 
 // storedID is a stored message's id and its place among those noted (the thread's order).
@@ -45,7 +61,7 @@ type storedKey struct {
 // key hashes everything of m the model reads.
 func (s *storedMessages) key(m llm.Message) storedKey {
 	var h maphash.Hash
-	h.SetSeed(s.seed)
+	h.SetSeed(storedSeed)
 	h.WriteString(string(m.Role))
 	h.WriteByte(0)
 	h.WriteString(m.ToolCallID)
@@ -69,27 +85,55 @@ func (s *storedMessages) note(m llm.Message, id string) {
 	if id == "" {
 		return
 	}
-	if s.ids == nil {
-		s.seed = maphash.MakeSeed()
-		s.ids = map[storedKey][]storedID{}
-	}
 	k := s.key(m)
-	for _, sid := range s.ids[k] {
+	for _, sid := range s.lookup(k) {
 		if sid.id == id {
 			return
 		}
 	}
 	s.n++
-	s.ids[k] = append(s.ids[k], storedID{id: id, at: s.n})
+	sid := storedID{id: id, at: s.n}
+	if s.ids != nil {
+		s.ids[k] = append(s.ids[k], sid)
+		return
+	}
+	for i := range s.few {
+		if s.few[i].key == k {
+			s.few[i].ids = append(s.few[i].ids, sid)
+			return
+		}
+	}
+	if len(s.few) < maxFewStored {
+		s.few = append(s.few, storedHash{key: k, ids: []storedID{sid}})
+		return
+	}
+	s.ids = make(map[storedKey][]storedID, 2*maxFewStored)
+	for _, h := range s.few {
+		s.ids[h.key] = h.ids
+	}
+	s.few = nil
+	s.ids[k] = []storedID{sid}
+}
+
+// lookup is the ids of the stored messages whose hash is k, in the thread's order.
+func (s *storedMessages) lookup(k storedKey) []storedID {
+	if s.ids != nil {
+		return s.ids[k]
+	}
+	for _, h := range s.few {
+		if h.key == k {
+			return h.ids
+		}
+	}
+	return nil
 }
 
 // id is the id of a stored message m is (of the same text, any is), or "".
 func (s *storedMessages) id(m llm.Message) string {
-	if s.ids == nil {
-		// Nothing noted: the seed is not set either.
-		return ""
+	if s.n == 0 {
+		return "" // nothing noted
 	}
-	if ids := s.ids[s.key(m)]; len(ids) > 0 {
+	if ids := s.lookup(s.key(m)); len(ids) > 0 {
 		return ids[len(ids)-1].id
 	}
 	return ""
@@ -100,21 +144,21 @@ func (s *storedMessages) id(m llm.Message) string {
 // occurrences of a text are matched to that text's last stored ids, in order): a message
 // repeated before them and not in conv is not taken for one of them.
 func (s *storedMessages) earliest(conv []llm.Message, pick func(i int) bool) string {
-	if s.ids == nil {
+	if s.n == 0 {
 		return ""
 	}
 	keys := make([]storedKey, len(conv))
 	count := map[storedKey]int{}
 	for i, m := range conv {
 		keys[i] = s.key(m)
-		if len(s.ids[keys[i]]) > 0 {
+		if len(s.lookup(keys[i])) > 0 {
 			count[keys[i]]++
 		}
 	}
 	seen := map[storedKey]int{}
 	best := storedID{}
 	for i := range conv {
-		ids := s.ids[keys[i]]
+		ids := s.lookup(keys[i])
 		if len(ids) == 0 {
 			continue
 		}

@@ -249,3 +249,36 @@ func compactionsOfRun(msgs []agui.Message, id string) []agui.Message {
 	}
 	return out
 }
+
+// TestStoredMessagesPastTheFew: the hashes move from the slice to the map past
+// maxFewStored, and every message noted before and after is still found, a repeated text
+// by its last id, and the earliest by the thread's order.
+func TestStoredMessagesPastTheFew(t *testing.T) {
+	t.Parallel()
+	for _, count := range []int{1, maxFewStored, maxFewStored + 1, 3 * maxFewStored} {
+		t.Run(fmt.Sprint(count), func(t *testing.T) {
+			t.Parallel()
+			var s storedMessages
+			assert.Empty(t, s.id(llm.Message{Role: llm.RoleUser, Content: "m0"}), "nothing noted")
+			ok := llm.Message{Role: llm.RoleAssistant, Content: "ok"}
+			var conv []llm.Message
+			for i := range count {
+				m := llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("m%d", i)}
+				s.note(m, fmt.Sprintf("id-m%d", i))
+				s.note(m, fmt.Sprintf("id-m%d", i)) // noted twice: kept once
+				s.note(ok, fmt.Sprintf("id-ok%d", i))
+				conv = append(conv, m)
+			}
+			assert.Equal(t, 2*count, s.n, "each id once")
+			for i := range count {
+				assert.Equal(t, fmt.Sprintf("id-m%d", i), s.id(llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("m%d", i)}))
+			}
+			assert.Equal(t, fmt.Sprintf("id-ok%d", count-1), s.id(ok), "a repeated text: its last id")
+			assert.Empty(t, s.id(llm.Message{Role: llm.RoleUser, Content: "other"}))
+			assert.Equal(t, "id-m0", s.earliest(conv, func(int) bool { return true }))
+			assert.Equal(t, fmt.Sprintf("id-m%d", count-1), s.earliest(conv, func(i int) bool { return i == count-1 }))
+			assert.Equal(t, fmt.Sprintf("id-ok%d", count-1), s.earliest([]llm.Message{ok}, func(int) bool { return true }),
+				"the conversation's one ok is the thread's last")
+		})
+	}
+}

@@ -38,8 +38,9 @@ func newTaskBook() *taskBook { return &taskBook{threads: map[string]map[string]t
 func (b *taskBook) open(threadID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.threads[threadID] == nil {
-		b.threads[threadID] = make(map[string]taskRef)
+	if _, open := b.threads[threadID]; !open {
+		// Its map is made with its first task: most open runs have none in the book.
+		b.threads[threadID] = nil
 	}
 }
 
@@ -57,11 +58,22 @@ func (b *taskBook) remember(threadID, taskID string, ref taskRef) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if tasks := b.threads[threadID]; tasks != nil {
-		if _, known := tasks[taskID]; known || len(tasks) < maxTasksPerThread {
-			tasks[taskID] = ref
-		}
+	tasks, open := b.threads[threadID]
+	if !open {
+		return
 	}
+	if _, known := tasks[taskID]; known || len(tasks) < maxTasksPerThread {
+		b.taskMap(threadID, tasks)[taskID] = ref
+	}
+}
+
+// taskMap is the thread's tasks, the map made if tasks is still nil.
+func (b *taskBook) taskMap(threadID string, tasks map[string]taskRef) map[string]taskRef {
+	if tasks == nil {
+		tasks = make(map[string]taskRef)
+		b.threads[threadID] = tasks
+	}
+	return tasks
 }
 
 // add records a task known from elsewhere (a suspension, a run's work document), without
@@ -73,12 +85,12 @@ func (b *taskBook) add(threadID, taskID string, ref taskRef) {
 }
 
 func (b *taskBook) addLocked(threadID, taskID string, ref taskRef) {
-	tasks := b.threads[threadID]
-	if tasks == nil {
+	tasks, open := b.threads[threadID]
+	if !open {
 		return
 	}
 	if _, known := tasks[taskID]; !known && len(tasks) < maxTasksPerThread {
-		tasks[taskID] = ref
+		b.taskMap(threadID, tasks)[taskID] = ref
 	}
 }
 

@@ -37,7 +37,9 @@ type Chain[O any] struct {
 // extra (in its order), then h. Each step runs inside the ones before it: a call the fence
 // stops is neither traced nor journaled, and a journaled call is traced.
 func New[O any](run Run[O], h Handler[O], extra ...Step[O]) *Chain[O] {
-	steps := append([]Step[O]{Fence[O](run), Trace(run), Journal(run)}, extra...)
+	// Of the exact length: every open run holds its chain.
+	steps := make([]Step[O], 0, 3+len(extra))
+	steps = append(append(steps, Fence[O](run), Trace(run), Journal(run)), extra...)
 	ch := &Chain[O]{steps: steps, run: h}
 	lead := 0
 	for lead < len(steps) && steps[lead].Wrap == nil {

@@ -470,11 +470,15 @@ func (d *delegation) streamOnce(ctx context.Context, msg *sdk.Message) (a stream
 
 // attemptContext is the context of one streaming attempt (requestContext's, with the
 // response's status recorded in rec), which stopDrain cancels; release ends the request.
+// stopDrain is the request context's own cancel when it has one: a context more, under
+// it, would cost every open delegation a context and its parent's map of children.
 func (d *delegation) attemptContext(ctx context.Context) (dctx context.Context, rec *httpStatus, release func(), stopDrain context.CancelFunc) {
-	sctx, release := d.requestContext(ctx)
-	actx, rec := withStatus(sctx)
-	dctx, stopDrain = context.WithCancel(actx)
-	return dctx, rec, release, stopDrain
+	sctx, cancel, release := d.requestContext(ctx)
+	if cancel == nil {
+		sctx, cancel = context.WithCancel(sctx)
+	}
+	dctx, rec = withStatus(sctx)
+	return dctx, rec, release, cancel
 }
 
 // afterStream decides what follows an attempt: the end of the delegation (done, with its
@@ -514,7 +518,7 @@ func (d *delegation) blocking(ctx context.Context) error {
 	msg := d.message()
 	cfg := &sdk.SendMessageConfig{ReturnImmediately: true}
 	for attempt := 1; ; attempt++ {
-		sctx, release := d.requestContext(ctx)
+		sctx, _, release := d.requestContext(ctx)
 		actx, rec := withStatus(sctx)
 		res, err := d.b.client.SendMessage(actx, &sdk.SendMessageRequest{Message: msg, Config: cfg})
 		release()
@@ -546,10 +550,11 @@ func (d *delegation) blocking(ctx context.Context) error {
 // requestContext returns the context of an initial send: it ends with ctx, except that
 // while the task id is unknown it lives on for Options.IDGrace, so that the caller can
 // still learn the id and cancel the task. release must be called when the request is over.
-func (d *delegation) requestContext(ctx context.Context) (context.Context, func()) {
+// cancel, nil when the request's context is ctx itself, ends the request sooner.
+func (d *delegation) requestContext(ctx context.Context) (_ context.Context, cancel context.CancelFunc, release func()) {
 	grace := d.a.opts.IDGrace
 	if grace < 0 || d.taskID != "" {
-		return ctx, func() {}
+		return ctx, nil, func() {}
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
@@ -565,7 +570,7 @@ func (d *delegation) requestContext(ctx context.Context) (context.Context, func(
 		}
 		timer = time.AfterFunc(grace, cancel)
 	})
-	return sctx, func() {
+	return sctx, cancel, func() {
 		stopAfter()
 		mu.Lock()
 		if timer != nil {

@@ -144,14 +144,18 @@ func fileText(name, mediaType string) string {
 // reported, and reports only what extends it. See the package doc. It keeps a length and a
 // running hash per source, not the text, so its memory does not grow with the text.
 type transcript struct {
+	// few holds the sources while there are at most maxFewSources, reported once there
+	// are more: a delegation streams one or two sources as a rule, and a map's first
+	// group (about 200 bytes) would be held by every open delegation.
+	few      []source
 	reported map[string]*sourceState
 	emit     func(string)
-	silent   bool
 	// last is the source of the last report and endsLine whether everything reported so
 	// far ends a line: reports of different sources are separated by a newline.
 	last     string
 	any      bool
 	endsLine bool
+	silent   bool
 }
 
 // sourceState is what was reported of one source: its length and the hash of those bytes.
@@ -160,16 +164,44 @@ type sourceState struct {
 	h hash.Hash
 }
 
+// source is a source of transcript.few with what was reported of it.
+type source struct {
+	key string
+	st  *sourceState
+}
+
+// maxFewSources is how many sources a transcript keeps in a slice before it keeps a map.
+const maxFewSources = 8
+
 func newTranscript(emit func(string)) *transcript {
-	return &transcript{reported: map[string]*sourceState{}, emit: emit}
+	return &transcript{emit: emit}
 }
 
 func (t *transcript) state(key string) *sourceState {
-	st := t.reported[key]
-	if st == nil {
-		st = &sourceState{h: sha256.New()}
-		t.reported[key] = st
+	if t.reported != nil {
+		st := t.reported[key]
+		if st == nil {
+			st = &sourceState{h: sha256.New()}
+			t.reported[key] = st
+		}
+		return st
 	}
+	for _, s := range t.few {
+		if s.key == key {
+			return s.st
+		}
+	}
+	st := &sourceState{h: sha256.New()}
+	if len(t.few) < maxFewSources {
+		t.few = append(t.few, source{key: key, st: st})
+		return st
+	}
+	t.reported = make(map[string]*sourceState, 2*maxFewSources)
+	for _, s := range t.few {
+		t.reported[s.key] = s.st
+	}
+	t.few = nil
+	t.reported[key] = st
 	return st
 }
 

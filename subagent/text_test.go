@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPartsText(t *testing.T) {
@@ -63,6 +65,22 @@ func TestTranscript(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+	t.Run("past the few sources each is still extended", func(t *testing.T) {
+		var got []string
+		tr := newTranscript(func(s string) { got = append(got, strings.TrimPrefix(s, "\n")) })
+		n := 3 * maxFewSources
+		for i := range n {
+			tr.set(fmt.Sprint(i), fmt.Sprintf("s%d", i))
+		}
+		for i := range n {
+			tr.set(fmt.Sprint(i), fmt.Sprintf("s%d+", i))
+		}
+		require.Len(t, got, 2*n)
+		for i := range n {
+			assert.Equal(t, fmt.Sprintf("s%d", i), got[i])
+			assert.Equal(t, "+", got[n+i], "source %d: only its extension", i)
+		}
+	})
 	t.Run("silent updates count as reported", func(t *testing.T) {
 		var got []string
 		tr := newTranscript(func(s string) { got = append(got, s) })
