@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,18 +32,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentToolFloor -benchtime 300x -count 3 ./integration/
 func BenchmarkMCPAgentToolFloor(b *testing.B) {
-	srv := startDoneBottom(b)
-	model := startFakeLLM(b)
-	cfg := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}}.yaml() + "mcp_server:\n  enabled: true\n"
+	srv, model, cfg, connect := agentToolBench(b)
 	ctx := context.Background()
-	hc := &http.Client{}
-	b.Cleanup(hc.CloseIdleConnections)
-	connect := func(base string) *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = cs.Close() })
-		return cs
-	}
 	baton := connect(startCoordinator(b, cfg))
 	bridge := connect(startMCPBridge(b, srv.URL))
 	version := baton.InitializeResult().ProtocolVersion

@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/baton-dev/baton/internal/testutil/fakellm"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
@@ -28,18 +29,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentTool -benchtime 200x ./integration/
 func BenchmarkMCPAgentTool(b *testing.B) {
-	srv := startDoneBottom(b)
-	model := startFakeLLM(b)
-	cfg := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}}.yaml() + "mcp_server:\n  enabled: true\n"
+	srv, model, cfg, connect := agentToolBench(b)
 	ctx := context.Background()
-	hc := &http.Client{}
-	b.Cleanup(hc.CloseIdleConnections)
-	connect := func(base string) *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = cs.Close() })
-		return cs
-	}
 	cs := connect(startCoordinator(b, cfg))
 	var old *mcp.ClientSession
 	if bin := os.Getenv("BATON_BENCH_BASELINE_BIN"); bin != "" {
@@ -210,4 +201,23 @@ func BenchmarkMCPThreeLevelCancel(b *testing.B) {
 	sort.Float64s(lat)
 	b.ReportMetric(lat[len(lat)/2], "cancel-p50-ms")
 	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "cancel-p99-ms")
+}
+
+// agentToolBench starts what the agent-tool benchmarks share: an a2a-go agent that
+// completes at once, the fake model (which must get no request), a coordinator
+// configuration with that agent as "peer" and the MCP server on, and connect, which opens
+// a go-sdk client session on a base URL's /mcp (one HTTP client for every session).
+func agentToolBench(b *testing.B) (srv *httptest.Server, model *fakellm.Server, cfg string, connect func(base string) *mcp.ClientSession) {
+	srv = startDoneBottom(b)
+	model = startFakeLLM(b)
+	cfg = testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}}.yaml() + "mcp_server:\n  enabled: true\n"
+	hc := &http.Client{}
+	b.Cleanup(hc.CloseIdleConnections)
+	connect = func(base string) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	return srv, model, cfg, connect
 }
