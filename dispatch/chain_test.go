@@ -28,36 +28,33 @@ func (f *fakeRun) MayAct(context.Context) error {
 	return f.fenced
 }
 
-func (f *fakeRun) Trace(next dispatch.Handler[string]) dispatch.Handler[string] {
-	return func(ctx context.Context, c dispatch.Call) (string, error) {
-		f.note("trace")
-		out, err := next(ctx, c)
-		f.note("trace end")
-		return out, err
-	}
+func (f *fakeRun) Trace(ctx context.Context, c dispatch.Call, next dispatch.Handler[*fakeRun, string]) (string, error) {
+	f.note("trace")
+	out, err := next(ctx, f, c)
+	f.note("trace end")
+	return out, err
 }
 
-func (f *fakeRun) Journal(next dispatch.Handler[string]) dispatch.Handler[string] {
-	return func(ctx context.Context, c dispatch.Call) (string, error) {
-		f.note("journal")
-		out, err := next(ctx, c)
-		f.note("journal end")
-		return out, err
-	}
+func (f *fakeRun) Journal(ctx context.Context, c dispatch.Call, next dispatch.Handler[*fakeRun, string]) (string, error) {
+	f.note("journal")
+	out, err := next(ctx, f, c)
+	f.note("journal end")
+	return out, err
 }
 
-func (f *fakeRun) handler(ctx context.Context, c dispatch.Call) (string, error) {
-	f.note("handler")
+// handler is the chain's handler: it runs in the run it is given.
+func handler(_ context.Context, run *fakeRun, c dispatch.Call) (string, error) {
+	run.note("handler")
 	return "done " + c.ID, nil
 }
 
 func TestChainRunsFenceTraceJournalInOrder(t *testing.T) {
 	run := &fakeRun{}
-	ch := dispatch.New[string](run, run.handler)
+	ch := dispatch.New(handler)
 	if got, want := ch.Steps(), []string{"fence", "trace", "journal"}; !slices.Equal(got, want) {
 		t.Fatalf("steps %v, want %v", got, want)
 	}
-	out, err := ch.Run(context.Background(), dispatch.Call{ID: "call_1", Name: "search", Arguments: "{}"})
+	out, err := ch.Run(context.Background(), run, dispatch.Call{ID: "call_1", Name: "search", Arguments: "{}"})
 	if err != nil || out != "done call_1" {
 		t.Fatalf("Run = %q, %v; want the handler's outcome", out, err)
 	}
@@ -70,7 +67,7 @@ func TestChainRunsFenceTraceJournalInOrder(t *testing.T) {
 func TestFencedCallRunsNeitherJournalNorHandler(t *testing.T) {
 	lost := errors.New("lease lost")
 	run := &fakeRun{fenced: lost}
-	out, err := dispatch.New[string](run, run.handler).Run(context.Background(), dispatch.Call{ID: "call_1"})
+	out, err := dispatch.New(handler).Run(context.Background(), run, dispatch.Call{ID: "call_1"})
 	if !errors.Is(err, dispatch.ErrFenced) || !errors.Is(err, lost) {
 		t.Fatalf("err = %v, want ErrFenced wrapping the fence's error", err)
 	}
@@ -85,20 +82,20 @@ func TestFencedCallRunsNeitherJournalNorHandler(t *testing.T) {
 func TestValidateDecodesArgumentsOrRefuses(t *testing.T) {
 	run := &fakeRun{}
 	var got map[string]any
-	h := func(_ context.Context, c dispatch.Call) (string, error) {
+	h := func(_ context.Context, _ *fakeRun, c dispatch.Call) (string, error) {
 		got = c.Args
 		return "ran", nil
 	}
-	ch := dispatch.New(run, h, dispatch.Validate(func(c dispatch.Call) string { return "refused " + c.ID }))
+	ch := dispatch.New(h, dispatch.Validate(func(_ *fakeRun, c dispatch.Call) string { return "refused " + c.ID }))
 	if names := ch.Steps(); !slices.Equal(names, []string{"fence", "trace", "journal", "validate"}) {
 		t.Fatalf("steps %v", names)
 	}
-	out, _ := ch.Run(context.Background(), dispatch.Call{ID: "a", Arguments: `{"q":"x"}`})
+	out, _ := ch.Run(context.Background(), run, dispatch.Call{ID: "a", Arguments: `{"q":"x"}`})
 	if out != "ran" || got["q"] != "x" {
 		t.Fatalf("valid call: %q, args %v", out, got)
 	}
 	for _, bad := range []string{"", "null", "[1]", "{"} {
-		out, err := ch.Run(context.Background(), dispatch.Call{ID: "b", Arguments: bad})
+		out, err := ch.Run(context.Background(), run, dispatch.Call{ID: "b", Arguments: bad})
 		if err != nil || out != "refused b" {
 			t.Fatalf("arguments %q: %q, %v; want the refusal as the outcome", bad, out, err)
 		}
@@ -107,18 +104,18 @@ func TestValidateDecodesArgumentsOrRefuses(t *testing.T) {
 
 func TestRouterSendsEachKindToItsHandler(t *testing.T) {
 	kinds := map[string]dispatch.Kind{"research": dispatch.Agent, "search": dispatch.MCP, "ask_user": dispatch.AskUser, "bad": dispatch.Kind(42)}
-	handler := func(k dispatch.Kind) dispatch.Handler[string] {
-		return func(context.Context, dispatch.Call) (string, error) { return k.String(), nil }
+	handler := func(k dispatch.Kind) dispatch.Handler[*fakeRun, string] {
+		return func(context.Context, *fakeRun, dispatch.Call) (string, error) { return k.String(), nil }
 	}
-	rt := &dispatch.Router[string]{
-		Kind: func(name string) dispatch.Kind { return kinds[name] },
-		Handlers: [dispatch.Kinds]dispatch.Handler[string]{
+	rt := &dispatch.Router[*fakeRun, string]{
+		Kind: func(_ *fakeRun, name string) dispatch.Kind { return kinds[name] },
+		Handlers: [dispatch.Kinds]dispatch.Handler[*fakeRun, string]{
 			dispatch.Agent: handler(dispatch.Agent), dispatch.MCP: handler(dispatch.MCP),
 			dispatch.AskUser: handler(dispatch.AskUser), dispatch.Other: handler(dispatch.Other),
 		},
 	}
 	for name, want := range map[string]string{"research": "agent", "search": "mcp", "ask_user": "ask_user", "nope": "other", "bad": "other"} {
-		if got, _ := rt.Handler()(context.Background(), dispatch.Call{Name: name}); got != want {
+		if got, _ := rt.Handler()(context.Background(), &fakeRun{}, dispatch.Call{Name: name}); got != want {
 			t.Errorf("%s went to %q, want %q", name, got, want)
 		}
 	}
@@ -127,15 +124,15 @@ func TestRouterSendsEachKindToItsHandler(t *testing.T) {
 func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
 	run := &fakeRun{}
 	refused := errors.New("refused")
-	gate := dispatch.Step[string]{Name: "gate", Check: func(_ context.Context, c dispatch.Call) error {
+	gate := dispatch.Step[*fakeRun, string]{Name: "gate", Check: func(_ context.Context, run *fakeRun, c dispatch.Call) error {
 		run.note("gate")
 		if c.ID == "stop" {
 			return refused
 		}
 		return nil
 	}}
-	ch := dispatch.New(run, run.handler, gate)
-	if _, err := ch.Run(context.Background(), dispatch.Call{ID: "stop"}); !errors.Is(err, refused) {
+	ch := dispatch.New(handler, gate)
+	if _, err := ch.Run(context.Background(), run, dispatch.Call{ID: "stop"}); !errors.Is(err, refused) {
 		t.Fatalf("err = %v, want the gate's", err)
 	}
 	want := []string{"fence", "trace", "journal", "gate", "journal end", "trace end"}
@@ -146,12 +143,12 @@ func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
 
 func TestRunToSkipsTheNamedStepsAndRunsTheGivenHandler(t *testing.T) {
 	run := &fakeRun{}
-	ch := dispatch.New[string](run, run.handler)
-	follow := func(_ context.Context, c dispatch.Call) (string, error) {
+	ch := dispatch.New(handler)
+	follow := func(_ context.Context, run *fakeRun, c dispatch.Call) (string, error) {
 		run.note("follow")
 		return "followed " + c.ID, nil
 	}
-	out, err := ch.RunTo(context.Background(), dispatch.Call{ID: "call_1"}, follow, "journal")
+	out, err := ch.RunTo(context.Background(), run, dispatch.Call{ID: "call_1"}, follow, "journal")
 	if err != nil || out != "followed call_1" {
 		t.Fatalf("out %q, err %v", out, err)
 	}
@@ -160,7 +157,7 @@ func TestRunToSkipsTheNamedStepsAndRunsTheGivenHandler(t *testing.T) {
 	}
 
 	run.steps, run.fenced = nil, errors.New("lease lost")
-	if _, err := ch.RunTo(context.Background(), dispatch.Call{ID: "call_2"}, follow, "journal"); !errors.Is(err, dispatch.ErrFenced) {
+	if _, err := ch.RunTo(context.Background(), run, dispatch.Call{ID: "call_2"}, follow, "journal"); !errors.Is(err, dispatch.ErrFenced) {
 		t.Fatalf("err = %v, want ErrFenced", err)
 	}
 	if want := []string{"fence"}; !slices.Equal(run.steps, want) {

@@ -17,11 +17,11 @@ type Fencer interface {
 }
 
 // Fence is the first step: no call goes out while this replica cannot be sure it still
-// owns the run. It waits for the run's lease, or stops the call with ErrFenced. It is a
-// check: it has nothing to do once the call runs.
-func Fence[O any](f Fencer) Step[O] {
-	return Step[O]{Name: "fence", Check: func(ctx context.Context, c Call) error {
-		if err := f.MayAct(ctx); err != nil {
+// owns the call's run. It waits for the run's lease, or stops the call with ErrFenced. It
+// is a check: it has nothing to do once the call runs.
+func Fence[R Fencer, O any]() Step[R, O] {
+	return Step[R, O]{Name: "fence", Check: func(ctx context.Context, run R, c Call) error {
+		if err := run.MayAct(ctx); err != nil {
 			return fenced(c, err)
 		}
 		return nil
