@@ -151,12 +151,12 @@ func armTools(r *Run, t *toolset) {
 }
 
 // callChain is the chain of every run's backend calls: the run's fencing, tracing and
-// journal (chainRun), the arguments' validation, then a handler per tool kind. It is built
+// journal (chainSteps), the arguments' validation, then a handler per tool kind. It is built
 // once: each call is given its run and toolset (chainRun), so that an open run holds no
 // chain, router or handlers of its own. Its outcome is a pointer: a delegation's frames
 // stay on the run's stack while it waits, and an outcome returned by value through each of
 // them would double the stack of every open run (design/dispatch.md).
-var callChain = dispatch.New((&dispatch.Router[chainRun, *toolOutcome]{
+var callChain = dispatch.New[chainRun, *toolOutcome](chainSteps{}, (&dispatch.Router[chainRun, *toolOutcome]{
 	Kind: chainRun.kind,
 	Handlers: [dispatch.Kinds]dispatch.Handler[chainRun, *toolOutcome]{
 		dispatch.Agent: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
@@ -184,12 +184,9 @@ func toolCall(c dispatch.Call) llm.ToolCall {
 	return llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 }
 
-// chainRun is a run as its chain sees it: the run, and the toolset that says what each of
-// its calls is (its kind, its span's kind and target, its journal step). It is what the
-// chain passes to its steps and handlers, by value: the steps that are the run's own are
-// its methods: whether this replica may still act on it (durability.go), the call's
-// execute_tool span (telemetry.go), and its intent and outcome in the run's journal
-// (journal.go).
+// chainRun is a run as its chain sees it, what the chain passes to its steps and handlers
+// with each call, by value: the run, and the toolset that says what each of its calls is
+// (its kind, its span's kind and target, its journal step).
 type chainRun struct {
 	run   *Run
 	tools *toolset
@@ -198,38 +195,32 @@ type chainRun struct {
 // kind is the kind of the tool named name, for the chain's router.
 func (s chainRun) kind(name string) dispatch.Kind { return s.tools.kind(name) }
 
+// chainSteps are the steps of the chain that are a run's own: whether this replica may
+// still act on it (durability.go), the call's execute_tool span (telemetry.go), and its
+// intent and outcome in the run's journal (journal.go). It holds nothing: each call is
+// given its run (chainRun), so that one chain serves every run.
+type chainSteps struct{}
+
 // MayAct waits for the run's lease (durability.mayAct).
-func (s chainRun) MayAct(ctx context.Context) error { return s.run.dur.mayAct(ctx) }
+func (chainSteps) MayAct(ctx context.Context, s chainRun) error { return s.run.dur.mayAct(ctx) }
 
-// Trace runs next in the call's execute_tool span (as runTrace.toolCall, without its
-// closure: a frame less on the stack of a call that waits).
-func (s chainRun) Trace(ctx context.Context, c dispatch.Call, next dispatch.Handler[chainRun, *toolOutcome]) (*toolOutcome, error) {
-	call := toolCall(c)
-	span := s.run.trace.startToolSpan(ctx, s.tools, call)
-	out, err := next(span.ctx, s, c)
-	if out == nil {
-		out = &toolOutcome{}
+// Trace returns next run in the call's execute_tool span (as runTrace.toolCall, without
+// its closure: a frame less on the stack of a call that waits).
+func (chainSteps) Trace(next dispatch.Handler[chainRun, *toolOutcome]) dispatch.Handler[chainRun, *toolOutcome] {
+	return func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+		call := toolCall(c)
+		span := s.run.trace.startToolSpan(ctx, s.tools, call)
+		out, err := next(span.ctx, s, c)
+		if out == nil {
+			out = &toolOutcome{}
+		}
+		s.run.trace.endToolSpan(span, call, out, true)
+		return out, err
 	}
-	s.run.trace.endToolSpan(span, call, out, true)
-	return out, err
 }
 
-// Journal runs next between the call's intent and its outcome in the journal (journaled),
-// the call's Note recorded with its intent.
-func (s chainRun) Journal(ctx context.Context, c dispatch.Call, next dispatch.Handler[chainRun, *toolOutcome]) (*toolOutcome, error) {
-	var err error
-	out := ptr(journaled(ctx, s.run, s.tools, toolCall(c), c.Note, func(ctx context.Context) toolOutcome {
-		var o *toolOutcome
-		o, err = next(ctx, s, c)
-		return deref(o)
-	}))
-	return out, err
-}
-
-// deref is *o, or the zero outcome for a call that was not run.
-func deref(o *toolOutcome) toolOutcome {
-	if o == nil {
-		return toolOutcome{}
-	}
-	return *o
+// Journal returns next run between the call's intent and its outcome in the journal
+// (journaled), the call's Note recorded with its intent.
+func (chainSteps) Journal(next dispatch.Handler[chainRun, *toolOutcome]) dispatch.Handler[chainRun, *toolOutcome] {
+	return journaled(next)
 }

@@ -19,10 +19,11 @@ type Step[R, O any] struct {
 }
 
 // Run is what dispatching a call needs of the run it belongs to: may the run still act
-// (Fencer), the call's span (Tracer), and its record in the run's journal (Journaler). R is
-// the type that implements it, the run the chain passes to its steps and handler.
+// (Fencer), the call's span (Tracer), and its record in the run's journal (Journaler). Its
+// methods are given the run, a value of R, with each call rather than holding one, so that
+// one Run, and the chain built over it, serves every run of an engine.
 type Run[R, O any] interface {
-	Fencer
+	Fencer[R]
 	Tracer[R, O]
 	Journaler[R, O]
 }
@@ -30,17 +31,17 @@ type Run[R, O any] interface {
 // Chain runs every call of a run through the same steps, in order, to its handler. It
 // holds nothing of a run (each call is given its run), so the engine builds it once and
 // every run shares it: an open run holds no chain of its own.
-type Chain[R Run[R, O], O any] struct {
+type Chain[R, O any] struct {
 	steps  []Step[R, O]
 	checks []func(ctx context.Context, run R, c Call) error
 	run    Handler[R, O]
 }
 
-// New returns the chain of the calls of runs of type R: fence, trace and journal, in that
-// order, then extra (in its order), then h. Each step runs inside the ones before it: a
-// call the fence stops is neither traced nor journaled, and a journaled call is traced.
-func New[R Run[R, O], O any](h Handler[R, O], extra ...Step[R, O]) *Chain[R, O] {
-	steps := append([]Step[R, O]{Fence[R, O](), Trace[R, O](), Journal[R, O]()}, extra...)
+// New returns the chain of the calls of runs of type R: run's fence, trace and journal, in
+// that order, then extra (in its order), then h. Each step runs inside the ones before it:
+// a call the fence stops is neither traced nor journaled, and a journaled call is traced.
+func New[R, O any](run Run[R, O], h Handler[R, O], extra ...Step[R, O]) *Chain[R, O] {
+	steps := append([]Step[R, O]{Fence[R, O](run), Trace(run), Journal(run)}, extra...)
 	ch := &Chain[R, O]{steps: steps, run: h}
 	lead := 0
 	for lead < len(steps) && steps[lead].Wrap == nil {

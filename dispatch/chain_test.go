@@ -23,23 +23,31 @@ func (f *fakeRun) note(step string) {
 	f.steps = append(f.steps, step)
 }
 
-func (f *fakeRun) MayAct(context.Context) error {
-	f.note("fence")
-	return f.fenced
+// fakeSteps is the engine's side of the chain (dispatch.Run): it holds no run, and notes
+// each step in the run it is given.
+type fakeSteps struct{}
+
+func (fakeSteps) MayAct(_ context.Context, run *fakeRun) error {
+	run.note("fence")
+	return run.fenced
 }
 
-func (f *fakeRun) Trace(ctx context.Context, c dispatch.Call, next dispatch.Handler[*fakeRun, string]) (string, error) {
-	f.note("trace")
-	out, err := next(ctx, f, c)
-	f.note("trace end")
-	return out, err
+func (fakeSteps) Trace(next dispatch.Handler[*fakeRun, string]) dispatch.Handler[*fakeRun, string] {
+	return func(ctx context.Context, run *fakeRun, c dispatch.Call) (string, error) {
+		run.note("trace")
+		out, err := next(ctx, run, c)
+		run.note("trace end")
+		return out, err
+	}
 }
 
-func (f *fakeRun) Journal(ctx context.Context, c dispatch.Call, next dispatch.Handler[*fakeRun, string]) (string, error) {
-	f.note("journal")
-	out, err := next(ctx, f, c)
-	f.note("journal end")
-	return out, err
+func (fakeSteps) Journal(next dispatch.Handler[*fakeRun, string]) dispatch.Handler[*fakeRun, string] {
+	return func(ctx context.Context, run *fakeRun, c dispatch.Call) (string, error) {
+		run.note("journal")
+		out, err := next(ctx, run, c)
+		run.note("journal end")
+		return out, err
+	}
 }
 
 // handler is the chain's handler: it runs in the run it is given.
@@ -50,7 +58,7 @@ func handler(_ context.Context, run *fakeRun, c dispatch.Call) (string, error) {
 
 func TestChainRunsFenceTraceJournalInOrder(t *testing.T) {
 	run := &fakeRun{}
-	ch := dispatch.New(handler)
+	ch := dispatch.New(fakeSteps{}, handler)
 	if got, want := ch.Steps(), []string{"fence", "trace", "journal"}; !slices.Equal(got, want) {
 		t.Fatalf("steps %v, want %v", got, want)
 	}
@@ -67,7 +75,7 @@ func TestChainRunsFenceTraceJournalInOrder(t *testing.T) {
 func TestFencedCallRunsNeitherJournalNorHandler(t *testing.T) {
 	lost := errors.New("lease lost")
 	run := &fakeRun{fenced: lost}
-	out, err := dispatch.New(handler).Run(context.Background(), run, dispatch.Call{ID: "call_1"})
+	out, err := dispatch.New(fakeSteps{}, handler).Run(context.Background(), run, dispatch.Call{ID: "call_1"})
 	if !errors.Is(err, dispatch.ErrFenced) || !errors.Is(err, lost) {
 		t.Fatalf("err = %v, want ErrFenced wrapping the fence's error", err)
 	}
@@ -86,7 +94,7 @@ func TestValidateDecodesArgumentsOrRefuses(t *testing.T) {
 		got = c.Args
 		return "ran", nil
 	}
-	ch := dispatch.New(h, dispatch.Validate(func(_ *fakeRun, c dispatch.Call) string { return "refused " + c.ID }))
+	ch := dispatch.New(fakeSteps{}, h, dispatch.Validate(func(_ *fakeRun, c dispatch.Call) string { return "refused " + c.ID }))
 	if names := ch.Steps(); !slices.Equal(names, []string{"fence", "trace", "journal", "validate"}) {
 		t.Fatalf("steps %v", names)
 	}
@@ -131,7 +139,7 @@ func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
 		}
 		return nil
 	}}
-	ch := dispatch.New(handler, gate)
+	ch := dispatch.New(fakeSteps{}, handler, gate)
 	if _, err := ch.Run(context.Background(), run, dispatch.Call{ID: "stop"}); !errors.Is(err, refused) {
 		t.Fatalf("err = %v, want the gate's", err)
 	}
@@ -143,7 +151,7 @@ func TestCheckAfterMiddlewareStopsTheRest(t *testing.T) {
 
 func TestRunToSkipsTheNamedStepsAndRunsTheGivenHandler(t *testing.T) {
 	run := &fakeRun{}
-	ch := dispatch.New(handler)
+	ch := dispatch.New(fakeSteps{}, handler)
 	follow := func(_ context.Context, run *fakeRun, c dispatch.Call) (string, error) {
 		run.note("follow")
 		return "followed " + c.ID, nil
@@ -162,5 +170,31 @@ func TestRunToSkipsTheNamedStepsAndRunsTheGivenHandler(t *testing.T) {
 	}
 	if want := []string{"fence"}; !slices.Equal(run.steps, want) {
 		t.Fatalf("a fenced call ran %v, want only %v", run.steps, want)
+	}
+}
+
+// TestOneChainServesEveryRun: the chain holds nothing of a run: calls of two runs through
+// one chain, at the same time, each go through the steps of their own run only, and a
+// fenced run does not stop the other's calls.
+func TestOneChainServesEveryRun(t *testing.T) {
+	ch := dispatch.New(fakeSteps{}, handler)
+	a, b := &fakeRun{}, &fakeRun{fenced: errors.New("lease lost")}
+	var wg sync.WaitGroup
+	var outA string
+	var errA, errB error
+	wg.Go(func() { outA, errA = ch.Run(context.Background(), a, dispatch.Call{ID: "a1"}) })
+	wg.Go(func() { _, errB = ch.Run(context.Background(), b, dispatch.Call{ID: "b1"}) })
+	wg.Wait()
+	if errA != nil || outA != "done a1" {
+		t.Fatalf("run a: %q, %v; want its handler's outcome", outA, errA)
+	}
+	if !errors.Is(errB, dispatch.ErrFenced) {
+		t.Fatalf("run b: err %v, want ErrFenced", errB)
+	}
+	if want := []string{"fence", "trace", "journal", "handler", "journal end", "trace end"}; !slices.Equal(a.steps, want) {
+		t.Fatalf("run a's steps %v, want %v", a.steps, want)
+	}
+	if want := []string{"fence"}; !slices.Equal(b.steps, want) {
+		t.Fatalf("run b's steps %v, want %v", b.steps, want)
 	}
 }
