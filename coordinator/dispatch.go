@@ -150,34 +150,47 @@ func armTools(r *Run, t *toolset) {
 	r.tools = t
 }
 
-// callChain is the chain of every run's backend calls: the run's fencing, tracing and
-// journal (chainSteps), the arguments' validation, then a handler per tool kind. It is built
-// once: each call is given its run and toolset (chainRun), so that an open run holds no
-// chain, router or handlers of its own. Its outcome is a pointer: a delegation's frames
-// stay on the run's stack while it waits, and an outcome returned by value through each of
-// them would double the stack of every open run (design/dispatch.md).
-var callChain = dispatch.New[chainRun, *toolOutcome](chainSteps{}, (&dispatch.Router[chainRun, *toolOutcome]{
-	Kind: chainRun.kind,
-	Handlers: [dispatch.Kinds]dispatch.Handler[chainRun, *toolOutcome]{
-		dispatch.Agent: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
-			return ptr(delegate(ctx, s.run, s.tools, s.tools.agents[c.Name], c.ID, c.Args)), nil
-		},
-		dispatch.MCP: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
-			return ptr(callMCPSession(ctx, s.run, s.tools, toolCall(c), json.RawMessage(c.Arguments))), nil
-		},
-		dispatch.AskUser: func(_ context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
-			return ptr(askUser(s.run, s.tools, toolCall(c), c.Args)), nil
-		},
-		dispatch.Other: func(_ context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
-			return ptr(otherTool(s.run, s.tools, toolCall(c))), nil
-		},
-	},
-}).Handler(), dispatch.Validate(func(s chainRun, c dispatch.Call) *toolOutcome {
-	return ptr(badArguments(s.run, s.tools, toolCall(c)))
-}))
+// callChain is the chain of every run's backend calls (newCallChain). It is built once:
+// each call is given its run and toolset (chainRun), so that an open run holds no chain,
+// router or handlers of its own.
+var callChain = newCallChain()
 
-// ptr is o on the heap, for the chain, which passes outcomes by pointer.
-func ptr(o toolOutcome) *toolOutcome { return &o }
+// newCallChain builds the chain of the runs' backend calls: the run's fencing, tracing and
+// journal (chainSteps), the arguments' validation, then a handler per tool kind. Its
+// outcome is a pointer: a delegation's frames stay on the run's stack while it waits, and
+// an outcome returned by value through each of them would double the stack of every open
+// run (design/dispatch.md).
+func newCallChain() *dispatch.Chain[chainRun, *toolOutcome] {
+	route := &dispatch.Router[chainRun, *toolOutcome]{
+		Kind: func(s chainRun, name string) dispatch.Kind { return s.tools.kind(name) },
+		Handlers: [dispatch.Kinds]dispatch.Handler[chainRun, *toolOutcome]{
+			dispatch.Agent: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(delegate(ctx, s.run, s.tools, s.tools.agents[c.Name], c.ID, c.Args)), nil
+			},
+			dispatch.MCP: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(callMCPSession(ctx, s.run, s.tools, toolCall(c), json.RawMessage(c.Arguments))), nil
+			},
+			dispatch.AskUser: func(_ context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(askUser(s.run, s.tools, toolCall(c), c.Args)), nil
+			},
+			dispatch.Other: func(_ context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(otherTool(s.run, s.tools, toolCall(c))), nil
+			},
+		},
+	}
+	validate := dispatch.Validate(func(s chainRun, c dispatch.Call) *toolOutcome { return ptr(badArguments(s.run, s.tools, toolCall(c))) })
+	return dispatch.New(chainSteps{}, route.Handler(), validate)
+}
+
+// ptr is o on the heap, for the chain, which passes outcomes by pointer. The outcome is
+// made here, after o (ptr's argument, the handler's result) is known: a delegation that
+// waits for its agent holds none yet. Written as &o, inlined into a handler, the compiler
+// allocated o as the handler began, before the call that makes it (design/dispatch.md).
+func ptr(o toolOutcome) *toolOutcome {
+	p := new(toolOutcome)
+	*p = o
+	return p
+}
 
 // toolCall is the model's call that c carries.
 func toolCall(c dispatch.Call) llm.ToolCall {
@@ -191,9 +204,6 @@ type chainRun struct {
 	run   *Run
 	tools *toolset
 }
-
-// kind is the kind of the tool named name, for the chain's router.
-func (s chainRun) kind(name string) dispatch.Kind { return s.tools.kind(name) }
 
 // chainSteps are the steps of the chain that are a run's own: whether this replica may
 // still act on it (durability.go), the call's execute_tool span (telemetry.go), and its
