@@ -1,10 +1,11 @@
 package mcpserver
 
 import (
-	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/json"
-	"slices"
+	"errors"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -56,36 +57,43 @@ func parseCursor(s string) (*listCursor, error) {
 	return &c, nil
 }
 
-// taskThread is a thread a call started, and the tool it is a task of.
-type taskThread struct {
-	ThreadInfo
-	tool tool
-}
+// listBatch is how many threads tasks/list asks the engine for at a time: a page's, and
+// one more that tells whether a next page exists.
+const listBatch = taskPageSize + 1
 
-// taskThreads returns the threads that are tasks of the tools in byTag (a thread an older
-// Baton started has no tag and is left out), newest first, after the cursor.
-func taskThreads(threads []ThreadInfo, byTag map[string]tool, after *listCursor) []taskThread {
-	var out []taskThread
-	for _, th := range threads {
-		tag, ok := threadTag(th.ID)
-		t, known := byTag[tag]
-		if !ok || tag == "" || !known || (after != nil && !listedAfter(th, *after)) {
-			continue
-		}
-		out = append(out, taskThread{ThreadInfo: th, tool: t})
+// maxListExamined bounds the threads one tasks/list examines: a thread of a tool this
+// server no longer serves, an expired task or a thread without a run is examined and left
+// out, and each costs a read. Past the bound the page ends, shorter, with a cursor.
+const maxListExamined = 5 * taskPageSize
+
+// position is the thread a cursor names: where the next page starts after.
+func (c *listCursor) position() *ThreadInfo {
+	if c == nil {
+		return nil
 	}
-	slices.SortFunc(out, func(a, b taskThread) int {
-		if c := cmp.Compare(b.CreatedAt.UnixNano(), a.CreatedAt.UnixNano()); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
-	return out
+	return &ThreadInfo{ID: c.ID, CreatedAt: time.Unix(0, c.T)}
 }
 
-// listedAfter reports whether th comes after the cursor's position in the list's order
-// (creation time, then id, both descending).
-func listedAfter(th ThreadInfo, c listCursor) bool {
-	t := th.CreatedAt.UnixNano()
-	return t < c.T || (t == c.T && th.ID < c.ID)
+// listedTask returns th as tasks/list shows it (tasks/get's task without its result and
+// questions), or false when th is not one: not a task of a tool this server serves (a
+// thread an older Baton started has no tag), without a run, or expired.
+func (s *Server) listedTask(ctx context.Context, th ThreadInfo, who string, now time.Time) (task, bool, error) {
+	tag, _ := threadTag(th.ID)
+	t, known := s.byTag[tag]
+	if tag == "" || !known {
+		return task{}, false, nil
+	}
+	log, err := s.tasks.RunLog(ctx, th.ID, who)
+	if errors.Is(err, ErrNotFound) {
+		return task{}, false, nil // deleted since, or not run yet
+	}
+	if err != nil {
+		return task{}, false, err
+	}
+	tk, expired := taskOf(th.ID, t, log, s.cfg.TaskTTL, now)
+	if expired {
+		return task{}, false, nil
+	}
+	tk.Result, tk.InputRequests = nil, nil
+	return tk, true, nil
 }
