@@ -1,10 +1,8 @@
 package mcpserver
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -72,28 +70,4 @@ func (c *listCursor) position() *ThreadInfo {
 		return nil
 	}
 	return &ThreadInfo{ID: c.ID, CreatedAt: time.Unix(0, c.T)}
-}
-
-// listedTask returns th as tasks/list shows it (tasks/get's task without its result and
-// questions), or false when th is not one: not a task of a tool this server serves (a
-// thread an older Baton started has no tag), without a run, or expired.
-func (s *Server) listedTask(ctx context.Context, th ThreadInfo, who string, now time.Time) (task, bool, error) {
-	tag, _ := threadTag(th.ID)
-	t, known := s.byTag[tag]
-	if tag == "" || !known {
-		return task{}, false, nil
-	}
-	log, err := s.tasks.RunLog(ctx, th.ID, who)
-	if errors.Is(err, ErrNotFound) {
-		return task{}, false, nil // deleted since, or not run yet
-	}
-	if err != nil {
-		return task{}, false, err
-	}
-	tk, expired := taskOf(th.ID, t, log, s.cfg.TaskTTL, now)
-	if expired {
-		return task{}, false, nil
-	}
-	tk.Result, tk.InputRequests = nil, nil
-	return tk, true, nil
 }

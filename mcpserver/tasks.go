@@ -613,6 +613,30 @@ func (s *Server) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listPar
 	}
 }
 
+// listedTask returns th as tasks/list shows it (tasks/get's task without its result and
+// questions), or false when th is not one: not a task of a tool this server serves (a
+// thread an older Baton started has no tag), without a run, or expired.
+func (s *Server) listedTask(ctx context.Context, th ThreadInfo, who string, now time.Time) (task, bool, error) {
+	tag, _ := threadTag(th.ID)
+	t, known := s.byTag[tag]
+	if tag == "" || !known {
+		return task{}, false, nil
+	}
+	log, err := s.tasks.RunLog(ctx, th.ID, who)
+	if errors.Is(err, ErrNotFound) {
+		return task{}, false, nil // deleted since, or not run yet
+	}
+	if err != nil {
+		return task{}, false, err
+	}
+	tk, expired := taskOf(th.ID, t, log, s.cfg.TaskTTL, now)
+	if expired {
+		return task{}, false, nil
+	}
+	tk.Result, tk.InputRequests = nil, nil
+	return tk, true, nil
+}
+
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		t = time.Now()
