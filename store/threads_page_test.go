@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 )
 
 // setCreated sets a thread's creation time (ClaimThread takes the clock's), so that a test
@@ -167,4 +169,45 @@ func TestThreadsPagePlanSQLite(t *testing.T) {
 	assert.Contains(t, plan[0], "SEARCH t USING INDEX threads_owner_family_created", all)
 	assert.NotContains(t, all, "TEMP B-TREE", "no sort")
 	assert.NotContains(t, all, "SCAN t", "no scan of the threads")
+}
+
+// BenchmarkThreadsPage reads a page of 20 of alice's "mcp-" threads when she also holds 100
+// or 100,000 threads of another family, all newer (and bob as many): the family is in the
+// index key, so the page does not walk her other threads, and costs the same at both sizes.
+//
+//	go test -run '^$' -bench ThreadsPage -benchtime 2000x ./store/
+func BenchmarkThreadsPage(b *testing.B) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, held := range []int{100, 100_000} {
+			b.Run(fmt.Sprintf("%s/other=%d", backend, held), func(b *testing.B) {
+				ctx := context.Background()
+				dsn := dsnSQLite + filepath.Join(b.TempDir(), "bench.db")
+				if backend == "postgres" {
+					dsn = pgtest.DSN(b)
+				}
+				st, err := Open(ctx, dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer func() { _ = st.Close() }()
+				fillThreads(b, dsn, held) // created at 1
+				for i := range 100 {
+					if _, err := st.ClaimThread(ctx, fmt.Sprintf("mcp-%03d", i), "alice", ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sql := st.(*sqlStore)
+				if _, err := sql.exec(ctx, `UPDATE threads SET created_at = 0 WHERE thread_id LIKE 'mcp-%'`); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					page, err := st.ThreadsPage(ctx, "alice", "mcp-", nil, 20)
+					if err != nil || len(page) != 20 {
+						b.Fatal(len(page), err)
+					}
+				}
+			})
+		}
+	}
 }
