@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -196,8 +197,8 @@ func BenchmarkThreadsPage(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				sql := st.(*sqlStore)
-				if _, err := sql.exec(ctx, `UPDATE threads SET created_at = 0 WHERE thread_id LIKE 'mcp-%'`); err != nil {
+				ss := st.(*sqlStore)
+				if _, err := ss.exec(ctx, `UPDATE threads SET created_at = 0 WHERE thread_id LIKE 'mcp-%'`); err != nil {
 					b.Fatal(err)
 				}
 				b.ResetTimer()
@@ -209,5 +210,40 @@ func BenchmarkThreadsPage(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// A database of the version before the family index (15) migrates to it with its threads in it:
+// ThreadsPage lists the threads made before the migration, in order.
+func TestThreadsPageFromV15(t *testing.T) {
+	ctx := context.Background()
+	backends := append([]struct {
+		name string
+		dsn  func(t *testing.T) string
+	}{{"sqlite", func(t *testing.T) string { return dsnSQLite + filepath.Join(t.TempDir(), "baton.db") }}}, sharedBackends...)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			dsn := b.dsn(t)
+			d, steps, family := sqliteDialect, migrations, schemaThreadsFamilySQLite
+			driver, source := "sqlite", strings.TrimPrefix(dsn, dsnSQLite)+sqliteParams
+			if IsPostgresDSN(dsn) {
+				d, steps, family, driver, source = postgresDialect, pgMigrations, schemaThreadsFamilyPostgres, "pgx", dsn
+			}
+			v := slices.Index(steps, family)
+			require.Positive(t, v, "the family index is a migration")
+			db, err := sql.Open(driver, source)
+			require.NoError(t, err)
+			defer db.Close()
+			_, err = migrate(ctx, db, d, steps[:v])
+			require.NoError(t, err)
+			for i, id := range []string{"mcp-a", "mcp-b", "agui-c", "mcp-d"} {
+				_, err = db.ExecContext(ctx, d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at) VALUES ($1, 'alice', '', $2, 1)`), id, i)
+				require.NoError(t, err)
+			}
+			s, err := Open(ctx, dsn)
+			require.NoError(t, err)
+			defer s.Close()
+			assert.Equal(t, []string{"mcp-d", "mcp-b", "mcp-a"}, pageAll(t, s, "alice", "mcp-", nil, 2))
+		})
 	}
 }
