@@ -176,6 +176,31 @@ func (p *Runs) Threads(ctx context.Context, principal string, limit int) ([]runs
 	return out, nil
 }
 
+// ThreadsPage returns principal's threads whose id starts with prefix (an id family, the
+// id up to its first '-': "mcp-"), newest first by creation, after before (nil: from the
+// newest), at most limit: one index range of the store, whatever the number of threads
+// the principal holds.
+func (p *Runs) ThreadsPage(ctx context.Context, principal, prefix string, before *runs.ThreadCursor, limit int) ([]runs.Thread, error) {
+	ctx, cancel := context.WithTimeout(ctx, portTimeout)
+	defer cancel()
+	var after *store.ThreadCursor
+	if before != nil {
+		after = &store.ThreadCursor{CreatedAt: before.CreatedAt, ID: before.ID}
+	}
+	list, err := p.e.cfg.Store.ThreadsPage(ctx, principal, prefix, after, limit)
+	if errors.Is(err, store.ErrBadFamily) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, unavailable("threads page", err)
+	}
+	out := make([]runs.Thread, 0, len(list))
+	for _, t := range list {
+		out = append(out, threadOf(t))
+	}
+	return out, nil
+}
+
 // ThreadDoc returns everything a read of principal's thread shows: every message (a
 // summary marked as such), the open interrupts, the active run and the thread's usage.
 func (p *Runs) ThreadDoc(ctx context.Context, principal, threadID string) (*runs.ThreadDoc, error) {

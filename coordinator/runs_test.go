@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/internal/followers"
 	"github.com/baton-dev/baton/runs"
+	"github.com/baton-dev/baton/store"
 )
 
 // portWithRun starts one run of alice's thread "mine" through the port and waits for its
@@ -146,4 +147,36 @@ func TestPortCountsFollowers(t *testing.T) {
 	require.NoError(t, err, "the first stream's count ended with its range")
 	for range again {
 	}
+}
+
+// The port's ThreadsPage lists the caller's threads of a family from a cursor, never
+// another principal's; a prefix that is not a family is the store's refusal, not an
+// unavailable store.
+func TestPortThreadsPage(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, &scriptModel{}, &fakeAgent{})
+	p := NewRuns(e, RunsConfig{})
+	ctx := context.Background()
+	for _, th := range []struct{ id, owner string }{{"mcp-1", "alice"}, {"mcp-2", "alice"}, {"mcp-3", "bob"}, {"other-4", "alice"}} {
+		_, err := e.cfg.Store.ClaimThread(ctx, th.id, th.owner, "")
+		require.NoError(t, err)
+	}
+	ids := func(list []runs.Thread) (out []string) {
+		for _, th := range list {
+			out = append(out, th.ID)
+		}
+		return out
+	}
+	page, err := p.ThreadsPage(ctx, "alice", "mcp-", nil, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mcp-2", "mcp-1"}, ids(page))
+	page, err = p.ThreadsPage(ctx, "alice", "mcp-", &runs.ThreadCursor{CreatedAt: page[0].CreatedAt, ID: page[0].ID}, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mcp-1"}, ids(page))
+	page, err = p.ThreadsPage(ctx, "bob", "mcp-", nil, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mcp-3"}, ids(page))
+	_, err = p.ThreadsPage(ctx, "alice", "mcp", nil, 10)
+	require.ErrorIs(t, err, store.ErrBadFamily)
+	assert.NotErrorIs(t, err, runs.ErrUnavailable)
 }

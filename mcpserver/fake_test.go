@@ -97,6 +97,8 @@ type fakeEngine struct {
 	owners  map[string]string
 	started chan started
 	stopped chan string
+	// paged counts the threads ThreadsPage returned (taskEngine).
+	paged int
 }
 
 func newFakeEngine() *fakeEngine {

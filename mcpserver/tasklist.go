@@ -1,10 +1,9 @@
 package mcpserver
 
 import (
-	"cmp"
 	"encoding/base64"
 	"encoding/json"
-	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -56,36 +55,19 @@ func parseCursor(s string) (*listCursor, error) {
 	return &c, nil
 }
 
-// taskThread is a thread a call started, and the tool it is a task of.
-type taskThread struct {
-	ThreadInfo
-	tool tool
-}
+// listBatch is how many threads tasks/list asks the engine for at a time: a page's, and
+// one more that tells whether a next page exists.
+const listBatch = taskPageSize + 1
 
-// taskThreads returns the threads that are tasks of the tools in byTag (a thread an older
-// Baton started has no tag and is left out), newest first, after the cursor.
-func taskThreads(threads []ThreadInfo, byTag map[string]tool, after *listCursor) []taskThread {
-	var out []taskThread
-	for _, th := range threads {
-		tag, ok := threadTag(th.ID)
-		t, known := byTag[tag]
-		if !ok || tag == "" || !known || (after != nil && !listedAfter(th, *after)) {
-			continue
-		}
-		out = append(out, taskThread{ThreadInfo: th, tool: t})
+// maxListExamined bounds the threads one tasks/list examines: a thread of a tool this
+// server no longer serves, an expired task or a thread without a run is examined and left
+// out, and each costs a read. Past the bound the page ends, shorter, with a cursor.
+const maxListExamined = 5 * taskPageSize
+
+// position is the thread a cursor names: where the next page starts after.
+func (c *listCursor) position() *ThreadInfo {
+	if c == nil {
+		return nil
 	}
-	slices.SortFunc(out, func(a, b taskThread) int {
-		if c := cmp.Compare(b.CreatedAt.UnixNano(), a.CreatedAt.UnixNano()); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
-	return out
-}
-
-// listedAfter reports whether th comes after the cursor's position in the list's order
-// (creation time, then id, both descending).
-func listedAfter(th ThreadInfo, c listCursor) bool {
-	t := th.CreatedAt.UnixNano()
-	return t < c.T || (t == c.T && th.ID < c.ID)
+	return &ThreadInfo{ID: c.ID, CreatedAt: time.Unix(0, c.T)}
 }

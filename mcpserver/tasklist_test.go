@@ -37,7 +37,13 @@ type taskListResult struct {
 func taskServer(t *testing.T) (taskEngine, string) {
 	t.Helper()
 	e := newTaskEngine()
-	s, err := New(Config{Engine: e, Agents: []Agent{{Name: "research", Target: "research"}}, CoordinatorTool: "ask", Anonymous: "nobody"})
+	return e, taskServerOn(t, e, []Agent{{Name: "research", Target: "research"}})
+}
+
+// taskServerOn serves the surface over e with agents' tools and the coordinator tool.
+func taskServerOn(t *testing.T, e taskEngine, agents []Agent) string {
+	t.Helper()
+	s, err := New(Config{Engine: e, Agents: agents, CoordinatorTool: "ask", Anonymous: "nobody"})
 	require.NoError(t, err)
 	h := s.Handler(HTTPOptions{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +51,7 @@ func taskServer(t *testing.T) (taskEngine, string) {
 		h.ServeHTTP(w, r.WithContext(principal.With(r.Context(), who)))
 	}))
 	t.Cleanup(ts.Close)
-	return e, ts.URL
+	return ts.URL
 }
 
 // startTask calls tool as a task and returns the task's id.
@@ -118,6 +124,49 @@ func TestTaskListPagesEveryTaskOnce(t *testing.T) {
 		require.ErrorAs(t, err, &rpcErr, "cursor %q", bad)
 		assert.Equal(t, int64(jsonrpc.CodeInvalidParams), rpcErr.Code)
 	}
+}
+
+// Threads that are not tasks of this server (here: of a tool it no longer serves) are
+// examined and left out, at most maxListExamined a request: a page of none of them ends
+// early with a cursor, and paging on reaches the tasks after them, each once.
+func TestTaskListBoundsTheThreadsOneRequestExamines(t *testing.T) {
+	t.Parallel()
+	e, url := taskServer(t)
+	alice := taskClient(t, url, "alice")
+	var asked []string
+	for range 2 {
+		asked = append(asked, startTask(t, alice, "ask", "hello there"))
+		<-e.started
+	}
+	for range 2*maxListExamined + 5 {
+		startTask(t, alice, "research", "complete it")
+		<-e.started // the fake engine's channel holds 100
+	}
+	// The same engine served without the research agent: its threads are no tasks here.
+	alone := taskClient(t, taskServerOn(t, e, nil), "alice")
+	var ids []string
+	pages, cursor := 0, ""
+	for {
+		e.mu.Lock()
+		before := e.paged
+		e.mu.Unlock()
+		page, err := mcp.CallCustomMethod[*taskListParams, *taskListResult](context.Background(), alone, "tasks/list", &taskListParams{Cursor: cursor})
+		require.NoError(t, err)
+		e.mu.Lock()
+		read := e.paged - before
+		e.mu.Unlock()
+		assert.LessOrEqual(t, read, maxListExamined+listBatch, "threads read by one request")
+		pages++
+		for _, tk := range page.Tasks {
+			ids = append(ids, tk.TaskID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+		require.Less(t, pages, 10)
+	}
+	assert.Equal(t, []string{asked[1], asked[0]}, ids, "the tasks after the skipped threads, newest first, once")
+	assert.Equal(t, 3, pages, "two pages end at the bound, the third reaches the tasks")
 }
 
 // tasks/result waits for a working task and answers with what a plain call would have

@@ -40,9 +40,10 @@ type TaskEngine interface {
 	RunLog(ctx context.Context, threadID, principal string) (*RunLog, error)
 	// Thread returns principal's thread threadID.
 	Thread(ctx context.Context, threadID, principal string) (ThreadInfo, error)
-	// Threads returns principal's threads (all of them, up to a bound of the engine's:
-	// server.max_threads_per_principal), in any order.
-	Threads(ctx context.Context, principal string) ([]ThreadInfo, error)
+	// ThreadsPage returns principal's threads whose id starts with prefix (the id up to
+	// its first '-'), newest first by creation (equal times: greater id first), after
+	// before (nil: from the newest), at most limit.
+	ThreadsPage(ctx context.Context, principal, prefix string, before *ThreadInfo, limit int) ([]ThreadInfo, error)
 	// AwaitRun returns once run runID of principal's thread threadID has ended, on
 	// whichever replica runs it, or with ctx's error when ctx ends first (the run goes on).
 	// Too many streams following the run or the principal's runs wraps ErrBusy.
@@ -573,41 +574,67 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // listTasks answers tasks/list (2025-11-25): the caller's tasks (the threads its calls
 // started, any tool, with or without the extension; expired ones left out), newest first,
 // at most taskPageSize a page, each as tasks/get shows it without its result and
-// questions. The cursor is the position after the page's last thread (its creation time
-// and id): a task created meanwhile does not shift the pages after it.
+// questions. The engine reads the threads a page at a time from the cursor (a keyset: the
+// position after the page's last examined thread, its creation time and id), so a page
+// costs the same whatever the number of threads, and a task created meanwhile does not
+// shift the pages after it.
 func (s *Server) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listParams) (mcp.Result, error) {
 	after, err := parseCursor(p.Cursor)
 	if err != nil {
 		return nil, err
 	}
 	who := s.principalIn(ctx)
-	threads, err := s.tasks.Threads(ctx, who)
-	if err != nil {
-		return nil, s.readFailed(ctx, err)
-	}
-	listed := taskThreads(threads, s.byTag, after)
 	res := &listResult{ResultType: "complete", Tasks: []task{}}
 	now := time.Now()
-	for i, th := range listed {
-		if len(res.Tasks) == taskPageSize {
-			res.NextCursor = cursorOf(listed[i-1].ThreadInfo)
-			break
-		}
-		log, err := s.tasks.RunLog(ctx, th.ID, who)
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted since, or not run yet
-		}
+	from, examined := after.position(), 0
+	for {
+		threads, err := s.tasks.ThreadsPage(ctx, who, threadPrefix, from, listBatch)
 		if err != nil {
 			return nil, s.readFailed(ctx, err)
 		}
-		tk, expired := taskOf(th.ID, th.tool, log, s.cfg.TaskTTL, now)
-		if expired {
-			continue
+		for i, th := range threads {
+			if len(res.Tasks) == taskPageSize || examined == maxListExamined {
+				res.NextCursor = cursorOf(*from)
+				return res, nil
+			}
+			examined++
+			from = &threads[i]
+			tk, ok, err := s.listedTask(ctx, th, who, now)
+			if err != nil {
+				return nil, s.readFailed(ctx, err)
+			}
+			if ok {
+				res.Tasks = append(res.Tasks, tk)
+			}
 		}
-		tk.Result, tk.InputRequests = nil, nil
-		res.Tasks = append(res.Tasks, tk)
+		if len(threads) < listBatch {
+			return res, nil
+		}
 	}
-	return res, nil
+}
+
+// listedTask returns th as tasks/list shows it (tasks/get's task without its result and
+// questions), or false when th is not one: not a task of a tool this server serves (a
+// thread an older Baton started has no tag), without a run, or expired.
+func (s *Server) listedTask(ctx context.Context, th ThreadInfo, who string, now time.Time) (task, bool, error) {
+	tag, _ := threadTag(th.ID)
+	t, known := s.byTag[tag]
+	if tag == "" || !known {
+		return task{}, false, nil
+	}
+	log, err := s.tasks.RunLog(ctx, th.ID, who)
+	if errors.Is(err, ErrNotFound) {
+		return task{}, false, nil // deleted since, or not run yet
+	}
+	if err != nil {
+		return task{}, false, err
+	}
+	tk, expired := taskOf(th.ID, t, log, s.cfg.TaskTTL, now)
+	if expired {
+		return task{}, false, nil
+	}
+	tk.Result, tk.InputRequests = nil, nil
+	return tk, true, nil
 }
 
 func stamp(t time.Time) string {

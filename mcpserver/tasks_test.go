@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,18 +41,32 @@ func (e taskEngine) Thread(_ context.Context, threadID, who string) (ThreadInfo,
 	return ThreadInfo{}, ErrNotFound
 }
 
-func (e taskEngine) Threads(_ context.Context, who string) ([]ThreadInfo, error) {
+func (e taskEngine) ThreadsPage(_ context.Context, who, prefix string, before *ThreadInfo, limit int) ([]ThreadInfo, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []ThreadInfo
 	seen := map[string]bool{}
 	for i, st := range e.starts {
-		if st.who == who && !seen[st.in.ThreadID] {
-			seen[st.in.ThreadID] = true
-			out = append(out, ThreadInfo{ID: st.in.ThreadID, CreatedAt: time.UnixMilli(int64(i))})
+		th := ThreadInfo{ID: st.in.ThreadID, CreatedAt: time.UnixMilli(int64(i))}
+		if st.who == who && !seen[th.ID] && strings.HasPrefix(th.ID, prefix) && (before == nil || newer(*before, th)) {
+			out = append(out, th)
 		}
+		seen[th.ID] = true
 	}
+	slices.SortFunc(out, func(a, b ThreadInfo) int {
+		if newer(a, b) {
+			return -1
+		}
+		return 1
+	})
+	out = out[:min(limit, len(out))]
+	e.paged += len(out)
 	return out, nil
+}
+
+// newer reports whether a comes before b in a list of threads newest first.
+func newer(a, b ThreadInfo) bool {
+	return a.CreatedAt.After(b.CreatedAt) || (a.CreatedAt.Equal(b.CreatedAt) && a.ID > b.ID)
 }
 
 func (e taskEngine) AwaitRun(ctx context.Context, threadID, runID, who string) error {

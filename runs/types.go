@@ -62,6 +62,13 @@ type Thread struct {
 	OpenInterrupts int
 }
 
+// ThreadCursor is a position in a principal's threads newest first (Runs.ThreadsPage): the
+// thread created at CreatedAt with id ID; the page after it starts with the next older one.
+type ThreadCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
 // ThreadDoc is everything a thread read returns: its messages, open interrupts, active
 // run and usage.
 type ThreadDoc struct {

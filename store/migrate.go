@@ -165,6 +165,8 @@ var migrations = []string{
 	schemaSpend,
 	// 15: tombstones of threads swept by server.thread_retention.
 	schemaTombstones,
+	// 16: threads by owner, id family and creation (ThreadsPage).
+	schemaThreadsFamilySQLite,
 }
 
 // pgMigrations are PostgreSQL's schema changes, numbered as SQLite's: version n means the
@@ -216,6 +218,8 @@ var pgMigrations = []string{
 	schemaSpend,
 	// 15: tombstones of threads swept by server.thread_retention.
 	schemaTombstones,
+	// 16: threads by owner, id family and creation (ThreadsPage).
+	schemaThreadsFamilyPostgres,
 }
 
 // migrateLockKey is the advisory lock that serialises PostgreSQL migrations of replicas

@@ -36,6 +36,12 @@ type Threads interface {
 	GetThread(ctx context.Context, threadID string) (*Thread, error)
 	// ListThreads returns owner's threads, most recently updated first, at most limit.
 	ListThreads(ctx context.Context, owner string, limit int) ([]Thread, error)
+	// ThreadsPage returns owner's threads whose id starts with prefix, newest first by
+	// creation (equal times: greater id first), after before (nil: from the newest), at
+	// most limit (and MaxThreadsPage). prefix is an id family, the id up to and including
+	// its first '-' ("mcp-"); anything else wraps ErrBadFamily. On the SQL stores a page is
+	// one index range, whatever the number of threads owner holds.
+	ThreadsPage(ctx context.Context, owner, prefix string, before *ThreadCursor, limit int) ([]Thread, error)
 	// DeleteThread removes a thread with its messages, event logs, finished runs,
 	// suspension and resolved ids. It fails with ErrThreadBusy while a run holds the thread
 	// (stop it first); deleting an absent thread is no error.

@@ -48,7 +48,7 @@ func newMCPServer(cfg *config.Config, port *coordinator.Runs, agents []coordinat
 		offered = append(offered, mcpserver.Agent{Name: ac.Name, Target: target, Describe: func() string { return cardDescription(ag) }})
 	}
 	return mcpserver.New(mcpserver.Config{
-		Engine:          mcpEngine{port: port, maxActive: cfg.Server.MaxActiveRuns, maxThreads: cfg.Server.MaxThreadsPerPrincipal},
+		Engine:          mcpEngine{port: port, maxActive: cfg.Server.MaxActiveRuns},
 		Name:            cfg.MCPServe.Name,
 		Version:         version,
 		Agents:          offered,
@@ -113,9 +113,6 @@ func (r portRun) Cancellations() []cancel.Report        { return r.s.Cancellatio
 type mcpEngine struct {
 	port      *coordinator.Runs
 	maxActive int
-	// maxThreads is server.max_threads_per_principal (0: its default): all of a
-	// principal's threads, for tasks/list.
-	maxThreads int
 }
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
@@ -213,14 +210,14 @@ func (m mcpEngine) Thread(ctx context.Context, threadID, principal string) (mcps
 	return mcpserver.ThreadInfo{ID: th.ID, CreatedAt: th.CreatedAt}, nil
 }
 
-// Threads lists principal's threads through the port, for tasks/list: all of them, as
-// server.max_threads_per_principal caps how many a principal holds.
-func (m mcpEngine) Threads(ctx context.Context, principal string) ([]mcpserver.ThreadInfo, error) {
-	limit := m.maxThreads
-	if limit <= 0 {
-		limit = config.DefaultMaxThreadsPerPrincipal
+// ThreadsPage reads a page of principal's threads through the port, for tasks/list: one
+// index range of the store from the cursor, whatever the number of threads.
+func (m mcpEngine) ThreadsPage(ctx context.Context, principal, prefix string, before *mcpserver.ThreadInfo, limit int) ([]mcpserver.ThreadInfo, error) {
+	var after *runs.ThreadCursor
+	if before != nil {
+		after = &runs.ThreadCursor{CreatedAt: before.CreatedAt, ID: before.ID}
 	}
-	list, err := m.port.Threads(ctx, principal, limit)
+	list, err := m.port.ThreadsPage(ctx, principal, prefix, after, limit)
 	if err != nil {
 		return nil, err
 	}
