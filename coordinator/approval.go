@@ -204,7 +204,7 @@ func sendApproved(ctx context.Context, r *Run, t *toolset, callID, interruptID, 
 	// out), to the tool it was approved for: its arguments were checked when it was asked
 	// about (or edited to a JSON object by the user), so it is not validated again.
 	c := dispatch.Call{ID: callID, Name: tool, Arguments: string(args), Note: "approved by the user"}
-	o, err := r.calls.RunTo(ctx, c, func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+	o, err := callChain.RunTo(ctx, chainRun{run: r, tools: r.tools}, c, func(ctx context.Context, _ chainRun, c dispatch.Call) (*toolOutcome, error) {
 		if a, ok := t.agents[tool]; ok {
 			var m map[string]any
 			_ = json.Unmarshal(args, &m)

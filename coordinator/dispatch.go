@@ -112,7 +112,7 @@ func screen(ctx context.Context, r *Run, t *toolset, calls []llm.ToolCall, outco
 // chain did not run (the fence stopped it: the run moved, or was cancelled) has no result.
 func execCall(ctx context.Context, r *Run, calls []llm.ToolCall, outcomes []toolOutcome, i int) {
 	c := calls[i]
-	out, err := r.calls.Run(ctx, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	out, err := callChain.Run(ctx, chainRun{run: r, tools: r.tools}, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	if err != nil {
 		return
 	}
@@ -127,8 +127,8 @@ func execCall(ctx context.Context, r *Run, calls []llm.ToolCall, outcomes []tool
 // not run it (the fence stopped it: the run moved, or ended while it waited for its
 // lease); the call then has no result to stream.
 func continueCall(ctx context.Context, r *Run, c llm.ToolCall, fn func(context.Context) toolOutcome, skip ...string) (out toolOutcome, ran bool) {
-	o, err := r.calls.RunTo(ctx, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments},
-		func(ctx context.Context, _ dispatch.Call) (*toolOutcome, error) { return ptr(fn(ctx)), nil }, skip...)
+	o, err := callChain.RunTo(ctx, chainRun{run: r, tools: r.tools}, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments},
+		func(ctx context.Context, _ chainRun, _ dispatch.Call) (*toolOutcome, error) { return ptr(fn(ctx)), nil }, skip...)
 	if err != nil {
 		return toolOutcome{}, false
 	}
@@ -143,66 +143,84 @@ func traceRefusal(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, refus
 }
 
 // armTools prepares the run for the calls of toolset t: its guard (which hides from the
-// model the tools the policy denies) and the chain every one of its calls goes through.
+// model the tools the policy denies), and t for the chain every one of its calls goes
+// through (callChain, which every run shares).
 func armTools(r *Run, t *toolset) {
 	r.guard = newGuard(r, t)
-	r.calls = newChain(r, t)
+	r.tools = t
 }
 
-// newChain builds the chain of the run's backend calls over toolset t: the run's fencing,
-// tracing and journal (callSteps), the arguments' validation, then a handler per tool kind.
-// Its outcome is a pointer: a delegation's frames stay on the run's stack while it waits,
-// and an outcome returned by value through each of them would double the stack of every
-// open run (design/dispatch.md).
-func newChain(r *Run, t *toolset) *dispatch.Chain[*toolOutcome] {
-	route := &dispatch.Router[*toolOutcome]{
-		Kind: t.kind,
-		Handlers: [dispatch.Kinds]dispatch.Handler[*toolOutcome]{
-			dispatch.Agent: func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
-				return ptr(delegate(ctx, r, t, t.agents[c.Name], c.ID, c.Args)), nil
+// callChain is the chain of every run's backend calls (newCallChain). It is built once:
+// each call is given its run and toolset (chainRun), so that an open run holds no chain,
+// router or handlers of its own.
+var callChain = newCallChain()
+
+// newCallChain builds the chain of the runs' backend calls: the run's fencing, tracing and
+// journal (chainSteps), the arguments' validation, then a handler per tool kind. Its
+// outcome is a pointer: a delegation's frames stay on the run's stack while it waits, and
+// an outcome returned by value through each of them would double the stack of every open
+// run (design/dispatch.md).
+func newCallChain() *dispatch.Chain[chainRun, *toolOutcome] {
+	route := &dispatch.Router[chainRun, *toolOutcome]{
+		Kind: func(s chainRun, name string) dispatch.Kind { return s.tools.kind(name) },
+		Handlers: [dispatch.Kinds]dispatch.Handler[chainRun, *toolOutcome]{
+			dispatch.Agent: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(delegate(ctx, s.run, s.tools, s.tools.agents[c.Name], c.ID, c.Args)), nil
 			},
-			dispatch.MCP: func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
-				return ptr(callMCPSession(ctx, r, t, toolCall(c), json.RawMessage(c.Arguments))), nil
+			dispatch.MCP: func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(callMCPSession(ctx, s.run, s.tools, toolCall(c), json.RawMessage(c.Arguments))), nil
 			},
-			dispatch.AskUser: func(_ context.Context, c dispatch.Call) (*toolOutcome, error) {
-				return ptr(askUser(r, t, toolCall(c), c.Args)), nil
+			dispatch.AskUser: func(_ context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(askUser(s.run, s.tools, toolCall(c), c.Args)), nil
 			},
-			dispatch.Other: func(_ context.Context, c dispatch.Call) (*toolOutcome, error) {
-				return ptr(otherTool(r, t, toolCall(c))), nil
+			dispatch.Other: func(_ context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
+				return ptr(otherTool(s.run, s.tools, toolCall(c))), nil
 			},
 		},
 	}
-	validate := dispatch.Validate(func(c dispatch.Call) *toolOutcome { return ptr(badArguments(r, t, toolCall(c))) })
-	return dispatch.New(callSteps{run: r, tools: t}, route.Handler(), validate)
+	validate := dispatch.Validate(func(s chainRun, c dispatch.Call) *toolOutcome { return ptr(badArguments(s.run, s.tools, toolCall(c))) })
+	return dispatch.New(chainSteps{}, route.Handler(), validate)
 }
 
-// ptr is o on the heap, for the chain, which passes outcomes by pointer.
-func ptr(o toolOutcome) *toolOutcome { return &o }
+// ptr is o on the heap, for the chain, which passes outcomes by pointer. The outcome is
+// made here, after o (ptr's argument, the handler's result) is known: a delegation that
+// waits for its agent holds none yet. Written as &o, inlined into a handler, the compiler
+// allocated o as the handler began, before the call that makes it (design/dispatch.md).
+func ptr(o toolOutcome) *toolOutcome {
+	p := new(toolOutcome)
+	*p = o
+	return p
+}
 
 // toolCall is the model's call that c carries.
 func toolCall(c dispatch.Call) llm.ToolCall {
 	return llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 }
 
-// callSteps are the steps of the run's chain that are the run's own: whether this replica
-// may still act on it (durability.go), the call's execute_tool span (telemetry.go), and its
-// intent and outcome in the run's journal (journal.go). The toolset says what each call
-// is: its span's kind and target, its journal step.
-type callSteps struct {
+// chainRun is a run as its chain sees it, what the chain passes to its steps and handlers
+// with each call, by value: the run, and the toolset that says what each of its calls is
+// (its kind, its span's kind and target, its journal step).
+type chainRun struct {
 	run   *Run
 	tools *toolset
 }
 
+// chainSteps are the steps of the chain that are a run's own: whether this replica may
+// still act on it (durability.go), the call's execute_tool span (telemetry.go), and its
+// intent and outcome in the run's journal (journal.go). It holds nothing: each call is
+// given its run (chainRun), so that one chain serves every run.
+type chainSteps struct{}
+
 // MayAct waits for the run's lease (durability.mayAct).
-func (s callSteps) MayAct(ctx context.Context) error { return s.run.dur.mayAct(ctx) }
+func (chainSteps) MayAct(ctx context.Context, s chainRun) error { return s.run.dur.mayAct(ctx) }
 
 // Trace returns next run in the call's execute_tool span (as runTrace.toolCall, without
 // its closure: a frame less on the stack of a call that waits).
-func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
-	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
+func (chainSteps) Trace(next dispatch.Handler[chainRun, *toolOutcome]) dispatch.Handler[chainRun, *toolOutcome] {
+	return func(ctx context.Context, s chainRun, c dispatch.Call) (*toolOutcome, error) {
 		call := toolCall(c)
 		span := s.run.trace.startToolSpan(ctx, s.tools, call)
-		out, err := next(span.ctx, c)
+		out, err := next(span.ctx, s, c)
 		if out == nil {
 			out = &toolOutcome{}
 		}
@@ -213,22 +231,6 @@ func (s callSteps) Trace(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*
 
 // Journal returns next run between the call's intent and its outcome in the journal
 // (journaled), the call's Note recorded with its intent.
-func (s callSteps) Journal(next dispatch.Handler[*toolOutcome]) dispatch.Handler[*toolOutcome] {
-	return func(ctx context.Context, c dispatch.Call) (*toolOutcome, error) {
-		var err error
-		out := ptr(journaled(ctx, s.run, s.tools, toolCall(c), c.Note, func(ctx context.Context) toolOutcome {
-			var o *toolOutcome
-			o, err = next(ctx, c)
-			return deref(o)
-		}))
-		return out, err
-	}
-}
-
-// deref is *o, or the zero outcome for a call that was not run.
-func deref(o *toolOutcome) toolOutcome {
-	if o == nil {
-		return toolOutcome{}
-	}
-	return *o
+func (chainSteps) Journal(next dispatch.Handler[chainRun, *toolOutcome]) dispatch.Handler[chainRun, *toolOutcome] {
+	return journaled(next)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/baton-dev/baton/bridge"
+	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/llm"
 	"github.com/baton-dev/baton/store"
@@ -42,35 +43,46 @@ func toolStep(t *toolset, c llm.ToolCall) (kind, target string, safe bool) {
 	return "", "", true
 }
 
-// journaled runs a backend call between its intent and its outcome in the journal. A call
+// journaled returns next run between the call's intent and its outcome in the journal,
+// the call's Note recorded with its intent: the chain's journal step (chainSteps). A call
 // that could not be re-issued safely is not sent when its intent cannot be recorded: a
-// replica taking the run over reads a call without an intent as never sent.
-func journaled(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, detail string, run func(context.Context) toolOutcome) toolOutcome {
-	kind, target, safe := toolStep(t, c)
-	if kind == "" {
-		return run(ctx)
+// replica taking the run over reads a call without an intent as never sent. The step is
+// one frame, with no closure of its own: a delegation waits for its agent under it.
+func journaled(next dispatch.Handler[chainRun, *toolOutcome]) dispatch.Handler[chainRun, *toolOutcome] {
+	return func(ctx context.Context, run chainRun, c dispatch.Call) (*toolOutcome, error) {
+		r := run.run
+		kind, target, safe := toolStep(run.tools, toolCall(c))
+		if kind == "" {
+			return next(ctx, run, c)
+		}
+		detail := c.Note
+		if kind == store.StepA2ASend {
+			// What identifies the message goes into its intent, so that a replica taking
+			// the run over finds its task even if the agent never named it here
+			// (delegate_find.go).
+			ids := newSentIDs()
+			// One context per (thread, agent): the agent sees one conversation.
+			var release func()
+			ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target)
+			defer release()
+			detail = withDetail(detail, ids.detail())
+			ctx = withSentIDs(ctx, ids)
+		}
+		// A call that may be re-issued goes out even unrecorded; one that could not be
+		// re-issued safely waits for its intent to be recorded (the store asked again
+		// while the run may act), or is not sent.
+		s, err := r.dur.steps.Before(ctx, durable.StepIntent{Kind: kind, Target: target, Ref: c.ID, Attempt: 1, Detail: detail}, !safe, r.dur.mayAct)
+		if err != nil {
+			return ptr(taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))), nil
+		}
+		out, err := next(ctx, run, c)
+		if out == nil {
+			s.End(stepEnd(ctx, toolOutcome{}))
+		} else {
+			s.End(stepEnd(ctx, *out))
+		}
+		return out, err
 	}
-	if kind == store.StepA2ASend {
-		// What identifies the message goes into its intent, so that a replica taking the
-		// run over finds its task even if the agent never named it here (delegate_find.go).
-		ids := newSentIDs()
-		// One context per (thread, agent): the agent sees one conversation.
-		var release func()
-		ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target)
-		defer release()
-		detail = withDetail(detail, ids.detail())
-		ctx = withSentIDs(ctx, ids)
-	}
-	// A call that may be re-issued goes out even unrecorded; one that could not be
-	// re-issued safely waits for its intent to be recorded (the store asked again while the
-	// run may act), or is not sent.
-	s, err := r.dur.steps.Before(ctx, durable.StepIntent{Kind: kind, Target: target, Ref: c.ID, Attempt: 1, Detail: detail}, !safe, r.dur.mayAct)
-	if err != nil {
-		return taggedOutcome(bridge.TagError, bridge.Error("The call was not sent: the coordinator could not record it first (its store is unavailable). Try again later."))
-	}
-	out := run(ctx)
-	s.End(stepEnd(ctx, out))
-	return out
 }
 
 // stepEnd is the journal's outcome of a call's result.

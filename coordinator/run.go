@@ -13,7 +13,6 @@ import (
 
 	"github.com/baton-dev/baton/agui"
 	"github.com/baton-dev/baton/cancel"
-	"github.com/baton-dev/baton/dispatch"
 	"github.com/baton-dev/baton/durable"
 	"github.com/baton-dev/baton/failure"
 	"github.com/baton-dev/baton/store"
@@ -58,9 +57,9 @@ type Run struct {
 	hardStop *time.Timer
 	// trace is the run's tracing (its span, set before the run starts).
 	trace *runTrace
-	// calls is the chain every backend tool call of the run goes through (dispatch.go),
-	// built with the guard once the run's toolset is known (armTools).
-	calls *dispatch.Chain[*toolOutcome]
+	// tools is the run's toolset, set with the guard once it is known (armTools): every
+	// backend call of the run goes through the engine's chain with it (callChain).
+	tools *toolset
 	// sp is the run's model usage bookkeeping and fallback link (spend.go).
 	sp runSpend
 

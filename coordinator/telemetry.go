@@ -158,7 +158,7 @@ func (t *runTrace) decision(d failure.Decision) {
 // the call ended) once the policy has seen the turn's results, so that it carries the
 // decision about its failure; see endToolSpans. sent tells whether the call went out
 // (only those are counted in the tool-call metrics). The calls that go out run through
-// the run's chain, whose trace step is callSteps.Trace (the same span).
+// the run's chain, whose trace step is chainSteps.Trace (the same span).
 func (t *runTrace) toolCall(ctx context.Context, ts *toolset, c llm.ToolCall, run func(context.Context) toolOutcome, sent bool) toolOutcome {
 	tc := t.startToolSpan(ctx, ts, c)
 	out := run(tc.ctx)

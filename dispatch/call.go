@@ -17,7 +17,9 @@ type Call struct {
 	Note string
 }
 
-// Handler runs a call and returns its outcome. O is the engine's outcome type: a result
-// for the model, or what suspends the call. An error means the call was not run (a step
-// refused it, see ErrFenced); a failure of the call itself is an outcome.
-type Handler[O any] func(ctx context.Context, c Call) (O, error)
+// Handler runs a call of run and returns its outcome. R is the engine's run, passed with
+// every call so that one chain serves every run: nothing of a run is captured when the
+// chain is built. O is the engine's outcome type: a result for the model, or what suspends
+// the call. An error means the call was not run (a step refused it, see ErrFenced); a
+// failure of the call itself is an outcome.
+type Handler[R, O any] func(ctx context.Context, run R, c Call) (O, error)

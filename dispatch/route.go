@@ -30,22 +30,22 @@ func (k Kind) String() string {
 }
 
 // Router is the handler at the end of a chain: it sends each call to the handler of its
-// tool's kind. It holds its handlers in an array, not a map: a run builds its router once,
-// and every open run keeps it.
-type Router[O any] struct {
-	// Kind is the kind of the tool named name.
-	Kind func(name string) Kind
+// tool's kind in the call's run (whose toolset knows its tools). It holds its handlers in
+// an array, not a map: one lookup per call.
+type Router[R, O any] struct {
+	// Kind is the kind of the tool named name in run.
+	Kind func(run R, name string) Kind
 	// Handlers holds a handler per kind; a call of a kind without one goes to Other's.
-	Handlers [Kinds]Handler[O]
+	Handlers [Kinds]Handler[R, O]
 }
 
 // Handler returns the router as the handler at the end of a chain.
-func (rt *Router[O]) Handler() Handler[O] {
-	return func(ctx context.Context, c Call) (O, error) {
-		k := rt.Kind(c.Name)
+func (rt *Router[R, O]) Handler() Handler[R, O] {
+	return func(ctx context.Context, run R, c Call) (O, error) {
+		k := rt.Kind(run, c.Name)
 		if k < 0 || k >= Kinds || rt.Handlers[k] == nil {
 			k = Other
 		}
-		return rt.Handlers[k](ctx, c)
+		return rt.Handlers[k](ctx, run, c)
 	}
 }
