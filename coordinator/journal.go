@@ -56,7 +56,7 @@ func journaled(ctx context.Context, r *Run, t *toolset, c llm.ToolCall, detail s
 		ids := newSentIDs()
 		// One context per (thread, agent): the agent sees one conversation.
 		var release func()
-		ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target)
+		ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target, r.newThread)
 		defer release()
 		detail = withDetail(detail, ids.detail())
 		ctx = withSentIDs(ctx, ids)

@@ -19,7 +19,7 @@ import (
 // RecordStore is what Records reads and writes: the runs' records, the threads' owners,
 // messages and suspensions, and the stop requests for runs of other replicas.
 type RecordStore interface {
-	StartRun(ctx context.Context, rs store.RunStart) (epoch int64, err error)
+	StartRunReport(ctx context.Context, rs store.RunStart) (store.Started, error)
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
 	EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *store.Step) error
 	GetRun(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
@@ -304,8 +304,9 @@ func (rs *Records) Busy(ctx context.Context, threadID, principal string) error {
 // of the journal. The store writes all of it at once (StartRun;
 // design/store-group-commit.md); what can wait (the events, the run's own messages) is the
 // run log's writer's, after RUN_STARTED. It returns the epoch under which this replica owns
-// the run and when the claim was sent (the lease counts from there).
-func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal string, prepended int, work json.RawMessage) (epoch int64, sent time.Time, err error) {
+// the run (with whether the start created the thread: store.Started) and when the claim was
+// sent (the lease counts from there).
+func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal string, prepended int, work json.RawMessage) (started store.Started, sent time.Time, err error) {
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).
 	msgs := inputMessages(in.Messages[prepended:])
@@ -315,10 +316,10 @@ func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 	// The run's start step (an audit record) goes in the same write: the store sets its
 	// epoch.
 	step := rs.journal.Entry(RunRef{ThreadID: in.ThreadID, RunID: in.RunID}, store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
-	epoch, err = rs.store.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
+	started, err = rs.store.StartRunReport(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
 		Title: threadTitle(in), MaxThreads: rs.cfg.MaxThreads, Replica: rs.cfg.Replica, Lease: rs.cfg.Lease, Work: work, Messages: msgs,
 		Step: step})
-	return epoch, sent, startError(err)
+	return started, sent, startError(err)
 }
 
 // End records the end of run (its log l, its journal reference ref) in the store as

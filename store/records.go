@@ -200,6 +200,20 @@ type RunStarter interface {
 	// ErrThreadOwned (the thread is another owner's), ErrThreadBusy (another run holds the
 	// thread) or ErrTooManyThreads (rs.MaxThreads), and then records nothing.
 	StartRun(ctx context.Context, rs RunStart) (epoch int64, err error)
+	// StartRunReport is StartRun that also reports what the start found (Started).
+	StartRunReport(ctx context.Context, rs RunStart) (Started, error)
+}
+
+// Started is what a run's start reports (RunStarter.StartRunReport).
+type Started struct {
+	// Epoch is the run's epoch, as StartRun returns it.
+	Epoch int64
+	// NewThread is true when the start's claim created the thread's record. The
+	// coordinator writes a thread's other records (its messages, its suspension, its runs
+	// and their work documents) only under its claim, and they are deleted with it
+	// (DeleteThread, SweepThreads), so a run that created its thread finds none of them and
+	// need not read them. False when the thread was claimed before.
+	NewThread bool
 }
 
 // Signaler wakes replicas when a stop is requested (PostgreSQL's LISTEN/NOTIFY). A signal

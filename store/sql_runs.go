@@ -36,18 +36,24 @@ func (s sqlRuns) BeginRun(ctx context.Context, threadID, runID, replica string, 
 
 // StartRun implements RunStarter: ClaimThread, BeginRun and SaveRunWork in one transaction.
 func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
+	started, err := s.StartRunReport(ctx, rs)
+	return started.Epoch, err
+}
+
+// StartRunReport implements RunStarter: StartRun, reporting the thread as new when the
+// start's claim inserted its row.
+func (s sqlRuns) StartRunReport(ctx context.Context, rs RunStart) (Started, error) {
 	if err := s.check(); err != nil {
-		return 0, err
+		return Started{}, err
 	}
 	if rs.Work != nil && !json.Valid(rs.Work) {
-		return 0, fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
+		return Started{}, fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
 	}
-	var epoch int64
 	if err := checkMessages(rs.Messages); err != nil {
-		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	if s.pg != nil && distinctIDs(rs.Messages) {
-		epoch, err := s.pg.startRun(ctx, rs)
+		started, err := s.pg.startRun(ctx, rs)
 		err = unavailable(err)
 		s.health.note(err)
 		if errors.Is(err, errStepLater) {
@@ -57,19 +63,21 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 			err = nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+			return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 		}
-		return epoch, nil
+		return started, nil
 	}
+	var started Started
 	err := s.txStart(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-		owner, err := s.threads.claimInTx(ctx, tx, rs)
+		owner, created, err := s.threads.claimInTx(ctx, tx, rs)
 		if err != nil {
 			return err
 		}
 		if owner != rs.Owner {
 			return ErrThreadOwned
 		}
-		epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
+		started.NewThread = created
+		started.Epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
 		if err != nil {
 			return err
 		}
@@ -77,7 +85,7 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 			return err
 		}
 		if st := rs.Step; st != nil && s.pg == nil {
-			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, started.Epoch
 			st.Seq, err = sqlJournal{s.sqlConn, s.d}.recordTx(ctx, tx, stepArgs(st))
 			return err
 		}
@@ -86,13 +94,13 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 	if err == nil && rs.Step != nil && s.pg != nil {
 		// PostgreSQL's start with repeated message ids: the step is recorded after it.
 		st := rs.Step
-		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, started.Epoch
 		recordStartStep(ctx, sqlJournal{s.sqlConn, s.d}, st)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
-	return epoch, nil
+	return started, nil
 }
 
 // recordStartStep records a started run's step on its own (PostgreSQL, when it could not go
