@@ -26,9 +26,9 @@ type RecordStore interface {
 	RequestStop(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
 	GetThread(ctx context.Context, threadID string) (*store.Thread, error)
 	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
+	ThreadStatus(ctx context.Context, threadID string) (store.ThreadStatus, error)
 	LoadMessages(ctx context.Context, threadID string) ([]store.Message, error)
 	LoadRecentMessages(ctx context.Context, threadID string, start func(store.Message) bool) ([]store.Message, error)
-	LoadSuspension(ctx context.Context, threadID string) (*store.Suspension, error)
 }
 
 // RecordsConfig configures Records.
@@ -241,45 +241,59 @@ func decodeStored(stored []store.Message, skip func(id string) bool) []agui.Mess
 // this process does not remember the thread): a suspension of another principal refuses
 // it, and so does a thread id that thread_retention swept when the store holds no message
 // of it (a new thread, or an expired one, whose id must not silently start over). It then
-// prepends the stored history (prependHistory) and returns how many messages it did.
+// prepends the stored history (prependHistory) and returns how many messages it did. A
+// thread this process does not know is read once (Threads.ThreadStatus: its record, its
+// suspension's owner, its tombstone); its history only when it has a record, since a
+// thread's messages are written under its claim and deleted with it.
 func (rs *Records) Admit(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) (int, error) {
-	if unknown {
-		if err := rs.checkSuspendedOwner(ctx, in, principal); err != nil {
-			return 0, err
+	if !unknown {
+		prepended, stored := rs.prependHistory(ctx, in)
+		if !stored {
+			if err := rs.checkExpired(ctx, in.ThreadID, principal); err != nil {
+				return 0, err
+			}
 		}
+		return prepended, nil
+	}
+	st, err := rs.store.ThreadStatus(ctx, in.ThreadID)
+	if err != nil {
+		// A store error is not a refusal: the start goes on and meets the store again.
+		st = store.ThreadStatus{Exists: true}
+	}
+	if st.Suspended && st.SuspensionOwner != principal {
+		return 0, runs.ErrForbidden
+	}
+	if !st.Exists {
+		return 0, expiredRefusal(st, principal)
 	}
 	prepended, stored := rs.prependHistory(ctx, in)
 	if !stored {
-		if err := rs.checkExpired(ctx, in.ThreadID, principal); err != nil {
-			return 0, err
-		}
+		return 0, expiredRefusal(st, principal)
 	}
 	return prepended, nil
 }
 
-// checkExpired refuses a run on a thread id that server.thread_retention swept: its owner
-// gets runs.ErrThreadExpired, another principal runs.ErrForbidden (the id was someone else's). A
-// store error is not a refusal: the start goes on and meets the store again.
+// checkExpired refuses a run on a thread id that server.thread_retention swept (expiredRefusal).
+// A store error is not a refusal: the start goes on and meets the store again.
 func (rs *Records) checkExpired(ctx context.Context, threadID, principal string) error {
 	owner, expired, err := rs.store.ExpiredThread(ctx, threadID)
-	switch {
-	case err != nil || !expired:
+	if err != nil {
 		return nil
-	case owner != principal:
+	}
+	return expiredRefusal(store.ThreadStatus{Expired: expired, ExpiredOwner: owner}, principal)
+}
+
+// expiredRefusal refuses a run on a thread id that server.thread_retention swept: its owner
+// gets runs.ErrThreadExpired, another principal runs.ErrForbidden (the id was someone
+// else's).
+func expiredRefusal(st store.ThreadStatus, principal string) error {
+	switch {
+	case !st.Expired:
+		return nil
+	case st.ExpiredOwner != principal:
 		return runs.ErrForbidden
 	}
 	return runs.ErrThreadExpired
-}
-
-// checkSuspendedOwner refuses principal a thread this process does not know (after a
-// restart or an eviction from memory) whose stored suspension is another principal's.
-func (rs *Records) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput, principal string) error {
-	// No suspension is ErrNotFound: nothing to refuse.
-	susp, err := rs.store.LoadSuspension(ctx, in.ThreadID)
-	if err == nil && susp != nil && susp.Owner != principal {
-		return runs.ErrForbidden
-	}
-	return nil
 }
 
 // Busy is the refusal of a start on a thread with a run reserved on this replica, when

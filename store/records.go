@@ -55,6 +55,23 @@ type Threads interface {
 	// ExpiredThread reports whether SweepThreads deleted the thread (a tombstone is kept
 	// per swept thread id: its owner and when; DeleteThread keeps none), and whose it was.
 	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
+	// ThreadStatus reads in one go what a run's start asks of a thread its replica does
+	// not know: whether it has a record, whose its suspension is, and ExpiredThread's
+	// answer. An absent thread is no error (Exists false).
+	ThreadStatus(ctx context.Context, threadID string) (ThreadStatus, error)
+}
+
+// ThreadStatus is what Threads.ThreadStatus reads of a thread.
+type ThreadStatus struct {
+	// Exists: the thread has a record (claimed, not deleted or swept).
+	Exists bool
+	// Suspended: the thread has a stored suspension, of SuspensionOwner.
+	Suspended       bool
+	SuspensionOwner string
+	// Expired and ExpiredOwner are ExpiredThread's: SweepThreads deleted the thread, which
+	// was ExpiredOwner's.
+	Expired      bool
+	ExpiredOwner string
 }
 
 // ErrTooManyThreads is returned by ClaimThreadCapped and StartRun when the owner has the
