@@ -242,9 +242,9 @@ func decodeStored(stored []store.Message, skip func(id string) bool) []agui.Mess
 // it, and so does a thread id that thread_retention swept when the store holds no message
 // of it (a new thread, or an expired one, whose id must not silently start over). It then
 // prepends the stored history (prependHistory) and returns how many messages it did. A
-// thread this process does not know is read once (Threads.ThreadStatus: its record, its
-// suspension's owner, its tombstone); its history only when it has a record, since a
-// thread's messages are written under its claim and deleted with it.
+// thread this process does not know is read once (Threads.ThreadStatus: whether it has
+// messages, its suspension's owner, its tombstone), and its history only when it has
+// messages.
 func (rs *Records) Admit(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) (int, error) {
 	if !unknown {
 		prepended, stored := rs.prependHistory(ctx, in)
@@ -258,12 +258,13 @@ func (rs *Records) Admit(ctx context.Context, in *agui.RunAgentInput, principal 
 	st, err := rs.store.ThreadStatus(ctx, in.ThreadID)
 	if err != nil {
 		// A store error is not a refusal: the start goes on and meets the store again.
-		st = store.ThreadStatus{Exists: true}
+		st = store.ThreadStatus{HasMessages: true}
 	}
 	if st.Suspended && st.SuspensionOwner != principal {
 		return 0, runs.ErrForbidden
 	}
-	if !st.Exists {
+	if !st.HasMessages && len(in.Resume) == 0 {
+		// No history to prepend (prependHistory would find none).
 		return 0, expiredRefusal(st, principal)
 	}
 	prepended, stored := rs.prependHistory(ctx, in)

@@ -61,7 +61,7 @@ func (m *memory) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 }
 
 // StartRunReport implements RunStarter: StartRun, reporting the thread as new when the
-// start's claim made its record (as the SQL stores' insert of its row).
+// store held nothing of it (no record, message, run or suspension).
 func (m *memory) StartRunReport(ctx context.Context, rs RunStart) (Started, error) {
 	if err := checkMessages(rs.Messages); err != nil {
 		return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
@@ -74,7 +74,8 @@ func (m *memory) StartRunReport(ctx context.Context, rs RunStart) (Started, erro
 	}
 	defer m.mu.Unlock()
 	th := m.thread(rs.ThreadID)
-	fresh := th == nil || !th.claimed()
+	_, suspended := m.suspensions[rs.ThreadID]
+	fresh := !suspended && (th == nil || (!th.claimed() && len(th.msgs) == 0 && len(th.runs) == 0))
 	epoch, err := m.startLocked(rs)
 	return Started{Epoch: epoch, NewThread: fresh && err == nil}, err
 }

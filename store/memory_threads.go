@@ -328,7 +328,7 @@ func (m *memThreads) ThreadStatus(ctx context.Context, threadID string) (ThreadS
 		return ThreadStatus{}, err
 	}
 	th := m.thread(threadID)
-	st := ThreadStatus{Exists: th != nil && th.claimed()}
+	st := ThreadStatus{HasMessages: th != nil && len(th.msgs) > 0}
 	st.ExpiredOwner, st.Expired = m.swept[threadID]
 	row, suspended := m.suspensions[threadID]
 	m.mu.Unlock()

@@ -89,6 +89,10 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (started Started, 
 	b.Queue(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, rs.ThreadID, rs.Owner, rs.Title, now).
 		Exec(func(ct pgconn.CommandTag) error { created = ct.RowsAffected() == 1; return nil })
+	// Whether the store held anything else of the thread (Started.NewThread): a statement
+	// more in this batch, no round trip more.
+	held := false
+	b.Queue(heldElse, rs.ThreadID).QueryRow(func(r pgx.Row) error { return r.Scan(&held) })
 	b.Queue(`SELECT owner FROM threads WHERE thread_id = $1`, rs.ThreadID).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&owner) })
 	// A running run whose replica stopped heartbeating no longer holds the thread; a
@@ -120,7 +124,7 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (started Started, 
 		return Started{}, err
 	}
 	open = false // committed
-	return Started{Epoch: epoch, NewThread: created}, err
+	return Started{Epoch: epoch, NewThread: created && !held}, err
 }
 
 // insertRun is the second batch of a run's start: the run recorded under epoch (a reused

@@ -56,15 +56,15 @@ type Threads interface {
 	// per swept thread id: its owner and when; DeleteThread keeps none), and whose it was.
 	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
 	// ThreadStatus reads in one go what a run's start asks of a thread its replica does
-	// not know: whether it has a record, whose its suspension is, and ExpiredThread's
-	// answer. An absent thread is no error (Exists false).
+	// not know: whether it has messages, whose its suspension is, and ExpiredThread's
+	// answer. An absent thread is no error (the zero ThreadStatus).
 	ThreadStatus(ctx context.Context, threadID string) (ThreadStatus, error)
 }
 
 // ThreadStatus is what Threads.ThreadStatus reads of a thread.
 type ThreadStatus struct {
-	// Exists: the thread has a record (claimed, not deleted or swept).
-	Exists bool
+	// HasMessages: the store holds messages of the thread.
+	HasMessages bool
 	// Suspended: the thread has a stored suspension, of SuspensionOwner.
 	Suspended       bool
 	SuspensionOwner string
@@ -225,11 +225,10 @@ type RunStarter interface {
 type Started struct {
 	// Epoch is the run's epoch, as StartRun returns it.
 	Epoch int64
-	// NewThread is true when the start's claim created the thread's record. The
-	// coordinator writes a thread's other records (its messages, its suspension, its runs
-	// and their work documents) only under its claim, and they are deleted with it
-	// (DeleteThread, SweepThreads), so a run that created its thread finds none of them and
-	// need not read them. False when the thread was claimed before.
+	// NewThread is true when the start's claim created the thread's record and the store
+	// held nothing else of it (no message, suspension or run: rows written without a claim,
+	// or by a store older than the threads' records, make it false), so the run need not read
+	// them. False when the thread was claimed before.
 	NewThread bool
 }
 

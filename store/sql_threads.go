@@ -287,11 +287,29 @@ func (s sqlThreads) DeleteThread(ctx context.Context, threadID string) error {
 	return nil
 }
 
+// heldElse reads whether the store holds anything of thread $1 besides its record: rows
+// written without a claim, or by a store older than the threads' records.
+const heldElse = `SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1)
+	OR EXISTS (SELECT 1 FROM suspensions WHERE thread_id = $1) OR EXISTS (SELECT 1 FROM runs WHERE thread_id = $1)`
+
 // claimInTx inserts the thread of rs unless it exists and returns its owner and whether
-// it inserted it, inside a run start's transaction. On PostgreSQL it is one statement (the inserted row, or the stored
+// it inserted it with nothing else of the thread stored (Started.NewThread), inside a run
+// start's transaction.
+func (s sqlThreads) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (owner string, fresh bool, err error) {
+	owner, created, err := s.claimRow(ctx, tx, rs)
+	if err != nil || !created {
+		return owner, false, err
+	}
+	var held bool
+	err = s.txQueryRow(ctx, tx, s.d.q(heldElse), rs.ThreadID).Scan(&held)
+	return owner, !held, err
+}
+
+// claimRow inserts the thread of rs unless it exists and returns its owner and whether it
+// inserted it. On PostgreSQL it is one statement (the inserted row, or the stored
 // one), one round trip fewer; a row that a concurrent ClaimThread committed while the
 // statement waited on it is not in the statement's snapshot, and is read again.
-func (s sqlThreads) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (owner string, created bool, err error) {
+func (s sqlThreads) claimRow(ctx context.Context, tx *sql.Tx, rs RunStart) (owner string, created bool, err error) {
 	if rs.MaxThreads > 0 {
 		// A capped owner's new thread is counted under the owner's lock first (claimNew).
 		if created, err = s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
@@ -521,9 +539,9 @@ func (s sqlThreads) ThreadStatus(ctx context.Context, threadID string) (ThreadSt
 	}
 	var st ThreadStatus
 	var suspOwner, sweptOwner sql.NullString
-	err := s.queryRow(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM threads WHERE thread_id = $1),
+	err := s.queryRow(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1),
 		(SELECT owner FROM suspensions WHERE thread_id = $1),
-		(SELECT owner FROM thread_tombstones WHERE thread_id = $1)`), threadID).Scan(&st.Exists, &suspOwner, &sweptOwner)
+		(SELECT owner FROM thread_tombstones WHERE thread_id = $1)`), threadID).Scan(&st.HasMessages, &suspOwner, &sweptOwner)
 	if err != nil {
 		return ThreadStatus{}, fmt.Errorf("store: thread %q: %w", threadID, err)
 	}

@@ -305,6 +305,27 @@ func TestStartRunReportNewThread(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, got.NewThread, "capped: created")
 
+		// Rows of a thread without a record (written without a claim, or by a store older
+		// than the threads' records): its first claim does not make it new.
+		for id, write := range map[string]func() error{
+			"orphan-msgs": func() error { return s.SaveMessages(ctx, "orphan-msgs", []Message{msg("m1")}) },
+			"orphan-susp": func() error {
+				return s.SaveSuspension(ctx, &Suspension{ThreadID: "orphan-susp", RunID: "r0", Owner: "alice"})
+			},
+			"orphan-run": func() error { return begun(s.BeginRun(ctx, "orphan-run", "r0", "a", time.Minute)) },
+		} {
+			require.NoError(t, write(), id)
+			_, err := s.GetThread(ctx, id)
+			require.ErrorIs(t, err, ErrNotFound, id)
+			if id == "orphan-run" {
+				require.NoError(t, s.EndRun(ctx, id, "r0", 1, "success"))
+			}
+			orphan := RunStart{ThreadID: id, RunID: "r1", Owner: "alice", Replica: "a", Lease: time.Minute}
+			got, err = s.StartRunReport(ctx, orphan)
+			require.NoError(t, err, id)
+			assert.False(t, got.NewThread, id)
+		}
+
 		// A deleted thread leaves nothing: its next start creates it again.
 		require.NoError(t, s.DeleteThread(ctx, "t1"))
 		got, err = s.StartRunReport(ctx, start)
