@@ -81,7 +81,13 @@ func (s sqlRuns) StartRunReport(ctx context.Context, rs RunStart) (Started, erro
 		if err != nil {
 			return err
 		}
-		if err := s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages); err != nil {
+		if created && s.pg == nil {
+			// The thread holds no message (claimInTx read it): no last position to read.
+			err = s.threads.insertMessagesAfter(ctx, tx, rs.ThreadID, rs.Messages, 0)
+		} else {
+			err = s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages)
+		}
+		if err != nil {
 			return err
 		}
 		if st := rs.Step; st != nil && s.pg == nil {

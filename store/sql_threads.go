@@ -407,6 +407,12 @@ func (s sqlThreads) saveMessages(ctx context.Context, tx *sql.Tx, threadID strin
 	if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 		return err
 	}
+	return s.insertMessagesAfter(ctx, tx, threadID, msgs, pos)
+}
+
+// insertMessagesAfter is saveMessages' statement per message, for a thread whose last
+// position is pos (SQLite, and ids repeated in one call on PostgreSQL).
+func (s sqlThreads) insertMessagesAfter(ctx context.Context, tx *sql.Tx, threadID string, msgs []Message, pos int64) error {
 	for _, m := range msgs {
 		pos++
 		// A known id keeps its position (ON CONFLICT updates only the data).
