@@ -312,11 +312,12 @@ func (s sqlThreads) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (own
 func (s sqlThreads) claimRow(ctx context.Context, tx *sql.Tx, rs RunStart) (owner string, created bool, err error) {
 	if rs.MaxThreads > 0 {
 		// A capped owner's new thread is counted under the owner's lock first (claimNew).
-		if created, err = s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
-			return "", false, err
+		if created, err = s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil || created {
+			// A row this transaction inserted is rs.Owner's: nothing to read.
+			return rs.Owner, created, err
 		}
 		err = s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
-		return owner, created, err
+		return owner, false, err
 	}
 	now := time.Now().UnixNano()
 	if s.w == nil {
@@ -333,11 +334,12 @@ func (s sqlThreads) claimRow(ctx context.Context, tx *sql.Tx, rs RunStart) (owne
 		if err != nil {
 			return "", false, err
 		}
-		n, err := res.RowsAffected()
-		created = err == nil && n == 1
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			return rs.Owner, true, nil // this transaction's row: nothing to read
+		}
 	}
 	err = s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
-	return owner, created, err
+	return owner, false, err
 }
 
 func (s sqlThreads) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
