@@ -210,7 +210,8 @@ func startReadsFromTheLatestCompaction(t *testing.T, keep int) {
 	whole, recent := counter.whole, counter.recent
 	counter.mu.Unlock()
 	assert.Empty(t, whole, "no run read the whole thread")
-	require.Len(t, recent, runs, "each run read the thread once")
+	// The first run's thread had no message yet (ThreadStatus said so): nothing to read.
+	require.Len(t, recent, runs-1, "each later run read the thread once")
 	assert.Less(t, recent[len(recent)-1], len(all)-2, "the last run read its thread from the latest compaction on")
 
 	// The history the last run started from: the whole thread before its own messages,

@@ -116,11 +116,22 @@ func (d *durability) recordStart(ctx context.Context, principal string, prepende
 	r := d.run
 	d.prepended = prepended
 	work := r.elog.FirstWork(d.checkpointDoc(nil))
-	epoch, sent, err := r.e.records.Start(ctx, r.in, principal, prepended, work)
+	started, sent, err := r.e.records.Start(ctx, r.in, principal, prepended, work)
 	if err == nil {
-		d.own(epoch, sent)
+		r.newThread = started.NewThread
+		d.own(started.Epoch, sent)
 	}
 	return err
+}
+
+// suspension is the thread's stored suspension, read once the run holds the thread (its
+// setup), or nil when there is none. A run whose start created the thread has none: it
+// does not read.
+func (d *durability) suspension(ctx context.Context) (*store.Suspension, error) {
+	if d.run.newThread {
+		return nil, nil
+	}
+	return d.run.e.loadSuspension(ctx, d.run.ThreadID)
 }
 
 // recordEnd records the run's end in the store under its epoch, with its run_end step

@@ -63,7 +63,7 @@ func journaled(next dispatch.Handler[chainRun, *toolOutcome]) dispatch.Handler[c
 			ids := newSentIDs()
 			// One context per (thread, agent): the agent sees one conversation.
 			var release func()
-			ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target)
+			ids.contextID, release = threadContext(ctx, r.e, r.ThreadID, target, r.newThread)
 			defer release()
 			detail = withDetail(detail, ids.detail())
 			ctx = withSentIDs(ctx, ids)

@@ -24,11 +24,11 @@ type startRecorder struct {
 	works map[string]json.RawMessage
 }
 
-func (s *startRecorder) StartRun(ctx context.Context, rs store.RunStart) (int64, error) {
+func (s *startRecorder) StartRunReport(ctx context.Context, rs store.RunStart) (store.Started, error) {
 	s.mu.Lock()
 	s.works[rs.RunID] = rs.Work
 	s.mu.Unlock()
-	return s.Store.StartRun(ctx, rs)
+	return s.Store.StartRunReport(ctx, rs)
 }
 
 // TestFirstCheckpointLeavesTheThreadOut: a run on a thread the store keeps starts with a

@@ -71,9 +71,10 @@ func depthRefusal(r *Run, t *toolset, c llm.ToolCall) (toolOutcome, bool) {
 // thread has none yet, and one of its own (not recorded) while the shared one is busy: a
 // call of this run is being sent on it, or a task of it is not finished (an agent that
 // is a Baton would answer a new message there with that task's question). release ends
-// the send's use of the context.
-func threadContext(ctx context.Context, e *Engine, threadID, agent string) (contextID string, release func()) {
-	if id, rel, ok := takeContext(e, threadID, agent, false); ok {
+// the send's use of the context. newThread: the thread was created by the run that sends,
+// so no earlier run stored a task of it (nothing to read).
+func threadContext(ctx context.Context, e *Engine, threadID, agent string, newThread bool) (contextID string, release func()) {
+	if id, rel, ok := takeContext(e, threadID, agent, newThread); ok {
 		return id, rel
 	}
 	// Not known in memory: the thread's earlier runs may have recorded its tasks.

@@ -84,6 +84,9 @@ type Run struct {
 	// holdText: the current turn's text is not streamed as it arrives but only once the
 	// turn is complete, and only if it calls tools (streamTurn).
 	holdText bool
+	// newThread: the run's start created its thread (store.Started), so the store holds
+	// no suspension, history or task of it from before: the run reads none.
+	newThread bool
 	// hooks run when ctx is cancelled (r.cancel fires them): see withRunCancel.
 	hooks cancelHooks
 	// stream delivers the run's events to its clients.

@@ -72,7 +72,7 @@ func (r *Run) loop(ctx context.Context) EndReason {
 // interrupts. done is true when the run has already ended.
 func (r *Run) setup(ctx context.Context, tools *toolset) (conv []llm.Message, system string, done bool, reason EndReason) {
 	// A thread parked on interrupts is resumed (or its interrupts re-emitted) first.
-	susp, err := r.e.loadSuspension(ctx, r.ThreadID)
+	susp, err := r.dur.suspension(ctx)
 	if err != nil && ctx.Err() != nil {
 		// Stopped (or disconnected) while the state was being read: that is a cancellation,
 		// not a store failure.

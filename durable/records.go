@@ -19,16 +19,16 @@ import (
 // RecordStore is what Records reads and writes: the runs' records, the threads' owners,
 // messages and suspensions, and the stop requests for runs of other replicas.
 type RecordStore interface {
-	StartRun(ctx context.Context, rs store.RunStart) (epoch int64, err error)
+	StartRunReport(ctx context.Context, rs store.RunStart) (store.Started, error)
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
 	EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *store.Step) error
 	GetRun(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
 	RequestStop(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
 	GetThread(ctx context.Context, threadID string) (*store.Thread, error)
 	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
+	ThreadStatus(ctx context.Context, threadID string) (store.ThreadStatus, error)
 	LoadMessages(ctx context.Context, threadID string) ([]store.Message, error)
 	LoadRecentMessages(ctx context.Context, threadID string, start func(store.Message) bool) ([]store.Message, error)
-	LoadSuspension(ctx context.Context, threadID string) (*store.Suspension, error)
 }
 
 // RecordsConfig configures Records.
@@ -241,45 +241,60 @@ func decodeStored(stored []store.Message, skip func(id string) bool) []agui.Mess
 // this process does not remember the thread): a suspension of another principal refuses
 // it, and so does a thread id that thread_retention swept when the store holds no message
 // of it (a new thread, or an expired one, whose id must not silently start over). It then
-// prepends the stored history (prependHistory) and returns how many messages it did.
+// prepends the stored history (prependHistory) and returns how many messages it did. A
+// thread this process does not know is read once (Threads.ThreadStatus: whether it has
+// messages, its suspension's owner, its tombstone), and its history only when it has
+// messages.
 func (rs *Records) Admit(ctx context.Context, in *agui.RunAgentInput, principal string, unknown bool) (int, error) {
-	if unknown {
-		if err := rs.checkSuspendedOwner(ctx, in, principal); err != nil {
-			return 0, err
+	if !unknown {
+		prepended, stored := rs.prependHistory(ctx, in)
+		if !stored {
+			if err := rs.checkExpired(ctx, in.ThreadID, principal); err != nil {
+				return 0, err
+			}
 		}
+		return prepended, nil
+	}
+	st, err := rs.store.ThreadStatus(ctx, in.ThreadID)
+	if err != nil {
+		// A store error is not a refusal: the start goes on and meets the store again.
+		st = store.ThreadStatus{HasMessages: true}
+	}
+	if st.Suspended && st.SuspensionOwner != principal {
+		return 0, runs.ErrForbidden
+	}
+	if !st.HasMessages && len(in.Resume) == 0 {
+		// No history to prepend (prependHistory would find none).
+		return 0, expiredRefusal(st, principal)
 	}
 	prepended, stored := rs.prependHistory(ctx, in)
 	if !stored {
-		if err := rs.checkExpired(ctx, in.ThreadID, principal); err != nil {
-			return 0, err
-		}
+		return 0, expiredRefusal(st, principal)
 	}
 	return prepended, nil
 }
 
-// checkExpired refuses a run on a thread id that server.thread_retention swept: its owner
-// gets runs.ErrThreadExpired, another principal runs.ErrForbidden (the id was someone else's). A
-// store error is not a refusal: the start goes on and meets the store again.
+// checkExpired refuses a run on a thread id that server.thread_retention swept (expiredRefusal).
+// A store error is not a refusal: the start goes on and meets the store again.
 func (rs *Records) checkExpired(ctx context.Context, threadID, principal string) error {
 	owner, expired, err := rs.store.ExpiredThread(ctx, threadID)
-	switch {
-	case err != nil || !expired:
+	if err != nil {
 		return nil
-	case owner != principal:
+	}
+	return expiredRefusal(store.ThreadStatus{Expired: expired, ExpiredOwner: owner}, principal)
+}
+
+// expiredRefusal refuses a run on a thread id that server.thread_retention swept: its owner
+// gets runs.ErrThreadExpired, another principal runs.ErrForbidden (the id was someone
+// else's).
+func expiredRefusal(st store.ThreadStatus, principal string) error {
+	switch {
+	case !st.Expired:
+		return nil
+	case st.ExpiredOwner != principal:
 		return runs.ErrForbidden
 	}
 	return runs.ErrThreadExpired
-}
-
-// checkSuspendedOwner refuses principal a thread this process does not know (after a
-// restart or an eviction from memory) whose stored suspension is another principal's.
-func (rs *Records) checkSuspendedOwner(ctx context.Context, in *agui.RunAgentInput, principal string) error {
-	// No suspension is ErrNotFound: nothing to refuse.
-	susp, err := rs.store.LoadSuspension(ctx, in.ThreadID)
-	if err == nil && susp != nil && susp.Owner != principal {
-		return runs.ErrForbidden
-	}
-	return nil
 }
 
 // Busy is the refusal of a start on a thread with a run reserved on this replica, when
@@ -304,8 +319,9 @@ func (rs *Records) Busy(ctx context.Context, threadID, principal string) error {
 // of the journal. The store writes all of it at once (StartRun;
 // design/store-group-commit.md); what can wait (the events, the run's own messages) is the
 // run log's writer's, after RUN_STARTED. It returns the epoch under which this replica owns
-// the run and when the claim was sent (the lease counts from there).
-func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal string, prepended int, work json.RawMessage) (epoch int64, sent time.Time, err error) {
+// the run (with whether the start created the thread: store.Started) and when the claim was
+// sent (the lease counts from there).
+func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal string, prepended int, work json.RawMessage) (started store.Started, sent time.Time, err error) {
 	// The history prepended from the store is there already: only what the client sent is
 	// saved (saving the whole history again on every run wrote the square of it).
 	msgs := inputMessages(in.Messages[prepended:])
@@ -315,10 +331,10 @@ func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 	// The run's start step (an audit record) goes in the same write: the store sets its
 	// epoch.
 	step := rs.journal.Entry(RunRef{ThreadID: in.ThreadID, RunID: in.RunID}, store.StepRunStart, "", "", store.StepEnd{Outcome: store.StepOK})
-	epoch, err = rs.store.StartRun(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
+	started, err = rs.store.StartRunReport(ctx, store.RunStart{ThreadID: in.ThreadID, RunID: in.RunID, Owner: principal,
 		Title: threadTitle(in), MaxThreads: rs.cfg.MaxThreads, Replica: rs.cfg.Replica, Lease: rs.cfg.Lease, Work: work, Messages: msgs,
 		Step: step})
-	return epoch, sent, startError(err)
+	return started, sent, startError(err)
 }
 
 // End records the end of run (its log l, its journal reference ref) in the store as

@@ -56,16 +56,32 @@ func (m *memory) Tasks() Tasks { return &m.tasks }
 // messages under one lock, as the SQL stores write them in one transaction. A refused start
 // records nothing.
 func (m *memory) StartRun(ctx context.Context, rs RunStart) (int64, error) {
+	started, err := m.StartRunReport(ctx, rs)
+	return started.Epoch, err
+}
+
+// StartRunReport implements RunStarter: StartRun, reporting the thread as new when the
+// store held nothing of it (no record, message, run or suspension).
+func (m *memory) StartRunReport(ctx context.Context, rs RunStart) (Started, error) {
 	if err := checkMessages(rs.Messages); err != nil {
-		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	if rs.Work != nil && !json.Valid(rs.Work) {
-		return 0, fmt.Errorf("store: start run %q: its work is not JSON", rs.RunID)
+		return Started{}, fmt.Errorf("store: start run %q: its work is not JSON", rs.RunID)
 	}
 	if err := m.begin(ctx); err != nil {
-		return 0, err
+		return Started{}, err
 	}
 	defer m.mu.Unlock()
+	th := m.thread(rs.ThreadID)
+	_, suspended := m.suspensions[rs.ThreadID]
+	fresh := !suspended && (th == nil || (!th.claimed() && len(th.msgs) == 0 && len(th.runs) == 0))
+	epoch, err := m.startLocked(rs)
+	return Started{Epoch: epoch, NewThread: fresh && err == nil}, err
+}
+
+// startLocked is StartRun under m.mu.
+func (m *memory) startLocked(rs RunStart) (int64, error) {
 	// The refusals come first, in the SQL stores' order (another owner's thread, then a
 	// run holding it), since the claim below changes the thread; the claim can then only
 	// refuse a new thread over the cap, before it changes anything, and the run's begin

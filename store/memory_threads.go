@@ -321,6 +321,28 @@ func (m *memThreads) LoadRecentMessages(ctx context.Context, threadID string, st
 	return out, nil
 }
 
+// ThreadStatus implements Threads: the thread's record, its suspension's owner and its
+// tombstone, under one lock.
+func (m *memThreads) ThreadStatus(ctx context.Context, threadID string) (ThreadStatus, error) {
+	if err := m.begin(ctx); err != nil {
+		return ThreadStatus{}, err
+	}
+	th := m.thread(threadID)
+	st := ThreadStatus{HasMessages: th != nil && len(th.msgs) > 0}
+	st.ExpiredOwner, st.Expired = m.swept[threadID]
+	row, suspended := m.suspensions[threadID]
+	m.mu.Unlock()
+	if suspended {
+		// body is never modified in place, so decoding unlocked is safe.
+		s, err := decode(row.body)
+		if err != nil {
+			return ThreadStatus{}, fmt.Errorf("store: thread %q: %w", threadID, err)
+		}
+		st.Suspended, st.SuspensionOwner = true, s.Owner
+	}
+	return st, nil
+}
+
 func (m *memThreads) ExpiredThread(ctx context.Context, threadID string) (string, bool, error) {
 	if err := m.begin(ctx); err != nil {
 		return "", false, err

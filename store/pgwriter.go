@@ -49,10 +49,10 @@ func isRunConflict(err error) bool {
 // and commits. The run's insert has no ON CONFLICT: a conflict fails the statement, the
 // server skips the rest of the batch (COMMIT included) and the transaction is rolled
 // back, so a refused start records nothing, as before.
-func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err error) {
+func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (started Started, err error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
-		return 0, err
+		return Started{}, err
 	}
 	defer conn.Release()
 	open := false // a transaction may be open on conn
@@ -85,8 +85,14 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 	}
 	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts; the
 	// owner is read by a statement of its own, whose snapshot sees the winner's row.
+	created := false
 	b.Queue(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, rs.ThreadID, rs.Owner, rs.Title, now)
+		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`, rs.ThreadID, rs.Owner, rs.Title, now).
+		Exec(func(ct pgconn.CommandTag) error { created = ct.RowsAffected() == 1; return nil })
+	// Whether the store held anything else of the thread (Started.NewThread): a statement
+	// more in this batch, no round trip more.
+	held := false
+	b.Queue(heldElse, rs.ThreadID).QueryRow(func(r pgx.Row) error { return r.Scan(&held) })
 	b.Queue(`SELECT owner FROM threads WHERE thread_id = $1`, rs.ThreadID).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&owner) })
 	// A running run whose replica stopped heartbeating no longer holds the thread; a
@@ -104,21 +110,21 @@ func (w *pgWriter) startRun(ctx context.Context, rs RunStart) (epoch int64, err 
 		})
 	open = true
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return 0, err
+		return Started{}, err
 	}
 	if capped && !existed && count >= rs.MaxThreads {
-		return 0, ErrTooManyThreads
+		return Started{}, ErrTooManyThreads
 	}
 	if owner != rs.Owner {
-		return 0, ErrThreadOwned
+		return Started{}, ErrThreadOwned
 	}
 
-	epoch, err = w.insertRun(ctx, conn, rs, old+1, reused, now)
+	epoch, err := w.insertRun(ctx, conn, rs, old+1, reused, now)
 	if err != nil && !errors.Is(err, errStepLater) {
-		return 0, err
+		return Started{}, err
 	}
 	open = false // committed
-	return epoch, err
+	return Started{Epoch: epoch, NewThread: created && !held}, err
 }
 
 // insertRun is the second batch of a run's start: the run recorded under epoch (a reused

@@ -61,6 +61,23 @@ type Threads interface {
 	// ExpiredThread reports whether SweepThreads deleted the thread (a tombstone is kept
 	// per swept thread id: its owner and when; DeleteThread keeps none), and whose it was.
 	ExpiredThread(ctx context.Context, threadID string) (owner string, expired bool, err error)
+	// ThreadStatus reads in one go what a run's start asks of a thread its replica does
+	// not know: whether it has messages, whose its suspension is, and ExpiredThread's
+	// answer. An absent thread is no error (the zero ThreadStatus).
+	ThreadStatus(ctx context.Context, threadID string) (ThreadStatus, error)
+}
+
+// ThreadStatus is what Threads.ThreadStatus reads of a thread.
+type ThreadStatus struct {
+	// HasMessages: the store holds messages of the thread.
+	HasMessages bool
+	// Suspended: the thread has a stored suspension, of SuspensionOwner.
+	Suspended       bool
+	SuspensionOwner string
+	// Expired and ExpiredOwner are ExpiredThread's: SweepThreads deleted the thread, which
+	// was ExpiredOwner's.
+	Expired      bool
+	ExpiredOwner string
 }
 
 // ErrTooManyThreads is returned by ClaimThreadCapped and StartRun when the owner has the
@@ -206,6 +223,19 @@ type RunStarter interface {
 	// ErrThreadOwned (the thread is another owner's), ErrThreadBusy (another run holds the
 	// thread) or ErrTooManyThreads (rs.MaxThreads), and then records nothing.
 	StartRun(ctx context.Context, rs RunStart) (epoch int64, err error)
+	// StartRunReport is StartRun that also reports what the start found (Started).
+	StartRunReport(ctx context.Context, rs RunStart) (Started, error)
+}
+
+// Started is what a run's start reports (RunStarter.StartRunReport).
+type Started struct {
+	// Epoch is the run's epoch, as StartRun returns it.
+	Epoch int64
+	// NewThread is true when the start's claim created the thread's record and the store
+	// held nothing else of it (no message, suspension or run: rows written without a claim,
+	// or by a store older than the threads' records, make it false), so the run need not read
+	// them. False when the thread was claimed before.
+	NewThread bool
 }
 
 // Signaler wakes replicas when a stop is requested (PostgreSQL's LISTEN/NOTIFY). A signal

@@ -25,7 +25,7 @@ func (s sqlRuns) BeginRun(ctx context.Context, threadID, runID, replica string, 
 	var epoch int64
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		epoch, err = s.beginRun(ctx, tx, threadID, runID, replica, lease, nil)
+		epoch, err = s.beginRun(ctx, tx, threadID, runID, replica, lease, nil, false)
 		return err
 	})
 	if err != nil {
@@ -36,18 +36,24 @@ func (s sqlRuns) BeginRun(ctx context.Context, threadID, runID, replica string, 
 
 // StartRun implements RunStarter: ClaimThread, BeginRun and SaveRunWork in one transaction.
 func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
+	started, err := s.StartRunReport(ctx, rs)
+	return started.Epoch, err
+}
+
+// StartRunReport implements RunStarter: StartRun, reporting the thread as new when the
+// start's claim inserted its row.
+func (s sqlRuns) StartRunReport(ctx context.Context, rs RunStart) (Started, error) {
 	if err := s.check(); err != nil {
-		return 0, err
+		return Started{}, err
 	}
 	if rs.Work != nil && !json.Valid(rs.Work) {
-		return 0, fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
+		return Started{}, fmt.Errorf("store: start run %q: work is not JSON", rs.RunID)
 	}
-	var epoch int64
 	if err := checkMessages(rs.Messages); err != nil {
-		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
 	if s.pg != nil && distinctIDs(rs.Messages) {
-		epoch, err := s.pg.startRun(ctx, rs)
+		started, err := s.pg.startRun(ctx, rs)
 		err = unavailable(err)
 		s.health.note(err)
 		if errors.Is(err, errStepLater) {
@@ -57,27 +63,35 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 			err = nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+			return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 		}
-		return epoch, nil
+		return started, nil
 	}
+	var started Started
 	err := s.txStart(ctx, rs.ThreadID, func(ctx context.Context, tx *sql.Tx) error {
-		owner, err := s.threads.claimInTx(ctx, tx, rs)
+		owner, fresh, err := s.threads.claimInTx(ctx, tx, rs)
 		if err != nil {
 			return err
 		}
 		if owner != rs.Owner {
 			return ErrThreadOwned
 		}
-		epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work)
+		started.NewThread = fresh
+		started.Epoch, err = s.beginRun(ctx, tx, rs.ThreadID, rs.RunID, rs.Replica, rs.Lease, rs.Work, fresh)
 		if err != nil {
 			return err
 		}
-		if err := s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages); err != nil {
+		if fresh && s.pg == nil {
+			// The thread holds no message (claimInTx read it): no last position to read.
+			err = s.threads.insertMessagesAfter(ctx, tx, rs.ThreadID, rs.Messages, 0)
+		} else {
+			err = s.threads.saveMessages(ctx, tx, rs.ThreadID, rs.Messages)
+		}
+		if err != nil {
 			return err
 		}
 		if st := rs.Step; st != nil && s.pg == nil {
-			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+			st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, started.Epoch
 			st.Seq, err = sqlJournal{s.sqlConn, s.d}.recordTx(ctx, tx, stepArgs(st))
 			return err
 		}
@@ -86,13 +100,13 @@ func (s sqlRuns) StartRun(ctx context.Context, rs RunStart) (int64, error) {
 	if err == nil && rs.Step != nil && s.pg != nil {
 		// PostgreSQL's start with repeated message ids: the step is recorded after it.
 		st := rs.Step
-		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, epoch
+		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, started.Epoch
 		recordStartStep(ctx, sqlJournal{s.sqlConn, s.d}, st)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
+		return Started{}, fmt.Errorf("store: start run %q of thread %q: %w", rs.RunID, rs.ThreadID, err)
 	}
-	return epoch, nil
+	return started, nil
 }
 
 // recordStartStep records a started run's step on its own (PostgreSQL, when it could not go
@@ -107,13 +121,11 @@ func recordStartStep(ctx context.Context, j sqlJournal, st *Step) {
 	st.Seq = seq
 }
 
-// beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
-func (s sqlRuns) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage) (int64, error) {
-	// A running run whose replica stopped heartbeating no longer holds the thread. A
-	// reused run id starts over: its old record and events go, and its epoch moves on, so
-	// that whoever still writes for the old run is fenced.
-	var old int64
-	var err error
+// lapse marks lost a running run of the thread whose replica stopped heartbeating (it no
+// longer holds the thread), and clears runID's old record and events when the id is
+// reused: its epoch moves on (old, 0 for a new id), so that whoever still writes for the
+// old run is fenced.
+func (s sqlRuns) lapse(ctx context.Context, tx *sql.Tx, threadID, runID string) (old int64, err error) {
 	if s.w == nil {
 		// PostgreSQL: both in one statement. The SELECT sees the rows as they were before
 		// the UPDATE (one snapshot), so a run the UPDATE just marked lost counts as ended.
@@ -130,13 +142,27 @@ func (s sqlRuns) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, repl
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
 	case err != nil:
 		return 0, err
-	default:
-		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID); err != nil {
-			return 0, err
-		}
-		if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
+	}
+	if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM runs WHERE thread_id = $1 AND run_id = $2 AND state <> 'running'`), threadID, runID); err != nil {
+		return 0, err
+	}
+	if _, err := s.txExec(ctx, tx, s.d.q(`DELETE FROM events WHERE thread_id = $1 AND run_id = $2`), threadID, runID); err != nil {
+		return 0, err
+	}
+	return old, nil
+}
+
+// beginRun is BeginRun inside tx; work, when not nil, is the run's first work document.
+// noRuns: the store holds no run of the thread (claimInTx read it), so there is none to
+// mark lost and no run id to reuse: two statements fewer.
+func (s sqlRuns) beginRun(ctx context.Context, tx *sql.Tx, threadID, runID, replica string, lease time.Duration, work json.RawMessage, noRuns bool) (int64, error) {
+	var old int64
+	if !noRuns {
+		var err error
+		if old, err = s.lapse(ctx, tx, threadID, runID); err != nil {
 			return 0, err
 		}
 	}

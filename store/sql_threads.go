@@ -30,10 +30,11 @@ func (s sqlThreads) deleteThreadRows(ctx context.Context, tx *sql.Tx, threadID s
 	return nil
 }
 
-// claimNew creates the thread for owner inside tx unless it exists; with max > 0 a new
-// thread beyond the owner's max fails with ErrTooManyThreads. The owner's lock (PostgreSQL)
-// is taken only for a new thread: a thread that exists costs one indexed read more.
-func (s sqlThreads) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, title string, max int) error {
+// claimNew creates the thread for owner inside tx unless it exists, and reports whether it
+// did; with max > 0 a new thread beyond the owner's max fails with ErrTooManyThreads. The
+// owner's lock (PostgreSQL) is taken only for a new thread: a thread that exists costs one
+// indexed read more.
+func (s sqlThreads) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, title string, max int) (bool, error) {
 	if max > 0 {
 		var one int
 		err := s.txQueryRow(ctx, tx, s.d.q(`SELECT 1 FROM threads WHERE thread_id = $1`), threadID).Scan(&one)
@@ -41,25 +42,29 @@ func (s sqlThreads) claimNew(ctx context.Context, tx *sql.Tx, threadID, owner, t
 		case errors.Is(err, sql.ErrNoRows):
 			if s.d.lockOwner != "" {
 				if _, err := s.txExec(ctx, tx, s.d.q(s.d.lockOwner), owner); err != nil {
-					return err
+					return false, err
 				}
 			}
 			var n int
 			if err := s.txQueryRow(ctx, tx, s.d.q(countOwnerThreads), owner).Scan(&n); err != nil {
-				return err
+				return false, err
 			}
 			if n >= max {
-				return ErrTooManyThreads
+				return false, ErrTooManyThreads
 			}
 		case err != nil:
-			return err
+			return false, err
 		}
 	}
 	// ON CONFLICT DO NOTHING: of two replicas creating the same thread, one inserts and
 	// the other reads the winner's owner.
-	_, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+	res, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), threadID, owner, title, time.Now().UnixNano())
-	return err
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return err == nil && n == 1, nil
 }
 
 func (s sqlThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, title string, max int) (*Thread, error) {
@@ -70,7 +75,8 @@ func (s sqlThreads) ClaimThreadCapped(ctx context.Context, threadID, owner, titl
 		return nil, err
 	}
 	err := s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-		return s.claimNew(ctx, tx, threadID, owner, title, max)
+		_, err := s.claimNew(ctx, tx, threadID, owner, title, max)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: claim thread %q: %w", threadID, err)
@@ -281,35 +287,59 @@ func (s sqlThreads) DeleteThread(ctx context.Context, threadID string) error {
 	return nil
 }
 
-// claimInTx inserts the thread of rs unless it exists and returns its owner, inside a run
-// start's transaction. On PostgreSQL it is one statement (the inserted row, or the stored
+// heldElse reads whether the store holds anything of thread $1 besides its record: rows
+// written without a claim, or by a store older than the threads' records.
+const heldElse = `SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1)
+	OR EXISTS (SELECT 1 FROM suspensions WHERE thread_id = $1) OR EXISTS (SELECT 1 FROM runs WHERE thread_id = $1)`
+
+// claimInTx inserts the thread of rs unless it exists and returns its owner and whether
+// it inserted it with nothing else of the thread stored (Started.NewThread), inside a run
+// start's transaction.
+func (s sqlThreads) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (owner string, fresh bool, err error) {
+	owner, created, err := s.claimRow(ctx, tx, rs)
+	if err != nil || !created {
+		return owner, false, err
+	}
+	var held bool
+	err = s.txQueryRow(ctx, tx, s.d.q(heldElse), rs.ThreadID).Scan(&held)
+	return owner, !held, err
+}
+
+// claimRow inserts the thread of rs unless it exists and returns its owner and whether it
+// inserted it. On PostgreSQL it is one statement (the inserted row, or the stored
 // one), one round trip fewer; a row that a concurrent ClaimThread committed while the
 // statement waited on it is not in the statement's snapshot, and is read again.
-func (s sqlThreads) claimInTx(ctx context.Context, tx *sql.Tx, rs RunStart) (string, error) {
-	var owner string
+func (s sqlThreads) claimRow(ctx context.Context, tx *sql.Tx, rs RunStart) (owner string, created bool, err error) {
 	if rs.MaxThreads > 0 {
 		// A capped owner's new thread is counted under the owner's lock first (claimNew).
-		if err := s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil {
-			return "", err
+		if created, err = s.claimNew(ctx, tx, rs.ThreadID, rs.Owner, rs.Title, rs.MaxThreads); err != nil || created {
+			// A row this transaction inserted is rs.Owner's: nothing to read.
+			return rs.Owner, created, err
 		}
-		err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
-		return owner, err
+		err = s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
+		return owner, false, err
 	}
 	now := time.Now().UnixNano()
 	if s.w == nil {
-		err := tx.QueryRowContext(ctx, `WITH ins AS (INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+		err = tx.QueryRowContext(ctx, `WITH ins AS (INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
 				VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING RETURNING owner)
-			SELECT owner FROM ins UNION ALL SELECT owner FROM threads WHERE thread_id = $1 LIMIT 1`,
-			rs.ThreadID, rs.Owner, rs.Title, now).Scan(&owner)
+			SELECT owner, true FROM ins UNION ALL SELECT owner, false FROM threads WHERE thread_id = $1 LIMIT 1`,
+			rs.ThreadID, rs.Owner, rs.Title, now).Scan(&owner, &created)
 		if !errors.Is(err, sql.ErrNoRows) {
-			return owner, err
+			return owner, created, err
 		}
-	} else if _, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, now); err != nil {
-		return "", err
+	} else {
+		res, err := s.txExec(ctx, tx, s.d.q(`INSERT INTO threads (thread_id, owner, title, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $4) ON CONFLICT (thread_id) DO NOTHING`), rs.ThreadID, rs.Owner, rs.Title, now)
+		if err != nil {
+			return "", false, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			return rs.Owner, true, nil // this transaction's row: nothing to read
+		}
 	}
-	err := s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
-	return owner, err
+	err = s.txQueryRow(ctx, tx, s.d.q(`SELECT owner FROM threads WHERE thread_id = $1`), rs.ThreadID).Scan(&owner)
+	return owner, false, err
 }
 
 func (s sqlThreads) SaveMessages(ctx context.Context, threadID string, msgs []Message) error {
@@ -379,6 +409,12 @@ func (s sqlThreads) saveMessages(ctx context.Context, tx *sql.Tx, threadID strin
 	if err := s.txQueryRow(ctx, tx, s.d.q(`SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1`), threadID).Scan(&pos); err != nil {
 		return err
 	}
+	return s.insertMessagesAfter(ctx, tx, threadID, msgs, pos)
+}
+
+// insertMessagesAfter is saveMessages' statement per message, for a thread whose last
+// position is pos (SQLite, and ids repeated in one call on PostgreSQL).
+func (s sqlThreads) insertMessagesAfter(ctx context.Context, tx *sql.Tx, threadID string, msgs []Message, pos int64) error {
 	for _, m := range msgs {
 		pos++
 		// A known id keeps its position (ON CONFLICT updates only the data).
@@ -386,6 +422,11 @@ func (s sqlThreads) saveMessages(ctx context.Context, tx *sql.Tx, threadID strin
 			ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`), threadID, m.ID, pos, string(m.Data)); err != nil {
 			return err
 		}
+	}
+	if pos <= MaxMessagesPerThread {
+		// Positions are numbered from 1, one per row: the thread holds at most pos
+		// messages, none to trim (a statement fewer per save).
+		return nil
 	}
 	return s.trimMessages(ctx, tx, threadID)
 }
@@ -496,6 +537,25 @@ func (s sqlThreads) messagesBefore(ctx context.Context, threadID string, before 
 		page = append(page, m)
 	}
 	return page, last, rows.Err()
+}
+
+// ThreadStatus implements Threads: one statement of three indexed lookups (one round trip
+// on PostgreSQL, where the three reads it replaces were three).
+func (s sqlThreads) ThreadStatus(ctx context.Context, threadID string) (ThreadStatus, error) {
+	if err := s.check(); err != nil {
+		return ThreadStatus{}, err
+	}
+	var st ThreadStatus
+	var suspOwner, sweptOwner sql.NullString
+	err := s.queryRow(ctx, s.d.q(`SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1),
+		(SELECT owner FROM suspensions WHERE thread_id = $1),
+		(SELECT owner FROM thread_tombstones WHERE thread_id = $1)`), threadID).Scan(&st.HasMessages, &suspOwner, &sweptOwner)
+	if err != nil {
+		return ThreadStatus{}, fmt.Errorf("store: thread %q: %w", threadID, err)
+	}
+	st.Suspended, st.SuspensionOwner = suspOwner.Valid, suspOwner.String
+	st.Expired, st.ExpiredOwner = sweptOwner.Valid, sweptOwner.String
+	return st, nil
 }
 
 func (s sqlThreads) ExpiredThread(ctx context.Context, threadID string) (string, bool, error) {

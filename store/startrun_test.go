@@ -246,3 +246,90 @@ func TestGroupWriterCancelledCaller(t *testing.T) {
 	w.close()
 	require.ErrorIs(t, w.do(context.Background(), insertKV("y")), ErrClosed)
 }
+
+// TestStartRunReportNewThread checks on every backend that a start reports a thread its
+// claim created as new, and one claimed before (by a run, by ClaimThread, or over the
+// owner's cap) as not; a deleted thread's next start is new again; the epoch is StartRun's.
+func TestStartRunReportNewThread(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		msg := func(id string) Message {
+			return Message{ID: id, Data: json.RawMessage(`{"id":"` + id + `","role":"user","content":"hi"}`)}
+		}
+		start := RunStart{ThreadID: "t1", RunID: "r1", Owner: "alice", Replica: "a", Lease: time.Minute,
+			Messages: []Message{msg("u1")}}
+		got, err := s.StartRunReport(ctx, start)
+		require.NoError(t, err)
+		assert.True(t, got.NewThread, "the start created the thread")
+		run, err := s.GetRun(ctx, "t1", "r1")
+		require.NoError(t, err)
+		assert.Equal(t, run.Epoch, got.Epoch)
+		require.NoError(t, s.EndRun(ctx, "t1", "r1", got.Epoch, "success"))
+
+		again := start
+		again.RunID = "r2"
+		got, err = s.StartRunReport(ctx, again)
+		require.NoError(t, err)
+		assert.False(t, got.NewThread, "the thread's second run")
+		require.NoError(t, s.EndRun(ctx, "t1", "r2", got.Epoch, "success"))
+
+		refused := again
+		refused.RunID, refused.Owner = "r3", "mallory"
+		got, err = s.StartRunReport(ctx, refused)
+		require.ErrorIs(t, err, ErrThreadOwned)
+		assert.False(t, got.NewThread, "a refused start reports nothing")
+
+		_, err = s.ClaimThread(ctx, "t2", "alice", "")
+		require.NoError(t, err)
+		claimed := RunStart{ThreadID: "t2", RunID: "r1", Owner: "alice", Replica: "a", Lease: time.Minute}
+		got, err = s.StartRunReport(ctx, claimed)
+		require.NoError(t, err)
+		assert.False(t, got.NewThread, "claimed before its first run")
+
+		// Under the owner's cap (the capped claim), and with a message id repeated (the
+		// PostgreSQL store's other path): the same report.
+		capped := RunStart{ThreadID: "t3", RunID: "r1", Owner: "alice", MaxThreads: 10, Replica: "a", Lease: time.Minute,
+			Messages: []Message{msg("u1"), msg("u1")}}
+		got, err = s.StartRunReport(ctx, capped)
+		require.NoError(t, err)
+		assert.True(t, got.NewThread, "capped, repeated ids: created")
+		require.NoError(t, s.EndRun(ctx, "t3", "r1", got.Epoch, "success"))
+		capped.RunID = "r2"
+		got, err = s.StartRunReport(ctx, capped)
+		require.NoError(t, err)
+		assert.False(t, got.NewThread, "capped, repeated ids: existed")
+		require.NoError(t, s.EndRun(ctx, "t3", "r2", got.Epoch, "success"))
+		capped.Messages = []Message{msg("u2")}
+		capped.ThreadID, capped.RunID = "t4", "r1"
+		got, err = s.StartRunReport(ctx, capped)
+		require.NoError(t, err)
+		assert.True(t, got.NewThread, "capped: created")
+
+		// Rows of a thread without a record (written without a claim, or by a store older
+		// than the threads' records): its first claim does not make it new.
+		for id, write := range map[string]func() error{
+			"orphan-msgs": func() error { return s.SaveMessages(ctx, "orphan-msgs", []Message{msg("m1")}) },
+			"orphan-susp": func() error {
+				return s.SaveSuspension(ctx, &Suspension{ThreadID: "orphan-susp", RunID: "r0", Owner: "alice"})
+			},
+			"orphan-run": func() error { return begun(s.BeginRun(ctx, "orphan-run", "r0", "a", time.Minute)) },
+		} {
+			require.NoError(t, write(), id)
+			_, err := s.GetThread(ctx, id)
+			require.ErrorIs(t, err, ErrNotFound, id)
+			if id == "orphan-run" {
+				require.NoError(t, s.EndRun(ctx, id, "r0", 1, "success"))
+			}
+			orphan := RunStart{ThreadID: id, RunID: "r1", Owner: "alice", Replica: "a", Lease: time.Minute}
+			got, err = s.StartRunReport(ctx, orphan)
+			require.NoError(t, err, id)
+			assert.False(t, got.NewThread, id)
+		}
+
+		// A deleted thread leaves nothing: its next start creates it again.
+		require.NoError(t, s.DeleteThread(ctx, "t1"))
+		got, err = s.StartRunReport(ctx, start)
+		require.NoError(t, err)
+		assert.True(t, got.NewThread, "the deleted thread's next start")
+	})
+}

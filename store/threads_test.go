@@ -216,3 +216,41 @@ func TestSweepThreadsOneReplicaAtATime(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotFound)
 	})
 }
+
+// TestThreadStatus checks on every backend the one read of a thread a run's start makes
+// when its replica does not know the thread: whether it has messages, its suspension's
+// owner and its tombstone, each as the separate reads tell them.
+func TestThreadStatus(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, s Store) {
+		_, err := s.ClaimThread(ctx, "swept", "bob", "")
+		require.NoError(t, err)
+		n, err := s.SweepThreads(ctx, time.Now().Add(time.Hour), 10)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		for _, id := range []string{"claimed", "parked", "deleted", "talked"} {
+			_, err := s.ClaimThread(ctx, id, "alice", "")
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.SaveMessages(ctx, "talked", []Message{{ID: "m1", Data: json.RawMessage(`{"id":"m1"}`)}}))
+		require.NoError(t, s.SaveSuspension(ctx, sampleSuspension("parked")))
+		require.NoError(t, s.SaveSuspension(ctx, sampleSuspension("deleted")))
+		require.NoError(t, s.DeleteThread(ctx, "deleted"))
+
+		for id, want := range map[string]ThreadStatus{
+			"unknown": {},
+			"claimed": {},
+			"talked":  {HasMessages: true},
+			"parked":  {Suspended: true, SuspensionOwner: "alice"},
+			"swept":   {Expired: true, ExpiredOwner: "bob"},
+			"deleted": {},
+		} {
+			got, err := s.ThreadStatus(ctx, id)
+			require.NoError(t, err, id)
+			assert.Equal(t, want, got, id)
+		}
+		require.NoError(t, s.Close())
+		_, err = s.ThreadStatus(ctx, "claimed")
+		require.Error(t, err, "a closed store")
+	})
+}
