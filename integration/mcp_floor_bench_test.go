@@ -28,13 +28,24 @@ import (
 // server in another process adds) and Baton's over the bridge (over-bridge-p50-ms: what
 // Baton adds beyond that floor). With BATON_BENCH_BRIDGE_STREAM=1 a second bridge that
 // streams its call to the agent, as Baton does, takes a fourth turn (bridgestream-...,
-// over-bridgestream-p50-ms).
+// over-bridgestream-p50-ms). With BATON_BENCH_BASELINE_BIN naming a coordinator binary
+// built from an older commit, a second coordinator runs it with the same configuration
+// and takes a turn too (baseline-p50-ms, baseline-over-bridge-p50-ms). The coordinators
+// use the store a user gets by default, SQLite (a file in the benchmark's temporary
+// directory); BATON_BENCH_STORE=memory runs them on the memory store.
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentToolFloor -benchtime 300x -count 3 ./integration/
 func BenchmarkMCPAgentToolFloor(b *testing.B) {
-	srv, model, cfg, connect := agentToolBench(b)
+	srv, model, _, connect := agentToolBench(b)
 	ctx := context.Background()
-	baton := connect(startCoordinator(b, cfg))
+	cfg := func() string {
+		c := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}, Store: "sqlite:" + filepath.Join(b.TempDir(), "baton.db")}
+		if os.Getenv("BATON_BENCH_STORE") == "memory" {
+			c.Store = "memory:"
+		}
+		return c.yaml() + "mcp_server:\n  enabled: true\n"
+	}
+	baton := connect(startCoordinator(b, cfg()))
 	bridge := connect(startMCPBridge(b, srv.URL))
 	version := baton.InitializeResult().ProtocolVersion
 	require.Equal(b, version, bridge.InitializeResult().ProtocolVersion, "the bridge and Baton speak one protocol version")
@@ -50,6 +61,12 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 		require.Equal(b, version, streamer.InitializeResult().ProtocolVersion)
 		names = append(names, "bridgestream")
 		calls = append(calls, func() time.Duration { return mcpToolCall(b, ctx, streamer) })
+	}
+	if bin := os.Getenv("BATON_BENCH_BASELINE_BIN"); bin != "" {
+		old := connect(startCoordinatorBin(b, bin, cfg()))
+		require.Equal(b, version, old.InitializeResult().ProtocolVersion)
+		names = append(names, "baseline")
+		calls = append(calls, func() time.Duration { return mcpToolCall(b, ctx, old) })
 	}
 	for _, c := range calls { // warm: connections, the agent's card
 		c()
@@ -77,8 +94,13 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	b.ReportMetric(p50[2]-p50[0], "overhead-p50-ms")
 	b.ReportMetric(p50[1]-p50[0], "bridge-overhead-p50-ms")
 	b.ReportMetric(p50[2]-p50[1], "over-bridge-p50-ms")
-	if len(p50) > 3 {
-		b.ReportMetric(p50[2]-p50[3], "over-bridgestream-p50-ms")
+	for k := 3; k < len(names); k++ {
+		switch names[k] {
+		case "bridgestream":
+			b.ReportMetric(p50[2]-p50[k], "over-bridgestream-p50-ms")
+		case "baseline":
+			b.ReportMetric(p50[k]-p50[1], "baseline-over-bridge-p50-ms")
+		}
 	}
 }
 

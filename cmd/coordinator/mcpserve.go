@@ -325,6 +325,13 @@ func (m directModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm
 	}
 }
 
+// AnswersLocally reports whether req is a turn of a run marked with delegateTool, which
+// directModel answers itself (coordinator.LocalModel): the engine does not journal it.
+func (m directModel) AnswersLocally(req *llm.Request) bool {
+	_, ok := delegateTarget(req.Tools)
+	return ok
+}
+
 // delegateTarget returns the agent a run's delegateTool names.
 func delegateTarget(tools []llm.Tool) (string, bool) {
 	for _, t := range tools {
