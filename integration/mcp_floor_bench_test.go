@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +19,10 @@ import (
 )
 
 // BenchmarkMCPAgentToolFloor reads BenchmarkMCPAgentTool's overhead against its floor.
-// Each iteration makes three calls to the same a2a-go agent, their order rotating: a
-// blocking SendMessage straight from this process (direct); the tool of
+// Each iteration makes three calls to the same a2a-go agent, in an order shuffled anew
+// each iteration (seeded: each call goes first, second, ... and after each other one
+// equally often, so that none always meets the work another process finishes after its
+// answer): a blocking SendMessage straight from this process (direct); the tool of
 // testdata/mcpbridge, a minimal MCP→A2A bridge in its own process written only with the
 // SDKs (bridge); Baton's agent tool on the coordinator binary's /mcp (mcp). Both MCP
 // calls use one go-sdk client configuration and must have negotiated the same protocol
@@ -75,10 +78,15 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	for k := range lat {
 		lat[k] = make([]time.Duration, 0, b.N)
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]int, len(calls))
+	for k := range order {
+		order[k] = k
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for j := range calls { // each goes first, second, ... equally often
-			k := (i + j) % len(calls)
+		rng.Shuffle(len(order), func(x, y int) { order[x], order[y] = order[y], order[x] })
+		for _, k := range order {
 			lat[k] = append(lat[k], calls[k]())
 		}
 	}
