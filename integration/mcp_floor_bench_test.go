@@ -14,6 +14,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +36,8 @@ import (
 // built from an older commit, a second coordinator runs it with the same configuration
 // and takes a turn too (baseline-p50-ms, baseline-over-bridge-p50-ms). The coordinators
 // use the store a user gets by default, SQLite (a file in the benchmark's temporary
-// directory); BATON_BENCH_STORE=memory runs them on the memory store.
+// directory); BATON_BENCH_STORE=memory runs them on the memory store, =postgres on
+// PostgreSQL (pgtest: a database each).
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentToolFloor -benchtime 300x -count 3 ./integration/
 func BenchmarkMCPAgentToolFloor(b *testing.B) {
@@ -43,8 +45,11 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	ctx := context.Background()
 	cfg := func() string {
 		c := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}, Store: "sqlite:" + filepath.Join(b.TempDir(), "baton.db")}
-		if os.Getenv("BATON_BENCH_STORE") == "memory" {
+		switch os.Getenv("BATON_BENCH_STORE") {
+		case "memory":
 			c.Store = "memory:"
+		case "postgres":
+			c.Store = pgtest.DSN(b) // a database of its own for each coordinator
 		}
 		return c.yaml() + "mcp_server:\n  enabled: true\n"
 	}
