@@ -577,8 +577,14 @@ func (r *Run) startText(text string) string {
 
 // journaledTurn is streamTurn between its intent and its outcome in the journal. A model
 // call has no effect outside the run, so it is made even when its intent cannot be
-// recorded.
+// recorded; a turn the model answers itself (LocalModel) is not journaled.
 func (r *Run) journaledTurn(ctx context.Context, req *llm.Request, avoid map[string]bool, attempt int) (turnResult, error) {
+	if answersLocally(r, req) {
+		// Nothing outside the run to journal (LocalModel).
+		res, err := r.streamTurn(ctx, req, avoid)
+		accountCall(ctx, r, res.completion)
+		return res, err
+	}
 	s, _ := r.dur.intent(store.StepModelCall, "model", "", attempt, "")
 	res, err := r.streamTurn(ctx, req, avoid)
 	end := store.StepEnd{Outcome: store.StepOK}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,13 +14,16 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/baton-dev/baton/internal/testutil/pgtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkMCPAgentToolFloor reads BenchmarkMCPAgentTool's overhead against its floor.
-// Each iteration makes three calls to the same a2a-go agent, their order rotating: a
-// blocking SendMessage straight from this process (direct); the tool of
+// Each iteration makes three calls to the same a2a-go agent, in an order shuffled anew
+// each iteration (seeded: each call goes first, second, ... and after each other one
+// equally often, so that none always meets the work another process finishes after its
+// answer): a blocking SendMessage straight from this process (direct); the tool of
 // testdata/mcpbridge, a minimal MCP→A2A bridge in its own process written only with the
 // SDKs (bridge); Baton's agent tool on the coordinator binary's /mcp (mcp). Both MCP
 // calls use one go-sdk client configuration and must have negotiated the same protocol
@@ -28,13 +32,28 @@ import (
 // server in another process adds) and Baton's over the bridge (over-bridge-p50-ms: what
 // Baton adds beyond that floor). With BATON_BENCH_BRIDGE_STREAM=1 a second bridge that
 // streams its call to the agent, as Baton does, takes a fourth turn (bridgestream-...,
-// over-bridgestream-p50-ms).
+// over-bridgestream-p50-ms). With BATON_BENCH_BASELINE_BIN naming a coordinator binary
+// built from an older commit, a second coordinator runs it with the same configuration
+// and takes a turn too (baseline-p50-ms, baseline-over-bridge-p50-ms). The coordinators
+// use the store a user gets by default, SQLite (a file in the benchmark's temporary
+// directory); BATON_BENCH_STORE=memory runs them on the memory store, =postgres on
+// PostgreSQL (pgtest: a database each).
 //
 //	go test -run '^$' -bench BenchmarkMCPAgentToolFloor -benchtime 300x -count 3 ./integration/
 func BenchmarkMCPAgentToolFloor(b *testing.B) {
-	srv, model, cfg, connect := agentToolBench(b)
+	srv, model, _, connect := agentToolBench(b)
 	ctx := context.Background()
-	baton := connect(startCoordinator(b, cfg))
+	cfg := func() string {
+		c := testConfig{LLMURL: model.URL, Agents: []agentEntry{{Name: "peer", URL: srv.URL}}, Store: "sqlite:" + filepath.Join(b.TempDir(), "baton.db")}
+		switch os.Getenv("BATON_BENCH_STORE") {
+		case "memory":
+			c.Store = "memory:"
+		case "postgres":
+			c.Store = pgtest.DSN(b) // a database of its own for each coordinator
+		}
+		return c.yaml() + "mcp_server:\n  enabled: true\n"
+	}
+	baton := connect(startCoordinator(b, cfg()))
 	bridge := connect(startMCPBridge(b, srv.URL))
 	version := baton.InitializeResult().ProtocolVersion
 	require.Equal(b, version, bridge.InitializeResult().ProtocolVersion, "the bridge and Baton speak one protocol version")
@@ -51,6 +70,12 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 		names = append(names, "bridgestream")
 		calls = append(calls, func() time.Duration { return mcpToolCall(b, ctx, streamer) })
 	}
+	if bin := os.Getenv("BATON_BENCH_BASELINE_BIN"); bin != "" {
+		old := connect(startCoordinatorBin(b, bin, cfg()))
+		require.Equal(b, version, old.InitializeResult().ProtocolVersion)
+		names = append(names, "baseline")
+		calls = append(calls, func() time.Duration { return mcpToolCall(b, ctx, old) })
+	}
 	for _, c := range calls { // warm: connections, the agent's card
 		c()
 	}
@@ -58,10 +83,15 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	for k := range lat {
 		lat[k] = make([]time.Duration, 0, b.N)
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]int, len(calls))
+	for k := range order {
+		order[k] = k
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for j := range calls { // each goes first, second, ... equally often
-			k := (i + j) % len(calls)
+		rng.Shuffle(len(order), func(x, y int) { order[x], order[y] = order[y], order[x] })
+		for _, k := range order {
 			lat[k] = append(lat[k], calls[k]())
 		}
 	}
@@ -77,8 +107,13 @@ func BenchmarkMCPAgentToolFloor(b *testing.B) {
 	b.ReportMetric(p50[2]-p50[0], "overhead-p50-ms")
 	b.ReportMetric(p50[1]-p50[0], "bridge-overhead-p50-ms")
 	b.ReportMetric(p50[2]-p50[1], "over-bridge-p50-ms")
-	if len(p50) > 3 {
-		b.ReportMetric(p50[2]-p50[3], "over-bridgestream-p50-ms")
+	for k := 3; k < len(names); k++ {
+		switch names[k] {
+		case "bridgestream":
+			b.ReportMetric(p50[2]-p50[k], "over-bridgestream-p50-ms")
+		case "baseline":
+			b.ReportMetric(p50[k]-p50[1], "baseline-over-bridge-p50-ms")
+		}
 	}
 }
 

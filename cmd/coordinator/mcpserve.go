@@ -117,7 +117,9 @@ type mcpEngine struct {
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
 	// Admitted against server.max_active_runs in one step with every other start.
-	st, err := m.port.Start(ctx, in, principal, runs.StartOptions{MaxActive: m.maxActive})
+	// A start without a resume is on a thread the surface has just named
+	// (mcpserver.Engine): the engine reads none of its past.
+	st, err := m.port.Start(ctx, in, principal, runs.StartOptions{MaxActive: m.maxActive, NewThread: len(in.Resume) == 0})
 	var budget *runs.BudgetExceededError
 	switch {
 	case err == nil:
@@ -320,6 +322,13 @@ func (m directModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm
 			yield(llm.Delta{Done: &llm.Completion{FinishReason: llm.FinishToolCalls}}, nil)
 		}
 	}
+}
+
+// AnswersLocally reports whether req is a turn of a run marked with delegateTool, which
+// directModel answers itself (coordinator.LocalModel): the engine does not journal it.
+func (m directModel) AnswersLocally(req *llm.Request) bool {
+	_, ok := delegateTarget(req.Tools)
+	return ok
 }
 
 // delegateTarget returns the agent a run's delegateTool names.

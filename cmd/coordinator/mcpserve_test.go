@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/baton-dev/baton/agui"
+	"github.com/baton-dev/baton/coordinator"
 	"github.com/baton-dev/baton/internal/config"
 	"github.com/baton-dev/baton/llm"
 )
@@ -72,6 +73,21 @@ func TestDirectModelDelegatesOnceWithoutTheModel(t *testing.T) {
 	plain := collect(t, m.Stream(ctx, &llm.Request{Messages: conv[:2], Tools: []llm.Tool{{Name: "research"}}}))
 	assert.Equal(t, "model", plain[0].Text)
 	assert.Equal(t, 1, next.turns)
+}
+
+// TestDirectModelAnswersLocally: the engine skips the journal's model_call steps only for
+// the runs directModel answers itself (marked), also on a fallback chain's links.
+func TestDirectModelAnswersLocally(t *testing.T) {
+	t.Parallel()
+	var m llm.Model = directModel{next: &countingModel{}}
+	local, ok := m.(coordinator.LocalModel)
+	require.True(t, ok, "directModel is a coordinator.LocalModel")
+	assert.True(t, local.AnswersLocally(&llm.Request{Tools: marked(t, "research")}))
+	assert.False(t, local.AnswersLocally(&llm.Request{Tools: []llm.Tool{{Name: "research"}}}), "a run without the marker is the model's")
+	assert.False(t, local.AnswersLocally(&llm.Request{Tools: marked(t, "")}), "a marker without an agent is the model's")
+	link, ok := directChain{chain: llm.NewChain(llm.Link{Name: "m", Model: &countingModel{}})}.At(0).(coordinator.LocalModel)
+	require.True(t, ok, "a chain's link answers locally too")
+	assert.True(t, link.AnswersLocally(&llm.Request{Tools: marked(t, "research")}))
 }
 
 func TestMatchesAnyAgentPatterns(t *testing.T) {
