@@ -301,20 +301,12 @@ func (e *Engine) admission(in *agui.RunAgentInput) (th *thread, busy bool, err e
 // StartOption sets how StartContext admits a run.
 type StartOption func(*startOptions)
 
-type startOptions struct {
-	maxActive int
-	newThread bool
-}
+type startOptions struct{ maxActive int }
 
 // MaxActive makes StartContext refuse the run with ErrTooManyRuns when n runs (if n is
 // positive) are active already (server.max_active_runs). The check and the run's count
 // are one step under the engine's lock: concurrent starts on any surface never admit n+1.
 func MaxActive(n int) StartOption { return func(o *startOptions) { o.maxActive = n } }
-
-// NewThread(true) says that the caller named the thread for this start and that nothing of
-// it can be stored from before (runs.StartOptions.NewThread): its first delegation to an
-// agent reads no earlier runs for an A2A context.
-func NewThread(fresh bool) StartOption { return func(o *startOptions) { o.newThread = fresh } }
 
 func startOptionsOf(opts []StartOption) startOptions {
 	var o startOptions
@@ -392,7 +384,7 @@ func (e *Engine) StartRun(parent context.Context, in *agui.RunAgentInput, princi
 	e.mu.Lock()
 	// Remembered only now: the store has confirmed that the thread is principal's.
 	if e.threads[in.ThreadID] == nil {
-		e.threads[in.ThreadID] = &thread{owner: principal, fresh: o.newThread}
+		e.threads[in.ThreadID] = &thread{owner: principal}
 		e.tasks.open(in.ThreadID)
 	}
 	delete(e.finished, runKey(in.ThreadID, in.RunID))
@@ -450,9 +442,6 @@ func (e *Engine) release(r *Run) {
 	e.mu.Lock()
 	if e.active[r.ThreadID] == r {
 		delete(e.active, r.ThreadID)
-	}
-	if th := e.threads[r.ThreadID]; th != nil {
-		th.fresh = false // new for the run whose start made it only: later ones may have a past
 	}
 	if len(e.finished) > maxFinished {
 		clear(e.finished) // only used to tell "finished" from "unknown" on stop

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,73 +63,6 @@ func TestLocalTurnsNotJournaled(t *testing.T) {
 			assert.Equal(t, 1, kinds[store.StepA2ASend], "the agent's call is journaled: %v", kinds)
 			assert.Equal(t, 1, kinds[store.StepRunEnd], "%v", kinds)
 			assert.Equal(t, 2, fm.calls, "both turns streamed")
-		})
-	}
-}
-
-// countingRuns is a memory store that counts ThreadRuns, the read of a thread's earlier
-// runs.
-type countingRuns struct {
-	store.Store
-	reads atomic.Int32
-}
-
-func (s *countingRuns) ThreadRuns(ctx context.Context, threadID string, limit int) ([]store.RunRecord, error) {
-	s.reads.Add(1)
-	return s.Store.ThreadRuns(ctx, threadID, limit)
-}
-
-// TestNewThreadReadsNoPast: a delegation on a thread started with NewThread (an MCP tool
-// call's) makes its A2A context without reading the thread's earlier runs; without the
-// option the first delegation reads them, and so does a later run of the new thread (only
-// the run whose start made the thread knows it was new).
-func TestNewThreadReadsNoPast(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		fresh bool
-		reads int32
-	}{{"new", true, 0}, {"unknown", false, 1}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			mem, err := store.Open(context.Background(), "memory:")
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = mem.Close() })
-			st := &countingRuns{Store: mem}
-			model := &fakeModel{turn: func(req *llm.Request) []llm.Delta {
-				if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
-					return []llm.Delta{{Text: "ok"}, {Done: &llm.Completion{FinishReason: llm.FinishStop}}}
-				}
-				return []llm.Delta{{ToolCall: &llm.ToolCallDelta{ID: "c-" + newID("x"), Name: "research", Arguments: `{"prompt":"work"}`}},
-					{Done: &llm.Completion{FinishReason: llm.FinishToolCalls}}}
-			}}
-			agent := &fakeAgent{send: finalResult(subagent.StateCompleted, "done")}
-			e := newEngine(t, model, agent, func(c *Config) { c.Store = st })
-			in := input("fresh-" + tc.name)
-			r, err := e.StartRun(context.Background(), in, "", NewThread(tc.fresh))
-			require.NoError(t, err)
-			collect(t, r)
-			assert.Equal(t, tc.reads, st.reads.Load(), "reads of the thread's earlier runs")
-			agent.mu.Lock()
-			require.Len(t, agent.sent, 1)
-			assert.NotEmpty(t, agent.sent[0].ContextID, "the call has a context")
-			agent.mu.Unlock()
-
-			// The engine forgets the thread (as after an eviction); its next run reads the past.
-			e.mu.Lock()
-			th := e.threads[in.ThreadID]
-			e.mu.Unlock()
-			require.NotNil(t, th)
-			e.mu.Lock()
-			assert.False(t, th.fresh, "new for its first run only")
-			e.mu.Unlock()
-			e.forgetThread(in.ThreadID, th)
-			next := input("fresh-" + tc.name)
-			next.RunID = "r2-" + tc.name
-			r, err = e.StartRun(context.Background(), next, "")
-			require.NoError(t, err)
-			collect(t, r)
-			assert.Equal(t, tc.reads+1, st.reads.Load(), "a later run reads the thread's earlier runs")
 		})
 	}
 }

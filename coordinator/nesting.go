@@ -101,7 +101,7 @@ func takeContext(e *Engine, threadID, agent string, create bool) (string, func()
 	if id == "" {
 		id = earliestContext(tasks, agent)
 	}
-	if id == "" && !create && !th.fresh {
+	if id == "" && !create {
 		return "", nil, false
 	}
 	if id == "" {

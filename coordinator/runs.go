@@ -67,7 +67,7 @@ const portTimeout = 10 * time.Second
 // ErrTooManyThreads, ErrThreadExpired, ErrForbidden, ErrTooDeep, ErrShuttingDown) or a
 // *runs.BudgetExceededError.
 func (p *Runs) Start(ctx context.Context, in *agui.RunAgentInput, principal string, opts runs.StartOptions) (*runs.Started, error) {
-	r, err := p.e.StartRun(ctx, in, principal, MaxActive(opts.MaxActive), NewThread(opts.NewThread))
+	r, err := p.e.StartRun(ctx, in, principal, MaxActive(opts.MaxActive))
 	if err != nil {
 		return nil, portErr(err)
 	}

@@ -250,10 +250,6 @@ type thread struct {
 	// and the two maps this was cost every open run 0.6 KB (BENCHMARKS.md, "Per open
 	// streaming run: the delegation's stack and the thread's contexts").
 	contexts []agentContext
-	// fresh: the thread was new at the start that made this entry (NewThread), whose run
-	// is not over yet: no earlier run of it is stored, and a context is made without
-	// reading the store.
-	fresh bool
 }
 
 // agentContext is the context id of a thread's conversation with agent, and how many sends

@@ -21,9 +21,7 @@ import (
 // Engine is what the MCP surface needs of Baton's run engine.
 type Engine interface {
 	// Start begins a run of the model loop for in on behalf of principal. Errors wrap
-	// ErrBusy, ErrForbidden or ErrShuttingDown when they are one of those. A start without
-	// in.Resume is always on a thread the surface has just named (a call's new thread):
-	// the engine may take it as new, with nothing stored from before.
+	// ErrBusy, ErrForbidden or ErrShuttingDown when they are one of those.
 	Start(ctx context.Context, in *agui.RunAgentInput, principal string) (Run, error)
 	// Delegate begins a run whose single step is one call of the sub-agent tool agent (the
 	// engine's name for it) with the text of in's user message as its prompt, no model in

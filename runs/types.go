@@ -46,10 +46,6 @@ type StartOptions struct {
 	// MaxActive caps the runs active on this process, counted in the same step as the
 	// start (server.max_active_runs); 0: no cap.
 	MaxActive int
-	// NewThread says that the caller named the thread for this start and that nothing of
-	// it can be stored from before (an MCP tool call's thread): the engine then reads none
-	// of the thread's earlier runs (the A2A contexts of a first delegation).
-	NewThread bool
 }
 
 // Thread is a principal's thread as the port shows it.

@@ -117,9 +117,7 @@ type mcpEngine struct {
 
 func (m mcpEngine) Start(ctx context.Context, in *agui.RunAgentInput, principal string) (mcpserver.Run, error) {
 	// Admitted against server.max_active_runs in one step with every other start.
-	// A start without a resume is on a thread the surface has just named
-	// (mcpserver.Engine): the engine reads none of its past.
-	st, err := m.port.Start(ctx, in, principal, runs.StartOptions{MaxActive: m.maxActive, NewThread: len(in.Resume) == 0})
+	st, err := m.port.Start(ctx, in, principal, runs.StartOptions{MaxActive: m.maxActive})
 	var budget *runs.BudgetExceededError
 	switch {
 	case err == nil:
