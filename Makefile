@@ -183,7 +183,8 @@ build:
 
 # The demo: bin/coordinator on its embedded demo stack (the same as `go run ./cmd/coordinator`,
 # with the build's progress shown and its compile shared with make build and the tests).
-# Flags go in ARGS: make demo ARGS="--listen 127.0.0.1:9090".
+# Flags go in ARGS: make demo ARGS="--log-level debug"; the address in BATON_LISTEN:
+# BATON_LISTEN=127.0.0.1:9090 make demo.
 demo: build
 	./bin/coordinator $(ARGS)
 

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"html"
@@ -45,23 +44,15 @@ func NewSignIn(issuer, clientID string) (*SignIn, error) {
 	return &SignIn{issuer: issuer, clientID: clientID, origin: strings.ToLower(u.Scheme + "://" + u.Host)}, nil
 }
 
-// charsetMeta is where the page's sign-in element goes: right after the charset, before
-// any script.
+// charsetMeta is where the page's injected elements (sign-in, MCP) go: right after the
+// charset, before any script.
 var charsetMeta = []byte(`<meta charset="utf-8">` + "\n")
 
 // inject returns the page with the sign-in element.
 func (s *SignIn) inject(page []byte) []byte {
 	el := fmt.Sprintf(`<meta name="baton-oidc" data-issuer="%s" data-client-id="%s">`+"\n",
 		html.EscapeString(s.issuer), html.EscapeString(s.clientID))
-	i := bytes.Index(page, charsetMeta)
-	if i < 0 {
-		panic("web: index.html has no charset element")
-	}
-	i += len(charsetMeta)
-	out := make([]byte, 0, len(page)+len(el))
-	out = append(out, page[:i]...)
-	out = append(out, el...)
-	return append(out, page[i:]...)
+	return withHeadElement(page, el)
 }
 
 // policy is ContentSecurityPolicy with the issuer's origin allowed in connect-src.

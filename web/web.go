@@ -64,6 +64,25 @@ type Options struct {
 	// NewSignIn); nil: the page asks for nothing and sends the bearer token typed in its
 	// settings, if any.
 	SignIn *SignIn
+	// MCP says that Baton serves MCP at /mcp beside the page (mcp_server.enabled): the
+	// page's settings then show the configuration an MCP client needs to use it.
+	MCP bool
+}
+
+// mcpMeta tells the page where Baton serves MCP, relative to the page.
+const mcpMeta = `<meta name="baton-mcp" content="mcp">` + "\n"
+
+// withHeadElement returns page with el inserted after its charset element.
+func withHeadElement(page []byte, el string) []byte {
+	i := bytes.Index(page, charsetMeta)
+	if i < 0 {
+		panic("web: index.html has no charset element")
+	}
+	i += len(charsetMeta)
+	out := make([]byte, 0, len(page)+len(el))
+	out = append(out, page[:i]...)
+	out = append(out, el...)
+	return append(out, page[i:]...)
 }
 
 // maxSuggestions caps the example prompts the page shows.
@@ -100,17 +119,20 @@ func New(opts Options) http.Handler {
 		panic(err) // embedded files are always readable
 	}
 	csp := ContentSecurityPolicy
+	index := files["/index.html"]
 	if s := opts.SignIn; s != nil {
 		if s.origin == "" {
 			panic("web: a SignIn must come from NewSignIn")
 		}
-		index := files["/index.html"]
 		index.body = s.inject(index.body)
-		sum := sha256.Sum256(index.body)
-		index.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
-		files["/index.html"] = index
 		csp = s.policy()
 	}
+	if opts.MCP {
+		index.body = withHeadElement(index.body, mcpMeta)
+	}
+	sum := sha256.Sum256(index.body)
+	index.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
+	files["/index.html"] = index
 	files["/"] = files["/index.html"]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

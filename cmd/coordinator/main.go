@@ -671,7 +671,7 @@ func (a *app) serverConfig() server.Config {
 		AllowedOrigins: cfg.Server.AllowedOrigins,
 		ListenAddr:     cfg.Listen,
 		MaxActiveRuns:  cfg.Server.MaxActiveRuns,
-		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn}),
+		Page:           web.New(web.Options{Suggestions: func() []string { return suggestions(cfg, a.agents, a.registry) }, SignIn: a.pageSignIn, MCP: a.cfg.MCPServe.Enabled}),
 		ReadyChecks:    readyChecks(cfg, a.st, a.agents, a.registry, a.probe, a.fallbacks, a.log),
 		Draining:       a.draining.Load,
 		Metrics:        a.metrics.Handler(),

@@ -49,6 +49,7 @@ func TestREADMECommandCheckCanFail(t *testing.T) {
 		"docker compose -f deploy/no-such/compose.yml up",
 		"nginx -c \"$PWD/deploy/proxies/no-such.conf\"",
 		"curl -N http://127.0.0.1:8080/agui/no-such-route",
+		"bin/coordinator --listen 127.0.0.1:9090",
 		"BATON_NO_SUCH_VARIABLE=1 go run ./cmd/coordinator",
 		"(cd integration/peers && node no-such.mjs)",
 		"frobnicate --now",
@@ -65,6 +66,7 @@ func TestREADMECommandCheckCanFail(t *testing.T) {
 		`deploy/no-such/compose.yml`,
 		`deploy/proxies/no-such.conf`,
 		`route /agui/no-such-route`,
+		`flag "listen"`,
 		`BATON_NO_SUCH_VARIABLE`,
 		`no-such.mjs`,
 		`"frobnicate"`,
@@ -75,7 +77,7 @@ func TestREADMECommandCheckCanFail(t *testing.T) {
 		}
 		assert.True(t, found, "no problem mentions %s; problems: %q", want, problems)
 	}
-	assert.Len(t, problems, 13, "one problem per wrong command: %q", problems)
+	assert.Len(t, problems, 14, "one problem per wrong command: %q", problems)
 }
 
 // commandChecker holds what the checks compare against: the repository's files, read once.
@@ -108,6 +110,12 @@ func newCommandChecker(t *testing.T, root string) *commandChecker {
 		p := regexp.QuoteMeta(m[1])
 		p = regexp.MustCompile(`\\\{[^}]*\\\}`).ReplaceAllString(p, `[^/]+`)
 		c.routes = append(c.routes, regexp.MustCompile("^"+p+"$"))
+	}
+	// The MCP endpoint and its metadata, mounted under the constants that name them.
+	mcpSrc, err := os.ReadFile(filepath.Join(root, "server", "mcp.go"))
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile(`(?m)^\s*MCP\w*Path\s*=\s*"(/[^"]*)"`).FindAllStringSubmatch(string(mcpSrc), -1) {
+		c.routes = append(c.routes, regexp.MustCompile("^"+regexp.QuoteMeta(m[1])+"$"))
 	}
 	require.NotEmpty(t, c.routes, "the server's routes were found")
 	var corpus strings.Builder
@@ -156,6 +164,14 @@ func (c *commandChecker) checkMarkdown(md string) []string {
 			continue
 		}
 		cwd := c.root
+		// Shell functions the block defines: their bodies are checked, their calls are not.
+		funcs := map[string]bool{}
+		syntax.Walk(f, func(n syntax.Node) bool {
+			if fn, ok := n.(*syntax.FuncDecl); ok {
+				funcs[fn.Name.Value] = true
+			}
+			return true
+		})
 		syntax.Walk(f, func(n syntax.Node) bool {
 			switch n := n.(type) {
 			case *syntax.DeclClause: // export VAR=...
@@ -176,6 +192,9 @@ func (c *commandChecker) checkMarkdown(md string) []string {
 					args[j] = strings.ReplaceAll(wordText(w), "$PWD", c.root)
 				}
 				c.checked++
+				if funcs[args[0]] {
+					return true
+				}
 				var p []string
 				p, cwd = c.checkCommand(args, cwd)
 				problems = append(problems, p...)
@@ -284,8 +303,16 @@ func (c *commandChecker) checkCommand(args []string, cwd string) ([]string, stri
 				bad("curl %s: the coordinator has no route %s", a, u.Path)
 			}
 		}
-	case "grep", "cut", "sed":
-		// Text filters on the output of the command before them.
+	case "bin/coordinator", "bin/demo-agent", "bin/demo-mcp":
+		// What make build writes: the command of ./cmd/<name>, with its flags.
+		if !c.makeT["build"] {
+			bad("%s: the Makefile has no build target to write it", args[0])
+		}
+		problems = append(problems, c.checkGo(append([]string{"run", "./cmd/" + strings.TrimPrefix(args[0], "bin/")}, args[1:]...))...)
+	case "grep", "cut", "sed", "tr", "awk", "head", "echo":
+		// Text filters on the output of the command before them, and echo.
+	case "sleep", "kill":
+		// Waiting for the coordinator, and stopping the one the block started.
 	default:
 		bad("command %q: the README test has no check for it; add one", args[0])
 	}

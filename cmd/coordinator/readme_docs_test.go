@@ -19,7 +19,7 @@ var userDocs = []string{
 	"docs/auth.md", "docs/approvals.md", "docs/a2a-agent.md", "docs/browser.md",
 	"docs/docker.md", "docs/operations.md", "docs/layout.md", "docs/threads.md",
 	"docs/stores.md", "docs/proxies.md", "docs/testing.md", "docs/nesting.md",
-	"docs/spend.md", "docs/history.md",
+	"docs/spend.md", "docs/history.md", "docs/mcp-server.md",
 }
 
 // readDocs returns the text of every page of userDocs under root, one after another.

@@ -1637,7 +1637,26 @@ async function signInFirst() {
   }
 }
 
+// showMCPConfig adds to the settings the configuration that lets an MCP client (an IDE, a
+// desktop assistant) use this Baton over HTTP, when Baton serves MCP beside the page (it then
+// puts a baton-mcp element in the page, naming the path). The URL is resolved against the
+// page's own, so it holds behind a proxy that serves Baton under a path.
+function showMCPConfig() {
+  const meta = document.querySelector('meta[name="baton-mcp"]');
+  if (!meta) return;
+  const server = { type: "http", url: new URL(meta.content, location.href).href };
+  const panel = ui.token.closest(".panel");
+  const box = panel.appendChild(el("div", "mcp-client"));
+  box.id = "mcp-client";
+  box.appendChild(el("p", "", "Use Baton from an MCP client: add this to its mcpServers."));
+  box.appendChild(el("pre", "", JSON.stringify({ mcpServers: { baton: server } }, null, 2)));
+  box.appendChild(el("p", "hint", session
+    ? "The client signs in with the same provider as this page."
+    : 'If Baton asks for a bearer token, add "headers": {"Authorization": "Bearer <token>"}.'));
+}
+
 await signInFirst();
+showMCPConfig();
 {
   const id = threadFromURL();
   if (id) {
