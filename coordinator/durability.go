@@ -54,6 +54,8 @@ func (d *durability) init(r *Run) {
 // lease counted from sent (when the claim was sent).
 func (d *durability) own(epoch int64, sent time.Time) {
 	r := d.run
+	// The run's end (recordEnd, after the log is complete) stores the thread's messages.
+	r.elog.MessagesWithEnd()
 	r.own = d.fence.Own(epoch, sent, r.e.quit)
 }
 

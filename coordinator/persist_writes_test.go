@@ -37,6 +37,20 @@ func (s *endWrites) EndRunStep(ctx context.Context, threadID, runID string, epoc
 	return s.Store.EndRunStep(ctx, threadID, runID, epoch, state, step)
 }
 
+func (s *endWrites) EndRunMessages(ctx context.Context, threadID, runID string, epoch int64, state string, step *store.Step, msgs []store.Message) error {
+	kind := "EndRunMessages"
+	if step != nil {
+		kind += " with step"
+	}
+	s.add(kind)
+	return s.Store.EndRunMessages(ctx, threadID, runID, epoch, state, step, msgs)
+}
+
+func (s *endWrites) SaveMessages(ctx context.Context, threadID string, msgs []store.Message) error {
+	s.add("SaveMessages")
+	return s.Store.SaveMessages(ctx, threadID, msgs)
+}
+
 func (s *endWrites) RecordStep(ctx context.Context, st *store.Step) error {
 	s.add("RecordStep " + st.Kind)
 	return s.Store.RecordStep(ctx, st)
@@ -48,9 +62,10 @@ func (s *endWrites) SaveRunLog(ctx context.Context, threadID, runID string, epoc
 }
 
 // TestRunStartEndOneWrite: a run's start is one write of the store with its run_start
-// step (StartRun), its end one write with its run_end step (EndRunStep), both under the
-// run's epoch; and the checkpoint of a turn whose calls go out is written with the turn's
-// events (SaveRunLog).
+// step (StartRun), its end one write with its run_end step and the messages the run added
+// to its thread (EndRunMessages: no SaveMessages of their own), both under the run's
+// epoch; and the checkpoint of a turn whose calls go out is written with the turn's events
+// (SaveRunLog).
 func TestRunStartEndOneWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,7 +83,10 @@ func TestRunStartEndOneWrite(t *testing.T) {
 	st.mu.Lock()
 	counts := st.counts
 	st.mu.Unlock()
-	assert.Equal(t, 1, counts["EndRunStep"], "%v", counts)
+	assert.Equal(t, 1, counts["EndRunMessages with step"], "%v", counts)
+	assert.Zero(t, counts["EndRunMessages"], "%v", counts)
+	assert.Zero(t, counts["EndRunStep"], "%v", counts)
+	assert.Zero(t, counts["SaveMessages"], "the run's messages go with its end: %v", counts)
 	assert.Zero(t, counts["EndRun"], "%v", counts)
 	assert.Zero(t, counts["RecordStep "+store.StepRunEnd], "%v", counts)
 	assert.GreaterOrEqual(t, counts["SaveRunLog"], 1, "the turn's checkpoint goes with its events: %v", counts)
@@ -85,4 +103,11 @@ func TestRunStartEndOneWrite(t *testing.T) {
 	assert.Equal(t, string(OutcomeCompleted), last.Outcome)
 	assert.Equal(t, run.Epoch, last.Epoch)
 	assert.Equal(t, in.RunID, last.RunID)
+
+	msgs, err := mem.LoadMessages(ctx, in.ThreadID)
+	require.NoError(t, err)
+	require.NotEmpty(t, msgs)
+	var answer agui.Message
+	require.NoError(t, json.Unmarshal(msgs[len(msgs)-1].Data, &answer))
+	assert.Equal(t, agui.RoleAssistant, answer.Role, "the run's answer is stored with its end: %s", msgs[len(msgs)-1].Data)
 }

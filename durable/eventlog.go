@@ -94,6 +94,10 @@ type EventLog struct {
 	// nothing more of it is recorded, and the writer stops once it has stored what was
 	// pending.
 	frozen bool
+	// withEnd: the thread's messages are left to the write of the run's end (MessagesWithEnd);
+	// forEnd: the log completed and left them there (endMessages takes them); endGone: the
+	// run's end was written before the log completed, so the writer stores them itself.
+	withEnd, forEnd, endGone bool
 }
 
 // maxPendingEvents bounds the events waiting for the store per run, and maxPendingBytes
@@ -309,9 +313,13 @@ func (l *EventLog) retireWriter() bool {
 	case l.ended || l.runDone:
 		l.finished, l.writing = true, false
 		l.signal()
+		save := !l.withEnd || l.endGone
+		l.forEnd = !save
 		l.mu.Unlock()
 		l.saveMu.Unlock()
-		l.saveMessages()
+		if save {
+			l.saveMessages()
+		}
 		close(l.done)
 		return true
 	default:
@@ -531,6 +539,33 @@ func (l *EventLog) State() (settled int64, over bool, changed <-chan struct{}) {
 		l.changed = make(chan struct{})
 	}
 	return l.settled, l.finished, l.changed
+}
+
+// MessagesWithEnd leaves the messages the run adds to its thread to the write of the run's
+// end (Records.End stores them with it: one write fewer per run), where the log would
+// store them in a write of their own once complete. The owner that calls it records the
+// run's end once the log is complete (WaitEnded); a run whose end is recorded before (it
+// could not emit its terminal event) has its messages stored by the writer, as without
+// it. It is called before the run emits anything.
+func (l *EventLog) MessagesWithEnd() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.withEnd = true
+}
+
+// endMessages returns the messages the run's end is to store (MessagesWithEnd): those of
+// a log that completed and left them there, once; none otherwise, and then the writer
+// stores them itself when the log completes (or, frozen, leaves them to the run's new
+// owner).
+func (l *EventLog) endMessages() []store.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.forEnd {
+		l.endGone = true
+		return nil
+	}
+	l.forEnd = false
+	return withIDs(l.msgs.build())
 }
 
 func (l *EventLog) saveMessages() {

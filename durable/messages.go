@@ -3,6 +3,7 @@ package durable
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/agui"
@@ -203,4 +204,22 @@ func incompleteTail(s string) int {
 		}
 	}
 	return 0
+}
+
+// logMessages are the messages a run's stored events add to its thread, as its log builds
+// them while it runs (events that cannot be decoded are skipped; withIDs).
+func logMessages(evs []store.Event) []store.Message {
+	var b messageBuilder
+	for _, e := range evs {
+		if ev, err := agui.DecodeEvent(e.Data); err == nil {
+			b.add(ev)
+		}
+	}
+	return withIDs(b.build())
+}
+
+// withIDs leaves out of msgs a message without an id, which the store would refuse with
+// the others.
+func withIDs(msgs []store.Message) []store.Message {
+	return slices.DeleteFunc(msgs, func(m store.Message) bool { return m.ID == "" })
 }

@@ -22,6 +22,7 @@ type RecordStore interface {
 	StartRunReport(ctx context.Context, rs store.RunStart) (store.Started, error)
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
 	EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *store.Step) error
+	EndRunMessages(ctx context.Context, threadID, runID string, epoch int64, state string, step *store.Step, msgs []store.Message) error
 	GetRun(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
 	RequestStop(ctx context.Context, threadID, runID string) (*store.RunRecord, error)
 	GetThread(ctx context.Context, threadID string) (*store.Thread, error)
@@ -338,15 +339,19 @@ func (rs *Records) Start(ctx context.Context, in *agui.RunAgentInput, principal 
 }
 
 // End records the end of run (its log l, its journal reference ref) in the store as
-// state, under the run's epoch, with its run_end step
-// in the journal (one write: EndRunStep). A store that does not take it (an outage) is
-// asked again until it does (at most MaxStoreRetry): a run left "running" in the store
-// would be taken over by another replica and come back to life. The step goes with the
-// first attempt only: it is an audit record, and a later attempt after a write whose
-// outcome was lost must not record it twice. A fenced refusal means another replica owns
-// the run: it records the end, not this one.
+// state, under the run's epoch, with its run_end step in the journal and, when the log
+// left them to the end (EventLog.MessagesWithEnd), the messages the run added to its
+// thread: one write (EndRunMessages; EndRunStep when there are none). A store that does
+// not take it (an outage) is asked again until it does (at most MaxStoreRetry): a run left
+// "running" in the store would be taken over by another replica and come back to life.
+// The step goes with the first attempt only: it is an audit record, and a later attempt
+// after a write whose outcome was lost must not record it twice. The messages go with
+// every attempt (a message saved twice is stored once, by its id). A fenced refusal means
+// another replica owns the run: it records the end (and the messages, from the log it
+// restores), not this one.
 func (rs *Records) End(l *EventLog, ref RunRef, state string, log *slog.Logger) {
 	step := rs.journal.Entry(ref, store.StepRunEnd, "", "", store.StepEnd{Outcome: state})
+	msgs := l.endMessages()
 	var failing time.Time
 	pause := StoreRetry
 	for {
@@ -354,12 +359,15 @@ func (rs *Records) End(l *EventLog, ref RunRef, state string, log *slog.Logger) 
 		// the store's write timeout.
 		ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
 		var err error
-		if step != nil {
+		switch {
+		case len(msgs) > 0:
+			err = rs.store.EndRunMessages(ctx, ref.ThreadID, ref.RunID, l.Epoch(), state, step, msgs)
+		case step != nil:
 			err = rs.store.EndRunStep(ctx, ref.ThreadID, ref.RunID, l.Epoch(), state, step)
-			step = nil
-		} else {
+		default:
 			err = rs.store.EndRun(ctx, ref.ThreadID, ref.RunID, l.Epoch(), state)
 		}
+		step = nil
 		cancel()
 		switch {
 		case err == nil:

@@ -20,6 +20,7 @@ type TakeoverStore interface {
 	TakeOverRuns(ctx context.Context, replica string, lease time.Duration, limit int, anyLease bool) ([]store.RunRecord, error)
 	TakeOverReleasedRuns(ctx context.Context, replica string, lease time.Duration, limit int) ([]store.RunRecord, error)
 	EndRun(ctx context.Context, threadID, runID string, epoch int64, state string) error
+	EndRunMessages(ctx context.Context, threadID, runID string, epoch int64, state string, step *store.Step, msgs []store.Message) error
 	AppendEvents(ctx context.Context, threadID, runID string, epoch int64, evs []store.Event) error
 }
 
@@ -225,8 +226,10 @@ func (t *Takeover) adopt(ctx context.Context, c Claim) {
 		return
 	}
 	if state := TerminalState(evs); state != "" {
-		// The run had ended; only its record was not updated.
-		if err := t.cfg.Store.EndRun(ctx, rec.ThreadID, rec.RunID, rec.Epoch, state); err != nil {
+		// The run had ended; only its record was not updated. The messages it added to its
+		// thread go with the record's end: its owner stores them with the end
+		// (EventLog.MessagesWithEnd), which it did not get to write (or was fenced from).
+		if err := t.cfg.Store.EndRunMessages(ctx, rec.ThreadID, rec.RunID, rec.Epoch, state, nil, logMessages(evs)); err != nil {
 			log.Warn("store: end a finished run taken over", "err", err)
 			if !errors.Is(err, store.ErrFenced) {
 				t.later(c)

@@ -108,7 +108,7 @@ func (m *memory) startLocked(rs RunStart) (int64, error) {
 	if rs.Work != nil {
 		r.r.Work = slices.Clone(rs.Work)
 	}
-	m.saveMessagesLocked(th, rs.Messages)
+	saveMessagesLocked(th, rs.Messages)
 	if st := rs.Step; st != nil {
 		st.ThreadID, st.RunID, st.Epoch = rs.ThreadID, rs.RunID, r.r.Epoch
 		m.recordLocked(st)

@@ -105,6 +105,32 @@ func (m *memRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch 
 	return nil
 }
 
+func (m *memRuns) EndRunMessages(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step, msgs []Message) error {
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	if err := checkMessages(msgs); err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, err := m.owned(threadID, runID, epoch)
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	r.r.State, r.r.UpdatedAt = state, time.Now().UTC()
+	if step != nil {
+		step.ThreadID, step.RunID, step.Epoch = threadID, runID, epoch
+		m.recordLocked(step)
+	}
+	if len(msgs) > 0 {
+		saveMessagesLocked(m.ensure(threadID), msgs)
+	}
+	return nil
+}
+
 func (m *memRuns) HeartbeatRuns(ctx context.Context, replica string, lease time.Duration) ([]RunRef, error) {
 	if err := m.begin(ctx); err != nil {
 		return nil, err

@@ -256,12 +256,12 @@ func (m *memThreads) SaveMessages(ctx context.Context, threadID string, msgs []M
 		return err
 	}
 	defer m.mu.Unlock()
-	m.saveMessagesLocked(m.ensure(threadID), msgs)
+	saveMessagesLocked(m.ensure(threadID), msgs)
 	return nil
 }
 
-// saveMessagesLocked is SaveMessages with m.mu held and msgs checked.
-func (m *memThreads) saveMessagesLocked(th *memThread, msgs []Message) {
+// saveMessagesLocked is SaveMessages to th with the store's lock held and msgs checked.
+func saveMessagesLocked(th *memThread, msgs []Message) {
 	for _, msg := range msgs {
 		msg.Data = slices.Clone(msg.Data)
 		if i := th.msgAt(msg.ID); i >= 0 {

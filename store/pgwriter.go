@@ -335,6 +335,73 @@ func (w *pgWriter) endRunStep(ctx context.Context, threadID, runID string, epoch
 	return seq, nil
 }
 
+// endBatch is what endRunMessages writes: the run's end under its epoch, its step's
+// columns (nil: none) and the messages it added to its thread (distinct ids).
+type endBatch struct {
+	threadID, runID string
+	epoch           int64
+	state           string
+	stepArgs        []any
+	msgs            []Message
+}
+
+// insertMessagesGuarded is insertMessages ($1 the thread, $2 the ids, $3 the documents)
+// for the run $4 under epoch $5: it inserts nothing unless the run has that epoch. In the
+// batch of endRunMessages the end's UPDATE of the run's row comes first and holds the
+// row's lock, so the row has the epoch here exactly when the end changed it.
+const insertMessagesGuarded = `INSERT INTO messages (thread_id, message_id, pos, data)
+	SELECT $1, m.id, (SELECT COALESCE(MAX(pos), 0) FROM messages WHERE thread_id = $1) + m.n, m.data
+	FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS m(id, data, n)
+	WHERE EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND run_id = $4::TEXT AND epoch = $5::BIGINT)
+	ON CONFLICT (thread_id, message_id) DO UPDATE SET data = excluded.data`
+
+// endRunMessages is sqlStore.EndRunMessages in one round trip: the thread's lock (taken
+// first, as every transaction of the thread takes it), the run's end, its step's insert
+// (recordStepPGSQL, guarded by the same epoch) and the messages' insert (guarded by the
+// epoch too) and trim, in one pipelined batch, one implicit transaction. It returns the
+// step's number; errNoRun when the end changed no row (nothing is stored: the step's and
+// the messages' guards fail as the end's did); errStepLater when the run was ended and its
+// messages saved but the step's number was taken by a concurrent step of the thread (the
+// caller records it on its own).
+func (w *pgWriter) endRunMessages(ctx context.Context, e endBatch) (int64, error) {
+	b := &pgx.Batch{}
+	var ended, seq int64
+	inserted := false
+	b.Queue(w.d.lockThread, e.threadID)
+	b.Queue(endRunSQL, e.threadID, e.runID, e.state, time.Now().UnixNano(), e.epoch).Exec(func(tag pgconn.CommandTag) error {
+		ended = tag.RowsAffected()
+		return nil
+	})
+	if e.stepArgs != nil {
+		b.Queue(recordStepPGSQL(e.epoch != 0), e.stepArgs...).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&seq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			inserted = err == nil
+			return err
+		})
+	}
+	if len(e.msgs) > 0 {
+		ids, data := make([]string, len(e.msgs)), make([]string, len(e.msgs))
+		for i, m := range e.msgs {
+			ids[i], data[i] = m.ID, string(m.Data)
+		}
+		b.Queue(insertMessagesGuarded, e.threadID, ids, data, e.runID, e.epoch)
+		b.Queue(trimMessagesPG, e.threadID, MaxMessagesPerThread)
+	}
+	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	switch {
+	case ended == 0:
+		return 0, errNoRun
+	case e.stepArgs != nil && !inserted:
+		return 0, errStepLater
+	}
+	return seq, nil
+}
+
 // isEventsConflict reports an append refused because an event of it is stored already.
 func isEventsConflict(err error) bool {
 	var pe *pgconn.PgError

@@ -61,7 +61,7 @@ func openCountedPostgres(t *testing.T) *sqlStore {
 // TestPostgresRoundTrips counts the round trips of each write of a run's life on
 // PostgreSQL: the start (a capped owner's new thread, with its input message) is two, every
 // other write one (events and the work document together too: SaveRunLog; a run's end
-// and its step: EndRunStep). Each operation runs once on another thread first, so that
+// and its step: EndRunStep; with the thread's messages too: EndRunMessages). Each operation runs once on another thread first, so that
 // the connections have prepared its statements.
 func TestPostgresRoundTrips(t *testing.T) {
 	s := openCountedPostgres(t)
@@ -93,12 +93,14 @@ func TestPostgresRoundTrips(t *testing.T) {
 		count("EndRun")
 		require.NoError(t, s.EndRunStep(ctx, thread, "r", epoch, "success", &Step{Kind: StepRunEnd, Outcome: "success", Replica: "a"}))
 		count("EndRunStep")
+		require.NoError(t, s.EndRunMessages(ctx, thread, "r", epoch, "success", &Step{Kind: StepRunEnd, Outcome: "success", Replica: "a"}, msg("b")))
+		count("EndRunMessages")
 	}
 	for range 3 { // the pool's connections prepare the statements
 		life(context.Background(), "warm-"+time.Now().Format("150405.000000000"), func(string) {})
 	}
 	want := map[string]int64{"StartRun": 2, "AppendEvents": 1, "RecordStep": 1, "EndStep": 1, "SaveRunWork": 1,
-		"SaveRunLog": 1, "SaveMessages": 1, "EndRunStep": 1, "EndRun": 1}
+		"SaveRunLog": 1, "SaveMessages": 1, "EndRunStep": 1, "EndRun": 1, "EndRunMessages": 1}
 	ctx, c := counted(context.Background())
 	got := map[string]int64{}
 	var last int64

@@ -129,6 +129,12 @@ type Runs interface {
 	// under epoch (as RecordStep does; its ThreadID, RunID, Epoch, Seq and At are set) in
 	// the same write: both or neither. A run's end is one write where it was two.
 	EndRunStep(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step) error
+	// EndRunMessages is EndRunStep (EndRun when step is nil) with msgs, the messages the
+	// run added to its thread, saved as SaveMessages saves them, in the same write under
+	// the same guard: both or neither, and a stale epoch (ErrFenced) stores no message. A
+	// run's end is one write where it was two. Messages SaveMessages refuses (no id, not
+	// JSON) are refused before anything is written.
+	EndRunMessages(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step, msgs []Message) error
 	// HeartbeatRuns extends the lease of every running run owned by replica and returns
 	// them (with their epoch): a run of this replica that is not among them was taken over
 	// or ended elsewhere.

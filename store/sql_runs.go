@@ -270,6 +270,67 @@ func (s sqlRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch i
 	return nil
 }
 
+// EndRunMessages ends the run, records its step (when there is one) and saves the
+// messages it added to its thread in one transaction, the messages guarded by the end's
+// epoch: on SQLite one job of the group writer, on PostgreSQL one pipelined batch
+// (pgWriter.endRunMessages).
+func (s sqlRuns) EndRunMessages(ctx context.Context, threadID, runID string, epoch int64, state string, step *Step, msgs []Message) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if state == "" || state == RunRunning {
+		return fmt.Errorf("store: end run %q: state %q is not an end state", runID, state)
+	}
+	if err := checkMessages(msgs); err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	var args []any
+	if step != nil {
+		// The step is the run's, under its epoch: its guard is the end's, both or neither.
+		step.ThreadID, step.RunID, step.Epoch = threadID, runID, epoch
+		args = stepArgs(step)
+	}
+	var seq int64
+	var err error
+	if s.pg != nil && distinctIDs(msgs) {
+		seq, err = s.pg.endRunMessages(ctx, endBatch{threadID: threadID, runID: runID, epoch: epoch, state: state,
+			stepArgs: args, msgs: msgs})
+		err = unavailable(err)
+		s.health.note(err)
+		if errors.Is(err, errStepLater) {
+			// The run is ended and its messages saved; its step lost a race for its number
+			// with another step of the thread: it is recorded on its own, as RecordStep does.
+			seq, err = sqlJournal{s.sqlConn, s.d}.recordStepPG(ctx, args, step.Epoch != 0)
+		}
+	} else {
+		err = s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
+			res, err := s.txExec(ctx, tx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return errNoRun
+			}
+			if args != nil {
+				if seq, err = (sqlJournal{s.sqlConn, s.d}).recordTx(ctx, tx, args); err != nil {
+					return err
+				}
+			}
+			return s.threads.saveMessages(ctx, tx, threadID, msgs)
+		})
+	}
+	if errors.Is(err, errNoRun) {
+		err = s.refusal(ctx, s.d, threadID, runID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: end run %q of thread %q: %w", runID, threadID, err)
+	}
+	if step != nil {
+		step.Seq = seq
+	}
+	return nil
+}
+
 // errNoRun is an end of a run that changed no row (refusal says why); errStepLater an end
 // whose step is to be recorded on its own.
 var (
