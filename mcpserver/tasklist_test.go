@@ -138,7 +138,14 @@ func TestTaskListReadsOneLogPerListedTask(t *testing.T) {
 	}
 	e.mu.Lock()
 	lookups, logs, paged := e.lookups, e.listedLogs, e.paged
+	runs := make([]*fakeRun, len(e.starts))
+	for i, st := range e.starts {
+		runs[i] = st.run
+	}
 	e.mu.Unlock()
+	for _, r := range runs {
+		<-r.done // each run has logged its end
+	}
 	page, err := mcp.CallCustomMethod[*taskListParams, *taskListResult](context.Background(), alice, "tasks/list", &taskListParams{})
 	require.NoError(t, err)
 	require.Len(t, page.Tasks, taskPageSize)
