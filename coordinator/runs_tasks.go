@@ -111,6 +111,21 @@ func (p *Runs) Log(ctx context.Context, principal, threadID, runID string, after
 	return events(evs), nil
 }
 
+// LatestLog returns a page of the stored events of the latest run of th after position
+// after. th must be a thread the port returned for the caller's principal (Thread,
+// ThreadsPage): unlike Log, it is not looked up again, so that a listed thread costs its
+// log's read alone. A thread without a run has no events.
+func (p *Runs) LatestLog(ctx context.Context, th *runs.Thread, after int64) ([]runs.Event, error) {
+	if th.LastRunID == "" {
+		return nil, nil
+	}
+	evs, err := p.e.cfg.Store.Events(ctx, th.ID, th.LastRunID, after, store.MaxEventsRead)
+	if err != nil {
+		return nil, unavailable("read events", err)
+	}
+	return events(evs), nil
+}
+
 // RunState tells whether run runID of principal's thread threadID goes on (running here,
 // elsewhere, or about to be taken over) or has ended; runs.ErrRunNotFound when the store
 // has no such run of principal's.

@@ -97,8 +97,9 @@ type fakeEngine struct {
 	owners  map[string]string
 	started chan started
 	stopped chan string
-	// paged counts the threads ThreadsPage returned (taskEngine).
-	paged int
+	// paged counts the threads ThreadsPage returned (taskEngine); lookups the threads
+	// Thread and RunLog looked up, listedLogs the logs ListedLog read.
+	paged, lookups, listedLogs int
 }
 
 func newFakeEngine() *fakeEngine {

@@ -126,6 +126,39 @@ func TestTaskListPagesEveryTaskOnce(t *testing.T) {
 	}
 }
 
+// A listed task costs one read of the engine, its run's log (ListedLog, given the thread
+// the page read): no thread is looked up again (Thread, RunLog), and a page of threads is
+// read once.
+func TestTaskListReadsOneLogPerListedTask(t *testing.T) {
+	t.Parallel()
+	e, url := taskServer(t)
+	alice := taskClient(t, url, "alice")
+	for range taskPageSize + 3 {
+		startTask(t, alice, "research", "complete it")
+	}
+	e.mu.Lock()
+	lookups, logs, paged := e.lookups, e.listedLogs, e.paged
+	runs := make([]*fakeRun, len(e.starts))
+	for i, st := range e.starts {
+		runs[i] = st.run
+	}
+	e.mu.Unlock()
+	for _, r := range runs {
+		<-r.done // each run has logged its end
+	}
+	page, err := mcp.CallCustomMethod[*taskListParams, *taskListResult](context.Background(), alice, "tasks/list", &taskListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Tasks, taskPageSize)
+	for _, tk := range page.Tasks {
+		assert.Equal(t, "completed", tk.Status, "the status read from the run's log")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	assert.Equal(t, 0, e.lookups-lookups, "threads looked up again")
+	assert.Equal(t, taskPageSize, e.listedLogs-logs, "logs read: one a listed task")
+	assert.Equal(t, listBatch, e.paged-paged, "threads paged: one batch")
+}
+
 // Threads that are not tasks of this server (here: of a tool it no longer serves) are
 // examined and left out, at most maxListExamined a request: a page of none of them ends
 // early with a cursor, and paging on reaches the tasks after them, each once.

@@ -38,6 +38,9 @@ const taskPollInterval = 500
 type TaskEngine interface {
 	// RunLog returns the latest run of principal's thread and its logged events.
 	RunLog(ctx context.Context, threadID, principal string) (*RunLog, error)
+	// ListedLog is RunLog of th, a thread of principal's that ThreadsPage returned with
+	// a run (LastRunID set): th is not looked up again, only its run's log is read.
+	ListedLog(ctx context.Context, th ThreadInfo, principal string) (*RunLog, error)
 	// Thread returns principal's thread threadID.
 	Thread(ctx context.Context, threadID, principal string) (ThreadInfo, error)
 	// ThreadsPage returns principal's threads whose id starts with prefix (the id up to
@@ -50,10 +53,15 @@ type TaskEngine interface {
 	AwaitRun(ctx context.Context, threadID, runID, principal string) error
 }
 
-// ThreadInfo is a thread as the tasks extension lists it.
+// ThreadInfo is a thread as the tasks extension lists it: its id and creation time (the
+// list's order and cursor) and, as ThreadsPage returns it, its latest run (LastRunID, ""
+// when it has none; LastRunAt, when that run started) and when it last changed.
 type ThreadInfo struct {
 	ID        string
 	CreatedAt time.Time
+	LastRunID string
+	LastRunAt time.Time
+	UpdatedAt time.Time
 }
 
 // RunLog is the latest run of a thread as its event log has it.
@@ -622,9 +630,13 @@ func (s *Server) listedTask(ctx context.Context, th ThreadInfo, who string, now 
 	if tag == "" || !known {
 		return task{}, false, nil
 	}
-	log, err := s.tasks.RunLog(ctx, th.ID, who)
+	if th.LastRunID == "" {
+		return task{}, false, nil // not run yet
+	}
+	// The page read th's record: only its run's log is read (one read a listed task).
+	log, err := s.tasks.ListedLog(ctx, th, who)
 	if errors.Is(err, ErrNotFound) {
-		return task{}, false, nil // deleted since, or not run yet
+		return task{}, false, nil // deleted since
 	}
 	if err != nil {
 		return task{}, false, err

@@ -33,6 +33,7 @@ func newTaskEngine() taskEngine {
 func (e taskEngine) Thread(_ context.Context, threadID, who string) (ThreadInfo, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.lookups++
 	for i, st := range e.starts {
 		if st.in.ThreadID == threadID && st.who == who {
 			return ThreadInfo{ID: threadID, CreatedAt: time.UnixMilli(int64(i))}, nil
@@ -46,8 +47,12 @@ func (e taskEngine) ThreadsPage(_ context.Context, who, prefix string, before *T
 	defer e.mu.Unlock()
 	var out []ThreadInfo
 	seen := map[string]bool{}
+	latest := map[string]string{} // a thread's latest run, as the store's record has it
+	for _, st := range e.starts {
+		latest[st.in.ThreadID] = st.in.RunID
+	}
 	for i, st := range e.starts {
-		th := ThreadInfo{ID: st.in.ThreadID, CreatedAt: time.UnixMilli(int64(i))}
+		th := ThreadInfo{ID: st.in.ThreadID, CreatedAt: time.UnixMilli(int64(i)), LastRunID: latest[st.in.ThreadID]}
 		if st.who == who && !seen[th.ID] && strings.HasPrefix(th.ID, prefix) && (before == nil || newer(*before, th)) {
 			out = append(out, th)
 		}
@@ -93,10 +98,25 @@ func (e taskEngine) AwaitRun(ctx context.Context, threadID, runID, who string) e
 func (e taskEngine) RunLog(_ context.Context, threadID, who string) (*RunLog, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.lookups++
+	return e.latestLog(threadID, who, "")
+}
+
+// ListedLog reads th's run as the store's record has it: the run ThreadsPage saw.
+func (e taskEngine) ListedLog(_ context.Context, th ThreadInfo, who string) (*RunLog, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.listedLogs++
+	return e.latestLog(th.ID, who, th.LastRunID)
+}
+
+// latestLog is the log of run runID (its latest when "") of who's thread threadID; the
+// caller holds e.mu.
+func (e taskEngine) latestLog(threadID, who, runID string) (*RunLog, error) {
 	var last *started
 	for i := range e.starts {
-		if e.starts[i].in.ThreadID == threadID {
-			last = &e.starts[i]
+		if st := &e.starts[i]; st.in.ThreadID == threadID && (runID == "" || st.in.RunID == runID) {
+			last = st
 		}
 	}
 	if last == nil || last.who != who {

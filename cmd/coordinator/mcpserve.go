@@ -180,10 +180,27 @@ func (m mcpEngine) RunLog(ctx context.Context, threadID, principal string) (*mcp
 	case th.LastRunID == "":
 		return nil, fmt.Errorf("%w: the thread has no run", mcpserver.ErrNotFound)
 	}
+	return m.latestLog(ctx, th)
+}
+
+// ListedLog reads the log of the latest run of th, a thread ThreadsPage returned for
+// principal, without looking th up again: tasks/list reads one page of threads, then one
+// log a listed task.
+func (m mcpEngine) ListedLog(ctx context.Context, th mcpserver.ThreadInfo, principal string) (*mcpserver.RunLog, error) {
+	if th.LastRunID == "" {
+		return nil, fmt.Errorf("%w: the thread has no run", mcpserver.ErrNotFound)
+	}
+	return m.latestLog(ctx, &runs.Thread{ID: th.ID, CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt,
+		LastRunID: th.LastRunID, LastRunAt: th.LastRunAt})
+}
+
+// latestLog reads the events of th's latest run, a page of the store at a time, up to
+// maxRunLogEvents; th was read (and its owner checked) by the caller.
+func (m mcpEngine) latestLog(ctx context.Context, th *runs.Thread) (*mcpserver.RunLog, error) {
 	out := &mcpserver.RunLog{RunID: th.LastRunID, Started: th.LastRunAt, Updated: th.UpdatedAt}
 	var after int64
 	for len(out.Events) < maxRunLogEvents {
-		page, err := m.port.Log(ctx, principal, threadID, th.LastRunID, after)
+		page, err := m.port.LatestLog(ctx, th, after)
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +240,8 @@ func (m mcpEngine) ThreadsPage(ctx context.Context, principal, prefix string, be
 	}
 	out := make([]mcpserver.ThreadInfo, len(list))
 	for i, th := range list {
-		out[i] = mcpserver.ThreadInfo{ID: th.ID, CreatedAt: th.CreatedAt}
+		out[i] = mcpserver.ThreadInfo{ID: th.ID, CreatedAt: th.CreatedAt, LastRunID: th.LastRunID,
+			LastRunAt: th.LastRunAt, UpdatedAt: th.UpdatedAt}
 	}
 	return out, nil
 }

@@ -30,6 +30,7 @@ type benchListResult struct {
 	mcp.ResultBase
 	Tasks []struct {
 		TaskID string `json:"taskId"`
+		Status string `json:"status"`
 	} `json:"tasks"`
 	NextCursor string `json:"nextCursor"`
 }
@@ -83,15 +84,22 @@ func BenchmarkTasksListPage(b *testing.B) {
 
 // benchTaskServer fills the store behind dsn with n tasks of the coordinator tool for alice
 // and n for bob, and returns a client session of alice's on Baton's MCP surface over it.
-func benchTaskServer(b *testing.B, dsn string, n int) *mcp.ClientSession {
+func benchTaskServer(b testing.TB, dsn string, n int) *mcp.ClientSession {
 	b.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, dsn)
+	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
 	fillTasks(b, dsn, n)
+	return taskServerOver(b, st, n)
+}
+
+// taskServerOver returns a client session of alice's on Baton's MCP surface over an engine
+// on st, which holds n tasks of alice's.
+func taskServerOver(b testing.TB, st store.Store, n int) *mcp.ClientSession {
+	b.Helper()
+	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	engine, err := coordinator.New(coordinator.Config{Model: waitingModel{}, Store: st, Logger: log})
 	if err != nil {
@@ -133,7 +141,7 @@ func benchTaskServer(b *testing.B, dsn string, n int) *mcp.ClientSession {
 // fillTasks inserts n finished tasks of the tool "ask" for alice and n for bob straight into
 // the database behind dsn: each a thread (created a millisecond apart) whose run r1 logged
 // RUN_STARTED and RUN_FINISHED.
-func fillTasks(b *testing.B, dsn string, n int) {
+func fillTasks(b testing.TB, dsn string, n int) {
 	b.Helper()
 	driver, source, series := "sqlite", strings.TrimPrefix(dsn, "sqlite:"),
 		`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d) SELECT i FROM s`
