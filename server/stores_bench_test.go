@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,6 +87,7 @@ func storesEngine(tb testing.TB, st store.Store, url string) (baseURL string, st
 // Everything (clients, agent, Baton) is in this process, so the CPU figure includes the
 // clients and the agent; they are the same for each store, which makes the ratios the point.
 // BATON_BENCH_STORES (e.g. "postgres") keeps only the stores it names, for a CPU profile.
+// BATON_BENCH_PG_POOL sets the PostgreSQL pool's size (pgx's pool_max_conns).
 // PostgreSQL is the throwaway server of pgtest (or BATON_TEST_POSTGRES_URL); without one it
 // is left out with a printed reason (and fails when CI is set).
 //
@@ -105,7 +107,7 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 	defer sq.Close()
 	stores = append(stores, &benchStore{name: "sqlite", st: sq})
 	if _, err := pgtest.Start(); err == nil || os.Getenv("CI") != "" {
-		pg, err := store.Open(ctx, pgtest.DSN(b))
+		pg, err := store.Open(ctx, benchPoolDSN(b, pgtest.DSN(b)))
 		require.NoError(b, err)
 		defer pg.Close()
 		stores = append(stores, &benchStore{name: "postgres", st: pg})
@@ -283,6 +285,22 @@ func BenchmarkStoresInterleaved(b *testing.B) {
 			b.Errorf("%s: %d ramp runs did not reach the agent", s.name, s.failed)
 		}
 	}
+}
+
+// benchPoolDSN returns dsn with pgx's pool_max_conns set from BATON_BENCH_PG_POOL, if set:
+// the pool's default (4 connections on 2 cores) is what a run's start queues for under a
+// ramp, and this knob measures what a larger pool changes.
+func benchPoolDSN(tb testing.TB, dsn string) string {
+	n := envInt("BATON_BENCH_PG_POOL", 0)
+	if n == 0 {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	require.NoError(tb, err)
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // ms is d in milliseconds.
