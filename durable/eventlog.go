@@ -59,9 +59,6 @@ type EventLog struct {
 	// stored is the highest seq the store has taken (or that was given up): Flush waits
 	// for it.
 	stored int64
-	// appended: a write of this log has stored events; until then the next write holds
-	// the run's first event here (store.WithFirstEvent). Guarded by saveMu.
-	appended bool
 
 	mu      sync.Mutex
 	seq     int64
@@ -395,11 +392,6 @@ func (l *EventLog) write(batch []store.Event, doc json.RawMessage) error {
 		// The writer stores on behalf of the whole run, not of one caller: a cancelled run's
 		// last events must still reach the store, so only the write's own timeout bounds it.
 		ctx, cancel := context.WithTimeout(context.Background(), StoreWriteTimeout)
-		if !l.appended {
-			// The client's first event waits for this write (the live stream is gated on
-			// the log): it goes before other runs' bulk writes.
-			ctx = store.WithFirstEvent(ctx)
-		}
 		if joint && stored+len(part) == len(batch) {
 			err = l.st.SaveRunLog(ctx, l.thread, l.run, l.epoch, part, doc)
 			if err == nil {
@@ -413,7 +405,6 @@ func (l *EventLog) write(batch []store.Event, doc json.RawMessage) error {
 			break
 		}
 		stored += len(part)
-		l.appended = true
 	}
 	if err == nil && doc != nil {
 		// The work document is saved by the writer and at the run's end, when the run's

@@ -109,31 +109,8 @@ func (w *groupWriter) doStart(ctx context.Context, fn writeFunc) error {
 }
 
 // doBulk is do for a write that nobody's response waits for: it goes after the jobs of do.
-// A write holding a run's first event (WithFirstEvent) goes with the starts instead: the
-// live stream sends that event only once it is stored, so the client's first event waits
-// for it as it waits for the start.
 func (w *groupWriter) doBulk(ctx context.Context, fn writeFunc) error {
-	if isFirstEvent(ctx) {
-		return w.run(ctx, w.starts, fn)
-	}
 	return w.run(ctx, w.queue, fn)
-}
-
-// firstEventKey is the context key of WithFirstEvent.
-type firstEventKey struct{}
-
-// WithFirstEvent marks ctx's event write (AppendEvents, SaveRunLog) as the one holding a
-// run's first event, which a client waits for: SQLite's writer runs it with the runs'
-// starts rather than behind the bulk of other runs' event logs. Other stores ignore it.
-// Nothing else changes: the write is committed before the call returns, and a run's
-// writes are still issued one after the other by its log.
-func WithFirstEvent(ctx context.Context) context.Context {
-	return context.WithValue(ctx, firstEventKey{}, true)
-}
-
-func isFirstEvent(ctx context.Context) bool {
-	first, _ := ctx.Value(firstEventKey{}).(bool)
-	return first
 }
 
 func (w *groupWriter) run(ctx context.Context, q chan<- *writeJob, fn writeFunc) error {
