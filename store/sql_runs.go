@@ -249,14 +249,7 @@ func (s sqlRuns) EndRunStep(ctx context.Context, threadID, runID string, epoch i
 		}
 	} else {
 		err = s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := s.txExec(ctx, tx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return errNoRun
-			}
-			seq, err = sqlJournal{s.sqlConn, s.d}.recordTx(ctx, tx, args)
+			seq, err = s.endRunTx(ctx, tx, threadID, runID, epoch, state, args, nil)
 			return err
 		})
 	}
@@ -304,19 +297,8 @@ func (s sqlRuns) EndRunMessages(ctx context.Context, threadID, runID string, epo
 		}
 	} else {
 		err = s.tx(ctx, threadID, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := s.txExec(ctx, tx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return errNoRun
-			}
-			if args != nil {
-				if seq, err = (sqlJournal{s.sqlConn, s.d}).recordTx(ctx, tx, args); err != nil {
-					return err
-				}
-			}
-			return s.threads.saveMessages(ctx, tx, threadID, msgs)
+			seq, err = s.endRunTx(ctx, tx, threadID, runID, epoch, state, args, msgs)
+			return err
 		})
 	}
 	if errors.Is(err, errNoRun) {
@@ -329,6 +311,28 @@ func (s sqlRuns) EndRunMessages(ctx context.Context, threadID, runID string, epo
 		step.Seq = seq
 	}
 	return nil
+}
+
+// endRunTx ends the run under its epoch inside tx (errNoRun when no row changed), then
+// records its step (stepArgs, when not nil) and saves msgs (when any): the body both
+// EndRunStep and EndRunMessages run in one transaction off PostgreSQL's pipelined path.
+func (s sqlRuns) endRunTx(ctx context.Context, tx *sql.Tx, threadID, runID string, epoch int64, state string, stepArgs []any, msgs []Message) (seq int64, err error) {
+	res, err := s.txExec(ctx, tx, s.d.q(endRunSQL), threadID, runID, state, time.Now().UnixNano(), epoch)
+	if err != nil {
+		return 0, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return 0, errNoRun
+	}
+	if stepArgs != nil {
+		if seq, err = (sqlJournal{s.sqlConn, s.d}).recordTx(ctx, tx, stepArgs); err != nil {
+			return 0, err
+		}
+	}
+	if len(msgs) > 0 {
+		err = s.threads.saveMessages(ctx, tx, threadID, msgs)
+	}
+	return seq, err
 }
 
 // errNoRun is an end of a run that changed no row (refusal says why); errStepLater an end
